@@ -1,0 +1,145 @@
+"""The command line: each subcommand is a few lines that call the library.
+
+Errors the user can fix become one line on stderr and exit status 2, here and only here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for; printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not argparse's usage block
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _cmd_serve(args) -> int:
+    from dumpgym import serve
+
+    serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus)
+    return 0
+
+
+def _cmd_build(args) -> int:
+    from dumpgym import corpus, drills, site
+
+    data = corpus.load_corpus(args.corpus)
+    site.build_site(args.out, data, drills.build_pool(data))
+    print(f"wrote the gym to {args.out} ({len(data['programs'])} programs)")
+    return 0
+
+
+def _cmd_corpus_build(args) -> int:
+    from dumpgym import corpus
+    from dumpgym.programs import builtin_programs
+
+    progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
+    fresh = corpus.build_corpus(builtin_programs(), progress)
+    if args.check:
+        committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
+        problems = corpus.check(committed, fresh)
+        for problem in problems:
+            print(problem)
+        if problems:
+            print(f"{len(problems)} difference(s); run 'dumpgym corpus build' to refresh the committed corpus")
+            return 1
+        print(f"committed corpus matches tracing: {corpus.summary(fresh)}")
+        return 0
+    corpus.write_atomic(corpus.BUILTIN_PATH, corpus.dumps(fresh))
+    print(f"wrote {corpus.BUILTIN_PATH}: {corpus.summary(fresh)}")
+    return 0
+
+
+def _load(args) -> dict:
+    from dumpgym import corpus
+
+    data = corpus.load_corpus(args.corpus)
+    try:
+        return corpus.select(data, args.slugs)
+    except KeyError as e:
+        valid = " ".join(p["slug"] for p in data["programs"])
+        raise UsageError(f"unknown program {' '.join(e.args[0])}; valid slugs: {valid}") from None
+
+
+def _cmd_export(args) -> int:
+    json.dump(_load(args), sys.stdout, indent=1, ensure_ascii=False)
+    print()
+    return 0
+
+
+def _cmd_drills(args) -> int:
+    from dumpgym import drills
+
+    json.dump(drills.build_pool(_load(args)), sys.stdout, indent=1, ensure_ascii=False)
+    print()
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The argument parser, with every subcommand and its help."""
+    parser = _Parser(prog="dumpgym", description="Drills for reading JAX compiler dumps on sight.")
+    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("serve", help="serve the gym on localhost (the default command)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--open", action="store_true", help="open the gym in a web browser")
+    p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    p.set_defaults(run=_cmd_serve)
+
+    p = sub.add_parser("build", help="write the gym as static files")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the site into")
+    p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    p.set_defaults(run=_cmd_build)
+
+    p = sub.add_parser("corpus", help="build or check the committed built-in corpus")
+    corpus_sub = p.add_subparsers(dest="corpus_command", metavar="ACTION", required=True, parser_class=_Parser)
+    b = corpus_sub.add_parser("build", help="re-trace the seventeen programs and write the corpus")
+    b.add_argument("--check", action="store_true", help="compare with the committed corpus instead; exit 1 on a difference")
+    b.add_argument("--verbose", action="store_true", help="report progress on stderr")
+    b.set_defaults(run=_cmd_corpus_build)
+
+    for name, run, text in (
+        ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/1)"),
+        ("drills", _cmd_drills, "print the drill item pool as JSON (schema dumpgym.drills/1)"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("slugs", nargs="*", metavar="SLUG", help="only these programs (default: all)")
+        p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+        p.set_defaults(run=run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    parser = make_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args = parser.parse_args([*argv, "serve"])
+        return args.run(args)
+    except BrokenPipeError:  # e.g. `dumpgym export | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
+    except UsageError as e:
+        if debug:
+            raise
+        print(f"dumpgym: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        from dumpgym.program import ProgramError
+
+        if debug or not isinstance(e, (ProgramError, OSError)):
+            raise
+        print(f"dumpgym: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

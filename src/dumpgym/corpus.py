@@ -1,0 +1,149 @@
+"""Stage four: the corpus artifact ("dumpgym.corpus/1"), built from programs and read without JAX."""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable
+
+SCHEMA = "dumpgym.corpus/1"
+BUILTIN_PATH = Path(__file__).parent / "data" / "corpus.json"
+
+
+def program_record(program, progress: Callable[[str], None] | None = None) -> dict:
+    """Trace one `Program` and gather everything the export says about it."""
+    from dumpgym.facts import build_facts
+    from dumpgym.trace import trace
+    from dumpgym.xray import build_xray
+
+    say = progress or (lambda _msg: None)
+    say(f"{program.slug}: tracing and lowering")
+    traced = trace(program.function, program.example_args())
+    say(f"{program.slug}: facts for every equation")
+    facts = build_facts(traced.closed_jaxpr)
+    say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
+    xray = build_xray(traced, facts)
+    return {
+        "slug": program.slug,
+        "title": program.title,
+        "lesson": program.lesson,
+        "entry": program.entry,
+        "args": list(program.args),
+        "mesh": program.mesh,
+        "in_specs": [list(p) for p in program.in_specs] if program.in_specs else None,
+        "source": traced.source,
+        "jaxpr": traced.jaxpr,
+        "stablehlo": traced.stablehlo,
+        "eqns": facts.to_json(),
+        **xray.to_json(),
+    }
+
+
+def build_corpus(programs: Iterable, progress=None) -> dict:
+    """The whole corpus for `programs`, stamped with the JAX version that traced it."""
+    import jax
+
+    return {
+        "schema": SCHEMA,
+        "jax_version": jax.__version__,
+        "programs": [program_record(p, progress) for p in programs],
+    }
+
+
+def dumps(corpus: dict) -> str:
+    """The canonical text of a corpus: what is committed and what `--check` compares."""
+    return json.dumps(corpus, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never a half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check(committed: dict, fresh: dict) -> list[str]:
+    """One message per program whose committed record differs from a fresh trace, with a short diff."""
+    problems = []
+    if committed.get("jax_version") != fresh["jax_version"]:
+        problems.append(f"jax_version: committed {committed.get('jax_version')}, installed {fresh['jax_version']}")
+    old = {p["slug"]: p for p in committed.get("programs", [])}
+    new = {p["slug"]: p for p in fresh["programs"]}
+    for slug in sorted(old.keys() - new.keys()):
+        problems.append(f"{slug}: committed but no longer a program")
+    for slug in new:
+        if slug not in old:
+            problems.append(f"{slug}: missing from the committed corpus")
+        elif old[slug] != new[slug]:
+            diff = difflib.unified_diff(
+                dumps(old[slug]).splitlines(), dumps(new[slug]).splitlines(),
+                "committed", "traced now", n=0, lineterm="",
+            )
+            shown = [line for line in diff][2:12]
+            problems.append(f"{slug}: committed artifact differs from tracing\n" + "\n".join("    " + s for s in shown))
+    return problems
+
+
+def user_corpus_dir(corpus_dir: str | os.PathLike | None = None) -> Path:
+    """Where added programs live: `corpus_dir`, else the platform's user data directory."""
+    if corpus_dir is not None:
+        return Path(corpus_dir)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("dumpgym")) / "corpus"
+
+
+def load_builtin() -> dict:
+    """The committed built-in corpus (no JAX import)."""
+    return json.loads(BUILTIN_PATH.read_text(encoding="utf-8"))
+
+
+def load_user_programs(corpus_dir=None) -> list[dict]:
+    """Programs added with `dumpgym add`, in the order they were added."""
+    folder = user_corpus_dir(corpus_dir)
+    index = folder / "index.json"
+    if not index.is_file():
+        return []
+    slugs = json.loads(index.read_text(encoding="utf-8"))["programs"]
+    return [json.loads((folder / f"{slug}.json").read_text(encoding="utf-8")) for slug in slugs]
+
+
+def load_corpus(corpus_dir=None) -> dict:
+    """The built-in corpus with the user's added programs after it (no JAX import)."""
+    corpus = load_builtin()
+    corpus["programs"] = corpus["programs"] + load_user_programs(corpus_dir)
+    return corpus
+
+
+def select(corpus: dict, slugs: list[str]) -> dict:
+    """The corpus narrowed to `slugs`, in the order given; raises KeyError naming unknown ones."""
+    by_slug = {p["slug"]: p for p in corpus["programs"]}
+    unknown = [s for s in slugs if s not in by_slug]
+    if unknown:
+        raise KeyError(unknown)
+    return {**corpus, "programs": [by_slug[s] for s in slugs]} if slugs else corpus
+
+
+def summary(corpus: dict) -> str:
+    """Counts for the CLI: programs, equations, StableHLO op lines, x-ray groups and coverage."""
+    programs = corpus["programs"]
+    eqns = sum(len(p["eqns"]) for p in programs)
+    ops = sum(p["xray_stats"]["stablehlo_op_lines"] for p in programs)
+    mapped = sum(p["xray_stats"]["mapped_stablehlo_op_lines"] for p in programs)
+    groups = sum(len(p["xray"]) for p in programs)
+    return (
+        f"{len(programs)} programs · {eqns} equations · {ops} StableHLO op lines · "
+        f"{groups} x-ray groups · {mapped} of {ops} op lines attributed"
+    )

@@ -1,0 +1,20 @@
+"""Single-head attention with the softmax written by hand."""
+import jax.numpy as jnp
+
+from dumpgym.program import Program
+
+
+def attention(q, k, v):
+    scores = q @ k.T
+    shifted = jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True))
+    probs = shifted / jnp.sum(shifted, axis=-1, keepdims=True)
+    return probs @ v
+
+
+PROGRAM = Program(
+    slug="attention",
+    title="naive attention",
+    lesson="Two dot_generals around a softmax; k.T becomes an explicit transpose.",
+    function=attention,
+    args=("bf16[128,64]", "bf16[128,64]", "bf16[128,64]"),
+)

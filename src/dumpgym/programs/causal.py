@@ -1,0 +1,22 @@
+"""Causal attention: a lower-triangular mask applied with where before softmax."""
+import jax
+import jax.numpy as jnp
+
+from dumpgym.program import Program
+
+
+def causal_attention(q, k, v):
+    scores = q @ k.T
+    n = scores.shape[-1]
+    keep = jnp.tril(jnp.ones((n, n), dtype=bool))
+    scores = jnp.where(keep, scores, -jnp.inf)
+    return jax.nn.softmax(scores, axis=-1) @ v
+
+
+PROGRAM = Program(
+    slug="causal",
+    title="causal attention",
+    lesson="The mask is built from two iotas and a comparison; the where becomes select_n against -inf.",
+    function=causal_attention,
+    args=("bf16[128,64]", "bf16[128,64]", "bf16[128,64]"),
+)

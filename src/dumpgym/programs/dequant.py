@@ -1,0 +1,17 @@
+"""An int8 weight cast up and scaled before the matmul."""
+import jax.numpy as jnp
+
+from dumpgym.program import Program
+
+
+def int8_dequant_matmul(x, wq, scale):
+    return x @ (wq.astype(jnp.bfloat16) * scale)
+
+
+PROGRAM = Program(
+    slug="dequant",
+    title="int8 dequantize matmul",
+    lesson="convert, then a broadcast multiply by the per-column scale, then the dot: quantized serving in small.",
+    function=int8_dequant_matmul,
+    args=("bf16[64,128]", "i8[128,256]", "bf16[256]"),
+)

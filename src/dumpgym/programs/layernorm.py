@@ -1,0 +1,20 @@
+"""LayerNorm: a mean, a variance and an rsqrt, each broadcast back over the row."""
+import jax
+import jax.numpy as jnp
+
+from dumpgym.program import Program
+
+
+def layernorm(x, g, b):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.var(x, axis=-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-6) * g + b
+
+
+PROGRAM = Program(
+    slug="layernorm",
+    title="LayerNorm",
+    lesson="The reductions run in f32 even though the data is bf16; jnp.var arrives as a nested jit.",
+    function=layernorm,
+    args=("bf16[64,128]", "bf16[128]", "bf16[128]"),
+)

@@ -1,0 +1,22 @@
+"""Mixture-of-experts dispatch, computed densely through a one-hot matrix."""
+import jax
+import jax.numpy as jnp
+
+from dumpgym.program import Program
+
+
+def moe_dispatch(tokens, routing, expert_w):
+    # each token goes to the expert with the highest routing score (4 experts)
+    choice = jax.nn.one_hot(jnp.argmax(routing, axis=-1), 4, dtype=tokens.dtype)
+    per_expert = jnp.einsum("te,td->etd", choice, tokens)
+    expert_out = jnp.einsum("etd,edf->etf", per_expert, expert_w)
+    return jnp.einsum("te,etf->tf", choice, expert_out)
+
+
+PROGRAM = Program(
+    slug="moe",
+    title="dense MoE dispatch",
+    lesson="argmax picks the expert, one_hot turns the pick into a matrix, three dot_generals do the routing.",
+    function=moe_dispatch,
+    args=("bf16[64,32]", "f32[64,4]", "bf16[4,32,32]"),
+)

@@ -1,0 +1,19 @@
+"""RMSNorm: LayerNorm without the mean subtraction."""
+import jax
+import jax.numpy as jnp
+
+from dumpgym.program import Program
+
+
+def rmsnorm(x, g):
+    mean_square = jnp.mean(x * x, axis=-1, keepdims=True)
+    return x * jax.lax.rsqrt(mean_square + 1e-6) * g
+
+
+PROGRAM = Program(
+    slug="rmsnorm",
+    title="RMSNorm",
+    lesson="Set it beside LayerNorm: one reduction instead of two, and no nested jit for the variance.",
+    function=rmsnorm,
+    args=("bf16[64,128]", "bf16[128]"),
+)

@@ -1,0 +1,19 @@
+"""Rotary position embedding on split halves of the feature axis."""
+import jax.numpy as jnp
+
+from dumpgym.program import Program
+
+
+def rope(x, cos, sin):
+    first, second = jnp.split(x, 2, axis=-1)
+    rotated = [first * cos - second * sin, second * cos + first * sin]
+    return jnp.concatenate(rotated, axis=-1)
+
+
+PROGRAM = Program(
+    slug="rope",
+    title="rotary embedding",
+    lesson="split, four multiplies and a concatenate; in StableHLO the split is two slices.",
+    function=rope,
+    args=("bf16[64,128]", "bf16[64,64]", "bf16[64,64]"),
+)

@@ -1,0 +1,17 @@
+"""Softmax over the last axis, as the library writes it."""
+import jax
+
+from dumpgym.program import Program
+
+
+def softmax_rows(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+PROGRAM = Program(
+    slug="softmax",
+    title="softmax over rows",
+    lesson="Max, subtract, exp, sum, divide; the sum alone is lifted to f32.",
+    function=softmax_rows,
+    args=("bf16[64,128]",),
+)

@@ -1,0 +1,295 @@
+"""Stage three: the x-ray, linking each equation to the StableHLO lines it became.
+
+Attribution is exact by construction: every equation's name stack is extended
+with a unique tag and the program is lowered again. The tagged module has the
+same operations in the same order as the plain one (checked op by op), and each
+operation's location names the tag of the equation that emitted it.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+
+from dumpgym.facts import Facts, map_jaxpr_eqns
+
+# Operations that only give the module its shape: never attributed, never counted.
+STRUCTURAL_OPS = frozenset({
+    "builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return", "sdy.mesh",
+})
+_TAG = "dgeqn"
+_TAG_RE = re.compile(_TAG + r"(\d+)")  # finds our own tags inside location names
+
+# Why an equation with no operations of its own lowered to nothing (the page shows this).
+NOTHING_REASONS = {
+    "stop_gradient": "stop_gradient only blocks differentiation; its value passes through unchanged",
+    "pvary": "pvary only marks a value as varying across devices for the type checker",
+    "copy_p": "the copy is elided: values are immutable, so nothing needs copying",
+    "optimization_barrier": "optimization_barrier is kept only as a boundary, with no arithmetic",
+}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One StableHLO operation: its name, the line it starts on, and the function it sits in."""
+
+    name: str
+    line: int
+    function: str
+
+
+@dataclass(frozen=True)
+class Group:
+    """The lines of one equation at both layers (a container also owns its descendants' lines)."""
+
+    eqn: int
+    jaxpr_lines: tuple[int, ...]
+    stablehlo_lines: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class XRay:
+    """Groups for every equation that emitted something, and what was left unmapped and why."""
+
+    groups: tuple[Group, ...]
+    ops: tuple[Op, ...]  # every op line of the plain StableHLO text, in order
+    lowered_to_nothing: tuple[dict, ...]
+    stats: dict
+
+    def to_json(self) -> dict:
+        """The export's `xray`, `stablehlo_ops`, `lowered_to_nothing` and `xray_stats` fields."""
+        return {
+            "xray": [
+                {"eqn": g.eqn, "jaxpr_lines": list(g.jaxpr_lines), "stablehlo_lines": list(g.stablehlo_lines)}
+                for g in self.groups
+            ],
+            "stablehlo_ops": [asdict(op) for op in self.ops],
+            "lowered_to_nothing": list(self.lowered_to_nothing),
+            "xray_stats": self.stats,
+        }
+
+
+def tag(eqn_id: int) -> str:
+    """The name-stack scope that marks equation `eqn_id` in the tagged lowering."""
+    return f"{_TAG}{eqn_id}"
+
+
+def tagged_lowering(trace, facts: Facts):
+    """Lower the program again with each equation's name stack extended by its tag."""
+    import jax
+    from jax.extend import core as jex
+
+    ids = {id(eqn): n for n, eqn in facts.jax_eqns.items()}
+
+    def retag(eqn, params):
+        n = ids.get(id(eqn))
+        info = eqn.source_info
+        if n is not None:
+            info = info.replace(name_stack=info.name_stack.extend(tag(n)), traceback=None)
+        return eqn.replace(params=params, source_info=info)
+
+    closed = trace.closed_jaxpr
+    tagged = jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, retag), closed.consts)
+
+    def replay(*args):
+        return jex.jaxpr_as_fun(tagged)(*args)
+
+    replay.__name__ = getattr(trace.function, "__name__", "program")
+    return jax.jit(replay).lower(*trace.args)
+
+
+def _walk(module):
+    """Yield (operation, enclosing function name, holder of the region it sits in) in print order."""
+    def visit(op, function, holder):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    name = child.name
+                    inner_function = function
+                    if name == "func.func":
+                        inner_function = child.attributes["sym_name"].value
+                    yield child, inner_function, holder
+                    yield from visit(child, inner_function, holder if name == "func.func" else child)
+    yield from visit(module.operation, None, None)
+
+
+def _names(location) -> list[str]:
+    """Every name in a location (name, call-site and fused locations nest)."""
+    from jax._src.lib.mlir import ir
+
+    out, stack = [], [location]
+    while stack:
+        loc = stack.pop()
+        if isinstance(loc, ir.NameLoc):
+            out.append(loc.name_str)
+            stack.append(loc.child_loc)
+        elif isinstance(loc, ir.CallSiteLoc):
+            stack.extend([loc.callee, loc.caller])
+        elif isinstance(loc, ir.FusedLoc):
+            stack.extend(loc.locations)
+    return out
+
+
+def _innermost_tag(location) -> int | None:
+    found = [int(m) for name in _names(location) for m in _TAG_RE.findall(name)]
+    return found[-1] if found else None
+
+
+def build_xray(trace, facts: Facts) -> XRay:
+    """Attribute every StableHLO op line of `trace.stablehlo` to the equations that emitted it."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    # Keep both modules (and the lowering that owns one) alive while their ops are read.
+    lowered = tagged_lowering(trace, facts)
+    tagged = lowered.compiler_ir("stablehlo")
+    ctx = mlir.make_ir_context()
+    plain = ir.Module.parse(trace.stablehlo, context=ctx)
+    plain_ops = list(_walk(plain))
+    tagged_ops = list(_walk(tagged))
+    plain_names = [op.name for op, _, _ in plain_ops]
+    tagged_names = [op.name for op, _, _ in tagged_ops]
+    if plain_names != tagged_names:
+        raise RuntimeError("the tagged lowering differs from the plain one; cannot attribute by construction")
+
+    ops: list[Op] = []
+    owners: dict[int, set[int]] = defaultdict(set)  # op index -> equations
+    index_of = {}
+    pending_constants = []
+    calls_by_function: dict[str, list[int]] = defaultdict(list)
+    untagged = []
+    for i, ((p_op, function, holder), (t_op, _, _)) in enumerate(zip(plain_ops, tagged_ops)):
+        index_of[t_op] = i
+        ops.append(Op(p_op.name, _line(p_op), function))
+        own = _innermost_tag(t_op.location)
+        if own is not None:
+            owners[i].add(own)
+        elif t_op.name == "stablehlo.constant":
+            pending_constants.append(i)
+        else:
+            untagged.append((i, holder))
+        if t_op.name == "func.call":
+            calls_by_function[t_op.attributes["callee"].value].append(i)
+
+    # Ops without a tag of their own: inside a region they belong to its holder;
+    # in a private function body, to the equations that call the function.
+    for i, holder in untagged:
+        if holder is not None and holder in index_of:
+            owners[i] |= owners[index_of[holder]]
+    _inherit_from_calls(ops, owners, calls_by_function)
+    for i, holder in untagged:
+        if holder is not None and holder in index_of:
+            owners[i] |= owners[index_of[holder]]
+    # A literal constant belongs to its first user.
+    for i in pending_constants:
+        users = sorted(index_of[u.owner] for u in tagged_ops[i][0].result.uses if u.owner in index_of)
+        for u in users:
+            if owners[u]:
+                owners[i] |= owners[u]
+                break
+
+    return _assemble(trace, facts, ops, owners)
+
+
+def _line(op) -> int:
+    from jax._src.lib.mlir import ir
+
+    return ir.FileLineColLoc(op.location).start_line
+
+
+def _inherit_from_calls(ops, owners, calls_by_function):
+    """Give each private function's untagged ops the owners of every call to that function."""
+    changed = True
+    while changed:
+        changed = False
+        for i, op in enumerate(ops):
+            if op.name in STRUCTURAL_OPS or owners[i] or op.function is None:
+                continue
+            for call in calls_by_function.get(op.function, ()):
+                if owners[call] - owners[i]:
+                    owners[i] |= owners[call]
+                    changed = True
+
+
+def _assemble(trace, facts: Facts, ops: list[Op], owners) -> XRay:
+    own_lines: dict[int, set[int]] = defaultdict(set)
+    op_lines = set()
+    for i, op in enumerate(ops):
+        if op.name in STRUCTURAL_OPS:
+            continue
+        op_lines.add(op.line)
+        for eqn in owners[i]:
+            own_lines[eqn].add(op.line)
+
+    groups, nothing = [], []
+    dead = dead_eqns(facts, trace.closed_jaxpr.jaxpr.outvars)
+    for eqn in facts.eqns:
+        family = [eqn.id, *facts.descendants(eqn.id)]
+        hlo = set().union(*(own_lines[e] for e in family))
+        if not hlo:
+            nothing.append({"eqn": eqn.id, "why": _why_nothing(eqn, facts, dead)})
+            continue
+        jaxpr = set()
+        for e in family:
+            first, last = facts.eqns[e].jaxpr_lines
+            jaxpr.update(range(first, last + 1))
+        groups.append(Group(eqn.id, tuple(sorted(jaxpr)), tuple(sorted(hlo))))
+
+    attributed = {line for g in groups for line in g.stablehlo_lines}
+    jaxpr_mapped = {line for g in groups for line in g.jaxpr_lines}
+    stats = {
+        "equations": len(facts.eqns),
+        "mapped_equations": len(groups),
+        "jaxpr_lines": len(trace.jaxpr.splitlines()),
+        "mapped_jaxpr_lines": len(jaxpr_mapped),
+        "stablehlo_lines": len(trace.stablehlo.splitlines()),
+        "stablehlo_op_lines": len(op_lines),
+        "mapped_stablehlo_op_lines": len(attributed & op_lines),
+    }
+    return XRay(tuple(groups), tuple(o for o in ops if o.name not in STRUCTURAL_OPS), tuple(nothing), stats)
+
+
+def _why_nothing(eqn, facts: Facts, dead: set[int]) -> str:
+    if eqn.id in dead:
+        return "its result is never used, so lowering dropped it as dead code"
+    if eqn.primitive in NOTHING_REASONS:
+        return NOTHING_REASONS[eqn.primitive]
+    if eqn.primitive == "convert_element_type" and eqn.inputs and eqn.inputs[0].get("dtype") == eqn.outputs[0]["dtype"]:
+        return "a convert to the dtype it already has only drops the weak type; nothing to compute"
+    return "no operation carries its mark: lowering folded it into its neighbours"
+
+
+def dead_eqns(facts: Facts, results) -> set[int]:
+    """Equations whose outputs reach no result of the program, directly or through other equations."""
+    from jax._src import core
+    from jax.extend import core as jex
+
+    readers: dict[int, set] = defaultdict(set)  # var id -> reading equations ("out" for a jaxpr result)
+    for var in results:
+        readers[id(var)].add("out")
+    for n, eqn in facts.jax_eqns.items():
+        for v in eqn.invars:
+            readers[id(v)].add(n)
+        for sub in core.jaxprs_in_params(eqn.params):
+            for v in sub.outvars:
+                readers[id(v)].add("out")
+    dead: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for n, eqn in facts.jax_eqns.items():
+            outs = [v for v in eqn.outvars if not isinstance(v, jex.DropVar)]
+            if n not in dead and all(readers[id(v)] <= dead for v in outs):
+                dead.add(n)
+                changed = True
+    return dead
+
+
+def stats_line(stats: dict) -> str:
+    """The one-line summary the page and the CLI print for a program's x-ray."""
+    return (
+        f"{stats['mapped_equations']} of {stats['equations']} equations mapped · "
+        f"{stats['mapped_jaxpr_lines']} of {stats['jaxpr_lines']} jaxpr lines · "
+        f"{stats['mapped_stablehlo_op_lines']} of {stats['stablehlo_op_lines']} StableHLO op lines"
+    )

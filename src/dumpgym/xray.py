@@ -163,10 +163,12 @@ def build_xray(trace, facts: Facts) -> XRay:
         index_of[t_op] = i
         ops.append(Op(p_op.name, _line(p_op), function))
         own = _innermost_tag(t_op.location)
-        if own is not None:
+        if t_op.name == "stablehlo.constant":
+            # A literal is materialised where the enclosing body is lowered, so its
+            # location names the body, not the equation that reads it.
+            pending_constants.append((i, own))
+        elif own is not None:
             owners[i].add(own)
-        elif t_op.name == "stablehlo.constant":
-            pending_constants.append(i)
         else:
             untagged.append((i, holder))
         if t_op.name == "func.call":
@@ -181,13 +183,14 @@ def build_xray(trace, facts: Facts) -> XRay:
     for i, holder in untagged:
         if holder is not None and holder in index_of:
             owners[i] |= owners[index_of[holder]]
-    # A literal constant belongs to its first user.
-    for i in pending_constants:
+    # A constant belongs to its first user (or to its own mark when nothing reads it).
+    for i, own in pending_constants:
         users = sorted(index_of[u.owner] for u in tagged_ops[i][0].result.uses if u.owner in index_of)
-        for u in users:
-            if owners[u]:
-                owners[i] |= owners[u]
-                break
+        first = next((u for u in users if owners[u]), None)
+        if first is not None:
+            owners[i] |= owners[first]
+        elif own is not None:
+            owners[i].add(own)
 
     return _assemble(trace, facts, ops, owners)
 

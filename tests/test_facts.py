@@ -1,0 +1,106 @@
+"""Facts for every printed equation agree with JAX's own objects."""
+from collections import Counter
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax._src import core
+
+from dumpgym.facts import build_facts
+from dumpgym.programs import SLUGS
+
+
+def _printed_eqns(jaxpr, seen=None):
+    """Every equation reachable from `jaxpr`, each shared sub-jaxpr counted once (as JAX prints it)."""
+    seen = set() if seen is None else seen
+    if id(jaxpr) in seen:
+        return []
+    seen.add(id(jaxpr))
+    out = []
+    for eqn in jaxpr.eqns:
+        out.append(eqn)
+        for sub in core.jaxprs_in_params(eqn.params):
+            out.extend(_printed_eqns(sub, seen))
+    return out
+
+
+def _aval(aval):
+    return {"shape": list(aval.shape), "dtype": jnp.dtype(aval.dtype).name}
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_every_equation_has_a_fact(slug, by_slug, programs):
+    record = by_slug[slug]
+    closed = jax.make_jaxpr(programs[slug].function)(*programs[slug].example_args())
+    eqns = _printed_eqns(closed.jaxpr)
+    assert len(record["eqns"]) == len(eqns)
+    assert Counter(e["primitive"] for e in record["eqns"]) == Counter(e.primitive.name for e in eqns)
+    expected_outputs = Counter(str([_aval(v.aval) for v in e.outvars]) for e in eqns)
+    got_outputs = Counter(str([{k: o[k] for k in ("shape", "dtype")} for o in e["outputs"]]) for e in record["eqns"])
+    assert got_outputs == expected_outputs
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_line_spans_hold_their_equation(slug, by_slug):
+    record = by_slug[slug]
+    lines = record["jaxpr"].splitlines()
+    previous_top = 0
+    for eqn in record["eqns"]:
+        first, last = eqn["jaxpr_lines"]
+        assert 1 <= first <= last <= len(lines)
+        # The first printed line binds the outputs and names the primitive.
+        text = lines[first - 1]
+        assert f"= {eqn['primitive']}" in text or text.strip().startswith(eqn["primitive"]), (eqn, text)
+        if eqn["parent"] is not None:
+            parent = record["eqns"][eqn["parent"]]
+            inside = parent["jaxpr_lines"][0] <= first and last <= parent["jaxpr_lines"][1]
+            hoisted = lines[parent["jaxpr_lines"][0] - 1].count("jaxpr=") and "jaxpr={" not in lines[parent["jaxpr_lines"][0] - 1]
+            assert inside or hoisted or first < parent["jaxpr_lines"][0], (eqn, parent)
+        else:
+            assert first > previous_top
+            previous_top = last
+    assert [e["id"] for e in record["eqns"]] == list(range(len(record["eqns"])))
+
+
+def test_mlp_facts(by_slug):
+    eqns = by_slug["mlp"]["eqns"]
+    assert len(eqns) == 14
+    first = eqns[0]
+    assert first["primitive"] == "dot_general"
+    assert first["params"]["dimension_numbers"] == [[[1], [0]], [[], []]]
+    assert first["inputs"] == [{"shape": [64, 128], "dtype": "bfloat16"}, {"shape": [128, 512], "dtype": "bfloat16"}]
+    assert first["outputs"] == [{"shape": [64, 512], "dtype": "bfloat16"}]
+    assert first["jaxpr_lines"] == [2, 5]
+    assert [e["primitive"] for e in eqns].count("dot_general") == 2
+    assert eqns[4]["inputs"][0] == {"literal": "0.044677734375", "dtype": "bfloat16"}
+
+
+def test_layernorm_reductions_run_in_f32(by_slug):
+    sums = [e for e in by_slug["layernorm"]["eqns"] if e["primitive"] == "reduce_sum"]
+    assert len(sums) == 3
+    assert all(e["inputs"][0]["dtype"] == "float32" and e["outputs"][0]["dtype"] == "float32" for e in sums)
+
+
+def test_shared_sub_jaxpr_is_listed_once_with_a_parent(by_slug):
+    eqns = by_slug["layernorm"]["eqns"]
+    var_call = next(e for e in eqns if e["primitive"] == "jit" and e["params"]["name"] == "_var")
+    inner = [e for e in eqns if e["parent"] == var_call["id"]]
+    assert [e["primitive"] for e in inner].count("reduce_sum") == 2
+    assert all(e["jaxpr_lines"][1] < var_call["jaxpr_lines"][0] for e in inner)  # printed in the let block above
+
+
+def test_a_helper_called_twice_is_one_set_of_facts():
+    @jax.jit
+    def helper(x):
+        return jnp.sin(x) * 2
+
+    def twice(x):
+        return helper(x) + helper(x + 1)
+
+    closed = jax.make_jaxpr(twice)(jnp.ones(4))
+    facts = build_facts(closed)
+    sins = [e for e in facts.eqns if e.primitive == "sin"]
+    assert len(sins) == 1
+    calls = [e.id for e in facts.eqns if e.primitive == "jit"]
+    assert facts.callers[sins[0].id] == tuple(calls) and len(calls) == 2
+    assert sins[0].parent == min(calls)

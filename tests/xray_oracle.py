@@ -1,0 +1,115 @@
+"""An attribution of StableHLO op lines computed independently of dumpgym's tags.
+
+It reads the locations JAX itself writes in an ordinary (untagged) lowering, the
+use-def chains of the module, and the user source line of each equation, and
+judges every attributed op line by the first rule that applies:
+
+1. the location names a primitive (or `jit(NAME)` for a call, or the call's
+   callee is named after a primitive): the most specific owner must be an
+   equation with that primitive (and name);
+2. a constant whose location names no primitive: same owners as its first user;
+3. an op in a private function that no jaxpr jit produced (a lowering rule made
+   it): same owners as the calls to that function;
+4. an op inside a region: same owners as the op holding the region;
+5. otherwise (a lowering rule emitting inner steps under their own names): an
+   owner's user source line must appear in the op's location.
+"""
+from __future__ import annotations
+
+from jax._src import source_info_util
+from jax._src.lib.mlir import ir
+
+STRUCTURAL = {"builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return", "sdy.mesh"}
+
+
+def _ops(module):
+    out = []
+
+    def visit(op, function, holder):
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    fn = child.attributes["sym_name"].value if child.name == "func.func" else function
+                    out.append((child, fn, holder))
+                    visit(child, fn, None if child.name == "func.func" else child)
+
+    visit(module.operation, None, None)
+    return out
+
+
+def _location_parts(loc):
+    names, files, stack = [], set(), [loc]
+    while stack:
+        loc = stack.pop()
+        if isinstance(loc, ir.NameLoc):
+            names.append(loc.name_str)
+            stack.append(loc.child_loc)
+        elif isinstance(loc, ir.CallSiteLoc):
+            stack.extend([loc.callee, loc.caller])
+        elif isinstance(loc, ir.FusedLoc):
+            stack.extend(loc.locations)
+        elif isinstance(loc, ir.FileLineColLoc):
+            files.add((loc.filename, loc.start_line))
+    return names, files
+
+
+def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
+    """Return one message per op line whose attribution disagrees with the independent rules."""
+    eqns = record["eqns"]
+    owners: dict[int, set[int]] = {}
+    for group in record["xray"]:
+        for line in group["stablehlo_lines"]:
+            owners.setdefault(line, set()).add(group["eqn"])
+    children = {}
+    for e in eqns:
+        if e["parent"] is not None:
+            children.setdefault(e["parent"], set()).add(e["id"])
+
+    def specific(line):
+        own = owners.get(line, set())
+        return {e for e in own if not (children.get(e, set()) & own)}
+
+    ops = [t for t in _ops(lowered_module) if t[0].name not in STRUCTURAL]
+    lines = [o["line"] for o in record["stablehlo_ops"]]
+    assert [o["name"] for o in record["stablehlo_ops"]] == [op.name for op, _, _ in ops]
+    line_of = {op: line for (op, _, _), line in zip(ops, lines)}
+    jit_functions = {e["params"]["name"] for e in eqns if e["primitive"] == "jit"}
+    calls = {}
+    for op, _, _ in ops:
+        if op.name == "func.call":
+            calls.setdefault(op.attributes["callee"].value, []).append(line_of[op])
+
+    problems = []
+    for op, function, holder in ops:
+        line = line_of[op]
+        got = specific(line)
+        names, files = _location_parts(op.location)
+        last = names[0].split("/")[-1] if names else ""
+        prims = {eqns[e]["primitive"] for e in got}
+        if not got:
+            problems.append(f"line {line}: {op.name} attributed to nothing")
+            continue
+        if op.name == "func.call" and op.attributes["callee"].value in prims:
+            ok = True  # a lowering rule's private function, named after its primitive (argmax)
+        elif last.startswith("jit(") and op.name == "func.call":
+            ok = any(eqns[e]["primitive"] == "jit" and f"jit({eqns[e]['params']['name']})" == last for e in got)
+        elif last in prims:
+            ok = True
+        elif op.name == "stablehlo.constant":
+            users = sorted(line_of[u.owner.operation] for u in op.result.uses if u.owner.operation in line_of)
+            ok = bool(users) and got == specific(users[0])
+        elif function not in (None, "main") and function not in jit_functions and function in calls:
+            ok = all(got == specific(c) for c in calls[function])
+        elif holder is not None and holder in line_of:
+            ok = got <= owners.get(line_of[holder], set())
+        else:
+            user_lines = set()
+            for e in got:
+                frame = source_info_util.user_frame(jax_eqns[e].source_info.traceback)
+                if frame is not None:
+                    user_lines.add((frame.file_name, frame.start_line))
+            ok = bool(user_lines & files)
+        if not ok:
+            problems.append(f"line {line}: {op.name} at {last!r} attributed to {sorted(prims)}")
+    return problems

@@ -22,7 +22,7 @@ def program_record(program, progress: Callable[[str], None] | None = None) -> di
     say(f"{program.slug}: tracing and lowering")
     traced = trace(program.function, program.example_args())
     say(f"{program.slug}: facts for every equation")
-    facts = build_facts(traced.closed_jaxpr)
+    facts = build_facts(traced)
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
     xray = build_xray(traced, facts)
     return {

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+
 
 
 @dataclass(frozen=True)
@@ -64,65 +65,19 @@ class Facts:
         return children
 
 
-class _Marker:
-    """A unique stand-in for an equation's traceback, so the printer's source map names it."""
+def build_facts(source) -> Facts:
+    """Facts for every equation that the jaxpr prints, sub-jaxprs included.
 
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index
-
-
-def map_jaxpr_eqns(jaxpr, rewrite: Callable[[Any, dict], Any], memo: dict | None = None):
-    """Copy `jaxpr`, rewriting each equation (sub-jaxprs first) with `rewrite(eqn, new_params)`.
-
-    Shared sub-jaxprs stay shared in the copy, so JAX prints and lowers them once, as it does the original.
+    `source` is a `Trace` (whose printing already recorded the spans) or a bare ClosedJaxpr.
     """
-    from jax.extend import core as jex
-
-    memo = {} if memo is None else memo
-    if id(jaxpr) in memo:
-        return memo[id(jaxpr)][1]
-
-    def sub(value):
-        if isinstance(value, jex.ClosedJaxpr):
-            key = ("closed", id(value))
-            if key not in memo:
-                memo[key] = (value, jex.ClosedJaxpr(map_jaxpr_eqns(value.jaxpr, rewrite, memo), value.consts))
-            return memo[key][1]
-        if isinstance(value, jex.Jaxpr):
-            return map_jaxpr_eqns(value, rewrite, memo)
-        if isinstance(value, tuple) and value and all(isinstance(v, (jex.Jaxpr, jex.ClosedJaxpr)) for v in value):
-            return tuple(sub(v) for v in value)
-        return value
-
-    eqns = [rewrite(eqn, {k: sub(v) for k, v in eqn.params.items()}) for eqn in jaxpr.eqns]
-    copy = jaxpr.replace(eqns=eqns)
-    memo[id(jaxpr)] = (jaxpr, copy)  # keep the original alive so its id is not reused
-    return copy
-
-
-def build_facts(closed_jaxpr) -> Facts:
-    """Facts for every equation that `str(closed_jaxpr)` prints, sub-jaxprs included."""
     from jax._src import core
 
-    originals: list[Any] = []
+    from dumpgym.trace import Trace, print_with_spans, walk_eqns
 
-    def mark(eqn, params):
-        originals.append(eqn)
-        marker = _Marker(len(originals) - 1)
-        return eqn.replace(params=params, source_info=eqn.source_info.replace(traceback=marker))
-
-    marked = map_jaxpr_eqns(closed_jaxpr.jaxpr, mark)
-    source_map: list[list[tuple[int, int, Any]]] = []
-    core.pp_toplevel_jaxpr(marked).format(source_map=source_map)
-
-    spans: dict[int, list[int]] = {}  # marker index -> [first line, last line, first column]
-    for line_no, segments in enumerate(source_map, start=1):
-        for start_col, _end, marker in segments:
-            if isinstance(marker, _Marker):
-                span = spans.setdefault(marker.index, [line_no, line_no, start_col])
-                span[1] = line_no
+    if isinstance(source, Trace):
+        spans, originals = source.jaxpr_spans, list(source.tagged_eqns)
+    else:
+        spans, originals = print_with_spans(source)[1], walk_eqns(source)
 
     # Ids follow print order: by first line, then column (one-line branches share a line).
     order = sorted(spans, key=lambda i: (spans[i][0], spans[i][2], i))

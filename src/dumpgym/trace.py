@@ -1,9 +1,18 @@
-"""Stage one: run JAX on a program and keep what it printed (a `Trace`)."""
+"""Stage one: run JAX on a program and keep what it printed (a `Trace`).
+
+The program is traced once and lowered once. Before lowering, each equation's
+name stack is extended with a tag naming it (`dgeqn<k>`, k in walk order), so the
+lowered module's locations say which equation emitted each operation. Name stacks
+reach only locations, which the plain text does not print, so `Trace.stablehlo` is
+exactly what `jax.jit(f).lower(*args).as_text()` prints (the tests compare them).
+"""
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
+
+TAG = "dgeqn"
 
 
 @dataclass(frozen=True)
@@ -12,31 +21,130 @@ class Trace:
 
     function: Callable[..., Any]
     args: tuple
-    closed_jaxpr: Any  # jax.extend.core.ClosedJaxpr
-    lowered: Any  # jax.stages.Lowered
+    closed_jaxpr: Any  # jax.extend.core.ClosedJaxpr, as jit traced it
+    lowered: Any  # jax.stages.Lowered of the tagged copy; its locations carry the tags
+    tagged_eqns: tuple  # the original JAX equation behind each tag number
+    jaxpr_spans: dict  # tag number -> (first line, last line, first column) where the printer put it
     source: str
     jaxpr: str
     stablehlo: str
 
 
 def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
-    """Trace `function` on example arguments: `str(make_jaxpr(f)(*args))` and `jit(f).lower(*args).as_text()`."""
+    """Trace `function` on example arguments: its jaxpr, its StableHLO and a tagged lowering."""
     import jax
 
     args = tuple(args)
-    # One trace serves both layers: jit(f).trace gives the same jaxpr make_jaxpr prints
-    # (tests/test_trace.py checks that), and lowering it is what jit(f).lower does.
     traced = jax.jit(function).trace(*args)
-    lowered = traced.lower()
+    lowered, tagged_eqns = _lower_tagged(traced)
+    text, spans = print_with_spans(traced.jaxpr)
     return Trace(
         function=function,
         args=args,
         closed_jaxpr=traced.jaxpr,
         lowered=lowered,
+        tagged_eqns=tagged_eqns,
+        jaxpr_spans=spans,
         source=source_of(function),
-        jaxpr=str(traced.jaxpr),
+        jaxpr=text,
         stablehlo=lowered.as_text(),
     )
+
+
+class _Marker:
+    """A unique stand-in for an equation's traceback, so the printer's source map names it."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]]:
+    """`str(closed_jaxpr)`, and where JAX's printer put each equation (numbered in walk order).
+
+    Each equation gets a unique marker as its traceback; the printer's source map then
+    reports, for every output line, which markers' documents it holds.
+    """
+    from jax._src import core
+
+    count = [0]
+
+    def mark(eqn, params):
+        count[0] += 1
+        return eqn.replace(params=params, source_info=eqn.source_info.replace(traceback=_Marker(count[0] - 1)))
+
+    marked = map_jaxpr_eqns(closed_jaxpr.jaxpr, mark)
+    source_map: list[list[tuple[int, int, Any]]] = []
+    text = core.pp_toplevel_jaxpr(marked).format(source_map=source_map)
+    spans: dict[int, list[int]] = {}
+    for line_no, segments in enumerate(source_map, start=1):
+        for start_col, _end, marker in segments:
+            if isinstance(marker, _Marker):
+                span = spans.setdefault(marker.index, [line_no, line_no, start_col])
+                span[1] = line_no
+    return text, {k: tuple(v) for k, v in spans.items()}
+
+
+def _lower_tagged(traced):
+    """Lower a tagged copy of `traced`'s jaxpr through the same parameters jit would use.
+
+    The copy is a new object, so JAX's caches for the user's own function stay untouched.
+    """
+    from jax._src import stages
+    from jax.extend import core as jex
+
+    originals = []
+
+    def retag(eqn, params):
+        originals.append(eqn)
+        info = eqn.source_info
+        return eqn.replace(params=params, source_info=info.replace(name_stack=info.name_stack.extend(f"{TAG}{len(originals) - 1}")))
+
+    closed = traced.jaxpr
+    tagged = jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, retag), closed.consts)
+    copy = stages.Traced(
+        traced._meta_tys_flat, {**traced._params, "jaxpr": tagged},
+        traced._in_tree, traced.out_tree, traced._consts,
+    )
+    return copy.lower(), tuple(originals)
+
+
+def map_jaxpr_eqns(jaxpr, rewrite: Callable[[Any, dict], Any], memo: dict | None = None):
+    """Copy `jaxpr`, rewriting each equation (sub-jaxprs first) with `rewrite(eqn, new_params)`.
+
+    Shared sub-jaxprs stay shared in the copy, so JAX prints and lowers them once, as it does the original.
+    """
+    from jax.extend import core as jex
+
+    memo = {} if memo is None else memo
+    if id(jaxpr) in memo:
+        return memo[id(jaxpr)][1]
+
+    def sub(value):
+        if isinstance(value, jex.ClosedJaxpr):
+            key = ("closed", id(value))
+            if key not in memo:
+                memo[key] = (value, jex.ClosedJaxpr(map_jaxpr_eqns(value.jaxpr, rewrite, memo), value.consts))
+            return memo[key][1]
+        if isinstance(value, jex.Jaxpr):
+            return map_jaxpr_eqns(value, rewrite, memo)
+        if isinstance(value, tuple) and value and all(isinstance(v, (jex.Jaxpr, jex.ClosedJaxpr)) for v in value):
+            return tuple(sub(v) for v in value)
+        return value
+
+    eqns = [rewrite(eqn, {k: sub(v) for k, v in eqn.params.items()}) for eqn in jaxpr.eqns]
+    copy = jaxpr.replace(eqns=eqns)
+    memo[id(jaxpr)] = (jaxpr, copy)  # keep the original alive so its id is not reused
+    return copy
+
+
+
+def walk_eqns(closed_jaxpr) -> list:
+    """Every equation reachable from the jaxpr, shared sub-jaxprs once, in the order tags number them."""
+    out: list = []
+    map_jaxpr_eqns(closed_jaxpr.jaxpr, lambda eqn, params: out.append(eqn) or eqn)
+    return out
 
 
 def source_of(function: Callable[..., Any]) -> str:

@@ -1,24 +1,26 @@
 """Stage three: the x-ray, linking each equation to the StableHLO lines it became.
 
-Attribution is exact by construction: every equation's name stack is extended
-with a unique tag and the program is lowered again. The tagged module has the
-same operations in the same order as the plain one (checked op by op), and each
-operation's location names the tag of the equation that emitted it.
+Attribution is exact by construction: the trace stage lowered the program with
+every equation's name stack extended by a unique tag, so each operation's
+location names the equation that emitted it. The printed text is parsed back with
+the MLIR bindings for line numbers; its operations pair one to one, in order,
+with the lowered module's (checked op by op).
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
-from dumpgym.facts import Facts, map_jaxpr_eqns
+from dumpgym.facts import Facts
+from dumpgym.trace import TAG
 
 # Operations that only give the module its shape: never attributed, never counted.
 STRUCTURAL_OPS = frozenset({
     "builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return", "sdy.mesh",
 })
-_TAG = "dgeqn"
-_TAG_RE = re.compile(_TAG + r"(\d+)")  # finds our own tags inside location names
+_TAG_RE = re.compile(TAG + r"(\d+)")  # finds our own tags inside location names
 
 # Why an equation with no operations of its own lowered to nothing (the page shows this).
 NOTHING_REASONS = {
@@ -69,33 +71,11 @@ class XRay:
         }
 
 
-def tag(eqn_id: int) -> str:
-    """The name-stack scope that marks equation `eqn_id` in the tagged lowering."""
-    return f"{_TAG}{eqn_id}"
+@functools.cache
+def _parse_context():
+    from jax._src.interpreters import mlir
 
-
-def tagged_lowering(trace, facts: Facts):
-    """Lower the program again with each equation's name stack extended by its tag."""
-    import jax
-    from jax.extend import core as jex
-
-    ids = {id(eqn): n for n, eqn in facts.jax_eqns.items()}
-
-    def retag(eqn, params):
-        n = ids.get(id(eqn))
-        info = eqn.source_info
-        if n is not None:
-            info = info.replace(name_stack=info.name_stack.extend(tag(n)), traceback=None)
-        return eqn.replace(params=params, source_info=info)
-
-    closed = trace.closed_jaxpr
-    tagged = jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, retag), closed.consts)
-
-    def replay(*args):
-        return jex.jaxpr_as_fun(tagged)(*args)
-
-    replay.__name__ = getattr(trace.function, "__name__", "program")
-    return jax.jit(replay).lower(*trace.args)
+    return mlir.make_ir_context()
 
 
 def _walk(module):
@@ -138,14 +118,12 @@ def _innermost_tag(location) -> int | None:
 
 def build_xray(trace, facts: Facts) -> XRay:
     """Attribute every StableHLO op line of `trace.stablehlo` to the equations that emitted it."""
-    from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
-    # Keep both modules (and the lowering that owns one) alive while their ops are read.
-    lowered = tagged_lowering(trace, facts)
-    tagged = lowered.compiler_ir("stablehlo")
-    ctx = mlir.make_ir_context()
-    plain = ir.Module.parse(trace.stablehlo, context=ctx)
+    tagged = trace.lowered.compiler_ir("stablehlo")  # trace.lowered keeps it alive
+    facts_id = {id(eqn): n for n, eqn in facts.jax_eqns.items()}
+    eqn_of_tag = [facts_id.get(id(eqn)) for eqn in trace.tagged_eqns]
+    plain = ir.Module.parse(trace.stablehlo, context=_parse_context())
     plain_ops = list(_walk(plain))
     tagged_ops = list(_walk(tagged))
     plain_names = [op.name for op, _, _ in plain_ops]
@@ -163,6 +141,7 @@ def build_xray(trace, facts: Facts) -> XRay:
         index_of[t_op] = i
         ops.append(Op(p_op.name, _line(p_op), function))
         own = _innermost_tag(t_op.location)
+        own = None if own is None else eqn_of_tag[own]
         if t_op.name == "stablehlo.constant":
             # A literal is materialised where the enclosing body is lowered, so its
             # location names the body, not the equation that reads it.

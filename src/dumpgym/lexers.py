@@ -1,0 +1,184 @@
+"""Pygments lexers for the two dumps the gym teaches: printed jaxprs and StableHLO text."""
+from __future__ import annotations
+
+from pygments.lexer import RegexLexer, bygroups, default, include
+from pygments.token import (
+    Comment, Keyword, Name, Number, Operator, Punctuation, String, Whitespace,
+)
+
+__all__ = ["JaxprLexer", "StableHloLexer"]
+
+# --- jaxpr -----------------------------------------------------------------
+
+# An aval as `ShapedArray.str_short` prints it: dtype, optional memory space,
+# dims (a dim may carry `@axis`, `@(x,y)`, or a symbolic `b + 1`), then the
+# optional `{V:x, U:y}` varying/unreduced suffix; refs wrap one in `Ref{...}`.
+_SHAPED = r"[a-z]\w*(?:<\w+>)?\[[^\]\n]*\](?:\{[A-Z]:[^}\n]*\})?"
+_AVAL = rf"(?:{_SHAPED}|[A-Z]\w*(?:<[^>\n]*>)?\{{{_SHAPED}\}}|[A-Z]\w*)"
+_IDENT = r"[A-Za-z_]\w*"
+_FLOAT = r"-?(?:\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+|inf|nan)"
+# Python's str() of a complex scalar: `1j`, `-2.5j`, `(1+2j)`, `(nan+nanj)`.
+_COMPLEX = r"\([^()\s]*j\)|-?(?:\d+(?:\.\d*)?(?:e[+-]?\d+)?|inf|nan)j"
+_DTYPE_WORDS = r"(?:bfloat16|float8_\w+|float\d+|u?int\d+|complex\d+|bool)\b"
+
+
+def _literal(value: str, token):
+    """A rule for a literal operand `value:aval`, such as `128.0:f32[]`."""
+    return rf"({value})(:)({_AVAL})", bygroups(token, Punctuation, Keyword.Type)
+
+
+class JaxprLexer(RegexLexer):
+    """Lexer for jaxprs as JAX 0.10 prints them with `str(jax.make_jaxpr(f)(*args))`."""
+
+    name = "Jaxpr"
+    aliases = ["jaxpr"]
+    filenames = ["*.jaxpr"]
+    url = "https://docs.jax.dev/en/latest/jaxpr.html"
+
+    tokens = {
+        "root": [
+            (r"\s+", Whitespace),
+            # A jaxpr used twice is printed once, first: `let _f = { lambda ... } in`.
+            (rf"^(let)(\s+)({_IDENT})(\s*)(=)", bygroups(Keyword, Whitespace, Name.Label, Whitespace, Operator)),
+            (r"(?<=\} )in\b", Keyword),
+            include("body"),
+            (r"[{}\]]", Punctuation),
+        ],
+        "jaxpr": [
+            (r"\}", Punctuation, "#pop"),
+            include("body"),
+        ],
+        "body": [
+            (r"\s+", Whitespace),
+            (r"\{", Punctuation, "jaxpr"),
+            (r"lambda\b", Keyword),
+            # Variables are named a, b, ..., z, ba, ...: `in` and `let` are real
+            # names in long jaxprs, so the keywords are known by what surrounds them.
+            (r"(?<=\. )let\b", Keyword),
+            (r"in(?= \()", Keyword),
+            _literal(r"True|False", Keyword.Constant),
+            _literal(_COMPLEX, Number),
+            _literal(_FLOAT, Number.Float),
+            _literal(r"-?\d+", Number.Integer),
+            _literal(r"\[\.\.\.\]", Number),
+            (rf"({_IDENT})(:)({_AVAL})", bygroups(Name.Variable, Punctuation, Keyword.Type)),
+            (r"(=)(\s+)([A-Za-z_][\w.\-]*)", bygroups(Operator, Whitespace, Name.Function)),
+            (r"<-|\+=", Operator),
+            # Refs print as `x[...] <- v`: an index has no `=`, params always do.
+            (rf"({_IDENT})(\[)(?=[^\]=\n]*\])", bygroups(Name.Variable, Punctuation), "index"),
+            (r"[A-Za-z_][\w.\-]*(?=\[)", Name.Function),
+            (r"\[", Punctuation, "params"),
+            (_IDENT, Name.Variable),
+            (r"[(),;.:]", Punctuation),
+        ],
+        "index": [
+            (r"\]", Punctuation, "#pop"),
+            (r"\s+", Whitespace),
+            (r"-?\d+", Number.Integer),
+            (_IDENT, Name.Variable),
+            (r"[^\]\s\w]+", Punctuation),
+        ],
+        "params": [
+            (r"\s+", Whitespace),
+            (r"\]", Punctuation, "#pop"),
+            # `jaxpr=_f` names a hoisted jaxpr, the same label its `let _f =` carries.
+            (rf"(\w*jaxprs?)(=)(?!None\b)({_IDENT})(?=[\s\]])", bygroups(Name.Attribute, Operator, Name.Label)),
+            (rf"({_IDENT})(=)", bygroups(Name.Attribute, Operator), "value"),
+            include("atoms"),
+            (r"[(\[{<]", Punctuation, "nested"),
+            (r"[)}>]", Punctuation),
+        ],
+        # A param value is whatever str() of a Python object gives, so it ends at
+        # the first whitespace or `]` outside brackets and may hold anything inside.
+        "value": [
+            (r"\{(?=\s*lambda\b)", Punctuation, ("#pop", "jaxpr")),
+            (r"[(\[{<]", Punctuation, "nested"),
+            include("atoms"),
+            default("#pop"),
+        ],
+        "nested": [
+            (r"\s+", Whitespace),
+            (r"\{(?=\s*lambda\b)", Punctuation, "jaxpr"),
+            (r"[(\[{<]", Punctuation, "#push"),
+            (r"[)\]}>]", Punctuation, "#pop"),
+            (rf"({_IDENT})(=)", bygroups(Name, Operator)),
+            include("atoms"),
+        ],
+        "atoms": [
+            (r"'(?:[^'\\\n]|\\.)*'", String.Single),
+            (r'"(?:[^"\\\n]|\\.)*"', String.Double),
+            # `(?!\w)`: `nan_to_num` is a name, not the number `nan` and a tail.
+            (r"0x[0-9a-fA-FX]+(?!\w)", Number.Hex),
+            (rf"(?:{_COMPLEX})(?!\w)", Number),
+            (rf"{_FLOAT}(?!\w)", Number.Float),
+            (r"-?\d+(?!\w)", Number.Integer),
+            (r"(?:True|False|None)\b", Keyword.Constant),
+            (_DTYPE_WORDS, Keyword.Type),
+            (rf"{_IDENT}(?:\.{_IDENT})*", Name),
+            (r"->|[<>=!]=", Operator),
+            (r"\w+", Name),
+            (r"[^\s\w()\[\]{}<>]", Punctuation),
+        ],
+    }
+
+
+# --- StableHLO -------------------------------------------------------------
+
+# MLIR types nest (`tensor<8xcomplex<f32>>`); three levels cover what JAX emits.
+_ANGLE = r"<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>"
+_ELEMENT = r"(?:bf16|tf32|f\d+(?:E\w+)?|[su]?i\d+|ui\d+|index|none)\b"
+_MLIR_NAME = r"[A-Za-z_][\w$.\-]*"
+_MLIR_STRING = r'"(?:[^"\\\n]|\\.)*"'
+
+
+class StableHloLexer(RegexLexer):
+    """Lexer for StableHLO modules as `jax.jit(f).lower(*args).as_text()` prints them."""
+
+    name = "StableHLO"
+    aliases = ["stablehlo", "mlir-stablehlo"]
+    filenames = ["*.mlir"]
+    url = "https://openxla.org/stablehlo/spec"
+
+    tokens = {
+        "root": [
+            (r"\s+", Whitespace),
+            (r"//.*?$", Comment.Single),
+            # Source locations (`as_text(debug_info=True)`) are dimmed: they say
+            # where an op came from, not what it does.
+            (r"#loc\w*(?:\s*=(?=\s*loc\())?", Comment.Special),
+            (r"loc\(", Comment.Special, "loc"),
+            (r"(?:func\.func|func\.return|module|attributes|return|public|private|nested)\b", Keyword),
+            (rf"(?:tensor|vector|memref|tuple|complex){_ANGLE}", Keyword.Type),
+            (rf"![\w.]+(?:{_ANGLE})?", Keyword.Type),
+            (_ELEMENT, Keyword.Type),
+            (r"%[\w$.\-]+(?:#\d+)?", Name.Variable),
+            (rf"[\^@]{_MLIR_NAME}", Name.Label),
+            (rf"@{_MLIR_STRING}", Name.Label),
+            (r"#[\w$.]+", Name.Constant),
+            # The generic form names its op in quotes: `"stablehlo.case"(%1) ({`.
+            (r'"[A-Za-z_]\w*(?:\.\w+)+"(?=\()', Name.Function),
+            (_MLIR_STRING, String.Double),
+            (rf"({_MLIR_NAME})(\s*)(=)(?!=)", bygroups(Name.Attribute, Whitespace, Operator)),
+            (r"[A-Za-z_]\w*(?:\.\w+)+", Name.Function),
+            (r"call\b", Name.Function),
+            (r"(?:true|false|unit)\b", Keyword.Constant),
+            # Convolution layouts: `[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]`.
+            (r"[bfio](?=[,\]])", Name.Constant),
+            (r"[A-Z][A-Z0-9_]*\b", Name.Constant),
+            # A unit attribute is a bare key: `<{..., use_global_device_ids}>`.
+            (r"[a-z_][\w$.]*(?=\s*[,}])", Name.Attribute),
+            (r"[a-z_][\w$]*", Keyword),
+            (r"[A-Za-z_][\w$]*", Name),
+            (r"0x[0-9A-Fa-f]+", Number.Hex),
+            (r"[-+]?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+)", Number.Float),
+            (r"[-+]?\d+", Number.Integer),
+            (r"->|=", Operator),
+            (r"\.\.\.|[(){}\[\]<>,:;?*|.]", Punctuation),
+        ],
+        "loc": [
+            (r"\(", Comment.Special, "#push"),
+            (r"\)", Comment.Special, "#pop"),
+            (_MLIR_STRING, Comment.Special),
+            (r'[^()"]+', Comment.Special),
+        ],
+    }

@@ -43,7 +43,7 @@ def test_unknown_command_is_one_line():
 def test_help_lists_every_command():
     result = run("--help")
     assert result.returncode == 0
-    for command in ("serve", "build", "corpus", "export", "drills"):
+    for command in ("serve", "build", "corpus", "export", "drills", "add", "list", "remove"):
         assert command in result.stdout
 
 
@@ -53,7 +53,7 @@ def test_export_does_not_import_jax():
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("command", ["serve", "build", "corpus", "export", "drills"])
+@pytest.mark.parametrize("command", sorted(cli.make_parser()._subparsers._group_actions[0].choices))
 def test_every_command_is_documented_in_the_readme(command):
     from pathlib import Path
 

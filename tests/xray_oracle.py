@@ -92,7 +92,7 @@ def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
             continue
         if op.name == "func.call" and op.attributes["callee"].value in prims:
             ok = True  # a lowering rule's private function, named after its primitive (argmax)
-        elif last.startswith("jit(") and op.name == "func.call":
+        elif op.name == "func.call" and last.startswith("jit(") and last[4:-1] in jit_functions:
             ok = any(eqns[e]["primitive"] == "jit" and f"jit({eqns[e]['params']['name']})" == last for e in got)
         elif last in prims:
             ok = True

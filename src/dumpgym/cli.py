@@ -81,6 +81,37 @@ def _cmd_drills(args) -> int:
     return 0
 
 
+def _cmd_add(args) -> int:
+    from dumpgym import usercorpus
+    from dumpgym.xray import stats_line
+
+    # Progress only for a person watching: a script reading stderr gets just the result or one error line.
+    say = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
+    record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title,
+                            corpus_dir=args.corpus, progress=say)
+    print(f"added {record['slug']}: {len(record['eqns'])} equations · {stats_line(record['xray_stats'])}")
+    return 0
+
+
+def _cmd_list(args) -> int:
+    from dumpgym import usercorpus
+
+    rows = usercorpus.listing(args.corpus)
+    for row in rows:
+        print(f"{row['slug']}\t{row['equations']} equations\t{row['entry']}")
+    if not rows:
+        print("no added programs (add one with 'dumpgym add FILE.py:FUNC --arg SPEC ...')")
+    return 0
+
+
+def _cmd_remove(args) -> int:
+    from dumpgym import usercorpus
+
+    usercorpus.remove(args.slug, args.corpus)
+    print(f"removed {args.slug}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser, with every subcommand and its help."""
     parser = _Parser(prog="dumpgym", description="Drills for reading JAX compiler dumps on sight.")
@@ -106,6 +137,24 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--verbose", action="store_true", help="report progress on stderr")
     b.add_argument("--out", metavar="FILE", help="write here instead of the package's committed corpus")
     b.set_defaults(run=_cmd_corpus_build)
+
+    p = sub.add_parser("add", help="trace your own function and add it to your corpus")
+    p.add_argument("entry", metavar="FILE.py:FUNC|MODULE:FUNC", help="the function to trace")
+    p.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                   help="one example argument in aval notation, e.g. bf16[64,128] or f32[] (repeat per argument)")
+    p.add_argument("--slug", help="its name in the gym (default: from the function name)")
+    p.add_argument("--title", help="its title in the gym (default: the function name)")
+    p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    p.set_defaults(run=_cmd_add)
+
+    p = sub.add_parser("list", help="list the programs you added")
+    p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    p.set_defaults(run=_cmd_list)
+
+    p = sub.add_parser("remove", help="remove a program you added")
+    p.add_argument("slug", metavar="SLUG")
+    p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    p.set_defaults(run=_cmd_remove)
 
     for name, run, text in (
         ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/1)"),

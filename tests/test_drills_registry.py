@@ -1,0 +1,104 @@
+"""The drill registry: kinds register by name, the pool follows dumpgym.drills/1, and every kind is documented."""
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import dumpgym.drills as drills
+from dumpgym.drills import build_pool, kinds
+from dumpgym.drills._misreadings import distractor_rules, rule_name
+from dumpgym.drills.decisions import decision_rules
+from dumpgym.drills.decoder import AXIS_MISREADINGS
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "drills.md"
+
+
+@pytest.fixture(scope="module")
+def pool(corpus):
+    return build_pool(corpus)
+
+
+def test_built_in_kinds_are_registered():
+    assert {"decoder", "shapes", "decisions"} <= kinds().keys()
+
+
+def test_pool_follows_the_schema(corpus, pool):
+    assert pool["schema"] == "dumpgym.drills/1"
+    ids = {p["slug"]: {e["id"] for e in p["eqns"]} for p in corpus["programs"]}
+    for item in pool["items"]:
+        assert item["drill"] in kinds()
+        assert item["eqn"] is None or item["eqn"] in ids[item["program"]]
+        assert item["question"].endswith("?") or item["question"].endswith(".")
+        if item["drill"] in ("decoder", "shapes"):
+            assert 0 <= item["answer"] < len(item["options"]) == len(item["reasons"])
+        else:
+            assert item["layer"] in ("jaxpr", "stablehlo") and item["answer_line"] >= 1 and item["kind"]
+    assert {i["drill"] for i in pool["items"]} == {"decoder", "shapes", "decisions"}
+    json.dumps(pool)
+
+
+def test_pool_is_the_same_every_time(corpus, pool):
+    assert build_pool(corpus) == pool
+
+
+def test_answers_are_not_always_in_the_same_place(pool):
+    places = {i["answer"] for i in pool["items"] if i["drill"] == "shapes"}
+    assert places == {0, 1, 2, 3}
+
+
+def test_a_kind_registered_twice_is_an_error():
+    with pytest.raises(ValueError):
+        drills.drill("shapes")(lambda program: [])
+
+
+def test_adding_a_kind_is_adding_one_file(tmp_path, monkeypatch, corpus):
+    (tmp_path / "countdown.py").write_text(textwrap.dedent('''
+        """A toy kind: one item per program."""
+        from dumpgym.drills import drill
+
+        @drill("countdown")
+        def countdown(program):
+            return [{"eqn": None, "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0}]
+    '''))
+    monkeypatch.setattr(drills, "__path__", [*drills.__path__, str(tmp_path)])
+    try:
+        pool = build_pool({"programs": corpus["programs"][:1]})
+        assert [i for i in pool["items"] if i["drill"] == "countdown"] == [
+            {"drill": "countdown", "program": corpus["programs"][0]["slug"], "eqn": None,
+             "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0}]
+    finally:
+        drills._kinds.pop("countdown", None)
+        sys.modules.pop("dumpgym.drills.countdown", None)
+
+
+# -- docs ------------------------------------------------------------------------------------------
+
+def _doc():
+    return DOCS.read_text(encoding="utf-8")
+
+
+def test_every_registered_kind_is_documented():
+    headings = set(re.findall(r"^## .*`([a-z-]+)`", _doc(), flags=re.M))
+    missing = kinds().keys() - headings
+    assert not missing, f"drill kinds without a '## ... `name`' section in docs/drills.md: {sorted(missing)}"
+
+
+def test_every_decision_kind_is_documented():
+    missing = [k for k in decision_rules if f"`{k}`" not in _doc()]
+    assert not missing, f"decision kinds missing from docs/drills.md: {missing}"
+
+
+def test_every_misreading_rule_is_documented():
+    names = {rule_name(fn) for fns in distractor_rules.values() for fn in fns}
+    missing = sorted(n for n in names if f"`{n}`" not in _doc())
+    assert not missing, f"misreading rules missing from docs/drills.md: {missing}"
+
+
+def test_every_decoder_rule_is_documented(pool):
+    used = {r for i in pool["items"] if i["drill"] == "decoder" and i["step"] != "output" for r in i["rules"] if r}
+    assert used <= set(AXIS_MISREADINGS)
+    missing = sorted(n for n in AXIS_MISREADINGS if f"`{n}`" not in _doc())
+    assert not missing, f"decoder rules missing from docs/drills.md: {missing}"

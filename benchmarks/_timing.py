@@ -7,8 +7,9 @@ import sys
 import time
 
 
-def time_process(argv: list[str], env=None) -> float:
-    """Wall-clock seconds for one run of `argv` to exit (it must succeed)."""
+def time_process(argv, env=None) -> float:
+    """Wall-clock seconds for one run of `argv` (a list, or a function returning one) to exit successfully."""
+    argv = argv() if callable(argv) else argv
     start = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
     return time.perf_counter() - start

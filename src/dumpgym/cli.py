@@ -37,6 +37,7 @@ def _cmd_build(args) -> int:
 def _cmd_corpus_build(args) -> int:
     from dumpgym import corpus
     from dumpgym.programs import builtin_programs
+    from dumpgym.xray import stats_line
 
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
     fresh = corpus.build_corpus(builtin_programs(), progress)
@@ -52,6 +53,9 @@ def _cmd_corpus_build(args) -> int:
         return 0
     out = args.out or corpus.BUILTIN_PATH
     corpus.write_atomic(out, corpus.dumps(fresh))
+    width = max(len(p["slug"]) for p in fresh["programs"])
+    for program in fresh["programs"]:
+        print(f"  {program['slug']:<{width}}  {stats_line(program['xray_stats'])}")
     print(f"wrote {out}: {corpus.summary(fresh)}")
     return 0
 

@@ -7,7 +7,8 @@ lines each marker's document occupied. No dump text is parsed.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+import functools
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,14 +42,15 @@ class Facts:
     def to_json(self) -> list[dict]:
         """The `eqns` list of the `dumpgym.corpus/1` export."""
         return [
-            {**asdict(e), "jaxpr_lines": list(e.jaxpr_lines)}
+            {"id": e.id, "parent": e.parent, "primitive": e.primitive, "params": e.params,
+             "inputs": e.inputs, "outputs": e.outputs, "jaxpr_lines": list(e.jaxpr_lines)}
             for e in self.eqns
         ]
 
     def descendants(self, eqn_id: int) -> list[int]:
         """Ids of every equation nested (at any depth) inside `eqn_id`, through any of its sub-jaxprs."""
         out, stack, seen = [], [eqn_id], set()
-        children = self._children()
+        children = self.children
         while stack:
             for child in children.get(stack.pop(), ()):
                 if child not in seen:
@@ -57,7 +59,9 @@ class Facts:
                     stack.append(child)
         return sorted(out)
 
-    def _children(self) -> dict[int, list[int]]:
+    @functools.cached_property
+    def children(self) -> dict[int, list[int]]:
+        """Ids of the equations directly inside each container, by container id."""
         children: dict[int, list[int]] = {}
         for child, parents in self.callers.items():
             for p in parents:

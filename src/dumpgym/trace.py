@@ -99,7 +99,9 @@ def _lower_tagged(traced):
     def retag(eqn, params):
         originals.append(eqn)
         info = eqn.source_info
-        return eqn.replace(params=params, source_info=info.replace(name_stack=info.name_stack.extend(f"{TAG}{len(originals) - 1}")))
+        # The tag is all the attribution reads; without the traceback, locations stay short.
+        tagged = info.replace(name_stack=info.name_stack.extend(f"{TAG}{len(originals) - 1}"), traceback=None)
+        return eqn.replace(params=params, source_info=tagged)
 
     closed = traced.jaxpr
     tagged = jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, retag), closed.consts)

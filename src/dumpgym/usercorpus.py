@@ -86,7 +86,7 @@ def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | 
         first_line = (str(e).strip().splitlines() or [""])[0]
         raise ProgramError(f"{name} raised {type(e).__name__} while tracing: {first_line}") from e
     path = folder / f"{slug}.json"
-    write_atomic(path, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    write_atomic(path, json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
     try:
         write_atomic(folder / "index.json", json.dumps({"schema": INDEX_SCHEMA, "programs": [*_index(folder), slug]}) + "\n")
     except BaseException:

@@ -94,26 +94,10 @@ def _walk(module):
     yield from visit(module.operation, None, None)
 
 
-def _names(location) -> list[str]:
-    """Every name in a location (name, call-site and fused locations nest)."""
-    from jax._src.lib.mlir import ir
-
-    out, stack = [], [location]
-    while stack:
-        loc = stack.pop()
-        if isinstance(loc, ir.NameLoc):
-            out.append(loc.name_str)
-            stack.append(loc.child_loc)
-        elif isinstance(loc, ir.CallSiteLoc):
-            stack.extend([loc.callee, loc.caller])
-        elif isinstance(loc, ir.FusedLoc):
-            stack.extend(loc.locations)
-    return out
-
-
 def _innermost_tag(location) -> int | None:
-    found = [int(m) for name in _names(location) for m in _TAG_RE.findall(name)]
-    return found[-1] if found else None
+    """The number of the last (innermost) tag in an op's location, if it has one."""
+    found = _TAG_RE.findall(str(location))  # our own marker, searched in the location we asked for
+    return int(found[-1]) if found else None
 
 
 def build_xray(trace, facts: Facts) -> XRay:

@@ -1,0 +1,31 @@
+"""The `Card` record: one op at one layer, written for someone reading a dump."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LAYERS = ("jaxpr", "stablehlo")
+
+FAMILIES = (
+    "elementwise", "cast", "logic", "reduction", "shape", "creation", "indexing",
+    "contraction", "control", "autodiff", "collective", "sharding", "structure",
+    "unknown",  # only for fallback cards
+)
+
+
+@dataclass(frozen=True)
+class Card:
+    """What one op does, how it looks in a dump, how it is misread, and its twins at the other layer."""
+
+    name: str  # exactly as the dump spells it: `reduce_sum`, `scatter-add`, `stablehlo.reduce`
+    layer: str  # "jaxpr" or "stablehlo"
+    family: str
+    what: str
+    looks: str
+    misread: str
+    pairs: tuple[str, ...] = ()  # card names at the other layer; empty when nothing corresponds
+
+    def __post_init__(self):
+        if self.layer not in LAYERS:
+            raise ValueError(f"card {self.name!r}: layer {self.layer!r} is not one of {LAYERS}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"card {self.name!r}: family {self.family!r} is not one of {FAMILIES}")

@@ -1,0 +1,261 @@
+"""The op reference has one well-formed card for every op that JAX puts in the corpus's dumps."""
+import functools
+import re
+from collections import Counter
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+from jax._src import core
+from jax._src.interpreters import mlir
+from jax._src.lib.mlir import ir
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from dumpgym.program import cpu_mesh
+from dumpgym.programs import builtin_programs
+from dumpgym.reference import ALIASES, FAMILIES, LAYERS, Card, card_for, cards, fallback_card
+
+TEXT_FIELDS = ("what", "looks", "misread")
+
+
+def ops_in(function, args):
+    """Trace `function`; return ({primitive: param names}, {StableHLO op names}), nested ones included."""
+    primitives = {}
+    _walk_jaxpr(jax.make_jaxpr(function)(*args).jaxpr, primitives)
+    module = ir.Module.parse(jax.jit(function).lower(*args).as_text(), context=mlir.make_ir_context())
+    op_names = {module.operation.name}
+    _walk_op(module.operation, op_names)
+    return primitives, op_names
+
+
+def _walk_jaxpr(jaxpr, found):
+    for eqn in jaxpr.eqns:
+        found.setdefault(eqn.primitive.name, set()).update(eqn.params)
+        for sub in core.jaxprs_in_params(eqn.params):
+            _walk_jaxpr(sub, found)
+
+
+def _walk_op(op, found):
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                found.add(inner.operation.name)
+                _walk_op(inner.operation, found)
+
+
+@functools.cache
+def corpus_ops():
+    """Every primitive (with its params) and StableHLO op the seventeen built-in programs produce."""
+    primitives, op_names = {}, set()
+    for program in builtin_programs():
+        p, h = ops_in(program.function, program.example_args())
+        for name, params in p.items():
+            primitives.setdefault(name, set()).update(params)
+        op_names |= h
+    return primitives, op_names
+
+
+def _f32(*shape, spec=None):
+    sharding = None if spec is None else NamedSharding(cpu_mesh(x=8), spec)
+    return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=sharding)
+
+
+def _smap(f, in_specs=P("x"), out_specs=P("x"), **kw):
+    return jax.shard_map(f, mesh=cpu_mesh(x=8), in_specs=in_specs, out_specs=out_specs, **kw)
+
+
+@jax.custom_vjp
+def _custom_cos(x):
+    return jnp.cos(x)
+
+
+_custom_cos.defvjp(lambda x: (jnp.cos(x), x), lambda x, g: (-jnp.sin(x) * g,))
+
+
+def common_programs():
+    """Small programs for the ops a user's own code brings beyond the corpus."""
+    x, i32 = _f32(8, 16), jax.ShapeDtypeStruct((), jnp.int32)
+    b = jax.ShapeDtypeStruct((8, 16), jnp.bool_)
+    rows = _f32(8, 4, spec=P("x"))
+    ring = [(j, (j + 1) % 8) for j in range(8)]
+    return {
+        "scan": (lambda x: lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(16), x), (x,)),
+        "while_loop": (lambda x, n: lax.fori_loop(0, n, lambda _, c: c * 2, x), (x, i32)),
+        "cond": (lambda x: lax.cond(x.sum() > 0, jnp.sin, jnp.cos, x), (x,)),
+        "switch": (lambda x, n: lax.switch(n, [jnp.sin, jnp.cos, jnp.tanh], x), (x, i32)),
+        "custom_jvp": (jax.nn.relu, (x,)),
+        "custom_vjp": (lambda x: (_custom_cos(x), jax.grad(lambda y: _custom_cos(y).sum())(x)), (x,)),
+        "checkpoint_grad": (jax.grad(lambda x: jax.checkpoint(jnp.sin)(x).sum()), (x,)),
+        "gather": (lambda x, idx: x[idx], (x, jax.ShapeDtypeStruct((4,), jnp.int32))),
+        "scatter": (lambda x: x.at[2].set(1.0).at[3].add(2.0), (x,)),
+        "dynamic_slices": (
+            lambda x, s: lax.dynamic_update_slice(x, lax.dynamic_slice(x, (s, 0), (2, 16)), (0, s)),
+            (x, i32),
+        ),
+        "conv": (
+            lambda a, w: lax.conv_general_dilated(a, w, (1, 1), "SAME"),
+            (_f32(1, 3, 8, 8), _f32(4, 3, 3, 3)),
+        ),
+        "sorts": (lambda x: (jnp.sort(x), jnp.argsort(x), lax.top_k(x, 3), jnp.argmin(x, 1)), (x,)),
+        "cumsum": (lambda x: jnp.cumsum(x, axis=1), (x,)),
+        "shapes": (lambda x: (jnp.pad(x, 1), x[None].squeeze(0), jnp.expand_dims(x, 1), x[:, ::-1]), (x,)),
+        "clamps": (lambda x: (lax.clamp(0.0, x, 1.0), jnp.clip(x, 0.0, 1.0), jnp.minimum(x, 1)), (x,)),
+        "math": (
+            lambda x: (lax.erf(x), jax.nn.gelu(x, approximate=False), jax.nn.sigmoid(x), x ** x,
+                       jnp.sqrt(x), jnp.abs(x), jnp.sign(x), -x, jnp.sin(x), jnp.cos(x),
+                       jnp.log1p(x), jnp.expm1(x), jnp.isfinite(x)),
+            (x,),
+        ),
+        "rounding": (lambda x: (jnp.round(x), lax.round(x), jnp.floor(x), jnp.ceil(x), x % 3.0), (x,)),
+        "compare": (lambda x, y: (x == y, x != y, x < y, x <= y, x > y, x >= y), (x, x)),
+        "logic": (lambda p, q: (p & q, p | q, ~p, p ^ q, jnp.any(p, 0), jnp.all(p, 0)), (b, b)),
+        "select_n": (lambda w, x: lax.select_n(w, x, x * 2, x * 3), (x.update(dtype=jnp.int32), x)),
+        "reductions": (lambda x: (jnp.min(x, 0), jnp.prod(x, 0), lax.stop_gradient(x)), (x,)),
+        "bits": (lambda x: (lax.bitcast_convert_type(x, jnp.int32), jnp.array(x, copy=True)), (x,)),
+        "all_gather": (_smap(lambda a: (lax.all_gather(a, "x", tiled=True), lax.all_gather(a, "x"))),
+                       (rows,)),
+        "ppermute": (_smap(lambda a: lax.ppermute(a, "x", ring)), (rows,)),
+        "all_to_all": (_smap(lambda a: lax.all_to_all(a, "x", 1, 1, tiled=True)), (_f32(8, 8, spec=P("x")),)),
+        "psum_scatter": (_smap(lambda a: lax.psum_scatter(a, "x", tiled=True)), (_f32(64, 8, spec=P("x")),)),
+        "axis_index": (_smap(lambda a: a + lax.axis_index("x")), (rows,)),
+        "pmax_pmin_psum": (_smap(lambda a: (lax.pmax(a, "x"), lax.pmin(a, "x"), lax.psum(a, "x")),
+                                 out_specs=(P(), P(), P()), check_vma=False), (rows,)),
+        "pvary": (_smap(lambda w: lax.pcast(w, "x", to="varying"), in_specs=P()), (_f32(4, 4, spec=P()),)),
+        "reshard": (lambda a: jax.sharding.reshard(a, NamedSharding(cpu_mesh(x=8), P())), (rows,)),
+    }
+
+
+@functools.cache
+def common_ops(name):
+    """The ops of one common program, traced once."""
+    function, args = common_programs()[name]
+    return ops_in(function, args)
+
+
+COMMON = sorted(common_programs())
+
+
+def _sentences(text):
+    # Code spans such as `{ lambda ; a:f32[4]. let` would count as sentence ends; drop them first.
+    return len(re.findall(r"[.!?](?=\s|$)", re.sub(r"`[^`]*`", "code", text)))
+
+
+def _missing(names, layer):
+    return sorted(n for n in names if card_for(n) is None or card_for(n).layer != layer)
+
+
+def test_every_corpus_primitive_has_a_jaxpr_card():
+    primitives, _ = corpus_ops()
+    assert len(primitives) > 30
+    assert _missing(primitives, "jaxpr") == []
+
+
+def test_every_corpus_stablehlo_op_has_a_stablehlo_card():
+    _, op_names = corpus_ops()
+    assert {"builtin.module", "stablehlo.reduce", "sdy.manual_computation"} <= op_names
+    assert _missing(op_names, "stablehlo") == []
+
+
+@pytest.mark.parametrize("name", COMMON)
+def test_ops_common_user_code_brings_have_cards(name):
+    primitives, op_names = common_ops(name)
+    assert _missing(primitives, "jaxpr") == []
+    assert _missing(op_names, "stablehlo") == []
+
+
+@pytest.mark.parametrize("source", ["corpus", *COMMON])
+def test_looks_names_a_param_the_primitive_really_has(source):
+    primitives, _ = corpus_ops() if source == "corpus" else common_ops(source)
+    for name, params in primitives.items():
+        if params:
+            looks = card_for(name).looks
+            assert any(re.search(rf"\b{re.escape(p)}\b", looks) for p in params), (name, sorted(params))
+
+
+def test_card_names_are_unique():
+    names = [c.name for c in cards()]
+    assert [n for n, k in Counter(names).items() if k > 1] == []
+
+
+def test_no_card_field_is_empty():
+    for card in cards():
+        for field in ("name", "layer", "family", *TEXT_FIELDS):
+            assert getattr(card, field).strip(), (card.name, field)
+
+
+def test_card_text_is_one_to_three_sentences():
+    for card in cards():
+        assert 1 <= _sentences(card.what) <= 2, (card.name, card.what)
+        assert 1 <= _sentences(card.looks) <= 3, (card.name, card.looks)
+        assert 1 <= _sentences(card.misread) <= 3, (card.name, card.misread)
+
+
+def test_no_card_text_duplicates_another():
+    texts = Counter(getattr(c, f) for c in cards() for f in TEXT_FIELDS)
+    assert [t for t, k in texts.items() if k > 1] == []
+
+
+def test_layers_families_and_names_agree():
+    for card in cards():
+        assert card.layer in LAYERS and card.family in FAMILIES and card.family != "unknown"
+        dialect = card.name.split(".")[0] if "." in card.name else None
+        if card.layer == "stablehlo":
+            assert dialect in {"stablehlo", "chlo", "sdy", "func", "builtin"}, card.name
+        else:
+            assert dialect is None, card.name
+
+
+def test_pairs_name_existing_cards_at_the_other_layer():
+    for card in cards():
+        for name in card.pairs:
+            twin = card_for(name)
+            assert twin is not None and twin.name == name, (card.name, name)
+            assert twin.layer != card.layer, (card.name, name)
+
+
+def test_pairs_are_mutual():
+    for card in cards():
+        for name in card.pairs:
+            assert card.name in card_for(name).pairs, (card.name, name)
+
+
+def test_a_card_without_pairs_says_nothing_corresponds():
+    for card in cards():
+        if not card.pairs:
+            assert "counterpart" in " ".join(getattr(card, f) for f in TEXT_FIELDS), card.name
+
+
+def test_card_for_accepts_printed_spellings_and_aliases():
+    assert card_for("reduce_sum").name == "reduce_sum"
+    assert card_for('"stablehlo.all_reduce"').name == "stablehlo.all_reduce"
+    assert card_for("call").name == "func.call"
+    assert card_for("pjit").name == "jit"
+    assert card_for("remat").name == card_for("checkpoint").name == "remat2"
+    assert card_for("expand_dims").name == "broadcast_in_dim"
+    assert all(card_for(target) is not None for target in ALIASES.values())
+    assert card_for("no_such_op") is None
+
+
+def test_cards_is_a_fresh_list_of_frozen_cards():
+    first = cards()
+    first.clear()
+    assert cards() and all(isinstance(c, Card) for c in cards())
+    with pytest.raises(AttributeError):
+        cards()[0].what = "changed"
+
+
+@pytest.mark.parametrize("name, layer", [("random_bits", "jaxpr"), ("stablehlo.rng", "stablehlo")])
+def test_fallback_card_admits_no_card_is_written(name, layer):
+    card = fallback_card(name)
+    assert (card.name, card.layer, card.family, card.pairs) == (name, layer, "unknown", ())
+    assert "No reference card is written" in card.what
+    assert all(getattr(card, f).strip() for f in TEXT_FIELDS)
+
+
+def test_bad_layer_or_family_is_refused():
+    with pytest.raises(ValueError, match="layer"):
+        Card("x", "hlo", "elementwise", "w", "l", "m")
+    with pytest.raises(ValueError, match="family"):
+        Card("x", "jaxpr", "misc", "w", "l", "m")

@@ -32,11 +32,11 @@ def test_pool_follows_the_schema(corpus, pool):
         assert item["drill"] in kinds()
         assert item["eqn"] is None or item["eqn"] in ids[item["program"]]
         assert item["question"].endswith("?") or item["question"].endswith(".")
-        if item["drill"] in ("decoder", "shapes"):
+        if item["drill"] in ("decoder", "shapes", "fusions"):
             assert 0 <= item["answer"] < len(item["options"]) == len(item["reasons"])
         else:
             assert item["layer"] in ("jaxpr", "stablehlo") and item["answer_line"] >= 1 and item["kind"]
-    assert {i["drill"] for i in pool["items"]} == {"decoder", "shapes", "decisions"}
+    assert {i["drill"] for i in pool["items"]} == {"decoder", "shapes", "decisions", "fusions"}
     json.dumps(pool)
 
 

@@ -43,9 +43,9 @@ def _cmd_corpus_build(args) -> int:
     fresh = corpus.build_corpus(builtin_programs(), progress)
     if args.check:
         committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
-        problems = corpus.check(committed, fresh)
-        for problem in problems:
-            print(problem)
+        problems, notes = corpus.check(committed, fresh)
+        for line in problems + notes:
+            print(line)
         if problems:
             print(f"{len(problems)} difference(s); run 'dumpgym corpus build' to refresh the committed corpus")
             return 1
@@ -92,7 +92,7 @@ def _cmd_add(args) -> int:
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
     say = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
     record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title,
-                            corpus_dir=args.corpus, progress=say)
+                            corpus_dir=args.corpus, progress=say, compiled=args.hlo)
     print(f"added {record['slug']}: {len(record['eqns'])} equations · {stats_line(record['xray_stats'])}")
     return 0
 
@@ -148,6 +148,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="one example argument in aval notation, e.g. bf16[64,128] or f32[] (repeat per argument)")
     p.add_argument("--slug", help="its name in the gym (default: from the function name)")
     p.add_argument("--title", help="its title in the gym (default: the function name)")
+    p.add_argument("--hlo", action="store_true",
+                   help="also compile it with XLA and add the compiled HLO layer (slower: XLA compiles it twice)")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
     p.set_defaults(run=_cmd_add)
 

@@ -12,8 +12,8 @@ SCHEMA = "dumpgym.corpus/1"
 BUILTIN_PATH = Path(__file__).parent / "data" / "corpus.json"
 
 
-def program_record(program, progress: Callable[[str], None] | None = None) -> dict:
-    """Trace one `Program` and gather everything the export says about it."""
+def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool = False) -> dict:
+    """Trace one `Program` and gather everything the export says about it (`compiled`: the HLO layer too)."""
     from dumpgym.facts import build_facts
     from dumpgym.trace import trace
     from dumpgym.xray import build_xray
@@ -25,6 +25,12 @@ def program_record(program, progress: Callable[[str], None] | None = None) -> di
     facts = build_facts(traced)
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
     xray = build_xray(traced, facts)
+    extra = {}
+    if compiled:
+        from dumpgym.hlo import compile_layer
+
+        say(f"{program.slug}: compiling with XLA")
+        extra["hlo"] = compile_layer(traced, facts)
     return {
         "slug": program.slug,
         "title": program.title,
@@ -38,17 +44,18 @@ def program_record(program, progress: Callable[[str], None] | None = None) -> di
         "stablehlo": traced.stablehlo,
         "eqns": facts.to_json(),
         **xray.to_json(),
+        **extra,
     }
 
 
-def build_corpus(programs: Iterable, progress=None) -> dict:
+def build_corpus(programs: Iterable, progress=None, compiled: bool = True) -> dict:
     """The whole corpus for `programs`, stamped with the JAX version that traced it."""
     import jax
 
     return {
         "schema": SCHEMA,
         "jax_version": jax.__version__,
-        "programs": [program_record(p, progress) for p in programs],
+        "programs": [program_record(p, progress, compiled) for p in programs],
     }
 
 
@@ -74,9 +81,13 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def check(committed: dict, fresh: dict) -> list[str]:
-    """One message per program whose committed record differs from a fresh trace, with a short diff."""
-    problems = []
+def check(committed: dict, fresh: dict) -> tuple[list[str], list[str]]:
+    """Differences between the committed corpus and a fresh trace: (problems, notes), each with a short diff.
+
+    XLA's CPU code generation depends on the host, so a compiled-HLO difference on a host
+    other than the one that built the corpus is a note, not a problem.
+    """
+    problems, notes = [], []
     if committed.get("jax_version") != fresh["jax_version"]:
         problems.append(f"jax_version: committed {committed.get('jax_version')}, installed {fresh['jax_version']}")
     old = {p["slug"]: p for p in committed.get("programs", [])}
@@ -86,14 +97,25 @@ def check(committed: dict, fresh: dict) -> list[str]:
     for slug in new:
         if slug not in old:
             problems.append(f"{slug}: missing from the committed corpus")
-        elif old[slug] != new[slug]:
-            diff = difflib.unified_diff(
-                dumps(old[slug]).splitlines(), dumps(new[slug]).splitlines(),
-                "committed", "traced now", n=0, lineterm="",
-            )
-            shown = [line for line in diff][2:12]
-            problems.append(f"{slug}: committed artifact differs from tracing\n" + "\n".join("    " + s for s in shown))
-    return problems
+            continue
+        before, after = old[slug], new[slug]
+        if before == after:
+            continue
+        traced_same = {k: v for k, v in before.items() if k != "hlo"} == {k: v for k, v in after.items() if k != "hlo"}
+        other_host = traced_same and before.get("hlo", {}).get("host") != after.get("hlo", {}).get("host")
+        message = f"{slug}: committed artifact differs from tracing\n" + _short_diff(before, after)
+        if other_host:
+            notes.append(f"note: {slug}: compiled HLO differs, but it was compiled on another host "
+                         f"({before.get('hlo', {}).get('host')!r})")
+        else:
+            problems.append(message)
+    return problems, notes
+
+
+def _short_diff(before: dict, after: dict) -> str:
+    diff = difflib.unified_diff(dumps(before).splitlines(), dumps(after).splitlines(),
+                                "committed", "traced now", n=0, lineterm="")
+    return "\n".join("    " + line for line in list(diff)[2:12])
 
 
 def user_corpus_dir(corpus_dir: str | os.PathLike | None = None) -> Path:

@@ -60,7 +60,7 @@ def _check_arity(function, entry: str, count: int) -> None:
 
 
 def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | None = None,
-        corpus_dir=None, progress: Callable[[str], None] | None = None) -> dict:
+        corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool = False) -> dict:
     """Trace a user's function, build its facts, x-ray and record, and store it; returns the record."""
     folder = user_corpus_dir(corpus_dir)
     specs = [str(parse_arg(spec)) for spec in arg_specs]
@@ -79,7 +79,7 @@ def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | 
                       args=tuple(specs), entry=entry)
     _check_writable(folder)
     try:
-        record = program_record(program, progress)
+        record = program_record(program, progress, compiled=compiled)
     except ProgramError:
         raise
     except Exception as e:  # the user's code failed under tracing: say so in one line

@@ -1,0 +1,93 @@
+"""The compiled HLO layer: every instruction naming a source op is tied to the right equation."""
+import re
+
+import pytest
+
+from dumpgym import corpus as corpus_module
+from dumpgym.drills import build_pool
+from dumpgym.programs import SLUGS
+
+OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+# Lowerings that emit inner steps under those steps' own names (the StableHLO oracle sees the
+# same): integer_pow[y=-2] under jvp becomes mul/div, an all-reduce's combiner is an add, and
+# argmax's comparator region is built from compares and selects.
+COMPOSITE = {
+    "integer_pow": {"mul", "div", "broadcast_in_dim"},
+    "psum_invariant": {"add"},
+    "argmax": {"gt", "ne", "or", "eq", "lt", "and", "select_n", "reduce", "iota"},
+}
+
+
+def _most_specific(record, eqns):
+    eqns = set(eqns)
+    parents = {record["eqns"][e]["parent"] for e in eqns}
+    return {e for e in eqns if e not in parents}
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_instructions_with_op_name_are_attributed_consistently(slug, by_slug):
+    """Judged from the plain compile's own op_name (no tags): its last component names the primitive."""
+    record = by_slug[slug]
+    hlo = record["hlo"]
+    lines = hlo["text"].splitlines()
+    arguments = {i["name"] for i in hlo["instructions"] if i["opcode"] == "parameter"}
+    checked = 0
+    for ins in hlo["instructions"]:
+        match = OP_NAME.search(lines[ins["line"] - 1])
+        if not match or ins["opcode"] == "fusion":
+            continue
+        path = match.group(1)
+        if "/" not in path and ins["name"] in arguments and not ins["eqns"]:
+            continue  # an argument: its op_name is the parameter's name
+        assert ins["eqns"], f"{slug}: {ins['name']} names {path!r} but is not attributed"
+        primitives = {record["eqns"][e]["primitive"] for e in _most_specific(record, ins["eqns"])}
+        last = path.split("/")[-1]
+        if last.startswith("jit("):
+            continue  # a constant named only after the enclosing jit: the path names no primitive to judge by
+        composite = any(last in COMPOSITE.get(p, ()) for p in primitives)
+        assert last in primitives or composite, f"{slug}: {ins['name']} op_name {path!r}, attributed to {primitives}"
+        checked += 1
+    assert checked > 0 and hlo["stats"]["unattributed_with_op_name"] == 0
+
+
+def test_every_fusion_lists_what_it_absorbed(corpus):
+    for record in corpus["programs"]:
+        hlo = record["hlo"]
+        by_name = {i["name"]: i for i in hlo["instructions"]}
+        for fusion in hlo["fusions"]:
+            assert by_name[fusion["name"]]["opcode"] == "fusion"
+            assert by_name[fusion["name"]]["eqns"] == fusion["eqns"]
+
+
+def test_mlp_fuses_the_gelu_chain(by_slug):
+    record = by_slug["mlp"]
+    sets = [[record["eqns"][e]["primitive"] for e in f["eqns"]] for f in record["hlo"]["fusions"]]
+    assert ["add", "integer_pow", "mul", "add", "mul", "tanh", "add", "mul", "mul"] in sets
+    assert record["hlo"]["backend"] == "cpu"
+    assert record["hlo"]["text"].startswith("HloModule jit_mlp_block")
+    assert "FileNames" not in record["hlo"]["text"]  # no paths of the machine that built it
+
+
+def test_fusion_drill_answers_come_from_the_attribution(corpus, by_slug):
+    items = [i for i in build_pool(corpus)["items"] if i["drill"] == "fusions"]
+    assert items
+    for item in items:
+        record = by_slug[item["program"]]
+        fusion = next(f for f in record["hlo"]["fusions"] if f["name"] == item["fusion"])
+        names = [f"{record['eqns'][e]['primitive']} (line {record['eqns'][e]['jaxpr_lines'][0]})"
+                 for e in _most_specific(record, fusion["eqns"])]
+        assert sorted(item["options"][item["answer"]].split(", ")) == sorted(names)
+        assert len(set(item["options"])) == len(item["options"])
+
+
+def test_check_notes_a_compile_from_another_host(corpus):
+    fresh = corpus
+    committed = {**corpus, "programs": [dict(p) for p in corpus["programs"]]}
+    mlp = committed["programs"][0]
+    mlp["hlo"] = {**mlp["hlo"], "text": mlp["hlo"]["text"] + "\n", "host": "elsewhere"}
+    problems, notes = corpus_module.check(committed, fresh)
+    assert problems == [] and len(notes) == 1 and "another host" in notes[0]
+    mlp["hlo"]["host"] = fresh["programs"][0]["hlo"]["host"]
+    problems, notes = corpus_module.check(committed, fresh)
+    assert len(problems) == 1 and problems[0].startswith("mlp: committed artifact differs")

@@ -1,13 +1,19 @@
-"""Time `dumpgym corpus build` (whole process) against the JAX-only floor: import, trace and lower the same programs.
+"""Time `dumpgym corpus build` (whole process) against JAX-only floors over the same seventeen programs.
 
-Run: .venv/bin/python benchmarks/corpus_build.py   (target: ratio <= 1.3)
+Floor A imports JAX, traces and lowers each program (the work behind the jaxpr and StableHLO
+layers). Floor B also compiles each lowering once with XLA (the work behind the compiled layer).
+The build itself compiles twice per program (tagged and plain), so it is compared with both;
+`--no-hlo` (everything but the compiled layer) is compared with floor A.
+
+Run: .venv/bin/python benchmarks/corpus_build.py
 """
 import os
+import statistics
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import PYTHON, compare  # noqa: E402
+from _timing import PYTHON, time_process  # noqa: E402
 
 FLOOR = """
 import dumpgym  # only sets XLA_FLAGS, as the build does
@@ -16,12 +22,28 @@ from dumpgym.programs import builtin_programs
 for p in builtin_programs():
     args = p.example_args()
     str(jax.make_jaxpr(p.function)(*args))
-    jax.jit(p.function).lower(*args).as_text()
+    lowered = jax.jit(p.function).lower(*args)
+    lowered.as_text()
+    {compile}
 """
 
 if __name__ == "__main__":
     out = os.path.join(tempfile.mkdtemp(), "corpus.json")
-    compare(
-        "dumpgym corpus build", [PYTHON, "-m", "dumpgym", "corpus", "build", "--out", out],
-        "JAX-only floor", [PYTHON, "-c", FLOOR],
-    )
+    commands = {
+        "dumpgym corpus build": [PYTHON, "-m", "dumpgym", "corpus", "build", "--out", out],
+        "dumpgym corpus build --no-hlo": [PYTHON, "-m", "dumpgym", "corpus", "build", "--no-hlo", "--out", out],
+        "floor A: trace + lower": [PYTHON, "-c", FLOOR.format(compile="")],
+        "floor B: trace + lower + compile": [PYTHON, "-c", FLOOR.format(compile="lowered.compile().as_text()")],
+    }
+    times = {name: [] for name in commands}
+    for _ in range(5):
+        for name, argv in commands.items():
+            times[name].append(time_process(argv))
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    for name, t in times.items():
+        print(f"{name}: median {medians[name]:.3f}s ({', '.join(f'{x:.3f}' for x in t)})")
+    build = medians["dumpgym corpus build"]
+    no_hlo = medians["dumpgym corpus build --no-hlo"]
+    print(f"ratio build --no-hlo / floor A (trace + lower): {no_hlo / medians['floor A: trace + lower']:.2f}")
+    print(f"ratio build / floor A (trace + lower): {build / medians['floor A: trace + lower']:.2f}")
+    print(f"ratio build / floor B (trace + lower + compile): {build / medians['floor B: trace + lower + compile']:.2f}")

@@ -40,7 +40,9 @@ def _cmd_corpus_build(args) -> int:
     from dumpgym.xray import stats_line
 
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
-    fresh = corpus.build_corpus(builtin_programs(), progress)
+    if args.no_hlo and (args.check or not args.out):
+        raise UsageError("--no-hlo builds a partial corpus: use it only with --out FILE, not for the committed corpus")
+    fresh = corpus.build_corpus(builtin_programs(), progress, compiled=not args.no_hlo)
     if args.check:
         committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
         problems, notes = corpus.check(committed, fresh)
@@ -140,6 +142,7 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--check", action="store_true", help="compare with the committed corpus instead; exit 1 on a difference")
     b.add_argument("--verbose", action="store_true", help="report progress on stderr")
     b.add_argument("--out", metavar="FILE", help="write here instead of the package's committed corpus")
+    b.add_argument("--no-hlo", action="store_true", help="skip the compiled HLO layer (with --out only; for timing)")
     b.set_defaults(run=_cmd_corpus_build)
 
     p = sub.add_parser("add", help="trace your own function and add it to your corpus")

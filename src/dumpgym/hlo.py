@@ -3,7 +3,9 @@
 XLA compiles the tagged lowering from the trace stage; its instructions keep the
 tags in `metadata={op_name=...}`, so attribution is exact wherever XLA kept the
 metadata. The text shown is XLA's compile of the plain lowering, with source
-locations off so that it does not depend on where the package is installed. The two
+locations off (`jax_traceback_in_locations_limit=0`, on a copy of the jaxpr, so
+JAX's caches for the user's function are untouched) so that it does not depend on
+where the package is installed. The two
 compiles are paired instruction by instruction (names and opcodes must agree).
 
 The HLO Python bindings expose computations, instruction names and opcodes but not
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dumpgym.facts import Facts
-from dumpgym.trace import TAG
+from dumpgym.trace import TAG, lower_copy
 
 _TAG_RE = re.compile(TAG + r"(\d+)")
 _CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
@@ -86,8 +88,12 @@ def compile_layer(trace, facts: Facts) -> dict:
     import jaxlib
 
     tagged = trace.lowered.compile().runtime_executable().hlo_modules()[0]
-    with jax.traceback_in_locations_limit(0) if hasattr(jax, "traceback_in_locations_limit") else _limit0():
-        plain_compiled = trace.traced.lower().compile()
+    from jax._src import config
+
+    # Source locations off, so the text names no file of the machine that built it; lowering a
+    # copy keeps that setting out of JAX's lowering cache for the user's own function.
+    with config.traceback_in_locations_limit(0):
+        plain_compiled = lower_copy(trace.traced).compile()
     plain = plain_compiled.runtime_executable().hlo_modules()[0]
     text = plain_compiled.as_text()
 
@@ -198,16 +204,3 @@ def _ancestors(facts: Facts, eqn_id: int):
     for parent in facts.callers.get(eqn_id, ()):
         yield parent
         yield from _ancestors(facts, parent)
-
-
-class _limit0:
-    """Source locations off for one lowering (so compiled text names no file paths)."""
-
-    def __enter__(self):
-        from jax._src import config
-
-        self._ctx = config.traceback_in_locations_limit(0)
-        return self._ctx.__enter__()
-
-    def __exit__(self, *exc):
-        return self._ctx.__exit__(*exc)

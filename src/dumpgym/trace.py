@@ -89,13 +89,7 @@ def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]
 
 
 def _lower_tagged(traced):
-    """Lower a tagged copy of `traced`'s jaxpr through the same parameters jit would use.
-
-    The copy is a new object, so JAX's caches for the user's own function stay untouched.
-    """
-    from jax._src import stages
-    from jax.extend import core as jex
-
+    """Lower a tagged copy of `traced`'s jaxpr; returns the Lowered and the equation behind each tag."""
     originals = []
 
     def retag(eqn, params):
@@ -105,13 +99,29 @@ def _lower_tagged(traced):
         tagged = info.replace(name_stack=info.name_stack.extend(f"{TAG}{len(originals) - 1}"), traceback=None)
         return eqn.replace(params=params, source_info=tagged)
 
+    return lower_copy(traced, retag), tuple(originals)
+
+
+def lower_copy(traced, rewrite=None):
+    """Lower a copy of `traced`'s jaxpr (each equation passed through `rewrite`) with jit's own parameters.
+
+    Without `rewrite`, the copy is the same program. The copy is a new object at every level, so
+    JAX's caches for the user's function stay untouched by how the copy is lowered.
+    """
+    from jax._src import stages
+    from jax.extend import core as jex
+
+    if rewrite is None:
+        def rewrite(eqn, params):
+            return eqn.replace(params=params)
+
     closed = traced.jaxpr
-    tagged = jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, retag), closed.consts)
-    copy = stages.Traced(
-        traced._meta_tys_flat, {**traced._params, "jaxpr": tagged},
+    copy = jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, rewrite), closed.consts)
+    twin = stages.Traced(
+        traced._meta_tys_flat, {**traced._params, "jaxpr": copy},
         traced._in_tree, traced.out_tree, traced._consts,
     )
-    return copy.lower(), tuple(originals)
+    return twin.lower()
 
 
 def map_jaxpr_eqns(jaxpr, rewrite: Callable[[Any, dict], Any], memo: dict | None = None):

@@ -1,0 +1,23 @@
+// Wiring: one progress store, one notice area, one register call per section.
+import { registerNotices } from './notice.js';
+import { Progress, registerProgressTools } from './streaks.js';
+import { registerPath } from './path.js';
+import { registerDrills } from './drill.js';
+import { registerXray } from './xray.js';
+import { registerCorpus } from './corpus.js';
+import { registerReference } from './reference.js';
+
+const $ = (selector) => document.querySelector(selector);
+const notify = registerNotices($('[data-notices]'));
+const progress = new Progress();
+for (const message of progress.notices) notify(message, { tone: 'bad', sticky: true });
+
+registerProgressTools($('[data-progress-tools]'), progress, notify);
+registerPath($('#path'), $('[data-summary]'), progress, notify);
+const next = [...document.querySelectorAll('#path [data-target]')].find((t) => !t.hasAttribute('data-reached'));
+registerDrills($('#drills'), progress, next?.dataset.drill);
+registerXray($('#xray'));
+registerCorpus($('#corpus'));
+registerReference($('#reference'));
+document.documentElement.dataset.ready = '';
+performance.mark('dumpgym:ready');

@@ -1,0 +1,51 @@
+// Where the page's data lives: per-program and per-drill JSON splits, fetched once each,
+// and the highlighted listings already in the page (the corpus section holds every one).
+
+const cache = new Map();
+
+/** Fetch a JSON file relative to the page, once; a failure is not cached. */
+export function getJSON(url) {
+  if (!cache.has(url)) {
+    const pending = fetch(url).then((r) => {
+      if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+      return r.json();
+    });
+    pending.catch(() => cache.delete(url));
+    cache.set(url, pending);
+  }
+  return cache.get(url);
+}
+
+/** The URL of one program's corpus record. */
+export const programURL = (slug) => `data/programs/${encodeURIComponent(slug)}.json`;
+
+/** The URL of one drill kind's items for one program. */
+export const drillURL = (kind, slug) => `data/drills/${encodeURIComponent(kind)}/${encodeURIComponent(slug)}.json`;
+
+/** The highlighted `<pre>` of a program's layer ("source", "jaxpr", "stablehlo"), or null. */
+export function listing(slug, layer) {
+  return document.querySelector(`#p-${CSS.escape(slug)} [data-layer-panel="${layer}"] pre`);
+}
+
+/** A program's title as the corpus section prints it. */
+export function programTitle(slug) {
+  return document.querySelector(`#p-${CSS.escape(slug)} .title`)?.textContent ?? slug;
+}
+
+/** The line elements of a listing, indexed from 0 (line 1 is index 0). */
+export function lineElements(pre) {
+  return pre ? pre.firstElementChild.children : [];
+}
+
+/** Whether any part of an element is inside the viewport. */
+export function onScreen(el) {
+  const r = el.getBoundingClientRect();
+  return r.bottom > 0 && r.top < window.innerHeight && r.height > 0;
+}
+
+/** Whether a key event belongs to a text field (where letters and digits are typing, not commands). */
+export function typing(event) {
+  const t = event.target;
+  return event.ctrlKey || event.metaKey || event.altKey || t.isContentEditable ||
+    ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName);
+}

@@ -1,0 +1,290 @@
+// Drills 01–03: one question at a time, one tap to answer, feedback that says why, a streak that counts.
+// Multiple-choice kinds (decoder, shapes, any kind with `options`) share one view; `decisions`
+// asks for a line of a real listing instead.
+import { html, render, ticks } from './html.js';
+import { drillURL, getJSON, lineElements, listing, onScreen, programTitle, programURL, typing } from './data.js';
+
+/** An option or show value as text, spelled the way a jaxpr prints params (True, None, [1, 0]). */
+export function show(value) {
+  if (Array.isArray(value)) return `[${value.map(show).join(', ')}]`;
+  if (value === null || value === undefined) return 'None';
+  if (typeof value === 'boolean') return value ? 'True' : 'False';
+  if (value !== null && typeof value === 'object') {
+    return Object.entries(value).map(([k, v]) => `${k}=${show(v)}`).join(' ');
+  }
+  return String(value);
+}
+
+/** Hide the avals of an equation's binders, which would give a shape answer away. */
+export function maskBinders(line) {
+  const at = line.indexOf(' = ');
+  if (at < 0) return line;
+  const indent = line.match(/^\s*/)[0];
+  const binders = line.slice(indent.length, at).split(' ').map((b) => b.replace(/:.*/, ':?'));
+  return indent + binders.join(' ') + line.slice(at);
+}
+
+const MAX_LINES = 12;
+
+function equationText(slug, lines) {
+  if (!lines || !lines.length) return '';
+  const rows = lineElements(listing(slug, 'jaxpr'));
+  const [first, last] = [lines[0], Math.min(lines[lines.length - 1], lines[0] + MAX_LINES - 1)];
+  const text = [];
+  for (let n = first; n <= last && rows[n - 1]; n++) text.push(rows[n - 1].textContent.replace(/\n$/, ''));
+  if (!text.length) return '';
+  text[0] = maskBinders(text[0]);
+  const indent = Math.min(...text.filter((t) => t.trim()).map((t) => t.match(/^\s*/)[0].length));
+  const out = text.map((t) => t.slice(indent));
+  if (last < lines[lines.length - 1]) out.push('…');
+  return out.join('\n');
+}
+
+class Panel {
+  constructor(el, progress) {
+    this.el = el;
+    this.kind = el.dataset.drill;
+    this.progress = progress;
+    this.body = el.querySelector('[data-drill-body]');
+    this.pool = (el.dataset.pool || '').split(' ').filter(Boolean).map((s) => {
+      const [slug, count] = s.split(':');
+      return { slug, count: Number(count) };
+    });
+    this.total = this.pool.reduce((a, p) => a + p.count, 0);
+    this.item = null;
+    this.answered = false;
+    this.last = '';
+    this.showStreak();
+  }
+
+  showStreak() {
+    const { current, best } = this.progress.streak(this.kind);
+    this.el.querySelector('[data-streak-current]').textContent = current;
+    this.el.querySelector('[data-streak-best]').textContent = best;
+  }
+
+  start() {
+    if (!this.item && this.total) this.next({ focus: false });
+  }
+
+  pick() {
+    for (let tries = 0; ; tries++) {
+      let r = Math.floor(Math.random() * this.total);
+      const entry = this.pool.find((p) => (r -= p.count) < 0);
+      const index = r + entry.count;
+      const id = `${this.kind}/${entry.slug}/${index}`;
+      if (id !== this.last || this.total === 1 || tries > 4) return { slug: entry.slug, index, id };
+    }
+  }
+
+  async next({ focus = true } = {}) {
+    const { slug, index, id } = this.pick();
+    this.last = id;
+    let split;
+    try {
+      split = await getJSON(drillURL(this.kind, slug));
+    } catch (e) {
+      render(this.body, html`<p class="empty">Could not load drill items (${e.message}).</p>`);
+      return;
+    }
+    this.item = split.items[index];
+    this.answered = false;
+    this.el.dataset.item = id;
+    if (Array.isArray(this.item.options)) this.renderChoice(slug);
+    else this.renderLines(slug);
+    this.el.dataset.state = 'asking';
+    if (focus) this.body.querySelector('.q').focus({ preventScroll: true });
+  }
+
+  header(slug, extra, { eqn = true } = {}) {
+    const item = this.item;
+    return html`<p class="where"><a href="#p-${slug}">${programTitle(slug)}</a>${
+      eqn && item.eqn !== null && item.eqn !== undefined ? html` · equation ${item.eqn}` : ''}${extra}</p>`;
+  }
+
+  renderChoice(slug) {
+    const item = this.item;
+    const facts = Object.entries(item.show || {}).filter(([, v]) => v !== null && v !== '' &&
+      !(typeof v === 'object' && !Array.isArray(v) && !Object.keys(v).length));
+    const eqn = equationText(slug, item.jaxpr_lines);
+    render(this.body, html`
+      <div class="ctx">
+        ${this.header(slug, '')}
+        ${eqn ? html`<pre class="eqn">${eqn}</pre>` : html`<details class="whole" data-whole><summary>the program's jaxpr</summary></details>`}
+        ${Number.isInteger(item.hlo_line) ? html`<pre class="eqn" data-hlo-line>compiled HLO line ${item.hlo_line}</pre>` : ''}
+        ${facts.length ? html`<dl class="facts">${facts.map(([k, v]) => html`<dt>${k.replaceAll('_', ' ')}</dt><dd><code>${
+          Array.isArray(v) && k === 'inputs' ? v.join('  ·  ') : show(v)}</code></dd>`)}</dl>` : ''}
+      </div>
+      <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
+      <div class="options" role="group" aria-labelledby="q-${this.kind}">
+        ${item.options.map((o, i) => html`<button type="button" class="opt" data-opt="${i}"><kbd aria-hidden="true">${i + 1}</kbd><code>${show(o)}</code></button>`)}
+      </div>
+      <div class="feedback" data-feedback aria-live="polite"></div>
+      <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
+    const hloLine = this.body.querySelector('[data-hlo-line]');
+    if (hloLine) {
+      getJSON(programURL(slug)).then((p) => {
+        const text = (p.hlo?.text ?? '').split('\n')[item.hlo_line - 1];
+        if (text !== undefined && this.item === item) hloLine.textContent = `${item.hlo_line}: ${text.trim()}`;
+      }).catch(() => {});
+    }
+    const whole = this.body.querySelector('[data-whole]');
+    const source = whole && listing(slug, 'jaxpr');
+    if (source) whole.append(source.cloneNode(true));
+    else whole?.remove();
+    this.body.querySelectorAll('[data-opt]').forEach((b) =>
+      b.addEventListener('click', () => this.answer(Number(b.dataset.opt))));
+    this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
+  }
+
+  renderLines(slug) {
+    const item = this.item;
+    const layer = item.layer === 'stablehlo' ? 'StableHLO' : 'jaxpr';
+    render(this.body, html`
+      <div class="ctx">${this.header(slug, html` · ${layer}${item.kind ? html` · <span class="tag">${item.kind}</span>` : ''}`, { eqn: false })}</div>
+      <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
+      <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"></div>
+      <p class="fine" id="pick-help-${this.kind}">click a line, or move with ↑/↓ and press Enter</p>
+      <div class="feedback" data-feedback aria-live="polite"></div>
+      <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
+    const pick = this.body.querySelector('[data-pick]');
+    const source = listing(slug, item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr');
+    if (source) pick.append(source.cloneNode(true));
+    this.rows = lineElements(pick.querySelector('pre'));
+    this.cursor = 0;
+    pick.addEventListener('click', (e) => {
+      e.preventDefault();
+      const row = e.target.closest('[data-line]');
+      if (row && !this.answered) this.answerLine(Number(row.dataset.line));
+    });
+    pick.addEventListener('focus', () => { if (!this.answered) this.rows[this.cursor]?.classList.add('cur'); });
+    pick.addEventListener('keydown', (e) => {
+      if (this.answered || !this.rows.length) return;
+      const step = { ArrowDown: 1, ArrowUp: -1, PageDown: 10, PageUp: -10 }[e.key];
+      if (step) {
+        e.preventDefault();
+        this.rows[this.cursor]?.classList.remove('cur');
+        this.cursor = Math.max(0, Math.min(this.rows.length - 1, this.cursor + step));
+        this.rows[this.cursor].classList.add('cur');
+        scrollWithin(pick, this.rows[this.cursor]);
+      } else if (e.key === 'Enter' || e.key === ' ') {
+        e.preventDefault();
+        e.stopPropagation();
+        this.answerLine(this.cursor + 1);
+      }
+    });
+    this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
+  }
+
+  answer(index) {
+    if (this.answered || !this.item.options || index >= this.item.options.length) return;
+    const item = this.item;
+    const right = index === item.answer;
+    this.body.querySelectorAll('[data-opt]').forEach((b, i) => {
+      b.disabled = true;
+      b.classList.toggle('right', i === item.answer);
+      b.classList.toggle('wrong', i === index && !right);
+      b.classList.toggle('chosen', i === index);
+    });
+    const why = item.reasons?.[index];
+    const verdict = right
+      ? html`<p><b class="ok">right:</b> <code>${show(item.options[item.answer])}</code></p>`
+      : html`<p><b class="no">not quite.</b> The answer is <code>${show(item.options[item.answer])}</code>.</p>
+             <p>You chose <code>${show(item.options[index])}</code>${why ? html`: ${ticks(why)}.` : '.'}</p>`;
+    this.finish(right, html`${verdict}${item.feedback ? html`<p>${ticks(item.feedback)}</p>` : ''}`);
+  }
+
+  answerLine(line) {
+    if (this.answered) return;
+    const item = this.item;
+    const right = line === item.answer_line;
+    const chosen = this.rows[line - 1];
+    const answer = this.rows[item.answer_line - 1];
+    chosen?.classList.add(right ? 'right' : 'wrong');
+    answer?.classList.add('ans');
+    const pick = this.body.querySelector('[data-pick]');
+    if (answer) scrollWithin(pick, answer);
+    const text = answer ? answer.textContent.trim() : '';
+    const why = item.feedback ? html`<p>${ticks(item.feedback)}</p>` : html`<p>Line ${item.answer_line}: <code>${text}</code></p>`;
+    this.finish(right, right
+      ? html`<p><b class="ok">right.</b></p>${why}`
+      : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${item.answer_line}.</p>${why}`);
+  }
+
+  finish(right, message) {
+    this.answered = true;
+    this.el.dataset.state = 'answered';
+    this.progress.record(this.kind, right);
+    const { current } = this.progress.streak(this.kind);
+    render(this.body.querySelector('[data-feedback]'), html`${message}<p class="fine">${right
+      ? `streak ${current}` : 'streak back to 0'}</p>`);
+    this.body.querySelector('[data-feedback]').className = `feedback ${right ? 'good' : 'bad'}`;
+    const next = this.body.querySelector('[data-next]');
+    next.hidden = false;
+    next.focus({ preventScroll: true });
+  }
+}
+
+/** Keep `child` in view inside the scrolling `box`, without scrolling the page. */
+export function scrollWithin(box, child) {
+  // Measured against the box, not offsetTop: a line's offsetParent may be a block between them.
+  const top = child.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+  if (top < box.scrollTop || top + child.offsetHeight > box.scrollTop + box.clientHeight) {
+    box.scrollTop = top - box.clientHeight / 3;
+  }
+}
+
+/** Wire the drill tabs, panels and keys. */
+export function registerDrills(root, progress, preferred) {
+  const tabs = [...root.querySelectorAll('[data-drill-tab]')];
+  const panels = new Map([...root.querySelectorAll('section[data-drill]')].map((el) => [el.dataset.drill, new Panel(el, progress)]));
+  let active = panels.get(preferred) ? preferred : tabs[0]?.dataset.drillTab;
+
+  function select(kind, { focusTab = false } = {}) {
+    if (!panels.has(kind)) return;
+    active = kind;
+    for (const tab of tabs) {
+      const on = tab.dataset.drillTab === kind;
+      tab.setAttribute('aria-selected', String(on));
+      tab.tabIndex = on ? 0 : -1;
+      if (on && focusTab) tab.focus();
+    }
+    for (const [name, panel] of panels) panel.el.hidden = name !== kind;
+    panels.get(kind).start();
+  }
+
+  for (const tab of tabs) tab.addEventListener('click', () => select(tab.dataset.drillTab));
+  root.querySelector('[role=tablist]').addEventListener('keydown', (e) => {
+    const i = tabs.findIndex((t) => t.dataset.drillTab === active);
+    const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
+    if (to === undefined) return;
+    e.preventDefault();
+    select(tabs[(to + tabs.length) % tabs.length].dataset.drillTab, { focusTab: true });
+  });
+  document.addEventListener('click', (e) => {
+    const link = e.target.closest('[data-open-drill]');
+    if (link) select(link.dataset.openDrill);
+  });
+  const fromHash = () => {
+    const m = location.hash.match(/^#drill-([a-z0-9-]+)$/);
+    if (m) select(m[1]);
+  };
+  window.addEventListener('hashchange', fromHash);
+  document.addEventListener('keydown', (e) => {
+    if (typing(e) || !onScreen(root)) return;
+    const panel = panels.get(active);
+    if (!panel?.item) return;
+    if (/^[1-9]$/.test(e.key) && !panel.answered && panel.item.options) {
+      e.preventDefault();
+      panel.answer(Number(e.key) - 1);
+    } else if ((e.key === 'Enter' || e.key === ' ') && panel.answered &&
+               !e.target.closest('button, a, [data-pick]')) {
+      e.preventDefault();
+      panel.next();
+    }
+  });
+  progress.addEventListener('change', () => panels.forEach((p) => p.showStreak()));
+  select(active);
+  fromHash();
+  return { select };
+}

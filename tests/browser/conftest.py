@@ -1,0 +1,201 @@
+"""Browser fixtures: the gym built as static files, served by `python -m http.server`, driven by Chromium.
+
+Chromium is Debian's (`apt-get install chromium`), never a Playwright download. Without it the
+browser tests skip on a workstation and fail under CI, where skipping would hide them.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from dumpgym import site
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+# A program whose user-given words try to become markup: the page must show them as text.
+HOSTILE_TITLE = '<img src=x id=pwned> & "quotes" </script>'
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def gym_data(corpus):
+    """The built-in corpus plus one hostile added program, and its drill pool."""
+    from dumpgym.drills import build_pool
+
+    data = copy.deepcopy(corpus)
+    evil = copy.deepcopy(next(p for p in data["programs"] if p["slug"] == "rmsnorm"))
+    # An added program whose x-ray has not been computed: the page must still show it, dimmed.
+    evil.update(slug="evil", title=HOSTILE_TITLE, lesson="</p><b>not bold</b> & <script>alert(1)</script>",
+                xray=[], lowered_to_nothing=[])
+    data["programs"].append(evil)
+    return data, build_pool(data)
+
+
+@pytest.fixture(scope="session")
+def site_dir(tmp_path_factory, gym_data):
+    """The gym written by `build_site`."""
+    out = tmp_path_factory.mktemp("site")
+    site.build_site(out, *gym_data)
+    return out
+
+
+@contextlib.contextmanager
+def http_server(directory):
+    """`python -m http.server` on a free localhost port serving `directory`; yields its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(directory)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("python -m http.server did not start")
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def serve_directory():
+    """`http_server`, for tests that build a site of their own."""
+    return http_server
+
+
+@pytest.fixture(scope="session")
+def hostile_title():
+    """The title of the added program whose words try to become markup."""
+    return HOSTILE_TITLE
+
+
+@pytest.fixture(scope="session")
+def base_url(site_dir):
+    """The static build served by the standard library's `http.server`."""
+    with http_server(site_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def fetch_json(base_url):
+    """GET a JSON file of the served site, as the page would."""
+    def fetch(rel: str):
+        with urllib.request.urlopen(base_url + rel, timeout=5) as r:
+            return json.load(r)
+    return fetch
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium under Playwright."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = "chromium is not installed: run `apt-get install -y chromium` (never `playwright install`)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Console:
+    """Console errors and uncaught exceptions of one page."""
+
+    def __init__(self, page):
+        self.errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        page.on("dialog", lambda d: (self.errors.append(f"dialog: {d.message}"), d.dismiss()))
+
+
+@pytest.fixture
+def page(browser, base_url):
+    """A fresh page (its own localStorage) on the gym; the test fails on any console error."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    pg = context.new_page()
+    console = Console(pg)
+    pg.console = console
+    pg.goto(base_url)
+    pg.wait_for_selector("html[data-ready]")
+    yield pg
+    context.close()
+    assert console.errors == [], f"console errors: {console.errors}"
+
+
+class Gym:
+    """Drive the drills the way a learner would, knowing answers only from the served drills JSON."""
+
+    def __init__(self, page, fetch_json):
+        self.page = page
+        self.fetch_json = fetch_json
+
+    def open(self, kind: str) -> None:
+        self.page.click(f"#tab-{kind}")
+        self.page.wait_for_selector(f"#drill-{kind}[data-state=asking]")
+
+    def item(self, kind: str) -> dict:
+        """The drill item on screen, looked up in its JSON split by the panel's item id."""
+        _, slug, index = self.page.get_attribute(f"#drill-{kind}", "data-item").split("/")
+        return self.fetch_json(f"data/drills/{kind}/{slug}.json")["items"][int(index)]
+
+    def answer(self, kind: str, right: bool = True, keys: bool = False) -> dict:
+        """Answer the question on screen, rightly or not, by click or by digit key; returns the item."""
+        item = self.item(kind)
+        panel = self.page.locator(f"#drill-{kind}")
+        if "options" in item:
+            index = item["answer"] if right else next(i for i in range(len(item["options"])) if i != item["answer"])
+            if keys:
+                self.page.keyboard.press(str(index + 1))
+            else:
+                text = item["options"][index]
+                panel.get_by_role("button", name=text if isinstance(text, str) else json.dumps(text), exact=True).click()
+        else:
+            lines = panel.locator("[data-pick] [data-line]").count()
+            line = item["answer_line"] if right else next(n for n in range(1, lines + 1) if n != item["answer_line"])
+            panel.locator(f"[data-pick] [data-line='{line}']").click()
+        self.page.wait_for_selector(f"#drill-{kind}[data-state=answered]")
+        return item
+
+    def next(self, kind: str, key: str = "Enter") -> None:
+        self.page.keyboard.press(key)
+        self.page.wait_for_selector(f"#drill-{kind}[data-state=asking]")
+
+    def streak(self, kind: str) -> tuple[int, int]:
+        panel = self.page.locator(f"#drill-{kind}")
+        return (int(panel.locator("[data-streak-current]").inner_text()),
+                int(panel.locator("[data-streak-best]").inner_text()))
+
+
+@pytest.fixture
+def gym(page, fetch_json):
+    """A `Gym` driver on the page."""
+    return Gym(page, fetch_json)

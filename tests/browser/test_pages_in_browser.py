@@ -1,0 +1,158 @@
+"""The whole page in Chromium: every section loads cleanly from a plain static server, at any width."""
+import urllib.request
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_static_build_works_from_python_http_server(page, base_url):
+    # `page` loaded the build from `python -m http.server`; every module and stylesheet arrived.
+    with urllib.request.urlopen(base_url + "static/app.js") as r:
+        assert r.status == 200
+    assert page.evaluate("document.styleSheets.length") >= 1
+    assert page.locator("#drills [data-state=asking]").count() == 1
+
+
+def test_no_console_errors_in_any_section(page):
+    """Walk every section and tab; the `page` fixture fails the test on any console error."""
+    for tab in page.locator("[data-drill-tab]").all():
+        tab.click()
+        page.wait_for_selector(f"#drill-{tab.get_attribute('data-drill-tab')}[data-state=asking]")
+    for slug in page.eval_on_selector_all("[data-xray-pick] option", "os => os.map(o => o.value)"):
+        page.select_option("[data-xray-pick]", slug)
+        page.wait_for_selector(f"#xray[data-ready][data-program='{slug}']")
+        page.hover("[data-xray-col=stablehlo] [data-line='3']")
+    for tab in page.locator("#corpus [data-layer-tab]").all():
+        tab.click()
+    for section in ("path", "drills", "xray", "corpus", "reference"):
+        page.click(f".top nav a[href='#{section}']")
+    page.wait_for_selector("#reference[data-ready]")
+    page.reload()
+    page.wait_for_selector("html[data-ready]")
+
+
+def open_reference(page):
+    page.locator("#reference").scroll_into_view_if_needed()
+    page.wait_for_selector("#reference[data-ready]")
+
+
+def test_the_reference_filter_finds_ops_and_says_when_none_match(page):
+    open_reference(page)
+    total = page.locator("#reference [data-op]").count()
+    assert page.locator("[data-ref-count]").inner_text() == f"{total} ops"
+    box = page.locator("[data-ref-filter]")
+    box.fill("dot_general")
+    shown = page.locator("#reference [data-op]:visible")
+    names = shown.evaluate_all("els => els.map(e => e.dataset.op)")
+    assert "dot_general" in names and "stablehlo.dot_general" in names
+    assert len(names) < total
+    assert page.locator("[data-ref-count]").inner_text() == f"{len(names)} of {total} ops"
+    assert page.locator("[data-ref-empty]").is_hidden()
+    box.fill("no-such-op-anywhere")
+    assert shown.count() == 0
+    empty = page.locator("[data-ref-empty]")
+    assert empty.is_visible() and "no ops match" in empty.inner_text()
+    assert "no-such-op-anywhere" in empty.inner_text()
+    box.fill("")
+    assert shown.count() == total
+
+
+def test_op_names_in_listings_link_to_their_cards(page):
+    page.locator("#p-mlp").scroll_into_view_if_needed()
+    link = page.locator("#p-mlp [data-layer-panel=jaxpr] a.o", has_text="dot_general").first
+    link.click()
+    assert page.evaluate("location.hash") == "#op-dot_general"
+    page.wait_for_selector("#op-dot_general.hit")
+    assert page.locator("#op-dot_general").is_visible()
+    assert page.evaluate("document.getElementById('op-dot_general').getBoundingClientRect().top") < 300
+
+
+def test_a_link_to_a_card_works_on_a_fresh_load(browser, base_url):
+    context = browser.new_context()
+    pg = context.new_page()
+    pg.goto(base_url + "#op-stablehlo.reduce")
+    pg.wait_for_selector("#op-stablehlo\\.reduce.hit")
+    assert pg.locator("#op-stablehlo\\.reduce").is_visible()
+    context.close()
+
+
+def test_a_link_to_a_card_hidden_by_the_filter_clears_the_filter(page):
+    open_reference(page)
+    page.locator("[data-ref-filter]").fill("tanh")
+    assert page.locator("#op-dot_general").is_hidden()
+    page.locator("#p-mlp [data-layer-panel=jaxpr] a.o", has_text="dot_general").first.click()
+    page.wait_for_selector("#op-dot_general.hit")
+    assert page.locator("#op-dot_general").is_visible()
+
+
+def test_user_given_names_are_shown_as_text(page, hostile_title):
+    page.locator("#p-evil").scroll_into_view_if_needed()
+    title = page.locator("#p-evil .title")
+    assert title.text_content() == hostile_title
+    assert page.locator("#pwned").count() == 0
+    assert "<b>not bold</b>" in page.locator("#p-evil .lesson").text_content()
+    assert page.locator("#p-evil b").count() == 0
+
+
+def test_corpus_tabs_switch_layers(page):
+    article = page.locator("#p-softmax")
+    article.scroll_into_view_if_needed()
+    assert article.locator("[data-layer-panel=jaxpr]").is_visible()
+    article.get_by_role("tab", name="StableHLO").click()
+    assert article.locator("[data-layer-panel=stablehlo]").is_visible()
+    assert article.locator("[data-layer-panel=jaxpr]").is_hidden()
+    article.get_by_role("tab", name="StableHLO").press("ArrowLeft")
+    assert article.locator("[data-layer-panel=jaxpr]").is_visible()
+
+
+def test_usable_at_375_pixels(browser, base_url, gym_data):
+    context = browser.new_context(viewport={"width": 375, "height": 800}, has_touch=True, is_mobile=True)
+    pg = context.new_page()
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base_url)
+    pg.wait_for_selector("html[data-ready]")
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    pg.wait_for_selector("#drills [data-state=asking]")
+    pg.locator("#drills section[data-drill]:not([hidden]) button[data-opt]").first.tap()
+    pg.wait_for_selector("#drills [data-state=answered]")
+    pg.locator("#xray").scroll_into_view_if_needed()
+    pg.wait_for_selector("#xray[data-ready]")
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    context.close()
+    assert errors == []
+
+
+def test_respects_a_dark_color_scheme(browser, base_url):
+    context = browser.new_context(color_scheme="dark")
+    pg = context.new_page()
+    pg.goto(base_url)
+    pg.wait_for_selector("html[data-ready]")
+    dark = pg.evaluate("getComputedStyle(document.body).backgroundColor")
+    context.close()
+    context = browser.new_context(color_scheme="light")
+    pg = context.new_page()
+    pg.goto(base_url)
+    light = pg.evaluate("getComputedStyle(document.body).backgroundColor")
+    context.close()
+    assert dark != light
+
+
+def test_focus_is_visible_on_buttons(page):
+    page.locator("#tab-shapes").focus()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Shift+Tab")
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline not in ("none", "")
+
+
+def test_the_compiled_hlo_tab_loads_on_demand(page, fetch_json):
+    program = fetch_json("data/programs/mlp.json")
+    article = page.locator("#p-mlp")
+    article.scroll_into_view_if_needed()
+    article.get_by_role("tab", name="compiled HLO").click()
+    panel = article.locator("[data-layer-panel=hlo]")
+    panel.locator("[data-line]").first.wait_for()
+    assert panel.locator("[data-line]").count() == program["hlo"]["text"].count("\n") + 1
+    assert panel.locator("[data-line='1']").text_content().rstrip("\n") == program["hlo"]["text"].split("\n")[0]

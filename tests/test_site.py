@@ -1,0 +1,288 @@
+"""The static site: same JSON as the CLI, every listing line addressable, everything escaped, nothing remote."""
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from dumpgym import site
+from dumpgym.drills import build_pool
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTILE = '<img src=x onerror=alert(1)> & "q" </script>'
+
+
+@pytest.fixture(scope="module")
+def small(corpus):
+    """Three programs: two built-in ones and an added one whose user-given words are markup."""
+    data = copy.deepcopy(corpus)
+    keep = [p for p in data["programs"] if p["slug"] in ("mlp", "layernorm")]
+    evil = copy.deepcopy(next(p for p in data["programs"] if p["slug"] == "softmax"))
+    evil.update(slug="evil", title=HOSTILE, lesson=HOSTILE)
+    data["programs"] = keep + [evil]
+    return data, build_pool(data)
+
+
+@pytest.fixture(scope="module")
+def files(small):
+    return site.render_site(*small)
+
+
+@pytest.fixture(scope="module")
+def page(files):
+    return files["index.html"].decode("utf-8")
+
+
+class Parsed(HTMLParser):
+    """Every start tag with its attributes, and the text between tags, as a browser would read them."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+@pytest.fixture(scope="module")
+def parsed(page):
+    return Parsed(page)
+
+
+def listing_of(page: str, slug: str, layer: str) -> str:
+    start = page.index(f'id="l-{slug}-{layer}"')
+    return page[start: page.index("</pre>", start)]
+
+
+def test_the_site_ships_exactly_the_json_the_cli_prints(files, small):
+    corpus, pool = small
+    assert json.loads(files["corpus.json"]) == corpus
+    assert json.loads(files["drills.json"]) == pool
+    for program in corpus["programs"]:
+        assert json.loads(files[f"data/programs/{program['slug']}.json"]) == program
+
+
+def test_drill_splits_partition_the_pool_in_order(files, small):
+    _, pool = small
+    rebuilt = {}
+    for path, body in files.items():
+        if path.startswith("data/drills/"):
+            split = json.loads(body)
+            assert split["schema"] == pool["schema"]
+            _, _, kind, slug = path.removesuffix(".json").split("/")
+            assert all(item["drill"] == kind and item["program"] == slug for item in split["items"])
+            rebuilt[(kind, slug)] = split["items"]
+    expected = {}
+    for item in pool["items"]:
+        expected.setdefault((item["drill"], item["program"]), []).append(item)
+    assert rebuilt == expected
+
+
+def test_each_drill_panel_names_its_splits_with_item_counts(page, small):
+    _, pool = small
+    for kind in {item["drill"] for item in pool["items"]}:
+        pool_attr = re.search(rf'data-drill="{kind}" data-pool="([^"]*)"', page)[1]
+        counts = dict(entry.split(":") for entry in pool_attr.split())
+        for slug, n in counts.items():
+            assert int(n) == sum(1 for i in pool["items"] if i["drill"] == kind and i["program"] == slug)
+
+
+def test_every_listing_line_is_one_element_with_its_line_number(page, small):
+    corpus, _ = small
+    for program in corpus["programs"]:
+        for layer in ("source", "jaxpr", "stablehlo"):
+            block = listing_of(page, program["slug"], layer)
+            numbers = [int(n) for n in re.findall(r"<span data-line=(\d+)>", block)]
+            assert numbers == list(range(1, program[layer].count("\n") + 2))
+
+
+def test_listings_read_back_to_the_exact_dump_text(page, small):
+    corpus, _ = small
+    for program in corpus["programs"]:
+        for layer in ("source", "jaxpr", "stablehlo"):
+            block = listing_of(page, program["slug"], layer)
+            text = html.unescape(re.sub(r"<[^>]+>", "", block[block.index("<code>"):]))
+            assert text == program[layer] + "\n"
+
+
+def test_dump_text_and_user_names_are_escaped(page, parsed):
+    assert HOSTILE not in page
+    assert [t for t, _ in parsed.tags].count("img") == 0
+    assert sum(1 for d in parsed.text if d == HOSTILE) >= 2  # the title and the lesson, as text
+    assert "tensor&lt;64x512xbf16&gt;" in page and "tensor<64x512xbf16>" not in page
+
+
+def test_no_inline_script_no_inline_style_and_a_content_security_policy(parsed):
+    metas = [a for t, a in parsed.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    assert [m["content"] for m in metas] == [site.CSP]
+    assert "unsafe-inline" not in site.CSP and "default-src 'self'" in site.CSP
+    scripts = [a for t, a in parsed.tags if t == "script"]
+    assert scripts == [{"type": "module", "src": "static/app.js"}]
+    for tag, attrs in parsed.tags:
+        assert "style" not in attrs and not any(name.startswith("on") for name in attrs), tag
+    assert "style" not in [t for t, _ in parsed.tags]
+
+
+def test_every_url_is_relative_and_local(parsed, files):
+    urls = [a[name] for _, a in parsed.tags for name in ("href", "src") if name in a]
+    assert urls
+    for url in urls:
+        assert not re.match(r"^(?:[a-z]+:|//|/)", url), url
+        if not url.startswith("#"):
+            assert url in files, url
+    ids = {a["id"] for _, a in parsed.tags if "id" in a}
+    ids |= {c["anchor"] for c in json.loads(files["data/reference.json"])["cards"]}
+    for url in urls:
+        if url.startswith("#"):
+            assert url[1:] in ids, url
+    for name, body in files.items():
+        if name.endswith((".js", ".css")):
+            text = body.decode()
+            assert not re.search(r"https?://|url\(\s*['\"]?(?:https?:)?//", text), name
+            for module in re.findall(r"from '\./([\w-]+\.js)'", text):
+                assert f"static/{module}" in files, f"{name} imports missing {module}"
+
+
+def card_anchors(files) -> set[str]:
+    return {c["anchor"] for c in json.loads(files["data/reference.json"])["cards"]}
+
+
+def test_op_names_in_listings_link_to_cards_that_exist(page, files, small):
+    corpus, _ = small
+    anchors = card_anchors(files)
+    links = re.findall(r"<a class=o href=#([^>]+)>([^<]+)</a>", page)
+    assert links and {target for target, _ in links} <= anchors
+    jaxpr = listing_of(page, "mlp", "jaxpr")
+    assert "<a class=o href=#op-dot_general>dot_general</a>" in jaxpr
+    stablehlo = listing_of(page, "mlp", "stablehlo")
+    assert "<a class=o href=#op-stablehlo.dot_general>stablehlo.dot_general</a>" in stablehlo
+    primitives = {e["primitive"] for p in corpus["programs"] for e in p["eqns"]}
+    linked = {name for _, name in links}
+    assert primitives <= linked
+
+
+def test_every_op_the_corpus_uses_has_a_card(files, small):
+    from dumpgym import reference
+
+    corpus, _ = small
+    anchors = card_anchors(files)
+    names = {e["primitive"] for p in corpus["programs"] for e in p["eqns"]}
+    names |= {o["name"] for p in corpus["programs"] for o in p["stablehlo_ops"]}
+    for name in names:
+        card = reference.card_for(name) or reference.fallback_card(name)
+        assert site.card_anchor(card.name) in anchors, name
+
+
+def test_reference_cards_are_our_cards_in_reading_order_with_where_they_are_used(files, small):
+    from dumpgym import reference
+
+    corpus, _ = small
+    data = json.loads(files["data/reference.json"])
+    assert data["schema"] == site.REFERENCE_SCHEMA
+    names = [c["name"] for c in data["cards"]]
+    assert names[: len(reference.cards())] == [c.name for c in reference.cards()]
+    by_name = {c["name"]: c for c in data["cards"]}
+    assert by_name["dot_general"]["seen_in"] == [
+        p["slug"] for p in corpus["programs"] if any(e["primitive"] == "dot_general" for e in p["eqns"])]
+    assert ["stablehlo.dot_general", "op-stablehlo.dot_general"] in by_name["dot_general"]["pairs"]
+
+
+def test_counts_on_the_page_are_computed(page, small):
+    corpus, pool = small
+    n_eqns = sum(len(p["eqns"]) for p in corpus["programs"])
+    n_groups = sum(len(p["xray"]) for p in corpus["programs"])
+    assert "3 programs, traced" in page
+    assert f"{n_eqns} equations, {n_groups} x-ray groups and {len(pool['items'])} drill items" in page
+    assert "3 programs at three layers" in page
+    assert f"{len(json.loads(site.render_site(*small)['data/reference.json'])['cards'])} ops" in page
+    for kind in ("shapes", "decoder", "decisions"):
+        n = sum(1 for i in pool["items"] if i["drill"] == kind)
+        assert f"{n} items from" in page
+
+
+def test_the_path_names_known_drill_kinds_and_unique_targets(page):
+    kinds = {k.name for k in site.DRILL_KINDS}
+    keys = [ch.key(t) for ch in site.PATH for t in ch.targets]
+    assert len(keys) == len(set(keys))
+    assert [ch.number for ch in site.PATH] == ["02", "03", "04", "12"]
+    for ch in site.PATH:
+        for t in ch.targets:
+            assert t.drill in kinds
+            assert f'data-target="{ch.key(t)}"' in page
+
+
+def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):
+    corpus, _ = small
+    for program in corpus["programs"]:
+        has = bool((program.get("hlo") or {}).get("text"))
+        assert (f'id="t-{program["slug"]}-hlo"' in page) == has
+        assert program.get("hlo", {}).get("text", "\x00") not in page  # fetched on demand, not inlined
+
+
+def test_a_drill_kind_the_page_does_not_know_still_gets_a_panel():
+    pool = {"schema": "dumpgym.drills/1", "items": [{"drill": "new-kind", "program": "mlp", "eqn": None,
+                                                    "question": "?", "options": ["a", "b", "c"], "answer": 0}]}
+    kinds = site.drill_kinds(pool)
+    assert [(k.name, k.number) for k in kinds] == [("decoder", "01"), ("shapes", "02"), ("decisions", "03"),
+                                                   ("new-kind", "05")]
+    with_fusions = {**pool, "items": pool["items"] + [{**pool["items"][0], "drill": "fusions"}]}
+    assert [(k.name, k.number) for k in site.drill_kinds(with_fusions)][3:] == [("fusions", "05"), ("new-kind", "06")]
+
+
+def test_a_bad_slug_is_refused_rather_than_put_in_a_url(small):
+    corpus, pool = copy.deepcopy(small)
+    corpus["programs"][0]["slug"] = "../../etc"
+    with pytest.raises(ValueError, match="slug"):
+        site.render_site(corpus, pool)
+
+
+def test_render_listing_without_a_lexer_still_numbers_and_escapes(monkeypatch):
+    monkeypatch.setattr(site, "lexer_for", lambda layer: None)
+    out = site.render_listing("a <b>\n\n%c = x", "stablehlo", {3: [("x", "op-x")]})
+    assert out == ("<pre class=ls data-layer=stablehlo><code><span data-line=1>a &lt;b&gt;\n</span>"
+                   "<span data-line=2>\n</span><span data-line=3>%c = <a class=o href=#op-x>x</a>\n</span></code></pre>")
+
+
+def test_two_ops_on_one_line_both_link():
+    line = "%1 = stablehlo.reduce(%0 init: %c) applies stablehlo.add across dimensions = [1] : tensor<4xf32>"
+    out = site.render_listing(line, "stablehlo", {1: [("stablehlo.reduce", "op-r"), ("stablehlo.add", "op-a")]})
+    assert re.search(r"<a class=o href=#op-r>stablehlo.reduce</a>.*<a class=o href=#op-a>stablehlo.add</a>", out)
+
+
+def test_ticks_turns_backticks_into_code_and_escapes_the_rest():
+    assert site.ticks("use `a<b` & c") == "use <code>a&lt;b</code> &amp; c"
+    assert site.ticks("odd ` tick <") == "odd ` tick &lt;"
+
+
+def test_build_site_writes_what_render_site_makes(tmp_path, small, files):
+    site.build_site(tmp_path / "out", *small)
+    written = {str(p.relative_to(tmp_path / "out")).replace("\\", "/"): p.read_bytes()
+               for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert written == files
+
+
+def test_the_build_does_not_import_jax():
+    import subprocess
+    import sys
+
+    code = ("import sys, tempfile; from dumpgym import site; c, d = site.load_inputs(); "
+            "site.build_site(tempfile.mkdtemp(), c, d); assert 'jax' not in sys.modules, 'jax imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_docs_describe_every_section_drill_kind_and_the_progress_key():
+    text = (ROOT / "docs" / "site.md").read_text()
+    for word in ["path", "x-ray", "corpus", "reference", site.PROGRESS_KEY, "build_site", "serve", "get("]:
+        assert word in text, word
+    for kind in site.DRILL_KINDS:
+        assert f"`{kind.name}`" in text, kind.name

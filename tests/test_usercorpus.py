@@ -145,3 +145,14 @@ def test_large_program_is_added(corpus_dir, capsys):
     assert len(record["eqns"]) > 1400
     stats = record["xray_stats"]
     assert stats["mapped_stablehlo_op_lines"] == stats["stablehlo_op_lines"]
+
+
+@pytest.mark.parametrize("command", [["export"], ["drills"], ["list"], ["add", f"{PROGRAMS}:while_halving", "--arg", "f32[3]"]])
+def test_a_damaged_corpus_folder_is_one_line(command, corpus_dir, capfd):
+    corpus_dir.mkdir()
+    (corpus_dir / "index.json").write_text("{not json")
+    before = snapshot(corpus_dir)
+    assert cli.main([*command, "--corpus", str(corpus_dir)]) == 2
+    err = capfd.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(corpus_dir) in err and "Traceback" not in err
+    assert snapshot(corpus_dir) == before

@@ -134,12 +134,18 @@ def load_builtin() -> dict:
 
 def load_user_programs(corpus_dir=None) -> list[dict]:
     """Programs added with `dumpgym add`, in the order they were added."""
+    from dumpgym.program import ProgramError
+
     folder = user_corpus_dir(corpus_dir)
     index = folder / "index.json"
     if not index.is_file():
         return []
-    slugs = json.loads(index.read_text(encoding="utf-8"))["programs"]
-    return [json.loads((folder / f"{slug}.json").read_text(encoding="utf-8")) for slug in slugs]
+    try:
+        slugs = json.loads(index.read_text(encoding="utf-8"))["programs"]
+        return [json.loads((folder / f"{slug}.json").read_text(encoding="utf-8")) for slug in slugs]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ProgramError(f"the corpus folder {folder} is damaged ({type(e).__name__}: {e}); "
+                           "fix or move it, or pass --corpus DIR") from e
 
 
 def load_corpus(corpus_dir=None) -> dict:

@@ -1,4 +1,4 @@
-"""The jaxpr and StableHLO lexers cover every character JAX prints and classify the parts a reader looks for."""
+"""The jaxpr, StableHLO and compiled-HLO lexers cover every character JAX and XLA print and classify the parts a reader looks for."""
 import subprocess
 import sys
 import textwrap
@@ -13,7 +13,7 @@ from pygments.token import (
     Comment, Error, Keyword, Name, Number, Operator, Punctuation, String, Whitespace,
 )
 
-from dumpgym.lexers import JaxprLexer, StableHloLexer
+from dumpgym.lexers import HloLexer, JaxprLexer, StableHloLexer
 from dumpgym.programs import SLUGS
 
 K, T, F, V, A, L, O, P = (
@@ -307,8 +307,84 @@ def test_pygmentize_finds_the_jaxpr_lexer_by_entry_point():
 
 
 def test_lexers_are_registered_by_name_and_filename():
+    assert isinstance(pygments.lexers.get_lexer_by_name("hlo"), HloLexer)
+    assert isinstance(pygments.lexers.get_lexer_for_filename("f.hlo"), HloLexer)
     assert isinstance(pygments.lexers.get_lexer_by_name("stablehlo"), StableHloLexer)
     assert isinstance(pygments.lexers.get_lexer_by_name("mlir-stablehlo"), StableHloLexer)
     assert isinstance(pygments.lexers.get_lexer_by_name("jaxpr"), JaxprLexer)
     assert isinstance(pygments.lexers.get_lexer_for_filename("f.jaxpr"), JaxprLexer)
     assert isinstance(pygments.lexers.get_lexer_for_filename("f.mlir"), StableHloLexer)
+
+
+# --- compiled HLO ---
+
+def test_hlo_lexer_covers_every_corpus_program(corpus):
+    """The compiled text the page shows: source locations off, as the corpus records it."""
+    for program in corpus["programs"]:
+        if program.get("hlo"):
+            _assert_covers(HloLexer(), program["hlo"]["text"])
+
+
+@pytest.mark.parametrize("name", list(EXTRAS))
+def test_hlo_lexer_covers_compiled_programs_with_their_stack_frame_tables(name):
+    function, args = EXTRAS[name]
+    _assert_covers(HloLexer(), jax.jit(function).lower(*args).compile().as_text())
+
+
+def test_hlo_token_stream_for_a_small_fusion():
+    text = textwrap.dedent("""\
+        HloModule jit__sum, is_scheduled=true, entry_computation_layout={(f32[4,8]{1,0})->f32[8]{0}}
+
+        %fused_computation (param_0.2: f32[4,8]) -> f32[8] {
+          %param_0.2 = f32[4,8]{1,0} parameter(0)
+          %constant.0 = f32[] constant(-inf)
+          ROOT %reduce.0 = f32[8]{0} reduce(%param_0.2, %constant.0), dimensions={0}, to_apply=%region_0.1, metadata={op_name="jit(f)/reduce_max"}
+        }
+
+        ENTRY %main.2 (x.1: f32[4,8]) -> f32[8] {
+          %x.1 = f32[4,8]{1,0} parameter(0), metadata={op_name="x"}
+          ROOT %reduce_fusion = f32[8]{0} fusion(%x.1), kind=kLoop, calls=%fused_computation
+        }
+        """)
+    C, N, I = Comment.Special, Name.Constant, Number.Integer
+    assert _stream(HloLexer(), text) == [
+        (K, "HloModule"), (L, "jit__sum"), (P, ","), (A, "is_scheduled"), (O, "="), (Keyword.Constant, "true"),
+        (P, ","), (A, "entry_computation_layout"), (O, "="), (P, "{"), (P, "("), (T, "f32[4,8]{1,0}"), (P, ")"),
+        (O, "->"), (T, "f32[8]{0}"), (P, "}"),
+        (L, "%fused_computation"), (P, "("), (Name, "param_0.2"), (P, ":"), (T, "f32[4,8]"), (P, ")"),
+        (O, "->"), (T, "f32[8]"), (P, "{"),
+        (V, "%param_0.2"), (O, "="), (T, "f32[4,8]{1,0}"), (F, "parameter"), (P, "("), (I, "0"), (P, ")"),
+        (V, "%constant.0"), (O, "="), (T, "f32[]"), (F, "constant"), (P, "("), (Number.Float, "-inf"), (P, ")"),
+        (K, "ROOT"), (V, "%reduce.0"), (O, "="), (T, "f32[8]{0}"), (F, "reduce"), (P, "("), (V, "%param_0.2"),
+        (P, ","), (V, "%constant.0"), (P, ")"), (P, ","), (A, "dimensions"), (O, "="), (P, "{"), (I, "0"),
+        (P, "}"), (P, ","), (A, "to_apply"), (O, "="), (L, "%region_0.1"), (P, ","),
+        (C, "metadata={"), (C, "op_name="), (C, '"jit(f)/reduce_max"'), (C, "}"),
+        (P, "}"),
+        (K, "ENTRY"), (L, "%main.2"), (P, "("), (Name, "x.1"), (P, ":"), (T, "f32[4,8]"), (P, ")"),
+        (O, "->"), (T, "f32[8]"), (P, "{"),
+        (V, "%x.1"), (O, "="), (T, "f32[4,8]{1,0}"), (F, "parameter"), (P, "("), (I, "0"), (P, ")"), (P, ","),
+        (C, "metadata={"), (C, "op_name="), (C, '"x"'), (C, "}"),
+        (K, "ROOT"), (V, "%reduce_fusion"), (O, "="), (T, "f32[8]{0}"), (F, "fusion"), (P, "("), (V, "%x.1"),
+        (P, ")"), (P, ","), (A, "kind"), (O, "="), (N, "kLoop"), (P, ","), (A, "calls"), (O, "="),
+        (L, "%fused_computation"),
+        (P, "}"),
+    ]
+
+
+def test_hlo_classifies_fusions_calls_and_attributes(by_slug):
+    tokens = set(_tokens(HloLexer(), by_slug["mlp"]["hlo"]["text"]))
+    assert {(F, "fusion"), (F, "dot"), (F, "convert"), (F, "multiply"), (F, "tanh")} <= tokens
+    assert {(L, "%fused_computation.3"), (L, "%main.1"), (K, "ENTRY"), (K, "ROOT")} <= tokens
+    assert {(T, "bf16[64,128]{1,0}"), (Name.Constant, "kLoop"), (A, "lhs_contracting_dims")} <= tokens
+    scan = _stream(HloLexer(), by_slug["scan"]["hlo"]["text"])
+    assert _has_run(scan, [(F, "pad"), (P, "(")])
+    assert _has_run(scan, [(A, "padding"), (O, "="), (Number.Integer, "0_0_0x0_1_1")])
+    loop = _stream(HloLexer(), "%w = (s32[], f32[3]{0}) while(%t), condition=%cond.1, body=%body.2")
+    assert _has_run(loop, [(F, "while"), (P, "("), (V, "%t"), (P, ")"), (P, ","), (A, "condition"), (O, "="),
+                           (L, "%cond.1"), (P, ","), (A, "body"), (O, "="), (L, "%body.2")])
+    tuples = _stream(HloLexer(), "%t = (s32[], /*index=5*/u32[4]{0}) tuple(%a, %b)")
+    assert (Comment.Multiline, "/*index=5*/") in tuples
+    cond = _stream(HloLexer(), "%c = (f32[4]{0}) conditional(%p, %a, %b), branch_computations={%region_0.1, %region_1.2}")
+    assert _has_run(cond, [(L, "%region_0.1"), (P, ","), (L, "%region_1.2"), (P, "}")])
+    conv = set(_tokens(HloLexer(), "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"))
+    assert {(Number.Integer, "3x3"), (Number.Integer, "1_1x1_1"), (Name, "b01f_01io"), (O, "->")} <= conv

@@ -229,6 +229,32 @@ def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):
         assert program.get("hlo", {}).get("text", "\x00") not in page  # fetched on demand, not inlined
 
 
+def test_compiled_hlo_ships_as_highlighted_runs_that_read_back_to_the_text(files, small):
+    corpus, _ = small
+    classes = {cls for _, cls in site._TOKEN_CLASSES}
+    for program in corpus["programs"]:
+        path = f"data/hlo/{program['slug']}.json"
+        if not (program.get("hlo") or {}).get("text"):
+            assert path not in files
+            continue
+        split = json.loads(files[path])
+        assert split["schema"] == site.HLO_LISTING_SCHEMA
+        lines = ["".join(r if isinstance(r, str) else r[1] for r in runs) for runs in split["lines"]]
+        assert "\n".join(lines) == program["hlo"]["text"]
+        runs = [r for line in split["lines"] for r in line if not isinstance(r, str)]
+        assert runs and {cls for cls, _ in runs} <= classes  # a class name and text: no markup travels
+    mlp = json.loads(files["data/hlo/mlp.json"])["lines"]
+    fusion = next(f for f in next(p for p in corpus["programs"] if p["slug"] == "mlp")["hlo"]["fusions"])
+    assert ["f", "fusion"] in mlp[fusion["line"] - 1] and ["b", fusion["kind"]] in mlp[fusion["line"] - 1]
+
+
+def test_compiled_text_is_data_not_markup():
+    text = 'HloModule m\n%a = f32[] constant(0), metadata={op_name="</script><img src=x onerror=alert(1)>"}'
+    split = site.hlo_listing(text)
+    assert json.dumps(split).count("<img") == 1  # once, inside a JSON string the page escapes when it renders
+    assert split["lines"][1][-1] == ["c", 'metadata={op_name="</script><img src=x onerror=alert(1)>"}']
+
+
 def test_a_drill_kind_the_page_does_not_know_still_gets_a_panel():
     pool = {"schema": "dumpgym.drills/1", "items": [{"drill": "new-kind", "program": "mlp", "eqn": None,
                                                     "question": "?", "options": ["a", "b", "c"], "answer": 0}]}

@@ -1,4 +1,4 @@
-"""Pygments lexers for the two dumps the gym teaches: printed jaxprs and StableHLO text."""
+"""Pygments lexers for the dumps the gym teaches: printed jaxprs, StableHLO text and compiled HLO."""
 from __future__ import annotations
 
 from pygments.lexer import RegexLexer, bygroups, default, include
@@ -6,7 +6,7 @@ from pygments.token import (
     Comment, Keyword, Name, Number, Operator, Punctuation, String, Whitespace,
 )
 
-__all__ = ["JaxprLexer", "StableHloLexer"]
+__all__ = ["HloLexer", "JaxprLexer", "StableHloLexer"]
 
 # --- jaxpr -----------------------------------------------------------------
 
@@ -180,5 +180,71 @@ class StableHloLexer(RegexLexer):
             (r"\)", Comment.Special, "#pop"),
             (_MLIR_STRING, Comment.Special),
             (r'[^()"]+', Comment.Special),
+        ],
+    }
+
+
+# --- compiled HLO ----------------------------------------------------------
+
+# A shape: element type, dims (`<=` marks a dynamic bound), then the layout in
+# braces, which on accelerators also carries tiling and memory space (`{1,0:T(8,128)S(1)}`).
+_HLO_SHAPE = r"(?:pred|token|opaque|bf16|tf32|[fsuc]\d+(?:e\d+m\d+\w*)?)\[[^\]\n]*\](?:\{[^{}\n]*\})?"
+_HLO_NAME = r"%[\w.\-]+"
+# Attributes whose value names a computation (`calls=%fused_computation.3`).
+_HLO_CALLS = r"calls|to_apply|condition|body|select|scatter|comparator"
+
+
+class HloLexer(RegexLexer):
+    """Lexer for compiled HLO modules as `jax.jit(f).lower(*args).compile().as_text()` prints them."""
+
+    name = "HLO"
+    aliases = ["hlo", "xla-hlo"]
+    filenames = ["*.hlo"]
+    url = "https://openxla.org/xla/operation_semantics"
+
+    tokens = {
+        "root": [
+            (r"\s+", Whitespace),
+            (r"/\*.*?\*/", Comment.Multiline),
+            (r"^(HloModule)(\s+)([\w.\-]+)", bygroups(Keyword, Whitespace, Name.Label)),
+            # A computation header starts its line: `%fused_computation (param_0: f32[8]) -> f32[8] {`.
+            (rf"^(ENTRY)(\s+)({_HLO_NAME})", bygroups(Keyword, Whitespace, Name.Label)),
+            (rf"^{_HLO_NAME}(?=\s*\()", Name.Label),
+            (r"ROOT\b", Keyword),
+            # Metadata says where an instruction came from (its op_name is the jaxpr's name
+            # stack), not what it does: dimmed, like source locations in StableHLO.
+            (r"metadata=\{", Comment.Special, "metadata"),
+            (rf"({_HLO_CALLS})(=)({_HLO_NAME})", bygroups(Name.Attribute, Operator, Name.Label)),
+            (r"(\w*computations)(=)(\{)", bygroups(Name.Attribute, Operator, Punctuation), "computations"),
+            (_HLO_SHAPE, Keyword.Type),
+            (_HLO_NAME, Name.Variable),
+            (r"([a-z][\w\-]*)(\()", bygroups(Name.Function, Punctuation)),
+            (r"([A-Za-z_][\w\-]*)(=)", bygroups(Name.Attribute, Operator)),
+            (r'"(?:[^"\\\n]|\\.)*"', String.Double),
+            (r"(?:true|false)\b", Keyword.Constant),
+            # Fusion kinds (`kLoop`), comparison directions (`LT`), enum values (`API_VERSION_TYPED_FFI`).
+            (r"k[A-Z]\w*\b|[A-Z][A-Z0-9_]*\b", Name.Constant),
+            (r"-?(?:inf|nan)\b", Number.Float),
+            (r"0x[0-9A-Fa-f]+", Number.Hex),
+            (r"-?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)", Number.Float),
+            # Window sizes and paddings (`3x3`, `1_1x1_1`, `0_0_0x0_1_1`) and plain integers.
+            (r"-?\d+(?:_-?\d+)*(?:x-?\d+(?:_-?\d+)*)*\b", Number.Integer),
+            (r"[A-Za-z_](?:[\w.]|-(?!>))*", Name),
+            (r"->|<=|=", Operator),
+            (r"[(){}\[\],:;<>*/.|!?@#$&+~^'-]", Punctuation),
+        ],
+        "metadata": [
+            (r'"(?:[^"\\\n]|\\.)*"', Comment.Special),
+            (r"\{", Comment.Special, "#push"),
+            (r"\}", Comment.Special, "#pop"),
+            (r'[^{}"\n]+', Comment.Special),
+            (r"\n", Whitespace, "#pop"),
+        ],
+        "computations": [
+            (r"\s+", Whitespace),
+            (_HLO_NAME, Name.Label),
+            (r",", Punctuation),
+            (r"\}", Punctuation, "#pop"),
+            default("#pop"),
         ],
     }

@@ -21,6 +21,7 @@ from pygments.token import Token
 
 PROGRESS_KEY = "dumpgym.progress/1"
 REFERENCE_SCHEMA = "dumpgym.reference/1"
+HLO_LISTING_SCHEMA = "dumpgym.hlo-listing/1"
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "object-src 'none'; base-uri 'none'; form-action 'none'"
@@ -103,12 +104,12 @@ def token_class(ttype) -> str:
 
 
 def lexer_for(layer: str):
-    """A fresh Pygments lexer for "source", "jaxpr" or "stablehlo" (ours for the dumps); None for other text."""
+    """A fresh Pygments lexer for "source", "jaxpr", "stablehlo" or "hlo" (ours for the dumps); None for other text."""
     from pygments.lexers.python import PythonLexer
 
-    from dumpgym.lexers import JaxprLexer, StableHloLexer
+    from dumpgym.lexers import HloLexer, JaxprLexer, StableHloLexer
 
-    lexer = {"source": PythonLexer, "jaxpr": JaxprLexer, "stablehlo": StableHloLexer}.get(layer)
+    lexer = {"source": PythonLexer, "jaxpr": JaxprLexer, "stablehlo": StableHloLexer, "hlo": HloLexer}.get(layer)
     return lexer(stripnl=False, ensurenl=False) if lexer else None
 
 
@@ -172,6 +173,16 @@ def render_listing(text: str, layer: str, links: dict[int, list[tuple[str, str]]
                     after = at + len(name)
         rows.append(f"<span data-line={number}>{_render_line(runs, found)}\n</span>")
     return Markup(f'<pre class=ls data-layer={layer}><code>{"".join(rows)}</code></pre>')
+
+
+def hlo_listing(text: str) -> dict:
+    """The compiled HLO highlighted at build time, for the page to fetch when it shows it.
+
+    Each line is a list of runs: bare text as a string, a highlighted run as [class, text]. The page
+    builds the markup itself with its escaping `html` helper, so no markup travels as data.
+    """
+    lines = [[value if not cls else [cls, value] for cls, value in runs] for runs in _line_tokens(text, lexer_for("hlo"))]
+    return {"schema": HLO_LISTING_SCHEMA, "lines": lines}
 
 
 def _find_op(line: str, name: str, after: int = 0) -> int:
@@ -241,7 +252,7 @@ def program_view(program: dict, anchors: dict[str, str]) -> dict:
             "stablehlo": render_listing(program["stablehlo"], "stablehlo", op_links),
         },
         "lines": {k: program[k].count("\n") + 1 for k in ("source", "jaxpr", "stablehlo")},
-        # The compiled layer is long and not highlighted yet: the page fetches it when its tab opens.
+        # The compiled layer is long: the page fetches it (data/hlo/SLUG.json) when it shows it.
         "hlo_lines": compiled["text"].count("\n") + 1 if compiled.get("text") else 0,
         "hlo_backend": compiled.get("backend", ""),
     }
@@ -259,8 +270,12 @@ def drill_kinds(pool: dict) -> list[DrillKind]:
 
 
 def _splits(corpus: dict, pool: dict) -> dict[str, object]:
-    """The JSON files the page fetches: each program object, and each drill kind's items per program."""
+    """The JSON files the page fetches: each program object, its highlighted compiled HLO, and each drill
+    kind's items per program."""
     files: dict[str, object] = {f"data/programs/{p['slug']}.json": p for p in corpus["programs"]}
+    for p in corpus["programs"]:
+        if (p.get("hlo") or {}).get("text"):
+            files[f"data/hlo/{p['slug']}.json"] = hlo_listing(p["hlo"]["text"])
     for (kind, slug), items in _group_items(pool).items():
         files[f"data/drills/{kind}/{slug}.json"] = {"schema": pool["schema"], "items": items}
     return files

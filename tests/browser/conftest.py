@@ -41,9 +41,11 @@ def gym_data(corpus):
 
     data = copy.deepcopy(corpus)
     evil = copy.deepcopy(next(p for p in data["programs"] if p["slug"] == "rmsnorm"))
-    # An added program whose x-ray has not been computed: the page must still show it, dimmed.
+    # An added program whose x-ray has not been computed and that was added without `--hlo`:
+    # the page must still show it, dimmed, in two columns.
     evil.update(slug="evil", title=HOSTILE_TITLE, lesson="</p><b>not bold</b> & <script>alert(1)</script>",
                 xray=[], lowered_to_nothing=[])
+    del evil["hlo"]
     data["programs"].append(evil)
     return data, build_pool(data)
 

@@ -47,7 +47,7 @@ def test_a_wrong_answer_resets_the_streak_and_says_why(page, gym):
     assert item["reasons"][chosen].split("`")[0].strip() in feedback
 
 
-@pytest.mark.parametrize("kind", ["decoder", "decisions"])
+@pytest.mark.parametrize("kind", ["decoder", "decisions", "fusions"])
 def test_every_drill_kind_answers_and_counts(page, gym, kind):
     gym.open(kind)
     gym.answer(kind)
@@ -55,6 +55,15 @@ def test_every_drill_kind_answers_and_counts(page, gym, kind):
     gym.next(kind)
     gym.answer(kind, right=False)
     assert gym.streak(kind) == (0, 1)
+
+
+def test_the_fusion_drill_shows_the_compiled_line_it_asks_about(page, gym, fetch_json):
+    gym.open("fusions")
+    item = gym.item("fusions")
+    text = fetch_json(f"data/programs/{item['program']}.json")["hlo"]["text"].split("\n")[item["hlo_line"] - 1]
+    shown = page.locator("#drill-fusions [data-hlo-line]")
+    page.wait_for_function("el => el.textContent.includes(':')", arg=shown.element_handle())
+    assert shown.inner_text() == f"{item['hlo_line']}: {text.strip()}"
 
 
 def test_decisions_marks_the_framework_line_after_a_miss(page, gym):

@@ -1,4 +1,5 @@
-"""The x-ray view in Chromium: hover lights both columns, clicks pin, j/k walk, dim lines explain themselves."""
+"""The x-ray view in Chromium: hover lights every column, clicks pin, j/k walk, dim lines explain themselves,
+and the compiled column shows fusions as units and XLA's own instructions as such."""
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -23,6 +24,174 @@ def test_hovering_a_jaxpr_line_lights_its_group_in_both_columns(page, fetch_json
     assert sorted(lit(page, "stablehlo")) == sorted(group["stablehlo_lines"])
     status = page.locator("[data-xray-status]").inner_text()
     assert f"equation {group['eqn']}" in status
+
+
+def visible_columns(page):
+    return page.eval_on_selector_all("#xray [data-xray-col]", "els => els.filter(e => e.offsetParent).map(e => e.dataset.xrayCol)")
+
+
+def in_view(page, layer, line):
+    """Whether a line of a column is inside that column's scrolled box."""
+    return page.evaluate("""([layer, line]) => {
+        const col = document.querySelector(`[data-xray-col=${layer}]`);
+        const r = col.querySelector(`[data-line="${line}"]`).getBoundingClientRect(), c = col.getBoundingClientRect();
+        return r.bottom > c.top && r.top < c.bottom;
+    }""", [layer, line])
+
+
+def group_of(program, eqn):
+    return next(g for g in program["xray"] if g["eqn"] == eqn)
+
+
+def test_hovering_a_gelu_line_lights_its_equation_in_all_three_columns(page, fetch_json):
+    open_xray(page, "mlp")
+    program = fetch_json("data/programs/mlp.json")
+    assert visible_columns(page) == ["jaxpr", "stablehlo", "hlo"]
+    tanh = next(e for e in program["eqns"] if e["primitive"] == "tanh")  # the GELU's tanh
+    group = group_of(program, tanh["id"])
+    compiled = program["hlo"]["lines_by_eqn"][str(tanh["id"])]
+    assert len(compiled) >= 2  # its own instruction inside the fusion body, and the fusion's line
+    page.hover(f"[data-xray-col=jaxpr] [data-line='{tanh['jaxpr_lines'][0]}']")
+    assert sorted(lit(page, "jaxpr")) == sorted(group["jaxpr_lines"])
+    assert sorted(lit(page, "stablehlo")) == sorted(group["stablehlo_lines"])
+    assert sorted(lit(page, "hlo")) == sorted(compiled)
+    assert in_view(page, "hlo", min(compiled))  # the compiled column scrolled to it
+    assert f"HLO {', '.join(map(str, sorted(compiled)))}" in page.locator("[data-xray-status]").inner_text()
+    band = page.get_attribute(f"[data-xray-col=hlo] [data-line='{min(compiled)}']", "class")
+    assert band.split()[1:2] == page.get_attribute(f"[data-xray-col=jaxpr] [data-line='{tanh['jaxpr_lines'][0]}']", "class").split()[1:2]
+
+
+def test_hovering_a_compiled_line_lights_its_equation_in_the_other_columns(page, fetch_json):
+    open_xray(page, "mlp")
+    program = fetch_json("data/programs/mlp.json")
+    dot = next(i for i in program["hlo"]["instructions"] if i["opcode"] == "dot")
+    group = group_of(program, dot["eqns"][0])
+    page.hover(f"[data-xray-col=hlo] [data-line='{dot['line']}']")
+    assert sorted(lit(page, "jaxpr")) == sorted(group["jaxpr_lines"])
+    assert sorted(lit(page, "stablehlo")) == sorted(group["stablehlo_lines"])
+    assert in_view(page, "stablehlo", min(group["stablehlo_lines"]))
+
+
+def test_hovering_a_fusion_line_lights_every_equation_it_absorbed(page, fetch_json):
+    open_xray(page, "mlp")
+    program = fetch_json("data/programs/mlp.json")
+    fusion = max(program["hlo"]["fusions"], key=lambda f: len(f["eqns"]))
+    assert len(fusion["eqns"]) > 3  # the GELU chain, fused into one loop
+    groups = [group_of(program, e) for e in fusion["eqns"]]
+    page.hover(f"[data-xray-col=hlo] [data-line='{fusion['line']}']")
+    assert sorted(lit(page, "jaxpr")) == sorted({n for g in groups for n in g["jaxpr_lines"]})
+    assert sorted(lit(page, "stablehlo")) == sorted({n for g in groups for n in g["stablehlo_lines"]})
+    hlo_lines = {n for e in fusion["eqns"] for n in program["hlo"]["lines_by_eqn"][str(e)]}
+    assert sorted(lit(page, "hlo")) == sorted(hlo_lines)
+    # Each absorbed equation keeps its own colour band.
+    bands = {page.get_attribute(f"[data-xray-col=jaxpr] [data-line='{g['jaxpr_lines'][0]}']", "class").split()[1]
+             for g in groups}
+    assert len(bands) > 1
+    status = page.locator("[data-xray-status]").inner_text()
+    assert f"fusion %{fusion['name']}" in status and f"absorbing {len(fusion['eqns'])} equations" in status
+    # The computation the fusion calls is shown as its body, XLA's own converts included.
+    called = program["hlo"]["text"].split("\n")[fusion["line"] - 1].split("calls=%")[1].split(",")[0]
+    body = [i["line"] for i in program["hlo"]["instructions"] if i["computation"] == called]
+    body_shown = page.eval_on_selector_all("[data-xray-col=hlo] .fb", "els => els.map(e => Number(e.dataset.line))")
+    assert set(body) <= set(body_shown)
+
+
+def test_a_line_xla_wrote_on_its_own_is_marked_and_lights_nothing(page, fetch_json):
+    open_xray(page, "mlp")
+    program = fetch_json("data/programs/mlp.json")
+    fusion_lines = {f["line"] for f in program["hlo"]["fusions"]}
+    own = next(i for i in program["hlo"]["instructions"]
+               if not i["eqns"] and i["opcode"] == "convert" and i["line"] not in fusion_lines)
+    row = page.locator(f"[data-xray-col=hlo] [data-line='{own['line']}']")
+    assert "x" in row.get_attribute("class").split()
+    row.hover()
+    assert lit(page, "jaxpr") == lit(page, "stablehlo") == lit(page, "hlo") == []
+    assert "XLA's own: no equation wrote this" in page.locator("[data-xray-status]").inner_text()
+    assert row.get_attribute("title").startswith("XLA's own: no equation wrote this")
+    marked = page.eval_on_selector_all("[data-xray-col=hlo] .x", "els => els.length")
+    assert marked == sum(1 for i in program["hlo"]["instructions"] if not i["eqns"])
+
+
+def test_the_backend_and_the_counts_come_from_the_record(page, fetch_json):
+    open_xray(page, "mlp")
+    hlo = fetch_json("data/programs/mlp.json")["hlo"]
+    note = page.locator("[data-xray-hlo-note]").inner_text()
+    assert f"compiled by XLA for {hlo['backend']} (jaxlib {hlo['jaxlib_version']})" in note
+    assert "a TPU or GPU would fuse differently" in note
+    s = hlo["stats"]
+    assert page.locator("[data-xray-hlo-stats]").inner_text() == (
+        f"{s['fusions']} fusions · {s['attributed']} of {s['instructions']} instructions from equations · "
+        f"{s['compiler_own']} XLA's own")
+    assert hlo["backend"] in page.locator("[data-xray-backend]").inner_text()
+
+
+def test_the_fusion_list_names_what_each_fusion_absorbed(page, fetch_json):
+    open_xray(page, "mlp")
+    program = fetch_json("data/programs/mlp.json")
+    eqns = {e["id"]: e for e in program["eqns"]}
+    buttons = page.locator("[data-xray-compiled] [data-fusion-line]")
+    assert buttons.count() == len(program["hlo"]["fusions"])
+    for k, fusion in enumerate(program["hlo"]["fusions"]):
+        text = buttons.nth(k).inner_text()
+        assert f"%{fusion['name']}" in text and fusion["kind"] in text
+        for e in fusion["eqns"]:
+            assert f"{eqns[e]['primitive']} · jaxpr {eqns[e]['jaxpr_lines'][0]}" in text
+        if not fusion["eqns"]:
+            assert "XLA's own" in text
+    fusion = max(program["hlo"]["fusions"], key=lambda f: len(f["eqns"]))
+    page.hover(f"[data-xray-compiled] [data-fusion-line='{fusion['line']}']")
+    groups = [group_of(program, e) for e in fusion["eqns"]]
+    assert sorted(lit(page, "jaxpr")) == sorted({n for g in groups for n in g["jaxpr_lines"]})
+    page.click(f"[data-xray-compiled] [data-fusion-line='{fusion['line']}']")
+    assert page.get_attribute("#xray", "data-pinned") == ""
+
+
+def test_j_and_k_light_the_compiled_column_too(page, fetch_json):
+    open_xray(page, "mlp")
+    program = fetch_json("data/programs/mlp.json")
+    page.locator("[data-xray-col=jaxpr]").hover()
+    page.keyboard.press("j")
+    first = program["xray"][0]
+    assert sorted(lit(page, "hlo")) == sorted(program["hlo"]["lines_by_eqn"].get(str(first["eqn"]), []))
+    assert lit(page, "hlo")
+
+
+def test_at_375_pixels_the_columns_stack_and_a_tap_scrolls_the_compiled_one_off_screen(browser, base_url, fetch_json):
+    """The compiled column is below the fold when the tap lands, its blocks never laid out: the
+    column must still be tall enough to scroll to the line (long wrapped lines outgrow the estimate)."""
+    context = browser.new_context(viewport={"width": 375, "height": 800}, has_touch=True, is_mobile=True)
+    pg = context.new_page()
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base_url)
+    pg.wait_for_selector("html[data-ready]")
+    program = fetch_json("data/programs/mlp.json")
+    tanh = next(e for e in program["eqns"] if e["primitive"] == "tanh")
+    compiled = program["hlo"]["lines_by_eqn"][str(tanh["id"])]
+    # Chosen and tapped from script while the section is far off screen, so nothing of it is laid out.
+    pg.evaluate("""() => { const pick = document.querySelector('[data-xray-pick]');
+        pick.value = 'mlp'; pick.dispatchEvent(new Event('change')); }""")
+    pg.wait_for_selector("#xray[data-ready][data-program='mlp']", state="attached")
+    pg.evaluate(f"document.querySelector(\"[data-xray-col=jaxpr] [data-line='{tanh['jaxpr_lines'][0]}']\").click()")
+    assert sorted(lit(pg, "hlo")) == sorted(compiled)
+    pg.locator("[data-xray-col=hlo]").scroll_into_view_if_needed()
+    assert in_view(pg, "hlo", min(compiled))
+    boxes = pg.eval_on_selector_all("#xray .col", "els => els.map(e => e.getBoundingClientRect().left)")
+    assert len(set(boxes)) == 1  # stacked
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 375
+    context.close()
+    assert errors == []
+
+
+def test_a_program_without_compiled_hlo_shows_two_columns(page):
+    open_xray(page, "evil")
+    assert visible_columns(page) == ["jaxpr", "stablehlo"]
+    assert page.locator("[data-xray-col=hlo] [data-line]").count() == 0
+    assert "No compiled layer" in page.locator("[data-xray-compiled]").inner_text()
+    page.hover("[data-xray-col=stablehlo] [data-line='3']")
+    open_xray(page, "mlp")
+    assert visible_columns(page) == ["jaxpr", "stablehlo", "hlo"]
+    assert page.locator("[data-xray-compiled] [data-fusion-line]").count() > 0
 
 
 def test_hovering_a_stablehlo_line_lights_the_equation_that_emitted_it(page, fetch_json):
@@ -129,7 +298,48 @@ def long_program(n: int) -> dict:
     return {"slug": "long", "title": "a long chain of adds", "lesson": "Five thousand lines, one hover.",
             "entry": "x.py:long", "args": ["f32[8]"], "mesh": None, "source": "def long(x): ...",
             "jaxpr": "\n".join(jaxpr), "stablehlo": "\n".join(hlo), "eqns": eqns, "xray": groups,
-            "stablehlo_ops": ops, "lowered_to_nothing": [], "xray_stats": {}}
+            "stablehlo_ops": ops, "lowered_to_nothing": [], "xray_stats": {}, "hlo": long_compiled(n)}
+
+
+def long_compiled(n: int, per: int = 10) -> dict:
+    """Its compiled layer: the adds fused `per` at a time, each fusion's body above the entry computation."""
+    text = ["HloModule jit_long, is_scheduled=true", ""]
+    instructions, fusions, lines = [], [], {}
+
+    def emit(line, name, opcode, computation, eqns):
+        text.append(line)
+        instructions.append({"line": len(text), "name": name, "opcode": opcode, "computation": computation,
+                             "eqns": eqns})
+        for e in eqns:
+            lines.setdefault(str(e), []).append(len(text))
+
+    for b in range(n // per):
+        text.append(f"%fused_computation.{b} (param_0.{b}: f32[8]) -> f32[8] {{")
+        emit(f"  %param_0.{b} = f32[8]{{0}} parameter(0)", f"param_0.{b}", "parameter", f"fused_computation.{b}", [])
+        for k in range(b * per, (b + 1) * per):
+            prev = f"%param_0.{b}" if k == b * per else f"%add.{k - 1}"
+            root = "ROOT " if k == (b + 1) * per - 1 else ""
+            # A name stack is user-given text: one of them tries to become markup.
+            where = "jit(long)/<img src=x id=pwned>add" if k == 7 else "jit(long)/add"
+            emit(f'  {root}%add.{k} = f32[8]{{0}} add({prev}, {prev}), metadata={{op_name="{where}"}}',
+                 f"add.{k}", "add", f"fused_computation.{b}", [k])
+        text += ["}", ""]
+    text.append("ENTRY %main (x: f32[8]) -> f32[8] {")
+    emit("  %x = f32[8]{0} parameter(0)", "x", "parameter", "main", [])
+    for b in range(n // per):
+        prev = "%x" if b == 0 else f"%add_fusion.{b - 1}"
+        root = "ROOT " if b == n // per - 1 else ""
+        eqns = list(range(b * per, (b + 1) * per))
+        emit(f"  {root}%add_fusion.{b} = f32[8]{{0}} fusion({prev}), kind=kLoop, calls=%fused_computation.{b}",
+             f"add_fusion.{b}", "fusion", "main", eqns)
+        fusions.append({"line": len(text), "name": f"add_fusion.{b}", "kind": "kLoop", "eqns": eqns})
+    text.append("}")
+    own = sum(1 for i in instructions if not i["eqns"])
+    return {"text": "\n".join(text), "backend": "cpu", "jaxlib_version": "0.10.2", "host": "test",
+            "instructions": instructions, "fusions": fusions, "lines_by_eqn": lines,
+            "stats": {"instructions": len(instructions), "with_op_name": n, "arguments": 1,
+                      "attributed": len(instructions) - own, "unattributed_with_op_name": 0,
+                      "compiler_own": own, "fusions": len(fusions)}}
 
 
 @pytest.fixture(scope="module")
@@ -151,17 +361,28 @@ def test_hover_stays_smooth_on_a_5000_line_listing(browser, long_url):
     page.goto(long_url)
     page.wait_for_selector("html[data-ready]")
     open_xray(page, "long")
-    per_hover = page.evaluate("""() => {
-        const rows = [...document.querySelectorAll('[data-xray-col=jaxpr] [data-line]')];
-        const t0 = performance.now();
-        for (let i = 0; i < rows.length; i += 7) rows[i].dispatchEvent(new MouseEvent('mouseover', {bubbles: true}));
-        return (performance.now() - t0) / Math.ceil(rows.length / 7);
-    }""")
+    # The best of three passes: the cost of the work, not of whatever else the machine is doing.
+    per_hover = {layer: page.evaluate("""(layer) => {
+        const rows = [...document.querySelectorAll(`[data-xray-col=${layer}] [data-line]`)];
+        const passes = [0, 1, 2].map(() => {
+            const t0 = performance.now();
+            for (let i = 0; i < rows.length; i += 7) rows[i].dispatchEvent(new MouseEvent('mouseover', {bubbles: true}));
+            return (performance.now() - t0) / Math.ceil(rows.length / 7);
+        });
+        return Math.min(...passes);
+    }""", layer) for layer in ("jaxpr", "hlo")}
     page.hover("[data-xray-col=jaxpr] [data-line='4000']")
     assert lit(page, "stablehlo") == [4001]
     top = page.evaluate("document.querySelector('[data-xray-col=stablehlo]').scrollTop")
-    assert top > 1000  # the other column scrolled to the group
+    assert top > 1000  # the other columns scrolled to the group
+    assert page.evaluate("document.querySelector('[data-xray-col=hlo]').scrollTop") > 1000
+    fusion = "[data-xray-compiled] [data-fusion-line]"
+    page.locator(fusion).last.hover()  # the last fusion: ten adds at the end of the chain
+    assert sorted(lit(page, "jaxpr")) == list(range(4992, 5002))
+    assert page.locator("#pwned").count() == 0
+    assert "<img src=x id=pwned>" in page.locator("[data-xray-col=hlo]").text_content()
     context.close()
     assert errors == []
-    print(f"{per_hover:.3f} ms per hover on 5,000 lines")
-    assert per_hover < 4.0, f"{per_hover:.2f} ms per hover on 5,000 lines"
+    print(f"{per_hover['jaxpr']:.3f} ms per jaxpr hover, {per_hover['hlo']:.3f} ms per compiled hover on 5,000 lines")
+    for layer, ms in per_hover.items():
+        assert ms < 4.0, f"{ms:.2f} ms per {layer} hover on 5,000 lines"

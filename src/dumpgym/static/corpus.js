@@ -1,25 +1,13 @@
 // The corpus: each program's source, jaxpr and StableHLO behind tabs (those listings are in the page),
-// and its compiled HLO, fetched from the program's JSON the first time its tab opens.
+// and its compiled HLO, highlighted at build time and fetched the first time its tab opens.
 import { html, render } from './html.js';
-import { getJSON, programURL } from './data.js';
-
-/** A plain listing with the same line elements as the highlighted ones. */
-export function plainListing(text, layer) {
-  return html`<pre class="ls" data-layer="${layer}"><code>${
-    text.split('\n').map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`;
-}
-
-/** The compiled HLO of a program, as a listing (fetched once). */
-export async function hloListing(slug) {
-  const program = await getJSON(programURL(slug));
-  return program.hlo?.text ?? '';
-}
+import { hloListing } from './compiled.js';
 
 async function fill(panel, slug) {
   if (!panel.hasAttribute('data-lazy')) return;
   panel.removeAttribute('data-lazy');
   try {
-    render(panel, plainListing(await hloListing(slug), 'hlo'));
+    render(panel, await hloListing(slug));
   } catch (e) {
     panel.setAttribute('data-lazy', '');
     render(panel, html`<p class="empty">Could not load the compiled HLO (${e.message}).</p>`);

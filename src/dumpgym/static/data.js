@@ -19,6 +19,9 @@ export function getJSON(url) {
 /** The URL of one program's corpus record. */
 export const programURL = (slug) => `data/programs/${encodeURIComponent(slug)}.json`;
 
+/** The URL of one program's compiled HLO, highlighted at build time ("dumpgym.hlo-listing/1"). */
+export const hloURL = (slug) => `data/hlo/${encodeURIComponent(slug)}.json`;
+
 /** The URL of one drill kind's items for one program. */
 export const drillURL = (kind, slug) => `data/drills/${encodeURIComponent(kind)}/${encodeURIComponent(slug)}.json`;
 

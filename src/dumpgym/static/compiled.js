@@ -1,0 +1,86 @@
+// The compiled layer: XLA's HLO for a program, highlighted at build time and fetched when a section
+// shows it, and what the x-ray needs to read it: which lines are XLA's own, which are fusions and
+// which equations each absorbed, and which backend compiled it. All of it computed from the
+// program's `hlo` record, once per program.
+import { html } from './html.js';
+import { getJSON, hloURL } from './data.js';
+
+const plural = (n, w, many = `${w}s`) => `${n} ${n === 1 ? w : many}`;
+
+/** The compiled HLO of a program as a listing with one `[data-line]` per line (fetched once). */
+export async function hloListing(slug) {
+  const { lines } = await getJSON(hloURL(slug));
+  return html`<pre class="ls" data-layer="hlo"><code>${lines.map((runs, i) => html`<span data-line="${i + 1}">${
+    runs.map((r) => (typeof r === 'string' ? r : html`<span class="${r[0]}">${r[1]}</span>`))}\n</span>`)}</code></pre>`;
+}
+
+/** Instructions and fusions by line, and each fusion's body: the lines of the computation it calls. */
+export function indexCompiled(hlo) {
+  const text = hlo.text.split('\n');
+  const instructions = new Map(hlo.instructions.map((ins) => [ins.line, ins]));
+  const fusions = new Map(hlo.fusions.map((f) => [f.line, f]));
+  const spans = new Map(); // computation -> [first, last] instruction line
+  for (const ins of hlo.instructions) {
+    const s = spans.get(ins.computation);
+    if (!s) spans.set(ins.computation, [ins.line, ins.line]);
+    else { s[0] = Math.min(s[0], ins.line); s[1] = Math.max(s[1], ins.line); }
+  }
+  const bodies = new Map();
+  for (const f of hlo.fusions) {
+    const called = /\bcalls=%([\w.-]+)/.exec(text[f.line - 1] ?? '')?.[1];
+    const span = called && spans.get(called);
+    // The body's signature line sits just above its first instruction, its closing brace just below.
+    if (span) bodies.set(f.line, { name: called, lines: range(span[0] - 1, span[1] + 1) });
+  }
+  return { text, instructions, fusions, bodies };
+}
+
+function range(a, b) {
+  const out = [];
+  for (let n = a; n <= b; n++) out.push(n);
+  return out;
+}
+
+/** "compiled by XLA for cpu (jaxlib 0.10.2) — a TPU or GPU would fuse differently", from the record. */
+export function backendNote(hlo) {
+  const jaxlib = hlo.jaxlib_version ? ` (jaxlib ${hlo.jaxlib_version})` : '';
+  const other = hlo.backend === 'cpu' ? 'a TPU or GPU' : 'another backend';
+  return `compiled by XLA for ${hlo.backend || 'an unnamed backend'}${jaxlib} — ${other} would fuse differently`;
+}
+
+/** "7 fusions · 23 of 76 instructions from equations · 53 XLA's own", from the record's stats. */
+export function compiledStats(hlo) {
+  const s = hlo.stats || {};
+  return [
+    plural(s.fusions ?? hlo.fusions.length, 'fusion'),
+    `${s.attributed} of ${plural(s.instructions, 'instruction')} from equations`,
+    `${s.compiler_own} XLA's own`,
+  ].join(' · ');
+}
+
+/** Why a compiled line lights no equation. */
+export function whyCompiled(compiled, n, text) {
+  const t = text.trim();
+  const ins = compiled.instructions.get(n);
+  if (ins && !ins.eqns.length) return `XLA's own: no equation wrote this (${ins.opcode} in %${ins.computation})`;
+  if (ins) return `from ${plural(ins.eqns.length, 'equation')} ${ins.eqns.join(', ')}, which the x-ray has no group for`;
+  if (!t) return 'an empty line';
+  if (/^HloModule\b/.test(t)) return "structural line: the module header and its entry computation's layout";
+  if (/^(ENTRY\s+)?%[\w.-]+\s*\(/.test(t)) return "structural line: a computation's signature; its parameters follow";
+  if (/^\}/.test(t)) return 'closes a computation';
+  return 'structural line: not an instruction';
+}
+
+/** The fusion list: each fusion, its kind and line, and the equations it absorbed (or that XLA made it). */
+export function fusionList(hlo, groupOf, eqns, band) {
+  return html`<ol class="fusions" aria-label="fusions">${hlo.fusions.map((f) => html`<li><button type="button" data-fusion-line="${f.line}">
+    <code>%${f.name}</code> <span class="tag">${f.kind}</span> <span class="count">HLO ${f.line}</span> ${
+    f.eqns.length
+      ? html`<span class="count">absorbed ${plural(f.eqns.length, 'equation')}:</span> ${f.eqns.map((id) => {
+        const e = eqns.get(id);
+        const g = groupOf.get(id);
+        const where = e ? `${e.primitive} · jaxpr ${e.jaxpr_lines[0]}` : `equation ${id}`;
+        return html`<span class="grp${g === undefined ? '' : ` b${band(g)}`}">${where}</span>`;
+      })}`
+      : html`<span class="own">XLA's own: no equation wrote this</span>`}</button></li>`)}</ol>`;
+}

@@ -143,7 +143,7 @@ def build_xray(trace, facts: Facts) -> XRay:
         if holder is not None and holder in index_of:
             owners[i] |= owners[index_of[holder]]
     _inherit_from_calls(ops, owners, calls_by_function)
-    for i, holder in untagged:
+    for i, holder in untagged:  # again: a holder may have just inherited its owners from a call
         if holder is not None and holder in index_of:
             owners[i] |= owners[index_of[holder]]
     # A constant belongs to its first user (or to its own mark when nothing reads it).

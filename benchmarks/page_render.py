@@ -54,18 +54,22 @@ MEASURE = """() => {
 }"""
 
 
-def measure(browser, url: str, runs: int) -> dict:
+# A page with one line of text: what first paint costs on this machine, right now, for anything.
+BASELINE = b"<!doctype html><html><head><title>baseline</title></head><body><p>baseline</p></body></html>"
+
+
+def measure(browser, url: str, runs: int, ready: str = "html[data-ready]") -> dict:
     samples = []
     for _ in range(runs + 1):  # the first run warms Chromium's own caches; it is dropped
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
         page.goto(url)
-        page.wait_for_selector("html[data-ready]")
+        page.wait_for_selector(ready)
         page.wait_for_load_state("networkidle")
         samples.append(page.evaluate(MEASURE))
         context.close()
     samples = samples[1:]
-    return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+    return {k: statistics.median(s[k] for s in samples) if samples[0][k] is not None else None for k in samples[0]}
 
 
 XRAY = """async (slug) => {
@@ -116,7 +120,7 @@ def main(argv=None) -> int:
     print(f"corpus: {len(corpus['programs'])} programs, {text:,} characters of listings "
           f"(source + jaxpr + StableHLO); site: {len(files)} files, index.html {len(files['index.html']):,} bytes")
 
-    gym = serve.make_server(serve.Site(files), "127.0.0.1", 0)
+    gym = serve.make_server(serve.Site({**files, "baseline.html": BASELINE}), "127.0.0.1", 0)
     threading.Thread(target=gym.serve_forever, daemon=True).start()
     with tempfile.TemporaryDirectory() as out:
         site.build_site(out, corpus, drills)
@@ -139,6 +143,7 @@ def main(argv=None) -> int:
                     "dumpgym serve (gzip)": measure(browser, serve.url_of(gym), args.runs),
                     "python -m http.server (raw)": measure(browser, plain_url, args.runs),
                 }
+                baseline = measure(browser, serve.url_of(gym) + "baseline.html", args.runs, ready="p")
                 browser.close()
         finally:
             plain.terminate()
@@ -150,6 +155,8 @@ def main(argv=None) -> int:
         print(f"{name:30} {r['fcp']:9.0f}ms {r['ready']:6.0f}ms {r['files']:6.0f} {r['transfer']:12,.0f} "
               f"{r['text']:13,.0f} {r['transfer'] / r['text']:5.2f}x")
     gz = results["dumpgym serve (gzip)"]
+    print(f"a one-line page on the same server, same run: first paint {baseline['fcp']:.0f} ms "
+          f"(the gym's is {gz['fcp'] / baseline['fcp']:.1f}x that; absolute times move with the machine's load)")
     print(f"\nthe page holds every listing ({gz['text']:,.0f} chars; {gz['shown']:,.0f} in the tabs open at first paint)"
           f" and decodes to {gz['decoded']:,.0f} bytes ({gz['decoded'] / gz['text']:.2f}x)")
     if not args.no_stack:

@@ -330,9 +330,8 @@ def render_site(corpus: dict, drills: dict) -> dict[str, bytes]:
     kinds = drill_kinds(drills)
     pools = {k.name: " ".join(f"{slug}:{len(items)}" for (kind, slug), items in groups.items() if kind == k.name)
              for k in kinds}
-    modules = sorted(e.name for e in (resources.files("dumpgym") / "static").iterdir() if e.name.endswith(".js"))
     page = _environment().get_template("index.html").render(
-        corpus=corpus, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH, modules=modules,
+        corpus=corpus, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH,
         totals=totals(corpus, drills), csp=CSP, progress_key=PROGRESS_KEY, fluency=FLUENCY,
     )
     files = {"index.html": page.encode("utf-8")}

@@ -47,7 +47,7 @@ def add(corpus_dir, name, specs, *extra):
 
 
 def _example_args(specs):
-    return [jax.ShapeDtypeStruct(parse_arg(s).shape, jax.numpy.dtype(parse_arg(s).dtype)) for s in specs]
+    return [parse_arg(s).to_struct() for s in specs]
 
 
 @pytest.mark.parametrize("name, specs, primitive", UNLIKE_THE_CORPUS)
@@ -129,7 +129,9 @@ def test_unwritable_corpus_dir(tmp_path, capfd):
 
 
 def test_debug_shows_the_traceback(corpus_dir, capfd):
-    with pytest.raises(Exception):
+    from dumpgym.program import ProgramError
+
+    with pytest.raises(ProgramError, match="has no function 'nope'"):
         cli.main(["--debug", "add", f"{PROGRAMS}:nope", "--arg", "f32[3]", "--corpus", str(corpus_dir)])
 
 
@@ -156,3 +158,45 @@ def test_a_damaged_corpus_folder_is_one_line(command, corpus_dir, capfd):
     err = capfd.readouterr().err
     assert len(err.strip().splitlines()) == 1 and str(corpus_dir) in err and "Traceback" not in err
     assert snapshot(corpus_dir) == before
+
+
+def test_a_failed_add_creates_no_folder(tmp_path, capfd):
+    corpus_dir = tmp_path / "fresh" / "deep" / "corpus"
+    assert cli.main(["add", f"{PROGRAMS}:raises_while_tracing", "--arg", "f32[3,4]", "--corpus", str(corpus_dir)]) == 2
+    assert not (tmp_path / "fresh").exists()
+    assert len(capfd.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["add", f"{PROGRAMS}:while_halving", "--arg", "bf16[,]"], "not an array spec"),
+    (["add", f"{PROGRAMS}:while_halving", "--arg", "f32[1,,2]"], "not an array spec"),
+    (["serve", "--port", "99999"], "outside 0-65535"),
+    (["serve", "--port", "-1"], "outside 0-65535"),
+    (["add", "tests.no_such_package_here.mod:f", "--arg", "f32[3]"], "no module named"),
+    (["add", "json:nope", "--arg", "f32[3]"], "has no function 'nope'"),
+])
+def test_more_bad_input_is_one_line(argv, message, corpus_dir, capfd):
+    if argv[0] == "add":
+        argv = [*argv, "--corpus", str(corpus_dir)]
+    assert cli.main(argv) == 2
+    err = capfd.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
+    assert not corpus_dir.exists()
+
+
+def test_a_module_that_fails_on_import_is_one_line(tmp_path, monkeypatch, corpus_dir, capfd):
+    (tmp_path / "broken_on_import.py").write_text("import not_a_real_package_xyz\ndef f(x):\n    return x\n")
+    (tmp_path / "exits_on_import.py").write_text("raise SystemExit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for entry, message in (("broken_on_import:f", "raised ModuleNotFoundError on import"),
+                           (f"{tmp_path / 'exits_on_import.py'}:f", "raised SystemExit on import")):
+        assert cli.main(["add", entry, "--arg", "f32[3]", "--corpus", str(corpus_dir)]) == 2
+        err = capfd.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_debug_after_the_command_is_accepted(corpus_dir):
+    from dumpgym.program import ProgramError
+
+    with pytest.raises(ProgramError, match="has no function 'nope'"):
+        cli.main(["add", f"{PROGRAMS}:nope", "--arg", "f32[3]", "--corpus", str(corpus_dir), "--debug"])

@@ -13,6 +13,16 @@ class UsageError(Exception):
     """A mistake in what the user asked for; printed as one line, exit status 2."""
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0-65535")
+    return port
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, not argparse's usage block
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -120,13 +130,18 @@ def _cmd_remove(args) -> int:
 
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser, with every subcommand and its help."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show a traceback on errors")
     parser = _Parser(prog="dumpgym", description="Drills for reading JAX compiler dumps on sight.")
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_parser = sub.add_parser
+    sub.add_parser = lambda *a, **k: _add_parser(*a, parents=[common], **k)  # --debug after any command too
 
     p = sub.add_parser("serve", help="serve the gym on localhost (the default command)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
     p.add_argument("--open", action="store_true", help="open the gym in a web browser")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
     p.set_defaults(run=_cmd_serve)
@@ -138,7 +153,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("corpus", help="build or check the committed built-in corpus")
     corpus_sub = p.add_subparsers(dest="corpus_command", metavar="ACTION", required=True, parser_class=_Parser)
-    b = corpus_sub.add_parser("build", help="re-trace the seventeen programs and write the corpus")
+    b = corpus_sub.add_parser("build", parents=[common], help="re-trace the seventeen programs and write the corpus")
     b.add_argument("--check", action="store_true", help="compare with the committed corpus instead; exit 1 on a difference")
     b.add_argument("--verbose", action="store_true", help="report progress on stderr")
     b.add_argument("--out", metavar="FILE", help="write here instead of the package's committed corpus")

@@ -93,13 +93,10 @@ class NotebookXRay:
 
 def _example(arg):
     """An example argument: an array, a ShapeDtypeStruct, or a spec string such as 'bf16[64,128]'."""
-    import jax
-
     if isinstance(arg, str):
         from dumpgym.program import parse_arg
 
-        spec = parse_arg(arg)
-        return jax.ShapeDtypeStruct(spec.shape, jax.numpy.dtype(spec.dtype))
+        return parse_arg(arg).to_struct()
     return arg
 
 

@@ -9,15 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-# Short dtype names as the jaxpr printer writes them, mapped to numpy names.
-DTYPES = {
-    "bf16": "bfloat16", "f16": "float16", "f32": "float32", "f64": "float64",
-    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-    "bool": "bool",
-}
-SHORT_DTYPES = {numpy: short for short, numpy in DTYPES.items()}
-_AVAL = re.compile(r"(?P<dtype>[a-z0-9]+)\[(?P<dims>[0-9, ]*)\]")
+from dumpgym.dtypes import long as long_dtype
+from dumpgym.dtypes import short as short_dtype
+
+# Dtypes the command line names in its errors; any dtype JAX knows is accepted.
+COMMON_DTYPES = "bf16 f16 f32 f64 i8 i16 i32 i64 u8 u32 bool"
+_AVAL = re.compile(r"(?P<dtype>[a-z0-9_]+)\[(?P<dims>\s*(?:\d+\s*(?:,\s*\d+\s*)*)?)\]")
 
 
 class ProgramError(ValueError):
@@ -32,7 +29,13 @@ class ArgSpec:
     dtype: str
 
     def __str__(self) -> str:
-        return f"{SHORT_DTYPES[self.dtype]}[{','.join(map(str, self.shape))}]"
+        return f"{short_dtype(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def to_struct(self):
+        """This argument as a `jax.ShapeDtypeStruct` (optionally sharded)."""
+        import jax
+
+        return jax.ShapeDtypeStruct(self.shape, jax.numpy.dtype(self.dtype))
 
 
 def parse_arg(spec: str) -> ArgSpec:
@@ -40,12 +43,26 @@ def parse_arg(spec: str) -> ArgSpec:
     match = _AVAL.fullmatch(spec.strip())
     if not match:
         raise ProgramError(f"argument {spec!r} is not an array spec like bf16[64,128] or f32[]")
-    short = match["dtype"]
-    if short not in DTYPES:
-        raise ProgramError(f"argument {spec!r}: unknown dtype {short!r} (known: {' '.join(DTYPES)})")
+    name = long_dtype(match["dtype"])
+    if name is None or not _known_dtype(name):
+        raise ProgramError(f"argument {spec!r}: unknown dtype {match['dtype']!r} (e.g. {COMMON_DTYPES})")
     dims = match["dims"].replace(" ", "")
     shape = tuple(int(d) for d in dims.split(",")) if dims else ()
-    return ArgSpec(shape, DTYPES[short])
+    return ArgSpec(shape, name)
+
+
+def _known_dtype(name: str) -> bool:
+    import numpy as np
+
+    try:
+        import ml_dtypes  # noqa: F401  (registers bfloat16, float8_*, int4 with numpy)
+    except ImportError:
+        pass
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return True
 
 
 def cpu_mesh(**axes: int):
@@ -89,7 +106,7 @@ class Program:
 
         specs = [parse_arg(a) for a in self.args]
         if self.mesh is None:
-            return [jax.ShapeDtypeStruct(s.shape, jnp.dtype(s.dtype)) for s in specs]
+            return [s.to_struct() for s in specs]
         mesh = cpu_mesh(**self.mesh)
         in_specs = self.in_specs or tuple(() for _ in specs)
         return [
@@ -115,16 +132,24 @@ def load_entry(entry: str) -> Callable[..., Any]:
             spec.loader.exec_module(module)
         except SyntaxError as e:
             raise ProgramError(f"{target}:{e.lineno}: syntax error: {e.msg}") from e
-        except Exception as e:
-            raise ProgramError(f"{target} raised {type(e).__name__} on import: {e}") from e
+        except (Exception, SystemExit) as e:
+            raise ProgramError(f"{target} raised {type(e).__name__} on import: {_first_line(e)}") from e
     else:
         try:
             module = importlib.import_module(target)
         except ModuleNotFoundError as e:
-            raise ProgramError(f"no module named {target!r}") from e
+            if e.name and (target == e.name or target.startswith(e.name + ".")):
+                raise ProgramError(f"no module named {target!r}") from e
+            raise ProgramError(f"{target} raised ModuleNotFoundError on import: {_first_line(e)}") from e
         except SyntaxError as e:
             raise ProgramError(f"{e.filename}:{e.lineno}: syntax error: {e.msg}") from e
+        except (Exception, SystemExit) as e:
+            raise ProgramError(f"{target} raised {type(e).__name__} on import: {_first_line(e)}") from e
     function = getattr(module, name, None)
     if function is None or not callable(function):
         raise ProgramError(f"{target} has no function {name!r}")
     return function
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0]

@@ -10,7 +10,6 @@ import inspect
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -31,11 +30,17 @@ def _index(folder: Path) -> list[str]:
 
 
 def _check_writable(folder: Path) -> None:
+    """Fail early, creating nothing, when `folder` (or the nearest existing folder above it) can't be written."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ProgramError(f"cannot write to the corpus folder {folder}: {existing} is not a writable folder")
+
+
+def _make_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
     except OSError as e:
         raise ProgramError(f"cannot write to the corpus folder {folder}: {e.strerror or e}") from e
 
@@ -85,6 +90,7 @@ def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | 
     except Exception as e:  # the user's code failed under tracing: say so in one line
         first_line = (str(e).strip().splitlines() or [""])[0]
         raise ProgramError(f"{name} raised {type(e).__name__} while tracing: {first_line}") from e
+    _make_folder(folder)  # only now that the program has traced
     path = folder / f"{slug}.json"
     write_atomic(path, json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
     try:
@@ -102,7 +108,6 @@ def remove(slug: str, corpus_dir=None) -> None:
     if slug not in slugs:
         known = " ".join(slugs) or "none"
         raise ProgramError(f"no added program {slug!r} (added programs: {known})")
-    _check_writable(folder)
     write_atomic(folder / "index.json", json.dumps({"schema": INDEX_SCHEMA, "programs": [s for s in slugs if s != slug]}) + "\n")
     (folder / f"{slug}.json").unlink(missing_ok=True)
 

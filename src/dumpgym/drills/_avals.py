@@ -6,13 +6,8 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Sequence
 
-# numpy dtype name -> the short name the jaxpr printer uses.
-SHORT_DTYPES = {
-    "bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-    "bool": "bool",
-}
+from dumpgym.dtypes import short as short_dtype
+
 _BITS = {
     "bfloat16": 16, "float16": 16, "float32": 32, "float64": 64,
     "int8": 8, "int16": 16, "int32": 32, "int64": 64,
@@ -21,8 +16,8 @@ _BITS = {
 
 
 def short(dtype: str) -> str:
-    """The jaxpr's short name for a numpy dtype name (`bfloat16` -> `bf16`); unknown names pass through."""
-    return SHORT_DTYPES.get(dtype, dtype)
+    """The jaxpr's short name for a numpy dtype name (`bfloat16` -> `bf16`, `complex64` -> `c64`)."""
+    return short_dtype(dtype)
 
 
 def is_float(dtype: str) -> bool:

@@ -54,7 +54,8 @@ def test_write_atomic_leaves_no_partial_file(tmp_path):
 def test_summary_counts_are_computed():
     data = corpus.load_builtin()
     eqns = sum(len(p["eqns"]) for p in data["programs"])
-    ops = sum(p["stablehlo"].count(" = ") for p in data["programs"])
-    text = corpus.summary(data)
-    assert text.startswith(f"17 programs · {eqns} equations · ")
-    assert eqns == 291 and ops >= 410
+    ops = sum(len({op["line"] for op in p["stablehlo_ops"]}) for p in data["programs"])
+    groups = sum(len(p["xray"]) for p in data["programs"])
+    assert corpus.summary(data) == (f"17 programs · {eqns} equations · {ops} StableHLO op lines · "
+                                    f"{groups} x-ray groups · {ops} of {ops} op lines attributed")
+    assert eqns == 291 and ops == 410

@@ -294,6 +294,7 @@ def test_build_site_writes_what_render_site_makes(tmp_path, small, files):
     site.build_site(tmp_path / "out", *small)
     written = {str(p.relative_to(tmp_path / "out")).replace("\\", "/"): p.read_bytes()
                for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert written.pop(site.MARKER) == b"written by dumpgym build\n"
     assert written == files
 
 
@@ -312,3 +313,24 @@ def test_docs_describe_every_section_drill_kind_and_the_progress_key():
         assert word in text, word
     for kind in site.DRILL_KINDS:
         assert f"`{kind.name}`" in text, kind.name
+
+
+def test_build_refuses_a_folder_that_is_not_a_build(tmp_path):
+    from dumpgym.corpus import load_builtin
+    from dumpgym.drills import build_pool
+    from dumpgym.program import ProgramError
+
+    data = load_builtin()
+    pool = build_pool(data)
+    mine = tmp_path / "home"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ProgramError, match="holds no dumpgym build"):
+        site.build_site(mine, data, pool)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    out = tmp_path / "site"
+    site.build_site(out, data, pool)
+    (out / "data" / "programs" / "stale.json").write_text("{}")
+    site.build_site(out, data, pool)  # a rebuild replaces the old build whole
+    assert not (out / "data" / "programs" / "stale.json").exists() and (out / "index.html").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "site"]

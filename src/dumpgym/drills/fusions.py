@@ -45,9 +45,10 @@ def fusion_items(program: dict) -> list[dict]:
         last = max(answer, key=lambda e: program["eqns"][e]["jaxpr_lines"][0])
         offer(answer - {last}, "stopped-early",
               "the fusion runs to the end of the chain: XLA kept fusing elementwise work past where this set stops")
-        for e in unfused_neighbours.get(fusion["name"], []):
+        for e, went in unfused_neighbours.get(fusion["name"], []):
             offer(answer | {e}, "fused-a-neighbour",
-                  f"{program['eqns'][e]['primitive']} next to it was not fused here: XLA gave it an instruction of its own")
+                  f"{program['eqns'][e]['primitive']} (line {program['eqns'][e]['jaxpr_lines'][0]}) sits next to "
+                  f"this chain but was not fused into it: {went}")
             break
         for other in hlo["fusions"]:
             if other["name"] != fusion["name"]:
@@ -65,17 +66,31 @@ def fusion_items(program: dict) -> list[dict]:
     return items
 
 
-def _neighbours(program: dict, hlo: dict) -> dict[str, list[int]]:
-    """For each fusion, equations adjacent in the jaxpr to its set that XLA placed elsewhere."""
-    placed = {}
+def _neighbours(program: dict, hlo: dict) -> dict[str, list[tuple[int, str]]]:
+    """For each fusion: equations adjacent in the jaxpr to its set that XLA placed elsewhere, and where."""
+    fusion_of: dict[int, list[str]] = {}
     for fusion in hlo["fusions"]:
         for e in fusion["eqns"]:
-            placed.setdefault(e, fusion["name"])
-    out: dict[str, list[int]] = {}
-    ids = [e["id"] for e in program["eqns"]]
+            fusion_of.setdefault(e, []).append(fusion["name"])
+    own_instruction: dict[int, str] = {}
+    fused_bodies = {i["computation"] for i in hlo["instructions"] if i["computation"].startswith(("fused", "wrapped"))}
+    for ins in hlo["instructions"]:
+        if ins["opcode"] not in ("fusion", "parameter") and ins["computation"] not in fused_bodies:
+            for e in ins["eqns"]:
+                own_instruction.setdefault(e, ins["name"])
+    eqns = program["eqns"]
+    out: dict[str, list[tuple[int, str]]] = {}
     for fusion in hlo["fusions"]:
         members = set(fusion["eqns"])
-        near = {i + d for i in members for d in (-1, 1)} - members
-        out[fusion["name"]] = sorted(e for e in near if e in ids and placed.get(e) not in (None, fusion["name"])
-                                     and not program["eqns"][e]["primitive"] in ("jit", "remat2", "shard_map"))
+        near = sorted({i + d for i in members for d in (-1, 1)} - members)
+        found = []
+        for e in near:
+            if not 0 <= e < len(eqns) or eqns[e]["primitive"] in ("jit", "remat2", "shard_map"):
+                continue
+            others = [f for f in fusion_of.get(e, []) if f != fusion["name"]]
+            if others:
+                found.append((e, f"XLA put it in %{others[0]}, a different fusion"))
+            elif e in own_instruction:
+                found.append((e, f"XLA gave it an instruction of its own, %{own_instruction[e]}"))
+        out[fusion["name"]] = found
     return out

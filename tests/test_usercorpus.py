@@ -1,15 +1,22 @@
-"""`dumpgym add`, `list` and `remove`: programs unlike the corpus, and every kind of bad input."""
+"""`dumpgym add`, `list` and `remove`: programs unlike the corpus, every kind of bad input, a folder that loses nothing."""
+import fcntl
 import hashlib
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
 import pytest
 
-from dumpgym import cli
+from dumpgym import cli, usercorpus
 from dumpgym.facts import build_facts
 from dumpgym.program import load_entry, parse_arg
+from dumpgym.serve import Site
 
 from test_facts import _printed_eqns
 from xray_oracle import judge
@@ -200,3 +207,164 @@ def test_debug_after_the_command_is_accepted(corpus_dir):
 
     with pytest.raises(ProgramError, match="has no function 'nope'"):
         cli.main(["add", f"{PROGRAMS}:nope", "--arg", "f32[3]", "--corpus", str(corpus_dir), "--debug"])
+
+
+# The folder: locked read-modify-writes, leftovers of killed runs, damaged files.
+
+SRC = str(Path(__file__).parents[1] / "src")
+
+
+def _cli(*args, timeout=180):
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.run([sys.executable, "-m", "dumpgym", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _listed(corpus_dir) -> list[str]:
+    return [row["slug"] for row in usercorpus.listing(corpus_dir)]
+
+
+def _locked_elsewhere(folder: Path) -> bool:
+    """Whether some other holder has the folder's lock (tried without waiting, from a fresh descriptor)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_add_writes_the_record_and_index_under_the_folder_lock(corpus_dir, monkeypatch, capsys):
+    seen = []
+    write_index = usercorpus._write_index
+    monkeypatch.setattr(usercorpus, "_write_index",
+                        lambda folder, slugs: (seen.append(_locked_elsewhere(folder)), write_index(folder, slugs)))
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "one") == 0
+    assert cli.main(["remove", "one", "--corpus", str(corpus_dir)]) == 0
+    assert seen == [True, True]
+
+
+def test_ten_parallel_adds_of_distinct_programs_all_land(corpus_dir):
+    corpus_dir.mkdir()
+    with ThreadPoolExecutor(10) as pool:
+        results = list(pool.map(
+            lambda n: _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", f"p{n}",
+                           "--corpus", str(corpus_dir)),
+            range(10)))
+    assert [r.returncode for r in results] == [0] * 10, [r.stderr for r in results]
+    assert sorted(_listed(corpus_dir)) == sorted(f"p{n}" for n in range(10))
+
+
+def test_ten_parallel_adds_of_one_slug_one_wins(corpus_dir):
+    corpus_dir.mkdir()
+    with ThreadPoolExecutor(10) as pool:
+        results = list(pool.map(
+            lambda n: _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", "dup",
+                           "--corpus", str(corpus_dir)),
+            range(10)))
+    codes = sorted(r.returncode for r in results)
+    assert codes == [0] + [2] * 9
+    for r in results:
+        if r.returncode == 2:
+            assert len(r.stderr.strip().splitlines()) == 1 and "'dup' is already in the corpus" in r.stderr
+    assert _listed(corpus_dir) == ["dup"]
+
+
+def test_leftovers_of_a_killed_add_are_never_listed_and_are_cleaned(corpus_dir, capsys):
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "kept") == 0
+    (corpus_dir / ".k10.json.rkexsiyp").write_text('{"half": ')           # a temp file cut short
+    (corpus_dir / ".index.json.a1b2c3d4").write_text('{"schema"')
+    (corpus_dir / "k10.json").write_text((corpus_dir / "kept.json").read_text().replace('"kept"', '"k10"', 1))
+    assert _listed(corpus_dir) == ["kept"]                               # the record not in the index
+    assert cli.main(["list", "--corpus", str(corpus_dir)]) == 0
+    assert "k10" not in capsys.readouterr().out
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "k10") == 0
+    assert not (corpus_dir / ".k10.json.rkexsiyp").exists() and not (corpus_dir / ".index.json.a1b2c3d4").exists()
+    assert _listed(corpus_dir) == ["kept", "k10"]
+
+
+def test_sigkill_at_random_moments_leaves_a_working_folder(corpus_dir):
+    assert _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", "base",
+                "--corpus", str(corpus_dir)).returncode == 0
+    env = {**os.environ, "PYTHONPATH": SRC}
+    for n, delay in enumerate((0.3, 1.0, 1.8, 2.5, 3.2, 4.0)):
+        proc = subprocess.Popen([sys.executable, "-m", "dumpgym", "add", f"{PROGRAMS}:while_halving", "--arg",
+                                 "f32[5]", "--slug", f"k{n}", "--corpus", str(corpus_dir)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    slugs = _listed(corpus_dir)
+    assert slugs[0] == "base" and set(slugs) <= {"base", *(f"k{n}" for n in range(6))}
+    for command in (["list"], ["export"], ["drills"]):
+        result = _cli(*command, "--corpus", str(corpus_dir))
+        assert result.returncode == 0 and result.stderr == "", (command, result.stderr)
+    exported = json.loads(_cli("export", "--corpus", str(corpus_dir)).stdout)
+    assert [p["slug"] for p in exported["programs"][17:]] == slugs
+
+
+def _index(folder, programs):
+    (folder / "index.json").write_text(json.dumps({"schema": usercorpus.INDEX_SCHEMA, "programs": programs}))
+
+
+DAMAGED = {
+    "an empty program file": (lambda d: (d / "good.json").write_text("{}"), "good.json is damaged"),
+    "xray is a string": (lambda d: (d / "good.json").write_text(
+        (d / "good.json").read_text().replace('"xray":[', '"xray":"oops","was":[', 1)), "good.json is damaged"),
+    "the index lists a missing file": (lambda d: _index(d, ["good", "x"]), "lists 'x' but"),
+    "the index lists a bad slug": (lambda d: _index(d, ["good", "Bad Slug"]), '"Bad Slug" is not a slug'),
+    "the index lists a path out": (lambda d: _index(d, ["good", "../../x"]), '"../../x" is not a slug'),
+    "the index is not JSON": (lambda d: (d / "index.json").write_text("{not json"), "index.json is damaged"),
+    "the index is a list": (lambda d: (d / "index.json").write_text("[]"), "index.json is damaged"),
+    "a program file of bytes": (lambda d: (d / "good.json").write_bytes(b"\xff\xfe"), "good.json is damaged"),
+}
+
+
+@pytest.fixture
+def damaged(corpus_dir, request, capfd):
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "good") == 0
+    capfd.readouterr()
+    edit, message = DAMAGED[request.param]
+    edit(corpus_dir)
+    (corpus_dir.parent / "x.json").write_text("{}")  # what '../../x'-like slugs would reach
+    return corpus_dir, message
+
+
+@pytest.mark.parametrize("damaged", list(DAMAGED), indirect=True)
+@pytest.mark.parametrize("command", [["list"], ["export"], ["drills"]])
+def test_a_damaged_folder_is_one_line_and_status_2(damaged, command, capfd):
+    corpus_dir, message = damaged
+    before = snapshot(corpus_dir)
+    assert cli.main([*command, "--corpus", str(corpus_dir)]) == 2
+    captured = capfd.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in captured.err
+    assert snapshot(corpus_dir) == before
+
+
+@pytest.mark.parametrize("damaged", list(DAMAGED), indirect=True)
+def test_serve_and_build_skip_a_damaged_program_with_a_warning(damaged, tmp_path, capfd):
+    corpus_dir, message = damaged
+    site = Site.build(corpus_dir)
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dumpgym: warning: skipping") and message in err[0]
+    assert site.get("/")[0] == 200 and site.get("/data/programs/mlp.json")[0] == 200
+    assert cli.main(["build", "--out", str(tmp_path / "site"), "--corpus", str(corpus_dir)]) == 0
+    captured = capfd.readouterr()
+    assert "warning: skipping" in captured.err and "wrote the gym" in captured.out
+
+
+@pytest.mark.parametrize("damaged", ["an empty program file", "the index lists a missing file"], indirect=True)
+def test_a_damaged_program_can_still_be_removed(damaged, capfd):
+    corpus_dir, _ = damaged
+    slug = "good" if (corpus_dir / "good.json").read_text() == "{}" else "x"
+    assert cli.main(["remove", slug, "--corpus", str(corpus_dir)]) == 0
+    assert cli.main(["list", "--corpus", str(corpus_dir)]) == 0
+
+
+def test_a_bad_slug_from_the_command_line_is_refused(corpus_dir, capfd):
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "../x") == 2
+    err = capfd.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--slug '../x' must use only" in err and not corpus_dir.exists()

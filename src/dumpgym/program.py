@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from dumpgym.dtypes import long as long_dtype
 from dumpgym.dtypes import short as short_dtype
+from dumpgym.record import valid_slug
 
 # Dtypes the command line names in its errors; any dtype JAX knows is accepted.
 COMMON_DTYPES = "bf16 f16 f32 f64 i8 i16 i32 i64 u8 u32 bool"
@@ -93,8 +94,8 @@ class Program:
     entry: str = field(default="")
 
     def __post_init__(self):
-        if not re.fullmatch(r"[a-z0-9-]+", self.slug):
-            raise ProgramError(f"slug {self.slug!r} must use only a-z, 0-9 and '-'")
+        if not valid_slug(self.slug):
+            raise ProgramError(f"slug {self.slug!r} must use only a-z, 0-9 and '-' (at most 64, not starting with '-')")
         if not self.entry:
             object.__setattr__(self, "entry", f"{self.function.__module__}:{self.function.__name__}")
 

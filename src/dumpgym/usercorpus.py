@@ -1,32 +1,159 @@
-"""The user's own corpus: programs added with `dumpgym add`, stored one JSON file each.
+"""The user's own corpus: programs added with `dumpgym add`, one JSON file each, behind an index.
 
 Layout of the folder: `index.json` (`{"schema": "dumpgym.user-corpus/1", "programs": [slugs]}`)
-and `<slug>.json` per program, each a `dumpgym.corpus/1` program record. Every write is atomic,
-and nothing is written until the program has traced, so a failure leaves the folder as it was.
+and `<slug>.json` per program, each a `dumpgym.corpus/1` program record. The index is the
+truth: a record file it does not name (left by an add that was killed before it finished) is
+never listed, and a later add of that slug replaces it.
+
+Writers (`add`, `remove`) hold an exclusive lock on the folder for their whole
+read-modify-write, so parallel adds lose nothing and a slug is claimed once; readers hold a
+shared one. The lock is `flock` on the folder itself, so taking it creates no file. Every
+write is atomic, and nothing is written until the program has traced.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from dumpgym.corpus import load_builtin, program_record, user_corpus_dir, write_atomic
-from dumpgym.program import Program, ProgramError, load_entry, parse_arg
+from dumpgym.program import ProgramError
+from dumpgym.record import ProgramRecord, RecordError, valid_slug
 
 INDEX_SCHEMA = "dumpgym.user-corpus/1"
+# What `write_atomic` leaves behind when killed mid-write: `.<name>.json.<random>`.
+_LEFTOVER = re.compile(r"\.[a-z0-9-]+\.json\.[A-Za-z0-9_]{6,}")
 
 
-def _index(folder: Path) -> list[str]:
+def user_corpus_dir(corpus_dir: str | os.PathLike | None = None) -> Path:
+    """Where added programs live: `corpus_dir`, else the platform's user data directory."""
+    if corpus_dir is not None:
+        return Path(corpus_dir)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("dumpgym")) / "corpus"
+
+
+@contextlib.contextmanager
+def locked(folder: Path, exclusive: bool) -> Iterator[None]:
+    """Hold the folder's lock (shared for readers, exclusive for writers); no lock where there is no folder."""
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: run unlocked, as before
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):  # no folder yet: nothing to guard
+        yield
+        return
+    except OSError as e:
+        raise ProgramError(f"cannot open the corpus folder {folder}: {e.strerror or e}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def read_index(folder: Path) -> list[str]:
+    """The slugs the index lists, checked; raises ProgramError naming the file and what is wrong."""
     path = folder / "index.json"
-    if not path.is_file():
+    if not path.exists():
         return []
     try:
-        return list(json.loads(path.read_text(encoding="utf-8"))["programs"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise ProgramError(f"{path} is not a dumpgym corpus index ({e})") from e
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ProgramError(f"the corpus index {path} is damaged ({_reason(e)}); fix or move it, "
+                           "or pass --corpus DIR") from None
+    problem = _index_problem(value)
+    if problem:
+        raise ProgramError(f"the corpus index {path} is damaged ({problem}); fix or move it, or pass --corpus DIR")
+    return list(value["programs"])
+
+
+def _index_problem(value) -> str:
+    if not isinstance(value, dict) or value.get("schema") != INDEX_SCHEMA:
+        return f'it is not an object with "schema": "{INDEX_SCHEMA}"'
+    if set(value) != {"schema", "programs"} or not isinstance(value["programs"], list):
+        return 'it must hold exactly "schema" and a "programs" list'
+    seen = set()
+    for slug in value["programs"]:
+        if not valid_slug(slug):
+            return f"{json.dumps(slug)} is not a slug"
+        if slug in seen:
+            return f"{slug!r} is listed twice"
+        seen.add(slug)
+    return ""
+
+
+def _reason(e: Exception) -> str:
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def read_program(folder: Path, slug: str) -> dict:
+    """The record of one added program, validated; raises ProgramError naming the file and field."""
+    path = folder / f"{slug}.json"  # `slug` was checked by read_index: it cannot leave the folder
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+        record = ProgramRecord.from_json(value)
+    except FileNotFoundError:
+        raise ProgramError(f"the corpus index lists {slug!r} but {path} is missing; "
+                           f"remove it with 'dumpgym remove {slug}'") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # RecordError is a ValueError
+        where = "" if isinstance(e, RecordError) or not isinstance(e, ValueError) else "not JSON: "
+        raise ProgramError(f"the program file {path} is damaged ({where}{_reason(e)}); "
+                           f"remove it with 'dumpgym remove {slug}'") from None
+    if record.slug != slug:
+        raise ProgramError(f"the program file {path} is damaged (it holds {record.slug!r}, not {slug!r}); "
+                           f"remove it with 'dumpgym remove {slug}'")
+    return value
+
+
+def load_user_programs(corpus_dir=None, warn: Callable[[str], None] | None = None) -> list[dict]:
+    """Programs added with `dumpgym add`, in the order they were added, each validated.
+
+    Without `warn`, anything damaged raises ProgramError (one line naming the file). With it, a
+    damaged program (or index) is reported through `warn` and skipped, and the rest load.
+    """
+    folder = user_corpus_dir(corpus_dir)
+    if not (folder / "index.json").exists():
+        return []
+    with locked(folder, exclusive=False):
+        try:
+            slugs = read_index(folder)
+        except ProgramError as e:
+            if warn is None:
+                raise
+            warn(f"skipping your added programs: {e}")
+            return []
+        programs = []
+        for slug in slugs:
+            try:
+                programs.append(read_program(folder, slug))
+            except ProgramError as e:
+                if warn is None:
+                    raise
+                warn(f"skipping {slug}: {e}")
+        return programs
+
+
+def _write_index(folder: Path, slugs: list[str]) -> None:
+    from dumpgym.corpus import write_atomic
+
+    write_atomic(folder / "index.json", json.dumps({"schema": INDEX_SCHEMA, "programs": slugs}) + "\n")
+
+
+def _clean_leftovers(folder: Path) -> None:
+    """Remove temp files of writes that were killed midway (only writers make them, under the lock)."""
+    for path in folder.iterdir():
+        if _LEFTOVER.fullmatch(path.name) and path.is_file():
+            path.unlink(missing_ok=True)
 
 
 def _check_writable(folder: Path) -> None:
@@ -46,7 +173,8 @@ def _make_folder(folder: Path) -> None:
 
 
 def _default_slug(function_name: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", function_name.lower().replace("_", "-")).strip("-") or "program"
+    slug = re.sub(r"[^a-z0-9-]+", "-", function_name.lower().replace("_", "-")).strip("-")[:64].strip("-")
+    return slug or "program"
 
 
 def _check_arity(function, entry: str, count: int) -> None:
@@ -64,22 +192,33 @@ def _check_arity(function, entry: str, count: int) -> None:
         ) from None
 
 
+def _check_slug_free(slug: str, folder: Path) -> None:
+    from dumpgym.corpus import load_builtin
+
+    if slug in {p["slug"] for p in load_builtin()["programs"]} or slug in read_index(folder):
+        raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug")
+
+
 def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | None = None,
         corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool = False) -> dict:
     """Trace a user's function, build its facts, x-ray and record, and store it; returns the record."""
+    from dumpgym.corpus import program_record, write_atomic
+    from dumpgym.program import Program, load_entry, parse_arg
+
     folder = user_corpus_dir(corpus_dir)
     specs = [str(parse_arg(spec)) for spec in arg_specs]
     if not specs:
         raise ProgramError("give each argument of the function with --arg, e.g. --arg bf16[64,128]")
+    if slug is not None and not valid_slug(slug):
+        raise ProgramError(f"--slug {slug!r} must use only a-z, 0-9 and '-' (at most 64, not starting with '-')")
     target, _, name = entry.rpartition(":")
     if target.endswith(".py"):
         entry = f"{Path(target).resolve()}:{name}" if Path(target).is_file() else entry
     function = load_entry(entry)
     _check_arity(function, entry, len(specs))
     slug = slug or _default_slug(name)
-    taken = {p["slug"] for p in load_builtin()["programs"]} | set(_index(folder))
-    if slug in taken:
-        raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug")
+    with locked(folder, exclusive=False):
+        _check_slug_free(slug, folder)  # fail before the slow part; checked again under the write lock
     program = Program(slug=slug, title=title or name, lesson=f"Your program {name}.", function=function,
                       args=tuple(specs), entry=entry)
     _check_writable(folder)
@@ -91,31 +230,35 @@ def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | 
         first_line = (str(e).strip().splitlines() or [""])[0]
         raise ProgramError(f"{name} raised {type(e).__name__} while tracing: {first_line}") from e
     _make_folder(folder)  # only now that the program has traced
-    path = folder / f"{slug}.json"
-    write_atomic(path, json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
-    try:
-        write_atomic(folder / "index.json", json.dumps({"schema": INDEX_SCHEMA, "programs": [*_index(folder), slug]}) + "\n")
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
+    with locked(folder, exclusive=True):
+        _clean_leftovers(folder)
+        _check_slug_free(slug, folder)
+        slugs = read_index(folder)
+        path = folder / f"{slug}.json"
+        write_atomic(path, json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        try:
+            _write_index(folder, [*slugs, slug])
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
     return record
 
 
 def remove(slug: str, corpus_dir=None) -> None:
-    """Remove an added program from the user's corpus."""
+    """Remove an added program from the user's corpus (its record need not be readable)."""
     folder = user_corpus_dir(corpus_dir)
-    slugs = _index(folder)
-    if slug not in slugs:
-        known = " ".join(slugs) or "none"
-        raise ProgramError(f"no added program {slug!r} (added programs: {known})")
-    write_atomic(folder / "index.json", json.dumps({"schema": INDEX_SCHEMA, "programs": [s for s in slugs if s != slug]}) + "\n")
-    (folder / f"{slug}.json").unlink(missing_ok=True)
+    with locked(folder, exclusive=True):
+        slugs = read_index(folder)
+        if slug not in slugs:
+            known = " ".join(slugs) or "none"
+            raise ProgramError(f"no added program {slug!r} (added programs: {known})")
+        _clean_leftovers(folder)
+        _write_index(folder, [s for s in slugs if s != slug])
+        (folder / f"{slug}.json").unlink(missing_ok=True)
 
 
 def listing(corpus_dir=None) -> list[dict]:
     """One row per added program: slug, title, entry and equation count."""
-    from dumpgym.corpus import load_user_programs
-
     return [
         {"slug": p["slug"], "title": p["title"], "entry": p["entry"], "equations": len(p["eqns"])}
         for p in load_user_programs(corpus_dir)

@@ -22,6 +22,14 @@ def programs():
 
 
 @pytest.fixture(scope="session")
+def fresh_corpus(programs):
+    """The built-in programs traced, lowered and compiled now, once per session (as `corpus build` does)."""
+    from dumpgym.corpus import build_corpus
+
+    return build_corpus(programs.values())
+
+
+@pytest.fixture(scope="session")
 def by_slug(corpus):
     """Corpus program records by slug."""
     return {p["slug"]: p for p in corpus["programs"]}

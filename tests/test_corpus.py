@@ -1,37 +1,95 @@
-"""`corpus build --check` passes on the committed corpus and catches a hand edit."""
-import json
+"""`corpus build --check`: the committed corpus is what tracing gives, judged host by host for the compiled layer."""
+import copy
 import shutil
 
 import pytest
 
-from dumpgym import cli, corpus
+from dumpgym import cli
+from dumpgym import corpus as corpus_module
 
 
 @pytest.fixture
-def committed_copy(tmp_path, monkeypatch):
-    """A copy of the committed corpus that the CLI treats as the committed one."""
+def committed_copy(tmp_path, monkeypatch, fresh_corpus):
+    """A copy of the committed corpus that the CLI treats as the committed one; tracing is the session's."""
     path = tmp_path / "corpus.json"
-    shutil.copy(corpus.BUILTIN_PATH, path)
-    monkeypatch.setattr(corpus, "BUILTIN_PATH", path)
+    shutil.copy(corpus_module.BUILTIN_PATH, path)
+    monkeypatch.setattr(corpus_module, "BUILTIN_PATH", path)
+    monkeypatch.setattr(corpus_module, "build_corpus", lambda *a, **k: copy.deepcopy(fresh_corpus))
     return path
 
 
-def test_check_passes_on_the_committed_corpus(committed_copy, capsys):
+def _compiled_elsewhere(data: dict) -> dict:
+    """`data` as if its compiled layer had been made on another CPU, whose XLA code differs."""
+    data = copy.deepcopy(data)
+    for p in data["programs"]:
+        p["hlo"].update(host="x86_64 AMD EPYC 7B13", host_id="0123456789abcdef",
+                        text=p["hlo"]["text"].replace("is_scheduled=true", "is_scheduled=true, elsewhere"))
+    return data
+
+
+def _edit_rope(data: dict) -> dict:
+    data = copy.deepcopy(data)
+    rope = next(p for p in data["programs"] if p["slug"] == "rope")
+    rope["stablehlo"] = rope["stablehlo"].replace("stablehlo.concatenate", "stablehlo.concat", 1)
+    return data
+
+
+def test_the_committed_corpus_is_what_tracing_gives_here(corpus, fresh_corpus):
+    problems, notes = corpus_module.check(corpus, fresh_corpus)
+    assert problems == []
+    same_host = all(p["hlo"]["host_id"] == f["hlo"]["host_id"]
+                    for p, f in zip(corpus["programs"], fresh_corpus["programs"]))
+    assert notes == [] if same_host else len(notes) == 1
+
+
+def test_check_passes_through_the_cli(committed_copy, capsys):
     assert cli.main(["corpus", "build", "--check"]) == 0
     assert "committed corpus matches tracing: 17 programs" in capsys.readouterr().out
 
 
-def test_check_fails_when_a_listing_is_edited_by_hand(committed_copy, capsys):
-    data = json.loads(committed_copy.read_text())
-    rope = next(p for p in data["programs"] if p["slug"] == "rope")
-    rope["stablehlo"] = rope["stablehlo"].replace("stablehlo.concatenate", "stablehlo.concat", 1)
-    committed_copy.write_text(corpus.dumps(data))
+def test_a_listing_edited_by_hand_is_named_and_nothing_else(corpus, fresh_corpus):
+    problems, notes = corpus_module.check(_edit_rope(corpus), fresh_corpus)
+    assert [p.splitlines()[0] for p in problems] == ["rope: committed artifact differs from tracing"]
+    assert "stablehlo.concat" in problems[0]
+
+
+def test_a_compile_from_another_cpu_is_one_note_not_a_failure(corpus, fresh_corpus):
+    problems, notes = corpus_module.check(_compiled_elsewhere(corpus), fresh_corpus)
+    assert problems == []
+    assert len(notes) == 1 and "AMD EPYC 7B13" in notes[0] and "not compared" in notes[0]
+    assert not any(f"{p['slug']}:" in notes[0] for p in corpus["programs"])
+
+
+def test_on_another_cpu_a_hand_edit_is_still_caught_and_its_diff_has_no_compiled_text(corpus, fresh_corpus):
+    problems, notes = corpus_module.check(_edit_rope(_compiled_elsewhere(corpus)), fresh_corpus)
+    assert [p.splitlines()[0] for p in problems] == ["rope: committed artifact differs from tracing"]
+    assert "elsewhere" not in problems[0] and len(notes) == 1
+
+
+def test_on_the_same_cpu_a_compiled_difference_is_a_failure(corpus, fresh_corpus):
+    committed = copy.deepcopy(corpus)
+    for p, f in zip(committed["programs"], fresh_corpus["programs"]):
+        p["hlo"]["host_id"] = f["hlo"]["host_id"]
+    mlp = committed["programs"][0]
+    mlp["hlo"]["text"] += "\n"
+    problems, notes = corpus_module.check(committed, fresh_corpus)
+    assert [p.splitlines()[0] for p in problems] == ["mlp: committed artifact differs from tracing"]
+
+
+def test_cli_check_exits_1_naming_the_program_and_writes_nothing(committed_copy, capsys):
+    committed_copy.write_text(corpus_module.dumps(_edit_rope(corpus_module.load_builtin())))
     before = committed_copy.read_bytes()
     assert cli.main(["corpus", "build", "--check"]) == 1
     out = capsys.readouterr().out
-    assert "rope: committed artifact differs from tracing" in out
-    assert "stablehlo.concat" in out and "mlp:" not in out
+    assert "rope: committed artifact differs from tracing" in out and "mlp:" not in out
     assert committed_copy.read_bytes() == before  # --check never writes
+
+
+def test_cli_check_on_another_cpu_passes_with_one_note(committed_copy, capsys):
+    committed_copy.write_text(corpus_module.dumps(_compiled_elsewhere(corpus_module.load_builtin())))
+    assert cli.main(["corpus", "build", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("note:") == 1 and "committed corpus matches tracing" in out
 
 
 def test_build_writes_what_check_accepts(committed_copy, capsys):
@@ -46,16 +104,15 @@ def test_write_atomic_leaves_no_partial_file(tmp_path):
     target.write_text("old")
 
     with pytest.raises(TypeError):
-        corpus.write_atomic(target, 12345)  # not text: the write fails midway
+        corpus_module.write_atomic(target, 12345)  # not text: the write fails midway
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
 
 
-def test_summary_counts_are_computed():
-    data = corpus.load_builtin()
-    eqns = sum(len(p["eqns"]) for p in data["programs"])
-    ops = sum(len({op["line"] for op in p["stablehlo_ops"]}) for p in data["programs"])
-    groups = sum(len(p["xray"]) for p in data["programs"])
-    assert corpus.summary(data) == (f"17 programs · {eqns} equations · {ops} StableHLO op lines · "
-                                    f"{groups} x-ray groups · {ops} of {ops} op lines attributed")
+def test_summary_counts_are_computed(corpus):
+    eqns = sum(len(p["eqns"]) for p in corpus["programs"])
+    ops = sum(len({op["line"] for op in p["stablehlo_ops"]}) for p in corpus["programs"])
+    groups = sum(len(p["xray"]) for p in corpus["programs"])
+    assert corpus_module.summary(corpus) == (f"17 programs · {eqns} equations · {ops} StableHLO op lines · "
+                                             f"{groups} x-ray groups · {ops} of {ops} op lines attributed")
     assert eqns == 291 and ops == 410

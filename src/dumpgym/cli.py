@@ -36,10 +36,10 @@ def _cmd_serve(args) -> int:
 
 
 def _cmd_build(args) -> int:
-    from dumpgym import corpus, drills, site
+    from dumpgym import build, site
 
-    data = corpus.load_corpus(args.corpus)
-    site.build_site(args.out, data, drills.build_pool(data))
+    data, pool = site.load_inputs(args.corpus)  # a damaged added program is skipped with a warning
+    build.build_site(args.out, data, pool)
     print(f"wrote the gym to {args.out} ({len(data['programs'])} programs)")
     return 0
 

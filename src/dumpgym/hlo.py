@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dumpgym.facts import Facts
-from dumpgym.trace import TAG, lower_copy
+from dumpgym.trace import innermost_tag, lower_copy
 
-_TAG_RE = re.compile(TAG + r"(\d+)")
 _CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
 _TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
 
@@ -49,16 +48,36 @@ class Fusion:
     eqns: tuple[int, ...]
 
 
-def host() -> str:
-    """What compiled it, for the page and for `--check` (XLA's CPU code generation depends on the host)."""
-    model = ""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields from /proc/cpuinfo (empty where there is none)."""
+    fields: dict[str, str] = {}
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         for line in cpuinfo.read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
+            if not line.strip():
                 break
-    return f"{platform.machine()} {model}".strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def host() -> str:
+    """What compiled it, in words for the page: the machine and the CPU model."""
+    return f"{platform.machine()} {_cpuinfo().get('model name', '')}".strip()
+
+
+def host_id() -> str:
+    """A short digest of what XLA's CPU compiler targets (machine, CPU model and feature flags).
+
+    XLA compiles for the host CPU, so two machines give the same compiled text only when this
+    agrees; `corpus build --check` compares the compiled layer only then.
+    """
+    import hashlib
+
+    info = _cpuinfo()
+    flags = " ".join(sorted((info.get("flags") or info.get("Features") or platform.processor()).split()))
+    what = "|".join((platform.machine(), info.get("model name", ""), flags))
+    return hashlib.sha256(what.encode()).hexdigest()[:16]
 
 
 def _instructions(module):
@@ -88,11 +107,11 @@ def compile_layer(trace, facts: Facts) -> dict:
     import jaxlib
 
     tagged = trace.lowered.compile().runtime_executable().hlo_modules()[0]
-    from jax._src import config
+    from dumpgym.jax_internals import no_traceback_locations
 
     # Source locations off, so the text names no file of the machine that built it; lowering a
     # copy keeps that setting out of JAX's lowering cache for the user's own function.
-    with config.traceback_in_locations_limit(0):
+    with no_traceback_locations():
         plain_compiled = lower_copy(trace.traced).compile()
     plain = plain_compiled.runtime_executable().hlo_modules()[0]
     text = plain_compiled.as_text()
@@ -102,8 +121,7 @@ def compile_layer(trace, facts: Facts) -> dict:
     if [(c, i.name, _opcode(i)) for c, i in tagged_list] != [(c, i.name, _opcode(i)) for c, i in plain_list]:
         raise RuntimeError("the tagged and plain compiles differ; cannot attribute compiled HLO by construction")
 
-    facts_id = {id(eqn): n for n, eqn in facts.jax_eqns.items()}
-    eqn_of_tag = [facts_id.get(id(eqn)) for eqn in trace.tagged_eqns]
+    eqn_of_tag = facts.eqn_of_tag
     lines = _definition_lines(text)
     own: dict[str, set[int]] = {}
     calls: dict[str, list[str]] = {}
@@ -112,8 +130,8 @@ def compile_layer(trace, facts: Facts) -> dict:
     for computation, instruction in tagged_list:
         printed = instruction.to_string()
         meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
-        found = _TAG_RE.findall(meta)
-        tag = eqn_of_tag[int(found[-1])] if found else None
+        tag_number = innermost_tag(meta)
+        tag = eqn_of_tag[tag_number] if tag_number is not None else None
         own[instruction.name] = {tag} if tag is not None else set()
         metadata[instruction.name] = "op_name=" in meta
         calls[instruction.name] = _CALLS_RE.findall(printed)
@@ -167,6 +185,7 @@ def compile_layer(trace, facts: Facts) -> dict:
         "backend": jax.devices()[0].platform,
         "jaxlib_version": jaxlib.__version__,
         "host": host(),
+        "host_id": host_id(),
         "instructions": [{**i.__dict__, "eqns": list(i.eqns)} for i in instructions],
         "fusions": [{**f.__dict__, "eqns": list(f.eqns)} for f in fusions],
         "lines_by_eqn": {str(e): sorted(v) for e, v in sorted(by_eqn.items())},

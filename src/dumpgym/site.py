@@ -13,7 +13,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup, escape
@@ -352,50 +351,16 @@ def _json(obj, indent=None) -> bytes:
     return (json.dumps(obj, indent=indent, separators=separators, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-MARKER = ".dumpgym-site"  # marks a folder as a dumpgym build, so a rebuild may replace it
+def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
+    """The corpus (built-in plus the user's added programs) and its drill pool, without importing JAX.
 
-
-def build_site(out_dir, corpus: dict, drills: dict) -> None:
-    """Write the gym as static files under `out_dir`, with relative URLs, for any static host.
-
-    The site is written to a sibling folder and swapped into place, so a rebuild leaves no stale
-    files and a failure leaves the old build whole. A non-empty folder that holds no dumpgym build
-    is refused rather than written into.
+    A damaged added program is skipped with a one-line warning (on stderr unless `warn` is given):
+    the page still serves everything else.
     """
-    import shutil
-    import tempfile
+    import sys
 
-    from dumpgym.program import ProgramError
-
-    out = Path(out_dir).absolute()
-    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / MARKER).exists())):
-        raise ProgramError(f"{out} is not empty and holds no dumpgym build; give an empty or new folder")
-    files = render_site(corpus, drills)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fresh = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        for rel, body in {**files, MARKER: b"written by dumpgym build\n"}.items():
-            target = fresh / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(body)
-        fresh.chmod(0o755)
-        old = None
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out.rename(old)
-        fresh.rename(out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise
-
-
-def load_inputs(corpus_dir=None) -> tuple[dict, dict]:
-    """The corpus (built-in plus the user's added programs) and its drill pool, without importing JAX."""
     from dumpgym.corpus import load_corpus
     from dumpgym.drills import build_pool
 
-    corpus = load_corpus(corpus_dir)
+    corpus = load_corpus(corpus_dir, warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)))
     return corpus, build_pool(corpus)

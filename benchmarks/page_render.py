@@ -30,7 +30,7 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-from dumpgym import serve, site
+from dumpgym import build, serve, site
 
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     gym = serve.make_server(serve.Site({**files, "baseline.html": BASELINE}), "127.0.0.1", 0)
     threading.Thread(target=gym.serve_forever, daemon=True).start()
     with tempfile.TemporaryDirectory() as out:
-        site.build_site(out, corpus, drills)
+        build.build_site(out, corpus, drills)
         port = gym.server_address[1] + 1
         plain = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", out],
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

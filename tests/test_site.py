@@ -290,47 +290,9 @@ def test_ticks_turns_backticks_into_code_and_escapes_the_rest():
     assert site.ticks("odd ` tick <") == "odd ` tick &lt;"
 
 
-def test_build_site_writes_what_render_site_makes(tmp_path, small, files):
-    site.build_site(tmp_path / "out", *small)
-    written = {str(p.relative_to(tmp_path / "out")).replace("\\", "/"): p.read_bytes()
-               for p in (tmp_path / "out").rglob("*") if p.is_file()}
-    assert written.pop(site.MARKER) == b"written by dumpgym build\n"
-    assert written == files
-
-
-def test_the_build_does_not_import_jax():
-    import subprocess
-    import sys
-
-    code = ("import sys, tempfile; from dumpgym import site; c, d = site.load_inputs(); "
-            "site.build_site(tempfile.mkdtemp(), c, d); assert 'jax' not in sys.modules, 'jax imported'")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
-
-
 def test_docs_describe_every_section_drill_kind_and_the_progress_key():
     text = (ROOT / "docs" / "site.md").read_text()
     for word in ["path", "x-ray", "corpus", "reference", site.PROGRESS_KEY, "build_site", "serve", "get("]:
         assert word in text, word
     for kind in site.DRILL_KINDS:
         assert f"`{kind.name}`" in text, kind.name
-
-
-def test_build_refuses_a_folder_that_is_not_a_build(tmp_path):
-    from dumpgym.corpus import load_builtin
-    from dumpgym.drills import build_pool
-    from dumpgym.program import ProgramError
-
-    data = load_builtin()
-    pool = build_pool(data)
-    mine = tmp_path / "home"
-    mine.mkdir()
-    (mine / "notes.txt").write_text("keep me")
-    with pytest.raises(ProgramError, match="holds no dumpgym build"):
-        site.build_site(mine, data, pool)
-    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
-    out = tmp_path / "site"
-    site.build_site(out, data, pool)
-    (out / "data" / "programs" / "stale.json").write_text("{}")
-    site.build_site(out, data, pool)  # a rebuild replaces the old build whole
-    assert not (out / "data" / "programs" / "stale.json").exists() and (out / "index.html").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "site"]

@@ -1,15 +1,18 @@
-"""The server: GET and HEAD of the built files only, no traversal, no JAX, its URL printed."""
+"""The server: GET and HEAD of the built files only, no traversal, no JAX, its URL printed, its load bounded,
+only its own Host answered, security headers on every answer."""
 from __future__ import annotations
 
 import gzip
 import http.client
 import inspect
 import json
+import socket
 import subprocess
 import sys
 import threading
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,14 +29,23 @@ def gym(corpus):
     return serve.Site(site.render_site(corpus, build_pool(corpus)))
 
 
-@pytest.fixture(scope="module")
-def server(gym):
-    srv = serve.make_server(gym, "127.0.0.1", 0)
+@contextmanager
+def running(srv):
+    """`srv` serving in a thread until the block ends."""
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(gym):
+    with running(serve.make_server(gym, "127.0.0.1", 0)) as srv:
+        yield srv
 
 
 def request(server, method, path, headers=None):
@@ -46,11 +58,35 @@ def request(server, method, path, headers=None):
     return response.status, dict(response.getheaders()), body
 
 
+def connect(server, data=b""):
+    """A raw connection to `server`, having sent `data`."""
+    sock = socket.create_connection(server.server_address[:2], timeout=10)
+    sock.sendall(data)
+    return sock
+
+
+def raw(server, data):
+    """(status, headers, body) of the answer to the bytes `data`, sent as they are."""
+    with connect(server, data) as sock:
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, dict(response.getheaders()), response.read()
+
+
+def closed_by_peer(sock) -> bool:
+    """Whether the other end closed `sock` (waiting up to its timeout), having sent nothing."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
 def test_get_serves_the_page_with_its_security_headers():
     status, headers, body = serve.get("/")
     assert status == 200
     assert headers["Content-Type"] == "text/html; charset=utf-8"
-    assert headers["Content-Security-Policy"] == site.CSP
+    assert headers["Content-Security-Policy"] == site.CSP + "; frame-ancestors 'none'"
+    assert headers["X-Frame-Options"] == "DENY"
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert b"<title>dumpgym" in body
     assert int(headers["Content-Length"]) == len(body)
@@ -142,3 +178,155 @@ def test_a_busy_port_is_one_clear_error(server):
     port = server.server_address[1]
     with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
         serve.serve(port=port)
+
+
+def test_connections_wait_in_a_deep_backlog_until_the_server_accepts(gym):
+    srv = serve.make_server(gym, "127.0.0.1", 0)
+    assert srv.request_queue_size >= 128
+    host = f"127.0.0.1:{srv.server_address[1]}".encode()
+    # Nothing accepts yet: with the old backlog of 5, most of these connects time out.
+    socks = [connect(srv, b"GET /corpus.json HTTP/1.0\r\nHost: " + host + b"\r\n\r\n") for _ in range(100)]
+    with running(srv):
+        for sock in socks:
+            with sock:
+                response = http.client.HTTPResponse(sock)
+                response.begin()
+                assert response.status == 200
+
+
+def test_a_half_sent_request_is_dropped_after_the_timeout(gym):
+    with running(serve.make_server(gym, "127.0.0.1", 0, timeout=0.5)) as srv:
+        with connect(srv, b"GET / HT") as sock:
+            assert closed_by_peer(sock)
+
+
+def test_a_request_head_trickled_byte_by_byte_is_dropped_too(gym):
+    with running(serve.make_server(gym, "127.0.0.1", 0, timeout=1)) as srv:
+        with connect(srv, b"G") as sock:
+            sock.settimeout(0.2)
+            for _ in range(100):  # 20 s of one byte each 0.2 s: a timeout per read alone never fires
+                try:
+                    if sock.recv(1) == b"":
+                        break
+                except TimeoutError:
+                    sock.sendall(b"E")
+                except ConnectionResetError:
+                    break
+            else:
+                pytest.fail("the server kept a trickling connection open")
+
+
+def test_workers_are_bounded_and_a_waiting_connection_is_served_when_one_frees(gym):
+    with running(serve.make_server(gym, "127.0.0.1", 0, workers=2, timeout=30)) as srv:
+        held = [connect(srv, b"GET / HTTP/1.0\r\n") for _ in range(2)]
+        with connect(srv, b"GET /corpus.json HTTP/1.0\r\n\r\n") as waiting:
+            waiting.settimeout(0.5)
+            with pytest.raises(TimeoutError):  # both workers are busy with the half-sent heads
+                waiting.recv(1)
+            held.pop().close()
+            waiting.settimeout(10)
+            response = http.client.HTTPResponse(waiting)
+            response.begin()
+            assert response.status == 200
+        held.pop().close()
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "localhost:1", "127.0.0.1.evil.example",
+                                  "localhost.evil.example:{port}", "[::2]:{port}"])
+@pytest.mark.parametrize("path", ["/", "/corpus.json", "/data/programs/mlp.json"])
+def test_a_foreign_host_gets_421_and_no_data(server, host, path):
+    status, headers, body = request(server, "GET", path, {"Host": host.format(port=server.server_address[1])})
+    assert status == 421 and headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert body.startswith(b"refused") and b"programs\"" not in body and len(body) < 200
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:{port}", "LocalHost:{port}", "127.0.0.1",
+                                  "127.0.0.1:{port}", "[::1]", "[::1]:{port}"])
+def test_loopback_hosts_are_answered(server, host):
+    status, _, body = request(server, "GET", "/corpus.json", {"Host": host.format(port=server.server_address[1])})
+    assert status == 200 and json.loads(body)["programs"]
+
+
+def test_the_bound_address_is_a_host_answered(gym):
+    try:
+        srv = serve.make_server(gym, "127.0.0.2", 0)
+    except OSError:
+        pytest.skip("127.0.0.2 is not a loopback address here")
+    with running(srv):
+        port = srv.server_address[1]
+        assert request(srv, "GET", "/", {"Host": f"127.0.0.2:{port}"})[0] == 200
+        assert request(srv, "GET", "/", {"Host": "127.0.0.3"})[0] == 421
+
+
+def test_host_may_be_missing_only_from_http_1_0(server):
+    assert raw(server, b"GET /corpus.json HTTP/1.0\r\n\r\n")[0] == 200
+    status, _, body = raw(server, b"GET /corpus.json HTTP/1.1\r\n\r\n")
+    assert status == 421 and b"programs" not in body
+    status, _, body = raw(server, b"GET /corpus.json HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n")
+    assert status == 421 and b"programs" not in body
+
+
+HOST = b"Host: localhost\r\n"
+
+
+@pytest.mark.parametrize("data, code", [
+    (b"GET / HTTP/1.0\r\n" + HOST + b"\r\n", 200),
+    (b"GET /nope HTTP/1.0\r\n" + HOST + b"\r\n", 404),
+    (b"GET /../x HTTP/1.0\r\n" + HOST + b"\r\n", 400),
+    (b"GET / HTTP/1.0\r\nHost: evil.example\r\n\r\n", 421),
+    (b"DELETE / HTTP/1.0\r\n" + HOST + b"\r\n", 405),
+    (b"BREW / HTTP/1.0\r\n" + HOST + b"\r\n", 501),
+    (b"GET / HTTP/9.9\r\n" + HOST + b"\r\n", 505),
+    (b"GET / XTTP/1.0\r\n" + HOST + b"\r\n", 400),
+    (b"GET /\r\n\r\n", 421),  # HTTP/0.9: no Host, and no headers unless the server insists
+    (b"GET /" + b"a" * 65532, 414),  # exactly what the server reads, so closing sends no reset
+    (b"GET / HTTP/1.0\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(101)), 431),
+    (b"GET / HTTP/1.0\r\nX: " + b"y" * 65536, 431),
+])
+def test_every_answer_carries_the_security_headers(server, data, code):
+    status, headers, body = raw(server, data)
+    assert status == code
+    assert headers["Content-Security-Policy"] == site.CSP + "; frame-ancestors 'none'"
+    assert headers["X-Frame-Options"] == "DENY"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert int(headers["Content-Length"]) == len(body)
+    if code != 200:
+        assert headers["Content-Type"] == "text/plain; charset=utf-8" and b"<" not in body
+
+
+def test_every_address_warns_once_that_the_data_is_on_the_network(gym, capsys):
+    with running(serve.listen(gym, "0.0.0.0", 0)) as srv:
+        port = srv.server_address[1]
+        assert request(srv, "GET", "/", {"Host": f"some-machine.lan:{port}"})[0] == 200
+    out, err = capsys.readouterr()
+    assert out == f"dumpgym: the gym is at http://127.0.0.1:{port}/ (0 programs; Ctrl-C stops)\n"
+    assert err.count("\n") == 1 and err.startswith("dumpgym: warning: listening on 0.0.0.0")
+    assert "file paths and sources of your added programs" in err and "visible on the network" in err
+
+
+def test_loopback_does_not_warn(gym, capsys):
+    serve.listen(gym, "127.0.0.1", 0).server_close()
+    assert capsys.readouterr().err == ""
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_ipv6_loopback_and_every_ipv6_address_are_served(gym, capsys):
+    with running(serve.make_server(gym, "::1", 0)) as srv:
+        url = serve.url_of(srv)
+        assert url == f"http://[::1]:{srv.server_address[1]}/"
+        with urllib.request.urlopen(url + "corpus.json", timeout=5) as r:
+            assert r.status == 200 and json.loads(r.read())["programs"]
+        assert request(srv, "GET", "/", {"Host": "evil.example"})[0] == 421
+    with running(serve.listen(gym, "::", 0)) as srv:
+        with urllib.request.urlopen(f"http://[::1]:{srv.server_address[1]}/", timeout=5) as r:
+            assert r.status == 200
+    assert "warning: listening on ::," in capsys.readouterr().err

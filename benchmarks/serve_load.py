@@ -1,0 +1,209 @@
+"""Load on `dumpgym serve` against `python -m http.server`, both serving the same built gym.
+
+    python benchmarks/serve_load.py [--requests 2000] [--concurrency 50] [--runs 3]
+
+Builds the gym once (`dumpgym build --out DIR`, built-in corpus only), starts `dumpgym serve` and
+`python -m http.server --directory DIR` side by side on free ports, and sends each the same
+requests from threads with http.client (a new connection per request, as both servers close after
+each answer; `Accept-Encoding: gzip`, as browsers send): a fixed mix of pages, data JSON, scripts
+and CSS, and 404s, with paths taken from the built folder. Runs alternate between the servers.
+Each run prints its errors (refused, reset, timed out or a wrong status), p50 and p99 latency, the
+machine's TCP listen overflows during the run and the server's peak thread count; then the ratios
+of the medians. Target: 0 errors in every run and p99 under 300 ms for `dumpgym serve`.
+Last, a request naming a foreign Host (DNS rebinding) must get 421 and none of the corpus.
+
+Read p50 with care: http.server's backlog of 5 turns most of the 50 clients away (the listen
+overflows; they retry a second later), so the few it admits wait for nobody, while `dumpgym serve`
+admits all 50 and they share its throughput. The retries are http.server's p99.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import PYTHON  # noqa: E402
+
+TIMEOUT = 30.0
+MIX = {"page": 0.15, "data": 0.40, "static": 0.30, "missing": 0.15}
+
+
+def request_mix(site_dir: Path, count: int) -> list[tuple[str, int]]:
+    """`count` (path, expected status) pairs in a fixed random order, drawn by kind from the built site."""
+    files = sorted(p.relative_to(site_dir).as_posix() for p in site_dir.rglob("*") if p.is_file()
+                   and not p.name.startswith("."))
+    kinds = {
+        "page": ["/", "/index.html"],
+        "data": ["/" + f for f in files if f.endswith(".json")],
+        "static": ["/" + f for f in files if f.startswith("static/")],
+        "missing": [f"/nope-{i}.html" for i in range(20)] + ["/static/nope.js", "/data/programs/nope.json"],
+    }
+    rng = random.Random(0)
+    picks = rng.choices(list(MIX), weights=list(MIX.values()), k=count)
+    return [(path, 404 if kind == "missing" else 200) for kind in picks for path in [rng.choice(kinds[kind])]]
+
+
+def fetch(port: int, path: str, host: str | None = None) -> tuple[int, bytes]:
+    """(status, body) of one GET on a fresh connection to 127.0.0.1:`port`."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        conn.request("GET", path, headers={"Accept-Encoding": "gzip", **({"Host": host} if host else {})})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def load(port: int, requests: list[tuple[str, int]], concurrency: int) -> tuple[list[float], list[str]]:
+    """Latencies (seconds) and errors of `requests` sent by `concurrency` threads."""
+    latencies, errors, lock = [], [], threading.Lock()
+    todo = iter(requests)
+
+    def worker():
+        while True:
+            with lock:
+                item = next(todo, None)
+            if item is None:
+                return
+            path, expected = item
+            start = time.perf_counter()
+            try:
+                status, _ = fetch(port, path)
+                problem = None if status == expected else f"{path}: {status}, expected {expected}"
+            except OSError as e:
+                problem = f"{path}: {type(e).__name__}: {e}"
+            elapsed = time.perf_counter() - start
+            with lock:
+                latencies.append(elapsed)
+                if problem:
+                    errors.append(problem)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, errors
+
+
+def listen_overflows() -> int | None:
+    """The machine's TcpExt ListenOverflows counter (Linux), or None where it cannot be read."""
+    try:
+        names, values = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines()[:2]]
+        return int(values[names.index("ListenOverflows")])
+    except (OSError, ValueError):
+        return None
+
+
+class PeakThreads:
+    """The highest thread count a process reaches while the block runs (Linux /proc; None elsewhere)."""
+
+    def __init__(self, pid: int):
+        self.status, self.peak, self._stop = Path(f"/proc/{pid}/status"), None, threading.Event()
+
+    def _sample(self):
+        while not self._stop.wait(0.01):
+            try:
+                line = next(ln for ln in self.status.read_text().splitlines() if ln.startswith("Threads:"))
+            except (OSError, StopIteration):
+                return
+            self.peak = max(self.peak or 0, int(line.split()[1]))
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def start(argv: list[str], ready) -> tuple[subprocess.Popen, int]:
+    """Start a server process and return it with the port read from its first line of output."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"{argv[2]} did not start")
+    return proc, ready(line)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The `q`-quantile of `values` (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site_dir, no_programs = Path(tmp, "site"), Path(tmp, "added")
+        no_programs.mkdir()
+        subprocess.run([PYTHON, "-m", "dumpgym", "build", "--out", str(site_dir), "--corpus", str(no_programs)],
+                       check=True, stdout=subprocess.DEVNULL)
+        requests = request_mix(site_dir, args.requests)
+        servers = {
+            "dumpgym serve": start([PYTHON, "-m", "dumpgym", "serve", "--port", "0", "--corpus", str(no_programs)],
+                                   lambda line: int(line.split(" at ", 1)[1].split()[0].rsplit(":", 1)[1].strip("/"))),
+            "python -m http.server": start([PYTHON, "-m", "http.server", "0", "--bind", "127.0.0.1",
+                                            "--directory", str(site_dir)],
+                                           lambda line: int(line.split(" port ")[1].split()[0])),
+        }
+        print(f"{len(requests):,} GETs per run at concurrency {args.concurrency}, "
+              f"{sum(1 for _, s in requests if s == 404)} of them 404s, {len({p for p, _ in requests})} distinct paths")
+        results = {name: [] for name in servers}
+        try:
+            for _, port in servers.values():  # warm-up: every distinct path once (dumpgym compresses on first use)
+                for path, _ in dict(requests).items():
+                    fetch(port, path)
+            for run in range(1, args.runs + 1):
+                for name, (proc, port) in servers.items():
+                    before = listen_overflows()
+                    with PeakThreads(proc.pid) as threads:
+                        latencies, errors = load(port, requests, args.concurrency)
+                    after = listen_overflows()
+                    overflows = "?" if before is None or after is None else after - before
+                    p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+                    results[name].append((len(errors), p50, p99))
+                    print(f"run {run} {name:22} errors {len(errors):4}  p50 {p50 * 1000:7.1f} ms  "
+                          f"p99 {p99 * 1000:7.1f} ms  max {max(latencies) * 1000:7.1f} ms  "
+                          f"listen overflows {overflows}  peak threads {threads.peak}")
+                    for problem in errors[:3]:
+                        print(f"    {problem}")
+            port = servers["dumpgym serve"][1]
+            status, body = fetch(port, "/corpus.json", host="evil.example")
+            leaked = b"programs" in body
+            print(f"foreign Host (evil.example) on dumpgym serve: {status}, {len(body)} bytes, "
+                  f"corpus data {'LEAKED' if leaked else 'none'}")
+        finally:
+            for proc, _ in servers.values():
+                proc.terminate()
+                proc.wait(timeout=10)
+
+    ours, theirs = results["dumpgym serve"], results["python -m http.server"]
+    for i, label in ((1, "p50"), (2, "p99")):
+        a, b = statistics.median(r[i] for r in ours), statistics.median(r[i] for r in theirs)
+        print(f"median {label}: dumpgym serve {a * 1000:.1f} ms, http.server {b * 1000:.1f} ms, "
+              f"ratio dumpgym / http.server {a / b:.2f}")
+    ok = all(r[0] == 0 for r in ours) and all(r[2] < 0.3 for r in ours) and status == 421 and not leaked
+    print(f"target (0 errors, p99 < 300 ms in every run, foreign Host refused): {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -10,7 +10,9 @@ import { registerReference } from './reference.js';
 const $ = (selector) => document.querySelector(selector);
 const notify = registerNotices($('[data-notices]'));
 const progress = new Progress();
-for (const message of progress.notices) notify(message, { tone: 'bad', sticky: true });
+const tell = ({ message, ...how }) => notify(message, how);
+progress.notices.forEach(tell);
+progress.addEventListener('notice', (e) => tell(e.detail));
 
 registerProgressTools($('[data-progress-tools]'), progress, notify);
 registerPath($('#path'), $('[data-summary]'), progress, notify);

@@ -14,6 +14,13 @@ function card(c) {
   </article>`;
 }
 
+/** The card id a `#op-…` hash names, or '' for any other hash (a malformed one included). */
+function cardId(hash) {
+  if (!hash.startsWith('#op-')) return '';
+  // A hand-edited or truncated link (`#op-%E0%A4%A`) is not valid percent-encoding: ignore it, don't throw.
+  try { return decodeURIComponent(hash.slice(1)); } catch { return ''; }
+}
+
 /** Wire the op reference section. */
 export function registerReference(root) {
   const input = root.querySelector('[data-ref-filter]');
@@ -53,9 +60,10 @@ export function registerReference(root) {
 
   // Follow a link to a card: load the cards, clear a filter that hides it, bring it into view.
   async function follow() {
-    if (!location.hash.startsWith('#op-')) return;
+    const id = cardId(location.hash);
+    if (!id) return;
     await load();
-    const target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    const target = document.getElementById(id);
     if (!target) return;
     if (target.hidden) { input.value = ''; filter(); }
     box.querySelector('.hit')?.classList.remove('hit');

@@ -1,6 +1,9 @@
 // Progress, kept in localStorage under one versioned key and nowhere else:
 // current and best streak per drill kind, and the path targets reached.
-// A stored value this page cannot read is set aside under another key, never thrown away, never fatal.
+// A stored value this page cannot read is set aside under another key, never thrown away, never fatal;
+// when even the copy cannot be saved, the value is left untouched and this page keeps progress in memory.
+// Tabs share the key: each re-reads it before every change and merges (see `merge`), and follows the
+// other tabs' saves through `storage` events, so no tab's save overwrites another's.
 
 export const KEY = 'dumpgym.progress/1';
 const KIND = /^[a-z0-9-]{1,40}$/;
@@ -43,56 +46,178 @@ function memoryStorage() {
   };
 }
 
-/** The progress store: load once, change through its methods, listen for 'change'. */
+const own = (record, key) => (Object.hasOwn(record, key) ? record[key] : undefined);
+
+/** Whether record `a` holds all that `b` does: every best at least as high, every target reached. */
+function covers(a, b) {
+  return Object.entries(b.streaks).every(([kind, s]) => (own(a.streaks, kind)?.best ?? 0) >= s.best) &&
+    Object.keys(b.reached).every((target) => Object.hasOwn(a.reached, target));
+}
+
+/**
+ * Two tabs' records as one: each best is the higher, each target reached at the earlier time.
+ * A current streak comes from the record saved later (the tab the learner answered in last), or from
+ * the other when that one never saw the kind. A field added to the record needs its rule here.
+ */
+function merge(mine, theirs) {
+  const theirsNewer = (theirs.saved ?? '') > (mine.saved ?? '');
+  const [older, newer] = theirsNewer ? [mine, theirs] : [theirs, mine];
+  const streaks = {};
+  for (const kind of new Set([...Object.keys(older.streaks), ...Object.keys(newer.streaks)])) {
+    const [o, n] = [own(older.streaks, kind), own(newer.streaks, kind)];
+    streaks[kind] = { current: (n ?? o).current, best: Math.max(o?.best ?? 0, n?.best ?? 0) };
+  }
+  const reached = { ...older.reached };
+  for (const [target, when] of Object.entries(newer.reached)) {
+    if (!Object.hasOwn(reached, target) || when < reached[target]) reached[target] = when;
+  }
+  const saved = newer.saved ?? older.saved;
+  return { schema: KEY, streaks, reached, ...(saved === undefined ? {} : { saved }) };
+}
+
+/** Why a save failed, in the learner's words. */
+function refusal(error) {
+  if (error?.name === 'QuotaExceededError') return 'the browser\'s storage for this site is full';
+  if (error?.name === 'SecurityError') return 'the browser refuses to store it here';
+  return `the browser refused it (${error?.name || error})`;
+}
+
+/**
+ * The progress store: change it through its methods, listen for 'change' (also sent when another tab's
+ * save is merged in) and for 'notice' ({message, tone, sticky, key}: storage trouble after loading).
+ */
 export class Progress extends EventTarget {
+  #loading = true; // notices wait in `notices` until the page can listen
+  #raw = null; // the text under KEY when this tab last read or wrote it
+  #base = null; // that text as a record, when it was one
+  #held = false; // an unreadable record is under KEY and could not be copied aside: never save over it
+  #failing = false; // the last save failed and the learner was told
+
   constructor(storage) {
     super();
+    /** Notices from loading, made before anyone could listen. */
     this.notices = [];
     try {
       this.storage = storage ?? window.localStorage;
       this.storage.getItem(KEY);
     } catch {
       this.storage = memoryStorage();
-      this.notices.push('This browser refuses local storage here, so progress will last only until you leave the page.');
+      this.#notice('This browser refuses local storage here, so progress will last only until you leave the page.');
     }
-    this.data = this.#load();
+    this.data = emptyProgress();
+    this.#load();
+    this.#loading = false;
+    window.addEventListener('storage', (e) => {
+      if (e.storageArea !== this.storage || (e.key !== KEY && e.key !== null)) return;
+      if (this.#refresh()) this.dispatchEvent(new CustomEvent('change', { detail: { merged: true } }));
+    });
+  }
+
+  #notice(message, { tone = 'bad', sticky = true, key = '' } = {}) {
+    const notice = { message, tone, sticky, key };
+    if (this.#loading) this.notices.push(notice);
+    else this.dispatchEvent(new CustomEvent('notice', { detail: notice }));
+  }
+
+  #read() {
+    let raw = null;
+    try { raw = this.storage.getItem(KEY); } catch { /* unreadable now: as if empty */ }
+    if (raw === null) return { raw };
+    try {
+      const value = JSON.parse(raw);
+      return { raw, value, problem: validate(value) };
+    } catch {
+      return { raw, problem: 'it is not valid JSON' };
+    }
   }
 
   #load() {
-    let raw = null;
-    try { raw = this.storage.getItem(KEY); } catch { return emptyProgress(); }
-    if (raw === null) return emptyProgress();
-    let value, problem;
-    try { value = JSON.parse(raw); problem = validate(value); } catch { problem = 'it is not valid JSON'; }
-    if (!problem) return value;
+    const { raw, value, problem } = this.#read();
+    if (raw === null) return;
+    if (problem) { this.#unreadable(raw, problem); return; }
+    this.data = structuredClone(value);
+    [this.#raw, this.#base] = [raw, value];
+  }
+
+  // Take in what other tabs saved since this tab last read or wrote the key; true when the record changed.
+  #refresh() {
+    const { raw, value, problem } = this.#read();
+    if (raw === this.#raw) return false;
+    if (raw === null) { this.#raw = null; return false; } // removed elsewhere: the next save writes ours back
+    if (problem) { this.#unreadable(raw, problem); return false; }
+    const before = JSON.stringify(this.data);
+    // Bests and targets only grow, except by a reset or an import: a stored record that lacks some of
+    // what this tab last saw was replaced in another tab on purpose, so it is taken whole.
+    this.data = this.#base && !covers(value, this.#base) ? structuredClone(value) : merge(this.data, value);
+    [this.#raw, this.#base, this.#held] = [raw, value, false];
+    return JSON.stringify(this.data) !== before;
+  }
+
+  // Copy an unreadable stored value aside, then take the key over; when the copy cannot be saved,
+  // leave the value untouched and keep this page's progress in memory until a reset or an import.
+  #unreadable(raw, problem) {
     const aside = `${KEY}:set-aside:${new Date().toISOString()}`;
-    try { this.storage.setItem(aside, raw); } catch { /* full storage: the notice still explains */ }
-    this.notices.push(`Saved progress could not be read (${problem}). It was kept under the key “${aside}” and a fresh record started.`);
-    this.#save(emptyProgress());
-    return emptyProgress();
+    let kept = false;
+    try {
+      this.storage.setItem(aside, raw);
+      kept = this.storage.getItem(aside) === raw;
+      if (!kept) this.storage.removeItem(aside);
+    } catch { /* full or refused: kept stays false */ }
+    // Either way this text is dealt with: later reads skip it until something else is saved over it.
+    [this.#raw, this.#base] = [raw, null];
+    if (kept) {
+      this.#notice(`Saved progress could not be read (${problem}). It was kept under the key “${aside}” and a fresh record started.`);
+      this.#save();
+      return;
+    }
+    this.#held = true;
+    this.#notice(`Saved progress could not be read (${problem}), and there was no room to copy it aside, ` +
+      `so it was left as it is under “${KEY}”. Progress on this page is not saved, so as not to overwrite it, ` +
+      'until you reset or import progress.');
   }
 
-  #save(data) {
-    try { this.storage.setItem(KEY, JSON.stringify(data)); } catch { /* quota or privacy mode: keep going in memory */ }
+  #save() {
+    if (this.#held) return;
+    const raw = JSON.stringify(this.data);
+    try {
+      this.storage.setItem(KEY, raw);
+    } catch (e) {
+      if (!this.#failing) {
+        this.#failing = true;
+        this.#notice(`Progress is not being saved: ${refusal(e)}. It lasts until you leave this page; export it to keep it.`,
+          { key: 'progress-save' });
+      }
+      return;
+    }
+    [this.#raw, this.#base] = [raw, JSON.parse(raw)];
+    if (this.#failing) {
+      this.#failing = false;
+      this.#notice('Progress is being saved again.', { tone: 'good', sticky: false, key: 'progress-save' });
+    }
   }
 
-  #changed(detail) {
-    this.#save(this.data);
+  // Every change: merge other tabs' saves first, so the change applies to the whole record, then save.
+  #update(change, detail) {
+    this.#refresh();
+    change();
+    this.data.saved = new Date().toISOString();
+    this.#save();
     this.dispatchEvent(new CustomEvent('change', { detail }));
   }
 
   /** {current, best} for a drill kind. */
   streak(kind) {
-    return this.data.streaks[kind] ?? { current: 0, best: 0 };
+    return own(this.data.streaks, kind) ?? { current: 0, best: 0 };
   }
 
   /** Count one answer: a right one extends the streak, a wrong one ends it. */
   record(kind, right) {
-    const s = { ...this.streak(kind) };
-    s.current = right ? s.current + 1 : 0;
-    s.best = Math.max(s.best, s.current);
-    this.data.streaks[kind] = s;
-    this.#changed({ kind, right });
+    this.#update(() => {
+      const s = { ...this.streak(kind) };
+      s.current = right ? s.current + 1 : 0;
+      s.best = Math.max(s.best, s.current);
+      this.data.streaks[kind] = s;
+    }, { kind, right });
   }
 
   /** Whether a path target has been reached. */
@@ -103,14 +228,12 @@ export class Progress extends EventTarget {
   /** Record a path target as reached (once). */
   markReached(target) {
     if (this.reached(target)) return;
-    this.data.reached[target] = new Date().toISOString();
-    this.#changed({ reached: target });
+    this.#update(() => { this.data.reached[target] ??= new Date().toISOString(); }, { reached: target });
   }
 
-  /** Forget every streak and target. */
+  /** Forget every streak and target (and save over a record that could not be read). */
   reset() {
-    this.data = emptyProgress();
-    this.#changed({ reset: true });
+    this.#update(() => { this.#held = false; this.data = emptyProgress(); }, { reset: true });
   }
 
   /** The record as the text of a JSON file. */
@@ -124,8 +247,10 @@ export class Progress extends EventTarget {
     try { value = JSON.parse(text); } catch { throw new Error('the file is not JSON'); }
     const problem = validate(value);
     if (problem) throw new Error(`the file is not dumpgym progress: ${problem}`);
-    this.data = { schema: KEY, streaks: value.streaks, reached: value.reached };
-    this.#changed({ imported: true });
+    this.#update(() => {
+      this.#held = false;
+      this.data = { schema: KEY, streaks: value.streaks, reached: value.reached };
+    }, { imported: true });
   }
 }
 

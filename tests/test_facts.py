@@ -104,3 +104,27 @@ def test_a_helper_called_twice_is_one_set_of_facts():
     calls = [e.id for e in facts.eqns if e.primitive == "jit"]
     assert facts.callers[sins[0].id] == tuple(calls) and len(calls) == 2
     assert sins[0].parent == min(calls)
+
+
+def test_dead_code_is_found_through_a_jit_boundary():
+    """An equation whose result leaves a jit but is dropped outside is dead, not folded into neighbours."""
+    from dumpgym.trace import trace
+    from dumpgym.xray import build_xray
+
+    @jax.jit
+    def both(x):
+        return x * 2.0, jnp.sin(x)
+
+    def program(x):
+        doubled, _unused = both(x)
+        return doubled
+
+    traced = trace(program, [jax.ShapeDtypeStruct((4,), jnp.float32)])
+    facts = build_facts(traced)
+    by_primitive = {e.primitive: e.id for e in facts.eqns}
+    assert by_primitive["sin"] in facts.dead
+    assert by_primitive["mul"] not in facts.dead and by_primitive["jit"] not in facts.dead
+    why = {row["eqn"]: row["why"] for row in build_xray(traced, facts).to_json()["lowered_to_nothing"]}
+    assert "dead code" in why[by_primitive["sin"]]
+    # JAX agrees: the lowered module computes no sine
+    assert "sine" not in jax.jit(program).lower(jax.ShapeDtypeStruct((4,), jnp.float32)).as_text()

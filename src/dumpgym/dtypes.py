@@ -1,6 +1,6 @@
 """Dtype names both ways: numpy's (`bfloat16`) and the jaxpr printer's short ones (`bf16`).
 
-The short name follows JAX's own rule (`jax._src.dtypes.short_dtype_name`): float -> f,
+The short name follows the rule of JAX's printer (its `short_dtype_name`): float -> f,
 uint -> u, int -> i, complex -> c, so `float8_e4m3fn` prints as `f8_e4m3fn` and `complex64`
 as `c64`. Kept here, without importing JAX, so the drills and the page can use it.
 """

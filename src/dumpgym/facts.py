@@ -38,6 +38,10 @@ class Facts:
     callers: dict[int, tuple[int, ...]] = field(repr=False)
     # The JAX equation objects by id, for later stages that re-lower them.
     jax_eqns: dict[int, Any] = field(repr=False, compare=False)
+    # The equation id behind each tag the trace stage put on the lowering (None: not printed).
+    eqn_of_tag: tuple[int | None, ...] = field(repr=False, default=())
+    # Equations whose outputs reach no result of the program (looking through jit boundaries).
+    dead: frozenset[int] = field(repr=False, default=frozenset())
 
     def to_json(self) -> list[dict]:
         """The `eqns` list of the `dumpgym.corpus/1` export."""
@@ -74,14 +78,14 @@ def build_facts(source) -> Facts:
 
     `source` is a `Trace` (whose printing already recorded the spans) or a bare ClosedJaxpr.
     """
-    from jax._src import core
+    from jax.extend import core
 
     from dumpgym.trace import Trace, print_with_spans, walk_eqns
 
     if isinstance(source, Trace):
-        spans, originals = source.jaxpr_spans, list(source.tagged_eqns)
+        spans, originals, closed = source.jaxpr_spans, list(source.tagged_eqns), source.closed_jaxpr
     else:
-        spans, originals = print_with_spans(source)[1], walk_eqns(source)
+        spans, originals, closed = print_with_spans(source)[1], walk_eqns(source), source
 
     # Ids follow print order: by first line, then column (one-line branches share a line).
     order = sorted(spans, key=lambda i: (spans[i][0], spans[i][2], i))
@@ -106,11 +110,55 @@ def build_facts(source) -> Facts:
             outputs=[aval_json(v.aval) for v in eqn.outvars],
             jaxpr_lines=(spans[i][0], spans[i][1]),
         ))
+    jax_eqns = {n: originals[i] for n, i in enumerate(order)}
     return Facts(
         eqns=tuple(eqns),
         callers={k: tuple(sorted(set(v))) for k, v in callers.items()},
-        jax_eqns={n: originals[i] for n, i in enumerate(order)},
+        jax_eqns=jax_eqns,
+        eqn_of_tag=tuple(id_of.get(id(eqn)) for eqn in originals),
+        dead=frozenset(jax_eqns) - live_eqns(jax_eqns, closed.jaxpr.outvars),
     )
+
+
+# Containers whose sub-jaxpr's results are, one for one, the equation's own: a result of the
+# sub-jaxpr matters only if the matching result outside does.
+_PASS_THROUGH = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call"})
+
+
+def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
+    """Ids of the equations whose outputs reach `results`, or that have effects, through any depth."""
+    from jax.extend import core as jex
+
+    producer = {id(v): (n, k) for n, eqn in jax_eqns.items() for k, v in enumerate(eqn.outvars)}
+    live: set[int] = set()
+    seen: set[int] = set()
+    stack = [v for v in results]
+
+    def need(n: int, k: int | None) -> None:
+        eqn = jax_eqns[n]
+        subs = list(jex.jaxprs_in_params(eqn.params))
+        positional = (eqn.primitive.name in _PASS_THROUGH and len(subs) == 1
+                      and len(subs[0].outvars) == len(eqn.outvars))
+        if positional and k is not None:
+            stack.append(subs[0].outvars[k])
+        if n in live:
+            return
+        live.add(n)
+        stack.extend(eqn.invars)
+        if not positional:
+            stack.extend(v for sub in subs for v in sub.outvars)
+
+    for n, eqn in jax_eqns.items():
+        if eqn.effects:
+            need(n, None)
+    while stack:
+        var = stack.pop()
+        if isinstance(var, jex.Literal) or id(var) in seen:
+            continue
+        seen.add(id(var))
+        if id(var) in producer:
+            need(*producer[id(var)])
+    return frozenset(live)
 
 
 def aval_json(aval) -> dict:

@@ -9,10 +9,18 @@ exactly what `jax.jit(f).lower(*args).as_text()` prints (the tests compare them)
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 TAG = "dgeqn"
+_TAG_RE = re.compile(TAG + r"(\d+)")
+
+
+def innermost_tag(text: str) -> int | None:
+    """The number of the last (innermost) tag in a location or an op_name, if it holds one."""
+    found = _TAG_RE.findall(text)  # our own marker, searched only in text we asked JAX or XLA to carry
+    return int(found[-1]) if found else None
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,7 @@ def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]
     Each equation gets a unique marker as its traceback; the printer's source map then
     reports, for every output line, which markers' documents it holds.
     """
-    from jax._src import core
+    from dumpgym.jax_internals import print_with_source_map
 
     count = [0]
 
@@ -77,8 +85,7 @@ def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]
         return eqn.replace(params=params, source_info=eqn.source_info.replace(traceback=_Marker(count[0] - 1)))
 
     marked = map_jaxpr_eqns(closed_jaxpr.jaxpr, mark)
-    source_map: list[list[tuple[int, int, Any]]] = []
-    text = core.pp_toplevel_jaxpr(marked).format(source_map=source_map)
+    text, source_map = print_with_source_map(marked)
     spans: dict[int, list[int]] = {}
     for line_no, segments in enumerate(source_map, start=1):
         for start_col, _end, marker in segments:
@@ -108,20 +115,16 @@ def lower_copy(traced, rewrite=None):
     Without `rewrite`, the copy is the same program. The copy is a new object at every level, so
     JAX's caches for the user's function stay untouched by how the copy is lowered.
     """
-    from jax._src import stages
     from jax.extend import core as jex
+
+    from dumpgym.jax_internals import lower_with_jaxpr
 
     if rewrite is None:
         def rewrite(eqn, params):
             return eqn.replace(params=params)
 
     closed = traced.jaxpr
-    copy = jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, rewrite), closed.consts)
-    twin = stages.Traced(
-        traced._meta_tys_flat, {**traced._params, "jaxpr": copy},
-        traced._in_tree, traced.out_tree, traced._consts,
-    )
-    return twin.lower()
+    return lower_with_jaxpr(traced, jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, rewrite), closed.consts))
 
 
 def map_jaxpr_eqns(jaxpr, rewrite: Callable[[Any, dict], Any], memo: dict | None = None):

@@ -9,18 +9,16 @@ with the lowered module's (checked op by op).
 from __future__ import annotations
 
 import functools
-import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
 from dumpgym.facts import Facts
-from dumpgym.trace import TAG
+from dumpgym.trace import innermost_tag
 
 # Operations that only give the module its shape: never attributed, never counted.
 STRUCTURAL_OPS = frozenset({
     "builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return", "sdy.mesh",
 })
-_TAG_RE = re.compile(TAG + r"(\d+)")  # finds our own tags inside location names
 
 # Why an equation with no operations of its own lowered to nothing (the page shows this).
 NOTHING_REASONS = {
@@ -73,7 +71,7 @@ class XRay:
 
 @functools.cache
 def _parse_context():
-    from jax._src.interpreters import mlir
+    from jax.interpreters import mlir
 
     return mlir.make_ir_context()
 
@@ -94,19 +92,12 @@ def _walk(module):
     yield from visit(module.operation, None, None)
 
 
-def _innermost_tag(location) -> int | None:
-    """The number of the last (innermost) tag in an op's location, if it has one."""
-    found = _TAG_RE.findall(str(location))  # our own marker, searched in the location we asked for
-    return int(found[-1]) if found else None
-
-
 def build_xray(trace, facts: Facts) -> XRay:
     """Attribute every StableHLO op line of `trace.stablehlo` to the equations that emitted it."""
-    from jax._src.lib.mlir import ir
+    from jaxlib.mlir import ir
 
     tagged = trace.lowered.compiler_ir("stablehlo")  # trace.lowered keeps it alive
-    facts_id = {id(eqn): n for n, eqn in facts.jax_eqns.items()}
-    eqn_of_tag = [facts_id.get(id(eqn)) for eqn in trace.tagged_eqns]
+    eqn_of_tag = facts.eqn_of_tag
     plain = ir.Module.parse(trace.stablehlo, context=_parse_context())
     plain_ops = list(_walk(plain))
     tagged_ops = list(_walk(tagged))
@@ -124,7 +115,7 @@ def build_xray(trace, facts: Facts) -> XRay:
     for i, ((p_op, function, holder), (t_op, _, _)) in enumerate(zip(plain_ops, tagged_ops)):
         index_of[t_op] = i
         ops.append(Op(p_op.name, _line(p_op), function))
-        own = _innermost_tag(t_op.location)
+        own = innermost_tag(str(t_op.location))
         own = None if own is None else eqn_of_tag[own]
         if t_op.name == "stablehlo.constant":
             # A literal is materialised where the enclosing body is lowered, so its
@@ -159,7 +150,7 @@ def build_xray(trace, facts: Facts) -> XRay:
 
 
 def _line(op) -> int:
-    from jax._src.lib.mlir import ir
+    from jaxlib.mlir import ir
 
     return ir.FileLineColLoc(op.location).start_line
 
@@ -189,12 +180,11 @@ def _assemble(trace, facts: Facts, ops: list[Op], owners) -> XRay:
             own_lines[eqn].add(op.line)
 
     groups, nothing = [], []
-    dead = dead_eqns(facts, trace.closed_jaxpr.jaxpr.outvars)
     for eqn in facts.eqns:
         family = [eqn.id, *facts.descendants(eqn.id)]
         hlo = set().union(*(own_lines[e] for e in family))
         if not hlo:
-            nothing.append({"eqn": eqn.id, "why": _why_nothing(eqn, facts, dead)})
+            nothing.append({"eqn": eqn.id, "why": _why_nothing(eqn, facts)})
             continue
         jaxpr = set()
         for e in family:
@@ -216,40 +206,14 @@ def _assemble(trace, facts: Facts, ops: list[Op], owners) -> XRay:
     return XRay(tuple(groups), tuple(o for o in ops if o.name not in STRUCTURAL_OPS), tuple(nothing), stats)
 
 
-def _why_nothing(eqn, facts: Facts, dead: set[int]) -> str:
-    if eqn.id in dead:
+def _why_nothing(eqn, facts: Facts) -> str:
+    if eqn.id in facts.dead:
         return "its result is never used, so lowering dropped it as dead code"
     if eqn.primitive in NOTHING_REASONS:
         return NOTHING_REASONS[eqn.primitive]
     if eqn.primitive == "convert_element_type" and eqn.inputs and eqn.inputs[0].get("dtype") == eqn.outputs[0]["dtype"]:
         return "a convert to the dtype it already has only drops the weak type; nothing to compute"
     return "no operation carries its mark: lowering folded it into its neighbours"
-
-
-def dead_eqns(facts: Facts, results) -> set[int]:
-    """Equations whose outputs reach no result of the program, directly or through other equations."""
-    from jax._src import core
-    from jax.extend import core as jex
-
-    readers: dict[int, set] = defaultdict(set)  # var id -> reading equations ("out" for a jaxpr result)
-    for var in results:
-        readers[id(var)].add("out")
-    for n, eqn in facts.jax_eqns.items():
-        for v in eqn.invars:
-            readers[id(v)].add(n)
-        for sub in core.jaxprs_in_params(eqn.params):
-            for v in sub.outvars:
-                readers[id(v)].add("out")
-    dead: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for n, eqn in facts.jax_eqns.items():
-            outs = [v for v in eqn.outvars if not isinstance(v, jex.DropVar)]
-            if n not in dead and all(readers[id(v)] <= dead for v in outs):
-                dead.add(n)
-                changed = True
-    return dead
 
 
 def stats_line(stats: dict) -> str:

@@ -1,6 +1,8 @@
 """`dumpgym.xray(f, *args)` in a notebook: data attributes, and self-contained HTML that links both columns."""
+import re
+from importlib import resources
+
 import jax.numpy as jnp
-import pytest
 
 import dumpgym
 
@@ -23,3 +25,14 @@ def test_two_renders_do_not_share_ids():
     view = dumpgym.xray(mlp, "f32[4,8]", "f32[8,2]")
     first, second = view._repr_html_(), view._repr_html_()
     assert first.split('id="')[1].split('"')[0] != second.split('id="')[1].split('"')[0]
+
+
+def test_the_notebook_runs_the_pages_own_hover_module():
+    html = dumpgym.xray(mlp, "f32[4,8]", "f32[8,2]")._repr_html_()
+    script = html.split('<script type="module">')[1].split("</script>")[0]
+    static = resources.files("dumpgym") / "static"
+    for module in ("scroll.js", "hover.js"):
+        text = (static / module).read_text(encoding="utf-8")
+        body = re.sub(r"^export ", "", re.sub(r"^import .*\n", "", text, flags=re.M), flags=re.M)
+        assert body in script, module
+    assert not re.search(r"^\s*(import|export)\b", script, re.M)  # one module script, nothing left to resolve

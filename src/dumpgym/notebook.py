@@ -6,11 +6,11 @@ Jupyter and VS Code; the object also carries `.jaxpr`, `.stablehlo` and `.groups
 from __future__ import annotations
 
 import html
-import itertools
 import json
+import re
+import uuid
 from dataclasses import dataclass
-
-_ids = itertools.count()
+from importlib import resources
 
 _STYLE = """
 .dgx{font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:#1d2330;background:#fbfbf8;border:1px solid #d9d9d0;border-radius:6px;padding:8px}
@@ -24,33 +24,36 @@ _STYLE = """
 @media (prefers-color-scheme: dark){.dgx{background:#15171c;color:#dde1ea;border-color:#333}.dgx .dgx-col,.dgx h4{background:#1b1e24;border-color:#30343c}.dgx .l.m:hover,.dgx .l.on{background:#4a3d12}.dgx .l.u{color:#7c808a}}
 """
 
-_SCRIPT = """
-(function(){
-  var root=document.getElementById(%(id)s); if(!root) return;
-  var groups=JSON.parse(root.querySelector('script[type="application/json"]').textContent);
-  var byLine={jaxpr:{},stablehlo:{}};
-  groups.forEach(function(g,i){
-    g.jaxpr_lines.forEach(function(n){(byLine.jaxpr[n]=byLine.jaxpr[n]||[]).push(i);});
-    g.stablehlo_lines.forEach(function(n){(byLine.stablehlo[n]=byLine.stablehlo[n]||[]).push(i);});
-  });
-  var lit=[];
-  function clear(){lit.forEach(function(e){e.classList.remove('on');});lit=[];}
-  function light(layer,n){
-    clear(); var gs=byLine[layer][n]; if(!gs) return;
-    var g=groups[gs[gs.length-1]];
-    [['jaxpr',g.jaxpr_lines],['stablehlo',g.stablehlo_lines]].forEach(function(pair){
-      var col=root.querySelector('[data-layer="'+pair[0]+'"]');
-      pair[1].forEach(function(k){var e=col.children[k]; if(e){e.classList.add('on');lit.push(e);}});
-      if(pair[0]!==layer && pair[1].length){var first=col.children[pair[1][0]]; if(first) col.scrollTop=first.offsetTop-col.clientHeight/3;}
-    });
-  }
-  root.addEventListener('mouseover',function(ev){
-    var line=ev.target.closest('.l'); if(!line) return;
-    light(line.parentNode.getAttribute('data-layer'), +line.getAttribute('data-n'));
-  });
-  root.addEventListener('mouseleave',clear);
-})();
+# Wires one render to the page's own hover module (static/hover.js, inlined above it in the same module
+# script). No keys: j/k would fight the notebook's own shortcuts.
+_WIRING = """
+const root = document.getElementById(%(id)s);
+if (root) {
+  const data = JSON.parse(root.querySelector('script[type="application/json"]').textContent);
+  const cols = { jaxpr: root.querySelector('[data-layer="jaxpr"]'), stablehlo: root.querySelector('[data-layer="stablehlo"]') };
+  const rows = { jaxpr: cols.jaxpr.querySelectorAll('[data-line]'), stablehlo: cols.stablehlo.querySelectorAll('[data-line]'), hlo: [] };
+  const lights = new Lights(root, cols);
+  lights.show(indexGroups(data), rows);
+  for (const layer of ['jaxpr', 'stablehlo']) lights.watch(cols[layer], layer);
+}
 """
+
+_IMPORT = re.compile(r"^import \{[^}]*\} from '\./([\w-]+\.js)';\n", re.M)
+
+
+def _inlined(module: str, done: set[str] | None = None) -> str:
+    """A module of the page's `static/` with what it imports, as one script: dependencies first, their
+    `import` lines dropped and `export` keywords removed (read from the package at render time)."""
+    done = set() if done is None else done
+    if module in done:
+        return ""
+    done.add(module)
+    text = (resources.files("dumpgym") / "static" / module).read_text(encoding="utf-8")
+    deps = "".join(_inlined(dep, done) for dep in _IMPORT.findall(text))
+    body = re.sub(r"^export ", "", _IMPORT.sub("", text), flags=re.M)
+    if re.search(r"^\s*(import|export)\b", body, re.M) or "</script" in body.lower():
+        raise ValueError(f"static/{module} cannot be inlined: keep its imports to one-line `import {{...}} from './x.js';`")
+    return deps + body
 
 
 @dataclass(frozen=True)
@@ -67,27 +70,30 @@ class NotebookXRay:
     def _repr_html_(self) -> str:
         from dumpgym.xray import stats_line
 
-        root = f"dumpgym-xray-{next(_ids)}"
+        # Unique across renders, kernels and reloads: one notebook page can hold many renders.
+        root = f"dumpgym-xray-{uuid.uuid4().hex}"
         mapped = {
             "jaxpr": {n for g in self.groups for n in g["jaxpr_lines"]},
             "stablehlo": {n for g in self.groups for n in g["stablehlo_lines"]},
         }
 
         def column(layer: str, title: str, text: str) -> str:
-            # Line n is child n of the column (child 0 is the heading), so no lookup is needed on hover.
             rows = "".join(
-                f'<div class="l {"m" if n in mapped[layer] else "u"}" data-n="{n}">{html.escape(line) or " "}</div>'
+                f'<div class="l {"m" if n in mapped[layer] else "u"}" data-line="{n}">{html.escape(line) or " "}</div>'
                 for n, line in enumerate(text.splitlines(), start=1)
             )
             return f'<div class="dgx-col" data-layer="{layer}"><h4>{title}</h4>{rows}</div>'
 
-        data = json.dumps(self.groups).replace("</", "<\\/")
+        # What the hover module's index reads: the groups, and each equation's parent and jaxpr lines.
+        eqns = [{"id": e["id"], "parent": e["parent"], "jaxpr_lines": e["jaxpr_lines"]} for e in self.eqns]
+        data = json.dumps({"xray": self.groups, "eqns": eqns}).replace("</", "<\\/")
+        script = _inlined("hover.js") + _WIRING % {"id": json.dumps(root)}
         return (
             f'<div class="dgx" id="{root}"><style>{_STYLE}</style>'
             f'<p class="dgx-stats">{html.escape(self.name)} · {html.escape(stats_line(self.stats))}</p>'
             f'<div class="dgx-cols">{column("jaxpr", "jaxpr", self.jaxpr)}{column("stablehlo", "StableHLO", self.stablehlo)}</div>'
             f'<script type="application/json">{data}</script>'
-            f"<script>{_SCRIPT % {'id': json.dumps(root)}}</script></div>"
+            f'<script type="module">{script}</script></div>'
         )
 
 

@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from dumpgym import site
+from dumpgym import build
 
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -44,7 +44,9 @@ def gym_data(corpus):
     # An added program whose x-ray has not been computed and that was added without `--hlo`:
     # the page must still show it, dimmed, in two columns.
     evil.update(slug="evil", title=HOSTILE_TITLE, lesson="</p><b>not bold</b> & <script>alert(1)</script>",
-                xray=[], lowered_to_nothing=[])
+                xray=[], lowered_to_nothing=[],
+                xray_stats={**evil["xray_stats"], "mapped_equations": 0, "mapped_jaxpr_lines": 0,
+                            "mapped_stablehlo_op_lines": 0})
     del evil["hlo"]
     data["programs"].append(evil)
     return data, build_pool(data)
@@ -54,7 +56,7 @@ def gym_data(corpus):
 def site_dir(tmp_path_factory, gym_data):
     """The gym written by `build_site`."""
     out = tmp_path_factory.mktemp("site")
-    site.build_site(out, *gym_data)
+    build.build_site(out, *gym_data)
     return out
 
 

@@ -2,10 +2,8 @@
 // shows it, and what the x-ray needs to read it: which lines are XLA's own, which are fusions and
 // which equations each absorbed, and which backend compiled it. All of it computed from the
 // program's `hlo` record, once per program.
-import { html } from './html.js';
+import { html, plural } from './html.js';
 import { getJSON, hloURL } from './data.js';
-
-const plural = (n, w, many = `${w}s`) => `${n} ${n === 1 ? w : many}`;
 
 /** The compiled HLO of a program as a listing with one `[data-line]` per line (fetched once). */
 export async function hloListing(slug) {
@@ -27,12 +25,13 @@ export function indexCompiled(hlo) {
   }
   const bodies = new Map();
   for (const f of hlo.fusions) {
+    // The record does not say which computation a fusion calls; its printed line does.
     const called = /\bcalls=%([\w.-]+)/.exec(text[f.line - 1] ?? '')?.[1];
     const span = called && spans.get(called);
     // The body's signature line sits just above its first instruction, its closing brace just below.
     if (span) bodies.set(f.line, { name: called, lines: range(span[0] - 1, span[1] + 1) });
   }
-  return { text, instructions, fusions, bodies };
+  return { instructions, fusions, bodies };
 }
 
 function range(a, b) {

@@ -2,6 +2,7 @@
 // and its compiled HLO, highlighted at build time and fetched the first time its tab opens.
 import { html, render } from './html.js';
 import { hloListing } from './compiled.js';
+import { onTabKeys, selectTab } from './tabs.js';
 
 async function fill(panel, slug) {
   if (!panel.hasAttribute('data-lazy')) return;
@@ -16,13 +17,10 @@ async function fill(panel, slug) {
 
 /** Wire the layer tabs of every program in the corpus section. */
 export function registerCorpus(root) {
-  function select(article, layer, focus) {
-    for (const tab of article.querySelectorAll('[data-layer-tab]')) {
-      const on = tab.dataset.layerTab === layer;
-      tab.setAttribute('aria-selected', String(on));
-      tab.tabIndex = on ? 0 : -1;
-      if (on && focus) tab.focus();
-    }
+  function select(tab, focus) {
+    const article = tab.closest('article');
+    const layer = tab.dataset.layerTab;
+    selectTab(article.querySelectorAll('[data-layer-tab]'), tab, focus);
     for (const panel of article.querySelectorAll('[data-layer-panel]')) {
       panel.hidden = panel.dataset.layerPanel !== layer;
       if (!panel.hidden) fill(panel, article.dataset.program);
@@ -30,16 +28,12 @@ export function registerCorpus(root) {
   }
   root.addEventListener('click', (e) => {
     const tab = e.target.closest('[data-layer-tab]');
-    if (tab) select(tab.closest('article'), tab.dataset.layerTab, false);
+    if (tab) select(tab, false);
   });
-  root.addEventListener('keydown', (e) => {
+  onTabKeys(root, (e) => {
     const tab = e.target.closest('[data-layer-tab]');
-    if (!tab) return;
+    if (!tab) return null;
     const tabs = [...tab.parentElement.querySelectorAll('[data-layer-tab]')];
-    const i = tabs.indexOf(tab);
-    const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
-    if (to === undefined) return;
-    e.preventDefault();
-    select(tab.closest('article'), tabs[(to + tabs.length) % tabs.length].dataset.layerTab, true);
-  });
+    return { tabs, i: tabs.indexOf(tab) };
+  }, (tab) => select(tab, true));
 }

@@ -3,6 +3,8 @@
 // asks for a line of a real listing instead.
 import { html, render, ticks } from './html.js';
 import { drillURL, getJSON, lineElements, listing, onScreen, programTitle, programURL, typing } from './data.js';
+import { scrollIntoBox } from './scroll.js';
+import { onTabKeys, selectTab } from './tabs.js';
 
 /** An option or show value as text, spelled the way a jaxpr prints params (True, None, [1, 0]). */
 export function show(value) {
@@ -166,7 +168,7 @@ class Panel {
         this.rows[this.cursor]?.classList.remove('cur');
         this.cursor = Math.max(0, Math.min(this.rows.length - 1, this.cursor + step));
         this.rows[this.cursor].classList.add('cur');
-        scrollWithin(pick, this.rows[this.cursor]);
+        scrollIntoBox(pick, this.rows[this.cursor]);
       } else if (e.key === 'Enter' || e.key === ' ') {
         e.preventDefault();
         e.stopPropagation();
@@ -203,7 +205,7 @@ class Panel {
     chosen?.classList.add(right ? 'right' : 'wrong');
     answer?.classList.add('ans');
     const pick = this.body.querySelector('[data-pick]');
-    if (answer) scrollWithin(pick, answer);
+    if (answer) scrollIntoBox(pick, answer);
     const text = answer ? answer.textContent.trim() : '';
     const why = item.feedback ? html`<p>${ticks(item.feedback)}</p>` : html`<p>Line ${item.answer_line}: <code>${text}</code></p>`;
     this.finish(right, right
@@ -225,15 +227,6 @@ class Panel {
   }
 }
 
-/** Keep `child` in view inside the scrolling `box`, without scrolling the page. */
-export function scrollWithin(box, child) {
-  // Measured against the box, not offsetTop: a line's offsetParent may be a block between them.
-  const top = child.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
-  if (top < box.scrollTop || top + child.offsetHeight > box.scrollTop + box.clientHeight) {
-    box.scrollTop = top - box.clientHeight / 3;
-  }
-}
-
 /** Wire the drill tabs, panels and keys. */
 export function registerDrills(root, progress, preferred) {
   const tabs = [...root.querySelectorAll('[data-drill-tab]')];
@@ -243,29 +236,20 @@ export function registerDrills(root, progress, preferred) {
   function select(kind, { focusTab = false } = {}) {
     if (!panels.has(kind)) return;
     active = kind;
-    for (const tab of tabs) {
-      const on = tab.dataset.drillTab === kind;
-      tab.setAttribute('aria-selected', String(on));
-      tab.tabIndex = on ? 0 : -1;
-      if (on && focusTab) tab.focus();
-    }
+    selectTab(tabs, tabs.find((tab) => tab.dataset.drillTab === kind), focusTab);
     for (const [name, panel] of panels) panel.el.hidden = name !== kind;
     panels.get(kind).start();
   }
 
   for (const tab of tabs) tab.addEventListener('click', () => select(tab.dataset.drillTab));
-  root.querySelector('[role=tablist]').addEventListener('keydown', (e) => {
-    const i = tabs.findIndex((t) => t.dataset.drillTab === active);
-    const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
-    if (to === undefined) return;
-    e.preventDefault();
-    select(tabs[(to + tabs.length) % tabs.length].dataset.drillTab, { focusTab: true });
-  });
+  onTabKeys(root.querySelector('[role=tablist]'), () => ({ tabs, i: tabs.findIndex((t) => t.dataset.drillTab === active) }),
+    (tab) => select(tab.dataset.drillTab, { focusTab: true }));
   document.addEventListener('click', (e) => {
     const link = e.target.closest('[data-open-drill]');
     if (link) select(link.dataset.openDrill);
   });
   const fromHash = () => {
+    // Matched as typed, never decoded: a malformed hash (`#drill-%E0%A4%A`) just doesn't match.
     const m = location.hash.match(/^#drill-([a-z0-9-]+)$/);
     if (m) select(m[1]);
   };

@@ -40,3 +40,8 @@ export function ticks(text) {
   if (parts.length % 2 === 0) return html`${text}`;
   return html`${parts.map((p, i) => (i % 2 ? html`<code>${p}</code>` : p))}`;
 }
+
+/** "1 fusion", "7 fusions": a count and its noun (`many` for an irregular plural). */
+export function plural(n, word, many = `${word}s`) {
+  return `${n} ${n === 1 ? word : many}`;
+}

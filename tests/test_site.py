@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import site
+from dumpgym import curriculum, highlight, site
 from dumpgym.drills import build_pool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,15 +210,8 @@ def test_counts_on_the_page_are_computed(page, small):
         assert f"{n} items from" in page
 
 
-def test_the_path_names_known_drill_kinds_and_unique_targets(page):
-    kinds = {k.name for k in site.DRILL_KINDS}
-    keys = [ch.key(t) for ch in site.PATH for t in ch.targets]
-    assert len(keys) == len(set(keys))
-    assert [ch.number for ch in site.PATH] == ["02", "03", "04", "12"]
-    for ch in site.PATH:
-        for t in ch.targets:
-            assert t.drill in kinds
-            assert f'data-target="{ch.key(t)}"' in page
+def test_the_x_ray_section_carries_the_curriculums_number(page):
+    assert f'<span class="num">{curriculum.XRAY_SECTION}</span> the x-ray' in page
 
 
 def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):
@@ -231,14 +224,14 @@ def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):
 
 def test_compiled_hlo_ships_as_highlighted_runs_that_read_back_to_the_text(files, small):
     corpus, _ = small
-    classes = {cls for _, cls in site._TOKEN_CLASSES}
+    classes = {cls for _, cls in highlight._TOKEN_CLASSES}
     for program in corpus["programs"]:
         path = f"data/hlo/{program['slug']}.json"
         if not (program.get("hlo") or {}).get("text"):
             assert path not in files
             continue
         split = json.loads(files[path])
-        assert split["schema"] == site.HLO_LISTING_SCHEMA
+        assert split["schema"] == highlight.HLO_LISTING_SCHEMA
         lines = ["".join(r if isinstance(r, str) else r[1] for r in runs) for runs in split["lines"]]
         assert "\n".join(lines) == program["hlo"]["text"]
         runs = [r for line in split["lines"] for r in line if not isinstance(r, str)]
@@ -248,41 +241,11 @@ def test_compiled_hlo_ships_as_highlighted_runs_that_read_back_to_the_text(files
     assert ["f", "fusion"] in mlp[fusion["line"] - 1] and ["b", fusion["kind"]] in mlp[fusion["line"] - 1]
 
 
-def test_compiled_text_is_data_not_markup():
-    text = 'HloModule m\n%a = f32[] constant(0), metadata={op_name="</script><img src=x onerror=alert(1)>"}'
-    split = site.hlo_listing(text)
-    assert json.dumps(split).count("<img") == 1  # once, inside a JSON string the page escapes when it renders
-    assert split["lines"][1][-1] == ["c", 'metadata={op_name="</script><img src=x onerror=alert(1)>"}']
-
-
-def test_a_drill_kind_the_page_does_not_know_still_gets_a_panel():
-    pool = {"schema": "dumpgym.drills/1", "items": [{"drill": "new-kind", "program": "mlp", "eqn": None,
-                                                    "question": "?", "options": ["a", "b", "c"], "answer": 0}]}
-    kinds = site.drill_kinds(pool)
-    assert [(k.name, k.number) for k in kinds] == [("decoder", "01"), ("shapes", "02"), ("decisions", "03"),
-                                                   ("new-kind", "05")]
-    with_fusions = {**pool, "items": pool["items"] + [{**pool["items"][0], "drill": "fusions"}]}
-    assert [(k.name, k.number) for k in site.drill_kinds(with_fusions)][3:] == [("fusions", "05"), ("new-kind", "06")]
-
-
 def test_a_bad_slug_is_refused_rather_than_put_in_a_url(small):
     corpus, pool = copy.deepcopy(small)
     corpus["programs"][0]["slug"] = "../../etc"
     with pytest.raises(ValueError, match="slug"):
         site.render_site(corpus, pool)
-
-
-def test_render_listing_without_a_lexer_still_numbers_and_escapes(monkeypatch):
-    monkeypatch.setattr(site, "lexer_for", lambda layer: None)
-    out = site.render_listing("a <b>\n\n%c = x", "stablehlo", {3: [("x", "op-x")]})
-    assert out == ("<pre class=ls data-layer=stablehlo><code><span data-line=1>a &lt;b&gt;\n</span>"
-                   "<span data-line=2>\n</span><span data-line=3>%c = <a class=o href=#op-x>x</a>\n</span></code></pre>")
-
-
-def test_two_ops_on_one_line_both_link():
-    line = "%1 = stablehlo.reduce(%0 init: %c) applies stablehlo.add across dimensions = [1] : tensor<4xf32>"
-    out = site.render_listing(line, "stablehlo", {1: [("stablehlo.reduce", "op-r"), ("stablehlo.add", "op-a")]})
-    assert re.search(r"<a class=o href=#op-r>stablehlo.reduce</a>.*<a class=o href=#op-a>stablehlo.add</a>", out)
 
 
 def test_ticks_turns_backticks_into_code_and_escapes_the_rest():
@@ -294,5 +257,7 @@ def test_docs_describe_every_section_drill_kind_and_the_progress_key():
     text = (ROOT / "docs" / "site.md").read_text()
     for word in ["path", "x-ray", "corpus", "reference", site.PROGRESS_KEY, "build_site", "serve", "get("]:
         assert word in text, word
-    for kind in site.DRILL_KINDS:
-        assert f"`{kind.name}`" in text, kind.name
+    from dumpgym.drills import kinds
+
+    for name in kinds():
+        assert f"`{name}`" in text, name

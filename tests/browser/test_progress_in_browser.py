@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from dumpgym import site
+from dumpgym import curriculum
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +28,7 @@ REFUSE_SAVES = """(() => {
 
 
 def first_target(kind):
-    chapter = next(ch for ch in site.PATH if any(t.drill == kind for t in ch.targets))
+    chapter = next(ch for ch in curriculum.PATH if any(t.drill == kind for t in ch.targets))
     target = next(t for t in chapter.targets if t.drill == kind)
     return chapter.key(target), target.streak
 

@@ -1,0 +1,51 @@
+"""The gym's curriculum: the x-ray's place, the fluency bar, and the path of chapters that sets targets."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Section 04 of the gym floor is the x-ray, which is not a drill kind: the drills number around it.
+XRAY_SECTION = "04"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A streak to reach in one drill kind; reaching it checks the target off for good."""
+
+    drill: str
+    streak: int
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One stop on the path: a book chapter, what it trains, and the streaks that prove it."""
+
+    number: str
+    title: str
+    aim: str
+    targets: tuple[Target, ...]
+
+    def key(self, target: Target) -> str:
+        """The id under which the page records this target as reached."""
+        return f"{self.number}/{target.drill}/{target.streak}"
+
+
+FLUENCY = 10  # "10 in a row is the fluency bar"
+
+# Chapter numbers are the book's, not the gym floor's: chapter 04 is lowering, not the x-ray.
+PATH = (
+    Chapter("02", "jaxprs on sight", "Every binder carries its aval; read the output before you read the op.",
+            (Target("shapes", FLUENCY),)),
+    Chapter("03", "contractions", "einsum, matmul and attention all become dot_general; decode its axis lists.",
+            (Target("decoder", FLUENCY),)),
+    Chapter("04", "lowering", "Find what JAX and XLA add between your code and the machine.",
+            (Target("decisions", FLUENCY),)),
+    Chapter("12", "the bar", "Read any dump on sight: twice the fluency bar, in every drill.",
+            (Target("decoder", 2 * FLUENCY), Target("shapes", 2 * FLUENCY), Target("decisions", 2 * FLUENCY))),
+)
+
+
+def drill_kinds(pool: dict) -> list:
+    """The drill kinds to show (`drills.DrillKind`s), in gym order, as the pool names them."""
+    from dumpgym.drills import DrillKind  # the drills import this module for XRAY_SECTION
+
+    return [DrillKind(k["name"], k["number"], k["title"], k["aim"]) for k in pool["kinds"]]

@@ -1,0 +1,29 @@
+"""The curriculum: drill kinds as the pool names them, numbered around the x-ray, and a path over them."""
+from __future__ import annotations
+
+import pytest
+
+from dumpgym import curriculum, drills
+
+
+def test_the_page_shows_the_kinds_the_pool_names_in_gym_order(corpus):
+    pool = drills.build_pool(corpus)
+    kinds = curriculum.drill_kinds(pool)
+    assert [(k.name, k.number) for k in kinds] == [("decoder", "01"), ("shapes", "02"), ("decisions", "03"),
+                                                   ("fusions", "05")]
+    assert {k.name for k in kinds} == {item["drill"] for item in pool["items"]}
+    assert all(k.title and k.aim for k in kinds)
+
+
+def test_no_drill_kind_may_take_the_x_rays_number():
+    assert curriculum.XRAY_SECTION not in {k.number for k in drills.kinds().values()}
+    with pytest.raises(ValueError, match="the x-ray's"):
+        drills.drill("newcomer", number=curriculum.XRAY_SECTION, title="t", aim="a")
+
+
+def test_every_path_target_names_a_registered_drill_kind():
+    kinds = set(drills.kinds())
+    keys = [ch.key(t) for ch in curriculum.PATH for t in ch.targets]
+    assert len(keys) == len(set(keys))
+    assert [ch.number for ch in curriculum.PATH] == ["02", "03", "04", "12"]
+    assert {t.drill for ch in curriculum.PATH for t in ch.targets} <= kinds

@@ -6,6 +6,7 @@ import pytest
 from dumpgym.corpus import program_record
 from dumpgym.drills import decisions
 from dumpgym.program import Program
+from dumpgym.record import ProgramRecord
 
 # What a line must show for each kind, per layer: jaxpr primitive names and StableHLO op names.
 JAXPR_OPS = {
@@ -38,8 +39,8 @@ ABSENT = {
 }
 
 
-def _items(program):
-    return decisions.decisions_pool(program)
+def _items(program: dict):
+    return decisions.decisions_pool(ProgramRecord.from_json(program))
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +164,7 @@ def remat_grad(x, w):
 
 def test_remat_under_grad_points_at_the_optimization_barrier():
     record = program_record(Program(slug="remat-grad", title="t", lesson="l", function=remat_grad,
-                                    args=("f32[8,16]", "f32[16,16]")))
+                                    args=("f32[8,16]", "f32[16,16]"))).to_json()
     items = {(i["kind"], i["layer"]): i for i in _items(record)}
     line = items["remat", "stablehlo"]["answer_line"]
     assert "stablehlo.optimization_barrier" in record["stablehlo"].splitlines()[line - 1]
@@ -176,7 +177,7 @@ def plain(x):
 
 def test_scalar_operand_broadcast_shows_only_in_stablehlo():
     # `* 2.0` keeps the scalar as a literal in the jaxpr; StableHLO spells out its broadcast.
-    record = program_record(Program(slug="plain", title="t", lesson="l", function=plain, args=("f32[8]",)))
+    record = program_record(Program(slug="plain", title="t", lesson="l", function=plain, args=("f32[8]",))).to_json()
     items = _items(record)
     assert [(i["kind"], i["layer"]) for i in items] == [("hidden-broadcast", "stablehlo")]
     mul = next(e for e in record["eqns"] if e["primitive"] == "mul")
@@ -189,5 +190,5 @@ def sine(x):
 
 
 def test_program_without_decisions_gets_no_items():
-    record = program_record(Program(slug="sine", title="t", lesson="l", function=sine, args=("f32[8]",)))
+    record = program_record(Program(slug="sine", title="t", lesson="l", function=sine, args=("f32[8]",))).to_json()
     assert _items(record) == []

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 from jax import lax
 
 from dumpgym.drills import decoder
-from dumpgym.drills._avals import eqn_of
 from dumpgym.facts import build_facts
+from dumpgym.record import EqnFact, ProgramRecord
 
 PROPERTY = settings(max_examples=40, deadline=None)
 # (operand dtype, preferred_element_type choices)
@@ -47,7 +47,7 @@ def items_by_step(case):
     records = build_facts(jax.make_jaxpr(fn)(*specs)).to_json()
     dot = next(r for r in records if r["primitive"] == "dot_general")
     out = jax.eval_shape(fn, *specs)
-    return {i.step: i for i in decoder.decoder_items(eqn_of(dot), "prop")}, jax_aval(out.shape, out.dtype)
+    return {i.step: i for i in decoder.decoder_items(EqnFact.from_json(dot), "prop")}, jax_aval(out.shape, out.dtype)
 
 
 def check_choice(item, expected, rank=None):
@@ -105,7 +105,7 @@ def _dots(program):
 
 def _items(program):
     out = {}
-    for item in decoder.decoder_pool(program):
+    for item in decoder.decoder_pool(ProgramRecord.from_json(program)):
         out.setdefault(item["eqn"], {})[item["step"]] = item
     return out
 
@@ -140,7 +140,7 @@ def test_corpus_dimension_numbers_are_shown_as_the_dump_prints_them(corpus):
 
 def test_corpus_decoder_options_are_distinct_with_reasons(corpus):
     for program in corpus["programs"]:
-        for item in decoder.decoder_pool(program):
+        for item in decoder.decoder_pool(ProgramRecord.from_json(program)):
             assert len(set(item["options"])) == len(item["options"]) >= 3
             assert all((r == "") == (i == item["answer"]) for i, r in enumerate(item["reasons"]))
 

@@ -1,4 +1,5 @@
 """The drill registry: kinds register by name, the pool follows dumpgym.drills/1, and every kind is documented."""
+import copy
 import json
 import re
 import sys
@@ -12,6 +13,7 @@ from dumpgym.drills import build_pool, kinds
 from dumpgym.drills._misreadings import distractor_rules, rule_name
 from dumpgym.drills.decisions import decision_rules
 from dumpgym.drills.decoder import AXIS_MISREADINGS
+from dumpgym.record import RecordError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "drills.md"
 
@@ -50,8 +52,54 @@ def test_answers_are_not_always_in_the_same_place(pool):
 
 
 def test_a_kind_registered_twice_is_an_error():
-    with pytest.raises(ValueError):
-        drills.drill("shapes")(lambda program: [])
+    kinds()  # the built-in kinds are registered first
+    with pytest.raises(ValueError, match="registered twice"):
+        drills.drill("shapes", number="02", title="t", aim="a")(lambda program: [])
+
+
+def test_a_number_used_twice_is_an_error():
+    kinds()
+    with pytest.raises(ValueError, match="already 'shapes'"):
+        drills.drill("another", number="02", title="t", aim="a")(lambda program: [])
+    assert "another" not in kinds()
+
+
+def test_a_number_must_be_two_digits():
+    with pytest.raises(ValueError, match="two digits"):
+        drills.drill("another", number="7", title="t", aim="a")
+
+
+def test_kinds_are_listed_by_number_with_their_titles(pool):
+    assert list(pool) == ["schema", "kinds", "items"]
+    assert pool["kinds"] == [
+        {"name": "decoder", "number": "01", "title": "dot_general, decoded",
+         "aim": "Read dimension_numbers and name the contracted and batch axes of each side."},
+        {"name": "shapes", "number": "02", "title": "shape on sight",
+         "aim": "Say what comes out of one equation: every dimension and the dtype."},
+        {"name": "decisions", "number": "03", "title": "the framework's hand",
+         "aim": "Click the line the framework wrote for you: a broadcast, an upcast, a remat mark, a collective."},
+        {"name": "fusions", "number": "05", "title": "what XLA fused",
+         "aim": "Name the equations XLA merged into one fusion of the compiled program."},
+    ]
+
+
+def test_only_kinds_with_items_are_listed(by_slug):
+    # `gqa` has dot_generals but no decisions; without its compiled layer it has no fusions either.
+    gqa = {k: v for k, v in by_slug["gqa"].items() if k != "hlo"}
+    pool = build_pool({"programs": [gqa]})
+    assert [k["name"] for k in pool["kinds"]] == ["decoder", "shapes"]
+    assert {i["drill"] for i in pool["items"]} == {"decoder", "shapes"}
+
+
+def test_an_empty_corpus_lists_no_kinds():
+    assert build_pool({"programs": []}) == {"schema": "dumpgym.drills/1", "kinds": [], "items": []}
+
+
+def test_a_damaged_program_is_refused_naming_the_field(corpus):
+    damaged = copy.deepcopy(corpus["programs"][0])
+    damaged["eqns"][0]["outputs"][0]["shape"] = ["64"]
+    with pytest.raises(RecordError, match=r"^programs\[0\]\.eqns\[0\]\.outputs\[0\]\.shape\[0\]: expected a whole"):
+        build_pool({"programs": [damaged]})
 
 
 def test_adding_a_kind_is_adding_one_file(tmp_path, monkeypatch, corpus):
@@ -59,7 +107,7 @@ def test_adding_a_kind_is_adding_one_file(tmp_path, monkeypatch, corpus):
         """A toy kind: one item per program."""
         from dumpgym.drills import drill
 
-        @drill("countdown")
+        @drill("countdown", number="99", title="count down", aim="Count the equations.")
         def countdown(program):
             return [{"eqn": None, "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0}]
     '''))
@@ -69,6 +117,8 @@ def test_adding_a_kind_is_adding_one_file(tmp_path, monkeypatch, corpus):
         assert [i for i in pool["items"] if i["drill"] == "countdown"] == [
             {"drill": "countdown", "program": corpus["programs"][0]["slug"], "eqn": None,
              "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0}]
+        assert pool["kinds"][-1] == {"name": "countdown", "number": "99", "title": "count down",
+                                     "aim": "Count the equations."}
     finally:
         drills._kinds.pop("countdown", None)
         sys.modules.pop("dumpgym.drills.countdown", None)

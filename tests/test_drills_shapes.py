@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 from jax import lax
 
 from dumpgym.drills import shapes
-from dumpgym.drills._avals import eqn_of
 from dumpgym.drills._misreadings import distractor_rules
 from dumpgym.facts import build_facts
+from dumpgym.record import EqnFact, ProgramRecord
 
 DTYPES = [jnp.float32, jnp.bfloat16, jnp.float16, jnp.int32, jnp.int8]
 # Sizes start at 2: with size-1 axes several misreadings collapse into one aval (see
@@ -31,7 +31,7 @@ def only_item(fn, *args):
     if not records:  # lax skips no-op calls (identity transpose, same-dtype convert)
         return None, None
     assert len(records) == 1, records
-    return shapes.shapes_item(eqn_of(records[0]), "prop"), jax_aval(out.shape, out.dtype)
+    return shapes.shapes_item(EqnFact.from_json(records[0]), "prop"), jax_aval(out.shape, out.dtype)
 
 
 def check_item(item, expected: str):
@@ -125,7 +125,7 @@ def test_transpose_offers_the_inverse_permutation():
 # -- the real corpus -------------------------------------------------------------------------------
 
 def _shape_items(program):
-    return {item["eqn"]: item for item in shapes.shapes_items(program)}
+    return {item["eqn"]: item for item in shapes.shapes_items(ProgramRecord.from_json(program))}
 
 
 def test_every_single_output_equation_has_a_shapes_item(corpus):
@@ -151,7 +151,7 @@ def test_corpus_shape_answers_equal_the_output_facts(corpus):
 def test_corpus_shape_options_are_distinct_and_every_wrong_one_has_a_reason(corpus):
     sizes = []
     for program in corpus["programs"]:
-        for item in shapes.shapes_items(program):
+        for item in shapes.shapes_items(ProgramRecord.from_json(program)):
             assert len(set(item["options"])) == len(item["options"]) >= 3
             assert len(item["reasons"]) == len(item["options"])
             for i, reason in enumerate(item["reasons"]):
@@ -163,7 +163,7 @@ def test_corpus_shape_options_are_distinct_and_every_wrong_one_has_a_reason(corp
 def test_corpus_distractors_come_from_registered_rules(corpus):
     names = {fn.__name__.replace("_", "-") for fns in distractor_rules.values() for fn in fns}
     for program in corpus["programs"]:
-        for item in shapes.shapes_items(program):
+        for item in shapes.shapes_items(ProgramRecord.from_json(program)):
             assert {r for r in item["rules"] if r} <= names
 
 
@@ -187,15 +187,15 @@ def test_f32_scalar_unary_equation_is_skipped_for_want_of_misreadings():
     # no operand of another aval, no literal, no narrower dtype. Padding it with an invented
     # shape would break the rule that every wrong option is a real misreading, so it is skipped.
     record = build_facts(jax.make_jaxpr(lax.neg)(jax.ShapeDtypeStruct((), jnp.float32))).to_json()[0]
-    assert shapes.shapes_item(eqn_of(record)) is None
+    assert shapes.shapes_item(EqnFact.from_json(record)) is None
     # Likewise a full reduce_sum of an f32[1]: keeping the axis, copying the operand and reading
     # the scalar as a vector all give f32[1].
     record = build_facts(jax.make_jaxpr(lambda a: lax.reduce_sum(a, (0,)))(
         jax.ShapeDtypeStruct((1,), jnp.float32))).to_json()[0]
-    assert shapes.shapes_item(eqn_of(record)) is None
+    assert shapes.shapes_item(EqnFact.from_json(record)) is None
     # The same op on a bf16[] has a second slip (expecting the default f32), so it gets an item.
     record = build_facts(jax.make_jaxpr(lax.neg)(jax.ShapeDtypeStruct((), jnp.bfloat16))).to_json()[0]
-    assert shapes.shapes_item(eqn_of(record)).options.count("bf16[]") == 1
+    assert shapes.shapes_item(EqnFact.from_json(record)).options.count("bf16[]") == 1
 
 
 @pytest.mark.parametrize("primitive", ["reduce_sum", "dot_general", "broadcast_in_dim", "transpose",

@@ -1,32 +1,62 @@
-"""Stage: drills. A registry of drill kinds, each a function from one corpus program to items.
+"""Stage: drills. A registry of drill kinds, each a function from one typed program record to items.
 
-A kind is a module in this package that decorates a function with `@drill("name")`;
-every public module here is imported on first use, so adding a kind is adding a file.
-Modules whose names start with `_` are helpers and register nothing.
+A kind is a module in this package that decorates a function with
+`@drill("name", number=..., title=..., aim=...)`; every public module here is imported on first
+use, so adding a kind is adding a file. Modules whose names start with `_` are helpers and
+register nothing. The corpus dict is read into `ProgramRecord`s once, in `build_pool`.
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
+from dataclasses import dataclass, field
 from typing import Callable
+
+from dumpgym.curriculum import XRAY_SECTION
+from dumpgym.record import ProgramRecord
 
 SCHEMA = "dumpgym.drills/1"
 
-DrillFn = Callable[[dict], list]
-_kinds: dict[str, DrillFn] = {}
+DrillFn = Callable[[ProgramRecord], list]
 
 
-def drill(name: str) -> Callable[[DrillFn], DrillFn]:
-    """Register `fn(program) -> list[item dict]` as the drill kind `name`."""
+@dataclass(frozen=True)
+class DrillKind:
+    """A registered drill kind: its name, its number and title on the page, what it trains, and its function."""
+
+    name: str
+    number: str
+    title: str
+    aim: str
+    make: DrillFn | None = field(default=None, repr=False, compare=False)  # None: named by a pool, not registered
+
+    def to_json(self) -> dict:
+        """The kind as the pool's `kinds` list writes it."""
+        return {"name": self.name, "number": self.number, "title": self.title, "aim": self.aim}
+
+
+_kinds: dict[str, DrillKind] = {}
+
+
+def drill(name: str, *, number: str, title: str, aim: str) -> Callable[[DrillFn], DrillFn]:
+    """Register `fn(program) -> list[item dict]` as the drill kind `name`, shown as GYM·`number` `title`."""
+    if not re.fullmatch(r"\d\d", number) or number == XRAY_SECTION:
+        raise ValueError(f"drill kind {name!r}: number {number!r} is not two digits, or is the x-ray's")
+
     def register(fn: DrillFn) -> DrillFn:
-        if _kinds.get(name, fn) is not fn:
+        known = _kinds.get(name)
+        if known is not None and known.make is not fn:
             raise ValueError(f"drill kind {name!r} is registered twice")
-        _kinds[name] = fn
+        taken = [k.name for k in _kinds.values() if k.number == number and k.name != name]
+        if taken:
+            raise ValueError(f"drill kind {name!r}: number {number} is already {taken[0]!r}'s")
+        _kinds[name] = DrillKind(name, number, title, aim, fn)
         return fn
     return register
 
 
-def kinds() -> dict[str, DrillFn]:
+def kinds() -> dict[str, DrillKind]:
     """Every registered drill kind by name, after importing each kind module of this package."""
     for module in pkgutil.iter_modules(__path__):
         if not module.name.startswith("_"):
@@ -34,15 +64,19 @@ def kinds() -> dict[str, DrillFn]:
     return dict(sorted(_kinds.items()))
 
 
-def items_for(program: dict) -> list[dict]:
-    """Every drill item of one corpus program, kind by kind, each stamped with `drill` and `program`."""
+def items_for(program: ProgramRecord) -> list[dict]:
+    """Every drill item of one program, kind by kind, each stamped with `drill` and `program`."""
     out = []
-    for name, make in kinds().items():
-        for item in make(program):
-            out.append({"drill": name, "program": program["slug"], **item})
+    for name, kind in kinds().items():
+        for item in kind.make(program):
+            out.append({"drill": name, "program": program.slug, **item})
     return out
 
 
 def build_pool(corpus: dict) -> dict:
     """The `dumpgym.drills/1` item pool over every program of a `dumpgym.corpus/1` dict."""
-    return {"schema": SCHEMA, "items": [item for p in corpus["programs"] for item in items_for(p)]}
+    programs = [ProgramRecord.from_json(p, f"programs[{i}]") for i, p in enumerate(corpus["programs"])]
+    items = [item for p in programs for item in items_for(p)]
+    present = {item["drill"] for item in items}
+    listed = sorted((k for k in kinds().values() if k.name in present), key=lambda k: k.number)
+    return {"schema": SCHEMA, "kinds": [k.to_json() for k in listed], "items": items}

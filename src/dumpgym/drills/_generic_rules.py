@@ -4,17 +4,18 @@ Each still reads the equation at hand: its operands, its literals, its output's 
 """
 from __future__ import annotations
 
-from dumpgym.drills._avals import Aval, Eqn, bits, is_float, is_int, short
+from dumpgym.drills._avals import bits, is_float, is_int, short
 from dumpgym.drills._misreadings import GENERIC, Found, rule
+from dumpgym.record import Aval, EqnFact, Literal
 
 
 @rule(GENERIC)
-def operand_unchanged(eqn: Eqn, answer: Aval) -> Found:
+def operand_unchanged(eqn: EqnFact, answer: Aval) -> Found:
     """Assumed the result is the first operand's aval."""
     if not eqn.arrays:
         return None
-    x = eqn.arrays[0].aval
-    if eqn.is_container:
+    x = eqn.arrays[0]
+    if eqn.has_subjaxpr:
         why = f"took the first argument's aval; {eqn.primitive}'s result is whatever its inner jaxpr returns"
     else:
         why = f"assumed {eqn.primitive} leaves its operand's shape and dtype as they were"
@@ -22,24 +23,23 @@ def operand_unchanged(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(GENERIC)
-def other_operand(eqn: Eqn, answer: Aval) -> Found:
+def other_operand(eqn: EqnFact, answer: Aval) -> Found:
     """Took another operand's aval for the result."""
-    first = eqn.arrays[0].aval if eqn.arrays else None
     for x in eqn.arrays[1:]:
-        if x.aval != first:
-            return x.aval, f"took the other operand's aval ({x.aval}) for the result"
+        if not x.same(eqn.arrays[0]):
+            return x, f"took the other operand's aval ({x}) for the result"
     return None
 
 
 @rule(GENERIC)
-def weak_literal_promotion(eqn: Eqn, answer: Aval) -> Found:
+def weak_literal_promotion(eqn: EqnFact, answer: Aval) -> Found:
     """Let a Python scalar promote the result, as NumPy would."""
-    scalars = [x for x in eqn.inputs if x.literal is not None or x.weak_type]
+    scalars = [x for x in eqn.inputs if isinstance(x, Literal) or x.weak_type]
     if not scalars:
         return None
     s = scalars[0]
-    name = f"the Python scalar {s.literal}" if s.literal is not None else f"the weakly typed scalar {s.aval}"
-    if s.aval.dtype == "bool" and answer.dtype == "bool":
+    name = f"the Python scalar {s.literal}" if isinstance(s, Literal) else f"the weakly typed scalar {s}"
+    if s.dtype == "bool" and answer.dtype == "bool":
         return (answer.with_dtype("int32"),
                 f"read {name} as an int (Python's bool subclasses int); a bool literal stays bool")
     if is_float(answer.dtype) and bits(answer.dtype) == 16:
@@ -58,7 +58,7 @@ def weak_literal_promotion(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(GENERIC)
-def transposed_last_two(eqn: Eqn, answer: Aval) -> Found:
+def transposed_last_two(eqn: EqnFact, answer: Aval) -> Found:
     """Swapped the last two axes, as if reading a transposed layout."""
     if answer.rank < 2 or answer.shape[-1] == answer.shape[-2]:
         return None
@@ -68,7 +68,7 @@ def transposed_last_two(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(GENERIC)
-def squeezed(eqn: Eqn, answer: Aval) -> Found:
+def squeezed(eqn: EqnFact, answer: Aval) -> Found:
     """Dropped size-1 axes, as if squeezed."""
     if 1 not in answer.shape:
         return None
@@ -77,7 +77,7 @@ def squeezed(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(GENERIC)
-def default_dtype(eqn: Eqn, answer: Aval) -> Found:
+def default_dtype(eqn: EqnFact, answer: Aval) -> Found:
     """Assumed the default f32 (or i32) instead of the narrower dtype in play."""
     if is_float(answer.dtype) and bits(answer.dtype) == 16:
         return (answer.with_dtype("float32"),
@@ -89,7 +89,7 @@ def default_dtype(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(GENERIC)
-def scalar_as_vector(eqn: Eqn, answer: Aval) -> Found:
+def scalar_as_vector(eqn: EqnFact, answer: Aval) -> Found:
     """Read a scalar `f32[]` as a one-element vector."""
     if answer.rank:
         return None
@@ -98,7 +98,7 @@ def scalar_as_vector(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(GENERIC)
-def dropped_leading_axis(eqn: Eqn, answer: Aval) -> Found:
+def dropped_leading_axis(eqn: EqnFact, answer: Aval) -> Found:
     """Miscounted the rank and lost the leading axis."""
     if not answer.rank:
         return None
@@ -107,7 +107,7 @@ def dropped_leading_axis(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(GENERIC)
-def vector_as_column(eqn: Eqn, answer: Aval) -> Found:
+def vector_as_column(eqn: EqnFact, answer: Aval) -> Found:
     """Read a vector `[n]` as a column `[n,1]`."""
     if answer.rank != 1:
         return None
@@ -116,7 +116,7 @@ def vector_as_column(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(GENERIC)
-def flattened(eqn: Eqn, answer: Aval) -> Found:
+def flattened(eqn: EqnFact, answer: Aval) -> Found:
     """Counted elements instead of listing axes."""
     if answer.rank < 2:
         return None

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from dumpgym.drills._avals import Aval, Eqn
+from dumpgym.record import Aval, EqnFact
 
 GENERIC = "*"
 
@@ -26,14 +26,14 @@ class Misreading:
 
 # A rule returns the wrong aval and the reason, or None; its name (underscores as dashes) names the misreading.
 Found = tuple[Aval, str] | None
-Rule = Callable[[Eqn, Aval], Found]
+Rule = Callable[[EqnFact, Aval], Found]
 distractor_rules: dict[str, list[Rule]] = defaultdict(list)
 
 
 def rule(*primitives: str) -> Callable[[Rule], Rule]:
     """Register a misreading rule for the named primitives (or `GENERIC`)."""
     def register(fn: Rule) -> Rule:
-        for p in primitives:
+        for p in sorted(primitives):
             distractor_rules[p].append(fn)
         return fn
     return register
@@ -44,7 +44,7 @@ def rule_name(fn: Rule) -> str:
     return fn.__name__.replace("_", "-")
 
 
-def misreadings(eqn: Eqn, answer: Aval) -> Iterator[Misreading]:
+def misreadings(eqn: EqnFact, answer: Aval) -> Iterator[Misreading]:
     """Every misreading that applies to `eqn`: its primitive's rules first, then the generic ones."""
     for fn in [*distractor_rules.get(eqn.primitive, ()), *distractor_rules[GENERIC]]:
         found = fn(eqn, answer)
@@ -52,7 +52,7 @@ def misreadings(eqn: Eqn, answer: Aval) -> Iterator[Misreading]:
             yield Misreading(rule_name(fn), *found)
 
 
-def distractors(eqn: Eqn, answer: Aval, limit: int = 3) -> list[Misreading]:
+def distractors(eqn: EqnFact, answer: Aval, limit: int = 3) -> list[Misreading]:
     """Up to `limit` misreadings with distinct avals, none equal to the answer, in rule order."""
     seen, out = {str(answer)}, []
     for wrong in misreadings(eqn, answer):

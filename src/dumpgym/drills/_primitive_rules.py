@@ -1,22 +1,22 @@
 """Misreadings tied to one primitive's semantics: its axes, dimension numbers, permutation or dtype param."""
 from __future__ import annotations
 
-from dumpgym.drills._avals import Aval, Eqn, axis_list, bits, is_float, short
+from dumpgym.drills._avals import axis_list, bits, is_float, short
+from dumpgym.drills._dot import dot_dims
 from dumpgym.drills._misreadings import Found, rule
+from dumpgym.primitives import (COLLECTIVE_REDUCTIONS, COMPARISONS, INDEX_REDUCTIONS, REDUCTIONS,
+                                TRANSCENDENTAL)
+from dumpgym.record import Aval, EqnFact
 
 
-def _first(eqn: Eqn) -> Aval | None:
-    return eqn.arrays[0].aval if eqn.arrays else None
+def _first(eqn: EqnFact) -> Aval | None:
+    return eqn.arrays[0] if eqn.arrays else None
 
 
 # -- reductions ---------------------------------------------------------------------------
 
-REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
-              "reduce_xor", "argmax", "argmin")
-
-
 @rule(*REDUCTIONS)
-def kept_reduced_axis(eqn: Eqn, answer: Aval) -> Found:
+def kept_reduced_axis(eqn: EqnFact, answer: Aval) -> Found:
     """keepdims habit: the reduced axes stay as size 1."""
     x, axes = _first(eqn), eqn.ints("axes")
     if x is None or not axes:
@@ -27,7 +27,7 @@ def kept_reduced_axis(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule(*REDUCTIONS)
-def dropped_wrong_axis(eqn: Eqn, answer: Aval) -> Found:
+def dropped_wrong_axis(eqn: EqnFact, answer: Aval) -> Found:
     """Counted the axes from the wrong end (or one off) and removed another axis."""
     x, axes = _first(eqn), eqn.ints("axes")
     if x is None or not axes or len(axes) >= x.rank:
@@ -44,7 +44,7 @@ def dropped_wrong_axis(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("reduce_sum", "reduce_prod")
-def accumulator_dtype(eqn: Eqn, answer: Aval) -> Found:
+def accumulator_dtype(eqn: EqnFact, answer: Aval) -> Found:
     """Expected the reduction to hand back its f32 accumulator."""
     if not (is_float(answer.dtype) and bits(answer.dtype) == 16):
         return None
@@ -53,8 +53,8 @@ def accumulator_dtype(eqn: Eqn, answer: Aval) -> Found:
             f"{short(answer.dtype)}, and any upcast is its own convert_element_type")
 
 
-@rule("argmax", "argmin")
-def index_dtype(eqn: Eqn, answer: Aval) -> Found:
+@rule(*INDEX_REDUCTIONS)
+def index_dtype(eqn: EqnFact, answer: Aval) -> Found:
     """Gave the values' dtype instead of the index dtype."""
     x = _first(eqn)
     if x is None or x.dtype == answer.dtype:
@@ -64,8 +64,8 @@ def index_dtype(eqn: Eqn, answer: Aval) -> Found:
             f"in index_dtype={answer.dtype}")
 
 
-@rule("argmax", "argmin", "iota")
-def numpy_int64(eqn: Eqn, answer: Aval) -> Found:
+@rule(*INDEX_REDUCTIONS, "iota")
+def numpy_int64(eqn: EqnFact, answer: Aval) -> Found:
     """NumPy habit: indices and aranges are int64."""
     if answer.dtype != "int32":
         return None
@@ -75,61 +75,52 @@ def numpy_int64(eqn: Eqn, answer: Aval) -> Found:
 
 # -- dot_general --------------------------------------------------------------------------
 
-def _dims(eqn: Eqn):
-    try:
-        (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
-        lhs, rhs = eqn.arrays[0].aval, eqn.arrays[1].aval
-    except (KeyError, ValueError, TypeError, IndexError):
-        return None
-    lfree = [i for i in range(lhs.rank) if i not in lc and i not in lb]
-    rfree = [i for i in range(rhs.rank) if i not in rc and i not in rb]
-    return lhs, rhs, list(lc), list(rc), list(lb), list(rb), lfree, rfree
-
-
 @rule("dot_general")
-def kept_contracted_axis(eqn: Eqn, answer: Aval) -> Found:
+def kept_contracted_axis(eqn: EqnFact, answer: Aval) -> Found:
     """Kept lhs's contracted axis in the output."""
-    d = _dims(eqn)
-    if d is None or not d[2]:
+    d = dot_dims(eqn)
+    if d is None or not d.lhs_contracting:
         return None
-    lhs, rhs, lc, rc, lb, rb, lfree, rfree = d
+    lhs, rhs, lb = d.lhs, d.rhs, d.lhs_batch
     kept = [i for i in range(lhs.rank) if i not in lb]
-    shape = [lhs.shape[i] for i in lb] + [lhs.shape[i] for i in kept] + [rhs.shape[i] for i in rfree]
+    shape = [lhs.shape[i] for i in lb] + [lhs.shape[i] for i in kept] + [rhs.shape[i] for i in d.free("rhs")]
     return (answer.with_shape(shape),
-            f"kept lhs axis {axis_list(lc)} in the result; contracted axes are summed away")
+            f"kept lhs axis {axis_list(d.lhs_contracting)} in the result; contracted axes are summed away")
 
 
 @rule("dot_general")
-def batch_axes_last(eqn: Eqn, answer: Aval) -> Found:
+def batch_axes_last(eqn: EqnFact, answer: Aval) -> Found:
     """Put the batch axes after the free axes."""
-    d = _dims(eqn)
-    if d is None or not d[4]:
+    d = dot_dims(eqn)
+    if d is None or not d.lhs_batch:
         return None
-    lhs, rhs, lc, rc, lb, rb, lfree, rfree = d
-    shape = [lhs.shape[i] for i in lfree] + [rhs.shape[i] for i in rfree] + [lhs.shape[i] for i in lb]
+    lhs, rhs = d.lhs, d.rhs
+    shape = ([lhs.shape[i] for i in d.free("lhs")] + [rhs.shape[i] for i in d.free("rhs")]
+             + [lhs.shape[i] for i in d.lhs_batch])
     return (answer.with_shape(shape),
             "put the batch axes last; dot_general writes batch axes first, then lhs's free axes, then rhs's")
 
 
 @rule("dot_general")
-def rhs_free_first(eqn: Eqn, answer: Aval) -> Found:
+def rhs_free_first(eqn: EqnFact, answer: Aval) -> Found:
     """Put rhs's free axes before lhs's."""
-    d = _dims(eqn)
+    d = dot_dims(eqn)
     if d is None:
         return None
-    lhs, rhs, lc, rc, lb, rb, lfree, rfree = d
-    shape = [lhs.shape[i] for i in lb] + [rhs.shape[i] for i in rfree] + [lhs.shape[i] for i in lfree]
+    lhs, rhs = d.lhs, d.rhs
+    shape = ([lhs.shape[i] for i in d.lhs_batch] + [rhs.shape[i] for i in d.free("rhs")]
+             + [lhs.shape[i] for i in d.free("lhs")])
     return (answer.with_shape(shape),
             "put rhs's free axes before lhs's; the output lists lhs's free axes first")
 
 
 @rule("dot_general")
-def preferred_element_type(eqn: Eqn, answer: Aval) -> Found:
+def preferred_element_type(eqn: EqnFact, answer: Aval) -> Found:
     """Misread preferred_element_type: the accumulator dtype or the operands' dtype."""
-    d = _dims(eqn)
+    d = dot_dims(eqn)
     if d is None:
         return None
-    lhs = d[0]
+    lhs = d.lhs
     if lhs.dtype != answer.dtype:
         return (answer.with_dtype(lhs.dtype),
                 f"gave the operands' dtype; preferred_element_type={answer.dtype} sets the result's")
@@ -143,7 +134,7 @@ def preferred_element_type(eqn: Eqn, answer: Aval) -> Found:
 # -- element type, broadcasts, transposes, iota -------------------------------------------
 
 @rule("convert_element_type")
-def forgot_convert(eqn: Eqn, answer: Aval) -> Found:
+def forgot_convert(eqn: EqnFact, answer: Aval) -> Found:
     """Forgot the upcast or downcast."""
     x = _first(eqn)
     if x is None or x.dtype == answer.dtype:
@@ -156,7 +147,7 @@ def forgot_convert(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("convert_element_type")
-def bf16_as_f16(eqn: Eqn, answer: Aval) -> Found:
+def bf16_as_f16(eqn: EqnFact, answer: Aval) -> Found:
     """Confused the two 16-bit floats."""
     other = {"bfloat16": "float16", "float16": "bfloat16"}.get(answer.dtype)
     if other is None:
@@ -167,7 +158,7 @@ def bf16_as_f16(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("broadcast_in_dim")
-def misread_broadcast_dimensions(eqn: Eqn, answer: Aval) -> Found:
+def misread_broadcast_dimensions(eqn: EqnFact, answer: Aval) -> Found:
     """Placed the operand's axes at other output positions than broadcast_dimensions says."""
     x, dims = _first(eqn), eqn.ints("broadcast_dimensions")
     if x is None or not dims or len(dims) != x.rank or len(dims) >= answer.rank:
@@ -183,7 +174,7 @@ def misread_broadcast_dimensions(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("broadcast_in_dim")
-def expand_dims_only(eqn: Eqn, answer: Aval) -> Found:
+def expand_dims_only(eqn: EqnFact, answer: Aval) -> Found:
     """Read broadcast_in_dim as expand_dims: new axes of size 1 only."""
     x, dims = _first(eqn), eqn.ints("broadcast_dimensions")
     if x is None or dims is None or len(dims) != x.rank:
@@ -196,7 +187,7 @@ def expand_dims_only(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("transpose")
-def inverted_permutation(eqn: Eqn, answer: Aval) -> Found:
+def inverted_permutation(eqn: EqnFact, answer: Aval) -> Found:
     """Applied the inverse permutation."""
     x, perm = _first(eqn), eqn.ints("permutation")
     if x is None or not perm or sorted(perm) != list(range(x.rank)):
@@ -210,7 +201,7 @@ def inverted_permutation(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("transpose")
-def reversed_axes(eqn: Eqn, answer: Aval) -> Found:
+def reversed_axes(eqn: EqnFact, answer: Aval) -> Found:
     """Read any transpose as `.T`, a full reversal of the axes."""
     x, perm = _first(eqn), eqn.ints("permutation")
     if x is None or not perm:
@@ -220,9 +211,9 @@ def reversed_axes(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("iota")
-def iota_as_arange(eqn: Eqn, answer: Aval) -> Found:
+def iota_as_arange(eqn: EqnFact, answer: Aval) -> Found:
     """Read a many-axis iota as a 1-D arange."""
-    dim = eqn.params.get("dimension")
+    dim = eqn.param("dimension")
     if answer.rank < 2 or not isinstance(dim, int) or not 0 <= dim < answer.rank:
         return None
     return (answer.with_shape([answer.shape[dim]]),
@@ -231,39 +222,39 @@ def iota_as_arange(eqn: Eqn, answer: Aval) -> Found:
 
 # -- comparisons, select, concatenate, slice, pad, math -----------------------------------
 
-@rule("eq", "ne", "lt", "le", "gt", "ge")
-def comparison_keeps_dtype(eqn: Eqn, answer: Aval) -> Found:
+@rule(*COMPARISONS)
+def comparison_keeps_dtype(eqn: EqnFact, answer: Aval) -> Found:
     """Expected a comparison to keep its operands' dtype."""
-    x = _first(eqn) or (eqn.inputs[0].aval if eqn.inputs else None)
+    x = _first(eqn) or (eqn.input_avals[0] if eqn.inputs else None)
     if x is None or x.dtype == answer.dtype:
         return None
     return answer.with_dtype(x.dtype), f"kept the operands' {short(x.dtype)}; a comparison gives bool"
 
 
 @rule("select_n")
-def predicate_dtype(eqn: Eqn, answer: Aval) -> Found:
+def predicate_dtype(eqn: EqnFact, answer: Aval) -> Found:
     """Took the predicate's dtype for the result."""
-    if not eqn.inputs or eqn.inputs[0].aval.dtype == answer.dtype:
+    if not eqn.inputs or eqn.inputs[0].dtype == answer.dtype:
         return None
-    pred = eqn.inputs[0].aval.dtype
+    pred = eqn.inputs[0].dtype
     return (answer.with_dtype(pred),
             f"took the predicate's {short(pred)}; select_n returns the dtype of the cases it picks from")
 
 
 @rule("concatenate")
-def stacked(eqn: Eqn, answer: Aval) -> Found:
+def stacked(eqn: EqnFact, answer: Aval) -> Found:
     """Read concatenate as stack: a new leading axis."""
-    shapes = {x.aval.shape for x in eqn.arrays}
+    shapes = {x.shape for x in eqn.arrays}
     if len(eqn.arrays) < 2 or len(shapes) != 1:
         return None
-    return (answer.with_shape([len(eqn.arrays), *eqn.arrays[0].aval.shape]),
+    return (answer.with_shape([len(eqn.arrays), *eqn.arrays[0].shape]),
             "read it as jnp.stack, adding a new axis; concatenate joins along an existing one")
 
 
 @rule("concatenate")
-def joined_wrong_axis(eqn: Eqn, answer: Aval) -> Found:
+def joined_wrong_axis(eqn: EqnFact, answer: Aval) -> Found:
     """Joined the operands along another axis."""
-    dim, xs = eqn.params.get("dimension"), [x.aval for x in eqn.arrays]
+    dim, xs = eqn.param("dimension"), list(eqn.arrays)
     if not isinstance(dim, int) or len(xs) < 2:
         return None
     for other in (a for a in range(answer.rank) if a != dim):
@@ -276,7 +267,7 @@ def joined_wrong_axis(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("slice")
-def ignored_strides(eqn: Eqn, answer: Aval) -> Found:
+def ignored_strides(eqn: EqnFact, answer: Aval) -> Found:
     """Forgot that strides skip elements."""
     start, limit, strides = eqn.ints("start_indices"), eqn.ints("limit_indices"), eqn.ints("strides")
     if not start or not limit or not strides or all(s == 1 for s in strides):
@@ -286,7 +277,7 @@ def ignored_strides(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("slice")
-def limit_as_size(eqn: Eqn, answer: Aval) -> Found:
+def limit_as_size(eqn: EqnFact, answer: Aval) -> Found:
     """Read limit_indices as the sizes."""
     start, limit = eqn.ints("start_indices"), eqn.ints("limit_indices")
     if not start or not limit or not any(start):
@@ -296,9 +287,9 @@ def limit_as_size(eqn: Eqn, answer: Aval) -> Found:
 
 
 @rule("pad")
-def ignored_interior_padding(eqn: Eqn, answer: Aval) -> Found:
+def ignored_interior_padding(eqn: EqnFact, answer: Aval) -> Found:
     """Counted only the low and high padding."""
-    x, config = _first(eqn), eqn.params.get("padding_config")
+    x, config = _first(eqn), eqn.param("padding_config")
     try:
         if x is None or not any(c[2] for c in config):
             return None
@@ -309,11 +300,8 @@ def ignored_interior_padding(eqn: Eqn, answer: Aval) -> Found:
             "counted only low and high padding; interior padding adds that many elements between neighbours")
 
 
-COLLECTIVE_SUMS = ("psum", "psum2", "psum_invariant", "pmax", "pmin", "pmean")
-
-
-@rule(*COLLECTIVE_SUMS)
-def collective_as_total(eqn: Eqn, answer: Aval) -> Found:
+@rule(*COLLECTIVE_REDUCTIONS)
+def collective_as_total(eqn: EqnFact, answer: Aval) -> Found:
     """Read a cross-device sum as a sum over the array's own elements."""
     if not answer.rank:
         return None
@@ -322,12 +310,8 @@ def collective_as_total(eqn: Eqn, answer: Aval) -> Found:
             "devices, element by element, and keeps its shape")
 
 
-TRANSCENDENTAL = ("exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
-                  "sqrt", "rsqrt", "cbrt", "erf", "erfc", "erf_inv", "atan2", "pow")
-
-
 @rule(*TRANSCENDENTAL)
-def math_in_f32(eqn: Eqn, answer: Aval) -> Found:
+def math_in_f32(eqn: EqnFact, answer: Aval) -> Found:
     """Expected a math function to compute and return f32 for 16-bit input."""
     if not (is_float(answer.dtype) and bits(answer.dtype) == 16):
         return None

@@ -10,56 +10,53 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import Eqn, axis_list, bits, eqns_of, is_float, short
-
-REMATS = frozenset({"remat", "remat2", "checkpoint"})
-COLLECTIVES = frozenset({
-    "psum", "psum2", "psum_invariant", "pmax", "pmin", "pmean", "all_gather", "all_gather_invariant",
-    "all_to_all", "ppermute", "pshuffle", "psum_scatter", "reduce_scatter", "pbroadcast", "pgather",
-})
-COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
-REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin"})
+from dumpgym.drills._avals import axis_list, bits, is_float, short
+from dumpgym.primitives import COLLECTIVE_REDUCTIONS, COLLECTIVES, COMPARISONS, REDUCTIONS, REMATS
+from dumpgym.record import EqnFact, Literal, ProgramRecord
 
 
 @dataclass(frozen=True)
-class ProgramFacts:
-    """One corpus program as the decisions read it: equations, listing lines, StableHLO ops, x-ray owners."""
+class ProgramIndex:
+    """One program record and the lookups the decisions make in it: listing lines, StableHLO ops, x-ray owners."""
 
-    slug: str
-    eqns: tuple[Eqn, ...]
+    record: ProgramRecord
     jaxpr: tuple[str, ...]
     stablehlo: tuple[str, ...]
     ops: tuple[tuple[int, str], ...]
     owners: dict[int, tuple[int, ...]]
 
-    def by_id(self, eqn_id: int | None) -> Eqn | None:
-        """The equation with this id, if any."""
-        return next((e for e in self.eqns if e.id == eqn_id), None)
+    @classmethod
+    def of(cls, record: ProgramRecord) -> ProgramIndex:
+        """The lookups over one program record."""
+        owners: dict[int, list[int]] = {}
+        for group in record.xray:
+            for line in group.stablehlo_lines:
+                owners.setdefault(line, []).append(group.eqn)
+        return cls(
+            record=record,
+            jaxpr=tuple(record.jaxpr.splitlines()),
+            stablehlo=tuple(record.stablehlo.splitlines()),
+            ops=tuple(sorted((op.line, op.name) for op in record.stablehlo_ops)),
+            owners={line: tuple(ids) for line, ids in owners.items()},
+        )
 
-    def siblings_after(self, eqn: Eqn) -> list[Eqn]:
+    @property
+    def eqns(self) -> tuple[EqnFact, ...]:
+        """Every equation, in print order (ids follow it)."""
+        return self.record.eqns
+
+    def by_id(self, eqn_id: int | None) -> EqnFact | None:
+        """The equation with this id (the record has checked that it exists), or None for no id."""
+        return None if eqn_id is None else self.record.eqns[eqn_id]
+
+    def siblings_after(self, eqn: EqnFact) -> list[EqnFact]:
         """Equations printed after `eqn` in the same jaxpr (same parent), in print order."""
         return [e for e in self.eqns if e.parent == eqn.parent and e.id > eqn.id]
 
-    def sibling_before(self, eqn: Eqn) -> Eqn | None:
+    def sibling_before(self, eqn: EqnFact) -> EqnFact | None:
         """The equation printed just before `eqn` in the same jaxpr."""
         before = [e for e in self.eqns if e.parent == eqn.parent and e.id < eqn.id]
         return before[-1] if before else None
-
-
-def program_facts(program: dict) -> ProgramFacts:
-    """Read the parts of a corpus program record that the decisions need."""
-    owners: dict[int, list[int]] = {}
-    for group in program.get("xray", ()):
-        for line in group.get("stablehlo_lines", ()):
-            owners.setdefault(line, []).append(group["eqn"])
-    return ProgramFacts(
-        slug=program["slug"],
-        eqns=tuple(sorted(eqns_of(program), key=lambda e: e.id)),
-        jaxpr=tuple(program.get("jaxpr", "").splitlines()),
-        stablehlo=tuple(program.get("stablehlo", "").splitlines()),
-        ops=tuple(sorted((op["line"], op["name"]) for op in program.get("stablehlo_ops", ()))),
-        owners={line: tuple(ids) for line, ids in owners.items()},
-    )
 
 
 @dataclass(frozen=True)
@@ -68,8 +65,8 @@ class Decision:
 
     kind: str
     asks: str
-    picks: Callable[[Eqn, ProgramFacts], bool]
-    explain: Callable[[Eqn, ProgramFacts], str]
+    picks: Callable[[EqnFact, ProgramIndex], bool]
+    explain: Callable[[EqnFact, ProgramIndex], str]
     hlo_ops: frozenset[str]
     # True when the op name alone is not enough (a convert is not always an upcast): the
     # x-ray must trace the StableHLO line to an equation that `picks` accepts.
@@ -82,21 +79,21 @@ decision_rules: dict[str, Decision] = {}
 
 def decision(kind: str, asks: str, hlo_ops: set[str], hlo_owned: bool, explain: Callable, hlo_note: str = ""):
     """Register a predicate over equations as the decision kind `kind`."""
-    def register(picks: Callable[[Eqn, ProgramFacts], bool]):
+    def register(picks: Callable[[EqnFact, ProgramIndex], bool]):
         decision_rules[kind] = Decision(kind, asks, picks, explain, frozenset(hlo_ops), hlo_owned, hlo_note)
         return picks
     return register
 
 
-def _inside(eqn: Eqn, pf: ProgramFacts) -> str:
+def _inside(eqn: EqnFact, pf: ProgramIndex) -> str:
     parent = pf.by_id(eqn.parent)
     if parent is None:
         return ""
-    name = parent.params.get("name")
+    name = parent.param("name")
     return f" It sits inside `{parent.primitive}`" + (f" (`{name}`)." if isinstance(name, str) else ".")
 
 
-def _explain_broadcast(eqn: Eqn, pf: ProgramFacts) -> str:
+def _explain_broadcast(eqn: EqnFact, pf: ProgramIndex) -> str:
     out = eqn.outputs[0] if eqn.outputs else None
     x = eqn.inputs[0] if eqn.inputs else None
     dims = eqn.ints("broadcast_dimensions")
@@ -105,68 +102,70 @@ def _explain_broadcast(eqn: Eqn, pf: ProgramFacts) -> str:
                 "shapes, so lowering writes the broadcast out.")
     k, r = len(dims), out.rank
     new = [d for i, d in enumerate(out.shape) if i not in dims]
-    if x.literal is not None:
+    if isinstance(x, Literal):
         what = (f"The literal {x.literal} is filled out to {out}: how jnp.ones, jnp.full or a scalar "
                 "in where are spelled.")
-    elif x.aval.rank == 0:
+    elif x.rank == 0:
         what = f"A scalar is spread to {out}, as jnp.where or an elementwise op with a scalar operand needs."
     elif tuple(dims) == tuple(range(k)) and set(new) == {1}:
-        what = (f"{x.aval} gets a trailing size-1 axis ({out}), from keepdims=True or x[:, None], "
+        what = (f"{x} gets a trailing size-1 axis ({out}), from keepdims=True or x[:, None], "
                 "so it lines up against the full rows.")
     elif tuple(dims) == tuple(range(r - k, r)) and set(new) == {1}:
-        what = (f"NumPy rank promotion: the {x.aval} operand of an elementwise op (a bias or a scale) gets a "
+        what = (f"NumPy rank promotion: the {x} operand of an elementwise op (a bias or a scale) gets a "
                 f"leading size-1 axis ({out}) to line up with the bigger operand's trailing axes.")
     else:
-        what = f"broadcast_dimensions={axis_list(dims)} places {x.aval}'s axes inside {out}."
+        what = f"broadcast_dimensions={axis_list(dims)} places {x}'s axes inside {out}."
     return f"jnp wrote this broadcast_in_dim, not your source. {what}{_inside(eqn, pf)}"
 
 
-def _explain_upcast(eqn: Eqn, pf: ProgramFacts) -> str:
-    src, out = eqn.inputs[0].aval, eqn.outputs[0]
+def _explain_upcast(eqn: EqnFact, pf: ProgramIndex) -> str:
+    src, out = eqn.input_avals[0], eqn.outputs[0]
     then = next((e for e in pf.siblings_after(eqn) if e.primitive in REDUCTIONS
-                 and e.arrays and e.arrays[0].aval == out), None)
+                 and e.arrays and e.arrays[0].same(out)), None)
     follow = f"; the {then.primitive} on line {then.jaxpr_lines[0]} then adds up in {short(out.dtype)}" if then else ""
     return (f"convert_element_type widens {src} to {out}{follow}. jnp's sums, means and variances of 16-bit "
             f"floats accumulate in f32 so rounding does not pile up.{_inside(eqn, pf)}")
 
 
-def _explain_remat(eqn: Eqn, pf: ProgramFacts) -> str:
-    policy = eqn.params.get("policy")
+def _explain_remat(eqn: EqnFact, pf: ProgramIndex) -> str:
+    policy = eqn.param("policy")
     saves = "saves nothing" if policy in (None, "None") else f"saves what policy={policy} allows"
     return (f"jax.checkpoint wrote `{eqn.primitive}` around the region; it {saves}, so the backward pass "
             "recomputes the inner equations instead of keeping their outputs in memory.")
 
 
-def _explain_collective(eqn: Eqn, pf: ProgramFacts) -> str:
-    axes = eqn.params.get("axes", eqn.params.get("axis_name"))
+def _explain_collective(eqn: EqnFact, pf: ProgramIndex) -> str:
+    axes = eqn.param("axes") if "axes" in eqn.params else eqn.param("axis_name")
     names = ", ".join(map(str, axes)) if isinstance(axes, list) else axes
     over = f" over mesh axis {names}" if names else ""
-    if eqn.primitive.startswith(("psum", "pmax", "pmin", "pmean")):
+    if eqn.primitive in COLLECTIVE_REDUCTIONS:
         return (f"`{eqn.primitive}`{over} combines every device's partial result element by element; "
                 "StableHLO spells it as an all_reduce.")
     return f"`{eqn.primitive}`{over} moves data between devices: a collective the single-device code never needs."
 
 
-def _mask_compare(eqn: Eqn, pf: ProgramFacts) -> Eqn | None:
-    out = eqn.outputs[0] if eqn.outputs else None
+def _mask_compare(eqn: EqnFact, pf: ProgramIndex) -> EqnFact | None:
+    if not eqn.outputs:
+        return None
+    out = eqn.outputs[0]
     return next((e for e in pf.siblings_after(eqn) if e.primitive in COMPARISONS and e.outputs
-                 and e.outputs[0].dtype == "bool" and any(x.aval == out for x in e.arrays)), None)
+                 and e.outputs[0].dtype == "bool" and any(x.same(out) for x in e.arrays)), None)
 
 
-def _explain_iota(eqn: Eqn, pf: ProgramFacts) -> str:
+def _explain_iota(eqn: EqnFact, pf: ProgramIndex) -> str:
     cmp = _mask_compare(eqn, pf)
-    dim = eqn.params.get("dimension")
+    dim = eqn.param("dimension")
     where = f"the `{cmp.primitive}` on line {cmp.jaxpr_lines[0]}" if cmp else "a comparison"
     return (f"iota numbers the positions along axis {dim} of {eqn.outputs[0]}; {where} turns those numbers "
             f"into a boolean mask, which is how tril, one_hot and causal masks are built.{_inside(eqn, pf)}")
 
 
-def _explain_transpose(eqn: Eqn, pf: ProgramFacts) -> str:
-    src, out = eqn.inputs[0].aval, eqn.outputs[0]
+def _explain_transpose(eqn: EqnFact, pf: ProgramIndex) -> str:
+    src, out = eqn.input_avals[0], eqn.outputs[0]
     perm = eqn.ints("permutation") or ()
     before = pf.sibling_before(eqn)
-    after = next((e for e in pf.siblings_after(eqn) if any(x.aval == out for x in e.arrays)), None)
-    if before is not None and before.primitive == "dot_general" and before.outputs and before.outputs[0] == src:
+    after = next((e for e in pf.siblings_after(eqn) if any(x.same(out) for x in e.arrays)), None)
+    if before is not None and before.primitive == "dot_general" and before.outputs and before.outputs[0].same(src):
         why = ("it puts the dot_general's output (batch axes, then lhs's free axes, then rhs's) into the order "
                "the source asked for, as an einsum's output spec does")
     elif after is not None and after.primitive == "dot_general":
@@ -178,34 +177,34 @@ def _explain_transpose(eqn: Eqn, pf: ProgramFacts) -> str:
 
 @decision("hidden-broadcast", "makes a hidden broadcast explicit", {"stablehlo.broadcast_in_dim"}, False,
           _explain_broadcast)
-def _hidden_broadcast(eqn: Eqn, pf: ProgramFacts) -> bool:
+def _hidden_broadcast(eqn: EqnFact, pf: ProgramIndex) -> bool:
     return eqn.primitive == "broadcast_in_dim"
 
 
 @decision("upcast", "upcasts to a wider float to accumulate", {"stablehlo.convert"}, True, _explain_upcast)
-def _upcast(eqn: Eqn, pf: ProgramFacts) -> bool:
+def _upcast(eqn: EqnFact, pf: ProgramIndex) -> bool:
     if eqn.primitive != "convert_element_type" or not eqn.arrays or len(eqn.outputs) != 1:
         return False
-    src, out = eqn.arrays[0].aval.dtype, eqn.outputs[0].dtype
+    src, out = eqn.arrays[0].dtype, eqn.outputs[0].dtype
     return is_float(src) and is_float(out) and bits(out) > bits(src)
 
 
 @decision("remat", "marks a region to be recomputed in the backward pass", {"stablehlo.optimization_barrier"},
           True, _explain_remat, hlo_note=" The optimization_barrier keeps XLA from reusing the forward pass's values, "
           "which is what forces the recomputation.")
-def _remat(eqn: Eqn, pf: ProgramFacts) -> bool:
+def _remat(eqn: EqnFact, pf: ProgramIndex) -> bool:
     return eqn.primitive in REMATS
 
 
 @decision("collective", "inserts a collective (communication between devices)",
           {"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.collective_permute",
            "stablehlo.reduce_scatter", "stablehlo.collective_broadcast"}, False, _explain_collective)
-def _collective(eqn: Eqn, pf: ProgramFacts) -> bool:
+def _collective(eqn: EqnFact, pf: ProgramIndex) -> bool:
     return eqn.primitive in COLLECTIVES
 
 
 @decision("iota-mask", "starts building a mask from iota", {"stablehlo.iota"}, True, _explain_iota)
-def _iota_mask(eqn: Eqn, pf: ProgramFacts) -> bool:
+def _iota_mask(eqn: EqnFact, pf: ProgramIndex) -> bool:
     # Without variable names, an iota counts as a mask's start when a comparison later in the
     # same jaxpr takes an operand of exactly its aval and yields bool.
     return eqn.primitive == "iota" and _mask_compare(eqn, pf) is not None
@@ -213,7 +212,7 @@ def _iota_mask(eqn: Eqn, pf: ProgramFacts) -> bool:
 
 @decision("transpose", "inserts a transpose you did not write", {"stablehlo.transpose"}, False,
           _explain_transpose)
-def _transpose(eqn: Eqn, pf: ProgramFacts) -> bool:
+def _transpose(eqn: EqnFact, pf: ProgramIndex) -> bool:
     return eqn.primitive == "transpose"
 
 
@@ -231,13 +230,13 @@ class DecisionItem:
     source_eqn: int | None
 
 
-def jaxpr_target(rule: Decision, pf: ProgramFacts) -> Eqn | None:
+def jaxpr_target(rule: Decision, pf: ProgramIndex) -> EqnFact | None:
     """The first equation, by printed line, that shows the decision."""
     hits = [e for e in pf.eqns if rule.picks(e, pf)]
     return min(hits, key=lambda e: (e.jaxpr_lines[0], e.id), default=None)
 
 
-def stablehlo_target(rule: Decision, pf: ProgramFacts) -> tuple[int, str, Eqn | None] | None:
+def stablehlo_target(rule: Decision, pf: ProgramIndex) -> tuple[int, str, EqnFact | None] | None:
     """The first StableHLO op line carrying the decision, with the equation that wrote it (or None)."""
     for line, name in pf.ops:
         if name not in rule.hlo_ops:
@@ -256,9 +255,9 @@ def _line(text: tuple[str, ...], n: int) -> str:
     return text[n - 1].strip() if 0 < n <= len(text) else ""
 
 
-def decision_items(program: dict) -> list[DecisionItem]:
+def decision_items(program: ProgramRecord) -> list[DecisionItem]:
     """Items for every decision kind that occurs in the program, one per layer where the layer shows it."""
-    pf = program_facts(program)
+    pf = ProgramIndex.of(program)
     out = []
     for kind, rule in decision_rules.items():
         target = jaxpr_target(rule, pf)
@@ -283,7 +282,8 @@ def decision_items(program: dict) -> list[DecisionItem]:
     return out
 
 
-@drill("decisions")
-def decisions_pool(program: dict) -> list[dict]:
+@drill("decisions", number="03", title="the framework's hand",
+       aim="Click the line the framework wrote for you: a broadcast, an upcast, a remat mark, a collective.")
+def decisions_pool(program: ProgramRecord) -> list[dict]:
     """Spot-the-decision items for one program."""
     return [asdict(item) for item in decision_items(program)]

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import Eqn, axis_list, choice_item, eqns_of
+from dumpgym.drills._avals import axis_list, choice_item
+from dumpgym.drills._dot import DotDims, dot_dims
 from dumpgym.drills._misreadings import distractors
+from dumpgym.record import EqnFact, ProgramRecord
 
 # The names of the axis-list misreadings `_axis_candidates` offers, in the order it tries them.
 AXIS_MISREADINGS = ("other-operand-list", "swapped-role", "matmul-habit", "leading-batch-habit", "free-axes",
@@ -33,48 +35,11 @@ class DecoderItem:
     jaxpr_lines: list[int]
 
 
-@dataclass(frozen=True)
-class DotDims:
-    """A dot_general's dimension numbers and operand ranks, read from its params and input facts."""
-
-    lhs_contracting: tuple[int, ...]
-    rhs_contracting: tuple[int, ...]
-    lhs_batch: tuple[int, ...]
-    rhs_batch: tuple[int, ...]
-    lhs_rank: int
-    rhs_rank: int
-
-    def text(self) -> str:
-        """`dimension_numbers` exactly as the jaxpr prints it: `(([1], [0]), ([], []))`."""
-        lc, rc, lb, rb = (axis_list(a) for a in (self.lhs_contracting, self.rhs_contracting,
-                                                self.lhs_batch, self.rhs_batch))
-        return f"(({lc}, {rc}), ({lb}, {rb}))"
-
-    def axes(self, side: str, role: str) -> tuple[int, ...]:
-        """The axis list for `side` (lhs or rhs) and `role` (contracting or batch)."""
-        return getattr(self, f"{side}_{role}")
-
-    def free(self, side: str) -> tuple[int, ...]:
-        """Axes of one operand that are neither contracted nor batch: they survive into the output."""
-        used = set(self.axes(side, "contracting")) | set(self.axes(side, "batch"))
-        return tuple(i for i in range(getattr(self, f"{side}_rank")) if i not in used)
-
-
-def dot_dims(eqn: Eqn) -> DotDims | None:
-    """The dimension numbers of a dot_general equation, or None if its params do not hold them."""
-    try:
-        (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
-        lhs, rhs = eqn.arrays[0].aval, eqn.arrays[1].aval
-    except (KeyError, ValueError, TypeError, IndexError):
-        return None
-    return DotDims(tuple(lc), tuple(rc), tuple(lb), tuple(rb), lhs.rank, rhs.rank)
-
-
 def _axis_candidates(d: DotDims, side: str, role: str):
     """(axes, rule, reason) for the axis lists a reader confuses with `side`'s `role` list."""
     other = "rhs" if side == "lhs" else "lhs"
     swap = "batch" if role == "contracting" else "contracting"
-    rank = getattr(d, f"{side}_rank")
+    rank = d.rank(side)
     yield d.axes(other, role), "other-operand-list", (
         f"that is {other}'s {role} list; each pair lists lhs first, then rhs")
     yield d.axes(side, swap), "swapped-role", (
@@ -94,7 +59,7 @@ def _axis_candidates(d: DotDims, side: str, role: str):
 def axis_question(d: DotDims, side: str, role: str, seed: tuple) -> dict:
     """Options, answer and reasons for 'which `side` axes are `role`?'; at most four options."""
     answer = d.axes(side, role)
-    rank = getattr(d, f"{side}_rank")
+    rank = d.rank(side)
     seen, wrong = {answer}, []
     for axes, rule, reason in _axis_candidates(d, side, role):
         axes = tuple(axes)
@@ -104,14 +69,13 @@ def axis_question(d: DotDims, side: str, role: str, seed: tuple) -> dict:
     return choice_item(axis_list(answer), wrong, *seed)
 
 
-def decoder_items(eqn: Eqn, seed: str = "") -> list[DecoderItem]:
+def decoder_items(eqn: EqnFact, seed: str = "") -> list[DecoderItem]:
     """The decoder's questions for one dot_general, in the order the page asks them."""
     d = dot_dims(eqn)
     if eqn.primitive != "dot_general" or d is None or len(eqn.outputs) != 1:
         return []
-    lhs, rhs = eqn.arrays[0].aval, eqn.arrays[1].aval
-    show = {"lhs": str(lhs), "rhs": str(rhs), "dimension_numbers": d.text(),
-            "preferred_element_type": eqn.params.get("preferred_element_type")}
+    show = {"lhs": str(d.lhs), "rhs": str(d.rhs), "dimension_numbers": d.text(),
+            "preferred_element_type": eqn.param("preferred_element_type")}
     asked = [("lhs", "contracting"), ("rhs", "contracting"), ("lhs", "batch")]
     if d.rhs_batch != d.lhs_batch:
         asked.append(("rhs", "batch"))
@@ -129,7 +93,8 @@ def decoder_items(eqn: Eqn, seed: str = "") -> list[DecoderItem]:
     return out
 
 
-@drill("decoder")
-def decoder_pool(program: dict) -> list[dict]:
+@drill("decoder", number="01", title="dot_general, decoded",
+       aim="Read dimension_numbers and name the contracted and batch axes of each side.")
+def decoder_pool(program: ProgramRecord) -> list[dict]:
     """Decoder items for every dot_general of the program, sub-jaxprs included."""
-    return [asdict(item) for e in eqns_of(program) for item in decoder_items(e, program["slug"])]
+    return [asdict(item) for e in program.eqns for item in decoder_items(e, program.slug)]

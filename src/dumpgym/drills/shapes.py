@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import Eqn, choice_item, eqns_of
+from dumpgym.drills._avals import choice_item
 from dumpgym.drills._misreadings import GENERIC, Misreading, distractor_rules, distractors
+from dumpgym.record import EqnFact, ProgramRecord
 
 __all__ = ["GENERIC", "Misreading", "ShapesItem", "distractor_rules", "shapes_item", "shapes_items"]
 
@@ -30,7 +31,7 @@ class ShapesItem:
     jaxpr_lines: list[int]
 
 
-def shapes_item(eqn: Eqn, seed: str = "") -> ShapesItem | None:
+def shapes_item(eqn: EqnFact, seed: str = "") -> ShapesItem | None:
     """The shape-oracle item for one equation, or None when it has no single array output or too few misreadings."""
     if len(eqn.outputs) != 1:
         return None
@@ -52,8 +53,9 @@ def shapes_item(eqn: Eqn, seed: str = "") -> ShapesItem | None:
     )
 
 
-@drill("shapes")
-def shapes_items(program: dict) -> list[dict]:
+@drill("shapes", number="02", title="shape on sight",
+       aim="Say what comes out of one equation: every dimension and the dtype.")
+def shapes_items(program: ProgramRecord) -> list[dict]:
     """A shape-oracle item for every equation of the program with exactly one array output."""
-    made = (shapes_item(e, program["slug"]) for e in eqns_of(program))
+    made = (shapes_item(e, program.slug) for e in program.eqns)
     return [asdict(item) for item in made if item is not None]

@@ -101,7 +101,7 @@ def stack_program() -> dict:
 
     return program_record(Program(slug="stack", title="24-layer transformer stack",
                                   lesson="The x-ray at scale.", function=transformer_stack, args=ARGS),
-                          compiled=True)
+                          compiled=True).to_json()
 
 
 def main(argv=None) -> int:

@@ -26,7 +26,7 @@ def fresh_corpus(programs):
     """The built-in programs traced, lowered and compiled now, once per session (as `corpus build` does)."""
     from dumpgym.corpus import build_corpus
 
-    return build_corpus(programs.values())
+    return build_corpus(programs.values()).to_json()
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import pytest
 
 from dumpgym import cli
 from dumpgym import corpus as corpus_module
+from dumpgym.record import Corpus
 
 
 @pytest.fixture
@@ -14,7 +15,7 @@ def committed_copy(tmp_path, monkeypatch, fresh_corpus):
     path = tmp_path / "corpus.json"
     shutil.copy(corpus_module.BUILTIN_PATH, path)
     monkeypatch.setattr(corpus_module, "BUILTIN_PATH", path)
-    monkeypatch.setattr(corpus_module, "build_corpus", lambda *a, **k: copy.deepcopy(fresh_corpus))
+    monkeypatch.setattr(corpus_module, "build_corpus", lambda *a, **k: Corpus.from_json(copy.deepcopy(fresh_corpus)))
     return path
 
 

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from jax._src import core
+from jax import core
 
 from dumpgym.dtypes import long, short
 from dumpgym.program import parse_arg

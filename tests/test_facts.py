@@ -4,7 +4,7 @@ from collections import Counter
 import jax
 import jax.numpy as jnp
 import pytest
-from jax._src import core
+from jax.extend import core
 
 from dumpgym.facts import build_facts
 from dumpgym.programs import SLUGS

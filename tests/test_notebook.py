@@ -15,7 +15,7 @@ def test_xray_object_carries_the_data():
     view = dumpgym.xray(mlp, "f32[4,8]", jnp.ones((8, 2)))
     assert view.jaxpr.startswith("{ lambda ; a:f32[4,8] b:f32[8,2]. let")
     assert "stablehlo.dot_general" in view.stablehlo
-    assert [view.eqns[g["eqn"]]["primitive"] for g in view.groups] == ["dot_general", "tanh", "mul"]
+    assert [view.eqns[g["eqn"]].primitive for g in view.groups] == ["dot_general", "tanh", "mul"]
     html = view._repr_html_()
     assert "<script src" not in html and "http" not in html  # self-contained: nothing fetched
     assert "tensor&lt;4x8xf32&gt;" in html and "tensor<4x8xf32>" not in html.split("<script")[0]

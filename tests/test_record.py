@@ -5,7 +5,7 @@ import json
 import pytest
 
 from dumpgym.corpus import BUILTIN_PATH, dumps
-from dumpgym.record import Corpus, ProgramRecord, RecordError
+from dumpgym.record import Aval, Corpus, EqnFact, Literal, ProgramRecord, RecordError
 
 
 def test_the_committed_corpus_round_trips_byte_for_byte():
@@ -58,3 +58,46 @@ def test_a_corpus_with_a_slug_twice_is_refused(corpus):
     twice = {**corpus, "programs": [*corpus["programs"], corpus["programs"][0]]}
     with pytest.raises(RecordError, match="'mlp' is used twice"):
         Corpus.from_json(twice)
+
+
+# -- what the drills read off the typed record ---------------------------------------------------
+
+def test_avals_print_in_the_jaxprs_notation(by_slug):
+    mlp = ProgramRecord.from_json(by_slug["mlp"])
+    dot = mlp.eqns[0]
+    assert [str(x) for x in dot.inputs] == ["bf16[64,128]", "bf16[128,512]"]
+    assert str(dot.outputs[0]) == "bf16[64,512]" and dot.outputs[0].rank == 2
+    assert str(Aval((), "float32")) == "f32[]" and Aval((), "float32").rank == 0
+    assert str(Literal("0.5", "bfloat16")) == "0.5:bf16[]"
+
+
+def test_weak_typing_is_not_part_of_the_printed_aval():
+    weak, strong = Aval((4,), "float32", weak_type=True), Aval((4,), "float32")
+    assert weak != strong and weak.same(strong) and str(weak) == str(strong)
+    assert not strong.same(Aval((4,), "int32"))
+    assert strong.with_shape([4, 1]) == Aval((4, 1), "float32")
+    assert strong.with_dtype("bfloat16") == Aval((4,), "bfloat16")
+
+
+def test_an_equation_splits_its_inputs_into_arrays_and_literals(by_slug):
+    mul = next(e for e in ProgramRecord.from_json(by_slug["mlp"]).eqns if e.primitive == "mul" and e.literals)
+    assert mul.literals == (Literal("0.044677734375", "bfloat16"),)
+    assert mul.arrays == (Aval((64, 512), "bfloat16"),)
+    assert mul.input_avals == (Aval((), "bfloat16"), Aval((64, 512), "bfloat16"))
+
+
+def test_has_subjaxpr_reads_the_placeholder_in_any_param(corpus):
+    for program in corpus["programs"]:
+        record = ProgramRecord.from_json(program)
+        parents = {e.parent for e in record.eqns}
+        for e in record.eqns:
+            assert e.has_subjaxpr == (e.id in parents), (program["slug"], e.primitive)
+    branches = EqnFact(0, None, "cond", {"branches": ["<jaxpr>", "<jaxpr>"]}, (), (), (1, 1))
+    assert branches.has_subjaxpr
+
+
+def test_integer_list_params_and_absent_params():
+    eqn = EqnFact(0, None, "reduce_sum", {"axes": [1], "out_sharding": None, "flag": [True]}, (), (), (1, 1))
+    assert eqn.ints("axes") == (1,)
+    assert eqn.ints("flag") is None and eqn.ints("out_sharding") is None and eqn.ints("missing") is None
+    assert eqn.param("axes") == [1] and eqn.param("missing") is None

@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax import lax
-from jax._src import core
-from jax._src.interpreters import mlir
-from jax._src.lib.mlir import ir
+from jax.extend import core
+from jax.interpreters import mlir
+from jaxlib.mlir import ir
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 

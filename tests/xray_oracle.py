@@ -17,7 +17,7 @@ judges every attributed op line by the first rule that applies:
 from __future__ import annotations
 
 from jax._src import source_info_util
-from jax._src.lib.mlir import ir
+from jaxlib.mlir import ir
 
 STRUCTURAL = {"builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return", "sdy.mesh"}
 

@@ -47,12 +47,11 @@ def _cmd_build(args) -> int:
 def _cmd_corpus_build(args) -> int:
     from dumpgym import corpus
     from dumpgym.programs import builtin_programs
-    from dumpgym.xray import stats_line
-
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
     if args.no_hlo and (args.check or not args.out):
         raise UsageError("--no-hlo builds a partial corpus: use it only with --out FILE, not for the committed corpus")
-    fresh = corpus.build_corpus(builtin_programs(), progress, compiled=not args.no_hlo)
+    typed = corpus.build_corpus(builtin_programs(), progress, compiled=not args.no_hlo)
+    fresh = typed.to_json()
     if args.check:
         committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
         problems, notes = corpus.check(committed, fresh)
@@ -65,9 +64,9 @@ def _cmd_corpus_build(args) -> int:
         return 0
     out = args.out or corpus.BUILTIN_PATH
     corpus.write_atomic(out, corpus.dumps(fresh))
-    width = max(len(p["slug"]) for p in fresh["programs"])
-    for program in fresh["programs"]:
-        print(f"  {program['slug']:<{width}}  {stats_line(program['xray_stats'])}")
+    width = max(len(p.slug) for p in typed.programs)
+    for program in typed.programs:
+        print(f"  {program.slug:<{width}}  {program.xray_stats.line()}")
     print(f"wrote {out}: {corpus.summary(fresh)}")
     return 0
 
@@ -99,13 +98,12 @@ def _cmd_drills(args) -> int:
 
 def _cmd_add(args) -> int:
     from dumpgym import usercorpus
-    from dumpgym.xray import stats_line
 
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
     say = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
     record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title,
                             corpus_dir=args.corpus, progress=say, compiled=args.hlo)
-    print(f"added {record['slug']}: {len(record['eqns'])} equations · {stats_line(record['xray_stats'])}")
+    print(f"added {record.slug}: {len(record.eqns)} equations · {record.xray_stats.line()}")
     return 0
 
 

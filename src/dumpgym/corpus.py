@@ -8,11 +8,12 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-SCHEMA = "dumpgym.corpus/1"
+from dumpgym.record import SCHEMA, Corpus, ProgramRecord
+
 BUILTIN_PATH = Path(__file__).parent / "data" / "corpus.json"
 
 
-def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool = False) -> dict:
+def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool = False) -> ProgramRecord:
     """Trace one `Program` and gather everything the export says about it (`compiled`: the HLO layer too)."""
     from dumpgym.facts import build_facts
     from dumpgym.trace import trace
@@ -25,38 +26,37 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
     facts = build_facts(traced)
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
     xray = build_xray(traced, facts)
-    extra = {}
+    hlo = None
     if compiled:
         from dumpgym.hlo import compile_layer
 
         say(f"{program.slug}: compiling with XLA")
-        extra["hlo"] = compile_layer(traced, facts)
-    return {
-        "slug": program.slug,
-        "title": program.title,
-        "lesson": program.lesson,
-        "entry": program.entry,
-        "args": list(program.args),
-        "mesh": program.mesh,
-        "in_specs": [list(p) for p in program.in_specs] if program.in_specs else None,
-        "source": traced.source,
-        "jaxpr": traced.jaxpr,
-        "stablehlo": traced.stablehlo,
-        "eqns": facts.to_json(),
-        **xray.to_json(),
-        **extra,
-    }
+        hlo = compile_layer(traced, facts)
+    return ProgramRecord(
+        slug=program.slug,
+        title=program.title,
+        lesson=program.lesson,
+        entry=program.entry,
+        args=tuple(program.args),
+        mesh=program.mesh,
+        in_specs=[list(p) for p in program.in_specs] if program.in_specs else None,
+        source=traced.source,
+        jaxpr=traced.jaxpr,
+        stablehlo=traced.stablehlo,
+        eqns=facts.eqns,
+        xray=xray.groups,
+        stablehlo_ops=xray.ops,
+        lowered_to_nothing=xray.lowered_to_nothing,
+        xray_stats=xray.stats,
+        hlo=hlo,
+    )
 
 
-def build_corpus(programs: Iterable, progress=None, compiled: bool = True) -> dict:
+def build_corpus(programs: Iterable, progress=None, compiled: bool = True) -> Corpus:
     """The whole corpus for `programs`, stamped with the JAX version that traced it."""
     import jax
 
-    return {
-        "schema": SCHEMA,
-        "jax_version": jax.__version__,
-        "programs": [program_record(p, progress, compiled) for p in programs],
-    }
+    return Corpus(SCHEMA, jax.__version__, tuple(program_record(p, progress, compiled) for p in programs))
 
 
 def dumps(corpus: dict) -> str:

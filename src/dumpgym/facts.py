@@ -13,26 +13,14 @@ from typing import Any
 
 import numpy as np
 
-
-
-@dataclass(frozen=True)
-class Eqn:
-    """The facts of one printed equation; `id`s follow print order."""
-
-    id: int
-    parent: int | None
-    primitive: str
-    params: dict
-    inputs: list
-    outputs: list
-    jaxpr_lines: tuple[int, int]
+from dumpgym.record import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal
 
 
 @dataclass(frozen=True)
 class Facts:
     """Every printed equation of a jaxpr, and how containers and sub-equations relate."""
 
-    eqns: tuple[Eqn, ...]
+    eqns: tuple[EqnFact, ...]  # ids follow print order
     # Equations holding a sub-jaxpr, by the ids of the equations inside it; a shared
     # (hoisted) sub-jaxpr has several callers, its first one in print order is `parent`.
     callers: dict[int, tuple[int, ...]] = field(repr=False)
@@ -45,11 +33,7 @@ class Facts:
 
     def to_json(self) -> list[dict]:
         """The `eqns` list of the `dumpgym.corpus/1` export."""
-        return [
-            {"id": e.id, "parent": e.parent, "primitive": e.primitive, "params": e.params,
-             "inputs": e.inputs, "outputs": e.outputs, "jaxpr_lines": list(e.jaxpr_lines)}
-            for e in self.eqns
-        ]
+        return [e.to_json() for e in self.eqns]
 
     def descendants(self, eqn_id: int) -> list[int]:
         """Ids of every equation nested (at any depth) inside `eqn_id`, through any of its sub-jaxprs."""
@@ -101,13 +85,13 @@ def build_facts(source) -> Facts:
     for n, i in enumerate(order):
         eqn = originals[i]
         parents = callers.get(n)
-        eqns.append(Eqn(
+        eqns.append(EqnFact(
             id=n,
             parent=min(parents) if parents else None,
             primitive=eqn.primitive.name,
             params={k: to_json(v) for k, v in sorted(eqn.params.items())},
-            inputs=[atom_json(v) for v in eqn.invars],
-            outputs=[aval_json(v.aval) for v in eqn.outvars],
+            inputs=tuple(atom_fact(v) for v in eqn.invars),
+            outputs=tuple(aval_fact(v.aval) for v in eqn.outvars),
             jaxpr_lines=(spans[i][0], spans[i][1]),
         ))
     jax_eqns = {n: originals[i] for n, i in enumerate(order)}
@@ -161,25 +145,22 @@ def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
     return frozenset(live)
 
 
-def aval_json(aval) -> dict:
-    """`{"shape": [...], "dtype": "<numpy name>"}` for an array aval (`weak_type` when set)."""
+def aval_fact(aval) -> Aval:
+    """An array aval as the record holds it: global shape, numpy dtype name, weak type when set."""
     shape = getattr(aval, "shape", None)
     dtype = getattr(aval, "dtype", None)
     if shape is None or dtype is None:
-        return {"shape": [], "dtype": str(aval)}
-    out = {"shape": [int(d) for d in shape], "dtype": np.dtype(dtype).name}
-    if getattr(aval, "weak_type", False):
-        out["weak_type"] = True
-    return out
+        return Aval((), str(aval))
+    return Aval(tuple(int(d) for d in shape), np.dtype(dtype).name, bool(getattr(aval, "weak_type", False)))
 
 
-def atom_json(atom) -> dict:
-    """An equation input: its aval, or `{"literal": ..., "dtype": ...}` for a literal."""
+def atom_fact(atom) -> Aval | Literal:
+    """An equation input: its aval, or the literal's printed value and dtype."""
     from jax.extend import core as jex
 
     if isinstance(atom, jex.Literal):
-        return {"literal": _literal_text(atom.val), "dtype": aval_json(atom.aval)["dtype"]}
-    return aval_json(atom.aval)
+        return Literal(_literal_text(atom.val), aval_fact(atom.aval).dtype)
+    return aval_fact(atom.aval)
 
 
 def _literal_text(value) -> str:
@@ -196,7 +177,7 @@ def to_json(value):
     if isinstance(value, float):
         return value if np.isfinite(value) else str(value)
     if isinstance(value, (jex.Jaxpr, jex.ClosedJaxpr)):
-        return "<jaxpr>"
+        return JAXPR_PLACEHOLDER
     if isinstance(value, (tuple, list)):
         return [to_json(v) for v in value]
     if isinstance(value, (np.integer, np.bool_)):

@@ -17,35 +17,14 @@ from __future__ import annotations
 import platform
 import re
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 from dumpgym.facts import Facts
+from dumpgym.record import CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.trace import innermost_tag, lower_copy
 
 _CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
 _TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
-
-
-@dataclass(frozen=True)
-class Instruction:
-    """One compiled instruction: where it is printed, what it is, and the equations it came from."""
-
-    line: int
-    name: str
-    opcode: str
-    computation: str
-    eqns: tuple[int, ...]  # empty: the compiler's own (no source equation)
-
-
-@dataclass(frozen=True)
-class Fusion:
-    """A fusion instruction and every equation whose work it absorbed."""
-
-    line: int
-    name: str
-    kind: str
-    eqns: tuple[int, ...]
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -101,7 +80,7 @@ def _opcode(instruction) -> str:
     return str(instruction.opcode).removeprefix("HloOpcode.k").lower()
 
 
-def compile_layer(trace, facts: Facts) -> dict:
+def compile_layer(trace, facts: Facts) -> CompiledLayer:
     """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them."""
     import jax
     import jaxlib
@@ -180,28 +159,28 @@ def compile_layer(trace, facts: Facts) -> dict:
             by_eqn[ancestor] |= by_eqn[e]
     entry = _entry_name(text)
     arguments = {i.name for c, i in tagged_list if c == entry and _opcode(i) == "parameter" and metadata[i.name]}
-    return {
-        "text": text,
-        "backend": jax.devices()[0].platform,
-        "jaxlib_version": jaxlib.__version__,
-        "host": host(),
-        "host_id": host_id(),
-        "instructions": [{**i.__dict__, "eqns": list(i.eqns)} for i in instructions],
-        "fusions": [{**f.__dict__, "eqns": list(f.eqns)} for f in fusions],
-        "lines_by_eqn": {str(e): sorted(v) for e, v in sorted(by_eqn.items())},
-        "stats": {
-            "instructions": len(instructions),
-            "with_op_name": sum(metadata.values()),
-            "arguments": len(arguments),  # entry parameters, whose op_name is the argument's name
-            "attributed": sum(1 for i in instructions if i.eqns),
+    return CompiledLayer(
+        text=text,
+        backend=jax.devices()[0].platform,
+        jaxlib_version=jaxlib.__version__,
+        host=host(),
+        host_id=host_id(),
+        instructions=tuple(instructions),
+        fusions=tuple(fusions),
+        lines_by_eqn={str(e): tuple(sorted(v)) for e, v in sorted(by_eqn.items())},
+        stats=HloStats(
+            instructions=len(instructions),
+            with_op_name=sum(metadata.values()),
+            arguments=len(arguments),  # entry parameters, whose op_name is the argument's name
+            attributed=sum(1 for i in instructions if i.eqns),
             # instructions naming a source op that we could not tie to an equation (should be 0)
-            "unattributed_with_op_name": sum(
+            unattributed_with_op_name=sum(
                 1 for i in instructions if metadata[i.name] and not i.eqns and i.name not in arguments
             ),
-            "compiler_own": sum(1 for i in instructions if not i.eqns),
-            "fusions": len(fusions),
-        },
-    }
+            compiler_own=sum(1 for i in instructions if not i.eqns),
+            fusions=len(fusions),
+        ),
+    )
 
 
 def _entry_name(text: str) -> str:

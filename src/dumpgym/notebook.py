@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass
 from importlib import resources
 
+from dumpgym.record import EqnFact, XrayStats
+
 _STYLE = """
 .dgx{font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:#1d2330;background:#fbfbf8;border:1px solid #d9d9d0;border-radius:6px;padding:8px}
 .dgx .dgx-stats{font-family:system-ui,sans-serif;font-size:12px;color:#555;margin:0 0 6px}
@@ -63,13 +65,11 @@ class NotebookXRay:
     name: str
     jaxpr: str
     stablehlo: str
-    groups: list
-    stats: dict
-    eqns: list
+    groups: list  # the export's `xray` groups, as JSON
+    stats: XrayStats
+    eqns: tuple[EqnFact, ...]
 
     def _repr_html_(self) -> str:
-        from dumpgym.xray import stats_line
-
         # Unique across renders, kernels and reloads: one notebook page can hold many renders.
         root = f"dumpgym-xray-{uuid.uuid4().hex}"
         mapped = {
@@ -85,12 +85,12 @@ class NotebookXRay:
             return f'<div class="dgx-col" data-layer="{layer}"><h4>{title}</h4>{rows}</div>'
 
         # What the hover module's index reads: the groups, and each equation's parent and jaxpr lines.
-        eqns = [{"id": e["id"], "parent": e["parent"], "jaxpr_lines": e["jaxpr_lines"]} for e in self.eqns]
+        eqns = [{"id": e.id, "parent": e.parent, "jaxpr_lines": list(e.jaxpr_lines)} for e in self.eqns]
         data = json.dumps({"xray": self.groups, "eqns": eqns}).replace("</", "<\\/")
         script = _inlined("hover.js") + _WIRING % {"id": json.dumps(root)}
         return (
             f'<div class="dgx" id="{root}"><style>{_STYLE}</style>'
-            f'<p class="dgx-stats">{html.escape(self.name)} · {html.escape(stats_line(self.stats))}</p>'
+            f'<p class="dgx-stats">{html.escape(self.name)} · {html.escape(self.stats.line())}</p>'
             f'<div class="dgx-cols">{column("jaxpr", "jaxpr", self.jaxpr)}{column("stablehlo", "StableHLO", self.stablehlo)}</div>'
             f'<script type="application/json">{data}</script>'
             f'<script type="module">{script}</script></div>'
@@ -114,12 +114,12 @@ def xray(function, *example_args) -> NotebookXRay:
 
     traced = trace(function, [_example(a) for a in example_args])
     facts = build_facts(traced)
-    result = build_xray(traced, facts).to_json()
+    result = build_xray(traced, facts)
     return NotebookXRay(
         name=getattr(function, "__name__", "program"),
         jaxpr=traced.jaxpr,
         stablehlo=traced.stablehlo,
-        groups=result["xray"],
-        stats=result["xray_stats"],
-        eqns=facts.to_json(),
+        groups=[g.to_json() for g in result.groups],
+        stats=result.stats,
+        eqns=facts.eqns,
     )

@@ -1,6 +1,6 @@
 """The corpus record ("dumpgym.corpus/1") as frozen dataclasses: written by one function, read by one.
 
-`ProgramRecord.from_json` is the only way a record comes in from disk or from the committed
+`ProgramRecord.from_json` (reading as `typedjson` does) is the only way a record comes in from disk or from the committed
 corpus: it checks every field's type against the annotations below and every cross-reference
 (equation ids, line numbers) against the texts, and raises `RecordError` naming the first field
 that is wrong. `to_json` is the only way one goes out; it reproduces the export byte for byte.
@@ -9,144 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
-import typing
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, ClassVar
+from typing import Any, Iterable
+
+from dumpgym.dtypes import short as short_dtype
+from dumpgym.typedjson import RecordError, TypedRecord as _Record, at as _at, join as _join
 
 SCHEMA = "dumpgym.corpus/1"
+# What the export writes for a parameter that is a jaxpr (see `facts.to_json`, the parameter writer).
+JAXPR_PLACEHOLDER = "<jaxpr>"
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-
-
-class RecordError(ValueError):
-    """A record that does not have the shape of the contract; the message names the field."""
 
 
 def valid_slug(slug: object) -> bool:
     """Whether `slug` may name a program: lowercase letters, digits and dashes, at most 64."""
     return isinstance(slug, str) and SLUG.fullmatch(slug) is not None
-
-
-class _Record:
-    """Reading and writing for the dataclasses below: fields as annotated, in declaration order."""
-
-    # Fields left out of the JSON when they hold their default (the export omits them then).
-    OMIT_DEFAULT: ClassVar[frozenset[str]] = frozenset()
-
-    @classmethod
-    def from_json(cls, value: Any, path: str = ""):
-        """A typed record from parsed JSON; raises `RecordError` naming the first wrong field."""
-        record = _build(cls, value, path)
-        record.check(path)
-        return record
-
-    def check(self, path: str) -> None:
-        """Cross-field rules beyond the types (a subclass adds its own)."""
-
-    def to_json(self) -> dict:
-        """The record as the export writes it."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in self.OMIT_DEFAULT and value == f.default:
-                continue
-            out[f.name] = _json(value)
-        return out
-
-
-def _json(value):
-    if isinstance(value, _Record):
-        return value.to_json()
-    if isinstance(value, tuple):
-        return [_json(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json(v) for k, v in value.items()}
-    return value
-
-
-_KIND = {dict: "an object", list: "a list", str: "a string", int: "a whole number", bool: "true or false",
-         float: "a number", type(None): "null"}
-
-
-def _at(path: str) -> str:
-    return path or "the record"
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
-
-
-def _what(value) -> str:
-    return _KIND.get(type(value), type(value).__name__)
-
-
-@cache
-def _hints(cls) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _build(tp, value, path: str):
-    """`value` (parsed JSON) as an instance of type `tp`, or RecordError at `path`."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        errors = []
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _build(option, value, path)
-            except RecordError as e:
-                errors.append(e)
-        raise errors[0] if len(errors) == 1 else RecordError(f"{_at(path)}: {_what(value)} is none of the allowed forms")
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise RecordError(f"{_at(path)}: expected a list, got {_what(value)}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_build(args[0], v, f"{path}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise RecordError(f"{_at(path)}: expected {len(args)} items, got {len(value)}")
-        return tuple(_build(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-    if origin is dict:
-        key_type, value_type = typing.get_args(tp)
-        if not isinstance(value, dict):
-            raise RecordError(f"{_at(path)}: expected an object, got {_what(value)}")
-        return {k: _build(value_type, v, _join(path, k)) for k, v in value.items()}
-    if isinstance(tp, type) and issubclass(tp, _Record):
-        return _build_record(tp, value, path)
-    if tp is Any:
-        return value
-    if tp is int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise RecordError(f"{_at(path)}: expected a whole number, got {_what(value)}")
-        return value
-    if tp in (str, bool, dict, list):
-        if not isinstance(value, tp):
-            raise RecordError(f"{_at(path)}: expected {_KIND[tp]}, got {_what(value)}")
-        return value
-    raise TypeError(f"record.py has no reader for {tp!r}")  # a programming error, not bad data
-
-
-def _build_record(cls, value, path: str):
-    if not isinstance(value, dict):
-        raise RecordError(f"{_at(path)}: expected an object, got {_what(value)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = [k for k in value if k not in fields]
-    if unknown:
-        raise RecordError(f"{_at(path)}: unknown field {unknown[0]!r}")
-    hints = _hints(cls)
-    kwargs = {}
-    for name, f in fields.items():
-        if name not in value:
-            if f.default is dataclasses.MISSING:
-                raise RecordError(f"{_at(path)}: missing field {name!r}")
-            continue
-        kwargs[name] = _build(hints[name], value[name], _join(path, name))
-    return cls(**kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,6 +39,27 @@ class Aval(_Record):
     dtype: str
     weak_type: bool = False
 
+    def __str__(self) -> str:
+        """The aval as the jaxpr prints it: `bf16[64,512]`, `f32[]` (weak typing is not printed)."""
+        return f"{short_dtype(self.dtype)}[{','.join(str(d) for d in self.shape)}]"
+
+    @property
+    def rank(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    def same(self, other: Aval) -> bool:
+        """Whether `other` prints as this aval: the same shape and dtype, weakly typed or not."""
+        return (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    def with_shape(self, shape: Iterable[int]) -> Aval:
+        """The same dtype with another shape."""
+        return dataclasses.replace(self, shape=tuple(int(d) for d in shape))
+
+    def with_dtype(self, dtype: str) -> Aval:
+        """The same shape with another dtype."""
+        return dataclasses.replace(self, dtype=dtype)
+
 
 @dataclass(frozen=True)
 class Literal(_Record):
@@ -169,6 +67,15 @@ class Literal(_Record):
 
     literal: str
     dtype: str
+
+    def __str__(self) -> str:
+        """The literal as the jaxpr prints it: `0.5:bf16[]`."""
+        return f"{self.literal}:{short_dtype(self.dtype)}[]"
+
+    @property
+    def aval(self) -> Aval:
+        """The literal's aval: a scalar of its dtype."""
+        return Aval((), self.dtype)
 
 
 @dataclass(frozen=True)
@@ -182,6 +89,40 @@ class EqnFact(_Record):
     inputs: tuple[Aval | Literal, ...]
     outputs: tuple[Aval, ...]
     jaxpr_lines: tuple[int, int]
+
+    @property
+    def arrays(self) -> tuple[Aval, ...]:
+        """Inputs that are variables, not literals."""
+        return tuple(x for x in self.inputs if isinstance(x, Aval))
+
+    @property
+    def literals(self) -> tuple[Literal, ...]:
+        """Inputs that are printed literals."""
+        return tuple(x for x in self.inputs if isinstance(x, Literal))
+
+    @property
+    def input_avals(self) -> tuple[Aval, ...]:
+        """Every input's aval, in order; a literal's is a scalar of its dtype."""
+        return tuple(x.aval if isinstance(x, Literal) else x for x in self.inputs)
+
+    @property
+    def has_subjaxpr(self) -> bool:
+        """Whether the equation holds a sub-jaxpr (jit, remat, shard_map, cond, scan, ...)."""
+        # The export writes every jaxpr-valued param as the placeholder, alone or in a list (cond's branches).
+        return any(v == JAXPR_PLACEHOLDER or (isinstance(v, list) and JAXPR_PLACEHOLDER in v)
+                   for v in self.params.values())
+
+    def param(self, name: str) -> Any:
+        """The parameter `name`, or None when this primitive has no parameter of that name."""
+        # Params differ by primitive, so an absent one is an answer, not a gap in the record.
+        return self.params[name] if name in self.params else None
+
+    def ints(self, name: str) -> tuple[int, ...] | None:
+        """A parameter that is a list of integers (`axes`, `permutation`, ...), or None if absent or not one."""
+        value = self.param(name)
+        if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return tuple(value)
+        return None
 
 
 @dataclass(frozen=True)
@@ -221,6 +162,12 @@ class XrayStats(_Record):
     stablehlo_lines: int
     stablehlo_op_lines: int
     mapped_stablehlo_op_lines: int
+
+    def line(self) -> str:
+        """The one-line summary the page and the CLI print for a program's x-ray."""
+        return (f"{self.mapped_equations} of {self.equations} equations mapped · "
+                f"{self.mapped_jaxpr_lines} of {self.jaxpr_lines} jaxpr lines · "
+                f"{self.mapped_stablehlo_op_lines} of {self.stablehlo_op_lines} StableHLO op lines")
 
 
 @dataclass(frozen=True)
@@ -357,7 +304,9 @@ class Corpus(_Record):
     programs: tuple[ProgramRecord, ...]
 
     def check(self, path: str) -> None:
-        """The schema is ours and no slug is used twice."""
+        """The schema is ours, every program passes its own checks, and no slug is used twice."""
+        for i, p in enumerate(self.programs):
+            p.check(f"{_join(path, 'programs')}[{i}]")
         if self.schema != SCHEMA:
             raise RecordError(f"{_join(path, 'schema')}: {self.schema!r}, expected {SCHEMA!r}")
         seen = set()
@@ -365,12 +314,3 @@ class Corpus(_Record):
             if p.slug in seen:
                 raise RecordError(f"{_join(path, 'programs')}[{i}].slug: {p.slug!r} is used twice")
             seen.add(p.slug)
-
-    @classmethod
-    def from_json(cls, value: Any, path: str = ""):
-        """A typed corpus; each program is checked as `ProgramRecord.from_json` checks it."""
-        corpus = _build(cls, value, path)
-        for i, p in enumerate(corpus.programs):
-            p.check(f"{_join(path, 'programs')}[{i}]")
-        corpus.check(path)
-        return corpus

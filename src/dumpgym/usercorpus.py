@@ -200,7 +200,7 @@ def _check_slug_free(slug: str, folder: Path) -> None:
 
 
 def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | None = None,
-        corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool = False) -> dict:
+        corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool = False) -> ProgramRecord:
     """Trace a user's function, build its facts, x-ray and record, and store it; returns the record."""
     from dumpgym.corpus import program_record, write_atomic
     from dumpgym.program import Program, load_entry, parse_arg
@@ -235,7 +235,7 @@ def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | 
         _check_slug_free(slug, folder)
         slugs = read_index(folder)
         path = folder / f"{slug}.json"
-        write_atomic(path, json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        write_atomic(path, json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n")
         try:
             _write_index(folder, [*slugs, slug])
         except BaseException:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from dumpgym.facts import Facts
+from dumpgym.record import Group, LoweredToNothing, StablehloOp, XrayStats
 from dumpgym.trace import innermost_tag
 
 # Operations that only give the module its shape: never attributed, never counted.
@@ -30,42 +31,21 @@ NOTHING_REASONS = {
 
 
 @dataclass(frozen=True)
-class Op:
-    """One StableHLO operation: its name, the line it starts on, and the function it sits in."""
-
-    name: str
-    line: int
-    function: str
-
-
-@dataclass(frozen=True)
-class Group:
-    """The lines of one equation at both layers (a container also owns its descendants' lines)."""
-
-    eqn: int
-    jaxpr_lines: tuple[int, ...]
-    stablehlo_lines: tuple[int, ...]
-
-
-@dataclass(frozen=True)
 class XRay:
     """Groups for every equation that emitted something, and what was left unmapped and why."""
 
     groups: tuple[Group, ...]
-    ops: tuple[Op, ...]  # every op line of the plain StableHLO text, in order
-    lowered_to_nothing: tuple[dict, ...]
-    stats: dict
+    ops: tuple[StablehloOp, ...]  # every op line of the plain StableHLO text, in order
+    lowered_to_nothing: tuple[LoweredToNothing, ...]
+    stats: XrayStats
 
     def to_json(self) -> dict:
         """The export's `xray`, `stablehlo_ops`, `lowered_to_nothing` and `xray_stats` fields."""
         return {
-            "xray": [
-                {"eqn": g.eqn, "jaxpr_lines": list(g.jaxpr_lines), "stablehlo_lines": list(g.stablehlo_lines)}
-                for g in self.groups
-            ],
-            "stablehlo_ops": [asdict(op) for op in self.ops],
-            "lowered_to_nothing": list(self.lowered_to_nothing),
-            "xray_stats": self.stats,
+            "xray": [g.to_json() for g in self.groups],
+            "stablehlo_ops": [op.to_json() for op in self.ops],
+            "lowered_to_nothing": [row.to_json() for row in self.lowered_to_nothing],
+            "xray_stats": self.stats.to_json(),
         }
 
 
@@ -106,7 +86,7 @@ def build_xray(trace, facts: Facts) -> XRay:
     if plain_names != tagged_names:
         raise RuntimeError("the tagged lowering differs from the plain one; cannot attribute by construction")
 
-    ops: list[Op] = []
+    ops: list[StablehloOp] = []
     owners: dict[int, set[int]] = defaultdict(set)  # op index -> equations
     index_of = {}
     pending_constants = []
@@ -114,7 +94,7 @@ def build_xray(trace, facts: Facts) -> XRay:
     untagged = []
     for i, ((p_op, function, holder), (t_op, _, _)) in enumerate(zip(plain_ops, tagged_ops)):
         index_of[t_op] = i
-        ops.append(Op(p_op.name, _line(p_op), function))
+        ops.append(StablehloOp(p_op.name, _line(p_op), function))
         own = innermost_tag(str(t_op.location))
         own = None if own is None else eqn_of_tag[own]
         if t_op.name == "stablehlo.constant":
@@ -169,7 +149,7 @@ def _inherit_from_calls(ops, owners, calls_by_function):
                     changed = True
 
 
-def _assemble(trace, facts: Facts, ops: list[Op], owners) -> XRay:
+def _assemble(trace, facts: Facts, ops: list[StablehloOp], owners) -> XRay:
     own_lines: dict[int, set[int]] = defaultdict(set)
     op_lines = set()
     for i, op in enumerate(ops):
@@ -184,7 +164,7 @@ def _assemble(trace, facts: Facts, ops: list[Op], owners) -> XRay:
         family = [eqn.id, *facts.descendants(eqn.id)]
         hlo = set().union(*(own_lines[e] for e in family))
         if not hlo:
-            nothing.append({"eqn": eqn.id, "why": _why_nothing(eqn, facts)})
+            nothing.append(LoweredToNothing(eqn.id, _why_nothing(eqn, facts)))
             continue
         jaxpr = set()
         for e in family:
@@ -194,15 +174,15 @@ def _assemble(trace, facts: Facts, ops: list[Op], owners) -> XRay:
 
     attributed = {line for g in groups for line in g.stablehlo_lines}
     jaxpr_mapped = {line for g in groups for line in g.jaxpr_lines}
-    stats = {
-        "equations": len(facts.eqns),
-        "mapped_equations": len(groups),
-        "jaxpr_lines": len(trace.jaxpr.splitlines()),
-        "mapped_jaxpr_lines": len(jaxpr_mapped),
-        "stablehlo_lines": len(trace.stablehlo.splitlines()),
-        "stablehlo_op_lines": len(op_lines),
-        "mapped_stablehlo_op_lines": len(attributed & op_lines),
-    }
+    stats = XrayStats(
+        equations=len(facts.eqns),
+        mapped_equations=len(groups),
+        jaxpr_lines=len(trace.jaxpr.splitlines()),
+        mapped_jaxpr_lines=len(jaxpr_mapped),
+        stablehlo_lines=len(trace.stablehlo.splitlines()),
+        stablehlo_op_lines=len(op_lines),
+        mapped_stablehlo_op_lines=len(attributed & op_lines),
+    )
     return XRay(tuple(groups), tuple(o for o in ops if o.name not in STRUCTURAL_OPS), tuple(nothing), stats)
 
 
@@ -211,15 +191,6 @@ def _why_nothing(eqn, facts: Facts) -> str:
         return "its result is never used, so lowering dropped it as dead code"
     if eqn.primitive in NOTHING_REASONS:
         return NOTHING_REASONS[eqn.primitive]
-    if eqn.primitive == "convert_element_type" and eqn.inputs and eqn.inputs[0].get("dtype") == eqn.outputs[0]["dtype"]:
+    if eqn.primitive == "convert_element_type" and eqn.inputs and eqn.inputs[0].dtype == eqn.outputs[0].dtype:
         return "a convert to the dtype it already has only drops the weak type; nothing to compute"
     return "no operation carries its mark: lowering folded it into its neighbours"
-
-
-def stats_line(stats: dict) -> str:
-    """The one-line summary the page and the CLI print for a program's x-ray."""
-    return (
-        f"{stats['mapped_equations']} of {stats['equations']} equations mapped · "
-        f"{stats['mapped_jaxpr_lines']} of {stats['jaxpr_lines']} jaxpr lines · "
-        f"{stats['mapped_stablehlo_op_lines']} of {stats['stablehlo_op_lines']} StableHLO op lines"
-    )

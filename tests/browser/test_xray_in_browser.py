@@ -302,9 +302,11 @@ def long_program(n: int) -> dict:
     jaxpr.append(f"  in (v{n},) }}")
     hlo += [f"    return %{n - 1} : tensor<8xf32>", "  }", "}"]
     return {"slug": "long", "title": "a long chain of adds", "lesson": "Five thousand lines, one hover.",
-            "entry": "x.py:long", "args": ["f32[8]"], "mesh": None, "source": "def long(x): ...",
+            "entry": "x.py:long", "args": ["f32[8]"], "mesh": None, "in_specs": None, "source": "def long(x): ...",
             "jaxpr": "\n".join(jaxpr), "stablehlo": "\n".join(hlo), "eqns": eqns, "xray": groups,
-            "stablehlo_ops": ops, "lowered_to_nothing": [], "xray_stats": {}, "hlo": long_compiled(n)}
+            "stablehlo_ops": ops, "lowered_to_nothing": [], "hlo": long_compiled(n),
+            "xray_stats": {"equations": n, "mapped_equations": n, "jaxpr_lines": len(jaxpr), "mapped_jaxpr_lines": n,
+                           "stablehlo_lines": len(hlo), "stablehlo_op_lines": n, "mapped_stablehlo_op_lines": n}}
 
 
 def long_compiled(n: int, per: int = 10) -> dict:
@@ -342,6 +344,7 @@ def long_compiled(n: int, per: int = 10) -> dict:
     text.append("}")
     own = sum(1 for i in instructions if not i["eqns"])
     return {"text": "\n".join(text), "backend": "cpu", "jaxlib_version": "0.10.2", "host": "test",
+            "host_id": "test",
             "instructions": instructions, "fusions": fusions, "lines_by_eqn": lines,
             "stats": {"instructions": len(instructions), "with_op_name": n, "arguments": 1,
                       "attributed": len(instructions) - own, "unattributed_with_op_name": 0,
@@ -354,7 +357,10 @@ def long_url(tmp_path_factory, corpus, serve_directory):
 
     data = {**corpus, "programs": [corpus["programs"][0], long_program(5000)]}
     out = tmp_path_factory.mktemp("long-site")
-    build.build_site(out, data, {"schema": "dumpgym.drills/1", "items": []})
+    from dumpgym.drills import build_pool
+
+    kinds = build_pool({**corpus, "programs": corpus["programs"][:1]})["kinds"]  # the page's tabs, no items
+    build.build_site(out, data, {"schema": "dumpgym.drills/1", "kinds": kinds, "items": []})
     with serve_directory(out) as url:
         yield url
 

@@ -3,6 +3,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -246,30 +247,22 @@ def test_add_writes_the_record_and_index_under_the_folder_lock(corpus_dir, monke
     assert seen == [True, True]
 
 
-def test_ten_parallel_adds_of_distinct_programs_all_land(corpus_dir):
+def test_ten_parallel_adds_lose_nothing_and_claim_a_slug_once(corpus_dir):
+    """Five distinct slugs and five adds of one slug, all at once: the five land, one 'dup' wins."""
     corpus_dir.mkdir()
+    slugs = [f"p{n}" for n in range(5)] + ["dup"] * 5
     with ThreadPoolExecutor(10) as pool:
         results = list(pool.map(
-            lambda n: _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", f"p{n}",
-                           "--corpus", str(corpus_dir)),
-            range(10)))
-    assert [r.returncode for r in results] == [0] * 10, [r.stderr for r in results]
-    assert sorted(_listed(corpus_dir)) == sorted(f"p{n}" for n in range(10))
-
-
-def test_ten_parallel_adds_of_one_slug_one_wins(corpus_dir):
-    corpus_dir.mkdir()
-    with ThreadPoolExecutor(10) as pool:
-        results = list(pool.map(
-            lambda n: _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", "dup",
-                           "--corpus", str(corpus_dir)),
-            range(10)))
-    codes = sorted(r.returncode for r in results)
-    assert codes == [0] + [2] * 9
-    for r in results:
+            lambda slug: _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", slug,
+                              "--corpus", str(corpus_dir)),
+            slugs))
+    codes = [r.returncode for r in results]
+    assert codes[:5] == [0] * 5, [r.stderr for r in results[:5]]
+    assert sorted(codes[5:]) == [0] + [2] * 4
+    for r in results[5:]:
         if r.returncode == 2:
             assert len(r.stderr.strip().splitlines()) == 1 and "'dup' is already in the corpus" in r.stderr
-    assert _listed(corpus_dir) == ["dup"]
+    assert sorted(_listed(corpus_dir)) == sorted(set(slugs))
 
 
 def test_leftovers_of_a_killed_add_are_never_listed_and_are_cleaned(corpus_dir, capsys):
@@ -289,7 +282,7 @@ def test_sigkill_at_random_moments_leaves_a_working_folder(corpus_dir):
     assert _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", "base",
                 "--corpus", str(corpus_dir)).returncode == 0
     env = {**os.environ, "PYTHONPATH": SRC}
-    for n, delay in enumerate((0.3, 1.0, 1.8, 2.5, 3.2, 4.0)):
+    for n, delay in enumerate((0.4, 1.3, 2.2)):  # importing, tracing, writing (more in the 20-kill run of the note)
         proc = subprocess.Popen([sys.executable, "-m", "dumpgym", "add", f"{PROGRAMS}:while_halving", "--arg",
                                  "f32[5]", "--slug", f"k{n}", "--corpus", str(corpus_dir)],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -297,7 +290,7 @@ def test_sigkill_at_random_moments_leaves_a_working_folder(corpus_dir):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     slugs = _listed(corpus_dir)
-    assert slugs[0] == "base" and set(slugs) <= {"base", *(f"k{n}" for n in range(6))}
+    assert slugs[0] == "base" and set(slugs) <= {"base", "k0", "k1", "k2"}
     for command in (["list"], ["export"], ["drills"]):
         result = _cli(*command, "--corpus", str(corpus_dir))
         assert result.returncode == 0 and result.stderr == "", (command, result.stderr)
@@ -322,10 +315,18 @@ DAMAGED = {
 }
 
 
+@pytest.fixture(scope="module")
+def good_folder(tmp_path_factory):
+    """A corpus folder holding one program, 'good', traced once for every damaged copy."""
+    folder = tmp_path_factory.mktemp("good") / "corpus"
+    assert _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", "good",
+                "--corpus", str(folder)).returncode == 0
+    return folder
+
+
 @pytest.fixture
-def damaged(corpus_dir, request, capfd):
-    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "good") == 0
-    capfd.readouterr()
+def damaged(corpus_dir, good_folder, request):
+    shutil.copytree(good_folder, corpus_dir)
     edit, message = DAMAGED[request.param]
     edit(corpus_dir)
     (corpus_dir.parent / "x.json").write_text("{}")  # what '../../x'-like slugs would reach
@@ -344,7 +345,8 @@ def test_a_damaged_folder_is_one_line_and_status_2(damaged, command, capfd):
     assert snapshot(corpus_dir) == before
 
 
-@pytest.mark.parametrize("damaged", list(DAMAGED), indirect=True)
+@pytest.mark.parametrize("damaged", ["xray is a string", "the index lists a missing file", "the index is not JSON"],
+                         indirect=True)  # a damaged record, a missing one, a damaged index: every way to skip
 def test_serve_and_build_skip_a_damaged_program_with_a_warning(damaged, tmp_path, capfd):
     corpus_dir, message = damaged
     site = Site.build(corpus_dir)

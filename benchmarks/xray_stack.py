@@ -19,7 +19,7 @@ args = [jax.ShapeDtypeStruct(a.shape, jax.numpy.dtype(a.dtype)) for a in map(par
 XRAY = SETUP + """
 from dumpgym.trace import trace
 from dumpgym.facts import build_facts
-from dumpgym.xray import build_xray
+from dumpgym.attribution import build_xray
 t = trace(transformer_stack, args)
 f = build_facts(t)
 x = build_xray(t, f)

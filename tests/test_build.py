@@ -13,7 +13,7 @@ import pytest
 
 from dumpgym import build, cli, site
 from dumpgym.drills import build_pool
-from dumpgym.program import ProgramError
+from dumpgym.errors import BuildFolderError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,14 +107,14 @@ def test_a_file_the_user_added_to_a_build_is_refused_by_name_and_nothing_is_dele
     (user_build / "src").mkdir()
     (user_build / "src" / "main.py").write_text("print('mine')\n")
     before = snapshot(user_build.parent)
-    with pytest.raises(ProgramError, match=r"holds 'src/main.py', which dumpgym build did not write"):
+    with pytest.raises(BuildFolderError, match=r"holds 'src/main.py', which dumpgym build did not write"):
         build.build_site(user_build, *small)
     assert snapshot(user_build.parent) == before
 
 
 def test_an_empty_folder_the_user_added_to_a_build_is_refused(user_build, small):
     (user_build / "drafts").mkdir()
-    with pytest.raises(ProgramError, match=r"'drafts'"):
+    with pytest.raises(BuildFolderError, match=r"'drafts'"):
         build.build_site(user_build, *small)
     assert (user_build / "drafts").is_dir()
 
@@ -124,7 +124,7 @@ def test_a_build_file_the_user_edited_is_refused_by_name_even_at_the_same_size(u
     body = page.read_bytes()
     page.write_bytes(body.replace(b"<html", b"<HTML", 1))  # same size, other bytes
     before = snapshot(user_build.parent)
-    with pytest.raises(ProgramError, match=r"holds 'index.html', changed since dumpgym build wrote it"):
+    with pytest.raises(BuildFolderError, match=r"holds 'index.html', changed since dumpgym build wrote it"):
         build.build_site(user_build, *small)
     assert snapshot(user_build.parent) == before
 
@@ -132,7 +132,7 @@ def test_a_build_file_the_user_edited_is_refused_by_name_even_at_the_same_size(u
 def test_a_build_missing_a_file_it_wrote_is_refused_by_name(user_build, small):
     (user_build / "corpus.json").unlink()
     before = snapshot(user_build.parent)
-    with pytest.raises(ProgramError, match=r"lacks 'corpus.json'"):
+    with pytest.raises(BuildFolderError, match=r"lacks 'corpus.json'"):
         build.build_site(user_build, *small)
     assert snapshot(user_build.parent) == before
 
@@ -143,7 +143,7 @@ def test_an_old_marker_without_a_manifest_is_foreign(tmp_path, small, files):
     (out / build.MARKER).write_text("written by dumpgym build\n")
     (out / "index.html").write_bytes(files["index.html"])
     before = snapshot(tmp_path)
-    with pytest.raises(ProgramError, match=r"holds '\.dumpgym-site' with no dumpgym build manifest"):
+    with pytest.raises(BuildFolderError, match=r"holds '\.dumpgym-site' with no dumpgym build manifest"):
         build.build_site(out, *small)
     assert snapshot(tmp_path) == before
 
@@ -178,7 +178,7 @@ def test_a_symlink_to_a_foreign_folder_is_refused_untouched(tmp_path, small):
     (real / "notes.txt").write_text("keep me\n")
     (tmp_path / "site").symlink_to("real", target_is_directory=True)
     before = snapshot(tmp_path)
-    with pytest.raises(ProgramError, match=r"holds 'notes.txt'"):
+    with pytest.raises(BuildFolderError, match=r"holds 'notes.txt'"):
         build.build_site(tmp_path / "site", *small)
     assert snapshot(tmp_path) == before
 
@@ -189,14 +189,14 @@ def test_a_non_empty_foreign_folder_is_refused_untouched(tmp_path, small):
     (mine / "src" / "main.py").write_text("print('mine')\n")
     (mine / "notes.txt").write_text("keep me\n")
     before = snapshot(tmp_path)
-    with pytest.raises(ProgramError, match=r"holds 'notes.txt', which dumpgym build did not write"):
+    with pytest.raises(BuildFolderError, match=r"holds 'notes.txt', which dumpgym build did not write"):
         build.build_site(mine, *small)
     assert snapshot(tmp_path) == before
 
 
 def test_a_file_at_out_is_refused(tmp_path, small):
     (tmp_path / "site").write_text("mine\n")
-    with pytest.raises(ProgramError, match="is not a folder"):
+    with pytest.raises(BuildFolderError, match="is not a folder"):
         build.build_site(tmp_path / "site", *small)
     assert (tmp_path / "site").read_text() == "mine\n"
 
@@ -208,7 +208,7 @@ def test_a_file_added_during_the_build_keeps_the_old_build_in_place(user_build, 
 
     monkeypatch.setattr(build, "render_site", render_while_the_user_writes)
     before = snapshot(user_build.parent)
-    with pytest.raises(ProgramError, match="'late.txt'"):
+    with pytest.raises(BuildFolderError, match="'late.txt'"):
         build.build_site(user_build, *small)
     # The first check passed before the file appeared, so this is the second check's refusal.
     assert snapshot(user_build.parent) == {**before, "site/late.txt": hashlib.sha256(b"mine\n").hexdigest()}

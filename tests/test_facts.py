@@ -109,7 +109,7 @@ def test_a_helper_called_twice_is_one_set_of_facts():
 def test_dead_code_is_found_through_a_jit_boundary():
     """An equation whose result leaves a jit but is dropped outside is dead, not folded into neighbours."""
     from dumpgym.trace import trace
-    from dumpgym.xray import build_xray
+    from dumpgym.attribution import build_xray
 
     @jax.jit
     def both(x):

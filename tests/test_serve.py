@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import http.client
-import inspect
 import json
 import socket
 import subprocess
@@ -143,11 +142,14 @@ def test_over_a_socket_only_get_and_head_are_answered(server):
     assert headers["Content-Encoding"] == "gzip" and gzip.decompress(body).startswith(b"<!doctype html>")
 
 
-def test_binds_localhost_unless_told_otherwise():
-    params = inspect.signature(serve.serve).parameters
-    assert params["host"].default == "127.0.0.1"
-    assert params["port"].default == 8000
-    assert params["open_browser"].default is False
+def test_the_command_binds_localhost_unless_told_otherwise(monkeypatch):
+    """What `dumpgym serve` (and bare `dumpgym`) hands to serve.serve when given no options."""
+    from dumpgym import cli
+
+    seen = []
+    monkeypatch.setattr(serve, "serve", lambda **kwargs: seen.append(kwargs))
+    assert cli.main(["serve"]) == 0 and cli.main([]) == 0
+    assert seen == [{"host": "127.0.0.1", "port": 8000, "open_browser": False, "corpus_dir": None}] * 2
 
 
 def test_importing_and_answering_does_not_import_jax():

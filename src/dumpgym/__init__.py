@@ -10,11 +10,6 @@ if "xla_force_host_platform_device_count" not in _os.environ.get("XLA_FLAGS", ""
 __version__ = "0.1.0"
 
 
-# The stage module dumpgym.xray and the notebook function dumpgym.xray share a name. Load the
-# module first (Python then sets it as this package's attribute, once), and let the function
-# below take the attribute: `from dumpgym.xray import build_xray` still finds the module.
-from dumpgym import xray as _xray_module  # noqa: E402,F401
-
 
 def xray(function, *example_args):
     """Trace `function` on example arguments and return a notebook-ready x-ray."""

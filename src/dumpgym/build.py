@@ -13,7 +13,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from dumpgym.program import ProgramError
+from dumpgym.errors import BuildFolderError
 from dumpgym.site import render_site
 
 MARKER = ".dumpgym-site"
@@ -25,7 +25,7 @@ def build_site(out_dir, corpus: dict, drills: dict) -> None:
 
     The site is written to a sibling temporary folder and swapped into place, so a rebuild leaves no
     stale files and a failure leaves the old build whole. A folder holding anything the last build
-    did not write, or a build file since edited, is refused with a `ProgramError` naming it. A
+    did not write, or a build file since edited, is refused with a `BuildFolderError` naming it. A
     symlink `out_dir` is followed: the build goes into its target, under the same rules, and the link stays.
     """
     out = _target(Path(out_dir).absolute())
@@ -60,18 +60,18 @@ def _target(out: Path) -> Path:
     try:
         return out.resolve()
     except (OSError, RuntimeError) as e:  # a symlink loop
-        raise ProgramError(f"{out} is a symlink that cannot be followed ({e}); give a folder") from None
+        raise BuildFolderError(f"{out} is a symlink that cannot be followed ({e}); give a folder") from None
 
 
 def _check_replaceable(out: Path) -> None:
-    """Raise `ProgramError` naming the first thing in `out` that an earlier build did not write as it is."""
+    """Raise `BuildFolderError` naming the first thing in `out` that an earlier build did not write as it is."""
     if not out.exists():
         return
     if not out.is_dir():
-        raise ProgramError(f"{out} is not a folder; give an empty or new folder, or an earlier build")
+        raise BuildFolderError(f"{out} is not a folder; give an empty or new folder, or an earlier build")
     problem = _first_foreign(out)
     if problem:
-        raise ProgramError(f"{out} {problem}; dumpgym build replaces only an empty folder or an unchanged "
+        raise BuildFolderError(f"{out} {problem}; dumpgym build replaces only an empty folder or an unchanged "
                            "earlier build, so move that away or give a new folder")
 
 
@@ -150,7 +150,7 @@ def _swap(fresh: Path, out: Path) -> None:
     try:
         problem = _first_foreign(old)  # again: something may have been added since the first check
         if problem:
-            raise ProgramError(f"{out} {problem} (since the build began); nothing was replaced")
+            raise BuildFolderError(f"{out} {problem} (since the build began); nothing was replaced")
         fresh.rename(out)
     except BaseException:
         old.rename(out)

@@ -208,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dumpgym: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
-        from dumpgym.program import ProgramError
+        from dumpgym.errors import GymError
 
-        if debug or not isinstance(e, (ProgramError, OSError)):
+        if debug or not isinstance(e, (GymError, OSError)):
             raise
         print(f"dumpgym: error: {e}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
     """Trace one `Program` and gather everything the export says about it (`compiled`: the HLO layer too)."""
     from dumpgym.facts import build_facts
     from dumpgym.trace import trace
-    from dumpgym.xray import build_xray
+    from dumpgym.attribution import build_xray
 
     say = progress or (lambda _msg: None)
     say(f"{program.slug}: tracing and lowering")
@@ -142,7 +142,7 @@ def load_builtin() -> dict:
 def load_corpus(corpus_dir=None, warn: Callable[[str], None] | None = None) -> dict:
     """The built-in corpus with the user's added programs after it (no JAX import).
 
-    Without `warn` a damaged added program raises ProgramError; with it, it is skipped and reported.
+    Without `warn` a damaged added program raises CorpusFolderError; with it, it is skipped and reported.
     """
     from dumpgym.usercorpus import load_user_programs
 

@@ -91,7 +91,7 @@ def compile_layer(trace, facts: Facts) -> CompiledLayer:
     # Source locations off, so the text names no file of the machine that built it; lowering a
     # copy keeps that setting out of JAX's lowering cache for the user's own function.
     with no_traceback_locations():
-        plain_compiled = lower_copy(trace.traced).compile()
+        plain_compiled = lower_copy(trace.jax_traced).compile()
     plain = plain_compiled.runtime_executable().hlo_modules()[0]
     text = plain_compiled.as_text()
 

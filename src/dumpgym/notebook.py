@@ -110,7 +110,7 @@ def xray(function, *example_args) -> NotebookXRay:
     """Trace `function` on example arguments and return its x-ray for display in a notebook."""
     from dumpgym.facts import build_facts
     from dumpgym.trace import trace
-    from dumpgym.xray import build_xray
+    from dumpgym.attribution import build_xray
 
     traced = trace(function, [_example(a) for a in example_args])
     facts = build_facts(traced)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dumpgym.dtypes import long as long_dtype
+from dumpgym.errors import GymError
 from dumpgym.dtypes import short as short_dtype
 from dumpgym.record import valid_slug
 
@@ -18,7 +19,7 @@ COMMON_DTYPES = "bf16 f16 f32 f64 i8 i16 i32 i64 u8 u32 bool"
 _AVAL = re.compile(r"(?P<dtype>[a-z0-9_]+)\[(?P<dims>\s*(?:\d+\s*(?:,\s*\d+\s*)*)?)\]")
 
 
-class ProgramError(ValueError):
+class ProgramError(GymError):
     """Bad input naming a program or its arguments; the message is one line for the user."""
 
 

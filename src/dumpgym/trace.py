@@ -29,7 +29,7 @@ class Trace:
 
     function: Callable[..., Any]
     args: tuple
-    traced: Any  # jax.stages.Traced, kept so later stages can lower it again (compiled HLO)
+    jax_traced: Any  # the jax.stages.Traced, kept so later stages can lower it again (compiled HLO)
     closed_jaxpr: Any  # jax.extend.core.ClosedJaxpr, as jit traced it
     lowered: Any  # jax.stages.Lowered of the tagged copy; its locations carry the tags
     tagged_eqns: tuple  # the original JAX equation behind each tag number
@@ -50,7 +50,7 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
     return Trace(
         function=function,
         args=args,
-        traced=traced,
+        jax_traced=traced,
         closed_jaxpr=traced.jaxpr,
         lowered=lowered,
         tagged_eqns=tagged_eqns,

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterator
 
+from dumpgym.errors import CorpusFolderError
 from dumpgym.program import ProgramError
 from dumpgym.record import ProgramRecord, RecordError, valid_slug
 
@@ -51,7 +52,7 @@ def locked(folder: Path, exclusive: bool) -> Iterator[None]:
         yield
         return
     except OSError as e:
-        raise ProgramError(f"cannot open the corpus folder {folder}: {e.strerror or e}") from None
+        raise CorpusFolderError(f"cannot open the corpus folder {folder}: {e.strerror or e}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
@@ -60,18 +61,18 @@ def locked(folder: Path, exclusive: bool) -> Iterator[None]:
 
 
 def read_index(folder: Path) -> list[str]:
-    """The slugs the index lists, checked; raises ProgramError naming the file and what is wrong."""
+    """The slugs the index lists, checked; raises CorpusFolderError naming the file and what is wrong."""
     path = folder / "index.json"
     if not path.exists():
         return []
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ProgramError(f"the corpus index {path} is damaged ({_reason(e)}); fix or move it, "
+        raise CorpusFolderError(f"the corpus index {path} is damaged ({_reason(e)}); fix or move it, "
                            "or pass --corpus DIR") from None
     problem = _index_problem(value)
     if problem:
-        raise ProgramError(f"the corpus index {path} is damaged ({problem}); fix or move it, or pass --corpus DIR")
+        raise CorpusFolderError(f"the corpus index {path} is damaged ({problem}); fix or move it, or pass --corpus DIR")
     return list(value["programs"])
 
 
@@ -97,20 +98,20 @@ def _reason(e: Exception) -> str:
 
 
 def read_program(folder: Path, slug: str) -> dict:
-    """The record of one added program, validated; raises ProgramError naming the file and field."""
+    """The record of one added program, validated; raises CorpusFolderError naming the file and field."""
     path = folder / f"{slug}.json"  # `slug` was checked by read_index: it cannot leave the folder
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
         record = ProgramRecord.from_json(value)
     except FileNotFoundError:
-        raise ProgramError(f"the corpus index lists {slug!r} but {path} is missing; "
+        raise CorpusFolderError(f"the corpus index lists {slug!r} but {path} is missing; "
                            f"remove it with 'dumpgym remove {slug}'") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:  # RecordError is a ValueError
         where = "" if isinstance(e, RecordError) or not isinstance(e, ValueError) else "not JSON: "
-        raise ProgramError(f"the program file {path} is damaged ({where}{_reason(e)}); "
+        raise CorpusFolderError(f"the program file {path} is damaged ({where}{_reason(e)}); "
                            f"remove it with 'dumpgym remove {slug}'") from None
     if record.slug != slug:
-        raise ProgramError(f"the program file {path} is damaged (it holds {record.slug!r}, not {slug!r}); "
+        raise CorpusFolderError(f"the program file {path} is damaged (it holds {record.slug!r}, not {slug!r}); "
                            f"remove it with 'dumpgym remove {slug}'")
     return value
 
@@ -118,7 +119,7 @@ def read_program(folder: Path, slug: str) -> dict:
 def load_user_programs(corpus_dir=None, warn: Callable[[str], None] | None = None) -> list[dict]:
     """Programs added with `dumpgym add`, in the order they were added, each validated.
 
-    Without `warn`, anything damaged raises ProgramError (one line naming the file). With it, a
+    Without `warn`, anything damaged raises CorpusFolderError (one line naming the file). With it, a
     damaged program (or index) is reported through `warn` and skipped, and the rest load.
     """
     folder = user_corpus_dir(corpus_dir)
@@ -127,7 +128,7 @@ def load_user_programs(corpus_dir=None, warn: Callable[[str], None] | None = Non
     with locked(folder, exclusive=False):
         try:
             slugs = read_index(folder)
-        except ProgramError as e:
+        except CorpusFolderError as e:
             if warn is None:
                 raise
             warn(f"skipping your added programs: {e}")
@@ -136,7 +137,7 @@ def load_user_programs(corpus_dir=None, warn: Callable[[str], None] | None = Non
         for slug in slugs:
             try:
                 programs.append(read_program(folder, slug))
-            except ProgramError as e:
+            except CorpusFolderError as e:
                 if warn is None:
                     raise
                 warn(f"skipping {slug}: {e}")
@@ -162,14 +163,14 @@ def _check_writable(folder: Path) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ProgramError(f"cannot write to the corpus folder {folder}: {existing} is not a writable folder")
+        raise CorpusFolderError(f"cannot write to the corpus folder {folder}: {existing} is not a writable folder")
 
 
 def _make_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ProgramError(f"cannot write to the corpus folder {folder}: {e.strerror or e}") from e
+        raise CorpusFolderError(f"cannot write to the corpus folder {folder}: {e.strerror or e}") from e
 
 
 def _default_slug(function_name: str) -> str:

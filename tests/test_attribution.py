@@ -8,7 +8,7 @@ import pytest
 from dumpgym.facts import build_facts
 from dumpgym.programs import SLUGS
 from dumpgym.trace import trace
-from dumpgym.xray import build_xray
+from dumpgym.attribution import build_xray
 
 from xray_oracle import judge
 

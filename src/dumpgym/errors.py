@@ -1,0 +1,13 @@
+"""Errors the user can fix: the command line prints each as one line and exits with status 2."""
+
+
+class GymError(ValueError):
+    """Bad input or a bad place on disk, explained in one line for the user."""
+
+
+class BuildFolderError(GymError):
+    """`dumpgym build --out` names a folder the build may not replace."""
+
+
+class CorpusFolderError(GymError):
+    """The folder of added programs is damaged, locked out, or cannot be written."""

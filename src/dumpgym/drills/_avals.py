@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from typing import Sequence
 
 from dumpgym.dtypes import short as short_dtype
@@ -62,3 +63,40 @@ def choice_item(answer: str, wrong: Sequence[tuple[str, str, str]], *seed: objec
         "reasons": [e[2] for e in shuffled],
         "rules": [e[1] for e in shuffled],
     }
+
+
+def partition_spec(text: str) -> list[tuple[str, ...] | None] | None:
+    """A PartitionSpec as the dump prints it, `P('x', None)` -> `[('x',), None]`; None when unreadable."""
+    m = re.fullmatch(r"P\((.*)\)", text.strip())
+    if m is None:
+        return None
+    spec: list[tuple[str, ...] | None] = []
+    for entry in re.findall(r"\([^)]*\)|[^,]+", m.group(1)):
+        entry = entry.strip()
+        if not entry:
+            continue
+        names = tuple(re.findall(r"'([^']*)'", entry))
+        if entry == "None":
+            spec.append(None)
+        elif names:
+            spec.append(names)
+        else:
+            return None
+    return spec
+
+
+def per_device_shape(shape: Sequence[int], spec: Sequence[tuple[str, ...] | None],
+                     mesh: dict[str, int]) -> tuple[int, ...] | None:
+    """The block one device holds of a global `shape` laid out by `spec` on `mesh`; None when it does not divide."""
+    out = []
+    for axis, size in enumerate(shape):
+        names = spec[axis] if axis < len(spec) else None
+        n = 1
+        for name in names or ():
+            if name not in mesh:
+                return None
+            n *= mesh[name]
+        if size % n:
+            return None
+        out.append(size // n)
+    return tuple(out)

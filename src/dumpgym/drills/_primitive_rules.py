@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from dumpgym.drills._avals import axis_list, bits, is_float, short
-from dumpgym.drills._dot import dot_dims
-from dumpgym.drills._misreadings import Found, rule
+from dumpgym.drills._dot import DotDims, dot_dims
+from dumpgym.drills._misreadings import Found, Where, rule
 from dumpgym.primitives import (COLLECTIVE_REDUCTIONS, COMPARISONS, INDEX_REDUCTIONS, REDUCTIONS,
                                 TRANSCENDENTAL)
 from dumpgym.record import Aval, EqnFact
@@ -16,18 +16,41 @@ def _first(eqn: EqnFact) -> Aval | None:
 # -- reductions ---------------------------------------------------------------------------
 
 @rule(*REDUCTIONS)
-def kept_reduced_axis(eqn: EqnFact, answer: Aval) -> Found:
+def kept_reduced_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """keepdims habit: the reduced axes stay as size 1."""
     x, axes = _first(eqn), eqn.ints("axes")
     if x is None or not axes:
         return None
     shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
+    sizes = ", ".join(f"{a} (size {x.shape[a]})" for a in axes if a < x.rank)
     return (answer.with_shape(shape),
-            f"kept axis {axis_list(axes)} as size 1, as keepdims=True would; {eqn.primitive} removes it")
+            f"kept axis {sizes} as size 1, as keepdims=True would; {eqn.primitive} removes it")
+
+
+@rule(*INDEX_REDUCTIONS)
+def index_dtype(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Gave the values' dtype instead of the index dtype."""
+    x = _first(eqn)
+    if x is None or x.dtype == answer.dtype:
+        return None
+    return (answer.with_dtype(x.dtype),
+            f"gave the values' dtype ({short(x.dtype)}); {eqn.primitive} returns positions, "
+            f"in index_dtype={answer.dtype}")
 
 
 @rule(*REDUCTIONS)
-def dropped_wrong_axis(eqn: EqnFact, answer: Aval) -> Found:
+def reduced_every_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Reduced over every axis, as `jnp.sum(x)` without an axis would."""
+    x, axes = _first(eqn), eqn.ints("axes")
+    if x is None or not axes or len(axes) >= x.rank:
+        return None
+    return (answer.with_shape(()),
+            f"reduced all {x.rank} axes of {x}, as jnp.{eqn.primitive.removeprefix('reduce_')}(x) without axis= "
+            f"would; axes={axis_list(axes)} reduces only those")
+
+
+@rule(*REDUCTIONS)
+def dropped_wrong_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Counted the axes from the wrong end (or one off) and removed another axis."""
     x, axes = _first(eqn), eqn.ints("axes")
     if x is None or not axes or len(axes) >= x.rank:
@@ -43,8 +66,19 @@ def dropped_wrong_axis(eqn: EqnFact, answer: Aval) -> Found:
     return None
 
 
+@rule(*REDUCTIONS)
+def reduced_one_axis_only(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """In a many-axis reduction, removed only the first of the listed axes."""
+    x, axes = _first(eqn), eqn.ints("axes")
+    if x is None or not axes or len(axes) < 2:
+        return None
+    shape = [d for i, d in enumerate(x.shape) if i != axes[0]]
+    return (answer.with_shape(shape),
+            f"removed axis {axes[0]} only; axes={axis_list(axes)} removes all {len(axes)} of them")
+
+
 @rule("reduce_sum", "reduce_prod")
-def accumulator_dtype(eqn: EqnFact, answer: Aval) -> Found:
+def accumulator_dtype(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Expected the reduction to hand back its f32 accumulator."""
     if not (is_float(answer.dtype) and bits(answer.dtype) == 16):
         return None
@@ -53,30 +87,10 @@ def accumulator_dtype(eqn: EqnFact, answer: Aval) -> Found:
             f"{short(answer.dtype)}, and any upcast is its own convert_element_type")
 
 
-@rule(*INDEX_REDUCTIONS)
-def index_dtype(eqn: EqnFact, answer: Aval) -> Found:
-    """Gave the values' dtype instead of the index dtype."""
-    x = _first(eqn)
-    if x is None or x.dtype == answer.dtype:
-        return None
-    return (answer.with_dtype(x.dtype),
-            f"gave the values' dtype ({short(x.dtype)}); {eqn.primitive} returns positions, "
-            f"in index_dtype={answer.dtype}")
-
-
-@rule(*INDEX_REDUCTIONS, "iota")
-def numpy_int64(eqn: EqnFact, answer: Aval) -> Found:
-    """NumPy habit: indices and aranges are int64."""
-    if answer.dtype != "int32":
-        return None
-    return (answer.with_dtype("int64"),
-            "NumPy habit: indices and aranges come out as int64; JAX uses int32 while x64 is off")
-
-
 # -- dot_general --------------------------------------------------------------------------
 
 @rule("dot_general")
-def kept_contracted_axis(eqn: EqnFact, answer: Aval) -> Found:
+def kept_contracted_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Kept lhs's contracted axis in the output."""
     d = dot_dims(eqn)
     if d is None or not d.lhs_contracting:
@@ -85,11 +99,12 @@ def kept_contracted_axis(eqn: EqnFact, answer: Aval) -> Found:
     kept = [i for i in range(lhs.rank) if i not in lb]
     shape = [lhs.shape[i] for i in lb] + [lhs.shape[i] for i in kept] + [rhs.shape[i] for i in d.free("rhs")]
     return (answer.with_shape(shape),
-            f"kept lhs axis {axis_list(d.lhs_contracting)} in the result; contracted axes are summed away")
+            f"kept lhs axis {', '.join(f'{a} (size {lhs.shape[a]})' for a in d.lhs_contracting)} in the result; "
+            "contracting axes are summed away")
 
 
 @rule("dot_general")
-def batch_axes_last(eqn: EqnFact, answer: Aval) -> Found:
+def batch_axes_last(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Put the batch axes after the free axes."""
     d = dot_dims(eqn)
     if d is None or not d.lhs_batch:
@@ -102,7 +117,7 @@ def batch_axes_last(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule("dot_general")
-def rhs_free_first(eqn: EqnFact, answer: Aval) -> Found:
+def rhs_free_first(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Put rhs's free axes before lhs's."""
     d = dot_dims(eqn)
     if d is None:
@@ -115,7 +130,7 @@ def rhs_free_first(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule("dot_general")
-def preferred_element_type(eqn: EqnFact, answer: Aval) -> Found:
+def preferred_element_type(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Misread preferred_element_type: the accumulator dtype or the operands' dtype."""
     d = dot_dims(eqn)
     if d is None:
@@ -131,10 +146,44 @@ def preferred_element_type(eqn: EqnFact, answer: Aval) -> Found:
     return None
 
 
-# -- element type, broadcasts, transposes, iota -------------------------------------------
+def dot_shape(d: DotDims, lhs: tuple[int, ...], rhs: tuple[int, ...]) -> list[int]:
+    """dot_general's output shape for these dimension numbers and operand shapes: batch, lhs free, rhs free."""
+    return ([lhs[i] for i in d.lhs_batch] + [lhs[i] for i in d.free("lhs")] + [rhs[i] for i in d.free("rhs")])
+
+
+@rule("dot_general")
+def swapped_contracting_lists(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Read the contracting pair the other way round: lhs's list for rhs and rhs's for lhs."""
+    d = dot_dims(eqn)
+    if d is None or d.lhs_contracting == d.rhs_contracting:
+        return None
+    lc, rc = d.rhs_contracting, d.lhs_contracting
+    if any(a >= d.lhs.rank for a in lc) or any(a >= d.rhs.rank for a in rc):
+        return None
+    if [d.lhs.shape[a] for a in lc] != [d.rhs.shape[a] for a in rc]:
+        return None
+    swapped = DotDims(lc, rc, d.lhs_batch, d.rhs_batch, d.lhs, d.rhs)
+    return (answer.with_shape(dot_shape(swapped, d.lhs.shape, d.rhs.shape)),
+            f"contracted lhs axis {axis_list(lc)} with rhs axis {axis_list(rc)}: read the pair "
+            f"{axis_list(d.lhs_contracting)}, {axis_list(d.rhs_contracting)} as rhs's list first")
+
+
+@rule("dot_general")
+def batch_axes_repeated(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Counted the batch axes as free on both sides, so they appear twice."""
+    d = dot_dims(eqn)
+    if d is None or not d.lhs_batch:
+        return None
+    free = lambda side, x: [x.shape[i] for i in range(x.rank) if i not in d.axes(side, "contracting")]  # noqa: E731
+    return (answer.with_shape(free("lhs", d.lhs) + free("rhs", d.rhs)),
+            f"kept batch axes {axis_list(d.lhs_batch)} from both operands, as if they were free axes; "
+            "batch axes pair up and appear once, at the front")
+
+
+# -- element type, transposes -------------------------------------------------------
 
 @rule("convert_element_type")
-def forgot_convert(eqn: EqnFact, answer: Aval) -> Found:
+def forgot_convert(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Forgot the upcast or downcast."""
     x = _first(eqn)
     if x is None or x.dtype == answer.dtype:
@@ -147,7 +196,7 @@ def forgot_convert(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule("convert_element_type")
-def bf16_as_f16(eqn: EqnFact, answer: Aval) -> Found:
+def bf16_as_f16(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Confused the two 16-bit floats."""
     other = {"bfloat16": "float16", "float16": "bfloat16"}.get(answer.dtype)
     if other is None:
@@ -157,37 +206,8 @@ def bf16_as_f16(eqn: EqnFact, answer: Aval) -> Found:
             "the two differ (bf16 keeps f32's exponent range, f16 keeps more mantissa)")
 
 
-@rule("broadcast_in_dim")
-def misread_broadcast_dimensions(eqn: EqnFact, answer: Aval) -> Found:
-    """Placed the operand's axes at other output positions than broadcast_dimensions says."""
-    x, dims = _first(eqn), eqn.ints("broadcast_dimensions")
-    if x is None or not dims or len(dims) != x.rank or len(dims) >= answer.rank:
-        return None
-    k, r = len(dims), answer.rank
-    wrong = tuple(range(k)) if tuple(dims) != tuple(range(k)) else tuple(range(r - k, r))
-    new_sizes = iter(d for i, d in enumerate(answer.shape) if i not in dims)
-    placed = dict(zip(wrong, x.shape))
-    shape = [placed[i] if i in placed else next(new_sizes) for i in range(r)]
-    return (answer.with_shape(shape),
-            f"put the operand's axes at positions {axis_list(wrong)}; broadcast_dimensions="
-            f"{axis_list(dims)} says operand axis i lands at output axis broadcast_dimensions[i]")
-
-
-@rule("broadcast_in_dim")
-def expand_dims_only(eqn: EqnFact, answer: Aval) -> Found:
-    """Read broadcast_in_dim as expand_dims: new axes of size 1 only."""
-    x, dims = _first(eqn), eqn.ints("broadcast_dimensions")
-    if x is None or dims is None or len(dims) != x.rank:
-        return None
-    placed = dict(zip(dims, x.shape))
-    shape = [placed.get(i, 1) for i in range(answer.rank)]
-    return (answer.with_shape(shape),
-            "read it as expand_dims, adding size-1 axes only; the new axes are filled out to "
-            f"the full shape {list(answer.shape)}")
-
-
 @rule("transpose")
-def inverted_permutation(eqn: EqnFact, answer: Aval) -> Found:
+def inverted_permutation(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Applied the inverse permutation."""
     x, perm = _first(eqn), eqn.ints("permutation")
     if x is None or not perm or sorted(perm) != list(range(x.rank)):
@@ -201,7 +221,7 @@ def inverted_permutation(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule("transpose")
-def reversed_axes(eqn: EqnFact, answer: Aval) -> Found:
+def reversed_axes(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Read any transpose as `.T`, a full reversal of the axes."""
     x, perm = _first(eqn), eqn.ints("permutation")
     if x is None or not perm:
@@ -210,20 +230,10 @@ def reversed_axes(eqn: EqnFact, answer: Aval) -> Found:
             f"read it as .T, reversing every axis; permutation={axis_list(perm)} says otherwise")
 
 
-@rule("iota")
-def iota_as_arange(eqn: EqnFact, answer: Aval) -> Found:
-    """Read a many-axis iota as a 1-D arange."""
-    dim = eqn.param("dimension")
-    if answer.rank < 2 or not isinstance(dim, int) or not 0 <= dim < answer.rank:
-        return None
-    return (answer.with_shape([answer.shape[dim]]),
-            f"read iota as a 1-D arange; it fills the whole shape and counts along dimension={dim}")
-
-
 # -- comparisons, select, concatenate, slice, pad, math -----------------------------------
 
 @rule(*COMPARISONS)
-def comparison_keeps_dtype(eqn: EqnFact, answer: Aval) -> Found:
+def comparison_keeps_dtype(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Expected a comparison to keep its operands' dtype."""
     x = _first(eqn) or (eqn.input_avals[0] if eqn.inputs else None)
     if x is None or x.dtype == answer.dtype:
@@ -232,7 +242,7 @@ def comparison_keeps_dtype(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule("select_n")
-def predicate_dtype(eqn: EqnFact, answer: Aval) -> Found:
+def predicate_dtype(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Took the predicate's dtype for the result."""
     if not eqn.inputs or eqn.inputs[0].dtype == answer.dtype:
         return None
@@ -242,7 +252,7 @@ def predicate_dtype(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule("concatenate")
-def stacked(eqn: EqnFact, answer: Aval) -> Found:
+def stacked(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Read concatenate as stack: a new leading axis."""
     shapes = {x.shape for x in eqn.arrays}
     if len(eqn.arrays) < 2 or len(shapes) != 1:
@@ -252,7 +262,7 @@ def stacked(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule("concatenate")
-def joined_wrong_axis(eqn: EqnFact, answer: Aval) -> Found:
+def joined_wrong_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Joined the operands along another axis."""
     dim, xs = eqn.param("dimension"), list(eqn.arrays)
     if not isinstance(dim, int) or len(xs) < 2:
@@ -267,41 +277,127 @@ def joined_wrong_axis(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule("slice")
-def ignored_strides(eqn: EqnFact, answer: Aval) -> Found:
+def ignored_strides(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Forgot that strides skip elements."""
     start, limit, strides = eqn.ints("start_indices"), eqn.ints("limit_indices"), eqn.ints("strides")
     if not start or not limit or not strides or all(s == 1 for s in strides):
         return None
+    axis = next(i for i, s in enumerate(strides) if s != 1)
     return (answer.with_shape([hi - lo for lo, hi in zip(start, limit)]),
-            f"ignored strides={axis_list(strides)}; a stride of s keeps every s-th element")
+            f"ignored the stride {strides[axis]} on axis {axis}, counting all {limit[axis] - start[axis]} elements "
+            f"from {start[axis]} to {limit[axis]}; it keeps every {strides[axis]}th one")
 
 
 @rule("slice")
-def limit_as_size(eqn: EqnFact, answer: Aval) -> Found:
+def limit_as_size(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Read limit_indices as the sizes."""
     start, limit = eqn.ints("start_indices"), eqn.ints("limit_indices")
     if not start or not limit or not any(start):
         return None
+    axis = next(i for i, a in enumerate(start) if a)
     return (answer.with_shape(limit),
-            "read limit_indices as the sizes; the size is (limit - start) / stride")
+            f"read limit_indices as the sizes, so axis {axis} is {limit[axis]} long; the slice starts at "
+            f"{start[axis]}, so only limit - start = {limit[axis] - start[axis]} positions (before any stride) remain")
+
+
+@rule("slice")
+def stride_rounded_down(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Divided (limit - start) by the stride and rounded down, dropping the last element picked."""
+    start, limit, strides = eqn.ints("start_indices"), eqn.ints("limit_indices"), eqn.ints("strides")
+    if not start or not limit or not strides:
+        return None
+    shape = [(hi - lo) // s for lo, hi, s in zip(start, limit, strides)]
+    axes = [i for i, (a, b) in enumerate(zip(shape, answer.shape)) if a != b]
+    if not axes:
+        return None
+    return (answer.with_shape(shape),
+            f"rounded (limit - start) / stride down on axis {axes[0]}; a strided slice keeps the element at "
+            f"start, so it is ceil(({limit[axes[0]]} - {start[axes[0]]}) / {strides[axes[0]]}) = {answer.shape[axes[0]]}")
+
+
+@rule("slice")
+def limit_inclusive(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Counted limit_indices as included, one element too many on each axis the slice cuts."""
+    x, start, limit = _first(eqn), eqn.ints("start_indices"), eqn.ints("limit_indices")
+    strides = eqn.ints("strides") or tuple(1 for _ in (start or ()))
+    if x is None or not start or not limit:
+        return None
+    cut = [i for i, (lo, hi, n) in enumerate(zip(start, limit, x.shape)) if (lo, hi) != (0, n) and hi < n]
+    if not cut:
+        return None
+    shape = [(hi - lo) // s + 1 if i in cut else d
+             for i, (lo, hi, s, d) in enumerate(zip(start, limit, strides, answer.shape))]
+    return (answer.with_shape(shape),
+            f"counted limit {limit[cut[0]]} on axis {cut[0]} as included, like a Python range's end "
+            "read as inclusive; the limit is one past the last element")
+
+
+def _padding(eqn: EqnFact) -> tuple[Aval, list[tuple[int, int, int]]] | None:
+    x, config = _first(eqn), eqn.param("padding_config")
+    try:
+        rows = [(int(lo), int(hi), int(i)) for lo, hi, i in config]
+    except (TypeError, ValueError):
+        return None
+    return (x, rows) if x is not None and len(rows) == x.rank else None
 
 
 @rule("pad")
-def ignored_interior_padding(eqn: EqnFact, answer: Aval) -> Found:
+def ignored_interior_padding(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Counted only the low and high padding."""
-    x, config = _first(eqn), eqn.param("padding_config")
-    try:
-        if x is None or not any(c[2] for c in config):
-            return None
-        shape = [n + lo + hi for n, (lo, hi, _) in zip(x.shape, config)]
-    except (TypeError, ValueError, IndexError):
+    found = _padding(eqn)
+    if found is None or not any(r[2] for r in found[1]):
+        return None
+    x, rows = found
+    axis = next(a for a, r in enumerate(rows) if r[2])
+    return (answer.with_shape([n + lo + hi for n, (lo, hi, _) in zip(x.shape, rows)]),
+            f"counted only low and high padding on axis {axis}; interior padding {rows[axis][2]} also goes "
+            f"into each of its {x.shape[axis] - 1} gap(s) between neighbours")
+
+
+@rule("pad")
+def interior_after_every_element(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Added interior padding after each of the n elements, not in the n - 1 gaps between them."""
+    found = _padding(eqn)
+    if found is None or not any(r[2] for r in found[1]):
+        return None
+    x, rows = found
+    axis = next(a for a, r in enumerate(rows) if r[2])
+    shape = [n + lo + hi + n * i for n, (lo, hi, i) in zip(x.shape, rows)]
+    return (answer.with_shape(shape),
+            f"put interior padding {rows[axis][2]} after every one of the {x.shape[axis]} elements of axis "
+            f"{axis}; it goes only between neighbours, {x.shape[axis] - 1} gap(s) here")
+
+
+@rule("pad")
+def padding_triple_misordered(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Read each padding_config row as (low, interior, high) instead of (low, high, interior)."""
+    found = _padding(eqn)
+    if found is None:
+        return None
+    x, rows = found
+    shape = [n + lo + i + max(n - 1, 0) * hi for n, (lo, hi, i) in zip(x.shape, rows)]
+    axis = next((a for a, r in enumerate(rows) if r[1] != r[2]), None)
+    if axis is None:
         return None
     return (answer.with_shape(shape),
-            "counted only low and high padding; interior padding adds that many elements between neighbours")
+            f"read axis {axis}'s row {rows[axis]} as (low, interior, high); padding_config rows are "
+            "(low, high, interior)")
+
+
+@rule("pad")
+def padding_rows_reversed(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+    """Applied padding_config's rows to the axes in reverse order."""
+    found = _padding(eqn)
+    if found is None or found[1] == found[1][::-1]:
+        return None
+    x, rows = found
+    shape = [n + lo + hi + max(n - 1, 0) * i for n, (lo, hi, i) in zip(x.shape, rows[::-1])]
+    return (answer.with_shape(shape),
+            f"applied padding_config's rows last axis first, so axis 0 got {rows[-1]}; row i pads axis i")
 
 
 @rule(*COLLECTIVE_REDUCTIONS)
-def collective_as_total(eqn: EqnFact, answer: Aval) -> Found:
+def collective_as_total(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Read a cross-device sum as a sum over the array's own elements."""
     if not answer.rank:
         return None
@@ -311,11 +407,12 @@ def collective_as_total(eqn: EqnFact, answer: Aval) -> Found:
 
 
 @rule(*TRANSCENDENTAL)
-def math_in_f32(eqn: EqnFact, answer: Aval) -> Found:
+def math_in_f32(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Expected a math function to compute and return f32 for 16-bit input."""
     if not (is_float(answer.dtype) and bits(answer.dtype) == 16):
         return None
     return (answer.with_dtype("float32"),
             f"expected {eqn.primitive} to return f32; jaxpr math keeps {short(answer.dtype)}, and an "
             "upcast would show as convert_element_type")
+
 

@@ -1,20 +1,56 @@
 """GYM·02, the shape oracle: what shape and dtype comes out of this equation?
 
-The answer is the equation's output fact. Each wrong option comes from a named misreading
-in `distractor_rules` (keyed by primitive), applied to this equation's operands and params.
+The answer is the equation's output fact. The reader sees `shown`: the equation as the jaxpr
+prints it, its output aval masked and its noise params dropped, then each operand's aval. An
+equation is asked only when that needs inference: never when a param states the output
+(`broadcast_in_dim`'s `shape`, `reshape`'s `new_sizes`, `iota`'s `shape`), and never when the
+answer's text would show anywhere in `shown` (an output that is an operand's aval). Each wrong
+option comes from a named misreading in `distractor_rules` (keyed by primitive), applied to this
+equation's operands and params and to where it sits (a shard_map body is per device).
 """
 from __future__ import annotations
 
+import re
+import textwrap
 from dataclasses import asdict, dataclass
+from typing import Iterator, Sequence
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
-from dumpgym.drills._misreadings import GENERIC, Misreading, distractor_rules, distractors
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.drills._misreadings import (FILLER, GENERIC, NOWHERE, Misreading, Where, distractor_rules,
+                                         misreadings, pick)
+from dumpgym.primitives import COLLECTIVES, COMPARISONS, REDUCTIONS
+from dumpgym.record import Aval, EqnFact, Literal, ProgramRecord
 
-__all__ = ["GENERIC", "Misreading", "ShapesItem", "distractor_rules", "shapes_item", "shapes_items"]
+__all__ = ["FILLER", "GENERIC", "Misreading", "ShapesItem", "distractor_rules", "shapes_item", "shapes_items",
+           "skill_of", "WEIGHTS"]
 
 MIN_OPTIONS = 3
+
+# Primitives whose params print the output's shape: asking for it would be reading, not inferring.
+STATES_THE_ANSWER = frozenset({"broadcast_in_dim", "reshape", "iota", "dynamic_slice", "full",
+                               "random_bits", "rng_bit_generator", "rng_uniform"})
+# Params that say nothing about the output: placement, caching, naming, accuracy, AD bookkeeping.
+NOISE_PARAMS = frozenset({"compiler_options_kvs", "ctx_mesh", "in_shardings", "out_shardings", "donated_invars",
+                          "inline", "keep_unused", "name", "in_layouts", "out_layouts", "out_sharding", "sharding",
+                          "precision", "accuracy", "weak_type", "check_vma", "newly_manual_axes", "differentiated",
+                          "policy", "prevent_cse", "out_dtype", "algorithm", "transpose_algorithm"})
+
+SKILL_OF_PRIMITIVE = {
+    "dot_general": "contraction", "transpose": "transpose", "concatenate": "concat",
+    "slice": "slice-pad", "pad": "slice-pad", "dynamic_slice": "slice-pad", "dynamic_update_slice": "slice-pad",
+    "split": "slice-pad", "gather": "gather-scatter", "scatter": "gather-scatter", "scatter-add": "gather-scatter",
+    "scatter_add": "gather-scatter", "convert_element_type": "cast", "broadcast_in_dim": "broadcast",
+    "reshape": "reshape", "squeeze": "reshape", "expand_dims": "reshape", "shard_map": "sharding",
+    **{p: "reduction" for p in REDUCTIONS}, **{p: "comparison" for p in COMPARISONS},
+    **{p: "sharding" for p in COLLECTIVES},
+}
+# Which skill names a container: the hardest thing its masked body asks for.
+SKILL_ORDER = ("sharding", "contraction", "gather-scatter", "reduction", "concat", "slice-pad", "reshape",
+               "transpose", "broadcast", "promotion", "comparison", "cast", "other", "none")
+# How often the page asks an item, by skill: a cast or a comparison reads its dtype off one param or
+# one rule, so they come up less; `none` (the output is an operand's aval) hardly at all.
+WEIGHTS = {"none": 0.1, "cast": 0.25, "comparison": 0.5}
 
 
 @dataclass(frozen=True)
@@ -27,27 +63,225 @@ class ShapesItem:
     answer: int
     reasons: list[str]
     rules: list[str]
-    show: dict
+    shown: list[str]
+    skill: str
+    weight: float
     jaxpr_lines: list[int]
 
 
-def shapes_item(eqn: EqnFact, seed: str = "") -> ShapesItem | None:
-    """The shape-oracle item for one equation, or None when it has no single array output or too few misreadings."""
-    if len(eqn.outputs) != 1:
+# -- the jaxpr text ---------------------------------------------------------------------------
+
+_TYPE = r"[a-z]+\d*\[[^\]]*\](?:\{[^}]*\})?"
+_BINDER = re.compile(rf"(?<![\w.:-])([a-z_]+):({_TYPE})")
+_HEAD = re.compile(r"^(\s*)(.*?) = ([\w-]+)")
+
+
+def plain_type(text: str) -> str:
+    """A printed type without its sharding marks: `f32[64@x,32]` and `f32[8,32]{V:x}` -> `f32[64,32]`, `f32[8,32]`."""
+    return re.sub(r"\{[^}]*\}$", "", re.sub(r"@\w+", "", text))
+
+
+def _close(text: str, start: int) -> int | None:
+    """The index of the bracket that closes the one at `start`, or None."""
+    depth, quote = 0, False
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == "'":
+            quote = not quote
+        elif not quote and c in "([{":
+            depth += 1
+        elif not quote and c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _entries(params: str) -> list[str] | None:
+    """The `name=value` entries of a param group, split at whitespace outside brackets; None if one is not."""
+    out, cur, depth, quote = [], "", 0, False
+    for c in params:
+        if c == "'":
+            quote = not quote
+        elif not quote and c in "([{":
+            depth += 1
+        elif not quote and c in ")]}":
+            depth -= 1
+        if c.isspace() and depth == 0 and not quote:
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += c
+    if cur:
+        out.append(cur)
+    return out if all(re.match(r"[A-Za-z_]\w*=", e) for e in out) else None
+
+
+def _mask_binders(head: str, masked: str | None) -> str:
+    """The head line with every binder whose type prints `masked` (every binder, for None) written `name:?`."""
+    binders, eq, rest = head.partition(" = ")
+    fixed = _BINDER.sub(lambda m: f"{m[1]}:?" if masked is None or plain_type(m[2]) == masked else m[0], binders)
+    return fixed + eq + rest
+
+
+class Listing:
+    """A program's jaxpr text, read for the lines of one equation at a time."""
+
+    def __init__(self, jaxpr: str, eqns: Sequence[EqnFact]):
+        self.lines = jaxpr.splitlines()
+        self.children: dict[int, list[EqnFact]] = {}
+        for e in eqns:
+            if e.parent is not None:
+                self.children.setdefault(e.parent, []).append(e)
+        self.types: dict[str, list[str]] = {}
+        for m in _BINDER.finditer(jaxpr):
+            self.types.setdefault(m[1], []).append(m[2])
+
+    def span(self, eqn: EqnFact) -> list[str]:
+        """The lines that print the equation; of a jaxpr printed on one line, only the equation's part."""
+        first, last = eqn.jaxpr_lines
+        lines = self.lines[first - 1:last]
+        one_line = re.fullmatch(r"\{ lambda ; .*?\. let (.*?) in \(.*\) \}", lines[0]) if len(lines) == 1 else None
+        return [one_line[1]] if one_line else lines
+
+    def text(self, eqn: EqnFact, answer: str, top: bool = True) -> str | None:
+        """The equation's printed lines with noise params dropped and its binders masked (on top, all of
+        them; in a body, those whose type prints `answer`); None when the text does not read as expected."""
+        first, last = eqn.jaxpr_lines
+        lines = self.span(eqn)
+        for child in sorted(self.children.get(eqn.id, ()), key=lambda c: -c.jaxpr_lines[0]):
+            lo, hi = child.jaxpr_lines
+            if first < lo and hi <= last:
+                inner = self.text(child, answer, top=False)
+                if inner is None:
+                    return None
+                lines[lo - first:hi - first + 1] = inner.split("\n")
+        head = _HEAD.match(lines[0])
+        if head is None or head[3] != eqn.primitive:
+            return None
+        lines[0] = _mask_binders(lines[0], None if top else answer)
+        joined = "\n".join(lines)
+        at = _HEAD.match(joined).end()
+        if joined[at:at + 1] != "[":
+            return joined
+        end = _close(joined, at)
+        entries = _entries(joined[at + 1:end]) if end is not None else None
+        if entries is None:
+            return None
+        kept = [e for e in entries if e.split("=", 1)[0] not in NOISE_PARAMS]
+        indent, tail = head[1], joined[end + 1:]
+        if not kept:
+            return joined[:at] + tail
+        if "\n" in joined[at:end]:
+            return joined[:at] + "[\n" + "\n".join(f"{indent}  {e}" for e in kept) + f"\n{indent}]" + tail
+        return joined[:at] + "[" + " ".join(kept) + "]" + tail
+
+    def operands(self, eqn: EqnFact) -> list[str] | None:
+        """The equation's operands as printed on its last line, after the params; None if they do not match its inputs."""
+        joined = "\n".join(self.span(eqn))
+        at = _HEAD.match(joined).end() if _HEAD.match(joined) else None
+        if at is None:
+            return None
+        if joined[at:at + 1] == "[":
+            end = _close(joined, at)
+            if end is None:
+                return None
+            at = end + 1
+        names = joined[at:].split()
+        return names if len(names) == len(eqn.inputs) else None
+
+    def operand_block(self, eqn: EqnFact, names: list[str]) -> str:
+        """Each operand as `name:type` (the type as its binder prints it), literals as printed: `a:bf16[64,128]  0.5:bf16[]`."""
+        out = []
+        for name, x in zip(names, eqn.inputs):
+            if isinstance(x, Literal) or ":" in name:
+                out.append(name)
+                continue
+            printed = [t for t in self.types.get(name, ()) if plain_type(t) == str(x)]
+            out.append(f"{name}:{printed[0] if printed else x}")
+        return "  ".join(out)
+
+
+# -- skill, weight, where ---------------------------------------------------------------------
+
+def skill_of(eqn: EqnFact, body: Sequence[EqnFact] = ()) -> str:
+    """What a reader must infer for this equation's output; for a container, the hardest of its `body` (the masked equations)."""
+    if eqn.primitive in SKILL_OF_PRIMITIVE:
+        return SKILL_OF_PRIMITIVE[eqn.primitive]
+    if eqn.has_subjaxpr:
+        return min((skill_of(e) for e in body), key=SKILL_ORDER.index, default="none")
+    out, ins = eqn.outputs[0], eqn.input_avals
+    if any(out.same(x) for x in ins):
+        return "none"
+    if all(out.shape != x.shape for x in ins):
+        return "broadcast"
+    return "promotion" if all(out.dtype != x.dtype for x in ins) else "other"
+
+
+def _shard_map_of(eqn: EqnFact, by_id: dict[int, EqnFact]) -> EqnFact | None:
+    while eqn.parent is not None:
+        eqn = by_id[eqn.parent]
+        if eqn.primitive == "shard_map":
+            return eqn
+    return None
+
+
+def where_of(program: ProgramRecord, listing: Listing, eqn: EqnFact) -> Where:
+    """Where the equation sits: the program's mesh, and inside a shard_map body, its operands' global avals."""
+    mesh = dict(program.mesh or {})
+    outer = _shard_map_of(eqn, {e.id: e for e in program.eqns})
+    if outer is None:
+        return Where(mesh=mesh)
+    first, last = outer.jaxpr_lines
+    lam = re.search(r"\{ lambda ; (.*?)\. let", "\n".join(listing.lines[first - 1:last]))
+    invars = [m[1] for m in _BINDER.finditer(lam[1])] if lam else []
+    global_of = {n: g for n, g in zip(invars, outer.inputs) if isinstance(g, Aval)}
+    names = listing.operands(eqn) or []
+    glob = tuple(global_of[n] if n in global_of and not global_of[n].same(x) else None
+                 for n, x in zip(names, eqn.input_avals))
+    return Where(mesh=mesh, in_body=True, operands_global=glob)
+
+
+# -- the item ---------------------------------------------------------------------------------
+
+def _body_misreadings(body: Sequence[EqnFact], answer: Aval, where: Where) -> Iterator[Misreading]:
+    """A container's misreadings that come from the masked body equations that make its result."""
+    for e in sorted(body, key=lambda e: SKILL_ORDER.index(skill_of(e))):
+        if e.outputs and e.outputs[0].same(answer):
+            for fn in distractor_rules.get(e.primitive, ()):
+                found = fn(e, answer, where)
+                if found is not None:
+                    yield Misreading(fn.__name__.replace("_", "-"), found[0], f"in the body's {e.primitive}: {found[1]}")
+
+
+def shapes_item(eqn: EqnFact, jaxpr: str, seed: str = "", where: Where = NOWHERE,
+                listing: Listing | None = None) -> ShapesItem | None:
+    """The shape-oracle item for one equation, or None when it has no single output, when its params
+    or operands show the answer, or when it has too few misreadings of its own."""
+    if len(eqn.outputs) != 1 or eqn.primitive in STATES_THE_ANSWER:
         return None
-    answer = eqn.outputs[0]
-    wrong = distractors(eqn, answer, limit=3)
-    if len(wrong) + 1 < MIN_OPTIONS:
+    answer, listing = eqn.outputs[0], listing or Listing(jaxpr, [eqn])
+    if answer.rank and any(v == list(answer.shape) for v in eqn.params.values()):
+        return None  # e.g. a slice from 0 with stride 1: limit_indices is the answer
+    printed, names = listing.text(eqn, str(answer)), listing.operands(eqn)
+    if printed is None or names is None or (eqn.has_subjaxpr and "{ lambda" not in printed):
+        return None  # unreadable, or a body hoisted into a `let` block that the equation's lines do not hold
+    shown = [textwrap.dedent(printed), listing.operand_block(eqn, names)]
+    if any(str(answer) in block or "…" in block for block in shown):
         return None
+    # The body equations whose binders were masked: what a container's reader must work out.
+    body = [c for c in listing.children.get(eqn.id, ()) if len(c.outputs) == 1 and c.outputs[0].same(answer)]
+    inner = _body_misreadings(body, answer, where) if eqn.primitive != "shard_map" else iter(())
+    wrong = pick(iter([*inner, *misreadings(eqn, answer, where)]), answer, limit=3)
+    if sum(w.rule not in FILLER for w in wrong) < MIN_OPTIONS - 1:
+        return None
+    skill = skill_of(eqn, body)
     choice = choice_item(str(answer), [(str(w.aval), w.rule, w.reason) for w in wrong], seed, eqn.id)
     return ShapesItem(
         eqn=eqn.id,
         question=f"What shape and dtype comes out of this {eqn.primitive}?",
-        show={
-            "primitive": eqn.primitive,
-            "params": {k: v for k, v in eqn.params.items() if v is not None},
-            "inputs": [str(x) for x in eqn.inputs],
-        },
+        shown=shown, skill=skill, weight=WEIGHTS.get(skill, 1.0),
         jaxpr_lines=list(eqn.jaxpr_lines),
         **choice,
     )
@@ -56,6 +290,8 @@ def shapes_item(eqn: EqnFact, seed: str = "") -> ShapesItem | None:
 @drill("shapes", number="02", title="shape on sight",
        aim="Say what comes out of one equation: every dimension and the dtype.")
 def shapes_items(program: ProgramRecord) -> list[dict]:
-    """A shape-oracle item for every equation of the program with exactly one array output."""
-    made = (shapes_item(e, program.slug) for e in program.eqns)
+    """A shape-oracle item for every equation whose output the reader must infer from what is shown."""
+    listing = Listing(program.jaxpr, program.eqns)
+    made = (shapes_item(e, program.jaxpr, program.slug, where_of(program, listing, e), listing)
+            for e in program.eqns)
     return [asdict(item) for item in made if item is not None]

@@ -1,23 +1,25 @@
-"""The dot_general decoder: axis answers are the dimension numbers JAX was given; the output is eval_shape's."""
+"""The dot_general decoder: each answer is what JAX does with the dims a layer prints, never text on the page."""
+import re
+
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax import lax
 
 from dumpgym.drills import decoder
+from dumpgym.drills._dot import MASK, DotView, dot_dims, hlo_view, jaxpr_view, stablehlo_view, type_text
+from dumpgym.drills.shapes import shapes_items
 from dumpgym.facts import build_facts
 from dumpgym.record import EqnFact, ProgramRecord
 
-PROPERTY = settings(max_examples=40, deadline=None)
+PROPERTY = settings(max_examples=30, deadline=None)
 # (operand dtype, preferred_element_type choices)
 DTYPES = [(jnp.float32, [None]), (jnp.bfloat16, [None, jnp.float32]), (jnp.float16, [None, jnp.float32]),
           (jnp.int8, [None, jnp.int32]), (jnp.int32, [None])]
-
-
-def jax_aval(shape, dtype) -> str:
-    """JAX's own short aval text, e.g. `bf16[64,512]`."""
-    return jax.core.ShapedArray(tuple(shape), jnp.dtype(dtype)).str_short(short_dtypes=True)
+UNIQUE = 97  # hypothesis sizes are 2..6, so an axis resized to 97 is found again in the output
 
 
 @st.composite
@@ -41,128 +43,291 @@ def dot_cases(draw):
     }
 
 
-def items_by_step(case):
-    fn = lambda a, b: lax.dot_general(a, b, case["dims"], preferred_element_type=case["preferred"])  # noqa: E731
-    specs = [jax.ShapeDtypeStruct(case["lhs"], case["dtype"]), jax.ShapeDtypeStruct(case["rhs"], case["dtype"])]
-    records = build_facts(jax.make_jaxpr(fn)(*specs)).to_json()
-    dot = next(r for r in records if r["primitive"] == "dot_general")
-    out = jax.eval_shape(fn, *specs)
-    return {i.step: i for i in decoder.decoder_items(EqnFact.from_json(dot), "prop")}, jax_aval(out.shape, out.dtype)
+def dot_fn(dims, preferred=None):
+    return lambda a, b: lax.dot_general(a, b, dims, preferred_element_type=preferred)
 
 
-def check_choice(item, expected, rank=None):
-    assert item.options[item.answer] == expected
-    # A rank-1 operand has only two axis lists, [] and [0]; otherwise at least three options.
-    assert len(set(item.options)) == len(item.options) >= (3 if rank is None else min(3, 2 ** rank))
-    for i, reason in enumerate(item.reasons):
-        assert (reason == "") == (i == item.answer)
+def specs(case):
+    return [jax.ShapeDtypeStruct(case["lhs"], case["dtype"]), jax.ShapeDtypeStruct(case["rhs"], case["dtype"])]
+
+
+def case_eqn(case):
+    """The case's equation as the corpus records it, and the jaxpr text it was printed in."""
+    closed = jax.make_jaxpr(dot_fn(case["dims"], case["preferred"]))(*specs(case))
+    dot = next(r for r in build_facts(closed).to_json() if r["primitive"] == "dot_general")
+    return EqnFact.from_json(dot), str(closed)
+
+
+# -- JAX as the oracle: each question answered by running dot_general, not by reading dims ---------
+
+def jax_dims(view: DotView):
+    d = view.dims
+    return ((d.lhs_contracting, d.rhs_contracting), (d.lhs_batch, d.rhs_batch))
+
+
+def out_shape_when_resized(view: DotView, side: str, axis: int, partner: bool = True):
+    """The output shape JAX gives when one axis (and its batch partner) is resized, or None if JAX refuses."""
+    d = view.dims
+    lhs, rhs = list(d.lhs.shape), list(d.rhs.shape)
+    shapes = {"lhs": lhs, "rhs": rhs}
+    shapes[side][axis] = UNIQUE
+    batch = d.axes(side, "batch")
+    if partner and axis in batch:
+        other = "rhs" if side == "lhs" else "lhs"
+        shapes[other][d.axes(other, "batch")[batch.index(axis)]] = UNIQUE
+    try:
+        out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(lhs, jnp.float32),
+                             jax.ShapeDtypeStruct(rhs, jnp.float32))
+    except TypeError:
+        return None
+    return out.shape
+
+
+def jax_free_axes(view: DotView, side: str):
+    """The axes JAX lets one resize alone: neither contracted nor batch."""
+    resizable = [out_shape_when_resized(view, side, a, partner=False) for a in range(view.dims.rank(side))]
+    return tuple(a for a, shape in enumerate(resizable) if shape is not None)
+
+
+def jax_products(view: DotView) -> int:
+    """Each output element of ones @ ones is the number of products it sums."""
+    d = view.dims
+    out = dot_fn(jax_dims(view))(jnp.ones(d.lhs.shape, jnp.float32), jnp.ones(d.rhs.shape, jnp.float32))
+    values = np.unique(np.asarray(out))
+    assert len(values) == 1
+    return int(values[0])
+
+
+def jax_output_axis(view: DotView, side: str, axis: int):
+    shape = out_shape_when_resized(view, side, axis)
+    return shape.index(UNIQUE) if shape is not None and UNIQUE in shape else None
+
+
+def jax_answer(view: DotView, item) -> str:
+    """The answer to `item`'s question, found by asking JAX."""
+    if item.step in ("lhs-free", "rhs-free"):
+        side = item.step.split("-")[0]
+        return decoder.axes_text(view, side, jax_free_axes(view, side))
+    if item.step == "contracted-size":
+        n = jax_products(view)
+        return f"{n} product" + ("" if n == 1 else "s")
+    if item.step == "output-axis":
+        side, axis = re.fullmatch(r"Which output axis does (lhs|rhs) axis (\d+) become\?", item.question).groups()
+        j = jax_output_axis(view, side, int(axis))
+        return "none: it is summed away" if j is None else f"output axis {j}"
+    assert item.step == "output"
+    d = view.dims
+    out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(d.lhs.shape, jnp.float32),
+                         jax.ShapeDtypeStruct(d.rhs.shape, jnp.float32))
+    return type_text(view.layer, tuple(out.shape), view.out_dtype)
+
+
+def check_items(eqn, view: DotView):
+    items = decoder.view_items(eqn, view, decoder.STEPS, "prop")
+    for item in items:
+        assert item.options[item.answer] == jax_answer(view, item), (view.layer, item.step)
+        check_options(item.options, item.answer, item.reasons, item.rules)
+        assert not any(item.options[item.answer] in block for block in item.shown)
+        assert item.layer == view.layer and item.shown == view.shown()
+    return items
+
+
+def check_options(options, answer, reasons, rules):
+    assert len(set(options)) == len(options) >= 3
+    for i, (reason, rule) in enumerate(zip(reasons, rules)):
+        assert (reason == "") == (rule == "") == (i == answer)
+        assert rule == "" or rule in decoder.AXIS_MISREADINGS
+
+
+def stablehlo_line(case) -> str:
+    text = jax.jit(dot_fn(case["dims"], case["preferred"])).lower(*specs(case)).as_text()
+    return next(line for line in text.splitlines() if "stablehlo.dot_general" in line)
 
 
 @PROPERTY
 @given(case=dot_cases())
-def test_decoder_answers_match_what_jax_was_given(case):
-    items, expected_out = items_by_step(case)
-    (lc, rc), (lb, rb) = case["dims"]
-    lhs, rhs = len(case["lhs"]), len(case["rhs"])
-    check_choice(items["lhs-contracting"], str(list(lc)), lhs)
-    check_choice(items["rhs-contracting"], str(list(rc)), rhs)
-    check_choice(items["lhs-batch"], str(list(lb)), lhs)
-    assert ("rhs-batch" in items) == (lb != rb)
-    if lb != rb:
-        check_choice(items["rhs-batch"], str(list(rb)), rhs)
-    check_choice(items["output"], expected_out)
+def test_jaxpr_answers_are_what_jax_computes(case):
+    eqn, text = case_eqn(case)
+    view = jaxpr_view(eqn, text)
+    assert view is not None and jax_dims(view) == case["dims"]
+    assert view.dims.lhs.shape == case["lhs"] and view.dims.rhs.shape == case["rhs"]
+    items = check_items(eqn, view)
+    assert "output" not in {i.step for i in items}  # the jaxpr's output aval is the shape oracle's question
+    assert {"lhs-free", "rhs-free"} <= {i.step for i in items} or min(len(case["lhs"]), len(case["rhs"])) < 2
 
 
 @PROPERTY
 @given(case=dot_cases())
-def test_decoder_shows_the_operands_and_dimension_numbers(case):
-    items, _ = items_by_step(case)
-    show = items["output"].show
-    assert show["lhs"] == jax_aval(case["lhs"], case["dtype"])
-    assert show["rhs"] == jax_aval(case["rhs"], case["dtype"])
-    (lc, rc), (lb, rb) = case["dims"]
-    assert show["dimension_numbers"] == f"(({list(lc)}, {list(rc)}), ({list(lb)}, {list(rb)}))"
+def test_stablehlo_dims_are_the_ones_jax_was_given_and_answers_hold(case):
+    eqn, _ = case_eqn(case)
+    view = stablehlo_view(stablehlo_line(case))
+    assert view is not None and jax_dims(view) == case["dims"]
+    assert view.dims.lhs.shape == case["lhs"] and view.dims.rhs.shape == case["rhs"]
+    out = jax.eval_shape(dot_fn(case["dims"], case["preferred"]), *specs(case))
+    assert view.out == type_text("stablehlo", out.shape, view.out_dtype)
+    assert view.shown()[0].endswith(f"-> {MASK}") and view.out not in view.shown()[0].rsplit("->", 1)[1]
+    check_items(eqn, view)
 
 
-@PROPERTY
+@settings(max_examples=15, deadline=None)
 @given(case=dot_cases())
-def test_axis_options_are_axes_of_the_asked_operand(case):
-    items, _ = items_by_step(case)
-    for step, item in items.items():
-        if step == "output":
-            continue
-        rank = len(case[step.split("-")[0]])
-        for option in item.options:
-            axes = [int(a) for a in option.strip("[]").split(",") if a.strip()]
-            assert all(0 <= a < rank for a in axes), (step, option)
+def test_compiled_dot_is_read_as_jax_reads_it(case):
+    # Compiled text depends on the host: XLA may rewrite or drop the dot. Whatever dot it printed,
+    # the dims and shapes read off its line must give, in JAX, the output type printed on it.
+    text = jax.jit(dot_fn(case["dims"], case["preferred"])).lower(*specs(case)).compile().as_text()
+    numbers = [n for n, line in enumerate(text.splitlines(), 1) if re.search(r" dot\(", line)]
+    assume(numbers)
+    eqn, _ = case_eqn(case)
+    for n in numbers:
+        view = hlo_view(text, n)
+        assert view is not None
+        out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(view.dims.lhs.shape, jnp.float32),
+                             jax.ShapeDtypeStruct(view.dims.rhs.shape, jnp.float32))
+        assert view.out.split("{")[0] == type_text("jaxpr", out.shape, view.out_dtype)
+        assert view.out not in view.shown()[0] and "metadata" not in view.shown()[0]
+        check_items(eqn, view)
 
 
 # -- the real corpus -------------------------------------------------------------------------------
 
-def _dots(program):
-    return [e for e in program["eqns"] if e["primitive"] == "dot_general"]
-
-
-def _items(program):
-    out = {}
-    for item in decoder.decoder_pool(ProgramRecord.from_json(program)):
-        out.setdefault(item["eqn"], {})[item["step"]] = item
+@pytest.fixture(scope="module")
+def pool(corpus):
+    out = []
+    for program in corpus["programs"]:
+        record = ProgramRecord.from_json(program)
+        out += [{"program": record, **item} for item in decoder.decoder_pool(record)]
     return out
 
 
-def test_every_corpus_dot_general_has_decoder_items(corpus):
-    count = 0
-    for program in corpus["programs"]:
-        items = _items(program)
-        for eqn in _dots(program):
-            (lc, rc), (lb, rb) = eqn["params"]["dimension_numbers"]
-            steps = items[eqn["id"]]
-            assert {"lhs-contracting", "rhs-contracting", "lhs-batch", "output"} <= steps.keys()
-            assert steps["lhs-contracting"]["options"][steps["lhs-contracting"]["answer"]] == str(lc)
-            assert steps["rhs-contracting"]["options"][steps["rhs-contracting"]["answer"]] == str(rc)
-            assert steps["lhs-batch"]["options"][steps["lhs-batch"]["answer"]] == str(lb)
-            if lb != rb:
-                assert steps["rhs-batch"]["options"][steps["rhs-batch"]["answer"]] == str(rb)
-            out = eqn["outputs"][0]
-            assert steps["output"]["options"][steps["output"]["answer"]] == jax_aval(out["shape"], out["dtype"])
-            count += 1
-    assert count == sum(len(_dots(p)) for p in corpus["programs"]) > 0
+def eqn_of(item) -> EqnFact:
+    return item["program"].eqns[item["eqn"]]
 
 
-def test_corpus_dimension_numbers_are_shown_as_the_dump_prints_them(corpus):
-    for program in corpus["programs"]:
-        lines = program["jaxpr"].splitlines()
-        for eqn_id, steps in _items(program).items():
-            first, last = steps["output"]["jaxpr_lines"]
-            span = "\n".join(lines[first - 1:last])
-            assert f"dimension_numbers={steps['output']['show']['dimension_numbers']}" in span
+def dims_of(item):
+    return tuple(tuple(a) for pair in eqn_of(item).params["dimension_numbers"] for a in pair)
 
 
-def test_corpus_decoder_options_are_distinct_with_reasons(corpus):
-    for program in corpus["programs"]:
-        for item in decoder.decoder_pool(ProgramRecord.from_json(program)):
-            assert len(set(item["options"])) == len(item["options"]) >= 3
-            assert all((r == "") == (i == item["answer"]) for i, r in enumerate(item["reasons"]))
+def test_every_item_carries_the_fields_the_page_reads(pool):
+    fields = {"eqn", "question", "step", "layer", "options", "answer", "reasons", "rules", "shown", "weight",
+              "jaxpr_lines"}
+    for item in pool:
+        assert set(item) - {"program"} == fields
+        assert eqn_of(item).primitive == "dot_general"
+        assert item["jaxpr_lines"] == list(eqn_of(item).jaxpr_lines)
+        assert all(isinstance(block, str) and block for block in item["shown"])
+        check_options(item["options"], item["answer"], item["reasons"], item["rules"])
 
 
-def test_mlp_first_dot_general_contracts_lhs_axis_1(by_slug):
-    steps = _items(by_slug["mlp"])[_dots(by_slug["mlp"])[0]["id"]]
-    assert steps["lhs-contracting"]["options"][steps["lhs-contracting"]["answer"]] == "[1]"
-    assert steps["rhs-contracting"]["options"][steps["rhs-contracting"]["answer"]] == "[0]"
-    assert steps["output"]["options"][steps["output"]["answer"]] == "bf16[64,512]"
-    assert steps["output"]["show"] == {"lhs": "bf16[64,128]", "rhs": "bf16[128,512]",
-                                       "dimension_numbers": "(([1], [0]), ([], []))",
-                                       "preferred_element_type": "bfloat16"}
+def test_all_three_spellings_are_drilled(pool):
+    layers = {layer: sum(1 for i in pool if i["layer"] == layer) for layer in ("jaxpr", "stablehlo", "hlo")}
+    assert all(n > 0 for n in layers.values()), layers
+    assert any("batching_dims = [" in i["shown"][0] for i in pool if i["layer"] == "stablehlo")
+    assert any("lhs_batch_dims={" in i["shown"][0] for i in pool if i["layer"] == "hlo")
 
 
-def test_mha_scores_batch_over_batch_and_heads(by_slug):
-    steps = _items(by_slug["mha"])[_dots(by_slug["mha"])[0]["id"]]
-    assert steps["lhs-batch"]["options"][steps["lhs-batch"]["answer"]] == "[0, 1]"
-    assert "rhs-batch" not in steps  # same list on both sides: asked once
+def test_plain_matmul_is_at_most_a_quarter_of_the_items(pool):
+    plain = [i for i in pool if dot_dims(eqn_of(i)).is_plain_matmul()]
+    assert 0 < len(plain) <= 0.25 * len(pool)
+    assert all(i["weight"] == 1 for i in plain)
+    hard = [i for i in pool if dims_of(i)[2] or len(dims_of(i)[0]) > 1 or dims_of(i)[:2] == ((0,), (0,))]
+    assert hard and all(i["weight"] > 1 for i in hard)
 
 
-def test_moe_combine_asks_for_rhs_batch_separately(by_slug):
-    last = _dots(by_slug["moe"])[-1]  # (([1], [0]), ([0], [1]))
-    steps = _items(by_slug["moe"])[last["id"]]
-    assert steps["lhs-batch"]["options"][steps["lhs-batch"]["answer"]] == "[0]"
-    assert steps["rhs-batch"]["options"][steps["rhs-batch"]["answer"]] == "[1]"
+def test_no_answer_is_on_the_screen(pool):
+    for item in pool:
+        answer = item["options"][item["answer"]]
+        assert not any(answer in block for block in item["shown"]), (item["question"], answer)
+        out = str(eqn_of(item).outputs[0])
+        if item["layer"] == "jaxpr":
+            assert out not in item["shown"][0] and f":{MASK} = dot_general[" in item["shown"][0]
+
+
+def test_no_item_duplicates_a_shapes_item(corpus, pool):
+    assert not [i for i in pool if i["layer"] == "jaxpr" and i["step"] == "output"]
+    shapes = {(p["slug"], s["eqn"], tuple(sorted(s["options"])))
+              for p in corpus["programs"] for s in shapes_items(ProgramRecord.from_json(p))}
+    assert not [i for i in pool if (i["program"].slug, i["eqn"], tuple(sorted(i["options"]))) in shapes]
+
+
+def test_one_item_per_skeleton_layer_and_question(pool):
+    seen = set()
+    for item in pool:
+        eqn = eqn_of(item)
+        key = (item["program"].slug, item["layer"], item["step"], dims_of(item), eqn.arrays[0].rank,
+               eqn.arrays[1].rank)
+        assert key not in seen
+        seen.add(key)
+
+
+def _stablehlo_dims(line):
+    def pair(name):
+        found = re.search(name + r" = \[([\d, ]*)\] x \[([\d, ]*)\]", line)
+        return tuple(tuple(int(a) for a in re.findall(r"\d+", g)) for g in found.groups()) if found else ((), ())
+    return pair("contracting_dims"), pair("batching_dims")
+
+
+def _hlo_dims(line):
+    def axes(name):
+        found = re.search(name + r"=\{([\d,]*)\}", line)
+        return tuple(int(a) for a in re.findall(r"\d+", found.group(1))) if found else ()
+    return ((axes("lhs_contracting_dims"), axes("rhs_contracting_dims")),
+            (axes("lhs_batch_dims"), axes("rhs_batch_dims")))
+
+
+def test_each_layers_line_spells_the_equations_dimension_numbers(pool):
+    for item in pool:
+        line = item["shown"][0]
+        read = {"jaxpr": lambda: re.search(r"dimension_numbers=(\S.*?\)\))", line).group(1),
+                "stablehlo": lambda: _stablehlo_dims(line), "hlo": lambda: _hlo_dims(line)}[item["layer"]]()
+        (lc, rc), (lb, rb) = dims_of(item)[:2], dims_of(item)[2:]
+        expected = {"jaxpr": f"(({list(lc)}, {list(rc)}), ({list(lb)}, {list(rb)}))",
+                    "stablehlo": ((lc, rc), (lb, rb)), "hlo": ((lc, rc), (lb, rb))}[item["layer"]]
+        assert read == expected, (item["program"].slug, item["eqn"], item["layer"])
+
+
+def test_corpus_answers_are_what_jax_computes(pool):
+    for item in pool:
+        program, eqn = item["program"], eqn_of(item)
+        view = next(v for v in decoder.views(program, eqn) if v.layer == item["layer"])
+        assert view.shown() == item["shown"]
+        fake = decoder.DecoderItem(**{k: v for k, v in item.items() if k != "program"})
+        assert item["options"][item["answer"]] == jax_answer(view, fake)
+
+
+def test_mlp_compiled_dot_is_shown_cut_and_masked(pool):
+    hlo = [i for i in pool if i["program"].slug == "mlp" and i["layer"] == "hlo"]
+    assert len(hlo) == 1  # both dots are plain matmuls: one skeleton, one question
+    assert hlo[0]["shown"] == [
+        "ROOT %dot_general.1 = ? dot(%param_0.1, %param_1.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, …",
+        "%param_0.1 = f32[64,128]{1,0}", "%param_1.1 = f32[128,512]{1,0}"]
+
+
+def test_moe_combine_decoded_at_stablehlo(pool):
+    # l = dot_general(e:bf16[64,4], k:bf16[4,64,32]) with (([1], [0]), ([0], [1])): rhs batches on axis 1.
+    items = {i["step"]: i for i in pool if i["program"].slug == "moe" and i["eqn"] == 9 and i["layer"] == "stablehlo"}
+    answer = {step: i["options"][i["answer"]] for step, i in items.items()}
+    assert answer == {"lhs-free": "none", "rhs-free": "axis 2 (size 32)", "contracted-size": "4 products",
+                      "output-axis": "output axis 1", "output": "tensor<64x32xbf16>"}
+    assert items["output"]["shown"] == [
+        "%5 = stablehlo.dot_general %1, %4, batching_dims = [0] x [1], contracting_dims = [1] x [0], "
+        "precision = [DEFAULT, DEFAULT] : (tensor<64x4xbf16>, tensor<4x64x32xbf16>) -> ?",
+        "%1: tensor<64x4xbf16>", "%4: tensor<4x64x32xbf16>"]
+    assert items["output"]["weight"] == 2
+
+
+def test_mha_scores_free_axes_at_the_jaxpr(pool):
+    items = {i["step"]: i for i in pool if i["program"].slug == "mha" and i["eqn"] == 2 and i["layer"] == "jaxpr"}
+    assert items["lhs-free"]["options"][items["lhs-free"]["answer"]] == "axis 2 (size 64)"
+    assert items["contracted-size"]["options"][items["contracted-size"]["answer"]] == "32 products"
+    wrong = dict(zip(items["contracted-size"]["options"], items["contracted-size"]["rules"]))
+    assert wrong["256 products"] == "batch-as-contracted"  # 2 * 4 * 32
+
+
+def test_a_dot_xla_rewrote_is_not_asked_at_the_compiled_layer(by_slug):
+    # attention's q @ k.T: XLA folded the transpose into the dot, so its line contracts rhs axis 1, not 0.
+    program = ProgramRecord.from_json(by_slug["attention"])
+    eqn = next(e for e in program.eqns if e.primitive == "dot_general")
+    line = program.hlo.text.splitlines()[decoder.hlo_line(program, eqn) - 1]
+    assert _hlo_dims(line) == (((1,), (1,)), ((), ())) != (((1,), (0,)), ((), ()))
+    assert [v.layer for v in decoder.views(program, eqn)] == ["jaxpr", "stablehlo"]
+    assert hlo_view(program.hlo.text, decoder.hlo_line(program, eqn)).dims.rhs_contracting == (1,)

@@ -1,11 +1,14 @@
-"""GYM·03, spot the decision: tap the first line where the framework did something you did not write.
+"""GYM·03, spot the decision: tap the first line, in the order the program runs, that the framework wrote.
 
-Each kind in `decision_rules` says which equations show the decision (a predicate over
-the facts) and which StableHLO ops carry it. Targets come from the equation facts, the
-program's `stablehlo_ops` list and its x-ray groups; no dump text is searched.
+Each kind in `decision_rules` says which equations show the decision (a predicate over the
+facts), which look like it but are not it (with the sentence that says why), and which StableHLO
+ops carry it. Targets come from the equation facts, the program's `stablehlo_ops` list, its x-ray
+groups and its source; the listings are read only for variable names on an equation's own lines
+and for the callee of a StableHLO `call`.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -14,14 +17,24 @@ from dumpgym.drills._avals import axis_list, bits, is_float, short
 from dumpgym.primitives import COLLECTIVE_REDUCTIONS, COLLECTIVES, COMPARISONS, REDUCTIONS, REMATS
 from dumpgym.record import EqnFact, Literal, ProgramRecord
 
+# What in a program's own source makes JAX write transposes the user did not: autodiff transposes
+# every dot_general (and every `.T`) of the forward pass; einsum reorders dot_general's output.
+AUTODIFF = re.compile(r"\b(grad|value_and_grad|vjp|jacrev|jacfwd|linear_transpose|hessian)\b")
+EINSUM = re.compile(r"\beinsum\b")
+# Ways a source spells a transpose; `NAME.T` on a parameter is the only one that cannot be a
+# transposed product, so it is the only spelling that leaves dot_general's transposes unambiguous.
+SPELLED_TRANSPOSE = re.compile(r"[\w)\]]+\.m?T\b|\btranspose\(|\bswapaxes\(|\bmoveaxis\(|\bpermute_dims\(")
+CALL = re.compile(r"\bcall @([\w.$-]+)\(")
+
 
 @dataclass(frozen=True)
 class ProgramIndex:
-    """One program record and the lookups the decisions make in it: listing lines, StableHLO ops, x-ray owners."""
+    """One program record and the lookups the decisions make in it: order, lines, StableHLO ops, x-ray owners."""
 
     record: ProgramRecord
     jaxpr: tuple[str, ...]
     stablehlo: tuple[str, ...]
+    order: tuple[int, ...]
     ops: tuple[tuple[int, str], ...]
     owners: dict[int, tuple[int, ...]]
 
@@ -32,11 +45,13 @@ class ProgramIndex:
         for group in record.xray:
             for line in group.stablehlo_lines:
                 owners.setdefault(line, []).append(group.eqn)
+        stablehlo = tuple(record.stablehlo.splitlines())
         return cls(
             record=record,
             jaxpr=tuple(record.jaxpr.splitlines()),
-            stablehlo=tuple(record.stablehlo.splitlines()),
-            ops=tuple(sorted((op.line, op.name) for op in record.stablehlo_ops)),
+            stablehlo=stablehlo,
+            order=_run_order(record.eqns),
+            ops=_run_order_ops(record, stablehlo),
             owners={line: tuple(ids) for line, ids in owners.items()},
         )
 
@@ -45,42 +60,125 @@ class ProgramIndex:
         """Every equation, in print order (ids follow it)."""
         return self.record.eqns
 
+    def running(self) -> list[EqnFact]:
+        """Every equation in the order it runs: top level in order, a sub-jaxpr's body where it is called."""
+        return [self.eqns[i] for i in self.order]
+
     def by_id(self, eqn_id: int | None) -> EqnFact | None:
         """The equation with this id (the record has checked that it exists), or None for no id."""
         return None if eqn_id is None else self.record.eqns[eqn_id]
+
+    def ancestors(self, eqn: EqnFact) -> list[EqnFact]:
+        """The containers that hold `eqn`, innermost first."""
+        out, parent = [], self.by_id(eqn.parent)
+        while parent is not None:
+            out.append(parent)
+            parent = self.by_id(parent.parent)
+        return out
+
+    def own_lines(self, eqn: EqnFact) -> list[int]:
+        """The lines that print `eqn` itself: its span without the lines of the equations inside it."""
+        inner = {n for e in self.eqns if eqn in self.ancestors(e) for n in range(e.jaxpr_lines[0], e.jaxpr_lines[1] + 1)}
+        return [n for n in range(eqn.jaxpr_lines[0], eqn.jaxpr_lines[1] + 1) if n not in inner]
 
     def siblings_after(self, eqn: EqnFact) -> list[EqnFact]:
         """Equations printed after `eqn` in the same jaxpr (same parent), in print order."""
         return [e for e in self.eqns if e.parent == eqn.parent and e.id > eqn.id]
 
-    def sibling_before(self, eqn: EqnFact) -> EqnFact | None:
-        """The equation printed just before `eqn` in the same jaxpr."""
+    def binders(self, eqn: EqnFact) -> tuple[str, ...]:
+        """The variable names `eqn` binds, read off its first line (`d:bf16[64,128] = ...` gives `d`)."""
+        left = self.jaxpr[eqn.jaxpr_lines[0] - 1].split(" = ", 1)[0]
+        return tuple(token.split(":", 1)[0] for token in left.split())
+
+    def operands(self, eqn: EqnFact) -> tuple[str, ...]:
+        """The variable names `eqn` reads, off the end of its last line (`] a d`, `transpose[...] b`)."""
+        last = self.jaxpr[eqn.jaxpr_lines[1] - 1]
+        if eqn.jaxpr_lines[0] == eqn.jaxpr_lines[1]:
+            last = last.split(f"= {eqn.primitive}", 1)[-1]
+            last = last.rsplit("] ", 1)[-1] if last.startswith("[") else last
+        else:
+            last = last.rsplit("] ", 1)[-1]
+        return tuple(t for t in last.split() if ":" not in t)
+
+    def producer(self, eqn: EqnFact, operand: int = 0) -> EqnFact | None:
+        """The equation in the same jaxpr that binds `eqn`'s operand, or None for an input or a literal."""
+        names = self.operands(eqn)
+        if operand >= len(names):
+            return None
         before = [e for e in self.eqns if e.parent == eqn.parent and e.id < eqn.id]
-        return before[-1] if before else None
+        return next((e for e in reversed(before) if names[operand] in self.binders(e)), None)
+
+
+def _run_order(eqns: tuple[EqnFact, ...]) -> tuple[int, ...]:
+    # A hoisted `let` body is printed before its caller but runs inside the call: pre-order over
+    # the parent tree, children in print order. (A `let` body called twice lists one caller as its
+    # parent; it is placed at that call.)
+    children: dict[int | None, list[int]] = {}
+    for e in eqns:
+        children.setdefault(e.parent, []).append(e.id)
+    out: list[int] = []
+
+    def visit(parent: int | None) -> None:
+        for i in children.get(parent, ()):
+            out.append(i)
+            visit(i)
+    visit(None)
+    return tuple(out)
+
+
+def _run_order_ops(record: ProgramRecord, stablehlo: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    # `main` runs; a private function's ops run at its `call`, once (the first call decides "first").
+    by_function: dict[str, list[tuple[int, str]]] = {}
+    for op in sorted(record.stablehlo_ops, key=lambda op: op.line):
+        by_function.setdefault(op.function, []).append((op.line, op.name))
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+
+    def run(function: str) -> None:
+        seen.add(function)
+        for line, name in by_function.get(function, ()):
+            out.append((line, name))
+            callee = CALL.search(stablehlo[line - 1]) if name == "func.call" else None
+            if callee and callee.group(1) not in seen:
+                run(callee.group(1))
+    run("main")
+    for function in by_function:  # functions nothing reaches by a call stay in print order, last
+        if function not in seen:
+            run(function)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class Decision:
-    """How to find one kind of framework decision: which equations show it, which StableHLO ops carry it."""
+    """How to find one kind of framework decision and tell it from what only looks like it."""
 
     kind: str
     asks: str
+    noun: str
     picks: Callable[[EqnFact, ProgramIndex], bool]
     explain: Callable[[EqnFact, ProgramIndex], str]
+    # Primitives a reader could take for this kind; those `picks` refuses get `why_not`'s sentence.
+    lookalikes: frozenset[str]
+    why_not: Callable[[EqnFact, ProgramIndex], str]
     hlo_ops: frozenset[str]
     # True when the op name alone is not enough (a convert is not always an upcast): the
     # x-ray must trace the StableHLO line to an equation that `picks` accepts.
     hlo_owned: bool
+    # How often the page asks it: broadcasts and upcasts are in nearly every program, so they are
+    # weighted down and the rare kinds up, keeping the common two at most half the pool.
+    weight: float
     hlo_note: str = ""
 
 
 decision_rules: dict[str, Decision] = {}
 
 
-def decision(kind: str, asks: str, hlo_ops: set[str], hlo_owned: bool, explain: Callable, hlo_note: str = ""):
+def decision(kind: str, asks: str, noun: str, *, hlo_ops: set[str], hlo_owned: bool, explain: Callable,
+             weight: float, lookalikes: set[str] = frozenset(), why_not: Callable | None = None, hlo_note: str = ""):
     """Register a predicate over equations as the decision kind `kind`."""
     def register(picks: Callable[[EqnFact, ProgramIndex], bool]):
-        decision_rules[kind] = Decision(kind, asks, picks, explain, frozenset(hlo_ops), hlo_owned, hlo_note)
+        decision_rules[kind] = Decision(kind, asks, noun, picks, explain, frozenset(lookalikes),
+                                        why_not or (lambda e, pf: ""), frozenset(hlo_ops), hlo_owned, weight, hlo_note)
         return picks
     return register
 
@@ -118,6 +216,11 @@ def _explain_broadcast(eqn: EqnFact, pf: ProgramIndex) -> str:
     return f"jnp wrote this broadcast_in_dim, not your source. {what}{_inside(eqn, pf)}"
 
 
+def _not_broadcast(eqn: EqnFact, pf: ProgramIndex) -> str:
+    return (f"is a `reshape` ({eqn.input_avals[0]} to {eqn.outputs[0]}): it regroups the same elements and "
+            "copies none, so it is not a broadcast")
+
+
 def _explain_upcast(eqn: EqnFact, pf: ProgramIndex) -> str:
     src, out = eqn.input_avals[0], eqn.outputs[0]
     then = next((e for e in pf.siblings_after(eqn) if e.primitive in REDUCTIONS
@@ -125,6 +228,14 @@ def _explain_upcast(eqn: EqnFact, pf: ProgramIndex) -> str:
     follow = f"; the {then.primitive} on line {then.jaxpr_lines[0]} then adds up in {short(out.dtype)}" if then else ""
     return (f"convert_element_type widens {src} to {out}{follow}. jnp's sums, means and variances of 16-bit "
             f"floats accumulate in f32 so rounding does not pile up.{_inside(eqn, pf)}")
+
+
+def _not_upcast(eqn: EqnFact, pf: ProgramIndex) -> str:
+    src, out = eqn.input_avals[0].dtype, eqn.outputs[0].dtype
+    if is_float(src) and is_float(out):
+        return f"is a `convert_element_type` from {short(src)} to {short(out)}: it narrows back, it does not widen"
+    return (f"is a `convert_element_type` from {short(src)} to {short(out)}: a change of kind (bool, integer, float), "
+            "not a float widened to accumulate")
 
 
 def _explain_remat(eqn: EqnFact, pf: ProgramIndex) -> str:
@@ -160,28 +271,73 @@ def _explain_iota(eqn: EqnFact, pf: ProgramIndex) -> str:
             f"into a boolean mask, which is how tril, one_hot and causal masks are built.{_inside(eqn, pf)}")
 
 
+def _not_iota_mask(eqn: EqnFact, pf: ProgramIndex) -> str:
+    return "is an `iota` that no comparison turns into a mask in the same jaxpr"
+
+
+def transpose_author(eqn: EqnFact, pf: ProgramIndex) -> str:
+    """Who wrote a transpose: "autodiff", "einsum", "user", or "unsure" (then no item asks about it)."""
+    source = pf.record.source
+    autodiff, einsum = bool(AUTODIFF.search(source)), bool(EINSUM.search(source))
+    params = _parameters(source)
+    spelled = SPELLED_TRANSPOSE.findall(source)
+    # Every spelling transposes a parameter: then no spelled transpose can stand after a dot_general.
+    only_params = all(s.endswith(".T") and s[:-2] in params for s in spelled)
+    made_by = pf.producer(eqn)
+    if made_by is not None and made_by.primitive == "dot_general" and only_params:
+        if autodiff:
+            return "autodiff"
+        if einsum:
+            return "einsum"
+    if made_by is not None and made_by.primitive == "transpose" and autodiff and only_params:
+        return "autodiff"  # the backward pass of a `.T` is a transpose by the inverse permutation
+    if made_by is None and not einsum and (spelled or autodiff or not source):
+        return "user"
+    return "unsure"
+
+
+def _parameters(source: str) -> set[str]:
+    found = re.search(r"def \w+\(([^)]*)\)", source)
+    return {p.strip().split("=")[0].split(":")[0].strip(" *") for p in found.group(1).split(",")} if found else set()
+
+
 def _explain_transpose(eqn: EqnFact, pf: ProgramIndex) -> str:
     src, out = eqn.input_avals[0], eqn.outputs[0]
     perm = eqn.ints("permutation") or ()
-    before = pf.sibling_before(eqn)
-    after = next((e for e in pf.siblings_after(eqn) if any(x.same(out) for x in e.arrays)), None)
-    if before is not None and before.primitive == "dot_general" and before.outputs and before.outputs[0].same(src):
-        why = ("it puts the dot_general's output (batch axes, then lhs's free axes, then rhs's) into the order "
-               "the source asked for, as an einsum's output spec does")
-    elif after is not None and after.primitive == "dot_general":
-        why = f"it feeds the dot_general on line {after.jaxpr_lines[0]}, as `.T` on an operand does"
+    made_by = pf.producer(eqn)
+    line = made_by.jaxpr_lines[0] if made_by else 0
+    if transpose_author(eqn, pf) == "einsum":
+        why = (f"the einsum's output spec asks for an axis order that the dot_general on line {line} does not "
+               "produce (it yields batch axes, then lhs's free axes, then rhs's), so jnp appends this transpose")
+    elif made_by is not None and made_by.primitive == "transpose":
+        why = (f"it is the backward pass of a `.T`: autodiff transposes the cotangent of line {line} back by the "
+               "inverse permutation")
     else:
-        why = "the source calls no transpose here: `.T`, an einsum's axis order or a matmul's backward pass wrote it"
+        why = (f"it belongs to the backward pass: autodiff's rule for a matmul computes the gradient with the "
+               f"dot_general on line {line} and then reorders its axes to the operand's shape")
     return f"transpose[permutation={axis_list(perm)}] turns {src} into {out}: {why}.{_inside(eqn, pf)}"
 
 
-@decision("hidden-broadcast", "makes a hidden broadcast explicit", {"stablehlo.broadcast_in_dim"}, False,
-          _explain_broadcast)
+def _not_framework_transpose(eqn: EqnFact, pf: ProgramIndex) -> str:
+    if transpose_author(eqn, pf) == "user":
+        spelled = sorted(set(SPELLED_TRANSPOSE.findall(pf.record.source)))
+        where = (f"from `{spelled[0]}`" if len(spelled) == 1 else
+                 "from one of " + ", ".join(f"`{s}`" for s in spelled) if spelled else
+                 "a `.T` in the code your function calls")
+        return f"is your own `transpose` ({where}): it transposes a value your code named"
+    return "is a `transpose` your source may have spelled itself, so this drill does not count it"
+
+
+@decision("hidden-broadcast", "makes a hidden broadcast explicit", "a broadcast the framework wrote",
+          hlo_ops={"stablehlo.broadcast_in_dim"}, hlo_owned=False, explain=_explain_broadcast, weight=0.4,
+          lookalikes={"reshape"}, why_not=_not_broadcast)
 def _hidden_broadcast(eqn: EqnFact, pf: ProgramIndex) -> bool:
     return eqn.primitive == "broadcast_in_dim"
 
 
-@decision("upcast", "upcasts to a wider float to accumulate", {"stablehlo.convert"}, True, _explain_upcast)
+@decision("upcast", "upcasts to a wider float to accumulate", "an upcast the framework wrote",
+          hlo_ops={"stablehlo.convert"}, hlo_owned=True, explain=_explain_upcast, weight=0.4,
+          lookalikes={"convert_element_type"}, why_not=_not_upcast)
 def _upcast(eqn: EqnFact, pf: ProgramIndex) -> bool:
     if eqn.primitive != "convert_element_type" or not eqn.arrays or len(eqn.outputs) != 1:
         return False
@@ -189,66 +345,155 @@ def _upcast(eqn: EqnFact, pf: ProgramIndex) -> bool:
     return is_float(src) and is_float(out) and bits(out) > bits(src)
 
 
-@decision("remat", "marks a region to be recomputed in the backward pass", {"stablehlo.optimization_barrier"},
-          True, _explain_remat, hlo_note=" The optimization_barrier keeps XLA from reusing the forward pass's values, "
+@decision("remat", "marks a region to be recomputed in the backward pass", "a remat mark",
+          hlo_ops={"stablehlo.optimization_barrier"}, hlo_owned=True, explain=_explain_remat, weight=2.0,
+          hlo_note=" The optimization_barrier keeps XLA from reusing the forward pass's values, "
           "which is what forces the recomputation.")
 def _remat(eqn: EqnFact, pf: ProgramIndex) -> bool:
     return eqn.primitive in REMATS
 
 
-@decision("collective", "inserts a collective (communication between devices)",
-          {"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.collective_permute",
-           "stablehlo.reduce_scatter", "stablehlo.collective_broadcast"}, False, _explain_collective)
+@decision("collective", "inserts a collective (communication between devices)", "a collective",
+          hlo_ops={"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all",
+                   "stablehlo.collective_permute", "stablehlo.reduce_scatter", "stablehlo.collective_broadcast"},
+          hlo_owned=False, explain=_explain_collective, weight=2.0)
 def _collective(eqn: EqnFact, pf: ProgramIndex) -> bool:
     return eqn.primitive in COLLECTIVES
 
 
-@decision("iota-mask", "starts building a mask from iota", {"stablehlo.iota"}, True, _explain_iota)
+@decision("iota-mask", "starts building a mask from iota", "an iota that starts a mask",
+          hlo_ops={"stablehlo.iota"}, hlo_owned=True, explain=_explain_iota, weight=1.5,
+          lookalikes={"iota"}, why_not=_not_iota_mask)
 def _iota_mask(eqn: EqnFact, pf: ProgramIndex) -> bool:
-    # Without variable names, an iota counts as a mask's start when a comparison later in the
-    # same jaxpr takes an operand of exactly its aval and yields bool.
+    # An iota counts as a mask's start when a comparison later in the same jaxpr takes an
+    # operand of exactly its aval and yields bool.
     return eqn.primitive == "iota" and _mask_compare(eqn, pf) is not None
 
 
-@decision("transpose", "inserts a transpose you did not write", {"stablehlo.transpose"}, False,
-          _explain_transpose)
+@decision("transpose", "inserts a transpose you did not write", "a transpose the framework wrote",
+          hlo_ops={"stablehlo.transpose"}, hlo_owned=True, explain=_explain_transpose, weight=1.5,
+          lookalikes={"transpose"}, why_not=_not_framework_transpose)
 def _transpose(eqn: EqnFact, pf: ProgramIndex) -> bool:
-    return eqn.primitive == "transpose"
+    return eqn.primitive == "transpose" and transpose_author(eqn, pf) in ("autodiff", "einsum")
 
 
 @dataclass(frozen=True)
 class DecisionItem:
-    """One spot-the-decision question: tap `answer_line` of `layer`'s listing."""
+    """One spot-the-decision question: tap any of `accepted_lines` of `layer`'s listing."""
 
     eqn: int | None
     question: str
     kind: str
     layer: str
     answer_line: int
+    accepted_lines: list[int]
+    # Line number (as a string, JSON's keys) -> why tapping it is wrong.
+    explain: dict[str, str]
     feedback: str
+    shown: list[str]
+    weight: float
     # The equation that wrote the line; for StableHLO, the one the x-ray traces it to.
     source_eqn: int | None
 
 
 def jaxpr_target(rule: Decision, pf: ProgramIndex) -> EqnFact | None:
-    """The first equation, by printed line, that shows the decision."""
-    hits = [e for e in pf.eqns if rule.picks(e, pf)]
-    return min(hits, key=lambda e: (e.jaxpr_lines[0], e.id), default=None)
+    """The first equation, in the order the program runs, that shows the decision."""
+    return next((e for e in pf.running() if rule.picks(e, pf)), None)
+
+
+def _jaxpr_explain(rule: Decision, target: EqnFact, pf: ProgramIndex) -> dict[str, str]:
+    first, out = target.jaxpr_lines[0], {}
+    for e in pf.running():
+        if e is target:
+            continue
+        if rule.picks(e, pf):
+            why = f"is also {rule.noun}, but line {first} runs first"
+            call = next((a for a in pf.ancestors(e) if a.jaxpr_lines[0] > e.jaxpr_lines[1]), None)
+            if e.jaxpr_lines[0] < first and call is not None:
+                why += f": it is printed in a `let` block, which runs only when line {call.jaxpr_lines[0]} calls it"
+        elif e.primitive in rule.lookalikes:
+            why = rule.why_not(e, pf)
+        elif e in pf.ancestors(target):
+            why = f"opens the `{e.primitive}` that holds the answer; the op itself is on line {first}"
+        else:
+            continue
+        for n in pf.own_lines(e):
+            out.setdefault(str(n), f"Line {n} {why}.")
+    return out
+
+
+def _jaxpr_item(rule: Decision, pf: ProgramIndex) -> DecisionItem | None:
+    target = jaxpr_target(rule, pf)
+    if target is None:
+        return None
+    line = target.jaxpr_lines[0]
+    accepted = pf.own_lines(target)
+    return DecisionItem(
+        eqn=target.id, question=f"Tap the first jaxpr line, in the order the program runs, where the framework "
+        f"{rule.asks}.", kind=rule.kind, layer="jaxpr", answer_line=line, accepted_lines=accepted,
+        explain={k: v for k, v in _jaxpr_explain(rule, target, pf).items() if int(k) not in accepted},
+        feedback=f"Line {line}: `{_line(pf.jaxpr, line)}`. {rule.explain(target, pf)}",
+        shown=[pf.record.jaxpr], weight=rule.weight, source_eqn=target.id)
+
+
+def _writer(rule: Decision, line: int, pf: ProgramIndex) -> tuple[bool, EqnFact | None]:
+    """Whether a StableHLO op line carries the decision, and the equation that wrote it (or None)."""
+    owners = [e for e in (pf.by_id(i) for i in pf.owners.get(line, ())) if e is not None]
+    picked = [e for e in owners if rule.picks(e, pf)]
+    # Containers own their descendants' lines: name the innermost writer.
+    writer = min(picked or owners, key=lambda e: (e.jaxpr_lines[1] - e.jaxpr_lines[0], -e.id), default=None)
+    return bool(picked) or not rule.hlo_owned, writer
 
 
 def stablehlo_target(rule: Decision, pf: ProgramIndex) -> tuple[int, str, EqnFact | None] | None:
-    """The first StableHLO op line carrying the decision, with the equation that wrote it (or None)."""
+    """The first StableHLO op line, in the order the program runs, carrying the decision, with its writer."""
     for line, name in pf.ops:
-        if name not in rule.hlo_ops:
-            continue
-        owners = [e for e in (pf.by_id(i) for i in pf.owners.get(line, ())) if e is not None]
-        picked = [e for e in owners if rule.picks(e, pf)]
-        if rule.hlo_owned and not picked:
-            continue
-        # Containers own their descendants' lines: name the innermost writer.
-        writer = min(picked or owners, key=lambda e: (e.jaxpr_lines[1] - e.jaxpr_lines[0], -e.id), default=None)
-        return line, name, writer
+        if name in rule.hlo_ops:
+            counts, writer = _writer(rule, line, pf)
+            if counts:
+                return line, name, writer
     return None
+
+
+def _stablehlo_item(rule: Decision, pf: ProgramIndex) -> DecisionItem | None:
+    hlo = stablehlo_target(rule, pf)
+    if hlo is None:
+        return None
+    line, name, writer = hlo
+    accepted, explain = [line], {}
+    for other, other_name in pf.ops:
+        if other_name not in rule.hlo_ops or other == line:
+            continue
+        counts, by = _writer(rule, other, pf)
+        if counts and writer is not None and by is writer:
+            accepted.append(other)
+        elif counts:
+            explain[str(other)] = f"Line {other} is also {rule.noun}, but line {line} runs first."
+        elif by is not None:
+            if by.primitive in rule.lookalikes:
+                what = f"which {rule.why_not(by, pf)}"
+            elif by.has_subjaxpr:
+                what = "a call, not to an equation inside it that shows the decision"
+            else:
+                what = f"whose lowering writes it as a step of its own, not as {rule.noun}"
+            explain[str(other)] = (f"Line {other} is a {other_name}, but the x-ray traces it to `{by.primitive}` on "
+                                   f"jaxpr line {by.jaxpr_lines[0]}, {what}.")
+    function = next(op.function for op in pf.record.stablehlo_ops if op.line == line)
+    for other, other_name in pf.ops:
+        callee = CALL.search(pf.stablehlo[other - 1]) if other_name == "func.call" else None
+        if callee and callee.group(1) == function:
+            explain.setdefault(str(other), f"Line {other} calls @{function}, which holds the answer; the op itself "
+                                           f"is on line {line}.")
+    if writer is None:
+        why = f"The x-ray traces this {name} to no equation."
+    else:
+        why = (f"The x-ray traces it to `{writer.primitive}` on jaxpr line {writer.jaxpr_lines[0]}: "
+               f"{rule.explain(writer, pf)}{rule.hlo_note}")
+    return DecisionItem(
+        eqn=None, question=f"Tap the first StableHLO line, in the order the program runs, where the framework "
+        f"{rule.asks}.", kind=rule.kind, layer="stablehlo", answer_line=line, accepted_lines=sorted(accepted),
+        explain=explain, feedback=f"Line {line}: `{_line(pf.stablehlo, line)}`. {why}",
+        shown=[pf.record.stablehlo], weight=rule.weight, source_eqn=writer.id if writer else None)
 
 
 def _line(text: tuple[str, ...], n: int) -> str:
@@ -258,28 +503,8 @@ def _line(text: tuple[str, ...], n: int) -> str:
 def decision_items(program: ProgramRecord) -> list[DecisionItem]:
     """Items for every decision kind that occurs in the program, one per layer where the layer shows it."""
     pf = ProgramIndex.of(program)
-    out = []
-    for kind, rule in decision_rules.items():
-        target = jaxpr_target(rule, pf)
-        if target is not None:
-            line = target.jaxpr_lines[0]
-            out.append(DecisionItem(
-                eqn=target.id, question=f"Tap the first jaxpr line where the framework {rule.asks}.", kind=kind,
-                layer="jaxpr", answer_line=line, source_eqn=target.id,
-                feedback=f"Line {line}: `{_line(pf.jaxpr, line)}`. {rule.explain(target, pf)}"))
-        hlo = stablehlo_target(rule, pf)
-        if hlo is not None:
-            line, name, writer = hlo
-            if writer is None:
-                why = f"The x-ray traces this {name} to no equation."
-            else:
-                why = (f"The x-ray traces it to `{writer.primitive}` on jaxpr line {writer.jaxpr_lines[0]}: "
-                       f"{rule.explain(writer, pf)}{rule.hlo_note}")
-            out.append(DecisionItem(
-                eqn=None, question=f"Tap the first StableHLO line where the framework {rule.asks}.", kind=kind,
-                layer="stablehlo", answer_line=line, source_eqn=writer.id if writer else None,
-                feedback=f"Line {line}: `{_line(pf.stablehlo, line)}`. {why}"))
-    return out
+    items = [make(rule, pf) for rule in decision_rules.values() for make in (_jaxpr_item, _stablehlo_item)]
+    return [item for item in items if item is not None]
 
 
 @drill("decisions", number="03", title="the framework's hand",

@@ -172,13 +172,22 @@ class XrayStats(_Record):
 
 @dataclass(frozen=True)
 class Instruction(_Record):
-    """One compiled HLO instruction and the equations it came from (none: the compiler's own)."""
+    """One compiled HLO instruction, the equations it computes, and how that is known (`via`).
+
+    `via` is one of `VIAS`: "tag" (its op_name carries an equation's tag), "inferred" (XLA dropped
+    the metadata; the equation follows from dataflow), "region" (inside a reducer or comparator
+    region: its holder's equations) or "none" (XLA's own: no equation, `eqns` empty).
+    """
 
     line: int
     name: str
     opcode: str
     computation: str
     eqns: tuple[int, ...]
+    via: str
+
+
+VIAS = ("tag", "inferred", "region", "none")
 
 
 @dataclass(frozen=True)
@@ -200,8 +209,11 @@ class HloStats(_Record):
     arguments: int
     attributed: int
     unattributed_with_op_name: int
-    compiler_own: int
+    compiler_own: int  # via "none": XLA's own plumbing
     fusions: int
+    by_tag: int  # via "tag"
+    inferred: int  # via "inferred"
+    in_regions: int  # via "region"
 
 
 @dataclass(frozen=True)
@@ -226,6 +238,12 @@ class CompiledLayer(_Record):
                 _lines_within((row.line,), lines, f"{path}.{name}[{i}].line", "the compiled HLO")
                 for e in row.eqns:
                     _eqn_within(e, n_eqns, f"{path}.{name}[{i}].eqns")
+        for i, row in enumerate(self.instructions):
+            if row.via not in VIAS:
+                raise RecordError(f"{_at(f'{path}.instructions[{i}].via')}: {row.via!r}, "
+                                  f"expected one of {', '.join(VIAS)}")
+            if (row.via == "none") != (not row.eqns):
+                raise RecordError(f"{_at(f'{path}.instructions[{i}].via')}: {row.via!r} with eqns {list(row.eqns)}")
         for key, hlo_lines in self.lines_by_eqn.items():
             if not key.isdigit():
                 raise RecordError(f"{_join(path, 'lines_by_eqn')}: key {key!r} is not an equation id")

@@ -112,6 +112,25 @@ def test_a_line_xla_wrote_on_its_own_is_marked_and_lights_nothing(page, fetch_js
     assert marked == sum(1 for i in program["hlo"]["instructions"] if not i["eqns"])
 
 
+def test_an_instruction_whose_metadata_xla_dropped_lights_its_inferred_equation(page, fetch_json):
+    """moe's `%dot.3` has no op_name; the record infers it is the last einsum's dot, and the page says so."""
+    open_xray(page, "moe")
+    program = fetch_json("data/programs/moe.json")
+    dot = next(i for i in program["hlo"]["instructions"] if i["name"] == "dot.3")
+    assert dot["via"] == "inferred"
+    row = page.locator(f"[data-xray-col=hlo] [data-line='{dot['line']}']")
+    assert "x" not in row.get_attribute("class").split()  # not marked as XLA's own
+    row.hover()
+    group = next(g for g in program["xray"] if g["eqn"] == dot["eqns"][0])
+    assert sorted(lit(page, "stablehlo")) == sorted(group["stablehlo_lines"])
+    src = page.evaluate("() => document.querySelector('script[type=module]').src")
+    note = page.evaluate("""async ([src, hlo, line]) => {
+        const m = await import(new URL('compiled.js', src).href);
+        return m.instructionNote(m.indexCompiled(hlo), line);
+    }""", [src, program["hlo"], dot["line"]])
+    assert note == f"XLA dropped this instruction's metadata; it computes equation {dot['eqns'][0]} (inferred)"
+
+
 def test_the_backend_and_the_counts_come_from_the_record(page, fetch_json):
     open_xray(page, "mlp")
     hlo = fetch_json("data/programs/mlp.json")["hlo"]
@@ -317,7 +336,7 @@ def long_compiled(n: int, per: int = 10) -> dict:
     def emit(line, name, opcode, computation, eqns):
         text.append(line)
         instructions.append({"line": len(text), "name": name, "opcode": opcode, "computation": computation,
-                             "eqns": eqns})
+                             "eqns": eqns, "via": "tag" if eqns else "none"})
         for e in eqns:
             lines.setdefault(str(e), []).append(len(text))
 
@@ -348,7 +367,8 @@ def long_compiled(n: int, per: int = 10) -> dict:
             "instructions": instructions, "fusions": fusions, "lines_by_eqn": lines,
             "stats": {"instructions": len(instructions), "with_op_name": n, "arguments": 1,
                       "attributed": len(instructions) - own, "unattributed_with_op_name": 0,
-                      "compiler_own": own, "fusions": len(fusions)}}
+                      "compiler_own": own, "fusions": len(fusions),
+                      "by_tag": len(instructions) - own, "inferred": 0, "in_regions": 0}}
 
 
 @pytest.fixture(scope="module")

@@ -1,23 +1,36 @@
-"""The fusion drill: which equations did XLA fuse into this fusion? (choose the set)
+"""The fusion drill: which equations did XLA fuse into this fusion? Read from its fused computation.
 
-Computed from the compiled layer's attribution (`program.hlo.fusions`): the answer is
-the set of equations whose tagged instructions ended up inside the fusion's computation.
-Wrong sets come from named misreadings of the same compiled program.
+Each item shows what the reader needs to work it out: which compile this is (XLA's CPU backend
+on the recorded host), the fusion's call line and the body of the computation it calls, and the
+jaxpr. The answer comes from the compiled layer's attribution (`program.hlo`): the equations any
+of whose instructions, tagged or inferred, sit in the fused computation. A fusion of at most six
+equations asks for the set; a larger one asks which equation is NOT in it. Wrong options and
+their reasons are what this compile did with the equations named, never general rules of XLA.
 """
 from __future__ import annotations
 
+import functools
+import re
+from dataclasses import dataclass
+
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
-from dumpgym.record import CompiledLayer, EqnFact, ProgramRecord
+from dumpgym.hlo import DATA_MOVEMENT, computes
+from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
-
-def _describe(program: ProgramRecord, eqns) -> str:
-    """A set of equations as the reader sees them: `primitive (line N)`, in jaxpr order."""
-    return ", ".join(_named(program.eqns[e]) for e in sorted(eqns))
+MAX_SET = 6  # the largest set of equations an option lists
+_VIA_RANK = {"tag": 0, "inferred": 1, "region": 2, "none": 3}
+_CALLS = re.compile(r"\bcalls=%([\w.\-]+)")
+_APPLIES = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
 
 
 def _named(eqn: EqnFact) -> str:
     return f"{eqn.primitive} (line {eqn.jaxpr_lines[0]})"
+
+
+def _describe(program: ProgramRecord, eqns) -> str:
+    """A set of equations as the reader sees them: `primitive (line N), …`, in jaxpr line order."""
+    return ", ".join(_named(program.eqns[e]) for e in sorted(eqns, key=lambda e: program.eqns[e].jaxpr_lines[0]))
 
 
 def _leaves(program: ProgramRecord, eqns) -> set[int]:
@@ -27,74 +40,184 @@ def _leaves(program: ProgramRecord, eqns) -> set[int]:
     return {e for e in eqns if e not in parents}
 
 
+@dataclass(frozen=True)
+class _Compile:
+    """One program's compiled text, read for the drill: computations by name, where equations went."""
+
+    program: ProgramRecord
+    hlo: CompiledLayer
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        """The compiled text's lines."""
+        return self.hlo.text.splitlines()
+
+    def computation_text(self, name: str) -> str:
+        """The printed computation `name`: its signature line to its closing brace."""
+        out: list[str] = []
+        for line in self.lines:
+            if not out and re.match(rf"(?:ENTRY )?%{re.escape(name)} \(", line):
+                out.append(line)
+            elif out:
+                out.append(line)
+                if line.startswith("}"):
+                    break
+        return "\n".join(out)
+
+    def body(self, fusion: Fusion) -> list[str]:
+        """The computations a fusion runs: the one it calls, then those that one calls or applies."""
+        found: list[str] = []
+        stack = _CALLS.findall(self.lines[fusion.line - 1])
+        while stack:
+            name = stack.pop(0)
+            if name not in found:
+                found.append(name)
+                stack += _APPLIES.findall(self.computation_text(name))
+        return found
+
+    def computing(self, e: int, computations) -> list:
+        """The instructions of these computations that compute equation `e`, the likeliest first."""
+        found = [i for i in self.hlo.instructions if i.computation in computations and e in i.eqns
+                 and i.opcode != "fusion"]
+        primitive = self.program.eqns[e].primitive
+
+        def rank(i):  # an instruction of the equation's own kind, tagged, computing it alone, first
+            kind = 0 if computes(i.opcode, primitive) else 1 if i.opcode not in DATA_MOVEMENT else 2
+            return (i.opcode == "parameter", _VIA_RANK[i.via], kind, len(i.eqns), i.line)
+
+        return sorted(found, key=rank)
+
+    def where_else(self, e: int, fusion: Fusion) -> str:
+        """Where this compile put an equation that is not in `fusion`, in words ("" if nowhere)."""
+        others = [f for f in self.hlo.fusions if f.name != fusion.name and e in f.eqns]
+        named = _named(self.program.eqns[e])
+        if others:
+            more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
+            return f"{named} stayed outside: this compile put it in %{others[0].name} (HLO line {others[0].line}){more}"
+        outer = {i.computation for i in self.hlo.instructions if i.opcode == "fusion"}  # not fused bodies
+        own = [i for i in self.hlo.instructions if e in i.eqns and i.opcode not in ("fusion", "parameter")
+               and i.computation in outer]
+        if not own:
+            return ""
+        users = self.users(own[0].name)
+        if len(users) > 1:
+            return (f"{named} stayed outside: it is %{own[0].name} (HLO line {own[0].line}), which feeds "
+                    f"{len(users)} instructions ({', '.join('%' + u for u in users[:3])})")
+        return (f"{named} stayed outside: this compile gave it an instruction of its own, "
+                f"%{own[0].name} (HLO line {own[0].line})")
+
+    def users(self, name: str) -> list[str]:
+        """The instructions whose operands name `%name`, read from the text."""
+        pattern = re.compile(rf"%{re.escape(name)}[,)]")
+        out = []
+        for line in self.lines:
+            head, _, rest = line.strip().removeprefix("ROOT ").partition(" = ")
+            if rest and pattern.search(rest.split("),", 1)[0] + ")"):
+                out.append(head.lstrip("%"))
+        return out
+
+    def inside(self, e: int, fusion: Fusion) -> str:
+        """Why equation `e` is in `fusion`, in words: the body instruction that computes it."""
+        ins = self.computing(e, self.body(fusion))
+        named = _named(self.program.eqns[e])
+        if not ins:
+            return f"{named} is in %{fusion.name}"
+        how = " (XLA dropped its metadata; the dataflow says it is this equation)" if ins[0].via == "inferred" else ""
+        eqn = self.program.eqns[e]
+        twins = [t for t in ins[0].eqns if t != e and self.program.eqns[t].primitive == eqn.primitive]
+        if twins:
+            how += (f"; so does {_named(self.program.eqns[twins[0]])}: the two do the same work on the same "
+                    "input, and this compile kept one copy")
+        return f"{named} is inside: %{ins[0].name} (HLO line {ins[0].line}) in %{ins[0].computation} computes it{how}"
+
+
+def _shown(c: _Compile, fusion: Fusion) -> list[str]:
+    """The blocks the page shows: which compile, the fusion's call line, its computations, the jaxpr."""
+    hlo = c.hlo
+    what = f"compiled by XLA for {hlo.backend.upper()} (jaxlib {hlo.jaxlib_version}; this machine kind: {hlo.host})"
+    return [what, c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion)),
+            c.program.jaxpr]
+
+
 @drill("fusions", number="05", title="what XLA fused",
        aim="Name the equations XLA merged into one fusion of the compiled program.")
 def fusion_items(program: ProgramRecord) -> list[dict]:
-    """One item per fusion that absorbed two or more equations."""
+    """One item per fusion that computes two or more equations."""
     hlo = program.hlo
     if hlo is None:
         return []
-    fusions = [f for f in hlo.fusions if len(_leaves(program, f.eqns)) >= 2]
-    unfused_neighbours = _neighbours(program, hlo)
+    c = _Compile(program, hlo)
     items = []
-    for fusion in fusions:
+    for fusion in hlo.fusions:
         answer = _leaves(program, fusion.eqns)
-        wrong: list[tuple[str, str, str]] = []
-        seen = {frozenset(answer)}
-
-        def offer(candidate: set[int], rule: str, reason: str):
-            if candidate and frozenset(candidate) not in seen:
-                seen.add(frozenset(candidate))
-                wrong.append((_describe(program, candidate), rule, reason))
-
-        last = max(answer, key=lambda e: program.eqns[e].jaxpr_lines[0])
-        offer(answer - {last}, "stopped-early",
-              "the fusion runs to the end of the chain: XLA kept fusing elementwise work past where this set stops")
-        for e, went in unfused_neighbours[fusion.name][:1]:
-            offer(answer | {e}, "fused-a-neighbour",
-                  f"{_named(program.eqns[e])} sits next to this chain but was not fused into it: {went}")
-        for other in hlo.fusions:
-            if other.name != fusion.name:
-                offer(_leaves(program, other.eqns), "another-fusion",
-                      f"that is what {other.name} absorbed, a different fusion")
-        if len(wrong) < 2:
+        if len(answer) < 2:
             continue
-        items.append({
-            "eqn": None,
-            "question": f"Which equations did XLA fuse into {fusion.name} (compiled HLO line {fusion.line})?",
-            "fusion": fusion.name,
-            "hlo_line": fusion.line,
-            **choice_item(_describe(program, answer), wrong[:3], program.slug, fusion.name),
-        })
+        made = _set_item(c, fusion, answer) if len(answer) <= MAX_SET else _not_in_item(c, fusion, answer)
+        if made:
+            items.append({"eqn": None, **made, "fusion": fusion.name, "hlo_line": fusion.line})
+    # Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.
+    weight = round(min(1.0, 4 / len(items)), 3) if items else 1.0
+    for item in items:
+        item["shown"] = _shown(c, next(f for f in hlo.fusions if f.name == item["fusion"]))
+        item["weight"] = weight
     return items
 
 
-def _neighbours(program: ProgramRecord, hlo: CompiledLayer) -> dict[str, list[tuple[int, str]]]:
-    """For each fusion: equations adjacent in the jaxpr to its set that XLA placed elsewhere, and where."""
-    fusion_of: dict[int, list[str]] = {}
-    for fusion in hlo.fusions:
-        for e in fusion.eqns:
-            fusion_of.setdefault(e, []).append(fusion.name)
-    own_instruction: dict[int, str] = {}
-    fused_bodies = {i.computation for i in hlo.instructions if i.computation.startswith(("fused", "wrapped"))}
-    for ins in hlo.instructions:
-        if ins.opcode not in ("fusion", "parameter") and ins.computation not in fused_bodies:
-            for e in ins.eqns:
-                own_instruction.setdefault(e, ins.name)
-    eqns = program.eqns
-    out: dict[str, list[tuple[int, str]]] = {}
-    for fusion in hlo.fusions:
-        members = set(fusion.eqns)
-        near = sorted({i + d for i in members for d in (-1, 1)} - members)
-        found = []
-        for e in near:
-            # A container's work is its body's: the body's equations are the neighbours to name.
-            if not 0 <= e < len(eqns) or eqns[e].has_subjaxpr:
-                continue
-            others = [f for f in fusion_of.get(e, ()) if f != fusion.name]
-            if others:
-                found.append((e, f"XLA put it in %{others[0]}, a different fusion"))
-            elif e in own_instruction:
-                found.append((e, f"XLA gave it an instruction of its own, %{own_instruction[e]}"))
-        out[fusion.name] = found
+def _neighbours(c: _Compile, fusion: Fusion, answer: set[int]) -> list[tuple[int, str]]:
+    """Equations next to the fusion's in jaxpr order that this compile put elsewhere, and where."""
+    eqns = c.program.eqns
+    order = sorted((e.id for e in eqns if not e.has_subjaxpr), key=lambda i: eqns[i].jaxpr_lines[0])
+    near = []
+    for k, e in enumerate(order):
+        if e in answer:
+            near += [order[j] for j in (k - 1, k + 1) if 0 <= j < len(order) and order[j] not in answer]
+    out = []
+    for e in dict.fromkeys(near):
+        where = c.where_else(e, fusion)
+        if where:
+            out.append((e, where))
     return out
+
+
+def _set_item(c: _Compile, fusion: Fusion, answer: set[int]) -> dict | None:
+    program = c.program
+    wrong: list[tuple[str, str, str]] = []
+    seen = {frozenset(answer)}
+
+    def offer(candidate: set[int], rule: str, reason: str):
+        if candidate and len(candidate) <= MAX_SET and frozenset(candidate) not in seen:
+            seen.add(frozenset(candidate))
+            wrong.append((_describe(program, candidate), rule, reason))
+
+    by_line = sorted(answer, key=lambda e: program.eqns[e].jaxpr_lines[0])
+    offer(answer - {by_line[-1]}, "stopped-early", c.inside(by_line[-1], fusion))
+    for e, where in _neighbours(c, fusion, answer)[:1]:
+        offer(answer | {e}, "fused-a-neighbour", where)
+    offer(answer - {by_line[0]}, "started-late", c.inside(by_line[0], fusion))
+    for other in c.hlo.fusions:
+        if other.name != fusion.name:
+            offer(_leaves(program, other.eqns), "another-fusion",
+                  f"that is what %{other.name} (HLO line {other.line}) computes, a different fusion")
+    if len(wrong) < 2:
+        return None
+    return {
+        "question": f"Which equations did XLA fuse into %{fusion.name} (compiled HLO line {fusion.line})?",
+        **choice_item(_describe(program, answer), wrong[:3], program.slug, fusion.name),
+    }
+
+
+def _not_in_item(c: _Compile, fusion: Fusion, answer: set[int]) -> dict | None:
+    program = c.program
+    outside = _neighbours(c, fusion, answer)
+    if not outside:
+        return None
+    odd, _where = outside[0]
+    line = program.eqns[odd].jaxpr_lines[0]
+    # The members nearest the outsider in the jaxpr are the ones a reader is likeliest to doubt.
+    members = sorted(answer, key=lambda e: (abs(program.eqns[e].jaxpr_lines[0] - line), e))[:3]
+    wrong = [(_named(program.eqns[m]), "missed-a-member", c.inside(m, fusion)) for m in members]
+    return {
+        "question": (f"%{fusion.name} (compiled HLO line {fusion.line}) computes {len(answer)} equations. "
+                     "Which of these is NOT one of them?"),
+        **choice_item(_named(program.eqns[odd]), wrong, program.slug, fusion.name),
+    }

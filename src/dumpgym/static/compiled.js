@@ -47,22 +47,35 @@ export function backendNote(hlo) {
   return `compiled by XLA for ${hlo.backend || 'an unnamed backend'}${jaxlib} — ${other} would fuse differently`;
 }
 
-/** "7 fusions · 23 of 76 instructions from equations · 53 XLA's own", from the record's stats. */
+/** "7 fusions · 23 of 76 instructions from equations (4 inferred) · 53 XLA's own", from the record's stats. */
 export function compiledStats(hlo) {
   const s = hlo.stats || {};
   return [
     plural(s.fusions ?? hlo.fusions.length, 'fusion'),
-    `${s.attributed} of ${plural(s.instructions, 'instruction')} from equations`,
+    `${s.attributed} of ${plural(s.instructions, 'instruction')} from equations${s.inferred ? ` (${s.inferred} inferred)` : ''}`,
     `${s.compiler_own} XLA's own`,
   ].join(' · ');
+}
+
+/** What the record says about the instruction on compiled line `n`, by how its equations are known
+ * (`via`): '' for a line that is no instruction, or one whose tag names its equations. */
+export function instructionNote(compiled, n) {
+  const ins = compiled.instructions.get(n);
+  if (!ins) return '';
+  const which = `${ins.eqns.length > 1 ? 'equations' : 'equation'} ${ins.eqns.join(', ')}`;
+  if (ins.via === 'none') return `XLA's own: no equation wrote this (${ins.opcode} in %${ins.computation})`;
+  if (ins.via === 'inferred') return `XLA dropped this instruction's metadata; it computes ${which} (inferred)`;
+  if (ins.via === 'region') return `inside a reducer region: it computes its holder's ${which}`;
+  return '';
 }
 
 /** Why a compiled line lights no equation. */
 export function whyCompiled(compiled, n, text) {
   const t = text.trim();
   const ins = compiled.instructions.get(n);
-  if (ins && !ins.eqns.length) return `XLA's own: no equation wrote this (${ins.opcode} in %${ins.computation})`;
-  if (ins) return `from ${plural(ins.eqns.length, 'equation')} ${ins.eqns.join(', ')}, which the x-ray has no group for`;
+  const note = instructionNote(compiled, n);
+  if (ins && !ins.eqns.length) return note;
+  if (ins) return `${note || `from ${plural(ins.eqns.length, 'equation')} ${ins.eqns.join(', ')}`}, which the x-ray has no group for`;
   if (!t) return 'an empty line';
   if (/^HloModule\b/.test(t)) return "structural line: the module header and its entry computation's layout";
   if (/^(ENTRY\s+)?%[\w.-]+\s*\(/.test(t)) return "structural line: a computation's signature; its parameters follow";

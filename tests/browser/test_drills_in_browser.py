@@ -60,6 +60,10 @@ def test_every_drill_kind_answers_and_counts(page, gym, kind):
 def test_the_fusion_drill_shows_the_compiled_line_it_asks_about(page, gym, fetch_json):
     gym.open("fusions")
     item = gym.item("fusions")
+    if "shown" in item:  # the item says what to show; the page fetches nothing of its own
+        assert page.locator("#drill-fusions .ctx [data-shown]").all_inner_texts() == item["shown"]
+        assert page.locator("#drill-fusions [data-hlo-line]").count() == 0
+        return
     text = fetch_json(f"data/programs/{item['program']}.json")["hlo"]["text"].split("\n")[item["hlo_line"] - 1]
     shown = page.locator("#drill-fusions [data-hlo-line]")
     page.wait_for_function("el => el.textContent.includes(':')", arg=shown.element_handle())
@@ -159,3 +163,161 @@ def test_decisions_answer_from_the_keyboard(page, gym):
     page.wait_for_selector("#drill-decisions[data-state=answered]")
     assert gym.streak("decisions") == (1, 1)
     gym.next("decisions", key="Space")
+
+
+# --- a hand-made pool: what the page does with `shown`, `accepted_lines`, `explain` and `weight` ---
+
+SHOWN = ["e:? = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b", "params <b>not bold</b> & `ticks`"]
+LISTING = "{ lambda ; a:f32[4]. let\n    b:f32[1,4] = broadcast_in_dim a\n    c:f32[1,4] = add b b\n  in (c,) }"
+
+
+def _choice(program, shown=None, weight=None, **extra):
+    item = {"drill": "shapes", "program": program, "eqn": 0, "question": "What comes out?",
+            "options": ["f32[4]", "f32[1,4]", "f32[4,1]"], "answer": 1,
+            "reasons": ["dropped the new axis", "", "put the new axis last"], **extra}
+    if shown is not None:
+        item["shown"] = shown
+    if weight is not None:
+        item["weight"] = weight
+    return item
+
+
+HAND_MADE_POOL = {
+    "schema": "dumpgym.drills/1",
+    "kinds": [
+        {"name": "decoder", "number": "01", "title": "dot_general, decoded", "aim": "Weighted items."},
+        {"name": "shapes", "number": "02", "title": "shape on sight", "aim": "One item with `shown`."},
+        {"name": "decisions", "number": "03", "title": "the framework's hand", "aim": "One line item."},
+    ],
+    "items": [
+        # Everything the old page would have assembled is here too; with `shown`, none of it may appear.
+        _choice("mlp", shown=SHOWN, jaxpr_lines=[7, 7], hlo_line=3,
+                show={"primitive": "dot_general", "inputs": ["bf16[64,128]", "bf16[128,512]"]}),
+        {**_choice("mlp", weight=0, question="weight 0: never asked"), "drill": "decoder"},
+        {**_choice("mlp", weight=0, question="weight 0: never asked either"), "drill": "decoder"},
+        {**_choice("softmax", weight=1, question="asked A"), "drill": "decoder"},
+        {**_choice("softmax", weight=2.5, question="asked B"), "drill": "decoder"},
+        {"drill": "decisions", "program": "mlp", "eqn": 0, "question": "Tap the broadcast.",
+         "kind": "hidden-broadcast", "layer": "jaxpr", "answer_line": 2, "accepted_lines": [2, 3],
+         "explain": {"4": "line 4 is the `in` line: the results, not an op"}, "shown": [LISTING], "weight": 1},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def hand_made_url(tmp_path_factory, corpus, serve_directory):
+    """The built-in corpus with the hand-made pool above, built and served."""
+    from dumpgym import build
+
+    out = tmp_path_factory.mktemp("hand-made-site")
+    build.build_site(out, corpus, HAND_MADE_POOL)
+    with serve_directory(out) as url:
+        yield url
+
+
+@pytest.fixture
+def hand_page(browser, hand_made_url):
+    """A fresh page on the hand-made site; fails on any console error."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    errors = []
+    pg.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    pg.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+    pg.goto(hand_made_url)
+    pg.wait_for_selector("html[data-ready]")
+    yield pg
+    context.close()
+    assert errors == []
+
+
+def _open(page, kind):
+    page.click(f"#tab-{kind}")
+    page.wait_for_selector(f"#drill-{kind}[data-state=asking]")
+
+
+def test_an_item_with_shown_renders_exactly_those_blocks(hand_page):
+    _open(hand_page, "shapes")
+    ctx = hand_page.locator("#drill-shapes .ctx")
+    assert ctx.locator("[data-shown]").all_inner_texts() == SHOWN  # as text: the markup in it stays text
+    assert ctx.locator("pre").count() == len(SHOWN)
+    assert ctx.locator("dl, details, [data-hlo-line], b").count() == 0
+    title = hand_page.locator("#p-mlp .title").text_content()
+    assert ctx.locator(".where").inner_text() == f"{title} · jaxpr line 7"
+    assert "equation" not in ctx.inner_text()
+
+
+def test_decisions_accepts_any_accepted_line_and_explains_a_wrong_tap(hand_page):
+    _open(hand_page, "decisions")
+    panel = hand_page.locator("#drill-decisions")
+    rows = panel.locator("[data-pick] [data-line]")
+    assert [t.rstrip("\n") for t in rows.all_text_contents()] == LISTING.split("\n")
+    assert panel.locator(".ctx pre").count() == 0  # shown[0] is the listing itself, nothing else
+
+    def tap(line):
+        panel.locator(f"[data-pick] [data-line='{line}']").click()
+        hand_page.wait_for_selector("#drill-decisions[data-state=answered]")
+        text = panel.locator("[data-feedback]").inner_text()
+        hand_page.keyboard.press("Enter")  # the one item is asked again: nothing else has weight
+        hand_page.wait_for_selector("#drill-decisions[data-state=asking]")
+        return text
+
+    assert tap(3).startswith("right.")  # not answer_line, but accepted
+    assert tap(2).startswith("right.")
+    assert "line 4 is the in line: the results, not an op" in tap(4)
+    generic = tap(1)
+    assert "You picked line 1; the framework's line is 2." in generic and "line 4 is" not in generic
+
+
+def test_items_of_weight_zero_are_never_asked(hand_page):
+    _open(hand_page, "decoder")
+    seen = []
+    for _ in range(12):
+        seen.append(hand_page.locator("#drill-decoder .q").inner_text())
+        hand_page.locator("#drill-decoder button[data-opt='1']").click()
+        hand_page.wait_for_selector("#drill-decoder[data-state=answered]")
+        hand_page.keyboard.press("Enter")
+        hand_page.wait_for_selector("#drill-decoder[data-state=asking]")
+    assert set(seen) <= {"asked A", "asked B"}
+    # never the item just asked: with two askable items, they alternate
+    assert all(a != b for a, b in zip(seen, seen[1:]))
+
+
+SAMPLE = """async ([weights, draws, skipLast]) => {
+  const { pickWeighted } = await import('./static/drill.js');
+  let s = 12345;  // mulberry32: a seeded source, so the counts do not depend on the run
+  const random = () => { s = (s + 0x6D2B79F5) | 0; let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t; return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
+  const counts = weights.map(() => 0);
+  let last = -1;
+  for (let n = 0; n < draws; n++) {
+    const i = pickWeighted(weights, skipLast ? last : -1, random);
+    if (skipLast && i === last) return 'repeated';
+    counts[i] += 1;
+    last = i;
+  }
+  return counts;
+}"""
+
+
+def test_the_sampler_never_draws_weight_zero(hand_page):
+    counts = hand_page.evaluate(SAMPLE, [[1, 0, 2, 0], 200, False])
+    assert counts[1] == counts[3] == 0 and counts[0] + counts[2] == 200
+
+
+def test_the_sampler_follows_weights_three_to_one(hand_page):
+    a, b = hand_page.evaluate(SAMPLE, [[3, 1], 4000, False])
+    assert 2.7 < a / b < 3.3
+
+
+def test_the_sampler_never_repeats_the_item_just_asked(hand_page):
+    counts = hand_page.evaluate(SAMPLE, [[1, 1, 1, 0], 300, True])
+    assert counts[3] == 0 and min(counts[:3]) > 50
+    # with one askable item, it is asked again rather than nothing
+    assert hand_page.evaluate("async () => (await import('./static/drill.js')).pickWeighted([0, 4, 0], 1, () => 0.5)") == 1
+    assert hand_page.evaluate("async () => (await import('./static/drill.js')).pickWeighted([0, 0], -1, () => 0.5)") == -1
+
+
+def test_an_item_without_weight_weighs_one(hand_page):
+    weights = hand_page.evaluate("""async () => { const { weightOf } = await import('./static/drill.js');
+      return [{}, { weight: 0 }, { weight: 2.5 }, { weight: -1 }, { weight: null }].map(weightOf); }""")
+    assert weights == [1, 0, 2.5, 0, 1]

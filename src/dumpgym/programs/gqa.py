@@ -12,7 +12,9 @@ def gqa_scores(q, k):
 PROGRAM = Program(
     slug="gqa",
     title="grouped-query scores",
-    lesson="A reshape exposes the group axis; the einsum batches over it and broadcasts over heads.",
+    lesson=("A reshape turns the eight query heads into two groups of four; the einsum is one dot_general that "
+            "batches over the group axis, contracts d, and carries the head axis as a free lhs axis. "
+            "k is never broadcast or copied to eight heads."),
     function=gqa_scores,
     args=("bf16[8,64,32]", "bf16[2,64,32]"),
 )

@@ -16,7 +16,10 @@ def attention_grads(q, k, v):
 PROGRAM = Program(
     slug="grads",
     title="attention gradients",
-    lesson="The backward pass reuses the forward's transposes; look for rowsum(dO * O) among them.",
+    lesson=("jax.grad differentiates through jnp.max with no stop_gradient: the forward marks where each row's "
+            "maximum sits with eq and counts the ties; the backward gives the maximum its share of the gradient (div by the tie "
+            "count, mul by the mask, add_any), zero in exact arithmetic since softmax ignores a shift. The "
+            "softmax backward's rowsum is of dP·exp·l⁻² (integer_pow y=-2), not of dO·O."),
     function=attention_grads,
     args=("f32[32,16]", "f32[32,16]", "f32[32,16]"),
 )

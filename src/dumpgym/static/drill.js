@@ -28,6 +28,31 @@ export function maskBinders(line) {
 
 const MAX_LINES = 12;
 
+/** An item's weight: how often the page asks it relative to the others (1 when the item has none). */
+export function weightOf(item) {
+  const w = item?.weight;
+  return typeof w === 'number' && Number.isFinite(w) && w > 0 ? w : (w === undefined || w === null ? 1 : 0);
+}
+
+/**
+ * Draw an index with probability proportional to its weight, never `skip` while any other index has
+ * weight; -1 when nothing has weight. `random` returns a number in [0, 1), as Math.random does.
+ */
+export function pickWeighted(weights, skip = -1, random = Math.random) {
+  const mass = (i) => (i === skip ? 0 : Math.max(0, weights[i]) || 0);
+  let total = 0;
+  for (let i = 0; i < weights.length; i++) total += mass(i);
+  if (total <= 0) return skip >= 0 && weights[skip] > 0 ? skip : -1;
+  let r = random() * total;
+  let chosen = -1;
+  for (let i = 0; i < weights.length; i++) {
+    if (mass(i) <= 0) continue;
+    chosen = i;
+    if ((r -= mass(i)) < 0) break;
+  }
+  return chosen;  // the last with weight, should rounding leave `r` a hair above zero
+}
+
 function equationText(slug, lines) {
   if (!lines || !lines.length) return '';
   const rows = lineElements(listing(slug, 'jaxpr'));
@@ -48,14 +73,15 @@ class Panel {
     this.kind = el.dataset.drill;
     this.progress = progress;
     this.body = el.querySelector('[data-drill-body]');
+    // `slug:count`, or `slug:count:weight` when the build sums the split's weights for us.
     this.pool = (el.dataset.pool || '').split(' ').filter(Boolean).map((s) => {
-      const [slug, count] = s.split(':');
-      return { slug, count: Number(count) };
+      const [slug, count, weight] = s.split(':');
+      return { slug, count: Number(count), weight: weight === undefined ? null : Number(weight) };
     });
     this.total = this.pool.reduce((a, p) => a + p.count, 0);
     this.item = null;
     this.answered = false;
-    this.last = '';
+    this.last = null;  // { slug, index, weight } of the item just asked
     this.showStreak();
   }
 
@@ -69,53 +95,74 @@ class Panel {
     if (!this.item && this.total) this.next({ focus: false });
   }
 
-  pick() {
-    for (let tries = 0; ; tries++) {
-      let r = Math.floor(Math.random() * this.total);
-      const entry = this.pool.find((p) => (r -= p.count) < 0);
-      const index = r + entry.count;
-      const id = `${this.kind}/${entry.slug}/${index}`;
-      if (id !== this.last || this.total === 1 || tries > 4) return { slug: entry.slug, index, id };
-    }
+  /** Each program's share of the kind: its items' weights summed (from `data-pool`, else from its split). */
+  async masses() {
+    const unknown = this.pool.filter((p) => p.weight === null);
+    const splits = await Promise.all(unknown.map((p) => getJSON(drillURL(this.kind, p.slug))));
+    unknown.forEach((p, i) => { p.weight = splits[i].items.reduce((a, item) => a + weightOf(item), 0); });
+    return this.pool.map((p) => p.weight);
+  }
+
+  /** The next item, drawn in proportion to its weight and never the one just asked (unless nothing else has weight). */
+  async pick() {
+    const last = this.last;
+    // A program, by the weight of its items less the one just asked; then an item of it, by weight.
+    // (What rounding leaves of a sum less its only weighted item counts as nothing.)
+    const masses = (await this.masses()).map((w, i) => {
+      const rest = last && this.pool[i].slug === last.slug ? w - last.weight : w;
+      return rest > 1e-9 * w ? rest : 0;
+    });
+    const p = pickWeighted(masses, -1, Math.random);
+    if (p < 0) return last && { ...last, split: await getJSON(drillURL(this.kind, last.slug)) };
+    const slug = this.pool[p].slug;
+    const split = await getJSON(drillURL(this.kind, slug));
+    const index = pickWeighted(split.items.map(weightOf), last && last.slug === slug ? last.index : -1, Math.random);
+    return index < 0 ? null : { slug, index, weight: weightOf(split.items[index]), split };
   }
 
   async next({ focus = true } = {}) {
-    const { slug, index, id } = this.pick();
-    this.last = id;
-    let split;
+    let picked;
     try {
-      split = await getJSON(drillURL(this.kind, slug));
+      picked = await this.pick();
     } catch (e) {
       render(this.body, html`<p class="empty">Could not load drill items (${e.message}).</p>`);
       return;
     }
+    if (!picked) {
+      render(this.body, html`<p class="empty">Every item of this drill has weight 0: nothing to ask.</p>`);
+      return;
+    }
+    const { slug, index, split } = picked;
+    this.last = { slug, index, weight: picked.weight };
     this.item = split.items[index];
     this.answered = false;
-    this.el.dataset.item = id;
+    this.el.dataset.item = `${this.kind}/${slug}/${index}`;
     if (Array.isArray(this.item.options)) this.renderChoice(slug);
     else this.renderLines(slug);
     this.el.dataset.state = 'asking';
     if (focus) this.body.querySelector('.q').focus({ preventScroll: true });
   }
 
-  header(slug, extra, { eqn = true } = {}) {
-    const item = this.item;
-    return html`<p class="where"><a href="#p-${slug}">${programTitle(slug)}</a>${
-      eqn && item.eqn !== null && item.eqn !== undefined ? html` · equation ${item.eqn}` : ''}${extra}</p>`;
+  header(slug, extra, { lines = true } = {}) {
+    const span = this.item.jaxpr_lines;
+    const where = lines && Array.isArray(span) && span.length
+      ? (span[span.length - 1] > span[0] ? ` · jaxpr lines ${span[0]}–${span[span.length - 1]}` : ` · jaxpr line ${span[0]}`)
+      : '';
+    return html`<p class="where"><a href="#p-${slug}">${programTitle(slug)}</a>${where}${extra}</p>`;
+  }
+
+  /** The question's context when the item says what it is: each block of `shown`, as text, and nothing else. */
+  shownBlocks(blocks) {
+    return blocks.map((block) => html`<pre class="eqn shown" data-shown>${block}</pre>`);
   }
 
   renderChoice(slug) {
     const item = this.item;
-    const facts = Object.entries(item.show || {}).filter(([, v]) => v !== null && v !== '' &&
-      !(typeof v === 'object' && !Array.isArray(v) && !Object.keys(v).length));
-    const eqn = equationText(slug, item.jaxpr_lines);
+    const context = Array.isArray(item.shown) ? this.shownBlocks(item.shown) : this.oldContext(slug);
     render(this.body, html`
       <div class="ctx">
         ${this.header(slug, '')}
-        ${eqn ? html`<pre class="eqn">${eqn}</pre>` : html`<details class="whole" data-whole><summary>the program's jaxpr</summary></details>`}
-        ${Number.isInteger(item.hlo_line) ? html`<pre class="eqn" data-hlo-line>compiled HLO line ${item.hlo_line}</pre>` : ''}
-        ${facts.length ? html`<dl class="facts">${facts.map(([k, v]) => html`<dt>${k.replaceAll('_', ' ')}</dt><dd><code>${
-          Array.isArray(v) && k === 'inputs' ? v.join('  ·  ') : show(v)}</code></dd>`)}</dl>` : ''}
+        ${context}
       </div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
       <div class="options" role="group" aria-labelledby="q-${this.kind}">
@@ -123,6 +170,28 @@ class Panel {
       </div>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
+    if (!Array.isArray(item.shown)) this.fillOldContext(slug);
+    this.body.querySelectorAll('[data-opt]').forEach((b) =>
+      b.addEventListener('click', () => this.answer(Number(b.dataset.opt))));
+    this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
+  }
+
+  // Fallback for items without `shown`: the page assembles the context itself from the equation's
+  // jaxpr lines, `show`, and `hlo_line`. It goes once every drill kind carries `shown`.
+  oldContext(slug) {
+    const item = this.item;
+    const facts = Object.entries(item.show || {}).filter(([, v]) => v !== null && v !== '' &&
+      !(typeof v === 'object' && !Array.isArray(v) && !Object.keys(v).length));
+    const eqn = equationText(slug, item.jaxpr_lines);
+    return html`
+        ${eqn ? html`<pre class="eqn">${eqn}</pre>` : html`<details class="whole" data-whole><summary>the program's jaxpr</summary></details>`}
+        ${Number.isInteger(item.hlo_line) ? html`<pre class="eqn" data-hlo-line>compiled HLO line ${item.hlo_line}</pre>` : ''}
+        ${facts.length ? html`<dl class="facts">${facts.map(([k, v]) => html`<dt>${k.replaceAll('_', ' ')}</dt><dd><code>${
+          Array.isArray(v) && k === 'inputs' ? v.join('  ·  ') : show(v)}</code></dd>`)}</dl>` : ''}`;
+  }
+
+  fillOldContext(slug) {
+    const item = this.item;
     const hloLine = this.body.querySelector('[data-hlo-line]');
     if (hloLine) {
       getJSON(programURL(slug)).then((p) => {
@@ -134,24 +203,31 @@ class Panel {
     const source = whole && listing(slug, 'jaxpr');
     if (source) whole.append(source.cloneNode(true));
     else whole?.remove();
-    this.body.querySelectorAll('[data-opt]').forEach((b) =>
-      b.addEventListener('click', () => this.answer(Number(b.dataset.opt))));
-    this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
   }
 
   renderLines(slug) {
     const item = this.item;
     const layer = item.layer === 'stablehlo' ? 'StableHLO' : 'jaxpr';
     render(this.body, html`
-      <div class="ctx">${this.header(slug, html` · ${layer}${item.kind ? html` · <span class="tag">${item.kind}</span>` : ''}`, { eqn: false })}</div>
+      <div class="ctx">${this.header(slug, html` · ${layer}${item.kind ? html` · <span class="tag">${item.kind}</span>` : ''}`, { lines: false })}${
+        Array.isArray(item.shown) ? this.shownBlocks(item.shown.slice(1)) : ''}</div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
       <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"></div>
       <p class="fine" id="pick-help-${this.kind}">click a line, or move with ↑/↓ and press Enter</p>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
     const pick = this.body.querySelector('[data-pick]');
-    const source = listing(slug, item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr');
-    if (source) pick.append(source.cloneNode(true));
+    if (Array.isArray(item.shown)) {
+      // `shown[0]` is the whole listing the question is about: its lines are the rows to tap.
+      const lines = String(item.shown[0] ?? '').replace(/\n$/, '').split('\n');
+      render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr'}"><code>${
+        lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
+    } else {
+      // Fallback for items without `shown`: the rows come from the program's listing; it goes once
+      // every drill kind carries `shown`.
+      const source = listing(slug, item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr');
+      if (source) pick.append(source.cloneNode(true));
+    }
     this.rows = lineElements(pick.querySelector('pre'));
     this.cursor = 0;
     pick.addEventListener('click', (e) => {
@@ -199,18 +275,21 @@ class Panel {
   answerLine(line) {
     if (this.answered) return;
     const item = this.item;
-    const right = line === item.answer_line;
+    const accepted = Array.isArray(item.accepted_lines) ? item.accepted_lines : [item.answer_line];
+    const right = accepted.includes(line);
     const chosen = this.rows[line - 1];
-    const answer = this.rows[item.answer_line - 1];
+    const answer = this.rows[(right ? line : item.answer_line) - 1];
     chosen?.classList.add(right ? 'right' : 'wrong');
     answer?.classList.add('ans');
     const pick = this.body.querySelector('[data-pick]');
     if (answer) scrollIntoBox(pick, answer);
     const text = answer ? answer.textContent.trim() : '';
     const why = item.feedback ? html`<p>${ticks(item.feedback)}</p>` : html`<p>Line ${item.answer_line}: <code>${text}</code></p>`;
+    const explain = item.explain?.[String(line)];
     this.finish(right, right
       ? html`<p><b class="ok">right.</b></p>${why}`
-      : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${item.answer_line}.</p>${why}`);
+      : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${item.answer_line}.</p>${
+        explain ? html`<p data-explain>${ticks(explain)}</p>` : why}`);
   }
 
   finish(right, message) {

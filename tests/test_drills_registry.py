@@ -109,14 +109,15 @@ def test_adding_a_kind_is_adding_one_file(tmp_path, monkeypatch, corpus):
 
         @drill("countdown", number="99", title="count down", aim="Count the equations.")
         def countdown(program):
-            return [{"eqn": None, "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0}]
+            return [{"eqn": None, "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0,
+                     "shown": []}]
     '''))
     monkeypatch.setattr(drills, "__path__", [*drills.__path__, str(tmp_path)])
     try:
         pool = build_pool({"programs": corpus["programs"][:1]})
         assert [i for i in pool["items"] if i["drill"] == "countdown"] == [
             {"drill": "countdown", "program": corpus["programs"][0]["slug"], "eqn": None,
-             "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0}]
+             "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0, "shown": [], "weight": 1}]
         assert pool["kinds"][-1] == {"name": "countdown", "number": "99", "title": "count down",
                                      "aim": "Count the equations."}
     finally:

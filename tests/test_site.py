@@ -88,13 +88,15 @@ def test_drill_splits_partition_the_pool_in_order(files, small):
     assert rebuilt == expected
 
 
-def test_each_drill_panel_names_its_splits_with_item_counts(page, small):
+def test_each_drill_panel_names_its_splits_with_item_counts_and_weights(page, small):
     _, pool = small
     for kind in {item["drill"] for item in pool["items"]}:
         pool_attr = re.search(rf'data-drill="{kind}" data-pool="([^"]*)"', page)[1]
-        counts = dict(entry.split(":") for entry in pool_attr.split())
-        for slug, n in counts.items():
-            assert int(n) == sum(1 for i in pool["items"] if i["drill"] == kind and i["program"] == slug)
+        for entry in pool_attr.split():
+            slug, n, weight = entry.split(":")
+            mine = [i for i in pool["items"] if i["drill"] == kind and i["program"] == slug]
+            assert int(n) == len(mine)
+            assert float(weight) == pytest.approx(sum(i["weight"] for i in mine), rel=1e-5)
 
 
 def test_every_listing_line_is_one_element_with_its_line_number(page, small):

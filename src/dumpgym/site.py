@@ -181,7 +181,9 @@ def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:
     programs = [program_view(p, anchors) for p in record.programs]
     groups = _group_items(drills)
     kinds = drill_kinds(drills)
-    pools = {k.name: " ".join(f"{slug}:{len(items)}" for (kind, slug), items in groups.items() if kind == k.name)
+    # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.
+    pools = {k.name: " ".join(f"{slug}:{len(items)}:{_weight(items):g}" for (kind, slug), items in groups.items()
+                              if kind == k.name)
              for k in kinds}
     page = _environment().get_template("index.html").render(
         corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH,
@@ -218,3 +220,9 @@ def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
 
     corpus = load_corpus(corpus_dir, warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)))
     return corpus, build_pool(corpus)
+
+
+def _weight(items: list[dict]) -> float:
+    """The summed `weight` of a program's items of one kind, as the page's sampler weighs them."""
+    # The pool is not the corpus record: "dumpgym.drills/1" gives every item weight 1 unless it says otherwise.
+    return sum(item.get("weight", 1) for item in items)

@@ -184,7 +184,8 @@ class Gym:
                 panel.get_by_role("button", name=text if isinstance(text, str) else json.dumps(text), exact=True).click()
         else:
             lines = panel.locator("[data-pick] [data-line]").count()
-            line = item["answer_line"] if right else next(n for n in range(1, lines + 1) if n != item["answer_line"])
+            accepted = set(item.get("accepted_lines") or [item["answer_line"]])
+            line = item["answer_line"] if right else next(n for n in range(1, lines + 1) if n not in accepted)
             panel.locator(f"[data-pick] [data-line='{line}']").click()
         self.page.wait_for_selector(f"#drill-{kind}[data-state=answered]")
         return item

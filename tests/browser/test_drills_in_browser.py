@@ -171,12 +171,10 @@ SHOWN = ["e:? = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b", "par
 LISTING = "{ lambda ; a:f32[4]. let\n    b:f32[1,4] = broadcast_in_dim a\n    c:f32[1,4] = add b b\n  in (c,) }"
 
 
-def _choice(program, shown=None, weight=None, **extra):
+def _choice(program, shown=("a:f32[4]",), weight=None, **extra):
     item = {"drill": "shapes", "program": program, "eqn": 0, "question": "What comes out?",
             "options": ["f32[4]", "f32[1,4]", "f32[4,1]"], "answer": 1,
-            "reasons": ["dropped the new axis", "", "put the new axis last"], **extra}
-    if shown is not None:
-        item["shown"] = shown
+            "reasons": ["dropped the new axis", "", "put the new axis last"], "shown": list(shown), **extra}
     if weight is not None:
         item["weight"] = weight
     return item

@@ -129,6 +129,7 @@ def test_an_instruction_whose_metadata_xla_dropped_lights_its_inferred_equation(
         return m.instructionNote(m.indexCompiled(hlo), line);
     }""", [src, program["hlo"], dot["line"]])
     assert note == f"XLA dropped this instruction's metadata; it computes equation {dot['eqns'][0]} (inferred)"
+    assert note in page.inner_text("[data-xray-status]")  # said on the status line while hovered
 
 
 def test_the_backend_and_the_counts_come_from_the_record(page, fetch_json):

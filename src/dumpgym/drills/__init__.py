@@ -69,7 +69,10 @@ def items_for(program: ProgramRecord) -> list[dict]:
     out = []
     for name, kind in kinds().items():
         for item in kind.make(program):
+            if not isinstance(item.get("shown"), list):  # the page renders `shown` and nothing else
+                raise ValueError(f"drill kind {name!r} made an item without 'shown' (a list of strings)")
             out.append({"drill": name, "program": program.slug, **item})
+            out[-1].setdefault("weight", 1)
     return out
 
 

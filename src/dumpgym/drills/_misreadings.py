@@ -89,4 +89,4 @@ def distractors(eqn: EqnFact, answer: Aval, limit: int = 3, where: Where = NOWHE
 
 
 # The rule modules fill the table on import: each primitive's own rules, then the generic ones.
-from dumpgym.drills import _primitive_rules, _generic_rules  # noqa: E402,F401
+from dumpgym.drills import _arithmetic_rules, _layout_rules, _generic_rules  # noqa: E402,F401

@@ -2,7 +2,7 @@
 // Multiple-choice kinds (decoder, shapes, any kind with `options`) share one view; `decisions`
 // asks for a line of a real listing instead.
 import { html, render, ticks } from './html.js';
-import { drillURL, getJSON, lineElements, listing, onScreen, programTitle, programURL, typing } from './data.js';
+import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
@@ -16,17 +16,6 @@ export function show(value) {
   }
   return String(value);
 }
-
-/** Hide the avals of an equation's binders, which would give a shape answer away. */
-export function maskBinders(line) {
-  const at = line.indexOf(' = ');
-  if (at < 0) return line;
-  const indent = line.match(/^\s*/)[0];
-  const binders = line.slice(indent.length, at).split(' ').map((b) => b.replace(/:.*/, ':?'));
-  return indent + binders.join(' ') + line.slice(at);
-}
-
-const MAX_LINES = 12;
 
 /** An item's weight: how often the page asks it relative to the others (1 when the item has none). */
 export function weightOf(item) {
@@ -51,20 +40,6 @@ export function pickWeighted(weights, skip = -1, random = Math.random) {
     if ((r -= mass(i)) < 0) break;
   }
   return chosen;  // the last with weight, should rounding leave `r` a hair above zero
-}
-
-function equationText(slug, lines) {
-  if (!lines || !lines.length) return '';
-  const rows = lineElements(listing(slug, 'jaxpr'));
-  const [first, last] = [lines[0], Math.min(lines[lines.length - 1], lines[0] + MAX_LINES - 1)];
-  const text = [];
-  for (let n = first; n <= last && rows[n - 1]; n++) text.push(rows[n - 1].textContent.replace(/\n$/, ''));
-  if (!text.length) return '';
-  text[0] = maskBinders(text[0]);
-  const indent = Math.min(...text.filter((t) => t.trim()).map((t) => t.match(/^\s*/)[0].length));
-  const out = text.map((t) => t.slice(indent));
-  if (last < lines[lines.length - 1]) out.push('…');
-  return out.join('\n');
 }
 
 class Panel {
@@ -158,7 +133,7 @@ class Panel {
 
   renderChoice(slug) {
     const item = this.item;
-    const context = Array.isArray(item.shown) ? this.shownBlocks(item.shown) : this.oldContext(slug);
+    const context = this.shownBlocks(item.shown);
     render(this.body, html`
       <div class="ctx">
         ${this.header(slug, '')}
@@ -170,39 +145,9 @@ class Panel {
       </div>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
-    if (!Array.isArray(item.shown)) this.fillOldContext(slug);
     this.body.querySelectorAll('[data-opt]').forEach((b) =>
       b.addEventListener('click', () => this.answer(Number(b.dataset.opt))));
     this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
-  }
-
-  // Fallback for items without `shown`: the page assembles the context itself from the equation's
-  // jaxpr lines, `show`, and `hlo_line`. It goes once every drill kind carries `shown`.
-  oldContext(slug) {
-    const item = this.item;
-    const facts = Object.entries(item.show || {}).filter(([, v]) => v !== null && v !== '' &&
-      !(typeof v === 'object' && !Array.isArray(v) && !Object.keys(v).length));
-    const eqn = equationText(slug, item.jaxpr_lines);
-    return html`
-        ${eqn ? html`<pre class="eqn">${eqn}</pre>` : html`<details class="whole" data-whole><summary>the program's jaxpr</summary></details>`}
-        ${Number.isInteger(item.hlo_line) ? html`<pre class="eqn" data-hlo-line>compiled HLO line ${item.hlo_line}</pre>` : ''}
-        ${facts.length ? html`<dl class="facts">${facts.map(([k, v]) => html`<dt>${k.replaceAll('_', ' ')}</dt><dd><code>${
-          Array.isArray(v) && k === 'inputs' ? v.join('  ·  ') : show(v)}</code></dd>`)}</dl>` : ''}`;
-  }
-
-  fillOldContext(slug) {
-    const item = this.item;
-    const hloLine = this.body.querySelector('[data-hlo-line]');
-    if (hloLine) {
-      getJSON(programURL(slug)).then((p) => {
-        const text = (p.hlo?.text ?? '').split('\n')[item.hlo_line - 1];
-        if (text !== undefined && this.item === item) hloLine.textContent = `${item.hlo_line}: ${text.trim()}`;
-      }).catch(() => {});
-    }
-    const whole = this.body.querySelector('[data-whole]');
-    const source = whole && listing(slug, 'jaxpr');
-    if (source) whole.append(source.cloneNode(true));
-    else whole?.remove();
   }
 
   renderLines(slug) {
@@ -210,24 +155,17 @@ class Panel {
     const layer = item.layer === 'stablehlo' ? 'StableHLO' : 'jaxpr';
     render(this.body, html`
       <div class="ctx">${this.header(slug, html` · ${layer}${item.kind ? html` · <span class="tag">${item.kind}</span>` : ''}`, { lines: false })}${
-        Array.isArray(item.shown) ? this.shownBlocks(item.shown.slice(1)) : ''}</div>
+        this.shownBlocks(item.shown.slice(1))}</div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
       <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"></div>
       <p class="fine" id="pick-help-${this.kind}">click a line, or move with ↑/↓ and press Enter</p>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
     const pick = this.body.querySelector('[data-pick]');
-    if (Array.isArray(item.shown)) {
-      // `shown[0]` is the whole listing the question is about: its lines are the rows to tap.
-      const lines = String(item.shown[0] ?? '').replace(/\n$/, '').split('\n');
-      render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr'}"><code>${
-        lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
-    } else {
-      // Fallback for items without `shown`: the rows come from the program's listing; it goes once
-      // every drill kind carries `shown`.
-      const source = listing(slug, item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr');
-      if (source) pick.append(source.cloneNode(true));
-    }
+    // `shown[0]` is the whole listing the question is about: its lines are the rows to tap.
+    const lines = String(item.shown[0] ?? '').replace(/\n$/, '').split('\n');
+    render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr'}"><code>${
+      lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
     this.rows = lineElements(pick.querySelector('pre'));
     this.cursor = 0;
     pick.addEventListener('click', (e) => {

@@ -3,7 +3,7 @@
 // program; a hover only touches the lines of the groups it lights (hover.js, shared with the notebook).
 import { html, plural, render } from './html.js';
 import { getJSON, listing, onScreen, programURL, typing } from './data.js';
-import { backendNote, compiledStats, fusionList, hloListing, indexCompiled, whyCompiled } from './compiled.js';
+import { backendNote, compiledStats, fusionList, hloListing, indexCompiled, instructionNote, whyCompiled } from './compiled.js';
 import { LAYERS, Lights } from './hover.js';
 import { NAMES, indexProgram, stats, where, whyUnmapped } from './xray-index.js';
 
@@ -190,7 +190,10 @@ class XraySection {
       render(this.status, html`${tag}${why}`);
       return;
     }
-    render(this.status, html`${groups.map((i) => this.chip(i, groups.length > 3))}${pin}`);
+    // A compiled instruction known by dataflow or by its region says so beside its equations.
+    const note = layer === 'hlo' ? instructionNote(compiled, n) : '';
+    render(this.status, html`${note ? html`${tag}<span class="fine">${note}</span> ` : ''}${
+      groups.map((i) => this.chip(i, groups.length > 3))}${pin}`);
   }
 
   /** Hover and click in the columns; hover, focus and click in the fusion list (each acts like its

@@ -1,0 +1,131 @@
+"""The lookups the decisions drill makes in one program record: run order, lines, StableHLO ops, x-ray owners."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dumpgym.record import EqnFact, ProgramRecord
+
+# A StableHLO `call` line's callee: a private function's ops run where it is called.
+CALL = re.compile(r"\bcall @([\w.$-]+)\(")
+
+
+@dataclass(frozen=True)
+class ProgramIndex:
+    """One program record and the lookups the decisions make in it: order, lines, StableHLO ops, x-ray owners."""
+
+    record: ProgramRecord
+    jaxpr: tuple[str, ...]
+    stablehlo: tuple[str, ...]
+    order: tuple[int, ...]
+    ops: tuple[tuple[int, str], ...]
+    owners: dict[int, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, record: ProgramRecord) -> ProgramIndex:
+        """The lookups over one program record."""
+        owners: dict[int, list[int]] = {}
+        for group in record.xray:
+            for line in group.stablehlo_lines:
+                owners.setdefault(line, []).append(group.eqn)
+        stablehlo = tuple(record.stablehlo.splitlines())
+        return cls(
+            record=record,
+            jaxpr=tuple(record.jaxpr.splitlines()),
+            stablehlo=stablehlo,
+            order=_run_order(record.eqns),
+            ops=_run_order_ops(record, stablehlo),
+            owners={line: tuple(ids) for line, ids in owners.items()},
+        )
+
+    @property
+    def eqns(self) -> tuple[EqnFact, ...]:
+        """Every equation, in print order (ids follow it)."""
+        return self.record.eqns
+
+    def running(self) -> list[EqnFact]:
+        """Every equation in the order it runs: top level in order, a sub-jaxpr's body where it is called."""
+        return [self.eqns[i] for i in self.order]
+
+    def by_id(self, eqn_id: int | None) -> EqnFact | None:
+        """The equation with this id (the record has checked that it exists), or None for no id."""
+        return None if eqn_id is None else self.record.eqns[eqn_id]
+
+    def ancestors(self, eqn: EqnFact) -> list[EqnFact]:
+        """The containers that hold `eqn`, innermost first."""
+        out, parent = [], self.by_id(eqn.parent)
+        while parent is not None:
+            out.append(parent)
+            parent = self.by_id(parent.parent)
+        return out
+
+    def own_lines(self, eqn: EqnFact) -> list[int]:
+        """The lines that print `eqn` itself: its span without the lines of the equations inside it."""
+        inner = {n for e in self.eqns if eqn in self.ancestors(e) for n in range(e.jaxpr_lines[0], e.jaxpr_lines[1] + 1)}
+        return [n for n in range(eqn.jaxpr_lines[0], eqn.jaxpr_lines[1] + 1) if n not in inner]
+
+    def siblings_after(self, eqn: EqnFact) -> list[EqnFact]:
+        """Equations printed after `eqn` in the same jaxpr (same parent), in print order."""
+        return [e for e in self.eqns if e.parent == eqn.parent and e.id > eqn.id]
+
+    def binders(self, eqn: EqnFact) -> tuple[str, ...]:
+        """The variable names `eqn` binds, read off its first line (`d:bf16[64,128] = ...` gives `d`)."""
+        left = self.jaxpr[eqn.jaxpr_lines[0] - 1].split(" = ", 1)[0]
+        return tuple(token.split(":", 1)[0] for token in left.split())
+
+    def operands(self, eqn: EqnFact) -> tuple[str, ...]:
+        """The variable names `eqn` reads, off the end of its last line (`] a d`, `transpose[...] b`)."""
+        last = self.jaxpr[eqn.jaxpr_lines[1] - 1]
+        if eqn.jaxpr_lines[0] == eqn.jaxpr_lines[1]:
+            last = last.split(f"= {eqn.primitive}", 1)[-1]
+            last = last.rsplit("] ", 1)[-1] if last.startswith("[") else last
+        else:
+            last = last.rsplit("] ", 1)[-1]
+        return tuple(t for t in last.split() if ":" not in t)
+
+    def producer(self, eqn: EqnFact, operand: int = 0) -> EqnFact | None:
+        """The equation in the same jaxpr that binds `eqn`'s operand, or None for an input or a literal."""
+        names = self.operands(eqn)
+        if operand >= len(names):
+            return None
+        before = [e for e in self.eqns if e.parent == eqn.parent and e.id < eqn.id]
+        return next((e for e in reversed(before) if names[operand] in self.binders(e)), None)
+
+
+def _run_order(eqns: tuple[EqnFact, ...]) -> tuple[int, ...]:
+    # A hoisted `let` body is printed before its caller but runs inside the call: pre-order over
+    # the parent tree, children in print order. (A `let` body called twice lists one caller as its
+    # parent; it is placed at that call.)
+    children: dict[int | None, list[int]] = {}
+    for e in eqns:
+        children.setdefault(e.parent, []).append(e.id)
+    out: list[int] = []
+
+    def visit(parent: int | None) -> None:
+        for i in children.get(parent, ()):
+            out.append(i)
+            visit(i)
+    visit(None)
+    return tuple(out)
+
+
+def _run_order_ops(record: ProgramRecord, stablehlo: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    # `main` runs; a private function's ops run at its `call`, once (the first call decides "first").
+    by_function: dict[str, list[tuple[int, str]]] = {}
+    for op in sorted(record.stablehlo_ops, key=lambda op: op.line):
+        by_function.setdefault(op.function, []).append((op.line, op.name))
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+
+    def run(function: str) -> None:
+        seen.add(function)
+        for line, name in by_function.get(function, ()):
+            out.append((line, name))
+            callee = CALL.search(stablehlo[line - 1]) if name == "func.call" else None
+            if callee and callee.group(1) not in seen:
+                run(callee.group(1))
+    run("main")
+    for function in by_function:  # functions nothing reaches by a call stay in print order, last
+        if function not in seen:
+            run(function)
+    return tuple(out)

@@ -1,0 +1,291 @@
+"""Stage three, second half, continued: each compiled instruction's equations, and how they are known (`via`).
+
+An instruction whose own metadata names a tagged equation is that equation's ("tag"). Where XLA
+dropped the metadata, the equation is inferred from dataflow when that leaves no doubt
+("inferred"): the compiled graph says which tagged equations an instruction reads and feeds, the
+jaxpr says which equations lie between them. Instructions of reducer regions take their holder's
+equations ("region"); the rest is XLA's own plumbing ("none"). A fusion holds what its fused
+computation computes.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from dumpgym.facts import Facts
+
+if TYPE_CHECKING:
+    from dumpgym.hlo import CompiledGraph
+
+
+# Plumbing XLA adds around the work: never an equation's own, whatever its neighbours.
+_PLUMBING = frozenset({
+    "parameter", "constant", "tuple", "gettupleelement", "copy", "copystart", "copydone", "bitcast",
+    "optimizationbarrier", "afterall", "adddependency", "domain",
+})
+# Ops that only move or replicate data: with no equation of their own kind nearby, they serve
+# the one equation they feed (a transpose laying out a dot's operand, a broadcast of its input).
+DATA_MOVEMENT = frozenset({
+    "transpose", "broadcast", "reshape", "slice", "dynamicslice", "pad", "concatenate", "reverse", "iota",
+})
+# Which primitives an opcode can compute, where the names differ (else the opcode's own name).
+_PRIMITIVES_OF = {
+    "dot": {"dot_general"}, "convolution": {"conv_general_dilated"},
+    "convert": {"convert_element_type"}, "broadcast": {"broadcast_in_dim"},
+    "reshape": {"reshape", "squeeze", "expand_dims", "broadcast_in_dim"},
+    "add": {"add", "add_any"}, "subtract": {"sub"}, "multiply": {"mul", "integer_pow", "square"},
+    "divide": {"div"}, "maximum": {"max"}, "minimum": {"min"}, "negate": {"neg"},
+    "exponential": {"exp", "exp2"}, "exponentialminusone": {"expm1"}, "logplusone": {"log1p"},
+    "compare": {"eq", "ne", "lt", "le", "gt", "ge"}, "select": {"select_n"},
+    "reduce": {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
+               "argmax", "argmin"},
+    "dynamicslice": {"dynamic_slice"}, "dynamicupdateslice": {"dynamic_update_slice"},
+    "reverse": {"rev"}, "power": {"pow"}, "roundnearestafz": {"round"}, "roundnearesteven": {"round"},
+    "allreduce": {"psum", "psum_invariant"}, "scatter": {"scatter", "scatter_add", "scatter-add"},
+}
+
+
+def computes(opcode: str, primitive: str) -> bool:
+    """Whether an instruction of this opcode can be (part of) an equation of this primitive."""
+    return primitive in _PRIMITIVES_OF.get(opcode, {opcode})
+
+
+
+def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr) -> tuple[dict[str, set[int]], dict[str, str]]:
+    """Each instruction's equations and `via`: its tag; else inferred by dataflow where that is
+    unambiguous; a region's its holder's; else XLA's own."""
+    flow = _Dataflow(facts, closed_jaxpr, sum(1 for n in graph.param_number if graph.computation[n] == graph.entry))
+    eqns: dict[str, set[int]] = {}
+    via: dict[str, str] = {}
+    for name, opcode in graph.opcode.items():
+        if opcode == "fusion" or name in graph.region_of:
+            continue
+        if graph.own(name) is not None:
+            eqns[name], via[name] = {graph.own(name)}, "tag"
+        elif opcode not in _PLUMBING:
+            found = _infer(graph, flow, facts, name)
+            eqns[name], via[name] = found, ("inferred" if found else "none")
+        else:
+            eqns[name], via[name] = set(), "none"
+    _merged_equations(graph, flow, facts, eqns, via)
+    _common_subexpressions(flow, eqns)
+    # A reducer or comparator region computes its holder's equations. Twice, for a region applied
+    # inside another region, whose holder is known only after the first pass.
+    for _ in range(2):
+        for region, holders in graph.holders.items():
+            held = set().union(*(eqns.get(h, set()) for h in holders))
+            for name in graph.members[region]:
+                own = {graph.tag[name]} if graph.tag[name] is not None else set()
+                eqns[name] = held | own
+                via[name] = "region" if eqns[name] else "none"
+    for name, opcode in graph.opcode.items():
+        if opcode == "fusion":
+            eqns[name], via[name] = _fusion_equations(graph, name, eqns, via)
+    return eqns, via
+
+
+def _fusion_equations(graph: CompiledGraph, fusion: str, eqns, via) -> tuple[set[int], str]:
+    """The equations any instruction of a fusion's computation (and what it calls) computes, and the
+    strongest way one of them is known."""
+    found: set[int] = set()
+    kinds: set[str] = set()
+    seen: set[str] = set()
+    stack = list(graph.calls[fusion])
+    while stack:
+        computation = stack.pop()
+        if computation in seen:
+            continue
+        seen.add(computation)
+        for name in graph.members[computation]:
+            found |= eqns.get(name, set())
+            kinds.add(via.get(name, "none"))
+            stack += graph.calls[name]
+    kind = next((k for k in ("tag", "region", "inferred") if k in kinds), "none") if found else "none"
+    return found, ("tag" if kind == "region" else kind)
+
+
+def _infer(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, name: str) -> set[int]:
+    """The equations an untagged instruction computes, if its neighbours in the compiled graph and
+    the jaxpr's dataflow between them leave no doubt; else nothing."""
+    opcode = graph.opcode[name]
+    before, arguments = graph.before(name)
+    after = graph.after(name)
+    # Equations downstream of this instruction's sources, and not upstream of any of them.
+    between = {e for e in flow.leaves - before if flow.follows(e, before, arguments)}
+    between -= set().union(*(flow.ancestors[u] for u in before))
+    found: set[int] = set()
+    for d in sorted(after):
+        kind = {e for e in (flow.ancestors[d] | {d}) & between if computes(opcode, facts.eqns[e].primitive)}
+        if len(kind) > 1:
+            return set()  # more than one equation could be this one
+        found |= kind
+    if not after:  # its result leaves the program
+        kind = {e for e in between if computes(opcode, facts.eqns[e].primitive)}
+        found = kind if len(kind) == 1 else set()
+    if not found and opcode in DATA_MOVEMENT and len(after) == 1:
+        found = set(after)  # lays out or replicates the one equation's operand
+    return found
+
+
+def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqns, via) -> None:
+    """Add an equation no instruction computes to the tagged instruction that does its work.
+
+    Where an equation feeds only one other (a `broadcast_in_dim` to [1,N] before an `add`), XLA
+    often merges the two into one instruction that keeps only the consumer's tag: the broadcast
+    of the bias that `add` emitted. That instruction computes the equation too if it is, in its
+    computation, the only instruction of the consumer that can, and it reads what the equation
+    reads. XLA may repeat the work in several fusions: each copy computes it."""
+    placed = set().union(*eqns.values())
+    for e in sorted(flow.leaves - placed - facts.dead):
+        consumers = flow.consumers[e]
+        if len(consumers) != 1:
+            continue
+        (d,) = consumers
+        fits = [n for n, found in eqns.items() if via[n] == "tag" and found == {d}
+                and computes(graph.opcode[n], facts.eqns[e].primitive)
+                and not computes(graph.opcode[n], facts.eqns[d].primitive)]
+        per_computation = defaultdict(list)
+        for n in fits:
+            per_computation[graph.computation[n]].append(n)
+        if not fits or any(len(v) > 1 for v in per_computation.values()):
+            continue
+        if all(flow.reads(e, *graph.before(n)) for n in fits):
+            for n in fits:
+                eqns[n] = eqns[n] | {e}
+
+
+def _common_subexpressions(flow: "_Dataflow", eqns) -> None:
+    """An equation no instruction computes, doing exactly the work of one that has instructions
+    (the same primitive, params and inputs: XLA kept one copy), is computed by those instructions."""
+    placed = set().union(*eqns.values())
+    twins = defaultdict(set)
+    for e, first in flow.same_work.items():
+        twins[first].add(e)
+    for group in twins.values():
+        missing = group - placed
+        if missing and group & placed:
+            for name, found in eqns.items():
+                if found & group:
+                    eqns[name] = found | missing
+
+
+class _Dataflow:
+    """Which equations feed which, through jit and other containers, over the equations that compute
+    (no sub-jaxpr): `fed_by`, `consumers`, `ancestors`, and the program arguments each reads."""
+
+    def __init__(self, facts: Facts, closed_jaxpr, entry_parameters: int):
+        from jax.extend import core as jex
+
+        jax_eqns = facts.jax_eqns
+        sources: dict[int, list] = defaultdict(list)  # id(var) -> [("eqn", id, output) | ("arg", k) | var]
+        invars = list(closed_jaxpr.jaxpr.invars)
+        # Entry parameter k is argument k when XLA kept them all (jit drops unused ones otherwise).
+        self.arguments_known = len(invars) == entry_parameters
+        for k, v in enumerate(invars):
+            sources[id(v)].append(("arg", k))
+        self.leaves = set()
+        for n, eqn in jax_eqns.items():
+            subs = list(jex.jaxprs_in_params(eqn.params))
+            if not subs:
+                self.leaves.add(n)
+                for k, v in enumerate(eqn.outvars):
+                    sources[id(v)].append(("eqn", n, k))
+            for sub in subs:
+                _link(sources, sub.invars, eqn.invars)
+                if len(sub.outvars) == len(eqn.outvars):
+                    _link(sources, eqn.outvars, sub.outvars)
+        memo: dict[int, frozenset] = {}
+
+        def producers(var) -> frozenset:
+            if isinstance(var, jex.Literal):
+                return frozenset()
+            key = id(var)
+            if key not in memo:
+                memo[key] = frozenset()  # a shared sub-jaxpr applied to its own result
+                out: set = set()
+                for s in sources.get(key, ()):
+                    out |= {s} if isinstance(s, tuple) else producers(s)
+                memo[key] = frozenset(out)
+            return memo[key]
+
+        read = {n: set().union(*(producers(v) for v in eqn.invars)) for n, eqn in jax_eqns.items()}
+        self.fed_by = {n: {s[1] for s in r if s[0] == "eqn"} for n, r in read.items()}
+        self.args_read = {n: {s[1] for s in r if s[0] == "arg"} for n, r in read.items()}
+        self.same_work = _same_work(facts, producers)
+        self.consumers: dict[int, set[int]] = defaultdict(set)
+        for n in self.leaves:
+            for p in self.fed_by[n]:
+                self.consumers[p].add(n)
+        self.ancestors: dict[int, set[int]] = {}
+        self.upstream_args: dict[int, set[int]] = {}
+        for n in jax_eqns:
+            seen, stack = set(), list(self.fed_by[n])
+            while stack:
+                p = stack.pop()
+                if p not in seen:
+                    seen.add(p)
+                    stack += self.fed_by[p]
+            self.ancestors[n] = seen
+            self.upstream_args[n] = set(self.args_read[n]).union(*(self.args_read[p] for p in seen))
+
+    def follows(self, e: int, eqns: set[int], arguments: set[int]) -> bool:
+        """Whether equation `e` depends on one of these equations or program arguments."""
+        if not eqns and not arguments:
+            return False  # made from constants alone: what it is cannot be told from its neighbours
+        if self.ancestors[e] & eqns:
+            return True
+        return bool(arguments) and bool(self.upstream_args[e] & arguments if self.arguments_known
+                                        else self.upstream_args[e])
+
+    def reads(self, e: int, eqns: set[int], arguments: set[int]) -> bool:
+        """Whether `e` reads exactly these equations' results and program arguments."""
+        if self.fed_by[e] != eqns:
+            return False
+        return self.args_read[e] == arguments if self.arguments_known else bool(self.args_read[e]) == bool(arguments)
+
+
+def _same_work(facts: Facts, producers) -> dict[int, int]:
+    """For each equation that computes, the first equation (by id) doing exactly the same work:
+    the same primitive and params on the same inputs (as XLA's common-subexpression pass sees it)."""
+    from jax.extend import core as jex
+
+    canonical: dict[int, int] = {}
+    first_of: dict[tuple, int] = {}
+
+    def key_of(n: int):
+        eqn = facts.jax_eqns[n]
+        inputs = []
+        for v in eqn.invars:
+            if isinstance(v, jex.Literal):
+                inputs.append(("lit", repr(v.val), str(v.aval)))
+                continue
+            found = producers(v)
+            if len(found) != 1:
+                return None
+            (src,) = found
+            inputs.append(("eqn", canon(src[1]), src[2]) if src[0] == "eqn" else src)
+        return (facts.eqns[n].primitive, repr(facts.eqns[n].params), tuple(inputs))
+
+    def canon(n: int) -> int:
+        if n not in canonical:
+            canonical[n] = n  # while its inputs are keyed
+            key = key_of(n)
+            canonical[n] = first_of.setdefault(key, n) if key is not None else n
+        return canonical[n]
+
+    for n in sorted(facts.jax_eqns):
+        if not list(jex.jaxprs_in_params(facts.jax_eqns[n].params)):
+            canon(n)
+    return canonical
+
+
+def _link(sources, inner, outer) -> None:
+    """Bind a sub-jaxpr's variables to the container's: one for one when they line up (from the end
+    when the container has more, as `cond`'s index or `while`'s other constants), else each to all."""
+    inner, outer = list(inner), list(outer)
+    if len(inner) <= len(outer):
+        for a, b in zip(inner, outer[len(outer) - len(inner):]):
+            sources[id(a)].append(b)
+    else:
+        for a in inner:
+            sources[id(a)].extend(outer)

@@ -73,6 +73,8 @@ def items_for(program: ProgramRecord) -> list[dict]:
                 raise ValueError(f"drill kind {name!r} made an item without 'shown' (a list of strings)")
             out.append({"drill": name, "program": program.slug, **item})
             out[-1].setdefault("weight", 1)
+            if isinstance(item.get("eqn"), int):  # what the mastery map tallies by, beside drill and skill
+                out[-1].setdefault("primitive", program.eqns[item["eqn"]].primitive)
     return out
 
 

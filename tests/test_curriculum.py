@@ -27,3 +27,11 @@ def test_every_path_target_names_a_registered_drill_kind():
     assert len(keys) == len(set(keys))
     assert [ch.number for ch in curriculum.PATH] == ["02", "03", "04", "12"]
     assert {t.drill for ch in curriculum.PATH for t in ch.targets} <= kinds
+
+
+def test_the_bar_asks_for_every_registered_drill_kind_fusions_included():
+    bar = curriculum.PATH[-1]
+    assert bar.number == "12"
+    assert [t.drill for t in bar.targets] == sorted(drills.kinds(), key=lambda name: drills.kinds()[name].number)
+    assert "fusions" in {t.drill for t in bar.targets}
+    assert {t.streak for t in bar.targets} == {2 * curriculum.FLUENCY}

@@ -20,7 +20,7 @@ from dumpgym.curriculum import FLUENCY, PATH, XRAY_SECTION, drill_kinds
 from dumpgym.highlight import hlo_listing, render_listing
 from dumpgym.record import Corpus, ProgramRecord
 
-PROGRESS_KEY = "dumpgym.progress/1"
+PROGRESS_KEY = "dumpgym.progress/2"
 REFERENCE_SCHEMA = "dumpgym.reference/1"
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -199,6 +199,9 @@ def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:
     for entry in static.iterdir():
         if entry.is_file() and entry.name.endswith((".js", ".css", ".svg")):
             files[f"static/{entry.name}"] = entry.read_bytes()
+    for entry in (static / "vendor").iterdir():  # third-party modules, copied verbatim (scripts/vendor-*)
+        if entry.is_file() and entry.name.endswith(".js"):
+            files[f"static/vendor/{entry.name}"] = entry.read_bytes()
     return files
 
 

@@ -7,7 +7,7 @@ from dumpgym import curriculum
 
 pytestmark = pytest.mark.browser
 
-KEY = "dumpgym.progress/1"
+KEY = "dumpgym.progress/2"
 
 
 def first_target(kind):
@@ -90,7 +90,8 @@ def test_streaks_survive_a_reload(page, gym):
 
 
 @pytest.mark.parametrize("stored", ["{not json", '{"schema": "someone-else/3", "x": 1}',
-                                    '{"schema": "dumpgym.progress/1", "streaks": {"shapes": {"current": -4, "best": 2}}, "reached": {}}'])
+                                    '{"schema": "dumpgym.progress/2", "streaks": {"shapes": {"current": -4, "best": 2}}, "reached": {},'
+                                    ' "cards": {}, "tallies": {}}'])
 def test_a_corrupt_or_foreign_stored_value_is_set_aside_with_a_notice(page, gym, stored):
     page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, stored])
     page.reload()
@@ -126,6 +127,7 @@ def test_export_then_import_restores_progress(page, gym, tmp_path):
     with page.expect_file_chooser() as chooser:
         page.click("[data-progress-import]")
     chooser.value.set_files(saved)
+    page.click("[data-import-confirm] [data-import-replace]")  # the import asks first
     page.wait_for_selector(".notice.good >> text=Progress imported")
     assert gym.streak("shapes") == (2, 2)
 
@@ -134,7 +136,7 @@ def test_importing_a_file_that_is_not_progress_changes_nothing(page, gym, tmp_pa
     gym.open("shapes")
     gym.answer("shapes")
     bad = tmp_path / "bad.json"
-    bad.write_text('{"schema": "dumpgym.progress/1", "streaks": [], "reached": {}}')
+    bad.write_text('{"schema": "dumpgym.progress/2", "streaks": [], "reached": {}, "cards": {}, "tallies": {}}')
     with page.expect_file_chooser() as chooser:
         page.click("[data-progress-import]")
     chooser.value.set_files(bad)

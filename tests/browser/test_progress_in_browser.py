@@ -7,7 +7,7 @@ from dumpgym import curriculum
 
 pytestmark = pytest.mark.browser
 
-KEY = "dumpgym.progress/1"
+KEY = "dumpgym.progress/2"
 CORRUPT = "{not json"
 
 # Fill this origin's localStorage until nothing more fits, in halving chunks down to one character.
@@ -21,7 +21,7 @@ FILL_STORAGE = """() => {
 REFUSE_SAVES = """(() => {
     const setItem = Storage.prototype.setItem;
     Storage.prototype.setItem = function (key, value) {
-        if (key === 'dumpgym.progress/1' && !window.allowSaves) throw new DOMException('quota', 'QuotaExceededError');
+        if (key === 'dumpgym.progress/2' && !window.allowSaves) throw new DOMException('quota', 'QuotaExceededError');
         return setItem.call(this, key, value);
     };
 })();"""
@@ -99,7 +99,8 @@ def test_two_tabs_merge_their_streaks_and_targets(page, gym, second_tab, fetch_j
     from conftest import Gym
 
     key, need = first_target("shapes")
-    nearly = {"schema": KEY, "streaks": {"shapes": {"current": need - 1, "best": need - 1}}, "reached": {}}
+    nearly = {"schema": KEY, "streaks": {"shapes": {"current": need - 1, "best": need - 1}}, "reached": {},
+              "cards": {}, "tallies": {}}
     page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, json.dumps(nearly)])
     for tab in (page, second_tab):
         tab.reload()
@@ -133,8 +134,10 @@ def test_two_tabs_merge_their_streaks_and_targets(page, gym, second_tab, fetch_j
 def test_a_save_merges_what_another_tab_saved_before_its_event_arrived(page, gym):
     gym.open("decoder")
     gym.answer("decoder")
-    # Another tab's save, written in this page so that no `storage` event announces it.
-    theirs = {"schema": KEY, "streaks": {"decoder": {"current": 1, "best": 1}, "shapes": {"current": 4, "best": 7}},
+    # Another tab's save, written in this page so that no `storage` event announces it. That tab merged
+    # this one's save first, so it holds this tab's cards and tallies.
+    theirs = {**json.loads(stored(page)),
+              "streaks": {"decoder": {"current": 1, "best": 1}, "shapes": {"current": 4, "best": 7}},
               "reached": {first_target("decoder")[0]: "2025-01-01T00:00:00.000Z"}, "saved": "2099-01-01T00:00:00.000Z"}
     page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, json.dumps(theirs)])
     gym.next("decoder")

@@ -176,31 +176,237 @@ def test_j_and_k_light_the_compiled_column_too(page, fetch_json):
     assert lit(page, "hlo")
 
 
-def test_at_375_pixels_the_columns_stack_and_a_tap_scrolls_the_compiled_one_off_screen(browser, base_url, fetch_json):
-    """The compiled column is below the fold when the tap lands, its blocks never laid out: the
-    column must still be tall enough to scroll to the line (long wrapped lines outgrow the estimate)."""
-    context = browser.new_context(viewport={"width": 375, "height": 800}, has_touch=True, is_mobile=True)
+def phone(browser, base_url, **kw):
+    """A 375 x 740 touch screen on the gym; returns its context, page and uncaught errors."""
+    context = browser.new_context(viewport={"width": 375, "height": 740}, has_touch=True, is_mobile=True, **kw)
     pg = context.new_page()
     errors = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.goto(base_url)
     pg.wait_for_selector("html[data-ready]")
+    return context, pg, errors
+
+
+def test_at_375_pixels_one_layer_shows_and_the_switcher_leads_to_a_tapped_lines_partners(browser, base_url, fetch_json):
+    """The compiled column is hidden when the tap lands, its blocks never laid out: switching to it
+    must still scroll its first lit line into view, and the tab says how many lines are lit there."""
+    context, pg, errors = phone(browser, base_url)
     program = fetch_json("data/programs/mlp.json")
     tanh = next(e for e in program["eqns"] if e["primitive"] == "tanh")
+    group = group_of(program, tanh["id"])
     compiled = program["hlo"]["lines_by_eqn"][str(tanh["id"])]
-    # Chosen and tapped from script while the section is far off screen, so nothing of it is laid out.
-    pg.evaluate("""() => { const pick = document.querySelector('[data-xray-pick]');
-        pick.value = 'mlp'; pick.dispatchEvent(new Event('change')); }""")
-    pg.wait_for_selector("#xray[data-ready][data-program='mlp']", state="attached")
-    pg.evaluate(f"document.querySelector(\"[data-xray-col=jaxpr] [data-line='{tanh['jaxpr_lines'][0]}']\").click()")
+    open_xray(pg, "mlp")
+    assert visible_columns(pg) == ["jaxpr"]
+    tabs = pg.locator("[data-xray-tabs] [role=tab]")
+    assert tabs.all_inner_texts() == ["jaxpr", "StableHLO", "compiled"]
+    pg.locator(f"[data-xray-col=jaxpr] [data-line='{tanh['jaxpr_lines'][0]}']").tap()
+    assert pg.get_attribute("#xray", "data-pinned") == ""
+    assert tabs.all_inner_texts() == [f"jaxpr · {len(group['jaxpr_lines'])}",
+                                      f"StableHLO · {len(group['stablehlo_lines'])}", f"compiled · {len(compiled)}"]
+    pg.locator("#xray-tab-hlo").tap()
+    assert visible_columns(pg) == ["hlo"]
+    assert pg.get_attribute("#xray-tab-hlo", "aria-selected") == "true"
     assert sorted(lit(pg, "hlo")) == sorted(compiled)
-    pg.locator("[data-xray-col=hlo]").scroll_into_view_if_needed()
     assert in_view(pg, "hlo", min(compiled))
-    boxes = pg.eval_on_selector_all("#xray .col", "els => els.map(e => e.getBoundingClientRect().left)")
-    assert len(set(boxes)) == 1  # stacked
+    pg.locator("#xray-tab-stablehlo").tap()
+    assert visible_columns(pg) == ["stablehlo"] and in_view(pg, "stablehlo", min(group["stablehlo_lines"]))
+    pg.locator("#xray-tab-stablehlo").press("ArrowRight")  # the ARIA tab keys move along the layers
+    assert visible_columns(pg) == ["hlo"]
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375
     context.close()
     assert errors == []
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_a_touch_screen_is_never_told_about_esc(browser, base_url, fetch_json, width):
+    context = browser.new_context(viewport={"width": width, "height": 740}, has_touch=True, is_mobile=True)
+    pg = context.new_page()
+    pg.goto(base_url)
+    pg.wait_for_selector("html[data-ready]")
+    open_xray(pg, "mlp")
+    status = pg.locator("[data-xray-status]")
+    assert "Esc" not in status.inner_text() and "tap" in status.inner_text()
+    first = fetch_json("data/programs/mlp.json")["xray"][0]
+    row = pg.locator(f"[data-xray-col=jaxpr] [data-line='{first['jaxpr_lines'][0]}']")
+    row.tap()
+    assert pg.get_attribute("#xray", "data-pinned") == ""
+    assert "Esc" not in status.inner_text() and "tap again to unpin" in status.inner_text()
+    row.tap()
+    assert pg.get_attribute("#xray", "data-pinned") is None
+    assert "Esc" not in pg.locator("#xray").inner_text()
+    context.close()
+
+
+def test_a_mouse_screen_still_says_esc_unpins(page, fetch_json):
+    open_xray(page, "mlp")
+    first = fetch_json("data/programs/mlp.json")["xray"][0]
+    page.click(f"[data-xray-col=jaxpr] [data-line='{first['jaxpr_lines'][0]}']")
+    assert "pinned · Esc unpins" in page.locator("[data-xray-status]").inner_text()
+
+
+def test_a_big_fusion_is_summed_up_and_expands_on_demand(page, fetch_json):
+    """scan's biggest fusion lights over a hundred lines: the status counts them and lists its equations only when asked."""
+    open_xray(page, "scan")
+    program = fetch_json("data/programs/scan.json")
+    fusion = max(program["hlo"]["fusions"], key=lambda f: len(f["eqns"]))
+    hlo_lines = {n for e in fusion["eqns"] for n in program["hlo"]["lines_by_eqn"][str(e)]}
+    assert len(hlo_lines) > 12
+    fusions = len(hlo_lines & {f["line"] for f in program["hlo"]["fusions"]})
+    page.click(f"[data-xray-col=hlo] [data-line='{fusion['line']}']")
+    status = page.locator("[data-xray-status]")
+    summary = status.locator("[data-xray-summary]").inner_text()
+    assert summary.startswith(f"lights {len(fusion['eqns'])} equations:")
+    assert f"{len(hlo_lines)} HLO lines in {fusions} fusion" in summary
+    assert status.locator(".grp").count() == 0
+    expand = status.get_by_role("button", name="expand")
+    assert expand.get_attribute("aria-expanded") == "false"
+    expand.click()
+    assert status.locator(".grp").count() == len(fusion["eqns"])
+    assert status.get_by_role("button", name="collapse").get_attribute("aria-expanded") == "true"
+    status.get_by_role("button", name="collapse").click()
+    assert status.locator(".grp").count() == len(fusion["eqns"]) and not status.locator(".grp").first.is_visible()
+    # A small group is still listed in full.
+    small = next(g for g in program["xray"] if len(g["stablehlo_lines"]) <= 3 and len(g["jaxpr_lines"]) == 1
+                 and len(program["hlo"]["lines_by_eqn"].get(str(g["eqn"]), [])) <= 3)
+    page.keyboard.press("Escape")
+    page.hover(f"[data-xray-col=jaxpr] [data-line='{small['jaxpr_lines'][0]}']")
+    assert status.locator("[data-xray-summary]").count() == 0 and status.locator(".grp").count() >= 1
+
+
+def test_a_dim_line_says_why_in_text_on_keyboard_focus_and_on_tap(page, browser, base_url):
+    open_xray(page, "mlp")
+    col = page.locator("[data-xray-col=jaxpr]")
+    page.locator("[data-xray-pick]").focus()
+    page.keyboard.press("Tab")  # onto the jaxpr listing: its top line becomes the keyboard's
+    assert page.evaluate("document.activeElement.dataset.xrayCol") == "jaxpr"
+    assert "cur" in col.locator("[data-line='1']").get_attribute("class").split()
+    why = page.locator("[data-xray-status] [data-xray-why]")
+    assert why.is_visible() and why.inner_text() == "structural line: the jaxpr's header and input binders"
+    page.keyboard.press("ArrowDown")
+    assert "cur" in col.locator("[data-line='2']").get_attribute("class").split()
+    page.keyboard.press("Enter")  # jaxpr 2 is an equation: Enter pins it
+    assert page.get_attribute("#xray", "data-pinned") == ""
+    page.keyboard.press("Escape")
+    page.keyboard.press("ArrowUp")
+    assert why.inner_text() == "structural line: the jaxpr's header and input binders"
+    context, pg, _ = phone(browser, base_url)
+    open_xray(pg, "mlp")
+    pg.locator("#xray-tab-stablehlo").tap()
+    pg.locator("[data-xray-col=stablehlo] [data-line='1']").tap()
+    assert pg.locator("[data-xray-status] [data-xray-why]").inner_text().startswith("structural line: the module header")
+    context.close()
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_lines_never_wrap_mid_identifier(browser, base_url, width):
+    """Every line of every column is one line tall; the long ones scroll their column sideways instead."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    pg = context.new_page()
+    pg.goto(base_url)
+    pg.wait_for_selector("html[data-ready]")
+    open_xray(pg, "scan")
+    for layer in ("jaxpr", "stablehlo", "hlo"):
+        pg.evaluate(f"document.querySelector('[data-xray-tab={layer}]').click()")
+        heights, line_height, wide = pg.evaluate("""(layer) => {
+            const col = document.querySelector(`[data-xray-col=${layer}]`);
+            const rows = [...col.querySelectorAll('[data-line]')];
+            // Blocks off screen are not laid out: lay them all out to measure every line.
+            for (const c of col.querySelectorAll('.chunk')) c.style.contentVisibility = 'visible';
+            const lh = parseFloat(getComputedStyle(rows[0]).lineHeight);
+            return [rows.map((r) => r.getBoundingClientRect().height), lh, col.scrollWidth > col.clientWidth];
+        }""", layer)
+        assert len(heights) > 50
+        assert {round(h, 1) for h in heights} == {round(line_height, 1)}, layer
+        assert wide, layer  # scan's long lines scroll sideways
+    context.close()
+
+
+def parse_colour(text):
+    """'rgb(1, 2, 3)', 'rgba(1, 2, 3, 0.5)' or 'color(srgb 0.1 0.2 0.3 / 0.5)' as (r, g, b, alpha), r, g, b in 0..1."""
+    import re
+    nums = [float(x) for x in re.findall(r"[\d.]+", text)]
+    if text.startswith("color("):
+        return (*nums[:3], nums[3] if len(nums) > 3 else 1.0)
+    return (nums[0] / 255, nums[1] / 255, nums[2] / 255, nums[3] if len(nums) > 3 else 1.0)
+
+
+def over(top, bottom):
+    """`top` (with its alpha) painted over an opaque `bottom`."""
+    a = top[3]
+    return tuple(a * t + (1 - a) * b for t, b in zip(top[:3], bottom[:3])) + (1.0,)
+
+
+def luminance(c):
+    lin = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c[:3]]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a, b):
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def test_contrast_helper_matches_known_ratios():
+    assert round(contrast(parse_colour("rgb(0, 0, 0)"), parse_colour("rgb(255, 255, 255)")), 1) == 21.0
+    assert round(contrast(parse_colour("rgb(118, 118, 118)"), parse_colour("rgb(255, 255, 255)")), 2) == 4.54
+    assert over(parse_colour("rgba(0, 0, 0, 0.5)"), (1, 1, 1, 1))[0] == 0.5
+
+
+# Each text element of the x-ray: its colour (opacity applied), and the backgrounds under it, innermost first.
+COLOURS = """(sel) => [...document.querySelectorAll(sel)].filter((e) => e.getClientRects().length).flatMap((el) => {
+    const out = [];
+    const paint = (e, pseudo) => {
+        const s = getComputedStyle(e, pseudo);
+        let alpha = 1;
+        for (let a = e; a; a = a.parentElement) alpha *= Number(getComputedStyle(a).opacity);
+        if (pseudo) alpha *= Number(s.opacity);
+        const bgs = [];
+        for (let a = e; a; a = a.parentElement) bgs.push(getComputedStyle(a).backgroundColor);
+        out.push({text: (pseudo ? s.content : e.textContent).slice(0, 40), colour: s.color, alpha, bgs,
+                  dim: Boolean(e.closest('.u, .x'))});
+    };
+    for (const e of [el, ...el.querySelectorAll('*')]) if ([...e.childNodes].some((n) => n.nodeType === 3 && n.data.trim())) paint(e, null);
+    if (el.matches('[data-line]')) paint(el, '::before');
+    return out;
+})"""
+
+
+def worst(samples):
+    """The lowest contrast of plain and of dim text among `samples`, each with the text it was measured on."""
+    plain, dim = (99.0, ""), (99.0, "")
+    for s in samples:
+        bg = (1.0, 1.0, 1.0, 1.0)
+        for layer in reversed(s["bgs"]):
+            bg = over(parse_colour(layer), bg)
+        fg = over((*parse_colour(s["colour"])[:3], parse_colour(s["colour"])[3] * s["alpha"]), bg)
+        ratio = (contrast(fg, bg), s["text"])
+        if s["dim"]:
+            dim = min(dim, ratio)
+        else:
+            plain = min(plain, ratio)
+    return plain, dim
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_text_and_dimmed_lines_keep_their_contrast(browser, base_url, fetch_json, scheme):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    pg = context.new_page()
+    pg.goto(base_url)
+    pg.wait_for_selector("html[data-ready]")
+    open_xray(pg, "mlp")
+    program = fetch_json("data/programs/mlp.json")
+    where = "#xray [data-line], #xray .xray-status, #xray .stats, #xray .note, #xray h3"
+    pg.hover(f"[data-xray-col=jaxpr] [data-line='{program['xray'][0]['jaxpr_lines'][0]}']")  # a group lit, chips shown
+    samples = pg.evaluate(COLOURS, where)
+    fusion = max(program["hlo"]["fusions"], key=lambda f: len(f["eqns"]))
+    pg.click(f"[data-xray-col=hlo] [data-line='{fusion['line']}']")  # lines of many bands lit, a fusion's body tinted
+    pg.locator("[data-xray-expand]").click()
+    samples += pg.evaluate(COLOURS, where)
+    assert sum(s["dim"] for s in samples) > 20 and sum(not s["dim"] for s in samples) > 100
+    (plain, plain_text), (dim, dim_text) = worst(samples)
+    assert plain >= 4.5, (scheme, plain, plain_text)
+    assert dim >= 3.0, (scheme, dim, dim_text)
+    context.close()
 
 
 def test_a_program_without_compiled_hlo_shows_two_columns(page):

@@ -3,6 +3,7 @@
 // asks for a line of a real listing instead.
 import { html, render, ticks } from './html.js';
 import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
+import { familyOf, pickNext, skillOf } from './schedule.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
@@ -21,6 +22,14 @@ export function show(value) {
 export function weightOf(item) {
   const w = item?.weight;
   return typeof w === 'number' && Number.isFinite(w) && w > 0 ? w : (w === undefined || w === null ? 1 : 0);
+}
+
+/** Whether an item matches a focus filter ({skill} or {primitive}); everything matches no filter. */
+export function focusMatches(item, filter) {
+  if (!filter) return true;
+  if ('skill' in filter) return skillOf(item) === filter.skill;
+  if ('primitive' in filter) return item?.primitive === filter.primitive;
+  return true;
 }
 
 /**
@@ -57,7 +66,19 @@ class Panel {
     this.item = null;
     this.answered = false;
     this.last = null;  // { slug, index, weight } of the item just asked
+    this.focusFilter = null;  // {skill} or {primitive}: draw only matching items (set by the mastery map)
     this.showStreak();
+  }
+
+  /** An item's weight under the focus filter (see `focus` in registerDrills): 0 when it does not match. */
+  focusWeight(item) {
+    return focusMatches(item, this.focusFilter) ? weightOf(item) : 0;
+  }
+
+  /** Each program's share under the focus filter: the matching items' weights, from every split (fetched once). */
+  async focusMasses() {
+    const splits = await Promise.all(this.pool.map((p) => getJSON(drillURL(this.kind, p.slug))));
+    return splits.map((split) => split.items.reduce((a, item) => a + this.focusWeight(item), 0));
   }
 
   showStreak() {
@@ -72,27 +93,19 @@ class Panel {
 
   /** Each program's share of the kind: its items' weights summed (from `data-pool`, else from its split). */
   async masses() {
+    if (this.focusFilter) return this.focusMasses();
     const unknown = this.pool.filter((p) => p.weight === null);
     const splits = await Promise.all(unknown.map((p) => getJSON(drillURL(this.kind, p.slug))));
     unknown.forEach((p, i) => { p.weight = splits[i].items.reduce((a, item) => a + weightOf(item), 0); });
     return this.pool.map((p) => p.weight);
   }
 
-  /** The next item, drawn in proportion to its weight and never the one just asked (unless nothing else has weight). */
+  /** The next item: due reviews first, mixed with families never answered, by weight (schedule.js's `pickNext`). */
   async pick() {
-    const last = this.last;
-    // A program, by the weight of its items less the one just asked; then an item of it, by weight.
-    // (What rounding leaves of a sum less its only weighted item counts as nothing.)
-    const masses = (await this.masses()).map((w, i) => {
-      const rest = last && this.pool[i].slug === last.slug ? w - last.weight : w;
-      return rest > 1e-9 * w ? rest : 0;
+    return pickNext({
+      kind: this.kind, pool: this.pool, masses: await this.masses(), last: this.last, cards: this.progress.cards(),
+      split: (slug) => getJSON(drillURL(this.kind, slug)), weight: (item) => this.focusWeight(item),
     });
-    const p = pickWeighted(masses, -1, Math.random);
-    if (p < 0) return last && { ...last, split: await getJSON(drillURL(this.kind, last.slug)) };
-    const slug = this.pool[p].slug;
-    const split = await getJSON(drillURL(this.kind, slug));
-    const index = pickWeighted(split.items.map(weightOf), last && last.slug === slug ? last.index : -1, Math.random);
-    return index < 0 ? null : { slug, index, weight: weightOf(split.items[index]), split };
   }
 
   async next({ focus = true } = {}) {
@@ -108,14 +121,16 @@ class Panel {
       return;
     }
     const { slug, index, split } = picked;
-    this.last = { slug, index, weight: picked.weight };
     this.item = split.items[index];
+    this.last = { slug, index, weight: picked.weight, family: familyOf(this.item) };
     this.answered = false;
     this.el.dataset.item = `${this.kind}/${slug}/${index}`;
+    this.el.dataset.scheduled = picked.reason;  // due, new or ahead (schedule.js)
     if (Array.isArray(this.item.options)) this.renderChoice(slug);
     else this.renderLines(slug);
     this.el.dataset.state = 'asking';
     if (focus) this.body.querySelector('.q').focus({ preventScroll: true });
+    this.shownAt = performance.now();  // the answer's time rates its card (schedule.js's ratingOf)
   }
 
   header(slug, extra, { lines = true } = {}) {
@@ -158,7 +173,7 @@ class Panel {
         this.shownBlocks(item.shown.slice(1))}</div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
       <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"></div>
-      <p class="fine" id="pick-help-${this.kind}">click a line, or move with ↑/↓ and press Enter</p>
+      <p class="fine" id="pick-help-${this.kind}">click a line; or type the key number beside an operation's line, or step through them with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓), then press Enter</p>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
     const pick = this.body.querySelector('[data-pick]');
@@ -168,6 +183,11 @@ class Panel {
       lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
     this.rows = lineElements(pick.querySelector('pre'));
     this.cursor = 0;
+    this.placed = false;  // whether a key has put the cursor anywhere yet
+    this.typed = '';      // the key number typed so far
+    // A numbered shortlist: the lines that hold an operation, so any answer is a key number and Enter away.
+    this.keyed = candidateLines(lines, item.layer);
+    this.keyed.forEach((row, n) => { this.rows[row].dataset.key = n + 1; });
     pick.addEventListener('click', (e) => {
       e.preventDefault();
       const row = e.target.closest('[data-line]');
@@ -179,10 +199,7 @@ class Panel {
       const step = { ArrowDown: 1, ArrowUp: -1, PageDown: 10, PageUp: -10 }[e.key];
       if (step) {
         e.preventDefault();
-        this.rows[this.cursor]?.classList.remove('cur');
-        this.cursor = Math.max(0, Math.min(this.rows.length - 1, this.cursor + step));
-        this.rows[this.cursor].classList.add('cur');
-        scrollIntoBox(pick, this.rows[this.cursor]);
+        this.moveTo(this.cursor + step);
       } else if (e.key === 'Enter' || e.key === ' ') {
         e.preventDefault();
         e.stopPropagation();
@@ -190,6 +207,44 @@ class Panel {
       }
     });
     this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
+  }
+
+  /** Put the line cursor on row `index` (from 0), in view, with the listing focused so Enter picks it. */
+  moveTo(index) {
+    const pick = this.body.querySelector('[data-pick]');
+    this.rows[this.cursor]?.classList.remove('cur');
+    this.cursor = Math.max(0, Math.min(this.rows.length - 1, index));
+    this.placed = true;
+    const row = this.rows[this.cursor];
+    row.classList.add('cur');
+    if (document.activeElement !== pick) pick.focus({ preventScroll: true });
+    scrollIntoBox(pick, row);
+    row.scrollIntoView({ block: 'nearest' });
+  }
+
+  /**
+   * A key of the line view: digits type a key number (`1`, then `2` makes 12 while there are 12 or more),
+   * `j`/`k` step to the next or previous keyed line. Returns whether the key was used.
+   */
+  lineKey(key) {
+    if (this.answered || !this.rows?.length || !this.keyed.length) return false;
+    const n = this.keyed.length;
+    if (/^[0-9]$/.test(key)) {
+      let typed = this.typed + key;
+      if (typed.startsWith('0') || Number(typed) > n) typed = key;  // too big to extend: start again
+      this.typed = Number(typed) >= 1 && Number(typed) <= n ? typed : '';
+      if (this.typed) this.moveTo(this.keyed[Number(this.typed) - 1]);
+      return true;
+    }
+    if (key !== 'j' && key !== 'k') return false;
+    this.typed = '';
+    const at = this.keyed.findIndex((row) => row >= this.cursor);
+    let next;
+    if (!this.placed) next = key === 'j' ? 0 : n - 1;
+    else if (key === 'j') next = at < 0 ? n - 1 : this.keyed[at] === this.cursor ? Math.min(n - 1, at + 1) : at;
+    else next = at < 0 ? n - 1 : Math.max(0, at - 1);
+    this.moveTo(this.keyed[next]);
+    return true;
   }
 
   answer(index) {
@@ -233,7 +288,7 @@ class Panel {
   finish(right, message) {
     this.answered = true;
     this.el.dataset.state = 'answered';
-    this.progress.record(this.kind, right);
+    this.progress.review(this.item, right, performance.now() - this.shownAt);
     const { current } = this.progress.streak(this.kind);
     render(this.body.querySelector('[data-feedback]'), html`${message}<p class="fine">${right
       ? `streak ${current}` : 'streak back to 0'}</p>`);
@@ -241,7 +296,23 @@ class Panel {
     const next = this.body.querySelector('[data-next]');
     next.hidden = false;
     next.focus({ preventScroll: true });
+    // The answer is read where it appears: bring the next button, then the feedback (which wins if both
+    // cannot fit), into view, the least scroll that does it. A tap below the fold showed only a colour.
+    next.scrollIntoView({ block: 'nearest' });
+    this.body.querySelector('[data-feedback]').scrollIntoView({ block: 'nearest' });
   }
+}
+
+/**
+ * The rows (from 0) of a listing that hold an operation, the line view's keyed shortlist: a jaxpr line
+ * with ` = `, a StableHLO line with ` = ` or `stablehlo.`; never a `module` or `func.func` line.
+ */
+export function candidateLines(lines, layer) {
+  const op = layer === 'stablehlo'
+    ? (line) => line.includes(' = ') || line.includes('stablehlo.')
+    : (line) => line.includes(' = ');
+  const structural = (line) => /^\s*(module|func\.func)\b/.test(line);
+  return lines.flatMap((line, i) => (op(line) && !structural(line) ? [i] : []));
 }
 
 /** Wire the drill tabs, panels and keys. */
@@ -278,6 +349,12 @@ export function registerDrills(root, progress, preferred) {
     if (/^[1-9]$/.test(e.key) && !panel.answered && panel.item.options) {
       e.preventDefault();
       panel.answer(Number(e.key) - 1);
+    } else if (!panel.item.options && (/^[0-9]$/.test(e.key) || panel.el.contains(document.activeElement)) &&
+               panel.lineKey(e.key)) {
+      // Digits type a line's key number; j/k step (only from inside the panel: the x-ray owns j/k too,
+      // and its listener, registered after this one, must not also walk).
+      e.preventDefault();
+      e.stopImmediatePropagation();
     } else if ((e.key === 'Enter' || e.key === ' ') && panel.answered &&
                !e.target.closest('button, a, [data-pick]')) {
       e.preventDefault();
@@ -287,5 +364,18 @@ export function registerDrills(root, progress, preferred) {
   progress.addEventListener('change', () => panels.forEach((p) => p.showStreak()));
   select(active);
   fromHash();
-  return { select };
+
+  /** Make `kind`'s panel draw only items matching `filter` ({skill} or {primitive}), or every item again with null; opens its tab. */
+  function focus(kind, filter) {
+    const panel = panels.get(kind);
+    if (!panel) return;
+    const had = panel.item;
+    panel.focusFilter = filter || null;
+    panel.el.toggleAttribute('data-focus', Boolean(filter));
+    if (had) panel.last = { ...panel.last, weight: panel.focusWeight(had) };
+    if (filter) select(kind);
+    // A new focus starts with a fresh question of it (never the one on screen, as always).
+    if (had && filter) panel.next({ focus: false });
+  }
+  return { select, focus };
 }

@@ -1,29 +1,56 @@
-// Progress, kept in localStorage under one versioned key and nowhere else:
-// current and best streak per drill kind, and the path targets reached.
+// Progress, kept in localStorage under one versioned key and nowhere else: current and best streak per
+// drill kind, the path targets reached, one FSRS card per question family (schedule.js) and tallies of
+// answers per drill kind, per skill and per primitive.
 // A stored value this page cannot read is set aside under another key, never thrown away, never fatal;
 // when even the copy cannot be saved, the value is left untouched and this page keeps progress in memory.
 // Tabs share the key: each re-reads it before every change and merges (see `merge`), and follows the
 // other tabs' saves through `storage` events, so no tab's save overwrites another's.
 
-export const KEY = 'dumpgym.progress/1';
+import { html, render } from './html.js';
+import { familyOf, nextCard, noteAnswer, ratingOf, skillOf } from './schedule.js';
+
+export const KEY = 'dumpgym.progress/2';
+// The first version (streaks and targets only): read once to migrate, never written, left as it was.
+export const KEY_V1 = 'dumpgym.progress/1';
 const KIND = /^[a-z0-9-]{1,40}$/;
 const TARGET = /^[0-9]{2}\/[a-z0-9-]{1,40}\/[0-9]{1,4}$/;
-const FIELDS = new Set(['schema', 'streaks', 'reached', 'saved']);
+const CELL = /^(all|(skill|primitive):[A-Za-z0-9_.-]{1,80})$/;
+const FIELDS_V1 = new Set(['schema', 'streaks', 'reached', 'saved']);
+const FIELDS = new Set([...FIELDS_V1, 'cards', 'tallies']);
+const CARD_FIELDS = ['due', 'stability', 'difficulty', 'elapsed_days', 'scheduled_days', 'learning_steps',
+  'reps', 'lapses', 'state', 'last_review'];
 
 /** A fresh progress record. */
 export function emptyProgress() {
-  return { schema: KEY, streaks: {}, reached: {} };
+  return { schema: KEY, streaks: {}, reached: {}, cards: {}, tallies: {} };
 }
 
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 const isCount = (v) => Number.isSafeInteger(v) && v >= 0;
+const isAmount = (v) => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+const isDate = (v) => typeof v === 'string' && v.length <= 40 && !Number.isNaN(Date.parse(v));
 
-/** Why `value` is not a progress record, or '' when it is one. */
-export function validate(value) {
+/** Why `card` is not an FSRS card as the record stores it, or ''. */
+function cardProblem(card) {
+  if (!isObject(card) || Object.keys(card).length !== CARD_FIELDS.length) return `has not exactly the fields ${CARD_FIELDS.join(', ')}`;
+  for (const field of CARD_FIELDS) if (!Object.hasOwn(card, field)) return `has no ${field}`;
+  if (!isDate(card.due) || !isDate(card.last_review)) return 'has a due or last_review that is not a date';
+  if (!isAmount(card.stability) || !isAmount(card.difficulty) || !isAmount(card.elapsed_days) || !isAmount(card.scheduled_days)) {
+    return 'has a stability, difficulty or day count that is not a number ≥ 0';
+  }
+  if (!isCount(card.learning_steps) || !isCount(card.reps) || !isCount(card.lapses)) return 'has a count that is not an integer ≥ 0';
+  if (![0, 1, 2, 3].includes(card.state)) return 'has a state that is not 0–3';
+  return '';
+}
+
+/** Why `value` is not a progress record, or '' when it is one (`v1`: of the first version). */
+export function validate(value, { v1 = false } = {}) {
+  const [key, fields] = v1 ? [KEY_V1, FIELDS_V1] : [KEY, FIELDS];
   if (!isObject(value)) return 'it is not a JSON object';
-  if (value.schema !== KEY) return `its schema is ${JSON.stringify(value.schema ?? null)}, not "${KEY}"`;
-  for (const field of Object.keys(value)) if (!FIELDS.has(field)) return `it has an unknown field "${field}"`;
+  if (value.schema !== key) return `its schema is ${JSON.stringify(value.schema ?? null)}, not "${key}"`;
+  for (const field of Object.keys(value)) if (!fields.has(field)) return `it has an unknown field "${field}"`;
   if (!isObject(value.streaks) || !isObject(value.reached)) return 'streaks and reached must be objects';
+  if (!v1 && (!isObject(value.cards) || !isObject(value.tallies))) return 'cards and tallies must be objects';
   for (const [kind, s] of Object.entries(value.streaks)) {
     if (!KIND.test(kind)) return `"${kind}" is not a drill kind`;
     if (!isObject(s) || !isCount(s.current) || !isCount(s.best) || s.current > s.best || Object.keys(s).length !== 2) {
@@ -34,7 +61,31 @@ export function validate(value) {
     if (!TARGET.test(target) || typeof when !== 'string' || when.length > 40) return `"${target}" is not a path target`;
   }
   if ('saved' in value && (typeof value.saved !== 'string' || value.saved.length > 40)) return 'saved must be a date';
+  if (v1) return '';
+  for (const [family, card] of Object.entries(value.cards)) {
+    const parts = family.split('/');
+    if (family.length > 300 || parts.length < 4 || !KIND.test(parts[0]) || /[\s\u0000-\u001f]/.test(family)) {
+      return `"${family.slice(0, 80)}" is not a question family`;
+    }
+    const problem = cardProblem(card);
+    if (problem) return `the card of ${family} ${problem}`;
+  }
+  for (const [kind, cells] of Object.entries(value.tallies)) {
+    if (!KIND.test(kind) || !isObject(cells)) return `the tallies of "${kind}" are not a drill kind's`;
+    for (const [cell, t] of Object.entries(cells)) {
+      if (!CELL.test(cell)) return `"${cell}" is not a tally (all, skill:NAME or primitive:NAME)`;
+      if (!isObject(t) || !isCount(t.attempts) || !isCount(t.correct) || t.correct > t.attempts || Object.keys(t).length !== 2) {
+        return `the tally ${kind} ${cell} is not {attempts, correct} with correct ≤ attempts`;
+      }
+    }
+  }
   return '';
+}
+
+/** A first-version record as a current one: every streak, best and target kept, no cards or tallies yet. */
+export function migrate(v1) {
+  return { ...emptyProgress(), streaks: structuredClone(v1.streaks), reached: structuredClone(v1.reached),
+    ...(v1.saved === undefined ? {} : { saved: v1.saved }) };
 }
 
 function memoryStorage() {
@@ -48,16 +99,21 @@ function memoryStorage() {
 
 const own = (record, key) => (Object.hasOwn(record, key) ? record[key] : undefined);
 
-/** Whether record `a` holds all that `b` does: every best at least as high, every target reached. */
+/** Whether record `a` holds all that `b` does: every best at least as high, every target reached, every card, every tally as high. */
 function covers(a, b) {
   return Object.entries(b.streaks).every(([kind, s]) => (own(a.streaks, kind)?.best ?? 0) >= s.best) &&
-    Object.keys(b.reached).every((target) => Object.hasOwn(a.reached, target));
+    Object.keys(b.reached).every((target) => Object.hasOwn(a.reached, target)) &&
+    Object.keys(b.cards).every((family) => Object.hasOwn(a.cards, family)) &&
+    Object.entries(b.tallies).every(([kind, cells]) => Object.entries(cells).every(([cell, t]) =>
+      (own(own(a.tallies, kind) ?? {}, cell)?.attempts ?? 0) >= t.attempts));
 }
 
 /**
  * Two tabs' records as one: each best is the higher, each target reached at the earlier time.
  * A current streak comes from the record saved later (the tab the learner answered in last), or from
- * the other when that one never saw the kind. A field added to the record needs its rule here.
+ * the other when that one never saw the kind. A card comes from the record that reviewed it later (its
+ * `last_review`); a tally cell is the one with more attempts (tabs add to the same counts, so the larger
+ * holds the other, and an answer is never counted twice). A field added to the record needs its rule here.
  */
 function merge(mine, theirs) {
   const theirsNewer = (theirs.saved ?? '') > (mine.saved ?? '');
@@ -71,8 +127,19 @@ function merge(mine, theirs) {
   for (const [target, when] of Object.entries(newer.reached)) {
     if (!Object.hasOwn(reached, target) || when < reached[target]) reached[target] = when;
   }
+  const cards = { ...older.cards };
+  for (const [family, card] of Object.entries(newer.cards)) {
+    if (!Object.hasOwn(cards, family) || Date.parse(card.last_review) >= Date.parse(cards[family].last_review)) cards[family] = card;
+  }
+  const tallies = structuredClone(older.tallies);
+  for (const [kind, cells] of Object.entries(newer.tallies)) {
+    tallies[kind] = own(tallies, kind) ?? {};
+    for (const [cell, t] of Object.entries(cells)) {
+      if (!Object.hasOwn(tallies[kind], cell) || t.attempts >= tallies[kind][cell].attempts) tallies[kind][cell] = { ...t };
+    }
+  }
   const saved = newer.saved ?? older.saved;
-  return { schema: KEY, streaks, reached, ...(saved === undefined ? {} : { saved }) };
+  return { schema: KEY, streaks, reached, cards, tallies, ...(saved === undefined ? {} : { saved }) };
 }
 
 /** Why a save failed, in the learner's words. */
@@ -133,10 +200,27 @@ export class Progress extends EventTarget {
 
   #load() {
     const { raw, value, problem } = this.#read();
-    if (raw === null) return;
+    if (raw === null) { this.#migrate(); return; }
     if (problem) { this.#unreadable(raw, problem); return; }
     this.data = structuredClone(value);
     [this.#raw, this.#base] = [raw, value];
+  }
+
+  // A first-version record and no current one: carry it over whole and save it under KEY. The old key is
+  // left as it was (a page of the old version still reads it); one that cannot be read is left alone too.
+  #migrate() {
+    let raw = null;
+    try { raw = this.storage.getItem(KEY_V1); } catch { /* unreadable: nothing to migrate */ }
+    if (raw === null) return;
+    let problem;
+    try {
+      const value = JSON.parse(raw);
+      problem = validate(value, { v1: true });
+      if (!problem) { this.data = migrate(value); this.#save(); return; }
+    } catch {
+      problem = 'it is not valid JSON';
+    }
+    this.#notice(`Progress saved by an older version could not be read (${problem}). It was left under the key “${KEY_V1}” and a fresh record started.`);
   }
 
   // Take in what other tabs saved since this tab last read or wrote the key; true when the record changed.
@@ -210,14 +294,51 @@ export class Progress extends EventTarget {
     return own(this.data.streaks, kind) ?? { current: 0, best: 0 };
   }
 
+  #count(kind, right) {
+    const s = { ...this.streak(kind) };
+    s.current = right ? s.current + 1 : 0;
+    s.best = Math.max(s.best, s.current);
+    this.data.streaks[kind] = s;
+  }
+
   /** Count one answer: a right one extends the streak, a wrong one ends it. */
   record(kind, right) {
+    this.#update(() => this.#count(kind, right), { kind, right });
+  }
+
+  /**
+   * One answer to a drill item, `ms` after it was shown: the streak as `record` counts it, the family's
+   * FSRS card rated from correctness and time (schedule.js), and the tallies of the kind, the item's
+   * skill and its primitive.
+   */
+  review(item, right, ms) {
+    const kind = item.drill;
+    const family = familyOf(item);
+    const rating = ratingOf(right, ms);
+    noteAnswer(item);
     this.#update(() => {
-      const s = { ...this.streak(kind) };
-      s.current = right ? s.current + 1 : 0;
-      s.best = Math.max(s.best, s.current);
-      this.data.streaks[kind] = s;
-    }, { kind, right });
+      this.#count(kind, right);
+      this.data.cards[family] = nextCard(own(this.data.cards, family), rating, new Date());
+      const cells = (this.data.tallies[kind] = own(this.data.tallies, kind) ?? {});
+      const skill = skillOf(item);  // shapes' skill, decisions' kind, the decoder's step
+      const names = ['all', skill && `skill:${skill}`, item.primitive && `primitive:${item.primitive}`];
+      for (const cell of names.filter((c) => c && CELL.test(c))) {
+        const t = own(cells, cell) ?? { attempts: 0, correct: 0 };
+        cells[cell] = { attempts: t.attempts + 1, correct: t.correct + (right ? 1 : 0) };
+      }
+    }, { kind, right, family, rating });
+  }
+
+  /** The FSRS cards by family (read them, never change them). */
+  cards() {
+    return this.data.cards;
+  }
+
+  /** The tallies ({KIND: {CELL: {attempts, correct}}}) and, per family, its card's FSRS stability in days. */
+  stats() {
+    const stability = {};
+    for (const [family, card] of Object.entries(this.data.cards)) stability[family] = card.stability;
+    return { tallies: structuredClone(this.data.tallies), stability };
   }
 
   /** Whether a path target has been reached. */
@@ -241,16 +362,36 @@ export class Progress extends EventTarget {
     return JSON.stringify({ ...this.data, saved: new Date().toISOString() }, null, 1) + '\n';
   }
 
-  /** Replace the record with an exported one; throws an Error saying what is wrong with it. */
-  importText(text) {
+  /**
+   * Read an exported file (of either version) without changing anything: {record, counts}, where counts
+   * says for streaks, targets and cards how many there are now and how many after an import. Throws an
+   * Error saying what is wrong with the file.
+   */
+  readImport(text) {
     let value;
     try { value = JSON.parse(text); } catch { throw new Error('the file is not JSON'); }
-    const problem = validate(value);
+    const v1 = isObject(value) && value.schema === KEY_V1;
+    const problem = validate(value, { v1 });
     if (problem) throw new Error(`the file is not dumpgym progress: ${problem}`);
+    const record = v1 ? migrate(value) : value;
+    const count = (r) => ({ streaks: Object.keys(r.streaks).length, targets: Object.keys(r.reached).length,
+      cards: Object.keys(r.cards).length });
+    this.#refresh();
+    return { record, counts: { before: count(this.data), after: count(record) } };
+  }
+
+  /** Replace the record with one `readImport` returned. */
+  importRecord(record) {
     this.#update(() => {
       this.#held = false;
-      this.data = { schema: KEY, streaks: value.streaks, reached: value.reached };
+      this.data = { schema: KEY, streaks: structuredClone(record.streaks), reached: structuredClone(record.reached),
+        cards: structuredClone(record.cards), tallies: structuredClone(record.tallies) };
     }, { imported: true });
+  }
+
+  /** Replace the record with an exported one; throws an Error saying what is wrong with it. */
+  importText(text) {
+    this.importRecord(this.readImport(text).record);
   }
 }
 
@@ -274,12 +415,32 @@ export function registerProgressTools(root, progress, notify) {
     file.value = '';
     if (!chosen) return;
     if (chosen.size > 1e6) { notify('That file is too large to be dumpgym progress.', { tone: 'bad' }); return; }
+    let read;
     try {
-      progress.importText(await chosen.text());
-      notify(`Progress imported from ${chosen.name}.`, { tone: 'good' });
+      read = progress.readImport(await chosen.text());
     } catch (e) {
-      notify(`Nothing imported: ${e.message}.`, { tone: 'bad', sticky: true });
+      notify(`Nothing imported: ${e.message}.`, { tone: 'bad', sticky: true, key: 'progress-import' });
+      return;
     }
+    // Ask first, in the page (never window.confirm), saying what the import would change.
+    const { before, after } = read.counts;
+    const change = (what) => `${what} ${before[what]} → ${after[what]}`;
+    const box = notify(`Replace your progress with ${chosen.name}? ${['streaks', 'targets', 'cards'].map(change).join(', ')}.`,
+      { sticky: true, key: 'progress-import' });
+    box.dataset.importConfirm = '';
+    const row = document.createElement('p');
+    render(row, html`<button type="button" data-import-replace>replace my progress</button> <button type="button" data-import-cancel>keep mine</button>`);
+    box.append(row);
+    row.querySelector('[data-import-cancel]').addEventListener('click', () => {
+      box.remove();
+      notify('Nothing imported: your progress is as it was.');
+    });
+    row.querySelector('[data-import-replace]').addEventListener('click', () => {
+      box.remove();
+      progress.importRecord(read.record);
+      notify(`Progress imported from ${chosen.name}.`, { tone: 'good' });
+    });
+    row.querySelector('[data-import-replace]').focus();
   });
   let armed = null;
   reset.addEventListener('click', () => {
@@ -294,6 +455,6 @@ export function registerProgressTools(root, progress, notify) {
     reset.textContent = 'reset';
     reset.classList.remove('armed');
     progress.reset();
-    notify('Progress reset: every streak and target starts from zero.');
+    notify('Progress reset: every streak, target and card starts from zero.');
   });
 }

@@ -1,7 +1,7 @@
 // What the x-ray computes once per program, before any hover, beyond the hover's own index (hover.js):
 // the stats line, and why a line no group holds is dim.
 import { html, plural } from './html.js';
-import { first, indexGroups } from './hover.js';
+import { LAYERS, first, indexGroups } from './hover.js';
 
 export const NAMES = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', hlo: 'HLO' };
 
@@ -70,4 +70,15 @@ export function where(lines, layer) {
   const a = first(lines);
   const b = lines.reduce((m, n) => Math.max(m, n), -Infinity);
   return html`${NAMES[layer]} ${a === b ? a : `${a}–${b}`}`;
+}
+
+/** The lines `groups` light in each layer, each once, in order. */
+export function litLines(index, groups) {
+  const out = {};
+  for (const layer of LAYERS) {
+    const lines = new Set();
+    for (const i of groups) for (const n of index.lines[i][layer]) lines.add(n);
+    out[layer] = [...lines].sort((a, b) => a - b);
+  }
+  return out;
 }

@@ -5,10 +5,17 @@ import { html, plural, render } from './html.js';
 import { getJSON, listing, onScreen, programURL, typing } from './data.js';
 import { backendNote, compiledStats, fusionList, hloListing, indexCompiled, instructionNote, whyCompiled } from './compiled.js';
 import { LAYERS, Lights } from './hover.js';
-import { NAMES, indexProgram, stats, where, whyUnmapped } from './xray-index.js';
+import { scrollIntoBox } from './scroll.js';
+import { onTabKeys, selectTab } from './tabs.js';
+import { NAMES, indexProgram, litLines, stats, where, whyUnmapped } from './xray-index.js';
 
 const BANDS = 8;
 const CHUNK = 64;
+// Above this many lines in one column, the status line sums a group up (an expand lists it): a scan's
+// fusion lights over a hundred lines, and sixteen chips would bury the line being read.
+const BIG = 12;
+// A touch screen has no hover and no Esc key: its status line speaks of taps.
+const TOUCH = '(hover: none), (pointer: coarse)';
 
 /** Copy a listing for a column (or take a fresh one), its lines grouped in blocks the browser can skip while off screen. */
 function columnCopy(source, fresh = false) {
@@ -66,6 +73,13 @@ class XraySection {
     this.byEl = root.querySelector('[data-xray-backend]');
     this.cols = Object.fromEntries(LAYERS.map((l) => [l, root.querySelector(`[data-xray-col="${l}"]`)]));
     this.hloCol = this.cols.hlo.closest('.col');
+    this.tabs = [...root.querySelectorAll('[data-xray-tab]')];
+    this.layer = 'jaxpr';   // the layer on show when the screen fits one (gym.css, under 700 px)
+    this.litNow = null;     // layer -> lines lit, for the switcher's counts and scrolling
+    this.summed = null;     // the groups the status line sums up, listed when expanded
+    this.cursor = null;     // {layer, n, row}: the line the keyboard stands on
+    this.touch = matchMedia(TOUCH).matches;
+    if (this.touch) render(this.status, html`tap a line: its equation lights in every layer · tap it again to unpin`);
     this.idleNodes = [...this.status.childNodes].map((n) => n.cloneNode(true));
     this.shown = null;    // {slug, program, index, compiled, rows}
     this.loading = null;  // the slug the section should end up showing
@@ -78,6 +92,26 @@ class XraySection {
 
   idle() {
     this.status.replaceChildren(...this.idleNodes.map((n) => n.cloneNode(true)));
+    this.count(null);
+  }
+
+  /** Put how many lines each layer lights on the switcher's tabs (none: clear them). */
+  count(lines) {
+    this.litNow = lines;
+    for (const tab of this.tabs) {
+      const n = lines?.[tab.dataset.xrayTab].length;
+      tab.querySelector('[data-xray-count]').textContent = n ? ` · ${n}` : '';
+    }
+  }
+
+  /** Show one layer (the others hide on a narrow screen) and scroll its first lit line into view. */
+  showLayer(layer, focus = false) {
+    this.layer = layer;
+    selectTab(this.tabs, this.tabs.find((t) => t.dataset.xrayTab === layer), focus);
+    for (const l of LAYERS) this.cols[l].closest('.col').toggleAttribute('data-on', l === layer);
+    const n = this.litNow?.[layer][0];
+    const row = n && this.shown?.rows[layer][n - 1];
+    if (row) scrollIntoBox(this.cols[layer], row);
   }
 
   /** Show a program; asking again for the one being loaded waits for that load (the picker and the
@@ -132,6 +166,10 @@ class XraySection {
     }
     this.root.toggleAttribute('data-compiled', Boolean(hloSource));
     this.hloCol.hidden = !hloSource;
+    this.tabs.find((t) => t.dataset.xrayTab === 'hlo').hidden = !hloSource;
+    this.cursor = null;
+    this.litNow = null;
+    if (this.layer === 'hlo' && !hloSource) this.showLayer('jaxpr');
     return rows;
   }
 
@@ -165,12 +203,43 @@ class XraySection {
       compiled ? html` · ${where(l.hlo, 'hlo')}` : ''}</span>`;
   }
 
+  /** The groups a line lights, as chips; or, when they light more than BIG lines in a column, their
+   * counts and an expand that lists them. */
+  chips(groups, lines) {
+    if (!LAYERS.some((l) => lines[l].length > BIG)) {
+      this.summed = null;
+      return groups.map((i) => this.chip(i, groups.length > 3));
+    }
+    this.summed = groups;
+    const { compiled } = this.shown;
+    const fusions = compiled ? lines.hlo.filter((n) => compiled.fusions.has(n)).length : 0;
+    const counts = LAYERS.filter((l) => lines[l].length).map((l) => `${lines[l].length} ${NAMES[l]}`).join(' · ');
+    const more = this.lights.pinned
+      ? html`<button type="button" class="expand" data-xray-expand aria-expanded="false">expand</button><span class="grps" data-xray-list hidden></span>`
+      : html`<span class="fine">${this.touch ? 'tap' : 'click'} to pin, then expand</span>`;
+    return html`<span data-xray-summary>lights ${plural(groups.length, 'equation')}: ${counts} lines${
+      fusions ? ` in ${plural(fusions, 'fusion')}` : ''}</span> — ${more}`;
+  }
+
+  /** The expand of a summed-up group: list its chips (built on first use), or fold them away. */
+  expand(button) {
+    const list = button.nextElementSibling;
+    if (!list.childElementCount) render(list, html`${this.summed.map((i) => this.chip(i, true))}`);
+    const open = button.getAttribute('aria-expanded') !== 'true';
+    list.hidden = !open;
+    button.setAttribute('aria-expanded', String(open));
+    button.textContent = open ? 'collapse' : 'expand';
+  }
+
   /** Say on the status line what line `n` of `layer` lights (no layer: a group walked to by j/k). */
   describe(groups, layer, n) {
     const { index, program, rows, compiled } = this.shown;
     const row = layer && rows[layer][n - 1];
     const tag = layer ? html`<span class="tag">${NAMES[layer]} ${n}</span> ` : '';
-    const pin = this.lights.pinned ? html` <span class="fine">pinned · Esc unpins</span>` : '';
+    const pin = this.lights.pinned ? html` <span class="fine">pinned · ${this.touch ? 'tap again to unpin' : 'Esc unpins'}</span>` : '';
+    const lines = litLines(index, groups);
+    this.count(groups.length ? lines : null);
+    this.summed = null;
     const fusion = layer === 'hlo' ? compiled.fusions.get(n) : null;
     if (fusion) {
       const body = compiled.bodies.get(n);
@@ -179,29 +248,86 @@ class XraySection {
         row.title = whyCompiled(compiled, n, row.textContent);
         render(this.status, html`${head}: <span class="own">XLA's own: no equation wrote this</span>${pin}`);
       } else {
-        render(this.status, html`${head}, absorbing ${plural(fusion.eqns.length, 'equation')}: ${
-          groups.map((i) => this.chip(i, groups.length > 3))}${pin}`);
+        render(this.status, html`${head}, absorbing ${plural(fusion.eqns.length, 'equation')}: ${this.chips(groups, lines)}${pin}`);
       }
       return;
     }
     if (!groups.length) {
       const why = layer === 'hlo' ? whyCompiled(compiled, n, row.textContent) : whyUnmapped(index, program, layer, n, row.textContent);
       row.title = why;
-      render(this.status, html`${tag}${why}`);
+      render(this.status, html`${tag}<span data-xray-why>${why}</span>`);
       return;
     }
     // A compiled instruction known by dataflow or by its region says so beside its equations.
     const note = layer === 'hlo' ? instructionNote(compiled, n) : '';
-    render(this.status, html`${note ? html`${tag}<span class="fine">${note}</span> ` : ''}${
-      groups.map((i) => this.chip(i, groups.length > 3))}${pin}`);
+    render(this.status, html`${note ? html`${tag}<span class="fine">${note}</span> ` : ''}${this.chips(groups, lines)}${pin}`);
+  }
+
+  /** Stand the keyboard on line `n` of `layer`: it lights, and explains itself, like a hovered line. */
+  moveCursor(layer, n) {
+    const rows = this.shown.rows[layer];
+    const row = rows[Math.max(1, Math.min(rows.length, n)) - 1];
+    if (!row) return;
+    this.cursor?.row.classList.remove('cur');
+    row.classList.add('cur');
+    this.cursor = { layer, n: Number(row.dataset.line), row };
+    scrollIntoBox(this.cols[layer], row);
+    this.lights.hover(layer, row);
+  }
+
+  /** A listing's keys: arrows (and Page Up/Down) move the keyboard's line, Enter or Space pins it. */
+  wireCursor(layer) {
+    const col = this.cols[layer];
+    // The line at the top of the column (lines never wrap, so all are one line tall).
+    const top = () => Math.floor(col.scrollTop / (this.shown.rows[layer][0]?.offsetHeight || 1)) + 1;
+    const start = () => (this.cursor?.layer === layer ? this.cursor.n : top());
+    col.addEventListener('focus', () => {
+      if (this.shown && col.matches(':focus-visible')) this.moveCursor(layer, start());
+    });
+    col.addEventListener('blur', () => {
+      if (this.cursor?.layer !== layer) return;
+      this.cursor.row.classList.remove('cur');
+      this.lights.leave();
+    });
+    col.addEventListener('keydown', (e) => {
+      if (!this.shown || !this.shown.rows[layer].length) return;
+      const step = { ArrowDown: 1, ArrowUp: -1, PageDown: 16, PageUp: -16 }[e.key];
+      if (step) {
+        e.preventDefault();
+        this.moveCursor(layer, this.cursor?.layer === layer ? this.cursor.n + step : top());
+      } else if ((e.key === 'Enter' || e.key === ' ') && this.cursor?.layer === layer) {
+        e.preventDefault();
+        this.lights.click(layer, this.cursor.n);
+      }
+    });
+  }
+
+  /** The layer switcher of narrow screens: a tab per layer, arrows, Home and End move along them. */
+  wireTabs() {
+    const list = this.root.querySelector('[data-xray-tabs]');
+    list.addEventListener('click', (e) => {
+      const tab = e.target.closest('[data-xray-tab]');
+      if (tab) this.showLayer(tab.dataset.xrayTab);
+    });
+    onTabKeys(list, (e) => {
+      const tabs = this.tabs.filter((t) => !t.hidden);
+      const i = tabs.indexOf(e.target.closest('[data-xray-tab]'));
+      return i < 0 ? null : { tabs, i };
+    }, (tab) => this.showLayer(tab.dataset.xrayTab, true));
+    this.status.addEventListener('click', (e) => {
+      const button = e.target.closest('[data-xray-expand]');
+      if (button && this.summed) this.expand(button);
+    });
   }
 
   /** Hover and click in the columns; hover, focus and click in the fusion list (each acts like its
    * fusion's line, the compiled column scrolling to the fusion's body); j, k and Esc. */
   wireLights() {
     const lights = this.lights;
+    this.wireTabs();
     for (const layer of LAYERS) {
       lights.watch(this.cols[layer], layer);
+      this.wireCursor(layer);
       this.cols[layer].addEventListener('click', (e) => {
         const row = e.target.closest('[data-line]');
         if (!row || !this.shown) return;

@@ -1,0 +1,165 @@
+// Spaced repetition: which question comes next, and how an answer moves its card.
+// Memory is FSRS (the vendored ts-fsrs): one card per *family*, the same question on the same equation
+// whatever layer spells it, so a learner who knows it in the jaxpr is not re-taught it in StableHLO.
+import { createEmptyCard, fsrs, Rating, State } from './vendor/ts-fsrs.js';
+import { pickWeighted, weightOf } from './drill.js';
+
+/** What an item drills, as the mastery map counts it: its `skill`, else its `kind` (decisions), else its `step` (decoder). */
+export function skillOf(item) {
+  return item?.skill ?? item?.kind ?? item?.step ?? null;
+}
+
+/** The family of a drill item: drill, program, equation (or fusion) and question step (or decision kind), never the layer. */
+export function familyOf(item) {
+  const about = item.eqn ?? item.source_eqn ?? item.fusion ?? '';
+  return `${item.drill}/${item.program}/${about}/${item.step ?? item.kind ?? ''}`;
+}
+
+// An answer's grade from its correctness and time. Reading a dump takes a few seconds even when known:
+// under FAST_MS is recall without effort (Easy); over SLOW_MS the learner worked it out (Hard).
+export const FAST_MS = 8000;
+export const SLOW_MS = 30000;
+
+/** The FSRS rating of an answer: wrong → Again; right over SLOW_MS → Hard; under FAST_MS → Easy; else Good. */
+export function ratingOf(right, ms) {
+  if (!right) return Rating.Again;
+  if (ms > SLOW_MS) return Rating.Hard;
+  if (ms < FAST_MS) return Rating.Easy;
+  return Rating.Good;
+}
+
+// No fuzz: the same answers give the same schedule (tests and learners can reason about it).
+const scheduler = fsrs({ enable_fuzz: false });
+
+/** A family's card after one more answer, dates as ISO strings (as the progress record stores them). */
+export function nextCard(card, rating, now = new Date()) {
+  const { card: next } = scheduler.next(card ?? createEmptyCard(now), now, rating);
+  return {
+    due: next.due.toISOString(), stability: next.stability, difficulty: next.difficulty,
+    elapsed_days: next.elapsed_days, scheduled_days: next.scheduled_days, learning_steps: next.learning_steps,
+    reps: next.reps, lapses: next.lapses, state: next.state, last_review: next.last_review.toISOString(),
+  };
+}
+
+// Within a session. FSRS's (re)learning steps are minutes (Again: 1 min, then 10), longer than a quick
+// run of questions and shorter than a learner's attention: a card in (re)learning whose due time is
+// within SESSION_WINDOW_MS counts as due once GAP other questions of its drill were asked since its
+// last answer, or when its time comes, whichever is first. So a wrong answer comes back after GAP
+// questions, and due cards go first, so it is asked again within the next ten.
+export const GAP = 3;
+export const SESSION_WINDOW_MS = 20 * 60 * 1000;
+const asked = new Map(); // kind -> questions answered in this page
+const answeredAt = new Map(); // family -> the kind's question count when it was last answered
+
+/** Note an answer in this page's session (the record holds the card; this, the question count). */
+export function noteAnswer(item) {
+  const n = (asked.get(item.drill) ?? 0) + 1;
+  asked.set(item.drill, n);
+  answeredAt.set(familyOf(item), n);
+}
+
+const learning = (card) => card.state === State.Learning || card.state === State.Relearning;
+
+/** Whether a family's card is due now: its time has come, or it is relearning and GAP questions have passed. */
+export function isDue(family, card, now = Date.now()) {
+  const due = Date.parse(card.due);
+  if (due <= now) return true;
+  if (!learning(card) || due - now > SESSION_WINDOW_MS || !answeredAt.has(family)) return false;
+  const kind = family.slice(0, family.indexOf('/'));
+  return (asked.get(kind) ?? 0) - answeredAt.get(family) >= GAP;
+}
+
+/** The due families of a drill kind, (re)learning ones first, then the longest overdue. */
+export function dueFamilies(cards, kind, now = Date.now()) {
+  return Object.entries(cards)
+    .filter(([family, card]) => family.startsWith(`${kind}/`) && isDue(family, card, now))
+    .sort(([, a], [, b]) => (learning(b) - learning(a)) || (Date.parse(a.due) - Date.parse(b.due)))
+    .map(([family]) => family);
+}
+
+// When both due and new items wait, every NEW_EVERY-th question is a new one: one new per two due.
+const NEW_EVERY = 3;
+const turns = new Map(); // kind -> questions picked in this page
+
+/**
+ * The next question of a drill kind: {slug, index, weight, split, reason}, reason 'due' (a card whose time
+ * has come), 'new' (a family never answered, drawn by weight) or 'ahead' (nothing due, nothing new: any
+ * item by weight); null when no item has weight. `pool` is the panel's [{slug}], `masses` each program's
+ * summed weight, `last` the item just asked ({slug, index, weight, family}), `split(slug)` fetches a program's
+ * items, `weight(item)` an item's weight (weightOf, or 0 outside a focus the panel has).
+ */
+export async function pickNext({ kind, pool, masses, last, cards, split, weight = weightOf, random = Math.random }) {
+  const turn = turns.get(kind) ?? 0;
+  turns.set(kind, turn + 1);
+  const due = dueFamilies(cards, kind).filter((f) => !last || f !== last.family);
+  const preferNew = !due.length || turn % NEW_EVERY === NEW_EVERY - 1;
+  const order = preferNew ? [pickNew, pickDue, pickAny] : [pickDue, pickNew, pickAny];
+  for (const how of order) {
+    const picked = await how({ kind, pool, masses, last, cards, split, weight, random, due });
+    if (picked) return picked;
+  }
+  return null;
+}
+
+const choice = (slug, index, s, reason, weight) => ({ slug, index, weight: weight(s.items[index]), split: s, reason });
+
+async function pickDue({ pool, last, split, weight, random, due }) {
+  const slugs = new Set(pool.map((p) => p.slug));
+  for (const family of due) {
+    const slug = family.split('/')[1];
+    if (!slugs.has(slug)) continue; // a program no longer in the gym
+    const s = await split(slug);
+    const weights = s.items.map((item) => (familyOf(item) === family ? weight(item) : 0));
+    const index = pickWeighted(weights, last && last.slug === slug ? last.index : -1, random);
+    if (index >= 0) return choice(slug, index, s, 'due', weight);
+  }
+  return null;
+}
+
+async function pickNew({ pool, masses, last, cards, split, weight, random }) {
+  const left = [...masses];
+  for (let tries = 0; tries < pool.length; tries++) {
+    const p = pickWeighted(left, -1, random);
+    if (p < 0) return null;
+    const slug = pool[p].slug;
+    const s = await split(slug);
+    const weights = s.items.map((item, i) =>
+      (Object.hasOwn(cards, familyOf(item)) || (last && last.slug === slug && last.index === i) ? 0 : weight(item)));
+    const index = pickWeighted(weights, -1, random);
+    if (index >= 0) return choice(slug, index, s, 'new', weight);
+    left[p] = 0;
+  }
+  return null;
+}
+
+// Any item by weight, never the one just asked unless no other has weight.
+async function pickAny({ pool, masses, last, split, weight, random }) {
+  // (What rounding leaves of a sum less its only weighted item counts as nothing.)
+  const rest = masses.map((w, i) => {
+    const r = last && pool[i].slug === last.slug ? w - last.weight : w;
+    return r > 1e-9 * w ? r : 0;
+  });
+  const p = pickWeighted(rest, -1, random);
+  if (p < 0) return last ? { ...last, split: await split(last.slug), reason: 'ahead' } : null;
+  const slug = pool[p].slug;
+  const s = await split(slug);
+  const index = pickWeighted(s.items.map(weight), last && last.slug === slug ? last.index : -1, random);
+  return index < 0 ? null : choice(slug, index, s, 'ahead', weight);
+}
+
+/** How many cards of each drill kind are due now, shown in each panel's `[data-due-count]`. */
+export function showDueCounts(root, progress) {
+  const cards = progress.cards();
+  for (const el of root.querySelectorAll('section[data-drill]')) {
+    const count = el.querySelector('[data-due-count]');
+    if (count) count.textContent = dueFamilies(cards, el.dataset.drill).length;
+  }
+}
+
+/** Keep the "due now" counts current: on every change of the record and once a minute (cards fall due with time). */
+export function registerDueCounts(root, progress) {
+  const update = () => showDueCounts(root, progress);
+  progress.addEventListener('change', update);
+  setInterval(update, 60 * 1000);
+  update();
+}

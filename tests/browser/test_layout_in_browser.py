@@ -1,0 +1,162 @@
+"""What a new user sees at 375 and 1280 px: feedback in view, notices beside it, a path that explains itself, keys."""
+import json
+
+import pytest
+
+from dumpgym import curriculum
+
+pytestmark = pytest.mark.browser
+
+KEY = "dumpgym.progress/1"
+VIEWPORTS = {"phone": (375, 740, "light"), "desktop": (1280, 900, "dark")}
+
+
+def candidates(listing: str, layer: str) -> list[int]:
+    """The line view's keyed lines (from 1), by the rule `candidateLines` in drill.js states."""
+    def op(line):
+        return " = " in line or (layer == "stablehlo" and "stablehlo." in line)
+
+    def structural(line):
+        return line.lstrip().startswith(("module", "func.func"))
+
+    lines = listing.removesuffix("\n").split("\n")
+    return [i + 1 for i, line in enumerate(lines) if op(line) and not structural(line)]
+
+
+def presses(item: dict) -> int:
+    """Keys from the question to an accepted line, picked: the fewer of its key number's digits + Enter, or j's + Enter."""
+    keyed = candidates(item["shown"][0], item["layer"])
+    accepted = set(item.get("accepted_lines") or [item["answer_line"]])
+    return min(min(len(str(k + 1)), k + 1) + 1 for k, line in enumerate(keyed) if line in accepted)
+
+
+def sized(page, name):
+    width, height, scheme = VIEWPORTS[name]
+    page.set_viewport_size({"width": width, "height": height})
+    page.emulate_media(color_scheme=scheme)
+
+
+def box(page, selector):
+    return page.eval_on_selector(selector, "el => { const r = el.getBoundingClientRect();"
+                                           " return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; }")
+
+
+def assert_in_view(page, selector):
+    """The element's box lies inside the viewport, below the sticky header."""
+    r = box(page, selector)
+    header = box(page, "header.top")["bottom"]
+    height = page.evaluate("innerHeight")
+    assert r["bottom"] > r["top"], f"{selector} has no height"
+    assert header - 1 <= r["top"] and r["bottom"] <= height + 1, f"{selector} at {r}, viewport {header}–{height}"
+
+
+def seed_streak(page, kind, streak):
+    """Make `kind`'s current and best streak `streak` in the stored record, then reload."""
+    record = json.loads(page.evaluate(f"localStorage.getItem('{KEY}')") or "null") or {
+        "schema": KEY, "streaks": {}, "reached": {}}
+    record["streaks"][kind] = {**record["streaks"].get(kind, {}), "current": streak, "best": streak}
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, json.dumps(record)])
+    page.reload()
+    page.wait_for_selector("html[data-ready]")
+
+
+def kinds(fetch_json):
+    return [k["name"] for k in fetch_json("drills.json")["kinds"]]
+
+
+@pytest.mark.parametrize("view", VIEWPORTS)
+@pytest.mark.parametrize("kind", ["decoder", "shapes", "decisions", "fusions"])
+def test_feedback_is_in_view_after_an_answer_and_no_notice_covers_it(page, gym, fetch_json, kind, view):
+    assert kind in kinds(fetch_json)
+    sized(page, view)
+    # A streak one short of chapter 12's target, so the right answer below reaches it and a notice comes.
+    need = next(t.streak for t in curriculum.PATH[-1].targets if t.drill == kind)
+    seed_streak(page, kind, need - 1)
+    for right in (True, False):
+        gym.open(kind)
+        page.eval_on_selector(f"#drill-{kind}", "el => el.scrollIntoView({block: 'start'})")
+        gym.answer(kind, right=right)
+        assert_in_view(page, f"#drill-{kind} [data-feedback]")
+        feedback = box(page, f"#drill-{kind} [data-feedback]")
+        notices = page.eval_on_selector_all(".notice", "els => els.map(el => { const r = el.getBoundingClientRect();"
+                                                         " return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; })")
+        if right:
+            assert page.locator(f"#drill-{kind} .notice.good").inner_text().startswith("Target reached: chapter 12")
+        for n in notices:
+            overlaps = n["top"] < feedback["bottom"] and feedback["top"] < n["bottom"] and \
+                n["left"] < feedback["right"] and feedback["left"] < n["right"]
+            assert not overlaps, f"a notice at {n} covers the feedback at {feedback}"
+        page.keyboard.press("Enter")
+        page.wait_for_selector(f"#drill-{kind}[data-state=asking]")
+
+
+@pytest.mark.parametrize("view", VIEWPORTS)
+def test_start_here_opens_the_first_chapter_drill_with_its_question_in_view(page, view):
+    sized(page, view)
+    first = curriculum.PATH[0].targets[0].drill
+    page.evaluate("scrollTo(0, 0)")
+    page.click("[data-start-here]")
+    page.wait_for_selector(f"#drill-{first}[data-state=asking]")
+    assert page.get_attribute(f"#tab-{first}", "aria-selected") == "true"
+    assert_in_view(page, f"#drill-{first} .q")
+
+
+def test_the_path_says_what_its_chapters_are_and_which_drills_they_train(page, fetch_json):
+    numbers = {k["name"]: k["number"] for k in fetch_json("drills.json")["kinds"]}
+    assert "curriculum" in page.inner_text("#path .aim")
+    for chapter in curriculum.PATH:
+        li = page.locator(f'#path [data-chapter="{chapter.number}"]')
+        said = li.locator("[data-chapter-drills]").inner_text().split(maxsplit=1)[1]
+        assert said.split(" · ") == [numbers[t.drill] for t in chapter.targets]
+    bar = page.locator('#path [data-chapter="12"] [data-target]')
+    assert sorted(bar.evaluate_all("els => els.map(el => el.dataset.drill)")) == sorted(numbers)
+    assert "fusions" in bar.evaluate_all("els => els.map(el => el.dataset.drill)")
+
+
+def test_every_decisions_item_is_five_key_presses_or_fewer_from_its_question(fetch_json):
+    items = [i for i in fetch_json("drills.json")["items"] if i["drill"] == "decisions"]
+    assert items
+    counts = {f"{i['program']}/{i['kind']}/{i['layer']}": presses(i) for i in items}
+    assert max(counts.values()) <= 5, {k: v for k, v in counts.items() if v > 5}
+
+
+def test_decisions_answer_with_key_numbers_and_j_alone(page, gym, fetch_json):
+    # Keyboard only: arrows select the tab, then digits (or j) and Enter answer, Enter asks again.
+    page.focus("[role=tablist] [aria-selected=true]")
+    while page.get_attribute("#tab-decisions", "aria-selected") != "true":
+        page.keyboard.press("ArrowRight")
+    page.wait_for_selector("#drill-decisions[data-state=asking]")
+    for n in range(6):
+        item = gym.item("decisions")
+        keyed = page.locator("#drill-decisions [data-pick] [data-key]")
+        rows = keyed.evaluate_all("els => els.map(el => Number(el.dataset.line))")
+        assert rows == candidates(item["shown"][0], item["layer"])
+        assert keyed.evaluate_all("els => els.map(el => el.dataset.key)") == [str(k + 1) for k in range(len(rows))]
+        accepted = set(item.get("accepted_lines") or [item["answer_line"]])
+        k = next(k for k, line in enumerate(rows) if line in accepted) + 1
+        keys = ["j"] * k if n % 3 == 2 else list(str(k))
+        for key in keys:
+            page.keyboard.press(key)
+        assert page.get_attribute(f"#drill-decisions [data-line='{rows[k - 1]}']", "class").split().count("cur") == 1
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#drill-decisions[data-state=answered]")
+        assert gym.streak("decisions") == (n + 1, n + 1)
+        gym.next("decisions")
+
+
+def test_typed_key_numbers_start_again_when_they_cannot_grow(page, gym):
+    gym.open("decisions")
+    page.focus("#drill-decisions .q")
+    rows = page.locator("#drill-decisions [data-pick] [data-key]").evaluate_all(
+        "els => els.map(el => Number(el.dataset.line))")
+    cursor = "#drill-decisions [data-pick] .cur"
+    page.keyboard.press("1")
+    assert page.get_attribute(cursor, "data-line") == str(rows[0])
+    if len(rows) >= 12:
+        page.keyboard.press("2")
+        assert page.get_attribute(cursor, "data-line") == str(rows[11])
+    page.keyboard.press("9" if len(rows) >= 9 else str(len(rows)))
+    assert page.get_attribute(cursor, "data-line") == str(rows[min(9, len(rows)) - 1])
+    if len(rows) >= 2:
+        page.keyboard.press("k")
+        assert page.get_attribute(cursor, "data-line") == str(rows[min(9, len(rows)) - 2])

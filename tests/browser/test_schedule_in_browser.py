@@ -1,0 +1,178 @@
+"""Spaced repetition in the page: missed questions come back, due and new items mix, the record migrates and travels."""
+import json
+
+import pytest
+
+from dumpgym import curriculum
+
+pytestmark = pytest.mark.browser
+
+KEY = "dumpgym.progress/2"
+KEY_V1 = "dumpgym.progress/1"
+
+
+def stored(page):
+    raw = page.evaluate("k => localStorage.getItem(k)", KEY)
+    return None if raw is None else json.loads(raw)
+
+
+def family(page, item):
+    """The item's family, as the page's own `familyOf` names it."""
+    return page.evaluate("async (item) => (await import('./static/schedule.js')).familyOf(item)", item)
+
+
+def scheduled(page, kind):
+    return page.get_attribute(f"#drill-{kind}", "data-scheduled")
+
+
+def due_count(page, kind):
+    return int(page.locator(f"#drill-{kind} [data-due-count]").inner_text())
+
+
+def choose_file(page, path):
+    with page.expect_file_chooser() as chooser:
+        page.click("[data-progress-import]")
+    chooser.value.set_files(path)
+
+
+def test_a_wrong_answer_comes_back_within_ten_questions(page, gym):
+    gym.open("shapes")
+    missed = family(page, gym.answer("shapes", right=False))
+    assert stored(page)["cards"][missed]["lapses"] == 0 and stored(page)["cards"][missed]["state"] == 1  # learning
+    for n in range(10):
+        gym.next("shapes")
+        if family(page, gym.item("shapes")) == missed:
+            break
+        gym.answer("shapes")
+    else:
+        pytest.fail("the missed question did not come back within ten questions")
+    assert scheduled(page, "shapes") == "due"
+    assert n >= 3  # not straight away: a few other questions first
+    assert due_count(page, "shapes") == 1
+    gym.answer("shapes")
+    assert stored(page)["cards"][missed]["reps"] == 2
+    assert due_count(page, "shapes") == 0
+
+
+def test_a_thirty_question_session_mixes_due_and_new_items(page, gym):
+    gym.open("shapes")
+    reasons, missed_at, wrongs = [], {}, 0
+    for n in range(30):
+        if n:
+            gym.next("shapes")
+        item = gym.item("shapes")
+        fam = family(page, item)
+        seen = fam in (stored(page) or {"cards": {}})["cards"]
+        reason = scheduled(page, "shapes")
+        reasons.append(reason)
+        assert reason in ("due", "new")  # 104 families: never out of new ones in thirty questions
+        assert seen == (reason == "due"), (n, reason, fam)
+        if reason == "due" and fam in missed_at:
+            assert n - missed_at.pop(fam) <= 10  # a miss comes back within ten questions
+        wrong = reason == "new" and n % 2 == 0  # miss some new ones, so that some fall due
+        if wrong:
+            missed_at[fam] = n
+            wrongs += 1
+        gym.answer("shapes", right=not wrong)
+    assert reasons.count("due") >= 5 and reasons.count("new") >= 10
+    # roughly one new per two due: never three due questions in a row while new ones wait
+    assert not any(reasons[i:i + 3] == ["due"] * 3 for i in range(len(reasons) - 2))
+    record = stored(page)
+    assert record["tallies"]["shapes"]["all"]["attempts"] == 30
+    assert record["tallies"]["shapes"]["all"]["correct"] == 30 - wrongs
+
+
+def test_a_v1_record_migrates_with_nothing_lost(page, gym):
+    chapter = next(ch for ch in curriculum.PATH if any(t.drill == "shapes" for t in ch.targets))
+    target = chapter.key(next(t for t in chapter.targets if t.drill == "shapes"))
+    v1 = {"schema": KEY_V1, "streaks": {"shapes": {"current": 3, "best": 12}, "decoder": {"current": 0, "best": 4}},
+          "reached": {target: "2026-01-01T12:00:00.000Z"}, "saved": "2026-01-02T00:00:00.000Z"}
+    raw = json.dumps(v1)
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY_V1, raw])
+    page.reload()
+    page.wait_for_selector("html[data-ready]")
+    record = stored(page)
+    assert record["schema"] == KEY
+    assert record["streaks"] == v1["streaks"] and record["reached"] == v1["reached"]
+    assert record["cards"] == {} and record["tallies"] == {}
+    assert page.evaluate("k => localStorage.getItem(k)", KEY_V1) == raw  # the old key is left as it was
+    assert page.get_attribute(f'[data-target="{target}"]', "data-reached") == ""
+    gym.open("shapes")
+    assert gym.streak("shapes") == (3, 12)
+    gym.answer("shapes")
+    assert gym.streak("shapes") == (4, 12)
+    assert stored(page)["streaks"]["decoder"] == {"current": 0, "best": 4}
+    page.reload()  # once migrated, the v2 record is the one read
+    page.wait_for_selector("html[data-ready]")
+    gym.open("shapes")
+    assert gym.streak("shapes") == (4, 12)
+
+
+def test_export_reset_import_restores_the_cards(page, gym, tmp_path):
+    gym.open("shapes")
+    gym.answer("shapes", right=False)
+    for _ in range(2):
+        gym.next("shapes")
+        gym.answer("shapes")
+    before = stored(page)
+    assert len(before["cards"]) == 3
+    with page.expect_download() as download:
+        page.click("[data-progress-export]")
+    saved = tmp_path / "progress.json"
+    download.value.save_as(saved)
+    exported = json.loads(saved.read_text())
+    assert exported["cards"] == before["cards"] and exported["tallies"] == before["tallies"]
+
+    page.click("[data-progress-reset]")
+    page.click("[data-progress-reset]")
+    assert stored(page)["cards"] == {}
+
+    choose_file(page, saved)
+    page.click("[data-import-confirm] [data-import-replace]")
+    page.wait_for_selector(".notice.good >> text=Progress imported")
+    after = stored(page)
+    assert after["cards"] == before["cards"] and after["tallies"] == before["tallies"]
+    assert after["streaks"] == before["streaks"]
+
+
+def test_import_asks_first_and_says_what_it_changes(page, gym, tmp_path):
+    gym.open("shapes")
+    gym.answer("shapes")
+    gym.next("shapes")
+    gym.answer("shapes")
+    mine = stored(page)
+    theirs = json.loads(json.dumps(mine))
+    theirs["streaks"]["decoder"] = {"current": 1, "best": 2}
+    theirs["reached"]["01/decoder/2"] = "2026-01-01T00:00:00.000Z"
+    card = next(iter(mine["cards"].values()))
+    theirs["cards"]["decoder/mlp/0/output-axis"] = card
+    path = tmp_path / "theirs.json"
+    path.write_text(json.dumps(theirs))
+
+    choose_file(page, path)
+    box = page.locator("[data-import-confirm]")
+    text = box.inner_text()
+    assert "streaks 1 → 2" in text and "targets 0 → 1" in text and "cards 2 → 3" in text
+    assert stored(page) == mine  # nothing changed while it asks
+    box.locator("[data-import-cancel]").click()
+    assert box.count() == 0
+    assert stored(page) == mine
+
+    choose_file(page, path)
+    page.click("[data-import-confirm] [data-import-replace]")
+    page.wait_for_selector(".notice.good >> text=Progress imported")
+    record = stored(page)
+    assert record["cards"] == theirs["cards"] and record["reached"] == theirs["reached"]
+    assert record["streaks"]["decoder"] == {"current": 1, "best": 2}
+
+
+def test_a_stored_record_with_a_malformed_card_is_set_aside(page, gym):
+    bad = {"schema": KEY, "streaks": {}, "reached": {}, "tallies": {},
+           "cards": {"shapes/mlp/0/": {"due": "soon", "stability": 1, "difficulty": 1, "elapsed_days": 0,
+                                       "scheduled_days": 0, "learning_steps": 0, "reps": 1, "lapses": 0, "state": 1,
+                                       "last_review": "2026-01-01T00:00:00.000Z"}}}
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, json.dumps(bad)])
+    page.reload()
+    page.wait_for_selector("html[data-ready]")
+    assert "could not be read" in page.locator(".notice.bad").first.inner_text()
+    assert stored(page)["cards"] == {}

@@ -81,32 +81,31 @@ def plain_type(text: str) -> str:
     return re.sub(r"\{[^}]*\}$", "", re.sub(r"@\w+", "", text))
 
 
-def _close(text: str, start: int) -> int | None:
-    """The index of the bracket that closes the one at `start`, or None."""
+def _nesting(text: str):
+    """Each character of a printed param group with its bracket depth after it, quotes honoured."""
     depth, quote = 0, False
-    for i in range(start, len(text)):
-        c = text[i]
+    for i, c in enumerate(text):
         if c == "'":
             quote = not quote
         elif not quote and c in "([{":
             depth += 1
         elif not quote and c in ")]}":
             depth -= 1
-            if depth == 0:
-                return i
+        yield i, c, depth, quote
+
+
+def _close(text: str, start: int) -> int | None:
+    """The index of the bracket that closes the one at `start`, or None."""
+    for i, c, depth, quote in _nesting(text[start:]):
+        if not quote and c in ")]}" and depth == 0:
+            return start + i
     return None
 
 
 def _entries(params: str) -> list[str] | None:
     """The `name=value` entries of a param group, split at whitespace outside brackets; None if one is not."""
-    out, cur, depth, quote = [], "", 0, False
-    for c in params:
-        if c == "'":
-            quote = not quote
-        elif not quote and c in "([{":
-            depth += 1
-        elif not quote and c in ")]}":
-            depth -= 1
+    out, cur = [], ""
+    for _, c, depth, quote in _nesting(params):
         if c.isspace() and depth == 0 and not quote:
             if cur:
                 out.append(cur)

@@ -176,3 +176,33 @@ def test_a_stored_record_with_a_malformed_card_is_set_aside(page, gym):
     page.wait_for_selector("html[data-ready]")
     assert "could not be read" in page.locator(".notice.bad").first.inner_text()
     assert stored(page)["cards"] == {}
+
+
+def loaded(page):
+    """The static files the page has fetched so far, as paths from the site's root."""
+    return page.evaluate("() => performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname.slice(1))")
+
+
+def test_the_scheduler_and_the_xray_load_when_needed_not_with_the_page(page, gym):
+    page.wait_for_load_state("networkidle")
+    first = loaded(page)
+    assert "static/vendor/ts-fsrs.js" not in first and "static/xray.js" not in first, first
+    assert not any(p.startswith("data/hlo/") for p in first), first
+    gym.open("shapes")
+    gym.answer("shapes")
+    assert "static/vendor/ts-fsrs.js" in loaded(page)
+    assert stored(page)["cards"], "the answer was rated once ts-fsrs came"
+    page.locator("#xray").scroll_into_view_if_needed()
+    page.wait_for_selector("#xray[data-ready]")
+    assert "static/xray.js" in loaded(page)
+
+
+def test_the_ratings_and_states_the_record_stores_are_ts_fsrs_own(page):
+    ours, theirs = page.evaluate("""async () => {
+      const ours = await import('./static/schedule.js');
+      const theirs = await import('./static/vendor/ts-fsrs.js');
+      const pick = (o, names) => Object.fromEntries(names.map((n) => [n, o[n]]));
+      return [[pick(ours.Rating, ['Again', 'Hard', 'Good', 'Easy']), pick(ours.State, ['New', 'Learning', 'Review', 'Relearning'])],
+              [pick(theirs.Rating, ['Again', 'Hard', 'Good', 'Easy']), pick(theirs.State, ['New', 'Learning', 'Review', 'Relearning'])]];
+    }""")
+    assert ours == theirs

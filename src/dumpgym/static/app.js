@@ -5,11 +5,26 @@ import { registerPath } from './path.js';
 import { registerDrills } from './drill.js';
 import { registerDueCounts } from './schedule.js';
 import { registerMastery } from './mastery.js';
-import { registerXray } from './xray.js';
 import { registerCorpus } from './corpus.js';
 import { registerReference } from './reference.js';
 
 const $ = (selector) => document.querySelector(selector);
+
+// The x-ray's code and data come when its section nears the viewport: most visits start at the drills.
+// Its "open in the x-ray" links work before then too: they set the picker, which the x-ray reads as it loads.
+function wireXrayLater(root) {
+  const pick = root.querySelector('[data-xray-pick]');
+  document.addEventListener('click', (e) => {
+    const open = e.target.closest('[data-xray-open]');
+    if (open) pick.value = open.dataset.xrayOpen;
+  }, { capture: true });
+  const near = new IntersectionObserver((entries) => {
+    if (!entries.some((en) => en.isIntersecting)) return;
+    near.disconnect();
+    import('./xray.js').then(({ registerXray }) => registerXray(root));
+  }, { rootMargin: '200px 0px' });
+  near.observe(root);
+}
 const notify = registerNotices($('[data-notices]'));
 const progress = new Progress();
 const tell = ({ message, ...how }) => notify(message, how);
@@ -22,7 +37,7 @@ const next = [...document.querySelectorAll('#path [data-target]')].find((t) => !
 const drills = registerDrills($('#drills'), progress, next?.dataset.drill);
 registerDueCounts($('#drills'), progress);
 registerMastery($('#mastery'), progress, drills);
-registerXray($('#xray'));
+wireXrayLater($('#xray'));
 registerCorpus($('#corpus'));
 registerReference($('#reference'));
 document.documentElement.dataset.ready = '';

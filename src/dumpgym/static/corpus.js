@@ -1,13 +1,13 @@
 // The corpus: each program's source, jaxpr and StableHLO behind tabs (those listings are in the page),
 // and its compiled HLO, highlighted at build time and fetched the first time its tab opens.
 import { html, render } from './html.js';
-import { hloListing } from './compiled.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
 async function fill(panel, slug) {
   if (!panel.hasAttribute('data-lazy')) return;
   panel.removeAttribute('data-lazy');
   try {
+    const { hloListing } = await import('./compiled.js');  // only when a compiled tab first opens
     render(panel, await hloListing(slug));
   } catch (e) {
     panel.setAttribute('data-lazy', '');

@@ -3,7 +3,7 @@
 // asks for a line of a real listing instead.
 import { html, render, ticks } from './html.js';
 import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
-import { familyOf, pickNext, skillOf } from './schedule.js';
+import { familyOf, loadScheduler, pickNext, skillOf } from './schedule.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
@@ -285,10 +285,10 @@ class Panel {
         explain ? html`<p data-explain>${ticks(explain)}</p>` : why}`);
   }
 
-  finish(right, message) {
+  async finish(right, message) {
     this.answered = true;
+    await this.progress.review(this.item, right, performance.now() - this.shownAt);
     this.el.dataset.state = 'answered';
-    this.progress.review(this.item, right, performance.now() - this.shownAt);
     const { current } = this.progress.streak(this.kind);
     render(this.body.querySelector('[data-feedback]'), html`${message}<p class="fine">${right
       ? `streak ${current}` : 'streak back to 0'}</p>`);
@@ -330,6 +330,9 @@ export function registerDrills(root, progress, preferred) {
   }
 
   for (const tab of tabs) tab.addEventListener('click', () => select(tab.dataset.drillTab));
+  // The scheduler rates answers only: fetch it at the learner's first touch, well before the answer lands.
+  root.addEventListener('pointerdown', () => loadScheduler(), { once: true, passive: true });
+  document.addEventListener('keydown', () => loadScheduler(), { once: true, passive: true });
   onTabKeys(root.querySelector('[role=tablist]'), () => ({ tabs, i: tabs.findIndex((t) => t.dataset.drillTab === active) }),
     (tab) => select(tab.dataset.drillTab, { focusTab: true }));
   document.addEventListener('click', (e) => {

@@ -1,8 +1,13 @@
 // Spaced repetition: which question comes next, and how an answer moves its card.
 // Memory is FSRS (the vendored ts-fsrs): one card per *family*, the same question on the same equation
 // whatever layer spells it, so a learner who knows it in the jaxpr is not re-taught it in StableHLO.
-import { createEmptyCard, fsrs, Rating, State } from './vendor/ts-fsrs.js';
+// ts-fsrs is loaded on the learner's first touch of a drill, not with the page: until an answer is rated,
+// the record's cards (plain dates and numbers) are all the page needs.
 import { pickWeighted, weightOf } from './drill.js';
+
+/** ts-fsrs's ratings and card states, by value (the record stores the numbers); a browser test checks them against ts-fsrs. */
+export const Rating = Object.freeze({ Again: 1, Hard: 2, Good: 3, Easy: 4 });
+export const State = Object.freeze({ New: 0, Learning: 1, Review: 2, Relearning: 3 });
 
 /** What an item drills, as the mastery map counts it: its `skill`, else its `kind` (decisions), else its `step` (decoder). */
 export function skillOf(item) {
@@ -28,12 +33,21 @@ export function ratingOf(right, ms) {
   return Rating.Good;
 }
 
-// No fuzz: the same answers give the same schedule (tests and learners can reason about it).
-const scheduler = fsrs({ enable_fuzz: false });
+let loading = null;
+let fsrs = null; // {createEmptyCard, scheduler} once loaded
 
-/** A family's card after one more answer, dates as ISO strings (as the progress record stores them). */
+/** Load ts-fsrs (once); resolves when `nextCard` can run. No fuzz: the same answers give the same schedule. */
+export function loadScheduler() {
+  loading ??= import('./vendor/ts-fsrs.js').then((m) => {
+    fsrs = { createEmptyCard: m.createEmptyCard, scheduler: m.fsrs({ enable_fuzz: false }) };
+  });
+  return loading;
+}
+
+/** A family's card after one more answer, dates as ISO strings (as the progress record stores them); after `loadScheduler`. */
 export function nextCard(card, rating, now = new Date()) {
-  const { card: next } = scheduler.next(card ?? createEmptyCard(now), now, rating);
+  if (!fsrs) throw new Error('nextCard before loadScheduler()');
+  const { card: next } = fsrs.scheduler.next(card ?? fsrs.createEmptyCard(now), now, rating);
   return {
     due: next.due.toISOString(), stability: next.stability, difficulty: next.difficulty,
     elapsed_days: next.elapsed_days, scheduled_days: next.scheduled_days, learning_steps: next.learning_steps,

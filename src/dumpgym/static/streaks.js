@@ -7,7 +7,7 @@
 // other tabs' saves through `storage` events, so no tab's save overwrites another's.
 
 import { html, render } from './html.js';
-import { familyOf, nextCard, noteAnswer, ratingOf, skillOf } from './schedule.js';
+import { familyOf, loadScheduler, nextCard, noteAnswer, ratingOf, skillOf } from './schedule.js';
 
 export const KEY = 'dumpgym.progress/2';
 // The first version (streaks and targets only): read once to migrate, never written, left as it was.
@@ -309,13 +309,14 @@ export class Progress extends EventTarget {
   /**
    * One answer to a drill item, `ms` after it was shown: the streak as `record` counts it, the family's
    * FSRS card rated from correctness and time (schedule.js), and the tallies of the kind, the item's
-   * skill and its primitive.
+   * skill and its primitive. Resolves once recorded (the first answer waits for ts-fsrs to load).
    */
-  review(item, right, ms) {
+  async review(item, right, ms) {
     const kind = item.drill;
     const family = familyOf(item);
     const rating = ratingOf(right, ms);
     noteAnswer(item);
+    await loadScheduler();
     this.#update(() => {
       this.#count(kind, right);
       this.data.cards[family] = nextCard(own(this.data.cards, family), rating, new Date());

@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 
 
 
-def xray(function, *example_args):
-    """Trace `function` on example arguments and return a notebook-ready x-ray."""
+def xray(function, *example_args, compiled: bool = False):
+    """Trace `function` on example arguments and return a notebook-ready x-ray (`compiled`: with XLA's HLO)."""
     from dumpgym.notebook import xray as _xray
 
-    return _xray(function, *example_args)
+    return _xray(function, *example_args, compiled=compiled)

@@ -10,7 +10,7 @@ from dumpgym.programs import SLUGS
 from dumpgym.trace import trace
 from dumpgym.attribution import build_xray
 
-from xray_oracle import judge
+from xray_oracle import JIT, judge
 
 
 def _xray(function, *args):
@@ -120,7 +120,7 @@ def test_a_helper_called_twice_maps_to_both_calls():
     hlo = traced.stablehlo.splitlines()
     sine_line = next(i for i, s in enumerate(hlo, 1) if "stablehlo.sine" in s)
     holders = {g.eqn for g in xray.groups if sine_line in g.stablehlo_lines}
-    calls = {e.id for e in facts.eqns if e.primitive == "jit"}
+    calls = {e.id for e in facts.eqns if e.primitive in JIT}
     sin = next(e.id for e in facts.eqns if e.primitive == "sin")
     assert holders == calls | {sin} and len(calls) == 2
 
@@ -178,3 +178,43 @@ def _descends(eqns, child, ancestor):
             return True
         parent = eqns[parent]["parent"]
     return False
+
+
+def test_a_typed_key_argument_links_nothing_wrongly():
+    """Every op line but JAX's constraint on the key argument's data is linked, and the oracle agrees with each link."""
+    from random_programs import dropout, typed_key
+
+    args = (jax.ShapeDtypeStruct((8, 32), jnp.float32), jax.ShapeDtypeStruct((), typed_key()))
+    traced, facts, xray = _xray(dropout, *args)
+    record = {"eqns": [e.to_json() for e in facts.eqns], **xray.to_json()}
+    lowered = jax.jit(dropout).lower(*args).compiler_ir("stablehlo")
+    problems = judge(record, lowered, facts.jax_eqns)
+    # JAX pins the key argument's uint32 data with a sharding constraint before any equation runs:
+    # no equation owns it, so the x-ray leaves it unlinked (and the oracle says so), and links all else.
+    assert len(problems) == 1 and problems[0].endswith(": sdy.sharding_constraint attributed to nothing")
+    line = traced.stablehlo.splitlines()[int(problems[0].split()[1].rstrip(":")) - 1]
+    assert "sdy.sharding_constraint %arg1" in line and "tensor<2xui32>" in line
+    assert xray.stats.mapped_equations == xray.stats.equations
+    assert xray.stats.mapped_stablehlo_op_lines == xray.stats.stablehlo_op_lines - 1
+
+
+def test_raw_key_data_wrapped_inside_links_every_line():
+    from random_programs import dropout_raw
+
+    args = (jax.ShapeDtypeStruct((8, 32), jnp.float32), jax.ShapeDtypeStruct((2,), jnp.uint32))
+    traced, facts, xray = _xray(dropout_raw, *args)
+    record = {"eqns": [e.to_json() for e in facts.eqns], **xray.to_json()}
+    assert judge(record, jax.jit(dropout_raw).lower(*args).compiler_ir("stablehlo"), facts.jax_eqns) == []
+    assert xray.stats.mapped_stablehlo_op_lines == xray.stats.stablehlo_op_lines
+    wrap = next(e.id for e in facts.eqns if e.primitive == "random_wrap")
+    assert {row.eqn: row.why for row in xray.lowered_to_nothing}[wrap].startswith("random_wrap only retypes")
+
+
+def test_the_notebook_xray_takes_a_typed_key():
+    import dumpgym
+    from random_programs import dropout, typed_key
+
+    by_spec = dumpgym.xray(dropout, "f32[8,32]", "key<fry>[]")
+    by_struct = dumpgym.xray(dropout, jax.ShapeDtypeStruct((8, 32), jnp.float32), jax.ShapeDtypeStruct((), typed_key()))
+    assert by_spec.jaxpr == by_struct.jaxpr == str(jax.make_jaxpr(dropout)(jnp.ones((8, 32)), jax.random.key(0)))
+    assert "key<fry>[]" in by_spec._repr_html_().replace("&lt;", "<").replace("&gt;", ">")

@@ -2,10 +2,12 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from dumpgym import cli
+from dumpgym.program import parse_arg
 
 
 def run(*args):
@@ -59,3 +61,45 @@ def test_every_command_is_documented_in_the_readme(command):
 
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert f"dumpgym {command}" in readme
+
+
+RANDOM_PROGRAMS = Path(__file__).parent / "random_programs.py"
+
+
+@pytest.mark.parametrize("name, specs", [
+    ("dropout", ["f32[8,32]", "key<fry>[]"]),
+    ("dropout_raw", ["float32[8,32]", "uint32[2]"]),
+])
+def test_add_a_program_that_draws_randomness(name, specs, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    args = ["add", f"{RANDOM_PROGRAMS}:{name}", *[f"--arg={s}" for s in specs], "--corpus", str(corpus)]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    slug = name.replace("_", "-")
+    record = json.loads((corpus / f"{slug}.json").read_text())
+    printed = [str(parse_arg(s)) for s in specs]
+    assert record["args"] == printed and all(f":{p}" in record["jaxpr"] for p in printed)
+    assert "key<fry>[]" in record["jaxpr"]
+    capsys.readouterr()
+    assert cli.main(["drills", "--corpus", str(corpus), slug]) == 0
+    for item in json.loads(capsys.readouterr().out)["items"]:
+        for option in item.get("options", []) if item["drill"] == "shapes" else []:
+            assert str(parse_arg(option)) == option  # every option, key<fry>[] included, is an aval as printed
+
+
+def test_an_unknown_key_is_one_line_and_status_2(tmp_path):
+    result = run("add", f"{RANDOM_PROGRAMS}:dropout", "--arg", "f32[8,32]", "--arg", "key<nope>[]",
+                 "--corpus", str(tmp_path / "corpus"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown dtype 'key<nope>'" in lines[0]
+
+
+def test_our_own_crash_does_not_blame_the_users_function(tmp_path, monkeypatch):
+    from dumpgym import facts, usercorpus
+
+    def broken(*_args, **_kwargs):
+        raise TypeError("a bug in dumpgym")
+
+    monkeypatch.setattr(facts, "build_facts", broken)
+    with pytest.raises(TypeError, match="a bug in dumpgym"):  # not a ProgramError naming dropout
+        usercorpus.add(f"{RANDOM_PROGRAMS}:dropout", ["f32[8,32]", "key<fry>[]"], corpus_dir=tmp_path / "corpus")

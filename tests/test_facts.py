@@ -7,7 +7,13 @@ import pytest
 from jax.extend import core
 
 from dumpgym.facts import build_facts
+from dumpgym.jax_internals import jaxprs_in_params
+
+from xray_oracle import JIT
 from dumpgym.programs import SLUGS
+
+import random_programs
+from random_programs import typed_key
 
 
 def _printed_eqns(jaxpr, seen=None):
@@ -19,7 +25,7 @@ def _printed_eqns(jaxpr, seen=None):
     out = []
     for eqn in jaxpr.eqns:
         out.append(eqn)
-        for sub in core.jaxprs_in_params(eqn.params):
+        for sub in jaxprs_in_params(eqn.params):
             out.extend(_printed_eqns(sub, seen))
     return out
 
@@ -101,7 +107,7 @@ def test_a_helper_called_twice_is_one_set_of_facts():
     facts = build_facts(closed)
     sins = [e for e in facts.eqns if e.primitive == "sin"]
     assert len(sins) == 1
-    calls = [e.id for e in facts.eqns if e.primitive == "jit"]
+    calls = [e.id for e in facts.eqns if e.primitive in JIT]
     assert facts.callers[sins[0].id] == tuple(calls) and len(calls) == 2
     assert sins[0].parent == min(calls)
 
@@ -123,8 +129,31 @@ def test_dead_code_is_found_through_a_jit_boundary():
     facts = build_facts(traced)
     by_primitive = {e.primitive: e.id for e in facts.eqns}
     assert by_primitive["sin"] in facts.dead
-    assert by_primitive["mul"] not in facts.dead and by_primitive["jit"] not in facts.dead
+    call = next(by_primitive[p] for p in JIT if p in by_primitive)
+    assert by_primitive["mul"] not in facts.dead and call not in facts.dead
     why = {row["eqn"]: row["why"] for row in build_xray(traced, facts).to_json()["lowered_to_nothing"]}
     assert "dead code" in why[by_primitive["sin"]]
     # JAX agrees: the lowered module computes no sine
     assert "sine" not in jax.jit(program).lower(jax.ShapeDtypeStruct((4,), jnp.float32)).as_text()
+
+
+@pytest.mark.parametrize("name, args", [
+    ("dropout", [jax.ShapeDtypeStruct((8, 32), jnp.float32), jax.ShapeDtypeStruct((), typed_key())]),
+    ("dropout_raw", [jax.ShapeDtypeStruct((8, 32), jnp.float32), jax.ShapeDtypeStruct((2,), jnp.uint32)]),
+    ("split_key", [jax.ShapeDtypeStruct((), typed_key("rbg"))]),
+])
+def test_key_avals_print_as_jax_prints_them(name, args):
+    function = getattr(random_programs, name)
+    closed = jax.make_jaxpr(function)(*args)
+    facts = build_facts(closed)
+    text = str(closed)
+    for fact in facts.eqns:
+        eqn = facts.jax_eqns[fact.id]
+        assert [str(a) for a in fact.outputs] == [v.aval.str_short(short_dtypes=True) for v in eqn.outvars]
+        assert [str(a) for a in fact.arrays] == [v.aval.str_short(short_dtypes=True) for v in eqn.invars
+                                                 if not isinstance(v, core.Literal)]
+    keys = {str(a) for e in facts.eqns for a in (*e.arrays, *e.outputs) if str(a).startswith("key<")}
+    assert keys and all(f":{k}" in text for k in keys)
+    if name == "dropout_raw":
+        wrap = next(e for e in facts.eqns if e.primitive == "random_wrap")
+        assert wrap.params == {"impl": "fry"} and "random_wrap[impl=fry]" in text

@@ -27,8 +27,28 @@ def test_parse_arg_reads_aval_notation(spec, shape, dtype):
     assert (parsed.shape, parsed.dtype, str(parsed)) == (shape, dtype, spec)
 
 
+@pytest.mark.parametrize("spec, shape, dtype, printed", [
+    ("int32[4,32]", (4, 32), "int32", "i32[4,32]"), ("float32[]", (), "float32", "f32[]"),
+    ("bfloat16[2]", (2,), "bfloat16", "bf16[2]"), ("uint8[3]", (3,), "uint8", "u8[3]"),
+    ("bool[4]", (4,), "bool", "bool[4]"),
+])
+def test_parse_arg_reads_numpy_names(spec, shape, dtype, printed):
+    parsed = parse_arg(spec)
+    assert (parsed.shape, parsed.dtype, str(parsed)) == (shape, dtype, printed)
+    assert parsed.to_struct() == jax.ShapeDtypeStruct(shape, jax.numpy.dtype(dtype))
+
+
+@pytest.mark.parametrize("spec, shape", [("key<fry>[]", ()), ("key<fry>[4]", (4,)), ("key<threefry2x32>[2,3]", (2, 3))])
+def test_parse_arg_reads_typed_keys(spec, shape):
+    parsed = parse_arg(spec)
+    key = jax.random.key(0)
+    assert parsed.to_struct() == jax.ShapeDtypeStruct(shape, key.dtype)
+    assert str(parsed) == jax.core.ShapedArray(shape, key.dtype).str_short(short_dtypes=True)
+
+
 @pytest.mark.parametrize("spec, message", [
     ("q16[4]", "unknown dtype 'q16'"), ("f32", "not an array spec"), ("f32[4,x]", "not an array spec"),
+    ("key<nope>[]", "unknown dtype 'key<nope>'"), ("str[4]", "unknown dtype 'str'"), ("int[4]", "unknown dtype 'int'"),
 ])
 def test_parse_arg_rejects_bad_specs(spec, message):
     with pytest.raises(ProgramError, match=message):

@@ -12,13 +12,19 @@ judges every attributed op line by the first rule that applies:
    it): same owners as the calls to that function;
 4. an op inside a region: same owners as the op holding the region;
 5. otherwise (a lowering rule emitting inner steps under their own names): an
-   owner's user source line must appear in the op's location.
+   owner's user source line must appear in the op's location;
+6. such an inner step with no source location at all (a rule lowering a helper
+   it traced itself, like threefry's `random_bits`): JAX lowering an owner
+   equation by itself must emit an op of that name at that location name.
 """
 from __future__ import annotations
+
+import inspect
 
 from jax._src import source_info_util
 from jaxlib.mlir import ir
 
+JIT = {"jit", "pjit"}  # jit's primitive (JAX before 0.7 named it pjit)
 STRUCTURAL = {"builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return", "sdy.mesh"}
 
 
@@ -38,20 +44,55 @@ def _ops(module):
     return out
 
 
+def _is(loc, kind: str) -> bool:
+    """Whether `loc` is a `kind` location ("Name", "CallSite", "Fused", "FileLineCol").
+
+    jaxlib 0.6 (the oldest JAX dumpgym supports) has no Location subclasses, only `is_a_*` tests.
+    """
+    if hasattr(ir, "NameLoc"):
+        return isinstance(loc, getattr(ir, kind + "Loc"))
+    test = {"Name": "is_a_name", "CallSite": "is_a_callsite", "Fused": "is_a_fused", "FileLineCol": "is_a_file"}
+    return getattr(loc, test[kind])()
+
+
+def _user_frame(source_info):
+    """JAX's own user frame of an equation: JAX 0.6 reads it from the SourceInfo, later JAX from its traceback."""
+    if "traceback" in inspect.signature(source_info_util.user_frame).parameters:
+        return source_info_util.user_frame(source_info.traceback)
+    return source_info_util.user_frame(source_info)
+
+
 def _location_parts(loc):
     names, files, stack = [], set(), [loc]
     while stack:
         loc = stack.pop()
-        if isinstance(loc, ir.NameLoc):
+        if _is(loc, "Name"):
             names.append(loc.name_str)
             stack.append(loc.child_loc)
-        elif isinstance(loc, ir.CallSiteLoc):
+        elif _is(loc, "CallSite"):
             stack.extend([loc.callee, loc.caller])
-        elif isinstance(loc, ir.FusedLoc):
+        elif _is(loc, "Fused"):
             stack.extend(loc.locations)
-        elif isinstance(loc, ir.FileLineColLoc):
+        elif _is(loc, "FileLineCol"):
             files.add((loc.filename, loc.start_line))
     return names, files
+
+
+def _lowered_alone(eqn) -> set[tuple[str, str]]:
+    """(op name, innermost location name) of every op JAX emits when it lowers `eqn` by itself."""
+    import jax
+
+    args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
+    module = jax.jit(lambda *xs: eqn.primitive.bind(*xs, **eqn.params)).lower(*args).compiler_ir("stablehlo")
+    out = set()
+    for op, _, _ in _ops(module):
+        names, _ = _location_parts(op.location)
+        # Names inside the lone jit start with its own scope; a program's function body names none.
+        path = names[0].split("/") if names else [""]
+        if path[0] == "jit(<lambda>)":
+            path = path[1:] or [""]
+        out.add((op.name, path[-1]))
+    return out
 
 
 def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
@@ -74,7 +115,7 @@ def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
     lines = [o["line"] for o in record["stablehlo_ops"]]
     assert [o["name"] for o in record["stablehlo_ops"]] == [op.name for op, _, _ in ops]
     line_of = {op: line for (op, _, _), line in zip(ops, lines)}
-    jit_functions = {e["params"]["name"] for e in eqns if e["primitive"] == "jit"}
+    jit_functions = {e["params"]["name"] for e in eqns if e["primitive"] in JIT}
     calls = {}
     for op, _, _ in ops:
         if op.name == "func.call":
@@ -93,7 +134,7 @@ def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
         if op.name == "func.call" and op.attributes["callee"].value in prims:
             ok = True  # a lowering rule's private function, named after its primitive (argmax)
         elif op.name == "func.call" and last.startswith("jit(") and last[4:-1] in jit_functions:
-            ok = any(eqns[e]["primitive"] == "jit" and f"jit({eqns[e]['params']['name']})" == last for e in got)
+            ok = any(eqns[e]["primitive"] in JIT and f"jit({eqns[e]['params']['name']})" == last for e in got)
         elif last in prims:
             ok = True
         elif op.name == "stablehlo.constant":
@@ -103,10 +144,13 @@ def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
             ok = all(got == specific(c) for c in calls[function])
         elif holder is not None and holder in line_of:
             ok = got <= owners.get(line_of[holder], set())
+        elif not files:
+            alone = {e: _lowered_alone(jax_eqns[e]) for e in got}
+            ok = any((op.name, last) in alone[e] for e in got)
         else:
             user_lines = set()
             for e in got:
-                frame = source_info_util.user_frame(jax_eqns[e].source_info.traceback)
+                frame = _user_frame(jax_eqns[e].source_info)
                 if frame is not None:
                     user_lines.add((frame.file_name, frame.start_line))
             ok = bool(user_lines & files)

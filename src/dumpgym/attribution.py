@@ -27,6 +27,9 @@ NOTHING_REASONS = {
     "pvary": "pvary only marks a value as varying across devices for the type checker",
     "copy_p": "the copy is elided: values are immutable, so nothing needs copying",
     "optimization_barrier": "optimization_barrier is kept only as a boundary, with no arithmetic",
+    # StableHLO has no key type: a typed PRNG key is lowered as its uint32 key data.
+    "random_wrap": "random_wrap only retypes the key data as a key; StableHLO holds a key as that data",
+    "random_unwrap": "random_unwrap only retypes a key as its key data; StableHLO holds a key as that data",
 }
 
 
@@ -130,9 +133,9 @@ def build_xray(trace, facts: Facts) -> XRay:
 
 
 def _line(op) -> int:
-    from jaxlib.mlir import ir
+    from dumpgym.jax_internals import location_line
 
-    return ir.FileLineColLoc(op.location).start_line
+    return location_line(op.location)
 
 
 def _inherit_from_calls(ops, owners, calls_by_function):

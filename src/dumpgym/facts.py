@@ -62,8 +62,7 @@ def build_facts(source) -> Facts:
 
     `source` is a `Trace` (whose printing already recorded the spans) or a bare ClosedJaxpr.
     """
-    from jax.extend import core
-
+    from dumpgym.jax_internals import jaxprs_in_params
     from dumpgym.trace import Trace, print_with_spans, walk_eqns
 
     if isinstance(source, Trace):
@@ -76,7 +75,7 @@ def build_facts(source) -> Facts:
     id_of = {id(originals[i]): n for n, i in enumerate(order)}
     callers: dict[int, list[int]] = {}
     for n, i in enumerate(order):
-        for sub in core.jaxprs_in_params(originals[i].params):
+        for sub in jaxprs_in_params(originals[i].params):
             for inner in sub.eqns:
                 if id(inner) in id_of:
                     callers.setdefault(id_of[id(inner)], []).append(n)
@@ -113,6 +112,8 @@ def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
     """Ids of the equations whose outputs reach `results`, or that have effects, through any depth."""
     from jax.extend import core as jex
 
+    from dumpgym.jax_internals import jaxprs_in_params
+
     producer = {id(v): (n, k) for n, eqn in jax_eqns.items() for k, v in enumerate(eqn.outvars)}
     live: set[int] = set()
     seen: set[int] = set()
@@ -120,7 +121,7 @@ def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
 
     def need(n: int, k: int | None) -> None:
         eqn = jax_eqns[n]
-        subs = list(jex.jaxprs_in_params(eqn.params))
+        subs = list(jaxprs_in_params(eqn.params))
         positional = (eqn.primitive.name in _PASS_THROUGH and len(subs) == 1
                       and len(subs[0].outvars) == len(eqn.outvars))
         if positional and k is not None:
@@ -146,12 +147,21 @@ def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
 
 
 def aval_fact(aval) -> Aval:
-    """An array aval as the record holds it: global shape, numpy dtype name, weak type when set."""
+    """An array aval as the record holds it: global shape, dtype name, weak type when set."""
     shape = getattr(aval, "shape", None)
     dtype = getattr(aval, "dtype", None)
     if shape is None or dtype is None:
         return Aval((), str(aval))
-    return Aval(tuple(int(d) for d in shape), np.dtype(dtype).name, bool(getattr(aval, "weak_type", False)))
+    return Aval(tuple(int(d) for d in shape), dtype_name(dtype), bool(getattr(aval, "weak_type", False)))
+
+
+def dtype_name(dtype) -> str:
+    """The record's name for a dtype: numpy's (`bfloat16`), or an extended dtype's as JAX prints it (`key<fry>`)."""
+    import jax
+
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        return str(dtype)  # what the jaxpr prints (JAX's `short_dtype_name`): numpy has no name for it
+    return np.dtype(dtype).name
 
 
 def atom_fact(atom) -> Aval | Literal:
@@ -178,6 +188,8 @@ def to_json(value):
         return value if np.isfinite(value) else str(value)
     if isinstance(value, (jex.Jaxpr, jex.ClosedJaxpr)):
         return JAXPR_PLACEHOLDER
+    if isinstance(value, tuple) and type(value).__str__ is not tuple.__str__:
+        return str(value)  # a named tuple that prints itself, as the jaxpr shows it: random_wrap's impl=fry
     if isinstance(value, (tuple, list)):
         return [to_json(v) for v in value]
     if isinstance(value, (np.integer, np.bool_)):

@@ -1,6 +1,7 @@
 """A program for the gym: a function, its example arguments, and the words around it."""
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import re
@@ -9,14 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from dumpgym.dtypes import long as long_dtype
-from dumpgym.errors import GymError
+from dumpgym.dtypes import is_extended, numpy_name
 from dumpgym.dtypes import short as short_dtype
+from dumpgym.errors import GymError
 from dumpgym.record import valid_slug
 
 # Dtypes the command line names in its errors; any dtype JAX knows is accepted.
-COMMON_DTYPES = "bf16 f16 f32 f64 i8 i16 i32 i64 u8 u32 bool"
-_AVAL = re.compile(r"(?P<dtype>[a-z0-9_]+)\[(?P<dims>\s*(?:\d+\s*(?:,\s*\d+\s*)*)?)\]")
+COMMON_DTYPES = "bf16 f16 f32 f64 i8 i16 i32 i64 u8 u32 bool int32 float32 key<fry>"
+_AVAL = re.compile(r"(?P<dtype>[a-z0-9_]+(?:<[a-z0-9_]+>)?)\[(?P<dims>\s*(?:\d+\s*(?:,\s*\d+\s*)*)?)\]")
+# JAX's PRNG implementations. Nothing public lists them (`jax.random.key` takes a name and the
+# jaxpr prints only the key dtype's tag, `key<fry>`), so the names are ours and each one's dtype is
+# JAX's; a name this JAX lacks is skipped, and the configured default is always included.
+_PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg", "philox2x32", "philox4x32", "threefry4x32")
 
 
 class ProgramError(GymError):
@@ -25,7 +30,7 @@ class ProgramError(GymError):
 
 @dataclass(frozen=True)
 class ArgSpec:
-    """One example argument: a shape and a numpy dtype name."""
+    """One example argument: a shape and a dtype name (numpy's, or a typed PRNG key's as JAX prints it)."""
 
     shape: tuple[int, ...]
     dtype: str
@@ -34,37 +39,45 @@ class ArgSpec:
         return f"{short_dtype(self.dtype)}[{','.join(map(str, self.shape))}]"
 
     def to_struct(self):
-        """This argument as a `jax.ShapeDtypeStruct` (optionally sharded)."""
+        """This argument as a `jax.ShapeDtypeStruct`."""
         import jax
 
-        return jax.ShapeDtypeStruct(self.shape, jax.numpy.dtype(self.dtype))
+        dtype = key_dtypes()[self.dtype] if is_extended(self.dtype) else jax.numpy.dtype(self.dtype)
+        return jax.ShapeDtypeStruct(self.shape, dtype)
 
 
 def parse_arg(spec: str) -> ArgSpec:
-    """Parse an argument written in the jaxpr's aval notation, such as `bf16[64,128]` or `f32[]`."""
+    """Parse an argument in the jaxpr's aval notation (`bf16[64,128]`, `f32[]`, `key<fry>[4]`) or with numpy's names (`int32[4]`)."""
     match = _AVAL.fullmatch(spec.strip())
     if not match:
         raise ProgramError(f"argument {spec!r} is not an array spec like bf16[64,128] or f32[]")
-    name = long_dtype(match["dtype"])
-    if name is None or not _known_dtype(name):
+    name = numpy_name(match["dtype"]) or _key_name(match["dtype"])
+    if name is None:
         raise ProgramError(f"argument {spec!r}: unknown dtype {match['dtype']!r} (e.g. {COMMON_DTYPES})")
     dims = match["dims"].replace(" ", "")
     shape = tuple(int(d) for d in dims.split(",")) if dims else ()
     return ArgSpec(shape, name)
 
 
-def _known_dtype(name: str) -> bool:
-    import numpy as np
+@functools.lru_cache(maxsize=None)
+def key_dtypes() -> dict:
+    """This JAX's typed PRNG key dtypes by the name the jaxpr prints (`key<fry>`) and by `key<IMPL>` (`key<threefry2x32>`)."""
+    import jax
 
-    try:
-        import ml_dtypes  # noqa: F401  (registers bfloat16, float8_*, int4 with numpy)
-    except ImportError:
-        pass
-    try:
-        np.dtype(name)
-    except TypeError:
-        return False
-    return True
+    out = {}
+    for impl in dict.fromkeys((jax.config.jax_default_prng_impl, *_PRNG_IMPLS)):
+        try:
+            dtype = jax.eval_shape(functools.partial(jax.random.key, 0, impl=impl)).dtype
+        except ValueError:  # not an implementation of this JAX
+            continue
+        out[str(dtype)] = out[f"key<{impl}>"] = dtype
+    return out
+
+
+def _key_name(written: str) -> str | None:
+    """The printed name (`key<fry>`) of the key dtype written as `key<fry>` or `key<threefry2x32>`, else None."""
+    dtype = key_dtypes().get(written)
+    return None if dtype is None else str(dtype)
 
 
 def cpu_mesh(**axes: int):
@@ -103,7 +116,6 @@ class Program:
     def example_args(self) -> list:
         """The arguments as `jax.ShapeDtypeStruct`s, sharded over the mesh where the program has one."""
         import jax
-        import jax.numpy as jnp
         from jax.sharding import NamedSharding, PartitionSpec
 
         specs = [parse_arg(a) for a in self.args]
@@ -112,7 +124,7 @@ class Program:
         mesh = cpu_mesh(**self.mesh)
         in_specs = self.in_specs or tuple(() for _ in specs)
         return [
-            jax.ShapeDtypeStruct(s.shape, jnp.dtype(s.dtype), sharding=NamedSharding(mesh, PartitionSpec(*p)))
+            jax.ShapeDtypeStruct(s.shape, s.to_struct().dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
             for s, p in zip(specs, in_specs)
         ]
 

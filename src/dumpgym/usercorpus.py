@@ -193,6 +193,18 @@ def _check_arity(function, entry: str, count: int) -> None:
         ) from None
 
 
+def _raised_while_tracing(error: BaseException) -> bool:
+    """Whether `error` came out of tracing the user's function (`trace.trace`), not a later stage of ours."""
+    from dumpgym.trace import trace
+
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is trace.__code__:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _check_slug_free(slug: str, folder: Path) -> None:
     from dumpgym.corpus import load_builtin
 
@@ -227,7 +239,9 @@ def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | 
         record = program_record(program, progress, compiled=compiled)
     except ProgramError:
         raise
-    except Exception as e:  # the user's code failed under tracing: say so in one line
+    except Exception as e:
+        if not _raised_while_tracing(e):
+            raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
         first_line = (str(e).strip().splitlines() or [""])[0]
         raise ProgramError(f"{name} raised {type(e).__name__} while tracing: {first_line}") from e
     _make_folder(folder)  # only now that the program has traced

@@ -19,6 +19,7 @@ from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._misreadings import (FILLER, GENERIC, NOWHERE, Misreading, Where, distractor_rules,
                                          misreadings, pick)
+from dumpgym.dtypes import is_extended
 from dumpgym.primitives import COLLECTIVES, COMPARISONS, REDUCTIONS
 from dumpgym.record import Aval, EqnFact, Literal, ProgramRecord
 
@@ -71,7 +72,8 @@ class ShapesItem:
 
 # -- the jaxpr text ---------------------------------------------------------------------------
 
-_TYPE = r"[a-z]+\d*\[[^\]]*\](?:\{[^}]*\})?"
+# A type as the jaxpr prints it: `f32[8,32]`, `f8_e4m3fn[4]`, a typed key `key<fry>[]`, sharding marks after.
+_TYPE = r"[a-z]\w*(?:<\w+>)?\[[^\]]*\](?:\{[^}]*\})?"
 _BINDER = re.compile(rf"(?<![\w.:-])([a-z_]+):({_TYPE})")
 _HEAD = re.compile(r"^(\s*)(.*?) = ([\w-]+)")
 
@@ -257,9 +259,12 @@ def _body_misreadings(body: Sequence[EqnFact], answer: Aval, where: Where) -> It
 def shapes_item(eqn: EqnFact, jaxpr: str, seed: str = "", where: Where = NOWHERE,
                 listing: Listing | None = None) -> ShapesItem | None:
     """The shape-oracle item for one equation, or None when it has no single output, when its params
-    or operands show the answer, or when it has too few misreadings of its own."""
+    or operands show the answer, when it works on typed PRNG keys itself (random_wrap, random_bits),
+    or when it has too few misreadings of its own."""
     if len(eqn.outputs) != 1 or eqn.primitive in STATES_THE_ANSWER:
         return None
+    if not eqn.has_subjaxpr and any(is_extended(x.dtype) for x in (*eqn.input_avals, *eqn.outputs)):
+        return None  # a PRNG key primitive: its shapes follow the key data's layout, which no misreading rule knows
     answer, listing = eqn.outputs[0], listing or Listing(jaxpr, [eqn])
     if answer.rank and any(v == list(answer.shape) for v in eqn.params.values()):
         return None  # e.g. a slice from 0 with stride 1: limit_indices is the answer

@@ -1,5 +1,10 @@
-"""Shared fixtures: the committed corpus (read as JSON) and the built-in programs (imported)."""
+"""Shared fixtures: the committed corpus (read as JSON) and the built-in programs (imported).
+
+Both belong to the JAX that traced the corpus (constraints.txt); under any other supported JAX
+(scripts/test-compat) the tests that use them are skipped, since the printed dumps differ.
+"""
 import json
+from importlib.metadata import version
 
 import pytest
 
@@ -7,14 +12,22 @@ import dumpgym  # noqa: F401  (sets XLA_FLAGS for eight CPU devices before JAX s
 from dumpgym.corpus import BUILTIN_PATH
 
 
+def _skip_unless_the_corpus_jax(committed: dict) -> None:
+    installed = version("jax")
+    if installed != committed["jax_version"]:
+        pytest.skip(f"the built-in corpus was traced with JAX {committed['jax_version']}, this is JAX {installed}")
+
+
 @pytest.fixture(scope="session")
 def corpus():
     """The committed built-in corpus, exactly as `dumpgym export` prints it."""
-    return json.loads(BUILTIN_PATH.read_text(encoding="utf-8"))
+    committed = json.loads(BUILTIN_PATH.read_text(encoding="utf-8"))
+    _skip_unless_the_corpus_jax(committed)
+    return committed
 
 
 @pytest.fixture(scope="session")
-def programs():
+def programs(corpus):
     """The built-in `Program`s by slug."""
     from dumpgym.programs import builtin_programs
 
@@ -33,3 +46,14 @@ def fresh_corpus(programs):
 def by_slug(corpus):
     """Corpus program records by slug."""
     return {p["slug"]: p for p in corpus["programs"]}
+
+
+def pytest_runtest_setup(item):
+    """Skip `compiled_hlo` tests on a jaxlib without HLO bindings (scripts/test-compat's oldest JAX)."""
+    if item.get_closest_marker("compiled_hlo"):
+        from dumpgym.jax_internals import JaxVersionError, require_hlo_bindings
+
+        try:
+            require_hlo_bindings()
+        except JaxVersionError as e:
+            pytest.skip(str(e))

@@ -7,6 +7,7 @@ from importlib import resources
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 import dumpgym
 
@@ -89,6 +90,7 @@ def test_save_writes_a_standalone_utf8_page(tmp_path):
     assert data.count(b'charset="utf-8"') == 1 and "mlp · 3 of 3 equations mapped".encode() in data
 
 
+@pytest.mark.compiled_hlo
 def test_the_compiled_column_comes_only_on_request():
     two = dumpgym.xray(mlp, "f32[4,8]", "f32[8,2]")._repr_html_()
     assert re.findall(r'data-layer="(\w+)"', two.split("<script")[0]) == ["jaxpr", "stablehlo"]
@@ -101,6 +103,7 @@ def test_the_compiled_column_comes_only_on_request():
     assert "function indexCompiled(hlo)" in compiled_js and "function indexCompiled(hlo)" in script
 
 
+@pytest.mark.compiled_hlo
 def test_fusion_lines_are_bold_in_the_compiled_column():
     view = dumpgym.xray(mlp, "f32[4,8]", "f32[8,2]", compiled=True)
     # Which instructions are fusions, from a compile of JAX's own in this test (XLA fuses per host CPU).
@@ -112,6 +115,7 @@ def test_fusion_lines_are_bold_in_the_compiled_column():
     assert bold == fusions
 
 
+@pytest.mark.compiled_hlo
 def test_no_program_text_can_end_the_script():
     def inner(x):
         return jnp.sin(x)

@@ -100,6 +100,9 @@ def compile_layer(trace, facts: Facts) -> CompiledLayer:
     import jax
     import jaxlib
 
+    from dumpgym.jax_internals import require_hlo_bindings
+
+    require_hlo_bindings()
     tagged = trace.lowered.compile().runtime_executable().hlo_modules()[0]
     from dumpgym.jax_internals import no_traceback_locations
 

@@ -176,6 +176,8 @@ class _Dataflow:
     def __init__(self, facts: Facts, closed_jaxpr, entry_parameters: int):
         from jax.extend import core as jex
 
+        from dumpgym.jax_internals import jaxprs_in_params
+
         jax_eqns = facts.jax_eqns
         sources: dict[int, list] = defaultdict(list)  # id(var) -> [("eqn", id, output) | ("arg", k) | var]
         invars = list(closed_jaxpr.jaxpr.invars)
@@ -185,7 +187,7 @@ class _Dataflow:
             sources[id(v)].append(("arg", k))
         self.leaves = set()
         for n, eqn in jax_eqns.items():
-            subs = list(jex.jaxprs_in_params(eqn.params))
+            subs = list(jaxprs_in_params(eqn.params))
             if not subs:
                 self.leaves.add(n)
                 for k, v in enumerate(eqn.outvars):
@@ -249,6 +251,8 @@ def _same_work(facts: Facts, producers) -> dict[int, int]:
     the same primitive and params on the same inputs (as XLA's common-subexpression pass sees it)."""
     from jax.extend import core as jex
 
+    from dumpgym.jax_internals import jaxprs_in_params
+
     canonical: dict[int, int] = {}
     first_of: dict[tuple, int] = {}
 
@@ -274,7 +278,7 @@ def _same_work(facts: Facts, producers) -> dict[int, int]:
         return canonical[n]
 
     for n in sorted(facts.jax_eqns):
-        if not list(jex.jaxprs_in_params(facts.jax_eqns[n].params)):
+        if not list(jaxprs_in_params(facts.jax_eqns[n].params)):
             canon(n)
     return canonical
 

@@ -2,11 +2,26 @@
 
 A JAX upgrade that moves one of these breaks it here and nowhere else. Everything else reaches
 JAX through public modules (`jax`, `jax.extend.core`, `jax.interpreters.mlir`, `jaxlib.mlir`).
+Where the supported JAX versions (pyproject.toml: 0.6 to 0.10) differ, the difference is handled
+here too, each branch naming the versions it serves.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
+import threading
 from typing import Any, Iterator
+
+from dumpgym.errors import GymError
+
+# The first jaxlib whose Python bindings reach a compiled HloModule's instructions
+# (`HloComputation.instructions()`, with opcodes, operands and users), which the compiled layer reads.
+HLO_BINDINGS_JAXLIB = (0, 10, 2)
+
+
+class JaxVersionError(GymError):
+    """The installed JAX lacks something a requested feature needs (the message names the version)."""
 
 
 def print_with_source_map(closed_jaxpr) -> tuple[str, list[list[tuple[int, int, Any]]]]:
@@ -18,8 +33,44 @@ def print_with_source_map(closed_jaxpr) -> tuple[str, list[list[tuple[int, int, 
     from jax._src import core
 
     source_map: list[list[tuple[int, int, Any]]] = []
-    text = core.pp_toplevel_jaxpr(closed_jaxpr).format(source_map=source_map)
+    with _printer_maps_tracebacks(core):
+        text = core.pp_toplevel_jaxpr(closed_jaxpr).format(source_map=source_map)
     return text, source_map
+
+
+_PRINTER_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _printer_maps_tracebacks(core) -> Iterator[None]:
+    """Make the printer's source map hold each equation's traceback object, as JAX 0.10.2 does.
+
+    JAX up to 0.10.0 maps each equation to `source_info_util.user_frame(traceback)` instead,
+    which reads a real traceback's frames. For the block, anything that is not a real traceback
+    (no `raw_frames`) is passed through as itself; real tracebacks still get JAX's own answer,
+    so other threads printing at the same time see no change.
+    """
+    from jax._src import source_info_util
+
+    if "user_frame" not in core.pp_eqn.__code__.co_names:
+        yield
+        return
+
+    with _PRINTER_LOCK:
+        user_frame = source_info_util.user_frame
+
+        def passthrough(info_or_traceback):
+            # JAX 0.6 passes the SourceInfo, 0.7 onward its traceback.
+            traceback = getattr(info_or_traceback, "traceback", info_or_traceback)
+            if traceback is None or hasattr(traceback, "raw_frames"):
+                return user_frame(info_or_traceback)
+            return traceback
+
+        source_info_util.user_frame = passthrough
+        try:
+            yield
+        finally:
+            source_info_util.user_frame = user_frame
 
 
 def lower_with_jaxpr(traced, closed_jaxpr):
@@ -30,11 +81,37 @@ def lower_with_jaxpr(traced, closed_jaxpr):
     """
     from jax._src import stages
 
-    twin = stages.Traced(
-        traced._meta_tys_flat, {**traced._params, "jaxpr": closed_jaxpr},
-        traced._in_tree, traced.out_tree, traced._consts,
-    )
+    if hasattr(traced, "_meta_tys_flat"):  # JAX 0.9 onward
+        twin = stages.Traced(
+            traced._meta_tys_flat, {**traced._params, "jaxpr": closed_jaxpr},
+            traced._in_tree, traced.out_tree, traced._consts,
+        )
+    elif hasattr(traced, "_lfg"):  # JAX 0.7.2 to 0.8: the lowering function takes jit's params
+        twin = stages.Traced(
+            traced._lfg, {**traced._params, "jaxpr": closed_jaxpr},
+            traced._in_tree, traced._out_tree, traced._num_consts,
+        )
+    else:  # JAX 0.6 to 0.7.1: jit's params, jaxpr included, are bound into the lowering callable
+        bound = traced._lower_callable
+        twin = copy.copy(traced)
+        twin.jaxpr = closed_jaxpr
+        twin._lower_callable = functools.partial(bound.func, *bound.args, **{**bound.keywords, "jaxpr": closed_jaxpr})
     return twin.lower()
+
+
+def jaxprs_in_params(params) -> Iterator[Any]:
+    """The sub-jaxprs an equation's params hold (`jax.extend.core.jaxprs_in_params`).
+
+    Why private: JAX before 0.10 keeps this function in `jax._src.core` only; the public name,
+    where it exists, is the same function.
+    """
+    from jax.extend import core as jex
+
+    if hasattr(jex, "jaxprs_in_params"):
+        return jex.jaxprs_in_params(params)
+    from jax._src import core
+
+    return core.jaxprs_in_params(params)
 
 
 @contextlib.contextmanager
@@ -48,3 +125,29 @@ def no_traceback_locations() -> Iterator[None]:
 
     with config.traceback_in_locations_limit(0):
         yield
+
+
+def location_line(location) -> int:
+    """The line number of an MLIR file location (`loc("file.mlir":7:3)`), from jaxlib's MLIR bindings.
+
+    Not private, but it moved: jaxlib 0.10.0 and older have no `ir.FileLineColLoc` and put
+    `start_line` on `ir.Location` itself.
+    """
+    from jaxlib.mlir import ir
+
+    if hasattr(ir, "FileLineColLoc"):
+        return ir.FileLineColLoc(location).start_line
+    return location.start_line
+
+
+def require_hlo_bindings() -> None:
+    """Raise `JaxVersionError` unless this jaxlib binds compiled HLO instructions (jaxlib 0.10.2 on).
+
+    Not private: older jaxlib has no binding for them at all, and the compiled layer reads no text.
+    """
+    import jaxlib
+
+    installed = tuple(int(part) for part in jaxlib.__version__.split(".")[:3] if part.isdigit())
+    if installed < HLO_BINDINGS_JAXLIB:
+        needed = ".".join(map(str, HLO_BINDINGS_JAXLIB))
+        raise JaxVersionError(f"the compiled HLO layer needs jaxlib {needed} or later (this is jaxlib {jaxlib.__version__})")

@@ -14,14 +14,15 @@ def test_compiled_text_is_data_not_markup():
     assert split["lines"][1][-1] == ["c", 'metadata={op_name="</script><img src=x onerror=alert(1)>"}']
 
 
-def test_render_listing_without_a_lexer_still_numbers_and_escapes(monkeypatch):
+def test_a_listing_without_a_lexer_still_keeps_every_line_and_links_ops(monkeypatch):
     monkeypatch.setattr(highlight, "lexer_for", lambda layer: None)
-    out = highlight.render_listing("a <b>\n\n%c = x", "stablehlo", {3: [("x", "op-x")]})
-    assert out == ("<pre class=ls data-layer=stablehlo><code><span data-line=1>a &lt;b&gt;\n</span>"
-                   "<span data-line=2>\n</span><span data-line=3>%c = <a class=o href=#op-x>x</a>\n</span></code></pre>")
+    out = highlight.listing_lines("a <b>\n\n%c = x", "stablehlo", {3: [("x", "op-x")]})
+    assert out == [["a <b>"], [], ["%c = ", ["o", "x", "op-x"]]]
 
 
-def test_two_ops_on_one_line_both_link():
+def test_two_ops_on_one_line_both_link_and_the_text_reads_back():
     line = "%1 = stablehlo.reduce(%0 init: %c) applies stablehlo.add across dimensions = [1] : tensor<4xf32>"
-    out = highlight.render_listing(line, "stablehlo", {1: [("stablehlo.reduce", "op-r"), ("stablehlo.add", "op-a")]})
-    assert re.search(r"<a class=o href=#op-r>stablehlo.reduce</a>.*<a class=o href=#op-a>stablehlo.add</a>", out)
+    [runs] = highlight.listing_lines(line, "stablehlo", {1: [("stablehlo.reduce", "op-r"), ("stablehlo.add", "op-a")]})
+    links = [r for r in runs if isinstance(r, list) and len(r) == 3]
+    assert links == [["o", "stablehlo.reduce", "op-r"], ["o", "stablehlo.add", "op-a"]]
+    assert "".join(r if isinstance(r, str) else r[1] for r in runs) == line

@@ -147,7 +147,7 @@ def load_corpus(corpus_dir=None, warn: Callable[[str], None] | None = None) -> d
     from dumpgym.usercorpus import load_user_programs
 
     corpus = load_builtin()
-    corpus["programs"] = corpus["programs"] + load_user_programs(corpus_dir, warn)
+    corpus["programs"] = corpus["programs"] + [{**p, "added": True} for p in load_user_programs(corpus_dir, warn)]
     return corpus
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from markupsafe import Markup, escape
 from pygments.token import Token
 
 HLO_LISTING_SCHEMA = "dumpgym.hlo-listing/1"
+LISTINGS_SCHEMA = "dumpgym.listings/1"
 
 # Pygments token types to one-letter classes; anything unlisted (punctuation, variables) stays bare,
 # which keeps the page light: a listing is mostly variables and punctuation.
@@ -58,35 +58,44 @@ def _line_tokens(text: str, lexer) -> list[list[tuple[str, str]]]:
     return (lines + [[] for _ in range(want - len(lines))])[:want]
 
 
-def _render_line(runs: list[tuple[str, str]], links: list[tuple[int, int, str]]) -> str:
-    """One line's runs as HTML, each (start, end, anchor) character range of `links` wrapped in an op link."""
-    cuts = sorted({0} | {p for a, b, _ in links for p in (a, b)})
+def _link_runs(runs: list[tuple[str, str]], links: list[tuple[int, int, str]]) -> list:
+    """One line's runs with each (start, end, anchor) character range of `links` made one linked run.
+
+    A run is bare text (a string), a highlighted run `[class, text]`, or an op name linked to its card,
+    `[class, text, anchor]` (its class is dropped: the link has its own look).
+    """
+    out: list = []
+    raw = "".join(v for _, v in runs)
+    pos = 0
+    for start, stop, anchor in sorted(links):
+        out.extend(_cut(runs, pos, start))
+        out.append(["o", raw[start:stop], anchor])
+        pos = stop
+    out.extend(_cut(runs, pos, len(raw)))
+    return out
+
+
+def _cut(runs: list[tuple[str, str]], start: int, stop: int) -> list:
+    """The runs' characters from `start` to `stop`, as runs."""
     out, pos = [], 0
     for cls, value in runs:
-        bounds = [pos] + [c for c in cuts if pos < c < pos + len(value)] + [pos + len(value)]
-        for start, stop in zip(bounds, bounds[1:]):
-            piece = value[start - pos: stop - pos]
-            link = next((l for l in links if l[0] <= start and stop <= l[1]), None)
-            body = str(escape(piece))
-            if cls and not link:
-                body = f"<span class={cls}>{body}</span>"
-            if link and start == link[0]:
-                body = f"<a class=o href=#{link[2]}>" + body
-            if link and stop == link[1]:
-                body += "</a>"
-            out.append(body)
+        a, b = max(start, pos), min(stop, pos + len(value))
+        if a < b:
+            piece = value[a - pos: b - pos]
+            out.append([cls, piece] if cls else piece)
         pos += len(value)
-    return "".join(out)
+    return out
 
 
-def render_listing(text: str, layer: str, links: dict[int, list[tuple[str, str]]] | None = None) -> Markup:
-    """Highlighted HTML for a listing: one `<span data-line=N>` per line, op names linked to their cards.
+def listing_lines(text: str, layer: str, links: dict[int, list[tuple[str, str]]] | None = None) -> list[list]:
+    """A listing highlighted at build time, a list of runs per line (see `_link_runs`), op names linked.
 
     `links` maps a 1-based line to the ops printed on it, in order, as (name as printed, card anchor);
     each name is looked for after the previous one (`reduce ... applies stablehlo.add` holds two).
+    The page builds the markup itself with its escaping `html` helper, so no markup travels as data.
     """
     links = links or {}
-    rows = []
+    lines = []
     for number, runs in enumerate(_line_tokens(text, lexer_for(layer)), start=1):
         found = []
         if number in links:
@@ -96,8 +105,8 @@ def render_listing(text: str, layer: str, links: dict[int, list[tuple[str, str]]
                 if at >= 0:
                     found.append((at, at + len(name), anchor))
                     after = at + len(name)
-        rows.append(f"<span data-line={number}>{_render_line(runs, found)}\n</span>")
-    return Markup(f'<pre class=ls data-layer={layer}><code>{"".join(rows)}</code></pre>')
+        lines.append(_link_runs(runs, found))
+    return lines
 
 
 def hlo_listing(text: str) -> dict:
@@ -106,8 +115,7 @@ def hlo_listing(text: str) -> dict:
     Each line is a list of runs: bare text as a string, a highlighted run as [class, text]. The page
     builds the markup itself with its escaping `html` helper, so no markup travels as data.
     """
-    lines = [[value if not cls else [cls, value] for cls, value in runs] for runs in _line_tokens(text, lexer_for("hlo"))]
-    return {"schema": HLO_LISTING_SCHEMA, "lines": lines}
+    return {"schema": HLO_LISTING_SCHEMA, "lines": listing_lines(text, "hlo")}
 
 
 def _find_op(line: str, name: str, after: int = 0) -> int:

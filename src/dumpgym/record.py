@@ -255,7 +255,7 @@ class CompiledLayer(_Record):
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"hlo"})
+    OMIT_DEFAULT = frozenset({"hlo", "jax_version", "added"})
     slug: str
     title: str
     lesson: str
@@ -272,6 +272,11 @@ class ProgramRecord(_Record):
     lowered_to_nothing: tuple[LoweredToNothing, ...]
     xray_stats: XrayStats
     hlo: CompiledLayer | None = None
+    # The JAX that traced this program when it was traced apart from its corpus (an added program);
+    # the built-in programs share the corpus's `jax_version`.
+    jax_version: str | None = None
+    # True for a program the user added (`load_corpus` marks them; the page's "your programs" filter).
+    added: bool = False
 
     def check(self, path: str) -> None:
         """Slug, equation ids and every line number point at something that exists."""

@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup, escape
 
 from dumpgym.curriculum import FLUENCY, PATH, XRAY_SECTION, drill_kinds
-from dumpgym.highlight import hlo_listing, render_listing
+from dumpgym.highlight import LISTINGS_SCHEMA, hlo_listing, listing_lines
 from dumpgym.record import Corpus, ProgramRecord
 
 PROGRESS_KEY = "dumpgym.progress/2"
@@ -31,7 +31,8 @@ _SLUG = re.compile(r"[a-z0-9-]+")
 
 @dataclass(frozen=True)
 class ProgramView:
-    """What the corpus and x-ray sections show of one program: highlighted listings and computed counts."""
+    """What the corpus and x-ray sections show of one program in the page: its words and computed counts.
+    Its listings are data (data/listings/SLUG.json), fetched when the page shows them."""
 
     slug: str
     title: str
@@ -41,15 +42,16 @@ class ProgramView:
     mesh: dict[str, int] | None
     eqns: int
     groups: int
-    listings: dict[str, Markup]
     lines: dict[str, int]
     # The compiled layer is long: the page fetches it (data/hlo/SLUG.json) when it shows it.
     hlo_lines: int
     hlo_backend: str
+    added: bool
+    jax_version: str | None
 
 
 def _listings(program: ProgramRecord) -> dict[str, str]:
-    """The three listings the page inlines, by layer."""
+    """The three listings of a program, by layer."""
     return {"source": program.source, "jaxpr": program.jaxpr, "stablehlo": program.stablehlo}
 
 
@@ -98,34 +100,43 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     return views, anchors
 
 
-def program_view(program: ProgramRecord, anchors: dict[str, str]) -> ProgramView:
-    """What the corpus and x-ray sections need of one program: highlighted listings and computed counts."""
+def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[int, list[tuple[str, str]]] | None]:
+    """Per layer, the ops each listing line prints, as (name as printed, card anchor), for the links to cards."""
     eqn_links: dict[int, list[tuple[str, str]]] = {}
     for e in program.eqns:
         eqn_links.setdefault(e.jaxpr_lines[0], []).append((e.primitive, anchors[e.primitive]))
-    op_links: dict[int, list[tuple[str, str]]] = {}
+    stablehlo_links: dict[int, list[tuple[str, str]]] = {}
     for o in program.stablehlo_ops:
         printed = o.name.split(".", 1)[1] if o.name.startswith("func.") else o.name
-        op_links.setdefault(o.line, []).append((printed, anchors[o.name]))
-    links = {"source": None, "jaxpr": eqn_links, "stablehlo": op_links}
+        stablehlo_links.setdefault(o.line, []).append((printed, anchors[o.name]))
+    return {"source": None, "jaxpr": eqn_links, "stablehlo": stablehlo_links}
+
+
+def program_view(program: ProgramRecord) -> ProgramView:
+    """What the corpus and x-ray sections show of one program in the page: its words and computed counts."""
     texts = _listings(program)
     compiled = program.hlo  # None for a program added without its compiled layer
     return ProgramView(
         slug=program.slug, title=program.title, lesson=program.lesson,
         args=program.args, entry=program.entry, mesh=program.mesh,
         eqns=len(program.eqns), groups=len(program.xray),
-        listings={layer: render_listing(text, layer, links[layer]) for layer, text in texts.items()},
         lines={layer: _line_count(text) for layer, text in texts.items()},
         hlo_lines=_line_count(compiled.text) if compiled is not None and compiled.text else 0,
         hlo_backend=compiled.backend if compiled is not None else "",
+        added=program.added, jax_version=program.jax_version,
     )
 
 
-def _splits(corpus: Corpus, pool: dict) -> dict[str, object]:
-    """The JSON files the page fetches: each program object, its highlighted compiled HLO, and each drill
-    kind's items per program."""
+def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, object]:
+    """The JSON files the page fetches: each program object, its highlighted listings and compiled HLO,
+    and each drill kind's items per program."""
     files: dict[str, object] = {f"data/programs/{p.slug}.json": p.to_json() for p in corpus.programs}
     for p in corpus.programs:
+        links = op_links(p, anchors)
+        files[f"data/listings/{p.slug}.json"] = {
+            "schema": LISTINGS_SCHEMA,
+            **{layer: listing_lines(text, layer, links[layer]) for layer, text in _listings(p).items()},
+        }
         if p.hlo is not None and p.hlo.text:
             files[f"data/hlo/{p.slug}.json"] = hlo_listing(p.hlo.text)
     for (kind, slug), items in _group_items(pool).items():
@@ -178,7 +189,7 @@ def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:
     # Callers hold the corpus as the JSON they loaded; it is read (and validated) here, once.
     record = corpus if isinstance(corpus, Corpus) else Corpus.from_json(corpus)
     cards, anchors = _op_cards(record)
-    programs = [program_view(p, anchors) for p in record.programs]
+    programs = [program_view(p) for p in record.programs]
     groups = _group_items(drills)
     kinds = drill_kinds(drills)
     # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.
@@ -187,13 +198,13 @@ def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:
              for k in kinds}
     page = _environment().get_template("index.html").render(
         corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH,
-        totals=totals(record, drills), csp=CSP, progress_key=PROGRESS_KEY, fluency=FLUENCY, xray=XRAY_SECTION,
+        totals=totals(record, drills), yours=[p.slug for p in record.programs if p.added], csp=CSP, progress_key=PROGRESS_KEY, fluency=FLUENCY, xray=XRAY_SECTION,
     )
     files = {"index.html": page.encode("utf-8")}
     files["data/reference.json"] = _json({"schema": REFERENCE_SCHEMA, "cards": cards})
     files["corpus.json"] = _json(record.to_json(), indent=1)
     files["drills.json"] = _json(drills, indent=1)
-    for path, obj in _splits(record, drills).items():
+    for path, obj in _splits(record, drills, anchors).items():
         files[path] = _json(obj)
     static = resources.files("dumpgym") / "static"
     for entry in static.iterdir():

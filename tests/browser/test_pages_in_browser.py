@@ -23,8 +23,11 @@ def test_no_console_errors_in_any_section(page):
         page.select_option("[data-xray-pick]", slug)
         page.wait_for_selector(f"#xray[data-ready][data-program='{slug}']")
         page.hover("[data-xray-col=stablehlo] [data-line='3']")
-    for tab in page.locator("#corpus [data-layer-tab]").all():
-        tab.click()
+    for article in page.locator("#corpus article").all():
+        article.scroll_into_view_if_needed()  # its tabs and listings are made as it nears the screen
+        article.locator("[data-layer-panel=jaxpr] pre").wait_for()
+        for tab in article.locator("[data-layer-tab]").all():
+            tab.click()
     for section in ("path", "drills", "xray", "corpus", "reference"):
         page.click(f".top nav a[href='#{section}']")
     page.wait_for_selector("#reference[data-ready]")
@@ -81,6 +84,7 @@ def test_a_link_to_a_card_hidden_by_the_filter_clears_the_filter(page):
     open_reference(page)
     page.locator("[data-ref-filter]").fill("tanh")
     assert page.locator("#op-dot_general").is_hidden()
+    page.locator("#p-mlp").scroll_into_view_if_needed()  # its listing loads as it nears the screen
     page.locator("#p-mlp [data-layer-panel=jaxpr] a.o", has_text="dot_general").first.click()
     page.wait_for_selector("#op-dot_general.hit")
     assert page.locator("#op-dot_general").is_visible()
@@ -98,8 +102,11 @@ def test_user_given_names_are_shown_as_text(page, hostile_title):
 def test_corpus_tabs_switch_layers(page):
     article = page.locator("#p-softmax")
     article.scroll_into_view_if_needed()
+    article.locator("[data-layer-panel=jaxpr] pre").wait_for()  # fetched as the program nears the screen
     assert article.locator("[data-layer-panel=jaxpr]").is_visible()
     article.get_by_role("tab", name="StableHLO").click()
+    article.locator("[data-layer-panel=stablehlo] pre").wait_for()
+    assert "tensor<" in article.locator("[data-layer-panel=stablehlo] pre").inner_text()  # escaped, shown as text
     assert article.locator("[data-layer-panel=stablehlo]").is_visible()
     assert article.locator("[data-layer-panel=jaxpr]").is_hidden()
     article.get_by_role("tab", name="StableHLO").press("ArrowLeft")

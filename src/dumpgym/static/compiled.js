@@ -3,13 +3,11 @@
 // which equations each absorbed, and which backend compiled it. All of it computed from the
 // program's `hlo` record, once per program.
 import { html, plural } from './html.js';
-import { getJSON, hloURL } from './data.js';
+import { getJSON, hloURL, listingMarkup } from './data.js';
 
 /** The compiled HLO of a program as a listing with one `[data-line]` per line (fetched once). */
 export async function hloListing(slug) {
-  const { lines } = await getJSON(hloURL(slug));
-  return html`<pre class="ls" data-layer="hlo"><code>${lines.map((runs, i) => html`<span data-line="${i + 1}">${
-    runs.map((r) => (typeof r === 'string' ? r : html`<span class="${r[0]}">${r[1]}</span>`))}\n</span>`)}</code></pre>`;
+  return listingMarkup('hlo', (await getJSON(hloURL(slug))).lines);
 }
 
 /** Instructions and fusions by line, and each fusion's body: the lines of the computation it calls. */

@@ -1,5 +1,6 @@
-// Where the page's data lives: per-program and per-drill JSON splits, fetched once each,
-// and the highlighted listings already in the page (the corpus section holds every one).
+// Where the page's data lives: per-program and per-drill JSON splits, fetched once each, and the
+// listings highlighted at build time, built into markup here with the escaping `html` helper.
+import { html, render } from './html.js';
 
 const cache = new Map();
 
@@ -25,9 +26,25 @@ export const hloURL = (slug) => `data/hlo/${encodeURIComponent(slug)}.json`;
 /** The URL of one drill kind's items for one program. */
 export const drillURL = (kind, slug) => `data/drills/${encodeURIComponent(kind)}/${encodeURIComponent(slug)}.json`;
 
-/** The highlighted `<pre>` of a program's layer ("source", "jaxpr", "stablehlo"), or null. */
-export function listing(slug, layer) {
-  return document.querySelector(`#p-${CSS.escape(slug)} [data-layer-panel="${layer}"] pre`);
+/** The URL of one program's highlighted listings, source, jaxpr and StableHLO ("dumpgym.listings/1"). */
+export const listingsURL = (slug) => `data/listings/${encodeURIComponent(slug)}.json`;
+
+/**
+ * A highlighted listing's markup, one `[data-line]` per line, from its lines of runs: bare text, a
+ * `[class, text]` run, or an op name linked to its card, `[class, text, anchor]`.
+ */
+export function listingMarkup(layer, lines) {
+  const run = (r) => (typeof r === 'string' ? r
+    : r.length > 2 ? html`<a class="o" href="#${r[2]}">${r[1]}</a>` : html`<span class="${r[0]}">${r[1]}</span>`);
+  return html`<pre class="ls" data-layer="${layer}"><code>${lines.map((runs, i) =>
+    html`<span data-line="${i + 1}">${runs.map(run)}\n</span>`)}</code></pre>`;
+}
+
+/** A new `<pre>` of a program's layer ("source", "jaxpr", "stablehlo"), fetched once per program. */
+export async function listing(slug, layer) {
+  const holder = document.createElement('div');
+  render(holder, listingMarkup(layer, (await getJSON(listingsURL(slug)))[layer]));
+  return holder.firstElementChild;
 }
 
 /** A program's title as the corpus section prints it. */

@@ -3,7 +3,7 @@
 // asks for a line of a real listing instead.
 import { html, render, ticks } from './html.js';
 import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
-import { familyOf, loadScheduler, pickNext, skillOf } from './schedule.js';
+import { capShares, familyOf, loadScheduler, pickNext, skillOf } from './schedule.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
@@ -67,6 +67,8 @@ class Panel {
     this.answered = false;
     this.last = null;  // { slug, index, weight } of the item just asked
     this.focusFilter = null;  // {skill} or {primitive}: draw only matching items (set by the mastery map)
+    this.yours = new Set();  // slugs of the learner's added programs (registerDrills sets them)
+    this.yoursOnly = false;
     this.showStreak();
   }
 
@@ -91,7 +93,7 @@ class Panel {
     if (!this.item && this.total) this.next({ focus: false });
   }
 
-  /** Each program's share of the kind: its items' weights summed (from `data-pool`, else from its split). */
+  /** Each program's items' weights summed (from `data-pool`, else from its split), or under the focus filter. */
   async masses() {
     if (this.focusFilter) return this.focusMasses();
     const unknown = this.pool.filter((p) => p.weight === null);
@@ -100,10 +102,20 @@ class Panel {
     return this.pool.map((p) => p.weight);
   }
 
-  /** The next item: due reviews first, mixed with families never answered, by weight (schedule.js's `pickNext`). */
+  /** The programs to draw from (only the learner's own with "your programs" on; all when it has none of them). */
+  drawPool() {
+    const yours = this.pool.filter((p) => this.yours.has(p.slug));
+    return this.yoursOnly && yours.length ? yours : this.pool;
+  }
+
+  /** The next item: due reviews first, mixed with families never answered, by weight (schedule.js's `pickNext`),
+   * no program more than MAX_SHARE of the draw. */
   async pick() {
+    const all = await this.masses();
+    const pool = this.drawPool();
+    const masses = capShares(pool.map((p) => all[this.pool.indexOf(p)]));
     return pickNext({
-      kind: this.kind, pool: this.pool, masses: await this.masses(), last: this.last, cards: this.progress.cards(),
+      kind: this.kind, pool, masses, last: this.last, cards: this.progress.cards(),
       split: (slug) => getJSON(drillURL(this.kind, slug)), weight: (item) => this.focusWeight(item),
     });
   }
@@ -380,5 +392,14 @@ export function registerDrills(root, progress, preferred) {
     // A new focus starts with a fresh question of it (never the one on screen, as always).
     if (had && filter) panel.next({ focus: false });
   }
+  // "Your programs": draw only from the programs the learner added (the page lists them in data-yours).
+  const yours = new Set((root.dataset.yours || '').split(' ').filter(Boolean));
+  const only = root.querySelector('[data-yours-only]');
+  for (const panel of panels.values()) panel.yours = yours;
+  only?.addEventListener('change', () => {
+    for (const panel of panels.values()) panel.yoursOnly = only.checked;
+    const panel = panels.get(active);
+    if (panel?.item && !panel.answered) panel.next({ focus: false });
+  });
   return { select, focus };
 }

@@ -91,6 +91,29 @@ export function dueFamilies(cards, kind, now = Date.now()) {
     .map(([family]) => family);
 }
 
+// No program gives more than a fifth of a drill's questions, however many items it has: one big train
+// step added beside the built-in corpus would otherwise be most of what the learner sees.
+export const MAX_SHARE = 1 / 5;
+
+/**
+ * Programs' masses with the largest lowered (never raised) so that none holds more than `limit` of the
+ * sum: the smallest cut that does it, found by filling from the top. Fewer than 1/limit programs with
+ * mass cannot all stay under it: they get equal masses.
+ */
+export function capShares(masses, limit = MAX_SHARE) {
+  const live = masses.filter((m) => m > 0).sort((a, b) => b - a);
+  if (!live.length) return [...masses];
+  if (live.length * limit <= 1) return masses.map((m) => (m > 0 ? 1 : 0));
+  let rest = live.reduce((a, m) => a + m, 0);
+  for (let k = 0; k < live.length; k++) {
+    // With the k largest cut to `cap`, the cap is `limit` of the new sum: cap = limit * (k * cap + rest).
+    const cap = (limit * rest) / (1 - limit * k);
+    if (live[k] <= cap) return k === 0 ? [...masses] : masses.map((m) => Math.min(m, cap));
+    rest -= live[k];
+  }
+  return [...masses];  // unreachable: the smallest program always fits under its cap
+}
+
 // When both due and new items wait, every NEW_EVERY-th question is a new one: one new per two due.
 const NEW_EVERY = 3;
 const turns = new Map(); // kind -> questions picked in this page

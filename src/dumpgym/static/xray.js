@@ -17,10 +17,10 @@ const BIG = 12;
 // A touch screen has no hover and no Esc key: its status line speaks of taps.
 const TOUCH = '(hover: none), (pointer: coarse)';
 
-/** Copy a listing for a column (or take a fresh one), its lines grouped in blocks the browser can skip while off screen. */
-function columnCopy(source, fresh = false) {
+/** A new listing `<pre>` readied for a column: its lines grouped in blocks the browser can skip while off screen. */
+function columnCopy(source) {
   if (!source) return document.createTextNode('');
-  const copy = fresh ? source : source.cloneNode(true);
+  const copy = source;
   const code = copy.firstElementChild;
   const lines = [...code.children];
   if (lines.length > CHUNK) {
@@ -138,9 +138,17 @@ class XraySection {
       if (this.loading === slug) this.statsEl.textContent = `could not load ${slug}: ${e.message}`;
       return;
     }
+    let sources;
+    try {
+      sources = await Promise.all(['jaxpr', 'stablehlo'].map((layer) => listing(slug, layer)));
+    } catch (e) {
+      if (this.loading === slug) this.statsEl.textContent = `could not load ${slug}'s listings: ${e.message}`;
+      return;
+    }
     const { source: hloSource, error } = await compiledSource(slug, program);
     if (this.loading !== slug) return;
-    const rows = this.swapColumns(slug, hloSource);
+    const [jaxpr, stablehlo] = sources;
+    const rows = this.swapColumns({ jaxpr, stablehlo, hlo: hloSource });
     const index = indexProgram(program);
     const compiled = hloSource ? indexCompiled(program.hlo) : null;
     markRows(rows, index, compiled);
@@ -154,13 +162,14 @@ class XraySection {
     this.root.setAttribute('data-ready', '');
   }
 
-  /** Put a program's listings in the columns (the compiled one hidden if it has none); its line elements. */
-  swapColumns(slug, hloSource) {
+  /** Put a program's listings (new `<pre>`s, by layer) in the columns (the compiled one hidden if it has none); its line elements. */
+  swapColumns(listings) {
     const rows = {};
+    const hloSource = listings.hlo;
     // Reset scrolling before any swap: a scrollTop write after one would force a layout of the new listing.
     for (const layer of LAYERS) this.cols[layer].scrollTop = 0;
     for (const layer of LAYERS) {
-      const copy = layer === 'hlo' ? columnCopy(hloSource, true) : columnCopy(listing(slug, layer));
+      const copy = columnCopy(listings[layer]);
       this.cols[layer].replaceChildren(copy);
       rows[layer] = this.cols[layer].querySelectorAll('[data-line]');
     }

@@ -11,8 +11,26 @@ __version__ = "0.1.0"
 
 
 
-def xray(function, *example_args, compiled: bool = False):
-    """Trace `function` on example arguments and return a notebook-ready x-ray (`compiled`: with XLA's HLO)."""
+def xray(function, *example_args, compiled: bool = False, **example_kwargs):
+    """Trace `function` on example arguments and return a notebook-ready x-ray (`compiled`: with XLA's HLO).
+
+    The arguments are what `add` takes: arrays, `jax.ShapeDtypeStruct`s, aval strings, pytrees and
+    models; leaves that are not arrays are static.
+    """
     from dumpgym.notebook import xray as _xray
 
-    return _xray(function, *example_args, compiled=compiled)
+    return _xray(function, *example_args, compiled=compiled, **example_kwargs)
+
+
+def add(function, *example_args, slug: str | None = None, title: str | None = None, corpus=None,
+        compiled: bool = False, **example_kwargs):
+    """Put `function`, traced on example arguments (as `xray` takes them), into your gym; returns its record.
+
+    The same path as `dumpgym add` on the command line: the same checks, and locked, atomic writes
+    to the corpus folder (`corpus`, else the user data directory).
+    """
+    from dumpgym.usercorpus import add_function, entry_of
+
+    name = getattr(function, "__name__", type(function).__name__)
+    return add_function(function, example_args, example_kwargs, entry=entry_of(function), name=name, slug=slug,
+                        title=title, corpus_dir=corpus, compiled=compiled)

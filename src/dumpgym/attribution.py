@@ -196,4 +196,6 @@ def _why_nothing(eqn, facts: Facts) -> str:
         return NOTHING_REASONS[eqn.primitive]
     if eqn.primitive == "convert_element_type" and eqn.inputs and eqn.inputs[0].dtype == eqn.outputs[0].dtype:
         return "a convert to the dtype it already has only drops the weak type; nothing to compute"
+    if eqn.primitive == "integer_pow" and eqn.params.get("y") == 1:
+        return "x**1 is x itself: lowering uses its input as it is"
     return "no operation carries its mark: lowering folded it into its neighbours"

@@ -101,8 +101,8 @@ def _cmd_add(args) -> int:
 
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
     say = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
-    record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title,
-                            corpus_dir=args.corpus, progress=say, compiled=args.hlo)
+    record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
+                            progress=say, compiled=args.hlo, args_from=args.args_from)
     print(f"added {record.slug}: {len(record.eqns)} equations · {record.xray_stats.line()}")
     return 0
 
@@ -114,7 +114,7 @@ def _cmd_list(args) -> int:
     for row in rows:
         print(f"{row['slug']}\t{row['equations']} equations\t{row['entry']}")
     if not rows:
-        print("no added programs (add one with 'dumpgym add FILE.py:FUNC --arg SPEC ...')")
+        print("no added programs (add one with 'dumpgym add FILE.py:FUNC --arg SPEC ...' or '--args-from FILE.py:MAKE')")
     return 0
 
 
@@ -162,6 +162,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("entry", metavar="FILE.py:FUNC|MODULE:FUNC", help="the function to trace")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
                    help="one example argument in aval notation, e.g. bf16[64,128] or f32[] (repeat per argument)")
+    p.add_argument("--args-from", metavar="FILE.py:MAKE|MODULE:MAKE",
+                   help="a function returning the example arguments (a tuple, or {\"args\": ..., \"kwargs\": ...}): "
+                        "arrays, ShapeDtypeStructs, pytrees and models; other leaves are static")
     p.add_argument("--slug", help="its name in the gym (default: from the function name)")
     p.add_argument("--title", help="its title in the gym (default: the function name)")
     p.add_argument("--hlo", action="store_true",

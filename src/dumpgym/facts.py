@@ -109,32 +109,45 @@ _PASS_THROUGH = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "
 
 
 def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
-    """Ids of the equations whose outputs reach `results`, or that have effects, through any depth."""
+    """Ids of the equations whose outputs reach `results`, or that have effects, through any depth.
+
+    Through a pass-through container (a `jit`), liveness follows values one for one both ways: a
+    result used outside needs only the matching result inside, and an input is needed outside only
+    when something live inside reads it. So, as when JAX's DCE prunes jit's unused inputs and
+    outputs before lowering, whatever feeds only an unused result of a `jit` is dead too.
+    """
     from jax.extend import core as jex
 
     from dumpgym.jax_internals import jaxprs_in_params
 
     producer = {id(v): (n, k) for n, eqn in jax_eqns.items() for k, v in enumerate(eqn.outvars)}
+    passes: dict[int, Any] = {}  # container id -> its one sub-jaxpr, matched to it result for result
+    outside: dict[int, list] = {}  # id of a pass-through sub-jaxpr's input -> the inputs given to it outside
+    for n, eqn in jax_eqns.items():
+        subs = list(jaxprs_in_params(eqn.params))
+        if (eqn.primitive.name in _PASS_THROUGH and len(subs) == 1
+                and len(subs[0].outvars) == len(eqn.outvars) and len(subs[0].invars) == len(eqn.invars)):
+            passes[n] = subs[0]
+            for inner, outer in zip(subs[0].invars, eqn.invars):
+                outside.setdefault(id(inner), []).append(outer)
     live: set[int] = set()
     seen: set[int] = set()
-    stack = [v for v in results]
+    stack = list(results)
 
     def need(n: int, k: int | None) -> None:
         eqn = jax_eqns[n]
-        subs = list(jaxprs_in_params(eqn.params))
-        positional = (eqn.primitive.name in _PASS_THROUGH and len(subs) == 1
-                      and len(subs[0].outvars) == len(eqn.outvars))
-        if positional and k is not None:
-            stack.append(subs[0].outvars[k])
+        sub = passes.get(n)
+        if sub is not None and k is not None:
+            stack.append(sub.outvars[k])
         if n in live:
             return
         live.add(n)
-        stack.extend(eqn.invars)
-        if not positional:
-            stack.extend(v for sub in subs for v in sub.outvars)
+        if sub is None:
+            stack.extend(eqn.invars)
+            stack.extend(v for inner in jaxprs_in_params(eqn.params) for v in inner.outvars)
 
     for n, eqn in jax_eqns.items():
-        if eqn.effects:
+        if eqn.effects:  # a jit's effects are its inner equations': those are needed on their own
             need(n, None)
     while stack:
         var = stack.pop()
@@ -143,6 +156,7 @@ def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
         seen.add(id(var))
         if id(var) in producer:
             need(*producer[id(var)])
+        stack.extend(outside.get(id(var), ()))
     return frozenset(live)
 
 

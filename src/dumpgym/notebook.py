@@ -157,23 +157,20 @@ def _script(root: str, compiled: bool) -> str:
     }
 
 
-def _example(arg):
-    """An example argument: an array, a ShapeDtypeStruct, or a spec string such as 'bf16[64,128]'."""
-    if isinstance(arg, str):
-        from dumpgym.program import parse_arg
-
-        return parse_arg(arg).to_struct()
-    return arg
-
-
-def xray(function, *example_args, compiled: bool = False) -> NotebookXRay:
+def xray(function, *example_args, compiled: bool = False, **example_kwargs) -> NotebookXRay:
     """Trace `function` on example arguments and return its x-ray for display in a notebook
-    (`compiled`: with XLA's compiled HLO as a third column)."""
+    (`compiled`: with XLA's compiled HLO as a third column).
+
+    The arguments are pytrees as `dumpgym.add` takes them (`program.partition`): arrays,
+    ShapeDtypeStructs, aval strings such as 'bf16[64,128]', models; other leaves are static.
+    """
     from dumpgym.facts import build_facts
+    from dumpgym.program import partition
     from dumpgym.trace import trace
     from dumpgym.attribution import build_xray
 
-    traced = trace(function, [_example(a) for a in example_args])
+    partitioned = partition(function, example_args, example_kwargs)
+    traced = trace(partitioned.function, partitioned.structs)
     facts = build_facts(traced)
     result = build_xray(traced, facts)
     hlo = None

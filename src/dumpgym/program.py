@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import inspect
 import re
 import sys
 from dataclasses import dataclass, field
@@ -106,6 +107,9 @@ class Program:
     mesh: dict[str, int] | None = None
     in_specs: tuple[tuple[str | None, ...], ...] | None = None
     entry: str = field(default="")
+    # The traced arguments as `jax.ShapeDtypeStruct`s (shardings kept), for a program made from
+    # example values (`partition`); `args` then holds their avals, as the jaxpr prints them.
+    structs: tuple | None = None
 
     def __post_init__(self):
         if not valid_slug(self.slug):
@@ -118,6 +122,8 @@ class Program:
         import jax
         from jax.sharding import NamedSharding, PartitionSpec
 
+        if self.structs is not None:
+            return list(self.structs)
         specs = [parse_arg(a) for a in self.args]
         if self.mesh is None:
             return [s.to_struct() for s in specs]
@@ -129,12 +135,19 @@ class Program:
         ]
 
 
-def load_entry(entry: str) -> Callable[..., Any]:
-    """Import `package.module:function` or `path/to/file.py:function` and return the function."""
+def load_entry(entry: str, files: dict | None = None) -> Callable[..., Any]:
+    """Import `package.module:function` or `path/to/file.py:function` and return the function.
+
+    `files` keeps the modules run from files by path, so that a second entry in the same file
+    (`--args-from` beside the function) shares its module rather than running the file again.
+    """
     target, sep, name = entry.rpartition(":")
     if not sep or not target or not name:
         raise ProgramError(f"{entry!r} should be FILE.py:FUNCTION or MODULE:FUNCTION")
-    if target.endswith(".py"):
+    files = {} if files is None else files
+    if target.endswith(".py") and Path(target).is_file() and Path(target).resolve() in files:
+        module = files[Path(target).resolve()]
+    elif target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
             raise ProgramError(f"no such file: {target}")
@@ -148,6 +161,7 @@ def load_entry(entry: str) -> Callable[..., Any]:
             raise ProgramError(f"{target}:{e.lineno}: syntax error: {e.msg}") from e
         except (Exception, SystemExit) as e:
             raise ProgramError(f"{target} raised {type(e).__name__} on import: {_first_line(e)}") from e
+        files[path.resolve()] = module
     else:
         try:
             module = importlib.import_module(target)
@@ -167,3 +181,150 @@ def load_entry(entry: str) -> Callable[..., Any]:
 
 def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [""])[0]
+
+
+@dataclass(frozen=True)
+class Partitioned:
+    """A function on example values, split as `eqx.filter_jit` splits it: array leaves traced, the rest static."""
+
+    function: Callable[..., Any]  # takes the traced leaves, flat, in the order jax.tree.flatten gives them
+    structs: tuple  # one jax.ShapeDtypeStruct per traced leaf (a concrete array's values are dropped)
+
+    @property
+    def avals(self) -> tuple[str, ...]:
+        """Each traced leaf's aval as the jaxpr prints it (`f32[64,128]`), in order."""
+        from dumpgym.facts import dtype_name
+
+        return tuple(str(ArgSpec(tuple(s.shape), dtype_name(s.dtype))) for s in self.structs)
+
+
+def is_traced_leaf(leaf) -> bool:
+    """Whether a pytree leaf becomes a traced input: a JAX or NumPy array (as `eqx.is_array` says) or a ShapeDtypeStruct."""
+    import jax
+    import numpy as np
+
+    return isinstance(leaf, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
+
+
+def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = None) -> Partitioned:
+    """Split `function(*args, **kwargs)` into a function of its array leaves, everything else closed over.
+
+    `args` and `kwargs` are pytrees (models included: an NNX or Equinox module, a Linen variable dict);
+    a positional argument given as a string is an aval spec (`"bf16[64,128]"`). Array leaves become
+    `ShapeDtypeStruct`s, so weights are never inlined as constants. The function returns what
+    `function` returns, and, when the call replaced arrays inside its arguments (an NNX module or
+    optimizer updated in place), those new arrays too: `(result, [updated arrays])`, as `nnx.jit` does.
+    """
+    import jax
+
+    kwargs = dict(kwargs or {})
+    args = tuple(parse_arg(a).to_struct() if isinstance(a, str) else a for a in args)
+    check_call(function, args, kwargs)
+    try:
+        leaves, treedef = jax.tree.flatten((args, kwargs))
+    except Exception as e:  # a pytree node whose flatten rule raises
+        raise ProgramError(f"cannot flatten the example arguments: {type(e).__name__}: {_first_line(e)}") from e
+    traced_at = [i for i, leaf in enumerate(leaves) if is_traced_leaf(leaf)]
+    structs = tuple(_struct(leaves[i]) for i in traced_at)
+
+    @functools.wraps(function, updated=())
+    def partitioned(*traced):
+        values = list(leaves)
+        for i, value in zip(traced_at, traced):
+            values[i] = value
+        call_args, call_kwargs = jax.tree.unflatten(treedef, values)
+        result = function(*call_args, **call_kwargs)
+        inputs = {id(v) for v in traced}
+        updated = [v for v in jax.tree.leaves((call_args, call_kwargs))
+                   if is_traced_leaf(v) and not isinstance(v, jax.ShapeDtypeStruct) and id(v) not in inputs]
+        return (result, updated) if updated else result
+
+    # JAX reads a function's signature (following __wrapped__) to name its arguments; this one takes the leaves.
+    partitioned.__signature__ = inspect.Signature(
+        [inspect.Parameter(f"leaf{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(len(structs))])
+    return Partitioned(partitioned, structs)
+
+
+def _struct(leaf):
+    """A traced leaf as a ShapeDtypeStruct; a concrete array keeps its sharding when it spans several devices."""
+    import jax
+
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+        return leaf
+    sharding = getattr(leaf, "sharding", None)
+    if sharding is not None and len(sharding.device_set) < 2:
+        sharding = None
+    return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding, weak_type=bool(getattr(leaf, "weak_type", False)))
+
+
+def check_call(function: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    """Raise a one-line ProgramError when `function`'s signature cannot take `args` and `kwargs`."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return  # builtins and some wrappers keep no signature; tracing will say
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise ProgramError(f"{expected(function)} cannot take {describe_call(args, kwargs)}: {e}") from None
+
+
+def expected(function: Callable[..., Any]) -> str:
+    """The function as it would be called: its name and signature, e.g. `train_step(model, optimizer, x, y)`."""
+    name = getattr(function, "__name__", type(function).__name__)
+    try:
+        return f"{name}{inspect.signature(function)}"
+    except (TypeError, ValueError):
+        return f"{name}(...)"
+
+
+def describe_call(args: tuple, kwargs: dict, limit: int = 160) -> str:
+    """The example arguments as a short structure: `(dict{w: f32[64,128], b: f32[128]}, f32[8,64], k=3)`."""
+    parts = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()]
+    return _shorten(f"({', '.join(parts)})", limit)
+
+
+def describe(value, depth: int = 0) -> str:
+    """One example value as a short structure: arrays by aval, containers by their items, anything else by type."""
+    from dumpgym.facts import dtype_name
+
+    if is_traced_leaf(value):
+        return str(ArgSpec(tuple(value.shape), dtype_name(value.dtype)))
+    if isinstance(value, (bool, int, float, complex, str, type(None))):
+        return _shorten(repr(value), 24)
+    if depth >= 2:
+        return type(value).__name__ + ("{…}" if isinstance(value, dict) else "(…)")
+    if isinstance(value, dict):
+        items = [f"{k}: {describe(v, depth + 1)}" for k, v in list(value.items())[:4]]
+        more = ", …" if len(value) > 4 else ""
+        return f"{'dict' if type(value) is dict else type(value).__name__}{{{', '.join(items)}{more}}}"
+    if isinstance(value, (list, tuple)):
+        items = [describe(v, depth + 1) for v in value[:4]]
+        more = ", …" if len(value) > 4 else ""
+        return ("[{}{}]" if isinstance(value, list) else "({}{})").format(", ".join(items), more)
+    return f"{type(value).__name__}(…)"
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def load_examples(entry: str, files: dict | None = None) -> tuple[tuple, dict]:
+    """Import `FILE.py:MAKE` or `MODULE:MAKE`, call it, and return the positional and keyword arguments it gives.
+
+    MAKE returns a tuple or list of positional arguments, or a dict `{"args": [...], "kwargs": {...}}`.
+    """
+    make = load_entry(entry, files)
+    name = entry.rpartition(":")[2]
+    try:
+        made = make()
+    except (Exception, SystemExit) as e:
+        raise ProgramError(f"--args-from {name}() raised {type(e).__name__}: {_first_line(e)}") from e
+    if isinstance(made, (tuple, list)):
+        return tuple(made), {}
+    if isinstance(made, dict) and set(made) <= {"args", "kwargs"} and made:
+        args, kwargs = made.get("args", ()), made.get("kwargs", {})
+        if isinstance(args, (tuple, list)) and isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs):
+            return tuple(args), dict(kwargs)
+    raise ProgramError(f"--args-from {name}() returned {describe(made)}; return a tuple of the function's "
+                       'positional arguments, or {"args": (...), "kwargs": {...}}')

@@ -13,6 +13,7 @@ write is atomic, and nothing is written until the program has traced.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import json
 import os
@@ -212,28 +213,53 @@ def _check_slug_free(slug: str, folder: Path) -> None:
         raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug")
 
 
-def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | None = None,
-        corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool = False) -> ProgramRecord:
-    """Trace a user's function, build its facts, x-ray and record, and store it; returns the record."""
-    from dumpgym.corpus import program_record, write_atomic
-    from dumpgym.program import Program, load_entry, parse_arg
+def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: str | None = None,
+        corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool = False,
+        args_from: str | None = None) -> ProgramRecord:
+    """`dumpgym add`: import `entry`, make its example arguments (`--arg` specs or `--args-from` MAKE), trace and store it."""
+    from dumpgym.program import load_entry, load_examples, parse_arg
 
+    if arg_specs and args_from:
+        raise ProgramError("give the example arguments with --arg or with --args-from, not both")
+    if args_from is None:
+        specs = [parse_arg(spec) for spec in arg_specs]
+        if not specs:
+            raise ProgramError("give each argument of the function with --arg, e.g. --arg bf16[64,128], "
+                               "or a function making them with --args-from FILE.py:MAKE")
+    _check_slug_syntax(slug)
+    entry, name = _resolved(entry)
+    files: dict = {}
+    function = load_entry(entry, files)
+    if args_from is None:
+        _check_arity(function, entry, len(specs))
+        args, kwargs = tuple(s.to_struct() for s in specs), {}
+    else:
+        args, kwargs = load_examples(_resolved(args_from)[0], files)
+    return add_function(function, args, kwargs, entry=entry, name=name, slug=slug, title=title,
+                        corpus_dir=corpus_dir, progress=progress, compiled=compiled)
+
+
+def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, name: str, slug: str | None = None,
+                 title: str | None = None, corpus_dir=None, progress: Callable[[str], None] | None = None,
+                 compiled: bool = False) -> ProgramRecord:
+    """Trace `function` on example values (pytrees, models, static leaves), build its record, and store it.
+
+    The one path of every added program, from the command line and from Python (`dumpgym.add`).
+    Nothing is written until it has traced; the write holds the folder's lock.
+    """
+    import jax
+
+    from dumpgym.corpus import program_record, write_atomic
+    from dumpgym.program import Program, describe_call, expected, partition
+
+    _check_slug_syntax(slug)
     folder = user_corpus_dir(corpus_dir)
-    specs = [str(parse_arg(spec)) for spec in arg_specs]
-    if not specs:
-        raise ProgramError("give each argument of the function with --arg, e.g. --arg bf16[64,128]")
-    if slug is not None and not valid_slug(slug):
-        raise ProgramError(f"--slug {slug!r} must use only a-z, 0-9 and '-' (at most 64, not starting with '-')")
-    target, _, name = entry.rpartition(":")
-    if target.endswith(".py"):
-        entry = f"{Path(target).resolve()}:{name}" if Path(target).is_file() else entry
-    function = load_entry(entry)
-    _check_arity(function, entry, len(specs))
     slug = slug or _default_slug(name)
     with locked(folder, exclusive=False):
         _check_slug_free(slug, folder)  # fail before the slow part; checked again under the write lock
-    program = Program(slug=slug, title=title or name, lesson=f"Your program {name}.", function=function,
-                      args=tuple(specs), entry=entry)
+    partitioned = partition(function, args, kwargs)
+    program = Program(slug=slug, title=title or name, lesson=f"Your program {name}.", function=partitioned.function,
+                      args=partitioned.avals, entry=entry, structs=partitioned.structs)
     _check_writable(folder)
     try:
         record = program_record(program, progress, compiled=compiled)
@@ -243,7 +269,9 @@ def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | 
         if not _raised_while_tracing(e):
             raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
         first_line = (str(e).strip().splitlines() or [""])[0]
-        raise ProgramError(f"{name} raised {type(e).__name__} while tracing: {first_line}") from e
+        raise ProgramError(f"{name} raised {type(e).__name__} while tracing: {first_line} "
+                           f"(it expects {expected(function)}, given {describe_call(args, kwargs)})") from e
+    record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
     with locked(folder, exclusive=True):
         _clean_leftovers(folder)
@@ -257,6 +285,33 @@ def add(entry: str, arg_specs: list[str], slug: str | None = None, title: str | 
             path.unlink(missing_ok=True)
             raise
     return record
+
+
+def _check_slug_syntax(slug: str | None) -> None:
+    if slug is not None and not valid_slug(slug):
+        raise ProgramError(f"--slug {slug!r} must use only a-z, 0-9 and '-' (at most 64, not starting with '-')")
+
+
+def _resolved(entry: str) -> tuple[str, str]:
+    """`entry` with a FILE.py made absolute (as the record keeps it), and the function's name."""
+    target, _, name = entry.rpartition(":")
+    if target.endswith(".py") and Path(target).is_file():
+        entry = f"{Path(target).resolve()}:{name}"
+    return entry, name
+
+
+def entry_of(function: Callable) -> str:
+    """Where a notebook's function can be imported from (`module:qualname`), else `<notebook>:name`."""
+    import importlib
+
+    module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", None)
+    if module and module != "__main__" and qualname:
+        try:
+            if getattr(importlib.import_module(module), qualname, None) is function:
+                return f"{module}:{qualname}"
+        except Exception:  # noqa: BLE001 (importing it again is only a check; any failure means "not importable")
+            pass
+    return f"<notebook>:{getattr(function, '__name__', type(function).__name__)}"
 
 
 def remove(slug: str, corpus_dir=None) -> None:

@@ -1,0 +1,81 @@
+"""trace + facts + x-ray against JAX's own trace + lower, in one process, on programs of 2,000-6,000 equations.
+
+Run: .venv/bin/python benchmarks/scale_stack.py [--runs 3]   (target: ratio <= 1.5 at every size)
+
+The programs are the unrolled transformer stack of `transformer_stack.py` at 26, 52 and 78 layers
+(about 2,100, 4,200 and 6,300 equations). Each run builds a new function object, so neither side
+reuses a cache of the other's or of an earlier run; the two sides alternate, and the medians are
+compared. `xray_stack.py` and `add_stack.py` measure whole processes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import dumpgym  # noqa: E402,F401  (eight CPU devices, as the gym runs)
+import jax  # noqa: E402
+
+import transformer_stack as ts  # noqa: E402
+from dumpgym.attribution import build_xray  # noqa: E402
+from dumpgym.facts import build_facts  # noqa: E402
+from dumpgym.program import parse_arg  # noqa: E402
+from dumpgym.trace import trace  # noqa: E402
+
+
+def stack(layers: int):
+    """A fresh function object for an unrolled stack of `layers` blocks, and its example arguments."""
+    def transformer_stack(x, ln1, qkv, out, ln2, up, down):
+        for i in range(layers):
+            x = ts._block(x, {"ln1": ln1[i], "qkv": qkv[i], "out": out[i], "ln2": ln2[i], "up": up[i], "down": down[i]})
+        return x
+
+    specs = [s.replace(f"[{ts.LAYERS},", f"[{layers},") for s in ts.ARGS]
+    return transformer_stack, [parse_arg(s).to_struct() for s in specs]
+
+
+def ours(layers: int) -> tuple[float, int]:
+    f, args = stack(layers)
+    start = time.perf_counter()
+    traced = trace(f, args)
+    facts = build_facts(traced)
+    build_xray(traced, facts)
+    return time.perf_counter() - start, len(facts.eqns)
+
+
+def jax_only(layers: int) -> float:
+    f, args = stack(layers)
+    start = time.perf_counter()
+    traced = jax.jit(f).trace(*args)
+    str(traced.jaxpr)
+    traced.lower().as_text()
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--layers", type=int, nargs="*", default=[26, 52, 78])
+    args = parser.parse_args(argv)
+    worst = 0.0
+    for layers in args.layers:
+        ours(2), jax_only(2)  # warm the imports and JAX's own one-time setup
+        a, b, eqns = [], [], 0
+        for _ in range(args.runs):
+            t, eqns = ours(layers)
+            a.append(t)
+            b.append(jax_only(layers))
+        ratio = statistics.median(a) / statistics.median(b)
+        worst = max(worst, ratio)
+        print(f"{layers} layers, {eqns:,} equations: trace + facts + x-ray {statistics.median(a):.2f}s, "
+              f"JAX trace + lower {statistics.median(b):.2f}s, ratio {ratio:.2f} (medians of {args.runs})")
+    print(f"target ratio <= 1.5: {'met' if worst <= 1.5 else 'MISSED'} (worst {worst:.2f})")
+    return 0 if worst <= 1.5 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

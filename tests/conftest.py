@@ -10,6 +10,9 @@ import pytest
 
 import dumpgym  # noqa: F401  (sets XLA_FLAGS for eight CPU devices before JAX starts)
 from dumpgym.corpus import BUILTIN_PATH
+from dumpgym.target import quiet_libtpu
+
+quiet_libtpu()  # before JAX starts too, here and in the commands tests run (they inherit it)
 
 
 def _skip_unless_the_corpus_jax(committed: dict) -> None:

@@ -7,6 +7,12 @@ _FLAG = "--xla_force_host_platform_device_count=8"
 if "xla_force_host_platform_device_count" not in _os.environ.get("XLA_FLAGS", ""):
     _os.environ["XLA_FLAGS"] = (_os.environ.get("XLA_FLAGS", "") + " " + _FLAG).strip()
 
+# With the TPU extra installed on a machine without TPU chips, libtpu must be told so before JAX
+# starts its backends, or it logs errors on every command and locks out a second process.
+from dumpgym.target import quiet_libtpu as _quiet_libtpu  # noqa: E402
+
+_quiet_libtpu()
+
 __version__ = "0.1.0"
 
 
@@ -23,8 +29,11 @@ def xray(function, *example_args, compiled: bool = False, **example_kwargs):
 
 
 def add(function, *example_args, slug: str | None = None, title: str | None = None, corpus=None,
-        compiled: bool = False, **example_kwargs):
+        compiled: bool | str = False, **example_kwargs):
     """Put `function`, traced on example arguments (as `xray` takes them), into your gym; returns its record.
+
+    `compiled`: True or "cpu" adds this host's compiled HLO; "tpu" or "tpu:GEN:SHAPE" a TPU's, compiled
+    without a TPU (needs dumpgym[tpu]).
 
     The same path as `dumpgym add` on the command line: the same checks, and locked, atomic writes
     to the corpus folder (`corpus`, else the user data directory).

@@ -167,8 +167,9 @@ def make_parser() -> argparse.ArgumentParser:
                         "arrays, ShapeDtypeStructs, pytrees and models; other leaves are static")
     p.add_argument("--slug", help="its name in the gym (default: from the function name)")
     p.add_argument("--title", help="its title in the gym (default: the function name)")
-    p.add_argument("--hlo", action="store_true",
-                   help="also compile it with XLA and add the compiled HLO layer (slower: XLA compiles it twice)")
+    p.add_argument("--hlo", nargs="?", const="cpu", default=None, metavar="TARGET",
+                   help="also compile it with XLA and add the compiled HLO layer: cpu (the default, this host), "
+                        "tpu (a v5e slice, compiled without a TPU; needs dumpgym[tpu]) or tpu:GEN:SHAPE (tpu:v6e:2x2)")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
     p.set_defaults(run=_cmd_add)
 

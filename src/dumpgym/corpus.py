@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from dumpgym.record import SCHEMA, Corpus, ProgramRecord
+from dumpgym.target import Target
 
 BUILTIN_PATH = Path(__file__).parent / "data" / "corpus.json"
 
 
-def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool = False) -> ProgramRecord:
-    """Trace one `Program` and gather everything the export says about it (`compiled`: the HLO layer too)."""
+def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool = False,
+                   tpu: Target | None = None) -> ProgramRecord:
+    """Trace one `Program` and gather everything the export says about it (`compiled`: the CPU's HLO
+    layer too; `tpu`: a TPU target's, compiled without a TPU)."""
     from dumpgym.facts import build_facts
     from dumpgym.trace import trace
     from dumpgym.attribution import build_xray
@@ -32,6 +35,12 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
 
         say(f"{program.slug}: compiling with XLA")
         hlo = compile_layer(traced, facts)
+    hlo_tpu = None
+    if tpu is not None:
+        from dumpgym.hlo import compile_layer
+
+        say(f"{program.slug}: compiling with XLA for TPU ({tpu.topology or 'v5e, sized to the program'})")
+        hlo_tpu = compile_layer(traced, facts, tpu)
     return ProgramRecord(
         slug=program.slug,
         title=program.title,
@@ -49,14 +58,21 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
         lowered_to_nothing=xray.lowered_to_nothing,
         xray_stats=xray.stats,
         hlo=hlo,
+        hlo_tpu=hlo_tpu,
     )
 
 
 def build_corpus(programs: Iterable, progress=None, compiled: bool = True) -> Corpus:
-    """The whole corpus for `programs`, stamped with the JAX version that traced it."""
+    """The whole corpus for `programs`, stamped with the JAX version that traced it (`compiled`: with
+    both compiled layers, this host's CPU and the default TPU target; the TPU needs libtpu)."""
     import jax
 
-    return Corpus(SCHEMA, jax.__version__, tuple(program_record(p, progress, compiled) for p in programs))
+    from dumpgym.target import TPU, require_libtpu
+
+    if compiled:
+        require_libtpu()  # before tracing anything: one line, not a failure halfway through
+    tpu = TPU if compiled else None
+    return Corpus(SCHEMA, jax.__version__, tuple(program_record(p, progress, compiled, tpu) for p in programs))
 
 
 def dumps(corpus: dict) -> str:
@@ -84,9 +100,10 @@ def write_atomic(path: Path, text: str) -> None:
 def check(committed: dict, fresh: dict) -> tuple[list[str], list[str]]:
     """Differences between the committed corpus and a fresh trace: (problems, notes), each with a short diff.
 
-    XLA's CPU code generation depends on the host, so the compiled layer is compared only when
-    the committed one was compiled on a host like this one (same `host_id`); elsewhere one note
-    says so, and only the traced layers (source, jaxpr, StableHLO, facts, x-ray) are compared.
+    XLA's CPU code generation depends on the host, so the CPU's compiled layer (`hlo`) is compared
+    only when the committed one was compiled on a host like this one (same `host_id`); elsewhere one
+    note says so, and only the other layers are compared. The TPU layer (`hlo_tpu`) depends on
+    the topology and libtpu alone, so it is always compared.
     """
     problems, notes = [], []
     if committed.get("jax_version") != fresh["jax_version"]:

@@ -31,6 +31,7 @@ from dumpgym.facts import Facts
 # DATA_MOVEMENT and computes are read from here by drills/fusions.py.
 from dumpgym.hlo_attribution import DATA_MOVEMENT, attribute, computes  # noqa: F401
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
+from dumpgym.target import CPU, Target, libtpu_version, retarget, topology_devices
 from dumpgym.trace import innermost_tag, lower_copy
 
 _CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
@@ -95,21 +96,21 @@ def _opcode(instruction) -> str:
     return str(instruction.opcode).removeprefix("HloOpcode.k").lower()
 
 
-def compile_layer(trace, facts: Facts) -> CompiledLayer:
-    """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them."""
-    import jax
+def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
+    """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
+
+    `target` is this host's CPU (the default) or a TPU topology (`Target("tpu", "v5e:2x2")`; needs libtpu).
+    """
     import jaxlib
 
     from dumpgym.jax_internals import require_hlo_bindings
 
     require_hlo_bindings()
-    tagged = trace.lowered.compile().runtime_executable().hlo_modules()[0]
-    from dumpgym.jax_internals import no_traceback_locations
-
-    # Source locations off, so the text names no file of the machine that built it; lowering a
-    # copy keeps that setting out of JAX's lowering cache for the user's own function.
-    with no_traceback_locations():
-        plain_compiled = lower_copy(trace.jax_traced).compile()
+    if target.platform == "tpu":
+        tagged_compiled, plain_compiled, about = _compile_for_tpu(trace, target)
+    else:
+        tagged_compiled, plain_compiled, about = _compile_for_cpu(trace)
+    tagged = tagged_compiled.runtime_executable().hlo_modules()[0]
     plain = plain_compiled.runtime_executable().hlo_modules()[0]
     text = plain_compiled.as_text()
 
@@ -145,10 +146,8 @@ def compile_layer(trace, facts: Facts) -> CompiledLayer:
     count = {kind: sum(1 for i in instructions if i.via == kind) for kind in VIAS}
     return CompiledLayer(
         text=text,
-        backend=jax.devices()[0].platform,
         jaxlib_version=jaxlib.__version__,
-        host=host(),
-        host_id=host_id(),
+        **about,
         instructions=tuple(instructions),
         fusions=tuple(fusions),
         lines_by_eqn={str(e): tuple(sorted(v)) for e, v in sorted(by_eqn.items())},
@@ -157,10 +156,10 @@ def compile_layer(trace, facts: Facts) -> CompiledLayer:
             with_op_name=sum(graph.has_op_name.values()),
             arguments=len(arguments),  # entry parameters, whose op_name is the argument's name
             attributed=sum(1 for i in instructions if i.eqns),
-            # instructions naming a source op that we could not tie to an equation (should be 0)
-            unattributed_with_op_name=sum(
-                1 for i in instructions if graph.has_op_name[i.name] and not i.eqns and i.name not in arguments
-            ),
+            # instructions whose op_name carries an equation's tag but that we could not tie to an
+            # equation (should be 0); an op_name naming an argument (`x`, also on copies XLA makes of
+            # it) or a kernel of XLA's (`online-softmax`) names no equation
+            unattributed_with_op_name=sum(1 for i in instructions if graph.tag[i.name] is not None and not i.eqns),
             compiler_own=count["none"],
             fusions=len(fusions),
             by_tag=count["tag"],
@@ -168,6 +167,80 @@ def compile_layer(trace, facts: Facts) -> CompiledLayer:
             in_regions=count["region"],
         ),
     )
+
+
+def _compile_for_cpu(trace):
+    """The tagged and plain compiles for this host's CPU, and what the record says compiled them."""
+    import jax
+
+    from dumpgym.jax_internals import no_traceback_locations
+
+    tagged = trace.lowered.compile()
+    # Source locations off, so the text names no file of the machine that built it; lowering a
+    # copy keeps that setting out of JAX's lowering cache for the user's own function.
+    with no_traceback_locations():
+        plain = lower_copy(trace.jax_traced).compile()
+    return tagged, plain, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}
+
+
+def _compile_for_tpu(trace, target: Target):
+    """The tagged and plain compiles for a TPU topology (libtpu, no TPU), and what the record says compiled them.
+
+    The traced jaxpr is lowered again (tagged as the trace stage tags it, and plain) with every mesh
+    and sharding moved onto the topology's devices, under its first chip as the default device, as
+    `jax.jit(f).lower(*args).compile()` on that TPU would. The text depends on the topology and the
+    libtpu (and jaxlib) version only, so `host` is empty and `host_id` digests those.
+    """
+    import hashlib
+
+    import jax
+    import jaxlib
+    from jax.extend import core as jex
+
+    from dumpgym.jax_internals import lower_with_jaxpr, no_traceback_locations
+    from dumpgym.trace import TAG, map_jaxpr_eqns
+
+    topology = target.topology_for(devices_needed(trace))
+    devices = topology_devices(topology)
+    memo: dict = {}
+
+    def move(value):
+        return retarget(value, devices, memo)
+
+    tag_of = {id(eqn): k for k, eqn in enumerate(trace.tagged_eqns)}
+
+    def tagged_eqn(eqn, params):
+        info = eqn.source_info
+        info = info.replace(name_stack=info.name_stack.extend(f"{TAG}{tag_of[id(eqn)]}"), traceback=None)
+        return eqn.replace(params={k: move(v) for k, v in params.items()}, source_info=info)
+
+    def plain_eqn(eqn, params):
+        return eqn.replace(params={k: move(v) for k, v in params.items()})
+
+    closed = trace.closed_jaxpr
+
+    def lowered(rewrite):
+        return lower_with_jaxpr(trace.jax_traced, jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, rewrite), closed.consts),
+                                move)
+
+    with jax.default_device(devices[0]):
+        tagged = lowered(tagged_eqn).compile()
+        with no_traceback_locations():
+            plain = lowered(plain_eqn).compile()
+    kind, version = devices[0].device_kind, libtpu_version()
+    digest = hashlib.sha256("|".join(("tpu", kind, topology, version, jaxlib.__version__)).encode()).hexdigest()[:16]
+    return tagged, plain, {"backend": "tpu", "host": "", "host_id": digest, "device_kind": kind,
+                           "topology": topology, "libtpu_version": version}
+
+
+def devices_needed(trace) -> int:
+    """How many devices the program spans: its sharded arguments' and any mesh its equations name."""
+    from jax.sharding import Mesh
+
+    sizes = [len(a.sharding.device_set) for a in trace.args if getattr(a, "sharding", None) is not None]
+    for eqn in trace.tagged_eqns:
+        sizes += [v.size for v in eqn.params.values() if isinstance(v, Mesh)]
+    return max(sizes, default=1)
 
 
 def _entry_name(text: str) -> str:

@@ -113,6 +113,11 @@ def _infer(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, name: str) -> 
     # Equations downstream of this instruction's sources, and not upstream of any of them.
     between = {e for e in flow.leaves - before if flow.follows(e, before, arguments)}
     between -= set().union(*(flow.ancestors[u] for u in before))
+    if opcode == "customcall":
+        # A kernel XLA put in place of a stretch of the program (TPU's `online-softmax` for a
+        # softmax between two matmuls): it computes every equation between what it reads and what
+        # reads it.
+        return between if not after else {e for e in between if any(e in flow.ancestors[d] for d in after)}
     found: set[int] = set()
     for d in sorted(after):
         kind = {e for e in (flow.ancestors[d] | {d}) & between if computes(opcode, facts.eqns[e].primitive)}

@@ -73,24 +73,36 @@ def _printer_maps_tracebacks(core) -> Iterator[None]:
             source_info_util.user_frame = user_frame
 
 
-def lower_with_jaxpr(traced, closed_jaxpr):
+def lower_with_jaxpr(traced, closed_jaxpr, retarget=None):
     """Lower `closed_jaxpr` in place of `traced`'s own jaxpr, with everything else jit decided (shardings, donation…).
 
+    `retarget`, if given, maps each mesh and sharding jit decided (its arguments', its results', its
+    context mesh) onto other devices: a TPU topology's (JAX 0.9 onward).
+
     Why private: `jax.stages.Traced` has no public way to swap its jaxpr, and re-tracing the user's
-    function would give new equation objects, losing the tags we put on the old ones.
+    function would give new equation objects, losing the tags we put on the old ones. Its argument
+    types (`_meta_tys_flat`) hold the shardings of sharded arguments, which name devices.
     """
     from jax._src import stages
 
     if hasattr(traced, "_meta_tys_flat"):  # JAX 0.9 onward
-        twin = stages.Traced(
-            traced._meta_tys_flat, {**traced._params, "jaxpr": closed_jaxpr},
-            traced._in_tree, traced.out_tree, traced._consts,
-        )
-    elif hasattr(traced, "_lfg"):  # JAX 0.7.2 to 0.8: the lowering function takes jit's params
+        meta_tys, params = traced._meta_tys_flat, {**traced._params, "jaxpr": closed_jaxpr}
+        if retarget is not None:
+            from jax._src.layout import Format
+
+            meta_tys = [m.replace(sharding=retarget(m.sharding),
+                                  format=Format(m.format.layout, retarget(m.format.sharding)))
+                        for m in meta_tys]
+            for key in ("in_shardings", "out_shardings", "ctx_mesh"):
+                params[key] = retarget(params[key])
+        twin = stages.Traced(meta_tys, params, traced._in_tree, traced.out_tree, traced._consts)
+    elif hasattr(traced, "_lfg") and retarget is None:  # JAX 0.7.2 to 0.8: the lowering function takes jit's params
         twin = stages.Traced(
             traced._lfg, {**traced._params, "jaxpr": closed_jaxpr},
             traced._in_tree, traced._out_tree, traced._num_consts,
         )
+    elif retarget is not None:
+        raise JaxVersionError("compiling for a TPU topology needs JAX 0.9 or later")
     else:  # JAX 0.6 to 0.7.1: jit's params, jaxpr included, are bound into the lowering callable
         bound = traced._lower_callable
         twin = copy.copy(traced)

@@ -226,6 +226,9 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
         raise ProgramError(f"cannot flatten the example arguments: {type(e).__name__}: {_first_line(e)}") from e
     traced_at = [i for i, leaf in enumerate(leaves) if is_traced_leaf(leaf)]
     structs = tuple(_struct(leaves[i]) for i in traced_at)
+    if not kwargs and len(args) == len(leaves) == len(traced_at):
+        # Flat arrays only: the function itself, so JAX names its parameters as the user wrote them.
+        return Partitioned(function, structs)
 
     @functools.wraps(function, updated=())
     def partitioned(*traced):

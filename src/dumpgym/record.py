@@ -218,8 +218,13 @@ class HloStats(_Record):
 
 @dataclass(frozen=True)
 class CompiledLayer(_Record):
-    """XLA's compiled HLO of a program, what compiled it, and which equations each line holds."""
+    """XLA's compiled HLO of a program, what compiled it, and which equations each line holds.
 
+    A CPU layer names the host (XLA targets its CPU); a TPU layer names the device kind, topology and
+    libtpu version it was compiled for without a TPU, and leaves `host` empty.
+    """
+
+    OMIT_DEFAULT = frozenset({"device_kind", "topology", "libtpu_version"})
     text: str
     backend: str
     jaxlib_version: str
@@ -229,6 +234,10 @@ class CompiledLayer(_Record):
     fusions: tuple[Fusion, ...]
     lines_by_eqn: dict[str, tuple[int, ...]]
     stats: HloStats
+    # TPU only: the device kind and topology as libtpu names them ("TPU v5 lite", "v5e:2x2"), and its version.
+    device_kind: str = ""
+    topology: str = ""
+    libtpu_version: str = ""
 
     def check_against(self, n_eqns: int, path: str) -> None:
         """Every line is in the compiled text and every equation id exists."""
@@ -255,7 +264,7 @@ class CompiledLayer(_Record):
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"hlo", "jax_version", "added"})
+    OMIT_DEFAULT = frozenset({"hlo", "hlo_tpu", "jax_version", "added"})
     slug: str
     title: str
     lesson: str
@@ -271,7 +280,8 @@ class ProgramRecord(_Record):
     stablehlo_ops: tuple[StablehloOp, ...]
     lowered_to_nothing: tuple[LoweredToNothing, ...]
     xray_stats: XrayStats
-    hlo: CompiledLayer | None = None
+    hlo: CompiledLayer | None = None  # compiled for this host's CPU
+    hlo_tpu: CompiledLayer | None = None  # compiled for a TPU topology, without a TPU (the `tpu` extra)
     # The JAX that traced this program when it was traced apart from its corpus (an added program);
     # the built-in programs share the corpus's `jax_version`.
     jax_version: str | None = None
@@ -299,8 +309,10 @@ class ProgramRecord(_Record):
             _lines_within((op.line,), shlo_n, f"{_join(path, 'stablehlo_ops')}[{i}].line", "the StableHLO")
         for i, gone in enumerate(self.lowered_to_nothing):
             _eqn_within(gone.eqn, n, f"{_join(path, 'lowered_to_nothing')}[{i}].eqn")
-        if self.hlo is not None:
-            self.hlo.check_against(n, _join(path, "hlo"))
+        for name in ("hlo", "hlo_tpu"):
+            layer = getattr(self, name)
+            if layer is not None:
+                layer.check_against(n, _join(path, name))
 
 
 def _line_count(text: str) -> int:

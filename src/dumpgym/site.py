@@ -128,8 +128,8 @@ def program_view(program: ProgramRecord) -> ProgramView:
 
 
 def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, object]:
-    """The JSON files the page fetches: each program object, its highlighted listings and compiled HLO,
-    and each drill kind's items per program."""
+    """The JSON files the page fetches: each program object, its highlighted listings and compiled HLO
+    (data/hlo: the CPU's, data/hlo-tpu: the TPU's), and each drill kind's items per program."""
     files: dict[str, object] = {f"data/programs/{p.slug}.json": p.to_json() for p in corpus.programs}
     for p in corpus.programs:
         links = op_links(p, anchors)
@@ -139,6 +139,8 @@ def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, ob
         }
         if p.hlo is not None and p.hlo.text:
             files[f"data/hlo/{p.slug}.json"] = hlo_listing(p.hlo.text)
+        if p.hlo_tpu is not None and p.hlo_tpu.text:
+            files[f"data/hlo-tpu/{p.slug}.json"] = hlo_listing(p.hlo_tpu.text)
     for (kind, slug), items in _group_items(pool).items():
         files[f"data/drills/{kind}/{slug}.json"] = {"schema": pool["schema"], "items": items}
     return files

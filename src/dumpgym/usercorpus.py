@@ -214,11 +214,15 @@ def _check_slug_free(slug: str, folder: Path) -> None:
 
 
 def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: str | None = None,
-        corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool = False,
+        corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool | str = False,
         args_from: str | None = None) -> ProgramRecord:
-    """`dumpgym add`: import `entry`, make its example arguments (`--arg` specs or `--args-from` MAKE), trace and store it."""
+    """`dumpgym add`: import `entry`, make its example arguments (`--arg` specs or `--args-from` MAKE), trace and store it.
+
+    `compiled`: False, True or "cpu" (this host's XLA), "tpu" or "tpu:GEN:SHAPE" (a TPU, without one).
+    """
     from dumpgym.program import load_entry, load_examples, parse_arg
 
+    _compile_target(compiled)  # a bad target or a missing TPU compiler fails before any import or trace
     if arg_specs and args_from:
         raise ProgramError("give the example arguments with --arg or with --args-from, not both")
     if args_from is None:
@@ -239,9 +243,21 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
                         corpus_dir=corpus_dir, progress=progress, compiled=compiled)
 
 
+def _compile_target(compiled):
+    """The compile target `compiled` names (None for none); one line if it is unknown or needs a missing libtpu."""
+    from dumpgym.target import CPU, Target, parse_target, require_libtpu
+
+    if compiled is None or compiled is False:
+        return None
+    target = compiled if isinstance(compiled, Target) else CPU if compiled is True else parse_target(str(compiled))
+    if target.platform == "tpu":
+        require_libtpu()
+    return target
+
+
 def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, name: str, slug: str | None = None,
                  title: str | None = None, corpus_dir=None, progress: Callable[[str], None] | None = None,
-                 compiled: bool = False) -> ProgramRecord:
+                 compiled: bool | str = False) -> ProgramRecord:
     """Trace `function` on example values (pytrees, models, static leaves), build its record, and store it.
 
     The one path of every added program, from the command line and from Python (`dumpgym.add`).
@@ -257,12 +273,14 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     slug = slug or _default_slug(name)
     with locked(folder, exclusive=False):
         _check_slug_free(slug, folder)  # fail before the slow part; checked again under the write lock
+    target = _compile_target(compiled)
     partitioned = partition(function, args, kwargs)
     program = Program(slug=slug, title=title or name, lesson=f"Your program {name}.", function=partitioned.function,
                       args=partitioned.avals, entry=entry, structs=partitioned.structs)
     _check_writable(folder)
     try:
-        record = program_record(program, progress, compiled=compiled)
+        record = program_record(program, progress, compiled=target is not None and target.platform == "cpu",
+                                tpu=target if target is not None and target.platform == "tpu" else None)
     except ProgramError:
         raise
     except Exception as e:

@@ -5,10 +5,16 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
-def open_xray(page, slug):
+def open_xray(page, slug, target="cpu"):
+    """Show `slug` in the x-ray with its compiled layer for `target` (most tests read the CPU's `hlo`)."""
     page.locator("#xray").scroll_into_view_if_needed()
     page.select_option("[data-xray-pick]", slug)
     page.wait_for_selector(f"#xray[data-ready][data-program='{slug}']")
+    has_both = page.get_attribute("[data-xray-targets]", "hidden") is None
+    if page.get_attribute("#xray", "data-target") != target and has_both:
+        # A click from script: on a narrow screen the compiled column (and its switch) is hidden.
+        page.eval_on_selector(f"[data-xray-target={target}]", "b => b.click()")
+        page.wait_for_selector(f"#xray[data-ready][data-program='{slug}'][data-target={target}]")
 
 
 def lit(page, layer):
@@ -41,6 +47,37 @@ def in_view(page, layer, line):
 
 def group_of(program, eqn):
     return next(g for g in program["xray"] if g["eqn"] == eqn)
+
+
+def test_the_compiled_column_shows_the_tpu_layer_first_and_names_its_target(page, fetch_json):
+    page.locator("#xray").scroll_into_view_if_needed()
+    page.select_option("[data-xray-pick]", "mlp")
+    page.wait_for_selector("#xray[data-ready][data-program='mlp']")
+    tpu = fetch_json("data/programs/mlp.json")["hlo_tpu"]
+    assert page.get_attribute("#xray", "data-target") == "tpu"
+    assert page.locator("[data-xray-target=tpu]").get_attribute("aria-pressed") == "true"
+    note = page.locator("[data-xray-hlo-note]").inner_text()
+    assert "compiled for TPU v5 lite (v5e, 2×2), without a TPU" in note and tpu["libtpu_version"] in note
+    shown = page.eval_on_selector_all("[data-xray-col=hlo] [data-line]", "els => els.map(e => e.textContent)")
+    assert "".join(shown).rstrip("\n") == tpu["text"].rstrip("\n")
+    page.click("[data-xray-target=cpu]")
+    page.wait_for_selector("#xray[data-ready][data-program='mlp'][data-target=cpu]")
+    assert "compiled by XLA for cpu" in page.locator("[data-xray-hlo-note]").inner_text()
+
+
+def test_hovering_a_tpu_line_lights_its_equation_in_all_three_columns(page, fetch_json):
+    open_xray(page, "mlp", "tpu")
+    program = fetch_json("data/programs/mlp.json")
+    tpu = program["hlo_tpu"]
+    conv = next(i for i in tpu["instructions"] if i["opcode"] == "convolution" and i["via"] == "tag")
+    (eqn,) = conv["eqns"]
+    group = group_of(program, eqn)
+    page.hover(f"[data-xray-col=hlo] [data-line='{conv['line']}']")
+    assert sorted(lit(page, "jaxpr")) == sorted(group["jaxpr_lines"])
+    assert sorted(lit(page, "stablehlo")) == sorted(group["stablehlo_lines"])
+    assert sorted(lit(page, "hlo")) == sorted(tpu["lines_by_eqn"][str(eqn)])
+    page.hover(f"[data-xray-col=jaxpr] [data-line='{group['jaxpr_lines'][0]}']")
+    assert conv["line"] in lit(page, "hlo")
 
 
 def test_hovering_a_gelu_line_lights_its_equation_in_all_three_columns(page, fetch_json):

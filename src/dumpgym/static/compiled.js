@@ -5,9 +5,18 @@
 import { html, plural } from './html.js';
 import { getJSON, hloURL, listingMarkup } from './data.js';
 
-/** The compiled HLO of a program as a listing with one `[data-line]` per line (fetched once). */
-export async function hloListing(slug) {
-  return listingMarkup('hlo', (await getJSON(hloURL(slug))).lines);
+/** The compiled HLO of a program for a target (`cpu`, `tpu`) as a listing with one `[data-line]` per line (fetched once). */
+export async function hloListing(slug, target = 'cpu') {
+  return listingMarkup('hlo', (await getJSON(hloURL(slug, target))).lines);
+}
+
+/** The record's compiled layer for a target: `hlo` is the CPU's, `hlo_tpu` the TPU's (each may be absent). */
+export const compiledLayer = (program, target) => (target === 'tpu' ? program.hlo_tpu : program.hlo) ?? null;
+
+/** A TPU topology as people say it: "v5e:2x2" -> "v5e, 2×2". */
+export function topologyWords(topology) {
+  const [generation, shape] = (topology || '').split(':');
+  return shape ? `${generation}, ${shape.replaceAll('x', '×')}` : generation || '';
 }
 
 /** Instructions and fusions by line, and each fusion's body: the lines of the computation it calls. */
@@ -38,8 +47,13 @@ function range(a, b) {
   return out;
 }
 
-/** "compiled by XLA for cpu (jaxlib 0.10.2) — a TPU or GPU would fuse differently", from the record. */
+/** "compiled by XLA for cpu (jaxlib 0.10.2) — a TPU or GPU would fuse differently", or for a TPU layer
+ * "compiled for TPU v5 lite (v5e, 2×2), without a TPU (libtpu 0.0.42.1, jaxlib 0.10.2)", from the record. */
 export function backendNote(hlo) {
+  if (hlo.backend === 'tpu') {
+    return `compiled for ${hlo.device_kind || 'a TPU'} (${topologyWords(hlo.topology)}), without a TPU (libtpu ${
+      hlo.libtpu_version}, jaxlib ${hlo.jaxlib_version})`;
+  }
   const jaxlib = hlo.jaxlib_version ? ` (jaxlib ${hlo.jaxlib_version})` : '';
   const other = hlo.backend === 'cpu' ? 'a TPU or GPU' : 'another backend';
   return `compiled by XLA for ${hlo.backend || 'an unnamed backend'}${jaxlib} — ${other} would fuse differently`;

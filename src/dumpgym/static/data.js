@@ -20,8 +20,8 @@ export function getJSON(url) {
 /** The URL of one program's corpus record. */
 export const programURL = (slug) => `data/programs/${encodeURIComponent(slug)}.json`;
 
-/** The URL of one program's compiled HLO, highlighted at build time ("dumpgym.hlo-listing/1"). */
-export const hloURL = (slug) => `data/hlo/${encodeURIComponent(slug)}.json`;
+/** The URL of one program's compiled HLO for a target (`cpu` or `tpu`), highlighted at build time ("dumpgym.hlo-listing/1"). */
+export const hloURL = (slug, target = 'cpu') => `data/${target === 'tpu' ? 'hlo-tpu' : 'hlo'}/${encodeURIComponent(slug)}.json`;
 
 /** The URL of one drill kind's items for one program. */
 export const drillURL = (kind, slug) => `data/drills/${encodeURIComponent(kind)}/${encodeURIComponent(slug)}.json`;

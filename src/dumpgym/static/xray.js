@@ -3,7 +3,9 @@
 // program; a hover only touches the lines of the groups it lights (hover.js, shared with the notebook).
 import { html, plural, render } from './html.js';
 import { getJSON, listing, onScreen, programURL, typing } from './data.js';
-import { backendNote, compiledStats, fusionList, hloListing, indexCompiled, instructionNote, whyCompiled } from './compiled.js';
+import {
+  backendNote, compiledLayer, compiledStats, fusionList, hloListing, indexCompiled, instructionNote, whyCompiled,
+} from './compiled.js';
 import { LAYERS, Lights } from './hover.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
@@ -36,12 +38,12 @@ function columnCopy(source) {
   return copy;
 }
 
-/** The compiled listing as an element, or the reason it could not be fetched. */
-async function compiledSource(slug, program) {
-  if (!program.hlo?.text) return { source: null, error: '' };
+/** The compiled listing for a target as an element, or the reason it could not be fetched. */
+async function compiledSource(slug, hlo, target) {
+  if (!hlo?.text) return { source: null, error: '' };
   try {
     const holder = document.createElement('div');
-    render(holder, await hloListing(slug));
+    render(holder, await hloListing(slug, target));
     return { source: holder.firstElementChild, error: '' };
   } catch (e) {
     return { source: null, error: e.message };
@@ -71,6 +73,8 @@ class XraySection {
     this.status = root.querySelector('[data-xray-status]');
     this.compiledEl = root.querySelector('[data-xray-compiled]');
     this.byEl = root.querySelector('[data-xray-backend]');
+    this.targetsEl = root.querySelector('[data-xray-targets]');
+    this.target = 'tpu';  // the compiled layer on show: the TPU's where the program has one, else the CPU's
     this.cols = Object.fromEntries(LAYERS.map((l) => [l, root.querySelector(`[data-xray-col="${l}"]`)]));
     this.hloCol = this.cols.hlo.closest('.col');
     this.tabs = [...root.querySelectorAll('[data-xray-tab]')];
@@ -145,14 +149,20 @@ class XraySection {
       if (this.loading === slug) this.statsEl.textContent = `could not load ${slug}'s listings: ${e.message}`;
       return;
     }
-    const { source: hloSource, error } = await compiledSource(slug, program);
+    // The compiled column shows one target's layer: the rest of the section reads it as `hlo`.
+    const target = compiledLayer(program, this.target) ? this.target : ['tpu', 'cpu'].find((t) => compiledLayer(program, t));
+    const hlo = target ? compiledLayer(program, target) : null;
+    const { source: hloSource, error } = await compiledSource(slug, hlo, target);
     if (this.loading !== slug) return;
+    const record = program;
+    program = { ...program, hlo };
     const [jaxpr, stablehlo] = sources;
     const rows = this.swapColumns({ jaxpr, stablehlo, hlo: hloSource });
     const index = indexProgram(program);
     const compiled = hloSource ? indexCompiled(program.hlo) : null;
     markRows(rows, index, compiled);
-    this.shown = { slug, program, index, compiled, rows };
+    this.shown = { slug, program, index, compiled, rows, target };
+    this.showTargets(target, record);
     this.lights.show(index, rows, compiled?.bodies);
     this.statsEl.textContent = stats(program);
     this.showCompiled(error);
@@ -182,6 +192,25 @@ class XraySection {
     return rows;
   }
 
+  /** The switch between the TPU's and the CPU's compiled layer (shown when the program has both), on `target`. */
+  showTargets(target, record) {
+    this.targetsEl.hidden = !(compiledLayer(record, 'tpu') && compiledLayer(record, 'cpu'));
+    for (const b of this.targetsEl.querySelectorAll('[data-xray-target]')) {
+      b.setAttribute('aria-pressed', String(b.dataset.xrayTarget === target));
+    }
+    this.root.dataset.target = target ?? '';
+  }
+
+  /** Show the other target's compiled layer of the program on show. */
+  switchTarget(target) {
+    if (!this.shown || this.shown.target === target) return Promise.resolve();
+    this.target = target;
+    const { slug } = this.shown;
+    this.shown = null;
+    this.inflight = null;
+    return this.load(slug);
+  }
+
   /** The backend, the counts and the fusion list under the columns; or why there is no compiled column. */
   showCompiled(error) {
     const { program: { hlo }, index, compiled } = this.shown;
@@ -192,7 +221,7 @@ class XraySection {
         : html`<p class="fine">No compiled layer for this program: added programs carry one when added with <code>--hlo</code>.</p>`);
       return;
     }
-    this.byEl.textContent = `XLA · ${hlo.backend}`;
+    this.byEl.textContent = `XLA · ${hlo.backend === 'tpu' ? hlo.device_kind || 'tpu' : hlo.backend}`;
     this.byEl.title = `${backendNote(hlo)}${hlo.host ? ` · host ${hlo.host}` : ''}`;
     render(this.compiledEl, html`<p class="note" data-xray-hlo-note>${backendNote(hlo)}.
       <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}</span>
@@ -361,6 +390,10 @@ class XraySection {
     this.compiledEl.addEventListener('click', (e) => {
       const n = fusionLine(e);
       if (n) lights.click('hlo', n, null, bodyStart(n));
+    });
+    this.targetsEl.addEventListener('click', (e) => {
+      const target = e.target.closest('[data-xray-target]')?.dataset.xrayTarget;
+      if (target) this.switchTarget(target);
     });
     document.addEventListener('keydown', (e) => {
       if (typing(e) || !this.shown || !onScreen(this.root)) return;

@@ -1,0 +1,238 @@
+"""The TPU layer (`hlo_tpu`), compiled by libtpu for a named topology without a TPU: its text is what
+`jax.jit(f).lower(*args).compile()` prints on that topology, every instruction whose op_name carries
+an equation's tag is attributed to it, and each fusion lists what XLA put in it."""
+import importlib.util
+import os
+import re
+from functools import partial
+
+import pytest
+
+from dumpgym.programs import SLUGS
+from dumpgym.target import (CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, libtpu_installed,
+                            parse_target)
+
+OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _libtpu():
+    if not libtpu_installed():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs the tpu extra (scripts/test): libtpu is missing")
+        pytest.skip("the TPU compiler is not installed: pip install 'dumpgym[tpu]'")
+
+
+def _devices(topology):
+    from dumpgym.target import topology_devices
+
+    return topology_devices(topology)
+
+
+def _fresh_text(program, topology):
+    """`jax.jit(f).lower(*args).compile().as_text()` for the topology, as a TPU user would write it:
+    arguments on the first chip, or a shard_map over a mesh of the topology's chips."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from dumpgym.jax_internals import no_traceback_locations
+
+    devices = _devices(topology)
+    function, args = program.function, program.example_args()
+    if program.mesh is not None:
+        mesh = jax.make_mesh(tuple(program.mesh.values()), tuple(program.mesh), devices=list(devices[:8]),
+                             axis_types=(jax.sharding.AxisType.Explicit,) * len(program.mesh))
+        inner = function.__wrapped__
+        function = partial(jax.shard_map, mesh=mesh, in_specs=_shard_map_specs(program), out_specs=_out_spec(program))(inner)
+        args = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
+                for a, p in zip(args, program.in_specs)]
+    with jax.default_device(devices[0]), no_traceback_locations():
+        return jax.jit(function).lower(*args).compile().as_text()
+
+
+def _shard_map_specs(program):
+    from jax.sharding import PartitionSpec
+
+    return tuple(PartitionSpec(*p) for p in program.in_specs)
+
+
+def _out_spec(program):
+    from jax.sharding import PartitionSpec
+
+    # The two built-in shard_map programs: psum replicates its result, sharded keeps rows split.
+    return PartitionSpec(None, None) if program.slug == "psum" else PartitionSpec("x", None)
+
+
+@pytest.mark.compiled_hlo
+@pytest.mark.parametrize("slug", SLUGS)
+def test_the_tpu_layer_is_what_jax_compiles_for_the_topology(slug, by_slug, programs):
+    layer = by_slug[slug]["hlo_tpu"]
+    assert layer["backend"] == "tpu" and layer["host"] == ""
+    assert layer["topology"] == (DEFAULT_TOPOLOGY if by_slug[slug]["mesh"] is None else "v5e:2x4")
+    assert layer["device_kind"] == _devices(layer["topology"])[0].device_kind == "TPU v5 lite"
+    assert layer["text"] == _fresh_text(programs[slug], layer["topology"])
+
+
+@pytest.mark.compiled_hlo
+@pytest.mark.parametrize("slug", SLUGS)
+def test_every_tpu_instruction_tagged_with_an_equation_is_attributed_to_it(slug, programs):
+    """Judged from a fresh tagged compile: each instruction whose op_name carries a tag computes that
+    equation (or, inside a fusion or region, belongs to what holds it)."""
+    from dumpgym.facts import build_facts
+    from dumpgym.hlo import _compile_for_tpu, _instructions, compile_layer
+    from dumpgym.trace import innermost_tag, trace
+
+    traced = trace(programs[slug].function, programs[slug].example_args())
+    facts = build_facts(traced)
+    layer = compile_layer(traced, facts, TPU)
+    tagged, _plain, _about = _compile_for_tpu(traced, TPU)
+    by_name = {i.name: i for i in layer.instructions}
+    checked = 0
+    for _computation, instruction in _instructions(tagged.runtime_executable().hlo_modules()[0]):
+        printed = instruction.to_string()
+        meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
+        tag = innermost_tag(meta)
+        if tag is None:
+            continue
+        row = by_name[instruction.name]
+        assert row.eqns, f"{slug}: {row.name} carries tag {tag} but is not attributed"
+        if row.via == "tag":
+            assert facts.eqn_of_tag[tag] in row.eqns
+        checked += 1
+    assert checked > 0 and layer.stats.unattributed_with_op_name == 0
+
+
+@pytest.mark.compiled_hlo
+@pytest.mark.parametrize("slug", SLUGS)
+def test_each_tpu_fusion_lists_the_equations_of_what_xla_put_in_it(slug, by_slug):
+    layer = by_slug[slug]["hlo_tpu"]
+    lines = layer["text"].splitlines()
+    by_computation = {}
+    for ins in layer["instructions"]:
+        by_computation.setdefault(ins["computation"], []).append(ins)
+
+    def inside(computation, seen):
+        for ins in by_computation.get(computation, ()):
+            yield ins
+            for callee in re.findall(r"\bcalls=%([\w.\-]+)", lines[ins["line"] - 1]):
+                if callee not in seen:
+                    seen.add(callee)
+                    yield from inside(callee, seen)
+
+    for fusion in layer["fusions"]:
+        (called,) = re.findall(r"\bcalls=%([\w.\-]+)", lines[fusion["line"] - 1])
+        held = set().union(*(set(i["eqns"]) for i in inside(called, {called})))
+        assert set(fusion["eqns"]) == held, (slug, fusion["name"])
+
+
+def test_the_softmax_kernel_xla_puts_between_two_matmuls_computes_the_softmax(by_slug):
+    """libtpu replaces attention's softmax and second matmul with a kernel of its own (`online-softmax`,
+    a custom-call with no metadata): it computes every equation from the first matmul's result on."""
+    record = by_slug["attention"]
+    kernel = next(i for i in record["hlo_tpu"]["instructions"] if i["name"] == "online-softmax")
+    primitives = {record["eqns"][e]["primitive"] for e in kernel["eqns"]}
+    assert kernel["via"] == "inferred"
+    assert {"reduce_max", "exp", "reduce_sum", "div", "dot_general"} <= primitives
+
+
+def test_each_generation_offered_compiles_to_a_text_of_its_own():
+    import jax
+    import jax.numpy as jnp
+
+    def f(x, w):
+        return jnp.tanh(x @ w).sum(0)
+
+    texts = {}
+    for generation in GENERATIONS:
+        topology = f"{generation}:2x2" if generation in ("v5e", "v6e") else f"{generation}:2x2x1"
+        with jax.default_device(_devices(topology)[0]):
+            texts[generation] = jax.jit(f).lower(jax.ShapeDtypeStruct((256, 512), jnp.bfloat16),
+                                                 jax.ShapeDtypeStruct((512, 128), jnp.bfloat16)).compile().as_text()
+        assert _devices(topology)[0].device_kind == GENERATIONS[generation]
+    assert len(set(texts.values())) == len(GENERATIONS)
+
+
+def test_targets_are_named_cpu_tpu_or_a_topology():
+    assert parse_target("cpu") == CPU and parse_target("tpu") == TPU
+    assert parse_target("tpu:v6e:2x4") == Target("tpu", "v6e:2x4")
+    assert TPU.topology_for(1) == "v5e:2x2" and TPU.topology_for(8) == "v5e:2x4"
+    for bad in ("gpu", "tpu:v7x:2x2", "tpu:v5e", "cpu:v5e:2x2"):
+        with pytest.raises(TargetError, match="unknown compile target"):
+            parse_target(bad)
+
+
+ADDED = '''
+import jax.numpy as jnp
+
+
+def proj(x, w):
+    return jnp.tanh(x @ w)
+'''
+
+
+def test_add_with_hlo_tpu_records_the_layer_a_fresh_tpu_compile_prints(tmp_path, capsys):
+    import jax
+    import jax.numpy as jnp
+
+    from dumpgym import cli
+    from dumpgym.jax_internals import no_traceback_locations
+
+    (tmp_path / "m.py").write_text(ADDED)
+    corpus = tmp_path / "corpus"
+    argv = ["add", f"{tmp_path / 'm.py'}:proj", "--arg", "bf16[128,256]", "--arg", "bf16[256,512]",
+            "--hlo", "tpu", "--corpus", str(corpus)]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    record = __import__("json").loads((corpus / "proj.json").read_text())
+    layer = record["hlo_tpu"]
+    assert "hlo" not in record  # the TPU layer only, as asked
+    assert (layer["device_kind"], layer["topology"]) == ("TPU v5 lite", DEFAULT_TOPOLOGY)
+    args = [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in ((128, 256), (256, 512))]
+    spec = importlib.util.spec_from_file_location("added_proj", tmp_path / "m.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with jax.default_device(_devices(DEFAULT_TOPOLOGY)[0]), no_traceback_locations():
+        fresh = jax.jit(module.proj).lower(*args).compile().as_text()
+    assert layer["text"] == fresh
+    assert "T(8,128)(2,1)" in layer["text"]
+
+
+@pytest.mark.parametrize("hlo, message", [
+    ("gpu", "unknown compile target 'gpu'"),
+    ("tpu:v9z:2x2", "unknown compile target 'tpu:v9z:2x2'"),
+])
+def test_add_with_an_unknown_target_is_one_line_and_writes_nothing(tmp_path, capsys, hlo, message):
+    from dumpgym import cli
+
+    (tmp_path / "m.py").write_text(ADDED)
+    argv = ["add", f"{tmp_path / 'm.py'}:proj", "--arg", "f32[8,8]", "--arg", "f32[8,8]", "--hlo", hlo,
+            "--corpus", str(tmp_path / "corpus")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "corpus").exists()
+
+
+def test_add_with_hlo_tpu_but_no_tpu_compiler_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    from dumpgym import cli, target
+
+    monkeypatch.setattr(target, "libtpu_installed", lambda: False)
+    (tmp_path / "m.py").write_text(ADDED)
+    argv = ["add", f"{tmp_path / 'm.py'}:proj", "--arg", "f32[8,8]", "--arg", "f32[8,8]", "--hlo", "tpu",
+            "--corpus", str(tmp_path / "corpus")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pip install 'dumpgym[tpu]'" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "corpus").exists()
+
+
+def test_importing_dumpgym_quiets_libtpu_so_commands_print_nothing_of_it(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "m.py").write_text(ADDED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TPU_", "ALLOW_MULTIPLE_LIBTPU"))}
+    done = subprocess.run([sys.executable, "-m", "dumpgym", "add", f"{tmp_path / 'm.py'}:proj", "--arg", "f32[8,8]",
+                           "--arg", "f32[8,8]", "--hlo", "tpu", "--corpus", str(tmp_path / "corpus")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

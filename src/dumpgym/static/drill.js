@@ -3,7 +3,7 @@
 // asks for a line of a real listing instead.
 import { html, render, ticks } from './html.js';
 import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
-import { capShares, familyOf, loadScheduler, pickNext, skillOf } from './schedule.js';
+import { familyOf, loadScheduler, pickNext, skillOf } from './schedule.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
@@ -108,12 +108,11 @@ class Panel {
     return this.yoursOnly && yours.length ? yours : this.pool;
   }
 
-  /** The next item: due reviews first, mixed with families never answered, by weight (schedule.js's `pickNext`),
-   * no program more than MAX_SHARE of the draw. */
+  /** The next item: due reviews first, mixed with families never answered, by weight (schedule.js's `pickNext`). */
   async pick() {
     const all = await this.masses();
     const pool = this.drawPool();
-    const masses = capShares(pool.map((p) => all[this.pool.indexOf(p)]));
+    const masses = pool.map((p) => all[this.pool.indexOf(p)]);
     return pickNext({
       kind: this.kind, pool, masses, last: this.last, cards: this.progress.cards(),
       split: (slug) => getJSON(drillURL(this.kind, slug)), weight: (item) => this.focusWeight(item),

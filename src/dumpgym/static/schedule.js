@@ -121,7 +121,8 @@ const turns = new Map(); // kind -> questions picked in this page
 /**
  * The next question of a drill kind: {slug, index, weight, split, reason}, reason 'due' (a card whose time
  * has come), 'new' (a family never answered, drawn by weight) or 'ahead' (nothing due, nothing new: any
- * item by weight); null when no item has weight. `pool` is the panel's [{slug}], `masses` each program's
+ * item by weight); null when no item has weight. A program is drawn by its summed weight, capped so that none
+ * has more than MAX_SHARE of the draw (`capShares`). `pool` is the panel's [{slug}], `masses` each program's
  * summed weight, `last` the item just asked ({slug, index, weight, family}), `split(slug)` fetches a program's
  * items, `weight(item)` an item's weight (weightOf, or 0 outside a focus the panel has).
  */
@@ -154,7 +155,7 @@ async function pickDue({ pool, last, split, weight, random, due }) {
 }
 
 async function pickNew({ pool, masses, last, cards, split, weight, random }) {
-  const left = [...masses];
+  const left = capShares(masses);
   for (let tries = 0; tries < pool.length; tries++) {
     const p = pickWeighted(left, -1, random);
     if (p < 0) return null;
@@ -176,7 +177,7 @@ async function pickAny({ pool, masses, last, split, weight, random }) {
     const r = last && pool[i].slug === last.slug ? w - last.weight : w;
     return r > 1e-9 * w ? r : 0;
   });
-  const p = pickWeighted(rest, -1, random);
+  const p = pickWeighted(capShares(rest), -1, random);
   if (p < 0) return last ? { ...last, split: await split(last.slug), reason: 'ahead' } : null;
   const slug = pool[p].slug;
   const s = await split(slug);

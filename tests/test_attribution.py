@@ -1,4 +1,5 @@
 """The x-ray attributes every StableHLO op line, and none wrongly, checked against JAX's own locations."""
+import re
 import textwrap
 
 import jax
@@ -36,7 +37,17 @@ def test_attribution_agrees_with_jax_locations(slug, by_slug, programs):
     facts = build_facts(jax.make_jaxpr(program.function)(*args))
     assert [e.primitive for e in facts.eqns] == [e["primitive"] for e in by_slug[slug]["eqns"]]
     lowered = jax.jit(program.function).lower(*args)
-    assert judge(by_slug[slug], lowered.compiler_ir("stablehlo"), facts.jax_eqns) == []
+    problems = judge(by_slug[slug], lowered.compiler_ir("stablehlo"), facts.jax_eqns)
+    assert [p for p in problems if not _pins_key_data(p, by_slug[slug])] == []
+
+
+def _pins_key_data(problem: str, record: dict) -> bool:
+    """Whether an oracle complaint is the one op no equation owns in a program taking a typed key: the
+    sharding constraint JAX puts on the key argument's uint32 data (see the typed-key test below)."""
+    if not problem.endswith(": sdy.sharding_constraint attributed to nothing"):
+        return False
+    line = record["stablehlo"].splitlines()[int(problem.split()[1].rstrip(":")) - 1]
+    return any(a.startswith("key<") for a in record["args"]) and "%arg" in line and "ui32>" in line
 
 
 def test_corpus_coverage_is_complete(corpus):
@@ -157,13 +168,26 @@ def test_dead_code_is_explained(by_slug):
 def test_group_jaxpr_lines_lie_within_the_equation(corpus):
     for record in corpus["programs"]:
         eqns = record["eqns"]
+        lines = record["jaxpr"].splitlines()
         for g in record["xray"]:
             family = {g["eqn"]} | {e["id"] for e in eqns if _descends(eqns, e["id"], g["eqn"])}
             allowed = set()
             for e in family:
                 first, last = eqns[e]["jaxpr_lines"]
                 allowed.update(range(first, last + 1))
+                allowed.update(_hoisted_lines(lines, lines[first - 1:last]))
             assert set(g["jaxpr_lines"]) <= allowed and set(range(*_inclusive(eqns[g["eqn"]]))) <= set(g["jaxpr_lines"])
+
+
+def _hoisted_lines(lines: list[str], eqn_lines: list[str]) -> set[int]:
+    """Lines of the printer's top `let NAME = { ... } in` blocks whose NAME the equation's lines pass
+    as a parameter (`update_jaxpr=jaxpr`): a jaxpr used more than once is printed there, once."""
+    out = set()
+    for n, line in enumerate(lines, start=1):
+        m = re.match(r"let (\w+) = ", line)
+        if m and any(re.search(rf"=\s*{m[1]}\b", text) for text in eqn_lines):
+            out.add(n)
+    return out
 
 
 def _inclusive(eqn):
@@ -221,3 +245,29 @@ def test_the_notebook_xray_takes_a_typed_key():
     by_struct = dumpgym.xray(dropout, jax.ShapeDtypeStruct((8, 32), jnp.float32), jax.ShapeDtypeStruct((), typed_key()))
     assert by_spec.jaxpr == by_struct.jaxpr == str(jax.make_jaxpr(dropout)(jnp.ones((8, 32)), jax.random.key(0)))
     assert "key<fry>[]" in by_spec._repr_html_().replace("&lt;", "<").replace("&gt;", ">")
+
+
+@pytest.mark.parametrize("slug, op", [("cond-switch", "stablehlo.negate"), ("mlp", "stablehlo.tanh")])
+def test_the_oracle_rejects_an_op_moved_to_another_equation(slug, op, by_slug, programs):
+    """The oracle can fail: an op line taken from its group and given to an equation of another
+    primitive, written on another source line, is reported."""
+    import copy
+
+    from jax._src import source_info_util
+
+    program = programs[slug]
+    args = program.example_args()
+    facts = build_facts(jax.make_jaxpr(program.function)(*args))
+    frames = {n: source_info_util.user_frame(e.source_info.traceback) for n, e in facts.jax_eqns.items()}
+    source_line = {n: f.start_line if f is not None else None for n, f in frames.items()}
+    record = copy.deepcopy(by_slug[slug])
+    line = next(o["line"] for o in record["stablehlo_ops"] if o["name"] == op)
+    owner = next(g for g in record["xray"] if line in g["stablehlo_lines"])
+    other = next(g for g in record["xray"]
+                 if source_line[g["eqn"]] not in (None, source_line[owner["eqn"]])
+                 and record["eqns"][g["eqn"]]["primitive"] != record["eqns"][owner["eqn"]]["primitive"]
+                 and record["eqns"][g["eqn"]]["primitive"] not in ("cond", "jit"))
+    owner["stablehlo_lines"].remove(line)
+    other["stablehlo_lines"].append(line)
+    problems = judge(record, jax.jit(program.function).lower(*args).compiler_ir("stablehlo"), facts.jax_eqns)
+    assert any(p.startswith(f"line {line}: {op}") for p in problems), problems

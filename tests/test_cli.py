@@ -8,6 +8,7 @@ import pytest
 
 from dumpgym import cli
 from dumpgym.program import parse_arg
+from dumpgym.programs import SLUGS
 
 
 def run(*args):
@@ -19,7 +20,7 @@ def test_export_prints_the_corpus_schema():
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["schema"] == "dumpgym.corpus/1"
-    assert len(data["programs"]) == 17
+    assert len(data["programs"]) == len(SLUGS)
 
 
 def test_export_selected_slugs_in_order(capsys):
@@ -72,9 +73,9 @@ RANDOM_PROGRAMS = Path(__file__).parent / "random_programs.py"
 ])
 def test_add_a_program_that_draws_randomness(name, specs, tmp_path, capsys):
     corpus = tmp_path / "corpus"
-    args = ["add", f"{RANDOM_PROGRAMS}:{name}", *[f"--arg={s}" for s in specs], "--corpus", str(corpus)]
+    slug = "my-" + name.replace("_", "-")  # `dropout` is a built-in program's slug
+    args = ["add", f"{RANDOM_PROGRAMS}:{name}", *[f"--arg={s}" for s in specs], "--slug", slug, "--corpus", str(corpus)]
     assert cli.main(args) == 0, capsys.readouterr().err
-    slug = name.replace("_", "-")
     record = json.loads((corpus / f"{slug}.json").read_text())
     printed = [str(parse_arg(s)) for s in specs]
     assert record["args"] == printed and all(f":{p}" in record["jaxpr"] for p in printed)
@@ -102,4 +103,13 @@ def test_our_own_crash_does_not_blame_the_users_function(tmp_path, monkeypatch):
 
     monkeypatch.setattr(facts, "build_facts", broken)
     with pytest.raises(TypeError, match="a bug in dumpgym"):  # not a ProgramError naming dropout
-        usercorpus.add(f"{RANDOM_PROGRAMS}:dropout", ["f32[8,32]", "key<fry>[]"], corpus_dir=tmp_path / "corpus")
+        usercorpus.add(f"{RANDOM_PROGRAMS}:dropout", ["f32[8,32]", "key<fry>[]"], slug="my-dropout",
+                       corpus_dir=tmp_path / "corpus")
+
+
+def test_a_function_named_like_a_built_in_program_is_asked_for_a_slug(tmp_path):
+    result = run("add", f"{RANDOM_PROGRAMS}:dropout", "--arg", "f32[8,32]", "--arg", "key<fry>[]",
+                 "--corpus", str(tmp_path / "corpus"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == "dumpgym: error: slug 'dropout' is already in the corpus; choose another with --slug"
+    assert not (tmp_path / "corpus").exists()

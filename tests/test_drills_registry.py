@@ -34,11 +34,11 @@ def test_pool_follows_the_schema(corpus, pool):
         assert item["drill"] in kinds()
         assert item["eqn"] is None or item["eqn"] in ids[item["program"]]
         assert item["question"].endswith("?") or item["question"].endswith(".")
-        if item["drill"] in ("decoder", "shapes", "fusions"):
+        if item["drill"] in ("decoder", "shapes", "fusions", "layouts", "units"):
             assert 0 <= item["answer"] < len(item["options"]) == len(item["reasons"])
         else:
             assert item["layer"] in ("jaxpr", "stablehlo") and item["answer_line"] >= 1 and item["kind"]
-    assert {i["drill"] for i in pool["items"]} == {"decoder", "shapes", "decisions", "fusions"}
+    assert {i["drill"] for i in pool["items"]} >= {"decoder", "shapes", "decisions", "fusions", "layouts", "units"}
     json.dumps(pool)
 
 
@@ -80,12 +80,17 @@ def test_kinds_are_listed_by_number_with_their_titles(pool):
          "aim": "Click the line the framework wrote for you: a broadcast, an upcast, a remat mark, a collective."},
         {"name": "fusions", "number": "05", "title": "what XLA fused",
          "aim": "Name the equations XLA merged into one fusion of the compiled program."},
+    ] + [k for k in pool["kinds"] if "05" < k["number"] < "10"] + [
+        {"name": "layouts", "number": "10", "title": "TPU layouts, read",
+         "aim": "Read a TPU buffer's layout: its minor axis and tile, its memory space, and the bytes it takes."},
+        {"name": "units", "number": "11", "title": "which unit runs it",
+         "aim": "Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle."},
     ]
 
 
 def test_only_kinds_with_items_are_listed(by_slug):
-    # `gqa` has dot_generals but no decisions; without its compiled layer it has no fusions either.
-    gqa = {k: v for k, v in by_slug["gqa"].items() if k != "hlo"}
+    # `gqa` has dot_generals but no decisions; without its compiled layers it has no fusions (nor TPU kinds).
+    gqa = {k: v for k, v in by_slug["gqa"].items() if k not in ("hlo", "hlo_tpu")}
     pool = build_pool({"programs": [gqa]})
     assert [k["name"] for k in pool["kinds"]] == ["decoder", "shapes"]
     assert {i["drill"] for i in pool["items"]} == {"decoder", "shapes"}

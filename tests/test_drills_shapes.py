@@ -12,6 +12,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dumpgym.drills import build_pool, shapes
 from dumpgym.drills._misreadings import FILLER, distractor_rules, distractors
+from dumpgym.dtypes import is_extended
 from dumpgym.facts import build_facts
 from dumpgym.record import EqnFact, ProgramRecord
 
@@ -24,9 +25,17 @@ SKILLS = {"contraction", "reduction", "broadcast", "reshape", "transpose", "slic
           "promotion", "sharding", "cast", "comparison", "other", "none"}
 
 
+def jax_dtype(name):
+    """JAX's dtype for a record's dtype name; a typed key's (`key<fry>`) from a key JAX makes with each PRNG impl."""
+    if not (isinstance(name, str) and is_extended(name)):
+        return jnp.dtype(name)
+    keys = (jax.eval_shape(lambda: jax.random.key(0, impl=impl)) for impl in ("threefry2x32", "rbg", "unsafe_rbg"))
+    return next(k.dtype for k in keys if str(k.dtype) == name)
+
+
 def jax_aval(shape, dtype) -> str:
-    """JAX's own short aval text, e.g. `bf16[64,512]`."""
-    return jax.core.ShapedArray(tuple(shape), jnp.dtype(dtype)).str_short(short_dtypes=True)
+    """JAX's own short aval text, e.g. `bf16[64,512]`, `key<fry>[]`."""
+    return jax.core.ShapedArray(tuple(shape), jax_dtype(dtype)).str_short(short_dtypes=True)
 
 
 def traced(fn, *args):

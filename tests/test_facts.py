@@ -1,4 +1,5 @@
 """Facts for every printed equation agree with JAX's own objects."""
+import re
 from collections import Counter
 
 import jax
@@ -54,9 +55,13 @@ def test_line_spans_hold_their_equation(slug, by_slug):
     for eqn in record["eqns"]:
         first, last = eqn["jaxpr_lines"]
         assert 1 <= first <= last <= len(lines)
-        # The first printed line binds the outputs and names the primitive.
-        text = lines[first - 1]
+        # The first printed line binds the outputs and names the primitive; with many outputs the printer
+        # wraps the binders over lines of their own first (`a:f32[] b:f32[]` and nothing else).
+        span = lines[first - 1:last]
+        at = next(i for i, text in enumerate(span) if " = " in text or text.strip().startswith(eqn["primitive"]))
+        text = span[at]
         assert f"= {eqn['primitive']}" in text or text.strip().startswith(eqn["primitive"]), (eqn, text)
+        assert all(re.fullmatch(r"\s*(\S+:\S+\s*)+", binders) for binders in span[:at]), (eqn, span[:at + 1])
         if eqn["parent"] is not None:
             parent = record["eqns"][eqn["parent"]]
             inside = parent["jaxpr_lines"][0] <= first and last <= parent["jaxpr_lines"][1]

@@ -174,8 +174,8 @@ def test_looks_names_a_param_the_primitive_really_has(source):
             assert any(re.search(rf"\b{re.escape(p)}\b", looks) for p in params), (name, sorted(params))
 
 
-def test_card_names_are_unique():
-    names = [c.name for c in cards()]
+def test_card_names_are_unique_within_a_layer():
+    names = [(c.layer, c.name) for c in cards()]
     assert [n for n, k in Counter(names).items() if k > 1] == []
 
 
@@ -203,6 +203,8 @@ def test_layers_families_and_names_agree():
         dialect = card.name.split(".")[0] if "." in card.name else None
         if card.layer == "stablehlo":
             assert dialect in {"stablehlo", "chlo", "sdy", "func", "builtin"}, card.name
+        elif card.layer == "hlo":  # compiled HLO has no dialects: opcodes and layout notation
+            assert dialect is None and " " not in card.name, card.name
         else:
             assert dialect is None, card.name
 
@@ -256,6 +258,48 @@ def test_fallback_card_admits_no_card_is_written(name, layer):
 
 def test_bad_layer_or_family_is_refused():
     with pytest.raises(ValueError, match="layer"):
-        Card("x", "hlo", "elementwise", "w", "l", "m")
+        Card("x", "mlir", "elementwise", "w", "l", "m")
     with pytest.raises(ValueError, match="family"):
         Card("x", "jaxpr", "misc", "w", "l", "m")
+
+
+def _compiled_opcodes(corpus):
+    """Every opcode the committed corpus's compiled listings (CPU and TPU) print, as printed (`exponential`)."""
+    from dumpgym.drills._tpu import definition
+
+    printed = set()
+    for p in corpus["programs"]:
+        for layer in ("hlo", "hlo_tpu"):
+            if p.get(layer):
+                lines = p[layer]["text"].splitlines()
+                printed |= {definition(lines[i["line"] - 1], i["line"]).opcode for i in p[layer]["instructions"]}
+    return printed
+
+
+def test_every_opcode_the_compiled_listings_print_has_a_card(corpus):
+    printed = _compiled_opcodes(corpus)
+    assert {"fusion", "copy-start", "copy-done", "get-tuple-element", "custom-call", "all-reduce"} <= printed
+    missing = sorted(op for op in printed if card_for(op, layer="hlo") is None)
+    assert missing == []
+
+
+def test_hlo_cards_cover_the_tpu_notation_and_xla_own_opcodes():
+    for name in ("T(8,128)(2,1)", "S(1)", "{1,0}", "fusion", "bitcast", "copy", "get-tuple-element", "tuple",
+                 "while", "conditional", "parameter", "all-reduce", "all-gather", "reduce-scatter",
+                 "collective-permute", "copy-start", "copy-done", "all-reduce-start", "all-reduce-done",
+                 "custom-call", "online-softmax", "convolution"):
+        assert card_for(name, layer="hlo").layer == "hlo", name
+
+
+def test_a_bare_name_keeps_finding_the_jaxpr_card_and_layer_hlo_the_compiled_one():
+    assert card_for("copy").layer == "jaxpr" and card_for("copy", layer="hlo").layer == "hlo"
+    assert card_for("while").layer == "jaxpr" and card_for("while", layer="hlo").family == "control"
+    assert card_for("fusion").layer == "hlo"  # no other layer prints it
+    assert card_for("no-such-op", layer="hlo") is None
+    assert card_for("exponential", layer="hlo").name == "stablehlo.exponential"  # same op, same name
+
+
+def test_the_reference_page_filter_finds_fusion_by_name():
+    # The page's filter searches each card's name, family and layer (static/reference.js `data-search`).
+    hits = [c for c in cards() if "fusion" in f"{c.name} {c.family} {c.layer}".lower()]
+    assert [c.name for c in hits if c.layer == "hlo"] == ["fusion"]

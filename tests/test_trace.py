@@ -4,6 +4,7 @@ import inspect
 import jax
 import pytest
 
+from dumpgym.facts import dtype_name
 from dumpgym.program import load_entry, parse_arg
 from dumpgym.programs import SLUGS
 
@@ -11,21 +12,26 @@ SEED_SLUGS = [
     "mlp", "layernorm", "rmsnorm", "softmax", "logsumexp", "attention", "causal", "mha", "gqa",
     "rope", "scan", "remat", "moe", "grads", "dequant", "sharded", "psum",
 ]
+# The second part: what training and inference code prints (loops, branches, a step, sharding by jit).
+TRAINING_SLUGS = [
+    "scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
+    "embed-xent", "dropout", "sdpa",
+]
 
 
-def test_corpus_has_the_seventeen_programs(corpus):
-    assert [p["slug"] for p in corpus["programs"]] == SEED_SLUGS == list(SLUGS)
+def test_corpus_has_the_seventeen_then_the_training_programs(corpus):
+    assert [p["slug"] for p in corpus["programs"]] == SEED_SLUGS + TRAINING_SLUGS == list(SLUGS)
     assert corpus["schema"] == "dumpgym.corpus/1"
     assert corpus["jax_version"] == jax.__version__ == "0.10.2"
 
 
-@pytest.mark.parametrize("slug", SEED_SLUGS)
+@pytest.mark.parametrize("slug", SEED_SLUGS + TRAINING_SLUGS)
 def test_listings_are_what_jax_prints(slug, by_slug, programs):
     record = by_slug[slug]
     function = load_entry(record["entry"])
     args = programs[slug].example_args()
     assert [str(parse_arg(a)) for a in record["args"]] == record["args"]
-    assert [f"{jax.numpy.dtype(a.dtype).name}{list(a.shape)}" for a in args] == [
+    assert [f"{dtype_name(a.dtype)}{list(a.shape)}" for a in args] == [
         f"{parse_arg(a).dtype}{list(parse_arg(a).shape)}" for a in record["args"]
     ]
     assert record["source"] == inspect.getsource(function)

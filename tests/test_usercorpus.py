@@ -19,6 +19,7 @@ from dumpgym import cli, usercorpus
 from dumpgym.facts import build_facts
 from dumpgym.program import load_entry, parse_arg
 from dumpgym.serve import Site
+from dumpgym.programs import SLUGS
 
 from test_facts import _printed_eqns
 from xray_oracle import judge
@@ -319,7 +320,7 @@ def test_sigkill_at_random_moments_leaves_a_working_folder(corpus_dir):
         result = _cli(*command, "--corpus", str(corpus_dir))
         assert result.returncode == 0 and result.stderr == "", (command, result.stderr)
     exported = json.loads(_cli("export", "--corpus", str(corpus_dir)).stdout)
-    assert [p["slug"] for p in exported["programs"][17:]] == slugs
+    assert [p["slug"] for p in exported["programs"][len(SLUGS):]] == slugs
 
 
 def _index(folder, programs):

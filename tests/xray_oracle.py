@@ -14,8 +14,10 @@ judges every attributed op line by the first rule that applies:
 5. otherwise (a lowering rule emitting inner steps under their own names): an
    owner's user source line must appear in the op's location;
 6. such an inner step with no source location at all (a rule lowering a helper
-   it traced itself, like threefry's `random_bits`): JAX lowering an owner
-   equation by itself must emit an op of that name at that location name.
+   it traced itself, like threefry's `random_bits`), or one inside a region whose
+   holder's owners do not include it (logistic's `neg` in a `case` branch): JAX
+   lowering an owner equation by itself must emit an op of that name at that
+   location name.
 """
 from __future__ import annotations
 
@@ -85,6 +87,11 @@ def _jit_function(function: str, jit_functions: set[str]) -> bool:
     return function in jit_functions or (bool(sep) and n.isdigit() and base in jit_functions)
 
 
+def _emitted_alone(op, last: str, got, jax_eqns) -> bool:
+    """Whether JAX, lowering one of the equations `got` by itself, emits an op of this name under this location name."""
+    return bool(got) and any((op.name, last) in _lowered_alone(jax_eqns[e]) for e in got)
+
+
 def _lowered_alone(eqn) -> set[tuple[str, str]]:
     """(op name, innermost location name) of every op JAX emits when it lowers `eqn` by itself."""
     import jax
@@ -152,10 +159,12 @@ def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
         elif function not in (None, "main") and not _jit_function(function, jit_functions) and function in calls:
             ok = all(got == specific(c) for c in calls[function])
         elif holder is not None and holder in line_of:
-            ok = got <= owners.get(line_of[holder], set())
+            # A region's op belongs to its holder's owners, or (a branch of a `case`, a loop body) to an
+            # equation inside it whose own lowering emits that op under that name (logistic's `neg`).
+            ok = got <= owners.get(line_of[holder], set()) or (
+                bool(got) and all(_emitted_alone(op, last, {e}, jax_eqns) for e in got))
         elif not files:
-            alone = {e: _lowered_alone(jax_eqns[e]) for e in got}
-            ok = any((op.name, last) in alone[e] for e in got)
+            ok = _emitted_alone(op, last, got, jax_eqns)
         else:
             user_lines = set()
             for e in got:

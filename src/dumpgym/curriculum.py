@@ -41,6 +41,9 @@ _CHAPTERS = (
             (Target("decoder", FLUENCY),)),
     Chapter("04", "lowering", "Find what JAX and XLA add between your code and the machine.",
             (Target("decisions", FLUENCY),)),
+    Chapter("11", "the TPU layer", "Read what libtpu compiled: tiled layouts and memory spaces, which unit runs "
+            "each instruction, and what it fused.",
+            (Target("layouts", FLUENCY), Target("units", FLUENCY), Target("fusions", FLUENCY))),
 )
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from dumpgym.facts import Facts
 # DATA_MOVEMENT and computes are read from here by drills/fusions.py.
-from dumpgym.hlo_attribution import DATA_MOVEMENT, attribute, computes  # noqa: F401
+from dumpgym.hlo_attribution import DATA_MOVEMENT, attribute, computes, enclosing  # noqa: F401
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, libtpu_version, retarget, topology_devices
 from dumpgym.trace import innermost_tag, lower_copy
@@ -37,6 +37,7 @@ from dumpgym.trace import innermost_tag, lower_copy
 _CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
 _TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
 _PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
+_LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -116,20 +117,26 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
 
     tagged_list = list(_instructions(tagged))
     plain_list = list(_instructions(plain))
-    if [(c, i.name, _opcode(i)) for c, i in tagged_list] != [(c, i.name, _opcode(i)) for c, i in plain_list]:
+    if [(c, _opcode(i)) for c, i in tagged_list] != [(c, _opcode(i)) for c, i in plain_list]:
         raise RuntimeError("the tagged and plain compiles differ; cannot attribute compiled HLO by construction")
+    # XLA names the results of a call it inlines after the call's location, which a tag may be
+    # (threefry's rolled loop on CPU): the tagged name stands for the plain one the text prints.
+    shown = {t.name: p.name for (_, t), (_, p) in zip(tagged_list, plain_list)}
 
     lines, roots = _definition_lines(text)
-    graph = CompiledGraph(tagged_list, roots, _entry_name(text), facts.eqn_of_tag)
+    tagged_name = {p: t for t, p in shown.items()}
+    graph = CompiledGraph(tagged_list, {tagged_name[r] for r in roots}, _entry_name(text), facts.eqn_of_tag)
     eqns, via = attribute(graph, facts, trace.closed_jaxpr)
 
-    instructions, fusions = [], []
+    instructions, fusions, unattributed = [], [], 0
     for computation, instruction in tagged_list:
         name = instruction.name
+        line = lines[shown[name]]
         if graph.opcode[name] == "fusion":
-            fusions.append(Fusion(lines[name], name, _fusion_kind(instruction.to_string()), tuple(sorted(eqns[name]))))
-        instructions.append(Instruction(lines[name], name, graph.opcode[name], computation,
+            fusions.append(Fusion(line, shown[name], _fusion_kind(instruction.to_string()), tuple(sorted(eqns[name]))))
+        instructions.append(Instruction(line, shown[name], graph.opcode[name], computation,
                                         tuple(sorted(eqns[name])), via[name]))
+        unattributed += graph.tag[name] is not None and not eqns[name]
     instructions.sort(key=lambda i: i.line)
     fusions.sort(key=lambda f: f.line)
 
@@ -138,7 +145,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
         for e in ins.eqns:
             by_eqn[e].add(ins.line)
     for e in list(by_eqn):  # a container owns what its descendants became
-        for ancestor in _ancestors(facts, e):
+        for ancestor in enclosing(facts, e):
             by_eqn[ancestor] |= by_eqn[e]
     entry = graph.entry
     arguments = {n for n, c in graph.computation.items()
@@ -159,7 +166,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
             # instructions whose op_name carries an equation's tag but that we could not tie to an
             # equation (should be 0); an op_name naming an argument (`x`, also on copies XLA makes of
             # it) or a kernel of XLA's (`online-softmax`) names no equation
-            unattributed_with_op_name=sum(1 for i in instructions if graph.tag[i.name] is not None and not i.eqns),
+            unattributed_with_op_name=unattributed,
             compiler_own=count["none"],
             fusions=len(fusions),
             by_tag=count["tag"],
@@ -258,12 +265,6 @@ def _fusion_kind(printed: str) -> str:
     return ""
 
 
-def _ancestors(facts: Facts, eqn_id: int):
-    for parent in facts.callers.get(eqn_id, ()):
-        yield parent
-        yield from _ancestors(facts, parent)
-
-
 class CompiledGraph:
     """The tagged compile's instructions by name: opcode, operands and users (from the HLO bindings),
     the computations fusions call and reducers apply, and each instruction's own tag."""
@@ -279,6 +280,7 @@ class CompiledGraph:
         self.members: dict[str, list[str]] = defaultdict(list)
         self.callers: dict[str, list[str]] = defaultdict(list)  # fused computation -> fusion instructions
         self.holders: dict[str, list[str]] = defaultdict(list)  # region -> instructions applying it
+        self.loop_of: dict[str, str] = {}  # a while's body or condition computation -> the while
         for computation, instruction in tagged_list:
             name = instruction.name
             # Metadata, called computations and parameter numbers are not in the bindings: read
@@ -296,6 +298,8 @@ class CompiledGraph:
             self.members[computation].append(name)
             for region in _TO_APPLY_RE.findall(printed):
                 self.holders[region].append(name)
+            for loop_computation in _LOOP_RE.findall(printed):
+                self.loop_of[loop_computation] = name
             if self.opcode[name] == "fusion":
                 for callee in self.calls[name]:
                     self.callers[callee].append(name)
@@ -341,8 +345,15 @@ class CompiledGraph:
     def before(self, name: str) -> tuple[set[int], set[int]]:
         """The tagged equations and the program arguments (entry parameter numbers) this
         instruction's operands come from, through untagged instructions and fusion bounds."""
+        out, arguments, _loops = self.sources(name)
+        return out, arguments
+
+    def sources(self, name: str) -> tuple[set[int], set[int], set[int]]:
+        """As `before`, and the equations of the while loops whose carried values it reads (a loop
+        body's parameter is both the loop's input and the previous iteration's result)."""
         out: set[int] = set()
         arguments: set[int] = set()
+        loops: set[int] = set()
         seen, stack = {name}, list(self.operands[name])
         while stack:
             cur = stack.pop()
@@ -357,8 +368,10 @@ class CompiledGraph:
                     arguments.add(self.param_number[cur])
                 for fusion in self.callers.get(comp, ()):
                     stack.append(self.operands[fusion][self.param_number[cur]])
+                if comp in self.loop_of and self.tag[self.loop_of[comp]] is not None:
+                    loops.add(self.tag[self.loop_of[comp]])
             elif self.own(cur) is not None:
                 out.add(self.own(cur))
             else:
                 stack += self.operands[cur]
-        return out, arguments
+        return out, arguments, loops

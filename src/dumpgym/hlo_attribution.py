@@ -42,6 +42,9 @@ _PRIMITIVES_OF = {
     "dynamicslice": {"dynamic_slice"}, "dynamicupdateslice": {"dynamic_update_slice"},
     "reverse": {"rev"}, "power": {"pow"}, "roundnearestafz": {"round"}, "roundnearesteven": {"round"},
     "allreduce": {"psum", "psum_invariant"}, "scatter": {"scatter", "scatter_add", "scatter-add"},
+    # XLA may split a long reduction into a windowed reduce and a short one (embed-xent's row max).
+    "reducewindow": {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
+                     "argmax", "argmin", "reduce_window_sum", "reduce_window_max", "reduce_window_min"},
 }
 
 
@@ -108,11 +111,15 @@ def _infer(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, name: str) -> 
     """The equations an untagged instruction computes, if its neighbours in the compiled graph and
     the jaxpr's dataflow between them leave no doubt; else nothing."""
     opcode = graph.opcode[name]
-    before, arguments = graph.before(name)
+    before, arguments, loops = graph.sources(name)
     after = graph.after(name)
     # Equations downstream of this instruction's sources, and not upstream of any of them.
     between = {e for e in flow.leaves - before if flow.follows(e, before, arguments)}
     between -= set().union(*(flow.ancestors[u] for u in before))
+    if not before and not arguments and loops:
+        # It reads only what a loop carries from one iteration to the next, so the jaxpr's order says
+        # nothing of where it stands: any equation of that loop's body may be it.
+        between = {e for e in flow.leaves if loops & set(enclosing(facts, e))}
     if opcode == "customcall":
         # A kernel XLA put in place of a stretch of the program (TPU's `online-softmax` for a
         # softmax between two matmuls): it computes every equation between what it reads and what
@@ -121,15 +128,38 @@ def _infer(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, name: str) -> 
     found: set[int] = set()
     for d in sorted(after):
         kind = {e for e in (flow.ancestors[d] | {d}) & between if computes(opcode, facts.eqns[e].primitive)}
-        if len(kind) > 1:
+        if len(kind) > 1 and not _composed(opcode, kind, flow):
             return set()  # more than one equation could be this one
         found |= kind
     if not after:  # its result leaves the program
         kind = {e for e in between if computes(opcode, facts.eqns[e].primitive)}
-        found = kind if len(kind) == 1 else set()
-    if not found and opcode in DATA_MOVEMENT and len(after) == 1:
-        found = set(after)  # lays out or replicates the one equation's operand
-    return found
+        found = kind if len(kind) == 1 or _composed(opcode, kind, flow) else set()
+    if found:
+        return found
+    if opcode in DATA_MOVEMENT and (len(after) == 1 or not (before or arguments or loops)):
+        return set(after)  # lays out or replicates the operand of the one equation (or literal) it feeds
+    if len(after) == 1 and opcode != "convert":
+        # No equation between its sources and the one it feeds does this kind of work: it is part of
+        # how XLA carried out that equation (the bounds check of a scatter's FILL_OR_DROP mode).
+        # Converts are left out: XLA's own float-normalization round trips look the same.
+        return set(after)
+    return set()
+
+
+def enclosing(facts: Facts, eqn_id: int):
+    """The container equations (jit, scan, while, ...) around an equation, innermost first."""
+    for parent in facts.callers.get(eqn_id, ()):
+        yield parent
+        yield from enclosing(facts, parent)
+
+
+def _composed(opcode: str, kind: set[int], flow: "_Dataflow") -> bool:
+    """Whether one data-moving instruction does the work of several equations in a row (two transposes
+    XLA composed into one): each of them feeds the next."""
+    if opcode not in DATA_MOVEMENT:
+        return False
+    chain = sorted(kind, key=lambda e: len(flow.ancestors[e]))
+    return all(a in flow.ancestors[b] for a, b in zip(chain, chain[1:]))
 
 
 def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqns, via) -> None:

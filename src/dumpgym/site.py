@@ -59,9 +59,9 @@ def _line_count(text: str) -> int:
     return text.count("\n") + 1
 
 
-def card_anchor(name: str) -> str:
-    """The fragment id of an op's card in the reference section."""
-    return "op-" + re.sub(r"[^a-z0-9_.-]+", "-", name.lower())
+def card_anchor(name: str, layer: str = "") -> str:
+    """The fragment id of an op's card in the reference section (a compiled-HLO card's: `op-hlo-copy`)."""
+    return "op-" + ("hlo-" if layer == "hlo" else "") + re.sub(r"[^a-z0-9_.-]+", "-", name.lower())
 
 
 def _op_names(program: ProgramRecord) -> list[str]:
@@ -77,25 +77,27 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     """
     from dumpgym import reference
 
-    cards = {card.name: card for card in reference.cards()}
+    # Keyed by anchor: a compiled-HLO card may share its name with a jaxpr card (`copy`).
+    cards = {card_anchor(card.name, card.layer): card for card in reference.cards()}
     anchors: dict[str, str] = {}
     for p in corpus.programs:
         for name in _op_names(p):
             if name not in anchors:
                 card = reference.card_for(name) or reference.fallback_card(name)
-                cards.setdefault(card.name, card)
-                anchors[name] = card_anchor(card.name)
-    seen_in: dict[str, list[str]] = {card_anchor(name): [] for name in cards}
+                anchors[name] = card_anchor(card.name, card.layer)
+                cards.setdefault(anchors[name], card)
+    named = {card.name for card in cards.values()}
+    seen_in: dict[str, list[str]] = {anchor: [] for anchor in cards}
     for p in corpus.programs:
         for anchor in dict.fromkeys(anchors[name] for name in _op_names(p)):
             seen_in[anchor].append(p.slug)
     views = [
         {
-            **asdict(card), "anchor": card_anchor(card.name),
-            "pairs": [[other, card_anchor(other)] for other in card.pairs if other in cards],
-            "seen_in": seen_in[card_anchor(card.name)],
+            **asdict(card), "anchor": anchor,
+            "pairs": [[other, card_anchor(other)] for other in card.pairs if other in named],
+            "seen_in": seen_in[anchor],
         }
-        for card in cards.values()
+        for anchor, card in cards.items()
     ]
     return views, anchors
 

@@ -138,7 +138,7 @@ def retarget(value, devices: tuple, memo: dict):
     import jax
     from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 
-    if isinstance(value, tuple):
+    if type(value) is tuple:  # not a NamedTuple param (a gather's or scatter's dimension numbers): kept whole
         return tuple(retarget(v, devices, memo) for v in value)
     if isinstance(value, Mesh):
         if value.size == 0 or not value.axis_names:

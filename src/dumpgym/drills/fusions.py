@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
+from dumpgym.drills._tpu import which_compile
 from dumpgym.hlo import DATA_MOVEMENT, computes
 from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
@@ -26,6 +27,11 @@ _APPLIES = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
 
 def _named(eqn: EqnFact) -> str:
     return f"{eqn.primitive} (line {eqn.jaxpr_lines[0]})"
+
+
+def _layer_words(hlo: CompiledLayer) -> str:
+    """How a question names the listing: the CPU's as before, the TPU's by its target."""
+    return "TPU compiled HLO" if hlo.backend == "tpu" else "compiled HLO"
 
 
 def _describe(program: ProgramRecord, eqns) -> str:
@@ -134,7 +140,8 @@ class _Compile:
 def _shown(c: _Compile, fusion: Fusion) -> list[str]:
     """The blocks the page shows: which compile, the fusion's call line, its computations, the jaxpr."""
     hlo = c.hlo
-    what = f"compiled by XLA for {hlo.backend.upper()} (jaxlib {hlo.jaxlib_version}; this machine kind: {hlo.host})"
+    what = (which_compile(hlo) if hlo.backend == "tpu" else
+            f"compiled by XLA for {hlo.backend.upper()} (jaxlib {hlo.jaxlib_version}; this machine kind: {hlo.host})")
     return [what, c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion)),
             c.program.jaxpr]
 
@@ -142,8 +149,13 @@ def _shown(c: _Compile, fusion: Fusion) -> list[str]:
 @drill("fusions", number="05", title="what XLA fused",
        aim="Name the equations XLA merged into one fusion of the compiled program.")
 def fusion_items(program: ProgramRecord) -> list[dict]:
-    """One item per fusion that computes two or more equations."""
-    hlo = program.hlo
+    """One item per fusion that computes two or more equations, in the CPU compile, then the TPU one."""
+    items = _layer_items(program, program.hlo)
+    # TPU items name their layer; CPU items carry no `layer`, as before the TPU layer existed.
+    return items + [{**item, "layer": "hlo_tpu"} for item in _layer_items(program, program.hlo_tpu)]
+
+
+def _layer_items(program: ProgramRecord, hlo: CompiledLayer | None) -> list[dict]:
     if hlo is None:
         return []
     c = _Compile(program, hlo)
@@ -201,7 +213,7 @@ def _set_item(c: _Compile, fusion: Fusion, answer: set[int]) -> dict | None:
     if len(wrong) < 2:
         return None
     return {
-        "question": f"Which equations did XLA fuse into %{fusion.name} (compiled HLO line {fusion.line})?",
+        "question": f"Which equations did XLA fuse into %{fusion.name} ({_layer_words(c.hlo)} line {fusion.line})?",
         **choice_item(_describe(program, answer), wrong[:3], program.slug, fusion.name),
     }
 
@@ -217,7 +229,7 @@ def _not_in_item(c: _Compile, fusion: Fusion, answer: set[int]) -> dict | None:
     members = sorted(answer, key=lambda e: (abs(program.eqns[e].jaxpr_lines[0] - line), e))[:3]
     wrong = [(_named(program.eqns[m]), "missed-a-member", c.inside(m, fusion)) for m in members]
     return {
-        "question": (f"%{fusion.name} (compiled HLO line {fusion.line}) computes {len(answer)} equations. "
+        "question": (f"%{fusion.name} ({_layer_words(c.hlo)} line {fusion.line}) computes {len(answer)} equations. "
                      "Which of these is NOT one of them?"),
         **choice_item(_named(program.eqns[odd]), wrong, program.slug, fusion.name),
     }

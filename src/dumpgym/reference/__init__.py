@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from dumpgym.reference import (
-    arithmetic, casts, contractions, control, distributed, indexing, logic, reductions, shapes,
-    structure, transcendental,
+    arithmetic, casts, compiled, contractions, control, distributed, indexing, logic, reductions, shapes,
+    structure, training, transcendental,
 )
 from dumpgym.reference.card import FAMILIES, LAYERS, Card
 
@@ -12,10 +12,14 @@ __all__ = ["ALIASES", "Card", "FAMILIES", "LAYERS", "card_for", "cards", "fallba
 # Reading order on the reference page: family module by family module, jaxpr before StableHLO.
 _MODULES = (
     arithmetic, transcendental, casts, logic, reductions, shapes, indexing, contractions,
-    control, distributed, structure,
+    control, distributed, structure, training,
+    compiled,  # compiled HLO last: its notation reads after the layers it is compiled from
 )
 _CARDS = tuple(card for module in _MODULES for card in module.CARDS)
-_BY_NAME = {card.name: card for card in _CARDS}
+# A compiled-HLO card may share its name with a jaxpr one (`copy`, `while`): a bare name finds the
+# jaxpr or StableHLO card first, `layer="hlo"` the compiled one.
+_BY_LAYER = {layer: {card.name: card for card in _CARDS if card.layer == layer} for layer in LAYERS}
+_BY_NAME = {**_BY_LAYER["hlo"], **_BY_LAYER["jaxpr"], **_BY_LAYER["stablehlo"]}
 
 # Names a reader meets or types that belong to another card: the pretty printer drops the `func.`
 # of `func.call` at top level, older JAX printed `pjit` and `psum2`, and users know remat2 by its
@@ -35,11 +39,18 @@ def cards() -> list[Card]:
     return list(_CARDS)
 
 
-def card_for(name: str) -> Card | None:
-    """The card for an op name as a dump prints it (aliases and quoted generic forms too), or None."""
+def card_for(name: str, layer: str | None = None) -> Card | None:
+    """The card for an op name as a dump prints it (aliases and quoted generic forms too), or None;
+    `layer` ("hlo" for a compiled listing) looks in that layer only."""
     # The generic MLIR form quotes the name: `"stablehlo.all_reduce"(%0) ...`.
     key = name.strip().strip('"')
-    return _BY_NAME.get(key) or _BY_NAME.get(ALIASES.get(key, ""))
+    table = _BY_NAME if layer is None else _BY_LAYER[layer]
+    found = table.get(key) or table.get(ALIASES.get(key, ""))
+    if found is None and layer == "hlo":
+        # HLO and StableHLO share their ops' names (`exponential`, `dynamic-slice`): a compiled opcode with
+        # no card of its own is read from the StableHLO op it was compiled from.
+        found = _BY_LAYER["stablehlo"].get("stablehlo." + key.replace("-", "_"))
+    return found
 
 
 def fallback_card(name: str) -> Card:

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LAYERS = ("jaxpr", "stablehlo")
+LAYERS = ("jaxpr", "stablehlo", "hlo")  # hlo: XLA's compiled listings (CPU and TPU)
 
 FAMILIES = (
     "elementwise", "cast", "logic", "reduction", "shape", "creation", "indexing",
     "contraction", "control", "autodiff", "collective", "sharding", "structure",
+    "layout", "memory",  # compiled HLO: layouts and tiles; memory spaces and copies between them
     "unknown",  # only for fallback cards
 )
 
@@ -16,8 +17,8 @@ FAMILIES = (
 class Card:
     """What one op does, how it looks in a dump, how it is misread, and its twins at the other layer."""
 
-    name: str  # exactly as the dump spells it: `reduce_sum`, `scatter-add`, `stablehlo.reduce`
-    layer: str  # "jaxpr" or "stablehlo"
+    name: str  # exactly as the dump spells it: `reduce_sum`, `scatter-add`, `stablehlo.reduce`, `copy-start`
+    layer: str  # "jaxpr", "stablehlo" or "hlo" (compiled)
     family: str
     what: str
     looks: str

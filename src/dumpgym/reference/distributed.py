@@ -146,7 +146,7 @@ CARDS = (
          misread="The region's block arguments have local shapes (`tensor<8x32xf32>`) while its "
                  "operands have global ones (`tensor<64x32xf32>`); the difference is the sharding, "
                  "not a reshape."),
-    Card("sdy.sharding_constraint", "stablehlo", "sharding", pairs=("reshard",),
+    Card("sdy.sharding_constraint", "stablehlo", "sharding", pairs=("reshard", "sharding_constraint"),
          what="Pins the sharding of a value at one point in the program for the Shardy "
               "partitioner.",
          looks="`%0 = sdy.sharding_constraint %arg0 <@mesh, [{}, {}]> : tensor<8x4xf32>`: one `{}` "

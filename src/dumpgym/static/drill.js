@@ -140,7 +140,17 @@ class Panel {
     if (Array.isArray(this.item.options)) this.renderChoice(slug);
     else this.renderLines(slug);
     this.el.dataset.state = 'asking';
-    if (focus) this.body.querySelector('.q').focus({ preventScroll: true });
+    if (focus) {
+      // The next question replaces one the page may have scrolled for (a long fused computation): unless
+      // the question and its first answer are both in view, below the sticky header, bring it to the top.
+      const q = this.body.querySelector('.q');
+      q.focus({ preventScroll: true });
+      const first = this.body.querySelector('[data-opt], [data-pick]') ?? q;
+      const header = document.querySelector('.top')?.getBoundingClientRect().bottom ?? 0;
+      if (q.getBoundingClientRect().top < header || first.getBoundingClientRect().top > innerHeight - 40) {
+        q.scrollIntoView({ block: 'start' });
+      }
+    }
     this.shownAt = performance.now();  // the answer's time rates its card (schedule.js's ratingOf)
   }
 

@@ -1,0 +1,27 @@
+"""Gradients through layers wrapped in jax.checkpoint with a policy that saves only matmul results."""
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from dumpgym.program import Program
+
+
+def checkpointed_grads(x, w1, w2):
+    @partial(jax.checkpoint, policy=jax.checkpoint_policies.checkpoint_dots)
+    def block(x, w1, w2):
+        return jnp.tanh(jnp.sin(x @ w1) @ w2)
+
+    return jax.grad(lambda w1, w2: jnp.sum(block(x, w1, w2)), argnums=(0, 1))(w1, w2)
+
+
+PROGRAM = Program(
+    slug="ckpt-policy",
+    title="jax.checkpoint with a policy, under grad",
+    lesson=("checkpoint_dots has jax.checkpoint save only matmul results: the forward's dot_generals stay "
+            "outside remat2, each followed by a reduce_precision to f32's own format that marks a saved residual, "
+            "while the sin between them is computed again inside the remat2 body, next to its cos. StableHLO puts "
+            "an optimization_barrier over the saved values before that recomputation."),
+    function=checkpointed_grads,
+    args=("f32[16,32]", "f32[32,64]", "f32[64,32]"),
+)

@@ -1,0 +1,268 @@
+"""The TPU-layer drills (layouts, units, fusions on hlo_tpu), checked against XLA's own objects.
+
+Programs are compiled again with `jax.jit(f).lower(*args).compile()` for the first chip of the v5e
+topology libtpu describes (`dumpgym.target.topology_devices`), and the answers are compared with
+what XLA says: `input_formats` for parameter layouts, `memory_analysis()` for padded sizes, the
+compiled module's computations and opcodes for where matrix multiplies sit.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from dumpgym import drills
+from dumpgym.drills import _tpu, layouts
+from dumpgym.target import libtpu_installed
+
+pytestmark = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+
+TPU_KINDS = ("layouts", "units")
+
+
+@pytest.fixture(scope="session")
+def pool(corpus):
+    return drills.build_pool(corpus)
+
+
+@pytest.fixture(scope="session")
+def tpu_items(pool):
+    return {kind: [i for i in pool["items"] if i["drill"] == kind] for kind in TPU_KINDS} | {
+        "fusions": [i for i in pool["items"] if i["drill"] == "fusions" and i.get("layer") == "hlo_tpu"]}
+
+
+@pytest.fixture(scope="session")
+def devices():
+    from dumpgym.target import topology_devices
+
+    return topology_devices("v5e:2x2")
+
+
+@pytest.fixture(scope="session")
+def recompiled(programs, devices):
+    """slug -> XLA's compile of each single-device built-in program for the topology's first chip."""
+    import jax
+
+    from dumpgym.program import parse_arg
+
+    out = {}
+    for program in programs.values():
+        if program.mesh:
+            continue  # sharded programs need their mesh moved onto the topology; the others suffice here
+        args = [parse_arg(a).to_struct() for a in program.args]
+        with jax.default_device(devices[0]):
+            out[program.slug] = jax.jit(program.function).lower(*args).compile()
+    return out
+
+
+def _module(compiled):
+    return compiled.runtime_executable().hlo_modules()[0]
+
+
+def _by_name(module) -> dict:
+    return {ins.name: (comp.name, ins) for comp in module.computations() for ins in comp.instructions()}
+
+
+# --- every kind: counts and fields ---
+
+@pytest.mark.parametrize("kind", [*TPU_KINDS, "fusions"])
+def test_each_tpu_kind_has_at_least_thirty_items_over_the_built_in_corpus(tpu_items, kind):
+    assert len(tpu_items[kind]) >= 30
+
+
+@pytest.mark.parametrize("kind", [*TPU_KINDS, "fusions"])
+def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
+    slugs = {p["slug"]: p for p in corpus["programs"]}
+    for item in tpu_items[kind]:
+        hlo = slugs[item["program"]]["hlo_tpu"]
+        assert item["layer"] == "hlo_tpu" and item["question"].endswith("?")
+        assert isinstance(item["shown"], list) and all(isinstance(b, str) and b for b in item["shown"])
+        assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
+        assert "without a TPU" in item["shown"][0]
+        assert 0 < item["weight"] <= 1
+        options = item["options"]
+        assert 3 <= len(options) <= 4 and len(set(options)) == len(options)
+        assert len(item["reasons"]) == len(item["rules"]) == len(options)
+        for k, (reason, rule) in enumerate(zip(item["reasons"], item["rules"])):
+            assert (reason == "" and rule == "") == (k == item["answer"]), item
+        assert 1 <= item["hlo_line"] <= hlo["text"].count("\n") + 1
+
+
+def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(pool):
+    cpu = [i for i in pool["items"] if i["drill"] == "fusions" and "layer" not in i]
+    assert cpu and all(i["shown"][0].startswith("compiled by XLA for CPU") for i in cpu)
+    assert all("TPU" not in i["question"] for i in cpu)
+
+
+def test_tpu_fusion_questions_name_the_tpu_listing(tpu_items, corpus):
+    slugs = {p["slug"]: p for p in corpus["programs"]}
+    for item in tpu_items["fusions"]:
+        line = slugs[item["program"]]["hlo_tpu"]["text"].splitlines()[item["hlo_line"] - 1]
+        assert f"%{item['fusion']} = " in line and "TPU compiled HLO line" in item["question"]
+
+
+# --- reading XLA's notation ---
+
+def test_the_line_parser_reads_what_xla_prints_for_every_instruction(recompiled):
+    from jaxlib import xla_client
+
+    checked = 0
+    for compiled in recompiled.values():
+        for comp in _module(compiled).computations():
+            for ins in comp.instructions():
+                d = _tpu.definition(ins.to_string(), 1)
+                assert d is not None and d.name == ins.name, ins.to_string()
+                assert str(xla_client.Shape(d.shape)) == d.shape  # the whole shape, as XLA prints it back
+                # the record spells opcodes as XLA's enum does; the printed word is that without dashes,
+                # except where the enum abbreviates (kExp prints `exponential`)
+                enum = str(ins.opcode).removeprefix("HloOpcode.k").lower()
+                assert d.opcode.replace("-", "") == enum or d.opcode.startswith(enum), (d.opcode, enum)
+                checked += 1
+    assert checked > 500
+
+
+def test_memory_space_names_are_jaxs_tpu_memory_space_numbers():
+    from jax._src.tpu_custom_call import MemorySpace  # JAX's own table of TPU memory-space colours
+
+    words = {"HBM": "HBM", "VMEM": "VMEM", "SEMAPHORE_MEM": "semaphore", "SMEM": "SMEM", "HOST": "host"}
+    for space, word in words.items():
+        assert _tpu.MEMORY_SPACES[MemorySpace[space].color].startswith(word)
+    assert set(_tpu.MEMORY_SPACES) == {MemorySpace[s].color for s in words}
+
+
+def test_the_memory_space_is_read_off_xlas_layout():
+    for n in range(7):
+        text = f"f32[8,128]{{1,0:T(8,128)S({n})}}" if n else "f32[8,128]{1,0:T(8,128)}"
+        assert _tpu.read_buffer(text).memory_space == n
+
+
+def _xla_bytes(devices, dims, dtype, minor_to_major=None, tiles=None):
+    """What XLA's memory analysis says one argument of this shape (and layout, if given) takes."""
+    import jax
+    from jax.experimental.layout import Format, Layout
+    from jax.sharding import SingleDeviceSharding
+
+    sharding = SingleDeviceSharding(devices[0])
+    if minor_to_major is not None:
+        sharding = Format(Layout(tuple(reversed(minor_to_major)), tuple(tiles)), sharding)
+    with jax.default_device(devices[0]):
+        compiled = jax.jit(lambda x: x).lower(jax.ShapeDtypeStruct(dims, dtype, sharding=sharding)).compile()
+    layout = compiled.input_formats[0][0].layout
+    return compiled.memory_analysis().argument_size_in_bytes, tuple(reversed(layout.major_to_minor)), layout.tiling
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "bool", "int32"])
+def test_padded_size_is_what_xla_allocates_for_the_layout_it_picks(devices, dtype):
+    import numpy as np
+
+    for dims in [(3, 5), (5,), (), (9, 129), (64, 128), (2, 3, 5), (600,), (7, 300), (4, 64, 129), (1, 8)]:
+        size, minor_to_major, tiles = _xla_bytes(devices, dims, dtype)
+        assert _tpu.padded_elements(dims, minor_to_major, tiles) * np.dtype(dtype).itemsize == size, (dims, tiles)
+
+
+def test_bytes_answers_are_what_xla_allocates_for_that_buffer(tpu_items, devices):
+    import jax.numpy as jnp
+
+    checked, refused = 0, 0
+    for buffer in sorted({i["buffer"] for i in tpu_items["layouts"] if i["step"] == "bytes"})[:60]:
+        b = _tpu.read_buffer(buffer)
+        item = next(i for i in tpu_items["layouts"] if i["step"] == "bytes" and i["buffer"] == buffer)
+        try:
+            size, _, _ = _xla_bytes(devices, b.dims, jnp.dtype(_numpy_dtype(b.dtype)), b.minor_to_major, b.tiles)
+        except Exception:  # XLA refuses a layout it would not pick for an argument (a small tile): no check
+            refused += 1
+            continue
+        assert item["options"][item["answer"]] == f"{size:,} bytes", buffer
+        checked += 1
+    assert checked >= 30 and refused < checked
+
+
+def _numpy_dtype(short: str) -> str:
+    return {"bf16": "bfloat16", "f32": "float32", "s32": "int32", "u32": "uint32", "pred": "bool",
+            "s8": "int8", "u8": "uint8", "f16": "float16"}[short]
+
+
+def test_minor_tile_answers_match_xlas_parameter_layouts(tpu_items, recompiled, corpus):
+    slugs = {p["slug"]: p for p in corpus["programs"]}
+    checked = 0
+    for item in tpu_items["layouts"]:
+        if item["step"] != "minor-tile" or item["program"] not in recompiled:
+            continue
+        line = slugs[item["program"]]["hlo_tpu"]["text"].splitlines()[item["hlo_line"] - 1]
+        number = re.search(r" parameter\((\d+)\)", line)
+        if not line.lstrip().startswith("%") or number is None or "metadata={op_name=" not in line:
+            continue  # an entry parameter carries its argument's name; fused parameters do not
+        layout = recompiled[item["program"]].input_formats[0][int(number.group(1))].layout
+        minor_to_major = tuple(reversed(layout.major_to_minor))
+        b = _tpu.read_buffer(item["buffer"])
+        expected = layouts._reading(b, minor_to_major[0], minor_to_major[1], tuple(layout.tiling[0]))
+        assert item["options"][item["answer"]] == expected, item["buffer"]
+        checked += 1
+    assert checked >= 5  # the first sighting of most buffers is inside a fused computation
+
+
+def test_layout_items_quote_shapes_xla_prints_in_a_fresh_compile(tpu_items, recompiled):
+    texts = {slug: _module(c).to_string() for slug, c in recompiled.items()}
+    for item in tpu_items["layouts"]:
+        if item["program"] in texts:
+            assert item["buffer"] in texts[item["program"]], (item["program"], item["buffer"])
+
+
+def test_the_sub_tile_misreading_is_offered_for_bf16(tpu_items):
+    rules = Counter(r for i in tpu_items["layouts"] for r in i["rules"] if r)
+    assert {"major-to-minor", "tile-numbers-swapped", "sub-tile-as-tile", "no-padding", "element-width",
+            "default-space", "sharding"} <= set(rules)
+
+
+def test_padding_example_from_the_docs():
+    assert _tpu.read_buffer("f32[3,5]{1,0:T(8,128)}").padded_bytes() == 8 * 128 * 4
+    assert _tpu.read_buffer("bf16[3,5]{1,0:T(8,128)(2,1)}").padded_bytes() == 8 * 128 * 2
+    assert _tpu.read_buffer("bf16[]{:T(256)}").padded_bytes() == 256 * 2
+
+
+# --- which unit ---
+
+def _matmul_in(module, name: str) -> bool:
+    """Whether instruction `name` is, or calls (transitively), a convolution or dot, by XLA's opcodes."""
+    computations = {c.name: c for c in module.computations()}
+    _, ins = _by_name(module)[name]
+    stack, seen = [ins], set()
+    while stack:
+        cur = stack.pop()
+        if str(cur.opcode) in ("HloOpcode.kConvolution", "HloOpcode.kDot"):
+            return True
+        for callee in re.findall(r"\b(?:calls|to_apply)=%([\w.\-]+)", cur.to_string()):
+            if callee not in seen:
+                seen.add(callee)
+                stack += list(computations[callee].instructions())
+    return False
+
+
+def test_unit_answers_follow_xlas_opcodes(tpu_items, recompiled):
+    checked = 0
+    for item in tpu_items["units"]:
+        if item["program"] not in recompiled:
+            continue
+        module = _module(recompiled[item["program"]])
+        names = {o: re.match(r"%(\S+) \(line", o).group(1) for o in item["options"] if o.startswith("%")}
+        on_mxu = {o: _matmul_in(module, n) for o, n in names.items()}
+        answer = item["options"][item["answer"]]
+        if item["step"] == "mxu":
+            assert on_mxu[answer] and not any(v for o, v in on_mxu.items() if o != answer), item
+        elif item["step"] == "vpu":
+            assert not on_mxu[answer] and any(on_mxu.values()), item
+        else:
+            assert answer.startswith("none") and not any(on_mxu.values())
+            assert not any(_matmul_in(module, n) for n in _by_name(module))
+        checked += 1
+    assert checked >= 25
+
+
+def test_unit_steps_and_reasons_name_this_compile(tpu_items):
+    steps = Counter(i["step"] for i in tpu_items["units"])
+    assert steps["mxu"] >= 15 and steps["vpu"] >= 5 and steps["none"] >= 3
+    for item in tpu_items["units"]:
+        for option, reason in zip(item["options"], item["reasons"]):
+            if reason:
+                assert reason.startswith(option.split(" (line")[0]), (option, reason)

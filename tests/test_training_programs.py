@@ -1,0 +1,254 @@
+"""The second part of the built-in corpus (loops, branches, a training step, sharding by jit): what each lesson claims, checked against the committed dumps and, where it computes something, against JAX."""
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dumpgym.programs import SLUGS
+
+TRAINING = ("scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
+            "embed-xent", "dropout", "sdpa")
+
+
+def top(program: dict) -> list[dict]:
+    """The top-level equations of a program record."""
+    return [e for e in program["eqns"] if e["parent"] is None]
+
+
+def children(program: dict, parent: int) -> list[dict]:
+    return [e for e in program["eqns"] if e["parent"] == parent]
+
+
+def op_lines(program: dict, name: str) -> list[str]:
+    """The StableHLO lines on which an op of this name stands."""
+    text = program["stablehlo"].splitlines()
+    return [text[op["line"] - 1] for op in program["stablehlo_ops"] if op["name"] == name]
+
+
+def test_the_second_part_follows_the_seventeen():
+    assert SLUGS[17:] == TRAINING and len(SLUGS) == 26
+
+
+@pytest.mark.parametrize("slug", TRAINING)
+def test_every_program_has_both_compiled_layers(slug, by_slug):
+    program = by_slug[slug]
+    assert program["hlo"]["backend"] == "cpu" and program["hlo_tpu"]["backend"] == "tpu"
+    assert program["hlo"]["stats"]["unattributed_with_op_name"] == 0
+
+
+def test_scan_layers_is_one_scan_over_four_layers_with_consts_carry_and_xs(by_slug):
+    program = by_slug["scan-layers"]
+    (scan,) = [e for e in program["eqns"] if e["primitive"] == "scan"]
+    assert scan["parent"] is None
+    params = scan["params"]
+    assert (params["length"], params["num_consts"], params["num_carry"]) == (4, 1, 1)
+    consts, carry, xs = scan["inputs"][:1], scan["inputs"][1:2], scan["inputs"][2:]
+    assert consts == [{"shape": [16, 16], "dtype": "bool"}]  # the causal mask, built outside the loop
+    assert carry == [{"shape": [16, 32], "dtype": "float32"}]  # the residual stream
+    assert [x["shape"][0] for x in xs] == [4, 4, 4, 4]  # the stacked weights
+    assert scan["outputs"] == [{"shape": [16, 32], "dtype": "float32"}, {"shape": [4], "dtype": "float32"}]
+    # the body (printed once, in a `let` block) is one layer: six matmuls (q/k/v in one, scores,
+    # probs @ v, out, up, down)
+    body = children(program, scan["id"])
+    assert sum(e["primitive"] == "dot_general" for e in body) == 6
+
+
+def test_scan_layers_lowers_to_a_while_counting_to_four_and_compiles_with_its_trip_count(by_slug):
+    program = by_slug["scan-layers"]
+    assert len(op_lines(program, "stablehlo.while")) == 1
+    assert any("compare  LT" in line or "compare LT" in line for line in op_lines(program, "stablehlo.compare"))
+    assert "dense<4> : tensor<i32>" in program["stablehlo"]
+    assert len(op_lines(program, "stablehlo.dynamic_slice")) == 4  # one per stacked weight
+    assert '"known_trip_count":{"n":"4"}' in program["hlo"]["text"]
+
+
+def test_decode_loop_is_a_while_with_a_cond_and_a_body_and_no_gather(by_slug):
+    program = by_slug["decode-loop"]
+    (loop,) = [e for e in top(program) if e["primitive"] == "while"]
+    assert {"cond_jaxpr", "body_jaxpr"} <= set(loop["params"]) and "length" not in loop["params"]
+    inside = {e["primitive"] for e in program["eqns"] if e["parent"] == loop["id"]}
+    assert {"argmax", "dynamic_slice", "scatter", "tanh", "ne", "and"} <= inside
+    assert all(e["primitive"] != "gather" for e in program["eqns"])
+    (line,) = op_lines(program, "stablehlo.while")
+    text = program["stablehlo"]
+    assert "cond {" in text and "} do {" in text
+
+
+def test_decode_loop_decodes_greedily_as_a_python_loop_would(programs):
+    program = programs["decode-loop"]
+    keys = jax.random.split(jax.random.key(1), 3)
+    embed, w_hidden, w_vocab = (jax.random.normal(k, s) for k, s in zip(keys, [(64, 32), (32, 32), (32, 64)]))
+    prompt = jnp.int32(5)
+    tokens, h = [5], jnp.zeros(32)
+    while len(tokens) < 8 and tokens[-1] != 0:
+        h = jnp.tanh(embed[tokens[-1]] + h @ w_hidden)
+        tokens.append(int(jnp.argmax(h @ w_vocab)))
+    expected = tokens + [0] * (8 - len(tokens))
+    assert program.function(prompt, embed, w_hidden, w_vocab).tolist() == expected
+
+
+def test_cond_switch_both_branch_calls_are_cond_with_a_converted_predicate_and_a_clamped_index(by_slug):
+    program = by_slug["cond-switch"]
+    eqns = top(program)
+    conds = [e for e in eqns if e["primitive"] == "cond"]
+    assert len(conds) == 2
+    first, second = conds
+    before = eqns[eqns.index(first) - 1]
+    assert before["primitive"] == "convert_element_type" and before["outputs"][0]["dtype"] == "int32"
+    assert before["inputs"][0]["dtype"] == "bool"
+    # lax.cond's branches print false first: branch 0 is the identity (no equation), branch 1 divides
+    (div,) = children(program, first["id"])
+    assert div["primitive"] == "div"
+    lines = program["jaxpr"].splitlines()
+    branches = [i for i in range(first["jaxpr_lines"][0], first["jaxpr_lines"][1] + 1) if "lambda" in lines[i - 1]]
+    assert len(branches) == 2 and div["jaxpr_lines"] == [branches[1], branches[1]]
+    assert " = div " not in lines[branches[0] - 1]
+    assert eqns[eqns.index(second) - 1]["primitive"] == "clamp"
+    assert len(op_lines(program, "stablehlo.case")) == 2
+
+
+def test_train_step_prints_one_donating_jit(by_slug):
+    program = by_slug["train-step"]
+    (step,) = top(program)
+    assert step["primitive"] == "jit" and step["params"]["name"] == "train_step"
+    assert step["params"]["donated_invars"] == [True] * 7 + [False] * 2
+    inside = [e["primitive"] for e in program["eqns"] if e["parent"] == step["id"]]
+    assert inside.count("pow") == 4  # 0.9**count and 0.999**count, for each weight
+    assert inside.count("sqrt") == 2 and inside.count("add_any") == 3 and inside.count("transpose") == 2
+
+
+def test_train_step_takes_an_adam_step_as_optax_would(programs):
+    import optax
+
+    keys = jax.random.split(jax.random.key(2), 4)
+    w1, w2 = jax.random.normal(keys[0], (32, 64)), jax.random.normal(keys[1], (64, 16))
+    x, y = jax.random.normal(keys[2], (16, 32)), jax.random.normal(keys[3], (16, 16))
+    zeros = [jnp.zeros_like(w1), jnp.zeros_like(w2)]
+
+    def loss(params):
+        return jnp.mean((jax.nn.gelu(x @ params[0]) @ params[1] - y) ** 2)
+
+    optimizer = optax.adam(1e-3, b1=0.9, b2=0.999, eps=1e-8)
+    state = optimizer.init([w1, w2])
+    updates, _ = optimizer.update(jax.grad(loss)([w1, w2]), state)
+    expected = optax.apply_updates([w1, w2], updates)
+    out = programs["train-step"].function(jnp.copy(w1), jnp.copy(w2), *[jnp.copy(z) for z in zeros * 2],
+                                          jnp.float32(0), x, y)
+    np.testing.assert_allclose(out[0], expected[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[1], expected[1], rtol=1e-5, atol=1e-6)
+    assert float(out[6]) == 1.0 and float(out[7]) == pytest.approx(float(loss([w1, w2])), rel=1e-6)
+
+
+def test_ckpt_policy_saves_the_dots_and_recomputes_the_sin(by_slug):
+    program = by_slug["ckpt-policy"]
+    (remat,) = [e for e in program["eqns"] if e["primitive"] == "remat2"]
+    assert remat["params"]["policy"].startswith("DotsSaveable")
+    outside = [e["primitive"] for e in top(program)]
+    assert outside[:5] == ["dot_general", "reduce_precision", "sin", "dot_general", "reduce_precision"]
+    assert all(e["params"] == {"exponent_bits": 8, "mantissa_bits": 23}
+               for e in program["eqns"] if e["primitive"] == "reduce_precision")
+    body = [e["primitive"] for e in program["eqns"] if e["parent"] == remat["id"]]
+    assert {"sin", "cos"} <= set(body) and "reduce_precision" not in body
+    # the saved values go into remat2 and through the barrier: both reduce_precision results
+    (barrier,) = op_lines(program, "stablehlo.optimization_barrier")
+    assert barrier.split("optimization_barrier")[1].split(",")[:2] == [" %1", " %4"]
+
+
+def test_auto_sharded_has_shardings_on_main_a_constraint_and_a_compiled_all_reduce(by_slug):
+    program = by_slug["auto-sharded"]
+    assert [e["primitive"] for e in program["eqns"]].count("sharding_constraint") == 1
+    assert all(e["primitive"] != "shard_map" for e in program["eqns"])
+    main = next(line for line in program["stablehlo"].splitlines() if "func.func public @main" in line)
+    assert main.count("sdy.sharding = #sdy.sharding<@mesh") == 3
+    assert '[{"data"}, {}]' in main and '[{}, {"model"}]' in main and '[{"model"}, {}]' in main
+    assert len(op_lines(program, "sdy.sharding_constraint")) == 1
+    assert "all-reduce(" in program["hlo"]["text"] and "all-reduce(" in program["hlo_tpu"]["text"]
+    assert program["hlo_tpu"]["topology"] == "v5e:2x4"
+
+
+def test_embed_xent_gathers_forward_and_scatter_adds_backward(by_slug):
+    program = by_slug["embed-xent"]
+    primitives = [e["primitive"] for e in program["eqns"]]
+    assert primitives.count("gather") == 2 and primitives.count("scatter-add") == 2
+    last = top(program)[-3:]
+    assert [e["primitive"] for e in last] == ["broadcast_in_dim", "scatter-add", "add_any"]
+    assert last[-1]["outputs"] == [{"shape": [64, 32], "dtype": "float32"}]
+
+
+def test_embed_xent_matches_optax_cross_entropy(programs):
+    import optax
+
+    table = jax.random.normal(jax.random.key(3), (64, 32))
+    tokens = jax.random.randint(jax.random.key(4), (16,), 0, 64)
+    labels = jax.random.randint(jax.random.key(5), (16,), 0, 64)
+
+    def reference(table):
+        logits = table[tokens] @ table.T
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+    value, grad = programs["embed-xent"].function(table, tokens, labels)
+    np.testing.assert_allclose(value, reference(table), rtol=1e-5)
+    np.testing.assert_allclose(grad, jax.grad(reference)(table), rtol=1e-4, atol=1e-6)
+
+
+def test_dropout_takes_a_typed_key_and_draws_random_bits(by_slug):
+    program = by_slug["dropout"]
+    assert program["args"][-1] == "key<fry>[]"
+    assert "key<fry>[]" in program["jaxpr"]
+    (bits,) = [e for e in program["eqns"] if e["primitive"] == "random_bits"]
+    assert bits["params"] == {"bit_width": 32, "shape": [8, 32]}
+    assert [e["primitive"] for e in program["eqns"] if e["parent"] == bits["parent"]][:8] == [
+        "convert_element_type", "convert_element_type", "broadcast_in_dim", "broadcast_in_dim",
+        "random_bits", "shift_right_logical", "or", "bitcast_convert_type"]
+    main = next(line for line in program["stablehlo"].splitlines() if "func.func public @main" in line)
+    assert "tensor<2xui32>" in main and "func.func private @threefry2x32" in program["stablehlo"]
+    assert len(op_lines(program, "stablehlo.while")) == 1  # threefry's rounds, rolled on CPU
+
+
+def test_dropout_leaves_exactly_the_key_constraint_unlinked(by_slug):
+    program = by_slug["dropout"]
+    stats = program["xray_stats"]
+    assert stats["mapped_stablehlo_op_lines"] == stats["stablehlo_op_lines"] - 1
+    linked = {line for g in program["xray"] for line in g["stablehlo_lines"]}
+    (unlinked,) = [op for op in program["stablehlo_ops"] if op["line"] not in linked]
+    assert unlinked["name"] == "sdy.sharding_constraint"
+
+
+def test_dropout_keeps_about_nine_in_ten_and_scales_them(programs):
+    x, w = jnp.ones((8, 32)), jnp.eye(32)
+    out = programs["dropout"].function(x, w, jax.random.key(0))
+    kept = np.asarray(out) != 0
+    np.testing.assert_allclose(np.asarray(out)[kept], 1 / 0.9, rtol=1e-6)
+    assert 0.8 < kept.mean() < 1.0
+
+
+def test_sdpa_is_grouped_query_attention_with_an_f32_softmax(by_slug):
+    program = by_slug["sdpa"]
+    eqns = top(program)
+    assert eqns[0]["primitive"] == "reshape" and eqns[0]["params"]["new_sizes"] == [2, 16, 2, 2, 8]
+    dots = [e for e in eqns if e["primitive"] == "dot_general"]
+    assert [d["params"]["dimension_numbers"][1] for d in dots] == [[[0, 2], [0, 2]], [[0, 2], [1, 2]]]
+    assert dots[0]["outputs"][0]["dtype"] == "float32" and dots[1]["outputs"][0]["dtype"] == "bfloat16"
+    (convert,) = [e for e in eqns if e["primitive"] == "convert_element_type"]
+    assert eqns.index(convert) == eqns.index(dots[1]) - 1 and convert["params"]["new_dtype"] == "bfloat16"
+    assert [e["primitive"] for e in eqns[-3:]] == ["transpose", "transpose", "reshape"]
+    assert eqns[-1]["outputs"] == [{"shape": [2, 16, 4, 8], "dtype": "bfloat16"}]
+    assert {"iota", "ge"} <= {e["primitive"] for e in program["eqns"]}
+
+
+def test_sdpa_matches_attention_written_out(programs):
+    q, k, v = (jax.random.normal(key, s, jnp.bfloat16) for key, s in
+               zip(jax.random.split(jax.random.key(6), 3), [(2, 16, 4, 8), (2, 16, 2, 8), (2, 16, 2, 8)]))
+    kk, vv = jnp.repeat(k, 2, axis=2), jnp.repeat(v, 2, axis=2)
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q, kk, preferred_element_type=jnp.float32) / np.sqrt(8)
+    scores = jnp.where(jnp.tril(jnp.ones((16, 16), bool)), scores, -jnp.inf)
+    expected = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores).astype(jnp.bfloat16), vv)
+    np.testing.assert_allclose(np.asarray(programs["sdpa"].function(q, k, v), np.float32),
+                               np.asarray(expected, np.float32), rtol=2e-2, atol=2e-2)
+
+
+def test_no_lesson_in_the_second_part_is_left_to_write(programs):
+    for slug in TRAINING:
+        assert "TODO" not in programs[slug].lesson and re.search(r"[.]$", programs[slug].lesson), slug

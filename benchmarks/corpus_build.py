@@ -1,4 +1,4 @@
-"""Time `dumpgym corpus build` (whole process) against JAX-only floors over the same seventeen programs.
+"""Time `dumpgym corpus build` (whole process) against JAX-only floors over the same built-in programs.
 
 Floor A imports JAX, traces and lowers each program (the work behind the jaxpr and StableHLO
 layers). Floor B also compiles each lowering once with XLA (the work behind the compiled layer).

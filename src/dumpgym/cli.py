@@ -151,7 +151,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("corpus", help="build or check the committed built-in corpus")
     corpus_sub = p.add_subparsers(dest="corpus_command", metavar="ACTION", required=True, parser_class=_Parser)
-    b = corpus_sub.add_parser("build", parents=[common], help="re-trace the seventeen programs and write the corpus")
+    b = corpus_sub.add_parser("build", parents=[common], help="re-trace the built-in programs and write the corpus")
     b.add_argument("--check", action="store_true", help="compare with the committed corpus instead; exit 1 on a difference")
     b.add_argument("--verbose", action="store_true", help="report progress on stderr")
     b.add_argument("--out", metavar="FILE", help="write here instead of the package's committed corpus")

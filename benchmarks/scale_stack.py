@@ -5,11 +5,14 @@ Run: .venv/bin/python benchmarks/scale_stack.py [--runs 3]   (target: ratio <= 1
 The programs are the unrolled transformer stack of `transformer_stack.py` at 26, 52 and 78 layers
 (about 2,100, 4,200 and 6,300 equations). Each run builds a new function object, so neither side
 reuses a cache of the other's or of an earlier run; the two sides alternate, and the medians are
-compared. `xray_stack.py` and `add_stack.py` measure whole processes.
+compared. Each run starts after a full garbage collection, so neither side pays for a collection
+the other's objects brought on (unforced, one lands on whichever side runs first in each pair).
+`xray_stack.py` and `add_stack.py` measure whole processes.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -66,8 +69,10 @@ def main(argv=None) -> int:
         ours(2), jax_only(2)  # warm the imports and JAX's own one-time setup
         a, b, eqns = [], [], 0
         for _ in range(args.runs):
+            gc.collect()
             t, eqns = ours(layers)
             a.append(t)
+            gc.collect()
             b.append(jax_only(layers))
         ratio = statistics.median(a) / statistics.median(b)
         worst = max(worst, ratio)

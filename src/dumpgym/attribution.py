@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from dumpgym.facts import Facts
 from dumpgym.record import Group, LoweredToNothing, StablehloOp, XrayStats
-from dumpgym.trace import innermost_tag
+from dumpgym.trace import innermost_tag, with_collector_paused
 
 # Operations that only give the module its shape: never attributed, never counted.
 STRUCTURAL_OPS = frozenset({
@@ -59,70 +59,100 @@ def _parse_context():
     return mlir.make_ir_context()
 
 
-def _walk(module):
-    """Yield (operation, enclosing function name, holder of the region it sits in) in print order."""
-    def visit(op, function, holder):
+class _Ops:
+    """A module's operations in print order, as parallel lists: each op, its name, the function it
+    sits in, and the index of the op holding the region it sits in (None: a function body)."""
+
+    def __init__(self, module):
+        self.module = module  # the ops are views into it: it must outlive them
+        self.ops: list = []
+        self.names: list[str] = []
+        self.functions: list[str | None] = []
+        self.holders: list[int | None] = []
+        self._visit(module.operation, None, None)
+
+    def _visit(self, op, function, holder):
         for region in op.regions:
             for block in region.blocks:
                 for child in block.operations:
                     child = child.operation
                     name = child.name
-                    inner_function = function
+                    index = len(self.ops)
+                    self.ops.append(child)
+                    self.names.append(name)
+                    self.holders.append(holder)
                     if name == "func.func":
                         inner_function = child.attributes["sym_name"].value
-                    yield child, inner_function, holder
-                    yield from visit(child, inner_function, holder if name == "func.func" else child)
-    yield from visit(module.operation, None, None)
+                        self.functions.append(inner_function)
+                        self._visit(child, inner_function, holder)
+                    else:
+                        self.functions.append(function)
+                        self._visit(child, function, index)
 
 
+def _ops_in_print_order(module) -> list:
+    """Every operation inside `module`, in print order (a pre-order walk)."""
+    from jaxlib.mlir import ir
+
+    ops: list = []
+
+    def visit(op):
+        ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return ops[1:]  # the walk starts at the module itself
+
+
+@with_collector_paused
 def build_xray(trace, facts: Facts) -> XRay:
     """Attribute every StableHLO op line of `trace.stablehlo` to the equations that emitted it."""
     from jaxlib.mlir import ir
 
-    tagged = trace.lowered.compiler_ir("stablehlo")  # trace.lowered keeps it alive
-    eqn_of_tag = facts.eqn_of_tag
-    plain = ir.Module.parse(trace.stablehlo, context=_parse_context())
-    plain_ops = list(_walk(plain))
-    tagged_ops = list(_walk(tagged))
-    plain_names = [op.name for op, _, _ in plain_ops]
-    tagged_names = [op.name for op, _, _ in tagged_ops]
-    if plain_names != tagged_names:
+    from dumpgym.jax_internals import bare_location_name, location_line
+
+    tagged = _Ops(trace.lowered.compiler_ir("stablehlo"))
+    plain = ir.Module.parse(trace.stablehlo, context=_parse_context())  # in scope while its ops are read
+    plain_ops = _ops_in_print_order(plain)  # only their lines are read: MLIR's own walk is enough
+    names, functions, holders = tagged.names, tagged.functions, tagged.holders
+    if [op.name for op in plain_ops] != names:
         raise RuntimeError("the tagged lowering differs from the plain one; cannot attribute by construction")
 
-    ops: list[StablehloOp] = []
-    owners: dict[int, set[int]] = defaultdict(set)  # op index -> equations
-    index_of = {}
+    ops = [StablehloOp(name, location_line(op.location), function)
+           for op, name, function in zip(plain_ops, names, functions)]
+    eqn_of_tag = facts.eqn_of_tag
+    owners: list[set[int]] = [set() for _ in ops]  # by op index: the equations it belongs to
     pending_constants = []
     calls_by_function: dict[str, list[int]] = defaultdict(list)
     untagged = []
-    for i, ((p_op, function, holder), (t_op, _, _)) in enumerate(zip(plain_ops, tagged_ops)):
-        index_of[t_op] = i
-        ops.append(StablehloOp(p_op.name, _line(p_op), function))
-        own = innermost_tag(str(t_op.location))
+    for i, t_op in enumerate(tagged.ops):
+        location = t_op.location
+        bare = bare_location_name(location)  # read without printing where it can be
+        own = innermost_tag(str(location) if bare is None else bare)
         own = None if own is None else eqn_of_tag[own]
-        if t_op.name == "stablehlo.constant":
+        name = names[i]
+        if name == "stablehlo.constant":
             # A literal is materialised where the enclosing body is lowered, so its
             # location names the body, not the equation that reads it.
             pending_constants.append((i, own))
         elif own is not None:
             owners[i].add(own)
-        else:
-            untagged.append((i, holder))
-        if t_op.name == "func.call":
+        elif holders[i] is not None:
+            untagged.append((i, holders[i]))
+        if name == "func.call":
             calls_by_function[t_op.attributes["callee"].value].append(i)
 
     # Ops without a tag of their own: inside a region they belong to its holder;
     # in a private function body, to the equations that call the function.
     for i, holder in untagged:
-        if holder is not None and holder in index_of:
-            owners[i] |= owners[index_of[holder]]
+        owners[i] |= owners[holder]
     _inherit_from_calls(ops, owners, calls_by_function)
     for i, holder in untagged:  # again: a holder may have just inherited its owners from a call
-        if holder is not None and holder in index_of:
-            owners[i] |= owners[index_of[holder]]
+        owners[i] |= owners[holder]
     # A constant belongs to its first user (or to its own mark when nothing reads it).
+    index_of = {op: i for i, op in enumerate(tagged.ops)} if pending_constants else {}
     for i, own in pending_constants:
-        users = sorted(index_of[u.owner] for u in tagged_ops[i][0].result.uses if u.owner in index_of)
+        users = sorted(index_of[u.owner] for u in tagged.ops[i].result.uses if u.owner in index_of)
         first = next((u for u in users if owners[u]), None)
         if first is not None:
             owners[i] |= owners[first]
@@ -132,21 +162,17 @@ def build_xray(trace, facts: Facts) -> XRay:
     return _assemble(trace, facts, ops, owners)
 
 
-def _line(op) -> int:
-    from dumpgym.jax_internals import location_line
-
-    return location_line(op.location)
-
-
 def _inherit_from_calls(ops, owners, calls_by_function):
     """Give each private function's untagged ops the owners of every call to that function."""
+    inside_called = [i for i, op in enumerate(ops)
+                     if op.function in calls_by_function and op.name not in STRUCTURAL_OPS]
     changed = True
     while changed:
         changed = False
-        for i, op in enumerate(ops):
-            if op.name in STRUCTURAL_OPS or owners[i] or op.function is None:
+        for i in inside_called:
+            if owners[i]:
                 continue
-            for call in calls_by_function.get(op.function, ()):
+            for call in calls_by_function[ops[i].function]:
                 if owners[call] - owners[i]:
                     owners[i] |= owners[call]
                     changed = True
@@ -155,17 +181,26 @@ def _inherit_from_calls(ops, owners, calls_by_function):
 def _assemble(trace, facts: Facts, ops: list[StablehloOp], owners) -> XRay:
     own_lines: dict[int, set[int]] = defaultdict(set)
     op_lines = set()
-    for i, op in enumerate(ops):
+    for op, own in zip(ops, owners):
         if op.name in STRUCTURAL_OPS:
             continue
         op_lines.add(op.line)
-        for eqn in owners[i]:
+        for eqn in own:
             own_lines[eqn].add(op.line)
 
     groups, nothing = [], []
+    containers = facts.children
     for eqn in facts.eqns:
+        if eqn.id not in containers:  # most equations hold nothing: their own lines are the group's
+            hlo = own_lines.get(eqn.id)
+            if hlo:
+                first, last = eqn.jaxpr_lines
+                groups.append(Group(eqn.id, tuple(range(first, last + 1)), tuple(sorted(hlo))))
+            else:
+                nothing.append(LoweredToNothing(eqn.id, _why_nothing(eqn, facts)))
+            continue
         family = [eqn.id, *facts.descendants(eqn.id)]
-        hlo = set().union(*(own_lines[e] for e in family))
+        hlo = set().union(*(own_lines.get(e, ()) for e in family))
         if not hlo:
             nothing.append(LoweredToNothing(eqn.id, _why_nothing(eqn, facts)))
             continue

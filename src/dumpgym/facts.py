@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dumpgym.record import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal
+from dumpgym.trace import jaxpr_types, with_collector_paused
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Facts:
         return children
 
 
+@with_collector_paused
 def build_facts(source) -> Facts:
     """Facts for every equation that the jaxpr prints, sub-jaxprs included.
 
@@ -73,14 +75,17 @@ def build_facts(source) -> Facts:
     # Ids follow print order: by first line, then column (one-line branches share a line).
     order = sorted(spans, key=lambda i: (spans[i][0], spans[i][2], i))
     id_of = {id(originals[i]): n for n, i in enumerate(order)}
+    jax_eqns = {n: originals[i] for n, i in enumerate(order)}
+    subs = {n: tuple(jaxprs_in_params(eqn.params)) for n, eqn in jax_eqns.items()}
     callers: dict[int, list[int]] = {}
-    for n, i in enumerate(order):
-        for sub in jaxprs_in_params(originals[i].params):
+    for n, inside in subs.items():
+        for sub in inside:
             for inner in sub.eqns:
                 if id(inner) in id_of:
                     callers.setdefault(id_of[id(inner)], []).append(n)
 
     eqns = []
+    avals = _AvalFacts()
     for n, i in enumerate(order):
         eqn = originals[i]
         parents = callers.get(n)
@@ -89,18 +94,43 @@ def build_facts(source) -> Facts:
             parent=min(parents) if parents else None,
             primitive=eqn.primitive.name,
             params={k: to_json(v) for k, v in sorted(eqn.params.items())},
-            inputs=tuple(atom_fact(v) for v in eqn.invars),
-            outputs=tuple(aval_fact(v.aval) for v in eqn.outvars),
+            inputs=tuple(map(avals.atom, eqn.invars)),
+            outputs=tuple(avals.of(v.aval) for v in eqn.outvars),
             jaxpr_lines=(spans[i][0], spans[i][1]),
         ))
-    jax_eqns = {n: originals[i] for n, i in enumerate(order)}
     return Facts(
         eqns=tuple(eqns),
         callers={k: tuple(sorted(set(v))) for k, v in callers.items()},
         jax_eqns=jax_eqns,
         eqn_of_tag=tuple(id_of.get(id(eqn)) for eqn in originals),
-        dead=frozenset(jax_eqns) - live_eqns(jax_eqns, closed.jaxpr.outvars),
+        dead=frozenset(jax_eqns) - live_eqns(jax_eqns, closed.jaxpr.outvars, subs),
     )
+
+
+class _AvalFacts:
+    """The facts of one jaxpr's avals and equation inputs, each aval's made once (JAX shares aval objects widely)."""
+
+    def __init__(self):
+        from jax.extend import core as jex
+
+        self._literal = jex.Literal
+        self._facts: dict = {}
+
+    def of(self, aval) -> Aval:
+        """`aval_fact(aval)`, made once per aval."""
+        try:
+            return self._facts[aval]
+        except KeyError:
+            fact = self._facts[aval] = aval_fact(aval)
+            return fact
+        except TypeError:  # an aval that does not hash
+            return aval_fact(aval)
+
+    def atom(self, atom) -> Aval | Literal:
+        """An equation input: its aval, or the literal's printed value and dtype."""
+        if isinstance(atom, self._literal):
+            return Literal(_literal_text(atom.val), self.of(atom.aval).dtype)
+        return self.of(atom.aval)
 
 
 # Containers whose sub-jaxpr's results are, one for one, the equation's own: a result of the
@@ -108,27 +138,30 @@ def build_facts(source) -> Facts:
 _PASS_THROUGH = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call"})
 
 
-def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
+def live_eqns(jax_eqns: dict[int, Any], results, subs: dict[int, tuple] | None = None) -> frozenset[int]:
     """Ids of the equations whose outputs reach `results`, or that have effects, through any depth.
 
     Through a pass-through container (a `jit`), liveness follows values one for one both ways: a
     result used outside needs only the matching result inside, and an input is needed outside only
     when something live inside reads it. So, as when JAX's DCE prunes jit's unused inputs and
     outputs before lowering, whatever feeds only an unused result of a `jit` is dead too.
+    `subs`, if given, holds each equation's sub-jaxprs (`jaxprs_in_params`) by id.
     """
     from jax.extend import core as jex
 
     from dumpgym.jax_internals import jaxprs_in_params
 
+    if subs is None:
+        subs = {n: tuple(jaxprs_in_params(eqn.params)) for n, eqn in jax_eqns.items()}
     producer = {id(v): (n, k) for n, eqn in jax_eqns.items() for k, v in enumerate(eqn.outvars)}
     passes: dict[int, Any] = {}  # container id -> its one sub-jaxpr, matched to it result for result
     outside: dict[int, list] = {}  # id of a pass-through sub-jaxpr's input -> the inputs given to it outside
     for n, eqn in jax_eqns.items():
-        subs = list(jaxprs_in_params(eqn.params))
-        if (eqn.primitive.name in _PASS_THROUGH and len(subs) == 1
-                and len(subs[0].outvars) == len(eqn.outvars) and len(subs[0].invars) == len(eqn.invars)):
-            passes[n] = subs[0]
-            for inner, outer in zip(subs[0].invars, eqn.invars):
+        inside = subs[n]
+        if (len(inside) == 1 and eqn.primitive.name in _PASS_THROUGH
+                and len(inside[0].outvars) == len(eqn.outvars) and len(inside[0].invars) == len(eqn.invars)):
+            passes[n] = inside[0]
+            for inner, outer in zip(inside[0].invars, eqn.invars):
                 outside.setdefault(id(inner), []).append(outer)
     live: set[int] = set()
     seen: set[int] = set()
@@ -144,7 +177,7 @@ def live_eqns(jax_eqns: dict[int, Any], results) -> frozenset[int]:
         live.add(n)
         if sub is None:
             stack.extend(eqn.invars)
-            stack.extend(v for inner in jaxprs_in_params(eqn.params) for v in inner.outvars)
+            stack.extend(v for inner in subs[n] for v in inner.outvars)
 
     for n, eqn in jax_eqns.items():
         if eqn.effects:  # a jit's effects are its inner equations': those are needed on their own
@@ -166,9 +199,10 @@ def aval_fact(aval) -> Aval:
     dtype = getattr(aval, "dtype", None)
     if shape is None or dtype is None:
         return Aval((), str(aval))
-    return Aval(tuple(int(d) for d in shape), dtype_name(dtype), bool(getattr(aval, "weak_type", False)))
+    return Aval(tuple(map(int, shape)), dtype_name(dtype), bool(getattr(aval, "weak_type", False)))
 
 
+@functools.lru_cache(maxsize=None)  # a handful of dtypes, asked for on every aval
 def dtype_name(dtype) -> str:
     """The record's name for a dtype: numpy's (`bfloat16`), or an extended dtype's as JAX prints it (`key<fry>`)."""
     import jax
@@ -178,15 +212,6 @@ def dtype_name(dtype) -> str:
     return np.dtype(dtype).name
 
 
-def atom_fact(atom) -> Aval | Literal:
-    """An equation input: its aval, or the literal's printed value and dtype."""
-    from jax.extend import core as jex
-
-    if isinstance(atom, jex.Literal):
-        return Literal(_literal_text(atom.val), aval_fact(atom.aval).dtype)
-    return aval_fact(atom.aval)
-
-
 def _literal_text(value) -> str:
     array = np.asarray(value)
     return str(array.item()) if array.ndim == 0 else str(array.tolist())
@@ -194,14 +219,10 @@ def _literal_text(value) -> str:
 
 def to_json(value):
     """A JSON rendering of an equation parameter; sub-jaxprs become a short placeholder."""
-    from jax.extend import core as jex
-
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
         return value if np.isfinite(value) else str(value)
-    if isinstance(value, (jex.Jaxpr, jex.ClosedJaxpr)):
-        return JAXPR_PLACEHOLDER
     if isinstance(value, tuple) and type(value).__str__ is not tuple.__str__:
         return str(value)  # a named tuple that prints itself, as the jaxpr shows it: random_wrap's impl=fry
     if isinstance(value, (tuple, list)):
@@ -216,6 +237,8 @@ def to_json(value):
         return value.name
     if isinstance(value, dict):
         return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, jaxpr_types()):
+        return JAXPR_PLACEHOLDER
     if callable(value) and hasattr(value, "__name__"):
         return f"<function {value.__name__}>"
     return str(value)

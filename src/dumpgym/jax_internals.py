@@ -145,11 +145,29 @@ def location_line(location) -> int:
     Not private, but it moved: jaxlib 0.10.0 and older have no `ir.FileLineColLoc` and put
     `start_line` on `ir.Location` itself.
     """
+    file_loc = _location_kinds()[2]
+    if file_loc is None:
+        return location.start_line
+    return (location if type(location) is file_loc else file_loc(location)).start_line
+
+
+def bare_location_name(location) -> str | None:
+    """The name of a location that is a name and nothing more (`loc("jit(f)/sin")`), else None.
+
+    Not private, but it moved: jaxlib 0.10.0 and older have no `ir.NameLoc` (nor `ir.UnknownLoc`),
+    so there this answers None and the caller prints the location, several times slower.
+    """
+    name_loc, unknown_loc, _ = _location_kinds()
+    if name_loc is not None and type(location) is name_loc and type(location.child_loc) is unknown_loc:
+        return location.name_str
+    return None
+
+
+@functools.cache
+def _location_kinds():
     from jaxlib.mlir import ir
 
-    if hasattr(ir, "FileLineColLoc"):
-        return ir.FileLineColLoc(location).start_line
-    return location.start_line
+    return getattr(ir, "NameLoc", None), getattr(ir, "UnknownLoc", None), getattr(ir, "FileLineColLoc", None)
 
 
 def require_hlo_bindings() -> None:

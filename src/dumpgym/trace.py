@@ -8,6 +8,9 @@ exactly what `jax.jit(f).lower(*args).as_text()` prints (the tests compare them)
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import inspect
 import re
 from dataclasses import dataclass
@@ -45,8 +48,9 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
 
     args = tuple(args)
     traced = jax.jit(function).trace(*args)
-    lowered, tagged_eqns = _lower_tagged(traced)
-    text, spans = print_with_spans(traced.jaxpr)
+    with collector_paused():
+        lowered, tagged_eqns = _lower_tagged(traced)
+        text, spans = print_with_spans(traced.jaxpr)
     return Trace(
         function=function,
         args=args,
@@ -59,6 +63,36 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
         jaxpr=text,
         stablehlo=lowered.as_text(),
     )
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Hold Python's cyclic garbage collector off for a block that builds many objects and frees few.
+
+    The collector runs after every few hundred new objects, and every so often walks the whole heap,
+    JAX's included. The stages build copies of a jaxpr, facts and records by the ten thousand and
+    keep them all, so those walks free nothing; on programs of thousands of equations they cost as
+    much as the stage's own work. The block's survivors are looked at once, by one young-generation
+    collection at its end.
+    """
+    if not gc.isenabled():  # someone (the user, or an enclosing block) holds it off already
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect(0)
+
+
+def with_collector_paused(function):
+    """`function`, run under `collector_paused()`."""
+    @functools.wraps(function)
+    def paused(*args, **kwargs):
+        with collector_paused():
+            return function(*args, **kwargs)
+    return paused
 
 
 class _Marker:
@@ -97,16 +131,19 @@ def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]
 
 def _lower_tagged(traced):
     """Lower a tagged copy of `traced`'s jaxpr; returns the Lowered and the equation behind each tag."""
+    from dumpgym.jax_internals import no_traceback_locations
+
     originals = []
 
     def retag(eqn, params):
         originals.append(eqn)
         info = eqn.source_info
-        # The tag is all the attribution reads; without the traceback, locations stay short.
-        tagged = info.replace(name_stack=info.name_stack.extend(f"{TAG}{len(originals) - 1}"), traceback=None)
-        return eqn.replace(params=params, source_info=tagged)
+        return eqn.replace(params=params, source_info=info.replace(name_stack=info.name_stack.extend(f"{TAG}{len(originals) - 1}")))
 
-    return lower_copy(traced, retag), tuple(originals)
+    # The tag is all the attribution reads: without source files in the locations, they stay
+    # short, so lowering builds and the x-ray reads far less (the printed text has no locations).
+    with no_traceback_locations():
+        return lower_copy(traced, retag), tuple(originals)
 
 
 def lower_copy(traced, rewrite=None):
@@ -132,29 +169,55 @@ def map_jaxpr_eqns(jaxpr, rewrite: Callable[[Any, dict], Any], memo: dict | None
 
     Shared sub-jaxprs stay shared in the copy, so JAX prints and lowers them once, as it does the original.
     """
-    from jax.extend import core as jex
-
     memo = {} if memo is None else memo
     if id(jaxpr) in memo:
         return memo[id(jaxpr)][1]
-
-    def sub(value):
-        if isinstance(value, jex.ClosedJaxpr):
-            key = ("closed", id(value))
-            if key not in memo:
-                memo[key] = (value, jex.ClosedJaxpr(map_jaxpr_eqns(value.jaxpr, rewrite, memo), value.consts))
-            return memo[key][1]
-        if isinstance(value, jex.Jaxpr):
-            return map_jaxpr_eqns(value, rewrite, memo)
-        if isinstance(value, tuple) and value and all(isinstance(v, (jex.Jaxpr, jex.ClosedJaxpr)) for v in value):
-            return tuple(sub(v) for v in value)
-        return value
-
-    eqns = [rewrite(eqn, {k: sub(v) for k, v in eqn.params.items()}) for eqn in jaxpr.eqns]
+    eqns = []
+    for eqn in jaxpr.eqns:
+        params = eqn.params
+        if _holds_jaxpr(params):
+            params = {k: _map_param(v, rewrite, memo) for k, v in params.items()}
+        else:
+            params = params.copy()  # most equations hold no sub-jaxpr: nothing to rewrite inside
+        eqns.append(rewrite(eqn, params))
     copy = jaxpr.replace(eqns=eqns)
     memo[id(jaxpr)] = (jaxpr, copy)  # keep the original alive so its id is not reused
     return copy
 
+
+# Module-level functions, not closures: a closure that calls itself is a reference cycle, which
+# would keep the memo, and with it the whole copy, alive until the garbage collector next runs.
+def _map_param(value, rewrite, memo):
+    """An equation parameter for the copy: each sub-jaxpr it holds copied, once per jaxpr."""
+    from jax.extend import core as jex
+
+    if isinstance(value, jex.ClosedJaxpr):
+        key = ("closed", id(value))
+        if key not in memo:
+            memo[key] = (value, jex.ClosedJaxpr(map_jaxpr_eqns(value.jaxpr, rewrite, memo), value.consts))
+        return memo[key][1]
+    if isinstance(value, jex.Jaxpr):
+        return map_jaxpr_eqns(value, rewrite, memo)
+    if isinstance(value, tuple) and value and all(isinstance(v, jaxpr_types()) for v in value):
+        return tuple(_map_param(v, rewrite, memo) for v in value)
+    return value
+
+
+def _holds_jaxpr(params: dict) -> bool:
+    """Whether an equation's parameters hold a sub-jaxpr, or a tuple of them, for `_map_param` to copy."""
+    kinds = jaxpr_types()
+    for value in params.values():
+        if isinstance(value, kinds) or (isinstance(value, tuple) and value and isinstance(value[0], kinds)):
+            return True
+    return False
+
+
+@functools.cache
+def jaxpr_types() -> tuple[type, type]:
+    """`jax.extend.core.Jaxpr` and `ClosedJaxpr`, imported on first use (JAX loads only when a program is traced)."""
+    from jax.extend import core as jex
+
+    return (jex.Jaxpr, jex.ClosedJaxpr)
 
 
 def walk_eqns(closed_jaxpr) -> list:

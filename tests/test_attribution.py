@@ -12,6 +12,7 @@ from dumpgym.trace import trace
 from dumpgym.attribution import build_xray
 
 from xray_oracle import JIT, judge
+from jax_reference import jaxpr_of, jit_of
 
 
 def _xray(function, *args):
@@ -34,9 +35,9 @@ def _render(traced, facts, xray):
 def test_attribution_agrees_with_jax_locations(slug, by_slug, programs):
     program = programs[slug]
     args = program.example_args()
-    facts = build_facts(jax.make_jaxpr(program.function)(*args))
+    facts = build_facts(jaxpr_of(program.function, args))
     assert [e.primitive for e in facts.eqns] == [e["primitive"] for e in by_slug[slug]["eqns"]]
-    lowered = jax.jit(program.function).lower(*args)
+    lowered = jit_of(program.function).lower(*args)
     problems = judge(by_slug[slug], lowered.compiler_ir("stablehlo"), facts.jax_eqns)
     assert [p for p in problems if not _pins_key_data(p, by_slug[slug])] == []
 
@@ -257,7 +258,7 @@ def test_the_oracle_rejects_an_op_moved_to_another_equation(slug, op, by_slug, p
 
     program = programs[slug]
     args = program.example_args()
-    facts = build_facts(jax.make_jaxpr(program.function)(*args))
+    facts = build_facts(jaxpr_of(program.function, args))
     frames = {n: source_info_util.user_frame(e.source_info.traceback) for n, e in facts.jax_eqns.items()}
     source_line = {n: f.start_line if f is not None else None for n, f in frames.items()}
     record = copy.deepcopy(by_slug[slug])
@@ -269,5 +270,5 @@ def test_the_oracle_rejects_an_op_moved_to_another_equation(slug, op, by_slug, p
                  and record["eqns"][g["eqn"]]["primitive"] not in ("cond", "jit"))
     owner["stablehlo_lines"].remove(line)
     other["stablehlo_lines"].append(line)
-    problems = judge(record, jax.jit(program.function).lower(*args).compiler_ir("stablehlo"), facts.jax_eqns)
+    problems = judge(record, jit_of(program.function).lower(*args).compiler_ir("stablehlo"), facts.jax_eqns)
     assert any(p.startswith(f"line {line}: {op}") for p in problems), problems

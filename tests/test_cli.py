@@ -113,3 +113,35 @@ def test_a_function_named_like_a_built_in_program_is_asked_for_a_slug(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == "dumpgym: error: slug 'dropout' is already in the corpus; choose another with --slug"
     assert not (tmp_path / "corpus").exists()
+
+
+DONATING = '''
+from functools import partial
+
+import jax
+
+
+@partial(jax.jit, donate_argnums=0)
+def sgd(w, g):
+    return w - 0.1 * g
+'''
+
+
+def test_a_jitted_function_keeps_its_donation(tmp_path, capsys):
+    import importlib.util
+
+    import jax
+
+    (tmp_path / "opt.py").write_text(DONATING)
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", f"{tmp_path / 'opt.py'}:sgd", "--arg", "f32[8]", "--arg", "f32[8]", "--hlo",
+                     "--corpus", str(corpus)]) == 0, capsys.readouterr().err
+    record = json.loads((corpus / "sgd.json").read_text())
+    spec = importlib.util.spec_from_file_location("opt_for_test", tmp_path / "opt.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = [jax.ShapeDtypeStruct((8,), jax.numpy.float32)] * 2
+    assert record["stablehlo"] == module.sgd.lower(*args).as_text()  # as the user prints it
+    assert "tf.aliasing_output = 0" in record["stablehlo"]
+    assert "input_output_alias={ {}: (0, {}, may-alias) }" in record["hlo"]["text"]
+    assert not any(e["primitive"] == "jit" for e in record["eqns"])

@@ -8,6 +8,7 @@ from dumpgym.corpus import program_record
 from dumpgym.drills import decisions
 from dumpgym.program import Program
 from dumpgym.record import ProgramRecord
+from jax_reference import jaxpr_of
 
 # What a line must show for each kind, per layer: jaxpr primitive names and StableHLO op names.
 JAXPR_OPS = {
@@ -327,7 +328,7 @@ def _flows(eqn, jaxpr_eqns) -> set:
 
 
 def _check_against_jax(function, args, program: dict, items: list) -> None:
-    closed = jax.make_jaxpr(function)(*args)
+    closed = jaxpr_of(function, args)
     assert str(closed) == program["jaxpr"]
     jax_order = _jax_run_order(closed)
     record_order = _run_order(program)

@@ -15,6 +15,7 @@ import pytest
 from dumpgym import drills
 from dumpgym.drills import _tpu, layouts
 from dumpgym.target import libtpu_installed
+from jax_reference import jit_of
 
 pytestmark = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
 
@@ -52,7 +53,7 @@ def recompiled(programs, devices):
             continue  # sharded programs need their mesh moved onto the topology; the others suffice here
         args = [parse_arg(a).to_struct() for a in program.args]
         with jax.default_device(devices[0]):
-            out[program.slug] = jax.jit(program.function).lower(*args).compile()
+            out[program.slug] = jit_of(program.function).lower(*args).compile()
     return out
 
 

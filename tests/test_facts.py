@@ -15,6 +15,7 @@ from dumpgym.programs import SLUGS
 
 import random_programs
 from random_programs import typed_key
+from jax_reference import jaxpr_of
 
 
 def _printed_eqns(jaxpr, seen=None):
@@ -38,7 +39,7 @@ def _aval(aval):
 @pytest.mark.parametrize("slug", SLUGS)
 def test_every_equation_has_a_fact(slug, by_slug, programs):
     record = by_slug[slug]
-    closed = jax.make_jaxpr(programs[slug].function)(*programs[slug].example_args())
+    closed = jaxpr_of(programs[slug].function, programs[slug].example_args())
     eqns = _printed_eqns(closed.jaxpr)
     assert len(record["eqns"]) == len(eqns)
     assert Counter(e["primitive"] for e in record["eqns"]) == Counter(e.primitive.name for e in eqns)

@@ -11,6 +11,7 @@ import pytest
 from dumpgym.programs import SLUGS
 from dumpgym.target import (CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, libtpu_installed,
                             parse_target)
+from jax_reference import jit_of
 
 OP_NAME = re.compile(r'op_name="([^"]*)"')
 
@@ -52,7 +53,7 @@ def _fresh_text(program, topology):
     # this function earlier with source locations on would hand that lowering back.
     jax.clear_caches()
     with jax.default_device(devices[0]), no_traceback_locations():
-        return jax.jit(function).lower(*args).compile().as_text()
+        return jit_of(function).lower(*args).compile().as_text()
 
 
 def _auto_sharded_on(devices, program):

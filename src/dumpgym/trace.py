@@ -47,7 +47,12 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
     import jax
 
     args = tuple(args)
-    traced = jax.jit(function).trace(*args)
+    # A function already under jax.jit is traced by its own jit: its donation, shardings and static
+    # arguments are the user's, as `function.lower(*args)` prints them. Wrapped in a second jit they
+    # would vanish into an inner `jit` equation (an outer jit donates nothing).
+    jitted = function if callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None)) \
+        else jax.jit(function)
+    traced = jitted.trace(*args)
     with collector_paused():
         lowered, tagged_eqns = _lower_tagged(traced)
         text, spans = print_with_spans(traced.jaxpr)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dumpgym.record import CompiledLayer
 
 # What an `S(n)` means on a TPU: XLA's memory-space numbers ("colors") as JAX's TPU custom calls
-# name them (jax/_src/tpu_custom_call.py, `MemorySpace.color`; tests/test_drills_tpu.py checks
+# name them (JAX's private tpu_custom_call module, `MemorySpace.color`; tests/test_drills_tpu.py checks
 # this table against it). A layout without `S(...)` is in space 0, the chip's HBM.
 MEMORY_SPACES = {
     0: "HBM, the chip's main memory (the default, so the layout prints no S)",

@@ -28,11 +28,12 @@ def train_step(w1, w2, m1, m2, v1, v2, count, x, y):
 PROGRAM = Program(
     slug="train-step",
     title="training step with Adam, donated",
-    lesson=("The step is itself a jax.jit with donate_argnums, so the dump shows it as one jit equation whose "
-            "donated_invars is True for the seven donated arguments (both weights, their Adam moments, the step "
-            "count) and False for the batch. Inside, value_and_grad leaves the forward, then the backward with "
-            "its transposes and add_any; the Adam update written in jnp is mul and add for the moments, pow for "
-            "the bias corrections, sqrt and div for the step."),
+    lesson=("The step comes compiled already, with donate_argnums, and is traced as it is, so the jaxpr is the "
+            "step's body and donation shows only below it: StableHLO marks each of the seven donated arguments of main "
+            "(both weights, their Adam moments, the step count) with tf.aliasing_output, the result that may "
+            "reuse its buffer, and the compiled HLO lists the same pairs in input_output_alias. The body holds "
+            "the forward, then the backward with its transposes and add_any; the Adam update written in jnp is "
+            "mul and add for the moments, pow for the bias corrections, sqrt and div for the step."),
     function=train_step,
     args=("f32[32,64]", "f32[64,16]", "f32[32,64]", "f32[64,16]", "f32[32,64]", "f32[64,16]", "f32[]",
           "f32[16,32]", "f32[16,16]"),

@@ -1,0 +1,14 @@
+"""How a user gets a program's dumps from JAX itself, for the tests to compare ours with."""
+import jax
+
+
+def jit_of(function):
+    """`function` as the user lowers it: through its own jit when it is already jitted (its donation and
+    shardings with it), else through `jax.jit`."""
+    own = callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None))
+    return function if own else jax.jit(function)
+
+
+def jaxpr_of(function, args):
+    """The ClosedJaxpr JAX traces for `function` on `args` (`jax.make_jaxpr`'s, for a function not yet jitted)."""
+    return jit_of(function).trace(*args).jaxpr

@@ -120,15 +120,18 @@ class Panel {
   }
 
   async next({ focus = true } = {}) {
+    this.el.dataset.state = 'loading';  // until the next question is on screen (a focus change replaces one)
     let picked;
     try {
       picked = await this.pick();
     } catch (e) {
       render(this.body, html`<p class="empty">Could not load drill items (${e.message}).</p>`);
+      this.el.dataset.state = 'empty';
       return;
     }
     if (!picked) {
       render(this.body, html`<p class="empty">Every item of this drill has weight 0: nothing to ask.</p>`);
+      this.el.dataset.state = 'empty';
       return;
     }
     const { slug, index, split } = picked;

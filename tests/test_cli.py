@@ -127,6 +127,7 @@ def sgd(w, g):
 '''
 
 
+@pytest.mark.compiled_hlo
 def test_a_jitted_function_keeps_its_donation(tmp_path, capsys):
     import importlib.util
 

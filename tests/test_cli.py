@@ -1,5 +1,6 @@
 """The command line: exit statuses, one-line errors, and JSON that other tools can read."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -146,3 +147,33 @@ def test_a_jitted_function_keeps_its_donation(tmp_path, capsys):
     assert "tf.aliasing_output = 0" in record["stablehlo"]
     assert "input_output_alias={ {}: (0, {}, may-alias) }" in record["hlo"]["text"]
     assert not any(e["primitive"] == "jit" for e in record["eqns"])
+
+
+# As if the tpu extra were not installed: `import libtpu` fails and importlib finds no spec for it.
+NO_LIBTPU = "import sys\nsys.modules['libtpu'] = None\n"
+
+
+def test_viewing_the_gym_needs_no_tpu_compiler(tmp_path):
+    """export, drills and build work as before without the tpu extra; add --hlo tpu says how to get it."""
+    (tmp_path / "block").mkdir()
+    (tmp_path / "block" / "sitecustomize.py").write_text(NO_LIBTPU)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "block")}
+
+    def run_without(*args):
+        return subprocess.run([sys.executable, "-m", "dumpgym", *args], capture_output=True, text=True, timeout=300,
+                              env=env)
+
+    assert subprocess.run([sys.executable, "-c", "import importlib.util, sys; "
+                           "sys.exit(importlib.util.find_spec('libtpu') is None)"], env=env).returncode == 1
+    for command in (["export"], ["drills"]):
+        without, with_it = run_without(*command), run(*command)
+        assert without.returncode == 0, without.stderr
+        assert without.stdout == with_it.stdout
+    built = run_without("build", "--out", str(tmp_path / "site"))
+    assert built.returncode == 0, built.stderr
+    assert (tmp_path / "site" / "data" / "hlo-tpu").is_dir()  # the committed TPU layer is shown all the same
+    (tmp_path / "f.py").write_text("def f(x):\n    return x * 2\n")
+    added = run_without("add", f"{tmp_path / 'f.py'}:f", "--arg", "f32[4]", "--hlo", "tpu",
+                        "--corpus", str(tmp_path / "corpus"))
+    assert added.returncode == 2 and "pip install 'dumpgym[tpu]'" in added.stderr
+    assert len(added.stderr.strip().splitlines()) == 1

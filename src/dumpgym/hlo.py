@@ -34,8 +34,10 @@ from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, libtpu_version, retarget, topology_devices
 from dumpgym.trace import innermost_tag, lower_copy
 
-_CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
+# What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
+CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
 _TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
+APPLIES_RE = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
 _PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
 _LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
 
@@ -294,7 +296,7 @@ class CompiledGraph:
             self.computation[name] = computation
             self.operands[name] = [o.name for o in instruction.operands()]
             self.users[name] = [u.name for u in instruction.users()]
-            self.calls[name] = _CALLS_RE.findall(printed)
+            self.calls[name] = CALLS_RE.findall(printed)
             self.members[computation].append(name)
             for region in _TO_APPLY_RE.findall(printed):
                 self.holders[region].append(name)

@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from dumpgym.hlo import APPLIES_RE, CALLS_RE
 from dumpgym.record import CompiledLayer
 
 # What an `S(n)` means on a TPU: XLA's memory-space numbers ("colors") as JAX's TPU custom calls
@@ -28,8 +29,6 @@ MEMORY_SPACES = {
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
 # `%name = SHAPE opcode(`: no ` word(` occurs inside a printed shape (tiles and spaces follow `:`).
 _DEFINITION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.+?) ([a-z][a-z0-9\-]*)\(")
-_CALLS = re.compile(r"\bcalls=%([\w.\-]+)")
-_APPLIES = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
 _TAIL = re.compile(r", (?:metadata|backend_config|frontend_attributes|sharding|operand_layout_constraints)=")
 # Opcodes that multiply matrices: on a TPU these run on the MXU, the systolic matrix unit.
 MATMUL_OPCODES = frozenset({"convolution", "dot"})
@@ -159,12 +158,12 @@ class Listing:
     def body(self, line: int) -> list[str]:
         """The computations the instruction on `line` runs: the one it calls, then those it calls or applies."""
         found: list[str] = []
-        stack = _CALLS.findall(self.lines[line - 1])
+        stack = CALLS_RE.findall(self.lines[line - 1])
         while stack:
             name = stack.pop(0)
             if name not in found and name in self.computations:
                 found.append(name)
-                stack += _APPLIES.findall(self.computation_text(name))
+                stack += APPLIES_RE.findall(self.computation_text(name))
         return found
 
     def opcodes_in(self, computations) -> set[str]:

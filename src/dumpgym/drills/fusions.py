@@ -15,14 +15,12 @@ from dataclasses import dataclass
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
-from dumpgym.drills._tpu import which_compile
+from dumpgym.drills._tpu import Listing, which_compile
 from dumpgym.hlo import DATA_MOVEMENT, computes
 from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
 MAX_SET = 6  # the largest set of equations an option lists
 _VIA_RANK = {"tag": 0, "inferred": 1, "region": 2, "none": 3}
-_CALLS = re.compile(r"\bcalls=%([\w.\-]+)")
-_APPLIES = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
 
 
 def _named(eqn: EqnFact) -> str:
@@ -47,39 +45,10 @@ def _leaves(program: ProgramRecord, eqns) -> set[int]:
 
 
 @dataclass(frozen=True)
-class _Compile:
-    """One program's compiled text, read for the drill: computations by name, where equations went."""
+class _Compile(Listing):
+    """One program's compiled text, read for the drill (`Listing`), and where its equations went."""
 
-    program: ProgramRecord
-    hlo: CompiledLayer
-
-    @functools.cached_property
-    def lines(self) -> list[str]:
-        """The compiled text's lines."""
-        return self.hlo.text.splitlines()
-
-    def computation_text(self, name: str) -> str:
-        """The printed computation `name`: its signature line to its closing brace."""
-        out: list[str] = []
-        for line in self.lines:
-            if not out and re.match(rf"(?:ENTRY )?%{re.escape(name)} \(", line):
-                out.append(line)
-            elif out:
-                out.append(line)
-                if line.startswith("}"):
-                    break
-        return "\n".join(out)
-
-    def body(self, fusion: Fusion) -> list[str]:
-        """The computations a fusion runs: the one it calls, then those that one calls or applies."""
-        found: list[str] = []
-        stack = _CALLS.findall(self.lines[fusion.line - 1])
-        while stack:
-            name = stack.pop(0)
-            if name not in found:
-                found.append(name)
-                stack += _APPLIES.findall(self.computation_text(name))
-        return found
+    program: ProgramRecord = None
 
     def computing(self, e: int, computations) -> list:
         """The instructions of these computations that compute equation `e`, the likeliest first."""
@@ -124,7 +93,7 @@ class _Compile:
 
     def inside(self, e: int, fusion: Fusion) -> str:
         """Why equation `e` is in `fusion`, in words: the body instruction that computes it."""
-        ins = self.computing(e, self.body(fusion))
+        ins = self.computing(e, self.body(fusion.line))
         named = _named(self.program.eqns[e])
         if not ins:
             return f"{named} is in %{fusion.name}"
@@ -142,7 +111,7 @@ def _shown(c: _Compile, fusion: Fusion) -> list[str]:
     hlo = c.hlo
     what = (which_compile(hlo) if hlo.backend == "tpu" else
             f"compiled by XLA for {hlo.backend.upper()} (jaxlib {hlo.jaxlib_version}; this machine kind: {hlo.host})")
-    return [what, c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion)),
+    return [what, c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion.line)),
             c.program.jaxpr]
 
 
@@ -158,7 +127,7 @@ def fusion_items(program: ProgramRecord) -> list[dict]:
 def _layer_items(program: ProgramRecord, hlo: CompiledLayer | None) -> list[dict]:
     if hlo is None:
         return []
-    c = _Compile(program, hlo)
+    c = _Compile(hlo=hlo, program=program)
     items = []
     for fusion in hlo.fusions:
         answer = _leaves(program, fusion.eqns)

@@ -321,3 +321,27 @@ def test_an_item_without_weight_weighs_one(hand_page):
     weights = hand_page.evaluate("""async () => { const { weightOf } = await import('./static/drill.js');
       return [{}, { weight: 0 }, { weight: 2.5 }, { weight: -1 }, { weight: null }].map(weightOf); }""")
     assert weights == [1, 0, 2.5, 0, 1]
+
+
+def test_opening_a_tab_while_its_first_question_loads_asks_one_question(browser, base_url):
+    """Clicking the tab of a drill whose first question is still being picked must not pick a second
+    one over it (a learner, or a test, would be answering the question that is about to go)."""
+    context = browser.new_context()
+    page = context.new_page()
+    # The drill splits arrive late, so the first pick is still on its way when the tab is clicked.
+    page.add_init_script("""const fetchNow = window.fetch;
+        window.fetch = (url, options) => (String(url).includes('data/drills/')
+          ? new Promise((wait) => setTimeout(wait, 400)).then(() => fetchNow(url, options)) : fetchNow(url, options));""")
+    page.goto(base_url)
+    page.wait_for_selector("html[data-ready]")
+    kind = page.get_attribute("#drills [role=tab][aria-selected=true]", "data-drill-tab")
+    picks = page.evaluate("""(kind) => new Promise((done) => {
+        const panel = document.querySelector(`#drill-${kind}`);
+        let picks = 0;  // every question put on screen sets data-item, the same item or not
+        new MutationObserver((records) => { picks += records.length; })
+          .observe(panel, { attributes: true, attributeFilter: ['data-item'] });
+        for (let i = 0; i < 3; i++) document.querySelector(`#tab-${kind}`).click();
+        setTimeout(() => done(picks), 3000);
+    })""", kind)
+    assert picks == 1
+    context.close()

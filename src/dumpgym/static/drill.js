@@ -69,6 +69,7 @@ class Panel {
     this.focusFilter = null;  // {skill} or {primitive}: draw only matching items (set by the mastery map)
     this.yours = new Set();  // slugs of the learner's added programs (registerDrills sets them)
     this.yoursOnly = false;
+    this.starting = null;  // the first question's pick, while it is on its way
     this.showStreak();
   }
 
@@ -89,8 +90,10 @@ class Panel {
     this.el.querySelector('[data-streak-best]').textContent = best;
   }
 
+  /** Ask the first question, once: a tab opened while the first pick is still on its way waits for it. */
   start() {
-    if (!this.item && this.total) this.next({ focus: false });
+    if (this.item || this.starting || !this.total) return;
+    this.starting = this.next({ focus: false }).finally(() => { this.starting = null; });
   }
 
   /** Each program's items' weights summed (from `data-pool`, else from its split), or under the focus filter. */

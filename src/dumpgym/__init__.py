@@ -33,7 +33,8 @@ def add(function, *example_args, slug: str | None = None, title: str | None = No
     """Put `function`, traced on example arguments (as `xray` takes them), into your gym; returns its record.
 
     `compiled`: True or "cpu" adds this host's compiled HLO; "tpu" or "tpu:GEN:SHAPE" a TPU's, compiled
-    without a TPU (needs dumpgym[tpu]).
+    without a TPU (needs dumpgym[tpu]); "gpu" or "gpu:a100" an H100's or A100's, compiled without a GPU
+    (needs dumpgym[gpu]).
 
     The same path as `dumpgym add` on the command line: the same checks, and locked, atomic writes
     to the corpus folder (`corpus`, else the user data directory).

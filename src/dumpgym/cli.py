@@ -169,7 +169,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", help="its title in the gym (default: the function name)")
     p.add_argument("--hlo", nargs="?", const="cpu", default=None, metavar="TARGET",
                    help="also compile it with XLA and add the compiled HLO layer: cpu (the default, this host), "
-                        "tpu (a v5e slice, compiled without a TPU; needs dumpgym[tpu]) or tpu:GEN:SHAPE (tpu:v6e:2x2)")
+                        "tpu (a v5e slice, compiled without a TPU; needs dumpgym[tpu]), tpu:GEN:SHAPE (tpu:v6e:2x2), "
+                        "gpu or gpu:a100 (an H100 or A100, compiled without a GPU, GEMMs not autotuned; needs dumpgym[gpu])")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
     p.set_defaults(run=_cmd_add)
 

@@ -31,7 +31,7 @@ from dumpgym.facts import Facts
 # DATA_MOVEMENT and computes are read from here by drills/fusions.py.
 from dumpgym.hlo_attribution import DATA_MOVEMENT, attribute, computes, enclosing  # noqa: F401
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
-from dumpgym.target import CPU, Target, libtpu_version, retarget, topology_devices
+from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
 from dumpgym.trace import innermost_tag, lower_copy
 
 # What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
@@ -102,15 +102,16 @@ def _opcode(instruction) -> str:
 def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
     """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
 
-    `target` is this host's CPU (the default) or a TPU topology (`Target("tpu", "v5e:2x2")`; needs libtpu).
+    `target` is this host's CPU (the default), a TPU topology (`Target("tpu", "v5e:2x2")`; needs libtpu)
+    or a GPU (`Target("gpu", "h100")`; needs JAX's CUDA plugin).
     """
     import jaxlib
 
     from dumpgym.jax_internals import require_hlo_bindings
 
     require_hlo_bindings()
-    if target.platform == "tpu":
-        tagged_compiled, plain_compiled, about = _compile_for_tpu(trace, target)
+    if target.platform in ("tpu", "gpu"):
+        tagged_compiled, plain_compiled, about = _compile_for_topology(trace, target)
     else:
         tagged_compiled, plain_compiled, about = _compile_for_cpu(trace)
     tagged = tagged_compiled.runtime_executable().hlo_modules()[0]
@@ -192,18 +193,16 @@ def _compile_for_cpu(trace):
     return tagged, plain, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}
 
 
-def _compile_for_tpu(trace, target: Target):
-    """The tagged and plain compiles for a TPU topology (libtpu, no TPU), and what the record says compiled them.
+def _compile_for_topology(trace, target: Target):
+    """The tagged and plain compiles for a TPU topology (libtpu) or GPUs (the CUDA plugin), with none
+    attached, and what the record says compiled them.
 
     The traced jaxpr is lowered again (tagged as the trace stage tags it, and plain) with every mesh
     and sharding moved onto the topology's devices, under its first chip as the default device, as
-    `jax.jit(f).lower(*args).compile()` on that TPU would. The text depends on the topology and the
-    libtpu (and jaxlib) version only, so `host` is empty and `host_id` digests those.
+    `jax.jit(f).lower(*args).compile()` on that TPU or GPU would. The text depends on the topology and
+    the compiler's (and jaxlib's) version only, so `host` is empty and `host_id` digests those.
     """
-    import hashlib
-
     import jax
-    import jaxlib
     from jax.extend import core as jex
 
     from dumpgym.jax_internals import lower_with_jaxpr, no_traceback_locations
@@ -236,10 +235,7 @@ def _compile_for_tpu(trace, target: Target):
         tagged = lowered(tagged_eqn).compile()
         with no_traceback_locations():
             plain = lowered(plain_eqn).compile()
-    kind, version = devices[0].device_kind, libtpu_version()
-    digest = hashlib.sha256("|".join(("tpu", kind, topology, version, jaxlib.__version__)).encode()).hexdigest()[:16]
-    return tagged, plain, {"backend": "tpu", "host": "", "host_id": digest, "device_kind": kind,
-                           "topology": topology, "libtpu_version": version}
+    return tagged, plain, compiled_for(topology, devices[0])
 
 
 def devices_needed(trace) -> int:

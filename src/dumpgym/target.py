@@ -1,8 +1,11 @@
-"""What XLA compiles a program for (a `Target`): this machine's CPU, or a named TPU topology without a TPU.
+"""What XLA compiles a program for (a `Target`): this machine's CPU, or a named TPU or GPU without one.
 
 libtpu (the `tpu` extra: `pip install dumpgym[tpu]`) describes any TPU slice by name
 (`jax.experimental.topologies.get_topology_desc`) and compiles for its devices on a machine with
 none, so the TPU layer depends only on the topology and the libtpu version, never on the host.
+JAX's CUDA plugin (the `gpu` extra) does the same for a GPU described by a `GpuTargetConfigProto`
+(`data/gpu/NAME.txtpb`): XLA's GPU compiler runs without a GPU or a driver, but cannot time
+candidate kernels, so each GEMM keeps XLA's default configuration (docs/xray.md, "A GPU target").
 Programs on one device compile for the topology's first chip (as `jax.jit` does with a TPU as the
 default device); programs with a mesh get the same mesh, same axes, over the topology's chips.
 """
@@ -10,9 +13,11 @@ from __future__ import annotations
 
 import functools
 import glob
+import hashlib
 import importlib.util
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from dumpgym.errors import GymError
 
@@ -27,19 +32,31 @@ _V5E_BY_SIZE = ((4, "v5e:2x2"), (8, "v5e:2x4"), (16, "v5e:4x4"), (32, "v5e:4x8")
                 (128, "v5e:8x16"), (256, "v5e:16x16"))
 
 
+# The GPUs `gpu:NAME` names, each described by data/gpu/NAME.txtpb (XLA's spec of that model, cut to
+# the fields jax-cuda12-plugin 0.10.2 parses), and the device kind the plugin then reports.
+GPUS = {"h100": "NVIDIA H100 80GB HBM3", "a100": "NVIDIA A100-SXM4-80GB"}
+DEFAULT_GPU = "h100"
+GPU_SPECS = Path(__file__).parent / "data" / "gpu"
+# The package that compiles for a GPU, and the one that ships the `ptxas` XLA runs as it compiles.
+CUDA_PLUGIN = "jax-cuda12-plugin"
+
+
 class TargetError(GymError):
-    """A compile target that cannot be used here: an unknown name, or the TPU compiler is missing."""
+    """A compile target that cannot be used here: an unknown name, or its compiler is missing."""
 
 
 @dataclass(frozen=True)
 class Target:
-    """A compile target: `cpu` (this host), or `tpu` with a topology name (`v5e:2x2`; None: sized to the program)."""
+    """A compile target: `cpu` (this host), `tpu` with a topology name (`v5e:2x2`; None: sized to the
+    program), or `gpu` with a GPU's name (`h100`)."""
 
     platform: str
     topology: str | None = None
 
     def topology_for(self, devices: int) -> str:
-        """The topology to compile a program on `devices` devices for (TPU only)."""
+        """The topology to compile a program on `devices` devices for: a TPU slice, or `NAME:1x1xN` GPUs."""
+        if self.platform == "gpu":
+            return f"{self.topology or DEFAULT_GPU}:1x1x{devices}"
         if self.topology is not None:
             return self.topology
         for size, name in _V5E_BY_SIZE:
@@ -50,10 +67,12 @@ class Target:
 
 CPU = Target("cpu")
 TPU = Target("tpu")
+GPU = Target("gpu", DEFAULT_GPU)
 
 
 def parse_target(text: str) -> Target:
-    """`cpu`, `tpu` (v5e 2x2, or the v5e slice a mesh needs) or `tpu:GEN:SHAPE` (`tpu:v6e:2x4`)."""
+    """`cpu`, `tpu` (v5e 2x2, or the v5e slice a mesh needs), `tpu:GEN:SHAPE` (`tpu:v6e:2x4`),
+    `gpu` (an H100) or `gpu:NAME` (`gpu:a100`)."""
     platform, _, topology = text.partition(":")
     if platform == "cpu" and not topology:
         return CPU
@@ -63,8 +82,11 @@ def parse_target(text: str) -> Target:
         generation, _, shape = topology.partition(":")
         if generation in GENERATIONS and shape and all(p.isdigit() for p in shape.split("x")):
             return Target("tpu", topology)
+    if platform == "gpu" and (not topology or topology in GPUS):
+        return Target("gpu", topology or DEFAULT_GPU)
     names = ", ".join(f"tpu:{g}:2x2" if g in ("v5e", "v6e") else f"tpu:{g}:2x2x1" for g in GENERATIONS)
-    raise TargetError(f"unknown compile target {text!r}: use cpu, tpu, or a TPU topology ({names})")
+    gpus = ", ".join(f"gpu:{g}" for g in GPUS)
+    raise TargetError(f"unknown compile target {text!r}: use cpu, tpu, a TPU topology ({names}), gpu or {gpus}")
 
 
 def libtpu_installed() -> bool:
@@ -86,6 +108,30 @@ def libtpu_version() -> str:
     return version("libtpu")
 
 
+def cuda_plugin_installed() -> bool:
+    """Whether the GPU compiler (JAX's CUDA plugin) is installed, without loading it."""
+    return importlib.util.find_spec("jax_cuda12_plugin") is not None
+
+
+def require_cuda_plugin() -> None:
+    """Raise `TargetError` in one line unless JAX's CUDA plugin is installed."""
+    if not cuda_plugin_installed():
+        raise TargetError("the GPU layer needs the GPU compiler: pip install 'dumpgym[gpu]' "
+                          "(JAX's CUDA 12 plugin and ptxas; no GPU needed)")
+
+
+def cuda_plugin_version() -> str:
+    """The installed CUDA plugin's version, as pip reports it."""
+    from importlib.metadata import version
+
+    return version(CUDA_PLUGIN)
+
+
+def gpu_spec(name: str) -> str:
+    """The `GpuTargetConfigProto` text that describes the GPU `name` (`h100`) to XLA."""
+    return (GPU_SPECS / f"{name}.txtpb").read_text(encoding="utf-8")
+
+
 def _tpu_attached() -> bool:
     """Whether this machine has TPU chips (Google's PCI vendor id, as JAX's own check reads it)."""
     for path in glob.glob("/sys/bus/pci/devices/*/vendor"):
@@ -98,16 +144,26 @@ def _tpu_attached() -> bool:
     return False
 
 
+def _nvidia_driver_loaded() -> bool:
+    """Whether this machine runs NVIDIA's kernel driver (which a GPU needs; the driver makes this file)."""
+    return os.path.exists("/proc/driver/nvidia/version")
+
+
 def quiet_libtpu() -> None:
     """On a machine without TPU chips, tell libtpu so up front: loading it then prints nothing, and
-    several processes may load it at once.
+    several processes may load it at once; likewise JAX's CUDA plugin on a machine without a GPU.
 
     Without these, libtpu asks the cloud metadata server what slice it runs on, gets a warning
     back instead of an answer, and logs errors to stderr (each CLI command would show them); and
     it takes /tmp/libtpu_lockfile, so a second process compiling for a TPU (a test beside a build)
-    fails. With no chip there is nothing to guard. None of them changes compiled text: a topology
-    is named explicitly. Variables already set win. Call before JAX first starts its backends.
+    fails. With no chip there is nothing to guard. The CUDA plugin's start-up check calls the
+    driver, fails, prints a traceback and leaves the plugin out, so it could describe no GPU;
+    skipping the check registers it quietly (JAX still runs on the CPU). None of them changes
+    compiled text: a topology is named explicitly. Variables already set win. Call before JAX
+    first starts its backends.
     """
+    if cuda_plugin_installed() and not _nvidia_driver_loaded():
+        os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
     if not libtpu_installed() or _tpu_attached():
         return
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
@@ -118,7 +174,10 @@ def quiet_libtpu() -> None:
 
 @functools.cache
 def topology_devices(topology: str) -> tuple:
-    """The devices of a named TPU topology, from libtpu (cached: one description per name)."""
+    """The devices of a named TPU topology (`v5e:2x2`, from libtpu) or of N GPUs (`h100:1x1xN`, from
+    the CUDA plugin); cached: one description per name."""
+    if topology.partition(":")[0] in GPUS:
+        return _gpu_devices(topology)
     require_libtpu()
     quiet_libtpu()
     from jax.experimental import topologies
@@ -127,6 +186,45 @@ def topology_devices(topology: str) -> tuple:
         return tuple(topologies.get_topology_desc(platform="tpu", topology_name=topology).devices)
     except Exception as error:  # libtpu refuses names it does not know (JaxRuntimeError)
         raise TargetError(f"libtpu cannot describe topology {topology!r}: {str(error).splitlines()[0]}") from None
+
+
+def _gpu_devices(topology: str) -> tuple:
+    """N devices of the GPU `topology` names (`h100:1x1xN`), described by its spec to the CUDA plugin."""
+    require_cuda_plugin()
+    quiet_libtpu()
+    from jax.experimental import topologies
+
+    name, _, shape = topology.partition(":")
+    try:
+        return tuple(topologies.get_topology_desc(platform="cuda", topology_name="", target_config=gpu_spec(name),
+                                                  topology=shape).devices)
+    except Exception as error:  # the plugin was left out (JAX started before dumpgym), or refused the spec
+        first = (str(error).strip().splitlines() or [""])[0]
+        if "not implemented" in first:
+            raise TargetError(f"JAX's CUDA plugin did not start, so it cannot describe {topology!r}: import dumpgym "
+                              "before JAX starts, or set JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1") from None
+        raise TargetError(f"the CUDA plugin cannot describe GPU topology {topology!r}: {first}") from None
+
+
+def compiled_for(topology: str, device) -> dict:
+    """What the record says a layer compiled for `topology` without its chips was compiled for
+    (`CompiledLayer` fields): the host is none, and `host_id` digests all the text depends on."""
+    import jaxlib
+
+    kind = device.device_kind
+    if topology.partition(":")[0] in GPUS:
+        version = cuda_plugin_version()
+        what = ("gpu", gpu_spec(topology.partition(":")[0]), topology, version, jaxlib.__version__)
+        return {"backend": "gpu", "host": "", "host_id": _digest(what), "device_kind": kind, "topology": topology,
+                "cuda_plugin_version": version}
+    version = libtpu_version()
+    what = ("tpu", kind, topology, version, jaxlib.__version__)
+    return {"backend": "tpu", "host": "", "host_id": _digest(what), "device_kind": kind, "topology": topology,
+            "libtpu_version": version}
+
+
+def _digest(parts) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 def retarget(value, devices: tuple, memo: dict):

@@ -218,11 +218,12 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
         args_from: str | None = None) -> ProgramRecord:
     """`dumpgym add`: import `entry`, make its example arguments (`--arg` specs or `--args-from` MAKE), trace and store it.
 
-    `compiled`: False, True or "cpu" (this host's XLA), "tpu" or "tpu:GEN:SHAPE" (a TPU, without one).
+    `compiled`: False, True or "cpu" (this host's XLA), "tpu" or "tpu:GEN:SHAPE" (a TPU, without one),
+    "gpu" or "gpu:NAME" (an H100 or A100, without one).
     """
     from dumpgym.program import load_entry, load_examples, parse_arg
 
-    _compile_target(compiled)  # a bad target or a missing TPU compiler fails before any import or trace
+    _compile_target(compiled)  # a bad target or a missing compiler fails before any import or trace
     if arg_specs and args_from:
         raise ProgramError("give the example arguments with --arg or with --args-from, not both")
     if args_from is None:
@@ -244,14 +245,16 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
 
 
 def _compile_target(compiled):
-    """The compile target `compiled` names (None for none); one line if it is unknown or needs a missing libtpu."""
-    from dumpgym.target import CPU, Target, parse_target, require_libtpu
+    """The compile target `compiled` names (None for none); one line if it is unknown or its compiler is missing."""
+    from dumpgym.target import CPU, Target, parse_target, require_cuda_plugin, require_libtpu
 
     if compiled is None or compiled is False:
         return None
     target = compiled if isinstance(compiled, Target) else CPU if compiled is True else parse_target(str(compiled))
     if target.platform == "tpu":
         require_libtpu()
+    if target.platform == "gpu":
+        require_cuda_plugin()
     return target
 
 
@@ -279,8 +282,9 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
                       args=partitioned.avals, entry=entry, structs=partitioned.structs)
     _check_writable(folder)
     try:
-        record = program_record(program, progress, compiled=target is not None and target.platform == "cpu",
-                                tpu=target if target is not None and target.platform == "tpu" else None)
+        # A GPU layer takes the CPU's place (`hlo`): the record's `backend` says which; `hlo_tpu` is the TPU's.
+        record = program_record(program, progress, compiled=target if target is not None and target.platform != "tpu"
+                                else False, tpu=target if target is not None and target.platform == "tpu" else None)
     except ProgramError:
         raise
     except Exception as e:

@@ -47,12 +47,20 @@ function range(a, b) {
   return out;
 }
 
-/** "compiled by XLA for cpu (jaxlib 0.10.2) — a TPU or GPU would fuse differently", or for a TPU layer
- * "compiled for TPU v5 lite (v5e, 2×2), without a TPU (libtpu 0.0.42.1, jaxlib 0.10.2)", from the record. */
+/** "compiled by XLA for cpu (jaxlib 0.10.2) — a TPU or GPU would fuse differently", for a TPU layer
+ * "compiled for TPU v5 lite (v5e, 2×2), without a TPU (libtpu 0.0.42.1, jaxlib 0.10.2)", and for a GPU
+ * layer "compiled for NVIDIA H100 80GB HBM3 (1 GPU), without a GPU: default GEMM configurations, not
+ * autotuned (jax-cuda12-plugin 0.10.2, jaxlib 0.10.2)", from the record. */
 export function backendNote(hlo) {
   if (hlo.backend === 'tpu') {
     return `compiled for ${hlo.device_kind || 'a TPU'} (${topologyWords(hlo.topology)}), without a TPU (libtpu ${
       hlo.libtpu_version}, jaxlib ${hlo.jaxlib_version})`;
+  }
+  if (hlo.backend === 'gpu') {
+    // "h100:1x1x8": eight GPUs. XLA could time no kernel without one, so each GEMM kept its default tiles.
+    const gpus = (hlo.topology || '').split(':')[1]?.split('x').reduce((n, d) => n * Number(d), 1) || 1;
+    return `compiled for ${hlo.device_kind || 'a GPU'} (${plural(gpus, 'GPU')}), without a GPU: `
+      + `default GEMM configurations, not autotuned (jax-cuda12-plugin ${hlo.cuda_plugin_version}, jaxlib ${hlo.jaxlib_version})`;
   }
   const jaxlib = hlo.jaxlib_version ? ` (jaxlib ${hlo.jaxlib_version})` : '';
   const other = hlo.backend === 'cpu' ? 'a TPU or GPU' : 'another backend';

@@ -1,0 +1,200 @@
+"""The GPU layer, compiled by JAX's CUDA plugin for a described GPU without a GPU: targets are named
+`gpu` or `gpu:NAME`, the text is what `jax.jit(f).lower(*args).compile()` prints on that GPU's
+topology devices, every instruction whose op_name carries an equation's tag is attributed to it, and
+`add --hlo gpu` records it in the compiled layer (`hlo`), or says in one line how to get the plugin."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+
+from dumpgym.target import (DEFAULT_GPU, GPU, GPUS, Target, TargetError, cuda_plugin_installed, parse_target,
+                            topology_devices)
+
+ADDED = '''
+import jax.numpy as jnp
+
+
+def proj(x, w):
+    return jnp.tanh(x @ w)
+'''
+SHAPES = ((128, 256), (256, 512))
+
+
+@pytest.fixture
+def plugin():
+    """Skip unless JAX's CUDA plugin (the `gpu` extra) is installed; CI installs it."""
+    if not cuda_plugin_installed():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs the gpu extra (scripts/test): JAX's CUDA plugin is missing")
+        pytest.skip("the GPU compiler is not installed: pip install 'dumpgym[gpu]'")
+
+
+def _proj():
+    import jax.numpy as jnp
+
+    def proj(x, w):
+        return jnp.tanh(x @ w)
+
+    return proj
+
+
+def _args():
+    import jax
+    import jax.numpy as jnp
+
+    return [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in SHAPES]
+
+
+def _layer(function, target):
+    from dumpgym.facts import build_facts
+    from dumpgym.hlo import compile_layer
+    from dumpgym.trace import trace
+
+    traced = trace(function, _args())
+    facts = build_facts(traced)
+    return traced, facts, compile_layer(traced, facts, target)
+
+
+def _fresh_text(function, topology):
+    """`jax.jit(f).lower(*args).compile().as_text()` with the arguments on the topology's first GPU."""
+    import jax
+
+    from dumpgym.jax_internals import no_traceback_locations
+
+    jax.clear_caches()  # a lowering cached with source locations on would come back
+    with jax.default_device(topology_devices(topology)[0]), no_traceback_locations():
+        return jax.jit(function).lower(*_args()).compile().as_text()
+
+
+def test_gpu_targets_are_named_gpu_or_a_gpu_model():
+    assert parse_target("gpu") == GPU == Target("gpu", DEFAULT_GPU) == Target("gpu", "h100")
+    assert parse_target("gpu:h100") == GPU and parse_target("gpu:a100") == Target("gpu", "a100")
+    assert GPU.topology_for(1) == "h100:1x1x1" and Target("gpu", "a100").topology_for(8) == "a100:1x1x8"
+    for bad in ("gpu:v100", "gpu:h100:1x1x2", "gpus", "cuda"):
+        with pytest.raises(TargetError, match=f"unknown compile target '{bad}': .*gpu:h100, gpu:a100"):
+            parse_target(bad)
+
+
+def test_each_gpu_spec_describes_the_gpu_it_is_named_for(plugin):
+    for name, kind in GPUS.items():
+        devices = topology_devices(f"{name}:1x1x1")
+        assert len(devices) == 1 and devices[0].device_kind == kind and devices[0].platform == "gpu"
+    assert len(topology_devices("h100:1x1x8")) == 8
+
+
+def test_the_gpu_layer_is_what_jax_compiles_for_the_gpu(plugin):
+    proj = _proj()
+    _traced, _facts, layer = _layer(proj, GPU)
+    assert (layer.backend, layer.host, layer.device_kind, layer.topology) == ("gpu", "", GPUS["h100"], "h100:1x1x1")
+    assert layer.cuda_plugin_version == version("jax-cuda12-plugin") and layer.libtpu_version == ""
+    assert "__triton" in layer.text and "kind=kCustom" in layer.text  # a Triton GEMM fusion: GPU code
+    assert layer.text == _fresh_text(proj, "h100:1x1x1")
+    assert _layer(proj, GPU)[2].text == layer.text  # the same text each time: nothing is timed
+    a100 = _layer(proj, Target("gpu", "a100"))[2]
+    assert a100.device_kind == GPUS["a100"] and a100.text != layer.text and a100.host_id != layer.host_id
+
+
+def test_every_gpu_instruction_tagged_with_an_equation_is_attributed_to_it(plugin):
+    from dumpgym.hlo import _compile_for_topology, _instructions
+    from dumpgym.trace import innermost_tag
+
+    traced, facts, layer = _layer(_proj(), GPU)
+    tagged, _plain, _about = _compile_for_topology(traced, GPU)
+    by_name = {i.name: i for i in layer.instructions}
+    checked = 0
+    for _computation, instruction in _instructions(tagged.runtime_executable().hlo_modules()[0]):
+        printed = instruction.to_string()
+        tag = innermost_tag(printed.split("metadata={", 1)[1] if "metadata={" in printed else "")
+        if tag is None:
+            continue
+        row = by_name[instruction.name]
+        assert row.eqns, f"{row.name} carries tag {tag} but is not attributed"
+        if row.via == "tag":
+            assert facts.eqn_of_tag[tag] in row.eqns
+        checked += 1
+    assert checked > 0 and layer.stats.unattributed_with_op_name == 0
+    primitives = {facts.eqns[e].primitive for f in layer.fusions for e in f.eqns}
+    assert {"dot_general", "tanh"} <= primitives
+
+
+def test_a_mesh_program_compiles_onto_as_many_gpus(plugin, programs):
+    from dumpgym.facts import build_facts
+    from dumpgym.hlo import compile_layer
+    from dumpgym.trace import trace
+
+    program = programs["psum"]
+    traced = trace(program.function, program.example_args())
+    layer = compile_layer(traced, build_facts(traced), GPU)
+    assert layer.topology == "h100:1x1x8" and "all-reduce" in layer.text
+    assert layer.stats.unattributed_with_op_name == 0
+
+
+def test_add_with_hlo_gpu_records_the_gpu_layer_in_place_of_the_cpu_one(plugin, tmp_path, capsys):
+    from dumpgym import cli
+
+    (tmp_path / "m.py").write_text(ADDED)
+    corpus = tmp_path / "corpus"
+    argv = ["add", f"{tmp_path / 'm.py'}:proj", "--arg", "bf16[128,256]", "--arg", "bf16[256,512]",
+            "--hlo", "gpu:h100", "--corpus", str(corpus)]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    record = json.loads((corpus / "proj.json").read_text())
+    layer = record["hlo"]
+    assert "hlo_tpu" not in record
+    assert (layer["backend"], layer["device_kind"], layer["topology"]) == ("gpu", GPUS["h100"], "h100:1x1x1")
+    assert layer["cuda_plugin_version"] == version("jax-cuda12-plugin") and "libtpu_version" not in layer
+    spec = importlib.util.spec_from_file_location("added_proj", tmp_path / "m.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert layer["text"] == _fresh_text(module.proj, "h100:1x1x1")
+
+
+def test_dumpgym_add_takes_a_gpu_target_as_the_command_does(plugin, tmp_path):
+    import dumpgym
+
+    record = dumpgym.add(_proj(), *_args(), corpus=tmp_path / "corpus", compiled="gpu:a100")
+    assert record.hlo.backend == "gpu" and record.hlo.device_kind == GPUS["a100"] and record.hlo_tpu is None
+    assert json.loads((tmp_path / "corpus" / "proj.json").read_text())["hlo"]["topology"] == "a100:1x1x1"
+
+
+def test_add_with_hlo_gpu_prints_nothing_of_the_cuda_plugin(plugin, tmp_path):
+    (tmp_path / "m.py").write_text(ADDED)
+    env = {k: v for k, v in os.environ.items() if k != "JAX_SKIP_CUDA_CONSTRAINTS_CHECK"}
+    done = subprocess.run([sys.executable, "-m", "dumpgym", "add", f"{tmp_path / 'm.py'}:proj", "--arg", "bf16[8,8]",
+                           "--arg", "bf16[8,8]", "--hlo", "gpu", "--corpus", str(tmp_path / "corpus")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
+# As if the gpu extra were not installed: `import jax_cuda12_plugin` fails and importlib finds no spec for it.
+NO_PLUGIN = "import sys\nsys.modules['jax_cuda12_plugin'] = None\n"
+
+
+def test_add_with_hlo_gpu_but_no_gpu_compiler_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    from dumpgym import cli, target
+
+    monkeypatch.setattr(target, "cuda_plugin_installed", lambda: False)
+    (tmp_path / "m.py").write_text(ADDED)
+    argv = ["add", f"{tmp_path / 'm.py'}:proj", "--arg", "f32[8,8]", "--arg", "f32[8,8]", "--hlo", "gpu",
+            "--corpus", str(tmp_path / "corpus")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pip install 'dumpgym[gpu]'" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "corpus").exists()
+
+
+def test_the_command_without_the_gpu_extra_exits_2_in_one_line_and_writes_nothing(tmp_path):
+    (tmp_path / "block").mkdir()
+    (tmp_path / "block" / "sitecustomize.py").write_text(NO_PLUGIN)
+    (tmp_path / "m.py").write_text(ADDED)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "block")}
+    done = subprocess.run([sys.executable, "-m", "dumpgym", "add", f"{tmp_path / 'm.py'}:proj", "--arg", "f32[8,8]",
+                           "--arg", "f32[8,8]", "--hlo", "gpu:a100", "--corpus", str(tmp_path / "corpus")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2 and "pip install 'dumpgym[gpu]'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "corpus").exists()

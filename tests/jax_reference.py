@@ -12,3 +12,12 @@ def jit_of(function):
 def jaxpr_of(function, args):
     """The ClosedJaxpr JAX traces for `function` on `args` (`jax.make_jaxpr`'s, for a function not yet jitted)."""
     return jit_of(function).trace(*args).jaxpr
+
+
+def with_mesh(function, mesh):
+    """`function` as if its module's `MESH` were `mesh`: a built-in program sharded by jit, written
+    again over another mesh (a TPU topology's chips) with its source unchanged."""
+    import types
+
+    return types.FunctionType(function.__code__, {**function.__globals__, "MESH": mesh}, function.__name__,
+                              function.__defaults__, function.__closure__)

@@ -48,6 +48,42 @@ def test_every_equation_has_a_fact(slug, by_slug, programs):
     assert got_outputs == expected_outputs
 
 
+def _jax_dataflow(jaxpr) -> Counter:
+    """Each equation as (primitive, name stack, where each input comes from), counted, from JAX's objects:
+    an input is (producing primitive, output index), ("binder", position among constvars then invars), or None."""
+    eqns = _printed_eqns(jaxpr)
+    made = {id(v): (e.primitive.name, k) for e in eqns for k, v in enumerate(e.outvars)}
+    bound = {}
+    for j in [jaxpr, *(sub for e in eqns for sub in jaxprs_in_params(e.params))]:
+        j = getattr(j, "jaxpr", j)
+        bound.update({id(v): ("binder", k) for k, v in enumerate((*j.constvars, *j.invars))})
+    return Counter((e.primitive.name, str(e.source_info.name_stack),
+                    tuple(None if isinstance(v, core.Literal) else made.get(id(v), bound.get(id(v))) for v in e.invars))
+                   for e in eqns)
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_every_input_source_and_name_stack_is_jaxs(slug, by_slug, programs):
+    record = by_slug[slug]
+    eqns = record["eqns"]
+
+    def source(src):
+        if src is None:
+            return None
+        return ("binder", src["index"]) if src["eqn"] is None else (eqns[src["eqn"]]["primitive"], src["index"])
+
+    got = Counter((e["primitive"], e.get("name_stack", ""), tuple(map(source, e.get("sources", [])))) for e in eqns)
+    assert got == _jax_dataflow(jaxpr_of(programs[slug].function, programs[slug].example_args()).jaxpr)
+
+
+def test_the_backward_pass_carries_jaxs_transpose_name_stack(by_slug):
+    eqns = by_slug["ckpt-policy"]["eqns"]
+    (remat,) = [e for e in eqns if e["primitive"] == "remat2"]
+    assert remat["name_stack"].startswith("transpose(") and remat["sources"][0]["eqn"] is not None
+    forward = [e for e in eqns if e["parent"] is None and e["primitive"] == "dot_general"]
+    assert [e["name_stack"] for e in forward] == ["jvp()", "jvp()"]
+
+
 @pytest.mark.parametrize("slug", SLUGS)
 def test_line_spans_hold_their_equation(slug, by_slug):
     record = by_slug[slug]
@@ -59,9 +95,13 @@ def test_line_spans_hold_their_equation(slug, by_slug):
         # The first printed line binds the outputs and names the primitive; with many outputs the printer
         # wraps the binders over lines of their own first (`a:f32[] b:f32[]` and nothing else).
         span = lines[first - 1:last]
-        at = next(i for i, text in enumerate(span) if " = " in text or text.strip().startswith(eqn["primitive"]))
+        # Reads and writes of a Pallas kernel's Refs print as `x <- ref[...]` rather than naming `get`/`swap`.
+        ref_op = eqn["primitive"] in ("get", "swap", "addupdate")
+        at = next(i for i, text in enumerate(span)
+                  if " = " in text or text.strip().startswith(eqn["primitive"]) or (ref_op and " <- " in text))
         text = span[at]
-        assert f"= {eqn['primitive']}" in text or text.strip().startswith(eqn["primitive"]), (eqn, text)
+        assert (f"= {eqn['primitive']}" in text or text.strip().startswith(eqn["primitive"])
+                or (ref_op and " <- " in text)), (eqn, text)
         assert all(re.fullmatch(r"\s*(\S+:\S+\s*)+", binders) for binders in span[:at]), (eqn, span[:at + 1])
         if eqn["parent"] is not None:
             parent = record["eqns"][eqn["parent"]]

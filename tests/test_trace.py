@@ -16,7 +16,7 @@ SEED_SLUGS = [
 # The second part: what training and inference code prints (loops, branches, a step, sharding by jit).
 TRAINING_SLUGS = [
     "scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
-    "embed-xent", "dropout", "sdpa",
+    "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul",
 ]
 
 

@@ -9,7 +9,8 @@ import pytest
 from dumpgym.programs import SLUGS
 
 TRAINING = ("scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
-            "embed-xent", "dropout", "sdpa")
+            "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul")
+from dumpgym.programs import TPU_ONLY  # noqa: E402  (lowers for TPU only: no CPU compile)
 
 
 def top(program: dict) -> list[dict]:
@@ -28,10 +29,10 @@ def op_lines(program: dict, name: str) -> list[str]:
 
 
 def test_the_second_part_follows_the_seventeen():
-    assert SLUGS[17:] == TRAINING and len(SLUGS) == 26
+    assert SLUGS[17:] == TRAINING and len(SLUGS) == 29
 
 
-@pytest.mark.parametrize("slug", TRAINING)
+@pytest.mark.parametrize("slug", [s for s in TRAINING if s not in TPU_ONLY])
 def test_every_program_has_both_compiled_layers(slug, by_slug):
     program = by_slug[slug]
     assert program["hlo"]["backend"] == "cpu" and program["hlo_tpu"]["backend"] == "tpu"
@@ -263,3 +264,144 @@ def test_sdpa_matches_attention_written_out(programs):
 def test_no_lesson_in_the_second_part_is_left_to_write(programs):
     for slug in TRAINING:
         assert "TODO" not in programs[slug].lesson and re.search(r"[.]$", programs[slug].lesson), slug
+
+
+def test_rnn_bptt_is_a_forward_scan_and_a_reversed_backward_scan(by_slug):
+    program = by_slug["rnn-bptt"]
+    forward, backward = [e for e in program["eqns"] if e["primitive"] == "scan"]
+    assert forward["parent"] is None and backward["parent"] is None
+    params = lambda e: {k: e["params"][k] for k in ("length", "num_consts", "num_carry", "reverse")}  # noqa: E731
+    assert params(forward) == {"length": 12, "num_consts": 3, "num_carry": 1, "reverse": False}
+    assert params(backward) == {"length": 12, "num_consts": 1, "num_carry": 4, "reverse": True}
+    shapes = lambda avals: [a["shape"] for a in avals]  # noqa: E731
+    # forward: the three weights, the hidden state, the inputs; it stacks the state, tanh and 1 - tanh
+    assert shapes(forward["inputs"]) == [[32, 32], [16, 32], [1, 32], [8, 32], [12, 8, 16]]
+    assert shapes(forward["outputs"]) == [[8, 32], [12], [12, 8, 32], [12, 8, 32], [12, 8, 32]]
+    body = [e for e in program["eqns"] if e["parent"] == forward["id"]]
+    assert [e["primitive"] for e in body][-4:] == ["tanh", "sub", "mul", "reduce_sum"]
+    # backward: w_h alone as a const, then the three gradient sums and the state's cotangent as carries
+    assert shapes(backward["inputs"][:5]) == [[32, 32], [32, 32], [16, 32], [32], [8, 32]]
+    inner = [e for e in program["eqns"] if e["parent"] == backward["id"] and e["primitive"] == "dot_general"]
+    batch_contractions = [e for e in inner if e["params"]["dimension_numbers"][0] == [[0], [0]]]
+    assert len(batch_contractions) == 2  # dW_x and dW_h contract the batch axis
+
+
+def test_rnn_bptt_matches_the_gradient_of_the_unrolled_loop(programs):
+    rng = np.random.default_rng(0)
+    w_h, w_x = rng.normal(size=(32, 32)) * 0.1, rng.normal(size=(16, 32)) * 0.1
+    b, h0, xs = rng.normal(size=32) * 0.1, rng.normal(size=(8, 32)), rng.normal(size=(12, 8, 16))
+    args = [jnp.asarray(a, jnp.float32) for a in (w_h, w_x, b, h0, xs)]
+
+    def unrolled(w_h, w_x, b):
+        h, total = args[3], 0.0
+        for x in args[4]:
+            h = jnp.tanh(h @ w_h + x @ w_x + b)
+            total = total + jnp.sum(h * h)
+        return total + jnp.sum(h)
+
+    expected = jax.grad(unrolled, argnums=(0, 1, 2))(*args[:3])
+    for got, want in zip(programs["rnn-bptt"].function(*args), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_rnn_bptt_compiles_each_scan_to_a_while_of_twelve_trips(by_slug):
+    for layer in ("hlo", "hlo_tpu"):
+        text = by_slug["rnn-bptt"][layer]["text"]
+        assert sum(" while(" in line for line in text.splitlines()) == 2, layer
+    # the CPU compiler writes the trip count it proved; the TPU one leaves it to the condition
+    assert by_slug["rnn-bptt"]["hlo"]["text"].count('"known_trip_count":{"n":"12"}') == 2
+
+
+def test_fsdp_step_states_shardings_on_arguments_and_two_constraints(by_slug):
+    program = by_slug["fsdp-step"]
+    assert [e["primitive"] for e in program["eqns"]].count("sharding_constraint") == 2
+    main = next(line for line in program["stablehlo"].splitlines() if "func.func public @main" in line)
+    assert main.count('[{"data"}, {"model"}]') == 1 and main.count('[{"model"}, {"data"}]') == 1  # the weights
+    assert main.count('[{"data"}, {}]') == 2  # the batch
+    assert len(op_lines(program, "sdy.sharding_constraint")) == 2
+    assert all(e["outputs"][0]["shape"] in ([64, 128], [128, 64]) for e in program["eqns"]
+               if e["primitive"] == "sharding_constraint")  # global shapes
+
+
+def _groups_over(mesh, axis: str) -> set:
+    """The device groups of a collective over one mesh axis, as sets of device ids."""
+    ids = np.vectorize(lambda d: d.id)(mesh.devices)
+    moved = np.moveaxis(ids, mesh.axis_names.index(axis), -1)
+    return {frozenset(row) for row in moved.reshape(-1, moved.shape[-1]).tolist()}
+
+
+def test_fsdp_step_gathers_over_data_reduces_over_model_and_scatters_on_tpu(programs):
+    from dumpgym.target import libtpu_installed, retarget, topology_devices
+
+    if not libtpu_installed():
+        pytest.skip("the TPU layer needs libtpu")
+    program = programs["fsdp-step"]
+    devices = topology_devices("v5e:2x4")
+    memo = {}
+    args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=retarget(s.sharding, devices, memo))
+            for s in program.example_args()]
+    mesh = args[0].sharding.mesh
+
+    from jax_reference import with_mesh
+
+    module = jax.jit(with_mesh(program.function, mesh)).lower(*args).compile().runtime_executable().hlo_modules()[0]
+    by_opcode: dict = {}
+    for computation in module.computations():
+        for instruction in computation.instructions():
+            by_opcode.setdefault(instruction.opcode.name, []).append(instruction)
+
+    def groups(instruction) -> set:
+        # jaxlib binds no replica groups: read the attribute as XLA prints it, explicit or as an iota list
+        text = re.search(r"replica_groups=(\{[{}\d,]*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?)",
+                         instruction.to_string()).group(1)
+        if text.startswith("{"):
+            return {frozenset(map(int, g.split(","))) for g in re.findall(r"\{([\d,]+)\}", text)}
+        shape, dims, perm = re.fullmatch(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text).groups()
+        ints = lambda t: [int(v) for v in t.split(",")]  # noqa: E731
+        ids = np.arange(np.prod(ints(dims))).reshape(ints(dims))
+        ids = ids.transpose(ints(perm)) if perm else ids
+        return {frozenset(row) for row in ids.reshape(ints(shape)).tolist()}
+
+    # device ids in replica groups are positions in the compile's device assignment: the mesh's order
+    position = {d.id: k for k, d in enumerate(mesh.devices.flat)}
+    to_positions = lambda gs: {frozenset(position[i] for i in g) for g in gs}  # noqa: E731
+    assert all(groups(i) == to_positions(_groups_over(mesh, "data")) for i in by_opcode["kAllGather"])
+    assert any(groups(i) == to_positions(_groups_over(mesh, "model")) for i in by_opcode["kAllReduce"])
+    assert any(c.name.startswith("all-reduce-scatter") for c in module.computations())
+
+
+def test_pallas_matmul_is_one_opaque_kernel_at_every_layer(by_slug):
+    program = by_slug["pallas-matmul"]
+    (call,) = [e for e in program["eqns"] if e["primitive"] == "pallas_call"]
+    assert "grid=(2, 2)" in call["params"]["grid_mapping"]
+    kernel = [e["primitive"] for e in program["eqns"] if e["parent"] == call["id"]]
+    assert kernel == ["get", "get", "dot_general", "max", "convert_element_type", "swap"]
+    assert len(op_lines(program, "stablehlo.custom_call")) == 1
+    assert "stablehlo.custom_call @tpu_custom_call" in program["stablehlo"]
+    assert program["platform"] == "tpu" and "hlo" not in program  # a Mosaic kernel has no CPU compile
+    calls = [i for i in program["hlo_tpu"]["instructions"] if i["opcode"] == "customcall"]
+    assert len(calls) == 1 and calls[0]["eqns"] == [call["id"]]
+    assert 'custom_call_target="tpu_custom_call"' in program["hlo_tpu"]["text"]
+
+
+def test_pallas_matmul_kernel_computes_relu_of_the_matmul(programs):
+    from jax.experimental import pallas as pl
+
+    from dumpgym.programs import pallas_matmul
+
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.normal(size=(256, 512)), jnp.bfloat16)
+    w = jnp.asarray(rng.normal(size=(512, 256)), jnp.bfloat16)
+    interpreted = pl.pallas_call(
+        pallas_matmul._matmul_relu_kernel, grid=(2, 2),
+        in_specs=[pl.BlockSpec((128, 512), lambda i, j: (i, 0)), pl.BlockSpec((512, 128), lambda i, j: (0, j))],
+        out_specs=pl.BlockSpec((128, 128), lambda i, j: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((256, 256), jnp.bfloat16), interpret=True)(x, w)
+    expected = jnp.maximum(jnp.dot(x, w, preferred_element_type=jnp.float32), 0).astype(jnp.bfloat16)
+    np.testing.assert_allclose(np.asarray(interpreted, np.float32), np.asarray(expected, np.float32), rtol=1e-2)
+
+
+
+def test_tpu_only_names_exactly_the_programs_that_lower_for_tpu(programs, by_slug):
+    assert tuple(s for s, p in programs.items() if p.platform == "tpu") == TPU_ONLY
+    assert all(("hlo" in by_slug[s]) == (s not in TPU_ONLY) for s in SLUGS)

@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from dumpgym.record import SCHEMA, Corpus, ProgramRecord
-from dumpgym.target import Target
+from dumpgym.target import CPU, Target
 
 BUILTIN_PATH = Path(__file__).parent / "data" / "corpus.json"
 
 
-def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool = False,
+def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool | Target = False,
                    tpu: Target | None = None) -> ProgramRecord:
     """Trace one `Program` and gather everything the export says about it (`compiled`: the CPU's HLO
-    layer too; `tpu`: a TPU target's, compiled without a TPU)."""
+    layer too, or a GPU target's in its place, compiled without a GPU; `tpu`: a TPU target's, compiled
+    without a TPU)."""
     from dumpgym.facts import build_facts
     from dumpgym.trace import trace
     from dumpgym.attribution import build_xray
@@ -30,11 +31,12 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
     xray = build_xray(traced, facts)
     hlo = None
-    if compiled:
+    if compiled and program.platform == "cpu":
         from dumpgym.hlo import compile_layer
 
-        say(f"{program.slug}: compiling with XLA")
-        hlo = compile_layer(traced, facts)
+        target = compiled if isinstance(compiled, Target) else CPU
+        say(f"{program.slug}: compiling with XLA" + (f" for GPU ({target.topology})" if target.platform == "gpu" else ""))
+        hlo = compile_layer(traced, facts, target)
     hlo_tpu = None
     if tpu is not None:
         from dumpgym.hlo import compile_layer
@@ -59,6 +61,7 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
         xray_stats=xray.stats,
         hlo=hlo,
         hlo_tpu=hlo_tpu,
+        platform=program.platform,
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dumpgym.record import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal
+from dumpgym.record import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal, Source
 from dumpgym.trace import jaxpr_types, with_collector_paused
 
 
@@ -86,6 +86,7 @@ def build_facts(source) -> Facts:
 
     eqns = []
     avals = _AvalFacts()
+    source_of = _sources(closed.jaxpr, subs.values(), jax_eqns)
     for n, i in enumerate(order):
         eqn = originals[i]
         parents = callers.get(n)
@@ -97,6 +98,8 @@ def build_facts(source) -> Facts:
             inputs=tuple(map(avals.atom, eqn.invars)),
             outputs=tuple(avals.of(v.aval) for v in eqn.outvars),
             jaxpr_lines=(spans[i][0], spans[i][1]),
+            sources=tuple(source_of.get(id(v)) for v in eqn.invars),
+            name_stack=str(eqn.source_info.name_stack),
         ))
     return Facts(
         eqns=tuple(eqns),
@@ -105,6 +108,20 @@ def build_facts(source) -> Facts:
         eqn_of_tag=tuple(id_of.get(id(eqn)) for eqn in originals),
         dead=frozenset(jax_eqns) - live_eqns(jax_eqns, closed.jaxpr.outvars, subs),
     )
+
+
+def _sources(top, subs, jax_eqns: dict[int, Any]) -> dict[int, Source]:
+    """Where each variable comes from, by `id`: the equation and output that bind it, or its binder's
+    position in the jaxpr that declares it (constvars first). Variables are never shared between jaxprs."""
+    out: dict[int, Source] = {}
+    for jaxpr in (top, *(sub for inside in subs for sub in inside)):
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr's own
+        for k, v in enumerate((*jaxpr.constvars, *jaxpr.invars)):
+            out[id(v)] = Source(None, k)
+    for n, eqn in jax_eqns.items():
+        for k, v in enumerate(eqn.outvars):
+            out[id(v)] = Source(n, k)
+    return out
 
 
 class _AvalFacts:

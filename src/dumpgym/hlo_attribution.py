@@ -60,12 +60,16 @@ def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr) -> tuple[dict[st
     flow = _Dataflow(facts, closed_jaxpr, sum(1 for n in graph.param_number if graph.computation[n] == graph.entry))
     eqns: dict[str, set[int]] = {}
     via: dict[str, str] = {}
+    fused = {c for n, op in graph.opcode.items() if op == "fusion" for c in graph.calls[n]}
     for name, opcode in graph.opcode.items():
         if opcode == "fusion" or name in graph.region_of:
             continue
         if graph.own(name) is not None:
             eqns[name], via[name] = {graph.own(name)}, "tag"
-        elif opcode not in _PLUMBING:
+        elif opcode not in _PLUMBING and not (opcode == "customcall" and graph.computation[name] in fused):
+            # An untagged custom-call inside a fusion is XLA's own (the bookkeeping of a TPU async
+            # collective); one that stands alone may be a kernel XLA put in place of equations
+            # (TPU's online-softmax), which dataflow can name.
             found = _infer(graph, flow, facts, name)
             eqns[name], via[name] = found, ("inferred" if found else "none")
         else:
@@ -103,6 +107,10 @@ def _fusion_equations(graph: CompiledGraph, fusion: str, eqns, via) -> tuple[set
             found |= eqns.get(name, set())
             kinds.add(via.get(name, "none"))
             stack += graph.calls[name]
+    if not found and graph.tag[fusion] is not None:
+        # A fusion XLA built around untagged instructions of its own (TPU's all-reduce-scatter, an
+        # all-reduce and a dynamic-slice) carries the tag of the equation it was made for.
+        return {graph.tag[fusion]}, "tag"
     kind = next((k for k in ("tag", "region", "inferred") if k in kinds), "none") if found else "none"
     return found, ("tag" if kind == "region" else kind)
 

@@ -164,6 +164,28 @@ def bare_location_name(location) -> str | None:
 
 
 @functools.cache
+def stablehlo_context():
+    """An MLIR context that parses StableHLO (with `sdy` and `chlo`) from jaxlib alone, made once.
+
+    Why private: the page's build reads dumps without importing JAX, and the upstream dialects
+    (`func`, `arith`) that JAX's own `mlir.make_ir_context` registers come only through jaxlib's
+    `_jax_mlir_ext.register_dialects`.
+    """
+    from jaxlib.mlir import ir
+    from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+    from jaxlib.mlir.dialects import chlo, sdy, stablehlo
+
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
+    context = ir.Context()
+    context.append_dialect_registry(registry)
+    context.load_all_available_dialects()
+    for dialect in (sdy, chlo, stablehlo):
+        dialect.register_dialect(context)
+    return context
+
+
+@functools.cache
 def _location_kinds():
     from jaxlib.mlir import ir
 

@@ -110,6 +110,9 @@ class Program:
     # The traced arguments as `jax.ShapeDtypeStruct`s (shardings kept), for a program made from
     # example values (`partition`); `args` then holds their avals, as the jaxpr prints them.
     structs: tuple | None = None
+    # The platform the program lowers for. "tpu": one only a TPU can lower (a Pallas TPU kernel):
+    # its arguments are placed on a TPU topology's first chip (libtpu, no TPU) and it has no CPU compile.
+    platform: str = "cpu"
 
     def __post_init__(self):
         if not valid_slug(self.slug):
@@ -125,6 +128,14 @@ class Program:
         if self.structs is not None:
             return list(self.structs)
         specs = [parse_arg(a) for a in self.args]
+        if self.platform == "tpu":
+            from jax.sharding import SingleDeviceSharding
+
+            from dumpgym.target import DEFAULT_TOPOLOGY, require_libtpu, topology_devices
+
+            require_libtpu()
+            chip = SingleDeviceSharding(topology_devices(DEFAULT_TOPOLOGY)[0])
+            return [jax.ShapeDtypeStruct(s.shape, s.to_struct().dtype, sharding=chip) for s in specs]
         if self.mesh is None:
             return [s.to_struct() for s in specs]
         mesh = cpu_mesh(**self.mesh)

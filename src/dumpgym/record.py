@@ -79,9 +79,20 @@ class Literal(_Record):
 
 
 @dataclass(frozen=True)
+class Source(_Record):
+    """Where an equation's input comes from: output `index` of equation `eqn` in the same jaxpr, or,
+    with `eqn` None, binder `index` of the jaxpr that holds the equation (its constvars, then invars)."""
+
+    eqn: int | None
+    index: int
+
+
+@dataclass(frozen=True)
 class EqnFact(_Record):
     """One printed equation: what it is, what goes in and out, and the jaxpr lines that print it."""
 
+    # Both defaults are omitted from the export, so records written before these fields still read.
+    OMIT_DEFAULT = frozenset({"sources", "name_stack"})
     id: int
     parent: int | None
     primitive: str
@@ -89,6 +100,10 @@ class EqnFact(_Record):
     inputs: tuple[Aval | Literal, ...]
     outputs: tuple[Aval, ...]
     jaxpr_lines: tuple[int, int]
+    # One per input, in order: where the value comes from (None for a literal).
+    sources: tuple[Source | None, ...] = ()
+    # JAX's name stack for the equation, e.g. `transpose(jvp())` in a gradient's backward pass.
+    name_stack: str = ""
 
     @property
     def arrays(self) -> tuple[Aval, ...]:
@@ -221,10 +236,11 @@ class CompiledLayer(_Record):
     """XLA's compiled HLO of a program, what compiled it, and which equations each line holds.
 
     A CPU layer names the host (XLA targets its CPU); a TPU layer names the device kind, topology and
-    libtpu version it was compiled for without a TPU, and leaves `host` empty.
+    libtpu version it was compiled for without a TPU, and a GPU layer the device kind, `NAME:1x1xN`
+    and CUDA plugin version it was compiled for without a GPU; both leave `host` empty.
     """
 
-    OMIT_DEFAULT = frozenset({"device_kind", "topology", "libtpu_version"})
+    OMIT_DEFAULT = frozenset({"device_kind", "topology", "libtpu_version", "cuda_plugin_version"})
     text: str
     backend: str
     jaxlib_version: str
@@ -238,6 +254,8 @@ class CompiledLayer(_Record):
     device_kind: str = ""
     topology: str = ""
     libtpu_version: str = ""
+    # GPU only: the version of JAX's CUDA plugin that compiled it (`backend` "gpu").
+    cuda_plugin_version: str = ""
 
     def check_against(self, n_eqns: int, path: str) -> None:
         """Every line is in the compiled text and every equation id exists."""
@@ -264,7 +282,7 @@ class CompiledLayer(_Record):
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"hlo", "hlo_tpu", "jax_version", "added"})
+    OMIT_DEFAULT = frozenset({"hlo", "hlo_tpu", "jax_version", "added", "platform"})
     slug: str
     title: str
     lesson: str
@@ -280,13 +298,17 @@ class ProgramRecord(_Record):
     stablehlo_ops: tuple[StablehloOp, ...]
     lowered_to_nothing: tuple[LoweredToNothing, ...]
     xray_stats: XrayStats
-    hlo: CompiledLayer | None = None  # compiled for this host's CPU
+    # compiled for this host's CPU, or (an added program, `add --hlo gpu`) for a GPU without one: `backend` says which
+    hlo: CompiledLayer | None = None
     hlo_tpu: CompiledLayer | None = None  # compiled for a TPU topology, without a TPU (the `tpu` extra)
     # The JAX that traced this program when it was traced apart from its corpus (an added program);
     # the built-in programs share the corpus's `jax_version`.
     jax_version: str | None = None
     # True for a program the user added (`load_corpus` marks them; the page's "your programs" filter).
     added: bool = False
+    # The platform the StableHLO was lowered for: "tpu" for a program only a TPU can lower (a Pallas
+    # kernel), which then has no CPU compiled layer (`hlo` is None) and says why on the page.
+    platform: str = "cpu"
 
     def check(self, path: str) -> None:
         """Slug, equation ids and every line number point at something that exists."""
@@ -298,6 +320,11 @@ class ProgramRecord(_Record):
                 raise RecordError(f"{_join(path, 'eqns')}[{i}].id: {e.id}, expected {i} (ids follow print order)")
             if e.parent is not None and not 0 <= e.parent < n:
                 raise RecordError(f"{_join(path, 'eqns')}[{i}].parent: no equation {e.parent}")
+            if e.sources and len(e.sources) != len(e.inputs):
+                raise RecordError(f"{_join(path, 'eqns')}[{i}].sources: {len(e.sources)} for {len(e.inputs)} inputs")
+            for j, src in enumerate(e.sources):
+                if src is not None and src.eqn is not None and not 0 <= src.eqn < n:
+                    raise RecordError(f"{_join(path, 'eqns')}[{i}].sources[{j}].eqn: no equation {src.eqn}")
         jaxpr_n, shlo_n = _line_count(self.jaxpr), _line_count(self.stablehlo)
         for i, e in enumerate(self.eqns):
             _lines_within(e.jaxpr_lines, jaxpr_n, f"{_join(path, 'eqns')}[{i}].jaxpr_lines", "the jaxpr")

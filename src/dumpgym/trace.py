@@ -66,8 +66,21 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
         jaxpr_spans=spans,
         source=source_of(function),
         jaxpr=text,
-        stablehlo=lowered.as_text(),
+        stablehlo=_plain_text(traced, lowered, tagged_eqns),
     )
+
+
+# Primitives whose lowering serializes their own body, source locations included, into the module
+# (a Mosaic kernel's bytecode in `backend_config`): the tagged lowering's text would carry our tags.
+_SERIALIZED_BODIES = frozenset({"pallas_call"})
+
+
+def _plain_text(traced, tagged, eqns) -> str:
+    """The StableHLO text as `jax.jit(f).lower(*args).as_text()` prints it: the tagged lowering's,
+    unless a kernel body serialized inside it keeps the tags, then a plain lowering's."""
+    if any(eqn.primitive.name in _SERIALIZED_BODIES for eqn in eqns):
+        return traced.lower().as_text()
+    return tagged.as_text()
 
 
 @contextlib.contextmanager

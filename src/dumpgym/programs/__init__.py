@@ -1,7 +1,8 @@
 """The built-in corpus, one module per program, in the order the gym shows them.
 
 The seventeen of the seed come first (small, straight-line, mostly on one device); the second part
-is what real training and inference code prints: loops, branches, a training step, sharding by jit.
+is what real training and inference code prints: loops, branches, a training step, sharding by jit,
+backpropagation through a loop, fully sharded gradients and a Pallas kernel.
 """
 import importlib
 
@@ -9,8 +10,11 @@ SLUGS = (
     "mlp", "layernorm", "rmsnorm", "softmax", "logsumexp", "attention", "causal", "mha",
     "gqa", "rope", "scan", "remat", "moe", "grads", "dequant", "sharded", "psum",
     "scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
-    "embed-xent", "dropout", "sdpa",
+    "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul",
 )
+
+# Programs only a TPU can lower (`Program.platform == "tpu"`): no CPU compiled layer.
+TPU_ONLY = ("pallas-matmul",)
 
 
 def builtin_programs():

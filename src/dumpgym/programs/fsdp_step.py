@@ -1,0 +1,43 @@
+"""Gradients of an MLP under jit with fully sharded weights on a 2x4 mesh: the partitioner's gathers and scatters."""
+import jax
+import jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from dumpgym.program import Program, parse_arg
+
+# Auto axes, as in auto-sharded: the partitioner decides every collective.
+MESH = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2, devices=jax.devices()[:8])
+# Weights are split over both axes (FSDP over data, tensor parallel over model); the batch over data.
+SPECS = (("data", "model"), ("model", "data"), ("data", None), ("data", None))
+ARGS = ("f32[64,128]", "f32[128,64]", "f32[32,64]", "f32[32,64]")
+
+
+def fsdp_grads(w_in, w_out, x, y):
+    def loss(w_in, w_out):
+        h = jax.nn.gelu(x @ w_in)
+        return jnp.mean((h @ w_out - y) ** 2)
+
+    g_in, g_out = jax.grad(loss, argnums=(0, 1))(w_in, w_out)
+    # Gradients leave sharded as the weights came in: an optimizer would update each shard in place.
+    return (jax.lax.with_sharding_constraint(g_in, NamedSharding(MESH, P("data", "model"))),
+            jax.lax.with_sharding_constraint(g_out, NamedSharding(MESH, P("model", "data"))))
+
+
+PROGRAM = Program(
+    slug="fsdp-step",
+    title="fully sharded gradients on a 2x4 mesh",
+    lesson=("Both weights arrive cut over the whole mesh, one axis over data and the other over model, and "
+            "the batch is cut over data. The jaxpr and StableHLO keep global shapes; the shardings they state "
+            "are the arguments' and the two constraints on the gradients. The compiled HLO is per device: a "
+            "weight is all-gathered over data before it is used, a contraction over an axis cut across model "
+            "ends in an all-reduce over model, and each weight gradient, summed over the batch's devices, is cut "
+            "back to its shard (on TPU, one by an all-reduce-scatter fusion and the other by an all-reduce and a "
+            "dynamic-slice)."),
+    function=fsdp_grads,
+    args=ARGS,
+    mesh={"data": 2, "model": 4},
+    in_specs=SPECS,
+    structs=tuple(jax.ShapeDtypeStruct(s.shape, s.to_struct().dtype, sharding=NamedSharding(MESH, P(*spec)))
+                  for s, spec in zip(map(parse_arg, ARGS), SPECS)),
+)

@@ -46,6 +46,14 @@ def fresh_corpus(programs):
 
 
 @pytest.fixture(scope="session")
+def pool(corpus):
+    """The drill pool of the committed corpus, built once per session (no test may change it)."""
+    from dumpgym.drills import build_pool
+
+    return build_pool(corpus)
+
+
+@pytest.fixture(scope="session")
 def by_slug(corpus):
     """Corpus program records by slug."""
     return {p["slug"]: p for p in corpus["programs"]}

@@ -6,11 +6,11 @@ import pytest
 from dumpgym import curriculum, drills
 
 
-def test_the_page_shows_the_kinds_the_pool_names_in_gym_order(corpus):
-    pool = drills.build_pool(corpus)
+def test_the_page_shows_the_kinds_the_pool_names_in_gym_order(pool):
     kinds = curriculum.drill_kinds(pool)
-    assert [(k.name, k.number) for k in kinds][:4] == [("decoder", "01"), ("shapes", "02"), ("decisions", "03"),
-                                                       ("fusions", "05")]
+    assert [(k.name, k.number) for k in kinds][:8] == [("decoder", "01"), ("shapes", "02"), ("decisions", "03"),
+                                                       ("fusions", "05"), ("partitioner", "06"), ("loops", "07"),
+                                                       ("backward", "08"), ("buffers", "09")]
     assert [(k.name, k.number) for k in kinds if k.number >= "10"] == [("layouts", "10"), ("units", "11")]
     assert {k.name for k in kinds} == {item["drill"] for item in pool["items"]}
     assert all(k.title and k.aim for k in kinds)
@@ -26,7 +26,7 @@ def test_every_path_target_names_a_registered_drill_kind():
     kinds = set(drills.kinds())
     keys = [ch.key(t) for ch in curriculum.PATH for t in ch.targets]
     assert len(keys) == len(set(keys))
-    assert [ch.number for ch in curriculum.PATH] == ["02", "03", "04", "11", "12"]
+    assert [ch.number for ch in curriculum.PATH] == ["02", "03", "04", "05", "06", "07", "08", "11", "12"]
     assert {t.drill for ch in curriculum.PATH for t in ch.targets} <= kinds
 
 

@@ -18,11 +18,6 @@ from dumpgym.record import RecordError
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "drills.md"
 
 
-@pytest.fixture(scope="module")
-def pool(corpus):
-    return build_pool(corpus)
-
-
 def test_built_in_kinds_are_registered():
     assert {"decoder", "shapes", "decisions"} <= kinds().keys()
 
@@ -34,11 +29,14 @@ def test_pool_follows_the_schema(corpus, pool):
         assert item["drill"] in kinds()
         assert item["eqn"] is None or item["eqn"] in ids[item["program"]]
         assert item["question"].endswith("?") or item["question"].endswith(".")
-        if item["drill"] in ("decoder", "shapes", "fusions", "layouts", "units"):
-            assert 0 <= item["answer"] < len(item["options"]) == len(item["reasons"])
-        else:
+        if item["drill"] == "decisions":  # the one kind answered by picking a line
             assert item["layer"] in ("jaxpr", "stablehlo") and item["answer_line"] >= 1 and item["kind"]
-    assert {i["drill"] for i in pool["items"]} >= {"decoder", "shapes", "decisions", "fusions", "layouts", "units"}
+        else:
+            assert 0 <= item["answer"] < len(item["options"]) == len(item["reasons"]) == len(item["rules"])
+            assert len(set(item["options"])) == len(item["options"]) >= 2
+            assert all(bool(r) == (k != item["answer"]) for k, r in enumerate(item["reasons"]))
+    assert {i["drill"] for i in pool["items"]} >= {"decoder", "shapes", "decisions", "fusions", "layouts", "units",
+                                                   "partitioner", "loops", "backward", "buffers"}
     json.dumps(pool)
 
 
@@ -158,3 +156,35 @@ def test_every_decoder_rule_is_documented(pool):
     assert used <= set(AXIS_MISREADINGS)
     missing = sorted(n for n in AXIS_MISREADINGS if f"`{n}`" not in _doc())
     assert not missing, f"decoder rules missing from docs/drills.md: {missing}"
+
+
+def test_sharding_loops_remat_and_the_backward_pass_are_a_quarter_of_the_pool(corpus, pool):
+    from dumpgym.drills._topics import TOPICS, shares
+    from dumpgym.record import Corpus
+
+    programs = {p.slug: p for p in Corpus.from_json(corpus).programs}
+    counted = shares(pool, programs)
+    items, weight = counted.pop("all")
+    assert sum(n for n, _ in counted.values()) >= 0.25 * items
+    assert sum(w for _, w in counted.values()) >= 0.25 * weight  # the sampler draws by weight
+    assert all(counted[t][0] > 0 for t in TOPICS)
+
+
+def test_an_items_topic_follows_its_equation_up_through_containers(corpus):
+    from dumpgym.drills._topics import topic
+    from dumpgym.record import Corpus
+
+    programs = {p.slug: p for p in Corpus.from_json(corpus).programs}
+    layers = programs["scan-layers"]
+    (scan,) = [e for e in layers.eqns if e.primitive == "scan"]
+    inside = next(e for e in layers.eqns if e.parent == scan.id and e.primitive == "dot_general")
+    assert topic({"drill": "shapes", "eqn": inside.id}, layers) == "loops"
+    grads = programs["ckpt-policy"]
+    (remat,) = [e for e in grads.eqns if e.primitive == "remat2"]
+    recomputed = next(e for e in grads.eqns if e.parent == remat.id and e.primitive == "sin")
+    assert topic({"drill": "shapes", "eqn": recomputed.id}, grads) == "remat"  # and backward: remat comes first
+    forward = next(e for e in grads.eqns if e.parent is None and e.primitive == "dot_general")
+    assert topic({"drill": "decoder", "eqn": forward.id}, grads) is None
+    mlp = programs["mlp"]
+    assert topic({"drill": "shapes", "eqn": 0}, mlp) is None
+    assert topic({"drill": "loops", "eqn": None}, mlp) == "loops"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dumpgym.drills import build_pool, shapes
+from dumpgym.drills import shapes
 from dumpgym.drills._misreadings import FILLER, distractor_rules, distractors
 from dumpgym.dtypes import is_extended
 from dumpgym.facts import build_facts
@@ -223,8 +223,8 @@ def _all_items(corpus):
 
 
 @pytest.fixture(scope="module")
-def pool_items(corpus):
-    return [i for i in build_pool(corpus)["items"] if i["drill"] == "shapes"]
+def pool_items(pool):
+    return [i for i in pool["items"] if i["drill"] == "shapes"]
 
 
 def test_corpus_shape_answers_equal_the_output_facts(corpus):

@@ -12,7 +12,8 @@ from collections import Counter
 
 import pytest
 
-from dumpgym import drills
+from pool_checks import assert_choice_item
+
 from dumpgym.drills import _tpu, layouts
 from dumpgym.target import libtpu_installed
 from jax_reference import jit_of
@@ -20,11 +21,6 @@ from jax_reference import jit_of
 pytestmark = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
 
 TPU_KINDS = ("layouts", "units")
-
-
-@pytest.fixture(scope="session")
-def pool(corpus):
-    return drills.build_pool(corpus)
 
 
 @pytest.fixture(scope="session")
@@ -78,15 +74,9 @@ def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
     for item in tpu_items[kind]:
         hlo = slugs[item["program"]]["hlo_tpu"]
         assert item["layer"] == "hlo_tpu" and item["question"].endswith("?")
-        assert isinstance(item["shown"], list) and all(isinstance(b, str) and b for b in item["shown"])
+        assert_choice_item(item)
         assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
         assert "without a TPU" in item["shown"][0]
-        assert 0 < item["weight"] <= 1
-        options = item["options"]
-        assert 3 <= len(options) <= 4 and len(set(options)) == len(options)
-        assert len(item["reasons"]) == len(item["rules"]) == len(options)
-        for k, (reason, rule) in enumerate(zip(item["reasons"], item["rules"])):
-            assert (reason == "" and rule == "") == (k == item["answer"]), item
         assert 1 <= item["hlo_line"] <= hlo["text"].count("\n") + 1
 
 

@@ -22,10 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def gym(corpus):
-    from dumpgym.drills import build_pool
-
-    return serve.Site(site.render_site(corpus, build_pool(corpus)))
+def gym(corpus, pool):
+    return serve.Site(site.render_site(corpus, pool))
 
 
 @contextmanager

@@ -41,6 +41,14 @@ _CHAPTERS = (
             (Target("decoder", FLUENCY),)),
     Chapter("04", "lowering", "Find what JAX and XLA add between your code and the machine.",
             (Target("decisions", FLUENCY),)),
+    Chapter("05", "loops", "scan, while and cond: tell consts from carries from xs, and count a compiled loop's trips.",
+            (Target("loops", FLUENCY),)),
+    Chapter("06", "the backward pass", "Match each backward dot_general to the forward operand it differentiates, "
+            "and name what a checkpoint policy saves.", (Target("backward", FLUENCY),)),
+    Chapter("07", "sharding", "Read a sharding down to each device's block and a collective's groups back to "
+            "mesh axes.", (Target("partitioner", FLUENCY),)),
+    Chapter("08", "buffers", "Donation, layouts and copies: which buffers XLA reuses, reorders or really moves.",
+            (Target("buffers", FLUENCY),)),
     Chapter("11", "the TPU layer", "Read what libtpu compiled: tiled layouts and memory spaces, which unit runs "
             "each instruction, and what it fused.",
             (Target("layouts", FLUENCY), Target("units", FLUENCY), Target("fusions", FLUENCY))),

@@ -30,3 +30,9 @@ REMATS = frozenset({"remat", "remat2", "checkpoint"})
 # Math functions whose 16-bit input a reader may expect to come out in f32.
 TRANSCENDENTAL = frozenset({"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
                             "sqrt", "rsqrt", "cbrt", "erf", "erfc", "erf_inv", "atan2", "pow"})
+
+# Loops and branches: containers whose body runs a number of times, or one of several.
+LOOPS = frozenset({"scan", "while", "cond"})
+
+# What says where a value lives across devices, without computing anything.
+SHARDING = frozenset({"sharding_constraint", "shard_map", "reshard", "device_put"})

@@ -121,9 +121,14 @@ def short(text_line: str) -> str:
 
 
 def which_compile(hlo: CompiledLayer) -> str:
-    """The first block of every TPU item: what compiled this, for what, and that no TPU ran it."""
-    return (f"compiled by libtpu {hlo.libtpu_version} for {hlo.device_kind} ({hlo.topology}), without a TPU "
-            f"(jaxlib {hlo.jaxlib_version})")
+    """The first block of every compiled item: what compiled this, for what, and on which machine."""
+    if hlo.backend == "tpu":
+        return (f"compiled by libtpu {hlo.libtpu_version} for {hlo.device_kind} ({hlo.topology}), without a TPU "
+                f"(jaxlib {hlo.jaxlib_version})")
+    if hlo.backend == "gpu":
+        return (f"compiled by XLA for {hlo.device_kind} ({hlo.topology}), without a GPU: default GEMM "
+                f"configurations, not autotuned (jax-cuda12-plugin {hlo.cuda_plugin_version}, jaxlib {hlo.jaxlib_version})")
+    return f"compiled by XLA for {hlo.backend.upper()} (jaxlib {hlo.jaxlib_version}; this machine kind: {hlo.host})"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ their reasons are what this compile did with the equations named, never general 
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
@@ -109,9 +108,7 @@ class _Compile(Listing):
 def _shown(c: _Compile, fusion: Fusion) -> list[str]:
     """The blocks the page shows: which compile, the fusion's call line, its computations, the jaxpr."""
     hlo = c.hlo
-    what = (which_compile(hlo) if hlo.backend == "tpu" else
-            f"compiled by XLA for {hlo.backend.upper()} (jaxlib {hlo.jaxlib_version}; this machine kind: {hlo.host})")
-    return [what, c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion.line)),
+    return [which_compile(hlo), c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion.line)),
             c.program.jaxpr]
 
 

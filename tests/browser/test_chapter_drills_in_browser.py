@@ -1,4 +1,6 @@
-"""The TPU-layer drills in Chromium: ten right answers in a row tick the TPU chapter's target in each kind."""
+"""The drills of the later chapters in Chromium (the TPU layer; loops, the backward pass, sharding,
+buffers): ten right answers in a row tick the chapter's target in each kind, and a wrong answer names
+its misreading."""
 import json
 
 import pytest
@@ -10,15 +12,19 @@ pytestmark = pytest.mark.browser
 KEY = "dumpgym.progress/2"
 
 
-def tpu_target(kind):
-    chapter = next(ch for ch in curriculum.PATH if ch.title == "the TPU layer")
+KINDS = ["layouts", "units", "fusions", "loops", "backward", "partitioner", "buffers"]
+
+
+def chapter_target(kind):
+    """The first chapter (before the bar) that sets a target in `kind`: its key and streak."""
+    chapter = next(ch for ch in curriculum.PATH if ch.number != "12" and any(t.drill == kind for t in ch.targets))
     target = next(t for t in chapter.targets if t.drill == kind)
     return chapter.key(target), target.streak
 
 
-@pytest.mark.parametrize("kind", ["layouts", "units", "fusions"])
-def test_ten_right_answers_in_a_row_tick_the_tpu_chapter_target(page, gym, kind):
-    key, need = tpu_target(kind)
+@pytest.mark.parametrize("kind", KINDS)
+def test_ten_right_answers_in_a_row_tick_the_chapter_target(page, gym, kind):
+    key, need = chapter_target(kind)
     assert need == curriculum.FLUENCY
     target = page.locator(f'[data-target="{key}"]')
     gym.open(kind)
@@ -40,8 +46,8 @@ def test_ten_right_answers_in_a_row_tick_the_tpu_chapter_target(page, gym, kind)
     assert key in stored["reached"]
 
 
-@pytest.mark.parametrize("kind", ["layouts", "units"])
-def test_a_wrong_tpu_answer_names_its_misreading(page, gym, kind):
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "fusions"])
+def test_a_wrong_answer_names_the_right_one_and_the_misreading(page, gym, kind):
     gym.open(kind)
     item = gym.answer(kind, right=False)
     assert gym.streak(kind) == (0, 0)

@@ -1,0 +1,62 @@
+"""What an item is about, among the parts of real training dumps: sharding, loops, remat, the backward pass.
+
+An item's topic comes from its kind when the kind is about one of them (the partitioner, loops,
+the backward pass), else from its equation: the equation itself or any container around it.
+Issue "The dumps of real training" asks these topics to be at least a quarter of the pool.
+"""
+from __future__ import annotations
+
+from dumpgym.primitives import COLLECTIVES, LOOPS, REMATS, SHARDING
+from dumpgym.record import ProgramRecord
+
+KIND_TOPICS = {"partitioner": "sharding", "loops": "loops", "backward": "backward"}
+TOPICS = ("sharding", "loops", "remat", "backward")
+
+
+# Compiled opcodes that are a loop, a branch or a collective whatever equation they came from.
+_COMPILED = {"while": "loops", "conditional": "loops", "allreduce": "sharding", "allgather": "sharding",
+             "reducescatter": "sharding", "alltoall": "sharding", "collectivepermute": "sharding"}
+
+
+def topic(item: dict, program: ProgramRecord) -> str | None:
+    """The training topic of one pool item, or None when it is about none of them."""
+    if item["drill"] in KIND_TOPICS:
+        return KIND_TOPICS[item["drill"]]
+    if isinstance(item.get("eqn"), int):
+        return _eqn_topic(item["eqn"], program)
+    layer = getattr(program, item.get("layer") or "", None) if item.get("layer") in ("hlo", "hlo_tpu") else None
+    if layer is None or not isinstance(item.get("hlo_line"), int):
+        return None
+    ins = next((i for i in layer.instructions if i.line == item["hlo_line"]), None)
+    if ins is None:
+        return None
+    found = [t for t in (_COMPILED.get(ins.opcode), *(_eqn_topic(e, program) for e in ins.eqns)) if t]
+    return min(found, key=TOPICS.index) if found else None
+
+
+def _eqn_topic(eqn: int | None, program: ProgramRecord) -> str | None:
+    """The topic of an equation: its own primitive's, a container's around it, or the backward pass's."""
+    found = []
+    while eqn is not None:
+        e = program.eqns[eqn]
+        if e.primitive in COLLECTIVES or e.primitive in SHARDING:
+            found.append("sharding")
+        elif e.primitive in LOOPS:
+            found.append("loops")
+        elif e.primitive in REMATS:
+            found.append("remat")
+        if "transpose(" in e.name_stack:
+            found.append("backward")
+        eqn = e.parent
+    return min(found, key=TOPICS.index) if found else None
+
+
+def shares(pool: dict, programs: dict[str, ProgramRecord]) -> dict[str, tuple[int, float]]:
+    """(items, summed weight) per topic, and under "all" the pool's totals."""
+    out = {t: (0, 0.0) for t in (*TOPICS, "all")}
+    for item in pool["items"]:
+        for key in ("all", topic(item, programs[item["program"]])):
+            if key is not None:
+                n, w = out[key]
+                out[key] = (n + 1, w + item["weight"])
+    return out

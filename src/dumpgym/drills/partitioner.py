@@ -1,0 +1,374 @@
+"""The partitioner drill: what each device holds of a sharded array, and which devices a collective joins.
+
+Read from the StableHLO (main's `sdy.sharding` attributes, `sdy.sharding_constraint`, collectives'
+`replica_groups`, through MLIR's Shardy bindings) and from the TPU compile (`hlo_tpu`: entry
+parameters' `sharding={...}` read by XLA's `HloSharding`, collectives' `replica_groups`). The CPU
+compile is never used: its text depends on the host. Three questions (`step`): `shard-shape`
+(what shape is each device's block of a sharded value?), `same-block` (which
+devices hold the same block as device 0, under `last_tile_dim_replicate`?), `group-axis` (over
+which mesh axes does this collective run?), `inserted` (which collectives did the partitioner add
+for this dot_general? see `_inserted.py`). Device numbers are positions in the mesh's device
+order, so a group's mesh axes are the coordinates its positions differ in.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from dumpgym.drills import drill
+from dumpgym.drills import _sharding as sh
+from dumpgym.drills._avals import choice_item
+from dumpgym.drills._inserted import inserted_items
+from dumpgym.drills._tpu import Buffer, Listing, definition, which_compile
+from dumpgym.record import Instruction, ProgramRecord
+
+PER_PROGRAM = 6  # a program with more items shares this much weight among them
+_PARAMETER = re.compile(r" parameter\((\d+)\)")
+_OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
+
+
+@drill("partitioner", number="06", title="the partitioner",
+       aim="Read a sharding down to each device's block, and a collective's device groups back to mesh axes.")
+def partitioner_items(program: ProgramRecord) -> list[dict]:
+    """Per-device blocks of every sharded argument (StableHLO and TPU compile), copies under
+    `last_tile_dim_replicate`, and the mesh axes of every collective's device groups."""
+    if not program.mesh:
+        return []
+    module = sh.read_stablehlo(program.stablehlo)
+    if module is None:
+        return []
+    items = [*_stablehlo_blocks(program, module), *_stablehlo_groups(program, module)]
+    if program.hlo_tpu is not None:
+        items += [*_tpu_parameters(program, module), *_tpu_groups(program, module),
+                  *inserted_items(program, _mesh_note(module))]
+    weight = round(min(1.0, PER_PROGRAM / len(items)), 3) if items else 1.0
+    return [{**item, "weight": weight} for item in items]
+
+
+# --- shared wording ---------------------------------------------------------------------------
+
+def _mesh_words(mesh) -> str:
+    return ", ".join(f"`{name}`={size}" for name, size in mesh)
+
+
+def _axis_words(axes) -> str:
+    return " and ".join(f"`{a}`" for a in axes)
+
+
+def _counts_words(counts) -> str:
+    return ", ".join(f"axis {k} {c} ways" for k, c in enumerate(counts) if c > 1) or "no axis"
+
+
+def _block_options(answer, wrong, shape_text, *seed) -> dict | None:
+    """Options for a block question: distinct shapes, the answer's text not among the wrong ones."""
+    seen, kept = {shape_text(answer)}, []
+    for shape, rule, reason in wrong:
+        text = shape_text(shape) if shape is not None else None
+        if text is not None and text not in seen:
+            seen.add(text)
+            kept.append((text, rule, reason))
+    if len(kept) < 2:
+        return None
+    return choice_item(shape_text(answer), kept[:3], *seed)
+
+
+def _eqn_at_stablehlo_line(program: ProgramRecord, line: int, primitives) -> int | None:
+    """The innermost equation whose x-ray group holds this StableHLO line and has one of these primitives."""
+    found = [g.eqn for g in program.xray if line in g.stablehlo_lines
+             and program.eqns[g.eqn].primitive in primitives]
+    return max(found) if found else None
+
+
+# --- StableHLO: blocks ------------------------------------------------------------------------
+
+def _tensor(shape, printed_type: str) -> str:
+    """A StableHLO tensor type with another shape and the printed type's element type."""
+    element = printed_type[len("tensor<"):-1].split("x")[-1]
+    return f"tensor<{'x'.join(str(d) for d in shape)}x{element}>" if shape else f"tensor<{element}>"
+
+
+def _sdy_counts(axes, mesh: dict) -> tuple[int, ...]:
+    return tuple(math.prod(mesh[a] for a in names) for names in axes)
+
+
+def _sdy_misreadings(value: sh.SdyValue, mesh: dict):
+    """Wrong blocks for an `sdy.sharding`, each with its rule and its reason in this value's terms."""
+    counts = _sdy_counts(value.axes, mesh)
+    total = math.prod(mesh.values())
+    yield (sh.divided(value.shape, counts[::-1]), "wrong-axis",
+           f"cut the other array axis; the sharding's entries go array axis by array axis, and it splits "
+           f"{_counts_words(counts)}")
+    for k, names in enumerate(value.axes):
+        others = [(n, s) for n, s in mesh.items() if n not in names]
+        if names and others:
+            other, size = others[0]
+            swapped = tuple(size if j == k else c for j, c in enumerate(counts))
+            yield (sh.divided(value.shape, swapped), "other-mesh-axis",
+                   f"divided axis {k} by `{other}`'s size ({size}); it is split over {_axis_words(names)} "
+                   f"({counts[k]} ways)")
+    whole = tuple(total if c > 1 else 1 for c in counts)
+    yield (sh.divided(value.shape, whole), "whole-mesh",
+           f"divided by all {total} devices of the mesh; the sharded axes are split only over "
+           f"{_axis_words(sorted({a for names in value.axes for a in names}))}, the rest of the mesh holds copies")
+    yield (value.shape, "global-shape",
+           f"took the printed type for each device's block; at this layer {value.type} is the whole array, "
+           "and the sharding says how it is cut")
+
+
+def _stablehlo_blocks(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
+    mesh = dict(module.mesh)
+    lines = program.stablehlo.splitlines()
+    items = []
+    for value in module.values:
+        counts = _sdy_counts(value.axes, mesh)
+        answer = sh.divided(value.shape, counts)
+        if answer is None or answer == value.shape:
+            continue  # a replicated value's block is its printed type: nothing to read
+        if value.what == "constraint":
+            where, eqn = lines[value.index - 1].strip(), _eqn_at_stablehlo_line(
+                program, value.index, {"sharding_constraint"})
+            name = f"the constrained value (StableHLO line {value.index})"
+        else:
+            where, eqn = sh.signature_part(lines, value), None
+            name = f"main's {value.what} {value.index}"
+        options = _block_options(answer, list(_sdy_misreadings(value, mesh)), lambda s: _tensor(s, value.type),
+                                 program.slug, "shard-shape", value.what, value.index)
+        if options is None:
+            continue
+        items.append({
+            "eqn": eqn, "layer": "stablehlo", "step": "shard-shape",
+            ("stablehlo_line" if value.what == "constraint" else value.what): value.index,
+            "question": f"What shape is each device's block of {name}?",
+            "shown": [lines[module.mesh_line - 1].strip(), where],
+            **options,
+        })
+    return [i for i in items if i["options"][i["answer"]] not in "\n".join(i["shown"])]
+
+
+# --- device groups ----------------------------------------------------------------------------
+
+def _group_options(groups, mesh, printed: str | None, *seed) -> dict | None:
+    """Options for a group question over a mesh of two or more axes: each axis alone, and all of them."""
+    names, sizes = tuple(n for n, _ in mesh), tuple(s for _, s in mesh)
+    found = sh.group_axes(groups, sizes)
+    if found is None or len(names) < 2:
+        return None
+    plain = sh.groups_without_transpose(printed) if printed else None
+    plain_axes = sh.varying_axes(plain[0], sizes) if plain and len(plain) > 1 else None
+    wrong = []
+    for axes in [(a,) for a in range(len(names))] + [tuple(range(len(names)))]:
+        if axes != found:
+            wrong.append((_group_label(axes, names, sizes), *_group_misreading(
+                axes, found, groups, names, sizes, printed if axes == plain_axes else None, plain)))
+    return choice_item(_group_label(found, names, sizes), wrong, *seed)
+
+
+def _group_misreading(axes, found, groups, names, sizes, printed, plain) -> tuple[str, str]:
+    """The rule and reason behind offering `axes` for groups that run over `found`."""
+    first, along = sh.group_text(groups[0]), _axis_words(names[a] for a in found)
+    if printed is not None:
+        return "ignored-transpose", (
+            f"read `{printed}` without its `{printed[printed.index('T('):]}`: that numbers the groups "
+            f"{sh.group_text(plain[0])}, {sh.group_text(plain[1])}, ..., along {_axis_words(names[a] for a in axes)}; "
+            f"the transpose makes them {first}, {sh.group_text(groups[1])}, ..., which differ in {along}")
+    if len(axes) == len(names):
+        return "groups-as-one", (f"took the {len(groups)} groups for one; each holds {len(groups[0])} of the "
+                                 f"{math.prod(sizes)} devices, positions that differ only in {along}")
+    other = sh.group_text(sh.groups_along(axes, sizes)[0])
+    if len(found) == len(names):
+        return "one-axis-only", (f"read {first} as one mesh axis; a group over `{names[axes[0]]}` alone would be "
+                                 f"{other}, this one holds every device")
+    return "other-axis", (f"read the groups as `{names[axes[0]]}`: a group over it would be {other}; the positions "
+                          f"in {first} differ in {along}")
+
+
+def _group_label(axes, names, sizes) -> str:
+    if len(axes) == len(names):
+        return f"over every axis ({_axis_words(names)}): all {math.prod(sizes)} devices"
+    return f"over {_axis_words(names[a] for a in axes)} only"
+
+
+def _group_question(opname: str, where: str) -> str:
+    return f"Over which mesh axes does this `{opname}` ({where}) run?"
+
+
+def _stablehlo_groups(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
+    lines = program.stablehlo.splitlines()
+    items = []
+    for c in module.collectives:
+        options = _group_options(c.groups, module.mesh, None, program.slug, "group-axis", "stablehlo", c.line)
+        if options is None:
+            continue
+        items.append({
+            "eqn": _eqn_at_stablehlo_line(program, c.line, _COLLECTIVE_PRIMITIVES), "layer": "stablehlo",
+            "step": "group-axis", "stablehlo_line": c.line,
+            "question": _group_question(c.name.split(".")[-1], f"StableHLO line {c.line}"),
+            "shown": [lines[module.mesh_line - 1].strip(), lines[c.line - 1].strip()],
+            **options,
+        })
+    return items
+
+
+_COLLECTIVE_PRIMITIVES = frozenset({"psum", "psum2", "psum_invariant", "pmax", "pmin", "all_gather",
+                                    "all_gather_invariant", "reduce_scatter", "psum_scatter", "all_to_all",
+                                    "ppermute", "pbroadcast"})
+
+
+def _short_line(text: str) -> str:
+    """A compiled line without its backend config and frontend attributes (the metadata names the argument)."""
+    text = re.sub(r", backend_config=.*$", "", text.strip())
+    return re.sub(r", frontend_attributes=\{[^}]*\}", "", text)
+
+
+def _tpu_groups(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
+    """One item per distinct collective of the TPU compile (fused copies of one all-gather are asked once)."""
+    listing = Listing(program.hlo_tpu)
+    items, asked = [], set()
+    for ins in program.hlo_tpu.instructions:
+        text = listing.lines[ins.line - 1]
+        d, printed = definition(text, ins.line), sh.hlo_groups_text(text)
+        seen = (d.opcode, printed, re.sub(r"\{[^}]*\}", "", d.shape)) if d is not None else None
+        if d is None or printed is None or d.opcode.endswith("-done") or seen in asked:
+            continue  # the same collective fused into several computations (layouts aside) is asked once
+        asked.add(seen)
+        options = _group_options(sh.read_groups(printed), module.mesh, printed,
+                                 program.slug, "group-axis", "hlo_tpu", ins.name)
+        if options is None:
+            continue
+        items.append({
+            "eqn": ins.eqns[0] if len(ins.eqns) == 1 else None, "layer": "hlo_tpu", "step": "group-axis",
+            "hlo_line": ins.line, "instruction": ins.name,
+            "question": _group_question(d.opcode, f"TPU compiled HLO line {ins.line}"),
+            "shown": [which_compile(program.hlo_tpu), _mesh_note(module), _short_line(text)],
+            **options,
+        })
+    return items
+
+
+def _mesh_note(module: sh.SdyModule) -> str:
+    return (f"the program's mesh: {_mesh_words(module.mesh)}; device numbers in this listing are positions "
+            "in the mesh's device order")
+
+
+# --- TPU compile: entry parameters -----------------------------------------------------------
+
+def _tpu_parameters(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
+    listing = Listing(program.hlo_tpu)
+    entry = next(c for c in listing.computations if listing.lines[listing.computations[c][0] - 1].startswith("ENTRY"))
+    arguments = {v.index: v for v in module.values if v.what == "argument"}
+    items = []
+    for ins in program.hlo_tpu.instructions:
+        text = listing.lines[ins.line - 1]
+        number = _PARAMETER.search(text)
+        if ins.computation != entry or ins.opcode != "parameter" or number is None or "sharding=" not in text:
+            continue
+        value = arguments.get(int(number.group(1)))
+        d = definition(text, ins.line)
+        if value is None or d is None or not d.buffers:
+            continue
+        start = text.index("sharding=") + len("sharding=")
+        split = sh.read_hlo_sharding(text[start:sh.balanced_end(text, start)], len(value.shape))
+        if split is None:
+            continue
+        name = _OP_NAME.search(text)
+        param = _Param(program, ins, text, d.buffers[0], value, split,
+                       name.group(1) if name else f"argument {number.group(1)}")
+        items += [i for i in (param.block_item(), param.copies_item()) if i is not None]
+    return items
+
+
+@dataclass(frozen=True)
+class _Param:
+    """One sharded entry parameter of the TPU compile, with what it takes to ask about it."""
+
+    program: ProgramRecord
+    ins: Instruction
+    text: str  # its printed line
+    buffer: Buffer  # its per-device shape, as XLA prints it
+    value: sh.SdyValue  # its StableHLO argument: the global shape
+    split: sh.HloSplit  # its sharding, as XLA reads it
+    name: str
+
+    @property
+    def global_text(self) -> str:
+        """The parameter's global shape, written as the compile writes shapes: `f32[64,32]`."""
+        return self._shape_text(self.value.shape)
+
+    def _shape_text(self, shape) -> str:
+        return f"{self.buffer.dtype}[{','.join(str(d) for d in shape)}]"
+
+    def _shown(self) -> list[str]:
+        masked = self.text.strip().replace(self.buffer.text, f"{self.buffer.dtype}[?]", 1)
+        return [which_compile(self.program.hlo_tpu), f"`{self.name}` is {self.global_text} (its global shape)",
+                _short_line(masked)]
+
+    def block_item(self) -> dict | None:
+        """Which block does each device hold? Skipped where XLA's own parameter shape disagrees."""
+        answer = sh.divided(self.value.shape, self.split.counts)
+        if answer is None or answer == self.value.shape or answer != self.buffer.dims:
+            return None
+        options = _block_options(answer, list(self._misreadings()), self._shape_text,
+                                 self.program.slug, "shard-shape", "hlo_tpu", self.ins.name)
+        if options is None:
+            return None
+        return self._item("shard-shape", f"What shape is each device's block of `{self.name}`?", options)
+
+    def _misreadings(self):
+        split, shape = self.split, self.value.shape
+        counts, total = split.counts, split.tiles.size
+        if split.copies > 1:
+            extra = tuple(c * split.copies if k == len(counts) - 1 else c for k, c in enumerate(counts))
+            yield (sh.divided(shape, extra), "forgot-replicate",
+                   f"forgot `last_tile_dim_replicate`: took the last count ({split.copies}) as one more split of "
+                   f"the last axis; it counts the devices holding copies of each block")
+        if split.reshape is not None and len(split.reshape) == len(shape):
+            yield (sh.divided(shape, split.reshape), "reshape-as-tiles",
+                   f"read `<=[{','.join(map(str, split.reshape))}]` as the split counts; it only orders the "
+                   f"devices, and the counts are `devices=[...]`: {_counts_words(counts)}")
+        yield (sh.divided(shape, counts[::-1]), "wrong-axis",
+               f"cut the other array axis; `devices=[...]` lists the counts array axis by array axis, and it splits "
+               f"{_counts_words(counts)}")
+        if split.copies > 1:
+            yield (sh.divided(shape, tuple(total if c > 1 else 1 for c in counts)), "whole-mesh",
+                   f"divided by all {total} devices; {split.copies} of them hold copies of each block, so the "
+                   f"split is {_counts_words(counts)}")
+        yield (shape, "global-shape",
+               f"took the global shape {self.global_text} for each device's block; the sharding cuts "
+               f"{_counts_words(counts)}")
+
+    def copies_item(self) -> dict | None:
+        """Which devices hold the same block as device 0? Asked only under `last_tile_dim_replicate`."""
+        split = self.split
+        if split.copies == 1:
+            return None
+        answer = sh.sharing_first_block(split)
+        if answer[0] != 0:
+            return None
+        wrong = [((0,), "forgot-replicate",
+                  f"forgot `last_tile_dim_replicate`: read every device as holding a block of its own; the last "
+                  f"count ({split.copies}) says {split.copies} devices share each block")]
+        plain = sh.without_transpose(split)
+        if plain is not None:
+            wrong.append((sh.sharing_first_block(plain), "ignored-transpose",
+                          "skipped the `T(...)` after the device list: it transposes the numbered devices "
+                          "before they are laid out, so the copies are not the next numbers"))
+        wrong.append((sh.along_first_split(split), "split-as-copies",
+                      "took the devices that split the array among them for copies; they hold different "
+                      "blocks, the copies sit along the last count"))
+        kept, seen = [], {answer}
+        for group, rule, reason in wrong:
+            if group not in seen:
+                seen.add(group)
+                kept.append((f"devices {sh.group_text(group)}", rule, reason))
+        if len(kept) < 2:
+            return None
+        options = choice_item(f"devices {sh.group_text(answer)}", kept,
+                              self.program.slug, "same-block", self.ins.name)
+        question = f"Which devices hold the same block of `{self.name}` as device 0?"
+        return self._item("same-block", question, options, masked=False)
+
+    def _item(self, step: str, question: str, options: dict, masked: bool = True) -> dict:
+        shown = self._shown() if masked else [which_compile(self.program.hlo_tpu), _short_line(self.text)]
+        return {"eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": self.ins.line, "instruction": self.ins.name,
+                "argument": self.value.index, "question": question, "shown": shown, **options}

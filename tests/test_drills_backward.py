@@ -1,0 +1,329 @@
+"""The backward pass drill: each pairing is checked against JAX's own vjp on the program's real values,
+and each checkpoint policy's saved values against `jax.ad_checkpoint.print_saved_residuals`."""
+import contextlib
+import inspect
+import io
+import re
+from collections import Counter
+from functools import partial
+
+import jax
+import jax.ad_checkpoint
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from dumpgym.corpus import program_record
+from dumpgym.drills.backward import PER_PROGRAM, backward_items
+from dumpgym.facts import build_facts
+from dumpgym.program import Program
+from dumpgym.record import ProgramRecord
+from jax_reference import jaxpr_of
+
+LABEL = re.compile(r"the (lhs|rhs|result) of the dot_general on line (\d+) \(")
+_ONE_TO_ONE = {"remat2", "checkpoint", "pjit", "jit", "closed_call"}
+
+
+@pytest.fixture(scope="module")
+def records(corpus):
+    return {p["slug"]: ProgramRecord.from_json(p, p["slug"]) for p in corpus["programs"]}
+
+
+@pytest.fixture(scope="module")
+def items(records):
+    return {slug: backward_items(r) for slug, r in records.items()}
+
+
+def _all(items):
+    return [i for found in items.values() for i in found]
+
+
+def test_the_corpus_gives_at_least_thirty_items(items):
+    assert len(_all(items)) >= 30
+    steps = Counter(i["step"] for i in _all(items))
+    assert steps["wrt"] >= 15 and steps["cotangent"] >= 15 and steps["residuals"] >= 1
+
+
+def test_every_wrong_option_names_its_misreading(items):
+    for item in _all(items):
+        options = item["options"]
+        assert 3 <= len(options) == len(set(options)) <= 4
+        for k, (rule, reason) in enumerate(zip(item["rules"], item["reasons"])):
+            assert (k == item["answer"]) == (rule == "") == (reason == "")
+            assert k == item["answer"] or ("line" in reason and len(reason) > 40), reason
+
+
+def test_answers_vary_in_position(items):
+    places = Counter(i["answer"] for i in _all(items))
+    assert len(places) >= 3 and max(places.values()) <= 0.5 * sum(places.values())
+
+
+def test_no_answer_is_printed_in_what_is_shown(items):
+    for item in _all(items):
+        assert not any(item["options"][item["answer"]] in block for block in item["shown"])
+
+
+def test_the_pool_is_the_same_every_time(records, items):
+    assert {slug: backward_items(r) for slug, r in records.items()} == items
+
+
+def test_a_program_shares_a_capped_weight(items):
+    for found in items.values():
+        assert sum(i["weight"] for i in found) <= PER_PROGRAM + 0.01  # weights are rounded to three places
+
+
+def test_shown_holds_the_backward_and_the_forward_dot(records, items):
+    for slug, found in items.items():
+        for item in found:
+            if item["step"] == "residuals":
+                continue
+            text = "\n".join(item["shown"])
+            back = records[slug].eqns[item["eqn"]]
+            assert f"{back.jaxpr_lines[0]:>3}  " in text
+            for _, line in LABEL.findall(item["options"][item["answer"]]):
+                assert f"{int(line):>3}  " in text
+
+
+# -- JAX as the oracle: run the program's own jaxpr, keep every equation's values, ask jax.vjp ----------
+
+
+def _arguments(program):
+    """Random values for the program's arguments (on its mesh, when it has one)."""
+    key = jax.random.key(0)
+    out = []
+    for k, struct in enumerate(program.example_args()):
+        sub = jax.random.fold_in(key, k)
+        if jnp.issubdtype(struct.dtype, jnp.integer):
+            value = jax.random.randint(sub, struct.shape, 0, 16, struct.dtype)
+        else:
+            value = jax.random.normal(sub, struct.shape, struct.dtype)
+        sharding = getattr(struct, "sharding", None)
+        out.append(jax.device_put(value, sharding) if sharding is not None else value)
+    return out
+
+
+def _run(jaxpr, consts, args, seen, step):
+    """Evaluate a jaxpr equation by equation, recording (step, inputs, outputs) for each equation object."""
+    env = dict(zip((*jaxpr.constvars, *jaxpr.invars), (*consts, *args)))
+
+    def read(v):
+        return v.val if isinstance(v, jax.extend.core.Literal) else env[v]
+
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        outs = _apply(eqn, ins, seen, step)
+        seen.setdefault(id(eqn), []).append((step, ins, outs))
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _apply(eqn, ins, seen, step):
+    params = eqn.params
+    if eqn.primitive.name in _ONE_TO_ONE:
+        body = params["jaxpr"]
+        return _run(getattr(body, "jaxpr", body), getattr(body, "consts", ()), ins, seen, step)
+    if eqn.primitive.name == "scan":
+        body, nc, ncarry = params["jaxpr"], params["num_consts"], params["num_carry"]
+        consts, carry, xs = ins[:nc], ins[nc:nc + ncarry], ins[nc + ncarry:]
+        ys = {}
+        for t in (reversed(range(params["length"])) if params["reverse"] else range(params["length"])):
+            out = _run(body.jaxpr, body.consts, [*consts, *carry, *(x[t] for x in xs)], seen, t)
+            carry, ys[t] = out[:ncarry], out[ncarry:]
+        stacked = [jnp.stack([ys[t][k] for t in sorted(ys)]) for k in range(len(eqn.outvars) - ncarry)]
+        return [*carry, *stacked]
+    out = eqn.primitive.bind(*ins, **params)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+@pytest.fixture(scope="module")
+def values(programs, items):
+    """Per program with items: the JAX equation objects by record id, and what each computed, call by call."""
+    out = {}
+    for slug, found in items.items():
+        if not found:
+            continue
+        program = programs[slug]
+        closed = jaxpr_of(program.function, program.example_args())
+        facts = build_facts(closed)
+        seen: dict = {}
+        _run(closed.jaxpr, closed.consts, _arguments(program), seen, None)
+        out[slug] = (facts, seen)
+    return out
+
+
+def _calls(facts, seen, eqn_id):
+    return seen[id(facts.jax_eqns[eqn_id])]
+
+
+def _vjp(fwd_eqn, fwd_ins, ct):
+    """JAX's gradients of one forward dot_general at its real operands, for a cotangent of its result."""
+    dims = fwd_eqn.params["dimension_numbers"]
+    _, pullback = jax.vjp(lambda a, b: lax.dot_general(a, b, dims), *fwd_ins)
+    return pullback(ct)
+
+
+def _same_up_to_transpose(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if sorted(a.shape) != sorted(b.shape):
+        return False
+    if a.shape == b.shape and np.allclose(a, b, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(b).max()))):
+        return True
+    return a.ndim == 2 and a.T.shape == b.shape and np.allclose(a.T, b, rtol=1e-3,
+                                                                atol=1e-3 * max(1.0, float(np.abs(b).max())))
+
+
+def _jax_gradient_sides(facts, seen, back_id, fwd_id, ct_side=None):
+    """Which operands of the forward dot JAX's vjp says the backward dot's result is the gradient of, at
+    every call, trying each input of the backward dot as the cotangent (or only `ct_side`)."""
+    fwd_calls = {step: ins for step, ins, _ in _calls(facts, seen, fwd_id)}
+    fwd = facts.jax_eqns[fwd_id]
+    found = None
+    for step, ins, outs in _calls(facts, seen, back_id):
+        fwd_ins = fwd_calls[step] if step in fwd_calls else fwd_calls[None]
+        sides = set()
+        for c in (0, 1) if ct_side is None else (ct_side,):
+            if ins[c].shape != fwd.outvars[0].aval.shape:
+                continue
+            grads = _vjp(fwd, fwd_ins, ins[c])
+            sides |= {(c, s) for s in (0, 1) if _same_up_to_transpose(outs[0], grads[s])}
+        found = sides if found is None else found & sides
+    return found
+
+
+def _dot_at(record, line):
+    return next(e for e in record.eqns if e.primitive == "dot_general" and e.jaxpr_lines[0] == int(line))
+
+
+def test_each_gradient_is_the_one_jax_gives_for_the_answer(records, items, values):
+    asked = 0
+    for slug, found in items.items():
+        for item in (i for i in found if i["step"] == "wrt"):
+            facts, seen = values[slug]
+            for k, option in enumerate(item["options"]):
+                side, line = LABEL.match(option).groups()
+                if side == "result":
+                    continue  # a result is no operand: JAX's vjp has no gradient for it
+                fwd = _dot_at(records[slug], line)
+                sides = {s for _, s in _jax_gradient_sides(facts, seen, item["eqn"], fwd.id)}
+                assert (("lhs", "rhs").index(side) in sides) == (k == item["answer"]), (slug, item["eqn"], option)
+            asked += 1
+    assert asked >= 15
+
+
+GRADIENT = re.compile(r"its (lhs|rhs) \([^)]*\): the gradient with respect to the (lhs|rhs|result) of the "
+                      r"dot_general on line (\d+) \(")
+ITSELF = re.compile(r"its (lhs|rhs) \([^)]*\): the result of the dot_general on line (\d+) \(.*\) itself")
+
+
+def _cotangent_agrees(record, facts, seen, back_id, option) -> bool:
+    """Whether JAX agrees with one option: the operand it names, pulled back through that forward dot (or
+    compared with that operand's JAX gradient, or with the forward value itself)."""
+    itself = ITSELF.fullmatch(option)
+    if itself:
+        ct, fwd = ("lhs", "rhs").index(itself.group(1)), _dot_at(record, itself.group(2))
+        results = {step: outs[0] for step, _, outs in _calls(facts, seen, fwd.id)}
+        return all(_same_up_to_transpose(ins[ct], results.get(step, results.get(None)))
+                   for step, ins, _ in _calls(facts, seen, back_id))
+    ct_side, what, line = GRADIENT.match(option).groups()
+    ct, fwd = ("lhs", "rhs").index(ct_side), _dot_at(record, line)
+    if what == "result":  # pulled back through that dot, the cotangent gives this dot's result
+        return bool(_jax_gradient_sides(facts, seen, back_id, fwd.id, ct))
+    return _is_operand_gradient(facts, seen, back_id, ct, fwd.id, ("lhs", "rhs").index(what))
+
+
+def test_each_cotangent_is_the_one_jax_pulls_back(records, items, values):
+    asked = 0
+    for slug, found in items.items():
+        for item in (i for i in found if i["step"] == "cotangent"):
+            facts, seen = values[slug]
+            for k, option in enumerate(item["options"]):
+                agrees = _cotangent_agrees(records[slug], facts, seen, item["eqn"], option)
+                assert agrees == (k == item["answer"]), (slug, item["eqn"], option)
+            asked += 1
+    assert asked >= 15
+
+
+def _is_operand_gradient(facts, seen, back_id, ct_side, fwd_id, side) -> bool:
+    """Whether the backward dot's cotangent input equals JAX's gradient of a forward operand, at each call."""
+    fwd_calls = {step: ins for step, ins, _ in _calls(facts, seen, fwd_id)}
+    fwd = facts.jax_eqns[fwd_id]
+    for step, ins, _ in _calls(facts, seen, back_id):
+        fwd_ins = fwd_calls[step] if step in fwd_calls else fwd_calls[None]
+        ct = ins[ct_side]
+        if ct.shape != fwd.outvars[0].aval.shape:
+            return False
+        if not _same_up_to_transpose(ct, _vjp(fwd, fwd_ins, ct)[side]):
+            return False
+    return True
+
+
+# -- what a checkpoint policy saves: JAX's own report -----------------------------------------------
+
+
+def ckpt_policy_copy(x, w1, w2):
+    """ckpt-policy's program, written out again so that its differentiated function can be asked."""
+    return jax.grad(lambda w1, w2: jnp.sum(_block(x, w1, w2)), argnums=(0, 1))(w1, w2)
+
+
+@partial(jax.checkpoint, policy=jax.checkpoint_policies.checkpoint_dots)
+def _block(x, w1, w2):
+    return jnp.tanh(jnp.sin(x @ w1) @ w2)
+
+
+def _jax_residuals(x, w1, w2) -> Counter:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        jax.ad_checkpoint.print_saved_residuals(lambda w1, w2: jnp.sum(_block(x, w1, w2)), w1, w2)
+    return Counter(re.sub(r" from /.*$| from \S+:\d+.*$", "", line) for line in printed.getvalue().splitlines())
+
+
+def _our_residuals(record, option: str, names) -> Counter:
+    """One option's values, written as JAX's report writes them (aval, then where the value comes from)."""
+    out = Counter()
+    for part in option.split("; "):
+        arg = re.fullmatch(r"argument (\d+) \((.+)\)", part)
+        if arg:
+            name = names[int(arg.group(1))]
+            out[f"{arg.group(2)} " + (f"from the argument {name}" if name in ("w1", "w2") else "from a constant")] += 1
+            continue
+        prim, line, aval = re.fullmatch(r"the (\S+) on line (\d+) \((.+)\)", part).groups()
+        eqn = next(e for e in record.eqns if e.jaxpr_lines[0] == int(line) and e.primitive == prim)
+        # checkpoint_dots marks each saved dot result with a reduce_precision: JAX names the dot.
+        made_by = record.eqns[eqn.sources[0].eqn].primitive if prim == "reduce_precision" else prim
+        out[f"{aval} output of {made_by}"] += 1
+    return out
+
+
+def test_the_saved_residuals_are_the_ones_jax_reports(programs, records, items):
+    program, record = programs["ckpt-policy"], records["ckpt-policy"]
+    args = [jnp.ones(s.shape, s.dtype) for s in program.example_args()]
+    assert str(jax.make_jaxpr(ckpt_policy_copy)(*args)) == record.jaxpr  # the copy is the program
+    (item,) = [i for i in items["ckpt-policy"] if i["step"] == "residuals"]
+    names = list(inspect.signature(program.function).parameters)
+    jax_says = _jax_residuals(*args)
+    assert len(jax_says) >= 3
+    for k, option in enumerate(item["options"]):
+        assert (_our_residuals(record, option, names) == jax_says) == (k == item["answer"]), option
+
+
+# -- small programs ----------------------------------------------------------------------------------
+
+
+def _record(function, *args):
+    return program_record(Program(slug="t", title="t", lesson="l", function=function, args=args))
+
+
+def test_a_residual_read_by_two_forward_dots_is_not_asked():
+    def shared(x, w):  # x is an operand of both forward dots: its backward dots cannot be told apart
+        return jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w) @ (x @ w).T))(w)
+
+    def plain(x, w):
+        return jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w)
+
+    asked = {i["eqn"] for i in backward_items(_record(shared, "f32[8,4]", "f32[4,4]")) if i["step"] == "wrt"}
+    record = _record(shared, "f32[8,4]", "f32[4,4]")
+    readers_of_x = [e.id for e in record.eqns if e.primitive == "dot_general" and "transpose(" in e.name_stack
+                    and any(s is not None and s.eqn is None and s.index == 0 for s in e.sources)]
+    assert readers_of_x and not set(readers_of_x) & asked
+    assert [i["step"] for i in backward_items(_record(plain, "f32[8,4]", "f32[4,6]"))] == ["wrt", "cotangent"]

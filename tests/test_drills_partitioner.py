@@ -1,0 +1,300 @@
+"""The partitioner drill, its answers checked against JAX and XLA.
+
+Blocks: `NamedSharding(mesh, spec).shard_shape(global_shape)` with the mesh built as the program builds
+it, and, on the TPU compile, the parameter shape XLA prints in a fresh compile for the topology.
+Copies and device groups: the mesh's own `devices` on the TPU topology (`compiled.input_shardings`
+of that fresh compile), read as XLA's logical device numbers (positions in the mesh's device order).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from pool_checks import assert_choice_item
+
+from dumpgym.drills import _sharding, _tpu
+from dumpgym.program import parse_arg
+from dumpgym.target import libtpu_installed
+from jax_reference import jaxpr_of, jit_of
+
+needs_libtpu = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+TOPOLOGY = "v5e:2x4"
+
+
+@pytest.fixture(scope="session")
+def items(pool):
+    return [i for i in pool["items"] if i["drill"] == "partitioner"]
+
+
+def _mesh_on(program, devices):
+    """The program's mesh (axis names and sizes in its order) over `devices`, as the program builds it."""
+    import math
+
+    import jax
+
+    sizes = tuple(program.mesh.values())
+    return jax.make_mesh(sizes, tuple(program.mesh), devices=list(devices[:math.prod(sizes)]))
+
+
+@pytest.fixture(scope="session")
+def tpu_compiles(programs):
+    """slug -> the plain compile of each mesh program for the v5e:2x4 topology, as the corpus build makes it."""
+    from dumpgym.hlo import _compile_for_topology  # the same retargeting the corpus build used
+    from dumpgym.target import Target
+    from dumpgym.trace import trace
+
+    out = {}
+    for program in programs.values():
+        if program.mesh:
+            traced = trace(program.function, program.example_args())
+            out[program.slug] = _compile_for_topology(traced, Target("tpu", TOPOLOGY))[1]
+    return out
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    """A block option as a shape: `f32[16,32]` or `tensor<16x32xf32>`."""
+    if text.startswith("tensor<"):
+        return tuple(int(d) for d in text[len("tensor<"):-1].split("x")[:-1])
+    return tuple(int(d) for d in text[text.index("[") + 1:-1].split(",") if d)
+
+
+def _answer(item) -> str:
+    return item["options"][item["answer"]]
+
+
+# --- the pool ---------------------------------------------------------------------------------
+
+def test_the_partitioner_has_at_least_thirty_items_over_the_built_in_corpus(items):
+    steps = Counter(i["step"] for i in items)
+    assert len(items) >= 30, steps
+    assert steps["shard-shape"] >= 15 and steps["same-block"] >= 3 and steps["group-axis"] >= 4
+
+
+def test_partitioner_items_have_the_fields_the_page_needs(items, by_slug):
+    for item in items:
+        assert item["layer"] in ("stablehlo", "hlo_tpu") and item["question"].endswith("?")
+        assert item["eqn"] is None or 0 <= item["eqn"] < len(by_slug[item["program"]]["eqns"])
+        assert_choice_item(item)
+
+
+def test_no_item_reads_the_cpu_compile(items, by_slug):
+    for item in items:
+        if item["layer"] == "hlo_tpu":
+            hlo = by_slug[item["program"]]["hlo_tpu"]
+            assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
+            if "instruction" in item:  # an `inserted` item asks about an equation, not one instruction
+                assert f"%{item['instruction']} = " in hlo["text"].splitlines()[item["hlo_line"] - 1]
+        assert not any("for CPU" in block for block in item["shown"])
+
+
+def test_no_answer_can_be_copied_from_what_is_shown(items):
+    for item in items:
+        assert _answer(item) not in "\n".join(item["shown"]), item["question"]
+
+
+def test_every_wrong_option_names_its_misreading(items):
+    known = {"wrong-axis", "other-mesh-axis", "whole-mesh", "global-shape", "forgot-replicate", "reshape-as-tiles",
+             "ignored-transpose", "split-as-copies", "other-axis", "groups-as-one", "one-axis-only",
+             "missed-collective", "invented-collective", "half-of-it", "one-too-many", "gather-for-reduce",
+             "reduce-for-gather", "scatter-for-reduce", "reduce-for-scatter"}
+    rules = Counter(r for i in items for r in i["rules"] if r)
+    assert set(rules) <= known
+    assert {"wrong-axis", "other-mesh-axis", "forgot-replicate", "reshape-as-tiles", "ignored-transpose",
+            "split-as-copies", "other-axis", "groups-as-one"} <= set(rules), rules
+
+
+def test_answers_vary_within_each_step(items):
+    for step in ("shard-shape", "same-block", "group-axis", "inserted"):
+        asked = [i for i in items if i["step"] == step]
+        assert len({_answer(i) for i in asked}) >= 2, step
+        assert len({i["answer"] for i in asked}) >= 2, step  # not always the same place either
+
+
+# --- blocks against JAX -----------------------------------------------------------------------
+
+def _expected_block(item, program, jaxpr_eqns):
+    """What JAX says each device holds of the value the item asks about."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = _mesh_on(program, jax.devices())
+    if "argument" in item:
+        k = item["argument"]
+        return NamedSharding(mesh, P(*program.in_specs[k])).shard_shape(parse_arg(program.args[k]).shape)
+    if "stablehlo_line" in item:  # a sharding_constraint: the equation's own NamedSharding
+        eqn = jaxpr_eqns[item["eqn"]]
+        assert eqn.primitive.name == "sharding_constraint"
+        return eqn.params["sharding"].shard_shape(eqn.outvars[0].aval.shape)
+    # A result: the sharding jit gives it (JAX's sharding object; the compiled text is not read).
+    compiled = jit_of(program.function).lower(*program.example_args()).compile()
+    k = item["result"]
+    return jax.tree.leaves(compiled.output_shardings)[k].shard_shape(jax.tree.leaves(compiled.out_info)[k].shape)
+
+
+def _printed_eqns(closed_jaxpr):
+    """The equations in print order, nested ones after their container (the record's ids)."""
+    from jax.extend import core as jex
+
+    out = []
+
+    def visit(jaxpr):
+        for eqn in jaxpr.eqns:
+            out.append(eqn)
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (list, tuple)) else [value]:
+                    if isinstance(sub, jex.ClosedJaxpr):
+                        visit(sub.jaxpr)
+                    elif isinstance(sub, jex.Jaxpr):
+                        visit(sub)
+    visit(closed_jaxpr.jaxpr)
+    return out
+
+
+def test_stablehlo_blocks_are_jaxs_shard_shape(items, programs):
+    checked = 0
+    for item in items:
+        if item["step"] != "shard-shape" or item["layer"] != "stablehlo":
+            continue
+        program = programs[item["program"]]
+        eqns = _printed_eqns(jaxpr_of(program.function, program.example_args())) if "stablehlo_line" in item else []
+        assert _shape(_answer(item)) == tuple(_expected_block(item, program, eqns)), item["question"]
+        checked += 1
+    assert checked >= 10
+
+
+@needs_libtpu
+def test_tpu_blocks_are_jaxs_shard_shape_and_xlas_parameter_shape(items, programs, tpu_compiles):
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    checked = 0
+    for item in items:
+        if item["step"] != "shard-shape" or item["layer"] != "hlo_tpu":
+            continue
+        program, k = programs[item["program"]], item["argument"]
+        compiled = tpu_compiles[item["program"]]
+        global_shape = parse_arg(program.args[k]).shape
+        mesh = compiled.input_shardings[0][k].mesh
+        assert _shape(_answer(item)) == NamedSharding(mesh, P(*program.in_specs[k])).shard_shape(global_shape)
+        assert _shape(_answer(item)) == compiled.input_shardings[0][k].shard_shape(global_shape)
+        assert _shape(_answer(item)) == _xla_parameter_dims(compiled, k)
+        checked += 1
+    assert checked >= 6
+
+
+def _xla_parameter_dims(compiled, number: int) -> tuple[int, ...]:
+    """The shape XLA gives the entry computation's parameter `number`, from the compiled module."""
+    module = compiled.runtime_executable().hlo_modules()[0]
+    entry = list(module.computations())[-1]
+    for ins in entry.instructions():
+        text = ins.to_string()
+        if re.search(rf" parameter\({number}\)", text):
+            return _tpu.definition(text, 1).buffers[0].dims
+    raise AssertionError(f"no parameter {number}")
+
+
+# --- copies and groups against the mesh -------------------------------------------------------
+
+@needs_libtpu
+def test_same_block_answers_are_the_devices_jax_gives_the_same_index(items, programs, tpu_compiles):
+    checked = 0
+    for item in items:
+        if item["step"] != "same-block":
+            continue
+        program, k = programs[item["program"]], item["argument"]
+        sharding = tpu_compiles[item["program"]].input_shardings[0][k]
+        order = list(sharding.mesh.devices.flat)  # XLA's device numbers are positions in this order
+        indices = sharding.devices_indices_map(parse_arg(program.args[k]).shape)
+        same = sorted(order.index(d) for d in order if indices[d] == indices[order[0]])
+        assert _answer(item) == f"devices {_sharding.group_text(same)}", item["question"]
+        checked += 1
+    assert checked >= 3
+
+
+def _axes_named(label: str, names) -> tuple[str, ...]:
+    return tuple(names) if label.startswith("over every axis") else tuple(re.findall(r"`([^`]+)`", label))
+
+
+@needs_libtpu
+def test_group_answers_are_the_mesh_axes_the_groups_run_along(items, programs, tpu_compiles):
+    checked = 0
+    for item in items:
+        if item["step"] != "group-axis":
+            continue
+        compiled = tpu_compiles[item["program"]]
+        mesh = compiled.input_shardings[0][0].mesh
+        assert tuple(mesh.axis_names) == tuple(programs[item["program"]].mesh)
+        line = _xla_line(compiled, item["instruction"])  # the same collective in a fresh compile
+        groups = _sharding.read_groups(_sharding.hlo_groups_text(line))
+        axes = [mesh.axis_names.index(a) for a in _axes_named(_answer(item), mesh.axis_names)]
+        # The groups over those mesh axes: every device in mesh.devices with the other coordinates fixed.
+        moved = np.moveaxis(mesh.devices, axes, list(range(-len(axes), 0)))
+        size = int(np.prod([mesh.devices.shape[a] for a in axes]))
+        expected = {frozenset(d.id for d in row) for row in moved.reshape(-1, size)}
+        flat = list(mesh.devices.flat)
+        assert {frozenset(flat[p].id for p in g) for g in groups} == expected, item["question"]
+        checked += 1
+    assert checked >= 4
+
+
+def _xla_line(compiled, name: str) -> str:
+    module = compiled.runtime_executable().hlo_modules()[0]
+    for computation in module.computations():
+        for ins in computation.instructions():
+            if ins.name == name:
+                return ins.to_string()
+    raise AssertionError(f"no instruction {name}")
+
+
+def test_iota_groups_are_read_by_xla_as_printed_lists():
+    # `[4,2]<=[2,4]T(1,0)` numbers a 2x4 grid, transposes it, and cuts four groups of two.
+    assert _sharding.read_groups("[4,2]<=[2,4]T(1,0)") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert _sharding.read_groups("[2,4]<=[8]") == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert _sharding.read_groups("{{0,4},{1,5},{2,6},{3,7}}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+def test_the_mesh_axes_of_groups_follow_row_major_positions():
+    assert _sharding.group_axes([[0, 1, 2, 3], [4, 5, 6, 7]], (2, 4)) == (1,)
+    assert _sharding.group_axes([[0, 4], [1, 5], [2, 6], [3, 7]], (2, 4)) == (0,)
+    assert _sharding.group_axes([list(range(8))], (2, 4)) == (0, 1)
+    assert _sharding.group_axes([[0, 1], [2, 3], [4, 5], [6, 7]], (2, 4)) is None  # half a row: no whole axis
+
+
+# --- inserted collectives against a fresh tagged compile ----------------------------------------
+
+@pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+def test_inserted_collectives_are_those_xla_tags_with_the_dot(items, programs):
+    """Compiled again with every equation's tag in its op_name: the collectives whose tag names the dot
+    (and the fusion XLA built around an all-reduce-scatter for it) are exactly the answer's."""
+    from dumpgym.drills._inserted import LABELS
+    from dumpgym.facts import build_facts
+    from dumpgym.hlo import _compile_for_topology
+    from dumpgym.target import Target
+    from dumpgym.trace import innermost_tag, trace
+
+    asked = [i for i in items if i["step"] == "inserted"]
+    assert len(asked) >= 5 and {i["program"] for i in asked} >= {"auto-sharded", "fsdp-step"}
+    for slug in {i["program"] for i in asked}:
+        traced = trace(programs[slug].function, programs[slug].example_args())
+        facts = build_facts(traced)
+        tagged = _compile_for_topology(traced, Target("tpu", TOPOLOGY))[0].runtime_executable().hlo_modules()[0]
+        kinds: dict = {}
+        for computation in tagged.computations():
+            for ins in computation.instructions():
+                printed = ins.to_string()
+                tag = innermost_tag(printed.split("metadata={", 1)[1]) if "metadata={" in printed else None
+                if tag is None:
+                    continue
+                opcode = ins.opcode.name
+                kind = {"kAllGather": "all-gather", "kAllReduce": "all-reduce", "kReduceScatter": "reduce-scatter"}.get(opcode)
+                if opcode == "kFusion" and "calls=%all-reduce-scatter" in printed:
+                    kind = "reduce-scatter"
+                if kind:
+                    kinds.setdefault(facts.eqn_of_tag[tag], set()).add(kind)
+        for item in (i for i in asked if i["program"] == slug):
+            assert facts.eqns[item["eqn"]].primitive == "dot_general"
+            assert LABELS[frozenset(kinds.get(item["eqn"], ()))] == _answer(item), (slug, item["eqn"])

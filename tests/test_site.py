@@ -252,10 +252,45 @@ def test_compiled_hlo_ships_as_highlighted_runs_that_read_back_to_the_text(files
         lines = ["".join(r if isinstance(r, str) else r[1] for r in runs) for runs in split["lines"]]
         assert "\n".join(lines) == program["hlo"]["text"]
         runs = [r for line in split["lines"] for r in line if not isinstance(r, str)]
-        assert runs and {cls for cls, _ in runs} <= classes  # a class name and text: no markup travels
+        # a class name and text, or a link's class, text and card anchor: no markup travels
+        assert runs and {r[0] for r in runs} <= classes | {"o"} and all(len(r) == 3 for r in runs if r[0] == "o")
     mlp = json.loads(files["data/hlo/mlp.json"])["lines"]
     fusion = next(f for f in next(p for p in corpus["programs"] if p["slug"] == "mlp")["hlo"]["fusions"])
-    assert ["f", "fusion"] in mlp[fusion["line"] - 1] and ["b", fusion["kind"]] in mlp[fusion["line"] - 1]
+    assert ["o", "fusion", "op-hlo-fusion"] in mlp[fusion["line"] - 1] and ["b", fusion["kind"]] in mlp[fusion["line"] - 1]
+
+
+def test_every_compiled_instruction_links_its_opcode_to_a_card_that_exists(files, small):
+    corpus, _ = small
+    anchors = card_anchors(files)
+    for program in corpus["programs"]:
+        for layer, folder in (("hlo", "hlo"), ("hlo_tpu", "hlo-tpu")):
+            if not program.get(layer):
+                continue
+            lines = json.loads(files[f"data/{folder}/{program['slug']}.json"])["lines"]
+            for ins in program[layer]["instructions"]:
+                links = [r for r in lines[ins["line"] - 1] if not isinstance(r, str) and len(r) == 3]
+                assert len(links) == 1, (program["slug"], layer, ins)
+                _, text, anchor = links[0]
+                assert text.replace("-", "") == ins["opcode"] or ins["opcode"] in ("exp", "sin", "cos"), (text, ins)
+                assert anchor in anchors
+
+
+def test_every_opcode_in_the_corpus_compiled_listings_has_a_real_card(corpus):
+    """No fallback: each printed opcode has a compiled-HLO card or the StableHLO card of the op it came from."""
+    from dumpgym import reference
+    from dumpgym.record import Corpus
+
+    typed = Corpus.from_json(corpus)
+    printed = set()
+    for program in typed.programs:
+        for layer in (program.hlo, program.hlo_tpu):
+            if layer is not None:
+                ops = site.compiled_ops(layer)
+                assert set(ops) == {i.line for i in layer.instructions}, program.slug  # every instruction read
+                printed |= set(ops.values())
+    assert {"all-reduce", "all-gather", "custom-call", "while", "fusion", "copy-start"} <= printed
+    assert all(reference.card_for(op, "hlo") is not None for op in printed), \
+        sorted(op for op in printed if reference.card_for(op, "hlo") is None)
 
 
 def test_a_bad_slug_is_refused_rather_than_put_in_a_url(small):
@@ -278,3 +313,13 @@ def test_docs_describe_every_section_drill_kind_and_the_progress_key():
 
     for name in kinds():
         assert f"`{name}`" in text, name
+
+
+def test_a_path_target_in_a_drill_without_items_is_named_not_linked(page, small):
+    """The small corpus (mlp, layernorm) has no loop: chapter 05's target is said, not a dead link."""
+    _, pool = small
+    present = {k["name"] for k in pool["kinds"]}
+    assert "loops" not in present
+    target = re.search(r'<li data-target="05/loops/10".*?</li>', page, re.S).group()
+    assert "href=" not in target and "no program here has items for it" in target
+    assert all(f'href="#drill-{k}"' in page for k in present)

@@ -109,13 +109,14 @@ def listing_lines(text: str, layer: str, links: dict[int, list[tuple[str, str]]]
     return lines
 
 
-def hlo_listing(text: str) -> dict:
+def hlo_listing(text: str, links: dict[int, list[tuple[str, str]]] | None = None) -> dict:
     """The compiled HLO highlighted at build time, for the page to fetch when it shows it.
 
-    Each line is a list of runs: bare text as a string, a highlighted run as [class, text]. The page
-    builds the markup itself with its escaping `html` helper, so no markup travels as data.
+    Each line is a list of runs: bare text as a string, a highlighted run as [class, text], an opcode
+    linked to its card as [class, text, anchor] (`links` as for `listing_lines`). The page builds the
+    markup itself with its escaping `html` helper, so no markup travels as data.
     """
-    return {"schema": HLO_LISTING_SCHEMA, "lines": listing_lines(text, "hlo")}
+    return {"schema": HLO_LISTING_SCHEMA, "lines": listing_lines(text, "hlo", links)}
 
 
 def _find_op(line: str, name: str, after: int = 0) -> int:

@@ -18,7 +18,7 @@ from markupsafe import Markup, escape
 
 from dumpgym.curriculum import FLUENCY, PATH, XRAY_SECTION, drill_kinds
 from dumpgym.highlight import LISTINGS_SCHEMA, hlo_listing, listing_lines
-from dumpgym.record import Corpus, ProgramRecord
+from dumpgym.record import CompiledLayer, Corpus, ProgramRecord
 
 PROGRESS_KEY = "dumpgym.progress/2"
 REFERENCE_SCHEMA = "dumpgym.reference/1"
@@ -65,8 +65,38 @@ def card_anchor(name: str, layer: str = "") -> str:
 
 
 def _op_names(program: ProgramRecord) -> list[str]:
-    """Every primitive and StableHLO op name the program prints, in listing order."""
-    return [e.primitive for e in program.eqns] + [o.name for o in program.stablehlo_ops]
+    """Every primitive, StableHLO op and compiled opcode (as `hlo:NAME`) the program prints, in listing order."""
+    compiled = [f"hlo:{name}" for layer in _compiled_layers(program).values() for name in compiled_ops(layer).values()]
+    return [e.primitive for e in program.eqns] + [o.name for o in program.stablehlo_ops] + compiled
+
+
+_COMPILED_LAYERS = ("hlo", "hlo_tpu")
+_OPCODE_CALL = re.compile(r"([a-z][a-z0-9-]*)\(")
+# Opcodes whose printed name is not their enum's letters (XLA's HloOpcodeString).
+_PRINTED_AS = {"exp": "exponential", "expm1": "exponential-minus-one", "log1p": "log-plus-one", "sin": "sine",
+               "cos": "cosine"}
+
+
+def compiled_ops(layer: CompiledLayer) -> dict[int, str]:
+    """Each compiled instruction's opcode as its line prints it (`all-reduce`), by line.
+
+    The HLO bindings give the opcode (`allreduce`); the printed name is the call on the line, after
+    the result's type, whose letters are that opcode's.
+    """
+    lines = layer.text.splitlines()
+    out = {}
+    for ins in layer.instructions:
+        text = lines[ins.line - 1]
+        after = text.find(" = ")
+        for m in _OPCODE_CALL.finditer(text, max(after, 0)):
+            if m.group(1).replace("-", "") == ins.opcode or m.group(1) == _PRINTED_AS.get(ins.opcode):
+                out[ins.line] = m.group(1)
+                break
+    return out
+
+
+def _compiled_layers(program: ProgramRecord) -> dict[str, CompiledLayer]:
+    return {name: layer for name in _COMPILED_LAYERS if (layer := getattr(program, name)) is not None and layer.text}
 
 
 def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
@@ -83,7 +113,10 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     for p in corpus.programs:
         for name in _op_names(p):
             if name not in anchors:
-                card = reference.card_for(name) or reference.fallback_card(name)
+                # A compiled opcode is keyed `hlo:NAME`: `copy` in compiled HLO is not the jaxpr's `copy`.
+                layer = "hlo" if name.startswith("hlo:") else None
+                bare = name.removeprefix("hlo:")
+                card = reference.card_for(bare, layer) or reference.fallback_card(bare, layer)
                 anchors[name] = card_anchor(card.name, card.layer)
                 cards.setdefault(anchors[name], card)
     named = {card.name for card in cards.values()}
@@ -117,7 +150,8 @@ def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[
 def program_view(program: ProgramRecord) -> ProgramView:
     """What the corpus and x-ray sections show of one program in the page: its words and computed counts."""
     texts = _listings(program)
-    compiled = program.hlo  # None for a program added without its compiled layer
+    # None for a program added without its compiled layer; the TPU's for one that lowers for TPU only.
+    compiled = program.hlo if program.hlo is not None or program.platform == "cpu" else program.hlo_tpu
     return ProgramView(
         slug=program.slug, title=program.title, lesson=program.lesson,
         args=program.args, entry=program.entry, mesh=program.mesh,
@@ -139,10 +173,10 @@ def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, ob
             "schema": LISTINGS_SCHEMA,
             **{layer: listing_lines(text, layer, links[layer]) for layer, text in _listings(p).items()},
         }
-        if p.hlo is not None and p.hlo.text:
-            files[f"data/hlo/{p.slug}.json"] = hlo_listing(p.hlo.text)
-        if p.hlo_tpu is not None and p.hlo_tpu.text:
-            files[f"data/hlo-tpu/{p.slug}.json"] = hlo_listing(p.hlo_tpu.text)
+        for name, layer in _compiled_layers(p).items():
+            compiled_links = {line: [(op, anchors[f"hlo:{op}"])] for line, op in compiled_ops(layer).items()}
+            folder = "hlo" if name == "hlo" else "hlo-tpu"
+            files[f"data/{folder}/{p.slug}.json"] = hlo_listing(layer.text, compiled_links)
     for (kind, slug), items in _group_items(pool).items():
         files[f"data/drills/{kind}/{slug}.json"] = {"schema": pool["schema"], "items": items}
     return files

@@ -53,9 +53,11 @@ def card_for(name: str, layer: str | None = None) -> Card | None:
     return found
 
 
-def fallback_card(name: str) -> Card:
-    """An honest minimal card for an op that has no card written yet."""
-    if "." in name:
+def fallback_card(name: str, layer: str | None = None) -> Card:
+    """An honest minimal card for an op that has no card written yet (`layer` "hlo": a compiled opcode)."""
+    if layer == "hlo":
+        layer, where = "hlo", "the shapes with their layouts on its line and the instructions it takes"
+    elif "." in name:
         layer, where = "stablehlo", "the attributes after it and the tensor types in its signature"
     else:
         layer, where = "jaxpr", "the params in its brackets and the avals of its invars and outvars"

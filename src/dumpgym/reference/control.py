@@ -101,14 +101,14 @@ CARDS = (
          misread="An out-of-range index runs the last region rather than failing, which is why "
                  "lax.switch clamps its index first; with a converted bool, region 0 is the false "
                  "branch."),
-    Card("stablehlo.custom_call", "stablehlo", "control",
+    Card("stablehlo.custom_call", "stablehlo", "control", pairs=("pallas_call",),
          what="Calls a backend target by name, the escape hatch for work StableHLO has no op for: "
-              "library kernels, FFI calls, and sharding markers in the older GSPMD lowering.",
-         looks="`stablehlo.custom_call @Sharding(%arg0) {mhlo.sharding = "
-               "\"{devices=[1,8]<=[8]}\"}` or `@SPMDFullToShardShape(...)`; the `@name` is the "
+              "library kernels, Pallas kernels, FFI calls, and sharding markers in the older GSPMD lowering.",
+         looks="`stablehlo.custom_call @tpu_custom_call(%2, %arg1) {backend_config = ...}` for a Pallas TPU "
+               "kernel, or `@Sharding(%arg0) {mhlo.sharding = \"{devices=[1,8]<=[8]}\"}`; the `@name` is the "
                "target.",
-         misread="It has no single jaxpr counterpart, and JAX 0.10.2 lowers sharding through `sdy` "
-                 "ops by default, so a @Sharding custom_call means the older GSPMD path was used."),
+         misread="Only a pallas_call maps onto one; JAX 0.10.2 lowers sharding through `sdy` ops by default, "
+                 "so a @Sharding custom_call means the older GSPMD path was used."),
     Card("stablehlo.optimization_barrier", "stablehlo", "autodiff", pairs=("remat2",),
          what="Passes its operands through unchanged while stopping XLA from moving computation "
               "across it.",

@@ -31,6 +31,29 @@ CARDS = (
                "axis splits each dimension.",
          misread="It computes nothing in the jaxpr and the aval keeps its global shape; the data "
                  "movement it may cause (an all-reduce, an all-gather) appears only in compiled HLO."),
+    Card("pallas_call", "jaxpr", "control", pairs=("stablehlo.custom_call",),
+         what="Runs a kernel written with Pallas: its body is a jaxpr over Refs, run once per point of "
+              "a grid, each time on the blocks its BlockSpecs pick out of the operands.",
+         looks="`g:bf16[256,256] = pallas_call[grid_mapping=GridMapping(grid=(2, 2), block_mappings=...) "
+               "jaxpr={ lambda ; h:Ref<default>{bf16[128,512]} ... }] f b`: the body's binders are the "
+               "blocks (one per operand, then the outputs), not whole arrays.",
+         misread="The body's avals are one block's, not the operands'; and nothing in it reaches XLA: it "
+                 "lowers to one custom_call whose body is Mosaic's compiled kernel, opaque to fusion."),
+    Card("get", "jaxpr", "memory",
+         what="Reads the value a Ref holds (all of it, or the part its indexers select) into an array; "
+              "in a Pallas kernel, a load from the block in VMEM.",
+         looks="`k:bf16[128,512] <- h[...]`: the printer writes it as an arrow from the Ref, not as "
+               "`= get`; `[...]` reads the whole block, and the hidden `tree` param holds the indexers' structure.",
+         misread="It is not a copy of the operand from HBM: the Ref is already the block the grid step "
+                 "was given, so the shape on the left is the block's; it has no counterpart outside the kernel."),
+    Card("swap", "jaxpr", "memory",
+         what="Writes a value into a Ref and returns what was there before; `o_ref[...] = x` in a "
+              "kernel is a swap whose old value goes unused.",
+         looks="`p:bf16[128,128], j[...] <- j[...], o`: the old contents come out as `p` while `o` "
+               "goes into the output block `j`; its `tree` param, not printed, holds the indexers' structure.",
+         misread="The result on the left is the old value, not the new one; the kernel's output is the "
+                 "Ref `j`, which pallas_call returns once every grid step has written its block; no "
+                 "StableHLO counterpart exists, the kernel being opaque."),
     # --- StableHLO ---
     Card("stablehlo.shift_right_logical", "stablehlo", "elementwise", pairs=("shift_right_logical",),
          what="Shifts the bits of each integer right by the amount in the second operand, filling "

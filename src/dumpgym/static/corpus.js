@@ -12,7 +12,8 @@ async function fill(panel, slug) {
   try {
     if (layer === 'hlo') {
       const { hloListing } = await import('./compiled.js');  // only when a compiled tab first opens
-      render(panel, await hloListing(slug));
+      // A program that lowers for TPU only (a Pallas kernel) has the TPU's compile and no CPU one.
+      render(panel, await hloListing(slug, panel.closest('[data-backend]')?.dataset.backend === 'tpu' ? 'tpu' : 'cpu'));
     } else {
       panel.replaceChildren(await listing(slug, layer));
     }

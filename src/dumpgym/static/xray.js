@@ -221,9 +221,12 @@ class XraySection {
         : html`<p class="fine">No compiled layer for this program: added programs carry one when added with <code>--hlo</code>.</p>`);
       return;
     }
-    this.byEl.textContent = `XLA · ${hlo.backend === 'tpu' ? hlo.device_kind || 'tpu' : hlo.backend}`;
+    this.byEl.textContent = `XLA · ${hlo.device_kind || hlo.backend}`;  // a TPU's or GPU's model, else cpu
     this.byEl.title = `${backendNote(hlo)}${hlo.host ? ` · host ${hlo.host}` : ''}`;
-    render(this.compiledEl, html`<p class="note" data-xray-hlo-note>${backendNote(hlo)}.
+    // A program lowered for TPU alone (a Pallas kernel) has no CPU compile to switch to: say why.
+    const only = this.shown.program.platform === 'tpu'
+      ? html` <span data-xray-platform-note>No CPU compile: this program lowers for TPU only (a Mosaic kernel has no CPU lowering).</span>` : '';
+    render(this.compiledEl, html`<p class="note" data-xray-hlo-note>${backendNote(hlo)}.${only}
       <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}</span>
       <span class="legend"><span class="key fz">bold number</span> a fusion (hover it: every equation it absorbed lights) · <span class="key x">dotted</span> XLA's own</span></p>
       ${hlo.fusions.length ? fusionList(hlo, index.groupOf, index.eqns, (g) => g % BANDS) : ''}`);

@@ -5,6 +5,7 @@ import jax
 import pytest
 
 from dumpgym.facts import dtype_name
+from dumpgym.jax_internals import no_traceback_locations
 from dumpgym.program import load_entry, parse_arg
 from dumpgym.programs import SLUGS
 from jax_reference import jaxpr_of, jit_of
@@ -37,4 +38,12 @@ def test_listings_are_what_jax_prints(slug, by_slug, programs):
     ]
     assert record["source"] == inspect.getsource(function)
     assert record["jaxpr"] == str(jaxpr_of(function, args))
-    assert record["stablehlo"] == jit_of(function).lower(*args).as_text()
+    if any(e["primitive"] == "pallas_call" for e in record["eqns"]):
+        # A Mosaic kernel's serialized body would hold this machine's file paths: lowered with
+        # source locations off, after dropping any cached lowering made with them on.
+        jax.clear_caches()
+        with no_traceback_locations():
+            assert record["stablehlo"] == jit_of(function).lower(*args).as_text()
+        assert "/" + "src/dumpgym" not in record["stablehlo"]
+    else:
+        assert record["stablehlo"] == jit_of(function).lower(*args).as_text()

@@ -77,9 +77,13 @@ _SERIALIZED_BODIES = frozenset({"pallas_call"})
 
 def _plain_text(traced, tagged, eqns) -> str:
     """The StableHLO text as `jax.jit(f).lower(*args).as_text()` prints it: the tagged lowering's,
-    unless a kernel body serialized inside it keeps the tags, then a plain lowering's."""
+    unless a kernel body serialized inside it keeps the tags; then a plain lowering's, with source
+    locations off, or the body would hold this machine's file paths."""
+    from dumpgym.jax_internals import no_traceback_locations
+
     if any(eqn.primitive.name in _SERIALIZED_BODIES for eqn in eqns):
-        return traced.lower().as_text()
+        with no_traceback_locations():
+            return lower_copy(traced).as_text()  # a copy: JAX's caches for the user's function stay untouched
     return tagged.as_text()
 
 

@@ -146,6 +146,13 @@ class CompiledLoops:
         self.listing = listing
         defined = (definition(text, n) for n, text in enumerate(listing.lines, start=1))
         self.line = {d.name: d.line for d in defined if d}
+        from dumpgym.jax_internals import JaxVersionError, require_hlo_bindings
+
+        try:
+            require_hlo_bindings()
+        except JaxVersionError:  # an older jaxlib binds no instructions: no compiled loop is read
+            self.computations, self.whiles = {}, []
+            return
         module = _module(listing.hlo.text)
         self.computations = {c.name: c for c in module.computations()}
         self.whiles = [i for c in module.computations() for i in c.instructions() if _opcode(i) == "while"]

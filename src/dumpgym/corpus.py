@@ -14,11 +14,10 @@ from dumpgym.target import CPU, Target
 BUILTIN_PATH = Path(__file__).parent / "data" / "corpus.json"
 
 
-def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool | Target = False,
-                   tpu: Target | None = None) -> ProgramRecord:
+def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool = False,
+                   tpu: Target | None = None, gpu: Target | None = None) -> ProgramRecord:
     """Trace one `Program` and gather everything the export says about it (`compiled`: the CPU's HLO
-    layer too, or a GPU target's in its place, compiled without a GPU; `tpu`: a TPU target's, compiled
-    without a TPU)."""
+    layer too; `tpu`, `gpu`: a TPU's or a GPU's, compiled without one)."""
     from dumpgym.facts import build_facts
     from dumpgym.trace import trace
     from dumpgym.attribution import build_xray
@@ -30,19 +29,18 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
     facts = build_facts(traced)
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
     xray = build_xray(traced, facts)
-    hlo = None
-    if compiled and program.platform == "cpu":
-        from dumpgym.hlo import compile_layer
 
-        target = compiled if isinstance(compiled, Target) else CPU
-        say(f"{program.slug}: compiling with XLA" + (f" for GPU ({target.topology})" if target.platform == "gpu" else ""))
-        hlo = compile_layer(traced, facts, target)
-    hlo_tpu = None
-    if tpu is not None:
-        from dumpgym.hlo import compile_layer
+    def compiled_for(target: Target, words: str):
+        from dumpgym.hlo import compile_layer  # jaxlib's HLO bindings, only when a layer is asked for
 
-        say(f"{program.slug}: compiling with XLA for TPU ({tpu.topology or 'v5e, sized to the program'})")
-        hlo_tpu = compile_layer(traced, facts, tpu)
+        say(f"{program.slug}: compiling with XLA{words}")
+        return compile_layer(traced, facts, target)
+
+    # A program that lowers for TPU alone (a Mosaic kernel) has no CPU or GPU compile.
+    on_cpu = program.platform == "cpu"
+    hlo = compiled_for(CPU, "") if compiled and on_cpu else None
+    hlo_gpu = compiled_for(gpu, f" for GPU ({gpu.topology})") if gpu is not None and on_cpu else None
+    hlo_tpu = compiled_for(tpu, f" for TPU ({tpu.topology or 'v5e, sized to the program'})") if tpu is not None else None
     return ProgramRecord(
         slug=program.slug,
         title=program.title,
@@ -61,21 +59,24 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
         xray_stats=xray.stats,
         hlo=hlo,
         hlo_tpu=hlo_tpu,
+        hlo_gpu=hlo_gpu,
         platform=program.platform,
     )
 
 
 def build_corpus(programs: Iterable, progress=None, compiled: bool = True) -> Corpus:
     """The whole corpus for `programs`, stamped with the JAX version that traced it (`compiled`: with
-    both compiled layers, this host's CPU and the default TPU target; the TPU needs libtpu)."""
+    the three compiled layers, this host's CPU, the default TPU and the default GPU; the TPU needs
+    libtpu and the GPU JAX's CUDA plugin)."""
     import jax
 
-    from dumpgym.target import TPU, require_libtpu
+    from dumpgym.target import GPU, TPU, require_cuda_plugin, require_libtpu
 
-    if compiled:
-        require_libtpu()  # before tracing anything: one line, not a failure halfway through
-    tpu = TPU if compiled else None
-    return Corpus(SCHEMA, jax.__version__, tuple(program_record(p, progress, compiled, tpu) for p in programs))
+    if compiled:  # before tracing anything: one line, not a failure halfway through
+        require_libtpu()
+        require_cuda_plugin()
+    tpu, gpu = (TPU, GPU) if compiled else (None, None)
+    return Corpus(SCHEMA, jax.__version__, tuple(program_record(p, progress, compiled, tpu, gpu) for p in programs))
 
 
 def dumps(corpus: dict) -> str:
@@ -106,7 +107,8 @@ def check(committed: dict, fresh: dict) -> tuple[list[str], list[str]]:
     XLA's CPU code generation depends on the host, so the CPU's compiled layer (`hlo`) is compared
     only when the committed one was compiled on a host like this one (same `host_id`); elsewhere one
     note says so, and only the other layers are compared. The TPU layer (`hlo_tpu`) depends on
-    the topology and libtpu alone, so it is always compared.
+    the topology and libtpu alone, and the GPU layer (`hlo_gpu`) on the GPU's description and the
+    CUDA plugin, so both are always compared.
     """
     problems, notes = [], []
     if committed.get("jax_version") != fresh["jax_version"]:

@@ -134,6 +134,8 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
     instructions, fusions, unattributed = [], [], 0
     for computation, instruction in tagged_list:
         name = instruction.name
+        if shown[name] not in lines:
+            continue  # inside an async computation the text prints folded into its `-start` (GPU's reduce-scatter)
         line = lines[shown[name]]
         if graph.opcode[name] == "fusion":
             fusions.append(Fusion(line, shown[name], _fusion_kind(instruction.to_string()), tuple(sorted(eqns[name]))))
@@ -245,7 +247,7 @@ def devices_needed(trace) -> int:
     sizes = [len(a.sharding.device_set) for a in trace.args if getattr(a, "sharding", None) is not None]
     for eqn in trace.tagged_eqns:
         sizes += [v.size for v in eqn.params.values() if isinstance(v, Mesh)]
-    return max(sizes, default=1)
+    return max((s for s in sizes if s), default=1)  # a jit of no mesh names an empty one
 
 
 def _entry_name(text: str) -> str:

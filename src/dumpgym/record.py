@@ -282,7 +282,7 @@ class CompiledLayer(_Record):
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"hlo", "hlo_tpu", "jax_version", "added", "platform"})
+    OMIT_DEFAULT = frozenset({"hlo", "hlo_tpu", "hlo_gpu", "jax_version", "added", "platform"})
     slug: str
     title: str
     lesson: str
@@ -301,6 +301,7 @@ class ProgramRecord(_Record):
     # compiled for this host's CPU, or (an added program, `add --hlo gpu`) for a GPU without one: `backend` says which
     hlo: CompiledLayer | None = None
     hlo_tpu: CompiledLayer | None = None  # compiled for a TPU topology, without a TPU (the `tpu` extra)
+    hlo_gpu: CompiledLayer | None = None  # compiled for a described GPU, without a GPU (the `gpu` extra)
     # The JAX that traced this program when it was traced apart from its corpus (an added program);
     # the built-in programs share the corpus's `jax_version`.
     jax_version: str | None = None
@@ -336,7 +337,7 @@ class ProgramRecord(_Record):
             _lines_within((op.line,), shlo_n, f"{_join(path, 'stablehlo_ops')}[{i}].line", "the StableHLO")
         for i, gone in enumerate(self.lowered_to_nothing):
             _eqn_within(gone.eqn, n, f"{_join(path, 'lowered_to_nothing')}[{i}].eqn")
-        for name in ("hlo", "hlo_tpu"):
+        for name in ("hlo", "hlo_tpu", "hlo_gpu"):
             layer = getattr(self, name)
             if layer is not None:
                 layer.check_against(n, _join(path, name))

@@ -70,7 +70,8 @@ def _op_names(program: ProgramRecord) -> list[str]:
     return [e.primitive for e in program.eqns] + [o.name for o in program.stablehlo_ops] + compiled
 
 
-_COMPILED_LAYERS = ("hlo", "hlo_tpu")
+# Each compiled layer of the record, and the folder the page fetches its listing from.
+_COMPILED_LAYERS = {"hlo": "hlo", "hlo_tpu": "hlo-tpu", "hlo_gpu": "hlo-gpu"}
 _OPCODE_CALL = re.compile(r"([a-z][a-z0-9-]*)\(")
 # Opcodes whose printed name is not their enum's letters (XLA's HloOpcodeString).
 _PRINTED_AS = {"exp": "exponential", "expm1": "exponential-minus-one", "log1p": "log-plus-one", "sin": "sine",
@@ -165,7 +166,8 @@ def program_view(program: ProgramRecord) -> ProgramView:
 
 def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, object]:
     """The JSON files the page fetches: each program object, its highlighted listings and compiled HLO
-    (data/hlo: the CPU's, data/hlo-tpu: the TPU's), and each drill kind's items per program."""
+    (data/hlo: the CPU's, data/hlo-tpu: the TPU's, data/hlo-gpu: the GPU's), and each drill kind's items
+    per program."""
     files: dict[str, object] = {f"data/programs/{p.slug}.json": p.to_json() for p in corpus.programs}
     for p in corpus.programs:
         links = op_links(p, anchors)
@@ -175,8 +177,7 @@ def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, ob
         }
         for name, layer in _compiled_layers(p).items():
             compiled_links = {line: [(op, anchors[f"hlo:{op}"])] for line, op in compiled_ops(layer).items()}
-            folder = "hlo" if name == "hlo" else "hlo-tpu"
-            files[f"data/{folder}/{p.slug}.json"] = hlo_listing(layer.text, compiled_links)
+            files[f"data/{_COMPILED_LAYERS[name]}/{p.slug}.json"] = hlo_listing(layer.text, compiled_links)
     for (kind, slug), items in _group_items(pool).items():
         files[f"data/drills/{kind}/{slug}.json"] = {"schema": pool["schema"], "items": items}
     return files

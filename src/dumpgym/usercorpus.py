@@ -282,9 +282,9 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
                       args=partitioned.avals, entry=entry, structs=partitioned.structs)
     _check_writable(folder)
     try:
-        # A GPU layer takes the CPU's place (`hlo`): the record's `backend` says which; `hlo_tpu` is the TPU's.
-        record = program_record(program, progress, compiled=target if target is not None and target.platform != "tpu"
-                                else False, tpu=target if target is not None and target.platform == "tpu" else None)
+        on = target.platform if target is not None else None
+        record = program_record(program, progress, compiled=on == "cpu", tpu=target if on == "tpu" else None,
+                                gpu=target if on == "gpu" else None)
     except ProgramError:
         raise
     except Exception as e:

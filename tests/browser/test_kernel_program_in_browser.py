@@ -15,7 +15,7 @@ def test_a_tpu_only_program_shows_its_tpu_compile_and_says_why_there_is_no_cpu_o
     article.locator("[data-xray-open]").click()
     note = page.locator("[data-xray-platform-note]")
     note.wait_for()
-    assert "No CPU compile" in note.inner_text()
+    assert "No CPU or GPU compile" in note.inner_text()
     assert page.locator("[data-xray-targets]").is_hidden()  # nothing to switch to
     # the compiled listing links its opcodes to their cards
     link = page.locator('#xray [data-xray-col="hlo"] a.o', has_text="custom-call").first

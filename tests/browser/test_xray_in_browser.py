@@ -65,6 +65,22 @@ def test_the_compiled_column_shows_the_tpu_layer_first_and_names_its_target(page
     assert "compiled by XLA for cpu" in page.locator("[data-xray-hlo-note]").inner_text()
 
 
+def test_the_switch_shows_the_gpu_layer_and_a_gpu_line_lights_its_equation(page, fetch_json):
+    open_xray(page, "mlp", "gpu")
+    program = fetch_json("data/programs/mlp.json")
+    gpu = program["hlo_gpu"]
+    assert page.locator("[data-xray-target=gpu]").get_attribute("aria-pressed") == "true"
+    note = page.locator("[data-xray-hlo-note]").inner_text()
+    assert f"compiled for {gpu['device_kind']} (1 GPU), without a GPU" in note and "not autotuned" in note
+    shown = page.eval_on_selector_all("[data-xray-col=hlo] [data-line]", "els => els.map(e => e.textContent)")
+    assert "".join(shown).rstrip("\n") == gpu["text"].rstrip("\n")
+    ins = next(i for i in gpu["instructions"] if i["via"] == "tag" and len(i["eqns"]) == 1)
+    (eqn,) = ins["eqns"]
+    page.hover(f"[data-xray-col=hlo] [data-line='{ins['line']}']")
+    assert sorted(lit(page, "jaxpr")) == sorted(group_of(program, eqn)["jaxpr_lines"])
+    assert sorted(lit(page, "hlo")) == sorted(gpu["lines_by_eqn"][str(eqn)])
+
+
 def test_hovering_a_tpu_line_lights_its_equation_in_all_three_columns(page, fetch_json):
     open_xray(page, "mlp", "tpu")
     program = fetch_json("data/programs/mlp.json")

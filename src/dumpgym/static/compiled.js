@@ -10,8 +10,8 @@ export async function hloListing(slug, target = 'cpu') {
   return listingMarkup('hlo', (await getJSON(hloURL(slug, target))).lines);
 }
 
-/** The record's compiled layer for a target: `hlo` is the CPU's, `hlo_tpu` the TPU's (each may be absent). */
-export const compiledLayer = (program, target) => (target === 'tpu' ? program.hlo_tpu : program.hlo) ?? null;
+/** The record's compiled layer for a target: `hlo` is the CPU's, `hlo_tpu` the TPU's, `hlo_gpu` the GPU's (each may be absent). */
+export const compiledLayer = (program, target) => ({ tpu: program.hlo_tpu, gpu: program.hlo_gpu }[target] ?? program.hlo) ?? null;
 
 /** A TPU topology as people say it: "v5e:2x2" -> "v5e, 2×2". */
 export function topologyWords(topology) {

@@ -21,7 +21,7 @@ export function getJSON(url) {
 export const programURL = (slug) => `data/programs/${encodeURIComponent(slug)}.json`;
 
 /** The URL of one program's compiled HLO for a target (`cpu` or `tpu`), highlighted at build time ("dumpgym.hlo-listing/1"). */
-export const hloURL = (slug, target = 'cpu') => `data/${target === 'tpu' ? 'hlo-tpu' : 'hlo'}/${encodeURIComponent(slug)}.json`;
+export const hloURL = (slug, target = 'cpu') => `data/${{ tpu: 'hlo-tpu', gpu: 'hlo-gpu' }[target] ?? 'hlo'}/${encodeURIComponent(slug)}.json`;
 
 /** The URL of one drill kind's items for one program. */
 export const drillURL = (kind, slug) => `data/drills/${encodeURIComponent(kind)}/${encodeURIComponent(slug)}.json`;

@@ -12,6 +12,8 @@ import { onTabKeys, selectTab } from './tabs.js';
 import { NAMES, indexProgram, litLines, stats, where, whyUnmapped } from './xray-index.js';
 
 const BANDS = 8;
+// The compiled layers, in the order the column prefers them: the TPU's, the GPU's (both compiled without one), this CPU's.
+const TARGETS = ['tpu', 'gpu', 'cpu'];
 const CHUNK = 64;
 // Above this many lines in one column, the status line sums a group up (an expand lists it): a scan's
 // fusion lights over a hundred lines, and sixteen chips would bury the line being read.
@@ -150,7 +152,7 @@ class XraySection {
       return;
     }
     // The compiled column shows one target's layer: the rest of the section reads it as `hlo`.
-    const target = compiledLayer(program, this.target) ? this.target : ['tpu', 'cpu'].find((t) => compiledLayer(program, t));
+    const target = compiledLayer(program, this.target) ? this.target : TARGETS.find((t) => compiledLayer(program, t));
     const hlo = target ? compiledLayer(program, target) : null;
     const { source: hloSource, error } = await compiledSource(slug, hlo, target);
     if (this.loading !== slug) return;
@@ -192,10 +194,11 @@ class XraySection {
     return rows;
   }
 
-  /** The switch between the TPU's and the CPU's compiled layer (shown when the program has both), on `target`. */
+  /** The switch between the compiled layers the program has (shown when it has two or more), on `target`. */
   showTargets(target, record) {
-    this.targetsEl.hidden = !(compiledLayer(record, 'tpu') && compiledLayer(record, 'cpu'));
+    this.targetsEl.hidden = TARGETS.filter((t) => compiledLayer(record, t)).length < 2;
     for (const b of this.targetsEl.querySelectorAll('[data-xray-target]')) {
+      b.hidden = !compiledLayer(record, b.dataset.xrayTarget);
       b.setAttribute('aria-pressed', String(b.dataset.xrayTarget === target));
     }
     this.root.dataset.target = target ?? '';
@@ -225,7 +228,7 @@ class XraySection {
     this.byEl.title = `${backendNote(hlo)}${hlo.host ? ` · host ${hlo.host}` : ''}`;
     // A program lowered for TPU alone (a Pallas kernel) has no CPU compile to switch to: say why.
     const only = this.shown.program.platform === 'tpu'
-      ? html` <span data-xray-platform-note>No CPU compile: this program lowers for TPU only (a Mosaic kernel has no CPU lowering).</span>` : '';
+      ? html` <span data-xray-platform-note>No CPU or GPU compile: this program lowers for TPU only (a Mosaic kernel has no other lowering).</span>` : '';
     render(this.compiledEl, html`<p class="note" data-xray-hlo-note>${backendNote(hlo)}.${only}
       <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}</span>
       <span class="legend"><span class="key fz">bold number</span> a fusion (hover it: every equation it absorbed lights) · <span class="key x">dotted</span> XLA's own</span></p>

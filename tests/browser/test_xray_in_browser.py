@@ -681,3 +681,13 @@ def test_hover_lights_the_right_lines_on_a_5000_line_listing(browser, long_url):
     assert "<img src=x id=pwned>" in page.locator("[data-xray-col=hlo]").text_content()
     context.close()
     assert errors == []
+
+
+def test_a_target_the_program_lacks_is_no_layer_not_another_targets(page):
+    """An added program compiled for the CPU only has no TPU or GPU layer to switch to."""
+    got = page.evaluate("""async () => {
+        const { compiledLayer } = await import('./static/compiled.js');
+        const cpuOnly = { hlo: { backend: 'cpu' } };
+        return ['cpu', 'tpu', 'gpu'].map((t) => compiledLayer(cpuOnly, t)?.backend ?? null);
+    }""")
+    assert got == ["cpu", None, None]

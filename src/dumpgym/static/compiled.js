@@ -11,7 +11,7 @@ export async function hloListing(slug, target = 'cpu') {
 }
 
 /** The record's compiled layer for a target: `hlo` is the CPU's, `hlo_tpu` the TPU's, `hlo_gpu` the GPU's (each may be absent). */
-export const compiledLayer = (program, target) => ({ tpu: program.hlo_tpu, gpu: program.hlo_gpu }[target] ?? program.hlo) ?? null;
+export const compiledLayer = (program, target) => ({ cpu: program.hlo, tpu: program.hlo_tpu, gpu: program.hlo_gpu }[target]) ?? null;
 
 /** A TPU topology as people say it: "v5e:2x2" -> "v5e, 2×2". */
 export function topologyWords(topology) {

@@ -20,7 +20,7 @@ export function getJSON(url) {
 /** The URL of one program's corpus record. */
 export const programURL = (slug) => `data/programs/${encodeURIComponent(slug)}.json`;
 
-/** The URL of one program's compiled HLO for a target (`cpu` or `tpu`), highlighted at build time ("dumpgym.hlo-listing/1"). */
+/** The URL of one program's compiled HLO for a target (`cpu`, `tpu` or `gpu`), highlighted at build time ("dumpgym.hlo-listing/1"). */
 export const hloURL = (slug, target = 'cpu') => `data/${{ tpu: 'hlo-tpu', gpu: 'hlo-gpu' }[target] ?? 'hlo'}/${encodeURIComponent(slug)}.json`;
 
 /** The URL of one drill kind's items for one program. */

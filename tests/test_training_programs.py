@@ -6,11 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dumpgym.programs import SLUGS
+from dumpgym.programs import SLUGS, TPU_ONLY  # TPU_ONLY: lower for TPU only, no CPU compile
 
 TRAINING = ("scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
             "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul")
-from dumpgym.programs import TPU_ONLY  # noqa: E402  (lowers for TPU only: no CPU compile)
 
 
 def top(program: dict) -> list[dict]:

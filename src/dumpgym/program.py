@@ -88,6 +88,16 @@ def cpu_mesh(**axes: int):
     return jax.make_mesh(tuple(axes.values()), tuple(axes), devices=jax.devices()[: _product(axes.values())])
 
 
+def sharded_structs(mesh, args: tuple[str, ...], specs) -> tuple:
+    """Arguments in aval notation as `jax.ShapeDtypeStruct`s sharded over `mesh` by one spec each
+    (`("data", None)`): how a program sharded by jit on a mesh of its own takes its inputs."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return tuple(jax.ShapeDtypeStruct(s.shape, s.to_struct().dtype, sharding=NamedSharding(mesh, PartitionSpec(*spec)))
+                 for s, spec in zip(map(parse_arg, args), specs))
+
+
 def _product(values) -> int:
     out = 1
     for v in values:

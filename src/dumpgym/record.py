@@ -311,6 +311,18 @@ class ProgramRecord(_Record):
     # kernel), which then has no CPU compiled layer (`hlo` is None) and says why on the page.
     platform: str = "cpu"
 
+    def ancestors(self, eqn: EqnFact) -> list[EqnFact]:
+        """The containers that hold `eqn`, innermost first."""
+        out = []
+        while eqn.parent is not None:
+            eqn = self.eqns[eqn.parent]
+            out.append(eqn)
+        return out
+
+    def in_backward(self, eqn: EqnFact) -> bool:
+        """Whether JAX's name stack puts `eqn`, or a container around it, in a transpose (a gradient's backward pass)."""
+        return any("transpose(" in e.name_stack for e in (eqn, *self.ancestors(eqn)))
+
     def check(self, path: str) -> None:
         """Slug, equation ids and every line number point at something that exists."""
         if not valid_slug(self.slug):

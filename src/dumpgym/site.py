@@ -111,8 +111,9 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     # Keyed by anchor: a compiled-HLO card may share its name with a jaxpr card (`copy`).
     cards = {card_anchor(card.name, card.layer): card for card in reference.cards()}
     anchors: dict[str, str] = {}
+    names = {p.slug: _op_names(p) for p in corpus.programs}
     for p in corpus.programs:
-        for name in _op_names(p):
+        for name in names[p.slug]:
             if name not in anchors:
                 # A compiled opcode is keyed `hlo:NAME`: `copy` in compiled HLO is not the jaxpr's `copy`.
                 layer = "hlo" if name.startswith("hlo:") else None
@@ -123,7 +124,7 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     named = {card.name for card in cards.values()}
     seen_in: dict[str, list[str]] = {anchor: [] for anchor in cards}
     for p in corpus.programs:
-        for anchor in dict.fromkeys(anchors[name] for name in _op_names(p)):
+        for anchor in dict.fromkeys(anchors[name] for name in names[p.slug]):
             seen_in[anchor].append(p.slug)
     views = [
         {

@@ -22,16 +22,6 @@ _ONE_TO_ONE = REMATS | frozenset({"jit", "pjit", "closed_call", "core_call", "cu
 Value = tuple
 
 
-def in_backward(program: ProgramRecord, eqn: EqnFact) -> bool:
-    """Whether JAX's name stack puts the equation, or a container around it, in a transpose (the backward pass)."""
-    node: EqnFact | None = eqn
-    while node is not None:
-        if "transpose(" in node.name_stack:
-            return True
-        node = program.eqns[node.parent] if node.parent is not None else None
-    return False
-
-
 @dataclass
 class Dataflow:
     """Names every input of every equation of one program by the value it reads (see the module's docstring)."""
@@ -41,7 +31,7 @@ class Dataflow:
     _numbers: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
-        self.backward = frozenset(e.id for e in self.program.eqns if in_backward(self.program, e))
+        self.backward = frozenset(e.id for e in self.program.eqns if self.program.in_backward(e))
         # Forward equations in print order: the first to compute a value names it.
         for e in self.program.eqns:
             if e.id not in self.backward:

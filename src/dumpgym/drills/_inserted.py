@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import Listing, which_compile
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record import ProgramRecord
 
 NONE, GATHER, REDUCE, SCATTER = "none", "all-gather", "all-reduce", "reduce-scatter"
 # The catalogue of answers: a set of collective kinds, and how an option says it.
@@ -25,21 +25,13 @@ LABELS = {
 _OPCODES = {"allgather": GATHER, "allreduce": REDUCE, "reducescatter": SCATTER}
 
 
-def _in_shard_map(program: ProgramRecord, eqn: EqnFact) -> bool:
-    parent = eqn.parent
-    while parent is not None:
-        if program.eqns[parent].primitive == "shard_map":
-            return True
-        parent = program.eqns[parent].parent
-    return False
-
-
 def inserted(program: ProgramRecord) -> dict[int, dict[str, list[str]]]:
     """For each dot_general the partitioner placed: the collectives the TPU compile runs for it, by
     kind, with the instructions that do it (an empty dict: none)."""
     hlo = program.hlo_tpu
     listing = Listing(hlo)
-    dots = {e.id for e in program.eqns if e.primitive == "dot_general" and not _in_shard_map(program, e)}
+    dots = {e.id for e in program.eqns if e.primitive == "dot_general"
+            and not any(a.primitive == "shard_map" for a in program.ancestors(e))}
     found: dict[int, dict[str, list[str]]] = {d: {} for d in dots}
     for ins in hlo.instructions:
         kind = _OPCODES.get(ins.opcode)

@@ -53,11 +53,7 @@ class ProgramIndex:
 
     def ancestors(self, eqn: EqnFact) -> list[EqnFact]:
         """The containers that hold `eqn`, innermost first."""
-        out, parent = [], self.by_id(eqn.parent)
-        while parent is not None:
-            out.append(parent)
-            parent = self.by_id(parent.parent)
-        return out
+        return self.record.ancestors(eqn)
 
     def own_lines(self, eqn: EqnFact) -> list[int]:
         """The lines that print `eqn` itself: its span without the lines of the equations inside it."""

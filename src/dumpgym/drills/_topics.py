@@ -34,20 +34,20 @@ def topic(item: dict, program: ProgramRecord) -> str | None:
     return min(found, key=TOPICS.index) if found else None
 
 
-def _eqn_topic(eqn: int | None, program: ProgramRecord) -> str | None:
+def _primitive_topic(primitive: str) -> str | None:
+    if primitive in COLLECTIVES or primitive in SHARDING:
+        return "sharding"
+    if primitive in LOOPS:
+        return "loops"
+    return "remat" if primitive in REMATS else None
+
+
+def _eqn_topic(eqn_id: int, program: ProgramRecord) -> str | None:
     """The topic of an equation: its own primitive's, a container's around it, or the backward pass's."""
-    found = []
-    while eqn is not None:
-        e = program.eqns[eqn]
-        if e.primitive in COLLECTIVES or e.primitive in SHARDING:
-            found.append("sharding")
-        elif e.primitive in LOOPS:
-            found.append("loops")
-        elif e.primitive in REMATS:
-            found.append("remat")
-        if "transpose(" in e.name_stack:
-            found.append("backward")
-        eqn = e.parent
+    eqn = program.eqns[eqn_id]
+    found = [t for t in map(_primitive_topic, (e.primitive for e in (eqn, *program.ancestors(eqn)))) if t]
+    if program.in_backward(eqn):
+        found.append("backward")
     return min(found, key=TOPICS.index) if found else None
 
 

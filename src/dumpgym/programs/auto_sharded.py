@@ -3,7 +3,7 @@ import jax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, parse_arg
+from dumpgym.program import Program, sharded_structs
 
 # Auto axes, the partitioner's to propagate (jax.make_mesh's default here is Explicit, where jnp's
 # matmul over a sharded contraction asks for an out_sharding instead).
@@ -29,6 +29,5 @@ PROGRAM = Program(
     args=ARGS,
     mesh={"data": 2, "model": 4},
     in_specs=SPECS,
-    structs=tuple(jax.ShapeDtypeStruct(s.shape, s.to_struct().dtype, sharding=NamedSharding(MESH, P(*spec)))
-                  for s, spec in zip(map(parse_arg, ARGS), SPECS)),
+    structs=sharded_structs(MESH, ARGS, SPECS),
 )

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, parse_arg
+from dumpgym.program import Program, sharded_structs
 
 # Auto axes, as in auto-sharded: the partitioner decides every collective.
 MESH = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2, devices=jax.devices()[:8])
@@ -38,6 +38,5 @@ PROGRAM = Program(
     args=ARGS,
     mesh={"data": 2, "model": 4},
     in_specs=SPECS,
-    structs=tuple(jax.ShapeDtypeStruct(s.shape, s.to_struct().dtype, sharding=NamedSharding(MESH, P(*spec)))
-                  for s, spec in zip(map(parse_arg, ARGS), SPECS)),
+    structs=sharded_structs(MESH, ARGS, SPECS),
 )

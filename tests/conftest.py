@@ -38,14 +38,6 @@ def programs(corpus):
 
 
 @pytest.fixture(scope="session")
-def fresh_corpus(programs):
-    """The built-in programs traced, lowered and compiled now, once per session (as `corpus build` does)."""
-    from dumpgym.corpus import build_corpus
-
-    return build_corpus(programs.values()).to_json()
-
-
-@pytest.fixture(scope="session")
 def pool(corpus):
     """The drill pool of the committed corpus, built once per session (no test may change it)."""
     from dumpgym.drills import build_pool

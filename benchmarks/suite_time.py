@@ -1,0 +1,96 @@
+"""The test suite's wall time at two commits, side by side on this machine.
+
+    python benchmarks/suite_time.py [--before d4eb4d8] [--after HEAD] [--workers 2] [--runs 1]
+
+Each commit is checked out in a temporary `git worktree` and run with this checkout's `.venv`
+(its `src/` first on PYTHONPATH), the way `scripts/test` runs the suite after installing:
+
+- the check step, `dumpgym corpus build --check` (every built-in program traced, lowered and
+  compiled now, compared with the committed corpus);
+- pytest over the commit's `tests/`, with `--workers` pytest-xdist workers (0: one process).
+
+Runs alternate between the two commits (before, after, before, after, ...) so that load on a shared
+machine falls on both alike. It prints each run, the medians, the number of tests each suite ran, and
+the ratios after / before of the pytest time and of the check step plus pytest.
+The default `before`, d4eb4d8, is the last commit before the typed-record refactor (issue 11).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = ROOT / ".venv" / "bin" / "python"
+SUMMARY = re.compile(r"(\d+) passed")
+
+
+def worktree(ref: str, into: Path) -> Path:
+    path = into / ref.replace("/", "_")
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path), ref],
+                   check=True, capture_output=True)
+    return path
+
+
+def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv[:4])} failed in {cwd}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return took, done.stdout
+
+
+def one_run(tree: Path, workers: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "CI": "true"}
+    check, _ = timed([str(PYTHON), "-m", "dumpgym", "corpus", "build", "--check"], tree, env)
+    argv = [str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    if workers:
+        argv += ["-n", str(workers)]
+    suite, out = timed(argv, tree, env)
+    passed = SUMMARY.findall(out)
+    return {"check": check, "pytest": suite, "tests": int(passed[-1]) if passed else 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default="d4eb4d8")
+    parser.add_argument("--after", default="HEAD")
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for both (0: one process)")
+    parser.add_argument("--runs", type=int, default=1)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {ref: worktree(ref, Path(tmp)) for ref in (args.before, args.after)}
+        try:
+            runs: dict[str, list[dict]] = {ref: [] for ref in trees}
+            for k in range(args.runs):
+                for ref, tree in trees.items():
+                    r = one_run(tree, args.workers)
+                    runs[ref].append(r)
+                    print(f"run {k + 1} {ref}: {r['tests']} tests; check step {r['check']:.1f} s, "
+                          f"pytest {r['pytest']:.1f} s", flush=True)
+        finally:
+            for tree in trees.values():
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                               capture_output=True)
+
+    med = {ref: {key: statistics.median(r[key] for r in rs) for key in ("check", "pytest", "tests")}
+           for ref, rs in runs.items()}
+    for ref, m in med.items():
+        print(f"{ref}: {m['tests']:.0f} tests, pytest {m['pytest']:.1f} s "
+              f"({1000 * m['pytest'] / m['tests']:.0f} ms a test), check step + pytest {m['check'] + m['pytest']:.1f} s")
+    b, a = med[args.before], med[args.after]
+    print(f"ratio after / before, pytest: {a['pytest'] / b['pytest']:.2f}; "
+          f"check step + pytest: {(a['check'] + a['pytest']) / (b['check'] + b['pytest']):.2f}; "
+          f"per test: {(a['pytest'] / a['tests']) / (b['pytest'] / b['tests']):.2f}")
+
+
+if __name__ == "__main__":
+    main()

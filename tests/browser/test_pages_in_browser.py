@@ -11,6 +11,8 @@ def test_the_static_build_works_from_python_http_server(page, base_url):
     with urllib.request.urlopen(base_url + "static/app.js") as r:
         assert r.status == 200
     assert page.evaluate("document.styleSheets.length") >= 1
+    # The first question comes after its drill's split is fetched, which may finish after data-ready.
+    page.wait_for_selector("#drills [data-state=asking]")
     assert page.locator("#drills [data-state=asking]").count() == 1
 
 

@@ -1,12 +1,14 @@
 """The typed record: read and written by one function each, validating every field as it reads."""
 import copy
-import re
+import dataclasses
 import json
+import re
 
 import pytest
 
 from dumpgym.corpus import BUILTIN_PATH, dumps
 from dumpgym.record import Aval, Corpus, EqnFact, Literal, ProgramRecord, RecordError
+from dumpgym.typedjson import TypedRecord
 
 
 def test_the_committed_corpus_round_trips_byte_for_byte():
@@ -113,3 +115,53 @@ def test_integer_list_params_and_absent_params():
     assert eqn.ints("axes") == (1,)
     assert eqn.ints("flag") is None and eqn.ints("out_sharding") is None and eqn.ints("missing") is None
     assert eqn.param("axes") == [1] and eqn.param("missing") is None
+
+
+# -- typedjson's readers, on a record of every form they read -------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Inner(TypedRecord):
+    n: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _EveryForm(TypedRecord):
+    pair: tuple[int, str]
+    either: int | str
+    maybe: _Inner | None
+    named: dict[str, tuple[_Inner, ...]]
+    free: dict
+    flag: bool = False
+
+
+GOOD = {"pair": [1, "a"], "either": "x", "maybe": None, "named": {"k": [{"n": 1}, {"n": 2}]}, "free": {"any": [1]}}
+
+
+def test_every_form_reads_and_writes_back():
+    record = _EveryForm.from_json(GOOD)
+    assert record == _EveryForm((1, "a"), "x", None, {"k": (_Inner(1), _Inner(2))}, {"any": [1]})
+    assert record.to_json() == {**GOOD, "flag": False}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (dict(pair=[1, "a", 2]), "pair: expected 2 items, got 3"),
+    (dict(pair=[1, 2]), "pair[1]: expected a string, got a whole number"),
+    (dict(either=[1]), "either: a list is none of the allowed forms"),
+    (dict(either=True), "either: true or false is none of the allowed forms"),
+    (dict(maybe={"n": "1"}), "maybe.n: expected a whole number, got a string"),
+    (dict(maybe=3), "maybe: expected an object, got a whole number"),
+    (dict(named={"k": [{"n": 1}, {"m": 2}]}), "named.k[1]: unknown field 'm'"),
+    (dict(named={"k": [{"n": 1}, {}]}), "named.k[1]: missing field 'n'"),
+    (dict(named={"k": {"n": 1}}), "named.k: expected a list, got an object"),
+    (dict(free=[]), "free: expected an object, got a list"),
+    (dict(flag=1), "flag: expected true or false, got a whole number"),
+])
+def test_a_wrong_value_is_named_by_its_path(edit, message):
+    with pytest.raises(RecordError) as caught:
+        _EveryForm.from_json({**GOOD, **edit}, "programs[3]")
+    assert str(caught.value) == f"programs[3].{message}"
+
+
+def test_a_wrong_top_level_value_names_the_record():
+    with pytest.raises(RecordError, match="^the record: expected an object, got a list$"):
+        _EveryForm.from_json([])

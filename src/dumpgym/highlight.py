@@ -38,8 +38,14 @@ def lexer_for(layer: str):
     return lexer(stripnl=False, ensurenl=False) if lexer else None
 
 
-def _line_tokens(text: str, lexer) -> list[list[tuple[str, str]]]:
-    """The text split into lines, each a list of (class, text) runs with neighbours of one class merged."""
+@lru_cache(maxsize=256)
+def _line_tokens(text: str, layer: str) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """The text split into lines, each a tuple of (class, text) runs with neighbours of one class merged.
+
+    Kept per process: lexing is most of a site's render, and a process that renders the site more than
+    once (the test suite does, some forty times) lexes the same built-in listings each time.
+    """
+    lexer = lexer_for(layer)
     pairs = lexer.get_tokens(text) if lexer is not None else [(Token.Text, text)]
     lines: list[list[tuple[str, str]]] = [[]]
     for ttype, value in pairs:
@@ -55,10 +61,10 @@ def _line_tokens(text: str, lexer) -> list[list[tuple[str, str]]]:
             else:
                 run.append((cls if part.strip() else "", part))
     want = text.count("\n") + 1
-    return (lines + [[] for _ in range(want - len(lines))])[:want]
+    return tuple(tuple(line) for line in (lines + [[] for _ in range(want - len(lines))])[:want])
 
 
-def _link_runs(runs: list[tuple[str, str]], links: list[tuple[int, int, str]]) -> list:
+def _link_runs(runs: tuple[tuple[str, str], ...], links: list[tuple[int, int, str]]) -> list:
     """One line's runs with each (start, end, anchor) character range of `links` made one linked run.
 
     A run is bare text (a string), a highlighted run `[class, text]`, or an op name linked to its card,
@@ -75,7 +81,7 @@ def _link_runs(runs: list[tuple[str, str]], links: list[tuple[int, int, str]]) -
     return out
 
 
-def _cut(runs: list[tuple[str, str]], start: int, stop: int) -> list:
+def _cut(runs: tuple[tuple[str, str], ...], start: int, stop: int) -> list:
     """The runs' characters from `start` to `stop`, as runs."""
     out, pos = [], 0
     for cls, value in runs:
@@ -96,7 +102,7 @@ def listing_lines(text: str, layer: str, links: dict[int, list[tuple[str, str]]]
     """
     links = links or {}
     lines = []
-    for number, runs in enumerate(_line_tokens(text, lexer_for(layer)), start=1):
+    for number, runs in enumerate(_line_tokens(text, layer), start=1):
         found = []
         if number in links:
             raw, after = "".join(v for _, v in runs), 0

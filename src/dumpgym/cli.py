@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -21,6 +22,21 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is outside 0-65535")
     return port
+
+
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of jobs") from None
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {jobs}")
+    return jobs
+
+
+def _cores() -> int:
+    """The cores this process may run on (what `--jobs` defaults to)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,7 +66,7 @@ def _cmd_corpus_build(args) -> int:
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
     if args.no_hlo and (args.check or not args.out):
         raise UsageError("--no-hlo builds a partial corpus: use it only with --out FILE, not for the committed corpus")
-    typed = corpus.build_corpus(builtin_programs(), progress, compiled=not args.no_hlo)
+    typed = corpus.build_corpus(builtin_programs(), progress, compiled=not args.no_hlo, jobs=args.jobs)
     fresh = typed.to_json()
     if args.check:
         committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
@@ -156,6 +172,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--verbose", action="store_true", help="report progress on stderr")
     b.add_argument("--out", metavar="FILE", help="write here instead of the package's committed corpus")
     b.add_argument("--no-hlo", action="store_true", help="skip the compiled HLO layer (with --out only; for timing)")
+    b.add_argument("--jobs", type=_jobs, default=_cores(), metavar="N",
+                   help=f"programs built at once, each in its own process (default: this machine's cores, {_cores()})")
     b.set_defaults(run=_cmd_corpus_build)
 
     p = sub.add_parser("add", help="trace your own function and add it to your corpus")

@@ -64,10 +64,14 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
     )
 
 
-def build_corpus(programs: Iterable, progress=None, compiled: bool = True) -> Corpus:
+def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs: int = 1) -> Corpus:
     """The whole corpus for `programs`, stamped with the JAX version that traced it (`compiled`: with
     the three compiled layers, this host's CPU, the default TPU and the default GPU; the TPU needs
-    libtpu and the GPU JAX's CUDA plugin)."""
+    libtpu and the GPU JAX's CUDA plugin).
+
+    `jobs` > 1 builds built-in programs (found by slug) in that many worker processes: XLA compiles a
+    program on one core, and compiling is most of a build.
+    """
     import jax
 
     from dumpgym.target import GPU, TPU, require_cuda_plugin, require_libtpu
@@ -75,8 +79,39 @@ def build_corpus(programs: Iterable, progress=None, compiled: bool = True) -> Co
     if compiled:  # before tracing anything: one line, not a failure halfway through
         require_libtpu()
         require_cuda_plugin()
+    programs = list(programs)
+    if jobs > 1 and len(programs) > 1:
+        records = _build_in_workers([p.slug for p in programs], progress is not None, compiled, jobs)
+    else:
+        tpu, gpu = (TPU, GPU) if compiled else (None, None)
+        records = [program_record(p, progress, compiled, tpu, gpu) for p in programs]
+    return Corpus(SCHEMA, jax.__version__, tuple(records))
+
+
+def _build_in_workers(slugs: list[str], verbose: bool, compiled: bool, jobs: int) -> list[ProgramRecord]:
+    """`program_record` of each built-in program, in `jobs` fresh processes, in the order of `slugs`.
+
+    Workers are spawned, not forked: JAX may already be running threads in this process.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(slugs)), mp_context=context) as pool:
+        found = pool.map(_builtin_record_json, slugs, [verbose] * len(slugs), [compiled] * len(slugs))
+        return [ProgramRecord.from_json(record, slug) for slug, record in zip(slugs, found)]
+
+
+def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:
+    """In a worker: one built-in program's record, as JSON (what crosses back to the parent)."""
+    import sys
+
+    from dumpgym.programs import builtin_program
+    from dumpgym.target import GPU, TPU
+
+    progress = (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else None
     tpu, gpu = (TPU, GPU) if compiled else (None, None)
-    return Corpus(SCHEMA, jax.__version__, tuple(program_record(p, progress, compiled, tpu, gpu) for p in programs))
+    return program_record(builtin_program(slug), progress, compiled, tpu, gpu).to_json()
 
 
 def dumps(corpus: dict) -> str:

@@ -19,7 +19,12 @@ TPU_ONLY = ("pallas-matmul",)
 
 def builtin_programs():
     """Every built-in `Program`, imported on demand (the sharded ones need eight devices)."""
-    return [importlib.import_module(f"dumpgym.programs.{module_name(slug)}").PROGRAM for slug in SLUGS]
+    return [builtin_program(slug) for slug in SLUGS]
+
+
+def builtin_program(slug: str):
+    """The built-in `Program` named `slug`."""
+    return importlib.import_module(f"dumpgym.programs.{module_name(slug)}").PROGRAM
 
 
 def module_name(slug: str) -> str:

@@ -1,6 +1,6 @@
-"""The test suite's wall time at two commits, side by side on this machine.
+"""The test suite's wall time at two or more commits, side by side on this machine.
 
-    python benchmarks/suite_time.py [--before d4eb4d8] [--after HEAD] [--workers 2] [--runs 1]
+    python benchmarks/suite_time.py [--before d4eb4d8 [REF ...]] [--after HEAD] [--workers 2] [--runs 1]
 
 Each commit is checked out in a temporary `git worktree` and run with this checkout's `.venv`
 (its `src/` first on PYTHONPATH), the way `scripts/test` runs the suite after installing:
@@ -9,9 +9,9 @@ Each commit is checked out in a temporary `git worktree` and run with this check
   compiled now, compared with the committed corpus);
 - pytest over the commit's `tests/`, with `--workers` pytest-xdist workers (0: one process).
 
-Runs alternate between the two commits (before, after, before, after, ...) so that load on a shared
-machine falls on both alike. It prints each run, the medians, the number of tests each suite ran, and
-the ratios after / before of the pytest time and of the check step plus pytest.
+Runs alternate between the commits (before, after, before, after, ...) so that load on a shared
+machine falls on all alike. It prints each run, the medians, the number of tests each suite ran, and
+for each `before` the ratios after / before of the pytest time and of the check step plus pytest.
 The default `before`, d4eb4d8, is the last commit before the typed-record refactor (issue 11).
 """
 from __future__ import annotations
@@ -65,14 +65,14 @@ def one_run(tree: Path, workers: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", default="d4eb4d8")
+    parser.add_argument("--before", nargs="+", default=["d4eb4d8"], metavar="REF")
     parser.add_argument("--after", default="HEAD")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for both (0: one process)")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {ref: worktree(ref, Path(tmp)) for ref in (args.before, args.after)}
+        trees = {ref: worktree(ref, Path(tmp)) for ref in (*args.before, args.after)}
         try:
             runs: dict[str, list[dict]] = {ref: [] for ref in trees}
             for k in range(args.runs):
@@ -91,10 +91,12 @@ def main() -> None:
     for ref, m in med.items():
         print(f"{ref}: {m['tests']:.0f} tests, pytest {m['pytest']:.1f} s "
               f"({1000 * m['pytest'] / m['tests']:.0f} ms a test), check step + pytest {m['check'] + m['pytest']:.1f} s")
-    b, a = med[args.before], med[args.after]
-    print(f"ratio after / before, pytest: {a['pytest'] / b['pytest']:.2f}; "
-          f"check step + pytest: {(a['check'] + a['pytest']) / (b['check'] + b['pytest']):.2f}; "
-          f"per test: {(a['pytest'] / a['tests']) / (b['pytest'] / b['tests']):.2f}")
+    a = med[args.after]
+    for before in args.before:
+        b = med[before]
+        print(f"ratio {args.after} / {before}, pytest: {a['pytest'] / b['pytest']:.2f}; "
+              f"check step + pytest: {(a['check'] + a['pytest']) / (b['check'] + b['pytest']):.2f}; "
+              f"per test: {(a['pytest'] / a['tests']) / (b['pytest'] / b['tests']):.2f}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from dumpgym import cli
 from dumpgym import corpus as corpus_module
 from dumpgym.hlo import host, host_id
 from dumpgym.programs import SLUGS
+from dumpgym.corpus import build_corpus
 from dumpgym.record import Corpus
 
 
@@ -50,12 +51,18 @@ def traced(corpus):
     return _traced_here(corpus)
 
 
+@pytest.fixture(scope="module")
+def traced_text(traced):
+    """`traced` as the committed file's text (`dumps`, a few hundred milliseconds: made once)."""
+    return corpus_module.dumps(traced)
+
+
 @pytest.fixture
-def committed_copy(tmp_path, monkeypatch, traced):
+def committed_copy(tmp_path, monkeypatch, traced, traced_text):
     """A copy of the committed corpus (compiled on this host) that the CLI treats as the committed
     one; `corpus build` gives `traced` without tracing."""
     path = tmp_path / "corpus.json"
-    path.write_text(corpus_module.dumps(traced), encoding="utf-8")
+    path.write_text(traced_text, encoding="utf-8")
     monkeypatch.setattr(corpus_module, "BUILTIN_PATH", path)
     monkeypatch.setattr(corpus_module, "build_corpus", lambda *a, **k: Corpus.from_json(traced))
     return path
@@ -169,3 +176,25 @@ def test_summary_counts_are_computed(corpus):
     assert sum(len(p["eqns"]) for p in seed) == 291
     assert sum(len({op["line"] for op in p["stablehlo_ops"]}) for p in seed) == 410
     assert (eqns, ops) == (728, 1229)
+
+
+# -- building in worker processes ------------------------------------------------------------------
+
+def test_a_build_in_worker_processes_is_the_build_in_this_one(corpus):
+    from dumpgym.programs import builtin_program
+
+    slugs = ["mlp", "scan", "sharded"]  # one plain, one with a loop, one on eight devices
+    here = build_corpus([builtin_program(s) for s in slugs], compiled=False, jobs=1).to_json()
+    spread = build_corpus([builtin_program(s) for s in slugs], compiled=False, jobs=2).to_json()
+    assert spread == here
+    assert [p["slug"] for p in spread["programs"]] == slugs
+    committed = {p["slug"]: p for p in corpus["programs"]}
+    for p in spread["programs"]:  # and both are what JAX traced for the committed corpus
+        assert (p["jaxpr"], p["stablehlo"], p["eqns"]) == tuple(committed[p["slug"]][k] for k in ("jaxpr", "stablehlo", "eqns"))
+
+
+@pytest.mark.parametrize("jobs", ["0", "two"])
+def test_a_bad_jobs_count_is_one_line_and_status_2(jobs, capsys):
+    assert cli.main(["corpus", "build", "--check", "--jobs", jobs]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--jobs" in err

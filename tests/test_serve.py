@@ -23,13 +23,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def gym(corpus, pool):
+    # `serve.get` renders the default gym once per process (test_get_serves_the_page_...); when that gym
+    # is this corpus and pool (no programs added in the default folder), its files are the ones a render
+    # of them makes, so they are reused rather than rendered a second time.
+    default = serve._default_site()
+    if json.loads(default.files["corpus.json"]) == corpus and json.loads(default.files["drills.json"]) == pool:
+        return serve.Site(default.files)
     return serve.Site(site.render_site(corpus, pool))
 
 
 @contextmanager
 def running(srv):
     """`srv` serving in a thread until the block ends."""
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    # A short poll lets shutdown() return at once rather than after serve_forever's default half second.
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield srv
@@ -174,10 +181,27 @@ def test_serve_prints_its_url_and_serves_it(tmp_path):
         proc.wait(timeout=10)
 
 
-def test_a_busy_port_is_one_clear_error(server):
+def test_a_busy_port_is_one_clear_error_said_before_rendering(server, monkeypatch):
+    def render(cls, corpus_dir=None):
+        raise AssertionError("serve() rendered the gym before finding its port taken")
+
+    monkeypatch.setattr(serve.Site, "build", classmethod(render))
     port = server.server_address[1]
     with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
         serve.serve(port=port)
+
+
+def test_a_render_that_fails_frees_the_port(monkeypatch):
+    def render(cls, corpus_dir=None):
+        raise RuntimeError("the render failed")
+
+    monkeypatch.setattr(serve.Site, "build", classmethod(render))
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    with pytest.raises(RuntimeError, match="the render failed"):
+        serve.serve(port=port)
+    with socket.create_server(("127.0.0.1", port)):  # bound again at once: serve() closed its socket
+        pass
 
 
 def test_connections_wait_in_a_deep_backlog_until_the_server_accepts(gym):

@@ -271,23 +271,38 @@ def exposed(server: ThreadingHTTPServer) -> bool:
 
 def listen(site: Site, host: str = "127.0.0.1", port: int = 8000) -> GymServer:
     """Bind `site` to host:port and print its URL, and on stderr a warning when the network can reach it."""
-    try:
-        server = make_server(site, host, port)
-    except OSError as e:
-        raise OSError(f"cannot listen on {_bracket(host)}:{port}: {e.strerror or e}") from None
-    print(f"dumpgym: the gym is at {url_of(server)} ({site.programs} programs; Ctrl-C stops)", flush=True)
-    if exposed(server):
-        print(f"dumpgym: warning: listening on {host}, the gym's data (file paths and sources of your added "
-              "programs) is visible on the network", file=sys.stderr, flush=True)
+    server = _bind(site, host, port)
+    _announce(server, host)
     return server
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None) -> None:
-    """Serve the gym (built-in corpus plus added programs) until interrupted, printing its URL."""
-    server = listen(Site.build(corpus_dir), host, port)
-    if open_browser:
-        webbrowser.open(url_of(server))
+def _bind(site: Site, host: str, port: int) -> GymServer:
     try:
+        return make_server(site, host, port)
+    except OSError as e:
+        raise OSError(f"cannot listen on {_bracket(host)}:{port}: {e.strerror or e}") from None
+
+
+def _announce(server: GymServer, host: str) -> None:
+    programs = server.RequestHandlerClass.site.programs
+    print(f"dumpgym: the gym is at {url_of(server)} ({programs} programs; Ctrl-C stops)", flush=True)
+    if exposed(server):
+        print(f"dumpgym: warning: listening on {host}, the gym's data (file paths and sources of your added "
+              "programs) is visible on the network", file=sys.stderr, flush=True)
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None) -> None:
+    """Serve the gym (built-in corpus plus added programs) until interrupted, printing its URL.
+
+    The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
+    browser that connects early waits in the listen backlog until the gym is there.
+    """
+    server = _bind(Site({}), host, port)
+    try:
+        server.RequestHandlerClass.site = Site.build(corpus_dir)
+        _announce(server, host)
+        if open_browser:
+            webbrowser.open(url_of(server))
         server.serve_forever()
     except KeyboardInterrupt:
         print("dumpgym: stopped", file=sys.stderr)

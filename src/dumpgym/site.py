@@ -11,6 +11,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import cache
 from importlib import resources
 
 from jinja2 import Environment, PackageLoader
@@ -216,6 +217,7 @@ def ticks(text: str) -> Markup:
     return Markup("".join(f"<code>{escape(p)}</code>" if i % 2 else str(escape(p)) for i, p in enumerate(parts)))
 
 
+@cache  # one per process: Jinja compiles the template once and keeps it
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("dumpgym", "templates"), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -165,16 +166,25 @@ def test_viewing_the_gym_needs_no_tpu_compiler(tmp_path, capsys):
 
     assert subprocess.run([sys.executable, "-c", "import importlib.util, sys; "
                            "sys.exit(importlib.util.find_spec('libtpu') is None)"], env=env).returncode == 1
-    for command in (["export"], ["drills"]):
-        without = run_without(*command)
-        assert without.returncode == 0, without.stderr
-        assert cli.main(command) == 0  # in this process, which has libtpu
-        assert without.stdout == capsys.readouterr().out
-    built = run_without("build", "--out", str(tmp_path / "site"))
+    (tmp_path / "f.py").write_text("def f(x):\n    return x * 2\n")
+    # The four commands share nothing (build and add write to folders of their own): they run at once.
+    with ThreadPoolExecutor(4) as pool:
+        runs = {name: pool.submit(run_without, *args) for name, args in (
+            ("export", ["export"]),
+            ("drills", ["drills"]),
+            ("build", ["build", "--out", str(tmp_path / "site")]),
+            ("add", ["add", f"{tmp_path / 'f.py'}:f", "--arg", "f32[4]", "--hlo", "tpu",
+                     "--corpus", str(tmp_path / "corpus")]),
+        )}
+        for command in (["export"], ["drills"]):
+            assert cli.main(command) == 0  # in this process, which has libtpu
+            here = capsys.readouterr().out
+            without = runs[command[0]].result()
+            assert without.returncode == 0, without.stderr
+            assert without.stdout == here
+        built = runs["build"].result()
+        added = runs["add"].result()
     assert built.returncode == 0, built.stderr
     assert (tmp_path / "site" / "data" / "hlo-tpu").is_dir()  # the committed TPU layer is shown all the same
-    (tmp_path / "f.py").write_text("def f(x):\n    return x * 2\n")
-    added = run_without("add", f"{tmp_path / 'f.py'}:f", "--arg", "f32[4]", "--hlo", "tpu",
-                        "--corpus", str(tmp_path / "corpus"))
     assert added.returncode == 2 and "pip install 'dumpgym[tpu]'" in added.stderr
     assert len(added.stderr.strip().splitlines()) == 1

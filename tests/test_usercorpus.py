@@ -15,10 +15,11 @@ from pathlib import Path
 import jax
 import pytest
 
-from dumpgym import cli, usercorpus
+from dumpgym import build, cli, serve, usercorpus
 from dumpgym.facts import build_facts
 from dumpgym.program import load_entry, parse_arg
 from dumpgym.serve import Site
+from dumpgym.site import render_site
 from dumpgym.programs import SLUGS
 
 from test_facts import _printed_eqns
@@ -136,9 +137,18 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def kept_folder(tmp_path_factory):
+    """A corpus folder holding one added program, 'kept', traced once and copied for every bad input."""
+    folder = tmp_path_factory.mktemp("kept") / "corpus"
+    assert add(folder, "cond_branch", ["f32[]", "f32[3]"], "--slug", "kept") == 0
+    return folder
+
+
 @pytest.mark.parametrize("label, argv, message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_is_one_line_status_2_and_changes_nothing(label, argv, message, tmp_path, corpus_dir, capfd):
-    assert add(corpus_dir, "cond_branch", ["f32[]", "f32[3]"], "--slug", "kept") == 0
+def test_bad_input_is_one_line_status_2_and_changes_nothing(label, argv, message, tmp_path, corpus_dir, kept_folder,
+                                                            capfd):
+    shutil.copytree(kept_folder, corpus_dir)
     broken = tmp_path / "broken.py"
     broken.write_text("def f(x)\n    return x\n")
     argv = [a.replace("{syntax}", str(broken)) for a in argv]
@@ -304,8 +314,7 @@ def test_leftovers_of_a_killed_add_are_never_listed_and_are_cleaned(corpus_dir, 
 
 
 def test_sigkill_at_random_moments_leaves_a_working_folder(corpus_dir):
-    assert _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", "base",
-                "--corpus", str(corpus_dir)).returncode == 0
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "base") == 0  # the folder before: no kill here
     env = {**os.environ, "PYTHONPATH": SRC}
     for n, delay in enumerate((0.4, 1.3, 2.2)):  # importing, tracing, writing (more in the 20-kill run of the note)
         proc = subprocess.Popen([sys.executable, "-m", "dumpgym", "add", f"{PROGRAMS}:while_halving", "--arg",
@@ -316,10 +325,11 @@ def test_sigkill_at_random_moments_leaves_a_working_folder(corpus_dir):
         proc.wait()
     slugs = _listed(corpus_dir)
     assert slugs[0] == "base" and set(slugs) <= {"base", "k0", "k1", "k2"}
-    for command in (["list"], ["export"], ["drills"]):
-        result = _cli(*command, "--corpus", str(corpus_dir))
+    results = {}
+    for command in ("list", "export", "drills"):
+        results[command] = result = _cli(command, "--corpus", str(corpus_dir))
         assert result.returncode == 0 and result.stderr == "", (command, result.stderr)
-    exported = json.loads(_cli("export", "--corpus", str(corpus_dir)).stdout)
+    exported = json.loads(results["export"].stdout)  # the folder is as it was for that export
     assert [p["slug"] for p in exported["programs"][len(SLUGS):]] == slugs
 
 
@@ -344,8 +354,7 @@ DAMAGED = {
 def good_folder(tmp_path_factory):
     """A corpus folder holding one program, 'good', traced once for every damaged copy."""
     folder = tmp_path_factory.mktemp("good") / "corpus"
-    assert _cli("add", f"{PROGRAMS}:while_halving", "--arg", "f32[5]", "--slug", "good",
-                "--corpus", str(folder)).returncode == 0
+    assert add(folder, "while_halving", ["f32[5]"], "--slug", "good") == 0
     return folder
 
 
@@ -370,9 +379,27 @@ def test_a_damaged_folder_is_one_line_and_status_2(damaged, command, capfd):
     assert snapshot(corpus_dir) == before
 
 
+@pytest.fixture(scope="module")
+def render_once():
+    """`render_site`, remembered by the content of its inputs: the serve and the build of one folder (and
+    folders that skip to the same programs) render the same gym from equal inputs, so it is rendered once.
+    What these tests check (the loading that skips and warns, serving, writing) all still runs."""
+    rendered: dict[str, dict[str, bytes]] = {}
+
+    def render(corpus, drills):
+        key = hashlib.sha256(json.dumps([corpus, drills], sort_keys=True).encode()).hexdigest()
+        if key not in rendered:
+            rendered[key] = render_site(corpus, drills)
+        return dict(rendered[key])
+
+    return render
+
+
 @pytest.mark.parametrize("damaged", ["xray is a string", "the index lists a missing file", "the index is not JSON"],
                          indirect=True)  # a damaged record, a missing one, a damaged index: every way to skip
-def test_serve_and_build_skip_a_damaged_program_with_a_warning(damaged, tmp_path, capfd):
+def test_serve_and_build_skip_a_damaged_program_with_a_warning(damaged, tmp_path, capfd, monkeypatch, render_once):
+    monkeypatch.setattr(serve, "render_site", render_once)
+    monkeypatch.setattr(build, "render_site", render_once)
     corpus_dir, message = damaged
     site = Site.build(corpus_dir)
     err = capfd.readouterr().err.strip().splitlines()

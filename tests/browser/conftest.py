@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -23,6 +25,9 @@ from dumpgym import build
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync",
+    # The pages of a site share one renderer process (per context): with `fresh_page`'s keeper open,
+    # each test's page joins a running process instead of starting its own.
+    "--process-per-site",
 ]
 # A program whose user-given words try to become markup: the page must show them as text.
 HOSTILE_TITLE = '<img src=x id=pwned> & "quotes" </script>'
@@ -52,12 +57,33 @@ def gym_data(corpus):
     return data, build_pool(data)
 
 
-@pytest.fixture(scope="session")
-def site_dir(tmp_path_factory, gym_data):
-    """The gym written by `build_site`."""
-    out = tmp_path_factory.mktemp("site")
-    build.build_site(out, *gym_data)
+def built_once(tmp_path_factory, name: str, build_into):
+    """The directory `name`, filled by `build_into(directory)` once per test run: under pytest-xdist the
+    first worker to ask builds it while the others wait, then all serve the same files."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # this run's directory, shared by its workers
+    out, done = root / name, root / f"{name}.built"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            build_into(out)
+            done.touch()
     return out
+
+
+@pytest.fixture(scope="session")
+def built_once_dir(tmp_path_factory):
+    """`built_once`, for tests that build a site of their own."""
+    return lambda name, build_into: built_once(tmp_path_factory, name, build_into)
+
+
+@pytest.fixture(scope="session")
+def site_dir(tmp_path_factory, request):
+    """The gym written by `build_site`."""
+    return built_once(tmp_path_factory, "site", lambda out: build.build_site(out, *request.getfixturevalue("gym_data")))
 
 
 @contextlib.contextmanager
@@ -107,10 +133,15 @@ def base_url(site_dir):
 
 @pytest.fixture(scope="session")
 def fetch_json(base_url):
-    """GET a JSON file of the served site, as the page would."""
+    """GET a JSON file of the served site, as the page would. The site does not change while the tests
+    run: each file is fetched once, and parsed anew on every call (a test may change what it gets)."""
+    fetched: dict[str, bytes] = {}
+
     def fetch(rel: str):
-        with urllib.request.urlopen(base_url + rel, timeout=5) as r:
-            return json.load(r)
+        if rel not in fetched:
+            with urllib.request.urlopen(base_url + rel, timeout=5) as r:
+                fetched[rel] = r.read()
+        return json.loads(fetched[rel])
     return fetch
 
 
@@ -136,23 +167,92 @@ class Console:
 
     def __init__(self, page):
         self.errors: list[str] = []
+        self.uncaught: list[str] = []  # the uncaught exceptions alone
         page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        page.on("pageerror", lambda e: (self.errors.append(f"uncaught: {e}"), self.uncaught.append(str(e))))
         page.on("dialog", lambda d: (self.errors.append(f"dialog: {d.message}"), d.dismiss()))
 
 
-@pytest.fixture
-def page(browser, base_url):
-    """A fresh page (its own localStorage) on the gym; the test fails on any console error."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+# Storage a page of a kept context starts without: every kind the browser keeps for an origin. The HTTP
+# cache is not storage: it stays, so each test's page load revalidates or reuses the files instead of
+# fetching every one of them anew.
+STORAGE_TYPES = "all"
+
+
+@pytest.fixture(scope="session")
+def kept_context(browser):
+    """`kept_context(**options)`: one browser context per set of options, kept for the session (so its
+    HTTP cache is too). Only `fresh_page` opens pages in it, one test at a time."""
+    made = {}
+
+    def get(**options):
+        key = repr(sorted(options.items()))
+        if key not in made:
+            made[key] = browser.new_context(**options)
+        return made[key]
+
+    yield get
+    for context in made.values():
+        context.close()
+
+
+def origin_of(url: str) -> str:
+    scheme, _, host = url.split("/")[:3]
+    return f"{scheme}//{host}"
+
+
+# Read by `fresh_page`: what localStorage held when the page's first document started, before its scripts.
+STORAGE_AT_START = "window.__storageAtStart = Object.keys(localStorage);"
+
+
+def fresh_page(context, url: str):
+    """A new page in `context` on `url`, once the page has wired itself, as if in a context of its own:
+    every other page of the context is closed and the origin's storage is cleared before it loads, so it
+    starts with empty localStorage (and, a new tab, empty sessionStorage). Its `console` collects errors."""
+    close_pages(context)
+    keepers = context.__dict__.setdefault("keepers", {})
+    if origin_of(url) not in keepers:
+        # A document of the site that runs no script, left open behind the test's pages: it keeps the
+        # site's renderer process running between tests (see --process-per-site).
+        keepers[origin_of(url)] = keeper = context.new_page()
+        keeper.goto(urllib.parse.urljoin(url, "static/icon.svg"))
     pg = context.new_page()
     console = Console(pg)
     pg.console = console
-    pg.goto(base_url)
+    cdp = context.new_cdp_session(pg)
+    cdp.send("Storage.clearDataForOrigin", {"origin": origin_of(url), "storageTypes": STORAGE_TYPES})
+    cdp.detach()
+    pg.add_init_script(STORAGE_AT_START)
+    pg.goto(url)
     pg.wait_for_selector("html[data-ready]")
+    leftover = pg.evaluate("window.__storageAtStart")
+    assert leftover == [], f"the page started with another test's localStorage: {leftover}"
+    return pg
+
+
+def close_pages(context) -> None:
+    """Close every page of a kept context but its keepers."""
+    keepers = context.__dict__.get("keepers", {}).values()
+    for pg in context.pages:
+        if not any(pg is k for k in keepers):
+            pg.close()
+
+
+@pytest.fixture(scope="session")
+def open_fresh(kept_context):
+    """`open_fresh(url, **context_options)`: `fresh_page` on `url` in the kept context of those options.
+    Close it with `close_pages(page.context)`."""
+    return lambda url, **options: fresh_page(kept_context(**options), url)
+
+
+@pytest.fixture
+def page(kept_context, base_url):
+    """A fresh page (its own localStorage) on the gym; the test fails on any console error."""
+    context = kept_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    pg = fresh_page(context, base_url)
     yield pg
-    context.close()
-    assert console.errors == [], f"console errors: {console.errors}"
+    close_pages(context)
+    assert pg.console.errors == [], f"console errors: {pg.console.errors}"
 
 
 class Gym:

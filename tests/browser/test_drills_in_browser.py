@@ -205,29 +205,25 @@ HAND_MADE_POOL = {
 
 
 @pytest.fixture(scope="module")
-def hand_made_url(tmp_path_factory, corpus, serve_directory):
+def hand_made_url(built_once_dir, corpus, serve_directory):
     """The built-in corpus with the hand-made pool above, built and served."""
     from dumpgym import build
 
-    out = tmp_path_factory.mktemp("hand-made-site")
-    build.build_site(out, corpus, HAND_MADE_POOL)
+    out = built_once_dir("hand-made-site", lambda out: build.build_site(out, corpus, HAND_MADE_POOL))
     with serve_directory(out) as url:
         yield url
 
 
 @pytest.fixture
-def hand_page(browser, hand_made_url):
-    """A fresh page on the hand-made site; fails on any console error."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    errors = []
-    pg.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    pg.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
-    pg.goto(hand_made_url)
-    pg.wait_for_selector("html[data-ready]")
+def hand_page(kept_context, hand_made_url):
+    """A fresh page (its own localStorage) on the hand-made site; fails on any console error."""
+    from conftest import close_pages, fresh_page
+
+    context = kept_context(viewport={"width": 1280, "height": 900})
+    pg = fresh_page(context, hand_made_url)
     yield pg
-    context.close()
-    assert errors == []
+    close_pages(context)
+    assert pg.console.errors == []
 
 
 def _open(page, kind):

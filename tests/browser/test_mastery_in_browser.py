@@ -147,11 +147,11 @@ def test_an_empty_record_says_so_and_offers_nothing_to_practise(page):
     assert page.is_disabled("[data-mastery-weakest]")
 
 
-def test_mastery_map_fits_375_px(browser, base_url):
-    context = browser.new_context(viewport={"width": 375, "height": 800})
-    pg = context.new_page()
+def test_mastery_map_fits_375_px(open_fresh, base_url):
+    from conftest import close_pages
+
+    pg = open_fresh(base_url, viewport={"width": 375, "height": 800})
     try:
-        pg.goto(base_url)
         seed(pg, RECORD)
         width = pg.evaluate("document.querySelector('#mastery').scrollWidth")
         client = pg.evaluate("document.querySelector('#mastery').clientWidth")
@@ -159,7 +159,7 @@ def test_mastery_map_fits_375_px(browser, base_url):
         box = pg.locator("#mastery [data-mastery-kind=shapes] svg").bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= 375
     finally:
-        context.close()
+        close_pages(pg.context)
 
 
 @pytest.mark.parametrize("kind, field", [("decoder", "step"), ("decisions", "kind"), ("shapes", "skill")])

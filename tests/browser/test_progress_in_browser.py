@@ -45,6 +45,15 @@ def chip(page, kind):
     return page.locator(f'[data-summary-streak="{kind}"]')
 
 
+def in_front(tab):
+    """Bring `tab` to the front, as a learner does with the tab they act in or look at, and return it.
+    A tab behind another gets an animation frame about once a second, and Playwright waits on frames (a
+    target must hold still for two before a click): every action there took a second or more. The page
+    has no visibility or focus handlers, so what it shows does not depend on which tab is in front."""
+    tab.bring_to_front()
+    return tab
+
+
 @pytest.fixture
 def second_tab(page, base_url):
     """Another page on the gym in the same context (the same localStorage); fails on its console errors."""
@@ -103,15 +112,16 @@ def test_two_tabs_merge_their_streaks_and_targets(page, gym, second_tab, fetch_j
               "cards": {}, "tallies": {}}
     page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, json.dumps(nearly)])
     for tab in (page, second_tab):
-        tab.reload()
+        in_front(tab).reload()
         ready(tab)
     other = Gym(second_tab, fetch_json)
 
+    in_front(page)
     gym.open("shapes")
     gym.answer("shapes")  # tab A reaches the target
     assert page.get_attribute(f'[data-target="{key}"]', "data-reached") == ""
     # Tab B shows it without a reload, from A's save.
-    second_tab.wait_for_selector(f'[data-target="{key}"][data-reached]', timeout=10_000)
+    in_front(second_tab).wait_for_selector(f'[data-target="{key}"][data-reached]', timeout=10_000)
     assert chip(second_tab, "shapes").inner_text() == f"{need} · best {need}"
 
     other.open("decoder")
@@ -121,7 +131,7 @@ def test_two_tabs_merge_their_streaks_and_targets(page, gym, second_tab, fetch_j
     assert other.streak("shapes") == (need + 1, need + 1)
 
     for tab in (page, second_tab):
-        tab.reload()
+        in_front(tab).reload()
         ready(tab)
         assert tab.get_attribute(f'[data-target="{key}"]', "data-reached") == ""
         assert chip(tab, "shapes").inner_text() == f"{need + 1} · best {need + 1}"
@@ -149,13 +159,14 @@ def test_a_save_merges_what_another_tab_saved_before_its_event_arrived(page, gym
 
 
 def test_a_reset_in_one_tab_is_not_undone_by_the_other(page, gym, second_tab):
+    in_front(page)
     gym.open("shapes")
     gym.answer("shapes")
-    second_tab.wait_for_function("""() => document.querySelector('[data-summary-streak="shapes"]').textContent === '1 · best 1'""",
+    in_front(second_tab).wait_for_function("""() => document.querySelector('[data-summary-streak="shapes"]').textContent === '1 · best 1'""",
                                  timeout=10_000)
-    page.click("[data-progress-reset]")
+    in_front(page).click("[data-progress-reset]")
     page.click("[data-progress-reset]")  # the second click confirms
-    second_tab.wait_for_function("""() => document.querySelector('[data-summary-streak="shapes"]').textContent === '0'""",
+    in_front(second_tab).wait_for_function("""() => document.querySelector('[data-summary-streak="shapes"]').textContent === '0'""",
                                  timeout=10_000)
     second_tab.click("#tab-decoder")
     second_tab.wait_for_selector("#drill-decoder[data-state=asking]")

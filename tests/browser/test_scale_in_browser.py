@@ -25,16 +25,23 @@ def with_added(corpus: dict, n: int) -> dict:
     return data
 
 
-@pytest.fixture(scope="module")
-def sites(tmp_path_factory, corpus, serve_directory):
-    """URLs of two builds served side by side: the built-in corpus, and it with twenty added programs."""
-    from dumpgym.drills import build_pool
+def site_of(make_data):
+    """Builds the site of `make_data()` and its drill pool into a directory."""
+    def build_into(out):
+        from dumpgym.drills import build_pool
 
+        data = make_data()
+        build.build_site(out, data, build_pool(data))
+    return build_into
+
+
+@pytest.fixture(scope="module")
+def sites(built_once_dir, corpus, serve_directory):
+    """URLs of two builds served side by side: the built-in corpus, and it with twenty added programs."""
     urls = {}
     stack = []
-    for name, data in (("builtin", copy.deepcopy(corpus)), ("added", with_added(corpus, ADDED))):
-        out = tmp_path_factory.mktemp(name)
-        build.build_site(out, data, build_pool(data))
+    for name, make_data in (("builtin", lambda: copy.deepcopy(corpus)), ("added", lambda: with_added(corpus, ADDED))):
+        out = built_once_dir(f"scale-{name}", site_of(make_data))
         server = serve_directory(out)
         urls[name] = server.__enter__()
         stack.append(server)

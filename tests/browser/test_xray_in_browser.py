@@ -1,6 +1,7 @@
 """The x-ray view in Chromium: hover lights every column, clicks pin, j/k walk, dim lines explain themselves,
 and the compiled column shows fusions as units and XLA's own instructions as such."""
 import pytest
+from conftest import close_pages
 
 pytestmark = pytest.mark.browser
 
@@ -229,21 +230,16 @@ def test_j_and_k_light_the_compiled_column_too(page, fetch_json):
     assert lit(page, "hlo")
 
 
-def phone(browser, base_url, **kw):
-    """A 375 x 740 touch screen on the gym; returns its context, page and uncaught errors."""
-    context = browser.new_context(viewport={"width": 375, "height": 740}, has_touch=True, is_mobile=True, **kw)
-    pg = context.new_page()
-    errors = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(base_url)
-    pg.wait_for_selector("html[data-ready]")
-    return context, pg, errors
+def phone(open_fresh, base_url, **kw):
+    """A 375 x 740 touch screen on the gym (its own localStorage); returns its context, page and uncaught errors."""
+    pg = open_fresh(base_url, viewport={"width": 375, "height": 740}, has_touch=True, is_mobile=True, **kw)
+    return pg.context, pg, pg.console.uncaught
 
 
-def test_at_375_pixels_one_layer_shows_and_the_switcher_leads_to_a_tapped_lines_partners(browser, base_url, fetch_json):
+def test_at_375_pixels_one_layer_shows_and_the_switcher_leads_to_a_tapped_lines_partners(open_fresh, base_url, fetch_json):
     """The compiled column is hidden when the tap lands, its blocks never laid out: switching to it
     must still scroll its first lit line into view, and the tab says how many lines are lit there."""
-    context, pg, errors = phone(browser, base_url)
+    context, pg, errors = phone(open_fresh, base_url)
     program = fetch_json("data/programs/mlp.json")
     tanh = next(e for e in program["eqns"] if e["primitive"] == "tanh")
     group = group_of(program, tanh["id"])
@@ -266,16 +262,13 @@ def test_at_375_pixels_one_layer_shows_and_the_switcher_leads_to_a_tapped_lines_
     pg.locator("#xray-tab-stablehlo").press("ArrowRight")  # the ARIA tab keys move along the layers
     assert visible_columns(pg) == ["hlo"]
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375
-    context.close()
+    close_pages(context)
     assert errors == []
 
 
 @pytest.mark.parametrize("width", [375, 1280])
-def test_a_touch_screen_is_never_told_about_esc(browser, base_url, fetch_json, width):
-    context = browser.new_context(viewport={"width": width, "height": 740}, has_touch=True, is_mobile=True)
-    pg = context.new_page()
-    pg.goto(base_url)
-    pg.wait_for_selector("html[data-ready]")
+def test_a_touch_screen_is_never_told_about_esc(open_fresh, base_url, fetch_json, width):
+    pg = open_fresh(base_url, viewport={"width": width, "height": 740}, has_touch=True, is_mobile=True)
     open_xray(pg, "mlp")
     status = pg.locator("[data-xray-status]")
     assert "Esc" not in status.inner_text() and "tap" in status.inner_text()
@@ -287,7 +280,7 @@ def test_a_touch_screen_is_never_told_about_esc(browser, base_url, fetch_json, w
     row.tap()
     assert pg.get_attribute("#xray", "data-pinned") is None
     assert "Esc" not in pg.locator("#xray").inner_text()
-    context.close()
+    close_pages(pg.context)
 
 
 def test_a_mouse_screen_still_says_esc_unpins(page, fetch_json):
@@ -326,7 +319,7 @@ def test_a_big_fusion_is_summed_up_and_expands_on_demand(page, fetch_json):
     assert status.locator("[data-xray-summary]").count() == 0 and status.locator(".grp").count() >= 1
 
 
-def test_a_dim_line_says_why_in_text_on_keyboard_focus_and_on_tap(page, browser, base_url):
+def test_a_dim_line_says_why_in_text_on_keyboard_focus_and_on_tap(page, open_fresh, base_url):
     open_xray(page, "mlp")
     col = page.locator("[data-xray-col=jaxpr]")
     page.locator("[data-xray-pick]").focus()
@@ -342,21 +335,18 @@ def test_a_dim_line_says_why_in_text_on_keyboard_focus_and_on_tap(page, browser,
     page.keyboard.press("Escape")
     page.keyboard.press("ArrowUp")
     assert why.inner_text() == "structural line: the jaxpr's header and input binders"
-    context, pg, _ = phone(browser, base_url)
+    context, pg, _ = phone(open_fresh, base_url)
     open_xray(pg, "mlp")
     pg.locator("#xray-tab-stablehlo").tap()
     pg.locator("[data-xray-col=stablehlo] [data-line='1']").tap()
     assert pg.locator("[data-xray-status] [data-xray-why]").inner_text().startswith("structural line: the module header")
-    context.close()
+    close_pages(context)
 
 
 @pytest.mark.parametrize("width", [375, 1280])
-def test_lines_never_wrap_mid_identifier(browser, base_url, width):
+def test_lines_never_wrap_mid_identifier(open_fresh, base_url, width):
     """Every line of every column is one line tall; the long ones scroll their column sideways instead."""
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    pg = context.new_page()
-    pg.goto(base_url)
-    pg.wait_for_selector("html[data-ready]")
+    pg = open_fresh(base_url, viewport={"width": width, "height": 900})
     open_xray(pg, "scan")
     for layer in ("jaxpr", "stablehlo", "hlo"):
         pg.evaluate(f"document.querySelector('[data-xray-tab={layer}]').click()")
@@ -371,7 +361,7 @@ def test_lines_never_wrap_mid_identifier(browser, base_url, width):
         assert len(heights) > 50
         assert {round(h, 1) for h in heights} == {round(line_height, 1)}, layer
         assert wide, layer  # scan's long lines scroll sideways
-    context.close()
+    close_pages(pg.context)
 
 
 def parse_colour(text):
@@ -441,11 +431,8 @@ def worst(samples):
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_text_and_dimmed_lines_keep_their_contrast(browser, base_url, fetch_json, scheme):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
-    pg = context.new_page()
-    pg.goto(base_url)
-    pg.wait_for_selector("html[data-ready]")
+def test_text_and_dimmed_lines_keep_their_contrast(open_fresh, base_url, fetch_json, scheme):
+    pg = open_fresh(base_url, viewport={"width": 1280, "height": 900}, color_scheme=scheme)
     open_xray(pg, "mlp")
     program = fetch_json("data/programs/mlp.json")
     where = "#xray [data-line], #xray .xray-status, #xray .stats, #xray .note, #xray h3"
@@ -459,7 +446,7 @@ def test_text_and_dimmed_lines_keep_their_contrast(browser, base_url, fetch_json
     (plain, plain_text), (dim, dim_text) = worst(samples)
     assert plain >= 4.5, (scheme, plain, plain_text)
     assert dim >= 3.0, (scheme, dim, dim_text)
-    context.close()
+    close_pages(pg.context)
 
 
 def test_a_program_without_compiled_hlo_shows_two_columns(page):
@@ -632,26 +619,23 @@ def long_compiled(n: int, per: int = 10) -> dict:
 
 
 @pytest.fixture(scope="module")
-def long_url(tmp_path_factory, corpus, serve_directory):
-    from dumpgym import build
+def long_url(built_once_dir, corpus, serve_directory):
+    def build_into(out):
+        from dumpgym import build
+        from dumpgym.drills import build_pool
 
-    data = {**corpus, "programs": [corpus["programs"][0], long_program(5000)]}
-    out = tmp_path_factory.mktemp("long-site")
-    from dumpgym.drills import build_pool
+        data = {**corpus, "programs": [corpus["programs"][0], long_program(5000)]}
+        kinds = build_pool({**corpus, "programs": corpus["programs"][:1]})["kinds"]  # the page's tabs, no items
+        build.build_site(out, data, {"schema": "dumpgym.drills/1", "kinds": kinds, "items": []})
 
-    kinds = build_pool({**corpus, "programs": corpus["programs"][:1]})["kinds"]  # the page's tabs, no items
-    build.build_site(out, data, {"schema": "dumpgym.drills/1", "kinds": kinds, "items": []})
+    out = built_once_dir("long-site", build_into)
     with serve_directory(out) as url:
         yield url
 
 
-def test_hover_lights_the_right_lines_on_a_5000_line_listing(browser, long_url):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(long_url)
-    page.wait_for_selector("html[data-ready]")
+def test_hover_lights_the_right_lines_on_a_5000_line_listing(open_fresh, long_url):
+    page = open_fresh(long_url, viewport={"width": 1280, "height": 900})
+    errors = page.console.uncaught
     open_xray(page, "long")
     # Every seventh line of a column, hovered in turn, lights its own equations in another column.
     swept = {layer: dict(page.evaluate("""([layer, other]) => {
@@ -679,7 +663,7 @@ def test_hover_lights_the_right_lines_on_a_5000_line_listing(browser, long_url):
     assert sorted(lit(page, "jaxpr")) == list(range(4992, 5002))
     assert page.locator("#pwned").count() == 0
     assert "<img src=x id=pwned>" in page.locator("[data-xray-col=hlo]").text_content()
-    context.close()
+    close_pages(page.context)
     assert errors == []
 
 

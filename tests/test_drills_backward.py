@@ -89,17 +89,17 @@ def test_shown_holds_the_backward_and_the_forward_dot(records, items):
 
 
 def _arguments(program):
-    """Random values for the program's arguments (on its mesh, when it has one)."""
-    key = jax.random.key(0)
+    """Random values for the program's arguments (on its mesh, when it has one). NumPy draws them: JAX's
+    generator compiles a kernel per argument shape, and any random values serve the comparisons below."""
     out = []
     for k, struct in enumerate(program.example_args()):
-        sub = jax.random.fold_in(key, k)
+        rng = np.random.default_rng(k)
         if jnp.issubdtype(struct.dtype, jnp.integer):
-            value = jax.random.randint(sub, struct.shape, 0, 16, struct.dtype)
+            value = np.asarray(rng.integers(0, 16, struct.shape), struct.dtype)
         else:
-            value = jax.random.normal(sub, struct.shape, struct.dtype)
+            value = np.asarray(rng.standard_normal(struct.shape), struct.dtype)
         sharding = getattr(struct, "sharding", None)
-        out.append(jax.device_put(value, sharding) if sharding is not None else value)
+        out.append(jax.device_put(value, sharding) if sharding is not None else jnp.asarray(value))
     return out
 
 
@@ -136,9 +136,31 @@ def _apply(eqn, ins, seen, step):
     return list(out) if eqn.primitive.multiple_results else [out]
 
 
+def _recorded(closed, args, keep):
+    """`_run` over the whole program inside one `jax.jit`: every equation bound to the same operands as
+    when run one at a time, but compiled once instead of dispatched (and compiled) primitive by primitive.
+    The calls of the equations in `keep` (ids) are returned as concrete values, as `_run` records them."""
+    box = {}
+
+    def run(consts, args):
+        seen: dict = {}
+        _run(closed.jaxpr, consts, args, seen, None)
+        leaves, box["tree"] = jax.tree.flatten({k: v for k, v in seen.items() if k in keep})
+        box["leaves"] = leaves
+        box["traced"] = [n for n, leaf in enumerate(leaves) if isinstance(leaf, jax.core.Tracer)]
+        return [leaves[n] for n in box["traced"]]
+
+    computed = jax.jit(run)(closed.consts, args)
+    leaves = list(box["leaves"])
+    for n, value in zip(box["traced"], computed):
+        leaves[n] = value
+    return jax.tree.unflatten(box["tree"], leaves)
+
+
 @pytest.fixture(scope="module")
 def values(programs, items):
-    """Per program with items: the JAX equation objects by record id, and what each computed, call by call."""
+    """Per program with items: the JAX equation objects by record id, and what each dot_general computed,
+    call by call (the items ask about dot_generals only)."""
     out = {}
     for slug, found in items.items():
         if not found:
@@ -146,9 +168,8 @@ def values(programs, items):
         program = programs[slug]
         closed = jaxpr_of(program.function, program.example_args())
         facts = build_facts(closed)
-        seen: dict = {}
-        _run(closed.jaxpr, closed.consts, _arguments(program), seen, None)
-        out[slug] = (facts, seen)
+        dots = {id(e) for e in facts.jax_eqns.values() if e.primitive.name == "dot_general"}
+        out[slug] = (facts, _recorded(closed, _arguments(program), dots))
     return out
 
 
@@ -158,8 +179,13 @@ def _calls(facts, seen, eqn_id):
 
 def _vjp(fwd_eqn, fwd_ins, ct):
     """JAX's gradients of one forward dot_general at its real operands, for a cotangent of its result."""
-    dims = fwd_eqn.params["dimension_numbers"]
-    _, pullback = jax.vjp(lambda a, b: lax.dot_general(a, b, dims), *fwd_ins)
+    return _jitted_vjp(fwd_eqn.params["dimension_numbers"], *fwd_ins, ct)
+
+
+@partial(jax.jit, static_argnums=0)
+def _jitted_vjp(dims, a, b, ct):
+    """jax.vjp of the dot, jitted: one compile per dims and shapes, not one per primitive it runs."""
+    _, pullback = jax.vjp(lambda a, b: lax.dot_general(a, b, dims), a, b)
     return pullback(ct)
 
 

@@ -1,4 +1,5 @@
 """The dot_general decoder: each answer is what JAX does with the dims a layer prints, never text on the page."""
+import functools
 import re
 
 import jax
@@ -8,6 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax import lax
+from jax._src import config as jax_config
 
 from dumpgym.drills import decoder
 from dumpgym.drills._dot import MASK, DotView, dot_dims, hlo_view, jaxpr_view, stablehlo_view, type_text
@@ -43,7 +45,9 @@ def dot_cases(draw):
     }
 
 
+@functools.cache
 def dot_fn(dims, preferred=None):
+    """One function per dims and preferred type, so that JAX's trace caches know it when asked again."""
     return lambda a, b: lax.dot_general(a, b, dims, preferred_element_type=preferred)
 
 
@@ -76,8 +80,10 @@ def out_shape_when_resized(view: DotView, side: str, axis: int, partner: bool = 
         other = "rhs" if side == "lhs" else "lhs"
         shapes[other][d.axes(other, "batch")[batch.index(axis)]] = UNIQUE
     try:
-        out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(lhs, jnp.float32),
-                             jax.ShapeDtypeStruct(rhs, jnp.float32))
+        # JAX refuses with a TypeError; filtering its traceback (a stat of every frame's file) is no use here
+        with jax_config.traceback_filtering("off"):
+            out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(lhs, jnp.float32),
+                                 jax.ShapeDtypeStruct(rhs, jnp.float32))
     except TypeError:
         return None
     return out.shape
@@ -92,7 +98,8 @@ def jax_free_axes(view: DotView, side: str):
 def jax_products(view: DotView) -> int:
     """Each output element of ones @ ones is the number of products it sums."""
     d = view.dims
-    out = dot_fn(jax_dims(view))(jnp.ones(d.lhs.shape, jnp.float32), jnp.ones(d.rhs.shape, jnp.float32))
+    # NumPy's ones: JAX's would each be one more compile for the shape; the dot is JAX's.
+    out = dot_fn(jax_dims(view))(np.ones(d.lhs.shape, np.float32), np.ones(d.rhs.shape, np.float32))
     values = np.unique(np.asarray(out))
     assert len(values) == 1
     return int(values[0])

@@ -11,6 +11,7 @@ import pytest
 from dumpgym.programs import SLUGS
 from dumpgym.target import (CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, libtpu_installed,
                             parse_target)
+from _heavy_compiles import layer_and_its_compiles
 from jax_reference import jit_of
 
 OP_NAME = re.compile(r'op_name="([^"]*)"')
@@ -106,13 +107,13 @@ def test_every_tpu_instruction_tagged_with_an_equation_is_attributed_to_it(slug,
     """Judged from a fresh tagged compile: each instruction whose op_name carries a tag computes that
     equation (or, inside a fusion or region, belongs to what holds it)."""
     from dumpgym.facts import build_facts
-    from dumpgym.hlo import _compile_for_topology, _instructions, compile_layer
+    from dumpgym.hlo import _instructions
     from dumpgym.trace import innermost_tag, trace
 
     traced = trace(programs[slug].function, programs[slug].example_args())
     facts = build_facts(traced)
-    layer = compile_layer(traced, facts, TPU)
-    tagged, plain, _about = _compile_for_topology(traced, TPU)
+    # the layer, and the tagged and plain compiles `_compile_for_topology(traced, TPU)` gave it
+    layer, (tagged, plain, _about) = layer_and_its_compiles(traced, facts, TPU)
     by_name = {i.name: i for i in layer.instructions}
     # XLA may name an instruction after its op_name (a kernel's custom-call): the tagged compile's
     # names are the plain one's, instruction for instruction.

@@ -12,6 +12,7 @@ from importlib.metadata import version
 
 import pytest
 
+from _heavy_compiles import layer_and_its_compiles
 from dumpgym.target import (DEFAULT_GPU, GPU, GPUS, Target, TargetError, cuda_plugin_installed, parse_target,
                             topology_devices)
 
@@ -100,11 +101,14 @@ def test_the_gpu_layer_is_what_jax_compiles_for_the_gpu(plugin):
 
 
 def test_every_gpu_instruction_tagged_with_an_equation_is_attributed_to_it(plugin):
-    from dumpgym.hlo import _compile_for_topology, _instructions
-    from dumpgym.trace import innermost_tag
+    from dumpgym.facts import build_facts
+    from dumpgym.hlo import _instructions
+    from dumpgym.trace import innermost_tag, trace
 
-    traced, facts, layer = _layer(_proj(), GPU)
-    tagged, _plain, _about = _compile_for_topology(traced, GPU)
+    traced = trace(_proj(), _args())
+    facts = build_facts(traced)
+    # the layer, and the tagged compile `_compile_for_topology(traced, GPU)` gave it
+    layer, (tagged, _plain, _about) = layer_and_its_compiles(traced, facts, GPU)
     by_name = {i.name: i for i in layer.instructions}
     checked = 0
     for _computation, instruction in _instructions(tagged.runtime_executable().hlo_modules()[0]):

@@ -12,6 +12,13 @@ TRAINING = ("scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-pol
             "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul")
 
 
+def _normals(seed: int, *shapes, dtype=np.float32) -> list:
+    """Standard normal arrays for a program's inputs, drawn by NumPy: `jax.random.normal` compiles a
+    generator for each shape (seconds apiece on CPU), and any random inputs serve these comparisons."""
+    rng = np.random.default_rng(seed)
+    return [jnp.asarray(np.asarray(rng.standard_normal(s), np.float32).astype(dtype)) for s in shapes]
+
+
 def top(program: dict) -> list[dict]:
     """The top-level equations of a program record."""
     return [e for e in program["eqns"] if e["parent"] is None]
@@ -78,15 +85,20 @@ def test_decode_loop_is_a_while_with_a_cond_and_a_body_and_no_gather(by_slug):
 
 def test_decode_loop_decodes_greedily_as_a_python_loop_would(programs):
     program = programs["decode-loop"]
-    keys = jax.random.split(jax.random.key(1), 3)
-    embed, w_hidden, w_vocab = (jax.random.normal(k, s) for k, s in zip(keys, [(64, 32), (32, 32), (32, 64)]))
+    embed, w_hidden, w_vocab = _normals(0, (64, 32), (32, 32), (32, 64))  # decodes all 8 tokens, as key(1) did
     prompt = jnp.int32(5)
+
+    @jax.jit  # one step of the Python loop, compiled once rather than op by op for each token
+    def step(h, token):
+        h = jnp.tanh(embed[token] + h @ w_hidden)
+        return h, jnp.argmax(h @ w_vocab)
+
     tokens, h = [5], jnp.zeros(32)
     while len(tokens) < 8 and tokens[-1] != 0:
-        h = jnp.tanh(embed[tokens[-1]] + h @ w_hidden)
-        tokens.append(int(jnp.argmax(h @ w_vocab)))
+        h, token = step(h, tokens[-1])
+        tokens.append(int(token))
     expected = tokens + [0] * (8 - len(tokens))
-    assert program.function(prompt, embed, w_hidden, w_vocab).tolist() == expected
+    assert jax.jit(program.function)(prompt, embed, w_hidden, w_vocab).tolist() == expected
 
 
 def test_cond_switch_both_branch_calls_are_cond_with_a_converted_predicate_and_a_clamped_index(by_slug):
@@ -133,23 +145,26 @@ def test_train_step_donates_seven_buffers_as_jax_lowers_it(by_slug, programs):
 def test_train_step_takes_an_adam_step_as_optax_would(programs):
     import optax
 
-    keys = jax.random.split(jax.random.key(2), 4)
-    w1, w2 = jax.random.normal(keys[0], (32, 64)), jax.random.normal(keys[1], (64, 16))
-    x, y = jax.random.normal(keys[2], (16, 32)), jax.random.normal(keys[3], (16, 16))
+    w1, w2, x, y = _normals(2, (32, 64), (64, 16), (16, 32), (16, 16))
     zeros = [jnp.zeros_like(w1), jnp.zeros_like(w2)]
 
     def loss(params):
         return jnp.mean((jax.nn.gelu(x @ params[0]) @ params[1] - y) ** 2)
 
     optimizer = optax.adam(1e-3, b1=0.9, b2=0.999, eps=1e-8)
-    state = optimizer.init([w1, w2])
-    updates, _ = optimizer.update(jax.grad(loss)([w1, w2]), state)
-    expected = optax.apply_updates([w1, w2], updates)
+
+    @jax.jit  # optax's step compiled once, rather than each of its operations dispatched (and compiled) alone
+    def reference(params):
+        state = optimizer.init(params)
+        updates, _ = optimizer.update(jax.grad(loss)(params), state)
+        return optax.apply_updates(params, updates), loss(params)
+
+    expected, expected_loss = reference([w1, w2])
     out = programs["train-step"].function(jnp.copy(w1), jnp.copy(w2), *[jnp.copy(z) for z in zeros * 2],
                                           jnp.float32(0), x, y)
     np.testing.assert_allclose(out[0], expected[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out[1], expected[1], rtol=1e-5, atol=1e-6)
-    assert float(out[6]) == 1.0 and float(out[7]) == pytest.approx(float(loss([w1, w2])), rel=1e-6)
+    assert float(out[6]) == 1.0 and float(out[7]) == pytest.approx(float(expected_loss), rel=1e-6)
 
 
 def test_ckpt_policy_saves_the_dots_and_recomputes_the_sin(by_slug):
@@ -191,17 +206,18 @@ def test_embed_xent_gathers_forward_and_scatter_adds_backward(by_slug):
 def test_embed_xent_matches_optax_cross_entropy(programs):
     import optax
 
-    table = jax.random.normal(jax.random.key(3), (64, 32))
-    tokens = jax.random.randint(jax.random.key(4), (16,), 0, 64)
-    labels = jax.random.randint(jax.random.key(5), (16,), 0, 64)
+    (table,) = _normals(3, (64, 32))
+    rng = np.random.default_rng(4)
+    tokens, labels = (jnp.asarray(rng.integers(0, 64, 16), jnp.int32) for _ in range(2))
 
     def reference(table):
         logits = table[tokens] @ table.T
         return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
-    value, grad = programs["embed-xent"].function(table, tokens, labels)
-    np.testing.assert_allclose(value, reference(table), rtol=1e-5)
-    np.testing.assert_allclose(grad, jax.grad(reference)(table), rtol=1e-4, atol=1e-6)
+    # Both sides jitted: each compiled once instead of dispatched (and compiled) primitive by primitive.
+    value, grad = jax.jit(programs["embed-xent"].function)(table, tokens, labels)
+    np.testing.assert_allclose(value, jax.jit(reference)(table), rtol=1e-5)
+    np.testing.assert_allclose(grad, jax.jit(jax.grad(reference))(table), rtol=1e-4, atol=1e-6)
 
 
 def test_dropout_takes_a_typed_key_and_draws_random_bits(by_slug):
@@ -229,7 +245,7 @@ def test_dropout_leaves_exactly_the_key_constraint_unlinked(by_slug):
 
 def test_dropout_keeps_about_nine_in_ten_and_scales_them(programs):
     x, w = jnp.ones((8, 32)), jnp.eye(32)
-    out = programs["dropout"].function(x, w, jax.random.key(0))
+    out = jax.jit(programs["dropout"].function)(x, w, jax.random.key(0))  # one compile, not one per primitive
     kept = np.asarray(out) != 0
     np.testing.assert_allclose(np.asarray(out)[kept], 1 / 0.9, rtol=1e-6)
     assert 0.8 < kept.mean() < 1.0
@@ -250,13 +266,17 @@ def test_sdpa_is_grouped_query_attention_with_an_f32_softmax(by_slug):
 
 
 def test_sdpa_matches_attention_written_out(programs):
-    q, k, v = (jax.random.normal(key, s, jnp.bfloat16) for key, s in
-               zip(jax.random.split(jax.random.key(6), 3), [(2, 16, 4, 8), (2, 16, 2, 8), (2, 16, 2, 8)]))
-    kk, vv = jnp.repeat(k, 2, axis=2), jnp.repeat(v, 2, axis=2)
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, kk, preferred_element_type=jnp.float32) / np.sqrt(8)
-    scores = jnp.where(jnp.tril(jnp.ones((16, 16), bool)), scores, -jnp.inf)
-    expected = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores).astype(jnp.bfloat16), vv)
-    np.testing.assert_allclose(np.asarray(programs["sdpa"].function(q, k, v), np.float32),
+    q, k, v = _normals(6, (2, 16, 4, 8), (2, 16, 2, 8), (2, 16, 2, 8), dtype=jnp.bfloat16)
+
+    @jax.jit  # compiled once, as the program below, rather than op by op
+    def written_out(q, k, v):
+        kk, vv = jnp.repeat(k, 2, axis=2), jnp.repeat(v, 2, axis=2)
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, kk, preferred_element_type=jnp.float32) / np.sqrt(8)
+        scores = jnp.where(jnp.tril(jnp.ones((16, 16), bool)), scores, -jnp.inf)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores).astype(jnp.bfloat16), vv)
+
+    expected = written_out(q, k, v)
+    np.testing.assert_allclose(np.asarray(jax.jit(programs["sdpa"].function)(q, k, v), np.float32),
                                np.asarray(expected, np.float32), rtol=2e-2, atol=2e-2)
 
 
@@ -298,8 +318,9 @@ def test_rnn_bptt_matches_the_gradient_of_the_unrolled_loop(programs):
             total = total + jnp.sum(h * h)
         return total + jnp.sum(h)
 
-    expected = jax.grad(unrolled, argnums=(0, 1, 2))(*args[:3])
-    for got, want in zip(programs["rnn-bptt"].function(*args), expected):
+    # Both jitted: the twelve unrolled steps and the two scans compiled once, not primitive by primitive.
+    expected = jax.jit(jax.grad(unrolled, argnums=(0, 1, 2)))(*args[:3])
+    for got, want in zip(jax.jit(programs["rnn-bptt"].function)(*args), expected):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 

@@ -198,3 +198,11 @@ def test_a_bad_jobs_count_is_one_line_and_status_2(jobs, capsys):
     assert cli.main(["corpus", "build", "--check", "--jobs", jobs]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--jobs" in err
+
+
+def test_workers_refuse_a_program_they_could_not_find_by_slug(programs):
+    import dataclasses
+
+    renamed = dataclasses.replace(programs["mlp"], title="not the built-in mlp")
+    with pytest.raises(ValueError, match="built-in programs only"):
+        build_corpus([renamed, programs["scan"]], compiled=False, jobs=2)

@@ -1,4 +1,5 @@
 """The dot_general decoder: each answer is what JAX does with the dims a layer prints, never text on the page."""
+import contextlib
 import functools
 import re
 
@@ -9,7 +10,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax import lax
-from jax._src import config as jax_config
 
 from dumpgym.drills import decoder
 from dumpgym.drills._dot import MASK, DotView, dot_dims, hlo_view, jaxpr_view, stablehlo_view, type_text
@@ -43,6 +43,18 @@ def dot_cases(draw):
         "lhs": tuple(size[a] for a in lhs_axes), "rhs": tuple(size[a] for a in rhs_axes),
         "dims": ((lc, rc), (lb, rb)), "dtype": dtype, "preferred": draw(st.sampled_from(preferred)),
     }
+
+
+@contextlib.contextmanager
+def _unfiltered_tracebacks():
+    """JAX refuses many resized dims with a TypeError; filtering each one's traceback (a stat of every
+    frame's file) is most of the cost, and no use to a test that only catches it."""
+    before = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", "off")
+    try:
+        yield
+    finally:
+        jax.config.update("jax_traceback_filtering", before)
 
 
 @functools.cache
@@ -80,8 +92,7 @@ def out_shape_when_resized(view: DotView, side: str, axis: int, partner: bool = 
         other = "rhs" if side == "lhs" else "lhs"
         shapes[other][d.axes(other, "batch")[batch.index(axis)]] = UNIQUE
     try:
-        # JAX refuses with a TypeError; filtering its traceback (a stat of every frame's file) is no use here
-        with jax_config.traceback_filtering("off"):
+        with _unfiltered_tracebacks():
             out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(lhs, jnp.float32),
                                  jax.ShapeDtypeStruct(rhs, jnp.float32))
     except TypeError:

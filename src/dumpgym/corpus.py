@@ -81,6 +81,10 @@ def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs:
         require_cuda_plugin()
     programs = list(programs)
     if jobs > 1 and len(programs) > 1:
+        from dumpgym.programs import SLUGS, builtin_program
+
+        if any(p.slug not in SLUGS or p is not builtin_program(p.slug) for p in programs):  # a worker finds its program by slug
+            raise ValueError("build_corpus(jobs > 1) builds built-in programs only; use jobs=1 for others")
         records = _build_in_workers([p.slug for p in programs], progress is not None, compiled, jobs)
     else:
         tpu, gpu = (TPU, GPU) if compiled else (None, None)

@@ -43,7 +43,7 @@ def _line_tokens(text: str, layer: str) -> tuple[tuple[tuple[str, str], ...], ..
     """The text split into lines, each a tuple of (class, text) runs with neighbours of one class merged.
 
     Kept per process: lexing is most of a site's render, and a process that renders the site more than
-    once (the test suite does, some forty times) lexes the same built-in listings each time.
+    once (the test suite does, many times) lexes the same built-in listings each time.
     """
     lexer = lexer_for(layer)
     pairs = lexer.get_tokens(text) if lexer is not None else [(Token.Text, text)]

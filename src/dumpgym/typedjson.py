@@ -73,11 +73,6 @@ def _what(value) -> str:
     return _KIND.get(type(value), type(value).__name__)
 
 
-@cache
-def _hints(cls) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 class _Wrong(Exception):
     """A mismatch found while reading; `steps` collects the path to it, innermost first, as it unwinds."""
 
@@ -199,7 +194,7 @@ def _dict_reader(item) -> Callable[[Any], Any]:
 
 
 def _record_reader(cls) -> Callable[[Any], Any]:
-    hints = _hints(cls)
+    hints = typing.get_type_hints(cls)
     # (name, reader, required) per field, in declaration order.
     fields = [(f.name, _reader(hints[f.name]), f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
               for f in dataclasses.fields(cls)]

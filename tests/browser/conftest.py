@@ -245,14 +245,20 @@ def open_fresh(kept_context):
     return lambda url, **options: fresh_page(kept_context(**options), url)
 
 
-@pytest.fixture
-def page(kept_context, base_url):
-    """A fresh page (its own localStorage) on the gym; the test fails on any console error."""
-    context = kept_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    pg = fresh_page(context, base_url)
+@contextlib.contextmanager
+def checked_page(context, url: str):
+    """`fresh_page(context, url)` for the block; afterwards its pages are closed and any console error fails."""
+    pg = fresh_page(context, url)
     yield pg
     close_pages(context)
     assert pg.console.errors == [], f"console errors: {pg.console.errors}"
+
+
+@pytest.fixture
+def page(kept_context, base_url):
+    """A fresh page (its own localStorage) on the gym; the test fails on any console error."""
+    with checked_page(kept_context(viewport={"width": 1280, "height": 900}, accept_downloads=True), base_url) as pg:
+        yield pg
 
 
 class Gym:

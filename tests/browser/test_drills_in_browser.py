@@ -217,13 +217,10 @@ def hand_made_url(built_once_dir, corpus, serve_directory):
 @pytest.fixture
 def hand_page(kept_context, hand_made_url):
     """A fresh page (its own localStorage) on the hand-made site; fails on any console error."""
-    from conftest import close_pages, fresh_page
+    from conftest import checked_page
 
-    context = kept_context(viewport={"width": 1280, "height": 900})
-    pg = fresh_page(context, hand_made_url)
-    yield pg
-    close_pages(context)
-    assert pg.console.errors == []
+    with checked_page(kept_context(viewport={"width": 1280, "height": 900}), hand_made_url) as pg:
+        yield pg
 
 
 def _open(page, kind):

@@ -99,6 +99,17 @@ def test_reduction_answer_matches_eval_shape(x, data, op):
     assert "kept-reduced-axis" in item.rules
 
 
+def test_a_reduction_whose_axes_happen_to_equal_its_output_shape_is_still_asked():
+    # reduce_sum over axes (2, 3) of a [2,3,2,2] gives [2,3]: the axes say nothing about the shape.
+    item, expected = only_item(lambda a: lax.reduce_sum(a, (2, 3)), ((2, 3, 2, 2), jnp.float32))
+    check_item(item, expected)
+
+
+def test_a_slice_whose_limits_print_its_output_shape_is_not_asked():
+    item, _ = only_item(lambda a: lax.slice(a, (0, 0), (2, 3)), ((4, 5), jnp.float32))
+    assert item is None
+
+
 @PROPERTY
 @given(x=arrays(dtypes=[jnp.float32, jnp.bfloat16, jnp.int32]), data=st.data())
 def test_argmax_answer_matches_eval_shape(x, data):

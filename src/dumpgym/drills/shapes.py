@@ -31,6 +31,10 @@ MIN_OPTIONS = 3
 # Primitives whose params print the output's shape: asking for it would be reading, not inferring.
 STATES_THE_ANSWER = frozenset({"broadcast_in_dim", "reshape", "iota", "dynamic_slice", "full",
                                "random_bits", "rng_bit_generator", "rng_uniform"})
+# Params that hold sizes: when one equals the output's shape, the line prints the answer (a slice from
+# 0 with stride 1 has it as limit_indices). Other params can equal it by chance (axes=(2, 3) reducing
+# a [2,3,2,2] to [2,3]) without saying anything about it.
+SIZE_PARAMS = frozenset({"limit_indices", "slice_sizes", "new_sizes", "shape", "sizes"})
 # Params that say nothing about the output: placement, caching, naming, accuracy, AD bookkeeping.
 NOISE_PARAMS = frozenset({"compiler_options_kvs", "ctx_mesh", "in_shardings", "out_shardings", "donated_invars",
                           "inline", "keep_unused", "name", "in_layouts", "out_layouts", "out_sharding", "sharding",
@@ -266,7 +270,7 @@ def shapes_item(eqn: EqnFact, jaxpr: str, seed: str = "", where: Where = NOWHERE
     if not eqn.has_subjaxpr and any(is_extended(x.dtype) for x in (*eqn.input_avals, *eqn.outputs)):
         return None  # a PRNG key primitive: its shapes follow the key data's layout, which no misreading rule knows
     answer, listing = eqn.outputs[0], listing or Listing(jaxpr, [eqn])
-    if answer.rank and any(v == list(answer.shape) for v in eqn.params.values()):
+    if answer.rank and any(eqn.params[k] == list(answer.shape) for k in SIZE_PARAMS & eqn.params.keys()):
         return None  # e.g. a slice from 0 with stride 1: limit_indices is the answer
     printed, names = listing.text(eqn, str(answer)), listing.operands(eqn)
     if printed is None or names is None or (eqn.has_subjaxpr and "{ lambda" not in printed):

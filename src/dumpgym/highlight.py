@@ -48,14 +48,15 @@ def _line_tokens(text: str, layer: str) -> tuple[tuple[tuple[str, str], ...], ..
     lexer = lexer_for(layer)
     pairs = lexer.get_tokens(text) if lexer is not None else [(Token.Text, text)]
     lines: list[list[tuple[str, str]]] = [[]]
+    run = lines[-1]
     for ttype, value in pairs:
         cls = token_class(ttype)
-        for i, part in enumerate(value.split("\n")):
+        for i, part in enumerate(value.split("\n") if "\n" in value else (value,)):
             if i:
-                lines.append([])
+                run = []
+                lines.append(run)
             if not part:
                 continue
-            run = lines[-1]
             if run and (run[-1][0] == cls or (not part.strip() and not run[-1][0])):
                 run[-1] = (run[-1][0], run[-1][1] + part)
             else:
@@ -70,6 +71,8 @@ def _link_runs(runs: tuple[tuple[str, str], ...], links: list[tuple[int, int, st
     A run is bare text (a string), a highlighted run `[class, text]`, or an op name linked to its card,
     `[class, text, anchor]` (its class is dropped: the link has its own look).
     """
+    if not links:
+        return [[cls, value] if cls else value for cls, value in runs]
     out: list = []
     raw = "".join(v for _, v in runs)
     pos = 0
@@ -125,10 +128,17 @@ def hlo_listing(text: str, links: dict[int, list[tuple[str, str]]] | None = None
     return {"schema": HLO_LISTING_SCHEMA, "lines": listing_lines(text, "hlo", links)}
 
 
+@lru_cache(maxsize=None)
+def _op_patterns(name: str) -> tuple[re.Pattern, ...]:
+    """Where an op name may stand, most telling first: after `= `, in quotes, as a word."""
+    return tuple(re.compile(p) for p in (rf"= {re.escape(name)}(?=[\[\s(\"]|$)", rf"\"{re.escape(name)}\"",
+                                           rf"\b{re.escape(name)}\b"))
+
+
 def _find_op(line: str, name: str, after: int = 0) -> int:
     """Where an op name stands on its line (from `after`): after `= ` for equations and ops, else its first match."""
-    for pattern in (rf"= {re.escape(name)}(?=[\[\s(\"]|$)", rf"\"{re.escape(name)}\"", rf"\b{re.escape(name)}\b"):
-        m = re.compile(pattern).search(line, after)
+    for pattern in _op_patterns(name):
+        m = pattern.search(line, after)
         if m:
             return m.start() + (2 if m.group().startswith("= ") else 1 if m.group().startswith('"') else 0)
     return -1

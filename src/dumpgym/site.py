@@ -166,11 +166,12 @@ def program_view(program: ProgramRecord) -> ProgramView:
     )
 
 
-def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, object]:
-    """The JSON files the page fetches: each program object, its highlighted listings and compiled HLO
-    (data/hlo: the CPU's, data/hlo-tpu: the TPU's, data/hlo-gpu: the GPU's), and each drill kind's items
-    per program."""
-    files: dict[str, object] = {f"data/programs/{p.slug}.json": p.to_json() for p in corpus.programs}
+def _splits(corpus: Corpus, written: dict, pool: dict, anchors: dict[str, str]) -> dict[str, object]:
+    """The JSON files the page fetches: each program object (from `written`, the corpus's `to_json`),
+    its highlighted listings and compiled HLO (data/hlo: the CPU's, data/hlo-tpu: the TPU's,
+    data/hlo-gpu: the GPU's), and each drill kind's items per program."""
+    files: dict[str, object] = {f"data/programs/{p.slug}.json": program
+                                for p, program in zip(corpus.programs, written["programs"])}
     for p in corpus.programs:
         links = op_links(p, anchors)
         files[f"data/listings/{p.slug}.json"] = {
@@ -244,9 +245,10 @@ def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:
     )
     files = {"index.html": page.encode("utf-8")}
     files["data/reference.json"] = _json({"schema": REFERENCE_SCHEMA, "cards": cards})
-    files["corpus.json"] = _json(record.to_json(), indent=1)
+    written = record.to_json()
+    files["corpus.json"] = _json(written, indent=1)
     files["drills.json"] = _json(drills, indent=1)
-    for path, obj in _splits(record, drills, anchors).items():
+    for path, obj in _splits(record, written, drills, anchors).items():
         files[path] = _json(obj)
     static = resources.files("dumpgym") / "static"
     for entry in static.iterdir():

@@ -158,8 +158,15 @@ def test_the_command_binds_localhost_unless_told_otherwise(monkeypatch):
 
 
 def test_importing_and_answering_does_not_import_jax():
+    # serve makes a listing when it is first asked for: ask for one file of every kind.
     code = ("import sys, dumpgym.serve as s; assert 'jax' not in sys.modules, 'import'; "
-            "assert s.get('/')[0] == 200; assert 'jax' not in sys.modules, 'get'")
+            "assert s.get('/')[0] == 200; assert 'jax' not in sys.modules, 'get'; "
+            "files = s._default_site().files; "
+            "kinds = ('data/listings/', 'data/hlo/', 'data/hlo-tpu/', 'data/hlo-gpu/', 'data/drills/', "
+            "'data/programs/', 'data/reference.json', 'corpus.json', 'drills.json', 'static/'); "
+            "asked = [next(p for p in files if p.startswith(k)) for k in kinds]; "
+            "assert all(s.get('/' + p)[0] == 200 for p in asked), asked; "
+            "assert 'jax' not in sys.modules, asked")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -189,6 +196,30 @@ def test_a_busy_port_is_one_clear_error_said_before_rendering(server, monkeypatc
     port = server.server_address[1]
     with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
         serve.serve(port=port)
+
+
+def test_serve_renders_the_page_before_its_url_and_a_listing_when_asked(monkeypatch):
+    made = []
+    real = site.listing_lines
+    monkeypatch.setattr(site, "listing_lines", lambda *a: made.append(a[1]) or real(*a))
+    gym = serve.Site.build()
+    assert gym.files["index.html"] is gym.files["index.html"]  # made once, by build()
+    assert not made
+    status, _, body = gym.get("/data/listings/mlp.json")
+    assert status == 200 and made == ["source", "jaxpr", "stablehlo"]
+    assert json.loads(body)["jaxpr"] and gym.get("/data/listings/nowhere.json")[0] == 404
+
+
+def test_a_template_that_fails_fails_before_serve_says_where_the_gym_is(monkeypatch, capsys):
+    def broken():
+        raise RuntimeError("the template failed")
+
+    monkeypatch.setattr(site, "_environment", broken)
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    with pytest.raises(RuntimeError, match="the template failed"):
+        serve.serve(port=port)
+    assert "the gym is at" not in capsys.readouterr().out
 
 
 def test_a_render_that_fails_frees_the_port(monkeypatch):

@@ -323,3 +323,28 @@ def test_a_path_target_in_a_drill_without_items_is_named_not_linked(page, small)
     target = re.search(r'<li data-target="05/loops/10".*?</li>', page, re.S).group()
     assert "href=" not in target and "no program here has items for it" in target
     assert all(f'href="#drill-{k}"' in page for k in present)
+
+
+def test_site_files_make_a_listing_only_when_it_is_read_and_make_it_as_render_site_does(small, files, monkeypatch):
+    made = []
+    for name in ("listing_lines", "hlo_listing"):
+        real = getattr(site, name)
+        monkeypatch.setattr(site, name, lambda *a, _real=real, _name=name: made.append(_name) or _real(*a))
+    lazy = site.site_files(*small)
+    assert list(lazy) == list(files)  # every path known up front, in render_site's order
+    assert lazy["index.html"] == files["index.html"] and not made
+    assert "data/listings/mlp.json" in lazy and "data/listings/nowhere.json" not in lazy and not made
+    assert lazy["data/listings/mlp.json"] == files["data/listings/mlp.json"]
+    assert made == ["listing_lines"] * 3  # source, jaxpr and StableHLO of one program, nothing else
+    lazy["data/listings/mlp.json"]
+    assert len(made) == 3  # kept, not made again
+
+
+def test_site_files_read_from_many_threads_are_what_render_site_makes(small, files):
+    from concurrent.futures import ThreadPoolExecutor
+
+    lazy = site.site_files(*small)
+    paths = sorted(files) * 3
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lazy.__getitem__, paths))
+    assert got == [files[p] for p in paths]

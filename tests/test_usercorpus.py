@@ -15,7 +15,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from dumpgym import build, cli, serve, usercorpus
+from dumpgym import build, cli, usercorpus
 from dumpgym.facts import build_facts
 from dumpgym.program import load_entry, parse_arg
 from dumpgym.serve import Site
@@ -381,9 +381,9 @@ def test_a_damaged_folder_is_one_line_and_status_2(damaged, command, capfd):
 
 @pytest.fixture(scope="module")
 def render_once():
-    """`render_site`, remembered by the content of its inputs: the serve and the build of one folder (and
-    folders that skip to the same programs) render the same gym from equal inputs, so it is rendered once.
-    What these tests check (the loading that skips and warns, serving, writing) all still runs."""
+    """`render_site`, remembered by the content of its inputs: the builds of folders that skip to the same
+    programs render the same gym from equal inputs, so it is rendered once. What these tests check (the
+    loading that skips and warns, serving, writing) all still runs; serve makes only what it is asked for."""
     rendered: dict[str, dict[str, bytes]] = {}
 
     def render(corpus, drills):
@@ -398,7 +398,6 @@ def render_once():
 @pytest.mark.parametrize("damaged", ["xray is a string", "the index lists a missing file", "the index is not JSON"],
                          indirect=True)  # a damaged record, a missing one, a damaged index: every way to skip
 def test_serve_and_build_skip_a_damaged_program_with_a_warning(damaged, tmp_path, capfd, monkeypatch, render_once):
-    monkeypatch.setattr(serve, "render_site", render_once)
     monkeypatch.setattr(build, "render_site", render_once)
     corpus_dir, message = damaged
     site = Site.build(corpus_dir)

@@ -1,6 +1,7 @@
 """`dumpgym serve`: the gym from memory over HTTP, with the standard library and without importing JAX.
 
-The server answers GET and HEAD for the files `site.render_site` made and nothing else: no
+The server answers GET and HEAD for the files of `site.site_files` and nothing else (the page is
+rendered before the URL is printed, each listing when the page first fetches it): no
 directory listings, no paths outside the site, no request bodies read, no code run for the browser.
 It answers only requests addressed to it (the `Host` check that defeats DNS rebinding), with a
 bounded pool of workers, a deep listen backlog and a deadline on each request head.
@@ -17,12 +18,13 @@ import sys
 import threading
 import time
 import webbrowser
+from collections.abc import Mapping
 from functools import lru_cache
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
-from dumpgym.site import CSP, load_inputs, render_site
+from dumpgym.site import CSP, SiteFiles, load_inputs, site_files
 
 TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -50,16 +52,19 @@ _GZIP_MIN = 1024
 class Site:
     """The gym's files in memory, answering requests by path."""
 
-    def __init__(self, files: dict[str, bytes], programs: int = 0):
-        self.files = dict(files)
+    def __init__(self, files: Mapping[str, bytes], programs: int = 0):
+        self.files = files if isinstance(files, SiteFiles) else dict(files)
         self.programs = programs
         self._gzipped: dict[str, bytes] = {}
 
     @classmethod
     def build(cls, corpus_dir=None) -> "Site":
-        """Render the gym for the built-in corpus plus the programs added under `corpus_dir`."""
+        """The gym for the built-in corpus plus the programs added under `corpus_dir`: the page is
+        rendered now, each listing when it is first asked for (`site.SiteFiles`)."""
         corpus, drills = load_inputs(corpus_dir)
-        return cls(render_site(corpus, drills), programs=len(corpus["programs"]))
+        files = site_files(corpus, drills)
+        files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
+        return cls(files, programs=len(corpus["programs"]))
 
     def resolve(self, target: str) -> str | None:
         """The site file a request target names, or None for anything outside the site."""
@@ -79,9 +84,9 @@ class Site:
         rel = self.resolve(target)
         if rel is None:
             return _plain(HTTPStatus.BAD_REQUEST, "refused: that path leaves the site\n")
-        body = self.files.get(rel)
-        if body is None:
+        if rel not in self.files:
             return _plain(HTTPStatus.NOT_FOUND, f"not found: /{rel}\n")
+        body = self.files[rel]
         headers = {"Content-Type": TYPES.get(_suffix(rel), "application/octet-stream"), **HEADERS}
         if len(body) >= _GZIP_MIN and _suffix(rel) in TYPES:
             headers["Vary"] = "Accept-Encoding"

@@ -1,17 +1,20 @@
 """Stage six: the gym as static files, highlighted and escaped at build time, read by plain ES modules.
 
-`render_site` turns a corpus ("dumpgym.corpus/1", read once as a typed `Corpus`) and a drill pool
-("dumpgym.drills/1") into a dict of relative paths to bytes; `build_site` writes that dict to a folder
-and `serve` serves it from memory. The page reads per-program and per-drill splits of exactly those
+`site_files` turns a corpus ("dumpgym.corpus/1", read once as a typed `Corpus`) and a drill pool
+("dumpgym.drills/1") into a mapping of relative paths to bytes, each file made when first read;
+`render_site` makes them all, `build_site` writes them to a folder, and `serve` serves the mapping
+from memory, so its page is up before every listing is lexed. The page reads per-program and per-drill splits of exactly those
 JSON objects, so what it shows is what `dumpgym export` and `dumpgym drills` print.
 """
 from __future__ import annotations
 
 import json
 import re
+import threading
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 
 from jinja2 import Environment, PackageLoader
@@ -166,24 +169,33 @@ def program_view(program: ProgramRecord) -> ProgramView:
     )
 
 
-def _splits(corpus: Corpus, written: dict, pool: dict, anchors: dict[str, str]) -> dict[str, object]:
-    """The JSON files the page fetches: each program object (from `written`, the corpus's `to_json`),
-    its highlighted listings and compiled HLO (data/hlo: the CPU's, data/hlo-tpu: the TPU's,
-    data/hlo-gpu: the GPU's), and each drill kind's items per program."""
-    files: dict[str, object] = {f"data/programs/{p.slug}.json": program
-                                for p, program in zip(corpus.programs, written["programs"])}
+def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
+            anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
+    """The JSON files the page fetches, each as a function that makes it: each program object (from
+    `written()`, the corpus's `to_json`), its highlighted listings and compiled HLO (data/hlo: the
+    CPU's, data/hlo-tpu: the TPU's, data/hlo-gpu: the GPU's), and each drill kind's items per program."""
+    files: dict[str, Callable[[], object]] = {
+        f"data/programs/{p.slug}.json": partial(lambda i: written()["programs"][i], i)
+        for i, p in enumerate(corpus.programs)}
     for p in corpus.programs:
-        links = op_links(p, anchors)
-        files[f"data/listings/{p.slug}.json"] = {
-            "schema": LISTINGS_SCHEMA,
-            **{layer: listing_lines(text, layer, links[layer]) for layer, text in _listings(p).items()},
-        }
+        files[f"data/listings/{p.slug}.json"] = partial(_listings_file, p, anchors)
         for name, layer in _compiled_layers(p).items():
-            compiled_links = {line: [(op, anchors[f"hlo:{op}"])] for line, op in compiled_ops(layer).items()}
-            files[f"data/{_COMPILED_LAYERS[name]}/{p.slug}.json"] = hlo_listing(layer.text, compiled_links)
+            files[f"data/{_COMPILED_LAYERS[name]}/{p.slug}.json"] = partial(_compiled_file, layer, anchors)
     for (kind, slug), items in _group_items(pool).items():
-        files[f"data/drills/{kind}/{slug}.json"] = {"schema": pool["schema"], "items": items}
+        files[f"data/drills/{kind}/{slug}.json"] = partial(lambda items: {"schema": pool["schema"], "items": items},
+                                                           items)
     return files
+
+
+def _listings_file(program: ProgramRecord, anchors: dict[str, str]) -> dict:
+    links = op_links(program, anchors)
+    return {"schema": LISTINGS_SCHEMA,
+            **{layer: listing_lines(text, layer, links[layer]) for layer, text in _listings(program).items()}}
+
+
+def _compiled_file(layer: CompiledLayer, anchors: dict[str, str]) -> dict:
+    compiled_links = {line: [(op, anchors[f"hlo:{op}"])] for line, op in compiled_ops(layer).items()}
+    return hlo_listing(layer.text, compiled_links)
 
 
 def _group_items(pool: dict) -> dict[tuple[str, str], list[dict]]:
@@ -227,37 +239,81 @@ def _environment() -> Environment:
     return env
 
 
-def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:
-    """Every file of the gym, by relative path: index.html, the JSON it reads, its ES modules and CSS."""
+class SiteFiles(Mapping):
+    """A site's files by relative path, each made the first time it is read, then kept.
+
+    `serve` answers the page before it has lexed every listing (most of a render): a listing is made
+    when the page first fetches it. Safe to read from several threads.
+    """
+
+    def __init__(self, makers: dict[str, Callable[[], bytes]]):
+        self._makers = makers
+        self._made: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, path: str) -> bytes:
+        made = self._made.get(path)
+        if made is None:
+            with self._lock:
+                if path not in self._made:
+                    self._made[path] = self._makers[path]()
+                made = self._made[path]
+        return made
+
+    def __contains__(self, path) -> bool:  # without making the file (Mapping's would)
+        return path in self._makers
+
+    def __iter__(self):
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
+def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
+    """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
+    its ES modules and CSS."""
     # Callers hold the corpus as the JSON they loaded; it is read (and validated) here, once.
     record = corpus if isinstance(corpus, Corpus) else Corpus.from_json(corpus)
     cards, anchors = _op_cards(record)
-    programs = [program_view(p) for p in record.programs]
-    groups = _group_items(drills)
-    kinds = drill_kinds(drills)
-    # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.
-    pools = {k.name: " ".join(f"{slug}:{len(items)}:{_weight(items):g}" for (kind, slug), items in groups.items()
-                              if kind == k.name)
-             for k in kinds}
-    page = _environment().get_template("index.html").render(
-        corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH,
-        totals=totals(record, drills), yours=[p.slug for p in record.programs if p.added], csp=CSP, progress_key=PROGRESS_KEY, fluency=FLUENCY, xray=XRAY_SECTION,
-    )
-    files = {"index.html": page.encode("utf-8")}
-    files["data/reference.json"] = _json({"schema": REFERENCE_SCHEMA, "cards": cards})
-    written = record.to_json()
-    files["corpus.json"] = _json(written, indent=1)
-    files["drills.json"] = _json(drills, indent=1)
-    for path, obj in _splits(record, written, drills, anchors).items():
-        files[path] = _json(obj)
+    written = cache(record.to_json)
+
+    def page() -> bytes:
+        programs = [program_view(p) for p in record.programs]
+        groups = _group_items(drills)
+        kinds = drill_kinds(drills)
+        # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.
+        pools = {k.name: " ".join(f"{slug}:{len(items)}:{_weight(items):g}" for (kind, slug), items in groups.items()
+                                  if kind == k.name)
+                 for k in kinds}
+        return _environment().get_template("index.html").render(
+            corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH,
+            totals=totals(record, drills), yours=[p.slug for p in record.programs if p.added], csp=CSP,
+            progress_key=PROGRESS_KEY, fluency=FLUENCY, xray=XRAY_SECTION,
+        ).encode("utf-8")
+
+    makers: dict[str, Callable[[], bytes]] = {
+        "index.html": page,
+        "data/reference.json": lambda: _json({"schema": REFERENCE_SCHEMA, "cards": cards}),
+        "corpus.json": lambda: _json(written(), indent=1),
+        "drills.json": lambda: _json(drills, indent=1),
+    }
+    for path, make in _splits(record, written, drills, anchors).items():
+        makers[path] = partial(lambda make: _json(make()), make)
     static = resources.files("dumpgym") / "static"
     for entry in static.iterdir():
         if entry.is_file() and entry.name.endswith((".js", ".css", ".svg")):
-            files[f"static/{entry.name}"] = entry.read_bytes()
+            makers[f"static/{entry.name}"] = entry.read_bytes
     for entry in (static / "vendor").iterdir():  # third-party modules, copied verbatim (scripts/vendor-*)
         if entry.is_file() and entry.name.endswith(".js"):
-            files[f"static/vendor/{entry.name}"] = entry.read_bytes()
-    return files
+            makers[f"static/vendor/{entry.name}"] = entry.read_bytes
+    return SiteFiles(makers)
+
+
+def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:
+    """Every file of the gym, made now, by relative path (what `build_site` writes)."""
+    files = site_files(corpus, drills)
+    return {path: files[path] for path in files}
 
 
 def _json(obj, indent=None) -> bytes:

@@ -1,6 +1,7 @@
 """The test suite's wall time at two or more commits, side by side on this machine.
 
     python benchmarks/suite_time.py [--before d4eb4d8 [REF ...]] [--after HEAD] [--workers 2] [--runs 1]
+                                    [--same-tests]
 
 Each commit is checked out in a temporary `git worktree` and run with this checkout's `.venv`
 (its `src/` first on PYTHONPATH), the way `scripts/test` runs the suite after installing:
@@ -13,6 +14,9 @@ Runs alternate between the commits (before, after, before, after, ...) so that l
 machine falls on all alike. It prints each run, the medians, the number of tests each suite ran, and
 for each `before` the ratios after / before of the pytest time and of the check step plus pytest.
 The default `before`, d4eb4d8, is the last commit before the typed-record refactor (issue 11).
+
+`--same-tests` runs, at every commit, only the tests whose node ids every commit collects (a suite
+that grew is then compared on what it had), and skips the check step.
 """
 from __future__ import annotations
 
@@ -49,10 +53,22 @@ def timed(argv: list[str], cwd: Path, env: dict, may_fail: bool = False) -> tupl
     return took, done.stdout
 
 
-def one_run(tree: Path, workers: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "CI": "true"}
-    check, _ = timed([str(PYTHON), "-m", "dumpgym", "corpus", "build", "--check"], tree, env)
-    argv = [str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+def _env(tree: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(tree / "src"), "CI": "true"}
+
+
+def collected(tree: Path) -> set[str]:
+    """The node ids pytest collects at this commit."""
+    _, out = timed([str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only"], tree, _env(tree))
+    return {line for line in out.splitlines() if "::" in line and not line.startswith(" ")}
+
+
+def one_run(tree: Path, workers: int, only: list[str] | None = None) -> dict:
+    env = _env(tree)
+    check = 0.0
+    if only is None:
+        check, _ = timed([str(PYTHON), "-m", "dumpgym", "corpus", "build", "--check"], tree, env)
+    argv = [str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", *(only or [])]
     if workers:
         argv += ["-n", str(workers)]
     suite, out = timed(argv, tree, env, may_fail=True)
@@ -69,15 +85,21 @@ def main() -> None:
     parser.add_argument("--after", default="HEAD")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for both (0: one process)")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--same-tests", action="store_true",
+                        help="run only the tests every commit has (by node id), without the check step")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         trees = {ref: worktree(ref, Path(tmp)) for ref in (*args.before, args.after)}
         try:
+            only = None
+            if args.same_tests:
+                only = sorted(set.intersection(*(collected(tree) for tree in trees.values())))
+                print(f"{len(only)} tests under the same node id at every commit", flush=True)
             runs: dict[str, list[dict]] = {ref: [] for ref in trees}
             for k in range(args.runs):
                 for ref, tree in trees.items():
-                    r = one_run(tree, args.workers)
+                    r = one_run(tree, args.workers, only)
                     runs[ref].append(r)
                     print(f"run {k + 1} {ref}: {r['tests']} tests; check step {r['check']:.1f} s, "
                           f"pytest {r['pytest']:.1f} s", flush=True)

@@ -1,0 +1,78 @@
+"""How long `dumpgym serve` takes to say where the gym is, at two commits side by side on this machine.
+
+    python benchmarks/serve_start.py [--before 2331e8f] [--after HEAD] [--runs 5]
+
+Each commit is checked out in a temporary `git worktree` and served with this checkout's `.venv` (its
+`src/` first on PYTHONPATH), runs alternating between the commits. A run times, from starting the
+process: the URL line (the page is there), then GETs of `/` and of the biggest program's listings
+and TPU compile (what the page fetches when the x-ray of that program comes on screen).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = ROOT / ".venv" / "bin" / "python"
+ASKED = ("", "data/listings/train-step.json", "data/hlo-tpu/train-step.json")
+
+
+def one_run(tree: Path) -> tuple[float, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(PYTHON), "-c", "from dumpgym import serve; serve.serve(port=0)"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=tree)
+    try:
+        line = proc.stdout.readline()
+        url_at = time.perf_counter() - start
+        if " at " not in line:
+            sys.exit(f"{tree.name}: serve printed {line!r}")
+        url = line.split(" at ", 1)[1].split()[0]
+        for path in ASKED:
+            with urllib.request.urlopen(url + path, timeout=60) as r:
+                r.read()
+        return url_at, time.perf_counter() - start
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default="2331e8f")
+    parser.add_argument("--after", default="HEAD")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {}
+        for ref in (args.before, args.after):
+            trees[ref] = Path(tmp) / ref.replace("/", "_")
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(trees[ref]), ref],
+                           check=True, capture_output=True)
+        try:
+            runs: dict[str, list[tuple[float, float]]] = {ref: [] for ref in trees}
+            for k in range(args.runs):
+                for ref, tree in trees.items():
+                    runs[ref].append(one_run(tree))
+                    print(f"run {k + 1} {ref}: URL after {runs[ref][-1][0]:.2f} s, "
+                          f"page and one x-ray's files after {runs[ref][-1][1]:.2f} s", flush=True)
+        finally:
+            for tree in trees.values():
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                               capture_output=True)
+    med = {ref: [statistics.median(r[i] for r in rs) for i in (0, 1)] for ref, rs in runs.items()}
+    for ref, (url_at, done) in med.items():
+        print(f"{ref}: URL after {url_at:.2f} s, page and one x-ray's files after {done:.2f} s (medians)")
+    b, a = med[args.before], med[args.after]
+    print(f"ratio {args.after} / {args.before}: URL {a[0] / b[0]:.2f}, page and one x-ray's files {a[1] / b[1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

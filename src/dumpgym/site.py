@@ -3,8 +3,9 @@
 `site_files` turns a corpus ("dumpgym.corpus/1", read once as a typed `Corpus`) and a drill pool
 ("dumpgym.drills/1") into a mapping of relative paths to bytes, each file made when first read;
 `render_site` makes them all, `build_site` writes them to a folder, and `serve` serves the mapping
-from memory, so its page is up before every listing is lexed. The page reads per-program and per-drill splits of exactly those
-JSON objects, so what it shows is what `dumpgym export` and `dumpgym drills` print.
+from memory, so its page is up before every listing is lexed. The page reads per-program and
+per-drill splits of exactly those JSON objects, so what it shows is what `dumpgym export` and
+`dumpgym drills` print.
 """
 from __future__ import annotations
 

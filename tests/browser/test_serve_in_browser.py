@@ -1,0 +1,42 @@
+"""The page as `dumpgym serve` gives it: served from memory, each program's listings made when the
+page first asks for them, and the x-ray lights across the columns just as on a static build."""
+import json
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from conftest import checked_page, free_port
+from test_xray_in_browser import lit, open_xray
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """`dumpgym serve` of the built-in corpus (an empty folder of added programs); yields its URL."""
+    corpus_dir = tmp_path_factory.mktemp("no-added-programs")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "dumpgym", "serve", "--port", str(port), "--corpus", str(corpus_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(f"dumpgym: the gym is at http://127.0.0.1:{port}/"), line + proc.stderr.read()
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_xray_of_a_served_gym_loads_its_listings_and_lights_both_columns(kept_context, served):
+    with urllib.request.urlopen(served + "data/programs/attention.json", timeout=10) as r:
+        program = json.loads(r.read())
+    context = kept_context(viewport={"width": 1280, "height": 900})
+    with checked_page(context, served) as page:
+        open_xray(page, "attention")  # its listings and compiled HLO are made now, on the page's request
+        group = next(g for g in program["xray"] if len(g["stablehlo_lines"]) > 1)
+        page.hover(f"[data-xray-col=jaxpr] [data-line='{group['jaxpr_lines'][0]}']")
+        assert sorted(lit(page, "jaxpr")) == sorted(group["jaxpr_lines"])
+        assert sorted(lit(page, "stablehlo")) == sorted(group["stablehlo_lines"])
+        shown = page.locator("[data-xray-col=stablehlo] [data-line]").count()
+        assert shown == program["stablehlo"].count("\n") + 1  # a line per line of JAX's text, as a build shows

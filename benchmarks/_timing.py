@@ -1,10 +1,15 @@
 """Shared helpers for the benchmarks: time whole processes side by side, report medians and ratios."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def time_process(argv, env=None) -> float:
@@ -29,3 +34,20 @@ def compare(label_a: str, argv_a: list[str], label_b: str, argv_b: list[str], ru
 
 
 PYTHON = sys.executable
+
+
+@contextlib.contextmanager
+def worktrees(refs):
+    """Each commit of `refs` checked out in a temporary `git worktree`, by ref, removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {}
+        try:
+            for ref in refs:
+                trees[ref] = Path(tmp) / ref.replace("/", "_")
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(trees[ref]), ref],
+                               check=True, capture_output=True)
+            yield trees
+        finally:
+            for tree in trees.values():
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                               capture_output=True)

@@ -14,12 +14,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import ROOT, worktrees  # noqa: E402
+
 PYTHON = ROOT / ".venv" / "bin" / "python"
 ASKED = ("", "data/listings/train-step.json", "data/hlo-tpu/train-step.json")
 
@@ -50,23 +51,13 @@ def main() -> None:
     parser.add_argument("--after", default="HEAD")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        trees = {}
-        for ref in (args.before, args.after):
-            trees[ref] = Path(tmp) / ref.replace("/", "_")
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(trees[ref]), ref],
-                           check=True, capture_output=True)
-        try:
-            runs: dict[str, list[tuple[float, float]]] = {ref: [] for ref in trees}
-            for k in range(args.runs):
-                for ref, tree in trees.items():
-                    runs[ref].append(one_run(tree))
-                    print(f"run {k + 1} {ref}: URL after {runs[ref][-1][0]:.2f} s, "
-                          f"page and one x-ray's files after {runs[ref][-1][1]:.2f} s", flush=True)
-        finally:
-            for tree in trees.values():
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                               capture_output=True)
+    with worktrees((args.before, args.after)) as trees:
+        runs: dict[str, list[tuple[float, float]]] = {ref: [] for ref in trees}
+        for k in range(args.runs):
+            for ref, tree in trees.items():
+                runs[ref].append(one_run(tree))
+                print(f"run {k + 1} {ref}: URL after {runs[ref][-1][0]:.2f} s, "
+                      f"page and one x-ray's files after {runs[ref][-1][1]:.2f} s", flush=True)
     med = {ref: [statistics.median(r[i] for r in rs) for i in (0, 1)] for ref, rs in runs.items()}
     for ref, (url_at, done) in med.items():
         print(f"{ref}: URL after {url_at:.2f} s, page and one x-ray's files after {done:.2f} s (medians)")

@@ -26,20 +26,14 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import ROOT, worktrees  # noqa: E402
+
 PYTHON = ROOT / ".venv" / "bin" / "python"
 SUMMARY = re.compile(r"(\d+) (?:passed|failed)")
-
-
-def worktree(ref: str, into: Path) -> Path:
-    path = into / ref.replace("/", "_")
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path), ref],
-                   check=True, capture_output=True)
-    return path
 
 
 def timed(argv: list[str], cwd: Path, env: dict, may_fail: bool = False) -> tuple[float, str]:
@@ -89,24 +83,18 @@ def main() -> None:
                         help="run only the tests every commit has (by node id), without the check step")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        trees = {ref: worktree(ref, Path(tmp)) for ref in (*args.before, args.after)}
-        try:
-            only = None
-            if args.same_tests:
-                only = sorted(set.intersection(*(collected(tree) for tree in trees.values())))
-                print(f"{len(only)} tests under the same node id at every commit", flush=True)
-            runs: dict[str, list[dict]] = {ref: [] for ref in trees}
-            for k in range(args.runs):
-                for ref, tree in trees.items():
-                    r = one_run(tree, args.workers, only)
-                    runs[ref].append(r)
-                    print(f"run {k + 1} {ref}: {r['tests']} tests; check step {r['check']:.1f} s, "
-                          f"pytest {r['pytest']:.1f} s", flush=True)
-        finally:
-            for tree in trees.values():
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                               capture_output=True)
+    with worktrees((*args.before, args.after)) as trees:
+        only = None
+        if args.same_tests:
+            only = sorted(set.intersection(*(collected(tree) for tree in trees.values())))
+            print(f"{len(only)} tests under the same node id at every commit", flush=True)
+        runs: dict[str, list[dict]] = {ref: [] for ref in trees}
+        for k in range(args.runs):
+            for ref, tree in trees.items():
+                r = one_run(tree, args.workers, only)
+                runs[ref].append(r)
+                print(f"run {k + 1} {ref}: {r['tests']} tests; check step {r['check']:.1f} s, "
+                      f"pytest {r['pytest']:.1f} s", flush=True)
 
     med = {ref: {key: statistics.median(r[key] for r in rs) for key in ("check", "pytest", "tests")}
            for ref, rs in runs.items()}

@@ -8,7 +8,8 @@ Each commit is checked out in a temporary `git worktree` and run with this check
 
 - the check step, `dumpgym corpus build --check` (every built-in program traced, lowered and
   compiled now, compared with the committed corpus);
-- pytest over the commit's `tests/`, with `--workers` pytest-xdist workers (0: one process).
+- pytest over the commit's `tests/`, with `--workers` pytest-xdist workers (0: one process),
+  handed out as that commit's scripts/test says (`--dist`), or by xdist's default if it says nothing.
 
 Runs alternate between the commits (before, after, before, after, ...) so that load on a shared
 machine falls on all alike. It prints each run, the medians, the number of tests each suite ran, and
@@ -57,6 +58,12 @@ def collected(tree: Path) -> set[str]:
     return {line for line in out.splitlines() if "::" in line and not line.startswith(" ")}
 
 
+def distribution(tree: Path) -> list[str]:
+    """How the commit's scripts/test hands tests to the xdist workers (`--dist MODE`), if it says."""
+    found = re.search(r"--dist[ =](\w+)", (tree / "scripts" / "test").read_text())
+    return ["--dist", found[1]] if found else []
+
+
 def one_run(tree: Path, workers: int, only: list[str] | None = None) -> dict:
     env = _env(tree)
     check = 0.0
@@ -64,7 +71,7 @@ def one_run(tree: Path, workers: int, only: list[str] | None = None) -> dict:
         check, _ = timed([str(PYTHON), "-m", "dumpgym", "corpus", "build", "--check"], tree, env)
     argv = [str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", *(only or [])]
     if workers:
-        argv += ["-n", str(workers)]
+        argv += ["-n", str(workers), *distribution(tree)]
     suite, out = timed(argv, tree, env, may_fail=True)
     for line in out.splitlines():
         if line.startswith("FAILED"):

@@ -120,7 +120,7 @@ def test_every_decisions_item_is_five_key_presses_or_fewer_from_its_question(fet
     assert max(counts.values()) <= 5, {k: v for k, v in counts.items() if v > 5}
 
 
-def test_decisions_answer_with_key_numbers_and_j_alone(page, gym, fetch_json):
+def test_decisions_answer_with_key_numbers_and_j_alone(page, gym):
     # Keyboard only: arrows select the tab, then digits (or j) and Enter answer, Enter asks again.
     page.focus("[role=tablist] [aria-selected=true]")
     while page.get_attribute("#tab-decisions", "aria-selected") != "true":

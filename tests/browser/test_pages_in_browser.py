@@ -169,7 +169,7 @@ def test_corpus_tabs_switch_layers(page):
     assert article.locator("[data-layer-panel=jaxpr]").is_visible()
 
 
-def test_usable_at_375_pixels(open_fresh, base_url, gym_data):
+def test_usable_at_375_pixels(open_fresh, base_url):
     pg = open_fresh(base_url, viewport={"width": 375, "height": 800}, has_touch=True, is_mobile=True)
     errors = pg.console.uncaught
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375

@@ -166,7 +166,7 @@ def test_import_asks_first_and_says_what_it_changes(page, gym, tmp_path):
     assert record["streaks"]["decoder"] == {"current": 1, "best": 2}
 
 
-def test_a_stored_record_with_a_malformed_card_is_set_aside(page, gym):
+def test_a_stored_record_with_a_malformed_card_is_set_aside(page):
     bad = {"schema": KEY, "streaks": {}, "reached": {}, "tallies": {},
            "cards": {"shapes/mlp/0/": {"due": "soon", "stability": 1, "difficulty": 1, "elapsed_days": 0,
                                        "scheduled_days": 0, "learning_steps": 0, "reps": 1, "lapses": 0, "state": 1,

@@ -1,7 +1,7 @@
 """The test suite's wall time at two or more commits, side by side on this machine.
 
-    python benchmarks/suite_time.py [--before d4eb4d8 [REF ...]] [--after HEAD] [--workers 2] [--runs 1]
-                                    [--same-tests]
+    python benchmarks/suite_time.py [--before d4eb4d8 [REF ...]] [--after HEAD] [--workers 2 | --as-scripted]
+                                    [--runs 1] [--same-tests]
 
 Each commit is checked out in a temporary `git worktree` and run with this checkout's `.venv`
 (its `src/` first on PYTHONPATH), the way `scripts/test` runs the suite after installing:
@@ -10,6 +10,8 @@ Each commit is checked out in a temporary `git worktree` and run with this check
   compiled now, compared with the committed corpus);
 - pytest over the commit's `tests/`, with `--workers` pytest-xdist workers (0: one process),
   handed out as that commit's scripts/test says (`--dist`), or by xdist's default if it says nothing.
+  `--as-scripted` takes the number of workers from each commit's scripts/test too (`-n`; none
+  there: one process), so that each suite runs as its own test command ran it.
 
 Runs alternate between the commits (before, after, before, after, ...) so that load on a shared
 machine falls on all alike. It prints each run, the medians, the number of tests each suite ran, and
@@ -64,6 +66,13 @@ def distribution(tree: Path) -> list[str]:
     return ["--dist", found[1]] if found else []
 
 
+def scripted_workers(tree: Path) -> int:
+    """How many xdist workers the commit's scripts/test runs pytest with: its `-n N` (or the default of
+    `-n "${PYTEST_WORKERS:-N}"`), 0 where it runs pytest in one process."""
+    found = re.search(r'pytest\b.*?-n\s+"?(?:\$\{PYTEST_WORKERS:-)?(\d+)', (tree / "scripts" / "test").read_text())
+    return int(found[1]) if found else 0
+
+
 def one_run(tree: Path, workers: int, only: list[str] | None = None) -> dict:
     env = _env(tree)
     check = 0.0
@@ -85,6 +94,8 @@ def main() -> None:
     parser.add_argument("--before", nargs="+", default=["d4eb4d8"], metavar="REF")
     parser.add_argument("--after", default="HEAD")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for both (0: one process)")
+    parser.add_argument("--as-scripted", action="store_true",
+                        help="as many workers as each commit's scripts/test runs pytest with, instead of --workers")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--same-tests", action="store_true",
                         help="run only the tests every commit has (by node id), without the check step")
@@ -98,10 +109,11 @@ def main() -> None:
         runs: dict[str, list[dict]] = {ref: [] for ref in trees}
         for k in range(args.runs):
             for ref, tree in trees.items():
-                r = one_run(tree, args.workers, only)
+                workers = scripted_workers(tree) if args.as_scripted else args.workers
+                r = one_run(tree, workers, only)
                 runs[ref].append(r)
                 print(f"run {k + 1} {ref}: {r['tests']} tests; check step {r['check']:.1f} s, "
-                      f"pytest {r['pytest']:.1f} s", flush=True)
+                      f"pytest {r['pytest']:.1f} s ({workers or 'no'} xdist workers)", flush=True)
 
     med = {ref: {key: statistics.median(r[key] for r in rs) for key in ("check", "pytest", "tests")}
            for ref, rs in runs.items()}

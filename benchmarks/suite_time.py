@@ -60,16 +60,20 @@ def collected(tree: Path) -> set[str]:
     return {line for line in out.splitlines() if "::" in line and not line.startswith(" ")}
 
 
+def _test_command(tree: Path) -> str:
+    return (tree / "scripts" / "test").read_text()
+
+
 def distribution(tree: Path) -> list[str]:
     """How the commit's scripts/test hands tests to the xdist workers (`--dist MODE`), if it says."""
-    found = re.search(r"--dist[ =](\w+)", (tree / "scripts" / "test").read_text())
+    found = re.search(r"--dist[ =](\w+)", _test_command(tree))
     return ["--dist", found[1]] if found else []
 
 
 def scripted_workers(tree: Path) -> int:
     """How many xdist workers the commit's scripts/test runs pytest with: its `-n N` (or the default of
     `-n "${PYTEST_WORKERS:-N}"`), 0 where it runs pytest in one process."""
-    found = re.search(r'pytest\b.*?-n\s+"?(?:\$\{PYTEST_WORKERS:-)?(\d+)', (tree / "scripts" / "test").read_text())
+    found = re.search(r'pytest\b.*?-n\s+"?(?:\$\{PYTEST_WORKERS:-)?(\d+)', _test_command(tree))
     return int(found[1]) if found else 0
 
 

@@ -1,12 +1,34 @@
 """Pygments lexers for the dumps the gym teaches: printed jaxprs, StableHLO text and compiled HLO."""
 from __future__ import annotations
 
+import re
+
 from pygments.lexer import RegexLexer, bygroups, default, include
 from pygments.token import (
     Comment, Keyword, Name, Number, Operator, Punctuation, String, Whitespace,
 )
 
 __all__ = ["HloLexer", "JaxprLexer", "StableHloLexer"]
+
+# --- shared ----------------------------------------------------------------
+
+# A double-quoted string with backslash escapes, on one line: all three dumps print strings so.
+_STRING = r'"(?:[^"\\\n]|\\.)*"'
+
+
+def _aside(opening: str, closing: str, to_line_end: bool = False) -> list:
+    """The state for an aside the page dims (`Comment.Special`), such as a source location: it nests
+    `opening` and `closing` brackets and takes quoted strings whole (a bracket in one does not count);
+    with `to_line_end`, an aside left open also ends where its line does."""
+    stops = opening + closing + '"' + ("\\n" if to_line_end else "")
+    rules = [
+        (_STRING, Comment.Special),
+        (re.escape(opening), Comment.Special, "#push"),
+        (re.escape(closing), Comment.Special, "#pop"),
+        (f"[^{stops}]+", Comment.Special),
+    ]
+    return rules + [(r"\n", Whitespace, "#pop")] if to_line_end else rules
+
 
 # --- jaxpr -----------------------------------------------------------------
 
@@ -106,7 +128,7 @@ class JaxprLexer(RegexLexer):
         ],
         "atoms": [
             (r"'(?:[^'\\\n]|\\.)*'", String.Single),
-            (r'"(?:[^"\\\n]|\\.)*"', String.Double),
+            (_STRING, String.Double),
             # `(?!\w)`: `nan_to_num` is a name, not the number `nan` and a tail.
             (r"0x[0-9a-fA-FX]+(?!\w)", Number.Hex),
             (rf"(?:{_COMPLEX})(?!\w)", Number),
@@ -128,7 +150,6 @@ class JaxprLexer(RegexLexer):
 _ANGLE = r"<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>"
 _ELEMENT = r"(?:bf16|tf32|f\d+(?:E\w+)?|[su]?i\d+|ui\d+|index|none)\b"
 _MLIR_NAME = r"[A-Za-z_][\w$.\-]*"
-_MLIR_STRING = r'"(?:[^"\\\n]|\\.)*"'
 
 
 class StableHloLexer(RegexLexer):
@@ -153,11 +174,11 @@ class StableHloLexer(RegexLexer):
             (_ELEMENT, Keyword.Type),
             (r"%[\w$.\-]+(?:#\d+)?", Name.Variable),
             (rf"[\^@]{_MLIR_NAME}", Name.Label),
-            (rf"@{_MLIR_STRING}", Name.Label),
+            (rf"@{_STRING}", Name.Label),
             (r"#[\w$.]+", Name.Constant),
             # The generic form names its op in quotes: `"stablehlo.case"(%1) ({`.
             (r'"[A-Za-z_]\w*(?:\.\w+)+"(?=\()', Name.Function),
-            (_MLIR_STRING, String.Double),
+            (_STRING, String.Double),
             (rf"({_MLIR_NAME})(\s*)(=)(?!=)", bygroups(Name.Attribute, Whitespace, Operator)),
             (r"[A-Za-z_]\w*(?:\.\w+)+", Name.Function),
             (r"call\b", Name.Function),
@@ -175,12 +196,7 @@ class StableHloLexer(RegexLexer):
             (r"->|=", Operator),
             (r"\.\.\.|[(){}\[\]<>,:;?*|.]", Punctuation),
         ],
-        "loc": [
-            (r"\(", Comment.Special, "#push"),
-            (r"\)", Comment.Special, "#pop"),
-            (_MLIR_STRING, Comment.Special),
-            (r'[^()"]+', Comment.Special),
-        ],
+        "loc": _aside("(", ")"),
     }
 
 
@@ -220,7 +236,7 @@ class HloLexer(RegexLexer):
             (_HLO_NAME, Name.Variable),
             (r"([a-z][\w\-]*)(\()", bygroups(Name.Function, Punctuation)),
             (r"([A-Za-z_][\w\-]*)(=)", bygroups(Name.Attribute, Operator)),
-            (r'"(?:[^"\\\n]|\\.)*"', String.Double),
+            (_STRING, String.Double),
             (r"(?:true|false)\b", Keyword.Constant),
             # Fusion kinds (`kLoop`), comparison directions (`LT`), enum values (`API_VERSION_TYPED_FFI`).
             (r"k[A-Z]\w*\b|[A-Z][A-Z0-9_]*\b", Name.Constant),
@@ -233,13 +249,7 @@ class HloLexer(RegexLexer):
             (r"->|<=|=", Operator),
             (r"[(){}\[\],:;<>*/.|!?@#$&+~^'-]", Punctuation),
         ],
-        "metadata": [
-            (r'"(?:[^"\\\n]|\\.)*"', Comment.Special),
-            (r"\{", Comment.Special, "#push"),
-            (r"\}", Comment.Special, "#pop"),
-            (r'[^{}"\n]+', Comment.Special),
-            (r"\n", Whitespace, "#pop"),
-        ],
+        "metadata": _aside("{", "}", to_line_end=True),
         "computations": [
             (r"\s+", Whitespace),
             (_HLO_NAME, Name.Label),

@@ -96,16 +96,7 @@ def libtpu_installed() -> bool:
 
 def require_libtpu() -> None:
     """Raise `TargetError` in one line unless libtpu is installed."""
-    if not libtpu_installed():
-        raise TargetError("the TPU layer needs the TPU compiler: pip install 'dumpgym[tpu]' "
-                          "(jax[tpu], with libtpu; no TPU needed)")
-
-
-def libtpu_version() -> str:
-    """The installed libtpu's version, as pip reports it."""
-    from importlib.metadata import version
-
-    return version("libtpu")
+    _require(libtpu_installed(), "tpu", "jax[tpu], with libtpu; no TPU needed")
 
 
 def cuda_plugin_installed() -> bool:
@@ -115,16 +106,22 @@ def cuda_plugin_installed() -> bool:
 
 def require_cuda_plugin() -> None:
     """Raise `TargetError` in one line unless JAX's CUDA plugin is installed."""
-    if not cuda_plugin_installed():
-        raise TargetError("the GPU layer needs the GPU compiler: pip install 'dumpgym[gpu]' "
-                          "(JAX's CUDA 12 plugin and ptxas; no GPU needed)")
+    _require(cuda_plugin_installed(), "gpu", "JAX's CUDA 12 plugin and ptxas; no GPU needed")
 
 
-def cuda_plugin_version() -> str:
-    """The installed CUDA plugin's version, as pip reports it."""
+def _require(installed: bool, extra: str, brings: str) -> None:
+    """Raise `TargetError` in one line unless the compiler of the `extra` layer (`tpu`, `gpu`) is
+    `installed`: it names the pip extra that installs it, and what that `brings`."""
+    if not installed:
+        layer = extra.upper()
+        raise TargetError(f"the {layer} layer needs the {layer} compiler: pip install 'dumpgym[{extra}]' ({brings})")
+
+
+def _installed_version(distribution: str) -> str:
+    """The installed version of a compiler package (`libtpu`, `CUDA_PLUGIN`), as pip reports it."""
     from importlib.metadata import version
 
-    return version(CUDA_PLUGIN)
+    return version(distribution)
 
 
 def gpu_spec(name: str) -> str:
@@ -213,11 +210,11 @@ def compiled_for(topology: str, device) -> dict:
 
     kind = device.device_kind
     if topology.partition(":")[0] in GPUS:
-        version = cuda_plugin_version()
+        version = _installed_version(CUDA_PLUGIN)
         what = ("gpu", gpu_spec(topology.partition(":")[0]), topology, version, jaxlib.__version__)
         return {"backend": "gpu", "host": "", "host_id": _digest(what), "device_kind": kind, "topology": topology,
                 "cuda_plugin_version": version}
-    version = libtpu_version()
+    version = _installed_version("libtpu")
     what = ("tpu", kind, topology, version, jaxlib.__version__)
     return {"backend": "tpu", "host": "", "host_id": _digest(what), "device_kind": kind, "topology": topology,
             "libtpu_version": version}

@@ -5,9 +5,11 @@ math functions; `_layout_rules.py` holds the primitives that move or cut data.
 """
 from __future__ import annotations
 
-from dumpgym.drills._avals import axis_list, bits, is_float, short
+from typing import Callable
+
+from dumpgym.drills._avals import axis_list, bits, is_float, is_half, short
 from dumpgym.drills._dot import DotDims, dot_dims
-from dumpgym.drills._misreadings import Found, Where, rule
+from dumpgym.drills._misreadings import Found, ReadingRule, Rule, Where, rule, rule_on
 from dumpgym.primitives import (COLLECTIVE_REDUCTIONS, COMPARISONS, INDEX_REDUCTIONS, REDUCTIONS,
                                 TRANSCENDENTAL)
 from dumpgym.record import Aval, EqnFact
@@ -19,12 +21,27 @@ def _first(eqn: EqnFact) -> Aval | None:
 
 # -- reductions ---------------------------------------------------------------------------
 
-@rule(*REDUCTIONS)
-def kept_reduced_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
-    """keepdims habit: the reduced axes stay as size 1."""
+# A reduction's operand and the axes it removes.
+Reduction = tuple[Aval, tuple[int, ...]]
+
+
+def _reduction(eqn: EqnFact) -> Reduction | None:
+    """A reduction's operand and the axes it removes; None where either is missing."""
     x, axes = _first(eqn), eqn.ints("axes")
-    if x is None or not axes:
-        return None
+    return (x, axes) if x is not None and axes else None
+
+
+def _partial_reduction(eqn: EqnFact) -> Reduction | None:
+    """`_reduction`'s operand and axes, where the reduction keeps at least one axis: a slip about which
+    axes go needs an axis left over."""
+    found = _reduction(eqn)
+    return found if found is not None and len(found[1]) < found[0].rank else None
+
+
+@rule_on(_reduction, *REDUCTIONS)
+def kept_reduced_axis(eqn: EqnFact, answer: Aval, found: Reduction) -> Found:
+    """keepdims habit: the reduced axes stay as size 1."""
+    x, axes = found
     shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
     sizes = ", ".join(f"{a} (size {x.shape[a]})" for a in axes if a < x.rank)
     return (answer.with_shape(shape),
@@ -42,23 +59,19 @@ def index_dtype(eqn: EqnFact, answer: Aval, where: Where) -> Found:
             f"in index_dtype={answer.dtype}")
 
 
-@rule(*REDUCTIONS)
-def reduced_every_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@rule_on(_partial_reduction, *REDUCTIONS)
+def reduced_every_axis(eqn: EqnFact, answer: Aval, found: Reduction) -> Found:
     """Reduced over every axis, as `jnp.sum(x)` without an axis would."""
-    x, axes = _first(eqn), eqn.ints("axes")
-    if x is None or not axes or len(axes) >= x.rank:
-        return None
+    x, axes = found
     return (answer.with_shape(()),
             f"reduced all {x.rank} axes of {x}, as jnp.{eqn.primitive.removeprefix('reduce_')}(x) without axis= "
             f"would; axes={axis_list(axes)} reduces only those")
 
 
-@rule(*REDUCTIONS)
-def dropped_wrong_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@rule_on(_partial_reduction, *REDUCTIONS)
+def dropped_wrong_axis(eqn: EqnFact, answer: Aval, found: Reduction) -> Found:
     """Counted the axes from the wrong end (or one off) and removed another axis."""
-    x, axes = _first(eqn), eqn.ints("axes")
-    if x is None or not axes or len(axes) >= x.rank:
-        return None
+    x, axes = found
     r = x.rank
     for wrong, how in (({r - 1 - a for a in axes}, "counted axes from the other end"),
                        ({(a + 1) % r for a in axes}, "was one axis off"),
@@ -70,11 +83,11 @@ def dropped_wrong_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     return None
 
 
-@rule(*REDUCTIONS)
-def reduced_one_axis_only(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@rule_on(_reduction, *REDUCTIONS)
+def reduced_one_axis_only(eqn: EqnFact, answer: Aval, found: Reduction) -> Found:
     """In a many-axis reduction, removed only the first of the listed axes."""
-    x, axes = _first(eqn), eqn.ints("axes")
-    if x is None or not axes or len(axes) < 2:
+    x, axes = found
+    if len(axes) < 2:
         return None
     shape = [d for i, d in enumerate(x.shape) if i != axes[0]]
     return (answer.with_shape(shape),
@@ -84,7 +97,7 @@ def reduced_one_axis_only(eqn: EqnFact, answer: Aval, where: Where) -> Found:
 @rule("reduce_sum", "reduce_prod")
 def accumulator_dtype(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Expected the reduction to hand back its f32 accumulator."""
-    if not (is_float(answer.dtype) and bits(answer.dtype) == 16):
+    if not is_half(answer.dtype):
         return None
     return (answer.with_dtype("float32"),
             f"expected {eqn.primitive} to return an f32 accumulator; in a jaxpr it keeps "
@@ -93,12 +106,18 @@ def accumulator_dtype(eqn: EqnFact, answer: Aval, where: Where) -> Found:
 
 # -- dot_general --------------------------------------------------------------------------
 
-@rule("dot_general")
-def kept_contracted_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+def _dot_rule(*needs: str) -> Callable[[ReadingRule], Rule]:
+    """Register a dot_general rule on the dot's `DotDims`, for dots whose axis lists named in `needs`
+    (`lhs_batch`, `lhs_contracting`) are not empty: the slip it names needs such an axis."""
+    def read(eqn: EqnFact) -> DotDims | None:
+        d = dot_dims(eqn)
+        return d if d is not None and all(getattr(d, axes) for axes in needs) else None
+    return rule_on(read, "dot_general")
+
+
+@_dot_rule("lhs_contracting")
+def kept_contracted_axis(eqn: EqnFact, answer: Aval, d: DotDims) -> Found:
     """Kept lhs's contracted axis in the output."""
-    d = dot_dims(eqn)
-    if d is None or not d.lhs_contracting:
-        return None
     lhs, rhs, lb = d.lhs, d.rhs, d.lhs_batch
     kept = [i for i in range(lhs.rank) if i not in lb]
     shape = [lhs.shape[i] for i in lb] + [lhs.shape[i] for i in kept] + [rhs.shape[i] for i in d.free("rhs")]
@@ -107,12 +126,9 @@ def kept_contracted_axis(eqn: EqnFact, answer: Aval, where: Where) -> Found:
             "contracting axes are summed away")
 
 
-@rule("dot_general")
-def batch_axes_last(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@_dot_rule("lhs_batch")
+def batch_axes_last(eqn: EqnFact, answer: Aval, d: DotDims) -> Found:
     """Put the batch axes after the free axes."""
-    d = dot_dims(eqn)
-    if d is None or not d.lhs_batch:
-        return None
     lhs, rhs = d.lhs, d.rhs
     shape = ([lhs.shape[i] for i in d.free("lhs")] + [rhs.shape[i] for i in d.free("rhs")]
              + [lhs.shape[i] for i in d.lhs_batch])
@@ -120,12 +136,9 @@ def batch_axes_last(eqn: EqnFact, answer: Aval, where: Where) -> Found:
             "put the batch axes last; dot_general writes batch axes first, then lhs's free axes, then rhs's")
 
 
-@rule("dot_general")
-def rhs_free_first(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@_dot_rule()
+def rhs_free_first(eqn: EqnFact, answer: Aval, d: DotDims) -> Found:
     """Put rhs's free axes before lhs's."""
-    d = dot_dims(eqn)
-    if d is None:
-        return None
     lhs, rhs = d.lhs, d.rhs
     shape = ([lhs.shape[i] for i in d.lhs_batch] + [rhs.shape[i] for i in d.free("rhs")]
              + [lhs.shape[i] for i in d.free("lhs")])
@@ -133,17 +146,13 @@ def rhs_free_first(eqn: EqnFact, answer: Aval, where: Where) -> Found:
             "put rhs's free axes before lhs's; the output lists lhs's free axes first")
 
 
-@rule("dot_general")
-def preferred_element_type(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@_dot_rule()
+def preferred_element_type(eqn: EqnFact, answer: Aval, d: DotDims) -> Found:
     """Misread preferred_element_type: the accumulator dtype or the operands' dtype."""
-    d = dot_dims(eqn)
-    if d is None:
-        return None
-    lhs = d.lhs
-    if lhs.dtype != answer.dtype:
-        return (answer.with_dtype(lhs.dtype),
+    if d.lhs.dtype != answer.dtype:
+        return (answer.with_dtype(d.lhs.dtype),
                 f"gave the operands' dtype; preferred_element_type={answer.dtype} sets the result's")
-    if is_float(answer.dtype) and bits(answer.dtype) == 16:
+    if is_half(answer.dtype):
         return (answer.with_dtype("float32"),
                 f"took the f32 accumulator for the result; preferred_element_type={answer.dtype} stores it "
                 f"as {short(answer.dtype)}")
@@ -155,11 +164,10 @@ def dot_shape(d: DotDims, lhs: tuple[int, ...], rhs: tuple[int, ...]) -> list[in
     return ([lhs[i] for i in d.lhs_batch] + [lhs[i] for i in d.free("lhs")] + [rhs[i] for i in d.free("rhs")])
 
 
-@rule("dot_general")
-def swapped_contracting_lists(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@_dot_rule()
+def swapped_contracting_lists(eqn: EqnFact, answer: Aval, d: DotDims) -> Found:
     """Read the contracting pair the other way round: lhs's list for rhs and rhs's for lhs."""
-    d = dot_dims(eqn)
-    if d is None or d.lhs_contracting == d.rhs_contracting:
+    if d.lhs_contracting == d.rhs_contracting:
         return None
     lc, rc = d.rhs_contracting, d.lhs_contracting
     if any(a >= d.lhs.rank for a in lc) or any(a >= d.rhs.rank for a in rc):
@@ -172,12 +180,9 @@ def swapped_contracting_lists(eqn: EqnFact, answer: Aval, where: Where) -> Found
             f"{axis_list(d.lhs_contracting)}, {axis_list(d.rhs_contracting)} as rhs's list first")
 
 
-@rule("dot_general")
-def batch_axes_repeated(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@_dot_rule("lhs_batch")
+def batch_axes_repeated(eqn: EqnFact, answer: Aval, d: DotDims) -> Found:
     """Counted the batch axes as free on both sides, so they appear twice."""
-    d = dot_dims(eqn)
-    if d is None or not d.lhs_batch:
-        return None
     free = lambda side, x: [x.shape[i] for i in range(x.rank) if i not in d.axes(side, "contracting")]  # noqa: E731
     return (answer.with_shape(free("lhs", d.lhs) + free("rhs", d.rhs)),
             f"kept batch axes {axis_list(d.lhs_batch)} from both operands, as if they were free axes; "
@@ -242,7 +247,7 @@ def collective_as_total(eqn: EqnFact, answer: Aval, where: Where) -> Found:
 @rule(*TRANSCENDENTAL)
 def math_in_f32(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Expected a math function to compute and return f32 for 16-bit input."""
-    if not (is_float(answer.dtype) and bits(answer.dtype) == 16):
+    if not is_half(answer.dtype):
         return None
     return (answer.with_dtype("float32"),
             f"expected {eqn.primitive} to return f32; jaxpr math keeps {short(answer.dtype)}, and an "

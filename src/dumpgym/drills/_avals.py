@@ -39,6 +39,23 @@ def bits(dtype: str) -> int:
     return _BITS.get(dtype, 0)
 
 
+def is_half(dtype: str) -> bool:
+    """Whether a numpy dtype name is a 16-bit float (bfloat16, float16): the dtypes that a reader expects
+    to compute in, accumulate in or promote to f32."""
+    return is_float(dtype) and bits(dtype) == 16
+
+
+def widened(dtype: str) -> str | None:
+    """JAX's default dtype of the same kind, where `dtype` is narrower than it: float32 for a 16-bit float,
+    int32 for an integer under 32 bits; None otherwise. It is what a reader writes who forgets that a
+    narrow dtype is in play."""
+    if is_half(dtype):
+        return "float32"
+    if is_int(dtype) and bits(dtype) < 32:
+        return "int32"
+    return None
+
+
 def axis_list(axes: Sequence[int]) -> str:
     """An axis list as the dump prints it inside dimension_numbers: `[0, 1]`, `[]`."""
     return "[" + ", ".join(str(a) for a in axes) + "]"

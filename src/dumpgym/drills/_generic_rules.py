@@ -5,7 +5,7 @@ hand: its operands, its literals, its output's axes.
 """
 from __future__ import annotations
 
-from dumpgym.drills._avals import bits, is_float, is_int, partition_spec, per_device_shape, short
+from dumpgym.drills._avals import partition_spec, per_device_shape, short, widened
 from dumpgym.drills._dot import dot_dims
 from dumpgym.drills._misreadings import GENERIC, WHERE, Found, Where, rule
 from dumpgym.record import Aval, EqnFact, Literal
@@ -87,14 +87,13 @@ def weak_literal_promotion(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     if s.dtype == "bool" and answer.dtype == "bool":
         return (answer.with_dtype("int32"),
                 f"read {name} as an int (Python's bool subclasses int); a bool literal stays bool")
-    if is_float(answer.dtype) and bits(answer.dtype) == 16:
-        return (answer.with_dtype("float32"),
-                f"let {name} promote the result to f32; weakly typed scalars take the array's {short(answer.dtype)}")
-    if is_int(answer.dtype) and bits(answer.dtype) < 32:
-        return (answer.with_dtype("int32"),
-                f"let {name} promote the result to i32; weakly typed scalars take the array's {short(answer.dtype)}")
     # f32 and i32 would become f64 and i64 only with x64 on, which this corpus never turns on.
-    return None
+    wide = widened(answer.dtype)
+    if wide is None:
+        return None
+    return (answer.with_dtype(wide),
+            f"let {name} promote the result to {short(wide)}; weakly typed scalars take the array's "
+            f"{short(answer.dtype)}")
 
 
 @rule(GENERIC)
@@ -119,13 +118,10 @@ def squeezed(eqn: EqnFact, answer: Aval, where: Where) -> Found:
 @rule(GENERIC)
 def default_dtype(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Assumed the default f32 (or i32) instead of the narrower dtype in play."""
-    if is_float(answer.dtype) and bits(answer.dtype) == 16:
-        return (answer.with_dtype("float32"),
-                f"assumed JAX's default float32; the values here are {short(answer.dtype)}")
-    if is_int(answer.dtype) and bits(answer.dtype) < 32:
-        return (answer.with_dtype("int32"),
-                f"assumed JAX's default int32; the values here are {short(answer.dtype)}")
-    return None
+    wide = widened(answer.dtype)
+    if wide is None:
+        return None
+    return answer.with_dtype(wide), f"assumed JAX's default {wide}; the values here are {short(answer.dtype)}"
 
 
 @rule(GENERIC)

@@ -5,7 +5,7 @@ Transpose, concatenate, slice and pad; `_arithmetic_rules.py` holds the primitiv
 from __future__ import annotations
 
 from dumpgym.drills._avals import axis_list
-from dumpgym.drills._misreadings import Found, Where, rule
+from dumpgym.drills._misreadings import Found, Where, rule, rule_on
 from dumpgym.record import Aval, EqnFact
 
 
@@ -120,7 +120,14 @@ def limit_inclusive(eqn: EqnFact, answer: Aval, where: Where) -> Found:
             "read as inclusive; the limit is one past the last element")
 
 
-def _padding(eqn: EqnFact) -> tuple[Aval, list[tuple[int, int, int]]] | None:
+# A pad's operand and its padding_config rows, (low, high, interior) for each axis; with interior
+# padding, also the first axis that has some.
+Padding = tuple[Aval, list[tuple[int, int, int]]]
+InteriorPadding = tuple[Aval, list[tuple[int, int, int]], int]
+
+
+def _padding(eqn: EqnFact) -> Padding | None:
+    """The pad's operand and rows; None where the config does not read as one row of ints an axis."""
     x, config = _first(eqn), eqn.param("padding_config")
     try:
         rows = [(int(lo), int(hi), int(i)) for lo, hi, i in config]
@@ -129,39 +136,37 @@ def _padding(eqn: EqnFact) -> tuple[Aval, list[tuple[int, int, int]]] | None:
     return (x, rows) if x is not None and len(rows) == x.rank else None
 
 
-@rule("pad")
-def ignored_interior_padding(eqn: EqnFact, answer: Aval, where: Where) -> Found:
-    """Counted only the low and high padding."""
+def _interior_padding(eqn: EqnFact) -> InteriorPadding | None:
+    """`_padding`'s operand and rows, and the first axis with interior padding; None where no axis has any."""
     found = _padding(eqn)
     if found is None or not any(r[2] for r in found[1]):
         return None
     x, rows = found
-    axis = next(a for a, r in enumerate(rows) if r[2])
+    return x, rows, next(a for a, r in enumerate(rows) if r[2])
+
+
+@rule_on(_interior_padding, "pad")
+def ignored_interior_padding(eqn: EqnFact, answer: Aval, found: InteriorPadding) -> Found:
+    """Counted only the low and high padding."""
+    x, rows, axis = found
     return (answer.with_shape([n + lo + hi for n, (lo, hi, _) in zip(x.shape, rows)]),
             f"counted only low and high padding on axis {axis}; interior padding {rows[axis][2]} also goes "
             f"into each of its {x.shape[axis] - 1} gap(s) between neighbours")
 
 
-@rule("pad")
-def interior_after_every_element(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@rule_on(_interior_padding, "pad")
+def interior_after_every_element(eqn: EqnFact, answer: Aval, found: InteriorPadding) -> Found:
     """Added interior padding after each of the n elements, not in the n - 1 gaps between them."""
-    found = _padding(eqn)
-    if found is None or not any(r[2] for r in found[1]):
-        return None
-    x, rows = found
-    axis = next(a for a, r in enumerate(rows) if r[2])
+    x, rows, axis = found
     shape = [n + lo + hi + n * i for n, (lo, hi, i) in zip(x.shape, rows)]
     return (answer.with_shape(shape),
             f"put interior padding {rows[axis][2]} after every one of the {x.shape[axis]} elements of axis "
             f"{axis}; it goes only between neighbours, {x.shape[axis] - 1} gap(s) here")
 
 
-@rule("pad")
-def padding_triple_misordered(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@rule_on(_padding, "pad")
+def padding_triple_misordered(eqn: EqnFact, answer: Aval, found: Padding) -> Found:
     """Read each padding_config row as (low, interior, high) instead of (low, high, interior)."""
-    found = _padding(eqn)
-    if found is None:
-        return None
     x, rows = found
     shape = [n + lo + i + max(n - 1, 0) * hi for n, (lo, hi, i) in zip(x.shape, rows)]
     axis = next((a for a, r in enumerate(rows) if r[1] != r[2]), None)
@@ -172,13 +177,12 @@ def padding_triple_misordered(eqn: EqnFact, answer: Aval, where: Where) -> Found
             "(low, high, interior)")
 
 
-@rule("pad")
-def padding_rows_reversed(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+@rule_on(_padding, "pad")
+def padding_rows_reversed(eqn: EqnFact, answer: Aval, found: Padding) -> Found:
     """Applied padding_config's rows to the axes in reverse order."""
-    found = _padding(eqn)
-    if found is None or found[1] == found[1][::-1]:
-        return None
     x, rows = found
+    if rows == rows[::-1]:
+        return None
     shape = [n + lo + hi + max(n - 1, 0) * i for n, (lo, hi, i) in zip(x.shape, rows[::-1])]
     return (answer.with_shape(shape),
             f"applied padding_config's rows last axis first, so axis 0 got {rows[-1]}; row i pads axis i")

@@ -10,9 +10,10 @@ and only when the equation's own misreadings run short.
 """
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from dumpgym.record import Aval, EqnFact
 
@@ -45,6 +46,8 @@ NOWHERE = Where()
 # A rule returns the wrong aval and the reason, or None; its name (underscores as dashes) names the misreading.
 Found = tuple[Aval, str] | None
 Rule = Callable[[EqnFact, Aval, Where], Found]
+# A rule registered with `rule_on`: it gets what its reader found in place of `Where`.
+ReadingRule = Callable[[EqnFact, Aval, Any], Found]
 distractor_rules: dict[str, list[Rule]] = defaultdict(list)
 
 
@@ -54,6 +57,20 @@ def rule(*primitives: str) -> Callable[[Rule], Rule]:
         for p in sorted(primitives):
             distractor_rules[p].append(fn)
         return fn
+    return register
+
+
+def rule_on(read: Callable[[EqnFact], Any], *primitives: str) -> Callable[[ReadingRule], Rule]:
+    """Register, like `rule`, a rule that works on what `read(eqn)` finds: a dot's dimension numbers, a
+    reduction's operand and axes, a pad's rows. The rule is called as `fn(eqn, answer, found)`, and not
+    at all where `read` finds None. Several rules of a primitive need the same params read and checked;
+    reading them here, once, leaves each rule only its own slip."""
+    def register(fn: ReadingRule) -> Rule:
+        @functools.wraps(fn)
+        def reading(eqn: EqnFact, answer: Aval, where: Where) -> Found:
+            found = read(eqn)
+            return None if found is None else fn(eqn, answer, found)
+        return rule(*primitives)(reading)
     return register
 
 

@@ -29,6 +29,9 @@ CHROMIUM_ARGS = [
     # each test's page joins a running process instead of starting its own.
     "--process-per-site",
 ]
+# The options of the `page` fixture's context: a test that opens a desktop page of its own passes them too,
+# so that its page shares that context (and its renderer process and HTTP cache) instead of starting one.
+DESKTOP = {"viewport": {"width": 1280, "height": 900}, "accept_downloads": True}
 # A program whose user-given words try to become markup: the page must show them as text.
 HOSTILE_TITLE = '<img src=x id=pwned> & "quotes" </script>'
 
@@ -259,6 +262,9 @@ def fresh_page(context, url: str):
         pg.console.detach()
         pg.mouse.move(0, 0)
         pg.goto("about:blank")
+    # In front: a keeper opened since would leave the tab hidden, where animation frames (which
+    # Playwright waits on before it clicks) are throttled.
+    pg.bring_to_front()
     pg.console = Console(pg)
     cdp = context.new_cdp_session(pg)
     cdp.send("Storage.clearDataForOrigin", {"origin": origin_of(url), "storageTypes": STORAGE_TYPES})
@@ -302,7 +308,7 @@ def checked_page(context, url: str):
 @pytest.fixture
 def page(kept_context, base_url):
     """A fresh page (its own localStorage) on the gym; the test fails on any console error."""
-    with checked_page(kept_context(viewport={"width": 1280, "height": 900}, accept_downloads=True), base_url) as pg:
+    with checked_page(kept_context(**DESKTOP), base_url) as pg:
         yield pg
 
 

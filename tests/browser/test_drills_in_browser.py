@@ -217,9 +217,9 @@ def hand_made_url(built_once_dir, corpus, serve_directory):
 @pytest.fixture
 def hand_page(kept_context, hand_made_url):
     """A fresh page (its own localStorage) on the hand-made site; fails on any console error."""
-    from conftest import checked_page
+    from conftest import DESKTOP, checked_page
 
-    with checked_page(kept_context(viewport={"width": 1280, "height": 900}), hand_made_url) as pg:
+    with checked_page(kept_context(**DESKTOP), hand_made_url) as pg:
         yield pg
 
 

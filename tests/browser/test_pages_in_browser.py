@@ -2,7 +2,7 @@
 import urllib.request
 
 import pytest
-from conftest import close_pages
+from conftest import DESKTOP, close_pages
 
 pytestmark = pytest.mark.browser
 
@@ -130,7 +130,7 @@ def test_op_names_in_listings_link_to_their_cards(page):
 
 
 def test_a_link_to_a_card_works_on_a_fresh_load(open_fresh, base_url):
-    pg = open_fresh(base_url + "#op-stablehlo.reduce")
+    pg = open_fresh(base_url + "#op-stablehlo.reduce", **DESKTOP)
     pg.wait_for_selector("#op-stablehlo\\.reduce.hit")
     assert pg.locator("#op-stablehlo\\.reduce").is_visible()
     close_pages(pg.context)
@@ -183,14 +183,13 @@ def test_usable_at_375_pixels(open_fresh, base_url):
     assert errors == []
 
 
-def test_respects_a_dark_color_scheme(open_fresh, base_url):
-    pg = open_fresh(base_url, color_scheme="dark")
-    dark = pg.evaluate("getComputedStyle(document.body).backgroundColor")
-    close_pages(pg.context)
-    pg = open_fresh(base_url, color_scheme="light")
-    light = pg.evaluate("getComputedStyle(document.body).backgroundColor")
-    close_pages(pg.context)
-    assert dark != light
+def test_respects_a_dark_color_scheme(page):
+    """The colours follow the system's scheme, and follow it when it changes."""
+    background = "getComputedStyle(document.body).backgroundColor"
+    page.emulate_media(color_scheme="dark")
+    dark = page.evaluate(background)
+    page.emulate_media(color_scheme="light")
+    assert page.evaluate(background) != dark
 
 
 def test_focus_is_visible_on_buttons(page):

@@ -6,7 +6,7 @@ import sys
 import urllib.request
 
 import pytest
-from conftest import checked_page, free_port
+from conftest import DESKTOP, checked_page, free_port
 from test_xray_in_browser import lit, open_xray
 
 pytestmark = pytest.mark.browser
@@ -31,7 +31,7 @@ def served(tmp_path_factory):
 def test_the_xray_of_a_served_gym_loads_its_listings_and_lights_both_columns(kept_context, served):
     with urllib.request.urlopen(served + "data/programs/attention.json", timeout=10) as r:
         program = json.loads(r.read())
-    context = kept_context(viewport={"width": 1280, "height": 900})
+    context = kept_context(**DESKTOP)
     with checked_page(context, served) as page:
         open_xray(page, "attention")  # its listings and compiled HLO are made now, on the page's request
         group = next(g for g in program["xray"] if len(g["stablehlo_lines"]) > 1)

@@ -1,7 +1,7 @@
 """The x-ray view in Chromium: hover lights every column, clicks pin, j/k walk, dim lines explain themselves,
 and the compiled column shows fusions as units and XLA's own instructions as such."""
 import pytest
-from conftest import close_pages
+from conftest import DESKTOP, close_pages
 
 pytestmark = pytest.mark.browser
 
@@ -346,7 +346,7 @@ def test_a_dim_line_says_why_in_text_on_keyboard_focus_and_on_tap(page, open_fre
 @pytest.mark.parametrize("width", [375, 1280])
 def test_lines_never_wrap_mid_identifier(open_fresh, base_url, width):
     """Every line of every column is one line tall; the long ones scroll their column sideways instead."""
-    pg = open_fresh(base_url, viewport={"width": width, "height": 900})
+    pg = open_fresh(base_url, **{**DESKTOP, "viewport": {"width": width, "height": 900}})
     open_xray(pg, "scan")
     for layer in ("jaxpr", "stablehlo", "hlo"):
         pg.evaluate(f"document.querySelector('[data-xray-tab={layer}]').click()")
@@ -432,7 +432,8 @@ def worst(samples):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_text_and_dimmed_lines_keep_their_contrast(open_fresh, base_url, fetch_json, scheme):
-    pg = open_fresh(base_url, viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    pg = open_fresh(base_url, **DESKTOP)
+    pg.emulate_media(color_scheme=scheme)
     open_xray(pg, "mlp")
     program = fetch_json("data/programs/mlp.json")
     where = "#xray [data-line], #xray .xray-status, #xray .stats, #xray .note, #xray h3"
@@ -634,7 +635,7 @@ def long_url(built_once_dir, corpus, serve_directory):
 
 
 def test_hover_lights_the_right_lines_on_a_5000_line_listing(open_fresh, long_url):
-    page = open_fresh(long_url, viewport={"width": 1280, "height": 900})
+    page = open_fresh(long_url, **DESKTOP)
     errors = page.console.uncaught
     open_xray(page, "long")
     # Every seventh line of a column, hovered in turn, lights its own equations in another column.

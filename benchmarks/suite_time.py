@@ -11,7 +11,9 @@ Each commit is checked out in a temporary `git worktree` and run with this check
 - pytest over the commit's `tests/`, with `--workers` pytest-xdist workers (0: one process),
   handed out as that commit's scripts/test says (`--dist`), or by xdist's default if it says nothing.
   `--as-scripted` takes the number of workers from each commit's scripts/test too (`-n`; none
-  there: one process), so that each suite runs as its own test command ran it.
+  there: one process), and leaves out of the environment what that script unsets (HEAD's unsets
+  PYTHONDONTWRITEBYTECODE, so that bytecode and rewritten test modules are cached), so that each
+  suite runs as its own test command ran it.
 
 Runs alternate between the commits (before, after, before, after, ...) so that load on a shared
 machine falls on all alike. It prints each run, the medians, the number of tests each suite ran, and
@@ -70,6 +72,11 @@ def distribution(tree: Path) -> list[str]:
     return ["--dist", found[1]] if found else []
 
 
+def scripted_unsets(tree: Path) -> list[str]:
+    """The environment variables the commit's scripts/test unsets before it runs anything."""
+    return re.findall(r"^unset (\w+)", _test_command(tree), re.MULTILINE)
+
+
 def scripted_workers(tree: Path) -> int:
     """How many xdist workers the commit's scripts/test runs pytest with: its `-n N` (or the default of
     `-n "${PYTEST_WORKERS:-N}"`), 0 where it runs pytest in one process."""
@@ -77,8 +84,8 @@ def scripted_workers(tree: Path) -> int:
     return int(found[1]) if found else 0
 
 
-def one_run(tree: Path, workers: int, only: list[str] | None = None) -> dict:
-    env = _env(tree)
+def one_run(tree: Path, workers: int, only: list[str] | None = None, unset: list[str] = ()) -> dict:
+    env = {key: value for key, value in _env(tree).items() if key not in unset}
     check = 0.0
     if only is None:
         check, _ = timed([str(PYTHON), "-m", "dumpgym", "corpus", "build", "--check"], tree, env)
@@ -99,7 +106,8 @@ def main() -> None:
     parser.add_argument("--after", default="HEAD")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for both (0: one process)")
     parser.add_argument("--as-scripted", action="store_true",
-                        help="as many workers as each commit's scripts/test runs pytest with, instead of --workers")
+                        help="as many workers as each commit's scripts/test runs pytest with, instead of --workers, "
+                             "and without the environment variables it unsets")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--same-tests", action="store_true",
                         help="run only the tests every commit has (by node id), without the check step")
@@ -114,7 +122,7 @@ def main() -> None:
         for k in range(args.runs):
             for ref, tree in trees.items():
                 workers = scripted_workers(tree) if args.as_scripted else args.workers
-                r = one_run(tree, workers, only)
+                r = one_run(tree, workers, only, scripted_unsets(tree) if args.as_scripted else [])
                 runs[ref].append(r)
                 print(f"run {k + 1} {ref}: {r['tests']} tests; check step {r['check']:.1f} s, "
                       f"pytest {r['pytest']:.1f} s ({workers or 'no'} xdist workers)", flush=True)

@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -84,7 +85,7 @@ def scripted_workers(tree: Path) -> int:
     return int(found[1]) if found else 0
 
 
-def one_run(tree: Path, workers: int, only: list[str] | None = None, unset: list[str] = ()) -> dict:
+def one_run(tree: Path, workers: int, only: list[str] | None = None, unset: Sequence[str] = ()) -> dict:
     env = {key: value for key, value in _env(tree).items() if key not in unset}
     check = 0.0
     if only is None:

@@ -218,7 +218,7 @@ STORAGE_AT_START = "window.__storageAtStart = Object.keys(localStorage);"
 
 
 # What a test may do to its page that would outlast the next navigation: such a page is closed after
-# the test instead of being kept as the context's tab (`fresh_page` marks it when any is called).
+# the test instead of being kept as the context's tab (`_new_tab` wraps these to mark the tab when called).
 LASTING_CHANGES = ("add_init_script", "set_viewport_size", "emulate_media", "route", "route_from_har",
                    "expose_function", "expose_binding", "set_extra_http_headers", "set_default_timeout",
                    "set_default_navigation_timeout")

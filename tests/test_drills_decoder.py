@@ -348,7 +348,7 @@ def test_a_dot_xla_rewrote_is_not_asked_at_the_compiled_layer(by_slug):
     # attention's q @ k.T: XLA folded the transpose into the dot, so its line contracts rhs axis 1, not 0.
     program = ProgramRecord.from_json(by_slug["attention"])
     eqn = next(e for e in program.eqns if e.primitive == "dot_general")
-    line = program.hlo.text.splitlines()[decoder.hlo_line(program, eqn) - 1]
+    line = program.compiled["cpu"].text.splitlines()[decoder.hlo_line(program.compiled["cpu"], eqn) - 1]
     assert _hlo_dims(line) == (((1,), (1,)), ((), ())) != (((1,), (0,)), ((), ()))
     assert [v.layer for v in decoder.views(program, eqn)] == ["jaxpr", "stablehlo"]
-    assert hlo_view(program.hlo.text, decoder.hlo_line(program, eqn)).dims.rhs_contracting == (1,)
+    assert hlo_view(program.compiled["cpu"].text, decoder.hlo_line(program.compiled["cpu"], eqn)).dims.rhs_contracting == (1,)

@@ -62,7 +62,7 @@ def test_loop_items_have_the_fields_the_drills_need(items, by_slug):
         program = by_slug[item["program"]]
         assert item["step"] in STEPS and item["question"].endswith("?")
         assert program["eqns"][item["eqn"]]["primitive"] in ("scan", "while", "cond")
-        assert item["layer"] == ("hlo_tpu" if item["step"] == "trips" else "jaxpr")
+        assert item["layer"] == ("tpu" if item["step"] == "trips" else "jaxpr")
         assert_choice_item(item)
 
 

@@ -20,7 +20,7 @@ def test_records_are_typed(by_slug):
     mlp = ProgramRecord.from_json(by_slug["mlp"])
     dot = mlp.eqns[0]
     assert (dot.primitive, dot.outputs[0].shape, dot.outputs[0].dtype) == ("dot_general", (64, 512), "bfloat16")
-    assert mlp.xray[0].eqn == 0 and mlp.hlo.instructions[0].line >= 1
+    assert mlp.xray[0].eqn == 0 and mlp.compiled["cpu"].instructions[0].line >= 1
 
 
 def _damage(record: dict, edit) -> dict:
@@ -43,8 +43,8 @@ DAMAGE = {
     "ids out of order": (lambda r: r["eqns"][1].update(id=7), "eqns[1].id: 7, expected 1"),
     "a bool for a count": (lambda r: r["xray_stats"].update(equations=True),
                            "xray_stats.equations: expected a whole number, got true or false"),
-    "a compiled line for no equation": (lambda r: r["hlo"]["fusions"][0].update(eqns=[999]),
-                                        "hlo.fusions[0].eqns: no equation 999"),
+    "a compiled line for no equation": (lambda r: r["compiled"]["cpu"]["fusions"][0].update(eqns=[999]),
+                                        "compiled.cpu.fusions[0].eqns: no equation 999"),
 }
 
 

@@ -269,10 +269,10 @@ def _compiled_opcodes(corpus):
 
     printed = set()
     for p in corpus["programs"]:
-        for layer in ("hlo", "hlo_tpu"):
-            if p.get(layer):
-                lines = p[layer]["text"].splitlines()
-                printed |= {definition(lines[i["line"] - 1], i["line"]).opcode for i in p[layer]["instructions"]}
+        for layer in p["compiled"].values():
+            if layer["backend"] in ("cpu", "tpu"):
+                lines = layer["text"].splitlines()
+                printed |= {definition(lines[i["line"] - 1], i["line"]).opcode for i in layer["instructions"]}
     return printed
 
 

@@ -1,7 +1,7 @@
 """The GPU layer, compiled by JAX's CUDA plugin for a described GPU without a GPU: targets are named
 `gpu` or `gpu:NAME`, the text is what `jax.jit(f).lower(*args).compile()` prints on that GPU's
 topology devices, every instruction whose op_name carries an equation's tag is attributed to it, and
-`add --hlo gpu` records it as the GPU's layer (`hlo_gpu`), or says in one line how to get the plugin.
+`add --hlo gpu` records it as the GPU's layer (`compiled.gpu`), or says in one line how to get the plugin.
 Every built-in program that lowers for more than a TPU carries it, and it is what a fresh compile gives."""
 import importlib.util
 import json
@@ -147,8 +147,8 @@ def test_add_with_hlo_gpu_records_the_gpu_layer(plugin, tmp_path, capsys):
             "--hlo", "gpu:h100", "--corpus", str(corpus)]
     assert cli.main(argv) == 0, capsys.readouterr().err
     record = json.loads((corpus / "proj.json").read_text())
-    layer = record["hlo_gpu"]
-    assert "hlo_tpu" not in record and "hlo" not in record
+    layer = record["compiled"]["gpu"]
+    assert list(record["compiled"]) == ["gpu"]
     assert (layer["backend"], layer["device_kind"], layer["topology"]) == ("gpu", GPUS["h100"], "h100:1x1x1")
     assert layer["cuda_plugin_version"] == version("jax-cuda12-plugin") and "libtpu_version" not in layer
     spec = importlib.util.spec_from_file_location("added_proj", tmp_path / "m.py")
@@ -161,9 +161,9 @@ def test_dumpgym_add_takes_a_gpu_target_as_the_command_does(plugin, tmp_path):
     import dumpgym
 
     record = dumpgym.add(_proj(), *_args(), corpus=tmp_path / "corpus", compiled="gpu:a100")
-    assert record.hlo_gpu.backend == "gpu" and record.hlo_gpu.device_kind == GPUS["a100"]
-    assert record.hlo is None and record.hlo_tpu is None
-    assert json.loads((tmp_path / "corpus" / "proj.json").read_text())["hlo_gpu"]["topology"] == "a100:1x1x1"
+    assert record.compiled["gpu"].backend == "gpu" and record.compiled["gpu"].device_kind == GPUS["a100"]
+    assert list(record.compiled) == ["gpu"]
+    assert json.loads((tmp_path / "corpus" / "proj.json").read_text())["compiled"]["gpu"]["topology"] == "a100:1x1x1"
 
 
 def test_add_with_hlo_gpu_prints_nothing_of_the_cuda_plugin(plugin, tmp_path):
@@ -211,9 +211,9 @@ def test_every_built_in_program_but_the_tpu_kernel_carries_a_gpu_layer(by_slug):
 
     for slug, record in by_slug.items():
         if slug in TPU_ONLY:
-            assert "hlo_gpu" not in record
+            assert "gpu" not in record["compiled"]
             continue
-        layer = record["hlo_gpu"]
+        layer = record["compiled"]["gpu"]
         assert (layer["backend"], layer["device_kind"], layer["host"]) == ("gpu", GPUS["h100"], ""), slug
         assert layer["topology"] == ("h100:1x1x1" if record["mesh"] is None else "h100:1x1x8"), slug
         assert layer["stats"]["unattributed_with_op_name"] == 0, slug
@@ -231,4 +231,4 @@ def test_the_built_in_gpu_layer_is_what_jax_compiles_for_that_gpu(plugin, slug, 
     jax.clear_caches()
     with jax.default_device(topology_devices("h100:1x1x1")[0]), no_traceback_locations():
         fresh = jit_of(program.function).lower(*program.example_args()).compile().as_text()
-    assert by_slug[slug]["hlo_gpu"]["text"] == fresh
+    assert by_slug[slug]["compiled"]["gpu"]["text"] == fresh

@@ -23,7 +23,7 @@ TRAINING_SLUGS = [
 
 def test_corpus_has_the_seventeen_then_the_training_programs(corpus):
     assert [p["slug"] for p in corpus["programs"]] == SEED_SLUGS + TRAINING_SLUGS == list(SLUGS)
-    assert corpus["schema"] == "dumpgym.corpus/1"
+    assert corpus["schema"] == "dumpgym.corpus/2"
     assert corpus["jax_version"] == jax.__version__ == "0.10.2"
 
 

@@ -202,7 +202,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_remove)
 
     for name, run, text in (
-        ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/1)"),
+        ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/2)"),
         ("drills", _cmd_drills, "print the drill item pool as JSON (schema dumpgym.drills/1)"),
     ):
         p = sub.add_parser(name, help=text)

@@ -33,7 +33,7 @@ class Facts:
     dead: frozenset[int] = field(repr=False, default=frozenset())
 
     def to_json(self) -> list[dict]:
-        """The `eqns` list of the `dumpgym.corpus/1` export."""
+        """The `eqns` list of the corpus export."""
         return [e.to_json() for e in self.eqns]
 
     def descendants(self, eqn_id: int) -> list[int]:

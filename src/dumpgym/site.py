@@ -1,6 +1,6 @@
 """Stage six: the gym as static files, highlighted and escaped at build time, read by plain ES modules.
 
-`site_files` turns a corpus ("dumpgym.corpus/1", read once as a typed `Corpus`) and a drill pool
+`site_files` turns a corpus ("dumpgym.corpus/2", read once as a typed `Corpus`) and a drill pool
 ("dumpgym.drills/1") into a mapping of relative paths to bytes, each file made when first read;
 `render_site` makes them all, `build_site` writes them to a folder, and `serve` serves the mapping
 from memory, so its page is up before every listing is lexed. The page reads per-program and
@@ -24,6 +24,7 @@ from markupsafe import Markup, escape
 from dumpgym.curriculum import FLUENCY, PATH, XRAY_SECTION, drill_kinds
 from dumpgym.highlight import LISTINGS_SCHEMA, hlo_listing, listing_lines
 from dumpgym.record import CompiledLayer, Corpus, ProgramRecord
+from dumpgym.target import TARGETS, CompileTarget, Target
 
 PROGRESS_KEY = "dumpgym.progress/2"
 REFERENCE_SCHEMA = "dumpgym.reference/1"
@@ -51,6 +52,7 @@ class ProgramView:
     # The compiled layer is long: the page fetches it (data/hlo/SLUG.json) when it shows it.
     hlo_lines: int
     hlo_backend: str
+    hlo_target: str  # the compile target id of the layer the corpus section shows ("" for none)
     added: bool
     jax_version: str | None
 
@@ -75,8 +77,6 @@ def _op_names(program: ProgramRecord) -> list[str]:
     return [e.primitive for e in program.eqns] + [o.name for o in program.stablehlo_ops] + compiled
 
 
-# Each compiled layer of the record, and the folder the page fetches its listing from.
-_COMPILED_LAYERS = {"hlo": "hlo", "hlo_tpu": "hlo-tpu", "hlo_gpu": "hlo-gpu"}
 _OPCODE_CALL = re.compile(r"([a-z][a-z0-9-]*)\(")
 # Opcodes whose printed name is not their enum's letters (XLA's HloOpcodeString).
 _PRINTED_AS = {"exp": "exponential", "expm1": "exponential-minus-one", "log1p": "log-plus-one", "sin": "sine",
@@ -102,7 +102,8 @@ def compiled_ops(layer: CompiledLayer) -> dict[int, str]:
 
 
 def _compiled_layers(program: ProgramRecord) -> dict[str, CompiledLayer]:
-    return {name: layer for name in _COMPILED_LAYERS if (layer := getattr(program, name)) is not None and layer.text}
+    """The program's compiled layers that hold a listing, by compile target id."""
+    return {target: layer for target, layer in program.compiled.items() if layer.text}
 
 
 def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
@@ -157,8 +158,10 @@ def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[
 def program_view(program: ProgramRecord) -> ProgramView:
     """What the corpus and x-ray sections show of one program in the page: its words and computed counts."""
     texts = _listings(program)
-    # None for a program added without its compiled layer; the TPU's for one that lowers for TPU only.
-    compiled = program.hlo if program.hlo is not None or program.platform == "cpu" else program.hlo_tpu
+    # The layer compiled for the platform the program lowered for: the CPU's, or the TPU's for one that
+    # lowers for TPU only; none for a program added without it.
+    target, compiled = next(((t, layer) for t, layer in program.compiled.items() if layer.backend == program.platform),
+                            ("", None))
     return ProgramView(
         slug=program.slug, title=program.title, lesson=program.lesson,
         args=program.args, entry=program.entry, mesh=program.mesh,
@@ -166,22 +169,33 @@ def program_view(program: ProgramRecord) -> ProgramView:
         lines={layer: _line_count(text) for layer, text in texts.items()},
         hlo_lines=_line_count(compiled.text) if compiled is not None and compiled.text else 0,
         hlo_backend=compiled.backend if compiled is not None else "",
+        hlo_target=target,
         added=program.added, jax_version=program.jax_version,
     )
+
+
+def page_targets(corpus: Corpus) -> list[CompileTarget]:
+    """The compile targets the page's x-ray switch offers: every registered one that some program of the
+    corpus was compiled for, in the registry's order, then any other a program names (an added
+    program's), labelled by its id."""
+    present = {t for p in corpus.programs for t in _compiled_layers(p)}
+    known = [t for t in TARGETS.values() if t.id in present]
+    others = sorted(present - TARGETS.keys())
+    return known + [CompileTarget(t, t.upper(), f"{t}, as the program's record names it", Target(t)) for t in others]
 
 
 def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
             anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
     """The JSON files the page fetches, each as a function that makes it: each program object (from
-    `written()`, the corpus's `to_json`), its highlighted listings and compiled HLO (data/hlo: the
-    CPU's, data/hlo-tpu: the TPU's, data/hlo-gpu: the GPU's), and each drill kind's items per program."""
+    `written()`, the corpus's `to_json`), its highlighted listings, each compiled layer's HLO
+    (data/compiled/TARGET/SLUG.json, by compile target id), and each drill kind's items per program."""
     files: dict[str, Callable[[], object]] = {
         f"data/programs/{p.slug}.json": partial(lambda i: written()["programs"][i], i)
         for i, p in enumerate(corpus.programs)}
     for p in corpus.programs:
         files[f"data/listings/{p.slug}.json"] = partial(_listings_file, p, anchors)
         for name, layer in _compiled_layers(p).items():
-            files[f"data/{_COMPILED_LAYERS[name]}/{p.slug}.json"] = partial(_compiled_file, layer, anchors)
+            files[f"data/compiled/{name}/{p.slug}.json"] = partial(_compiled_file, layer, anchors)
     for (kind, slug), items in _group_items(pool).items():
         files[f"data/drills/{kind}/{slug}.json"] = partial(lambda items: {"schema": pool["schema"], "items": items},
                                                            items)
@@ -288,7 +302,7 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
                                   if kind == k.name)
                  for k in kinds}
         return _environment().get_template("index.html").render(
-            corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH,
+            corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
             totals=totals(record, drills), yours=[p.slug for p in record.programs if p.added], csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY, xray=XRAY_SECTION,
         ).encode("utf-8")

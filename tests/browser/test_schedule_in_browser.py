@@ -187,7 +187,7 @@ def test_the_scheduler_and_the_xray_load_when_needed_not_with_the_page(page, gym
     page.wait_for_load_state("networkidle")
     first = loaded(page)
     assert "static/vendor/ts-fsrs.js" not in first and "static/xray.js" not in first, first
-    assert not any(p.startswith("data/hlo/") for p in first), first
+    assert not any(p.startswith("data/compiled/") for p in first), first
     gym.open("shapes")
     gym.answer("shapes")
     assert "static/vendor/ts-fsrs.js" in loaded(page)

@@ -24,7 +24,7 @@ def topic(item: dict, program: ProgramRecord) -> str | None:
         return KIND_TOPICS[item["drill"]]
     if isinstance(item.get("eqn"), int):
         return _eqn_topic(item["eqn"], program)
-    layer = getattr(program, item.get("layer") or "", None) if item.get("layer") in ("hlo", "hlo_tpu") else None
+    layer = program.compiled.get(item["layer"]) if isinstance(item.get("layer"), str) else None
     if layer is None or not isinstance(item.get("hlo_line"), int):
         return None
     ins = next((i for i in layer.instructions if i.line == item["hlo_line"]), None)

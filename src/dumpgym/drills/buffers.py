@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
+from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, short, which_compile
-from dumpgym.record import ProgramRecord
+from dumpgym.record import CompiledLayer, ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
 PROGRAM_CAP = 8  # and a program with many buffers (sdpa's layouts) at most this much in all
@@ -125,7 +126,7 @@ def _compiled_wrong(c: Compiled, k: int, answer) -> list[tuple[str, str, str]]:
     return wrong
 
 
-def _compiled_item(program: ProgramRecord, c: Compiled, k: int) -> dict | None:
+def _compiled_item(program: ProgramRecord, target: str, hlo: CompiledLayer, c: Compiled, k: int) -> dict | None:
     """"Which parameter's buffer does output {k} go into?", read off the module's alias table."""
     p = c.aliasing.get(k)
     answer = c.by_number(p) if p is not None else None
@@ -133,11 +134,10 @@ def _compiled_item(program: ProgramRecord, c: Compiled, k: int) -> dict | None:
     wrong = _distinct(label, _compiled_wrong(c, k, answer))
     if len(wrong) < 2:
         return None
-    hlo = program.hlo_tpu
     which = f"Output {{{k}}} (member {k} of the ROOT tuple)" if len(c.outputs) > 1 else "The entry's result"
     header = Listing(hlo).lines[0].split(", entry_computation_layout=")[0]  # the module line, up to the layouts
     return {
-        "eqn": None, "layer": "hlo_tpu", "step": "compiled-alias", "hlo_line": c.root_line,
+        "eqn": None, "layer": target, "step": "compiled-alias", "hlo_line": c.root_line,
         "question": f"{which} is `{c.outputs[k]}`. Which parameter's buffer does XLA write it into?",
         "shown": [which_compile(hlo), header, *(short(Listing(hlo).lines[q.ins.line - 1]) for q in c.parameters),
                   c.root],
@@ -148,15 +148,16 @@ def _compiled_item(program: ProgramRecord, c: Compiled, k: int) -> dict | None:
 def _alias_items(program: ProgramRecord) -> list[dict]:
     """Every result of a program that donates; one contrast item, at one layer, for a program that does not."""
     sig = lowered(program.stablehlo)
-    comp = compiled(program.hlo_tpu) if program.hlo_tpu is not None else None
+    comps = [(target, hlo, compiled(hlo)) for target, hlo in program.layers("tpu").items()]
     if sig is None:
         return []
-    if sig.aliasing or (comp is not None and comp.aliasing):
+    if sig.aliasing or any(comp.aliasing for _, _, comp in comps):
         items = [_lowered_item(program, sig, k) for k in range(len(sig.results))]
-        if comp is not None:
-            items += [_compiled_item(program, comp, k) for k in range(len(comp.outputs))]
+        for target, hlo, comp in comps:
+            items += [_compiled_item(program, target, hlo, comp, k) for k in range(len(comp.outputs))]
         return [i for i in items if i is not None]
-    tries = [lambda: _lowered_item(program, sig, 0), lambda: comp and _compiled_item(program, comp, 0)]
+    first = comps[0] if comps else None
+    tries = [lambda: _lowered_item(program, sig, 0), lambda: first and _compiled_item(program, *first, 0)]
     for make in (tries[i] for i in order(2, program.slug, "contrast")):
         item = make()
         if item:
@@ -225,10 +226,12 @@ def _distinct_moves(found: list[Move]) -> list[Move]:
 
 
 def _move_items(program: ProgramRecord) -> list[dict]:
-    """`real-copy` items for each copy and `free-bitcast` items for each bitcast, among the other kind."""
-    hlo = program.hlo_tpu
-    if hlo is None:
-        return []
+    """`real-copy` items for each copy and `free-bitcast` items for each bitcast, among the other kind,
+    in each TPU layer."""
+    return [item for target, hlo in program.layers("tpu").items() for item in _layer_moves(program, target, hlo)]
+
+
+def _layer_moves(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[dict]:
     # A no-op, and a bitcast whose memory-space mark changes (a fusion's parameter view), teach nothing here.
     found = [m for m in moves(hlo) if m.src.text != m.dst.text
              and (m.copies or m.src.memory_space == m.dst.memory_space)]
@@ -246,7 +249,7 @@ def _move_items(program: ProgramRecord) -> list[dict]:
             if len(wrong) < 2:
                 continue
             items.append({
-                "eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": m.ins.line,
+                "eqn": None, "layer": target, "step": step, "hlo_line": m.ins.line,
                 "instructions": {o.label: o.ins.name for o in (m, *near)},
                 "question": _NOTE + question, "shown": [which_compile(hlo)],
                 **choice_item(m.label, wrong, program.slug, step, m.label),
@@ -288,11 +291,10 @@ def _layout_question(b: Buffer, step: str) -> tuple[str, list[tuple[str, str, st
 def _layout_items(program: ProgramRecord) -> list[dict]:
     """Per layer, one item per step for each distinct buffer whose layout is not row-major."""
     items, seen = [], set()
-    layers = (("hlo", program.hlo, 2, ("minor-axis", "major-axis")),
-              ("hlo_tpu", program.hlo_tpu, 3, ("major-axis",)))  # the TPU's minor axis is the layout drill's
+    # The TPU's minor axis is the layout drill's; a GPU's layouts are left to the fusions they serve.
+    layers = [*((t, hlo, 2, ("minor-axis", "major-axis")) for t, hlo in program.layers("cpu").items()),
+              *((t, hlo, 3, ("major-axis",)) for t, hlo in program.layers("tpu").items())]
     for layer, hlo, min_rank, steps in layers:
-        if hlo is None:
-            continue
         lines = Listing(hlo).lines
         for ins in hlo.instructions:
             d = definition(lines[ins.line - 1], ins.line)
@@ -314,7 +316,7 @@ def _layout_items(program: ProgramRecord) -> list[dict]:
                         "question": f"In `{b.plain}{_layout_text(b)}` (%{d.name}, compiled HLO line {d.line}), "
                                     f"which axis is {edge}?",
                         "shown": [which_compile(hlo), short(lines[d.line - 1])],
-                        **choice_item(answer, wrong, program.slug, layer, step, b.text),
+                        **choice_item(answer, wrong, program.slug, layer_seed(layer), step, b.text),
                     })
     return items
 

@@ -21,7 +21,7 @@ from typing import Iterator
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._dot import DotView, hlo_view, jaxpr_view, stablehlo_view
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record import CompiledLayer, EqnFact, ProgramRecord
 
 # Every misreading rule the decoder's wrong options name (documented in docs/drills.md, GYM·01).
 AXIS_MISREADINGS = ("contracted-for-free", "batch-for-free", "swapped-operands", "matmul-habit", "other-end",
@@ -233,11 +233,9 @@ def shlo_line(program: ProgramRecord, eqn: EqnFact) -> str | None:
     return None
 
 
-def hlo_line(program: ProgramRecord, eqn: EqnFact) -> int | None:
-    """The line of the compiled `dot` (top level or inside a fusion) that carries this equation, if any."""
-    if program.hlo is None:
-        return None
-    return next((i.line for i in program.hlo.instructions if i.opcode == "dot" and eqn.id in i.eqns), None)
+def hlo_line(hlo: CompiledLayer, eqn: EqnFact) -> int | None:
+    """The line of the compiled `dot` (top level or inside a fusion) of `hlo` that carries this equation, if any."""
+    return next((i.line for i in hlo.instructions if i.opcode == "dot" and eqn.id in i.eqns), None)
 
 
 def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
@@ -250,11 +248,13 @@ def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
     shlo = stablehlo_view(line) if line is not None else None
     if shlo is not None and _same_dot(shlo, base):
         yield shlo
-    number = hlo_line(program, eqn)
-    compiled = hlo_view(program.hlo.text, number) if number is not None else None
-    # XLA may fold a transpose into the dot or merge heads; that line answers another dot's questions.
-    if compiled is not None and _same_dot(compiled, base):
-        yield compiled
+    # XLA's CPU spelling: a TPU writes most dots as convolutions or custom calls, which this decoder does not read.
+    for hlo in program.layers("cpu").values():
+        number = hlo_line(hlo, eqn)
+        compiled = hlo_view(hlo.text, number) if number is not None else None
+        # XLA may fold a transpose into the dot or merge heads; that line answers another dot's questions.
+        if compiled is not None and _same_dot(compiled, base):
+            yield compiled
 
 
 def _same_dot(view: DotView, base: DotView) -> bool:

@@ -2,7 +2,7 @@
 
 Each item shows what the reader needs to work it out: which compile this is (XLA's CPU backend
 on the recorded host), the fusion's call line and the body of the computation it calls, and the
-jaxpr. The answer comes from the compiled layer's attribution (`program.hlo`): the equations any
+jaxpr. The answer comes from the compiled layer's attribution (`program.compiled`): the equations any
 of whose instructions, tagged or inferred, sit in the fused computation. A fusion of at most six
 equations asks for the set; a larger one asks which equation is NOT in it. Wrong options and
 their reasons are what this compile did with the equations named, never general rules of XLA.
@@ -115,15 +115,14 @@ def _shown(c: _Compile, fusion: Fusion) -> list[str]:
 @drill("fusions", number="05", title="what XLA fused",
        aim="Name the equations XLA merged into one fusion of the compiled program.")
 def fusion_items(program: ProgramRecord) -> list[dict]:
-    """One item per fusion that computes two or more equations, in the CPU compile, then the TPU one."""
-    items = _layer_items(program, program.hlo)
-    # TPU items name their layer; CPU items carry no `layer`, as before the TPU layer existed.
-    return items + [{**item, "layer": "hlo_tpu"} for item in _layer_items(program, program.hlo_tpu)]
+    """One item per fusion that computes two or more equations, in each CPU compile, then each TPU one.
+
+    A GPU's fusions are not asked yet: its attribution is not checked against a fresh compile."""
+    layers = [*program.layers("cpu").items(), *program.layers("tpu").items()]
+    return [{**item, "layer": target} for target, hlo in layers for item in _layer_items(program, hlo)]
 
 
-def _layer_items(program: ProgramRecord, hlo: CompiledLayer | None) -> list[dict]:
-    if hlo is None:
-        return []
+def _layer_items(program: ProgramRecord, hlo: CompiledLayer) -> list[dict]:
     c = _Compile(hlo=hlo, program=program)
     items = []
     for fusion in hlo.fusions:

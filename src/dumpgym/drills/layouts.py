@@ -1,6 +1,6 @@
 """The layout drill: read a TPU buffer's layout (minor axis and tile), its memory space, and its padded size.
 
-Asked of the TPU layer (`hlo_tpu`). Every buffer is read by XLA's shape parser (`_tpu.read_buffer`):
+Asked of each TPU layer (a program's `compiled` layers whose backend is `tpu`). Every buffer is read by XLA's shape parser (`_tpu.read_buffer`):
 `minor_to_major`, the tiles and the element size come from XLA's `Layout`; the padded size is
 XLA's tiling rule applied to them (the tests compare it with `memory_analysis()` of a compile).
 Three questions (`step`): `minor-tile`, `memory-space` and `bytes`; each wrong option is what
@@ -13,7 +13,7 @@ import math
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, short, which_compile
-from dumpgym.record import ProgramRecord
+from dumpgym.record import CompiledLayer, ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
 
@@ -135,10 +135,11 @@ _STEPS = (("minor-tile", _minor_tile), ("memory-space", _memory_space), ("bytes"
 @drill("layouts", number="10", title="TPU layouts, read",
        aim="Read a TPU buffer's layout: its minor axis and tile, its memory space, and the bytes it takes.")
 def layout_items(program: ProgramRecord) -> list[dict]:
-    """Per step, one item per distinct buffer of the TPU layer, at the first instruction that makes it."""
-    hlo = program.hlo_tpu
-    if hlo is None:
-        return []
+    """Per TPU layer and step, one item per distinct buffer, at the first instruction that makes it."""
+    return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
+
+
+def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[dict]:
     listing = Listing(hlo)
     seen: set[tuple[str, str]] = set()
     by_step: dict[str, list[dict]] = {step: [] for step, _ in _STEPS}
@@ -163,7 +164,7 @@ def layout_items(program: ProgramRecord) -> list[dict]:
                     continue
                 at = f"%{d.name}, compiled HLO line {d.line}"
                 by_step[step].append({
-                    "eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": d.line, "buffer": b.text,
+                    "eqn": None, "layer": target, "step": step, "hlo_line": d.line, "buffer": b.text,
                     "question": _question(step, b, d, at),
                     "shown": [which_compile(hlo), short(listing.lines[d.line - 1])],
                     **choice_item(answer, wrong[:3], program.slug, step, b.text),

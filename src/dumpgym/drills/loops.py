@@ -10,7 +10,7 @@ Four questions (`step`), every scan, while and cond included, nested ones too:
 - `branch` (jaxpr): which branch does a `cond` run for a given predicate or index? The index is
   read off the equation that makes it: a bool converted to an int (lax.cond: the False branch is
   `branches[0]`) or a `clamp` into range (lax.switch).
-- `trips` (hlo_tpu): how many times does the body of a compiled while run? Read from the TPU
+- `trips` (each TPU layer): how many times does the body of a compiled while run? Read from the TPU
   compile by XLA's parser (`_loops.CompiledLoops`): the counter's start, step and the constant the
   condition compares it with.
 """
@@ -308,7 +308,7 @@ def _jaxpr_item(eqn: EqnFact, step: str, question: str, shown: list[str], choice
             "jaxpr_lines": list(eqn.jaxpr_lines), **choice}
 
 
-def trip_item(program: ProgramRecord, listing: HloListing, c: Counter, eqn: EqnFact) -> dict | None:
+def trip_item(program: ProgramRecord, target: str, listing: HloListing, c: Counter, eqn: EqnFact) -> dict | None:
     """The `trips` item of one compiled while, or None when fewer than two misreadings differ from the answer."""
     n = c.runs()
     if n is None:
@@ -327,7 +327,7 @@ def trip_item(program: ProgramRecord, listing: HloListing, c: Counter, eqn: EqnF
     if len(wrong) < 2:
         return None
     return {
-        "eqn": eqn.id, "layer": "hlo_tpu", "step": "trips", "hlo_line": c.line, "instruction": c.name,
+        "eqn": eqn.id, "layer": target, "step": "trips", "hlo_line": c.line, "instruction": c.name,
         "question": f"How many times does the body of %{c.name} run (TPU compiled HLO line {c.line})?",
         "shown": [which_compile(listing.hlo), _excerpt(listing, c.start),
                   _excerpt(listing, tuple(range(c.condition[0], c.condition[1] + 1))), _excerpt(listing, c.update)],
@@ -347,17 +347,16 @@ def _excerpt(listing: HloListing, lines: tuple[int, ...]) -> str:
 
 
 def trip_items(program: ProgramRecord) -> list[dict]:
-    """One `trips` item per compiled while of the TPU layer whose counter XLA's graph shows."""
-    if program.hlo_tpu is None:
-        return []
-    listing = HloListing(program.hlo_tpu)
-    owner = {i.name: i.eqns for i in program.hlo_tpu.instructions}
+    """One `trips` item per compiled while of each TPU layer whose counter XLA's graph shows."""
     items = []
-    for c in CompiledLoops(listing).counters():
-        loops = [e for e in owner.get(c.name, ()) if program.eqns[e].primitive in LOOPS]
-        item = trip_item(program, listing, c, program.eqns[max(loops)]) if loops else None
-        if item is not None:
-            items.append(item)
+    for target, hlo in program.layers("tpu").items():
+        listing = HloListing(hlo)
+        owner = {i.name: i.eqns for i in hlo.instructions}
+        for c in CompiledLoops(listing).counters():
+            loops = [e for e in owner.get(c.name, ()) if program.eqns[e].primitive in LOOPS]
+            item = trip_item(program, target, listing, c, program.eqns[max(loops)]) if loops else None
+            if item is not None:
+                items.append(item)
     return items
 
 

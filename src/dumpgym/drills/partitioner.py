@@ -1,7 +1,7 @@
 """The partitioner drill: what each device holds of a sharded array, and which devices a collective joins.
 
 Read from the StableHLO (main's `sdy.sharding` attributes, `sdy.sharding_constraint`, collectives'
-`replica_groups`, through MLIR's Shardy bindings) and from the TPU compile (`hlo_tpu`: entry
+`replica_groups`, through MLIR's Shardy bindings) and from the TPU compile (each TPU layer: entry
 parameters' `sharding={...}` read by XLA's `HloSharding`, collectives' `replica_groups`). The CPU
 compile is never used: its text depends on the host. Three questions (`step`): `shard-shape`
 (what shape is each device's block of a sharded value?), `same-block` (which
@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from dumpgym.drills import drill
 from dumpgym.drills import _sharding as sh
+from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._inserted import inserted_items
 from dumpgym.drills._tpu import Buffer, Listing, definition, which_compile
-from dumpgym.record import Instruction, ProgramRecord
+from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
 PER_PROGRAM = 6  # a program with more items shares this much weight among them
 _PARAMETER = re.compile(r" parameter\((\d+)\)")
@@ -39,9 +40,9 @@ def partitioner_items(program: ProgramRecord) -> list[dict]:
     if module is None:
         return []
     items = [*_stablehlo_blocks(program, module), *_stablehlo_groups(program, module)]
-    if program.hlo_tpu is not None:
-        items += [*_tpu_parameters(program, module), *_tpu_groups(program, module),
-                  *inserted_items(program, _mesh_note(module))]
+    for target, hlo in program.layers("tpu").items():
+        items += [*_tpu_parameters(program, target, hlo, module), *_tpu_groups(program, target, hlo, module),
+                  *inserted_items(program, target, hlo, _mesh_note(module))]
     weight = round(min(1.0, PER_PROGRAM / len(items)), 3) if items else 1.0
     return [{**item, "weight": weight} for item in items]
 
@@ -221,11 +222,11 @@ def _short_line(text: str) -> str:
     return re.sub(r", frontend_attributes=\{[^}]*\}", "", text)
 
 
-def _tpu_groups(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
-    """One item per distinct collective of the TPU compile (fused copies of one all-gather are asked once)."""
-    listing = Listing(program.hlo_tpu)
+def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module: sh.SdyModule) -> list[dict]:
+    """One item per distinct collective of a TPU compile (fused copies of one all-gather are asked once)."""
+    listing = Listing(hlo)
     items, asked = [], set()
-    for ins in program.hlo_tpu.instructions:
+    for ins in hlo.instructions:
         text = listing.lines[ins.line - 1]
         d, printed = definition(text, ins.line), sh.hlo_groups_text(text)
         seen = (d.opcode, printed, re.sub(r"\{[^}]*\}", "", d.shape)) if d is not None else None
@@ -233,14 +234,14 @@ def _tpu_groups(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
             continue  # the same collective fused into several computations (layouts aside) is asked once
         asked.add(seen)
         options = _group_options(sh.read_groups(printed), module.mesh, printed,
-                                 program.slug, "group-axis", "hlo_tpu", ins.name)
+                                 program.slug, "group-axis", layer_seed(target), ins.name)
         if options is None:
             continue
         items.append({
-            "eqn": ins.eqns[0] if len(ins.eqns) == 1 else None, "layer": "hlo_tpu", "step": "group-axis",
+            "eqn": ins.eqns[0] if len(ins.eqns) == 1 else None, "layer": target, "step": "group-axis",
             "hlo_line": ins.line, "instruction": ins.name,
             "question": _group_question(d.opcode, f"TPU compiled HLO line {ins.line}"),
-            "shown": [which_compile(program.hlo_tpu), _mesh_note(module), _short_line(text)],
+            "shown": [which_compile(hlo), _mesh_note(module), _short_line(text)],
             **options,
         })
     return items
@@ -253,12 +254,12 @@ def _mesh_note(module: sh.SdyModule) -> str:
 
 # --- TPU compile: entry parameters -----------------------------------------------------------
 
-def _tpu_parameters(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
-    listing = Listing(program.hlo_tpu)
+def _tpu_parameters(program: ProgramRecord, target: str, hlo: CompiledLayer, module: sh.SdyModule) -> list[dict]:
+    listing = Listing(hlo)
     entry = next(c for c in listing.computations if listing.lines[listing.computations[c][0] - 1].startswith("ENTRY"))
     arguments = {v.index: v for v in module.values if v.what == "argument"}
     items = []
-    for ins in program.hlo_tpu.instructions:
+    for ins in hlo.instructions:
         text = listing.lines[ins.line - 1]
         number = _PARAMETER.search(text)
         if ins.computation != entry or ins.opcode != "parameter" or number is None or "sharding=" not in text:
@@ -272,7 +273,7 @@ def _tpu_parameters(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
         if split is None:
             continue
         name = _OP_NAME.search(text)
-        param = _Param(program, ins, text, d.buffers[0], value, split,
+        param = _Param(program, target, hlo, ins, text, d.buffers[0], value, split,
                        name.group(1) if name else f"argument {number.group(1)}")
         items += [i for i in (param.block_item(), param.copies_item()) if i is not None]
     return items
@@ -283,6 +284,8 @@ class _Param:
     """One sharded entry parameter of the TPU compile, with what it takes to ask about it."""
 
     program: ProgramRecord
+    target: str  # the compile target id of the layer
+    hlo: CompiledLayer
     ins: Instruction
     text: str  # its printed line
     buffer: Buffer  # its per-device shape, as XLA prints it
@@ -300,7 +303,7 @@ class _Param:
 
     def _shown(self) -> list[str]:
         masked = self.text.strip().replace(self.buffer.text, f"{self.buffer.dtype}[?]", 1)
-        return [which_compile(self.program.hlo_tpu), f"`{self.name}` is {self.global_text} (its global shape)",
+        return [which_compile(self.hlo), f"`{self.name}` is {self.global_text} (its global shape)",
                 _short_line(masked)]
 
     def block_item(self) -> dict | None:
@@ -309,7 +312,7 @@ class _Param:
         if answer is None or answer == self.value.shape or answer != self.buffer.dims:
             return None
         options = _block_options(answer, list(self._misreadings()), self._shape_text,
-                                 self.program.slug, "shard-shape", "hlo_tpu", self.ins.name)
+                                 self.program.slug, "shard-shape", layer_seed(self.target), self.ins.name)
         if options is None:
             return None
         return self._item("shard-shape", f"What shape is each device's block of `{self.name}`?", options)
@@ -369,6 +372,6 @@ class _Param:
         return self._item("same-block", question, options, masked=False)
 
     def _item(self, step: str, question: str, options: dict, masked: bool = True) -> dict:
-        shown = self._shown() if masked else [which_compile(self.program.hlo_tpu), _short_line(self.text)]
-        return {"eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": self.ins.line, "instruction": self.ins.name,
+        shown = self._shown() if masked else [which_compile(self.hlo), _short_line(self.text)]
+        return {"eqn": None, "layer": self.target, "step": step, "hlo_line": self.ins.line, "instruction": self.ins.name,
                 "argument": self.value.index, "question": question, "shown": shown, **options}

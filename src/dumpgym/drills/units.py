@@ -3,7 +3,7 @@
 A TPU core multiplies matrices on its MXU (a systolic array) and does elementwise and reduction
 work on its vector units (the VPU). In compiled HLO the MXU's work is a `convolution` (how XLA's
 TPU backend writes every dot_general) or a `dot`, bare or inside a fusion's computation. Each
-option is an instruction of the TPU layer; the answer is read from the record (`hlo_tpu`): the
+option is an instruction of the TPU layer; the answer is read from the record (each TPU layer): the
 opcodes of the instructions in the computations a fusion calls, transitively. Three questions
 (`step`): `mxu` (which runs on the MXU?), `vpu` (which leaves it idle?), and, in a program
 without a matrix multiply, `none` (none of them does).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, short, which_compile
-from dumpgym.record import Instruction, ProgramRecord
+from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
 # Instructions that only name or regroup buffers: never options, they do no work worth asking about.
 _PLUMBING = frozenset({"parameter", "constant", "bitcast", "tuple", "gettupleelement"})
@@ -89,10 +89,11 @@ def _shown(listing: Listing, hlo, units: list[_Unit]) -> list[str]:
        aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.")
 def unit_items(program: ProgramRecord) -> list[dict]:
     """One `mxu` item per matrix-multiplying instruction, one `vpu` item per fusion without one, and a
-    `none` item for a program that has no matrix multiply at all."""
-    hlo = program.hlo_tpu
-    if hlo is None:
-        return []
+    `none` item for a program that has no matrix multiply at all; in each TPU layer."""
+    return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
+
+
+def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[dict]:
     listing = Listing(hlo)
     # Options are what the chip runs as one step: fusions (nested ones too) and instructions outside
     # any fused computation; an `add` inside a fusion runs as part of that fusion.
@@ -106,7 +107,7 @@ def unit_items(program: ProgramRecord) -> list[dict]:
     for u in asked:
         wrong = _nearest(idle, u.ins.line)
         if len(wrong) >= 2:
-            items.append(_item(program, listing, "mxu", u, wrong,
+            items.append(_item(program, target, hlo, listing, "mxu", u, wrong,
                                "Which of these instructions runs on the MXU, the TPU's matrix unit?"))
     # A vector-only fusion nested in a matrix-multiplying one runs as part of it: not asked on its own.
     inside_mxu = {c for u in mxu if u.ins.opcode == "fusion" for c in listing.body(u.ins.line)}
@@ -117,13 +118,13 @@ def unit_items(program: ProgramRecord) -> list[dict]:
         if 1 <= len(wrong) < 2:  # at least one option must do MXU work, or the question asks nothing
             wrong += _nearest([d for d in idle if d.ins.opcode in _DMA], u.ins.line, 3 - len(wrong))
         if len(wrong) >= 2:
-            items.append(_item(program, listing, "vpu", u, wrong,
+            items.append(_item(program, target, hlo, listing, "vpu", u, wrong,
                                "Which of these instructions leaves the MXU idle: no matrix multiply, all vector work?"))
     if not mxu and len(idle) >= 3:
         options = _nearest([u for u in idle if u.ins.opcode == "fusion"] or idle, 0)
         wrong = [(o.label, "busy-mxu", o.why) for o in options]
         items.append({
-            "eqn": None, "layer": "hlo_tpu", "step": "none", "hlo_line": options[0].ins.line,
+            "eqn": None, "layer": target, "step": "none", "hlo_line": options[0].ins.line,
             "question": "Which of these instructions runs on the MXU, the TPU's matrix unit?",
             "shown": _shown(listing, hlo, options),
             **choice_item(_NONE, wrong, program.slug, "units-none"),
@@ -132,11 +133,12 @@ def unit_items(program: ProgramRecord) -> list[dict]:
     return [{**item, "weight": weight} for item in items]
 
 
-def _item(program: ProgramRecord, listing: Listing, step: str, answer: _Unit, wrong: list[_Unit], question: str) -> dict:
+def _item(program: ProgramRecord, target: str, hlo: CompiledLayer, listing: Listing, step: str, answer: _Unit,
+          wrong: list[_Unit], question: str) -> dict:
     rule = "idle-as-mxu" if step == "mxu" else "mxu-as-idle"
     return {
-        "eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": answer.ins.line, "instruction": answer.ins.name,
+        "eqn": None, "layer": target, "step": step, "hlo_line": answer.ins.line, "instruction": answer.ins.name,
         "question": question,
-        "shown": _shown(listing, program.hlo_tpu, [answer, *wrong]),
+        "shown": _shown(listing, hlo, [answer, *wrong]),
         **choice_item(answer.label, [(w.label, rule, w.why) for w in wrong], program.slug, step, answer.ins.name),
     }

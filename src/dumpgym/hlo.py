@@ -197,7 +197,7 @@ def _compile_for_topology(trace, target: Target):
     import jax
     from jax.extend import core as jex
 
-    from dumpgym.jax_internals import lower_with_jaxpr, no_traceback_locations
+    from dumpgym.jax_internals import lower_with_jaxpr, no_traceback_locations, with_source_info
     from dumpgym.trace import TAG, map_jaxpr_eqns
 
     topology = target.topology_for(devices_needed(trace))
@@ -210,9 +210,8 @@ def _compile_for_topology(trace, target: Target):
     tag_of = {id(eqn): k for k, eqn in enumerate(trace.tagged_eqns)}
 
     def tagged_eqn(eqn, params):
-        info = eqn.source_info
-        info = info.replace(name_stack=info.name_stack.extend(f"{TAG}{tag_of[id(eqn)]}"), traceback=None)
-        return eqn.replace(params={k: move(v) for k, v in params.items()}, source_info=info)
+        return with_source_info(eqn, {k: move(v) for k, v in params.items()}, name=f"{TAG}{tag_of[id(eqn)]}",
+                                traceback=None)
 
     def plain_eqn(eqn, params):
         return eqn.replace(params={k: move(v) for k, v in params.items()})

@@ -111,6 +111,15 @@ def lower_with_jaxpr(traced, closed_jaxpr, retarget=None):
     return twin.lower()
 
 
+def name_stack_of(eqn) -> str:
+    """The scopes an equation was traced under, as its name stack prints them (`jvp()`, `transpose(jvp())`; "" for none).
+
+    Why private: an equation's `source_info` is a `jax._src.source_info_util` type, and no public API
+    names its scopes.
+    """
+    return str(eqn.source_info.name_stack)
+
+
 _KEEP = object()  # `with_source_info`: leave the traceback as it is
 
 

@@ -88,9 +88,9 @@ def _cmd_corpus_build(args) -> int:
 
 
 def _load(args) -> dict:
-    from dumpgym import corpus
+    from dumpgym import corpus, usercorpus
 
-    data = corpus.load_corpus(args.corpus)
+    data = usercorpus.load_corpus(args.corpus)
     try:
         return corpus.select(data, args.slugs)
     except KeyError as e:

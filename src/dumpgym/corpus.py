@@ -214,18 +214,6 @@ def load_builtin() -> dict:
     return json.loads(BUILTIN_PATH.read_text(encoding="utf-8"))
 
 
-def load_corpus(corpus_dir=None, warn: Callable[[str], None] | None = None) -> dict:
-    """The built-in corpus with the user's added programs after it (no JAX import).
-
-    Without `warn` a damaged added program raises CorpusFolderError; with it, it is skipped and reported.
-    """
-    from dumpgym.usercorpus import load_user_programs
-
-    corpus = load_builtin()
-    corpus["programs"] = corpus["programs"] + [{**p, "added": True} for p in load_user_programs(corpus_dir, warn)]
-    return corpus
-
-
 def select(corpus: dict, slugs: list[str]) -> dict:
     """The corpus narrowed to `slugs`, in the order given; raises KeyError naming unknown ones."""
     by_slug = {p["slug"]: p for p in corpus["programs"]}

@@ -10,12 +10,9 @@ computation computes.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from dumpgym.facts import Facts
-
-if TYPE_CHECKING:
-    from dumpgym.hlo import CompiledGraph
+from dumpgym.hlo_graph import CompiledGraph
 
 
 # Plumbing XLA adds around the work: never an equation's own, whatever its neighbours.

@@ -344,8 +344,8 @@ def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
     """
     import sys
 
-    from dumpgym.corpus import load_corpus
     from dumpgym.drills import build_pool
+    from dumpgym.usercorpus import load_corpus
 
     corpus = load_corpus(corpus_dir, warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)))
     return corpus, build_pool(corpus)

@@ -132,13 +132,13 @@ def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]
     Each equation gets a unique marker as its traceback; the printer's source map then
     reports, for every output line, which markers' documents it holds.
     """
-    from dumpgym.jax_internals import print_with_source_map
+    from dumpgym.jax_internals import print_with_source_map, with_source_info
 
     count = [0]
 
     def mark(eqn, params):
         count[0] += 1
-        return eqn.replace(params=params, source_info=eqn.source_info.replace(traceback=_Marker(count[0] - 1)))
+        return with_source_info(eqn, params, traceback=_Marker(count[0] - 1))
 
     marked = map_jaxpr_eqns(closed_jaxpr.jaxpr, mark)
     text, source_map = print_with_source_map(marked)
@@ -153,14 +153,13 @@ def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]
 
 def _lower_tagged(traced):
     """Lower a tagged copy of `traced`'s jaxpr; returns the Lowered and the equation behind each tag."""
-    from dumpgym.jax_internals import no_traceback_locations
+    from dumpgym.jax_internals import no_traceback_locations, with_source_info
 
     originals = []
 
     def retag(eqn, params):
         originals.append(eqn)
-        info = eqn.source_info
-        return eqn.replace(params=params, source_info=info.replace(name_stack=info.name_stack.extend(f"{TAG}{len(originals) - 1}")))
+        return with_source_info(eqn, params, name=f"{TAG}{len(originals) - 1}")
 
     # The tag is all the attribution reads: without source files in the locations, they stay
     # short, so lowering builds and the x-ray reads far less (the printed text has no locations).

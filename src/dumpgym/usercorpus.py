@@ -145,6 +145,18 @@ def load_user_programs(corpus_dir=None, warn: Callable[[str], None] | None = Non
         return programs
 
 
+def load_corpus(corpus_dir=None, warn: Callable[[str], None] | None = None) -> dict:
+    """The built-in corpus with the user's added programs after it (no JAX import).
+
+    Without `warn` a damaged added program raises CorpusFolderError; with it, it is skipped and reported.
+    """
+    from dumpgym.corpus import load_builtin
+
+    corpus = load_builtin()
+    corpus["programs"] = corpus["programs"] + [{**p, "added": True} for p in load_user_programs(corpus_dir, warn)]
+    return corpus
+
+
 def _write_index(folder: Path, slugs: list[str]) -> None:
     from dumpgym.corpus import write_atomic
 

@@ -13,10 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from dumpgym.curriculum import XRAY_SECTION
 from dumpgym.record import ProgramRecord
 
 SCHEMA = "dumpgym.drills/1"
+# Section 04 of the gym floor is the x-ray, which is not a drill kind: the drills number around it.
+XRAY_SECTION = "04"
 
 DrillFn = Callable[[ProgramRecord], list]
 

@@ -206,11 +206,9 @@ def test_the_command_without_the_gpu_extra_exits_2_in_one_line_and_writes_nothin
     assert not (tmp_path / "corpus").exists()
 
 
-def test_every_built_in_program_but_the_tpu_kernel_carries_a_gpu_layer(by_slug):
-    from dumpgym.programs import TPU_ONLY
-
+def test_every_built_in_program_but_the_tpu_kernel_carries_a_gpu_layer(by_slug, programs):
     for slug, record in by_slug.items():
-        if slug in TPU_ONLY:
+        if programs[slug].platform == "tpu":
             assert "hlo_gpu" not in record
             continue
         layer = record["hlo_gpu"]

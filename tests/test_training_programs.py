@@ -351,11 +351,10 @@ def _groups_over(mesh, axis: str) -> set:
     return {frozenset(row) for row in moved.reshape(-1, moved.shape[-1]).tolist()}
 
 
+@pytest.mark.needs_tpu
 def test_fsdp_step_gathers_over_data_reduces_over_model_and_scatters_on_tpu(programs):
-    from dumpgym.target import libtpu_installed, retarget, topology_devices
+    from dumpgym.target import retarget, topology_devices
 
-    if not libtpu_installed():
-        pytest.skip("the TPU layer needs libtpu")
     program = programs["fsdp-step"]
     devices = topology_devices("v5e:2x4")
     memo = {}

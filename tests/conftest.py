@@ -11,6 +11,7 @@ import pytest
 import dumpgym  # noqa: F401  (sets XLA_FLAGS for eight CPU devices before JAX starts)
 from dumpgym.corpus import BUILTIN_PATH
 from dumpgym.target import quiet_libtpu
+from needs_extras import check as check_extras
 
 quiet_libtpu()  # before JAX starts too, here and in the commands tests run (they inherit it)
 
@@ -52,7 +53,9 @@ def by_slug(corpus):
 
 
 def pytest_runtest_setup(item):
-    """Skip `compiled_hlo` tests on a jaxlib without HLO bindings (scripts/test-compat's oldest JAX)."""
+    """Skip `compiled_hlo` tests on a jaxlib without HLO bindings (scripts/test-compat's oldest JAX), and
+    `needs_tpu` / `needs_gpu` tests where that extra is missing (failing them under CI instead)."""
+    check_extras(item)
     if item.get_closest_marker("compiled_hlo"):
         from dumpgym.jax_internals import JaxVersionError, require_hlo_bindings
 

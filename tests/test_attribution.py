@@ -7,12 +7,12 @@ import jax.numpy as jnp
 import pytest
 
 from dumpgym.facts import build_facts
-from dumpgym.programs import SLUGS
 from dumpgym.trace import trace
 from dumpgym.attribution import build_xray
 
 from xray_oracle import JIT, judge
 from jax_reference import jaxpr_of, jit_of
+from needs_extras import builtin_slugs
 
 
 def _xray(function, *args):
@@ -31,7 +31,7 @@ def _render(traced, facts, xray):
     return "\n".join(rows) + "\n"
 
 
-@pytest.mark.parametrize("slug", SLUGS)
+@pytest.mark.parametrize("slug", builtin_slugs())
 def test_attribution_agrees_with_jax_locations(slug, by_slug, programs):
     program = programs[slug]
     args = program.example_args()

@@ -21,7 +21,7 @@ from dumpgym.target import libtpu_installed
 from jax_reference import jit_of
 
 STEPS = ("lowered-alias", "compiled-alias", "real-copy", "free-bitcast", "minor-axis", "major-axis")
-needs_tpu = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+needs_tpu = pytest.mark.needs_tpu
 
 
 @pytest.fixture(scope="session")

@@ -345,6 +345,7 @@ def _check_against_jax(function, args, program: dict, items: list) -> None:
         assert record_order[firsts[0]]["id"] == item["eqn"], (program["slug"], kind)
 
 
+@pytest.mark.needs_tpu  # pallas-matmul lowers only for a TPU
 def test_built_in_items_agree_with_jax(corpus, programs, pool):
     for program in corpus["programs"]:
         p = programs[program["slug"]]

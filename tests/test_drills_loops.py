@@ -22,10 +22,9 @@ from jax import lax
 from dumpgym.drills import loops
 from dumpgym.drills._loops import CompiledLoops, trip_count
 from dumpgym.drills._tpu import Listing
-from dumpgym.target import libtpu_installed
 from jax_reference import jaxpr_of
 
-needs_libtpu = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+needs_libtpu = pytest.mark.needs_tpu
 STEPS = ("role", "body-aval", "branch", "trips")
 
 

@@ -17,10 +17,9 @@ from pool_checks import assert_choice_item
 
 from dumpgym.drills import _sharding, _tpu
 from dumpgym.program import parse_arg
-from dumpgym.target import libtpu_installed
 from jax_reference import jaxpr_of, jit_of
 
-needs_libtpu = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+needs_libtpu = pytest.mark.needs_tpu
 TOPOLOGY = "v5e:2x4"
 
 
@@ -266,7 +265,7 @@ def test_the_mesh_axes_of_groups_follow_row_major_positions():
 
 # --- inserted collectives against a fresh tagged compile ----------------------------------------
 
-@pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+@needs_libtpu
 def test_inserted_collectives_are_those_xla_tags_with_the_dot(items, programs):
     """Compiled again with every equation's tag in its op_name: the collectives whose tag names the dot
     (and the fusion XLA built around an all-reduce-scatter for it) are exactly the answer's."""

@@ -15,10 +15,9 @@ import pytest
 from pool_checks import assert_choice_item
 
 from dumpgym.drills import _tpu, layouts
-from dumpgym.target import libtpu_installed
 from jax_reference import jit_of
 
-pytestmark = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+pytestmark = pytest.mark.needs_tpu
 
 TPU_KINDS = ("layouts", "units")
 

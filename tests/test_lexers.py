@@ -15,6 +15,7 @@ from pygments.token import (
 
 from dumpgym.lexers import HloLexer, JaxprLexer, StableHloLexer
 from dumpgym.programs import SLUGS
+from needs_extras import builtin_slugs
 
 K, T, F, V, A, L, O, P = (
     Keyword, Keyword.Type, Name.Function, Name.Variable, Name.Attribute, Name.Label, Operator, Punctuation,
@@ -152,7 +153,7 @@ def _assert_covers(lexer, text):
     assert not errors, f"Error tokens: {errors[:5]}"
 
 
-@pytest.mark.parametrize("name", [*SLUGS, *EXTRAS])
+@pytest.mark.parametrize("name", [*builtin_slugs(), *EXTRAS])
 def test_lexers_cover_every_character_of_traced_dumps(name):
     jaxpr, stablehlo, located = _dumps(name)
     _assert_covers(JaxprLexer(), jaxpr)

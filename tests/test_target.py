@@ -9,20 +9,14 @@ from functools import partial
 import pytest
 
 from dumpgym.programs import SLUGS
-from dumpgym.target import (CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, libtpu_installed,
-                            parse_target)
+from dumpgym.target import CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, parse_target
 from _heavy_compiles import layer_and_its_compiles
 from jax_reference import jit_of
 
 OP_NAME = re.compile(r'op_name="([^"]*)"')
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _libtpu():
-    if not libtpu_installed():
-        if os.environ.get("CI"):
-            pytest.fail("CI installs the tpu extra (scripts/test): libtpu is missing")
-        pytest.skip("the TPU compiler is not installed: pip install 'dumpgym[tpu]'")
+pytestmark = pytest.mark.needs_tpu
 
 
 def _devices(topology):

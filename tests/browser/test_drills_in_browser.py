@@ -64,7 +64,7 @@ def test_the_fusion_drill_shows_the_compiled_line_it_asks_about(page, gym, fetch
         assert page.locator("#drill-fusions .ctx [data-shown]").all_inner_texts() == item["shown"]
         assert page.locator("#drill-fusions [data-hlo-line]").count() == 0
         return
-    text = fetch_json(f"data/programs/{item['program']}.json")["hlo"]["text"].split("\n")[item["hlo_line"] - 1]
+    text = fetch_json(f"data/programs/{item['program']}.json")["compiled"][item["layer"]]["text"].split("\n")[item["hlo_line"] - 1]
     shown = page.locator("#drill-fusions [data-hlo-line]")
     page.wait_for_function("el => el.textContent.includes(':')", arg=shown.element_handle())
     assert shown.inner_text() == f"{item['hlo_line']}: {text.strip()}"

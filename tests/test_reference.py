@@ -15,7 +15,9 @@ from jax.sharding import PartitionSpec as P
 
 from dumpgym.program import cpu_mesh
 from dumpgym.programs import builtin_programs
-from dumpgym.reference import ALIASES, FAMILIES, LAYERS, Card, card_for, cards, fallback_card
+from dumpgym.reference import (
+    ALIASES, FAMILIES, LAYERS, Card, card_for, cards, compiled_as, fallback_card, fold, same_op, search,
+)
 
 TEXT_FIELDS = ("what", "looks", "misread")
 
@@ -301,7 +303,100 @@ def test_a_bare_name_keeps_finding_the_jaxpr_card_and_layer_hlo_the_compiled_one
     assert card_for("exponential", layer="hlo").name == "stablehlo.exponential"  # same op, same name
 
 
-def test_the_reference_page_filter_finds_fusion_by_name():
-    # The page's filter searches each card's name, family and layer (static/reference.js `data-search`).
-    hits = [c for c in cards() if "fusion" in f"{c.name} {c.family} {c.layer}".lower()]
-    assert [c.name for c in hits if c.layer == "hlo"] == ["fusion"]
+# What people type, and cards each query must find (it may find more). Between them: aliases (matmul,
+# remat), the three spellings of a collective, the words a layer's notation goes by, and the same op at
+# every layer: a primitive, its StableHLO op and the opcodes XLA compiles that into.
+QUERIES = {
+    "matmul": {"dot_general", "stablehlo.dot_general", "hlo:dot", "hlo:convolution"},
+    "einsum": {"dot_general", "stablehlo.dot_general", "hlo:dot"},
+    "all-reduce": {"psum", "pmax", "stablehlo.all_reduce", "hlo:all-reduce", "hlo:all-reduce-start",
+                   "hlo:all-reduce-done"},
+    "all_reduce": {"psum", "stablehlo.all_reduce", "hlo:all-reduce", "hlo:all-reduce-done"},
+    "allreduce": {"psum", "stablehlo.all_reduce", "hlo:all-reduce"},
+    "psum": {"psum", "psum_invariant", "stablehlo.all_reduce", "hlo:all-reduce"},
+    "fusion": {"hlo:fusion", "hlo:parameter"},
+    "layout": {"hlo:{1,0}", "hlo:T(8,128)(2,1)", "hlo:bitcast", "hlo:copy"},
+    "tile": {"hlo:T(8,128)(2,1)"},
+    "donate": {"func.func", "hlo:input_output_alias"},
+    "remat": {"remat2", "stablehlo.optimization_barrier"},
+    "checkpoint": {"remat2", "stablehlo.optimization_barrier"},
+    "all-gather": {"all_gather", "stablehlo.all_gather", "hlo:all-gather", "hlo:all-gather-start"},
+    "allgather": {"all_gather", "stablehlo.all_gather", "hlo:all-gather-done"},
+    "reduce_scatter": {"reduce_scatter", "stablehlo.reduce_scatter", "hlo:reduce-scatter"},
+    "ppermute": {"ppermute", "stablehlo.collective_permute", "hlo:collective-permute"},
+    "softmax": {"exp", "reduce_max", "hlo:online-softmax"},
+    "sigmoid": {"logistic"},
+    "cast": {"convert_element_type", "stablehlo.convert"},
+    "where": {"select_n", "stablehlo.select"},
+    "loop": {"scan", "while", "stablehlo.while", "hlo:while"},
+    "if": {"cond", "stablehlo.case", "hlo:conditional"},
+    "conv": {"conv_general_dilated", "stablehlo.convolution", "hlo:convolution"},
+    "arange": {"iota", "stablehlo.iota"},
+    "concat": {"concatenate", "stablehlo.concatenate"},
+    "vmem": {"hlo:S(1)", "hlo:copy-start"},
+    "prefetch": {"hlo:copy-start", "hlo:copy-done"},
+    "reduce sum": {"reduce_sum", "stablehlo.reduce"},
+    "broadcast": {"broadcast_in_dim", "stablehlo.broadcast_in_dim", "hlo:broadcast"},
+    "kernel": {"pallas_call", "stablehlo.custom_call", "hlo:custom-call"},
+    "shard_map": {"shard_map", "sdy.manual_computation"},
+    "topk": {"top_k", "chlo.top_k"},
+}
+
+
+def _label(card):
+    return f"hlo:{card.name}" if card.layer == "hlo" else card.name
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_the_op_search_finds_each_op_by_what_people_call_it_at_every_layer(query):
+    found = {_label(c) for c in search(query)}
+    assert found, f"{query!r} finds nothing"
+    assert QUERIES[query] <= found, sorted(QUERIES[query] - found)
+
+
+def test_the_query_table_covers_the_words_learners_type():
+    assert len(QUERIES) >= 25
+    assert {"matmul", "einsum", "all-reduce", "all_reduce", "allreduce", "fusion", "layout", "tile", "donate",
+            "remat", "checkpoint"} <= set(QUERIES)
+
+
+def test_hyphens_and_underscores_match_each_other():
+    assert fold("All-Reduce") == fold("all_reduce") == fold("allreduce") == "allreduce"
+    assert search("all-reduce") == search("all_reduce") == search("allreduce")
+    assert search("dynamic-slice") == search("dynamic_slice") and search("dynamic_slice")
+
+
+def test_every_word_of_a_query_must_match_and_an_empty_query_shows_every_card():
+    assert search("") == cards() == search("   ")
+    assert {c.name for c in search("reduce sum")} < {c.name for c in search("reduce")}
+    assert search("matmul no-such-word-anywhere") == []
+
+
+def test_the_search_reads_descriptions():
+    # "neighbouring" is in no name and no word list, only in what the `{1,0}` card says.
+    assert "neighbouring" in card_for("{1,0}", layer="hlo").what
+    assert not any("neighbouring" in " ".join((c.name, *c.words)) for c in cards())
+    assert "{1,0}" in {c.name for c in search("neighbouring")}
+
+
+def test_same_op_links_the_three_layers_of_one_op():
+    psum, shlo, hlo = card_for("psum"), card_for("stablehlo.all_reduce"), card_for("all-reduce", layer="hlo")
+    assert {c.name for c in same_op(psum)} == {"stablehlo.all_reduce", "all-reduce", "all-reduce-start",
+                                               "all-reduce-done"}
+    assert psum in same_op(hlo) and shlo in same_op(hlo) and hlo in same_op(shlo)
+    assert compiled_as(shlo) == [c for c in cards() if c.layer == "hlo" and "stablehlo.all_reduce" in c.compiled_from]
+    assert all(c.layer != psum.layer for c in same_op(psum))
+
+
+def test_compiled_from_names_stablehlo_cards_and_only_compiled_cards_say_it():
+    for card in cards():
+        for name in card.compiled_from:
+            assert card.layer == "hlo" and card_for(name).layer == "stablehlo", (card.name, name)
+    with pytest.raises(ValueError, match="compiled opcode"):
+        Card("x", "jaxpr", "elementwise", "w", "l", "m", compiled_from=("stablehlo.add",))
+
+
+def test_a_cards_words_are_unique_and_not_its_own_name():
+    for card in cards():
+        assert len(set(card.words)) == len(card.words) and card.name not in card.words, card.name
+        assert all(w.strip() == w and w for w in card.words), card.name

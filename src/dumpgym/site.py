@@ -132,10 +132,15 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     for p in corpus.programs:
         for anchor in dict.fromkeys(anchors[name] for name in names[p.slug]):
             seen_in[anchor].append(p.slug)
+    def compiled(card) -> list[list[str]]:
+        # A StableHLO op's card links the opcodes it compiles into; an opcode's card, the ops it comes from.
+        linked = reference.compiled_as(card) or [reference.card_for(name) for name in card.compiled_from]
+        return [[c.name, card_anchor(c.name, c.layer)] for c in linked]
     views = [
         {
             **asdict(card), "anchor": anchor,
             "pairs": [[other, card_anchor(other)] for other in card.pairs if other in named],
+            "compiled": compiled(card), "search": reference.search_text(card),
             "seen_in": seen_in[anchor],
         }
         for anchor, card in cards.items()

@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("add", "jaxpr", "elementwise", pairs=("stablehlo.add",),
+         words=("plus", "+"),
          what="Adds two arrays element by element. One operand may be a scalar literal, and in "
               "this JAX version one may also carry size-1 axes that are stretched to match the "
               "other.",
@@ -13,6 +14,7 @@ CARDS = (
                  "same bare `add`; which one you are looking at is told by where the operands come "
                  "from, not by the op."),
     Card("sub", "jaxpr", "elementwise", pairs=("stablehlo.subtract",),
+         words=("minus", "subtract"),
          what="Subtracts the second operand from the first, element by element, with the same "
               "scalar and size-1 stretching as add.",
          looks="`u = sub m t` with no params; operand order matters, so `j = sub 128.0:f32[] i` in "
@@ -21,6 +23,7 @@ CARDS = (
                  "log-sum-exp: the row maximum is taken out before exponentiating and cancels "
                  "(softmax) or is added back (log-sum-exp), so it is not part of the answer."),
     Card("mul", "jaxpr", "elementwise", pairs=("stablehlo.multiply",),
+         words=("times", "multiply", "product"),
          what="Multiplies two arrays element by element; scales, gates, casted masks and the terms "
               "of polynomial approximations all use it.",
          looks="`p = mul h o`; the printer hides the `out_dtype` param unless it is set, so the "
@@ -29,6 +32,7 @@ CARDS = (
          misread="A mul by a constant such as `0.796875:bf16[]` is usually a folded coefficient of "
                  "a library formula (√(2/π) of tanh GELU, rounded to bf16), not a learned weight."),
     Card("div", "jaxpr", "elementwise", pairs=("stablehlo.divide",),
+         words=("divide", "quotient"),
          what="Divides the first operand by the second, element by element. On integers it rounds "
               "toward zero, which is why `//` arrives wrapped in a `jit[name=floor_divide]` with "
               "sign fix-ups.",
@@ -37,6 +41,7 @@ CARDS = (
          misread="A mean is not its own primitive: `jnp.mean` is a reduce_sum followed by this "
                  "div, so look for the pair rather than for a `mean` op."),
     Card("neg", "jaxpr", "elementwise", pairs=("stablehlo.negate",),
+         words=("negative", "negate"),
          what="Flips the sign of every element.",
          looks="`ba = neg z`, no params; backward passes are full of it, because the cotangent of "
                "a sub's second operand is negated.",
@@ -58,6 +63,7 @@ CARDS = (
          misread="sign(0) is 0, not +1, so a sign used as a ±1 multiplier zeroes out exact zeros; "
                  "check whether that matters before reading it as a clean ±1 mask."),
     Card("max", "jaxpr", "elementwise", pairs=("stablehlo.maximum",),
+         words=("maximum", "relu"),
          what="The elementwise maximum of two arrays, where a NaN in either operand gives NaN. "
               "jnp.maximum emits it, and jax.nn.relu arrives as a custom_jvp_call around one.",
          looks="`r = max -inf:bf16[] q` has no params; a scalar literal operand makes it a clip or "
@@ -66,12 +72,14 @@ CARDS = (
                  "-inf q` right after a reduce_max in softmax comes from `jnp.max(..., "
                  "initial=-inf)`, not from a masking step."),
     Card("min", "jaxpr", "elementwise", pairs=("stablehlo.minimum",),
+         words=("minimum",),
          what="The elementwise minimum of two arrays, with NaN propagating as it does for max.",
          looks="`b = min g f` with no params; `jnp.clip(x, lo, hi)` prints as a max then a min "
                "inside `jit[name=clip]`.",
          misread="It is easy to take min for reduce_min; only reduce_min has an `axes` param and "
                  "an outvar of lower rank."),
     Card("clamp", "jaxpr", "elementwise", pairs=("stablehlo.clamp",),
+         words=("clip", "jnp.clip"),
          what="Limits every element of the middle operand to lie between the first operand (low) "
               "and the third (high).",
          looks="`b = clamp 0.0:f32[] a 1.0:f32[]`: operand order is low, x, high, so the array "
@@ -80,6 +88,7 @@ CARDS = (
          misread="jnp.clip does not produce this primitive in this version (it emits max then "
                  "min), so a dump without clamp may still clip."),
     Card("rem", "jaxpr", "elementwise", pairs=("stablehlo.remainder",),
+         words=("mod", "modulo", "remainder"),
          what="The remainder of elementwise division, taking the sign of the dividend the way C's "
               "fmod does.",
          looks="`i = rem a d`, no params; Python's `x % y` arrives as a `jit` holding rem together "
@@ -106,6 +115,7 @@ CARDS = (
                  "so a ceil in the jaxpr works on traced values, never on static sizes."),
     Card("round", "jaxpr", "elementwise",
          pairs=("stablehlo.round_nearest_even", "stablehlo.round_nearest_afz"),
+         words=("rint", "jnp.round"),
          what="Rounds each element to the nearest integer value; `rounding_method` decides where "
               "exact halves go.",
          looks="`round[rounding_method=1]` inside `jit[name=round]` is `jnp.round` (halves to "

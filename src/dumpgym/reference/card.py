@@ -24,9 +24,16 @@ class Card:
     looks: str
     misread: str
     pairs: tuple[str, ...] = ()  # card names at the other layer; empty when nothing corresponds
+    # What people type when they look for this op (`matmul`, `allreduce`, `jax.checkpoint`): the search
+    # finds the card, and the same op's cards at the other layers, by these words.
+    words: tuple[str, ...] = ()
+    # A compiled opcode's card: the StableHLO ops XLA compiles into it (`all-reduce`: `stablehlo.all_reduce`).
+    compiled_from: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.layer not in LAYERS:
             raise ValueError(f"card {self.name!r}: layer {self.layer!r} is not one of {LAYERS}")
         if self.family not in FAMILIES:
             raise ValueError(f"card {self.name!r}: family {self.family!r} is not one of {FAMILIES}")
+        if self.compiled_from and self.layer != "hlo":
+            raise ValueError(f"card {self.name!r}: only a compiled opcode's card says what it is compiled from")

@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("convert_element_type", "jaxpr", "cast", pairs=("stablehlo.convert",),
+         words=("cast", "astype", "dtype", "upcast", "downcast"),
          what="Casts an array to another dtype by value: `x.astype`, implicit promotion, and bool "
               "masks turned into numbers all produce it.",
          looks="`w:f32[64,128] = convert_element_type[new_dtype=float32 weak_type=False] t`; read "
@@ -13,6 +14,7 @@ CARDS = (
                  "accumulate low-precision data in f32), and the cast back after it is where "
                  "precision is given up; neither is noise to skip."),
     Card("bitcast_convert_type", "jaxpr", "cast", pairs=("stablehlo.bitcast_convert",),
+         words=("bitcast", "reinterpret", "view"),
          what="Reinterprets the bits of each element as another dtype without changing them; "
               "random-number code uses it to move between unsigned ints and floats.",
          looks="`b = bitcast_convert_type[new_dtype=float32] a`; when the widths differ the shape "

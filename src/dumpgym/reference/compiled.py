@@ -9,6 +9,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- notation inside a compiled shape ---
     Card("{1,0}", "hlo", "layout",
+         words=("layout", "row-major", "column-major", "minor-to-major", "strides"),
          what="The braces after a compiled shape give its layout: the axes listed from minor to major, the "
               "first being the axis whose neighbouring elements sit next to each other in memory.",
          looks="`f32[64,512]{1,0}` is row-major (axis 1 minor); `bf16[128,64]{0,1:T(8,128)(2,1)}` keeps axis 0 "
@@ -16,6 +17,7 @@ CARDS = (
          misread="The list is minor first, so `{0,1}` on a matrix is column-major, not row-major; no StableHLO "
                  "counterpart prints it, since layouts are chosen only when XLA compiles."),
     Card("T(8,128)(2,1)", "hlo", "layout",
+         words=("tile", "tiling", "padding", "tpu layout"),
          what="A tiled layout: after the colon each `T(...)` group is a tile, so the buffer is stored in blocks "
               "of that shape over its most minor axes, and a later group tiles the inside of each block.",
          looks="`bf16[64,128]{1,0:T(8,128)(2,1)}`: blocks of 8 by 128 with the 128 along the minor axis, and "
@@ -24,6 +26,7 @@ CARDS = (
          misread="Every axis a tile covers is padded up to a multiple of it: `f32[3,5]{1,0:T(8,128)}` occupies "
                  "8×128×4 = 4096 bytes, not 60; the tile has no counterpart in the jaxpr or StableHLO."),
     Card("S(1)", "hlo", "memory",
+         words=("memory space", "vmem", "hbm", "on-chip memory"),
          what="An `S(n)` closing a layout names the memory space the buffer lives in; a layout without one is "
               "in space 0, the chip's HBM.",
          looks="On a TPU `S(1)` is VMEM, the on-chip vector memory (`bf16[512,128]{1,0:T(8,128)(2,1)S(1)}` "
@@ -31,8 +34,18 @@ CARDS = (
                "host memory.",
          misread="It is not a sharding: shardings print as `sharding={...}` on the instruction, while `S(1)` "
                  "places one buffer; JAX's memory kinds (`device`, `pinned_host`) are its only counterpart."),
+    Card("input_output_alias", "hlo", "memory",
+         words=("donate", "donation", "donate_argnums", "buffer reuse", "aliasing"),
+         what="The module header's map from outputs to the parameters whose buffers they may be written into: "
+              "what `donate_argnums` asked for, as XLA accepted it.",
+         looks="`HloModule jit_train_step, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias), {1}: "
+               "(1, {}, may-alias), ... }`: result member `{0}` may take over parameter 0's whole buffer (`{}`).",
+         misread="It is permission, not a copy: no output is copied into the argument, and a donated argument that "
+                 "no output matches in shape and dtype is simply not listed; its StableHLO counterpart is the "
+                 "`tf.aliasing_output` attribute on @main's arguments."),
     # --- structure of a compiled module ---
     Card("fusion", "hlo", "structure",
+         words=("fused", "kernel", "kLoop", "kInput", "kOutput", "fused_computation"),
          what="Runs a computation XLA built by merging instructions, so that the values between them stay on "
               "chip instead of going through memory.",
          looks="`%fusion.14 = bf16[64,128]{...} fusion(%copy-done, %x.1, ...), kind=kOutput, "
@@ -43,6 +56,7 @@ CARDS = (
                  "equations and one equation can be spread over several; the jaxpr and StableHLO have no "
                  "counterpart, since fusion happens inside XLA."),
     Card("parameter", "hlo", "structure",
+         words=("argument", "input", "fusion parameter"),
          what="An input of a computation, numbered by position.",
          looks="`%x.1 = bf16[64,128]{1,0:T(8,128)(2,1)} parameter(0), metadata={op_name=\"x\"}` in the ENTRY "
                "computation is your argument `x`; inside a fused computation `%param_0.46 = ... parameter(0)` is "
@@ -51,6 +65,7 @@ CARDS = (
                  "caller's (an `S(1)` parameter reads from VMEM); the jaxpr's counterpart is a binder after "
                  "`lambda`."),
     Card("constant", "hlo", "creation",
+         compiled_from=("stablehlo.constant",),
          what="A literal value compiled into the program.",
          looks="`%constant.22 = bf16[]{:T(256)} constant(0.04468)`: a scalar prints its value, a large array "
                "`{...}`; on a TPU even a scalar has a tile.",
@@ -69,6 +84,7 @@ CARDS = (
          misread="It moves no data, it only names a buffer the tuple's maker already wrote; there is no jaxpr "
                  "counterpart, where an equation simply binds several outvars."),
     Card("bitcast", "hlo", "shape",
+         compiled_from=("stablehlo.reshape",),
          what="Reinterprets a buffer as another shape or layout without touching a byte: only the indexing of "
               "the same memory changes.",
          looks="`%bitcast.1 = bf16[512,128]{1,0:T(8,128)(2,1)} bitcast(%bitcast_input.1)`; a TPU compile often "
@@ -76,6 +92,7 @@ CARDS = (
          misread="It is not `lax.bitcast_convert_type` (the dtype stays) and not a copy; a reshape or transpose "
                  "that must move data prints as a `copy` or a fusion, and no StableHLO counterpart exists."),
     Card("copy", "hlo", "memory",
+         words=("layout change", "relayout"),
          what="Writes its operand into a new buffer, to change its layout (which axis is minor, which tile) or "
               "its memory space.",
          looks="`%copy = bf16[128,64]{1,0:T(8,128)(2,1)S(1)} copy(%copy-done.1)`: compare the layout in braces "
@@ -83,6 +100,7 @@ CARDS = (
          misread="The values and logical shape never change, so it is a transpose in memory only; the jaxpr's "
                  "`copy` primitive is another thing, and this one has no StableHLO counterpart."),
     Card("copy-start", "hlo", "memory",
+         words=("prefetch", "async copy", "dma", "vmem"),
          what="Starts an asynchronous copy, on a TPU typically a prefetch from HBM into VMEM, that runs while "
               "other instructions compute.",
          looks="`%copy-start = (bf16[512,128]{...S(1)}, bf16[512,128]{...}, u32[]{:S(2)}) copy-start(%w2.1), "
@@ -91,6 +109,7 @@ CARDS = (
                  "whatever is scheduled between the two overlaps the transfer; XLA adds it, with no counterpart "
                  "in the jaxpr."),
     Card("copy-done", "hlo", "memory",
+         words=("prefetch", "async copy", "dma"),
          what="Waits for a copy-start's transfer to finish and yields the copied buffer.",
          looks="`%copy-done = bf16[512,128]{1,0:T(8,128)(2,1)S(1)} copy-done(%copy-start)`: its operand is the "
                "copy-start's tuple, its result the destination, here in VMEM.",
@@ -98,6 +117,7 @@ CARDS = (
                  "in between; StableHLO has no counterpart."),
     # --- compute ---
     Card("broadcast", "hlo", "shape",
+         compiled_from=("stablehlo.broadcast_in_dim",),
          what="Copies its operand into a larger array: operand axis i becomes the output axis that "
               "`dimensions` lists at position i, and every other output axis repeats it.",
          looks="`%add.51 = bf16[64,512]{...} broadcast(%param_2.38), dimensions={1}` spreads a bias over the "
@@ -106,6 +126,7 @@ CARDS = (
                  "opcode, not the name; its StableHLO counterpart is `stablehlo.broadcast_in_dim`."),
 
     Card("convolution", "hlo", "contraction",
+         compiled_from=("stablehlo.convolution", "stablehlo.dot_general"),
          what="On a TPU, XLA writes matrix multiplies as convolutions, so a dot_general of yours usually "
               "prints as this opcode and runs on the MXU, the matrix unit.",
          looks="`%convolution.11 = bf16[64,512]{...} convolution(%fusion.21, %fusion.23), dim_labels=bf_io->bf`: "
@@ -114,6 +135,7 @@ CARDS = (
          misread="With no `window=` attribute nothing slides: it is a matmul, not an image convolution; its "
                  "StableHLO counterpart is usually `stablehlo.dot_general`, not `stablehlo.convolution`."),
     Card("dot", "hlo", "contraction",
+         compiled_from=("stablehlo.dot_general",),
          what="A matrix multiply with its axes spelled out, how the CPU compile prints a dot_general.",
          looks="`%dot_general.0 = f32[64,128]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, "
                "rhs_contracting_dims={0}`, plus `lhs_batch_dims` and `rhs_batch_dims` when there are batch axes.",
@@ -121,6 +143,7 @@ CARDS = (
                  "same work usually prints as `convolution`, and its StableHLO counterpart is "
                  "`stablehlo.dot_general`."),
     Card("custom-call", "hlo", "control",
+         words=("kernel", "cublas", "custom call"), compiled_from=("stablehlo.custom_call",),
          what="Runs a kernel XLA does not generate from HLO, named by `custom_call_target`; on a TPU "
               "`tpu_custom_call` is a Mosaic kernel, which Pallas writes and XLA's TPU compiler also uses for "
               "its own.",
@@ -130,6 +153,7 @@ CARDS = (
          misread="XLA shows only its operands and result, so no equation maps into it line by line; its "
                  "StableHLO counterpart, when you wrote one, is `stablehlo.custom_call`."),
     Card("online-softmax", "hlo", "control",
+         words=("softmax", "attention", "flash attention"),
          what="A kernel XLA's TPU compiler put in by itself for an attention pattern: it applies the softmax "
               "and the multiply by the values in one pass, keeping a running maximum and sum.",
          looks="In the attention program's TPU compile, `%online-softmax = ... custom-call(%fusion, %copy), "
@@ -140,6 +164,7 @@ CARDS = (
                  "other layers."),
     # --- control flow ---
     Card("while", "hlo", "control",
+         words=("loop",), compiled_from=("stablehlo.while",),
          what="A compiled loop: runs its body computation as long as its condition computation returns true, "
               "over one tuple of loop state.",
          looks="`%while = (s32[], f32[8,4]{1,0}) while(%tuple), condition=%cond, body=%body`: the state goes in "
@@ -147,6 +172,7 @@ CARDS = (
          misread="A short fixed-length scan may show no while at all: XLA can unroll it, as the scan program's "
                  "compiles do; its StableHLO counterpart is `stablehlo.while`."),
     Card("conditional", "hlo", "control",
+         words=("if", "branch"), compiled_from=("stablehlo.case",),
          what="Runs one of several branch computations, picked at run time by a predicate or an index.",
          looks="`%conditional = f32[8]{0} conditional(%p, %a, %b), true_computation=%t, false_computation=%f`, "
                "or `branch_computations={%b0, %b1}` with an s32 index.",
@@ -154,6 +180,7 @@ CARDS = (
                  "`select` that computes both, and its StableHLO counterpart is `stablehlo.case`."),
     # --- collectives ---
     Card("all-reduce", "hlo", "collective",
+         compiled_from=("stablehlo.all_reduce",),
          what="Combines a buffer across the devices of each replica group with the `to_apply` computation and "
               "gives every one of them the result.",
          looks="`all-reduce(%fusion), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, "
@@ -162,6 +189,7 @@ CARDS = (
          misread="With `use_global_device_ids=true` the numbers are ids over all the program's devices, not "
                  "positions along one mesh axis; the StableHLO counterpart is `stablehlo.all_reduce`."),
     Card("all-gather", "hlo", "collective",
+         compiled_from=("stablehlo.all_gather",),
          what="Concatenates every device's block along one dimension, so each device of a group ends up with "
               "all of them.",
          looks="`all-gather(%x), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, "
@@ -169,6 +197,7 @@ CARDS = (
          misread="The result is larger than the operand by the group size along `dimensions`; nothing is "
                  "summed; the StableHLO counterpart is `stablehlo.all_gather`."),
     Card("reduce-scatter", "hlo", "collective",
+         compiled_from=("stablehlo.reduce_scatter",),
          what="Sums (or otherwise combines) a buffer across a group and leaves each device one slice of the "
               "total along a dimension.",
          looks="`reduce-scatter(%x), replica_groups={{0,1,2,3}}, dimensions={0}, to_apply=%add`: the result is "
@@ -176,12 +205,14 @@ CARDS = (
          misread="It is an all-reduce whose result is split, not a scatter by indices; the StableHLO "
                  "counterpart is `stablehlo.reduce_scatter`."),
     Card("collective-permute", "hlo", "collective",
+         compiled_from=("stablehlo.collective_permute",),
          what="Sends each device's buffer to one other device, following a fixed list of pairs.",
          looks="`collective-permute(%x), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}` is a ring "
                "shift by one.",
          misread="A device that is no pair's target receives zeros; the StableHLO counterpart is "
                  "`stablehlo.collective_permute`, from `ppermute`."),
     Card("all-to-all", "hlo", "collective",
+         compiled_from=("stablehlo.all_to_all",),
          what="Splits each device's buffer into pieces and sends piece i to the group's i-th device, which "
               "joins what it receives.",
          looks="`all-to-all(%x), replica_groups={{0,1,2,3}}, dimensions={1}`: the split and the concatenation "
@@ -189,6 +220,7 @@ CARDS = (
          misread="It redistributes without combining anything: the total amount of data stays the same; the "
                  "StableHLO counterpart is `stablehlo.all_to_all`."),
     Card("all-reduce-start", "hlo", "collective",
+         words=("async", "overlap"), compiled_from=("stablehlo.all_reduce",),
          what="Begins an all-reduce without waiting for it, so independent instructions can run while the "
               "devices exchange data.",
          looks="`%all-reduce-start = f32[16,16]{...} all-reduce-start(%x), replica_groups={...}, "
@@ -196,28 +228,33 @@ CARDS = (
          misread="The start and its done are one collective split in two by XLA's scheduler, not two "
                  "reductions; there is no counterpart in StableHLO, which has only `stablehlo.all_reduce`."),
     Card("all-reduce-done", "hlo", "collective",
+         compiled_from=("stablehlo.all_reduce",),
          what="Waits for the all-reduce its operand started and yields the combined result.",
          looks="`%all-reduce-done = f32[16,16]{...} all-reduce-done(%all-reduce-start)`.",
          misread="The work between the start and this done overlaps the exchange; a done right after its "
                  "start means nothing could overlap, and neither half has a jaxpr counterpart."),
     Card("all-gather-start", "hlo", "collective",
+         words=("async", "overlap"), compiled_from=("stablehlo.all_gather",),
          what="Begins an all-gather without waiting for it; `all-gather-done` yields the gathered buffer.",
          looks="`%all-gather-start = (f32[2,4]{...}, f32[8,4]{...}) all-gather-start(%x), dimensions={0}, "
                "replica_groups={...}`: a tuple of the operand and the result being filled.",
          misread="Read the second member of its tuple for the result's shape; the asynchronous split itself has "
                  "no counterpart in StableHLO."),
     Card("all-gather-done", "hlo", "collective",
+         compiled_from=("stablehlo.all_gather",),
          what="Waits for an all-gather-start and yields the gathered buffer, every device's block in place.",
          looks="`%all-gather-done = f32[8,4]{...} all-gather-done(%all-gather-start)`.",
          misread="It gathers nothing itself: the data moved between its start and it; the jaxpr knows only "
                  "`all_gather`, so it has no counterpart there."),
     Card("collective-permute-start", "hlo", "collective",
+         words=("async", "overlap"), compiled_from=("stablehlo.collective_permute",),
          what="Begins sending buffers between devices along fixed pairs, without waiting for them to arrive.",
          looks="`%collective-permute-start = (...) collective-permute-start(%x), "
                "source_target_pairs={{0,1},{1,0}}`, finished by `collective-permute-done`.",
          misread="Pipelined code overlaps this send with a matmul on purpose; the pair is one `ppermute`, and "
                  "StableHLO has no asynchronous counterpart."),
     Card("collective-permute-done", "hlo", "collective",
+         compiled_from=("stablehlo.collective_permute",),
          what="Waits for a collective-permute-start and yields the buffer this device received.",
          looks="`%collective-permute-done = f32[2,4]{...} collective-permute-done(%collective-permute-start)`.",
          misread="The result is what arrived from the source device, not this device's own data; the jaxpr "

@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("dot_general", "jaxpr", "contraction", pairs=("stablehlo.dot_general",),
+         words=("matmul", "einsum", "jnp.dot", "@", "batched matmul", "bmm"),
          what="The general tensor contraction: it sums products over contracting axes while "
               "keeping batch axes paired. Every matmul, einsum and batched matmul becomes one.",
          looks="`dimension_numbers=(([1], [0]), ([], []))` is ((lhs_contracting, rhs_contracting), "
@@ -13,6 +14,7 @@ CARDS = (
                  "against rhs axis 1 and pairs axis 0 of both, and swapping the halves mistakes "
                  "the batch axis for the summed one."),
     Card("conv_general_dilated", "jaxpr", "contraction", pairs=("stablehlo.convolution",),
+         words=("conv", "convolution", "conv2d"),
          what="General N-d convolution with window strides, padding, input (lhs) and kernel (rhs) "
               "dilation, and feature or batch grouping.",
          looks="`conv_general_dilated[dimension_numbers=ConvDimensionNumbers(lhs_spec=(0, 1, 2, "

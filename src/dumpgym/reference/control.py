@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr: control ---
     Card("jit", "jaxpr", "control", pairs=("func.call",),
+         words=("nested jit", "call"),
          what="Calls a nested, separately traced function. Every inner `jax.jit` appears as one, "
               "and so do many jnp helpers (jnp.var, jnp.where, jnp.tril, one_hot, argsort).",
          looks="`bb = jit[name=_var jaxpr=_var] t 0:i32[]`: `name` is the Python function's name, "
@@ -12,6 +13,7 @@ CARDS = (
          misread="It does not mean a separate kernel: the call becomes a `func.call` that XLA "
                  "inlines and optimises across; `pjit` is an older name for the same primitive."),
     Card("scan", "jaxpr", "control", pairs=("stablehlo.while",),
+         words=("loop", "lax.scan", "fori_loop", "for loop"),
          what="Loops a body jaxpr over the leading axis of its inputs a fixed number of times, "
               "threading carry values between iterations; lax.scan and fori_loop with static "
               "bounds make it.",
@@ -22,6 +24,7 @@ CARDS = (
                  "traced bounds gives `while` instead; a literal scan eqn means lax.scan or a "
                  "static fori_loop."),
     Card("while", "jaxpr", "control", pairs=("stablehlo.while",),
+         words=("loop", "while_loop", "fori_loop"),
          what="Repeats a body jaxpr while a condition jaxpr returns true, with no trip count fixed "
               "at trace time; lax.while_loop and fori_loop with traced bounds make it.",
          looks="`while[body_jaxpr={...} body_nconsts=0 cond_jaxpr={...} cond_nconsts=0] 0:i32[] "
@@ -30,6 +33,7 @@ CARDS = (
                  "while in a training step is forward-only code; scan is the loop that grad can go "
                  "through."),
     Card("cond", "jaxpr", "control", pairs=("stablehlo.case",),
+         words=("if", "switch", "branch", "lax.cond"),
          what="Runs exactly one of several branch jaxprs, chosen by an integer index at run time; "
               "lax.cond and lax.switch produce it.",
          looks="`cond[branches=(...)] d a`: the first operand is the index, and with a bool "
@@ -39,6 +43,7 @@ CARDS = (
                  "branches plus a select_n."),
     # --- jaxpr: autodiff ---
     Card("stop_gradient", "jaxpr", "autodiff",
+         words=("detach", "no gradient"),
          what="Marks a value as a constant for differentiation: forward it is the identity, "
               "backward it passes no gradient.",
          looks="`t = stop_gradient s`, no params; in this version jax.nn.softmax applies it to the "
@@ -46,12 +51,14 @@ CARDS = (
          misread="It computes nothing: it has no StableHLO counterpart and vanishes on lowering, "
                  "so only the jaxpr shows where gradients were cut."),
     Card("add_any", "jaxpr", "autodiff", pairs=("stablehlo.add",),
+         words=("gradient accumulation",),
          what="Adds two gradient contributions to the same value; autodiff emits it wherever a "
               "forward value was used more than once.",
          looks="`be:f32[32,32] = add_any bb bd` in the grads dump, with no params.",
          misread="It is plain addition that lowers to stablehlo.add; the name only records that "
                  "autodiff, not your code, put it there."),
     Card("custom_jvp_call", "jaxpr", "autodiff",
+         words=("custom_jvp", "custom gradient"),
          what="Calls a function that carries a hand-written JVP rule, such as jax.nn.relu; the "
               "printed body is what runs forward.",
          looks="`custom_jvp_call[name=relu call_jaxpr={...} jvp=jvp symbolic_zeros=False] a`: "
@@ -61,6 +68,7 @@ CARDS = (
                  "code outside the jaxpr; and the call has no StableHLO counterpart, its body is "
                  "inlined."),
     Card("custom_vjp_call", "jaxpr", "autodiff",
+         words=("custom_vjp", "custom gradient"),
          what="Calls a function with a hand-written forward and backward pair (jax.custom_vjp); "
               "the printed body is the primal computation.",
          looks="`custom_vjp_call[name=cv bwd=<lambda> call_jaxpr={...} fwd=<lambda> "
@@ -68,6 +76,7 @@ CARDS = (
          misread="Taking jax.grad does not give you `bwd` as a sub-jaxpr to read; its ops appear "
                  "inlined in the grad jaxpr, and the call itself has no StableHLO counterpart."),
     Card("remat2", "jaxpr", "autodiff", pairs=("stablehlo.optimization_barrier",),
+         words=("jax.checkpoint", "rematerialization", "recompute", "activation checkpointing"),
          what="Wraps a sub-jaxpr whose intermediates should be recomputed in the backward pass "
               "instead of stored; jax.checkpoint (alias jax.remat) produces it.",
          looks="`remat2[differentiated=False jaxpr={...} policy=None prevent_cse=True]`: `policy` "
@@ -102,6 +111,7 @@ CARDS = (
                  "lax.switch clamps its index first; with a converted bool, region 0 is the false "
                  "branch."),
     Card("stablehlo.custom_call", "stablehlo", "control", pairs=("pallas_call",),
+         words=("kernel", "custom call"),
          what="Calls a backend target by name, the escape hatch for work StableHLO has no op for: "
               "library kernels, Pallas kernels, FFI calls, and sharding markers in the older GSPMD lowering.",
          looks="`stablehlo.custom_call @tpu_custom_call(%2, %arg1) {backend_config = ...}` for a Pallas TPU "
@@ -110,6 +120,7 @@ CARDS = (
          misread="Only a pallas_call maps onto one; JAX 0.10.2 lowers sharding through `sdy` ops by default, "
                  "so a @Sharding custom_call means the older GSPMD path was used."),
     Card("stablehlo.optimization_barrier", "stablehlo", "autodiff", pairs=("remat2",),
+         words=("barrier",),
          what="Passes its operands through unchanged while stopping XLA from moving computation "
               "across it.",
          looks="`%1:2 = stablehlo.optimization_barrier %arg0, %0 : tensor<8x16xf32>, "

@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr: collectives ---
     Card("psum", "jaxpr", "collective", pairs=("stablehlo.all_reduce",),
+         words=("all-reduce", "sum over devices", "lax.psum"),
          what="Sums a value across the devices of the named mesh axes inside shard_map, giving "
               "every device the total.",
          looks="`e:f32[1,4] = psum[axes=('x',) axis_index_groups=None] d`; it prints as psum when "
@@ -31,6 +32,7 @@ CARDS = (
          misread="Like every all-reduce its outvar has the invar's shape; if the shape shrank you "
                  "are looking at reduce_min, not pmin."),
     Card("all_gather", "jaxpr", "collective", pairs=("stablehlo.all_gather",),
+         words=("gather over devices", "lax.all_gather"),
          what="Collects every device's block along a named mesh axis so that each device holds all "
               "of them, concatenated or stacked.",
          looks="`all_gather[all_gather_dimension=0 axis_index_groups=None axis_name=('x',) "
@@ -39,6 +41,7 @@ CARDS = (
          misread="With `tiled=False` the StableHLO adds a size-1 axis with broadcast_in_dim before "
                  "gathering; that is the new stacking axis, not a stray reshape."),
     Card("ppermute", "jaxpr", "collective", pairs=("stablehlo.collective_permute",),
+         words=("collective permute", "ring", "send"),
          what="Sends each device's value to another device along a mesh axis according to a static "
               "list of (source, destination) pairs.",
          looks="`ppermute[axis_name=('x',) perm=((0, 1), (1, 2), ..., (7, 0))] c` is a ring shift "
@@ -47,6 +50,7 @@ CARDS = (
                  "zero-fills; and the numbers are positions along the axis, not physical device "
                  "ids."),
     Card("all_to_all", "jaxpr", "collective", pairs=("stablehlo.all_to_all",),
+         words=("lax.all_to_all",),
          what="Splits each device's block along `split_axis`, sends piece i to device i, and "
               "concatenates what arrives along `concat_axis`.",
          looks="`all_to_all[axis_index_groups=None axis_name=x concat_axis=1 split_axis=1 "
@@ -55,6 +59,7 @@ CARDS = (
                  "which device holds which piece (expert-parallel dispatch, or switching the "
                  "sharded axis)."),
     Card("reduce_scatter", "jaxpr", "collective", pairs=("stablehlo.reduce_scatter",),
+         words=("psum_scatter",),
          what="Sums a value across devices and leaves each device only its slice of the total "
               "along `scatter_dimension`; `lax.psum_scatter` emits it.",
          looks="`reduce_scatter[axis_index_groups=None axis_name=('x',) axis_size=8 "
@@ -62,6 +67,7 @@ CARDS = (
          misread="The primitive is named reduce_scatter although the API is psum_scatter; it "
                  "equals a psum followed by taking this device's slice, with less communication."),
     Card("axis_index", "jaxpr", "collective", pairs=("stablehlo.partition_id",),
+         words=("device id", "rank", "partition id"),
          what="Returns this device's position along a named mesh axis as an int32 scalar.",
          looks="`d:i32[]{V:x} = axis_index[axis_name=x]` has no operands, and its outvar is marked "
                "varying (`{V:x}`).",
@@ -77,6 +83,7 @@ CARDS = (
          misread="It is not a collective and sends nothing: it has no StableHLO counterpart and "
                  "lowers to nothing, although its transpose in a gradient is a real psum."),
     Card("shard_map", "jaxpr", "sharding", pairs=("sdy.manual_computation",),
+         words=("manual sharding", "per-device", "spmd", "pmap"),
          what="Runs a per-device body jaxpr on the local shards of its inputs over a mesh, with "
               "any collectives written explicitly inside.",
          looks="`shard_map[check_vma=True in_specs=(P('x', None), P(None, None)) jaxpr={...} "
@@ -86,6 +93,7 @@ CARDS = (
                  "`f32[64@x,32]` outside, so reading it as the whole array undercounts by the axis "
                  "size."),
     Card("reshard", "jaxpr", "sharding", pairs=("sdy.sharding_constraint",),
+         words=("device_put", "sharding"),
          what="Moves an array to a new sharding on an explicit-axis mesh; `jax.sharding.reshard` "
               "and some autodiff steps emit it.",
          looks="`b:f32[8,4] = reshard a` hides its `dst_sharding` param, so compare avals: "

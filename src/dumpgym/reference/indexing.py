@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("gather", "jaxpr", "indexing", pairs=("stablehlo.gather",),
+         words=("take", "x[idx]", "embedding lookup", "index"),
          what="Reads slices of an operand at positions given by an index array; NumPy-style "
               "integer indexing and `jnp.take_along_axis` become it.",
          looks="`g:f32[4,16] = gather[dimension_numbers=GatherDimensionNumbers(offset_dims=(1,), "
@@ -13,6 +14,7 @@ CARDS = (
          misread="The lt, add and select_n before it only wrap negative indices; an index past the "
                  "end is not an error, because the read is clamped to a valid position."),
     Card("scatter", "jaxpr", "indexing", pairs=("stablehlo.scatter",),
+         words=(".at[].set", "index update"),
          what="Writes update slices into a copy of an operand at given indices, replacing what was "
               "there; `x.at[i].set(v)` becomes it.",
          looks="`c:f32[4] = scatter[dimension_numbers=ScatterDimensionNumbers(...) "
@@ -21,6 +23,7 @@ CARDS = (
          misread="When two indices collide, which update wins is unspecified, and under "
                  "FILL_OR_DROP an out-of-range index silently drops its update."),
     Card("scatter-add", "jaxpr", "indexing", pairs=("stablehlo.scatter",),
+         words=(".at[].add", "segment_sum", "index update"),
          what="Adds update slices into a copy of an operand at given indices, accumulating "
               "duplicates; `x.at[i].add(v)` becomes it.",
          looks="`h = scatter-add[...] a f g`, with the combiner printed inline as `update_jaxpr={ "
@@ -29,6 +32,7 @@ CARDS = (
                  "gather, so a gradient of indexing code contains it even if you never wrote "
                  "`.at[].add`."),
     Card("dynamic_slice", "jaxpr", "indexing", pairs=("stablehlo.dynamic_slice",),
+         words=("lax.dynamic_slice", "traced offset"),
          what="Reads a block of static size at start offsets known only at run time.",
          looks="`g:f32[2,16] = dynamic_slice[slice_sizes=(2, 16)] a f 0:i32[]`: the operand, then "
                "one scalar start index per axis as operands; only the sizes are params.",
@@ -36,6 +40,7 @@ CARDS = (
                  "itself that clamps the start so the block stays inside the array, so an "
                  "out-of-range start reads a shifted block rather than failing."),
     Card("dynamic_update_slice", "jaxpr", "indexing", pairs=("stablehlo.dynamic_update_slice",),
+         words=("in-place update", ".at[].set", "kv cache"),
          what="Writes a block into a copy of an array at start offsets known only at run time; "
               "`lax.dynamic_update_slice` emits it.",
          looks="`dynamic_update_slice a u s 0:i32[]`: operand, update, then one scalar start per "
@@ -43,6 +48,7 @@ CARDS = (
          misread="Inside a loop XLA can usually update the buffer in place, so it is not a full "
                  "copy per iteration even though the op returns a new array."),
     Card("sort", "jaxpr", "indexing", pairs=("stablehlo.sort",),
+         words=("argsort", "jnp.sort"),
          what="Sorts along `dimension`, carrying any extra operands along as payload; jnp.sort and "
               "jnp.argsort emit it inside a `jit`.",
          looks="`sort[dimension=1 is_stable=True num_keys=1] a`; argsort passes an iota as a "
@@ -50,6 +56,7 @@ CARDS = (
          misread="`num_keys=1` with two operands does not mean two sort keys: only the first "
                  "operand is compared and the second just follows it."),
     Card("top_k", "jaxpr", "indexing", pairs=("chlo.top_k",),
+         words=("topk", "lax.top_k"),
          what="Returns the k largest values along `axis` and their indices, largest first.",
          looks="`b:f32[8,3] c:i32[8,3] = top_k[axis=1 k=3] a` has two outvars, values then "
                "indices.",

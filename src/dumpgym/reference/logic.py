@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("eq", "jaxpr", "logic", pairs=("stablehlo.compare",),
+         words=("==", "compare", "equal"),
          what="Tests two arrays for equality element by element and returns a bool array.",
          looks="`h:bool[64,4] = eq f g` in one_hot compares an index column `i32[64,1]` with an "
                "iota row `i32[1,4]`, and the size-1 axes stretch to `[64,4]`.",
@@ -11,30 +12,35 @@ CARDS = (
                  "reduce_max finding the max positions (tied maxima share the gradient), not a "
                  "comparison in your model."),
     Card("ne", "jaxpr", "logic", pairs=("stablehlo.compare",),
+         words=("!=", "compare", "not equal"),
          what="Tests two arrays for inequality element by element and returns bools.",
          looks="`c = ne a a`, an array compared with itself, is a NaN test, since NaN is the only "
                "value unequal to itself.",
          misread="An ne feeding an `and` in integer code is usually part of jnp's floor-division "
                  "or modulo sign fix-up, not a condition you wrote."),
     Card("lt", "jaxpr", "logic", pairs=("stablehlo.compare",),
+         words=("<", "compare", "less"),
          what="Computes `<` element by element and returns bools.",
          looks="`c:bool[4] = lt b 0:i32[]` followed by `add b 8` and a select_n is jnp wrapping "
                "negative indices to count from the end.",
          misread="Inside a while's `cond_jaxpr`, `lt i n` is the loop test; it lives in the "
                  "condition sub-jaxpr, not the body, and runs before every iteration."),
     Card("le", "jaxpr", "logic", pairs=("stablehlo.compare",),
+         words=("<=", "compare"),
          what="Computes `<=` element by element and returns bools.",
          looks="`c = le a b`, no params; operand order matters, so `le x 0.0` and `le 0.0 x` ask "
                "opposite questions.",
          misread="Swapping le for lt only changes ties, which is exactly where a mask built from "
                  "iotas goes wrong (diagonal included or not)."),
     Card("gt", "jaxpr", "logic", pairs=("stablehlo.compare",),
+         words=(">", "compare", "greater"),
          what="Computes `>` element by element and returns bools.",
          looks="`o:bool[] = gt j 0.0:f32[]` in the `_var` sub-jaxpr checks that n − ddof is "
                "positive before the division is trusted.",
          misread="In `jnp.var`, that gt and the select_n against NaN after it guard against ddof ≥ "
                  "n; the predicate is a scalar `bool[]`, not a mask over the data."),
     Card("ge", "jaxpr", "logic", pairs=("stablehlo.compare",),
+         words=(">=", "compare"),
          what="Computes `>=` element by element and returns bools.",
          looks="`k:bool[128,128] = ge i j` between a row iota and a column iota is the "
                "lower-triangular mask that `jnp.tril` builds.",
@@ -62,6 +68,7 @@ CARDS = (
          misread="On bools xor is the same test as ne, so two dumps may express identical mask "
                  "logic with different primitives."),
     Card("select_n", "jaxpr", "logic", pairs=("stablehlo.select",),
+         words=("where", "jnp.where", "select", "if else"),
          what="Picks each output element from one of several same-shaped cases, chosen by a bool "
               "or integer `which` array; jnp.where and lax.select become it.",
          looks="`m = select_n g p e`: with a bool predicate False picks the first case and True "

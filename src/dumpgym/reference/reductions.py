@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("reduce_sum", "jaxpr", "reduction", pairs=("stablehlo.reduce",),
+         words=("sum", "jnp.sum", "mean"),
          what="Sums an array over the axes listed in `axes`, removing them from the shape.",
          looks="`x:f32[64] = reduce_sum[axes=(1,) out_sharding=None] w`; `axes` names the axes "
                "that vanish, and `out_sharding` stays None unless explicit sharding set one.",
@@ -11,12 +12,14 @@ CARDS = (
                  "broadcast_in_dim (or reshape) right after, so the reduce itself always drops the "
                  "axis."),
     Card("reduce_max", "jaxpr", "reduction", pairs=("stablehlo.reduce",),
+         words=("jnp.max", "amax", "softmax"),
          what="Takes the maximum over the axes in `axes`, dropping them from the shape.",
          looks="`q:bf16[128] = reduce_max[axes=(1,)] m`; unlike reduce_sum it prints only `axes`.",
          misread="Its gradient is not a one-hot of the argmax: JAX splits the cotangent evenly "
                  "among tied maxima, which is the eq, convert_element_type, reduce_sum and div "
                  "pattern in the grads dump."),
     Card("reduce_min", "jaxpr", "reduction", pairs=("stablehlo.reduce",),
+         words=("jnp.min", "amin"),
          what="Takes the minimum over the axes in `axes`.",
          looks="`b:f32[16] = reduce_min[axes=(0,)] a`, lowered to a stablehlo.reduce that applies "
                "minimum from an init of +inf.",
@@ -42,6 +45,7 @@ CARDS = (
          misread="It is not the elementwise or: only reduce_or has `axes` and an outvar of lower "
                  "rank."),
     Card("argmax", "jaxpr", "reduction", pairs=("stablehlo.reduce",),
+         words=("jnp.argmax",),
          what="Returns the index of the largest element along one axis, as an integer array of "
               "`index_dtype`.",
          looks="`d:i32[64] = argmax[axes=(1,) index_dtype=int32] b`; `axes` always holds exactly "
@@ -50,12 +54,14 @@ CARDS = (
                  "a two-operand stablehlo.reduce over values and iota indices, whose body breaks "
                  "ties toward the lower index and lets NaN win."),
     Card("argmin", "jaxpr", "reduction", pairs=("stablehlo.reduce",),
+         words=("jnp.argmin",),
          what="Returns the index of the smallest element along one axis.",
          looks="`b:i32[8] = argmin[axes=(1,) index_dtype=int32] a`, lowered like argmax into a "
                "private `@argmin` function.",
          misread="Ties go to the lowest index and a NaN counts as the minimum, so argmin of data "
                  "containing NaN points at the NaN."),
     Card("cumsum", "jaxpr", "reduction", pairs=("stablehlo.reduce_window",),
+         words=("cumulative sum", "prefix sum"),
          what="Computes a running sum along one axis (`jnp.cumsum`), each output holding the total "
               "of the elements up to and including it.",
          looks="`b = cumsum[axis=1 reverse=False] a`, wrapped in `jit[name=cumsum]`; it lowers to "

@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("broadcast_in_dim", "jaxpr", "shape", pairs=("stablehlo.broadcast_in_dim",),
+         words=("broadcast", "expand_dims", "newaxis"),
          what="Places an array into a larger shape: `broadcast_dimensions` says which output axis "
               "each input axis becomes, and every other output axis repeats the data.",
          looks="`k:f32[32,1] = broadcast_in_dim[broadcast_dimensions=(0,)] f`, with the target "
@@ -13,6 +14,7 @@ CARDS = (
                  "reshape, so a broadcast_in_dim that only adds a size-1 axis moves no data at "
                  "all."),
     Card("reshape", "jaxpr", "shape", pairs=("stablehlo.reshape",),
+         words=("flatten", "ravel", "view"),
          what="Gives an array a new shape with the same number of elements, read and written in "
               "row-major order.",
          looks="`g:f32[32,1] = reshape[dimensions=None new_sizes=(32, 1) sharding=None] f`; read "
@@ -27,6 +29,7 @@ CARDS = (
          misread="There is no squeeze at the StableHLO layer, so finding a reshape where the jaxpr "
                  "had squeeze is expected, not a sign that something else happened."),
     Card("transpose", "jaxpr", "shape", pairs=("stablehlo.transpose",),
+         words=("swapaxes", "moveaxis", "permute axes"),
          what="Permutes an array's axes: output axis i is input axis `permutation[i]`.",
          looks="`d:bf16[64,128] = transpose[permutation=(1, 0)] b` is `k.T`; `permutation=(2, 0, "
                "1)` in the MoE dump moves the last axis to the front.",
@@ -34,11 +37,13 @@ CARDS = (
                  "rhs-free axes, so an einsum asking for another order ends in a transpose like "
                  "MoE's (2, 0, 1), which XLA may or may not fold into the matmul."),
     Card("rev", "jaxpr", "shape", pairs=("stablehlo.reverse",),
+         words=("flip", "reverse"),
          what="Reverses the order of elements along the axes in `dimensions`.",
          looks="`b = rev[dimensions=(1,)] a`, which jnp.flip wraps in `jit[name=_flip]`.",
          misread="It is not a transpose: the axes stay where they are and only the element order "
                  "along them flips."),
     Card("concatenate", "jaxpr", "shape", pairs=("stablehlo.concatenate",),
+         words=("concat", "jnp.concatenate", "stack"),
          what="Joins arrays end to end along the axis named by `dimension`; all other axes must "
               "match.",
          looks="`l:bf16[64,128] = concatenate[dimension=1] h k` in RoPE stitches the two rotated "
@@ -46,6 +51,7 @@ CARDS = (
          misread="The split that began RoPE does not survive as a split in StableHLO (it becomes "
                  "two slices), so the concatenate may have no matching split at that layer."),
     Card("pad", "jaxpr", "shape", pairs=("stablehlo.pad",),
+         words=("jnp.pad", "padding"),
          what="Pads an array with a scalar value by per-axis (low, high, interior) amounts in "
               "`padding_config`; negative amounts crop.",
          looks="`bb:f32[8,2] = pad[padding_config=((0, 0, 0), (0, 1, 1))] ba 0.0:f32[]`: the "
@@ -55,6 +61,7 @@ CARDS = (
                  "interleave zeros; in the associative-scan program that is how odd and even "
                  "positions are merged back, not border padding."),
     Card("slice", "jaxpr", "shape", pairs=("stablehlo.slice",),
+         words=("x[a:b]", "index"),
          what="Cuts a statically known box out of an array using `start_indices`, `limit_indices` "
               "and optional `strides`.",
          looks="`b:f32[8,64] = slice[limit_indices=(8, 127) start_indices=(0, 0) strides=(1, 2)] "
@@ -63,6 +70,7 @@ CARDS = (
                  "strided slices plus adds, so a ladder of slices with `strides=(1, 2)` is the "
                  "scan itself."),
     Card("split", "jaxpr", "shape", pairs=("stablehlo.slice",),
+         words=("jnp.split", "chunk"),
          what="Cuts an array into consecutive pieces along `axis`, with the piece lengths in "
               "`sizes`; jnp.split emits it.",
          looks="`d:bf16[64,64] e:bf16[64,64] = split[axis=1 sizes=(np.int64(64), np.int64(64))] a` "
@@ -70,6 +78,7 @@ CARDS = (
          misread="The `np.int64(...)` in `sizes` is only how numpy scalars print; and there is no "
                  "split in StableHLO, where each piece is its own stablehlo.slice."),
     Card("iota", "jaxpr", "creation", pairs=("stablehlo.iota",),
+         words=("arange", "jnp.arange", "range", "position ids"),
          what="Creates an array that counts 0, 1, 2 and so on along one axis and is constant along "
               "the others.",
          looks="`h:i32[128,128] = iota[dimension=0 dtype=int32 shape=(128, 128) sharding=None]` "
@@ -131,6 +140,7 @@ CARDS = (
          misread="A big iota is not a big table in memory: after fusion XLA computes its values "
                  "where they are used, so a 128x128 iota feeding a compare is cheap."),
     Card("stablehlo.constant", "stablehlo", "creation",
+         words=("literal",),
          what="Embeds a literal tensor in the program; jaxpr literals such as `128.0:f32[]` and "
               "captured constants become these.",
          looks="`%cst = stablehlo.constant dense<1.280000e+02> : tensor<f32>`: float constants are "

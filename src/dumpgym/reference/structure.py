@@ -14,6 +14,7 @@ CARDS = (
                  "a count of functions; there is no jaxpr counterpart op, the whole closed jaxpr "
                  "corresponds to the module."),
     Card("func.func", "stablehlo", "structure",
+         words=("function", "@main", "donate", "donation", "tf.aliasing_output"),
          what="Defines a function: `@main` is the entry point, and private functions are outlined "
               "nested jits and helpers.",
          looks="`func.func public @main(%arg0: tensor<64x128xbf16>) -> (tensor<64x128xbf16> "

@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("random_bits", "jaxpr", "creation",
+         words=("random", "rng", "prng", "dropout"),
          what="Draws raw unsigned random bits from a typed PRNG key; jax.random's samplers "
               "(uniform, bernoulli, normal) start from it and shape the bits into numbers.",
          looks="`h:u32[8,32] = random_bits[bit_width=32 shape=(8, 32)] a` with `a:key<fry>[]`: "
@@ -18,12 +19,14 @@ CARDS = (
          misread="It is not a division of signed numbers (that is shift_right_arithmetic, which "
                  "copies the sign bit); on random bits it only selects which bits survive."),
     Card("reduce_precision", "jaxpr", "cast", pairs=("stablehlo.reduce_precision",),
+         words=("rounding", "bf16"),
          what="Rounds each value to a narrower floating-point format while keeping its dtype.",
          looks="`w:f32[16,64] = reduce_precision[exponent_bits=8 mantissa_bits=23] v`: with f32's "
                "own 8 and 23 bits, as jax.checkpoint puts on the residuals its policy saves.",
          misread="With the dtype's own widths it changes no value; it is a marker that keeps the "
                  "saved value and its recomputation bit-identical, not a cast to bf16."),
     Card("sharding_constraint", "jaxpr", "sharding", pairs=("sdy.sharding_constraint",),
+         words=("with_sharding_constraint",),
          what="Asks the partitioner to give a value a sharding at this point; "
               "jax.lax.with_sharding_constraint makes it.",
          looks="`sharding_constraint[sharding=NamedSharding(mesh=..., spec=P('data', None)) "
@@ -32,6 +35,7 @@ CARDS = (
          misread="It computes nothing in the jaxpr and the aval keeps its global shape; the data "
                  "movement it may cause (an all-reduce, an all-gather) appears only in compiled HLO."),
     Card("pallas_call", "jaxpr", "control", pairs=("stablehlo.custom_call",),
+         words=("kernel", "pallas", "mosaic"),
          what="Runs a kernel written with Pallas: its body is a jaxpr over Refs, run once per point of "
               "a grid, each time on the blocks its BlockSpecs pick out of the operands.",
          looks="`g:bf16[256,256] = pallas_call[grid_mapping=GridMapping(grid=(2, 2), block_mappings=...) "
@@ -40,6 +44,7 @@ CARDS = (
          misread="The body's avals are one block's, not the operands'; and nothing in it reaches XLA: it "
                  "lowers to one custom_call whose body is Mosaic's compiled kernel, opaque to fusion."),
     Card("get", "jaxpr", "memory",
+         words=("ref", "load"),
          what="Reads the value a Ref holds (all of it, or the part its indexers select) into an array; "
               "in a Pallas kernel, a load from the block in VMEM.",
          looks="`k:bf16[128,512] <- h[...]`: the printer writes it as an arrow from the Ref, not as "
@@ -47,6 +52,7 @@ CARDS = (
          misread="It is not a copy of the operand from HBM: the Ref is already the block the grid step "
                  "was given, so the shape on the left is the block's; it has no counterpart outside the kernel."),
     Card("swap", "jaxpr", "memory",
+         words=("ref", "store"),
          what="Writes a value into a Ref and returns what was there before; `o_ref[...] = x` in a "
               "kernel is a swap whose old value goes unused.",
          looks="`p:bf16[128,128], j[...] <- j[...], o`: the old contents come out as `p` while `o` "

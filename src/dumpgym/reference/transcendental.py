@@ -4,6 +4,7 @@ from dumpgym.reference.card import Card
 CARDS = (
     # --- jaxpr ---
     Card("pow", "jaxpr", "elementwise", pairs=("stablehlo.power",),
+         words=("power", "**"),
          what="Raises the first operand to the power of the second, elementwise, when the exponent "
               "is a float or a traced array.",
          looks="`b = pow a 2.0:f32[]`, no params; `x ** 2.0` (a float) lands here while `x ** 2` "
@@ -11,6 +12,7 @@ CARDS = (
          misread="A literal float exponent is still a general power, so `x ** 2.0` and `x ** 2` "
                  "leave different jaxprs for the same math; do not read pow as a cheap square."),
     Card("integer_pow", "jaxpr", "elementwise", pairs=("stablehlo.multiply", "stablehlo.divide"),
+         words=("power", "**", "square"),
          what="Raises an array to a fixed integer power known at trace time, which is what `x ** "
               "3` or `x ** -2` become.",
          looks="`i = integer_pow[y=3] h` in tanh GELU; read `y`, which may be negative (the "
@@ -31,6 +33,7 @@ CARDS = (
          misread="`jnp.sqrt(q.shape[-1])` of a Python int still traces as a sqrt eqn, so its "
                  "presence does not mean the attention scale depends on data."),
     Card("rsqrt", "jaxpr", "elementwise", pairs=("stablehlo.rsqrt",),
+         words=("1/sqrt", "inverse square root"),
          what="Computes 1/√x for each element in one op; normalisation layers apply it to the "
               "variance plus epsilon.",
          looks="`be = rsqrt bd`, `accuracy` hidden; the add of `9.98377799987793e-07:bf16[]` just "
@@ -38,6 +41,7 @@ CARDS = (
          misread="JAX does not rewrite `1 / jnp.sqrt(x)` into this primitive: that spelling leaves "
                  "a sqrt and a div in the jaxpr, and only `lax.rsqrt` gives rsqrt."),
     Card("exp", "jaxpr", "elementwise", pairs=("stablehlo.exponential",),
+         words=("exponential", "softmax"),
          what="Computes e^x for each element; softmax, log-sum-exp and sigmoid are built on it.",
          looks="`v = exp u`, with `accuracy` hidden when unset; in a stable softmax its operand is "
                "always the output of a `sub` of the row maximum.",
@@ -45,6 +49,7 @@ CARDS = (
                  "inputs are at most 0, so outputs lie in (0, 1], and the precision-sensitive step "
                  "is the sum after it, which runs in f32."),
     Card("log", "jaxpr", "elementwise", pairs=("stablehlo.log",),
+         words=("logarithm", "log_softmax"),
          what="Takes the natural logarithm of each element.",
          looks="`log total` appears once at the end of a log-sum-exp, after the reduce_sum; "
                "`accuracy` is hidden unless set, and `jnp.log2` shows as this log followed by a "
@@ -72,12 +77,14 @@ CARDS = (
          misread="A tanh does not mean the model uses a tanh activation; the GELU approximation is "
                  "the usual source, and exact GELU shows erfc instead."),
     Card("logistic", "jaxpr", "elementwise", pairs=("stablehlo.exponential", "stablehlo.divide"),
+         words=("sigmoid", "jax.nn.sigmoid"),
          what="Computes the sigmoid 1/(1 + e^(−x)) of each element; `jax.nn.sigmoid` emits it.",
          looks="`b = logistic a` is one eqn (param `accuracy` hidden), but it has no single "
                "StableHLO op: it lowers to negate, exponential, add of 1 and divide.",
          misread="Do not look for a `stablehlo.logistic` when matching layers: JAX 0.10.2 spells "
                  "the formula out, so one sigmoid becomes four StableHLO lines."),
     Card("erf", "jaxpr", "elementwise", pairs=("chlo.erf",),
+         words=("gelu",),
          what="Computes the Gauss error function of each element; `lax.erf` and "
               "`jax.scipy.special.erf` emit it.",
          looks="`b = erf a`, no params; it lowers to chlo.erf, which the compiler expands into a "

@@ -1,16 +1,23 @@
 // The op reference: cards rendered from data/reference.json when the section comes near (or a link
-// to a card is followed), and a filter over them with a plain "no ops match" state.
+// to a card is followed), and a search over them with a plain "no ops match" state. What a card is
+// found by is the build's (`search`: reference.search_text); the page only folds the query the same way.
 import { html, render, ticks } from './html.js';
 import { getJSON } from './data.js';
 
+/** A query as the search compares it (reference.fold): lower case, hyphens and underscores dropped. */
+export const fold = (text) => text.toLowerCase().replace(/[-_]/g, '');
+
+const links = (label, named) => html`${label} ${named.map(([name, anchor]) => html`<a href="#${anchor}">${name}</a> `)}`;
+
 function card(c) {
   const rows = [['does', c.what], ['prints as', c.looks], ['misread', c.misread]].filter(([, v]) => v);
-  return html`<article class="card" id="${c.anchor}" data-op="${c.name}" data-search="${`${c.name} ${c.family} ${c.layer}`.toLowerCase()}">
+  const compiled = c.layer === 'hlo' ? 'compiled from' : 'compiled as';
+  const parts = [c.pairs.length && links('pairs with', c.pairs), c.compiled.length && links(compiled, c.compiled),
+    c.seen_in.length && html`in ${c.seen_in.map((slug) => html`<a href="#p-${slug}">${slug}</a> `)}`].filter(Boolean);
+  return html`<article class="card" id="${c.anchor}" data-op="${c.name}" data-search="${c.search}">
     <h3><code>${c.name}</code> <span class="tag">${c.layer}</span>${c.family ? html` <span class="tag">${c.family}</span>` : ''}</h3>
     <dl>${rows.map(([k, v]) => html`<dt>${k}</dt><dd>${ticks(v)}</dd>`)}</dl>
-    ${c.pairs.length || c.seen_in.length ? html`<p class="links">${
-      c.pairs.length ? html`pairs with ${c.pairs.map(([name, anchor]) => html`<a href="#${anchor}">${name}</a> `)}` : ''}${
-      c.seen_in.length ? html`${c.pairs.length ? '· ' : ''}in ${c.seen_in.map((slug) => html`<a href="#p-${slug}">${slug}</a> `)}` : ''}</p>` : ''}
+    ${parts.length ? html`<p class="links">${parts.map((p, i) => html`${i ? '· ' : ''}${p}`)}</p>` : ''}
   </article>`;
 }
 
@@ -33,7 +40,7 @@ export function registerReference(root) {
 
   function filter() {
     if (!cards) return;
-    const words = input.value.toLowerCase().split(/\s+/).filter(Boolean);
+    const words = fold(input.value).split(/\s+/).filter(Boolean);
     let shown = 0;
     for (const c of cards) {
       const match = words.every((w) => c.text.includes(w));

@@ -1,44 +1,70 @@
-"""The curriculum: drill kinds as the pool names them, numbered around the x-ray, and a path over them."""
+"""The curriculum: one numbering (the course's chapters), the gym's own chapters named, and drills in path order."""
 from __future__ import annotations
 
 import pytest
 
 from dumpgym import curriculum, drills
 
+PATH_ORDER = ["shapes", "decoder", "decisions", "loops", "backward", "partitioner", "buffers", "layouts", "units",
+              "fusions"]
 
-def test_the_page_shows_the_kinds_the_pool_names_in_gym_order(pool):
+
+def test_the_page_shows_the_kinds_the_pool_names_in_path_order(pool):
     kinds = curriculum.drill_kinds(pool)
-    assert [(k.name, k.number) for k in kinds][:8] == [("decoder", "01"), ("shapes", "02"), ("decisions", "03"),
-                                                       ("fusions", "05"), ("partitioner", "06"), ("loops", "07"),
-                                                       ("backward", "08"), ("buffers", "09")]
-    assert [(k.name, k.number) for k in kinds if k.number >= "10"] == [("layouts", "10"), ("units", "11")]
+    assert [k.name for k in kinds] == PATH_ORDER
     assert {k.name for k in kinds} == {item["drill"] for item in pool["items"]}
     assert all(k.title and k.aim for k in kinds)
 
 
+def test_a_kind_the_path_does_not_name_comes_after_the_path_in_the_pools_order(pool):
+    extra = [{"name": "newcomer", "number": "00", "title": "t", "aim": "a"}, {"name": "other", "number": "99",
+                                                                             "title": "u", "aim": "b"}]
+    kinds = curriculum.drill_kinds({**pool, "kinds": extra + pool["kinds"]})
+    assert [k.name for k in kinds] == PATH_ORDER + ["newcomer", "other"]
+
+
 def test_no_drill_kind_may_take_the_x_rays_number():
-    assert curriculum.XRAY_SECTION not in {k.number for k in drills.kinds().values()}
+    assert drills.XRAY_SECTION not in {k.number for k in drills.kinds().values()}
     with pytest.raises(ValueError, match="the x-ray's"):
-        drills.drill("newcomer", number=curriculum.XRAY_SECTION, title="t", aim="a")
+        drills.drill("newcomer", number=drills.XRAY_SECTION, title="t", aim="a")
+
+
+def test_the_course_keeps_its_numbers_and_the_gyms_chapters_are_named():
+    assert [ch.id for ch in curriculum.PATH] == ["02", "03", "04", "loops", "backward", "sharding", "buffers", "tpu",
+                                                 "12"]
+    assert [ch.number for ch in curriculum.PATH if ch.number] == ["02", "03", "04", "12"]
+    assert curriculum.PATH[0].label == "chapter 02, jaxprs on sight"
+    assert curriculum.PATH[3].label == "gym chapter, loops"
+    assert not any(ch.title[:1].isdigit() for ch in curriculum.PATH)
 
 
 def test_every_path_target_names_a_registered_drill_kind():
     kinds = set(drills.kinds())
     keys = [ch.key(t) for ch in curriculum.PATH for t in ch.targets]
     assert len(keys) == len(set(keys))
-    assert [ch.number for ch in curriculum.PATH] == ["02", "03", "04", "05", "06", "07", "08", "11", "12"]
+    assert keys[:2] == ["02/shapes/10", "03/decoder/10"] and "loops/loops/10" in keys
     assert {t.drill for ch in curriculum.PATH for t in ch.targets} <= kinds
 
 
-def test_the_bar_asks_for_every_registered_drill_kind_fusions_included():
+def test_the_bar_asks_for_every_registered_drill_kind_in_path_order():
     bar = curriculum.PATH[-1]
     assert bar.number == "12"
-    assert [t.drill for t in bar.targets] == sorted(drills.kinds(), key=lambda name: drills.kinds()[name].number)
-    assert "fusions" in {t.drill for t in bar.targets}
+    assert [t.drill for t in bar.targets] == PATH_ORDER
+    assert sorted(t.drill for t in bar.targets) == sorted(drills.kinds())
     assert {t.streak for t in bar.targets} == {2 * curriculum.FLUENCY}
 
 
 def test_the_tpu_chapter_sets_streaks_in_the_tpu_kinds():
-    tpu = next(ch for ch in curriculum.PATH if ch.number == "11")
+    tpu = next(ch for ch in curriculum.PATH if ch.id == "tpu")
     assert [(t.drill, t.streak) for t in tpu.targets] == [
         ("layouts", curriculum.FLUENCY), ("units", curriculum.FLUENCY), ("fusions", curriculum.FLUENCY)]
+
+
+def test_a_fresh_profile_starts_at_the_first_target_whose_drill_the_page_shows(pool):
+    kinds = curriculum.drill_kinds(pool)
+    chapter, target, kind = curriculum.first_step(kinds)
+    assert (chapter.id, target.drill, kind.name) == ("02", "shapes", "shapes")
+    without_shapes = [k for k in kinds if k.name != "shapes"]
+    chapter, target, kind = curriculum.first_step(without_shapes)
+    assert (chapter.id, target.drill) == ("03", "decoder")
+    assert curriculum.first_step([]) is None

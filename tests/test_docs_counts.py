@@ -236,26 +236,23 @@ def test_the_path_in_site_md_is_curriculum_path_with_each_chapters_drills():
     from dumpgym.curriculum import FLUENCY, PATH
 
     text = doc("docs/site.md")
-    chapters = re.search(r"\*\*path\*\*: chapters ([\d · ]+) \(`curriculum.PATH`\)", text).group(1).split(" · ")
-    assert chapters == [c.number for c in PATH]
-    listed = re.search(r"each chapter names its drills \(chapter (.*?)\)\. ", text).group(1).split("; ")
-    number_of = {k.name: k.number for k in drills.kinds().values()}
+    said = re.search(r"\*\*path\*\* \(`curriculum.PATH`, heading `([^`]*)`\), in order: (.*?)\. One numbering", text)
+    assert said[1] == f"from {PATH[0].title} to {PATH[-1].title}"
+    # A course chapter is its number and title; one of the gym's own, its title alone, in italics.
+    assert said[2].split(" · ") == [f"{c.number} {c.title}" if c.number else f"*{c.title}*" for c in PATH]
+    listed = re.search(r"each naming its drill \((.*?)\)\. ", text).group(1).split("; ")
     *chapters, bar = PATH
-
-    def drills_of(chapter) -> str:
-        numbers = " · ".join(number_of[t.drill] for t in chapter.targets)
-        return f"{chapter.number}: drill{'s' if len(chapter.targets) > 1 else ''} {numbers}"
-
-    assert listed == [drills_of(c) for c in chapters] + [f"{bar.number}: every drill"]
-    assert sorted(t.drill for t in bar.targets) == sorted(number_of)
+    assert listed == [f"{c.id}: " + " · ".join(f"`{t.drill}`" for t in c.targets) for c in chapters] + [
+        f"{bar.number}: every drill"]
+    assert sorted(t.drill for t in bar.targets) == sorted(drills.kinds())
     assert {t.streak for t in bar.targets} == {2 * FLUENCY}
     assert f"Chapter {bar.number}, the bar, asks twice the fluency bar" in text
 
 
-def test_site_md_numbers_each_drill_kind_as_its_registration_does():
-    from dumpgym import drills
+def test_site_md_lists_each_drill_kind_in_the_pages_order(pool):
+    from dumpgym import curriculum
 
     text = doc("docs/site.md")
-    named = dict(re.findall(r"- `([a-z-]+)` \((\d\d)\)", text))
-    named |= dict(re.findall(r"and `(units)` \((\d\d)\): the TPU", text))  # `layouts` (10) and `units` (11)
-    assert named == {k.name: k.number for k in drills.kinds().values()}
+    drills_part = text[text.index("- **drills**:"):text.index("**Context.**")]
+    named = re.findall(r" - `([a-z-]+)`(?: and `([a-z-]+)`)?:", drills_part)
+    assert [name for pair in named for name in pair if name] == [k.name for k in curriculum.drill_kinds(pool)]

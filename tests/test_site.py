@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from dumpgym import curriculum, highlight, site
 from dumpgym.drills import build_pool
@@ -226,8 +227,33 @@ def test_counts_on_the_page_are_computed(page, small):
         assert f"{n} items from" in page
 
 
-def test_the_x_ray_section_carries_the_curriculums_number(page):
-    assert f'<span class="num">{curriculum.XRAY_SECTION}</span> the x-ray' in page
+def test_the_page_numbers_only_the_courses_chapters(page, small):
+    # One numbering: a number on the page's badges and drill labels is a course chapter's; the gym's own
+    # chapters are named, the drills are named by their skill, the x-ray by what it shows.
+    _, pool = small
+    badges = re.findall(r'<span class="num">([^<]*)</span>', page)
+    numbered = [b for b in badges if re.search(r"\d", b)]
+    assert numbered == [f"ch {ch.number}" for ch in curriculum.PATH if ch.number]
+    assert badges.count("gym") == sum(1 for ch in curriculum.PATH if not ch.number)
+    tabs = [(k, html.unescape(t)) for k, t in re.findall(r'data-drill-tab="([a-z-]+)">([^<]*)</button>', page)]
+    titles = {k["name"]: k["title"] for k in pool["kinds"]}
+    assert tabs == [(k.name, titles[k.name]) for k in curriculum.drill_kinds(pool)]
+    summary = [(k, html.unescape(t)) for k, t in re.findall(r'data-open-drill="([a-z-]+)">([^<]*)</a> <span class="count">',
+                                                            page)]
+    assert summary == tabs
+    for kind, title in tabs:  # a path target names its drill by the same title
+        assert re.search(rf'data-open-drill="{kind}">{re.escape(str(escape(title)))}</a>', page)
+    assert "drill 0" not in page and "drills 0" not in page
+
+
+def test_next_starts_at_the_first_chapter_and_the_path_says_where_you_stand(page):
+    first = curriculum.PATH[0]
+    nxt = re.search(r'<a class="next-go" href="#drill-(\w+)" data-open-drill="(\w+)" data-next="target">next</a>\s*'
+                    r'<span data-next-what>([^<]*)</span>', page)
+    assert nxt.groups() == ("shapes", "shapes", f"{first.label}: shape on sight, {first.targets[0].streak} in a row")
+    assert re.findall(r'<li class="chapter" data-chapter="([^"]+)"[^>]*data-here', page) == [first.id]
+    n = sum(len(ch.targets) for ch in curriculum.PATH)
+    assert f"{n} targets in {len(curriculum.PATH)} chapters, none reached yet" in page
 
 
 def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):
@@ -314,11 +340,11 @@ def test_docs_describe_every_section_drill_kind_and_the_progress_key():
 
 
 def test_a_path_target_in_a_drill_without_items_is_named_not_linked(page, small):
-    """The small corpus (mlp, layernorm) has no loop: chapter 05's target is said, not a dead link."""
+    """The small corpus (mlp, layernorm) has no loop: the loops chapter's target is said, not a dead link."""
     _, pool = small
     present = {k["name"] for k in pool["kinds"]}
     assert "loops" not in present
-    target = re.search(r'<li data-target="05/loops/10".*?</li>', page, re.S).group()
+    target = re.search(r'<li data-target="loops/loops/10".*?</li>', page, re.S).group()
     assert "href=" not in target and "no program here has items for it" in target
     assert all(f'href="#drill-{k}"' in page for k in present)
 

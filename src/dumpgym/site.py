@@ -21,7 +21,7 @@ from importlib import resources
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup, escape
 
-from dumpgym.curriculum import FLUENCY, PATH, XRAY_SECTION, drill_kinds
+from dumpgym.curriculum import FLUENCY, PATH, drill_kinds, first_step
 from dumpgym.highlight import LISTINGS_SCHEMA, hlo_listing, listing_lines
 from dumpgym.record import CompiledLayer, Corpus, ProgramRecord
 from dumpgym.target import TARGETS, CompileTarget, Target
@@ -308,8 +308,9 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
                  for k in kinds}
         return _environment().get_template("index.html").render(
             corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
+            first=first_step(kinds),
             totals=totals(record, drills), yours=[p.slug for p in record.programs if p.added], csp=CSP,
-            progress_key=PROGRESS_KEY, fluency=FLUENCY, xray=XRAY_SECTION,
+            progress_key=PROGRESS_KEY, fluency=FLUENCY,
         ).encode("utf-8")
 
     makers: dict[str, Callable[[], bytes]] = {

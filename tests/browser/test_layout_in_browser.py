@@ -91,25 +91,26 @@ def test_feedback_is_in_view_after_an_answer_and_no_notice_covers_it(page, gym, 
 
 
 @pytest.mark.parametrize("view", VIEWPORTS)
-def test_start_here_opens_the_first_chapter_drill_with_its_question_in_view(page, view):
+def test_next_opens_the_first_chapter_drill_with_its_question_in_view(page, view):
     sized(page, view)
     first = curriculum.PATH[0].targets[0].drill
     page.evaluate("scrollTo(0, 0)")
-    page.click("[data-start-here]")
+    page.click("[data-next]")
     page.wait_for_selector(f"#drill-{first}[data-state=asking]")
     assert page.get_attribute(f"#tab-{first}", "aria-selected") == "true"
     assert_in_view(page, f"#drill-{first} .q")
 
 
-def test_the_path_says_what_its_chapters_are_and_which_drills_they_train(page, fetch_json):
-    numbers = {k["name"]: k["number"] for k in fetch_json("drills.json")["kinds"]}
-    assert "curriculum" in page.inner_text("#path .aim")
+def test_the_path_names_each_chapter_and_the_drills_it_trains(page, fetch_json):
+    titles = {k["name"]: k["title"] for k in fetch_json("drills.json")["kinds"]}
     for chapter in curriculum.PATH:
-        li = page.locator(f'#path [data-chapter="{chapter.number}"]')
-        said = li.locator("[data-chapter-drills]").inner_text().split(maxsplit=1)[1]
-        assert said.split(" · ") == [numbers[t.drill] for t in chapter.targets]
+        li = page.locator(f'#path [data-chapter="{chapter.id}"]')
+        badge = li.locator("h3 .num").inner_text().lower()
+        assert badge == (f"ch {chapter.number}" if chapter.number else "gym")
+        said = li.locator("[data-target] a").evaluate_all("els => els.map(el => el.textContent.trim())")
+        assert said == [titles[t.drill] for t in chapter.targets if t.drill in titles]
     bar = page.locator('#path [data-chapter="12"] [data-target]')
-    assert sorted(bar.evaluate_all("els => els.map(el => el.dataset.drill)")) == sorted(numbers)
+    assert sorted(bar.evaluate_all("els => els.map(el => el.dataset.drill)")) == sorted(titles)
     assert "fusions" in bar.evaluate_all("els => els.map(el => el.dataset.drill)")
 
 

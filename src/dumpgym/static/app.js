@@ -33,8 +33,8 @@ progress.addEventListener('notice', (e) => tell(e.detail));
 
 registerProgressTools($('[data-progress-tools]'), progress, notify);
 registerPath($('#path'), $('[data-summary]'), progress, notify);
-const next = [...document.querySelectorAll('#path [data-target]')].find((t) => !t.hasAttribute('data-reached'));
-const drills = registerDrills($('#drills'), progress, next?.dataset.drill);
+// The drills open on what the path's "next" points at.
+const drills = registerDrills($('#drills'), progress, $('#path [data-next]')?.dataset.openDrill);
 registerDueCounts($('#drills'), progress);
 registerMastery($('#mastery'), progress, drills);
 wireXrayLater($('#xray'));

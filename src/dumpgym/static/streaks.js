@@ -13,7 +13,8 @@ export const KEY = 'dumpgym.progress/2';
 // The first version (streaks and targets only): read once to migrate, never written, left as it was.
 export const KEY_V1 = 'dumpgym.progress/1';
 const KIND = /^[a-z0-9-]{1,40}$/;
-const TARGET = /^[0-9]{2}\/[a-z0-9-]{1,40}\/[0-9]{1,4}$/;
+// A target is CHAPTER/KIND/STREAK: a course chapter by its number (`02`), one of the gym's own by its name (`loops`).
+const TARGET = /^[a-z0-9-]{1,40}\/[a-z0-9-]{1,40}\/[0-9]{1,4}$/;
 const CELL = /^(all|(skill|primitive):[A-Za-z0-9_.-]{1,80})$/;
 const FIELDS_V1 = new Set(['schema', 'streaks', 'reached', 'saved']);
 const FIELDS = new Set([...FIELDS_V1, 'cards', 'tallies']);

@@ -1,0 +1,129 @@
+"""The way through, in Chromium: "next" moves along the path as targets are reached (or to a due review), and
+the page numbers only the course's chapters."""
+import json
+import re
+
+import pytest
+
+from dumpgym import curriculum
+
+pytestmark = pytest.mark.browser
+
+KEY = "dumpgym.progress/2"
+
+
+def record(streaks, reached=(), cards=None):
+    """A progress record holding these streaks ({kind: best}, current = best) and reached target keys."""
+    return {"schema": KEY, "streaks": {k: {"current": n, "best": n} for k, n in streaks.items()},
+            "reached": {key: "2026-01-01T00:00:00.000Z" for key in reached}, "cards": cards or {}, "tallies": {}}
+
+
+def seed(page, value):
+    """Store `value` as the progress record and reload, as a returning learner's page starts."""
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, json.dumps(value)])
+    page.reload()
+    page.wait_for_selector("html[data-ready]")
+
+
+def next_step(page):
+    """(kind of step, the drill it opens, what it says)."""
+    link = page.locator("#path [data-next]")
+    return link.get_attribute("data-next"), link.get_attribute("data-open-drill"), \
+        page.inner_text("#path [data-next-what]")
+
+
+def here(page):
+    return page.locator("#path [data-chapter][data-here]").evaluate_all("els => els.map(el => el.dataset.chapter)")
+
+
+def test_next_walks_a_fresh_profile_along_the_path(page, gym, fetch_json):
+    titles = {k["name"]: k["title"] for k in fetch_json("drills.json")["kinds"]}
+    targets = [(ch, t) for ch in curriculum.PATH for t in ch.targets]
+    total = len(targets)
+    # A fresh profile: the first chapter's target, and nothing reached.
+    first, target = targets[0]
+    assert next_step(page) == ("target", target.drill, f"{first.label}: {titles[target.drill]}, {target.streak} in a row")
+    assert here(page) == [first.id]
+    assert page.inner_text("[data-path-standing]") == f"0 of {total} targets reached · 0 of {len(curriculum.PATH)} chapters done"
+
+    # Through the first four chapters (three of the course's, then the gym's first), one answer short of each
+    # target: "next" opens that drill, the answer reaches the target, and "next" moves to the following one.
+    streaks, reached = {}, []
+    for i, (chapter, target) in enumerate(targets[:4]):
+        streaks[target.drill] = target.streak - 1
+        seed(page, record(streaks, reached))
+        kind, drill, said = next_step(page)
+        assert (kind, drill) == ("target", target.drill)
+        assert said == (f"{chapter.label}: {titles[drill]}, {target.streak} in a row "
+                        f"(now {target.streak - 1} · best {target.streak - 1})")
+        assert here(page) == [chapter.id]
+        page.click("#path [data-next]")
+        page.wait_for_selector(f"#drill-{drill}[data-state=asking]")
+        assert page.get_attribute(f"#tab-{drill}", "aria-selected") == "true"
+        gym.answer(drill)
+        notice = page.locator(f"#drill-{drill} .notice.good").inner_text()
+        assert notice.startswith(f"Target reached: {chapter.label}: {titles[drill]}, {target.streak} in a row")
+        streaks[target.drill] = target.streak
+        reached.append(chapter.key(target))
+        after, upcoming = next_step(page), targets[i + 1]
+        assert after[:2] == ("target", upcoming[1].drill), f"next did not move on from {chapter.id}"
+        assert after[2].startswith(f"{upcoming[0].label}: {titles[upcoming[1].drill]}")
+        assert page.get_attribute(f'#path [data-chapter="{chapter.id}"]', "data-done") == ""
+        assert page.inner_text(f'#path [data-chapter="{chapter.id}"] [data-chapter-state]') == "done"
+        assert here(page) == [upcoming[0].id]
+        assert page.inner_text("[data-path-standing]").startswith(f"{i + 1} of {total} targets reached · {i + 1} of ")
+    assert targets[3][0].number is None  # the walk crossed into the gym's own chapters
+
+    # Every target reached: "next" says so.
+    seed(page, record({t.drill: 2 * curriculum.FLUENCY for _, t in targets}))
+    assert next_step(page)[0] == "done" and "every target is reached" in next_step(page)[2]
+    assert here(page) == []
+    assert page.inner_text("[data-path-standing]") == (f"{total} of {total} targets reached · "
+                                                       f"{len(curriculum.PATH)} of {len(curriculum.PATH)} chapters done")
+
+
+def card(due):
+    return {"due": due, "stability": 3.0, "difficulty": 5.0, "elapsed_days": 3, "scheduled_days": 3,
+            "learning_steps": 0, "reps": 2, "lapses": 0, "state": 2, "last_review": "2026-01-01T00:00:00.000Z"}
+
+
+def family(item):
+    """An item's question family, as `familyOf` in schedule.js names it."""
+    about = next((item[k] for k in ("eqn", "source_eqn", "fusion") if item.get(k) is not None), "")
+    return f"{item['drill']}/{item['program']}/{about}/{item.get('step', item.get('kind', ''))}"
+
+
+def test_next_points_at_the_most_overdue_review_when_reviews_are_due(page, fetch_json):
+    pool = fetch_json("drills.json")
+    titles = {k["name"]: k["title"] for k in pool["kinds"]}
+    families = {kind: list(dict.fromkeys(family(i) for i in pool["items"] if i["drill"] == kind))
+                for kind in ("decoder", "loops", "shapes")}
+    cards = {families["decoder"][0]: card("2026-01-05T00:00:00.000Z"),
+             families["decoder"][1]: card("2026-01-09T00:00:00.000Z"),
+             families["loops"][0]: card("2026-01-02T00:00:00.000Z"),  # the most overdue
+             families["shapes"][0]: card("2999-01-01T00:00:00.000Z")}  # not due
+    seed(page, record({"shapes": 3}, cards=cards))
+    assert next_step(page) == ("review", "loops", f"review {titles['loops']}: 1 question due")
+    assert here(page) == ["02"]  # where you stand on the path does not move for a review
+    page.click("#path [data-next]")
+    page.wait_for_selector("#drill-loops[data-state=asking]")
+    del cards[families["loops"][0]]
+    seed(page, record({"shapes": 3}, cards=cards))
+    assert next_step(page) == ("review", "decoder", f"review {titles['decoder']}: 2 questions due")
+    seed(page, record({"shapes": 3}, cards={families["shapes"][0]: cards[families["shapes"][0]]}))
+    assert next_step(page)[:2] == ("target", "shapes")
+
+
+def test_every_chapter_and_drill_label_on_the_page_uses_one_numbering(page, fetch_json):
+    course = {ch.number for ch in curriculum.PATH if ch.number}
+    badges = page.locator("h2 > .num, h3 > .num").evaluate_all("els => els.map(el => el.textContent.trim())")
+    for badge in badges:
+        digits = re.findall(r"\d+", badge)
+        assert not digits or (badge.startswith("ch ") and digits[0] in course), badge
+    titles = [k["title"] for k in fetch_json("drills.json")["kinds"]]
+    for where in ("[data-drill-tab]", "[data-summary] a", "#path [data-target] a"):
+        labels = page.locator(where).evaluate_all("els => els.map(el => el.textContent.trim())")
+        assert labels and all(label in titles for label in labels), (where, labels)
+    text = page.inner_text("main")
+    assert not re.search(r"\bdrills? \d", text) and "numbers differ" not in text
+    assert page.inner_text("#xray-h").lower().split() == ["layers", "the", "x-ray"]

@@ -259,10 +259,43 @@ def test_next_starts_at_the_first_chapter_and_the_path_says_where_you_stand(page
 def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):
     corpus, _ = small
     for program in corpus["programs"]:
-        has = bool(program["compiled"].get("cpu", {}).get("text"))
+        has = any(layer["text"] for layer in program["compiled"].values())
         layers = re.search(rf'id="p-{program["slug"]}".*?data-layers="([^"]*)"', page, re.S)[1]
         assert ("hlo:" in layers) == has
-        assert program["compiled"].get("cpu", {}).get("text", "\x00") not in page  # fetched on demand, not inlined
+        for layer in program["compiled"].values():
+            assert layer["text"] not in page  # fetched on demand, not inlined
+
+
+def test_the_corpus_compiled_tab_switches_between_the_layers_the_program_has_labelled_from_the_registry(page, small):
+    from dumpgym.target import TARGETS
+
+    corpus, _ = small
+    for program in corpus["programs"]:
+        article = re.search(rf'<article class="program" id="p-{program["slug"]}".*?</article>', page, re.S).group()
+        has = [t for t in TARGETS.values() if program["compiled"].get(t.id, {}).get("text")]
+        first = re.search(r'data-target="([^"]*)" data-target-label="([^"]*)"', article)
+        buttons = [(*b[:3], html.unescape(b[3]), b[4]) for b in re.findall(
+            r'<button type="button" data-compiled-target="([^"]+)" data-lines="(\d+)" aria-pressed="(\w+)" '
+            r'title="([^"]*)">([^<]*)</button>', article)]
+        if not has:
+            assert first is None and not buttons
+            continue
+        assert first.groups() == (has[0].id, has[0].label)  # the first in the registry's order, as the x-ray
+        if len(has) == 1:
+            assert not buttons  # nothing to switch to
+            continue
+        assert buttons == [(t.id, str(program["compiled"][t.id]["text"].count("\n") + 1),
+                            "true" if t is has[0] else "false", t.name, t.label) for t in has]
+
+
+def test_a_compiled_listing_names_what_compiled_it_as_the_record_does(files, small):
+    corpus, _ = small
+    for program in corpus["programs"]:
+        for target, layer in program["compiled"].items():
+            if layer["text"]:
+                by = json.loads(files[f"data/compiled/{target}/{program['slug']}.json"])["compiled_by"]
+                assert by == {k: layer.get(k, "") for k in site._COMPILED_BY}
+                assert by["backend"] == layer["backend"] and by["jaxlib_version"] == layer["jaxlib_version"]
 
 
 def test_compiled_hlo_ships_as_highlighted_runs_that_read_back_to_the_text(files, small):

@@ -36,6 +36,14 @@ _SLUG = re.compile(r"[a-z0-9-]+")
 
 
 @dataclass(frozen=True)
+class CompiledView:
+    """One compiled layer of a program as the corpus section's switch offers it: its target and length."""
+
+    target: CompileTarget
+    lines: int
+
+
+@dataclass(frozen=True)
 class ProgramView:
     """What the corpus and x-ray sections show of one program in the page: its words and computed counts.
     Its listings are data (data/listings/SLUG.json), fetched when the page shows them."""
@@ -49,10 +57,9 @@ class ProgramView:
     eqns: int
     groups: int
     lines: dict[str, int]
-    # The compiled layer is long: the page fetches it (data/hlo/SLUG.json) when it shows it.
-    hlo_lines: int
-    hlo_backend: str
-    hlo_target: str  # the compile target id of the layer the corpus section shows ("" for none)
+    # The compiled layers are long: the page fetches one (data/compiled/TARGET/SLUG.json) when it shows it.
+    compiled: tuple[CompiledView, ...]  # the layers the program has, in the registry's order
+    hlo_target: str  # the compile target id of the layer the corpus section shows first ("" for none)
     added: bool
     jax_version: str | None
 
@@ -163,18 +170,16 @@ def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[
 def program_view(program: ProgramRecord) -> ProgramView:
     """What the corpus and x-ray sections show of one program in the page: its words and computed counts."""
     texts = _listings(program)
-    # The layer compiled for the platform the program lowered for: the CPU's, or the TPU's for one that
-    # lowers for TPU only; none for a program added without it.
-    target, compiled = next(((t, layer) for t, layer in program.compiled.items() if layer.backend == program.platform),
-                            ("", None))
+    # In the registry's order, as the x-ray's switch: the first is the layer shown first (none for a program
+    # added without one).
+    layers = _compiled_layers(program)
+    compiled = tuple(CompiledView(t, _line_count(layers[t.id].text)) for t in _targets(layers))
     return ProgramView(
         slug=program.slug, title=program.title, lesson=program.lesson,
         args=program.args, entry=program.entry, mesh=program.mesh,
         eqns=len(program.eqns), groups=len(program.xray),
         lines={layer: _line_count(text) for layer, text in texts.items()},
-        hlo_lines=_line_count(compiled.text) if compiled is not None and compiled.text else 0,
-        hlo_backend=compiled.backend if compiled is not None else "",
-        hlo_target=target,
+        compiled=compiled, hlo_target=compiled[0].target.id if compiled else "",
         added=program.added, jax_version=program.jax_version,
     )
 
@@ -183,9 +188,14 @@ def page_targets(corpus: Corpus) -> list[CompileTarget]:
     """The compile targets the page's x-ray switch offers: every registered one that some program of the
     corpus was compiled for, in the registry's order, then any other a program names (an added
     program's), labelled by its id."""
-    present = {t for p in corpus.programs for t in _compiled_layers(p)}
+    return _targets({t for p in corpus.programs for t in _compiled_layers(p)})
+
+
+def _targets(present) -> list[CompileTarget]:
+    """The compile targets of these ids: the registered ones in the registry's order, then any other (an
+    added program's), labelled by its id."""
     known = [t for t in TARGETS.values() if t.id in present]
-    others = sorted(present - TARGETS.keys())
+    others = sorted(set(present) - TARGETS.keys())
     return known + [CompileTarget(t, t.upper(), f"{t}, as the program's record names it", Target(t)) for t in others]
 
 
@@ -213,9 +223,14 @@ def _listings_file(program: ProgramRecord, anchors: dict[str, str]) -> dict:
             **{layer: listing_lines(text, layer, links[layer]) for layer, text in _listings(program).items()}}
 
 
+# What compiled a layer, as its record says: the listing file carries it, so that a section showing the
+# listing names its backend (compiled.js `backendNote`) without fetching the whole record.
+_COMPILED_BY = ("backend", "jaxlib_version", "host", "device_kind", "topology", "libtpu_version", "cuda_plugin_version")
+
+
 def _compiled_file(layer: CompiledLayer, anchors: dict[str, str]) -> dict:
     compiled_links = {line: [(op, anchors[f"hlo:{op}"])] for line, op in compiled_ops(layer).items()}
-    return hlo_listing(layer.text, compiled_links)
+    return {**hlo_listing(layer.text, compiled_links), "compiled_by": {f: getattr(layer, f) for f in _COMPILED_BY}}
 
 
 def _group_items(pool: dict) -> dict[tuple[str, str], list[dict]]:

@@ -1,11 +1,13 @@
-"""The way through, in Chromium: "next" moves along the path as targets are reached (or to a due review), and
-the page numbers only the course's chapters."""
+"""The way through, in Chromium: "next" moves along the path as targets are reached (or to a due review), the
+page numbers only the course's chapters, the op search finds ops by what people call them at every layer,
+and the corpus section's compiled tab names its backend and switches between the program's layers."""
 import json
 import re
 
 import pytest
 
 from dumpgym import curriculum
+from dumpgym.reference import fold
 
 pytestmark = pytest.mark.browser
 
@@ -127,3 +129,69 @@ def test_every_chapter_and_drill_label_on_the_page_uses_one_numbering(page, fetc
     text = page.inner_text("main")
     assert not re.search(r"\bdrills? \d", text) and "numbers differ" not in text
     assert page.inner_text("#xray-h").lower().split() == ["layers", "the", "x-ray"]
+
+
+def shown_cards(page, query):
+    page.fill("[data-ref-filter]", query)
+    return set(page.locator("#reference [data-op]:not([hidden])").evaluate_all(
+        "els => els.map(el => el.id)"))
+
+
+@pytest.mark.parametrize("query, must", [
+    ("all-reduce", {"op-psum", "op-stablehlo.all_reduce", "op-hlo-all-reduce"}),
+    ("allreduce", {"op-psum", "op-stablehlo.all_reduce", "op-hlo-all-reduce"}),
+    ("matmul", {"op-dot_general", "op-stablehlo.dot_general", "op-hlo-dot"}),
+    ("donate", {"op-func.func", "op-hlo-input_output_alias"}),
+])
+def test_the_op_search_in_the_page_finds_ops_by_meaning_at_every_layer(page, fetch_json, query, must):
+    page.locator("#reference").scroll_into_view_if_needed()
+    page.wait_for_selector("#reference[data-ready]")
+    cards = fetch_json("data/reference.json")["cards"]
+    words = fold(query).split()
+    expected = {c["anchor"] for c in cards if all(w in c["search"] for w in words)}
+    shown = shown_cards(page, query)
+    assert shown == expected and must <= shown
+    assert page.inner_text("[data-ref-count]") == f"{len(shown)} of {len(cards)} ops"
+    assert page.locator("[data-ref-empty]").is_hidden()
+    assert shown_cards(page, query.upper().replace("-", "_")) == shown  # case, hyphen and underscore alike
+
+
+def test_the_corpus_compiled_tab_names_its_backend_and_switches_layers(page, fetch_json):
+    program = fetch_json("data/programs/fsdp-step.json")
+    assert set(program["compiled"]) == {"tpu", "gpu", "cpu"}
+    article = page.locator("#p-fsdp-step")
+    article.scroll_into_view_if_needed()
+    tab = article.locator('[data-layer-tab="hlo"]')
+    tab.wait_for()
+    lines = {t: layer["text"].count("\n") + 1 for t, layer in program["compiled"].items()}
+    assert tab.inner_text().split() == ["compiled", "HLO", "TPU", str(lines["tpu"])]
+    tab.click()
+    panel = article.locator('[data-layer-panel="hlo"]')
+    panel.locator("[data-line]").first.wait_for()
+    buttons = panel.locator("[data-compiled-target]")
+    assert buttons.evaluate_all("els => els.map(el => [el.dataset.compiledTarget, el.textContent.trim()])") == [
+        ["tpu", "TPU"], ["gpu", "GPU"], ["cpu", "CPU"]]
+    tpu = program["compiled"]["tpu"]
+    note = panel.locator("[data-compiled-backend]")
+    assert note.inner_text().startswith(f"compiled for {tpu['device_kind']} (") and "without a TPU" in note.inner_text()
+    for target, says in (("cpu", "compiled by XLA for cpu"), ("gpu", "without a GPU"), ("tpu", "without a TPU")):
+        panel.locator(f'[data-compiled-target="{target}"]').click()
+        page.wait_for_function("([panel, n]) => panel.querySelectorAll('[data-line]').length === n",
+                               arg=[panel.element_handle(), lines[target]])
+        text = program["compiled"][target]["text"].split("\n")
+        assert panel.locator("[data-line='1']").text_content().rstrip("\n") == text[0]
+        assert says in note.inner_text()
+        assert panel.locator(f'[data-compiled-target="{target}"]').get_attribute("aria-pressed") == "true"
+        assert tab.inner_text().split()[2:] == [target.upper(), str(lines[target])]
+
+
+def test_a_program_with_one_compiled_layer_names_it_and_offers_no_switch(page, fetch_json):
+    program = fetch_json("data/programs/pallas-matmul.json")
+    assert list(program["compiled"]) == ["tpu"]
+    article = page.locator("#p-pallas-matmul")
+    article.scroll_into_view_if_needed()
+    article.locator('[data-layer-tab="hlo"]').click()
+    panel = article.locator('[data-layer-panel="hlo"]')
+    panel.locator("[data-line]").first.wait_for()
+    assert "without a TPU" in panel.locator("[data-compiled-backend]").inner_text()
+    assert panel.locator("[data-compiled-target]").count() == 0

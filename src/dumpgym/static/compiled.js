@@ -10,6 +10,13 @@ export async function hloListing(slug, target) {
   return listingMarkup('hlo', (await getJSON(hloURL(slug, target))).lines);
 }
 
+/** A program's compiled listing for a compile target id, and what compiled it as the listing file says
+ * (`compiled_by`: the record's backend, versions, device kind and host), fetched once. */
+export async function compiledListing(slug, target) {
+  const data = await getJSON(hloURL(slug, target));
+  return { markup: listingMarkup('hlo', data.lines), by: data.compiled_by };
+}
+
 /** The record's compiled layer for a compile target id (`compiled[target]`), or null where the program has none. */
 export const compiledLayer = (program, target) => program.compiled?.[target] ?? null;
 

@@ -1,27 +1,51 @@
-// The corpus: each program's source, jaxpr and StableHLO behind tabs, and its compiled HLO. All of it is
-// highlighted at build time and fetched when shown: a program's listings as it nears the screen, its
-// compiled HLO the first time its tab opens. The page's first load does not grow with the corpus.
+// The corpus: each program's source, jaxpr and StableHLO behind tabs, and its compiled HLO, with a switch
+// between the layers it was compiled for (as the x-ray has). All of it is highlighted at build time and
+// fetched when shown: a program's listings as it nears the screen, a compiled layer the first time it is
+// shown. The page's first load does not grow with the corpus.
 import { html, render } from './html.js';
 import { listing } from './data.js';
 import { onTabKeys, selectTab } from './tabs.js';
+
+/** Show one compiled layer of a program in its panel: the listing and, above it, what compiled it. */
+async function showCompiled(panel, slug, target) {
+  const { compiledListing, backendNote } = await import('./compiled.js');  // only when a compiled tab first opens
+  const holder = panel.querySelector('[data-compiled-listing]');
+  panel.dataset.shown = target;
+  const { markup, by } = await compiledListing(slug, target);
+  if (panel.dataset.shown !== target) return;  // another layer was picked meanwhile
+  panel.querySelector('[data-compiled-backend]').textContent = `${backendNote(by)}${by.host ? ` · host ${by.host}` : ''}`;
+  render(holder, markup);
+}
 
 async function fill(panel, slug) {
   if (!panel.hasAttribute('data-lazy')) return;
   panel.removeAttribute('data-lazy');
   const layer = panel.dataset.layerPanel;
+  const into = layer === 'hlo' ? panel.querySelector('[data-compiled-listing]') : panel;
   try {
-    if (layer === 'hlo') {
-      const { hloListing } = await import('./compiled.js');  // only when a compiled tab first opens
-      // The layer compiled for the platform the program lowered for (a Pallas kernel's: the TPU's).
-      render(panel, await hloListing(slug, panel.closest('[data-target]').dataset.target));
-    } else {
-      panel.replaceChildren(await listing(slug, layer));
-    }
+    if (layer === 'hlo') await showCompiled(panel, slug, panel.closest('[data-target]').dataset.target);
+    else panel.replaceChildren(await listing(slug, layer));
   } catch (e) {
     panel.setAttribute('data-lazy', '');
     const what = layer === 'hlo' ? 'the compiled HLO' : `the ${layer} listing`;
-    render(panel, html`<p class="empty">Could not load ${what} (${e.message}).</p>`);
+    render(into, html`<p class="empty">Could not load ${what} (${e.message}).</p>`);
   }
+}
+
+/** Switch a program's compiled panel to another of its layers: the switch, the tab's label and count, the listing. */
+function switchCompiled(button) {
+  const article = button.closest('article');
+  const box = article.querySelector('[data-target]');
+  const panel = article.querySelector('[data-layer-panel="hlo"]');
+  const target = button.dataset.compiledTarget;
+  if (box.dataset.target === target) return;
+  for (const b of panel.querySelectorAll('[data-compiled-target]')) b.setAttribute('aria-pressed', String(b === button));
+  box.dataset.target = target;
+  const tab = article.querySelector('[data-layer-tab="hlo"]');
+  tab.querySelector('[data-tab-backend]').textContent = button.textContent.trim();
+  tab.querySelector('.count').textContent = button.dataset.lines;
+  panel.setAttribute('data-lazy', '');
+  fill(panel, article.dataset.program);
 }
 
 const LABELS = { source: 'source', jaxpr: 'jaxpr', stablehlo: 'StableHLO', hlo: 'compiled HLO' };
@@ -32,15 +56,22 @@ function layers(article) {
   const slug = article.dataset.program;
   const counts = box.dataset.layers.split(' ').map((e) => e.split(':'));
   const id = (what, layer) => `${what}-${slug}-${layer}`;
+  const label = box.dataset.targetLabel;
   const waiting = (layer) => (layer === 'hlo'
-    ? html`<p class="empty">the ${box.dataset.backend || ''} compiler's HLO loads when you open this tab</p>`
+    ? html`<div class="compiled-head" data-compiled-head><p class="fine" data-compiled-backend></p></div>
+      <div data-compiled-listing><p class="empty">the ${label} compile loads when you open this tab</p></div>`
     : html`<p class="empty">loading the ${LABELS[layer]} listing…</p>`);
+  const name = (layer) => (layer === 'hlo'
+    ? html`${LABELS[layer]} <span class="by" data-tab-backend>${label}</span>` : LABELS[layer]);
   render(box, html`<div class="tabs small" role="tablist" aria-label="${slug} layers">${counts.map(([layer, n]) => html`
     <button type="button" role="tab" id="${id('t', layer)}" aria-controls="${id('l', layer)}" aria-selected="${layer === 'jaxpr'}"
-      tabindex="${layer === 'jaxpr' ? 0 : -1}" data-layer-tab="${layer}">${LABELS[layer]} <span class="count">${n}</span></button>`)}</div>${
+      tabindex="${layer === 'jaxpr' ? 0 : -1}" data-layer-tab="${layer}">${name(layer)} <span class="count">${n}</span></button>`)}</div>${
     counts.map(([layer]) => html`<div class="layer" role="tabpanel" id="${id('l', layer)}" aria-labelledby="${id('t', layer)}"
       data-layer-panel="${layer}" data-lazy ${layer === 'jaxpr' ? '' : html`hidden`}>${waiting(layer)}</div>`)}`);
   box.removeAttribute('data-layers');
+  // The switch between the program's compiled layers (made at build time, from the registry), when it has two or more.
+  const choices = article.querySelector('template[data-compiled-switch]');
+  if (choices) box.querySelector('[data-compiled-head]').prepend(choices.content.cloneNode(true));
 }
 
 /** Wire the layer tabs of every program in the corpus section: each program's are made as it nears the screen. */
@@ -66,6 +97,8 @@ export function registerCorpus(root) {
   root.addEventListener('click', (e) => {
     const tab = e.target.closest('[data-layer-tab]');
     if (tab) select(tab, false);
+    const choice = e.target.closest('[data-compiled-target]');
+    if (choice) switchCompiled(choice);
   });
   onTabKeys(root, (e) => {
     const tab = e.target.closest('[data-layer-tab]');

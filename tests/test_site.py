@@ -270,22 +270,23 @@ def test_the_corpus_compiled_tab_switches_between_the_layers_the_program_has_lab
     from dumpgym.target import TARGETS
 
     corpus, _ = small
+    # The buttons, once for the page: every target the corpus holds, in the registry's order, labelled from it.
+    choices = re.search(r"<template data-compiled-choices>(.*?)</template>", page, re.S)[1]
+    buttons = [(i, html.unescape(name), label) for i, name, label in re.findall(
+        r'<button type="button" data-compiled-target="([^"]+)" aria-pressed="false" title="([^"]*)">([^<]*)</button>',
+        choices)]
+    held = [t for t in TARGETS.values() if any(p["compiled"].get(t.id, {}).get("text") for p in corpus["programs"])]
+    assert held and buttons == [(t.id, t.name, t.label) for t in held]
     for program in corpus["programs"]:
         article = re.search(rf'<article class="program" id="p-{program["slug"]}".*?</article>', page, re.S).group()
         has = [t for t in TARGETS.values() if program["compiled"].get(t.id, {}).get("text")]
-        first = re.search(r'data-target="([^"]*)" data-target-label="([^"]*)"', article)
-        buttons = [(*b[:3], html.unescape(b[3]), b[4]) for b in re.findall(
-            r'<button type="button" data-compiled-target="([^"]+)" data-lines="(\d+)" aria-pressed="(\w+)" '
-            r'title="([^"]*)">([^<]*)</button>', article)]
+        said = re.search(r'data-target="([^"]*)" data-compiled="([^"]*)"', article)
         if not has:
-            assert first is None and not buttons
+            assert said is None
             continue
-        assert first.groups() == (has[0].id, has[0].label)  # the first in the registry's order, as the x-ray
-        if len(has) == 1:
-            assert not buttons  # nothing to switch to
-            continue
-        assert buttons == [(t.id, str(program["compiled"][t.id]["text"].count("\n") + 1),
-                            "true" if t is has[0] else "false", t.name, t.label) for t in has]
+        # Each program names only the layers it has, first shown first (the registry's order, as the x-ray).
+        assert said[1] == has[0].id
+        assert said[2] == " ".join(f"{t.id}:{program['compiled'][t.id]['text'].count(chr(10)) + 1}" for t in has)
 
 
 def test_a_compiled_listing_names_what_compiled_it_as_the_record_does(files, small):

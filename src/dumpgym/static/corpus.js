@@ -56,7 +56,11 @@ function layers(article) {
   const slug = article.dataset.program;
   const counts = box.dataset.layers.split(' ').map((e) => e.split(':'));
   const id = (what, layer) => `${what}-${slug}-${layer}`;
-  const label = box.dataset.targetLabel;
+  // The program's compiled layers, first shown first, each with its registry button (made once, at build time).
+  const compiled = (box.dataset.compiled || '').split(' ').filter(Boolean).map((e) => e.split(':'));
+  const choices = document.querySelector('template[data-compiled-choices]')?.content;
+  const button = (target) => choices?.querySelector(`[data-compiled-target="${CSS.escape(target)}"]`);
+  const label = compiled.length ? button(compiled[0][0])?.textContent ?? compiled[0][0] : '';
   const waiting = (layer) => (layer === 'hlo'
     ? html`<div class="compiled-head" data-compiled-head><p class="fine" data-compiled-backend></p></div>
       <div data-compiled-listing><p class="empty">the ${label} compile loads when you open this tab</p></div>`
@@ -69,9 +73,19 @@ function layers(article) {
     counts.map(([layer]) => html`<div class="layer" role="tabpanel" id="${id('l', layer)}" aria-labelledby="${id('t', layer)}"
       data-layer-panel="${layer}" data-lazy ${layer === 'jaxpr' ? '' : html`hidden`}>${waiting(layer)}</div>`)}`);
   box.removeAttribute('data-layers');
-  // The switch between the program's compiled layers (made at build time, from the registry), when it has two or more.
-  const choices = article.querySelector('template[data-compiled-switch]');
-  if (choices) box.querySelector('[data-compiled-head]').prepend(choices.content.cloneNode(true));
+  // The switch between the program's compiled layers, when it has two or more: only the layers it has.
+  if (compiled.length < 2) return;
+  const group = document.createElement('span');
+  group.className = 'targets';
+  group.setAttribute('role', 'group');
+  group.setAttribute('aria-label', 'compiled for');
+  compiled.forEach(([target, n], i) => {
+    const b = button(target).cloneNode(true);
+    b.dataset.lines = n;
+    b.setAttribute('aria-pressed', String(i === 0));
+    group.append(b);
+  });
+  box.querySelector('[data-compiled-head]').prepend(group);
 }
 
 /** Wire the layer tabs of every program in the corpus section: each program's are made as it nears the screen. */

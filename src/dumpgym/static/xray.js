@@ -1,4 +1,4 @@
-// Drill 04, the x-ray: a program's jaxpr, StableHLO and (when it has one) compiled HLO side by side,
+// The x-ray: a program's jaxpr, StableHLO and (when it has one) compiled HLO side by side,
 // linked equation by equation. Everything that depends on the listing's length is computed once per
 // program; a hover only touches the lines of the groups it lights (hover.js, shared with the notebook).
 import { html, plural, render } from './html.js';

@@ -9,7 +9,8 @@ import pytest
 from jax.extend import core as jex
 
 import dumpgym
-from dumpgym.trace import map_jaxpr_eqns
+from dumpgym.program import partition
+from dumpgym.trace import map_jaxpr_eqns, trace
 
 
 @jax.custom_vjp
@@ -130,3 +131,32 @@ def test_a_linear_solve_traces_and_solves_as_jax_does():
     copy = jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, lambda eqn, params: eqn.replace(params=params)), closed.consts)
     (out,) = jax.core.eval_jaxpr(copy.jaxpr, copy.consts, a, b)
     np.testing.assert_allclose(out, np.linalg.solve(a, b), rtol=1e-5)
+
+
+def test_an_equinox_step_that_returns_its_model_gets_in():
+    """The canonical Equinox train step returns the updated model, whose activation functions are leaves JAX
+    cannot return; under `eqx.filter_jit` they are static. The x-ray returns the model's arrays and the loss."""
+    eqx = pytest.importorskip("equinox")
+
+    model = eqx.nn.MLP(8, 4, 16, 2, key=jax.random.key(0))
+    x, y = jnp.zeros((32, 8)), jnp.zeros((32, 4))
+
+    @eqx.filter_jit
+    def train_step(model, x, y):
+        def loss_fn(m):
+            return jnp.mean((jax.vmap(m)(x) - y) ** 2)
+
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
+        model = eqx.apply_updates(model, jax.tree.map(lambda g: -0.1 * g, grads))
+        return model, loss
+
+    train_step.lower(model, x, y).compile()  # what JAX (through Equinox) takes
+    view = dumpgym.xray(train_step, model, x, y)
+    assert view.stats.mapped_equations > 0
+    # What Equinox says the step returns, its arrays in order: what the traced program must return.
+    shapes = eqx.filter_eval_shape(train_step, model, x, y)
+    expected = [(s.shape, s.dtype) for s in jax.tree.leaves(shapes) if isinstance(s, jax.ShapeDtypeStruct)]
+    partitioned = partition(train_step, (model, x, y))
+    traced = trace(partitioned.function, partitioned.structs)
+    assert [(a.shape, a.dtype) for a in traced.closed_jaxpr.out_avals] == expected
+    assert len(expected) == 2 * len(model.layers) + 1  # each layer's weight and bias, then the loss

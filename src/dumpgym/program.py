@@ -233,7 +233,7 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
     `args` and `kwargs` are pytrees (models included: an NNX or Equinox module, a Linen variable dict);
     a positional argument given as a string is an aval spec (`"bf16[64,128]"`). Array leaves become
     `ShapeDtypeStruct`s, so weights are never inlined as constants. The function returns what
-    `function` returns, and, when the call replaced arrays inside its arguments (an NNX module or
+    `function` returns, its leaves that JAX cannot return left out (None in their place), and, when the call replaced arrays inside its arguments (an NNX module or
     optimizer updated in place), those new arrays too: `(result, [updated arrays])`, as `nnx.jit` does.
     """
     import jax
@@ -257,7 +257,10 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
         for i, value in zip(traced_at, traced):
             values[i] = value
         call_args, call_kwargs = jax.tree.unflatten(treedef, values)
-        result = function(*call_args, **call_kwargs)
+        # A leaf of the result that JAX cannot return (an Equinox model's activation functions, a config
+        # object) is static, as `eqx.filter_jit` treats it: the traced program returns the rest.
+        result = jax.tree.map(lambda v: v if is_traced_leaf(v) or isinstance(v, (bool, int, float, complex)) else None,
+                              function(*call_args, **call_kwargs))
         inputs = {id(v) for v in traced}
         updated = [v for v in jax.tree.leaves((call_args, call_kwargs))
                    if is_traced_leaf(v) and not isinstance(v, jax.ShapeDtypeStruct) and id(v) not in inputs]

@@ -312,11 +312,14 @@ def describe_call(args: tuple, kwargs: dict, limit: int = 160) -> str:
 
 
 def describe(value, depth: int = 0) -> str:
-    """One example value as a short structure: arrays by aval, containers by their items, anything else by type."""
+    """One example value as a short structure: arrays by aval (and partition spec, when sharded over a mesh),
+    containers by their items, anything else by type."""
     from dumpgym.facts import dtype_name
 
     if is_traced_leaf(value):
-        return str(ArgSpec(tuple(value.shape), dtype_name(value.dtype)))
+        spec = getattr(getattr(value, "sharding", None), "spec", None)
+        sharded = f" sharded {spec}" if spec is not None and any(p is not None for p in spec) else ""
+        return str(ArgSpec(tuple(value.shape), dtype_name(value.dtype))) + sharded
     if isinstance(value, (bool, int, float, complex, str, type(None))):
         return _shorten(repr(value), 24)
     if depth >= 2:
@@ -330,6 +333,54 @@ def describe(value, depth: int = 0) -> str:
         more = ", …" if len(value) > 4 else ""
         return ("[{}{}]" if isinstance(value, list) else "({}{})").format(", ".join(items), more)
     return f"{type(value).__name__}(…)"
+
+
+# JAX ends some messages with this line and a note about the frames it hid: not the user's business.
+_JAX_FOOTER = "--------------------"
+
+
+def jax_message(error: BaseException, limit: int = 600) -> str:
+    """JAX's message for `error` on one line, its advice kept ("use `jax.lax.pcast(..., to='varying')`"),
+    the note about hidden frames left out."""
+    lines = str(error).strip().split(_JAX_FOOTER)[0].splitlines()
+    return _shorten(" ".join(line.strip() for line in lines if line.strip()), limit)
+
+
+def trace_failure(error: BaseException, function: Callable[..., Any], structs: tuple, *, name: str,
+                  args: tuple, kwargs: dict) -> ProgramError:
+    """Whose fault a failed trace is, as one ProgramError: traced again by JAX alone (`jax.jit(f).trace(...)
+    .lower()`, or the function's own jit), a failure there is the program's, with JAX's message and advice;
+    a success there makes it dumpgym's, said so, with what to report."""
+    import jax
+
+    own = callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None))
+    try:
+        plain = (function if own else jax.jit(function)).trace(*structs)
+        plain.lower()
+    except Exception as refused:  # JAX refuses it too
+        return ProgramError(f"{name} raised {type(refused).__name__} while tracing: {jax_message(refused)} "
+                            f"(it expects {expected(function)}, given {describe_call(args, kwargs)})")
+    holders = sorted({e.primitive.name for e in _eqns(plain.jaxpr.jaxpr) if _holds_subjaxpr(e)})
+    binds = f"; its jaxpr binds {', '.join(holders)}" if holders else ""
+    return ProgramError(f"dumpgym could not trace {name}, which JAX traces and lowers: {type(error).__name__}: "
+                        f"{_first_line(error)}. This is a limitation of dumpgym, not of your program: please "
+                        f"report it with JAX {jax.__version__}{binds}")
+
+
+def _eqns(jaxpr):
+    """Every equation of a jaxpr, sub-jaxprs included."""
+    from dumpgym.jax_internals import jaxprs_in_params
+
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in jaxprs_in_params(eqn.params):
+            yield from _eqns(getattr(sub, "jaxpr", sub))
+
+
+def _holds_subjaxpr(eqn) -> bool:
+    from dumpgym.jax_internals import jaxprs_in_params
+
+    return any(True for _ in jaxprs_in_params(eqn.params))
 
 
 def _shorten(text: str, limit: int) -> str:

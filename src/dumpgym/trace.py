@@ -263,6 +263,29 @@ def walk_eqns(closed_jaxpr) -> list:
     return out
 
 
+def mesh_of(traced: Trace) -> tuple[dict[str, int] | None, list | None]:
+    """The mesh a traced program runs on, as the record writes it (`{"x": 8}`), and each argument's partition
+    spec (one entry per axis, `None` where it is whole), for a program whose `Program` names no mesh: the mesh
+    its arguments' `NamedSharding`s share, else the one its first `shard_map` binds (specs then unknown:
+    None); `(None, None)` for a program on one device."""
+    from jax.sharding import NamedSharding
+
+    shardings = [getattr(a, "sharding", None) for a in traced.args]
+    named = [s for s in shardings if isinstance(s, NamedSharding) and s.mesh.size > 1]
+    if named:
+        mesh = named[0].mesh
+        specs = []
+        for arg, sharding in zip(traced.args, shardings):
+            spec = list(sharding.spec) if isinstance(sharding, NamedSharding) and sharding.mesh == mesh else []
+            specs.append([list(p) if isinstance(p, tuple) else p for p in spec] + [None] * (len(arg.shape) - len(spec)))
+        return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), specs
+    for eqn in walk_eqns(traced.closed_jaxpr):
+        mesh = eqn.params.get("mesh") if eqn.primitive.name == "shard_map" else None
+        if mesh is not None and getattr(mesh, "axis_names", None):
+            return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), None
+    return None, None
+
+
 def source_of(function: Callable[..., Any]) -> str:
     """`inspect.getsource(function)`, or an empty string where Python keeps no source."""
     try:

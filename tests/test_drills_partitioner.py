@@ -25,8 +25,8 @@ TOPOLOGY = "v5e:2x4"
 
 
 @pytest.fixture(scope="session")
-def items(pool):
-    return [i for i in pool["items"] if i["drill"] == "partitioner"]
+def items(read_pool):
+    return [i for i in read_pool if i["drill"] == "partitioner"]
 
 
 def _mesh_on(program, devices):
@@ -75,14 +75,14 @@ def test_the_partitioner_has_at_least_thirty_items_over_the_built_in_corpus(item
 
 def test_partitioner_items_have_the_fields_the_page_needs(items, by_slug):
     for item in items:
-        assert item["layer"] in ("stablehlo", "hlo_tpu") and item["question"].endswith("?")
+        assert item["layer"] in ("stablehlo", "tpu") and item["question"].endswith("?")
         assert item["eqn"] is None or 0 <= item["eqn"] < len(by_slug[item["program"]]["eqns"])
         assert_choice_item(item)
 
 
 def test_no_item_reads_the_cpu_compile(items, by_slug):
     for item in items:
-        if item["layer"] == "hlo_tpu":
+        if item["layer"] == "tpu":
             hlo = by_slug[item["program"]]["hlo_tpu"]
             assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
             if "instruction" in item:  # an `inserted` item asks about an equation, not one instruction
@@ -173,7 +173,7 @@ def test_tpu_blocks_are_jaxs_shard_shape_and_xlas_parameter_shape(items, program
 
     checked = 0
     for item in items:
-        if item["step"] != "shard-shape" or item["layer"] != "hlo_tpu":
+        if item["step"] != "shard-shape" or item["layer"] != "tpu":
             continue
         program, k = programs[item["program"]], item["argument"]
         compiled = tpu_compiles[item["program"]]

@@ -24,9 +24,9 @@ TPU_KINDS = ("layouts", "units")
 
 
 @pytest.fixture(scope="session")
-def tpu_items(pool):
-    return {kind: [i for i in pool["items"] if i["drill"] == kind] for kind in TPU_KINDS} | {
-        "fusions": [i for i in pool["items"] if i["drill"] == "fusions" and i.get("layer") == "hlo_tpu"]}
+def tpu_items(read_pool):
+    return {kind: [i for i in read_pool if i["drill"] == kind] for kind in TPU_KINDS} | {
+        "fusions": [i for i in read_pool if i["drill"] == "fusions" and i["layer"] == "tpu"]}
 
 
 @pytest.fixture(scope="session")
@@ -73,15 +73,15 @@ def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
     slugs = {p["slug"]: p for p in corpus["programs"]}
     for item in tpu_items[kind]:
         hlo = slugs[item["program"]]["hlo_tpu"]
-        assert item["layer"] == "hlo_tpu" and item["question"].endswith("?")
+        assert item["layer"] == "tpu" and item["question"].endswith("?")
         assert_choice_item(item)
         assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
         assert "without a TPU" in item["shown"][0]
         assert 1 <= item["hlo_line"] <= hlo["text"].count("\n") + 1
 
 
-def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(pool):
-    cpu = [i for i in pool["items"] if i["drill"] == "fusions" and "layer" not in i]
+def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(read_pool):
+    cpu = [i for i in read_pool if i["drill"] == "fusions" and i["layer"] == "cpu"]
     assert cpu and all(i["shown"][0].startswith("compiled by XLA for CPU") for i in cpu)
     assert all("TPU" not in i["question"] for i in cpu)
 

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from dumpgym.drills.item import COMPILED_FIELDS
 from dumpgym.programs import SLUGS, TPU_ONLY
 
 CPU_COMPILED = [s for s in SLUGS if s not in TPU_ONLY]  # a Mosaic kernel has no CPU compile
@@ -365,8 +366,8 @@ ANSWER = re.compile(r"(\S+) \(line (\d+)\)")
 
 
 @pytest.fixture(scope="module")
-def fusion_items(pool):
-    return [i for i in pool["items"] if i["drill"] == "fusions"]
+def fusion_items(read_pool):
+    return [i for i in read_pool if i["drill"] == "fusions"]
 
 
 def test_fusion_items_have_every_field_and_small_sets(fusion_items):
@@ -386,7 +387,7 @@ def test_fusion_items_have_every_field_and_small_sets(fusion_items):
 
 def test_fusion_items_show_the_call_line_the_body_and_the_backend(fusion_items, by_slug):
     for item in fusion_items:
-        hlo = by_slug[item["program"]][item.get("layer", "hlo")]
+        hlo = by_slug[item["program"]][COMPILED_FIELDS[item["layer"]]]
         lines = hlo["text"].splitlines()
         call = lines[item["hlo_line"] - 1]
         called = re.search(r"calls=%([\w.\-]+)", call).group(1)
@@ -405,7 +406,7 @@ def test_fusion_drill_answers_are_what_the_compiled_text_says_was_fused(fusion_i
     """Judged from XLA's text and the jaxpr text alone: not from the attribution the drill is built on."""
     for item in fusion_items:
         record = by_slug[item["program"]]
-        text, jaxpr = record[item.get("layer", "hlo")]["text"], record["jaxpr"].splitlines()
+        text, jaxpr = record[COMPILED_FIELDS[item["layer"]]]["text"], record["jaxpr"].splitlines()
         assert f"%{item['fusion']} = " in text.splitlines()[item["hlo_line"] - 1]
         answer = ANSWER.findall(item["options"][item["answer"]])
         for primitive, line in answer:  # the line the answer names prints that primitive
@@ -423,7 +424,7 @@ def test_large_fusions_ask_which_equation_is_not_in_them(fusion_items, by_slug):
     assert asked  # scan's fusions hold up to 17 equations
     for item in asked:
         record = by_slug[item["program"]]
-        fusion = next(f for f in record[item.get("layer", "hlo")]["fusions"] if f["name"] == item["fusion"])
+        fusion = next(f for f in record[COMPILED_FIELDS[item["layer"]]]["fusions"] if f["name"] == item["fusion"])
         for k, option in enumerate(item["options"]):
             (primitive, line), = ANSWER.findall(option)
             e = _eqn_at(record, primitive, int(line))

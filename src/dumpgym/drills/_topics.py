@@ -6,6 +6,7 @@ Issue "The dumps of real training" asks these topics to be at least a quarter of
 """
 from __future__ import annotations
 
+from dumpgym.drills.item import COMPILED_FIELDS
 from dumpgym.primitives import COLLECTIVES, LOOPS, REMATS, SHARDING
 from dumpgym.record import ProgramRecord
 
@@ -24,10 +25,12 @@ def topic(item: dict, program: ProgramRecord) -> str | None:
         return KIND_TOPICS[item["drill"]]
     if isinstance(item.get("eqn"), int):
         return _eqn_topic(item["eqn"], program)
-    layer = getattr(program, item.get("layer") or "", None) if item.get("layer") in ("hlo", "hlo_tpu") else None
-    if layer is None or not isinstance(item.get("hlo_line"), int):
+    field = COMPILED_FIELDS.get(item.get("layer"))  # a compiled layer, by target id: cpu, tpu, gpu
+    layer = getattr(program, field) if field else None
+    line = item.get("facts", {}).get("hlo_line")
+    if layer is None or not isinstance(line, int):
         return None
-    ins = next((i for i in layer.instructions if i.line == item["hlo_line"]), None)
+    ins = next((i for i in layer.instructions if i.line == line), None)
     if ins is None:
         return None
     found = [t for t in (_COMPILED.get(ins.opcode), *(_eqn_topic(e, program) for e in ins.eqns)) if t]

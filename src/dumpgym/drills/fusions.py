@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import Listing, which_compile
+from dumpgym.drills.item import Item, Lines, Note, choice
 from dumpgym.hlo import DATA_MOVEMENT, computes
 from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
@@ -105,23 +106,26 @@ class _Compile(Listing):
         return f"{named} is inside: %{ins[0].name} (HLO line {ins[0].line}) in %{ins[0].computation} computes it{how}"
 
 
-def _shown(c: _Compile, fusion: Fusion) -> list[str]:
-    """The blocks the page shows: which compile, the fusion's call line, its computations, the jaxpr."""
-    hlo = c.hlo
-    return [which_compile(hlo), c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion.line)),
-            c.program.jaxpr]
+def _context(c: _Compile, layer: str, fusion: Fusion) -> tuple:
+    """What the page shows: which compile, the fusion's call line, its computations, the whole jaxpr
+    (references into the listings, not copies)."""
+    bodies = [Lines(layer, *c.computations[n]) for n in c.body(fusion.line)]
+    return (Note(which_compile(c.hlo)), Lines(layer, fusion.line, fusion.line, strip=True), *bodies,
+            Lines("jaxpr", 1, len(c.program.jaxpr.split("\n"))))
 
 
+# Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.
 @drill("fusions", number="05", title="what XLA fused",
-       aim="Name the equations XLA merged into one fusion of the compiled program.")
-def fusion_items(program: ProgramRecord) -> list[dict]:
-    """One item per fusion that computes two or more equations, in the CPU compile, then the TPU one."""
-    items = _layer_items(program, program.hlo)
-    # TPU items name their layer; CPU items carry no `layer`, as before the TPU layer existed.
-    return items + [{**item, "layer": "hlo_tpu"} for item in _layer_items(program, program.hlo_tpu)]
+       aim="Name the equations XLA merged into one fusion of the compiled program.",
+       per_program=4, cap_by=("layer",))
+def fusion_items(program: ProgramRecord) -> list[Item]:
+    """One item per fusion that computes two or more equations, in the CPU compile, then the TPU one.
+    Its card names the compile's target and the fusion: the CPU's and the TPU's fusion of one name
+    are different questions."""
+    return _layer_items(program, "cpu", program.hlo) + _layer_items(program, "tpu", program.hlo_tpu)
 
 
-def _layer_items(program: ProgramRecord, hlo: CompiledLayer | None) -> list[dict]:
+def _layer_items(program: ProgramRecord, layer: str, hlo: CompiledLayer | None) -> list[Item]:
     if hlo is None:
         return []
     c = _Compile(hlo=hlo, program=program)
@@ -132,12 +136,10 @@ def _layer_items(program: ProgramRecord, hlo: CompiledLayer | None) -> list[dict
             continue
         made = _set_item(c, fusion, answer) if len(answer) <= MAX_SET else _not_in_item(c, fusion, answer)
         if made:
-            items.append({"eqn": None, **made, "fusion": fusion.name, "hlo_line": fusion.line})
-    # Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.
-    weight = round(min(1.0, 4 / len(items)), 3) if items else 1.0
-    for item in items:
-        item["shown"] = _shown(c, next(f for f in hlo.fusions if f.name == item["fusion"]))
-        item["weight"] = weight
+            # The CPU's card is the drills/1 family (`fusions/SLUG/NAME/`), so saved progress carries over.
+            card = (fusion.name,) if layer == "cpu" else (fusion.name, layer)
+            items.append(Item(question=made["question"], answer=choice(made), context=_context(c, layer, fusion),
+                              card=card, layer=layer, facts={"fusion": fusion.name, "hlo_line": fusion.line}))
     return items
 
 

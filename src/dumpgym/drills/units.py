@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, short, which_compile
+from dumpgym.drills.item import Item, Lines, Note, choice
 from dumpgym.record import Instruction, ProgramRecord
 
 # Instructions that only name or regroup buffers: never options, they do no work worth asking about.
 _PLUMBING = frozenset({"parameter", "constant", "bitcast", "tuple", "gettupleelement"})
 _DMA = frozenset({"copystart", "copydone"})
 _NONE = "none of them: nothing here multiplies matrices"
-PER_PROGRAM = 4  # a program with more items shares this much weight among them
 
 
 @dataclass(frozen=True)
@@ -76,20 +76,22 @@ def _nearest(units: list[_Unit], line: int, k: int = 3) -> list[_Unit]:
     return sorted(units, key=lambda u: (abs(u.ins.line - line), u.ins.line))[:k]
 
 
-def _shown(listing: Listing, hlo, units: list[_Unit]) -> list[str]:
-    """Which compile, then each option's line and the computations it calls, in line order."""
-    blocks = [which_compile(hlo)]
+def _context(listing: Listing, hlo, units: list[_Unit]) -> tuple:
+    """Which compile, then each option's line and the computations it calls, in line order (references)."""
+    blocks = [Note(which_compile(hlo))]
     for u in sorted(units, key=lambda u: u.ins.line):
-        blocks.append(short(listing.lines[u.ins.line - 1]))
-        blocks += [listing.computation_text(n) for n in listing.body(u.ins.line)]
-    return blocks
+        blocks.append(Lines("tpu", u.ins.line, u.ins.line, cut=True))
+        blocks += [Lines("tpu", *listing.computations[n]) for n in listing.body(u.ins.line)]
+    return tuple(blocks)
 
 
 @drill("units", number="11", title="which unit runs it",
-       aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.")
-def unit_items(program: ProgramRecord) -> list[dict]:
+       aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.",
+       per_program=4)
+def unit_items(program: ProgramRecord) -> list[Item]:
     """One `mxu` item per matrix-multiplying instruction, one `vpu` item per fusion without one, and a
-    `none` item for a program that has no matrix multiply at all."""
+    `none` item for a program that has no matrix multiply at all. Its card is the step and the
+    instruction it asks about (for `none`, the program has one)."""
     hlo = program.hlo_tpu
     if hlo is None:
         return []
@@ -122,21 +124,18 @@ def unit_items(program: ProgramRecord) -> list[dict]:
     if not mxu and len(idle) >= 3:
         options = _nearest([u for u in idle if u.ins.opcode == "fusion"] or idle, 0)
         wrong = [(o.label, "busy-mxu", o.why) for o in options]
-        items.append({
-            "eqn": None, "layer": "hlo_tpu", "step": "none", "hlo_line": options[0].ins.line,
-            "question": "Which of these instructions runs on the MXU, the TPU's matrix unit?",
-            "shown": _shown(listing, hlo, options),
-            **choice_item(_NONE, wrong, program.slug, "units-none"),
-        })
-    weight = round(min(1.0, PER_PROGRAM / len(items)), 3) if items else 1.0
-    return [{**item, "weight": weight} for item in items]
+        items.append(Item(
+            question="Which of these instructions runs on the MXU, the TPU's matrix unit?", layer="tpu", step="none",
+            card=("none",), answer=choice(choice_item(_NONE, wrong, program.slug, "units-none")),
+            context=_context(listing, hlo, options), facts={"hlo_line": options[0].ins.line}))
+    return items
 
 
-def _item(program: ProgramRecord, listing: Listing, step: str, answer: _Unit, wrong: list[_Unit], question: str) -> dict:
+def _item(program: ProgramRecord, listing: Listing, step: str, answer: _Unit, wrong: list[_Unit], question: str) -> Item:
     rule = "idle-as-mxu" if step == "mxu" else "mxu-as-idle"
-    return {
-        "eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": answer.ins.line, "instruction": answer.ins.name,
-        "question": question,
-        "shown": _shown(listing, program.hlo_tpu, [answer, *wrong]),
-        **choice_item(answer.label, [(w.label, rule, w.why) for w in wrong], program.slug, step, answer.ins.name),
-    }
+    return Item(
+        question=question, layer="tpu", step=step, card=(answer.ins.name, step),
+        answer=choice(choice_item(answer.label, [(w.label, rule, w.why) for w in wrong], program.slug, step,
+                                  answer.ins.name)),
+        context=_context(listing, program.hlo_tpu, [answer, *wrong]),
+        facts={"hlo_line": answer.ins.line, "instruction": answer.ins.name})

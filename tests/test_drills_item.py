@@ -66,7 +66,7 @@ def test_cpu_and_tpu_fusions_of_one_name_are_different_cards(pool):
 def test_cards_are_keys_the_progress_record_accepts(pool):
     for item in pool["items"]:
         parts = item["card"].split("/")
-        assert len(parts) >= 3 and all(parts) and len(item["card"]) <= 300
+        assert len(parts) >= 3 and all(parts) and len(item["card"]) <= 600  # streaks.js validate()
         assert not re.search(r"\s", item["card"])
 
 
@@ -123,6 +123,9 @@ def test_an_item_refuses_an_unknown_layer_or_an_empty_card_part():
     with pytest.raises(ValueError, match="card"):
         Item(card=("a", ""), layer="tpu", **make)
     assert Item(card=(3, "b"), layer="tpu", **make).stamped("k", "p", 1.0).card_key == "k/p/3/b"
+    long = "f32[" + ",".join(["8"] * 80) + "]"
+    (part,) = Item(card=(long,), layer="tpu", **make).card
+    assert part.startswith("sha256:") and len(part) < 30 and part != Item(card=(long + "x",), layer="tpu", **make).card[0]
 
 
 def test_answer_forms_are_a_registry_each_tagged():

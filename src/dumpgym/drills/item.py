@@ -9,6 +9,7 @@ the page shows; the page does the same from the listings it fetches (static/cont
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Union
@@ -17,6 +18,7 @@ from dumpgym.drills._tpu import short
 from dumpgym.record import ProgramRecord
 
 SCHEMA = "dumpgym.drills/2"
+MAX_CARD_PART = 120  # characters of one part of a card; a longer one is kept as its digest
 
 # The listings an item can point into, by layer id: the two lowered texts, then the compiled layers by
 # target id. The record still names the compiled layers `hlo`, `hlo_tpu`, `hlo_gpu`.
@@ -181,6 +183,10 @@ class Item:
         parts = [str(p) for p in self.card]
         if not parts or any(not p or "/" in p or any(c.isspace() for c in p) for p in parts):
             raise ValueError(f"drill item card {self.card!r}: parts must be non-empty, without '/' or spaces")
+        # The page's progress record keeps a key per card: a very long part (a buffer of a user's program)
+        # is kept as a digest of it, so every key stays short.
+        parts = [p if len(p) <= MAX_CARD_PART else "sha256:" + hashlib.sha256(p.encode()).hexdigest()[:16]
+                 for p in parts]
         object.__setattr__(self, "card", tuple(parts))
 
     @property

@@ -64,7 +64,7 @@ export function validate(value, { v1 = false } = {}) {
   if (v1) return '';
   for (const [family, card] of Object.entries(value.cards)) {
     const parts = family.split('/');
-    if (family.length > 300 || parts.length < 3 || !KIND.test(parts[0]) || /[\s\u0000-\u001f]/.test(family)) {
+    if (family.length > 600 || parts.length < 3 || !KIND.test(parts[0]) || /[\s\u0000-\u001f]/.test(family)) {
       return `"${family.slice(0, 80)}" is not a question family`;
     }
     const problem = cardProblem(card);

@@ -180,9 +180,7 @@ def xray(function, *example_args, compiled: bool | str = False, **example_kwargs
     try:
         traced = trace(partitioned.function, partitioned.structs)
     except Exception as e:  # the same line `dumpgym.add` gives: whose fault, with JAX's advice
-        name = getattr(function, "__name__", type(function).__name__)
-        raise trace_failure(e, partitioned.function, partitioned.structs, name=name, args=example_args,
-                            kwargs=example_kwargs) from e
+        raise trace_failure(e, function, partitioned, args=example_args, kwargs=example_kwargs) from e
     facts = build_facts(traced)
     result = build_xray(traced, facts)
     layers = {}

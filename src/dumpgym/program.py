@@ -346,16 +346,19 @@ def jax_message(error: BaseException, limit: int = 600) -> str:
     return _shorten(" ".join(line.strip() for line in lines if line.strip()), limit)
 
 
-def trace_failure(error: BaseException, function: Callable[..., Any], structs: tuple, *, name: str,
-                  args: tuple, kwargs: dict) -> ProgramError:
-    """Whose fault a failed trace is, as one ProgramError: traced again by JAX alone (`jax.jit(f).trace(...)
-    .lower()`, or the function's own jit), a failure there is the program's, with JAX's message and advice;
-    a success there makes it dumpgym's, said so, with what to report."""
+def trace_failure(error: BaseException, function: Callable[..., Any], partitioned: Partitioned, *, args: tuple,
+                  kwargs: dict) -> ProgramError:
+    """Whose fault a failed trace of `function` (as `partition` made it, on `args` and `kwargs`) is, as one
+    ProgramError: traced again by JAX alone (`jax.jit(f).trace(...).lower()`, or the function's own jit),
+    a failure there is the program's, with JAX's message and advice; a success there makes it dumpgym's,
+    said so, with what to report."""
     import jax
 
-    own = callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None))
+    name = getattr(function, "__name__", type(function).__name__)
+    traced = partitioned.function
+    own = callable(getattr(traced, "trace", None)) and callable(getattr(traced, "lower", None))
     try:
-        plain = (function if own else jax.jit(function)).trace(*structs)
+        plain = (traced if own else jax.jit(traced)).trace(*partitioned.structs)
         plain.lower()
     except Exception as refused:  # JAX refuses it too
         return ProgramError(f"{name} raised {type(refused).__name__} while tracing: {jax_message(refused)} "

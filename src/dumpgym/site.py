@@ -1,7 +1,7 @@
 """Stage six: the gym as static files, highlighted and escaped at build time, read by plain ES modules.
 
 `site_files` turns a corpus ("dumpgym.corpus/2", read once as a typed `Corpus`) and a drill pool
-("dumpgym.drills/1") into a mapping of relative paths to bytes, each file made when first read;
+("dumpgym.drills/2") into a mapping of relative paths to bytes, each file made when first read;
 `render_site` makes them all, `build_site` writes them to a folder, and `serve` serves the mapping
 from memory, so its page is up before every listing is lexed. The page reads per-program and
 per-drill splits of exactly those JSON objects, so what it shows is what `dumpgym export` and
@@ -353,5 +353,4 @@ def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
 
 def _weight(items: list[dict]) -> float:
     """The summed `weight` of a program's items of one kind, as the page's sampler weighs them."""
-    # The pool is not the corpus record: "dumpgym.drills/1" gives every item weight 1 unless it says otherwise.
-    return sum(item.get("weight", 1) for item in items)
+    return sum(item["weight"] for item in items)  # every "dumpgym.drills/2" item has its weight

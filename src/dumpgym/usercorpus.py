@@ -298,7 +298,7 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
         if not _raised_while_tracing(e):
             raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
         # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
-        raise trace_failure(e, partitioned.function, partitioned.structs, name=name, args=args, kwargs=kwargs) from e
+        raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
     with locked(folder, exclusive=True):

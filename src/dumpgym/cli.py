@@ -107,7 +107,8 @@ def _cmd_export(args) -> int:
 def _cmd_drills(args) -> int:
     from dumpgym import drills
 
-    json.dump(drills.build_pool(_load(args)), sys.stdout, indent=1, ensure_ascii=False)
+    warn = lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)  # noqa: E731
+    json.dump(drills.build_pool(_load(args), warn), sys.stdout, indent=1, ensure_ascii=False)
     print()
     return 0
 

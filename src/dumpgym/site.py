@@ -303,7 +303,7 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
                  for k in kinds}
         return _environment().get_template("index.html").render(
             corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
-            totals=totals(record, drills), yours=[p.slug for p in record.programs if p.added], csp=CSP,
+            totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY, xray=XRAY_SECTION,
         ).encode("utf-8")
 
@@ -339,16 +339,17 @@ def _json(obj, indent=None) -> bytes:
 def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
     """The corpus (built-in plus the user's added programs) and its drill pool, without importing JAX.
 
-    A damaged added program is skipped with a one-line warning (on stderr unless `warn` is given):
-    the page still serves everything else.
+    A damaged added program, and a drill kind that fails on one program, are skipped with a one-line
+    warning (on stderr unless `warn` is given): the page still serves everything else.
     """
     import sys
 
     from dumpgym.drills import build_pool
     from dumpgym.usercorpus import load_corpus
 
-    corpus = load_corpus(corpus_dir, warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)))
-    return corpus, build_pool(corpus)
+    warn = warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr))
+    corpus = load_corpus(corpus_dir, warn)
+    return corpus, build_pool(corpus, warn)
 
 
 def _weight(items: list[dict]) -> float:

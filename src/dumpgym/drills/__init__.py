@@ -85,24 +85,57 @@ def kinds() -> dict[str, DrillKind]:
     return dict(sorted(_kinds.items()))
 
 
-def items_for(program: ProgramRecord) -> list[Item]:
+@dataclass(frozen=True)
+class Skipped:
+    """A drill kind that failed on one program, and why: that kind asks nothing of that program."""
+
+    drill: str
+    program: str
+    why: str
+
+    def line(self) -> str:
+        """What the CLI and the page say of it, in one line."""
+        return f"drill kind {self.drill!r} failed on program {self.program!r} ({self.why}); it asks nothing of it"
+
+    def to_json(self) -> dict:
+        """As the pool's `skipped` list writes it."""
+        return {"drill": self.drill, "program": self.program, "why": self.why}
+
+
+def items_for(program: ProgramRecord, skipped: list[Skipped] | None = None) -> list[Item]:
     """Every drill item of one program, kind by kind, each stamped with `drill` and `program` and weighted
-    under its kind's cap; a kind that gives two different questions one card is refused."""
+    under its kind's cap; a kind that gives two different questions one card is refused.
+
+    With `skipped`, a kind that raises on this program (an unusual dtype, a record it cannot read) is
+    left out and noted there, and the other kinds still give their items; without it, the error raises."""
     out = []
     for name, kind in kinds().items():
-        made = list(kind.make(program))
-        for item in made:
-            if not isinstance(item, Item):
-                raise ValueError(f"drill kind {name!r} made {type(item).__name__}, not a drill Item")
-        cards: dict[tuple, Item] = {}
-        for item, weight in zip(made, kind.capped(made)):
-            if item.primitive is None and item.eqn is not None:  # what the mastery map tallies by
-                item = replace(item, primitive=program.eqns[item.eqn].primitive)
-            item = item.stamped(name, program.slug, weight)
-            twin = cards.setdefault(item.card, item)
-            if twin is not item and not _same_question(twin, item):
-                raise ValueError(f"drill kind {name!r} gives two different questions the card {item.card_key!r}")
-            out.append(item)
+        try:
+            out += _kind_items(name, kind, program)
+        except Exception as error:
+            if skipped is None:
+                raise
+            why = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+            skipped.append(Skipped(name, program.slug, why[:300]))
+    return out
+
+
+def _kind_items(name: str, kind: DrillKind, program: ProgramRecord) -> list[Item]:
+    """One kind's items of one program, stamped and weighted; refused if two different questions share a card."""
+    out = []
+    made = list(kind.make(program))
+    for item in made:
+        if not isinstance(item, Item):
+            raise ValueError(f"drill kind {name!r} made {type(item).__name__}, not a drill Item")
+    cards: dict[tuple, Item] = {}
+    for item, weight in zip(made, kind.capped(made)):
+        if item.primitive is None and item.eqn is not None:  # what the mastery map tallies by
+            item = replace(item, primitive=program.eqns[item.eqn].primitive)
+        item = item.stamped(name, program.slug, weight)
+        twin = cards.setdefault(item.card, item)
+        if twin is not item and not _same_question(twin, item):
+            raise ValueError(f"drill kind {name!r} gives two different questions the card {item.card_key!r}")
+        out.append(item)
     return out
 
 
@@ -111,10 +144,20 @@ def _same_question(a: Item, b: Item) -> bool:
     return (a.step, a.skill) == (b.step, b.skill) and a.layer != b.layer
 
 
-def build_pool(corpus: dict) -> dict:
-    """The `dumpgym.drills/2` item pool over every program of a `dumpgym.corpus/1` dict."""
+def build_pool(corpus: dict, warn: Callable[[str], None] | None = None) -> dict:
+    """The `dumpgym.drills/2` item pool over every program of a corpus dict.
+
+    A kind that fails on one program costs that kind on that program only: it is listed in the pool's
+    `skipped` (the page says so) and told to `warn` in one line; nothing else is lost."""
     programs = [ProgramRecord.from_json(p, f"programs[{i}]") for i, p in enumerate(corpus["programs"])]
-    items = [item.to_json() for p in programs for item in items_for(p)]
+    skipped: list[Skipped] = []
+    items = [item.to_json() for p in programs for item in items_for(p, skipped)]
+    for s in skipped:
+        if warn is not None:
+            warn(s.line())
     present = {item["drill"] for item in items}
     listed = sorted((k for k in kinds().values() if k.name in present), key=lambda k: k.number)
-    return {"schema": SCHEMA, "kinds": [k.to_json() for k in listed], "items": items}
+    pool = {"schema": SCHEMA, "kinds": [k.to_json() for k in listed], "items": items}
+    if skipped:  # left out when empty: a pool with nothing skipped prints as before
+        pool["skipped"] = [s.to_json() for s in skipped]
+    return pool

@@ -47,6 +47,15 @@ def pool(corpus):
 
 
 @pytest.fixture(scope="session")
+def read_pool(corpus, pool):
+    """The pool's items as the drill tests read them (`pool_checks.readable`: context resolved, answer
+    form's fields beside the item's own), in pool order."""
+    from pool_checks import readable_pool
+
+    return readable_pool(pool, corpus)
+
+
+@pytest.fixture(scope="session")
 def by_slug(corpus):
     """Corpus program records by slug."""
     return {p["slug"]: p for p in corpus["programs"]}

@@ -84,8 +84,12 @@ def test_add_a_program_that_draws_randomness(name, specs, tmp_path, capsys):
     assert "key<fry>[]" in record["jaxpr"]
     capsys.readouterr()
     assert cli.main(["drills", "--corpus", str(corpus), slug]) == 0
-    for item in json.loads(capsys.readouterr().out)["items"]:
-        for option in item.get("options", []) if item["drill"] == "shapes" else []:
+    pool = json.loads(capsys.readouterr().out)
+    assert pool["schema"] == "dumpgym.drills/2"
+    shapes = [item for item in pool["items"] if item["drill"] == "shapes" and item["program"] == slug]
+    assert shapes
+    for item in shapes:
+        for option in item["answer"]["options"]:
             assert str(parse_arg(option)) == option  # every option, key<fry>[] included, is an aval as printed
 
 

@@ -36,9 +36,12 @@ class Facts:
     """What the counts are counted from: the committed corpus and its drill pool."""
 
     def __init__(self, corpus: dict, pool: dict):
+        from pool_checks import readable_pool
+
         self.programs = corpus["programs"]
         self.by_slug = {p["slug"]: p for p in self.programs}
-        self.pool = pool
+        # Each item as the drill tests read it: its answer form's fields (`options`, `answer`, `rules`) beside its own.
+        self.pool = {**pool, "items": readable_pool(pool, corpus)}
 
     def items(self, drill: str, **fields) -> list[dict]:
         """The pool's items of one kind whose fields have the values given (`layer="cpu"`: the CPU compile's)."""

@@ -24,8 +24,8 @@ TOPOLOGY = "v5e:2x4"
 
 
 @pytest.fixture(scope="session")
-def items(pool):
-    return [i for i in pool["items"] if i["drill"] == "partitioner"]
+def items(read_pool):
+    return [i for i in read_pool if i["drill"] == "partitioner"]
 
 
 def _mesh_on(program, devices):

@@ -23,9 +23,9 @@ TPU_KINDS = ("layouts", "units")
 
 
 @pytest.fixture(scope="session")
-def tpu_items(pool):
-    return {kind: [i for i in pool["items"] if i["drill"] == kind] for kind in TPU_KINDS} | {
-        "fusions": [i for i in pool["items"] if i["drill"] == "fusions" and i.get("layer") == "tpu"]}
+def tpu_items(read_pool):
+    return {kind: [i for i in read_pool if i["drill"] == kind] for kind in TPU_KINDS} | {
+        "fusions": [i for i in read_pool if i["drill"] == "fusions" and i["layer"] == "tpu"]}
 
 
 @pytest.fixture(scope="session")
@@ -79,8 +79,8 @@ def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
         assert 1 <= item["hlo_line"] <= hlo["text"].count("\n") + 1
 
 
-def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(pool):
-    cpu = [i for i in pool["items"] if i["drill"] == "fusions" and i["layer"] == "cpu"]
+def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(read_pool):
+    cpu = [i for i in read_pool if i["drill"] == "fusions" and i["layer"] == "cpu"]
     assert cpu and all(i["shown"][0].startswith("compiled by XLA for CPU") for i in cpu)
     assert all("TPU" not in i["question"] for i in cpu)
 

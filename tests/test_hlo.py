@@ -366,8 +366,8 @@ ANSWER = re.compile(r"(\S+) \(line (\d+)\)")
 
 
 @pytest.fixture(scope="module")
-def fusion_items(pool):
-    return [i for i in pool["items"] if i["drill"] == "fusions"]
+def fusion_items(read_pool):
+    return [i for i in read_pool if i["drill"] == "fusions"]
 
 
 def test_fusion_items_have_every_field_and_small_sets(fusion_items):

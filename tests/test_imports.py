@@ -176,8 +176,6 @@ def test_the_package_has_no_import_circles():
     assert not knots(graph), _report(graph)
 
 
-@pytest.mark.xfail(strict=True, reason="drill.js -> schedule.js -> drill.js: the scheduler imports pickWeighted "
-                                       "from the drill view; the rewrite of those two files removes it")
 def test_the_page_has_no_import_circles():
     graph = js_graph()
     assert not knots(graph), _report(graph)

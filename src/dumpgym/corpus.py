@@ -19,7 +19,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     """Trace one `Program` and gather everything the export says about it, compiled for each of
     `targets` (a TPU or a GPU without one, this host's CPU) that its platform lowers for."""
     from dumpgym.facts import build_facts
-    from dumpgym.trace import trace
+    from dumpgym.trace import mesh_of, trace
     from dumpgym.attribution import build_xray
 
     say = progress or (lambda _msg: None)
@@ -40,14 +40,18 @@ def program_record(program, progress: Callable[[str], None] | None = None,
         layers[target_id(target)] = compile_layer(traced, facts, target)
     # In the registry's order, whatever order the targets were given in.
     compiled = {t: layers[t] for t in TARGETS if t in layers}
+    if program.mesh is not None:
+        mesh, in_specs = program.mesh, [list(p) for p in program.in_specs] if program.in_specs else None
+    else:  # an added program: the mesh its arguments are sharded over, or its shard_map's
+        mesh, in_specs = mesh_of(traced)
     return ProgramRecord(
         slug=program.slug,
         title=program.title,
         lesson=program.lesson,
         entry=program.entry,
         args=tuple(program.args),
-        mesh=program.mesh,
-        in_specs=[list(p) for p in program.in_specs] if program.in_specs else None,
+        mesh=mesh,
+        in_specs=in_specs,
         source=traced.source,
         jaxpr=traced.jaxpr,
         stablehlo=traced.stablehlo,

@@ -172,12 +172,15 @@ def xray(function, *example_args, compiled: bool | str = False, **example_kwargs
     ShapeDtypeStructs, aval strings such as 'bf16[64,128]', models; other leaves are static.
     """
     from dumpgym.facts import build_facts
-    from dumpgym.program import partition
+    from dumpgym.program import partition, trace_failure
     from dumpgym.trace import trace
     from dumpgym.attribution import build_xray
 
     partitioned = partition(function, example_args, example_kwargs)
-    traced = trace(partitioned.function, partitioned.structs)
+    try:
+        traced = trace(partitioned.function, partitioned.structs)
+    except Exception as e:  # the same line `dumpgym.add` gives: whose fault, with JAX's advice
+        raise trace_failure(e, function, partitioned, args=example_args, kwargs=example_kwargs) from e
     facts = build_facts(traced)
     result = build_xray(traced, facts)
     layers = {}

@@ -1,7 +1,7 @@
 """Stage six: the gym as static files, highlighted and escaped at build time, read by plain ES modules.
 
 `site_files` turns a corpus ("dumpgym.corpus/2", read once as a typed `Corpus`) and a drill pool
-("dumpgym.drills/1") into a mapping of relative paths to bytes, each file made when first read;
+("dumpgym.drills/2") into a mapping of relative paths to bytes, each file made when first read;
 `render_site` makes them all, `build_site` writes them to a folder, and `serve` serves the mapping
 from memory, so its page is up before every listing is lexed. The page reads per-program and
 per-drill splits of exactly those JSON objects, so what it shows is what `dumpgym export` and
@@ -324,7 +324,7 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
         return _environment().get_template("index.html").render(
             corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
             first=first_step(kinds),
-            totals=totals(record, drills), yours=[p.slug for p in record.programs if p.added], csp=CSP,
+            totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY,
         ).encode("utf-8")
 
@@ -360,19 +360,19 @@ def _json(obj, indent=None) -> bytes:
 def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
     """The corpus (built-in plus the user's added programs) and its drill pool, without importing JAX.
 
-    A damaged added program is skipped with a one-line warning (on stderr unless `warn` is given):
-    the page still serves everything else.
+    A damaged added program, and a drill kind that fails on one program, are skipped with a one-line
+    warning (on stderr unless `warn` is given): the page still serves everything else.
     """
     import sys
 
     from dumpgym.drills import build_pool
     from dumpgym.usercorpus import load_corpus
 
-    corpus = load_corpus(corpus_dir, warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)))
-    return corpus, build_pool(corpus)
+    warn = warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr))
+    corpus = load_corpus(corpus_dir, warn)
+    return corpus, build_pool(corpus, warn)
 
 
 def _weight(items: list[dict]) -> float:
     """The summed `weight` of a program's items of one kind, as the page's sampler weighs them."""
-    # The pool is not the corpus record: "dumpgym.drills/1" gives every item weight 1 unless it says otherwise.
-    return sum(item.get("weight", 1) for item in items)
+    return sum(item["weight"] for item in items)  # every "dumpgym.drills/2" item has its weight

@@ -278,7 +278,7 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     import jax
 
     from dumpgym.corpus import program_record, write_atomic
-    from dumpgym.program import Program, describe_call, expected, partition
+    from dumpgym.program import Program, partition, trace_failure
 
     _check_slug_syntax(slug)
     folder = user_corpus_dir(corpus_dir)
@@ -297,9 +297,8 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     except Exception as e:
         if not _raised_while_tracing(e):
             raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
-        first_line = (str(e).strip().splitlines() or [""])[0]
-        raise ProgramError(f"{name} raised {type(e).__name__} while tracing: {first_line} "
-                           f"(it expects {expected(function)}, given {describe_call(args, kwargs)})") from e
+        # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
+        raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
     with locked(folder, exclusive=True):

@@ -89,16 +89,10 @@ def card(due):
             "learning_steps": 0, "reps": 2, "lapses": 0, "state": 2, "last_review": "2026-01-01T00:00:00.000Z"}
 
 
-def family(item):
-    """An item's question family, as `familyOf` in schedule.js names it."""
-    about = next((item[k] for k in ("eqn", "source_eqn", "fusion") if item.get(k) is not None), "")
-    return f"{item['drill']}/{item['program']}/{about}/{item.get('step', item.get('kind', ''))}"
-
-
 def test_next_points_at_the_most_overdue_review_when_reviews_are_due(page, fetch_json):
     pool = fetch_json("drills.json")
     titles = {k["name"]: k["title"] for k in pool["kinds"]}
-    families = {kind: list(dict.fromkeys(family(i) for i in pool["items"] if i["drill"] == kind))
+    families = {kind: list(dict.fromkeys(i["card"] for i in pool["items"] if i["drill"] == kind))
                 for kind in ("decoder", "loops", "shapes")}
     cards = {families["decoder"][0]: card("2026-01-05T00:00:00.000Z"),
              families["decoder"][1]: card("2026-01-09T00:00:00.000Z"),

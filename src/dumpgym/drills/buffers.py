@@ -15,6 +15,7 @@ from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, short, which_compile
+from dumpgym.drills.item import Item, from_draft, refer
 from dumpgym.record import CompiledLayer, ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
@@ -70,7 +71,7 @@ def _lowered_item(program: ProgramRecord, sig: Lowered, k: int) -> dict | None:
     if len(wrong) < 2:
         return None
     return {
-        "eqn": None, "layer": "stablehlo", "step": "lowered-alias",
+        "eqn": None, "layer": "stablehlo", "step": "lowered-alias", "output": k,
         "question": f"Result {k} of `main`, a `{typ}`: which argument's buffer may XLA write it into?",
         "shown": [sig.line],
         **choice_item(answer, wrong, program.slug, "lowered-alias", k),
@@ -137,7 +138,7 @@ def _compiled_item(program: ProgramRecord, target: str, hlo: CompiledLayer, c: C
     which = f"Output {{{k}}} (member {k} of the ROOT tuple)" if len(c.outputs) > 1 else "The entry's result"
     header = Listing(hlo).lines[0].split(", entry_computation_layout=")[0]  # the module line, up to the layouts
     return {
-        "eqn": None, "layer": target, "step": "compiled-alias", "hlo_line": c.root_line,
+        "eqn": None, "layer": target, "step": "compiled-alias", "hlo_line": c.root_line, "output": k,
         "question": f"{which} is `{c.outputs[k]}`. Which parameter's buffer does XLA write it into?",
         "shown": [which_compile(hlo), header, *(short(Listing(hlo).lines[q.ins.line - 1]) for q in c.parameters),
                   c.root],
@@ -249,7 +250,7 @@ def _layer_moves(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
             if len(wrong) < 2:
                 continue
             items.append({
-                "eqn": None, "layer": target, "step": step, "hlo_line": m.ins.line,
+                "eqn": None, "layer": target, "step": step, "hlo_line": m.ins.line, "instruction": m.ins.name,
                 "instructions": {o.label: o.ins.name for o in (m, *near)},
                 "question": _NOTE + question, "shown": [which_compile(hlo)],
                 **choice_item(m.label, wrong, program.slug, step, m.label),
@@ -321,20 +322,21 @@ def _layout_items(program: ProgramRecord) -> list[dict]:
     return items
 
 
-def _weighted(items: list[dict]) -> list[dict]:
-    """Each (layer, step) of a program shares at most PER_PROGRAM of weight, the program at most PROGRAM_CAP."""
-    counts: dict[tuple, int] = {}
-    for i in items:
-        counts[(i["layer"], i["step"])] = counts.get((i["layer"], i["step"]), 0) + 1
-    out = [i if "weight" in i else {**i, "weight": min(1.0, PER_PROGRAM / counts[(i["layer"], i["step"])])}
-           for i in items]
-    scale = min(1.0, PROGRAM_CAP / sum(i["weight"] for i in out)) if out else 1.0
-    return [{**i, "weight": round(i["weight"] * scale, 3)} for i in out]
+def _item(program: ProgramRecord, draft: dict) -> Item:
+    """The pool's item for a draft; its card is the step, the layer and what it asks about: the result or
+    output (donation), the instruction (copies and bitcasts), the buffer (layouts)."""
+    layer = draft["layer"]  # stablehlo, or the compile target id of a compiled layer
+    about = draft.get("buffer") or draft.get("instruction") or f"output={draft['output']}"
+    return from_draft(draft, card=(draft["step"], layer, about), layer=layer,
+                      context=refer(program, layer, draft["shown"]))
 
 
+# Each (layer, step) of a program shares at most 4 of weight, the program at most 8 (sdpa has two dozen
+# buffers); a contrast item keeps its own 0.25 before that scaling.
 @drill("buffers", number="09", title="buffers: donated, copied, laid out",
        aim="Read where a buffer goes: which donated argument a result takes over, which instruction really "
-           "copies bytes and which only relabels them, and which axis a layout puts minor or major.")
-def buffer_items(program: ProgramRecord) -> list[dict]:
+           "copies bytes and which only relabels them, and which axis a layout puts minor or major.",
+       per_program=PER_PROGRAM, cap_by=("layer", "step"), program_cap=PROGRAM_CAP)
+def buffer_items(program: ProgramRecord) -> list[Item]:
     """Donation items (lowered and compiled), copy-or-bitcast items, and layout-order items of one program."""
-    return _weighted([*_alias_items(program), *_move_items(program), *_layout_items(program)])
+    return [_item(program, d) for d in (*_alias_items(program), *_move_items(program), *_layout_items(program))]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import Listing, which_compile
+from dumpgym.drills.item import Item, Lines, Note, choice
 from dumpgym.hlo import DATA_MOVEMENT, computes
 from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
@@ -105,24 +106,28 @@ class _Compile(Listing):
         return f"{named} is inside: %{ins[0].name} (HLO line {ins[0].line}) in %{ins[0].computation} computes it{how}"
 
 
-def _shown(c: _Compile, fusion: Fusion) -> list[str]:
-    """The blocks the page shows: which compile, the fusion's call line, its computations, the jaxpr."""
-    hlo = c.hlo
-    return [which_compile(hlo), c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion.line)),
-            c.program.jaxpr]
+def _context(c: _Compile, layer: str, fusion: Fusion) -> tuple:
+    """What the page shows: which compile, the fusion's call line, its computations, the whole jaxpr
+    (references into the listings, not copies)."""
+    bodies = [Lines(layer, *c.computations[n]) for n in c.body(fusion.line)]
+    return (Note(which_compile(c.hlo)), Lines(layer, fusion.line, fusion.line, strip=True), *bodies,
+            Lines("jaxpr", 1, len(c.program.jaxpr.split("\n"))))
 
 
+# Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.
 @drill("fusions", number="05", title="what XLA fused",
-       aim="Name the equations XLA merged into one fusion of the compiled program.")
-def fusion_items(program: ProgramRecord) -> list[dict]:
+       aim="Name the equations XLA merged into one fusion of the compiled program.",
+       per_program=4, cap_by=("layer",))
+def fusion_items(program: ProgramRecord) -> list[Item]:
     """One item per fusion that computes two or more equations, in each CPU compile, then each TPU one.
-
-    A GPU's fusions are not asked yet: its attribution is not checked against a fresh compile."""
+    Its card names the compile's target and the fusion: the CPU's and the TPU's fusion of one name
+    are different questions. A GPU's fusions are not asked yet: its attribution is not checked
+    against a fresh compile."""
     layers = [*program.layers("cpu").items(), *program.layers("tpu").items()]
-    return [{**item, "layer": target} for target, hlo in layers for item in _layer_items(program, hlo)]
+    return [item for target, hlo in layers for item in _layer_items(program, target, hlo)]
 
 
-def _layer_items(program: ProgramRecord, hlo: CompiledLayer) -> list[dict]:
+def _layer_items(program: ProgramRecord, layer: str, hlo: CompiledLayer) -> list[Item]:
     c = _Compile(hlo=hlo, program=program)
     items = []
     for fusion in hlo.fusions:
@@ -131,12 +136,10 @@ def _layer_items(program: ProgramRecord, hlo: CompiledLayer) -> list[dict]:
             continue
         made = _set_item(c, fusion, answer) if len(answer) <= MAX_SET else _not_in_item(c, fusion, answer)
         if made:
-            items.append({"eqn": None, **made, "fusion": fusion.name, "hlo_line": fusion.line})
-    # Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.
-    weight = round(min(1.0, 4 / len(items)), 3) if items else 1.0
-    for item in items:
-        item["shown"] = _shown(c, next(f for f in hlo.fusions if f.name == item["fusion"]))
-        item["weight"] = weight
+            # The CPU's card is the drills/1 family (`fusions/SLUG/NAME/`), so saved progress carries over.
+            card = (fusion.name,) if layer == "cpu" else (fusion.name, layer)
+            items.append(Item(question=made["question"], answer=choice(made), context=_context(c, layer, fusion),
+                              card=card, layer=layer, facts={"fusion": fusion.name, "hlo_line": fusion.line}))
     return items
 
 

@@ -12,10 +12,9 @@ import math
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
-from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, short, which_compile
+from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, which_compile
+from dumpgym.drills.item import Item, Lines, Note, choice
 from dumpgym.record import CompiledLayer, ProgramRecord
-
-PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
 
 
 def _axes(b: Buffer, tile, minor: int, second: int | None) -> str:
@@ -132,17 +131,21 @@ def _question(step: str, b: Buffer, d, at: str) -> str:
 _STEPS = (("minor-tile", _minor_tile), ("memory-space", _memory_space), ("bytes", _bytes))
 
 
+# A program with more items of one step (the unrolled scan has two dozen buffers) shares 4 of weight among them.
 @drill("layouts", number="10", title="TPU layouts, read",
-       aim="Read a TPU buffer's layout: its minor axis and tile, its memory space, and the bytes it takes.")
-def layout_items(program: ProgramRecord) -> list[dict]:
-    """Per TPU layer and step, one item per distinct buffer, at the first instruction that makes it."""
+       aim="Read a TPU buffer's layout: its minor axis and tile, its memory space, and the bytes it takes.",
+       per_program=4, cap_by=("layer", "step"))
+def layout_items(program: ProgramRecord) -> list[Item]:
+    """Per TPU layer and step, one item per distinct buffer, at the first instruction that makes it.
+    Its card is the step and the buffer as the step tells buffers apart (for `memory-space` the printed
+    text, for the others the text without its memory space), and the layer's target."""
     return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
 
 
-def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[dict]:
+def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
     listing = Listing(hlo)
     seen: set[tuple[str, str]] = set()
-    by_step: dict[str, list[dict]] = {step: [] for step, _ in _STEPS}
+    by_step: dict[str, list[Item]] = {step: [] for step, _ in _STEPS}
     for ins in hlo.instructions:
         d = definition(listing.lines[ins.line - 1], ins.line)
         if d is None:
@@ -163,14 +166,9 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
                 if len(wrong) < 2:
                     continue
                 at = f"%{d.name}, compiled HLO line {d.line}"
-                by_step[step].append({
-                    "eqn": None, "layer": target, "step": step, "hlo_line": d.line, "buffer": b.text,
-                    "question": _question(step, b, d, at),
-                    "shown": [which_compile(hlo), short(listing.lines[d.line - 1])],
-                    **choice_item(answer, wrong[:3], program.slug, step, b.text),
-                })
-    items = []
-    for step_items in by_step.values():
-        weight = round(min(1.0, PER_PROGRAM / len(step_items)), 3) if step_items else 1.0
-        items += [{**item, "weight": weight} for item in step_items]
-    return items
+                by_step[step].append(Item(
+                    question=_question(step, b, d, at), layer=target, step=step, card=(key[1], step, target),
+                    answer=choice(choice_item(answer, wrong[:3], program.slug, step, b.text)),
+                    context=(Note(which_compile(hlo)), Lines(target, d.line, d.line, cut=True)),
+                    facts={"hlo_line": d.line, "buffer": b.text}))
+    return [item for step_items in by_step.values() for item in step_items]

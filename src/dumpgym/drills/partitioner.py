@@ -22,16 +22,30 @@ from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._inserted import inserted_items
 from dumpgym.drills._tpu import Buffer, Listing, definition, which_compile
+from dumpgym.drills.item import Item, from_draft, refer
 from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
-
-PER_PROGRAM = 6  # a program with more items shares this much weight among them
 _PARAMETER = re.compile(r" parameter\((\d+)\)")
 _OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
 
 
+# What one item asks about, beside its step and layer: the first of these facts it has, else its equation.
+_ABOUT = ("argument", "result", "instruction", "stablehlo_line")
+
+
+def _item(program: ProgramRecord, draft: dict) -> Item:
+    """The pool's item for a draft; its card is the step, the layer and what it asks about (`argument=0`,
+    `instruction=param.3`, `stablehlo_line=41`, or the equation)."""
+    layer = draft["layer"]  # stablehlo, or a TPU layer's compile target id
+    about = next((f"{k}={draft[k]}" for k in _ABOUT if k in draft), f"eqn={draft['eqn']}")
+    return from_draft(draft, card=(draft["step"], layer, about), layer=layer,
+                      context=refer(program, (layer, "jaxpr"), draft["shown"]))
+
+
+# A program with more items shares 6 of weight among them.
 @drill("partitioner", number="06", title="the partitioner",
-       aim="Read a sharding down to each device's block, and a collective's device groups back to mesh axes.")
-def partitioner_items(program: ProgramRecord) -> list[dict]:
+       aim="Read a sharding down to each device's block, and a collective's device groups back to mesh axes.",
+       per_program=6)
+def partitioner_items(program: ProgramRecord) -> list[Item]:
     """Per-device blocks of every sharded argument (StableHLO and TPU compile), copies under
     `last_tile_dim_replicate`, and the mesh axes of every collective's device groups."""
     if not program.mesh:
@@ -43,8 +57,7 @@ def partitioner_items(program: ProgramRecord) -> list[dict]:
     for target, hlo in program.layers("tpu").items():
         items += [*_tpu_parameters(program, target, hlo, module), *_tpu_groups(program, target, hlo, module),
                   *inserted_items(program, target, hlo, _mesh_note(module))]
-    weight = round(min(1.0, PER_PROGRAM / len(items)), 3) if items else 1.0
-    return [{**item, "weight": weight} for item in items]
+    return [_item(program, item) for item in items]
 
 
 # --- shared wording ---------------------------------------------------------------------------

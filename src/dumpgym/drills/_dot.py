@@ -11,6 +11,7 @@ that layer's notation, and its line(s) with the output type masked, ready to be 
 """
 from __future__ import annotations
 
+import functools
 import re
 import textwrap
 from dataclasses import dataclass
@@ -221,17 +222,26 @@ def _hlo_type(text: str) -> tuple[tuple[int, ...], str] | None:
     return (_ints(found.group(2)), found.group(1)) if found else None
 
 
+_DEFINES = re.compile(r"^\s*(?:ROOT )?(%[\w.\-]+) = (\S+) ", re.M)
+
+
+@functools.lru_cache(maxsize=4)
+def _listing(text: str) -> tuple[list[str], dict[str, str]]:
+    """A compiled text's lines, and each instruction's type by its name (the first line defining it), read once."""
+    types: dict[str, str] = {}
+    for m in _DEFINES.finditer(text):
+        types.setdefault(m.group(1), m.group(2))
+    return text.splitlines(), types
+
+
 def hlo_view(text: str, line_no: int) -> DotView | None:
     """The compiled `dot` on line `line_no` of `text`, its operands' types read from their own lines."""
-    lines = text.splitlines()
+    lines, defined = _listing(text)
     line = lines[line_no - 1]
     found = _HLO.match(line)
     if found is None:
         return None
-    types = {}
-    for name in (found.group(3), found.group(4)):
-        defining = re.compile(r"^\s*(?:ROOT )?" + re.escape(name) + r" = (\S+) ")
-        types[name] = next((m.group(1) for m in map(defining.match, lines) if m), None)
+    types = {name: defined.get(name) for name in (found.group(3), found.group(4))}
     parsed = [_hlo_type(t) if t else None for t in (types[found.group(3)], types[found.group(4)], found.group(2))]
     if None in parsed:
         return None

@@ -14,6 +14,8 @@ the plain `x @ w` matmul gets one question per layer, and harder skeletons weigh
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from math import prod
 from typing import Iterator
@@ -223,9 +225,15 @@ def view_items(eqn: EqnFact, view: DotView, steps=STEPS, seed: str = "") -> list
 # Where each layer shows the dot.
 
 
+@functools.lru_cache(maxsize=4)
+def _lines(text: str) -> list[str]:
+    """A listing's lines, split once however many equations ask (an unrolled model asks for hundreds)."""
+    return text.splitlines()
+
+
 def shlo_line(program: ProgramRecord, eqn: EqnFact) -> str | None:
     """The `stablehlo.dot_general` line the x-ray gives this equation, if any."""
-    lines = program.stablehlo.splitlines()
+    lines = _lines(program.stablehlo)
     for group in program.xray:
         if group.eqn == eqn.id:
             for n in group.stablehlo_lines:

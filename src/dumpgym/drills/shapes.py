@@ -225,9 +225,9 @@ def skill_of(eqn: EqnFact, body: Sequence[EqnFact] = ()) -> str:
     return "promotion" if all(out.dtype != x.dtype for x in ins) else "other"
 
 
-def _shard_map_of(eqn: EqnFact, by_id: dict[int, EqnFact]) -> EqnFact | None:
+def _shard_map_of(eqn: EqnFact, eqns: tuple[EqnFact, ...]) -> EqnFact | None:
     while eqn.parent is not None:
-        eqn = by_id[eqn.parent]
+        eqn = eqns[eqn.parent]  # ids follow print order (the record checks it)
         if eqn.primitive == "shard_map":
             return eqn
     return None
@@ -236,7 +236,7 @@ def _shard_map_of(eqn: EqnFact, by_id: dict[int, EqnFact]) -> EqnFact | None:
 def where_of(program: ProgramRecord, listing: Listing, eqn: EqnFact) -> Where:
     """Where the equation sits: the program's mesh, and inside a shard_map body, its operands' global avals."""
     mesh = dict(program.mesh or {})
-    outer = _shard_map_of(eqn, {e.id: e for e in program.eqns})
+    outer = _shard_map_of(eqn, program.eqns)
     if outer is None:
         return Where(mesh=mesh)
     first, last = outer.jaxpr_lines

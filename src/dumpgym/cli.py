@@ -107,8 +107,12 @@ def _cmd_export(args) -> int:
 def _cmd_drills(args) -> int:
     from dumpgym import drills
 
+    from dumpgym.drills._stored import StoredItems
+    from dumpgym.usercorpus import user_corpus_dir
+
     warn = lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)  # noqa: E731
-    json.dump(drills.build_pool(_load(args), warn), sys.stdout, indent=1, ensure_ascii=False)
+    pool = drills.build_pool(_load(args), warn, StoredItems(user_corpus_dir(args.corpus)))
+    json.dump(pool, sys.stdout, indent=1, ensure_ascii=False)
     print()
     return 0
 

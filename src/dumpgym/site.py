@@ -366,11 +366,13 @@ def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
     import sys
 
     from dumpgym.drills import build_pool
-    from dumpgym.usercorpus import load_corpus
+    from dumpgym.drills._stored import StoredItems
+    from dumpgym.usercorpus import load_corpus, user_corpus_dir
 
     warn = warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr))
     corpus = load_corpus(corpus_dir, warn)
-    return corpus, build_pool(corpus, warn)
+    # An added program's items are kept beside its record: a big model is read, not drilled again.
+    return corpus, build_pool(corpus, warn, StoredItems(user_corpus_dir(corpus_dir)))
 
 
 def _weight(items: list[dict]) -> float:

@@ -27,7 +27,7 @@ from dumpgym.record import ProgramRecord, RecordError, upgrade_program, valid_sl
 
 INDEX_SCHEMA = "dumpgym.user-corpus/1"
 # What `write_atomic` leaves behind when killed mid-write: `.<name>.json.<random>`.
-_LEFTOVER = re.compile(r"\.[a-z0-9-]+\.json\.[A-Za-z0-9_]{6,}")
+_LEFTOVER = re.compile(r"\.[a-z0-9-]+(?:\.drills)?\.json\.[A-Za-z0-9_]{6,}")
 
 
 def user_corpus_dir(corpus_dir: str | os.PathLike | None = None) -> Path:
@@ -353,6 +353,7 @@ def remove(slug: str, corpus_dir=None) -> None:
         _clean_leftovers(folder)
         _write_index(folder, [s for s in slugs if s != slug])
         (folder / f"{slug}.json").unlink(missing_ok=True)
+        (folder / f"{slug}.drills.json").unlink(missing_ok=True)  # its stored drill items (drills/_stored.py)
 
 
 def listing(corpus_dir=None) -> list[dict]:

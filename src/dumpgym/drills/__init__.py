@@ -144,20 +144,31 @@ def _same_question(a: Item, b: Item) -> bool:
     return (a.step, a.skill) == (b.step, b.skill) and a.layer != b.layer
 
 
-def build_pool(corpus: dict, warn: Callable[[str], None] | None = None) -> dict:
+def build_pool(corpus: dict, warn: Callable[[str], None] | None = None, stored=None) -> dict:
     """The `dumpgym.drills/2` item pool over every program of a corpus dict.
 
     A kind that fails on one program costs that kind on that program only: it is listed in the pool's
-    `skipped` (the page says so) and told to `warn` in one line; nothing else is lost."""
-    programs = [ProgramRecord.from_json(p, f"programs[{i}]") for i, p in enumerate(corpus["programs"])]
-    skipped: list[Skipped] = []
-    items = [item.to_json() for p in programs for item in items_for(p, skipped)]
+    `skipped` (the page says so) and told to `warn` in one line; nothing else is lost. With `stored`
+    (`_stored.StoredItems` of the user's corpus folder), an added program's items are read from beside
+    its record when they were made from this record by this code, and kept there when made."""
+    items: list[dict] = []
+    skipped: list[dict] = []
+    for i, program in enumerate(corpus["programs"]):
+        kept = stored.read(program) if stored is not None and program.get("added") else None
+        if kept is None:
+            record = ProgramRecord.from_json(program, f"programs[{i}]")
+            failed: list[Skipped] = []
+            kept = [item.to_json() for item in items_for(record, failed)], [s.to_json() for s in failed]
+            if stored is not None and program.get("added"):
+                stored.write(program, *kept)
+        items += kept[0]
+        skipped += kept[1]
     for s in skipped:
         if warn is not None:
-            warn(s.line())
+            warn(Skipped(**s).line())
     present = {item["drill"] for item in items}
     listed = sorted((k for k in kinds().values() if k.name in present), key=lambda k: k.number)
     pool = {"schema": SCHEMA, "kinds": [k.to_json() for k in listed], "items": items}
     if skipped:  # left out when empty: a pool with nothing skipped prints as before
-        pool["skipped"] = [s.to_json() for s in skipped]
+        pool["skipped"] = skipped
     return pool

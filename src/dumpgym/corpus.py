@@ -61,6 +61,7 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
         hlo_tpu=hlo_tpu,
         hlo_gpu=hlo_gpu,
         platform=program.platform,
+        lowered=xray.lowered,
     )
 
 

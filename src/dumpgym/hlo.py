@@ -18,7 +18,9 @@ must agree).
 The HLO Python bindings give computations, instruction names, opcodes, operands and
 users, but not metadata, called computations or parameter numbers: those are read from
 each instruction's own printed form (`HloInstruction.to_string()`), and which
-instruction is a computation's ROOT from the compiled text; nothing else is read from text.
+instruction is a computation's ROOT from the compiled text. What the later stages need of the
+module (result shapes and layouts, operands, computations, shardings, loop counters) is read here
+too, once, by `hlo_facts.py`, and kept in the record.
 """
 from __future__ import annotations
 
@@ -28,16 +30,12 @@ from collections import defaultdict
 from pathlib import Path
 
 from dumpgym.facts import Facts
-# DATA_MOVEMENT and computes are read from here by drills/fusions.py.
-from dumpgym.hlo_attribution import DATA_MOVEMENT, attribute, computes, enclosing  # noqa: F401
+from dumpgym.hlo_attribution import attribute, enclosing
+from dumpgym.hlo_facts import CALLS_RE, TO_APPLY_RE, with_facts
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
 from dumpgym.trace import innermost_tag, lower_copy
 
-# What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
-CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
-_TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
-APPLIES_RE = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
 _PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
 _LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
 
@@ -144,6 +142,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
         unattributed += graph.tag[name] is not None and not eqns[name]
     instructions.sort(key=lambda i: i.line)
     fusions.sort(key=lambda f: f.line)
+    instructions, compiled_facts = with_facts(instructions, plain, text)
 
     by_eqn: dict[int, set[int]] = defaultdict(set)
     for ins in instructions:
@@ -178,6 +177,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
             inferred=count["inferred"],
             in_regions=count["region"],
         ),
+        **compiled_facts,
     )
 
 
@@ -296,7 +296,7 @@ class CompiledGraph:
             self.users[name] = [u.name for u in instruction.users()]
             self.calls[name] = CALLS_RE.findall(printed)
             self.members[computation].append(name)
-            for region in _TO_APPLY_RE.findall(printed):
+            for region in TO_APPLY_RE.findall(printed):
                 self.holders[region].append(name)
             for loop_computation in _LOOP_RE.findall(printed):
                 self.loop_of[loop_computation] = name

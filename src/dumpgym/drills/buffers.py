@@ -13,7 +13,7 @@ from __future__ import annotations
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
-from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, short, which_compile
+from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, short, which_compile
 from dumpgym.record import ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
@@ -85,7 +85,7 @@ def _ordinal(n: int) -> str:
 def _param_status(c: Compiled, number: int) -> str:
     """What the alias table says about `parameter(number)`."""
     outs = [o for o, p in c.aliasing.items() if p == number]
-    if not c.header:
+    if not c.has_table:
         return "the module has no `input_output_alias` at all: nothing was donated"
     if outs:
         return f"the table gives its buffer to output {{{outs[0]}}}"
@@ -97,7 +97,7 @@ def _compiled_wrong(c: Compiled, k: int, answer) -> list[tuple[str, str, str]]:
     p = c.aliasing.get(k)
     if p is not None:
         where = f"its entry `{{{k}}}: ({p}, {{}}, may-alias)` names `parameter({p})`"
-    elif c.header:
+    elif c.has_table:
         where = f"no entry of `input_output_alias` names output {{{k}}}"
     else:
         where = "the module has no `input_output_alias` at all: nothing was donated"
@@ -147,7 +147,7 @@ def _compiled_item(program: ProgramRecord, c: Compiled, k: int) -> dict | None:
 
 def _alias_items(program: ProgramRecord) -> list[dict]:
     """Every result of a program that donates; one contrast item, at one layer, for a program that does not."""
-    sig = lowered(program.stablehlo)
+    sig = lowered(program)
     comp = compiled(program.hlo_tpu) if program.hlo_tpu is not None else None
     if sig is None:
         return []
@@ -293,9 +293,10 @@ def _layout_items(program: ProgramRecord) -> list[dict]:
     for layer, hlo, min_rank, steps in layers:
         if hlo is None:
             continue
-        lines = Listing(hlo).lines
+        listing = Listing(hlo)
+        lines = listing.lines
         for ins in hlo.instructions:
-            d = definition(lines[ins.line - 1], ins.line)
+            d = listing.definition(ins)
             for b in d.buffers if d else ():
                 rank = len(b.dims)
                 if rank < min_rank or b.minor_to_major == tuple(range(rank - 1, -1, -1)):

@@ -12,7 +12,7 @@ import math
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
-from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, short, which_compile
+from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, short, which_compile
 from dumpgym.record import ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
@@ -143,7 +143,7 @@ def layout_items(program: ProgramRecord) -> list[dict]:
     seen: set[tuple[str, str]] = set()
     by_step: dict[str, list[dict]] = {step: [] for step, _ in _STEPS}
     for ins in hlo.instructions:
-        d = definition(listing.lines[ins.line - 1], ins.line)
+        d = listing.definition(ins)
         if d is None:
             continue
         for b in d.buffers:

@@ -20,12 +20,10 @@ from dumpgym.drills import drill
 from dumpgym.drills import _sharding as sh
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._inserted import inserted_items
-from dumpgym.drills._tpu import Buffer, Listing, definition, which_compile
+from dumpgym.drills._tpu import Buffer, Listing, which_compile
 from dumpgym.record import Instruction, ProgramRecord
 
 PER_PROGRAM = 6  # a program with more items shares this much weight among them
-_PARAMETER = re.compile(r" parameter\((\d+)\)")
-_OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
 
 
 @drill("partitioner", number="06", title="the partitioner",
@@ -35,11 +33,11 @@ def partitioner_items(program: ProgramRecord) -> list[dict]:
     `last_tile_dim_replicate`, and the mesh axes of every collective's device groups."""
     if not program.mesh:
         return []
-    module = sh.read_stablehlo(program.stablehlo)
+    module = sh.sdy_module(program)
     if module is None:
         return []
     items = [*_stablehlo_blocks(program, module), *_stablehlo_groups(program, module)]
-    if program.hlo_tpu is not None:
+    if program.hlo_tpu is not None and program.hlo_tpu.has_facts:
         items += [*_tpu_parameters(program, module), *_tpu_groups(program, module),
                   *inserted_items(program, _mesh_note(module))]
     weight = round(min(1.0, PER_PROGRAM / len(items)), 3) if items else 1.0
@@ -154,7 +152,7 @@ def _group_options(groups, mesh, printed: str | None, *seed) -> dict | None:
     found = sh.group_axes(groups, sizes)
     if found is None or len(names) < 2:
         return None
-    plain = sh.groups_without_transpose(printed) if printed else None
+    plain = sh.groups_without_transpose(printed, groups) if printed else None
     plain_axes = sh.varying_axes(plain[0], sizes) if plain and len(plain) > 1 else None
     wrong = []
     for axes in [(a,) for a in range(len(names))] + [tuple(range(len(names)))]:
@@ -224,15 +222,16 @@ def _short_line(text: str) -> str:
 def _tpu_groups(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
     """One item per distinct collective of the TPU compile (fused copies of one all-gather are asked once)."""
     listing = Listing(program.hlo_tpu)
+    groups = {g.line: g for g in program.hlo_tpu.replica_groups}
     items, asked = [], set()
     for ins in program.hlo_tpu.instructions:
         text = listing.lines[ins.line - 1]
-        d, printed = definition(text, ins.line), sh.hlo_groups_text(text)
+        d, printed = listing.definition(ins), groups[ins.line].printed if ins.line in groups else None
         seen = (d.opcode, printed, re.sub(r"\{[^}]*\}", "", d.shape)) if d is not None else None
         if d is None or printed is None or d.opcode.endswith("-done") or seen in asked:
             continue  # the same collective fused into several computations (layouts aside) is asked once
         asked.add(seen)
-        options = _group_options(sh.read_groups(printed), module.mesh, printed,
+        options = _group_options([list(g) for g in groups[ins.line].groups], module.mesh, printed,
                                  program.slug, "group-axis", "hlo_tpu", ins.name)
         if options is None:
             continue
@@ -255,25 +254,19 @@ def _mesh_note(module: sh.SdyModule) -> str:
 
 def _tpu_parameters(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
     listing = Listing(program.hlo_tpu)
-    entry = next(c for c in listing.computations if listing.lines[listing.computations[c][0] - 1].startswith("ENTRY"))
     arguments = {v.index: v for v in module.values if v.what == "argument"}
     items = []
-    for ins in program.hlo_tpu.instructions:
+    for p in program.hlo_tpu.entry_parameters:
+        ins = listing.at[p.line]
         text = listing.lines[ins.line - 1]
-        number = _PARAMETER.search(text)
-        if ins.computation != entry or ins.opcode != "parameter" or number is None or "sharding=" not in text:
-            continue
-        value = arguments.get(int(number.group(1)))
-        d = definition(text, ins.line)
+        value = arguments.get(p.number)
+        d = listing.definition(ins)
         if value is None or d is None or not d.buffers:
             continue
-        start = text.index("sharding=") + len("sharding=")
-        split = sh.read_hlo_sharding(text[start:sh.balanced_end(text, start)], len(value.shape))
+        split = sh.hlo_split(p.sharding, len(value.shape))
         if split is None:
             continue
-        name = _OP_NAME.search(text)
-        param = _Param(program, ins, text, d.buffers[0], value, split,
-                       name.group(1) if name else f"argument {number.group(1)}")
+        param = _Param(program, ins, text, d.buffers[0], value, split, p.op_name or f"argument {p.number}")
         items += [i for i in (param.block_item(), param.copies_item()) if i is not None]
     return items
 

@@ -38,9 +38,8 @@ class _Unit:
 
 
 def _printed(listing: Listing, ins: Instruction) -> str:
-    """The opcode as the line prints it (`copy-start`), read after the result shape."""
-    line = short(listing.lines[ins.line - 1])
-    return line.split(" = ", 1)[1].rsplit("(", 1)[0].split()[-1] if " = " in line else ins.opcode
+    """The opcode as the line prints it (`copy-start`), as the compile stage recorded it."""
+    return listing.hlo.printed(ins)
 
 
 def _unit(listing: Listing, ins: Instruction) -> _Unit | None:
@@ -91,7 +90,7 @@ def unit_items(program: ProgramRecord) -> list[dict]:
     """One `mxu` item per matrix-multiplying instruction, one `vpu` item per fusion without one, and a
     `none` item for a program that has no matrix multiply at all."""
     hlo = program.hlo_tpu
-    if hlo is None:
+    if hlo is None or not hlo.has_facts:
         return []
     listing = Listing(hlo)
     # Options are what the chip runs as one step: fusions (nested ones too) and instructions outside

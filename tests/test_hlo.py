@@ -492,7 +492,8 @@ def test_recorded_shapes_and_printed_opcodes_are_what_xla_prints_for_each_instru
             assert printed.startswith(f"{shape.text} {layer.printed(ins)}("), (slug, name, printed)
             members = xla_client.Shape(shape.text)
             members = members.tuple_shapes() if members.is_tuple() else [members]
-            assert [b.text for b in shape.buffers] == [str(m) for m in members if not m.is_tuple() and "{" in str(m)]
+            assert [layer.buffers[b].text for b in shape.buffers] == \
+                [str(m) for m in members if not m.is_tuple() and "{" in str(m)]
 
 
 @pytest.mark.compiled_hlo

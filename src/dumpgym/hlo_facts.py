@@ -57,9 +57,12 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
             operands=tuple(line_of[o.name] for o in bound[ins.name].operands()),
             calls=tuple(CALLS_RE.findall(line)), to_apply=tuple(TO_APPLY_RE.findall(line)), printed_opcode=own))
     entry = next(c.name for c in computations if c.entry)
+    buffers: dict[Buffer, int] = {}
     facts = {
         "computations": tuple(computations),
-        "shapes": tuple(ResultShape(shape, _buffers(shape)) for shape in shapes),
+        "shapes": tuple(ResultShape(shape, tuple(buffers.setdefault(b, len(buffers)) for b in _buffers(shape)))
+                        for shape in shapes),
+        "buffers": tuple(buffers),
         "printed_opcodes": dict(sorted(printed.items())),
         "entry_parameters": tuple(_entry_parameter(ins, lines[ins.line - 1]) for ins in out
                                   if ins.computation == entry and ins.opcode == "parameter"),

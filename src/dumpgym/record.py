@@ -258,10 +258,11 @@ class Buffer(_Record):
 
 @dataclass(frozen=True)
 class ResultShape(_Record):
-    """An instruction's result shape as printed, and its arrays with layouts (a tuple's members, in order)."""
+    """An instruction's result shape as printed, and its arrays with layouts (a tuple's members, in order),
+    as indices into its layer's `buffers`."""
 
     text: str
-    buffers: tuple[Buffer, ...]
+    buffers: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -368,8 +369,8 @@ class HloStats(_Record):
     in_regions: int  # via "region"
 
 
-_COMPILED_FACTS = ("computations", "shapes", "printed_opcodes", "entry_parameters", "aliases", "replica_groups",
-                   "while_counters")
+_COMPILED_FACTS = ("computations", "shapes", "buffers", "printed_opcodes", "entry_parameters", "aliases",
+                   "replica_groups", "while_counters")
 
 
 @dataclass(frozen=True)
@@ -401,6 +402,7 @@ class CompiledLayer(_Record):
     # written before them has none (`has_facts` is False): the drills that read them ask nothing of it.
     computations: tuple[Computation, ...] = ()
     shapes: tuple[ResultShape, ...] = ()  # each distinct printed result shape once; `Instruction.shape` indexes it
+    buffers: tuple[Buffer, ...] = ()  # each distinct array with its layout once; `ResultShape.buffers` index it
     # Each opcode as the record spells it -> as the text prints it (`allreduce` -> `all-reduce`), from its first
     # instruction; an instruction printed otherwise says so itself (`Instruction.printed_opcode`).
     printed_opcodes: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -457,6 +459,10 @@ class CompiledLayer(_Record):
         if self.computations and sum(c.entry for c in self.computations) != 1:
             raise RecordError(f"{_join(path, 'computations')}: {sum(c.entry for c in self.computations)} entries, "
                               "expected 1")
+        for i, shape in enumerate(self.shapes):
+            if any(not 0 <= b < len(self.buffers) for b in shape.buffers):
+                raise RecordError(f"{_at(f'{path}.shapes[{i}].buffers')}: "
+                                  f"an index past the {len(self.buffers)} buffers")
         for i, ins in enumerate(self.instructions):
             where = f"{path}.instructions[{i}]"
             if ins.shape is not None and not 0 <= ins.shape < len(self.shapes):
@@ -537,7 +543,8 @@ class StablehloCollective(_Record):
 
 @dataclass(frozen=True)
 class LoweredModule(_Record):
-    """What MLIR reads in the lowered module, once, for the drills: main's signature, meshes, constraints, collectives."""
+    """What MLIR reads in the lowered module, once, for the drills: main's signature, meshes, constraints and
+    collectives."""
 
     main: MainSignature | None
     meshes: tuple[SdyMesh, ...]
@@ -550,7 +557,8 @@ class LoweredModule(_Record):
             _lines_within((self.main.line,), lines, f"{path}.main.line", "the StableHLO")
             for i, arg in enumerate(self.main.args):
                 if arg.aliasing_output is not None and not 0 <= arg.aliasing_output < len(self.main.results):
-                    raise RecordError(f"{_at(f'{path}.main.args[{i}].aliasing_output')}: no result {arg.aliasing_output}")
+                    raise RecordError(f"{_at(f'{path}.main.args[{i}].aliasing_output')}: "
+                                      f"no result {arg.aliasing_output}")
         for name, rows in (("meshes", self.meshes), ("sharding_constraints", self.sharding_constraints),
                            ("collectives", self.collectives)):
             for i, row in enumerate(rows):

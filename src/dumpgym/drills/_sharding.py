@@ -1,4 +1,4 @@
-"""Reading shardings and device groups for the partitioner drill, from what the record holds of XLA's and Shardy's reading.
+"""Shardings and device groups for the partitioner drill, as the record holds XLA's and Shardy's reading of them.
 
 A compiled sharding (`{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}`) is recorded as XLA's
 parser read it (`record.Sharding`): the tile counts, whether the last count holds copies, and the

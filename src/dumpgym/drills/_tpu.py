@@ -113,7 +113,8 @@ class Listing:
         if ins.shape is None:
             return None
         shape = self.hlo.shapes[ins.shape]
-        return Definition(ins.line, ins.name, shape.text, self.hlo.printed(ins), shape.buffers)
+        return Definition(ins.line, ins.name, shape.text, self.hlo.printed(ins),
+                          tuple(self.hlo.buffers[b] for b in shape.buffers))
 
     @functools.cached_property
     def _users(self) -> dict[int, list[Instruction]]:

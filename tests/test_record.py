@@ -222,3 +222,28 @@ def test_a_record_without_the_compiled_facts_gets_fewer_drills_not_an_error(corp
     assert {k: n for k, n in before.items() if k != "loops"} == {k: n for k, n in now.items() if k not in _NEEDS_FACTS
                                                                  and k != "loops"}
     assert before["loops"] == now["loops"] - sum(1 for i in pool["items"] if i.get("step") == "trips")
+
+
+def test_drills_and_site_read_the_record_and_import_no_compiler():
+    """No module under drills/ nor site.py imports MLIR, jaxlib's HLO bindings, the compile stage or JAX's
+    internals: the compiler facts they need are in the record."""
+    import ast
+    from pathlib import Path
+
+    import dumpgym
+
+    root = Path(dumpgym.__file__).parent
+    banned = ("jaxlib", "jax", "dumpgym.hlo", "dumpgym.hlo_attribution", "dumpgym.hlo_facts",
+              "dumpgym.stablehlo_facts", "dumpgym.jax_internals")
+    files = sorted((root / "drills").glob("*.py")) + [root / "site.py"]
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert not any(name == b or name.startswith(b + ".") for b in banned), (path.name, name)
+    assert len(files) > 20

@@ -1,6 +1,6 @@
 """The buffer drill: whose buffer a result takes (donation), real copies against free bitcasts, and layout order.
 
-Six questions (`step`), each answered from the record's texts as MLIR and XLA read them (`_buffers`):
+Six questions (`step`), each answered from the record, as MLIR and XLA read the modules (`_buffers`):
 - `lowered-alias` (StableHLO): which argument's buffer may result k take? (`tf.aliasing_output`)
 - `compiled-alias` (TPU HLO): which parameter's buffer does output {k} go into? (`input_output_alias`)
 - `real-copy` and `free-bitcast` (TPU HLO): of these instructions, written operand → result with the

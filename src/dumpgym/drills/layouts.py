@@ -1,7 +1,8 @@
 """The layout drill: read a TPU buffer's layout (minor axis and tile), its memory space, and its padded size.
 
-Asked of the TPU layer (`hlo_tpu`). Every buffer is read by XLA's shape parser (`_tpu.read_buffer`):
-`minor_to_major`, the tiles and the element size come from XLA's `Layout`; the padded size is
+Asked of the TPU layer (`hlo_tpu`). Every buffer is as XLA's shape parser read it when the program was
+compiled (the layer's `buffers`, `hlo_facts.read_buffer`): `minor_to_major`, the tiles and the element
+size come from XLA's `Layout`; the padded size is
 XLA's tiling rule applied to them (the tests compare it with `memory_analysis()` of a compile).
 Three questions (`step`): `minor-tile`, `memory-space` and `bytes`; each wrong option is what
 one misreading of this very buffer's notation gives.

@@ -1,8 +1,9 @@
 """The partitioner drill: what each device holds of a sharded array, and which devices a collective joins.
 
-Read from the StableHLO (main's `sdy.sharding` attributes, `sdy.sharding_constraint`, collectives'
-`replica_groups`, through MLIR's Shardy bindings) and from the TPU compile (`hlo_tpu`: entry
-parameters' `sharding={...}` read by XLA's `HloSharding`, collectives' `replica_groups`). The CPU
+Read from the record of the StableHLO (`lowered`: main's `sdy.sharding` attributes,
+`sdy.sharding_constraint`, collectives' `replica_groups`, as MLIR's Shardy bindings read them when the
+program was lowered) and of the TPU compile (`hlo_tpu`: entry parameters' `sharding={...}` as XLA's
+`HloSharding` read them, collectives' `replica_groups`, when it was compiled). The CPU
 compile is never used: its text depends on the host. Three questions (`step`): `shard-shape`
 (what shape is each device's block of a sharded value?), `same-block` (which
 devices hold the same block as device 0, under `last_tile_dim_replicate`?), `group-axis` (over

@@ -203,9 +203,12 @@ def test_a_record_written_before_the_compiled_facts_reads_back_as_it_was(corpus)
     old = [_without_facts(p) for p in corpus["programs"]]
     records = [ProgramRecord.from_json(p, p["slug"]) for p in old]
     assert [r.to_json() for r in records] == old
+    from dumpgym.site import compiled_ops
+
     for r in records:
         assert r.lowered is None
-        assert not any(layer.has_facts for layer in (r.hlo, r.hlo_tpu, r.hlo_gpu) if layer is not None)
+        for layer in (r.hlo, r.hlo_tpu, r.hlo_gpu):
+            assert layer is None or (not layer.has_facts and compiled_ops(layer) == {})  # no opcode link, no error
 
 
 def test_a_record_without_the_compiled_facts_gets_fewer_drills_not_an_error(corpus, pool):

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _timing import ROOT, worktrees  # noqa: E402
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
-ASKED = ("", "data/listings/train-step.json", "data/hlo-tpu/train-step.json")
+ASKED = ("", "data/listings/train-step.json", "data/compiled/tpu/train-step.json")
 
 
 def one_run(tree: Path) -> tuple[float, float]:

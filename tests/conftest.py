@@ -11,6 +11,7 @@ import pytest
 import dumpgym  # noqa: F401  (sets XLA_FLAGS for eight CPU devices before JAX starts)
 from dumpgym.corpus import BUILTIN_PATH
 from dumpgym.target import quiet_libtpu
+from needs_extras import check as check_extras
 
 quiet_libtpu()  # before JAX starts too, here and in the commands tests run (they inherit it)
 
@@ -46,13 +47,24 @@ def pool(corpus):
 
 
 @pytest.fixture(scope="session")
+def read_pool(corpus, pool):
+    """The pool's items as the drill tests read them (`pool_checks.readable`: context resolved, answer
+    form's fields beside the item's own), in pool order."""
+    from pool_checks import readable_pool
+
+    return readable_pool(pool, corpus)
+
+
+@pytest.fixture(scope="session")
 def by_slug(corpus):
     """Corpus program records by slug."""
     return {p["slug"]: p for p in corpus["programs"]}
 
 
 def pytest_runtest_setup(item):
-    """Skip `compiled_hlo` tests on a jaxlib without HLO bindings (scripts/test-compat's oldest JAX)."""
+    """Skip `compiled_hlo` tests on a jaxlib without HLO bindings (scripts/test-compat's oldest JAX), and
+    `needs_tpu` / `needs_gpu` tests where that extra is missing (failing them under CI instead)."""
+    check_extras(item)
     if item.get_closest_marker("compiled_hlo"):
         from dumpgym.jax_internals import JaxVersionError, require_hlo_bindings
 

@@ -1,4 +1,34 @@
-"""What every multiple-choice drill item must be, whatever its kind: shared by the drill tests."""
+"""What every multiple-choice drill item must be, whatever its kind, and how the drill tests read an item:
+shared by the drill tests."""
+from __future__ import annotations
+
+from dumpgym.drills.item import Item, resolve
+from dumpgym.record import ProgramRecord
+
+
+def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
+    """A `dumpgym.drills/2` item as the drill tests read it: its JSON, with `shown` its context resolved
+    against the program (exactly the blocks the page shows), its answer form's fields beside its own
+    (`options`, `answer` the right option's index, `reasons`, `rules`; or `answer_line`, `accepted_lines`,
+    `explain`), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
+    data = item.to_json() if isinstance(item, Item) else item
+    record = program if isinstance(program, ProgramRecord) else ProgramRecord.from_json(program)
+    form = data["answer"]
+    out = {k: v for k, v in data.items() if k not in ("answer", "facts")}
+    out.update(data.get("facts", {}))
+    out["shown"] = resolve(data["context"], record)
+    if form["form"] == "choice":
+        out.update(options=form["options"], answer=form["index"], reasons=form["reasons"], rules=form["rules"])
+    else:
+        out.update(answer_line=form["line"], accepted_lines=form["accepted"], explain=form["explain"])
+        out["kind"] = data["step"]
+    return out
+
+
+def readable_pool(pool: dict, corpus: dict) -> list[dict]:
+    """Every item of a pool, `readable`."""
+    records = {p["slug"]: ProgramRecord.from_json(p) for p in corpus["programs"]}
+    return [readable(i, records[i["program"]]) for i in pool["items"]]
 
 
 def assert_choice_item(item: dict) -> None:
@@ -10,3 +40,11 @@ def assert_choice_item(item: dict) -> None:
     assert len(item["reasons"]) == len(item["rules"]) == len(options)
     for k, (reason, rule) in enumerate(zip(item["reasons"], item["rules"])):
         assert (reason == "" and rule == "") == (k == item["answer"]), item
+
+
+def kind_items(program: ProgramRecord, kind: str) -> list[dict]:
+    """One kind's items of one program as the pool holds them (stamped, weighted under the kind's cap),
+    `readable`."""
+    from dumpgym.drills import items_for
+
+    return [readable(i, program) for i in items_for(program) if i.drill == kind]

@@ -21,7 +21,7 @@ def test_export_prints_the_corpus_schema():
     result = run("export")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["schema"] == "dumpgym.corpus/1"
+    assert data["schema"] == "dumpgym.corpus/2"
     assert len(data["programs"]) == len(SLUGS)
 
 
@@ -84,8 +84,12 @@ def test_add_a_program_that_draws_randomness(name, specs, tmp_path, capsys):
     assert "key<fry>[]" in record["jaxpr"]
     capsys.readouterr()
     assert cli.main(["drills", "--corpus", str(corpus), slug]) == 0
-    for item in json.loads(capsys.readouterr().out)["items"]:
-        for option in item.get("options", []) if item["drill"] == "shapes" else []:
+    pool = json.loads(capsys.readouterr().out)
+    assert pool["schema"] == "dumpgym.drills/2"
+    shapes = [item for item in pool["items"] if item["drill"] == "shapes" and item["program"] == slug]
+    assert shapes
+    for item in shapes:
+        for option in item["answer"]["options"]:
             assert str(parse_arg(option)) == option  # every option, key<fry>[] included, is an aval as printed
 
 
@@ -146,7 +150,7 @@ def test_a_jitted_function_keeps_its_donation(tmp_path, capsys):
     args = [jax.ShapeDtypeStruct((8,), jax.numpy.float32)] * 2
     assert record["stablehlo"] == module.sgd.lower(*args).as_text()  # as the user prints it
     assert "tf.aliasing_output = 0" in record["stablehlo"]
-    assert "input_output_alias={ {}: (0, {}, may-alias) }" in record["hlo"]["text"]
+    assert "input_output_alias={ {}: (0, {}, may-alias) }" in record["compiled"]["cpu"]["text"]
     assert not any(e["primitive"] == "jit" for e in record["eqns"])
 
 
@@ -185,6 +189,6 @@ def test_viewing_the_gym_needs_no_tpu_compiler(tmp_path, capsys):
         built = runs["build"].result()
         added = runs["add"].result()
     assert built.returncode == 0, built.stderr
-    assert (tmp_path / "site" / "data" / "hlo-tpu").is_dir()  # the committed TPU layer is shown all the same
+    assert (tmp_path / "site" / "data" / "compiled" / "tpu").is_dir()  # the committed TPU layer is shown all the same
     assert added.returncode == 2 and "pip install 'dumpgym[tpu]'" in added.stderr
     assert len(added.stderr.strip().splitlines()) == 1

@@ -24,17 +24,17 @@ def _traced_here(data: dict) -> dict:
     """`data` as a fresh build on this host would give it when nothing has changed: its CPU layers
     stamped with this host, as `compile_layer` stamps them."""
     data = _copy(data)
-    for p in (p for p in data["programs"] if "hlo" in p):  # a TPU-only program has no CPU layer
-        p["hlo"].update(host=host(), host_id=host_id())
+    for p in (p for p in data["programs"] if "cpu" in p["compiled"]):  # a TPU-only program has no CPU layer
+        p["compiled"]["cpu"].update(host=host(), host_id=host_id())
     return data
 
 
 def _compiled_elsewhere(data: dict) -> dict:
     """`data` as if its compiled layer had been made on another CPU, whose XLA code differs."""
     data = _copy(data)
-    for p in (p for p in data["programs"] if "hlo" in p):
-        p["hlo"].update(host="x86_64 AMD EPYC 7B13", host_id="0123456789abcdef",
-                        text=p["hlo"]["text"].replace("is_scheduled=true", "is_scheduled=true, elsewhere"))
+    for p in (p for p in data["programs"] if "cpu" in p["compiled"]):
+        p["compiled"]["cpu"].update(host="x86_64 AMD EPYC 7B13", host_id="0123456789abcdef",
+                        text=p["compiled"]["cpu"]["text"].replace("is_scheduled=true", "is_scheduled=true, elsewhere"))
     return data
 
 
@@ -86,12 +86,12 @@ def test_a_listing_edited_by_hand_is_named_and_nothing_else(corpus, traced):
 
 def test_every_layer_of_a_program_is_compared(corpus, traced):
     """A change in any field of any program is named, compiled layers included (TPU and GPU always)."""
-    for slug, field in (("mlp", "jaxpr"), ("attention", "eqns"), ("moe", "hlo_tpu"), ("rmsnorm", "hlo_gpu"),
-                        ("pallas-matmul", "hlo_tpu"), ("layernorm", "hlo")):
+    for slug, field in (("mlp", "jaxpr"), ("attention", "eqns"), ("moe", "tpu"), ("rmsnorm", "gpu"),
+                        ("pallas-matmul", "tpu"), ("layernorm", "cpu")):
         edited = {**traced, "programs": [_copy(p) if p["slug"] == slug else p for p in traced["programs"]]}
         program = next(p for p in edited["programs"] if p["slug"] == slug)
-        if field.startswith("hlo"):
-            program[field]["text"] += "\n"
+        if field in program["compiled"]:
+            program["compiled"][field]["text"] += "\n"
         else:
             program[field] = program[field][:-1]
         problems, _ = corpus_module.check(edited, traced)
@@ -126,7 +126,7 @@ def test_on_another_cpu_a_hand_edit_is_still_caught_and_its_diff_has_no_compiled
 def test_on_the_same_cpu_a_compiled_difference_is_a_failure(traced):
     committed = _copy(traced)
     mlp = committed["programs"][0]
-    mlp["hlo"]["text"] += "\n"
+    mlp["compiled"]["cpu"]["text"] += "\n"
     problems, notes = corpus_module.check(committed, traced)
     assert [p.splitlines()[0] for p in problems] == ["mlp: committed artifact differs from tracing"]
     assert notes == []

@@ -15,11 +15,12 @@ import pytest
 from jax import lax
 
 from dumpgym.corpus import program_record
-from dumpgym.drills.backward import PER_PROGRAM, backward_items
+from dumpgym.drills import kinds
 from dumpgym.facts import build_facts
 from dumpgym.program import Program
 from dumpgym.record import ProgramRecord
 from jax_reference import jaxpr_of
+from pool_checks import kind_items
 
 LABEL = re.compile(r"the (lhs|rhs|result) of the dot_general on line (\d+) \(")
 _ONE_TO_ONE = {"remat2", "checkpoint", "pjit", "jit", "closed_call"}
@@ -32,7 +33,7 @@ def records(corpus):
 
 @pytest.fixture(scope="module")
 def items(records):
-    return {slug: backward_items(r) for slug, r in records.items()}
+    return {slug: kind_items(r, "backward") for slug, r in records.items()}
 
 
 def _all(items):
@@ -65,12 +66,12 @@ def test_no_answer_is_printed_in_what_is_shown(items):
 
 
 def test_the_pool_is_the_same_every_time(records, items):
-    assert {slug: backward_items(r) for slug, r in records.items()} == items
+    assert {slug: kind_items(r, "backward") for slug, r in records.items()} == items
 
 
 def test_a_program_shares_a_capped_weight(items):
     for found in items.values():
-        assert sum(i["weight"] for i in found) <= PER_PROGRAM + 0.01  # weights are rounded to three places
+        assert sum(i["weight"] for i in found) <= kinds()["backward"].per_program + 0.01  # weights are rounded to three places
 
 
 def test_shown_holds_the_backward_and_the_forward_dot(records, items):
@@ -347,9 +348,9 @@ def test_a_residual_read_by_two_forward_dots_is_not_asked():
     def plain(x, w):
         return jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w)
 
-    asked = {i["eqn"] for i in backward_items(_record(shared, "f32[8,4]", "f32[4,4]")) if i["step"] == "wrt"}
+    asked = {i["eqn"] for i in kind_items(_record(shared, "f32[8,4]", "f32[4,4]"), "backward") if i["step"] == "wrt"}
     record = _record(shared, "f32[8,4]", "f32[4,4]")
     readers_of_x = [e.id for e in record.eqns if e.primitive == "dot_general" and "transpose(" in e.name_stack
                     and any(s is not None and s.eqn is None and s.index == 0 for s in e.sources)]
     assert readers_of_x and not set(readers_of_x) & asked
-    assert [i["step"] for i in backward_items(_record(plain, "f32[8,4]", "f32[4,6]"))] == ["wrt", "cotangent"]
+    assert [i["step"] for i in kind_items(_record(plain, "f32[8,4]", "f32[4,6]"), "backward")] == ["wrt", "cotangent"]

@@ -9,6 +9,7 @@ from dumpgym.drills import decisions
 from dumpgym.program import Program
 from dumpgym.record import ProgramRecord
 from jax_reference import jaxpr_of
+from pool_checks import readable
 
 # What a line must show for each kind, per layer: jaxpr primitive names and StableHLO op names.
 JAXPR_OPS = {
@@ -43,8 +44,9 @@ ABSENT = {
 }
 
 
-def _items(program: dict):
-    return decisions.decisions_pool(ProgramRecord.from_json(program))
+def _items(program: dict | ProgramRecord):
+    record = program if isinstance(program, ProgramRecord) else ProgramRecord.from_json(program)
+    return [readable(i, record) for i in decisions.decisions_pool(record)]
 
 
 def _run_order(program: dict) -> list[dict]:
@@ -112,11 +114,11 @@ def test_stablehlo_item_exists_exactly_when_the_op_does(corpus, pool):
 # -- the answer and the lines accepted -----------------------------------------------------------
 
 def test_every_item_carries_the_contract_fields(pool):
-    fields = {"eqn", "question", "kind", "layer", "answer_line", "accepted_lines", "explain", "feedback", "shown",
-              "weight", "source_eqn"}
+    fields = {"drill", "program", "card", "eqn", "question", "step", "kind", "layer", "answer_line", "accepted_lines",
+              "explain", "feedback", "context", "shown", "weight", "source_eqn"}
     for items in pool.values():
         for item in items:
-            assert set(item) == fields
+            assert set(item) == fields and item["kind"] == item["step"]
             assert item["answer_line"] == item["accepted_lines"][0] == min(item["accepted_lines"])
             assert item["accepted_lines"] == sorted(set(item["accepted_lines"]))
             assert item["weight"] > 0
@@ -345,6 +347,7 @@ def _check_against_jax(function, args, program: dict, items: list) -> None:
         assert record_order[firsts[0]]["id"] == item["eqn"], (program["slug"], kind)
 
 
+@pytest.mark.needs_tpu  # pallas-matmul lowers only for a TPU
 def test_built_in_items_agree_with_jax(corpus, programs, pool):
     for program in corpus["programs"]:
         p = programs[program["slug"]]

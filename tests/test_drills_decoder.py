@@ -16,6 +16,7 @@ from dumpgym.drills._dot import MASK, DotView, dot_dims, hlo_view, jaxpr_view, s
 from dumpgym.drills.shapes import shapes_items
 from dumpgym.facts import build_facts
 from dumpgym.record import EqnFact, ProgramRecord
+from pool_checks import readable
 
 PROPERTY = settings(max_examples=30, deadline=None)
 # (operand dtype, preferred_element_type choices)
@@ -213,7 +214,7 @@ def pool(corpus):
     out = []
     for program in corpus["programs"]:
         record = ProgramRecord.from_json(program)
-        out += [{"program": record, **item} for item in decoder.decoder_pool(record)]
+        out += [{**readable(item, record), "program": record} for item in decoder.decoder_pool(record)]
     return out
 
 
@@ -226,8 +227,8 @@ def dims_of(item):
 
 
 def test_every_item_carries_the_fields_the_page_reads(pool):
-    fields = {"eqn", "question", "step", "layer", "options", "answer", "reasons", "rules", "shown", "weight",
-              "jaxpr_lines"}
+    fields = {"drill", "card", "eqn", "question", "step", "layer", "options", "answer", "reasons", "rules", "context",
+              "shown", "weight", "jaxpr_lines"}
     for item in pool:
         assert set(item) - {"program"} == fields
         assert eqn_of(item).primitive == "dot_general"
@@ -237,10 +238,10 @@ def test_every_item_carries_the_fields_the_page_reads(pool):
 
 
 def test_all_three_spellings_are_drilled(pool):
-    layers = {layer: sum(1 for i in pool if i["layer"] == layer) for layer in ("jaxpr", "stablehlo", "hlo")}
+    layers = {layer: sum(1 for i in pool if i["layer"] == layer) for layer in ("jaxpr", "stablehlo", "cpu")}
     assert all(n > 0 for n in layers.values()), layers
     assert any("batching_dims = [" in i["shown"][0] for i in pool if i["layer"] == "stablehlo")
-    assert any("lhs_batch_dims={" in i["shown"][0] for i in pool if i["layer"] == "hlo")
+    assert any("lhs_batch_dims={" in i["shown"][0] for i in pool if i["layer"] == "cpu")
 
 
 def test_plain_matmul_is_at_most_a_quarter_of_the_items(pool):
@@ -265,7 +266,7 @@ def test_no_answer_is_on_the_screen(pool):
 
 def test_no_item_duplicates_a_shapes_item(corpus, pool):
     assert not [i for i in pool if i["layer"] == "jaxpr" and i["step"] == "output"]
-    shapes = {(p["slug"], s["eqn"], tuple(sorted(s["options"])))
+    shapes = {(p["slug"], s.eqn, tuple(sorted(s.answer.options)))
               for p in corpus["programs"] for s in shapes_items(ProgramRecord.from_json(p))}
     assert not [i for i in pool if (i["program"].slug, i["eqn"], tuple(sorted(i["options"]))) in shapes]
 
@@ -299,24 +300,25 @@ def test_each_layers_line_spells_the_equations_dimension_numbers(pool):
     for item in pool:
         line = item["shown"][0]
         read = {"jaxpr": lambda: re.search(r"dimension_numbers=(\S.*?\)\))", line).group(1),
-                "stablehlo": lambda: _stablehlo_dims(line), "hlo": lambda: _hlo_dims(line)}[item["layer"]]()
+                "stablehlo": lambda: _stablehlo_dims(line), "cpu": lambda: _hlo_dims(line)}[item["layer"]]()
         (lc, rc), (lb, rb) = dims_of(item)[:2], dims_of(item)[2:]
         expected = {"jaxpr": f"(({list(lc)}, {list(rc)}), ({list(lb)}, {list(rb)}))",
-                    "stablehlo": ((lc, rc), (lb, rb)), "hlo": ((lc, rc), (lb, rb))}[item["layer"]]
+                    "stablehlo": ((lc, rc), (lb, rb)), "cpu": ((lc, rc), (lb, rb))}[item["layer"]]
         assert read == expected, (item["program"].slug, item["eqn"], item["layer"])
 
 
 def test_corpus_answers_are_what_jax_computes(pool):
     for item in pool:
         program, eqn = item["program"], eqn_of(item)
-        view = next(v for v in decoder.views(program, eqn) if v.layer == item["layer"])
+        view = next(v for v in decoder.views(program, eqn) if decoder._LAYER_IDS[v.layer] == item["layer"])
         assert view.shown() == item["shown"]
-        fake = decoder.DecoderItem(**{k: v for k, v in item.items() if k != "program"})
+        fake = decoder.DecoderItem(**{k: item[k] for k in decoder.DecoderItem.__dataclass_fields__ if k != "layer"},
+                                   layer=view.layer)
         assert item["options"][item["answer"]] == jax_answer(view, fake)
 
 
 def test_mlp_compiled_dot_is_shown_cut_and_masked(pool):
-    hlo = [i for i in pool if i["program"].slug == "mlp" and i["layer"] == "hlo"]
+    hlo = [i for i in pool if i["program"].slug == "mlp" and i["layer"] == "cpu"]
     assert len(hlo) == 1  # both dots are plain matmuls: one skeleton, one question
     assert hlo[0]["shown"] == [
         "ROOT %dot_general.1 = ? dot(%param_0.1, %param_1.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, …",
@@ -348,7 +350,7 @@ def test_a_dot_xla_rewrote_is_not_asked_at_the_compiled_layer(by_slug):
     # attention's q @ k.T: XLA folded the transpose into the dot, so its line contracts rhs axis 1, not 0.
     program = ProgramRecord.from_json(by_slug["attention"])
     eqn = next(e for e in program.eqns if e.primitive == "dot_general")
-    line = program.hlo.text.splitlines()[decoder.hlo_line(program, eqn) - 1]
+    line = program.compiled["cpu"].text.splitlines()[decoder.hlo_line(program.compiled["cpu"], eqn) - 1]
     assert _hlo_dims(line) == (((1,), (1,)), ((), ())) != (((1,), (0,)), ((), ()))
     assert [v.layer for v in decoder.views(program, eqn)] == ["jaxpr", "stablehlo"]
-    assert hlo_view(program.hlo.text, decoder.hlo_line(program, eqn)).dims.rhs_contracting == (1,)
+    assert hlo_view(program.compiled["cpu"].text, decoder.hlo_line(program.compiled["cpu"], eqn)).dims.rhs_contracting == (1,)

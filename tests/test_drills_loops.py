@@ -14,10 +14,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from pool_checks import assert_choice_item
+from pool_checks import assert_choice_item, kind_items
 from jax import lax
 
-from dumpgym.drills import loops
+from dumpgym.drills import kinds, loops
 from dumpgym.drills._loops import trip_count
 from jax_reference import jaxpr_of
 
@@ -25,8 +25,8 @@ STEPS = ("role", "body-aval", "branch", "trips")
 
 
 @pytest.fixture(scope="session")
-def items(pool):
-    return [i for i in pool["items"] if i["drill"] == "loops"]
+def items(read_pool):
+    return [i for i in read_pool if i["drill"] == "loops"]
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +57,7 @@ def test_loop_items_have_the_fields_the_drills_need(items, by_slug):
         program = by_slug[item["program"]]
         assert item["step"] in STEPS and item["question"].endswith("?")
         assert program["eqns"][item["eqn"]]["primitive"] in ("scan", "while", "cond")
-        assert item["layer"] == ("hlo_tpu" if item["step"] == "trips" else "jaxpr")
+        assert item["layer"] == ("tpu" if item["step"] == "trips" else "jaxpr")
         assert_choice_item(item)
 
 
@@ -78,7 +78,7 @@ def test_a_program_with_many_items_shares_its_weight(items):
     total = Counter()
     for item in items:
         total[item["program"], item["step"]] += item["weight"]
-    assert max(total.values()) <= loops.PER_STEP + 0.01
+    assert max(total.values()) <= kinds()["loops"].per_program + 0.01
 
 
 # --- roles and body avals against JAX ---
@@ -188,7 +188,7 @@ def test_nested_loops_are_asked_and_answered_as_jax_says():
     args = ("f32[4,8]", "f32[6,8,8]", "f32[]")
     record = program_record(Program("nested-loops", "nested loops", "loops inside containers", nested_loops, args))
     jax_eqns = build_facts(jaxpr_of(nested_loops, [parse_arg(a).to_struct() for a in args])).jax_eqns
-    asked = loops.loop_items(record)
+    asked = kind_items(record, "loops")
     for item in asked:
         check_against_jax(item, jax_eqns)
     scan = next(e for e in record.eqns if e.primitive == "scan")

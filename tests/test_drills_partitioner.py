@@ -18,16 +18,15 @@ from pool_checks import assert_choice_item
 from dumpgym import hlo_facts
 from dumpgym.drills import _sharding
 from dumpgym.program import parse_arg
-from dumpgym.target import libtpu_installed
 from jax_reference import jaxpr_of, jit_of
 
-needs_libtpu = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+needs_libtpu = pytest.mark.needs_tpu
 TOPOLOGY = "v5e:2x4"
 
 
 @pytest.fixture(scope="session")
-def items(pool):
-    return [i for i in pool["items"] if i["drill"] == "partitioner"]
+def items(read_pool):
+    return [i for i in read_pool if i["drill"] == "partitioner"]
 
 
 def _mesh_on(program, devices):
@@ -76,15 +75,15 @@ def test_the_partitioner_has_at_least_thirty_items_over_the_built_in_corpus(item
 
 def test_partitioner_items_have_the_fields_the_page_needs(items, by_slug):
     for item in items:
-        assert item["layer"] in ("stablehlo", "hlo_tpu") and item["question"].endswith("?")
+        assert item["layer"] in ("stablehlo", "tpu") and item["question"].endswith("?")
         assert item["eqn"] is None or 0 <= item["eqn"] < len(by_slug[item["program"]]["eqns"])
         assert_choice_item(item)
 
 
 def test_no_item_reads_the_cpu_compile(items, by_slug):
     for item in items:
-        if item["layer"] == "hlo_tpu":
-            hlo = by_slug[item["program"]]["hlo_tpu"]
+        if item["layer"] == "tpu":
+            hlo = by_slug[item["program"]]["compiled"]["tpu"]
             assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
             if "instruction" in item:  # an `inserted` item asks about an equation, not one instruction
                 assert f"%{item['instruction']} = " in hlo["text"].splitlines()[item["hlo_line"] - 1]
@@ -174,7 +173,7 @@ def test_tpu_blocks_are_jaxs_shard_shape_and_xlas_parameter_shape(items, program
 
     checked = 0
     for item in items:
-        if item["step"] != "shard-shape" or item["layer"] != "hlo_tpu":
+        if item["step"] != "shard-shape" or item["layer"] != "tpu":
             continue
         program, k = programs[item["program"]], item["argument"]
         compiled = tpu_compiles[item["program"]]
@@ -267,7 +266,7 @@ def test_the_mesh_axes_of_groups_follow_row_major_positions():
 
 # --- inserted collectives against a fresh tagged compile ----------------------------------------
 
-@pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+@needs_libtpu
 def test_inserted_collectives_are_those_xla_tags_with_the_dot(items, programs):
     """Compiled again with every equation's tag in its op_name: the collectives whose tag names the dot
     (and the fusion XLA built around an all-reduce-scatter for it) are exactly the answer's."""

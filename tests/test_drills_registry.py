@@ -1,4 +1,4 @@
-"""The drill registry: kinds register by name, the pool follows dumpgym.drills/1, and every kind is documented."""
+"""The drill registry: kinds register by name, the pool follows dumpgym.drills/2, and every kind is documented."""
 import copy
 import json
 import re
@@ -13,6 +13,8 @@ from dumpgym.drills import build_pool, kinds
 from dumpgym.drills._misreadings import distractor_rules, rule_name
 from dumpgym.drills.decisions import decision_rules
 from dumpgym.drills.decoder import AXIS_MISREADINGS
+from dumpgym.drills.item import FORMS, LOWERED
+from dumpgym.target import TARGETS
 from dumpgym.record import RecordError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "drills.md"
@@ -23,18 +25,24 @@ def test_built_in_kinds_are_registered():
 
 
 def test_pool_follows_the_schema(corpus, pool):
-    assert pool["schema"] == "dumpgym.drills/1"
+    assert pool["schema"] == "dumpgym.drills/2"
     ids = {p["slug"]: {e["id"] for e in p["eqns"]} for p in corpus["programs"]}
     for item in pool["items"]:
-        assert item["drill"] in kinds()
+        assert item["drill"] in kinds() and item["layer"] in (*LOWERED, *TARGETS)
+        assert item["card"].startswith(f"{item['drill']}/{item['program']}/")
         assert item["eqn"] is None or item["eqn"] in ids[item["program"]]
         assert item["question"].endswith("?") or item["question"].endswith(".")
+        assert item["context"] and 0 < item["weight"]
+        form = item["answer"]
+        assert form["form"] in FORMS
         if item["drill"] == "decisions":  # the one kind answered by picking a line
-            assert item["layer"] in ("jaxpr", "stablehlo") and item["answer_line"] >= 1 and item["kind"]
+            assert form["form"] == "line" and item["layer"] in ("jaxpr", "stablehlo") and item["step"]
+            assert form["line"] >= 1 and form["line"] in form["accepted"]
         else:
-            assert 0 <= item["answer"] < len(item["options"]) == len(item["reasons"]) == len(item["rules"])
-            assert len(set(item["options"])) == len(item["options"]) >= 2
-            assert all(bool(r) == (k != item["answer"]) for k, r in enumerate(item["reasons"]))
+            assert form["form"] == "choice"
+            assert 0 <= form["index"] < len(form["options"]) == len(form["reasons"]) == len(form["rules"])
+            assert len(set(form["options"])) == len(form["options"]) >= 2
+            assert all(bool(r) == (k != form["index"]) for k, r in enumerate(form["reasons"]))
     assert {i["drill"] for i in pool["items"]} >= {"decoder", "shapes", "decisions", "fusions", "layouts", "units",
                                                    "partitioner", "loops", "backward", "buffers"}
     json.dumps(pool)
@@ -45,7 +53,7 @@ def test_pool_is_the_same_every_time(corpus, pool):
 
 
 def test_answers_are_not_always_in_the_same_place(pool):
-    places = {i["answer"] for i in pool["items"] if i["drill"] == "shapes"}
+    places = {i["answer"]["index"] for i in pool["items"] if i["drill"] == "shapes"}
     assert places == {0, 1, 2, 3}
 
 
@@ -88,14 +96,14 @@ def test_kinds_are_listed_by_number_with_their_titles(pool):
 
 def test_only_kinds_with_items_are_listed(by_slug):
     # `gqa` has dot_generals but no decisions; without its compiled layers it has no fusions (nor TPU kinds).
-    gqa = {k: v for k, v in by_slug["gqa"].items() if k not in ("hlo", "hlo_tpu")}
+    gqa = {**by_slug["gqa"], "compiled": {}}
     pool = build_pool({"programs": [gqa]})
     assert [k["name"] for k in pool["kinds"]] == ["decoder", "shapes"]
     assert {i["drill"] for i in pool["items"]} == {"decoder", "shapes"}
 
 
 def test_an_empty_corpus_lists_no_kinds():
-    assert build_pool({"programs": []}) == {"schema": "dumpgym.drills/1", "kinds": [], "items": []}
+    assert build_pool({"programs": []}) == {"schema": "dumpgym.drills/2", "kinds": [], "items": []}
 
 
 def test_a_damaged_program_is_refused_naming_the_field(corpus):
@@ -109,18 +117,23 @@ def test_adding_a_kind_is_adding_one_file(tmp_path, monkeypatch, corpus):
     (tmp_path / "countdown.py").write_text(textwrap.dedent('''
         """A toy kind: one item per program."""
         from dumpgym.drills import drill
+        from dumpgym.drills.item import Choice, Item, Note
 
         @drill("countdown", number="99", title="count down", aim="Count the equations.")
         def countdown(program):
-            return [{"eqn": None, "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0,
-                     "shown": []}]
+            return [Item(question="How many equations?", answer=Choice(("1", "2", "3"), 0, ("", "a", "b"), ("", "x", "y")),
+                         context=(Note("count"),), card=("all",), layer="jaxpr")]
     '''))
     monkeypatch.setattr(drills, "__path__", [*drills.__path__, str(tmp_path)])
     try:
         pool = build_pool({"programs": corpus["programs"][:1]})
         assert [i for i in pool["items"] if i["drill"] == "countdown"] == [
-            {"drill": "countdown", "program": corpus["programs"][0]["slug"], "eqn": None,
-             "question": "How many equations?", "options": ["1", "2", "3"], "answer": 0, "shown": [], "weight": 1}]
+            {"drill": "countdown", "program": corpus["programs"][0]["slug"],
+             "card": f"countdown/{corpus['programs'][0]['slug']}/all", "eqn": None, "layer": "jaxpr", "weight": 1.0,
+             "question": "How many equations?",
+             "answer": {"form": "choice", "options": ["1", "2", "3"], "index": 0, "reasons": ["", "a", "b"],
+                        "rules": ["", "x", "y"]},
+             "context": [{"text": "count"}]}]
         assert pool["kinds"][-1] == {"name": "countdown", "number": "99", "title": "count down",
                                      "aim": "Count the equations."}
     finally:
@@ -152,7 +165,8 @@ def test_every_misreading_rule_is_documented():
 
 
 def test_every_decoder_rule_is_documented(pool):
-    used = {r for i in pool["items"] if i["drill"] == "decoder" and i["step"] != "output" for r in i["rules"] if r}
+    used = {r for i in pool["items"] if i["drill"] == "decoder" and i["step"] != "output" for r in i["answer"]["rules"]
+            if r}
     assert used <= set(AXIS_MISREADINGS)
     missing = sorted(n for n in AXIS_MISREADINGS if f"`{n}`" not in _doc())
     assert not missing, f"decoder rules missing from docs/drills.md: {missing}"

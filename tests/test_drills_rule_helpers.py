@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import pytest
 
 from dumpgym.drills._avals import is_half, widened
-from dumpgym.drills._misreadings import distractor_rules, rule_name, rule_on
+from dumpgym.drills._distractor_rules import distractor_rules, rule_name, rule_on
 from dumpgym.record import Aval
 
 

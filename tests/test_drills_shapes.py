@@ -15,6 +15,7 @@ from dumpgym.drills._misreadings import FILLER, distractor_rules, distractors
 from dumpgym.dtypes import is_extended
 from dumpgym.facts import build_facts
 from dumpgym.record import EqnFact, ProgramRecord
+from pool_checks import readable
 
 DTYPES = [jnp.float32, jnp.bfloat16, jnp.float16, jnp.int32, jnp.int8]
 # Sizes start at 2: with size-1 axes several misreadings collapse into one aval (see
@@ -226,7 +227,8 @@ def test_full_reduction_of_a_one_element_f32_is_skipped_for_want_of_misreadings(
 # -- the real corpus -------------------------------------------------------------------------------
 
 def _shape_items(program):
-    return {item["eqn"]: item for item in shapes.shapes_items(ProgramRecord.from_json(program))}
+    record = ProgramRecord.from_json(program)
+    return {item.eqn: readable(item, record) for item in shapes.shapes_items(record)}
 
 
 def _all_items(corpus):
@@ -234,8 +236,8 @@ def _all_items(corpus):
 
 
 @pytest.fixture(scope="module")
-def pool_items(pool):
-    return [i for i in pool["items"] if i["drill"] == "shapes"]
+def pool_items(read_pool):
+    return [i for i in read_pool if i["drill"] == "shapes"]
 
 
 def test_corpus_shape_answers_equal_the_output_facts(corpus):

@@ -1,4 +1,4 @@
-"""The TPU-layer drills (layouts, units, fusions on hlo_tpu), checked against XLA's own objects.
+"""The TPU-layer drills (layouts, units, fusions on the TPU layer), checked against XLA's own objects.
 
 Programs are compiled again with `jax.jit(f).lower(*args).compile()` for the first chip of the v5e
 topology libtpu describes (`dumpgym.target.topology_devices`), and the answers are compared with
@@ -16,18 +16,17 @@ from pool_checks import assert_choice_item
 
 from dumpgym import hlo_facts
 from dumpgym.drills import _tpu, layouts
-from dumpgym.target import libtpu_installed
 from jax_reference import jit_of
 
-pytestmark = pytest.mark.skipif(not libtpu_installed(), reason="the TPU layer needs libtpu")
+pytestmark = pytest.mark.needs_tpu
 
 TPU_KINDS = ("layouts", "units")
 
 
 @pytest.fixture(scope="session")
-def tpu_items(pool):
-    return {kind: [i for i in pool["items"] if i["drill"] == kind] for kind in TPU_KINDS} | {
-        "fusions": [i for i in pool["items"] if i["drill"] == "fusions" and i.get("layer") == "hlo_tpu"]}
+def tpu_items(read_pool):
+    return {kind: [i for i in read_pool if i["drill"] == kind] for kind in TPU_KINDS} | {
+        "fusions": [i for i in read_pool if i["drill"] == "fusions" and i["layer"] == "tpu"]}
 
 
 @pytest.fixture(scope="session")
@@ -73,16 +72,16 @@ def test_each_tpu_kind_has_at_least_thirty_items_over_the_built_in_corpus(tpu_it
 def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
     slugs = {p["slug"]: p for p in corpus["programs"]}
     for item in tpu_items[kind]:
-        hlo = slugs[item["program"]]["hlo_tpu"]
-        assert item["layer"] == "hlo_tpu" and item["question"].endswith("?")
+        hlo = slugs[item["program"]]["compiled"]["tpu"]
+        assert item["layer"] == "tpu" and item["question"].endswith("?")
         assert_choice_item(item)
         assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
         assert "without a TPU" in item["shown"][0]
         assert 1 <= item["hlo_line"] <= hlo["text"].count("\n") + 1
 
 
-def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(pool):
-    cpu = [i for i in pool["items"] if i["drill"] == "fusions" and "layer" not in i]
+def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(read_pool):
+    cpu = [i for i in read_pool if i["drill"] == "fusions" and i["layer"] == "cpu"]
     assert cpu and all(i["shown"][0].startswith("compiled by XLA for CPU") for i in cpu)
     assert all("TPU" not in i["question"] for i in cpu)
 
@@ -90,7 +89,7 @@ def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(pool):
 def test_tpu_fusion_questions_name_the_tpu_listing(tpu_items, corpus):
     slugs = {p["slug"]: p for p in corpus["programs"]}
     for item in tpu_items["fusions"]:
-        line = slugs[item["program"]]["hlo_tpu"]["text"].splitlines()[item["hlo_line"] - 1]
+        line = slugs[item["program"]]["compiled"]["tpu"]["text"].splitlines()[item["hlo_line"] - 1]
         assert f"%{item['fusion']} = " in line and "TPU compiled HLO line" in item["question"]
 
 
@@ -181,7 +180,7 @@ def test_minor_tile_answers_match_xlas_parameter_layouts(tpu_items, recompiled, 
     for item in tpu_items["layouts"]:
         if item["step"] != "minor-tile" or item["program"] not in recompiled:
             continue
-        line = slugs[item["program"]]["hlo_tpu"]["text"].splitlines()[item["hlo_line"] - 1]
+        line = slugs[item["program"]]["compiled"]["tpu"]["text"].splitlines()[item["hlo_line"] - 1]
         number = re.search(r" parameter\((\d+)\)", line)
         if not line.lstrip().startswith("%") or number is None or "metadata={op_name=" not in line:
             continue  # an entry parameter carries its argument's name; fused parameters do not

@@ -16,6 +16,7 @@ from dumpgym.programs import SLUGS
 import random_programs
 from random_programs import typed_key
 from jax_reference import jaxpr_of
+from needs_extras import builtin_slugs
 
 
 def _printed_eqns(jaxpr, seen=None):
@@ -36,7 +37,7 @@ def _aval(aval):
     return {"shape": list(aval.shape), "dtype": jnp.dtype(aval.dtype).name}
 
 
-@pytest.mark.parametrize("slug", SLUGS)
+@pytest.mark.parametrize("slug", builtin_slugs())
 def test_every_equation_has_a_fact(slug, by_slug, programs):
     record = by_slug[slug]
     closed = jaxpr_of(programs[slug].function, programs[slug].example_args())
@@ -62,7 +63,7 @@ def _jax_dataflow(jaxpr) -> Counter:
                    for e in eqns)
 
 
-@pytest.mark.parametrize("slug", SLUGS)
+@pytest.mark.parametrize("slug", builtin_slugs())
 def test_every_input_source_and_name_stack_is_jaxs(slug, by_slug, programs):
     record = by_slug[slug]
     eqns = record["eqns"]

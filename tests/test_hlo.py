@@ -5,10 +5,11 @@ import re
 
 import pytest
 
-from dumpgym.programs import SLUGS, TPU_ONLY
+from dumpgym.programs import SLUGS, builtin_program
 
-CPU_COMPILED = [s for s in SLUGS if s not in TPU_ONLY]  # a Mosaic kernel has no CPU compile
+CPU_COMPILED = [s for s in SLUGS if builtin_program(s).platform == "cpu"]  # a Mosaic kernel has no CPU compile
 from dumpgym.record import ProgramRecord, RecordError
+from dumpgym.target import CPU
 
 OP_NAME = re.compile(r'op_name="([^"]*)"')
 
@@ -60,7 +61,7 @@ def _most_specific(record, eqns):
 def test_instructions_with_op_name_are_attributed_consistently(slug, by_slug):
     """Judged from the plain compile's own op_name (no tags): its last component names the primitive."""
     record = by_slug[slug]
-    hlo = record["hlo"]
+    hlo = record["compiled"]["cpu"]
     assert _op_names_agree(record, hlo) > 0 and hlo["stats"]["unattributed_with_op_name"] == 0
 
 
@@ -203,7 +204,7 @@ def _containers(record, eqns) -> set[str]:
 def test_every_fusion_lists_what_it_absorbed(slug, by_slug):
     """Judged from the plain compile's text: the primitives named in a fusion's body are its equations'."""
     record = by_slug[slug]
-    hlo = record["hlo"]
+    hlo = record["compiled"]["cpu"]
     checked = 0
     for fusion in hlo["fusions"]:
         in_body = _named_in_fusion(hlo["text"], fusion["line"])
@@ -218,15 +219,15 @@ def test_every_fusion_lists_what_it_absorbed(slug, by_slug):
 
 def test_mlp_fuses_the_gelu_chain(by_slug):
     record = by_slug["mlp"]
-    sets = [[record["eqns"][e]["primitive"] for e in f["eqns"]] for f in record["hlo"]["fusions"]]
+    sets = [[record["eqns"][e]["primitive"] for e in f["eqns"]] for f in record["compiled"]["cpu"]["fusions"]]
     assert ["broadcast_in_dim", "add", "integer_pow", "mul", "add", "mul", "tanh", "add", "mul", "mul"] in sets
-    assert record["hlo"]["backend"] == "cpu"
-    assert record["hlo"]["text"].startswith("HloModule jit_mlp_block")
-    assert "FileNames" not in record["hlo"]["text"]  # no paths of the machine that built it
+    assert record["compiled"]["cpu"]["backend"] == "cpu"
+    assert record["compiled"]["cpu"]["text"].startswith("HloModule jit_mlp_block")
+    assert "FileNames" not in record["compiled"]["cpu"]["text"]  # no paths of the machine that built it
 
 
 def _instruction(record, name):
-    return next(i for i in record["hlo"]["instructions"] if i["name"] == name)
+    return next(i for i in record["compiled"]["cpu"]["instructions"] if i["name"] == name)
 
 
 def _eqn_at(record, primitive, line):
@@ -239,17 +240,17 @@ def test_moe_last_einsum_is_the_dot_whose_metadata_xla_dropped(by_slug):
     record = by_slug["moe"]
     last = max((e for e in record["eqns"] if e["primitive"] == "dot_general"), key=lambda e: e["jaxpr_lines"][0])
     dot = _instruction(record, "dot.3")
-    assert "metadata" not in record["hlo"]["text"].splitlines()[dot["line"] - 1]
+    assert "metadata" not in record["compiled"]["cpu"]["text"].splitlines()[dot["line"] - 1]
     assert (dot["opcode"], dot["eqns"], dot["via"]) == ("dot", [last["id"]], "inferred")
 
 
 def test_moe_transpose_copy_fusion_holds_the_transpose_at_its_root(by_slug):
     record = by_slug["moe"]
     transpose = _eqn_at(record, "transpose", 19)
-    fusion = next(f for f in record["hlo"]["fusions"] if f["name"] == "transpose_copy_fusion.1")
+    fusion = next(f for f in record["compiled"]["cpu"]["fusions"] if f["name"] == "transpose_copy_fusion.1")
     assert transpose in fusion["eqns"]
-    called = re.search(r"calls=%([\w.\-]+)", record["hlo"]["text"].splitlines()[fusion["line"] - 1]).group(1)
-    ins = [i for i in record["hlo"]["instructions"] if i["computation"] == called and i["opcode"] == "transpose"]
+    called = re.search(r"calls=%([\w.\-]+)", record["compiled"]["cpu"]["text"].splitlines()[fusion["line"] - 1]).group(1)
+    ins = [i for i in record["compiled"]["cpu"]["instructions"] if i["computation"] == called and i["opcode"] == "transpose"]
     assert [(i["eqns"], i["via"]) for i in ins] == [([transpose], "inferred")]
 
 
@@ -258,9 +259,9 @@ def test_mlp_bias_broadcast_is_the_broadcast_the_add_emitted(by_slug):
     that `add` emitted, which keeps add's tag and computes both."""
     record = by_slug["mlp"]
     bias, add = _eqn_at(record, "broadcast_in_dim", 6), _eqn_at(record, "add", 7)
-    holders = [i for i in record["hlo"]["instructions"] if bias in i["eqns"] and i["opcode"] != "fusion"]
+    holders = [i for i in record["compiled"]["cpu"]["instructions"] if bias in i["eqns"] and i["opcode"] != "fusion"]
     assert [(i["opcode"], i["eqns"], i["via"]) for i in holders] == [("broadcast", [bias, add], "tag")]
-    assert any(bias in f["eqns"] and add in f["eqns"] for f in record["hlo"]["fusions"])
+    assert any(bias in f["eqns"] and add in f["eqns"] for f in record["compiled"]["cpu"]["fusions"])
 
 
 PLUMBING = {"parameter", "constant", "tuple", "gettupleelement", "copy", "bitcast", "convert", "fusion"}
@@ -271,7 +272,7 @@ PRECISION = {"bf16", "f16", "f32"}
 def test_xla_own_instructions_are_plumbing(slug, by_slug):
     """What no equation computes is XLA's plumbing: parameters, constants, tuples, copies, layout
     bitcasts, the float-normalization converts around bf16 work, and fusions of only those."""
-    hlo = by_slug[slug]["hlo"]
+    hlo = by_slug[slug]["compiled"]["cpu"]
     lines = hlo["text"].splitlines()
     own = [i for i in hlo["instructions"] if i["via"] == "none"]
     assert {i["opcode"] for i in own} <= PLUMBING, slug
@@ -291,7 +292,7 @@ def test_xla_own_instructions_are_plumbing(slug, by_slug):
 
 @pytest.mark.parametrize("slug", CPU_COMPILED)
 def test_via_says_how_each_instruction_is_known(slug, by_slug):
-    hlo = by_slug[slug]["hlo"]
+    hlo = by_slug[slug]["compiled"]["cpu"]
     regions = set(re.findall(r"to_apply=%([\w.\-]+)", hlo["text"]))
     for ins in hlo["instructions"]:
         assert (ins["via"] == "none") == (not ins["eqns"]), ins
@@ -306,7 +307,7 @@ def test_via_says_how_each_instruction_is_known(slug, by_slug):
 
 def test_a_via_outside_the_contract_is_refused(by_slug):
     record = copy.deepcopy(by_slug["moe"])
-    record["hlo"]["instructions"][0]["via"] = "guessed"
+    record["compiled"]["cpu"]["instructions"][0]["via"] = "guessed"
     with pytest.raises(RecordError, match=r"instructions\[0\]\.via"):
         ProgramRecord.from_json(record)
 
@@ -316,13 +317,13 @@ def fresh_moe(programs):
     """moe compiled here and now (its text depends on this CPU, so only properties are checked)."""
     from dumpgym.corpus import program_record
 
-    return program_record(programs["moe"], compiled=True).to_json()
+    return program_record(programs["moe"], targets=[CPU]).to_json()
 
 
 def test_a_fresh_compile_leaves_no_work_unattributed(fresh_moe):
     """On whatever CPU this runs: every instruction that is not plumbing computes an equation, and
     every dot and transpose computes one of a primitive that does that work."""
-    hlo = fresh_moe["hlo"]
+    hlo = fresh_moe["compiled"]["cpu"]
     eqns = fresh_moe["eqns"]
     for ins in hlo["instructions"]:
         if ins["opcode"] not in PLUMBING:
@@ -349,8 +350,8 @@ def test_a_fresh_compile_of_a_small_function_attributes_all_its_work():
     from dumpgym.program import Program
 
     program = Program("small-block", "small block", "", small_block, ("bf16[16,32]", "bf16[8,32]", "bf16[8]"))
-    record = program_record(program, compiled=True).to_json()
-    hlo = record["hlo"]
+    record = program_record(program, targets=[CPU]).to_json()
+    hlo = record["compiled"]["cpu"]
     for ins in hlo["instructions"]:
         if ins["opcode"] not in PLUMBING:
             assert ins["eqns"] and ins["via"] in ("tag", "inferred", "region"), ins
@@ -365,8 +366,8 @@ ANSWER = re.compile(r"(\S+) \(line (\d+)\)")
 
 
 @pytest.fixture(scope="module")
-def fusion_items(pool):
-    return [i for i in pool["items"] if i["drill"] == "fusions"]
+def fusion_items(read_pool):
+    return [i for i in read_pool if i["drill"] == "fusions"]
 
 
 def test_fusion_items_have_every_field_and_small_sets(fusion_items):
@@ -386,7 +387,7 @@ def test_fusion_items_have_every_field_and_small_sets(fusion_items):
 
 def test_fusion_items_show_the_call_line_the_body_and_the_backend(fusion_items, by_slug):
     for item in fusion_items:
-        hlo = by_slug[item["program"]][item.get("layer", "hlo")]
+        hlo = by_slug[item["program"]]["compiled"][item["layer"]]
         lines = hlo["text"].splitlines()
         call = lines[item["hlo_line"] - 1]
         called = re.search(r"calls=%([\w.\-]+)", call).group(1)
@@ -405,7 +406,7 @@ def test_fusion_drill_answers_are_what_the_compiled_text_says_was_fused(fusion_i
     """Judged from XLA's text and the jaxpr text alone: not from the attribution the drill is built on."""
     for item in fusion_items:
         record = by_slug[item["program"]]
-        text, jaxpr = record[item.get("layer", "hlo")]["text"], record["jaxpr"].splitlines()
+        text, jaxpr = record["compiled"][item["layer"]]["text"], record["jaxpr"].splitlines()
         assert f"%{item['fusion']} = " in text.splitlines()[item["hlo_line"] - 1]
         answer = ANSWER.findall(item["options"][item["answer"]])
         for primitive, line in answer:  # the line the answer names prints that primitive
@@ -423,7 +424,7 @@ def test_large_fusions_ask_which_equation_is_not_in_them(fusion_items, by_slug):
     assert asked  # scan's fusions hold up to 17 equations
     for item in asked:
         record = by_slug[item["program"]]
-        fusion = next(f for f in record[item.get("layer", "hlo")]["fusions"] if f["name"] == item["fusion"])
+        fusion = next(f for f in record["compiled"][item["layer"]]["fusions"] if f["name"] == item["fusion"])
         for k, option in enumerate(item["options"]):
             (primitive, line), = ANSWER.findall(option)
             e = _eqn_at(record, primitive, int(line))
@@ -440,9 +441,6 @@ def test_fusion_reasons_say_what_this_compile_did(fusion_items):
 # ---------------------------------------------------------------------------------------------
 # The compiled facts (`hlo_facts.py`): recorded once at compile time, checked against XLA itself.
 
-LAYERS = ("hlo", "hlo_tpu", "hlo_gpu")
-
-
 def _layers(corpus):
     """(slug, layer name, typed CompiledLayer, XLA's own parse of its text, the typed program record) for
     every committed layer."""
@@ -450,10 +448,8 @@ def _layers(corpus):
 
     for p in corpus["programs"]:
         record = ProgramRecord.from_json(p, p["slug"])
-        for name in LAYERS:
-            layer = getattr(record, name)
-            if layer is not None:
-                yield p["slug"], name, layer, xla_client.hlo.hlo_module_from_text(layer.text), record
+        for name, layer in record.compiled.items():
+            yield p["slug"], name, layer, xla_client.hlo.hlo_module_from_text(layer.text), record
 
 
 @pytest.fixture(scope="module")
@@ -578,6 +574,7 @@ def _runs_in_jax(case: int) -> int:
 
 
 @pytest.mark.compiled_hlo
+@pytest.mark.needs_tpu
 @pytest.mark.parametrize("case", range(7))
 def test_a_fresh_compile_records_the_loop_counter_jax_runs(case):
     """Each known loop compiled for the TPU and the CPU: the recorded counter counts what JAX runs; where
@@ -585,19 +582,18 @@ def test_a_fresh_compile_records_the_loop_counter_jax_runs(case):
     from dumpgym.corpus import program_record
     from dumpgym.drills._loops import trip_count
     from dumpgym.program import Program
-    from dumpgym.target import TPU, libtpu_installed
+    from dumpgym.target import TPU
 
-    if not libtpu_installed():
-        pytest.skip("the TPU layer needs libtpu")
     f, shape = _known_loops()[case]
     arg = f"f32[{','.join(map(str, shape))}]"
-    record = program_record(Program(f"loop-{case}", "a loop", "", f, (arg,)), compiled=True, tpu=TPU)
+    record = program_record(Program(f"loop-{case}", "a loop", "", f, (arg,)), targets=[TPU, CPU])
     expected = _runs_in_jax(case)
-    (w,) = record.hlo_tpu.while_counters
+    (w,) = record.compiled["tpu"].while_counters
     assert trip_count(w.init, w.step, w.direction, w.limit) == expected
-    for w in record.hlo.while_counters:  # the CPU's, where its counter can be read (not when its start is a parameter)
+    cpu = record.compiled["cpu"]
+    for w in cpu.while_counters:  # the CPU's, where its counter can be read (not when its start is a parameter)
         assert trip_count(w.init, w.step, w.direction, w.limit) == expected
-        known = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', record.hlo.text.splitlines()[w.line - 1])
+        known = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', cpu.text.splitlines()[w.line - 1])
         assert known is None or int(known.group(1)) == expected
 
 
@@ -614,7 +610,7 @@ def test_recorded_entry_layouts_are_the_ones_jax_reports_for_a_fresh_compile(pro
     checked = 0
     for slug in ("moe", "layernorm", "scan-layers"):
         program = programs[slug]
-        layer = program_record(program, compiled=True).hlo
+        layer = program_record(program, targets=[CPU]).compiled["cpu"]
         compiled = jit_of(program.function).lower(*program.example_args()).compile()
         listing = Listing(layer)
         inputs = jax.tree.leaves(compiled.input_formats[0])

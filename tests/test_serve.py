@@ -162,7 +162,7 @@ def test_importing_and_answering_does_not_import_jax():
     code = ("import sys, dumpgym.serve as s; assert 'jax' not in sys.modules, 'import'; "
             "assert s.get('/')[0] == 200; assert 'jax' not in sys.modules, 'get'; "
             "files = s._default_site().files; "
-            "kinds = ('data/listings/', 'data/hlo/', 'data/hlo-tpu/', 'data/hlo-gpu/', 'data/drills/', "
+            "kinds = ('data/listings/', 'data/compiled/cpu/', 'data/compiled/tpu/', 'data/compiled/gpu/', 'data/drills/', "
             "'data/programs/', 'data/reference.json', 'corpus.json', 'drills.json', 'static/'); "
             "asked = [next(p for p in files if p.startswith(k)) for k in kinds]; "
             "assert all(s.get('/' + p)[0] == 200 for p in asked), asked; "

@@ -1,4 +1,4 @@
-"""The TPU layer (`hlo_tpu`), compiled by libtpu for a named topology without a TPU: its text is what
+"""The TPU layer (`compiled.tpu`), compiled by libtpu for a named topology without a TPU: its text is what
 `jax.jit(f).lower(*args).compile()` prints on that topology, every instruction whose op_name carries
 an equation's tag is attributed to it, and each fusion lists what XLA put in it."""
 import importlib.util
@@ -9,20 +9,14 @@ from functools import partial
 import pytest
 
 from dumpgym.programs import SLUGS
-from dumpgym.target import (CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, libtpu_installed,
-                            parse_target)
+from dumpgym.target import CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, parse_target
 from _heavy_compiles import layer_and_its_compiles
 from jax_reference import jit_of
 
 OP_NAME = re.compile(r'op_name="([^"]*)"')
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _libtpu():
-    if not libtpu_installed():
-        if os.environ.get("CI"):
-            pytest.fail("CI installs the tpu extra (scripts/test): libtpu is missing")
-        pytest.skip("the TPU compiler is not installed: pip install 'dumpgym[tpu]'")
+pytestmark = pytest.mark.needs_tpu
 
 
 def _devices(topology):
@@ -94,7 +88,7 @@ def _out_spec(program):
 @pytest.mark.compiled_hlo
 @pytest.mark.parametrize("slug", SLUGS)
 def test_the_tpu_layer_is_what_jax_compiles_for_the_topology(slug, by_slug, programs):
-    layer = by_slug[slug]["hlo_tpu"]
+    layer = by_slug[slug]["compiled"]["tpu"]
     assert layer["backend"] == "tpu" and layer["host"] == ""
     assert layer["topology"] == (DEFAULT_TOPOLOGY if by_slug[slug]["mesh"] is None else "v5e:2x4")
     assert layer["device_kind"] == _devices(layer["topology"])[0].device_kind == "TPU v5 lite"
@@ -137,7 +131,7 @@ def test_every_tpu_instruction_tagged_with_an_equation_is_attributed_to_it(slug,
 @pytest.mark.compiled_hlo
 @pytest.mark.parametrize("slug", SLUGS)
 def test_each_tpu_fusion_lists_the_equations_of_what_xla_put_in_it(slug, by_slug):
-    layer = by_slug[slug]["hlo_tpu"]
+    layer = by_slug[slug]["compiled"]["tpu"]
     lines = layer["text"].splitlines()
     by_computation = {}
     for ins in layer["instructions"]:
@@ -168,7 +162,7 @@ def test_the_softmax_kernel_xla_puts_between_two_matmuls_computes_the_softmax(by
     """libtpu replaces attention's softmax and second matmul with a kernel of its own (`online-softmax`,
     a custom-call with no metadata): it computes every equation from the first matmul's result on."""
     record = by_slug["attention"]
-    kernel = next(i for i in record["hlo_tpu"]["instructions"] if i["name"] == "online-softmax")
+    kernel = next(i for i in record["compiled"]["tpu"]["instructions"] if i["name"] == "online-softmax")
     primitives = {record["eqns"][e]["primitive"] for e in kernel["eqns"]}
     assert kernel["via"] == "inferred"
     assert {"reduce_max", "exp", "reduce_sum", "div", "dot_general"} <= primitives
@@ -222,8 +216,8 @@ def test_add_with_hlo_tpu_records_the_layer_a_fresh_tpu_compile_prints(tmp_path,
             "--hlo", "tpu", "--corpus", str(corpus)]
     assert cli.main(argv) == 0, capsys.readouterr().err
     record = __import__("json").loads((corpus / "proj.json").read_text())
-    layer = record["hlo_tpu"]
-    assert "hlo" not in record  # the TPU layer only, as asked
+    layer = record["compiled"]["tpu"]
+    assert list(record["compiled"]) == ["tpu"]  # the TPU layer only, as asked
     assert (layer["device_kind"], layer["topology"]) == ("TPU v5 lite", DEFAULT_TOPOLOGY)
     args = [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in ((128, 256), (256, 512))]
     spec = importlib.util.spec_from_file_location("added_proj", tmp_path / "m.py")

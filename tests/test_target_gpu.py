@@ -1,7 +1,7 @@
 """The GPU layer, compiled by JAX's CUDA plugin for a described GPU without a GPU: targets are named
 `gpu` or `gpu:NAME`, the text is what `jax.jit(f).lower(*args).compile()` prints on that GPU's
 topology devices, every instruction whose op_name carries an equation's tag is attributed to it, and
-`add --hlo gpu` records it as the GPU's layer (`hlo_gpu`), or says in one line how to get the plugin.
+`add --hlo gpu` records it as the GPU's layer (`compiled.gpu`), or says in one line how to get the plugin.
 Every built-in program that lowers for more than a TPU carries it, and it is what a fresh compile gives."""
 import importlib.util
 import json
@@ -13,7 +13,7 @@ from importlib.metadata import version
 import pytest
 
 from _heavy_compiles import layer_and_its_compiles
-from dumpgym.target import (DEFAULT_GPU, GPU, GPUS, Target, TargetError, cuda_plugin_installed, parse_target,
+from dumpgym.target import (DEFAULT_GPU, GPU, GPUS, Target, TargetError, parse_target,
                             topology_devices)
 
 ADDED = '''
@@ -24,15 +24,6 @@ def proj(x, w):
     return jnp.tanh(x @ w)
 '''
 SHAPES = ((128, 256), (256, 512))
-
-
-@pytest.fixture
-def plugin():
-    """Skip unless JAX's CUDA plugin (the `gpu` extra) is installed; CI installs it."""
-    if not cuda_plugin_installed():
-        if os.environ.get("CI"):
-            pytest.fail("CI installs the gpu extra (scripts/test): JAX's CUDA plugin is missing")
-        pytest.skip("the GPU compiler is not installed: pip install 'dumpgym[gpu]'")
 
 
 def _proj():
@@ -81,14 +72,16 @@ def test_gpu_targets_are_named_gpu_or_a_gpu_model():
             parse_target(bad)
 
 
-def test_each_gpu_spec_describes_the_gpu_it_is_named_for(plugin):
+@pytest.mark.needs_gpu
+def test_each_gpu_spec_describes_the_gpu_it_is_named_for():
     for name, kind in GPUS.items():
         devices = topology_devices(f"{name}:1x1x1")
         assert len(devices) == 1 and devices[0].device_kind == kind and devices[0].platform == "gpu"
     assert len(topology_devices("h100:1x1x8")) == 8
 
 
-def test_the_gpu_layer_is_what_jax_compiles_for_the_gpu(plugin):
+@pytest.mark.needs_gpu
+def test_the_gpu_layer_is_what_jax_compiles_for_the_gpu():
     proj = _proj()
     _traced, _facts, layer = _layer(proj, GPU)
     assert (layer.backend, layer.host, layer.device_kind, layer.topology) == ("gpu", "", GPUS["h100"], "h100:1x1x1")
@@ -100,7 +93,8 @@ def test_the_gpu_layer_is_what_jax_compiles_for_the_gpu(plugin):
     assert a100.device_kind == GPUS["a100"] and a100.text != layer.text and a100.host_id != layer.host_id
 
 
-def test_every_gpu_instruction_tagged_with_an_equation_is_attributed_to_it(plugin):
+@pytest.mark.needs_gpu
+def test_every_gpu_instruction_tagged_with_an_equation_is_attributed_to_it():
     from dumpgym.facts import build_facts
     from dumpgym.hlo import _instructions
     from dumpgym.trace import innermost_tag, trace
@@ -126,7 +120,8 @@ def test_every_gpu_instruction_tagged_with_an_equation_is_attributed_to_it(plugi
     assert {"dot_general", "tanh"} <= primitives
 
 
-def test_a_mesh_program_compiles_onto_as_many_gpus(plugin, programs):
+@pytest.mark.needs_gpu
+def test_a_mesh_program_compiles_onto_as_many_gpus(programs):
     from dumpgym.facts import build_facts
     from dumpgym.hlo import compile_layer
     from dumpgym.trace import trace
@@ -138,7 +133,8 @@ def test_a_mesh_program_compiles_onto_as_many_gpus(plugin, programs):
     assert layer.stats.unattributed_with_op_name == 0
 
 
-def test_add_with_hlo_gpu_records_the_gpu_layer(plugin, tmp_path, capsys):
+@pytest.mark.needs_gpu
+def test_add_with_hlo_gpu_records_the_gpu_layer(tmp_path, capsys):
     from dumpgym import cli
 
     (tmp_path / "m.py").write_text(ADDED)
@@ -147,8 +143,8 @@ def test_add_with_hlo_gpu_records_the_gpu_layer(plugin, tmp_path, capsys):
             "--hlo", "gpu:h100", "--corpus", str(corpus)]
     assert cli.main(argv) == 0, capsys.readouterr().err
     record = json.loads((corpus / "proj.json").read_text())
-    layer = record["hlo_gpu"]
-    assert "hlo_tpu" not in record and "hlo" not in record
+    layer = record["compiled"]["gpu"]
+    assert list(record["compiled"]) == ["gpu"]
     assert (layer["backend"], layer["device_kind"], layer["topology"]) == ("gpu", GPUS["h100"], "h100:1x1x1")
     assert layer["cuda_plugin_version"] == version("jax-cuda12-plugin") and "libtpu_version" not in layer
     spec = importlib.util.spec_from_file_location("added_proj", tmp_path / "m.py")
@@ -157,16 +153,18 @@ def test_add_with_hlo_gpu_records_the_gpu_layer(plugin, tmp_path, capsys):
     assert layer["text"] == _fresh_text(module.proj, "h100:1x1x1")
 
 
-def test_dumpgym_add_takes_a_gpu_target_as_the_command_does(plugin, tmp_path):
+@pytest.mark.needs_gpu
+def test_dumpgym_add_takes_a_gpu_target_as_the_command_does(tmp_path):
     import dumpgym
 
     record = dumpgym.add(_proj(), *_args(), corpus=tmp_path / "corpus", compiled="gpu:a100")
-    assert record.hlo_gpu.backend == "gpu" and record.hlo_gpu.device_kind == GPUS["a100"]
-    assert record.hlo is None and record.hlo_tpu is None
-    assert json.loads((tmp_path / "corpus" / "proj.json").read_text())["hlo_gpu"]["topology"] == "a100:1x1x1"
+    assert record.compiled["gpu"].backend == "gpu" and record.compiled["gpu"].device_kind == GPUS["a100"]
+    assert list(record.compiled) == ["gpu"]
+    assert json.loads((tmp_path / "corpus" / "proj.json").read_text())["compiled"]["gpu"]["topology"] == "a100:1x1x1"
 
 
-def test_add_with_hlo_gpu_prints_nothing_of_the_cuda_plugin(plugin, tmp_path):
+@pytest.mark.needs_gpu
+def test_add_with_hlo_gpu_prints_nothing_of_the_cuda_plugin(tmp_path):
     (tmp_path / "m.py").write_text(ADDED)
     env = {k: v for k, v in os.environ.items() if k != "JAX_SKIP_CUDA_CONSTRAINTS_CHECK"}
     done = subprocess.run([sys.executable, "-m", "dumpgym", "add", f"{tmp_path / 'm.py'}:proj", "--arg", "bf16[8,8]",
@@ -206,21 +204,20 @@ def test_the_command_without_the_gpu_extra_exits_2_in_one_line_and_writes_nothin
     assert not (tmp_path / "corpus").exists()
 
 
-def test_every_built_in_program_but_the_tpu_kernel_carries_a_gpu_layer(by_slug):
-    from dumpgym.programs import TPU_ONLY
-
+def test_every_built_in_program_but_the_tpu_kernel_carries_a_gpu_layer(by_slug, programs):
     for slug, record in by_slug.items():
-        if slug in TPU_ONLY:
-            assert "hlo_gpu" not in record
+        if programs[slug].platform == "tpu":
+            assert "gpu" not in record["compiled"]
             continue
-        layer = record["hlo_gpu"]
+        layer = record["compiled"]["gpu"]
         assert (layer["backend"], layer["device_kind"], layer["host"]) == ("gpu", GPUS["h100"], ""), slug
         assert layer["topology"] == ("h100:1x1x1" if record["mesh"] is None else "h100:1x1x8"), slug
         assert layer["stats"]["unattributed_with_op_name"] == 0, slug
 
 
+@pytest.mark.needs_gpu
 @pytest.mark.parametrize("slug", ["mlp", "layernorm", "train-step", "rnn-bptt"])
-def test_the_built_in_gpu_layer_is_what_jax_compiles_for_that_gpu(plugin, slug, by_slug, programs):
+def test_the_built_in_gpu_layer_is_what_jax_compiles_for_that_gpu(slug, by_slug, programs):
     """layernorm calls a jit inside (its mesh is empty: one GPU, not none); train-step is jitted already."""
     import jax
 
@@ -231,4 +228,4 @@ def test_the_built_in_gpu_layer_is_what_jax_compiles_for_that_gpu(plugin, slug, 
     jax.clear_caches()
     with jax.default_device(topology_devices("h100:1x1x1")[0]), no_traceback_locations():
         fresh = jit_of(program.function).lower(*program.example_args()).compile().as_text()
-    assert by_slug[slug]["hlo_gpu"]["text"] == fresh
+    assert by_slug[slug]["compiled"]["gpu"]["text"] == fresh

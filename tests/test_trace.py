@@ -9,25 +9,16 @@ from dumpgym.jax_internals import no_traceback_locations
 from dumpgym.program import load_entry, parse_arg
 from dumpgym.programs import SLUGS
 from jax_reference import jaxpr_of, jit_of
-
-SEED_SLUGS = [
-    "mlp", "layernorm", "rmsnorm", "softmax", "logsumexp", "attention", "causal", "mha", "gqa",
-    "rope", "scan", "remat", "moe", "grads", "dequant", "sharded", "psum",
-]
-# The second part: what training and inference code prints (loops, branches, a step, sharding by jit).
-TRAINING_SLUGS = [
-    "scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
-    "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul",
-]
+from needs_extras import builtin_slugs
 
 
-def test_corpus_has_the_seventeen_then_the_training_programs(corpus):
-    assert [p["slug"] for p in corpus["programs"]] == SEED_SLUGS + TRAINING_SLUGS == list(SLUGS)
-    assert corpus["schema"] == "dumpgym.corpus/1"
+def test_corpus_has_every_built_in_program_in_the_gym_order(corpus):
+    assert [p["slug"] for p in corpus["programs"]] == list(SLUGS)
+    assert corpus["schema"] == "dumpgym.corpus/2"
     assert corpus["jax_version"] == jax.__version__ == "0.10.2"
 
 
-@pytest.mark.parametrize("slug", SEED_SLUGS + TRAINING_SLUGS)
+@pytest.mark.parametrize("slug", builtin_slugs())
 def test_listings_are_what_jax_prints(slug, by_slug, programs):
     record = by_slug[slug]
     function = load_entry(record["entry"])

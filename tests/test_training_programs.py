@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dumpgym.programs import SLUGS, TPU_ONLY  # TPU_ONLY: lower for TPU only, no CPU compile
+from dumpgym.programs import SLUGS, builtin_program
 
 TRAINING = ("scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
             "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul")
@@ -35,14 +35,15 @@ def op_lines(program: dict, name: str) -> list[str]:
 
 
 def test_the_second_part_follows_the_seventeen():
-    assert SLUGS[17:] == TRAINING and len(SLUGS) == 29
+    assert SLUGS[17:17 + len(TRAINING)] == TRAINING
 
 
-@pytest.mark.parametrize("slug", [s for s in TRAINING if s not in TPU_ONLY])
+# A program that lowers for TPU only has no CPU compile.
+@pytest.mark.parametrize("slug", [s for s in TRAINING if builtin_program(s).platform == "cpu"])
 def test_every_program_has_both_compiled_layers(slug, by_slug):
     program = by_slug[slug]
-    assert program["hlo"]["backend"] == "cpu" and program["hlo_tpu"]["backend"] == "tpu"
-    assert program["hlo"]["stats"]["unattributed_with_op_name"] == 0
+    assert program["compiled"]["cpu"]["backend"] == "cpu" and program["compiled"]["tpu"]["backend"] == "tpu"
+    assert program["compiled"]["cpu"]["stats"]["unattributed_with_op_name"] == 0
 
 
 def test_scan_layers_is_one_scan_over_four_layers_with_consts_carry_and_xs(by_slug):
@@ -68,7 +69,7 @@ def test_scan_layers_lowers_to_a_while_counting_to_four_and_compiles_with_its_tr
     assert any("compare  LT" in line or "compare LT" in line for line in op_lines(program, "stablehlo.compare"))
     assert "dense<4> : tensor<i32>" in program["stablehlo"]
     assert len(op_lines(program, "stablehlo.dynamic_slice")) == 4  # one per stacked weight
-    assert '"known_trip_count":{"n":"4"}' in program["hlo"]["text"]
+    assert '"known_trip_count":{"n":"4"}' in program["compiled"]["cpu"]["text"]
 
 
 def test_decode_loop_is_a_while_with_a_cond_and_a_body_and_no_gather(by_slug):
@@ -132,8 +133,8 @@ def test_train_step_donates_seven_buffers_as_jax_lowers_it(by_slug, programs):
     main = next(line for line in program["stablehlo"].splitlines() if "func.func public @main" in line)
     aliases = [int(n) for n in re.findall(r"tf\.aliasing_output = (\d+)", main)]
     assert aliases == list(range(7))
-    for layer in ("hlo", "hlo_tpu"):
-        header = program[layer]["text"].splitlines()[0]
+    for layer in ("cpu", "tpu"):
+        header = program["compiled"][layer]["text"].splitlines()[0]
         assert "input_output_alias={" in header
         assert sorted(int(n) for n in re.findall(r"\{\d+\}: \((\d+), \{\}", header)) == list(range(7))
     eqns = program["eqns"]
@@ -190,8 +191,8 @@ def test_auto_sharded_has_shardings_on_main_a_constraint_and_a_compiled_all_redu
     assert main.count("sdy.sharding = #sdy.sharding<@mesh") == 3
     assert '[{"data"}, {}]' in main and '[{}, {"model"}]' in main and '[{"model"}, {}]' in main
     assert len(op_lines(program, "sdy.sharding_constraint")) == 1
-    assert "all-reduce(" in program["hlo"]["text"] and "all-reduce(" in program["hlo_tpu"]["text"]
-    assert program["hlo_tpu"]["topology"] == "v5e:2x4"
+    assert "all-reduce(" in program["compiled"]["cpu"]["text"] and "all-reduce(" in program["compiled"]["tpu"]["text"]
+    assert program["compiled"]["tpu"]["topology"] == "v5e:2x4"
 
 
 def test_embed_xent_gathers_forward_and_scatter_adds_backward(by_slug):
@@ -325,11 +326,11 @@ def test_rnn_bptt_matches_the_gradient_of_the_unrolled_loop(programs):
 
 
 def test_rnn_bptt_compiles_each_scan_to_a_while_of_twelve_trips(by_slug):
-    for layer in ("hlo", "hlo_tpu"):
-        text = by_slug["rnn-bptt"][layer]["text"]
+    for layer in ("cpu", "tpu"):
+        text = by_slug["rnn-bptt"]["compiled"][layer]["text"]
         assert sum(" while(" in line for line in text.splitlines()) == 2, layer
     # the CPU compiler writes the trip count it proved; the TPU one leaves it to the condition
-    assert by_slug["rnn-bptt"]["hlo"]["text"].count('"known_trip_count":{"n":"12"}') == 2
+    assert by_slug["rnn-bptt"]["compiled"]["cpu"]["text"].count('"known_trip_count":{"n":"12"}') == 2
 
 
 def test_fsdp_step_states_shardings_on_arguments_and_two_constraints(by_slug):
@@ -350,11 +351,10 @@ def _groups_over(mesh, axis: str) -> set:
     return {frozenset(row) for row in moved.reshape(-1, moved.shape[-1]).tolist()}
 
 
+@pytest.mark.needs_tpu
 def test_fsdp_step_gathers_over_data_reduces_over_model_and_scatters_on_tpu(programs):
-    from dumpgym.target import libtpu_installed, retarget, topology_devices
+    from dumpgym.target import retarget, topology_devices
 
-    if not libtpu_installed():
-        pytest.skip("the TPU layer needs libtpu")
     program = programs["fsdp-step"]
     devices = topology_devices("v5e:2x4")
     memo = {}
@@ -398,10 +398,10 @@ def test_pallas_matmul_is_one_opaque_kernel_at_every_layer(by_slug):
     assert kernel == ["get", "get", "dot_general", "max", "convert_element_type", "swap"]
     assert len(op_lines(program, "stablehlo.custom_call")) == 1
     assert "stablehlo.custom_call @tpu_custom_call" in program["stablehlo"]
-    assert program["platform"] == "tpu" and "hlo" not in program  # a Mosaic kernel has no CPU compile
-    calls = [i for i in program["hlo_tpu"]["instructions"] if i["opcode"] == "customcall"]
+    assert program["platform"] == "tpu" and "cpu" not in program["compiled"]  # a Mosaic kernel has no CPU compile
+    calls = [i for i in program["compiled"]["tpu"]["instructions"] if i["opcode"] == "customcall"]
     assert len(calls) == 1 and calls[0]["eqns"] == [call["id"]]
-    assert 'custom_call_target="tpu_custom_call"' in program["hlo_tpu"]["text"]
+    assert 'custom_call_target="tpu_custom_call"' in program["compiled"]["tpu"]["text"]
 
 
 def test_pallas_matmul_kernel_computes_relu_of_the_matmul(programs):
@@ -422,6 +422,6 @@ def test_pallas_matmul_kernel_computes_relu_of_the_matmul(programs):
 
 
 
-def test_tpu_only_names_exactly_the_programs_that_lower_for_tpu(programs, by_slug):
-    assert tuple(s for s, p in programs.items() if p.platform == "tpu") == TPU_ONLY
-    assert all(("hlo" in by_slug[s]) == (s not in TPU_ONLY) for s in SLUGS)
+def test_a_program_has_a_cpu_compile_exactly_when_it_lowers_for_cpu(programs, by_slug):
+    assert all(by_slug[s].get("platform", "cpu") == p.platform for s, p in programs.items())
+    assert all(("cpu" in by_slug[s]["compiled"]) == (p.platform == "cpu") for s, p in programs.items())

@@ -17,8 +17,9 @@ __version__ = "0.1.0"
 
 
 
-def xray(function, *example_args, compiled: bool = False, **example_kwargs):
-    """Trace `function` on example arguments and return a notebook-ready x-ray (`compiled`: with XLA's HLO).
+def xray(function, *example_args, compiled: bool | str = False, **example_kwargs):
+    """Trace `function` on example arguments and return a notebook-ready x-ray (`compiled`: with XLA's HLO,
+    True for this host's CPU or a target as `add` takes it).
 
     The arguments are what `add` takes: arrays, `jax.ShapeDtypeStruct`s, aval strings, pytrees and
     models; leaves that are not arrays are static.

@@ -88,9 +88,9 @@ def _cmd_corpus_build(args) -> int:
 
 
 def _load(args) -> dict:
-    from dumpgym import corpus
+    from dumpgym import corpus, usercorpus
 
-    data = corpus.load_corpus(args.corpus)
+    data = usercorpus.load_corpus(args.corpus)
     try:
         return corpus.select(data, args.slugs)
     except KeyError as e:
@@ -107,7 +107,8 @@ def _cmd_export(args) -> int:
 def _cmd_drills(args) -> int:
     from dumpgym import drills
 
-    json.dump(drills.build_pool(_load(args)), sys.stdout, indent=1, ensure_ascii=False)
+    warn = lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)  # noqa: E731
+    json.dump(drills.build_pool(_load(args), warn), sys.stdout, indent=1, ensure_ascii=False)
     print()
     return 0
 
@@ -202,8 +203,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_remove)
 
     for name, run, text in (
-        ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/1)"),
-        ("drills", _cmd_drills, "print the drill item pool as JSON (schema dumpgym.drills/1)"),
+        ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/2)"),
+        ("drills", _cmd_drills, "print the drill item pool as JSON (schema dumpgym.drills/2)"),
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("slugs", nargs="*", metavar="SLUG", help="only these programs (default: all)")

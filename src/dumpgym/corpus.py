@@ -1,4 +1,4 @@
-"""Stage four: the corpus artifact ("dumpgym.corpus/1"), built from programs and read without JAX."""
+"""Stage four: the corpus artifact ("dumpgym.corpus/2"), built from programs and read without JAX."""
 from __future__ import annotations
 
 import difflib
@@ -8,18 +8,18 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from dumpgym.record import SCHEMA, Corpus, ProgramRecord
-from dumpgym.target import CPU, Target
+from dumpgym.record import SCHEMA, Corpus, ProgramRecord, upgrade_program
+from dumpgym.target import TARGETS, Target, builtin_targets, target_id
 
 BUILTIN_PATH = Path(__file__).parent / "data" / "corpus.json"
 
 
-def program_record(program, progress: Callable[[str], None] | None = None, compiled: bool = False,
-                   tpu: Target | None = None, gpu: Target | None = None) -> ProgramRecord:
-    """Trace one `Program` and gather everything the export says about it (`compiled`: the CPU's HLO
-    layer too; `tpu`, `gpu`: a TPU's or a GPU's, compiled without one)."""
+def program_record(program, progress: Callable[[str], None] | None = None,
+                   targets: Iterable[Target] = ()) -> ProgramRecord:
+    """Trace one `Program` and gather everything the export says about it, compiled for each of
+    `targets` (a TPU or a GPU without one, this host's CPU) that its platform lowers for."""
     from dumpgym.facts import build_facts
-    from dumpgym.trace import trace
+    from dumpgym.trace import mesh_of, trace
     from dumpgym.attribution import build_xray
 
     say = progress or (lambda _msg: None)
@@ -29,26 +29,29 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
     facts = build_facts(traced)
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
     xray = build_xray(traced, facts)
-
-    def compiled_for(target: Target, words: str):
+    layers = {}
+    for target in targets:
+        # A program that lowers for TPU alone (a Mosaic kernel) has no CPU or GPU compile.
+        if program.platform != "cpu" and target.platform != program.platform:
+            continue
         from dumpgym.hlo import compile_layer  # jaxlib's HLO bindings, only when a layer is asked for
 
-        say(f"{program.slug}: compiling with XLA{words}")
-        return compile_layer(traced, facts, target)
-
-    # A program that lowers for TPU alone (a Mosaic kernel) has no CPU or GPU compile.
-    on_cpu = program.platform == "cpu"
-    hlo = compiled_for(CPU, "") if compiled and on_cpu else None
-    hlo_gpu = compiled_for(gpu, f" for GPU ({gpu.topology})") if gpu is not None and on_cpu else None
-    hlo_tpu = compiled_for(tpu, f" for TPU ({tpu.topology or 'v5e, sized to the program'})") if tpu is not None else None
+        say(f"{program.slug}: compiling with XLA{_words(target)}")
+        layers[target_id(target)] = compile_layer(traced, facts, target)
+    # In the registry's order, whatever order the targets were given in.
+    compiled = {t: layers[t] for t in TARGETS if t in layers}
+    if program.mesh is not None:
+        mesh, in_specs = program.mesh, [list(p) for p in program.in_specs] if program.in_specs else None
+    else:  # an added program: the mesh its arguments are sharded over, or its shard_map's
+        mesh, in_specs = mesh_of(traced)
     return ProgramRecord(
         slug=program.slug,
         title=program.title,
         lesson=program.lesson,
         entry=program.entry,
         args=tuple(program.args),
-        mesh=program.mesh,
-        in_specs=[list(p) for p in program.in_specs] if program.in_specs else None,
+        mesh=mesh,
+        in_specs=in_specs,
         source=traced.source,
         jaxpr=traced.jaxpr,
         stablehlo=traced.stablehlo,
@@ -57,29 +60,32 @@ def program_record(program, progress: Callable[[str], None] | None = None, compi
         stablehlo_ops=xray.ops,
         lowered_to_nothing=xray.lowered_to_nothing,
         xray_stats=xray.stats,
-        hlo=hlo,
-        hlo_tpu=hlo_tpu,
-        hlo_gpu=hlo_gpu,
+        compiled=compiled,
         platform=program.platform,
         lowered=xray.lowered,
     )
 
 
+def _words(target: Target) -> str:
+    """How progress names a compile: nothing for this CPU, else the platform and topology."""
+    if target.platform == "cpu":
+        return ""
+    return f" for {target.platform.upper()} ({target.topology or 'v5e, sized to the program'})"
+
+
 def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs: int = 1) -> Corpus:
     """The whole corpus for `programs`, stamped with the JAX version that traced it (`compiled`: with
-    the three compiled layers, this host's CPU, the default TPU and the default GPU; the TPU needs
-    libtpu and the GPU JAX's CUDA plugin).
+    every built-in compiled layer of the registry, `target.builtin_targets`: today the default TPU,
+    the default GPU and this host's CPU; the TPU needs libtpu and the GPU JAX's CUDA plugin).
 
     `jobs` > 1 builds built-in programs (found by slug) in that many worker processes: XLA compiles a
     program on one core, and compiling is most of a build.
     """
     import jax
 
-    from dumpgym.target import GPU, TPU, require_cuda_plugin, require_libtpu
-
     if compiled:  # before tracing anything: one line, not a failure halfway through
-        require_libtpu()
-        require_cuda_plugin()
+        for entry in builtin_targets():
+            entry.target.require()
     programs = list(programs)
     if jobs > 1 and len(programs) > 1:
         from dumpgym.programs import SLUGS, builtin_program
@@ -88,9 +94,12 @@ def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs:
             raise ValueError("build_corpus(jobs > 1) builds built-in programs only; use jobs=1 for others")
         records = _build_in_workers([p.slug for p in programs], progress is not None, compiled, jobs)
     else:
-        tpu, gpu = (TPU, GPU) if compiled else (None, None)
-        records = [program_record(p, progress, compiled, tpu, gpu) for p in programs]
+        records = [program_record(p, progress, _builtin_compiles(compiled)) for p in programs]
     return Corpus(SCHEMA, jax.__version__, tuple(records))
+
+
+def _builtin_compiles(compiled: bool) -> list[Target]:
+    return [entry.target for entry in builtin_targets()] if compiled else []
 
 
 def _build_in_workers(slugs: list[str], verbose: bool, compiled: bool, jobs: int) -> list[ProgramRecord]:
@@ -112,11 +121,9 @@ def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:
     import sys
 
     from dumpgym.programs import builtin_program
-    from dumpgym.target import GPU, TPU
 
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else None
-    tpu, gpu = (TPU, GPU) if compiled else (None, None)
-    return program_record(builtin_program(slug), progress, compiled, tpu, gpu).to_json()
+    return program_record(builtin_program(slug), progress, _builtin_compiles(compiled)).to_json()
 
 
 def dumps(corpus: dict) -> str:
@@ -144,16 +151,18 @@ def write_atomic(path: Path, text: str) -> None:
 def check(committed: dict, fresh: dict) -> tuple[list[str], list[str]]:
     """Differences between the committed corpus and a fresh trace: (problems, notes), each with a short diff.
 
-    XLA's CPU code generation depends on the host, so the CPU's compiled layer (`hlo`) is compared
-    only when the committed one was compiled on a host like this one (same `host_id`); elsewhere one
-    note says so, and only the other layers are compared. The TPU layer (`hlo_tpu`) depends on
-    the topology and libtpu alone, and the GPU layer (`hlo_gpu`) on the GPU's description and the
-    CUDA plugin, so both are always compared.
+    XLA's CPU code generation depends on the host, so a program's CPU layer (`compiled.cpu`) is
+    compared only when the committed one was compiled on a host like this one (same `host_id`);
+    elsewhere one note says so, and only the other layers are compared. A TPU layer depends on the
+    topology and libtpu alone, and a GPU layer on the GPU's description and the CUDA plugin, so both
+    are always compared. A committed corpus/1 file is read as corpus/2 first.
     """
     problems, notes = [], []
     if committed.get("jax_version") != fresh["jax_version"]:
         problems.append(f"jax_version: committed {committed.get('jax_version')}, installed {fresh['jax_version']}")
-    old = {p["slug"]: p for p in committed.get("programs", [])}
+    if committed.get("schema") != fresh.get("schema"):
+        problems.append(f"schema: committed {committed.get('schema')}, written now {fresh.get('schema')}")
+    old = {p["slug"]: upgrade_program(p) for p in committed.get("programs", [])}
     new = {p["slug"]: p for p in fresh["programs"]}
     for slug in sorted(old.keys() - new.keys()):
         problems.append(f"{slug}: committed but no longer a program")
@@ -165,29 +174,38 @@ def check(committed: dict, fresh: dict) -> tuple[list[str], list[str]]:
         before, after = old[slug], new[slug]
         if before == after:
             continue
-        compare_hlo = _same_host(before.get("hlo"), after.get("hlo"))
-        if not compare_hlo:
-            other_hosts.add(before["hlo"].get("host", "?"))
-            before, after = _without_hlo(before), _without_hlo(after)
+        cpu_before, cpu_after = _cpu_layer(before), _cpu_layer(after)
+        if not _same_host(cpu_before, cpu_after):
+            other_hosts.update(layer.get("host", "?") for layer in cpu_before.values())
+            before, after = _without_cpu(before), _without_cpu(after)
             if before == after:
                 continue
         problems.append(f"{slug}: committed artifact differs from tracing\n" + _short_diff(before, after))
     if other_hosts:
-        here = next((p["hlo"]["host"] for p in fresh["programs"] if p.get("hlo")), "?")
+        here = next((layer["host"] for p in fresh["programs"] for layer in (_cpu_layer(p) or {}).values()), "?")
         notes.append(f"note: the committed compiled HLO was made on {', '.join(sorted(other_hosts))}, not on "
                      f"this host ({here}); XLA's CPU code depends on the host, so it was not compared")
     return problems, notes
 
 
+def _cpu_layer(program: dict) -> dict | None:
+    """A program's layers compiled by XLA for a CPU (the host's), as one dict, or None."""
+    cpu = {k: v for k, v in program.get("compiled", {}).items() if v.get("backend") == "cpu"}
+    return cpu or None
+
+
 def _same_host(before: dict | None, after: dict | None) -> bool:
-    """Whether two compiled layers came from hosts whose XLA CPU code is comparable."""
+    """Whether two programs' CPU layers came from hosts whose XLA CPU code is comparable."""
     if before is None or after is None:
         return True  # one has a compiled layer and the other none: a real difference
-    return before.get("host_id") == after.get("host_id")
+    if before.keys() != after.keys():
+        return True
+    return all(before[k].get("host_id") == after[k].get("host_id") for k in before)
 
 
-def _without_hlo(program: dict) -> dict:
-    return {k: v for k, v in program.items() if k != "hlo"}
+def _without_cpu(program: dict) -> dict:
+    compiled = {k: v for k, v in program.get("compiled", {}).items() if v.get("backend") != "cpu"}
+    return {**program, "compiled": compiled}
 
 
 def _short_diff(before: dict, after: dict) -> str:
@@ -199,18 +217,6 @@ def _short_diff(before: dict, after: dict) -> str:
 def load_builtin() -> dict:
     """The committed built-in corpus (no JAX import)."""
     return json.loads(BUILTIN_PATH.read_text(encoding="utf-8"))
-
-
-def load_corpus(corpus_dir=None, warn: Callable[[str], None] | None = None) -> dict:
-    """The built-in corpus with the user's added programs after it (no JAX import).
-
-    Without `warn` a damaged added program raises CorpusFolderError; with it, it is skipped and reported.
-    """
-    from dumpgym.usercorpus import load_user_programs
-
-    corpus = load_builtin()
-    corpus["programs"] = corpus["programs"] + [{**p, "added": True} for p in load_user_programs(corpus_dir, warn)]
-    return corpus
 
 
 def select(corpus: dict, slugs: list[str]) -> dict:

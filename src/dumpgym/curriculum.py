@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-# Section 04 of the gym floor is the x-ray, which is not a drill kind: the drills number around it.
-XRAY_SECTION = "04"
+from dumpgym import drills
+from dumpgym.drills import XRAY_SECTION, DrillKind  # noqa: F401  (XRAY_SECTION: the page reads it here, with the path)
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,7 @@ _CHAPTERS = (
 @cache
 def _path() -> tuple[Chapter, ...]:
     # Chapter 12 asks for every registered drill kind, so a kind added later is in the bar without an
-    # edit here. The drills import this module (for XRAY_SECTION), hence the import inside a function.
-    from dumpgym import drills
-
+    # edit here.
     every = sorted(drills.kinds().values(), key=lambda k: k.number)
     bar = Chapter("12", "the bar", "Read any dump on sight: twice the fluency bar, in every drill.",
                   tuple(Target(k.name, 2 * FLUENCY) for k in every))
@@ -74,8 +72,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def drill_kinds(pool: dict) -> list:
+def drill_kinds(pool: dict) -> list[DrillKind]:
     """The drill kinds to show (`drills.DrillKind`s), in gym order, as the pool names them."""
-    from dumpgym.drills import DrillKind  # the drills import this module for XRAY_SECTION
-
     return [DrillKind(k["name"], k["number"], k["title"], k["aim"]) for k in pool["kinds"]]

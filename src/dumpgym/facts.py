@@ -33,7 +33,7 @@ class Facts:
     dead: frozenset[int] = field(repr=False, default=frozenset())
 
     def to_json(self) -> list[dict]:
-        """The `eqns` list of the `dumpgym.corpus/1` export."""
+        """The `eqns` list of the corpus export."""
         return [e.to_json() for e in self.eqns]
 
     def descendants(self, eqn_id: int) -> list[int]:
@@ -64,7 +64,7 @@ def build_facts(source) -> Facts:
 
     `source` is a `Trace` (whose printing already recorded the spans) or a bare ClosedJaxpr.
     """
-    from dumpgym.jax_internals import jaxprs_in_params
+    from dumpgym.jax_internals import jaxprs_in_params, name_stack_of
     from dumpgym.trace import Trace, print_with_spans, walk_eqns
 
     if isinstance(source, Trace):
@@ -99,7 +99,7 @@ def build_facts(source) -> Facts:
             outputs=tuple(avals.of(v.aval) for v in eqn.outvars),
             jaxpr_lines=(spans[i][0], spans[i][1]),
             sources=tuple(source_of.get(id(v)) for v in eqn.invars),
-            name_stack=str(eqn.source_info.name_stack),
+            name_stack=name_stack_of(eqn),
         ))
     return Facts(
         eqns=tuple(eqns),

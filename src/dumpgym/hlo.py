@@ -6,8 +6,8 @@ metadata (`via` "tag"). Where XLA dropped it, the equation is inferred from data
 when that leaves no doubt (`via` "inferred"): the compiled graph says which tagged
 equations an instruction reads and feeds, the jaxpr says which equations lie between
 them. Instructions of reducer regions take their holder's equations ("region"); the
-rest is XLA's own plumbing ("none"). This module compiles and reads the graph;
-`hlo_attribution.py` decides each instruction's equations from it.
+rest is XLA's own plumbing ("none"). This module compiles, `hlo_graph.py` reads the
+graph, and `hlo_attribution.py` decides each instruction's equations from it.
 
 The text shown is XLA's compile of the plain lowering, with source locations off
 (`jax_traceback_in_locations_limit=0`, on a copy of the jaxpr, so JAX's caches for
@@ -25,19 +25,16 @@ too, once, by `hlo_facts.py`, and kept in the record.
 from __future__ import annotations
 
 import platform
-import re
 from collections import defaultdict
 from pathlib import Path
 
 from dumpgym.facts import Facts
 from dumpgym.hlo_attribution import attribute, enclosing
-from dumpgym.hlo_facts import CALLS_RE, TO_APPLY_RE, with_facts
+from dumpgym.hlo_facts import with_facts
+from dumpgym.hlo_graph import CompiledGraph, opcode_of
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
-from dumpgym.trace import innermost_tag, lower_copy
-
-_PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
-_LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
+from dumpgym.trace import lower_copy
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -93,10 +90,6 @@ def _definition_lines(text: str) -> tuple[dict[str, int], set[str]]:
     return out, roots
 
 
-def _opcode(instruction) -> str:
-    return str(instruction.opcode).removeprefix("HloOpcode.k").lower()
-
-
 def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
     """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
 
@@ -118,7 +111,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
 
     tagged_list = list(_instructions(tagged))
     plain_list = list(_instructions(plain))
-    if [(c, _opcode(i)) for c, i in tagged_list] != [(c, _opcode(i)) for c, i in plain_list]:
+    if [(c, opcode_of(i)) for c, i in tagged_list] != [(c, opcode_of(i)) for c, i in plain_list]:
         raise RuntimeError("the tagged and plain compiles differ; cannot attribute compiled HLO by construction")
     # XLA names the results of a call it inlines after the call's location, which a tag may be
     # (threefry's rolled loop on CPU): the tagged name stands for the plain one the text prints.
@@ -207,7 +200,7 @@ def _compile_for_topology(trace, target: Target):
     import jax
     from jax.extend import core as jex
 
-    from dumpgym.jax_internals import lower_with_jaxpr, no_traceback_locations
+    from dumpgym.jax_internals import lower_with_jaxpr, no_traceback_locations, with_source_info
     from dumpgym.trace import TAG, map_jaxpr_eqns
 
     topology = target.topology_for(devices_needed(trace))
@@ -220,9 +213,8 @@ def _compile_for_topology(trace, target: Target):
     tag_of = {id(eqn): k for k, eqn in enumerate(trace.tagged_eqns)}
 
     def tagged_eqn(eqn, params):
-        info = eqn.source_info
-        info = info.replace(name_stack=info.name_stack.extend(f"{TAG}{tag_of[id(eqn)]}"), traceback=None)
-        return eqn.replace(params={k: move(v) for k, v in params.items()}, source_info=info)
+        return with_source_info(eqn, {k: move(v) for k, v in params.items()}, name=f"{TAG}{tag_of[id(eqn)]}",
+                                traceback=None)
 
     def plain_eqn(eqn, params):
         return eqn.replace(params={k: move(v) for k, v in params.items()})
@@ -263,115 +255,3 @@ def _fusion_kind(printed: str) -> str:
         if f"kind={kind}" in printed:
             return kind
     return ""
-
-
-class CompiledGraph:
-    """The tagged compile's instructions by name: opcode, operands and users (from the HLO bindings),
-    the computations fusions call and reducers apply, and each instruction's own tag."""
-
-    def __init__(self, tagged_list, roots: set[str], entry: str, eqn_of_tag):
-        self.entry = entry
-        self.roots = roots
-        self.opcode, self.computation, self.operands, self.users = {}, {}, {}, {}
-        self.tag: dict[str, int | None] = {}
-        self.has_op_name: dict[str, bool] = {}
-        self.calls: dict[str, list[str]] = {}
-        self.param_number: dict[str, int] = {}
-        self.members: dict[str, list[str]] = defaultdict(list)
-        self.callers: dict[str, list[str]] = defaultdict(list)  # fused computation -> fusion instructions
-        self.holders: dict[str, list[str]] = defaultdict(list)  # region -> instructions applying it
-        self.loop_of: dict[str, str] = {}  # a while's body or condition computation -> the while
-        for computation, instruction in tagged_list:
-            name = instruction.name
-            # Metadata, called computations and parameter numbers are not in the bindings: read
-            # from the instruction's own printed form.
-            printed = instruction.to_string()
-            meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
-            tag_number = innermost_tag(meta)
-            self.tag[name] = eqn_of_tag[tag_number] if tag_number is not None else None
-            self.has_op_name[name] = "op_name=" in meta
-            self.opcode[name] = _opcode(instruction)
-            self.computation[name] = computation
-            self.operands[name] = [o.name for o in instruction.operands()]
-            self.users[name] = [u.name for u in instruction.users()]
-            self.calls[name] = CALLS_RE.findall(printed)
-            self.members[computation].append(name)
-            for region in TO_APPLY_RE.findall(printed):
-                self.holders[region].append(name)
-            for loop_computation in _LOOP_RE.findall(printed):
-                self.loop_of[loop_computation] = name
-            if self.opcode[name] == "fusion":
-                for callee in self.calls[name]:
-                    self.callers[callee].append(name)
-            elif self.opcode[name] == "parameter":
-                self.param_number[name] = int(_PARAMETER_RE.search(printed).group(1))
-        self.params_of = {(self.computation[p], k): p for p, k in self.param_number.items()}
-        self.region_of: dict[str, str] = {}  # instruction -> the region computation holding it (any depth)
-        for region in self.holders:
-            for name in self.members[region]:
-                self.region_of[name] = region
-
-    def own(self, name: str) -> int | None:
-        """The equation an instruction's own tag names (fusions and region instructions: none)."""
-        if self.opcode[name] == "fusion" or name in self.region_of:
-            return None
-        return self.tag[name]
-
-    def after(self, name: str) -> set[int]:
-        """The tagged equations this instruction's result reaches first, through untagged
-        instructions and fusion bounds."""
-        out: set[int] = set()
-        seen, stack = {name}, [name]
-        while stack:
-            cur = stack.pop()
-            steps: list[str] = []
-            if cur in self.roots:  # a fused computation's result is its fusion's
-                steps += self.callers.get(self.computation[cur], ())
-            for user in self.users[cur]:
-                if self.opcode[user] == "fusion":  # into the fused computation, at the matching parameter
-                    callee = self.calls[user][0]
-                    steps += [self.params_of[(callee, k)] for k, o in enumerate(self.operands[user])
-                              if o == cur and (callee, k) in self.params_of]
-                elif self.own(user) is not None:
-                    out.add(self.own(user))
-                else:
-                    steps.append(user)
-            for step in steps:
-                if step not in seen:
-                    seen.add(step)
-                    stack.append(step)
-        return out
-
-    def before(self, name: str) -> tuple[set[int], set[int]]:
-        """The tagged equations and the program arguments (entry parameter numbers) this
-        instruction's operands come from, through untagged instructions and fusion bounds."""
-        out, arguments, _loops = self.sources(name)
-        return out, arguments
-
-    def sources(self, name: str) -> tuple[set[int], set[int], set[int]]:
-        """As `before`, and the equations of the while loops whose carried values it reads (a loop
-        body's parameter is both the loop's input and the previous iteration's result)."""
-        out: set[int] = set()
-        arguments: set[int] = set()
-        loops: set[int] = set()
-        seen, stack = {name}, list(self.operands[name])
-        while stack:
-            cur = stack.pop()
-            if cur in seen:
-                continue
-            seen.add(cur)
-            op, comp = self.opcode[cur], self.computation[cur]
-            if op == "fusion":
-                stack += [r for r in self.members[self.calls[cur][0]] if r in self.roots]
-            elif op == "parameter":
-                if comp == self.entry:
-                    arguments.add(self.param_number[cur])
-                for fusion in self.callers.get(comp, ()):
-                    stack.append(self.operands[fusion][self.param_number[cur]])
-                if comp in self.loop_of and self.tag[self.loop_of[comp]] is not None:
-                    loops.add(self.tag[self.loop_of[comp]])
-            elif self.own(cur) is not None:
-                out.add(self.own(cur))
-            else:
-                stack += self.operands[cur]
-        return out, arguments, loops

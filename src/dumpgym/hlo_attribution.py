@@ -10,13 +10,10 @@ computation computes.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from dumpgym.facts import Facts
+from dumpgym.hlo_graph import CompiledGraph
 from dumpgym.opcodes import DATA_MOVEMENT, computes
-
-if TYPE_CHECKING:
-    from dumpgym.hlo import CompiledGraph
 
 
 # Plumbing XLA adds around the work: never an equation's own, whatever its neighbours.

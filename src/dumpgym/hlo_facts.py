@@ -15,11 +15,10 @@ import dataclasses
 import math
 import re
 
+from dumpgym.hlo_graph import CALLS_RE, TO_APPLY_RE, opcode_of as _opcode
 from dumpgym.record import (Alias, Buffer, Computation, EntryParameter, Instruction, ReplicaGroups, ResultShape,
                             Sharding, WhileCounter)
 
-CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
-TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
 # `%name = SHAPE opcode(`: no ` word(` occurs inside a printed shape (tiles and spaces follow `:`).
 _DEFINITION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.+?) ([a-z][a-z0-9\-]*)\(")
 _COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
@@ -179,10 +178,6 @@ def _aliases(header: str) -> tuple[Alias, ...]:
 # Instructions that pass a value through unchanged: the counter is read through them.
 _PASS = frozenset({"copy", "bitcast", "convert", "reshape"})
 _FLIP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "EQ": "EQ", "NE": "NE"}
-
-
-def _opcode(ins) -> str:
-    return str(ins.opcode).removeprefix("HloOpcode.k").lower()
 
 
 def _attribute(ins, name: str) -> str | None:

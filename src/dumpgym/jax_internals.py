@@ -111,6 +111,39 @@ def lower_with_jaxpr(traced, closed_jaxpr, retarget=None):
     return twin.lower()
 
 
+def name_stack_of(eqn) -> str:
+    """The scopes an equation was traced under, as its name stack prints them (`jvp()`, `transpose(jvp())`; "" for none).
+
+    Why private: an equation's `source_info` is a `jax._src.source_info_util` type, and no public API
+    names its scopes.
+    """
+    return str(eqn.source_info.name_stack)
+
+
+_KEEP = object()  # `with_source_info`: leave the traceback as it is
+
+
+def with_source_info(eqn, params: dict, *, name: str | None = None, traceback: Any = _KEEP):
+    """A copy of `eqn` with `params`, `name` (if given) pushed innermost onto its name stack, and
+    `traceback` (if given) in place of its own.
+
+    The name reaches every location the equation lowers to (`jit(f)/.../name/primitive`) and the
+    `op_name` of what XLA compiles from it, which is how the stages tag equations. A traceback of
+    None lowers to locations without a source file; any other object stands where the printer's
+    source map reports it (`print_with_source_map`).
+
+    Why private: an equation's `source_info` and its name stack are `jax._src.source_info_util`
+    types with no public way to change them; `jax.named_scope` names only what is traced under it,
+    and tracing again would give new equations, not these.
+    """
+    info = eqn.source_info
+    if name is not None:
+        info = info.replace(name_stack=info.name_stack.extend(name))
+    if traceback is not _KEEP:
+        info = info.replace(traceback=traceback)
+    return eqn.replace(params=params, source_info=info)
+
+
 def jaxprs_in_params(params) -> Iterator[Any]:
     """The sub-jaxprs an equation's params hold (`jax.extend.core.jaxprs_in_params`).
 

@@ -11,7 +11,7 @@ import html
 import json
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -92,7 +92,13 @@ class NotebookXRay:
     groups: list  # the export's `xray` groups, as JSON
     stats: XrayStats
     eqns: tuple[EqnFact, ...]
-    hlo: CompiledLayer | None = None  # XLA's compiled HLO, with `compiled=True`
+    # XLA's compiled HLO by compile target id (`target.TARGETS`), with `compiled=`; empty without.
+    compiled: dict[str, CompiledLayer] = field(default_factory=dict)
+
+    @property
+    def hlo(self) -> CompiledLayer | None:
+        """The compiled layer the view shows as its third column (the first of `compiled`), or None."""
+        return next(iter(self.compiled.values()), None)
 
     def _repr_html_(self) -> str:
         # The charset first, inside the 1,024 bytes a browser reads for it: the output saved on its own
@@ -157,27 +163,34 @@ def _script(root: str, compiled: bool) -> str:
     }
 
 
-def xray(function, *example_args, compiled: bool = False, **example_kwargs) -> NotebookXRay:
+def xray(function, *example_args, compiled: bool | str = False, **example_kwargs) -> NotebookXRay:
     """Trace `function` on example arguments and return its x-ray for display in a notebook
-    (`compiled`: with XLA's compiled HLO as a third column).
+    (`compiled`: with XLA's compiled HLO as a third column: True or "cpu" for this host's, or a
+    target as `dumpgym add --hlo` names it, "tpu", "gpu:a100", ...).
 
     The arguments are pytrees as `dumpgym.add` takes them (`program.partition`): arrays,
     ShapeDtypeStructs, aval strings such as 'bf16[64,128]', models; other leaves are static.
     """
     from dumpgym.facts import build_facts
-    from dumpgym.program import partition
+    from dumpgym.program import partition, trace_failure
     from dumpgym.trace import trace
     from dumpgym.attribution import build_xray
 
     partitioned = partition(function, example_args, example_kwargs)
-    traced = trace(partitioned.function, partitioned.structs)
+    try:
+        traced = trace(partitioned.function, partitioned.structs)
+    except Exception as e:  # the same line `dumpgym.add` gives: whose fault, with JAX's advice
+        raise trace_failure(e, function, partitioned, args=example_args, kwargs=example_kwargs) from e
     facts = build_facts(traced)
     result = build_xray(traced, facts)
-    hlo = None
+    layers = {}
     if compiled:
         from dumpgym.hlo import compile_layer
+        from dumpgym.target import CPU, parse_target, target_id
 
-        hlo = compile_layer(traced, facts)
+        target = CPU if compiled is True else parse_target(str(compiled))
+        target.require()
+        layers[target_id(target)] = compile_layer(traced, facts, target)
     return NotebookXRay(
         name=getattr(function, "__name__", "program"),
         jaxpr=traced.jaxpr,
@@ -185,5 +198,5 @@ def xray(function, *example_args, compiled: bool = False, **example_kwargs) -> N
         groups=[g.to_json() for g in result.groups],
         stats=result.stats,
         eqns=facts.eqns,
-        hlo=hlo,
+        compiled=layers,
     )

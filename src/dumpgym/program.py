@@ -233,7 +233,7 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
     `args` and `kwargs` are pytrees (models included: an NNX or Equinox module, a Linen variable dict);
     a positional argument given as a string is an aval spec (`"bf16[64,128]"`). Array leaves become
     `ShapeDtypeStruct`s, so weights are never inlined as constants. The function returns what
-    `function` returns, and, when the call replaced arrays inside its arguments (an NNX module or
+    `function` returns, its leaves that JAX cannot return left out (None in their place), and, when the call replaced arrays inside its arguments (an NNX module or
     optimizer updated in place), those new arrays too: `(result, [updated arrays])`, as `nnx.jit` does.
     """
     import jax
@@ -257,7 +257,10 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
         for i, value in zip(traced_at, traced):
             values[i] = value
         call_args, call_kwargs = jax.tree.unflatten(treedef, values)
-        result = function(*call_args, **call_kwargs)
+        # A leaf of the result that JAX cannot return (an Equinox model's activation functions, a config
+        # object) is static, as `eqx.filter_jit` treats it: the traced program returns the rest.
+        result = jax.tree.map(lambda v: v if is_traced_leaf(v) or isinstance(v, (bool, int, float, complex)) else None,
+                              function(*call_args, **call_kwargs))
         inputs = {id(v) for v in traced}
         updated = [v for v in jax.tree.leaves((call_args, call_kwargs))
                    if is_traced_leaf(v) and not isinstance(v, jax.ShapeDtypeStruct) and id(v) not in inputs]
@@ -309,11 +312,14 @@ def describe_call(args: tuple, kwargs: dict, limit: int = 160) -> str:
 
 
 def describe(value, depth: int = 0) -> str:
-    """One example value as a short structure: arrays by aval, containers by their items, anything else by type."""
+    """One example value as a short structure: arrays by aval (and partition spec, when sharded over a mesh),
+    containers by their items, anything else by type."""
     from dumpgym.facts import dtype_name
 
     if is_traced_leaf(value):
-        return str(ArgSpec(tuple(value.shape), dtype_name(value.dtype)))
+        spec = getattr(getattr(value, "sharding", None), "spec", None)
+        sharded = f" sharded {spec}" if spec is not None and any(p is not None for p in spec) else ""
+        return str(ArgSpec(tuple(value.shape), dtype_name(value.dtype))) + sharded
     if isinstance(value, (bool, int, float, complex, str, type(None))):
         return _shorten(repr(value), 24)
     if depth >= 2:
@@ -327,6 +333,57 @@ def describe(value, depth: int = 0) -> str:
         more = ", …" if len(value) > 4 else ""
         return ("[{}{}]" if isinstance(value, list) else "({}{})").format(", ".join(items), more)
     return f"{type(value).__name__}(…)"
+
+
+# JAX ends some messages with this line and a note about the frames it hid: not the user's business.
+_JAX_FOOTER = "--------------------"
+
+
+def jax_message(error: BaseException, limit: int = 600) -> str:
+    """JAX's message for `error` on one line, its advice kept ("use `jax.lax.pcast(..., to='varying')`"),
+    the note about hidden frames left out."""
+    lines = str(error).strip().split(_JAX_FOOTER)[0].splitlines()
+    return _shorten(" ".join(line.strip() for line in lines if line.strip()), limit)
+
+
+def trace_failure(error: BaseException, function: Callable[..., Any], partitioned: Partitioned, *, args: tuple,
+                  kwargs: dict) -> ProgramError:
+    """Whose fault a failed trace of `function` (as `partition` made it, on `args` and `kwargs`) is, as one
+    ProgramError: traced again by JAX alone (`jax.jit(f).trace(...).lower()`, or the function's own jit),
+    a failure there is the program's, with JAX's message and advice; a success there makes it dumpgym's,
+    said so, with what to report."""
+    import jax
+
+    name = getattr(function, "__name__", type(function).__name__)
+    traced = partitioned.function
+    own = callable(getattr(traced, "trace", None)) and callable(getattr(traced, "lower", None))
+    try:
+        plain = (traced if own else jax.jit(traced)).trace(*partitioned.structs)
+        plain.lower()
+    except Exception as refused:  # JAX refuses it too
+        return ProgramError(f"{name} raised {type(refused).__name__} while tracing: {jax_message(refused)} "
+                            f"(it expects {expected(function)}, given {describe_call(args, kwargs)})")
+    holders = sorted({e.primitive.name for e in _eqns(plain.jaxpr.jaxpr) if _holds_subjaxpr(e)})
+    binds = f"; its jaxpr binds {', '.join(holders)}" if holders else ""
+    return ProgramError(f"dumpgym could not trace {name}, which JAX traces and lowers: {type(error).__name__}: "
+                        f"{_first_line(error)}. This is a limitation of dumpgym, not of your program: please "
+                        f"report it with JAX {jax.__version__}{binds}")
+
+
+def _eqns(jaxpr):
+    """Every equation of a jaxpr, sub-jaxprs included."""
+    from dumpgym.jax_internals import jaxprs_in_params
+
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in jaxprs_in_params(eqn.params):
+            yield from _eqns(getattr(sub, "jaxpr", sub))
+
+
+def _holds_subjaxpr(eqn) -> bool:
+    from dumpgym.jax_internals import jaxprs_in_params
+
+    return any(True for _ in jaxprs_in_params(eqn.params))
 
 
 def _shorten(text: str, limit: int) -> str:

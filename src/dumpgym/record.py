@@ -1,9 +1,11 @@
-"""The corpus record ("dumpgym.corpus/1") as frozen dataclasses: written by one function, read by one.
+"""The corpus record ("dumpgym.corpus/2") as frozen dataclasses: written by one function, read by one.
 
 `ProgramRecord.from_json` (reading as `typedjson` does) is the only way a record comes in from disk or from the committed
 corpus: it checks every field's type against the annotations below and every cross-reference
 (equation ids, line numbers) against the texts, and raises `RecordError` naming the first field
 that is wrong. `to_json` is the only way one goes out; it reproduces the export byte for byte.
+Records of "dumpgym.corpus/1" (the committed corpus and added programs of the previous release)
+still read: their three compiled fields, `hlo`, `hlo_tpu` and `hlo_gpu`, become `compiled` entries.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ from typing import Any, Iterable
 from dumpgym.dtypes import short as short_dtype
 from dumpgym.typedjson import RecordError, TypedRecord as _Record, at as _at, join as _join
 
-SCHEMA = "dumpgym.corpus/1"
+SCHEMA = "dumpgym.corpus/2"
+# Older schemas this reader upgrades as it reads (`upgrade_program`).
+READS = (SCHEMA, "dumpgym.corpus/1")
 # What the export writes for a parameter that is a jaxpr (see `facts.to_json`, the parameter writer).
 JAXPR_PLACEHOLDER = "<jaxpr>"
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -569,7 +573,7 @@ class LoweredModule(_Record):
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"hlo", "hlo_tpu", "hlo_gpu", "jax_version", "added", "platform", "lowered"})
+    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered"})
     slug: str
     title: str
     lesson: str
@@ -585,21 +589,29 @@ class ProgramRecord(_Record):
     stablehlo_ops: tuple[StablehloOp, ...]
     lowered_to_nothing: tuple[LoweredToNothing, ...]
     xray_stats: XrayStats
-    # compiled for this host's CPU, or (an added program, `add --hlo gpu`) for a GPU without one: `backend` says which
-    hlo: CompiledLayer | None = None
-    hlo_tpu: CompiledLayer | None = None  # compiled for a TPU topology, without a TPU (the `tpu` extra)
-    hlo_gpu: CompiledLayer | None = None  # compiled for a described GPU, without a GPU (the `gpu` extra)
+    # XLA's compiled HLO by compile target id (`target.TARGETS`: "tpu", "gpu", "cpu", ...), in the
+    # registry's order; empty for a program added without `--hlo`. Each layer names what compiled it.
+    compiled: dict[str, CompiledLayer] = dataclasses.field(default_factory=dict)
     # The JAX that traced this program when it was traced apart from its corpus (an added program);
     # the built-in programs share the corpus's `jax_version`.
     jax_version: str | None = None
     # True for a program the user added (`load_corpus` marks them; the page's "your programs" filter).
     added: bool = False
     # The platform the StableHLO was lowered for: "tpu" for a program only a TPU can lower (a Pallas
-    # kernel), which then has no CPU compiled layer (`hlo` is None) and says why on the page.
+    # kernel), which then has only TPU layers in `compiled` and says why on the page.
     platform: str = "cpu"
     # What MLIR read in the StableHLO when it was lowered (`stablehlo_facts.py`); None in a record written
     # before it, where the drills that read it ask nothing.
     lowered: LoweredModule | None = None
+
+    @classmethod
+    def from_json(cls, value, path: str = ""):
+        """A typed record from parsed JSON of either schema (`READS`); raises `RecordError` naming the field."""
+        return super().from_json(upgrade_program(value), path)
+
+    def layers(self, backend: str | None = None) -> dict[str, CompiledLayer]:
+        """The compiled layers by target id, in order; with `backend`, only those compiled for it (`tpu`)."""
+        return {k: v for k, v in self.compiled.items() if backend is None or v.backend == backend}
 
     def ancestors(self, eqn: EqnFact) -> list[EqnFact]:
         """The containers that hold `eqn`, innermost first."""
@@ -641,10 +653,38 @@ class ProgramRecord(_Record):
             _eqn_within(gone.eqn, n, f"{_join(path, 'lowered_to_nothing')}[{i}].eqn")
         if self.lowered is not None:
             self.lowered.check_against(shlo_n, _join(path, "lowered"))
-        for name in ("hlo", "hlo_tpu", "hlo_gpu"):
-            layer = getattr(self, name)
-            if layer is not None:
-                layer.check_against(n, _join(path, name))
+        for target, layer in self.compiled.items():
+            if not _TARGET_ID.fullmatch(target):
+                raise RecordError(f"{_join(path, 'compiled')}: {target!r} is not a compile target id")
+            layer.check_against(n, f"{_join(path, 'compiled')}.{target}")
+
+
+# A compile target's id as the registry allows it (`target.register_target`).
+_TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
+# "dumpgym.corpus/1" kept each compiled layer in a field of its own; the target id each one is now.
+_CORPUS1_LAYERS = (("hlo", None), ("hlo_tpu", "tpu"), ("hlo_gpu", "gpu"))
+
+
+def upgrade_program(value):
+    """A program record of "dumpgym.corpus/1" in the shape of "dumpgym.corpus/2"; anything else as it is.
+
+    corpus/1's `hlo` held the CPU's layer, or for a program added with `--hlo gpu` by an early release,
+    a GPU's: its `backend` says which target it is.
+    """
+    if not isinstance(value, dict) or "compiled" in value or not any(k in value for k, _ in _CORPUS1_LAYERS):
+        return value
+    out = {k: v for k, v in value.items() if k not in dict(_CORPUS1_LAYERS)}
+    compiled = {}
+    for key, target in _CORPUS1_LAYERS:
+        layer = value.get(key)
+        if layer is None:
+            continue
+        if target is None:
+            target = layer.get("backend") if isinstance(layer, dict) and layer.get("backend") in ("cpu", "gpu") else "cpu"
+        compiled.setdefault(target, layer)
+    # In the registry's order (tpu, gpu, cpu), as a fresh corpus/2 record writes them.
+    out["compiled"] = {t: compiled[t] for t in ("tpu", "gpu", "cpu") if t in compiled}
+    return out
 
 
 def _line_count(text: str) -> int:
@@ -669,6 +709,13 @@ class Corpus(_Record):
     schema: str
     jax_version: str
     programs: tuple[ProgramRecord, ...]
+
+    @classmethod
+    def from_json(cls, value, path: str = ""):
+        """A typed corpus from parsed JSON of either schema (`READS`); a corpus/1 one reads as corpus/2."""
+        if isinstance(value, dict) and value.get("schema") in READS and isinstance(value.get("programs"), list):
+            value = {**value, "schema": SCHEMA, "programs": [upgrade_program(p) for p in value["programs"]]}
+        return super().from_json(value, path)
 
     def check(self, path: str) -> None:
         """The schema is ours, every program passes its own checks, and no slug is used twice."""

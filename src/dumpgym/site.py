@@ -1,7 +1,7 @@
 """Stage six: the gym as static files, highlighted and escaped at build time, read by plain ES modules.
 
-`site_files` turns a corpus ("dumpgym.corpus/1", read once as a typed `Corpus`) and a drill pool
-("dumpgym.drills/1") into a mapping of relative paths to bytes, each file made when first read;
+`site_files` turns a corpus ("dumpgym.corpus/2", read once as a typed `Corpus`) and a drill pool
+("dumpgym.drills/2") into a mapping of relative paths to bytes, each file made when first read;
 `render_site` makes them all, `build_site` writes them to a folder, and `serve` serves the mapping
 from memory, so its page is up before every listing is lexed. The page reads per-program and
 per-drill splits of exactly those JSON objects, so what it shows is what `dumpgym export` and
@@ -24,6 +24,7 @@ from markupsafe import Markup, escape
 from dumpgym.curriculum import FLUENCY, PATH, XRAY_SECTION, drill_kinds
 from dumpgym.highlight import LISTINGS_SCHEMA, hlo_listing, listing_lines
 from dumpgym.record import CompiledLayer, Corpus, ProgramRecord
+from dumpgym.target import TARGETS, CompileTarget, Target
 
 PROGRESS_KEY = "dumpgym.progress/2"
 REFERENCE_SCHEMA = "dumpgym.reference/1"
@@ -51,6 +52,7 @@ class ProgramView:
     # The compiled layer is long: the page fetches it (data/hlo/SLUG.json) when it shows it.
     hlo_lines: int
     hlo_backend: str
+    hlo_target: str  # the compile target id of the layer the corpus section shows ("" for none)
     added: bool
     jax_version: str | None
 
@@ -75,10 +77,6 @@ def _op_names(program: ProgramRecord) -> list[str]:
     return [e.primitive for e in program.eqns] + [o.name for o in program.stablehlo_ops] + compiled
 
 
-# Each compiled layer of the record, and the folder the page fetches its listing from.
-_COMPILED_LAYERS = {"hlo": "hlo", "hlo_tpu": "hlo-tpu", "hlo_gpu": "hlo-gpu"}
-
-
 def compiled_ops(layer: CompiledLayer) -> dict[int, str]:
     """Each compiled instruction's opcode as its line prints it (`all-reduce`), by line, as the compile
     stage recorded it; none for a record written before it.
@@ -91,7 +89,8 @@ def compiled_ops(layer: CompiledLayer) -> dict[int, str]:
 
 
 def _compiled_layers(program: ProgramRecord) -> dict[str, CompiledLayer]:
-    return {name: layer for name in _COMPILED_LAYERS if (layer := getattr(program, name)) is not None and layer.text}
+    """The program's compiled layers that hold a listing, by compile target id."""
+    return {target: layer for target, layer in program.compiled.items() if layer.text}
 
 
 def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
@@ -146,8 +145,10 @@ def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[
 def program_view(program: ProgramRecord) -> ProgramView:
     """What the corpus and x-ray sections show of one program in the page: its words and computed counts."""
     texts = _listings(program)
-    # None for a program added without its compiled layer; the TPU's for one that lowers for TPU only.
-    compiled = program.hlo if program.hlo is not None or program.platform == "cpu" else program.hlo_tpu
+    # The layer compiled for the platform the program lowered for: the CPU's, or the TPU's for one that
+    # lowers for TPU only; none for a program added without it.
+    target, compiled = next(((t, layer) for t, layer in program.compiled.items() if layer.backend == program.platform),
+                            ("", None))
     return ProgramView(
         slug=program.slug, title=program.title, lesson=program.lesson,
         args=program.args, entry=program.entry, mesh=program.mesh,
@@ -155,22 +156,33 @@ def program_view(program: ProgramRecord) -> ProgramView:
         lines={layer: _line_count(text) for layer, text in texts.items()},
         hlo_lines=_line_count(compiled.text) if compiled is not None and compiled.text else 0,
         hlo_backend=compiled.backend if compiled is not None else "",
+        hlo_target=target,
         added=program.added, jax_version=program.jax_version,
     )
+
+
+def page_targets(corpus: Corpus) -> list[CompileTarget]:
+    """The compile targets the page's x-ray switch offers: every registered one that some program of the
+    corpus was compiled for, in the registry's order, then any other a program names (an added
+    program's), labelled by its id."""
+    present = {t for p in corpus.programs for t in _compiled_layers(p)}
+    known = [t for t in TARGETS.values() if t.id in present]
+    others = sorted(present - TARGETS.keys())
+    return known + [CompileTarget(t, t.upper(), f"{t}, as the program's record names it", Target(t)) for t in others]
 
 
 def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
             anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
     """The JSON files the page fetches, each as a function that makes it: each program object (from
-    `written()`, the corpus's `to_json`), its highlighted listings and compiled HLO (data/hlo: the
-    CPU's, data/hlo-tpu: the TPU's, data/hlo-gpu: the GPU's), and each drill kind's items per program."""
+    `written()`, the corpus's `to_json`), its highlighted listings, each compiled layer's HLO
+    (data/compiled/TARGET/SLUG.json, by compile target id), and each drill kind's items per program."""
     files: dict[str, Callable[[], object]] = {
         f"data/programs/{p.slug}.json": partial(lambda i: written()["programs"][i], i)
         for i, p in enumerate(corpus.programs)}
     for p in corpus.programs:
         files[f"data/listings/{p.slug}.json"] = partial(_listings_file, p, anchors)
         for name, layer in _compiled_layers(p).items():
-            files[f"data/{_COMPILED_LAYERS[name]}/{p.slug}.json"] = partial(_compiled_file, layer, anchors)
+            files[f"data/compiled/{name}/{p.slug}.json"] = partial(_compiled_file, layer, anchors)
     for (kind, slug), items in _group_items(pool).items():
         files[f"data/drills/{kind}/{slug}.json"] = partial(lambda items: {"schema": pool["schema"], "items": items},
                                                            items)
@@ -277,8 +289,8 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
                                   if kind == k.name)
                  for k in kinds}
         return _environment().get_template("index.html").render(
-            corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH,
-            totals=totals(record, drills), yours=[p.slug for p in record.programs if p.added], csp=CSP,
+            corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
+            totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY, xray=XRAY_SECTION,
         ).encode("utf-8")
 
@@ -314,19 +326,19 @@ def _json(obj, indent=None) -> bytes:
 def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
     """The corpus (built-in plus the user's added programs) and its drill pool, without importing JAX.
 
-    A damaged added program is skipped with a one-line warning (on stderr unless `warn` is given):
-    the page still serves everything else.
+    A damaged added program, and a drill kind that fails on one program, are skipped with a one-line
+    warning (on stderr unless `warn` is given): the page still serves everything else.
     """
     import sys
 
-    from dumpgym.corpus import load_corpus
     from dumpgym.drills import build_pool
+    from dumpgym.usercorpus import load_corpus
 
-    corpus = load_corpus(corpus_dir, warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)))
-    return corpus, build_pool(corpus)
+    warn = warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr))
+    corpus = load_corpus(corpus_dir, warn)
+    return corpus, build_pool(corpus, warn)
 
 
 def _weight(items: list[dict]) -> float:
     """The summed `weight` of a program's items of one kind, as the page's sampler weighs them."""
-    # The pool is not the corpus record: "dumpgym.drills/1" gives every item weight 1 unless it says otherwise.
-    return sum(item.get("weight", 1) for item in items)
+    return sum(item["weight"] for item in items)  # every "dumpgym.drills/2" item has its weight

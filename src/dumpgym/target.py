@@ -1,4 +1,10 @@
-"""What XLA compiles a program for (a `Target`): this machine's CPU, or a named TPU or GPU without one.
+"""What XLA compiles a program for (a `Target`), and the registry of compiled layers (`TARGETS`).
+
+A `Target` says how to compile: this machine's CPU, or a named TPU or GPU without one. A
+`CompileTarget` is one compiled layer the gym knows by id (`cpu`, `tpu`, `gpu`): how the page labels
+and names it, what it needs installed, and the `Target` it compiles for. The record keeps a
+program's layers as `compiled: {id: layer}`, and every stage after it iterates over what a program
+has, so one more built-in layer is one `register_target` call here and a corpus rebuild.
 
 libtpu (the `tpu` extra: `pip install dumpgym[tpu]`) describes any TPU slice by name
 (`jax.experimental.topologies.get_topology_desc`) and compiles for its devices on a machine with
@@ -16,6 +22,7 @@ import glob
 import hashlib
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +60,17 @@ class Target:
     platform: str
     topology: str | None = None
 
+    def installed(self) -> bool:
+        """Whether this target's compiler is installed here (the CPU's always is)."""
+        return {"tpu": libtpu_installed, "gpu": cuda_plugin_installed}.get(self.platform, lambda: True)()
+
+    def require(self) -> None:
+        """Raise `TargetError` in one line, naming the pip extra, unless this target's compiler is installed."""
+        if self.platform == "tpu":
+            require_libtpu()
+        elif self.platform == "gpu":
+            require_cuda_plugin()
+
     def topology_for(self, devices: int) -> str:
         """The topology to compile a program on `devices` devices for: a TPU slice, or `NAME:1x1xN` GPUs."""
         if self.platform == "gpu":
@@ -69,10 +87,79 @@ CPU = Target("cpu")
 TPU = Target("tpu")
 GPU = Target("gpu", DEFAULT_GPU)
 
+# Ids that name a program's other listings: a compiled layer may not take them.
+_LISTING_NAMES = frozenset({"source", "jaxpr", "stablehlo"})
+_TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    """One compiled layer the gym knows: its id in the record (`compiled[id]`), its label on the page's
+    switch, how the page names it in full, and the `Target` it compiles for.
+
+    `builtin`: whether `dumpgym corpus build` compiles the built-in programs for it. A program that
+    lowers for one platform alone (a Pallas TPU kernel, `Program.platform`) gets only the layers of
+    that platform.
+    """
+
+    id: str
+    label: str
+    name: str
+    target: Target
+    builtin: bool = True
+
+    @property
+    def platform(self) -> str:
+        """The platform XLA compiles for: `cpu`, `tpu` or `gpu`."""
+        return self.target.platform
+
+    def to_json(self) -> dict:
+        """What the page is told of this target (its listings are named by `id`)."""
+        return {"id": self.id, "label": self.label, "name": self.name, "platform": self.platform}
+
+
+# In the page's order: the switch lists them so, and a program's first layer here is the one shown first.
+TARGETS: dict[str, CompileTarget] = {}
+
+
+def register_target(entry: CompileTarget) -> CompileTarget:
+    """Add a compiled layer to the registry (after the ones there); refused if its id is taken or not an id."""
+    if not _TARGET_ID.fullmatch(entry.id) or entry.id in _LISTING_NAMES:
+        raise ValueError(f"compile target id {entry.id!r}: lowercase letters, digits and dashes, not a listing's name")
+    if entry.id in TARGETS:
+        raise ValueError(f"compile target {entry.id!r} is registered twice")
+    TARGETS[entry.id] = entry
+    return entry
+
+
+register_target(CompileTarget("tpu", "TPU", "TPU v5e, compiled without a TPU", TPU))
+register_target(CompileTarget("gpu", "GPU", "NVIDIA H100, compiled without a GPU", GPU))
+register_target(CompileTarget("cpu", "CPU", "this machine's CPU", CPU))
+
+
+def target_id(target: Target) -> str:
+    """The registry id a compile for `target` is kept under: the entry with this very target, else
+    the platform's first entry (`add --hlo tpu:v6e:2x4` is the program's TPU layer)."""
+    for entry in TARGETS.values():
+        if entry.target == target:
+            return entry.id
+    for entry in TARGETS.values():
+        if entry.platform == target.platform:
+            return entry.id
+    raise TargetError(f"no compile target is registered for {target.platform}")
+
+
+def builtin_targets(platform: str = "cpu") -> list[CompileTarget]:
+    """The layers `corpus build` compiles a built-in program for: every built-in entry, or for a program
+    that lowers for one platform alone (`Program.platform` other than cpu), that platform's."""
+    return [t for t in TARGETS.values() if t.builtin and (platform == "cpu" or t.platform == platform)]
+
 
 def parse_target(text: str) -> Target:
     """`cpu`, `tpu` (v5e 2x2, or the v5e slice a mesh needs), `tpu:GEN:SHAPE` (`tpu:v6e:2x4`),
-    `gpu` (an H100) or `gpu:NAME` (`gpu:a100`)."""
+    `gpu` (an H100) or `gpu:NAME` (`gpu:a100`), or the id of a registered target."""
+    if text in TARGETS:
+        return TARGETS[text].target
     platform, _, topology = text.partition(":")
     if platform == "cpu" and not topology:
         return CPU

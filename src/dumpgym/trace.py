@@ -9,6 +9,7 @@ exactly what `jax.jit(f).lower(*args).as_text()` prints (the tests compare them)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import inspect
@@ -132,13 +133,13 @@ def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]
     Each equation gets a unique marker as its traceback; the printer's source map then
     reports, for every output line, which markers' documents it holds.
     """
-    from dumpgym.jax_internals import print_with_source_map
+    from dumpgym.jax_internals import print_with_source_map, with_source_info
 
     count = [0]
 
     def mark(eqn, params):
         count[0] += 1
-        return eqn.replace(params=params, source_info=eqn.source_info.replace(traceback=_Marker(count[0] - 1)))
+        return with_source_info(eqn, params, traceback=_Marker(count[0] - 1))
 
     marked = map_jaxpr_eqns(closed_jaxpr.jaxpr, mark)
     text, source_map = print_with_source_map(marked)
@@ -153,14 +154,13 @@ def print_with_spans(closed_jaxpr) -> tuple[str, dict[int, tuple[int, int, int]]
 
 def _lower_tagged(traced):
     """Lower a tagged copy of `traced`'s jaxpr; returns the Lowered and the equation behind each tag."""
-    from dumpgym.jax_internals import no_traceback_locations
+    from dumpgym.jax_internals import no_traceback_locations, with_source_info
 
     originals = []
 
     def retag(eqn, params):
         originals.append(eqn)
-        info = eqn.source_info
-        return eqn.replace(params=params, source_info=info.replace(name_stack=info.name_stack.extend(f"{TAG}{len(originals) - 1}")))
+        return with_source_info(eqn, params, name=f"{TAG}{len(originals) - 1}")
 
     # The tag is all the attribution reads: without source files in the locations, they stay
     # short, so lowering builds and the x-ray reads far less (the printed text has no locations).
@@ -210,7 +210,9 @@ def map_jaxpr_eqns(jaxpr, rewrite: Callable[[Any, dict], Any], memo: dict | None
 # Module-level functions, not closures: a closure that calls itself is a reference cycle, which
 # would keep the memo, and with it the whole copy, alive until the garbage collector next runs.
 def _map_param(value, rewrite, memo):
-    """An equation parameter for the copy: each sub-jaxpr it holds copied, once per jaxpr."""
+    """An equation parameter for the copy: each sub-jaxpr it holds copied, once per jaxpr, and every
+    container around them rebuilt with its own type (custom_linear_solve's `jaxprs` is a namedtuple
+    its rules read by field name; a plain tuple in its place breaks them)."""
     from jax.extend import core as jex
 
     if isinstance(value, jex.ClosedJaxpr):
@@ -220,18 +222,30 @@ def _map_param(value, rewrite, memo):
         return memo[key][1]
     if isinstance(value, jex.Jaxpr):
         return map_jaxpr_eqns(value, rewrite, memo)
-    if isinstance(value, tuple) and value and all(isinstance(v, jaxpr_types()) for v in value):
-        return tuple(_map_param(v, rewrite, memo) for v in value)
+    if isinstance(value, (tuple, list)) and _holds(value):
+        items = [_map_param(v, rewrite, memo) for v in value]
+        made = getattr(type(value), "_make", None)  # a namedtuple takes its fields from one iterable
+        return made(items) if made is not None else type(value)(items)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and _holds(value):
+        return dataclasses.replace(value, **{f.name: _map_param(getattr(value, f.name), rewrite, memo)
+                                             for f in dataclasses.fields(value) if f.init})
     return value
 
 
-def _holds_jaxpr(params: dict) -> bool:
-    """Whether an equation's parameters hold a sub-jaxpr, or a tuple of them, for `_map_param` to copy."""
-    kinds = jaxpr_types()
-    for value in params.values():
-        if isinstance(value, kinds) or (isinstance(value, tuple) and value and isinstance(value[0], kinds)):
-            return True
+def _holds(value) -> bool:
+    """Whether a parameter value holds a sub-jaxpr anywhere inside its tuples, lists and dataclasses."""
+    if isinstance(value, jaxpr_types()):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_holds(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(_holds(getattr(value, f.name)) for f in dataclasses.fields(value))
     return False
+
+
+def _holds_jaxpr(params: dict) -> bool:
+    """Whether an equation's parameters hold a sub-jaxpr, anywhere, for `_map_param` to copy."""
+    return any(_holds(value) for value in params.values())
 
 
 @functools.cache
@@ -247,6 +261,29 @@ def walk_eqns(closed_jaxpr) -> list:
     out: list = []
     map_jaxpr_eqns(closed_jaxpr.jaxpr, lambda eqn, params: out.append(eqn) or eqn)
     return out
+
+
+def mesh_of(traced: Trace) -> tuple[dict[str, int] | None, list | None]:
+    """The mesh a traced program runs on, as the record writes it (`{"x": 8}`), and each argument's partition
+    spec (one entry per axis, `None` where it is whole), for a program whose `Program` names no mesh: the mesh
+    its arguments' `NamedSharding`s share, else the one its first `shard_map` binds (specs then unknown:
+    None); `(None, None)` for a program on one device."""
+    from jax.sharding import NamedSharding
+
+    shardings = [getattr(a, "sharding", None) for a in traced.args]
+    named = [s for s in shardings if isinstance(s, NamedSharding) and s.mesh.size > 1]
+    if named:
+        mesh = named[0].mesh
+        specs = []
+        for arg, sharding in zip(traced.args, shardings):
+            spec = list(sharding.spec) if isinstance(sharding, NamedSharding) and sharding.mesh == mesh else []
+            specs.append([list(p) if isinstance(p, tuple) else p for p in spec] + [None] * (len(arg.shape) - len(spec)))
+        return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), specs
+    for eqn in walk_eqns(traced.closed_jaxpr):
+        mesh = eqn.params.get("mesh") if eqn.primitive.name == "shard_map" else None
+        if mesh is not None and getattr(mesh, "axis_names", None):
+            return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), None
+    return None, None
 
 
 def source_of(function: Callable[..., Any]) -> str:

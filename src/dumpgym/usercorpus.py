@@ -1,8 +1,8 @@
 """The user's own corpus: programs added with `dumpgym add`, one JSON file each, behind an index.
 
 Layout of the folder: `index.json` (`{"schema": "dumpgym.user-corpus/1", "programs": [slugs]}`)
-and `<slug>.json` per program, each a `dumpgym.corpus/1` program record. The index is the
-truth: a record file it does not name (left by an add that was killed before it finished) is
+and `<slug>.json` per program, each a `dumpgym.corpus/2` program record (or a corpus/1 one an
+earlier release wrote, which still reads). The index is the truth: a record file it does not name (left by an add that was killed before it finished) is
 never listed, and a later add of that slug replaces it.
 
 Writers (`add`, `remove`) hold an exclusive lock on the folder for their whole
@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 from dumpgym.errors import CorpusFolderError
 from dumpgym.program import ProgramError
-from dumpgym.record import ProgramRecord, RecordError, valid_slug
+from dumpgym.record import ProgramRecord, RecordError, upgrade_program, valid_slug
 
 INDEX_SCHEMA = "dumpgym.user-corpus/1"
 # What `write_atomic` leaves behind when killed mid-write: `.<name>.json.<random>`.
@@ -114,7 +114,7 @@ def read_program(folder: Path, slug: str) -> dict:
     if record.slug != slug:
         raise CorpusFolderError(f"the program file {path} is damaged (it holds {record.slug!r}, not {slug!r}); "
                            f"remove it with 'dumpgym remove {slug}'")
-    return value
+    return upgrade_program(value)  # one an earlier release wrote ("dumpgym.corpus/1") reads as corpus/2
 
 
 def load_user_programs(corpus_dir=None, warn: Callable[[str], None] | None = None) -> list[dict]:
@@ -143,6 +143,18 @@ def load_user_programs(corpus_dir=None, warn: Callable[[str], None] | None = Non
                     raise
                 warn(f"skipping {slug}: {e}")
         return programs
+
+
+def load_corpus(corpus_dir=None, warn: Callable[[str], None] | None = None) -> dict:
+    """The built-in corpus with the user's added programs after it (no JAX import).
+
+    Without `warn` a damaged added program raises CorpusFolderError; with it, it is skipped and reported.
+    """
+    from dumpgym.corpus import load_builtin
+
+    corpus = load_builtin()
+    corpus["programs"] = corpus["programs"] + [{**p, "added": True} for p in load_user_programs(corpus_dir, warn)]
+    return corpus
 
 
 def _write_index(folder: Path, slugs: list[str]) -> None:
@@ -246,15 +258,12 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
 
 def _compile_target(compiled):
     """The compile target `compiled` names (None for none); one line if it is unknown or its compiler is missing."""
-    from dumpgym.target import CPU, Target, parse_target, require_cuda_plugin, require_libtpu
+    from dumpgym.target import CPU, Target, parse_target
 
     if compiled is None or compiled is False:
         return None
     target = compiled if isinstance(compiled, Target) else CPU if compiled is True else parse_target(str(compiled))
-    if target.platform == "tpu":
-        require_libtpu()
-    if target.platform == "gpu":
-        require_cuda_plugin()
+    target.require()
     return target
 
 
@@ -269,7 +278,7 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     import jax
 
     from dumpgym.corpus import program_record, write_atomic
-    from dumpgym.program import Program, describe_call, expected, partition
+    from dumpgym.program import Program, partition, trace_failure
 
     _check_slug_syntax(slug)
     folder = user_corpus_dir(corpus_dir)
@@ -282,17 +291,14 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
                       args=partitioned.avals, entry=entry, structs=partitioned.structs)
     _check_writable(folder)
     try:
-        on = target.platform if target is not None else None
-        record = program_record(program, progress, compiled=on == "cpu", tpu=target if on == "tpu" else None,
-                                gpu=target if on == "gpu" else None)
+        record = program_record(program, progress, [target] if target is not None else [])
     except ProgramError:
         raise
     except Exception as e:
         if not _raised_while_tracing(e):
             raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
-        first_line = (str(e).strip().splitlines() or [""])[0]
-        raise ProgramError(f"{name} raised {type(e).__name__} while tracing: {first_line} "
-                           f"(it expects {expected(function)}, given {describe_call(args, kwargs)})") from e
+        # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
+        raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
     with locked(folder, exclusive=True):

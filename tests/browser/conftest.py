@@ -55,7 +55,7 @@ def gym_data(corpus):
                 xray=[], lowered_to_nothing=[],
                 xray_stats={**evil["xray_stats"], "mapped_equations": 0, "mapped_jaxpr_lines": 0,
                             "mapped_stablehlo_op_lines": 0})
-    del evil["hlo"], evil["hlo_tpu"], evil["hlo_gpu"]  # no compiled layer for any target
+    evil["compiled"] = {}  # no compiled layer for any target
     data["programs"].append(evil)
     return data, build_pool(data)
 
@@ -324,9 +324,13 @@ class Gym:
         self.page.wait_for_selector(f"#drill-{kind}[data-state=asking]")
 
     def item(self, kind: str) -> dict:
-        """The drill item on screen, looked up in its JSON split by the panel's item id."""
+        """The drill item on screen, looked up in its JSON split by the panel's item id, as the drill tests
+        read an item (`pool_checks.readable`: `shown` is its context as Python resolves it)."""
+        from pool_checks import readable
+
         _, slug, index = self.page.get_attribute(f"#drill-{kind}", "data-item").split("/")
-        return self.fetch_json(f"data/drills/{kind}/{slug}.json")["items"][int(index)]
+        item = self.fetch_json(f"data/drills/{kind}/{slug}.json")["items"][int(index)]
+        return readable(item, self.fetch_json(f"data/programs/{slug}.json"))
 
     def answer(self, kind: str, right: bool = True, keys: bool = False) -> dict:
         """Answer the question on screen, rightly or not, by click or by digit key; returns the item."""

@@ -59,15 +59,31 @@ def test_every_drill_kind_answers_and_counts(page, gym, kind):
 
 def test_the_fusion_drill_shows_the_compiled_line_it_asks_about(page, gym, fetch_json):
     gym.open("fusions")
-    item = gym.item("fusions")
-    if "shown" in item:  # the item says what to show; the page fetches nothing of its own
-        assert page.locator("#drill-fusions .ctx [data-shown]").all_inner_texts() == item["shown"]
-        assert page.locator("#drill-fusions [data-hlo-line]").count() == 0
-        return
-    text = fetch_json(f"data/programs/{item['program']}.json")["hlo"]["text"].split("\n")[item["hlo_line"] - 1]
-    shown = page.locator("#drill-fusions [data-hlo-line]")
-    page.wait_for_function("el => el.textContent.includes(':')", arg=shown.element_handle())
-    assert shown.inner_text() == f"{item['hlo_line']}: {text.strip()}"
+    item = gym.item("fusions")  # `shown`: the item's context as Python resolves it
+    assert page.locator("#drill-fusions .ctx [data-shown]").all_inner_texts() == item["shown"]
+    assert page.locator("#drill-fusions [data-hlo-line]").count() == 0
+    text = fetch_json(f"data/programs/{item['program']}.json")["compiled"][item["layer"]]["text"].split("\n")[item["hlo_line"] - 1]
+    assert item["shown"][1] == text.strip()
+
+
+@pytest.mark.parametrize("kind", ["shapes", "decoder", "decisions", "fusions", "partitioner", "loops", "backward",
+                                  "buffers", "layouts", "units"])
+def test_the_page_resolves_each_items_context_to_pythons_blocks(page, gym, kind):
+    """The page reads an item's references into the listings it fetches; for a sample of items of every
+    kind, what it shows is exactly the blocks `dumpgym.drills.item.resolve` makes."""
+    gym.open(kind)
+    for n in range(4):
+        item = gym.item(kind)
+        panel = page.locator(f"#drill-{kind}")
+        if "options" in item:
+            assert panel.locator(".ctx [data-shown]").all_inner_texts() == item["shown"], item["card"]
+        else:  # a line pick: the first block is the listing to tap, the rest are shown above it
+            rows = [t.removesuffix("\n") for t in panel.locator("[data-pick] [data-line]").all_text_contents()]
+            assert rows == item["shown"][0].removesuffix("\n").split("\n"), item["card"]
+            assert panel.locator(".ctx [data-shown]").all_inner_texts() == item["shown"][1:]
+        if n < 3:
+            gym.answer(kind, right=n % 2 == 0)
+            gym.next(kind)
 
 
 def test_decisions_marks_the_framework_line_after_a_miss(page, gym):
@@ -173,33 +189,33 @@ SHOWN = ["e:? = dot_general[dimension_numbers=(([1], [0]), ([], []))] a b", "par
 LISTING = "{ lambda ; a:f32[4]. let\n    b:f32[1,4] = broadcast_in_dim a\n    c:f32[1,4] = add b b\n  in (c,) }"
 
 
-def _choice(program, shown=("a:f32[4]",), weight=None, **extra):
-    item = {"drill": "shapes", "program": program, "eqn": 0, "question": "What comes out?",
-            "options": ["f32[4]", "f32[1,4]", "f32[4,1]"], "answer": 1,
-            "reasons": ["dropped the new axis", "", "put the new axis last"], "shown": list(shown), **extra}
-    if weight is not None:
-        item["weight"] = weight
-    return item
+def _choice(program, shown=("a:f32[4]",), weight=1, question="What comes out?", card="0", drill="shapes", **extra):
+    return {"drill": drill, "program": program, "card": f"{drill}/{program}/{card}", "eqn": 0, "layer": "jaxpr",
+            "weight": weight, "question": question,
+            "answer": {"form": "choice", "options": ["f32[4]", "f32[1,4]", "f32[4,1]"], "index": 1,
+                       "reasons": ["dropped the new axis", "", "put the new axis last"], "rules": ["a", "", "b"]},
+            "context": [{"text": block} for block in shown], **extra}
 
 
 HAND_MADE_POOL = {
-    "schema": "dumpgym.drills/1",
+    "schema": "dumpgym.drills/2",
     "kinds": [
         {"name": "decoder", "number": "01", "title": "dot_general, decoded", "aim": "Weighted items."},
         {"name": "shapes", "number": "02", "title": "shape on sight", "aim": "One item with `shown`."},
         {"name": "decisions", "number": "03", "title": "the framework's hand", "aim": "One line item."},
     ],
     "items": [
-        # Everything the old page would have assembled is here too; with `shown`, none of it may appear.
-        _choice("mlp", shown=SHOWN, jaxpr_lines=[7, 7], hlo_line=3,
-                show={"primitive": "dot_general", "inputs": ["bf16[64,128]", "bf16[128,512]"]}),
-        {**_choice("mlp", weight=0, question="weight 0: never asked"), "drill": "decoder"},
-        {**_choice("mlp", weight=0, question="weight 0: never asked either"), "drill": "decoder"},
-        {**_choice("softmax", weight=1, question="asked A"), "drill": "decoder"},
-        {**_choice("softmax", weight=2.5, question="asked B"), "drill": "decoder"},
-        {"drill": "decisions", "program": "mlp", "eqn": 0, "question": "Tap the broadcast.",
-         "kind": "hidden-broadcast", "layer": "jaxpr", "answer_line": 2, "accepted_lines": [2, 3],
-         "explain": {"4": "line 4 is the `in` line: the results, not an op"}, "shown": [LISTING], "weight": 1},
+        # Facts the page does not read are here too; only the context's blocks may appear.
+        _choice("mlp", shown=SHOWN, jaxpr_lines=[7, 7], facts={"hlo_line": 3, "show": {"primitive": "dot_general"}}),
+        _choice("mlp", weight=0, question="weight 0: never asked", card="1", drill="decoder"),
+        _choice("mlp", weight=0, question="weight 0: never asked either", card="2", drill="decoder"),
+        _choice("softmax", weight=1, question="asked A", card="3", drill="decoder"),
+        _choice("softmax", weight=2.5, question="asked B", card="4", drill="decoder"),
+        {"drill": "decisions", "program": "mlp", "card": "decisions/mlp/0/hidden-broadcast", "eqn": 0,
+         "layer": "jaxpr", "step": "hidden-broadcast", "weight": 1, "question": "Tap the broadcast.",
+         "answer": {"form": "line", "line": 2, "accepted": [2, 3],
+                    "explain": {"4": "line 4 is the `in` line: the results, not an op"}},
+         "context": [{"text": LISTING}]},
     ],
 }
 
@@ -276,7 +292,7 @@ def test_items_of_weight_zero_are_never_asked(hand_page):
 
 
 SAMPLE = """async ([weights, draws, skipLast]) => {
-  const { pickWeighted } = await import('./static/drill.js');
+  const { pickWeighted } = await import('./static/sample.js');
   let s = 12345;  // mulberry32: a seeded source, so the counts do not depend on the run
   const random = () => { s = (s + 0x6D2B79F5) | 0; let t = Math.imul(s ^ (s >>> 15), 1 | s);
     t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t; return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
@@ -306,14 +322,15 @@ def test_the_sampler_never_repeats_the_item_just_asked(hand_page):
     counts = hand_page.evaluate(SAMPLE, [[1, 1, 1, 0], 300, True])
     assert counts[3] == 0 and min(counts[:3]) > 50
     # with one askable item, it is asked again rather than nothing
-    assert hand_page.evaluate("async () => (await import('./static/drill.js')).pickWeighted([0, 4, 0], 1, () => 0.5)") == 1
-    assert hand_page.evaluate("async () => (await import('./static/drill.js')).pickWeighted([0, 0], -1, () => 0.5)") == -1
+    assert hand_page.evaluate("async () => (await import('./static/sample.js')).pickWeighted([0, 4, 0], 1, () => 0.5)") == 1
+    assert hand_page.evaluate("async () => (await import('./static/sample.js')).pickWeighted([0, 0], -1, () => 0.5)") == -1
 
 
-def test_an_item_without_weight_weighs_one(hand_page):
-    weights = hand_page.evaluate("""async () => { const { weightOf } = await import('./static/drill.js');
+def test_an_item_weighs_what_the_pool_says_and_nothing_else(hand_page):
+    # Every drills/2 item carries its weight; the page works out no default of its own.
+    weights = hand_page.evaluate("""async () => { const { weightOf } = await import('./static/sample.js');
       return [{}, { weight: 0 }, { weight: 2.5 }, { weight: -1 }, { weight: null }].map(weightOf); }""")
-    assert weights == [1, 0, 2.5, 0, 1]
+    assert weights == [0, 0, 2.5, 0, 0]
 
 
 def test_opening_a_tab_while_its_first_question_loads_asks_one_question(browser, base_url):

@@ -38,8 +38,8 @@ RECORD = {
     "streaks": {"shapes": {"current": 1, "best": 4}, "decoder": {"current": 0, "best": 3}},
     "reached": {},
     "saved": "2026-01-30T00:00:00.000Z",
-    # Families are `drill/program/eqn/step-or-kind` (schedule.js's familyOf).
-    "cards": {"shapes/mlp/0/": card(2.0), "shapes/layernorm/1/": card(4.0), "decoder/mlp/0/lhs-free": card(7.5)},
+    # Cards are keyed by the items' own `card` (the kind decides it in Python).
+    "cards": {"shapes/mlp/0": card(2.0), "shapes/layernorm/1": card(4.0), "decoder/mlp/0/lhs-free": card(7.5)},
     "tallies": TALLIES,
 }
 
@@ -56,12 +56,11 @@ def item_on_screen(page, fetch_json, kind: str) -> dict:
 
 
 def skill_of(item: dict):
-    return item.get("skill") or item.get("kind") or item.get("step")
+    return item.get("skill") or item.get("step")
 
 
 def family_of(item: dict) -> str:
-    about = next((item[k] for k in ("eqn", "source_eqn", "fusion") if item.get(k) is not None), "")
-    return f"{item['drill']}/{item['program']}/{about}/{item.get('step') or item.get('kind') or ''}"
+    return item["card"]
 
 
 def expected_stability(fetch_json) -> dict[str, str]:
@@ -118,7 +117,7 @@ def test_practise_my_weakest_opens_its_drill_and_draws_only_from_its_cell(page, 
         item = item_on_screen(page, fetch_json, "shapes")
         assert item["skill"] == "slice-pad"
         panel = page.locator("#drill-shapes")
-        panel.locator(f"[data-opt='{item['answer']}']").click()
+        panel.locator(f"[data-opt='{item['answer']['index']}']").click()
         page.wait_for_selector("#drill-shapes[data-state=answered]")
         panel.locator("[data-next]").click()
     note.locator("[data-focus-stop]").click()
@@ -136,7 +135,7 @@ def test_a_cell_chosen_by_keyboard_focuses_its_drill_on_that_cell(page, fetch_js
         page.wait_for_selector("#drill-decoder[data-state=asking]")
         assert skill_of(item_on_screen(page, fetch_json, "decoder")) == "lhs-free"
         item = item_on_screen(page, fetch_json, "decoder")
-        page.locator(f"#drill-decoder [data-opt='{item['answer']}']").click()
+        page.locator(f"#drill-decoder [data-opt='{item['answer']['index']}']").click()
         page.wait_for_selector("#drill-decoder[data-state=answered]")
         page.locator("#drill-decoder [data-next]").click()
 

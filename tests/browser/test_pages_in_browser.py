@@ -207,5 +207,5 @@ def test_the_compiled_hlo_tab_loads_on_demand(page, fetch_json):
     article.get_by_role("tab", name="compiled HLO").click()
     panel = article.locator("[data-layer-panel=hlo]")
     panel.locator("[data-line]").first.wait_for()
-    assert panel.locator("[data-line]").count() == program["hlo"]["text"].count("\n") + 1
-    assert panel.locator("[data-line='1']").text_content().rstrip("\n") == program["hlo"]["text"].split("\n")[0]
+    assert panel.locator("[data-line]").count() == program["compiled"]["cpu"]["text"].count("\n") + 1
+    assert panel.locator("[data-line='1']").text_content().rstrip("\n") == program["compiled"]["cpu"]["text"].split("\n")[0]

@@ -78,7 +78,7 @@ def test_a_first_visit_stays_small_and_does_not_grow_with_added_programs(browser
     # The page itself grows by each program's card header, a picker option and its pool entries, a
     # kilobyte or so; the drill split the first question comes from is one program's, whichever it is.
     assert grown["/"] - alone["/"] <= 1_500 * ADDED, (alone["/"], grown["/"])
-    assert not any(p.startswith(("/data/listings/", "/data/programs/", "/data/hlo/")) for p in grown), grown
+    assert not any(p.startswith(("/data/listings/", "/data/programs/", "/data/compiled/")) for p in grown), grown
     assert sum(1 for p in grown if p.startswith("/data/drills/")) == 1, grown
 
 

@@ -17,8 +17,8 @@ def stored(page):
 
 
 def family(page, item):
-    """The item's family, as the page's own `familyOf` names it."""
-    return page.evaluate("async (item) => (await import('./static/schedule.js')).familyOf(item)", item)
+    """The item's card: the key the record keeps its FSRS card under (the item names it; the page works out none)."""
+    return item["card"]
 
 
 def scheduled(page, kind):
@@ -187,7 +187,7 @@ def test_the_scheduler_and_the_xray_load_when_needed_not_with_the_page(page, gym
     page.wait_for_load_state("networkidle")
     first = loaded(page)
     assert "static/vendor/ts-fsrs.js" not in first and "static/xray.js" not in first, first
-    assert not any(p.startswith("data/hlo/") for p in first), first
+    assert not any(p.startswith("data/compiled/") for p in first), first
     gym.open("shapes")
     gym.answer("shapes")
     assert "static/vendor/ts-fsrs.js" in loaded(page)
@@ -206,3 +206,40 @@ def test_the_ratings_and_states_the_record_stores_are_ts_fsrs_own(page):
               [pick(theirs.Rating, ['Again', 'Hard', 'Good', 'Easy']), pick(theirs.State, ['New', 'Learning', 'Review', 'Relearning'])]];
     }""")
     assert ours == theirs
+
+
+def _card(due="2026-01-01T00:00:00.000Z", reps=1):
+    return {"due": due, "stability": 2, "difficulty": 5, "elapsed_days": 0, "scheduled_days": 1, "learning_steps": 0,
+            "reps": reps, "lapses": 0, "state": 2, "last_review": "2025-12-31T00:00:00.000Z"}
+
+
+def test_cards_saved_under_the_old_family_keys_load_under_the_items_cards(page, gym, fetch_json):
+    """Cards saved by the page of `dumpgym.drills/1` (keys it worked out, `familyOf`) still load: a family
+    that named one question is that question's card (a trailing empty step dropped); a family that named
+    several (`layouts/SLUG//bytes`, every buffer's question) starts fresh."""
+    fusion = next(i for i in fetch_json("data/drills/fusions/mlp.json")["items"] if i["layer"] == "cpu")
+    name = fusion["facts"]["fusion"]
+    old = {"schema": KEY, "streaks": {"shapes": {"current": 1, "best": 3}}, "reached": {}, "tallies": {},
+           "cards": {"shapes/mlp/0/": _card(), "decoder/mlp/0/output-axis": _card(reps=2),
+                     "layouts/scan-layers//bytes": _card(), f"fusions/mlp/{name}/": _card(reps=3)}}
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)", [KEY, json.dumps(old)])
+    page.reload()
+    page.wait_for_selector("html[data-ready]")
+    assert page.locator(".notice.bad").count() == 0  # read, not set aside
+    shapes = {i["card"] for i in fetch_json("data/drills/shapes/mlp.json")["items"]}
+    assert "shapes/mlp/0" in shapes and fusion["card"] == f"fusions/mlp/{name}"
+    gym.open("shapes")
+    assert scheduled(page, "shapes") == "due" and family(page, gym.item("shapes")) == "shapes/mlp/0"
+    gym.answer("shapes")
+    cards = stored(page)["cards"]
+    assert set(cards) == {"shapes/mlp/0", "decoder/mlp/0/output-axis", f"fusions/mlp/{name}"}
+    assert cards["shapes/mlp/0"]["reps"] == 2 and cards[f"fusions/mlp/{name}"]["reps"] == 3
+    assert stored(page)["streaks"]["shapes"] == {"current": 2, "best": 3}
+
+
+def test_the_progress_key_a_card_is_kept_under_is_the_items_own(page):
+    keys = page.evaluate("""async () => { const { currentCard } = await import('./static/streaks.js');
+      return ['shapes/mlp/0/', 'layouts/mlp//bytes', 'units/mlp//mxu', 'decoder/mlp/0/output-axis', 'units/mlp/none',
+              'layouts/mlp/bf16[64,128]{1,0:T(8,128)(2,1)}/bytes'].map(currentCard); }""")
+    assert keys == ["shapes/mlp/0", None, None, "decoder/mlp/0/output-axis", "units/mlp/none",
+                    "layouts/mlp/bf16[64,128]{1,0:T(8,128)(2,1)}/bytes"]

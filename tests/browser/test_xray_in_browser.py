@@ -54,7 +54,7 @@ def test_the_compiled_column_shows_the_tpu_layer_first_and_names_its_target(page
     page.locator("#xray").scroll_into_view_if_needed()
     page.select_option("[data-xray-pick]", "mlp")
     page.wait_for_selector("#xray[data-ready][data-program='mlp']")
-    tpu = fetch_json("data/programs/mlp.json")["hlo_tpu"]
+    tpu = fetch_json("data/programs/mlp.json")["compiled"]["tpu"]
     assert page.get_attribute("#xray", "data-target") == "tpu"
     assert page.locator("[data-xray-target=tpu]").get_attribute("aria-pressed") == "true"
     note = page.locator("[data-xray-hlo-note]").inner_text()
@@ -69,7 +69,7 @@ def test_the_compiled_column_shows_the_tpu_layer_first_and_names_its_target(page
 def test_the_switch_shows_the_gpu_layer_and_a_gpu_line_lights_its_equation(page, fetch_json):
     open_xray(page, "mlp", "gpu")
     program = fetch_json("data/programs/mlp.json")
-    gpu = program["hlo_gpu"]
+    gpu = program["compiled"]["gpu"]
     assert page.locator("[data-xray-target=gpu]").get_attribute("aria-pressed") == "true"
     note = page.locator("[data-xray-hlo-note]").inner_text()
     assert f"compiled for {gpu['device_kind']} (1 GPU), without a GPU" in note and "not autotuned" in note
@@ -85,7 +85,7 @@ def test_the_switch_shows_the_gpu_layer_and_a_gpu_line_lights_its_equation(page,
 def test_hovering_a_tpu_line_lights_its_equation_in_all_three_columns(page, fetch_json):
     open_xray(page, "mlp", "tpu")
     program = fetch_json("data/programs/mlp.json")
-    tpu = program["hlo_tpu"]
+    tpu = program["compiled"]["tpu"]
     conv = next(i for i in tpu["instructions"] if i["opcode"] == "convolution" and i["via"] == "tag")
     (eqn,) = conv["eqns"]
     group = group_of(program, eqn)
@@ -103,7 +103,7 @@ def test_hovering_a_gelu_line_lights_its_equation_in_all_three_columns(page, fet
     assert visible_columns(page) == ["jaxpr", "stablehlo", "hlo"]
     tanh = next(e for e in program["eqns"] if e["primitive"] == "tanh")  # the GELU's tanh
     group = group_of(program, tanh["id"])
-    compiled = program["hlo"]["lines_by_eqn"][str(tanh["id"])]
+    compiled = program["compiled"]["cpu"]["lines_by_eqn"][str(tanh["id"])]
     assert len(compiled) >= 2  # its own instruction inside the fusion body, and the fusion's line
     page.hover(f"[data-xray-col=jaxpr] [data-line='{tanh['jaxpr_lines'][0]}']")
     assert sorted(lit(page, "jaxpr")) == sorted(group["jaxpr_lines"])
@@ -118,7 +118,7 @@ def test_hovering_a_gelu_line_lights_its_equation_in_all_three_columns(page, fet
 def test_hovering_a_compiled_line_lights_its_equation_in_the_other_columns(page, fetch_json):
     open_xray(page, "mlp")
     program = fetch_json("data/programs/mlp.json")
-    dot = next(i for i in program["hlo"]["instructions"] if i["opcode"] == "dot")
+    dot = next(i for i in program["compiled"]["cpu"]["instructions"] if i["opcode"] == "dot")
     group = group_of(program, dot["eqns"][0])
     page.hover(f"[data-xray-col=hlo] [data-line='{dot['line']}']")
     assert sorted(lit(page, "jaxpr")) == sorted(group["jaxpr_lines"])
@@ -129,13 +129,13 @@ def test_hovering_a_compiled_line_lights_its_equation_in_the_other_columns(page,
 def test_hovering_a_fusion_line_lights_every_equation_it_absorbed(page, fetch_json):
     open_xray(page, "mlp")
     program = fetch_json("data/programs/mlp.json")
-    fusion = max(program["hlo"]["fusions"], key=lambda f: len(f["eqns"]))
+    fusion = max(program["compiled"]["cpu"]["fusions"], key=lambda f: len(f["eqns"]))
     assert len(fusion["eqns"]) > 3  # the GELU chain, fused into one loop
     groups = [group_of(program, e) for e in fusion["eqns"]]
     page.hover(f"[data-xray-col=hlo] [data-line='{fusion['line']}']")
     assert sorted(lit(page, "jaxpr")) == sorted({n for g in groups for n in g["jaxpr_lines"]})
     assert sorted(lit(page, "stablehlo")) == sorted({n for g in groups for n in g["stablehlo_lines"]})
-    hlo_lines = {n for e in fusion["eqns"] for n in program["hlo"]["lines_by_eqn"][str(e)]}
+    hlo_lines = {n for e in fusion["eqns"] for n in program["compiled"]["cpu"]["lines_by_eqn"][str(e)]}
     assert sorted(lit(page, "hlo")) == sorted(hlo_lines)
     # Each absorbed equation keeps its own colour band.
     bands = {page.get_attribute(f"[data-xray-col=jaxpr] [data-line='{g['jaxpr_lines'][0]}']", "class").split()[1]
@@ -144,8 +144,8 @@ def test_hovering_a_fusion_line_lights_every_equation_it_absorbed(page, fetch_js
     status = page.locator("[data-xray-status]").inner_text()
     assert f"fusion %{fusion['name']}" in status and f"absorbing {len(fusion['eqns'])} equations" in status
     # The computation the fusion calls is shown as its body, XLA's own converts included.
-    called = program["hlo"]["text"].split("\n")[fusion["line"] - 1].split("calls=%")[1].split(",")[0]
-    body = [i["line"] for i in program["hlo"]["instructions"] if i["computation"] == called]
+    called = program["compiled"]["cpu"]["text"].split("\n")[fusion["line"] - 1].split("calls=%")[1].split(",")[0]
+    body = [i["line"] for i in program["compiled"]["cpu"]["instructions"] if i["computation"] == called]
     body_shown = page.eval_on_selector_all("[data-xray-col=hlo] .fb", "els => els.map(e => Number(e.dataset.line))")
     assert set(body) <= set(body_shown)
 
@@ -153,8 +153,8 @@ def test_hovering_a_fusion_line_lights_every_equation_it_absorbed(page, fetch_js
 def test_a_line_xla_wrote_on_its_own_is_marked_and_lights_nothing(page, fetch_json):
     open_xray(page, "mlp")
     program = fetch_json("data/programs/mlp.json")
-    fusion_lines = {f["line"] for f in program["hlo"]["fusions"]}
-    own = next(i for i in program["hlo"]["instructions"]
+    fusion_lines = {f["line"] for f in program["compiled"]["cpu"]["fusions"]}
+    own = next(i for i in program["compiled"]["cpu"]["instructions"]
                if not i["eqns"] and i["opcode"] == "convert" and i["line"] not in fusion_lines)
     row = page.locator(f"[data-xray-col=hlo] [data-line='{own['line']}']")
     assert "x" in row.get_attribute("class").split()
@@ -163,14 +163,14 @@ def test_a_line_xla_wrote_on_its_own_is_marked_and_lights_nothing(page, fetch_js
     assert "XLA's own: no equation wrote this" in page.locator("[data-xray-status]").inner_text()
     assert row.get_attribute("title").startswith("XLA's own: no equation wrote this")
     marked = page.eval_on_selector_all("[data-xray-col=hlo] .x", "els => els.length")
-    assert marked == sum(1 for i in program["hlo"]["instructions"] if not i["eqns"])
+    assert marked == sum(1 for i in program["compiled"]["cpu"]["instructions"] if not i["eqns"])
 
 
 def test_an_instruction_whose_metadata_xla_dropped_lights_its_inferred_equation(page, fetch_json):
     """moe's `%dot.3` has no op_name; the record infers it is the last einsum's dot, and the page says so."""
     open_xray(page, "moe")
     program = fetch_json("data/programs/moe.json")
-    dot = next(i for i in program["hlo"]["instructions"] if i["name"] == "dot.3")
+    dot = next(i for i in program["compiled"]["cpu"]["instructions"] if i["name"] == "dot.3")
     assert dot["via"] == "inferred"
     row = page.locator(f"[data-xray-col=hlo] [data-line='{dot['line']}']")
     assert "x" not in row.get_attribute("class").split()  # not marked as XLA's own
@@ -181,14 +181,14 @@ def test_an_instruction_whose_metadata_xla_dropped_lights_its_inferred_equation(
     note = page.evaluate("""async ([src, hlo, line]) => {
         const m = await import(new URL('compiled.js', src).href);
         return m.instructionNote(m.indexCompiled(hlo), line);
-    }""", [src, program["hlo"], dot["line"]])
+    }""", [src, program["compiled"]["cpu"], dot["line"]])
     assert note == f"XLA dropped this instruction's metadata; it computes equation {dot['eqns'][0]} (inferred)"
     assert note in page.inner_text("[data-xray-status]")  # said on the status line while hovered
 
 
 def test_the_backend_and_the_counts_come_from_the_record(page, fetch_json):
     open_xray(page, "mlp")
-    hlo = fetch_json("data/programs/mlp.json")["hlo"]
+    hlo = fetch_json("data/programs/mlp.json")["compiled"]["cpu"]
     note = page.locator("[data-xray-hlo-note]").inner_text()
     assert f"compiled by XLA for {hlo['backend']} (jaxlib {hlo['jaxlib_version']})" in note
     assert "a TPU or GPU would fuse differently" in note
@@ -204,15 +204,15 @@ def test_the_fusion_list_names_what_each_fusion_absorbed(page, fetch_json):
     program = fetch_json("data/programs/mlp.json")
     eqns = {e["id"]: e for e in program["eqns"]}
     buttons = page.locator("[data-xray-compiled] [data-fusion-line]")
-    assert buttons.count() == len(program["hlo"]["fusions"])
-    for k, fusion in enumerate(program["hlo"]["fusions"]):
+    assert buttons.count() == len(program["compiled"]["cpu"]["fusions"])
+    for k, fusion in enumerate(program["compiled"]["cpu"]["fusions"]):
         text = buttons.nth(k).inner_text()
         assert f"%{fusion['name']}" in text and fusion["kind"] in text
         for e in fusion["eqns"]:
             assert f"{eqns[e]['primitive']} · jaxpr {eqns[e]['jaxpr_lines'][0]}" in text
         if not fusion["eqns"]:
             assert "XLA's own" in text
-    fusion = max(program["hlo"]["fusions"], key=lambda f: len(f["eqns"]))
+    fusion = max(program["compiled"]["cpu"]["fusions"], key=lambda f: len(f["eqns"]))
     page.hover(f"[data-xray-compiled] [data-fusion-line='{fusion['line']}']")
     groups = [group_of(program, e) for e in fusion["eqns"]]
     assert sorted(lit(page, "jaxpr")) == sorted({n for g in groups for n in g["jaxpr_lines"]})
@@ -226,7 +226,7 @@ def test_j_and_k_light_the_compiled_column_too(page, fetch_json):
     page.locator("[data-xray-col=jaxpr]").hover()
     page.keyboard.press("j")
     first = program["xray"][0]
-    assert sorted(lit(page, "hlo")) == sorted(program["hlo"]["lines_by_eqn"].get(str(first["eqn"]), []))
+    assert sorted(lit(page, "hlo")) == sorted(program["compiled"]["cpu"]["lines_by_eqn"].get(str(first["eqn"]), []))
     assert lit(page, "hlo")
 
 
@@ -243,7 +243,7 @@ def test_at_375_pixels_one_layer_shows_and_the_switcher_leads_to_a_tapped_lines_
     program = fetch_json("data/programs/mlp.json")
     tanh = next(e for e in program["eqns"] if e["primitive"] == "tanh")
     group = group_of(program, tanh["id"])
-    compiled = program["hlo"]["lines_by_eqn"][str(tanh["id"])]
+    compiled = program["compiled"]["cpu"]["lines_by_eqn"][str(tanh["id"])]
     open_xray(pg, "mlp")
     assert visible_columns(pg) == ["jaxpr"]
     tabs = pg.locator("[data-xray-tabs] [role=tab]")
@@ -294,10 +294,10 @@ def test_a_big_fusion_is_summed_up_and_expands_on_demand(page, fetch_json):
     """scan's biggest fusion lights over a hundred lines: the status counts them and lists its equations only when asked."""
     open_xray(page, "scan")
     program = fetch_json("data/programs/scan.json")
-    fusion = max(program["hlo"]["fusions"], key=lambda f: len(f["eqns"]))
-    hlo_lines = {n for e in fusion["eqns"] for n in program["hlo"]["lines_by_eqn"][str(e)]}
+    fusion = max(program["compiled"]["cpu"]["fusions"], key=lambda f: len(f["eqns"]))
+    hlo_lines = {n for e in fusion["eqns"] for n in program["compiled"]["cpu"]["lines_by_eqn"][str(e)]}
     assert len(hlo_lines) > 12
-    fusions = len(hlo_lines & {f["line"] for f in program["hlo"]["fusions"]})
+    fusions = len(hlo_lines & {f["line"] for f in program["compiled"]["cpu"]["fusions"]})
     page.click(f"[data-xray-col=hlo] [data-line='{fusion['line']}']")
     status = page.locator("[data-xray-status]")
     summary = status.locator("[data-xray-summary]").inner_text()
@@ -313,7 +313,7 @@ def test_a_big_fusion_is_summed_up_and_expands_on_demand(page, fetch_json):
     assert status.locator(".grp").count() == len(fusion["eqns"]) and not status.locator(".grp").first.is_visible()
     # A small group is still listed in full.
     small = next(g for g in program["xray"] if len(g["stablehlo_lines"]) <= 3 and len(g["jaxpr_lines"]) == 1
-                 and len(program["hlo"]["lines_by_eqn"].get(str(g["eqn"]), [])) <= 3)
+                 and len(program["compiled"]["cpu"]["lines_by_eqn"].get(str(g["eqn"]), [])) <= 3)
     page.keyboard.press("Escape")
     page.hover(f"[data-xray-col=jaxpr] [data-line='{small['jaxpr_lines'][0]}']")
     assert status.locator("[data-xray-summary]").count() == 0 and status.locator(".grp").count() >= 1
@@ -439,7 +439,7 @@ def test_text_and_dimmed_lines_keep_their_contrast(open_fresh, base_url, fetch_j
     where = "#xray [data-line], #xray .xray-status, #xray .stats, #xray .note, #xray h3"
     pg.hover(f"[data-xray-col=jaxpr] [data-line='{program['xray'][0]['jaxpr_lines'][0]}']")  # a group lit, chips shown
     samples = pg.evaluate(COLOURS, where)
-    fusion = max(program["hlo"]["fusions"], key=lambda f: len(f["eqns"]))
+    fusion = max(program["compiled"]["cpu"]["fusions"], key=lambda f: len(f["eqns"]))
     pg.click(f"[data-xray-col=hlo] [data-line='{fusion['line']}']")  # lines of many bands lit, a fusion's body tinted
     pg.locator("[data-xray-expand]").click()
     samples += pg.evaluate(COLOURS, where)
@@ -571,7 +571,7 @@ def long_program(n: int) -> dict:
     return {"slug": "long", "title": "a long chain of adds", "lesson": "Five thousand lines, one hover.",
             "entry": "x.py:long", "args": ["f32[8]"], "mesh": None, "in_specs": None, "source": "def long(x): ...",
             "jaxpr": "\n".join(jaxpr), "stablehlo": "\n".join(hlo), "eqns": eqns, "xray": groups,
-            "stablehlo_ops": ops, "lowered_to_nothing": [], "hlo": long_compiled(n),
+            "stablehlo_ops": ops, "lowered_to_nothing": [], "compiled": {"cpu": long_compiled(n)},
             "xray_stats": {"equations": n, "mapped_equations": n, "jaxpr_lines": len(jaxpr), "mapped_jaxpr_lines": n,
                            "stablehlo_lines": len(hlo), "stablehlo_op_lines": n, "mapped_stablehlo_op_lines": n}}
 
@@ -672,7 +672,7 @@ def test_a_target_the_program_lacks_is_no_layer_not_another_targets(page):
     """An added program compiled for the CPU only has no TPU or GPU layer to switch to."""
     got = page.evaluate("""async () => {
         const { compiledLayer } = await import('./static/compiled.js');
-        const cpuOnly = { hlo: { backend: 'cpu' } };
+        const cpuOnly = { compiled: { cpu: { backend: 'cpu' } } };
         return ['cpu', 'tpu', 'gpu'].map((t) => compiledLayer(cpuOnly, t)?.backend ?? null);
     }""")
     assert got == ["cpu", None, None]

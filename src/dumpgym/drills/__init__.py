@@ -3,20 +3,23 @@
 A kind is a module in this package that decorates a function with
 `@drill("name", number=..., title=..., aim=...)`; every public module here is imported on first
 use, so adding a kind is adding a file. Modules whose names start with `_` are helpers and
-register nothing. The corpus dict is read into `ProgramRecord`s once, in `build_pool`.
+register nothing; `item.py` is the item type every kind returns. The corpus dict is read into
+`ProgramRecord`s once, in `build_pool`. A kind's per-program weight cap is declared with it
+(`per_program=4, cap_by=("step",)`) and applied here, in `items_for`, and nowhere else.
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from dumpgym.curriculum import XRAY_SECTION
+from dumpgym.drills.item import SCHEMA, Item
 from dumpgym.record import ProgramRecord
 
-SCHEMA = "dumpgym.drills/1"
+# Section 04 of the gym floor is the x-ray, which is not a drill kind: the drills number around it.
+XRAY_SECTION = "04"
 
 DrillFn = Callable[[ProgramRecord], list]
 
@@ -30,6 +33,22 @@ class DrillKind:
     title: str
     aim: str
     make: DrillFn | None = field(default=None, repr=False, compare=False)  # None: named by a pool, not registered
+    per_program: float | None = None  # a group of one program's items shares at most this much weight
+    cap_by: tuple[str, ...] = ()  # the item fields that make a group (none: the program's whole share)
+    program_cap: float | None = None  # and then all of one program's items together at most this much
+
+    def capped(self, items: list[Item]) -> list[float]:
+        """Each item's weight under the cap: its own weight times min(1, per_program / its group's size),
+        all scaled so the program's sum stays under `program_cap`, rounded to three places."""
+        groups: dict[tuple, int] = {}
+        for item in items:
+            key = tuple(getattr(item, name) for name in self.cap_by)
+            groups[key] = groups.get(key, 0) + 1
+        weights = [item.weight * (min(1.0, self.per_program / groups[tuple(getattr(item, n) for n in self.cap_by)])
+                                  if self.per_program is not None else 1.0) for item in items]
+        total = sum(weights)
+        scale = min(1.0, self.program_cap / total) if self.program_cap is not None and total else 1.0
+        return [round(w * scale, 3) for w in weights]
 
     def to_json(self) -> dict:
         """The kind as the pool's `kinds` list writes it."""
@@ -39,8 +58,10 @@ class DrillKind:
 _kinds: dict[str, DrillKind] = {}
 
 
-def drill(name: str, *, number: str, title: str, aim: str) -> Callable[[DrillFn], DrillFn]:
-    """Register `fn(program) -> list[item dict]` as the drill kind `name`, shown as GYM·`number` `title`."""
+def drill(name: str, *, number: str, title: str, aim: str, per_program: float | None = None,
+          cap_by: tuple[str, ...] = (), program_cap: float | None = None) -> Callable[[DrillFn], DrillFn]:
+    """Register `fn(program) -> list[Item]` as the drill kind `name`, shown as GYM·`number` `title`, with
+    its per-program weight cap (`per_program` shared by each group of items alike in `cap_by`)."""
     if not re.fullmatch(r"\d\d", number) or number == XRAY_SECTION:
         raise ValueError(f"drill kind {name!r}: number {number!r} is not two digits, or is the x-ray's")
 
@@ -51,7 +72,7 @@ def drill(name: str, *, number: str, title: str, aim: str) -> Callable[[DrillFn]
         taken = [k.name for k in _kinds.values() if k.number == number and k.name != name]
         if taken:
             raise ValueError(f"drill kind {name!r}: number {number} is already {taken[0]!r}'s")
-        _kinds[name] = DrillKind(name, number, title, aim, fn)
+        _kinds[name] = DrillKind(name, number, title, aim, fn, per_program, tuple(cap_by), program_cap)
         return fn
     return register
 
@@ -64,24 +85,79 @@ def kinds() -> dict[str, DrillKind]:
     return dict(sorted(_kinds.items()))
 
 
-def items_for(program: ProgramRecord) -> list[dict]:
-    """Every drill item of one program, kind by kind, each stamped with `drill` and `program`."""
+@dataclass(frozen=True)
+class Skipped:
+    """A drill kind that failed on one program, and why: that kind asks nothing of that program."""
+
+    drill: str
+    program: str
+    why: str
+
+    def line(self) -> str:
+        """What the CLI and the page say of it, in one line."""
+        return f"drill kind {self.drill!r} failed on program {self.program!r} ({self.why}); it asks nothing of it"
+
+    def to_json(self) -> dict:
+        """As the pool's `skipped` list writes it."""
+        return {"drill": self.drill, "program": self.program, "why": self.why}
+
+
+def items_for(program: ProgramRecord, skipped: list[Skipped] | None = None) -> list[Item]:
+    """Every drill item of one program, kind by kind, each stamped with `drill` and `program` and weighted
+    under its kind's cap; a kind that gives two different questions one card is refused.
+
+    With `skipped`, a kind that raises on this program (an unusual dtype, a record it cannot read) is
+    left out and noted there, and the other kinds still give their items; without it, the error raises."""
     out = []
     for name, kind in kinds().items():
-        for item in kind.make(program):
-            if not isinstance(item.get("shown"), list):  # the page renders `shown` and nothing else
-                raise ValueError(f"drill kind {name!r} made an item without 'shown' (a list of strings)")
-            out.append({"drill": name, "program": program.slug, **item})
-            out[-1].setdefault("weight", 1)
-            if isinstance(item.get("eqn"), int):  # what the mastery map tallies by, beside drill and skill
-                out[-1].setdefault("primitive", program.eqns[item["eqn"]].primitive)
+        try:
+            out += _kind_items(name, kind, program)
+        except Exception as error:
+            if skipped is None:
+                raise
+            why = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+            skipped.append(Skipped(name, program.slug, why[:300]))
     return out
 
 
-def build_pool(corpus: dict) -> dict:
-    """The `dumpgym.drills/1` item pool over every program of a `dumpgym.corpus/1` dict."""
+def _kind_items(name: str, kind: DrillKind, program: ProgramRecord) -> list[Item]:
+    """One kind's items of one program, stamped and weighted; refused if two different questions share a card."""
+    out = []
+    made = list(kind.make(program))
+    for item in made:
+        if not isinstance(item, Item):
+            raise ValueError(f"drill kind {name!r} made {type(item).__name__}, not a drill Item")
+    cards: dict[tuple, Item] = {}
+    for item, weight in zip(made, kind.capped(made)):
+        if item.primitive is None and item.eqn is not None:  # what the mastery map tallies by
+            item = replace(item, primitive=program.eqns[item.eqn].primitive)
+        item = item.stamped(name, program.slug, weight)
+        twin = cards.setdefault(item.card, item)
+        if twin is not item and not _same_question(twin, item):
+            raise ValueError(f"drill kind {name!r} gives two different questions the card {item.card_key!r}")
+        out.append(item)
+    return out
+
+
+def _same_question(a: Item, b: Item) -> bool:
+    """Whether two items of one card can ask one question: alike but for the layer that spells it."""
+    return (a.step, a.skill) == (b.step, b.skill) and a.layer != b.layer
+
+
+def build_pool(corpus: dict, warn: Callable[[str], None] | None = None) -> dict:
+    """The `dumpgym.drills/2` item pool over every program of a corpus dict.
+
+    A kind that fails on one program costs that kind on that program only: it is listed in the pool's
+    `skipped` (the page says so) and told to `warn` in one line; nothing else is lost."""
     programs = [ProgramRecord.from_json(p, f"programs[{i}]") for i, p in enumerate(corpus["programs"])]
-    items = [item for p in programs for item in items_for(p)]
+    skipped: list[Skipped] = []
+    items = [item.to_json() for p in programs for item in items_for(p, skipped)]
+    for s in skipped:
+        if warn is not None:
+            warn(s.line())
     present = {item["drill"] for item in items}
     listed = sorted((k for k in kinds().values() if k.name in present), key=lambda k: k.number)
-    return {"schema": SCHEMA, "kinds": [k.to_json() for k in listed], "items": items}
+    pool = {"schema": SCHEMA, "kinds": [k.to_json() for k in listed], "items": items}
+    if skipped:  # left out when empty: a pool with nothing skipped prints as before
+        pool["skipped"] = [s.to_json() for s in skipped]
+    return pool

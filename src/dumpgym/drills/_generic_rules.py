@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dumpgym.drills._avals import partition_spec, per_device_shape, short, widened
 from dumpgym.drills._dot import dot_dims
-from dumpgym.drills._misreadings import GENERIC, WHERE, Found, Where, rule
+from dumpgym.drills._distractor_rules import GENERIC, WHERE, Found, Where, rule
 from dumpgym.record import Aval, EqnFact, Literal
 
 

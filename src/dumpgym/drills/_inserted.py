@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import Listing, which_compile
-from dumpgym.record import ProgramRecord
+from dumpgym.record import CompiledLayer, ProgramRecord
 
 NONE, GATHER, REDUCE, SCATTER = "none", "all-gather", "all-reduce", "reduce-scatter"
 # The catalogue of answers: a set of collective kinds, and how an option says it.
@@ -25,10 +25,9 @@ LABELS = {
 _OPCODES = {"allgather": GATHER, "allreduce": REDUCE, "reducescatter": SCATTER}
 
 
-def inserted(program: ProgramRecord) -> dict[int, dict[str, list[str]]]:
-    """For each dot_general the partitioner placed: the collectives the TPU compile runs for it, by
+def inserted(program: ProgramRecord, hlo: CompiledLayer) -> dict[int, dict[str, list[str]]]:
+    """For each dot_general the partitioner placed: the collectives the TPU compile `hlo` runs for it, by
     kind, with the instructions that do it (an empty dict: none)."""
-    hlo = program.hlo_tpu
     listing = Listing(hlo)
     dots = {e.id for e in program.eqns if e.primitive == "dot_general"
             and not any(a.primitive == "shard_map" for a in program.ancestors(e))}
@@ -66,13 +65,12 @@ def _misreading(wrong: frozenset, right: frozenset) -> str:
     return "scatter-for-reduce" if SCATTER in wrong else "reduce-for-scatter"
 
 
-def inserted_items(program: ProgramRecord, mesh_note: str) -> list[dict]:
-    """One item per dot_general the partitioner placed whose collectives the catalogue can say."""
-    if program.hlo_tpu is None:
-        return []
+def inserted_items(program: ProgramRecord, target: str, hlo: CompiledLayer, mesh_note: str) -> list[dict]:
+    """One item per dot_general the partitioner placed in the TPU compile `hlo` (compile target
+    `target`) whose collectives the catalogue can say."""
     lines = program.jaxpr.splitlines()
     items = []
-    for eqn_id, kinds in sorted(inserted(program).items()):
+    for eqn_id, kinds in sorted(inserted(program, hlo).items()):
         right = frozenset(kinds)
         if right not in LABELS:
             continue
@@ -81,10 +79,10 @@ def inserted_items(program: ProgramRecord, mesh_note: str) -> list[dict]:
         others = sorted((k for k in LABELS if k != right), key=lambda k: (len(k ^ right), sorted(k)))[:3]
         wrong = [(LABELS[k], _misreading(k, right), f"Not {LABELS[k].split(',')[0]}: {_says(kinds)}.") for k in others]
         items.append({
-            "eqn": eqn_id, "layer": "hlo_tpu", "step": "inserted", "jaxpr_lines": [first, last],
+            "eqn": eqn_id, "layer": target, "step": "inserted", "jaxpr_lines": [first, last],
             "question": (f"The partitioner compiled the dot_general on jaxpr line {first} for the whole mesh. "
                          "Which collectives did it add for it?"),
-            "shown": [which_compile(program.hlo_tpu), mesh_note, _arguments(program), "\n".join(lines[first - 1:last])],
+            "shown": [which_compile(hlo), mesh_note, _arguments(program), "\n".join(lines[first - 1:last])],
             **choice_item(LABELS[right], wrong, program.slug, "inserted", eqn_id),
         })
     return items

@@ -5,7 +5,7 @@ Transpose, concatenate, slice and pad; `_arithmetic_rules.py` holds the primitiv
 from __future__ import annotations
 
 from dumpgym.drills._avals import axis_list
-from dumpgym.drills._misreadings import Found, Where, rule, rule_on
+from dumpgym.drills._distractor_rules import Found, Where, rule, rule_on
 from dumpgym.record import Aval, EqnFact
 
 

@@ -24,10 +24,11 @@ def topic(item: dict, program: ProgramRecord) -> str | None:
         return KIND_TOPICS[item["drill"]]
     if isinstance(item.get("eqn"), int):
         return _eqn_topic(item["eqn"], program)
-    layer = getattr(program, item.get("layer") or "", None) if item.get("layer") in ("hlo", "hlo_tpu") else None
-    if layer is None or not isinstance(item.get("hlo_line"), int):
+    layer = program.compiled.get(item["layer"]) if isinstance(item.get("layer"), str) else None
+    line = item.get("facts", {}).get("hlo_line")
+    if layer is None or not isinstance(line, int):
         return None
-    ins = next((i for i in layer.instructions if i.line == item["hlo_line"]), None)
+    ins = next((i for i in layer.instructions if i.line == line), None)
     if ins is None:
         return None
     found = [t for t in (_COMPILED.get(ins.opcode), *(_eqn_topic(e, program) for e in ins.eqns)) if t]

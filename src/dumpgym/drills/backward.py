@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._dataflow import Dataflow, Value
+from dumpgym.drills.item import Item, Lines, from_draft
 from dumpgym.primitives import REMATS
 from dumpgym.record import EqnFact, ProgramRecord
 
-PER_PROGRAM = 4  # a program with more items shares this much weight among them
 # Backward equations that pass a forward value on unchanged in content: followed to find the residual.
 _PASS_THROUGH = frozenset({"transpose", "convert_element_type", "copy", "reduce_precision"})
 SIDES = ("lhs", "rhs")
@@ -169,17 +169,15 @@ def pairs(program: ProgramRecord, flow: Dataflow) -> list[Pair]:
 # The questions.
 
 
-def shown(program: ProgramRecord, lines) -> list[str]:
-    """The listed jaxpr lines with their numbers, one block per run of consecutive lines."""
-    text = program.jaxpr.splitlines()
-    blocks: list[list[str]] = []
-    last = None
+def shown(program: ProgramRecord, lines) -> list[Lines]:
+    """The listed jaxpr lines with their numbers, one block (a reference) per run of consecutive lines."""
+    runs: list[list[int]] = []
     for n in sorted(lines):
-        if last is None or n != last + 1:
-            blocks.append([])
-        blocks[-1].append(f"{n:>3}  {text[n - 1]}")
-        last = n
-    return ["\n".join(b) for b in blocks]
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return [Lines("jaxpr", first, last, numbered=True) for first, last in runs]
 
 
 def _others(pair: Pair, forward: list[EqnFact], like, results: bool) -> list[tuple[EqnFact, int | None]]:
@@ -350,15 +348,15 @@ def _residual_wrongs(program: ProgramRecord, remat: EqnFact, saved: set, again: 
 
 @drill("backward", number="08", title="the backward pass",
        aim="Pair each backward dot_general with the forward one it differentiates, and name what a "
-           "checkpoint policy saves.")
-def backward_items(program: ProgramRecord) -> list[dict]:
-    """`wrt` and `cotangent` items for each paired backward dot, and a `residuals` item per backward remat."""
+           "checkpoint policy saves.", per_program=4)
+def backward_items(program: ProgramRecord) -> list[Item]:
+    """`wrt` and `cotangent` items for each paired backward dot, and a `residuals` item per backward remat.
+    Its card is the backward equation and the step."""
     flow = Dataflow(program)
     forward = [e for e in program.eqns if e.primitive == "dot_general" and e.id not in flow.backward]
     items = []
     for pair in pairs(program, flow):
         items += [wrt_item(program, pair, forward), cotangent_item(program, pair, forward)]
     items += residual_items(program, flow)
-    weight = round(min(1.0, PER_PROGRAM / len(items)), 3) if items else 1.0
-    return [{**item, "weight": weight} for item in items]
+    return [from_draft(i, card=(i["eqn"], i["step"]), layer="jaxpr", context=tuple(i["shown"])) for i in items]
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
+from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, short, which_compile
-from dumpgym.record import ProgramRecord
+from dumpgym.drills.item import Item, from_draft, refer
+from dumpgym.record import CompiledLayer, ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
 PROGRAM_CAP = 8  # and a program with many buffers (sdpa's layouts) at most this much in all
@@ -69,7 +71,7 @@ def _lowered_item(program: ProgramRecord, sig: Lowered, k: int) -> dict | None:
     if len(wrong) < 2:
         return None
     return {
-        "eqn": None, "layer": "stablehlo", "step": "lowered-alias",
+        "eqn": None, "layer": "stablehlo", "step": "lowered-alias", "output": k,
         "question": f"Result {k} of `main`, a `{typ}`: which argument's buffer may XLA write it into?",
         "shown": [sig.line],
         **choice_item(answer, wrong, program.slug, "lowered-alias", k),
@@ -125,7 +127,7 @@ def _compiled_wrong(c: Compiled, k: int, answer) -> list[tuple[str, str, str]]:
     return wrong
 
 
-def _compiled_item(program: ProgramRecord, c: Compiled, k: int) -> dict | None:
+def _compiled_item(program: ProgramRecord, target: str, hlo: CompiledLayer, c: Compiled, k: int) -> dict | None:
     """"Which parameter's buffer does output {k} go into?", read off the module's alias table."""
     p = c.aliasing.get(k)
     answer = c.by_number(p) if p is not None else None
@@ -133,11 +135,10 @@ def _compiled_item(program: ProgramRecord, c: Compiled, k: int) -> dict | None:
     wrong = _distinct(label, _compiled_wrong(c, k, answer))
     if len(wrong) < 2:
         return None
-    hlo = program.hlo_tpu
     which = f"Output {{{k}}} (member {k} of the ROOT tuple)" if len(c.outputs) > 1 else "The entry's result"
     header = Listing(hlo).lines[0].split(", entry_computation_layout=")[0]  # the module line, up to the layouts
     return {
-        "eqn": None, "layer": "hlo_tpu", "step": "compiled-alias", "hlo_line": c.root_line,
+        "eqn": None, "layer": target, "step": "compiled-alias", "hlo_line": c.root_line, "output": k,
         "question": f"{which} is `{c.outputs[k]}`. Which parameter's buffer does XLA write it into?",
         "shown": [which_compile(hlo), header, *(short(Listing(hlo).lines[q.ins.line - 1]) for q in c.parameters),
                   c.root],
@@ -148,15 +149,16 @@ def _compiled_item(program: ProgramRecord, c: Compiled, k: int) -> dict | None:
 def _alias_items(program: ProgramRecord) -> list[dict]:
     """Every result of a program that donates; one contrast item, at one layer, for a program that does not."""
     sig = lowered(program)
-    comp = compiled(program.hlo_tpu) if program.hlo_tpu is not None else None
+    comps = [(target, hlo, compiled(hlo)) for target, hlo in program.layers("tpu").items()]
     if sig is None:
         return []
-    if sig.aliasing or (comp is not None and comp.aliasing):
+    if sig.aliasing or any(comp.aliasing for _, _, comp in comps):
         items = [_lowered_item(program, sig, k) for k in range(len(sig.results))]
-        if comp is not None:
-            items += [_compiled_item(program, comp, k) for k in range(len(comp.outputs))]
+        for target, hlo, comp in comps:
+            items += [_compiled_item(program, target, hlo, comp, k) for k in range(len(comp.outputs))]
         return [i for i in items if i is not None]
-    tries = [lambda: _lowered_item(program, sig, 0), lambda: comp and _compiled_item(program, comp, 0)]
+    first = comps[0] if comps else None
+    tries = [lambda: _lowered_item(program, sig, 0), lambda: first and _compiled_item(program, *first, 0)]
     for make in (tries[i] for i in order(2, program.slug, "contrast")):
         item = make()
         if item:
@@ -225,10 +227,12 @@ def _distinct_moves(found: list[Move]) -> list[Move]:
 
 
 def _move_items(program: ProgramRecord) -> list[dict]:
-    """`real-copy` items for each copy and `free-bitcast` items for each bitcast, among the other kind."""
-    hlo = program.hlo_tpu
-    if hlo is None:
-        return []
+    """`real-copy` items for each copy and `free-bitcast` items for each bitcast, among the other kind,
+    in each TPU layer."""
+    return [item for target, hlo in program.layers("tpu").items() for item in _layer_moves(program, target, hlo)]
+
+
+def _layer_moves(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[dict]:
     # A no-op, and a bitcast whose memory-space mark changes (a fusion's parameter view), teach nothing here.
     found = [m for m in moves(hlo) if m.src.text != m.dst.text
              and (m.copies or m.src.memory_space == m.dst.memory_space)]
@@ -246,7 +250,7 @@ def _move_items(program: ProgramRecord) -> list[dict]:
             if len(wrong) < 2:
                 continue
             items.append({
-                "eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": m.ins.line,
+                "eqn": None, "layer": target, "step": step, "hlo_line": m.ins.line, "instruction": m.ins.name,
                 "instructions": {o.label: o.ins.name for o in (m, *near)},
                 "question": _NOTE + question, "shown": [which_compile(hlo)],
                 **choice_item(m.label, wrong, program.slug, step, m.label),
@@ -288,11 +292,10 @@ def _layout_question(b: Buffer, step: str) -> tuple[str, list[tuple[str, str, st
 def _layout_items(program: ProgramRecord) -> list[dict]:
     """Per layer, one item per step for each distinct buffer whose layout is not row-major."""
     items, seen = [], set()
-    layers = (("hlo", program.hlo, 2, ("minor-axis", "major-axis")),
-              ("hlo_tpu", program.hlo_tpu, 3, ("major-axis",)))  # the TPU's minor axis is the layout drill's
+    # The TPU's minor axis is the layout drill's; a GPU's layouts are left to the fusions they serve.
+    layers = [*((t, hlo, 2, ("minor-axis", "major-axis")) for t, hlo in program.layers("cpu").items()),
+              *((t, hlo, 3, ("major-axis",)) for t, hlo in program.layers("tpu").items())]
     for layer, hlo, min_rank, steps in layers:
-        if hlo is None:
-            continue
         listing = Listing(hlo)
         lines = listing.lines
         for ins in hlo.instructions:
@@ -315,25 +318,26 @@ def _layout_items(program: ProgramRecord) -> list[dict]:
                         "question": f"In `{b.plain}{_layout_text(b)}` (%{d.name}, compiled HLO line {d.line}), "
                                     f"which axis is {edge}?",
                         "shown": [which_compile(hlo), short(lines[d.line - 1])],
-                        **choice_item(answer, wrong, program.slug, layer, step, b.text),
+                        **choice_item(answer, wrong, program.slug, layer_seed(layer), step, b.text),
                     })
     return items
 
 
-def _weighted(items: list[dict]) -> list[dict]:
-    """Each (layer, step) of a program shares at most PER_PROGRAM of weight, the program at most PROGRAM_CAP."""
-    counts: dict[tuple, int] = {}
-    for i in items:
-        counts[(i["layer"], i["step"])] = counts.get((i["layer"], i["step"]), 0) + 1
-    out = [i if "weight" in i else {**i, "weight": min(1.0, PER_PROGRAM / counts[(i["layer"], i["step"])])}
-           for i in items]
-    scale = min(1.0, PROGRAM_CAP / sum(i["weight"] for i in out)) if out else 1.0
-    return [{**i, "weight": round(i["weight"] * scale, 3)} for i in out]
+def _item(program: ProgramRecord, draft: dict) -> Item:
+    """The pool's item for a draft; its card is the step, the layer and what it asks about: the result or
+    output (donation), the instruction (copies and bitcasts), the buffer (layouts)."""
+    layer = draft["layer"]  # stablehlo, or the compile target id of a compiled layer
+    about = draft.get("buffer") or draft.get("instruction") or f"output={draft['output']}"
+    return from_draft(draft, card=(draft["step"], layer, about), layer=layer,
+                      context=refer(program, layer, draft["shown"]))
 
 
+# Each (layer, step) of a program shares at most 4 of weight, the program at most 8 (sdpa has two dozen
+# buffers); a contrast item keeps its own 0.25 before that scaling.
 @drill("buffers", number="09", title="buffers: donated, copied, laid out",
        aim="Read where a buffer goes: which donated argument a result takes over, which instruction really "
-           "copies bytes and which only relabels them, and which axis a layout puts minor or major.")
-def buffer_items(program: ProgramRecord) -> list[dict]:
+           "copies bytes and which only relabels them, and which axis a layout puts minor or major.",
+       per_program=PER_PROGRAM, cap_by=("layer", "step"), program_cap=PROGRAM_CAP)
+def buffer_items(program: ProgramRecord) -> list[Item]:
     """Donation items (lowered and compiled), copy-or-bitcast items, and layout-order items of one program."""
-    return _weighted([*_alias_items(program), *_move_items(program), *_layout_items(program)])
+    return [_item(program, d) for d in (*_alias_items(program), *_move_items(program), *_layout_items(program))]

@@ -8,11 +8,12 @@ and for the callee of a StableHLO `call`.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from dumpgym.drills import drill
 from dumpgym.drills._decision_rules import Decision, decision_rules
 from dumpgym.drills._program_index import CALL, ProgramIndex
+from dumpgym.drills.item import Item, LinePick, Lines
 from dumpgym.record import EqnFact, ProgramRecord
 
 
@@ -148,6 +149,16 @@ def decision_items(program: ProgramRecord) -> list[DecisionItem]:
 
 @drill("decisions", number="03", title="the framework's hand",
        aim="Click the line the framework wrote for you: a broadcast, an upcast, a remat mark, a collective.")
-def decisions_pool(program: ProgramRecord) -> list[dict]:
-    """Spot-the-decision items for one program."""
-    return [asdict(item) for item in decision_items(program)]
+def decisions_pool(program: ProgramRecord) -> list[Item]:
+    """Spot-the-decision items for one program. Its card is the equation that wrote the line and the
+    decision kind, whatever layer asks: finding jnp's broadcast in the jaxpr and in StableHLO is one skill."""
+    out = []
+    for d in decision_items(program):
+        about = d.eqn if d.eqn is not None else d.source_eqn
+        out.append(Item(
+            question=d.question, layer=d.layer, eqn=d.eqn, step=d.kind, weight=d.weight, feedback=d.feedback,
+            card=(str(about) if about is not None else "untraced", d.kind),
+            answer=LinePick(d.answer_line, tuple(d.accepted_lines), d.explain),
+            context=(Lines(d.layer, 1, len(d.shown[0].split("\n"))),),
+            facts={"source_eqn": d.source_eqn}))
+    return out

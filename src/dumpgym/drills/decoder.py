@@ -14,14 +14,15 @@ the plain `x @ w` matmul gets one question per layer, and harder skeletons weigh
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from math import prod
 from typing import Iterator
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._dot import DotView, hlo_view, jaxpr_view, stablehlo_view
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.drills.item import Item, Note, choice
+from dumpgym.record import CompiledLayer, EqnFact, ProgramRecord
 
 # Every misreading rule the decoder's wrong options name (documented in docs/drills.md, GYM·01).
 AXIS_MISREADINGS = ("contracted-for-free", "batch-for-free", "swapped-operands", "matmul-habit", "other-end",
@@ -233,11 +234,9 @@ def shlo_line(program: ProgramRecord, eqn: EqnFact) -> str | None:
     return None
 
 
-def hlo_line(program: ProgramRecord, eqn: EqnFact) -> int | None:
-    """The line of the compiled `dot` (top level or inside a fusion) that carries this equation, if any."""
-    if program.hlo is None:
-        return None
-    return next((i.line for i in program.hlo.instructions if i.opcode == "dot" and eqn.id in i.eqns), None)
+def hlo_line(hlo: CompiledLayer, eqn: EqnFact) -> int | None:
+    """The line of the compiled `dot` (top level or inside a fusion) of `hlo` that carries this equation, if any."""
+    return next((i.line for i in hlo.instructions if i.opcode == "dot" and eqn.id in i.eqns), None)
 
 
 def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
@@ -250,11 +249,13 @@ def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
     shlo = stablehlo_view(line) if line is not None else None
     if shlo is not None and _same_dot(shlo, base):
         yield shlo
-    number = hlo_line(program, eqn)
-    compiled = hlo_view(program.hlo.text, number) if number is not None else None
-    # XLA may fold a transpose into the dot or merge heads; that line answers another dot's questions.
-    if compiled is not None and _same_dot(compiled, base):
-        yield compiled
+    # XLA's CPU spelling: a TPU writes most dots as convolutions or custom calls, which this decoder does not read.
+    for hlo in program.layers("cpu").values():
+        number = hlo_line(hlo, eqn)
+        compiled = hlo_view(hlo.text, number) if number is not None else None
+        # XLA may fold a transpose into the dot or merge heads; that line answers another dot's questions.
+        if compiled is not None and _same_dot(compiled, base):
+            yield compiled
 
 
 def _same_dot(view: DotView, base: DotView) -> bool:
@@ -267,9 +268,21 @@ def _steps(slug: str, view: DotView) -> list[str]:
     return [STEPS[i] for i in order(len(STEPS), slug, view.layer)]
 
 
+# The decoder's layers as items name them: the compiled one by its target.
+_LAYER_IDS = {"jaxpr": "jaxpr", "stablehlo": "stablehlo", "hlo": "cpu"}
+
+
+def _item(d: DecoderItem) -> Item:
+    """The pool's item for one decoder question; its card is the equation and the question, whatever layer
+    spells it, so a reader who decodes a dot in the jaxpr is not taught it again in StableHLO."""
+    return Item(question=d.question, layer=_LAYER_IDS[d.layer], eqn=d.eqn, step=d.step, weight=d.weight,
+                card=(d.eqn, d.step), jaxpr_lines=tuple(d.jaxpr_lines), context=tuple(Note(b) for b in d.shown),
+                answer=choice({"options": d.options, "answer": d.answer, "reasons": d.reasons, "rules": d.rules}))
+
+
 @drill("decoder", number="01", title="dot_general, decoded",
        aim="Read dimension_numbers and name the contracted and batch axes of each side.")
-def decoder_pool(program: ProgramRecord) -> list[dict]:
+def decoder_pool(program: ProgramRecord) -> list[Item]:
     """Decoder items for the program's dot_generals: one per skeleton, layer and question."""
     out, asked = [], set()
     for eqn in program.eqns:
@@ -284,5 +297,5 @@ def decoder_pool(program: ProgramRecord) -> list[dict]:
                                program.slug)
             if view.dims.is_plain_matmul():
                 items = items[:1]  # `x @ w` reads the same everywhere: one question per layer
-            out.extend(asdict(item) for item in items)
+            out.extend(_item(item) for item in items)
     return out

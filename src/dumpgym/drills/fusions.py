@@ -2,7 +2,7 @@
 
 Each item shows what the reader needs to work it out: which compile this is (XLA's CPU backend
 on the recorded host), the fusion's call line and the body of the computation it calls, and the
-jaxpr. The answer comes from the compiled layer's attribution (`program.hlo`): the equations any
+jaxpr. The answer comes from the compiled layer's attribution (`program.compiled`): the equations any
 of whose instructions, tagged or inferred, sit in the fused computation. A fusion of at most six
 equations asks for the set; a larger one asks which equation is NOT in it. Wrong options and
 their reasons are what this compile did with the equations named, never general rules of XLA.
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import Listing, which_compile
+from dumpgym.drills.item import Item, Lines, Note, choice
 from dumpgym.opcodes import DATA_MOVEMENT, computes
 from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
@@ -94,24 +95,29 @@ class _Compile(Listing):
         return f"{named} is inside: %{ins[0].name} (HLO line {ins[0].line}) in %{ins[0].computation} computes it{how}"
 
 
-def _shown(c: _Compile, fusion: Fusion) -> list[str]:
-    """The blocks the page shows: which compile, the fusion's call line, its computations, the jaxpr."""
-    hlo = c.hlo
-    return [which_compile(hlo), c.lines[fusion.line - 1].strip(), *(c.computation_text(n) for n in c.body(fusion.line)),
-            c.program.jaxpr]
+def _context(c: _Compile, layer: str, fusion: Fusion) -> tuple:
+    """What the page shows: which compile, the fusion's call line, its computations, the whole jaxpr
+    (references into the listings, not copies)."""
+    bodies = [Lines(layer, *c.computations[n]) for n in c.body(fusion.line)]
+    return (Note(which_compile(c.hlo)), Lines(layer, fusion.line, fusion.line, strip=True), *bodies,
+            Lines("jaxpr", 1, len(c.program.jaxpr.split("\n"))))
 
 
+# Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.
 @drill("fusions", number="05", title="what XLA fused",
-       aim="Name the equations XLA merged into one fusion of the compiled program.")
-def fusion_items(program: ProgramRecord) -> list[dict]:
-    """One item per fusion that computes two or more equations, in the CPU compile, then the TPU one."""
-    items = _layer_items(program, program.hlo)
-    # TPU items name their layer; CPU items carry no `layer`, as before the TPU layer existed.
-    return items + [{**item, "layer": "hlo_tpu"} for item in _layer_items(program, program.hlo_tpu)]
+       aim="Name the equations XLA merged into one fusion of the compiled program.",
+       per_program=4, cap_by=("layer",))
+def fusion_items(program: ProgramRecord) -> list[Item]:
+    """One item per fusion that computes two or more equations, in each CPU compile, then each TPU one.
+    Its card names the compile's target and the fusion: the CPU's and the TPU's fusion of one name
+    are different questions. A GPU's fusions are not asked yet: its attribution is not checked
+    against a fresh compile."""
+    layers = [*program.layers("cpu").items(), *program.layers("tpu").items()]
+    return [item for target, hlo in layers for item in _layer_items(program, target, hlo)]
 
 
-def _layer_items(program: ProgramRecord, hlo: CompiledLayer | None) -> list[dict]:
-    if hlo is None or not hlo.has_facts:
+def _layer_items(program: ProgramRecord, layer: str, hlo: CompiledLayer) -> list[Item]:
+    if not hlo.has_facts:
         return []
     c = _Compile(hlo=hlo, program=program)
     items = []
@@ -121,12 +127,10 @@ def _layer_items(program: ProgramRecord, hlo: CompiledLayer | None) -> list[dict
             continue
         made = _set_item(c, fusion, answer) if len(answer) <= MAX_SET else _not_in_item(c, fusion, answer)
         if made:
-            items.append({"eqn": None, **made, "fusion": fusion.name, "hlo_line": fusion.line})
-    # Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.
-    weight = round(min(1.0, 4 / len(items)), 3) if items else 1.0
-    for item in items:
-        item["shown"] = _shown(c, next(f for f in hlo.fusions if f.name == item["fusion"]))
-        item["weight"] = weight
+            # The CPU's card is the drills/1 family (`fusions/SLUG/NAME/`), so saved progress carries over.
+            card = (fusion.name,) if layer == "cpu" else (fusion.name, layer)
+            items.append(Item(question=made["question"], answer=choice(made), context=_context(c, layer, fusion),
+                              card=card, layer=layer, facts={"fusion": fusion.name, "hlo_line": fusion.line}))
     return items
 
 

@@ -1,8 +1,8 @@
 """The layout drill: read a TPU buffer's layout (minor axis and tile), its memory space, and its padded size.
 
-Asked of the TPU layer (`hlo_tpu`). Every buffer is as XLA's shape parser read it when the program was
-compiled (the layer's `buffers`, `hlo_facts.read_buffer`): `minor_to_major`, the tiles and the element
-size come from XLA's `Layout`; the padded size is
+Asked of each TPU layer (a program's `compiled` layers whose backend is `tpu`). Every buffer is as XLA's
+shape parser read it when the program was compiled (the layer's `buffers`, `hlo_facts.read_buffer`):
+`minor_to_major`, the tiles and the element size come from XLA's `Layout`; the padded size is
 XLA's tiling rule applied to them (the tests compare it with `memory_analysis()` of a compile).
 Three questions (`step`): `minor-tile`, `memory-space` and `bytes`; each wrong option is what
 one misreading of this very buffer's notation gives.
@@ -13,10 +13,9 @@ import math
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
-from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, short, which_compile
-from dumpgym.record import ProgramRecord
-
-PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
+from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, which_compile
+from dumpgym.drills.item import Item, Lines, Note, choice
+from dumpgym.record import CompiledLayer, ProgramRecord
 
 
 def _axes(b: Buffer, tile, minor: int, second: int | None) -> str:
@@ -133,16 +132,21 @@ def _question(step: str, b: Buffer, d, at: str) -> str:
 _STEPS = (("minor-tile", _minor_tile), ("memory-space", _memory_space), ("bytes", _bytes))
 
 
+# A program with more items of one step (the unrolled scan has two dozen buffers) shares 4 of weight among them.
 @drill("layouts", number="10", title="TPU layouts, read",
-       aim="Read a TPU buffer's layout: its minor axis and tile, its memory space, and the bytes it takes.")
-def layout_items(program: ProgramRecord) -> list[dict]:
-    """Per step, one item per distinct buffer of the TPU layer, at the first instruction that makes it."""
-    hlo = program.hlo_tpu
-    if hlo is None:
-        return []
+       aim="Read a TPU buffer's layout: its minor axis and tile, its memory space, and the bytes it takes.",
+       per_program=4, cap_by=("layer", "step"))
+def layout_items(program: ProgramRecord) -> list[Item]:
+    """Per TPU layer and step, one item per distinct buffer, at the first instruction that makes it.
+    Its card is the step and the buffer as the step tells buffers apart (for `memory-space` the printed
+    text, for the others the text without its memory space), and the layer's target."""
+    return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
+
+
+def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
     listing = Listing(hlo)
     seen: set[tuple[str, str]] = set()
-    by_step: dict[str, list[dict]] = {step: [] for step, _ in _STEPS}
+    by_step: dict[str, list[Item]] = {step: [] for step, _ in _STEPS}
     for ins in hlo.instructions:
         d = listing.definition(ins)
         if d is None:
@@ -163,14 +167,9 @@ def layout_items(program: ProgramRecord) -> list[dict]:
                 if len(wrong) < 2:
                     continue
                 at = f"%{d.name}, compiled HLO line {d.line}"
-                by_step[step].append({
-                    "eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": d.line, "buffer": b.text,
-                    "question": _question(step, b, d, at),
-                    "shown": [which_compile(hlo), short(listing.lines[d.line - 1])],
-                    **choice_item(answer, wrong[:3], program.slug, step, b.text),
-                })
-    items = []
-    for step_items in by_step.values():
-        weight = round(min(1.0, PER_PROGRAM / len(step_items)), 3) if step_items else 1.0
-        items += [{**item, "weight": weight} for item in step_items]
-    return items
+                by_step[step].append(Item(
+                    question=_question(step, b, d, at), layer=target, step=step, card=(key[1], step, target),
+                    answer=choice(choice_item(answer, wrong[:3], program.slug, step, b.text)),
+                    context=(Note(which_compile(hlo)), Lines(target, d.line, d.line, cut=True)),
+                    facts={"hlo_line": d.line, "buffer": b.text}))
+    return [item for step_items in by_step.values() for item in step_items]

@@ -10,7 +10,7 @@ Four questions (`step`), every scan, while and cond included, nested ones too:
 - `branch` (jaxpr): which branch does a `cond` run for a given predicate or index? The index is
   read off the equation that makes it: a bool converted to an int (lax.cond: the False branch is
   `branches[0]`) or a `clamp` into range (lax.switch).
-- `trips` (hlo_tpu): how many times does the body of a compiled while run? Read from the TPU
+- `trips` (each TPU layer): how many times does the body of a compiled while run? Read from the TPU
   compile's recorded counters (`CompiledLayer.while_counters`, read through XLA's graph when it was
   compiled): the counter's start, step and the constant the condition compares it with.
 """
@@ -23,10 +23,10 @@ from dumpgym.drills._avals import choice_item
 from dumpgym.drills._loops import Counter, counters, runs_text, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills._tpu import Listing as HloListing, short, which_compile
+from dumpgym.drills.item import Item, from_draft, refer
 from dumpgym.drills.shapes import Listing as JaxprListing
 from dumpgym.record import Aval, EqnFact, Literal, ProgramRecord
 
-PER_STEP = 4  # a program with more items of one step shares this much weight among them
 LOOPS = ("scan", "while")
 
 SCAN_ROLES = {
@@ -196,7 +196,7 @@ def role_items(program: ProgramRecord, names: JaxprListing, eqn: EqnFact) -> lis
         if len(wrong) < 2:
             continue
         items.append(_jaxpr_item(eqn, "role", f"What is `{name}` (operand {i}) to this {eqn.primitive}?", shown,
-                                 choice_item(labels[truth[i]], wrong, program.slug, "role", eqn.id, i)))
+                                 choice_item(labels[truth[i]], wrong, program.slug, "role", eqn.id, i), operand=i))
     return items
 
 
@@ -245,7 +245,7 @@ def body_aval_items(program: ProgramRecord, names: JaxprListing, eqn: EqnFact) -
             continue
         question = f"What aval does one iteration of the body see for the xs operand `{operands[i]}`?"
         items.append(_jaxpr_item(eqn, "body-aval", question, shown,
-                                 choice_item(answer, wrong, program.slug, "body-aval", eqn.id, i)))
+                                 choice_item(answer, wrong, program.slug, "body-aval", eqn.id, i), operand=i))
     return items
 
 
@@ -303,12 +303,12 @@ def branch_items(program: ProgramRecord, index: ProgramIndex, names: JaxprListin
     return [{**item, "index_eqn": producer.id, "index_value": value}]
 
 
-def _jaxpr_item(eqn: EqnFact, step: str, question: str, shown: list[str], choice: dict) -> dict:
+def _jaxpr_item(eqn: EqnFact, step: str, question: str, shown: list[str], choice: dict, **facts) -> dict:
     return {"eqn": eqn.id, "layer": "jaxpr", "step": step, "question": question, "shown": shown,
-            "jaxpr_lines": list(eqn.jaxpr_lines), **choice}
+            "jaxpr_lines": list(eqn.jaxpr_lines), **choice, **facts}
 
 
-def trip_item(program: ProgramRecord, listing: HloListing, c: Counter, eqn: EqnFact) -> dict | None:
+def trip_item(program: ProgramRecord, target: str, listing: HloListing, c: Counter, eqn: EqnFact) -> dict | None:
     """The `trips` item of one compiled while, or None when fewer than two misreadings differ from the answer."""
     n = c.runs()
     if n is None:
@@ -327,7 +327,7 @@ def trip_item(program: ProgramRecord, listing: HloListing, c: Counter, eqn: EqnF
     if len(wrong) < 2:
         return None
     return {
-        "eqn": eqn.id, "layer": "hlo_tpu", "step": "trips", "hlo_line": c.line, "instruction": c.name,
+        "eqn": eqn.id, "layer": target, "step": "trips", "hlo_line": c.line, "instruction": c.name,
         "question": f"How many times does the body of %{c.name} run (TPU compiled HLO line {c.line})?",
         "shown": [which_compile(listing.hlo), _excerpt(listing, c.start),
                   _excerpt(listing, tuple(range(c.condition[0], c.condition[1] + 1))), _excerpt(listing, c.update)],
@@ -347,24 +347,33 @@ def _excerpt(listing: HloListing, lines: tuple[int, ...]) -> str:
 
 
 def trip_items(program: ProgramRecord) -> list[dict]:
-    """One `trips` item per compiled while of the TPU layer whose counter XLA's graph shows."""
-    if program.hlo_tpu is None:
-        return []
-    listing = HloListing(program.hlo_tpu)
-    owner = {i.name: i.eqns for i in program.hlo_tpu.instructions}
+    """One `trips` item per compiled while of each TPU layer whose counter XLA's graph shows."""
     items = []
-    for c in counters(program.hlo_tpu):
-        loops = [e for e in owner.get(c.name, ()) if program.eqns[e].primitive in LOOPS]
-        item = trip_item(program, listing, c, program.eqns[max(loops)]) if loops else None
-        if item is not None:
-            items.append(item)
+    for target, hlo in program.layers("tpu").items():
+        listing = HloListing(hlo)
+        owner = {i.name: i.eqns for i in hlo.instructions}
+        for c in counters(hlo):
+            loops = [e for e in owner.get(c.name, ()) if program.eqns[e].primitive in LOOPS]
+            item = trip_item(program, target, listing, c, program.eqns[max(loops)]) if loops else None
+            if item is not None:
+                items.append(item)
     return items
 
 
+def _item(program: ProgramRecord, draft: dict) -> Item:
+    """The pool's item for a draft; its card is the loop equation and the step, and for `role` and
+    `body-aval` the operand asked about (for `trips`, the compiled while)."""
+    layer = draft["layer"]  # jaxpr, or a TPU layer's compile target id (`trips`)
+    about = [draft[k] for k in ("operand", "instruction") if k in draft]
+    card = (draft["eqn"], draft["step"], *about, *((layer,) if layer != "jaxpr" else ()))
+    return from_draft(draft, card=card, layer=layer, context=refer(program, layer, draft["shown"]))
+
+
+# A program with more items of one step (rnn-bptt's backward scan alone has ten operands) shares 4 of weight.
 @drill("loops", number="07", title="loops, read",
        aim="Tell a loop's consts, carries and xs apart, see what its body gets of each xs, say which branch a "
-           "cond runs, and count a compiled while's runs.")
-def loop_items(program: ProgramRecord) -> list[dict]:
+           "cond runs, and count a compiled while's runs.", per_program=4, cap_by=("step",))
+def loop_items(program: ProgramRecord) -> list[Item]:
     """`role` and `body-aval` items for every scan and while, `branch` items for conds, `trips` for compiled whiles."""
     names, index = JaxprListing(program.jaxpr, program.eqns), ProgramIndex.of(program)
     items = []
@@ -373,7 +382,4 @@ def loop_items(program: ProgramRecord) -> list[dict]:
             items += role_items(program, names, eqn) + body_aval_items(program, names, eqn)
         items += branch_items(program, index, names, eqn)
     items += trip_items(program)
-    count: dict[str, int] = {}
-    for item in items:
-        count[item["step"]] = count.get(item["step"], 0) + 1
-    return [{**item, "weight": round(min(1.0, PER_STEP / count[item["step"]]), 3)} for item in items]
+    return [_item(program, item) for item in items]

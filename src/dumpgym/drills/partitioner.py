@@ -2,8 +2,8 @@
 
 Read from the record of the StableHLO (`lowered`: main's `sdy.sharding` attributes,
 `sdy.sharding_constraint`, collectives' `replica_groups`, as MLIR's Shardy bindings read them when the
-program was lowered) and of the TPU compile (`hlo_tpu`: entry parameters' `sharding={...}` as XLA's
-`HloSharding` read them, collectives' `replica_groups`, when it was compiled). The CPU
+program was lowered) and of the TPU compile (each TPU layer: entry parameters' `sharding={...}` as
+XLA's `HloSharding` read them, collectives' `replica_groups`, when it was compiled). The CPU
 compile is never used: its text depends on the host. Three questions (`step`): `shard-shape`
 (what shape is each device's block of a sharded value?), `same-block` (which
 devices hold the same block as device 0, under `last_tile_dim_replicate`?), `group-axis` (over
@@ -19,17 +19,32 @@ from dataclasses import dataclass
 
 from dumpgym.drills import drill
 from dumpgym.drills import _sharding as sh
+from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._inserted import inserted_items
 from dumpgym.drills._tpu import Buffer, Listing, which_compile
-from dumpgym.record import Instruction, ProgramRecord
+from dumpgym.drills.item import Item, from_draft, refer
+from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
-PER_PROGRAM = 6  # a program with more items shares this much weight among them
+
+# What one item asks about, beside its step and layer: the first of these facts it has, else its equation.
+_ABOUT = ("argument", "result", "instruction", "stablehlo_line")
 
 
+def _item(program: ProgramRecord, draft: dict) -> Item:
+    """The pool's item for a draft; its card is the step, the layer and what it asks about (`argument=0`,
+    `instruction=param.3`, `stablehlo_line=41`, or the equation)."""
+    layer = draft["layer"]  # stablehlo, or a TPU layer's compile target id
+    about = next((f"{k}={draft[k]}" for k in _ABOUT if k in draft), f"eqn={draft['eqn']}")
+    return from_draft(draft, card=(draft["step"], layer, about), layer=layer,
+                      context=refer(program, (layer, "jaxpr"), draft["shown"]))
+
+
+# A program with more items shares 6 of weight among them.
 @drill("partitioner", number="06", title="the partitioner",
-       aim="Read a sharding down to each device's block, and a collective's device groups back to mesh axes.")
-def partitioner_items(program: ProgramRecord) -> list[dict]:
+       aim="Read a sharding down to each device's block, and a collective's device groups back to mesh axes.",
+       per_program=6)
+def partitioner_items(program: ProgramRecord) -> list[Item]:
     """Per-device blocks of every sharded argument (StableHLO and TPU compile), copies under
     `last_tile_dim_replicate`, and the mesh axes of every collective's device groups."""
     if not program.mesh:
@@ -38,11 +53,12 @@ def partitioner_items(program: ProgramRecord) -> list[dict]:
     if module is None:
         return []
     items = [*_stablehlo_blocks(program, module), *_stablehlo_groups(program, module)]
-    if program.hlo_tpu is not None and program.hlo_tpu.has_facts:
-        items += [*_tpu_parameters(program, module), *_tpu_groups(program, module),
-                  *inserted_items(program, _mesh_note(module))]
-    weight = round(min(1.0, PER_PROGRAM / len(items)), 3) if items else 1.0
-    return [{**item, "weight": weight} for item in items]
+    for target, hlo in program.layers("tpu").items():
+        if not hlo.has_facts:
+            continue
+        items += [*_tpu_parameters(program, target, hlo, module), *_tpu_groups(program, target, hlo, module),
+                  *inserted_items(program, target, hlo, _mesh_note(module))]
+    return [_item(program, item) for item in items]
 
 
 # --- shared wording ---------------------------------------------------------------------------
@@ -220,12 +236,12 @@ def _short_line(text: str) -> str:
     return re.sub(r", frontend_attributes=\{[^}]*\}", "", text)
 
 
-def _tpu_groups(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
-    """One item per distinct collective of the TPU compile (fused copies of one all-gather are asked once)."""
-    listing = Listing(program.hlo_tpu)
-    groups = {g.line: g for g in program.hlo_tpu.replica_groups}
+def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module: sh.SdyModule) -> list[dict]:
+    """One item per distinct collective of a TPU compile (fused copies of one all-gather are asked once)."""
+    listing = Listing(hlo)
+    groups = {g.line: g for g in hlo.replica_groups}
     items, asked = [], set()
-    for ins in program.hlo_tpu.instructions:
+    for ins in hlo.instructions:
         text = listing.lines[ins.line - 1]
         d, printed = listing.definition(ins), groups[ins.line].printed if ins.line in groups else None
         seen = (d.opcode, printed, re.sub(r"\{[^}]*\}", "", d.shape)) if d is not None else None
@@ -233,14 +249,14 @@ def _tpu_groups(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
             continue  # the same collective fused into several computations (layouts aside) is asked once
         asked.add(seen)
         options = _group_options([list(g) for g in groups[ins.line].groups], module.mesh, printed,
-                                 program.slug, "group-axis", "hlo_tpu", ins.name)
+                                 program.slug, "group-axis", layer_seed(target), ins.name)
         if options is None:
             continue
         items.append({
-            "eqn": ins.eqns[0] if len(ins.eqns) == 1 else None, "layer": "hlo_tpu", "step": "group-axis",
+            "eqn": ins.eqns[0] if len(ins.eqns) == 1 else None, "layer": target, "step": "group-axis",
             "hlo_line": ins.line, "instruction": ins.name,
             "question": _group_question(d.opcode, f"TPU compiled HLO line {ins.line}"),
-            "shown": [which_compile(program.hlo_tpu), _mesh_note(module), _short_line(text)],
+            "shown": [which_compile(hlo), _mesh_note(module), _short_line(text)],
             **options,
         })
     return items
@@ -253,11 +269,11 @@ def _mesh_note(module: sh.SdyModule) -> str:
 
 # --- TPU compile: entry parameters -----------------------------------------------------------
 
-def _tpu_parameters(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
-    listing = Listing(program.hlo_tpu)
+def _tpu_parameters(program: ProgramRecord, target: str, hlo: CompiledLayer, module: sh.SdyModule) -> list[dict]:
+    listing = Listing(hlo)
     arguments = {v.index: v for v in module.values if v.what == "argument"}
     items = []
-    for p in program.hlo_tpu.entry_parameters:
+    for p in hlo.entry_parameters:
         ins = listing.at[p.line]
         text = listing.lines[ins.line - 1]
         value = arguments.get(p.number)
@@ -267,7 +283,8 @@ def _tpu_parameters(program: ProgramRecord, module: sh.SdyModule) -> list[dict]:
         split = sh.hlo_split(p.sharding, len(value.shape))
         if split is None:
             continue
-        param = _Param(program, ins, text, d.buffers[0], value, split, p.op_name or f"argument {p.number}")
+        param = _Param(program, target, hlo, ins, text, d.buffers[0], value, split,
+                       p.op_name or f"argument {p.number}")
         items += [i for i in (param.block_item(), param.copies_item()) if i is not None]
     return items
 
@@ -277,6 +294,8 @@ class _Param:
     """One sharded entry parameter of the TPU compile, with what it takes to ask about it."""
 
     program: ProgramRecord
+    target: str  # the compile target id of the layer
+    hlo: CompiledLayer
     ins: Instruction
     text: str  # its printed line
     buffer: Buffer  # its per-device shape, as XLA prints it
@@ -294,7 +313,7 @@ class _Param:
 
     def _shown(self) -> list[str]:
         masked = self.text.strip().replace(self.buffer.text, f"{self.buffer.dtype}[?]", 1)
-        return [which_compile(self.program.hlo_tpu), f"`{self.name}` is {self.global_text} (its global shape)",
+        return [which_compile(self.hlo), f"`{self.name}` is {self.global_text} (its global shape)",
                 _short_line(masked)]
 
     def block_item(self) -> dict | None:
@@ -303,7 +322,7 @@ class _Param:
         if answer is None or answer == self.value.shape or answer != self.buffer.dims:
             return None
         options = _block_options(answer, list(self._misreadings()), self._shape_text,
-                                 self.program.slug, "shard-shape", "hlo_tpu", self.ins.name)
+                                 self.program.slug, "shard-shape", layer_seed(self.target), self.ins.name)
         if options is None:
             return None
         return self._item("shard-shape", f"What shape is each device's block of `{self.name}`?", options)
@@ -363,6 +382,6 @@ class _Param:
         return self._item("same-block", question, options, masked=False)
 
     def _item(self, step: str, question: str, options: dict, masked: bool = True) -> dict:
-        shown = self._shown() if masked else [which_compile(self.program.hlo_tpu), _short_line(self.text)]
-        return {"eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": self.ins.line, "instruction": self.ins.name,
+        shown = self._shown() if masked else [which_compile(self.hlo), _short_line(self.text)]
+        return {"eqn": None, "layer": self.target, "step": step, "hlo_line": self.ins.line, "instruction": self.ins.name,
                 "argument": self.value.index, "question": question, "shown": shown, **options}

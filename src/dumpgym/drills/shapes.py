@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
+from dumpgym.drills.item import Item, Note, choice
 from dumpgym.drills._misreadings import (FILLER, GENERIC, NOWHERE, Misreading, Where, distractor_rules,
                                          misreadings, pick)
 from dumpgym.dtypes import is_extended
@@ -297,9 +298,14 @@ def shapes_item(eqn: EqnFact, jaxpr: str, seed: str = "", where: Where = NOWHERE
 
 @drill("shapes", number="02", title="shape on sight",
        aim="Say what comes out of one equation: every dimension and the dtype.")
-def shapes_items(program: ProgramRecord) -> list[dict]:
-    """A shape-oracle item for every equation whose output the reader must infer from what is shown."""
+def shapes_items(program: ProgramRecord) -> list[Item]:
+    """A shape-oracle item for every equation whose output the reader must infer from what is shown.
+    Its card is the equation: one question per equation. Its context is computed text (the equation
+    masked, its operands), not a listing's lines."""
     listing = Listing(program.jaxpr, program.eqns)
     made = (shapes_item(e, program.jaxpr, program.slug, where_of(program, listing, e), listing)
             for e in program.eqns)
-    return [asdict(item) for item in made if item is not None]
+    return [Item(question=s.question, layer="jaxpr", eqn=s.eqn, skill=s.skill, weight=s.weight, card=(s.eqn,),
+                 jaxpr_lines=tuple(s.jaxpr_lines), context=tuple(Note(b) for b in s.shown),
+                 answer=choice({"options": s.options, "answer": s.answer, "reasons": s.reasons, "rules": s.rules}))
+            for s in made if s is not None]

@@ -3,7 +3,7 @@
 A TPU core multiplies matrices on its MXU (a systolic array) and does elementwise and reduction
 work on its vector units (the VPU). In compiled HLO the MXU's work is a `convolution` (how XLA's
 TPU backend writes every dot_general) or a `dot`, bare or inside a fusion's computation. Each
-option is an instruction of the TPU layer; the answer is read from the record (`hlo_tpu`): the
+option is an instruction of the TPU layer; the answer is read from the record (each TPU layer): the
 opcodes of the instructions in the computations a fusion calls, transitively. Three questions
 (`step`): `mxu` (which runs on the MXU?), `vpu` (which leaves it idle?), and, in a program
 without a matrix multiply, `none` (none of them does).
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, short, which_compile
-from dumpgym.record import Instruction, ProgramRecord
+from dumpgym.drills.item import Item, Lines, Note, choice
+from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
 # Instructions that only name or regroup buffers: never options, they do no work worth asking about.
 _PLUMBING = frozenset({"parameter", "constant", "bitcast", "tuple", "gettupleelement"})
 _DMA = frozenset({"copystart", "copydone"})
 _NONE = "none of them: nothing here multiplies matrices"
-PER_PROGRAM = 4  # a program with more items shares this much weight among them
 
 
 @dataclass(frozen=True)
@@ -75,22 +75,28 @@ def _nearest(units: list[_Unit], line: int, k: int = 3) -> list[_Unit]:
     return sorted(units, key=lambda u: (abs(u.ins.line - line), u.ins.line))[:k]
 
 
-def _shown(listing: Listing, hlo, units: list[_Unit]) -> list[str]:
-    """Which compile, then each option's line and the computations it calls, in line order."""
-    blocks = [which_compile(hlo)]
+def _context(listing: Listing, hlo, units: list[_Unit], target: str) -> tuple:
+    """Which compile, then each option's line and the computations it calls, in line order (references
+    into the layer of compile target `target`)."""
+    blocks = [Note(which_compile(hlo))]
     for u in sorted(units, key=lambda u: u.ins.line):
-        blocks.append(short(listing.lines[u.ins.line - 1]))
-        blocks += [listing.computation_text(n) for n in listing.body(u.ins.line)]
-    return blocks
+        blocks.append(Lines(target, u.ins.line, u.ins.line, cut=True))
+        blocks += [Lines(target, *listing.computations[n]) for n in listing.body(u.ins.line)]
+    return tuple(blocks)
 
 
 @drill("units", number="11", title="which unit runs it",
-       aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.")
-def unit_items(program: ProgramRecord) -> list[dict]:
+       aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.",
+       per_program=4, cap_by=("layer",))
+def unit_items(program: ProgramRecord) -> list[Item]:
     """One `mxu` item per matrix-multiplying instruction, one `vpu` item per fusion without one, and a
-    `none` item for a program that has no matrix multiply at all."""
-    hlo = program.hlo_tpu
-    if hlo is None or not hlo.has_facts:
+    `none` item for a program that has no matrix multiply at all; in each TPU layer. Its card is the
+    step and the instruction it asks about (for `none`, the program has one), and the layer's target."""
+    return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
+
+
+def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
+    if not hlo.has_facts:
         return []
     listing = Listing(hlo)
     # Options are what the chip runs as one step: fusions (nested ones too) and instructions outside
@@ -105,7 +111,7 @@ def unit_items(program: ProgramRecord) -> list[dict]:
     for u in asked:
         wrong = _nearest(idle, u.ins.line)
         if len(wrong) >= 2:
-            items.append(_item(program, listing, "mxu", u, wrong,
+            items.append(_item(program, target, hlo, listing, "mxu", u, wrong,
                                "Which of these instructions runs on the MXU, the TPU's matrix unit?"))
     # A vector-only fusion nested in a matrix-multiplying one runs as part of it: not asked on its own.
     inside_mxu = {c for u in mxu if u.ins.opcode == "fusion" for c in listing.body(u.ins.line)}
@@ -116,26 +122,24 @@ def unit_items(program: ProgramRecord) -> list[dict]:
         if 1 <= len(wrong) < 2:  # at least one option must do MXU work, or the question asks nothing
             wrong += _nearest([d for d in idle if d.ins.opcode in _DMA], u.ins.line, 3 - len(wrong))
         if len(wrong) >= 2:
-            items.append(_item(program, listing, "vpu", u, wrong,
+            items.append(_item(program, target, hlo, listing, "vpu", u, wrong,
                                "Which of these instructions leaves the MXU idle: no matrix multiply, all vector work?"))
     if not mxu and len(idle) >= 3:
         options = _nearest([u for u in idle if u.ins.opcode == "fusion"] or idle, 0)
         wrong = [(o.label, "busy-mxu", o.why) for o in options]
-        items.append({
-            "eqn": None, "layer": "hlo_tpu", "step": "none", "hlo_line": options[0].ins.line,
-            "question": "Which of these instructions runs on the MXU, the TPU's matrix unit?",
-            "shown": _shown(listing, hlo, options),
-            **choice_item(_NONE, wrong, program.slug, "units-none"),
-        })
-    weight = round(min(1.0, PER_PROGRAM / len(items)), 3) if items else 1.0
-    return [{**item, "weight": weight} for item in items]
+        items.append(Item(
+            question="Which of these instructions runs on the MXU, the TPU's matrix unit?", layer=target, step="none",
+            card=("none", target), answer=choice(choice_item(_NONE, wrong, program.slug, "units-none")),
+            context=_context(listing, hlo, options, target), facts={"hlo_line": options[0].ins.line}))
+    return items
 
 
-def _item(program: ProgramRecord, listing: Listing, step: str, answer: _Unit, wrong: list[_Unit], question: str) -> dict:
+def _item(program: ProgramRecord, target: str, hlo: CompiledLayer, listing: Listing, step: str, answer: _Unit,
+          wrong: list[_Unit], question: str) -> Item:
     rule = "idle-as-mxu" if step == "mxu" else "mxu-as-idle"
-    return {
-        "eqn": None, "layer": "hlo_tpu", "step": step, "hlo_line": answer.ins.line, "instruction": answer.ins.name,
-        "question": question,
-        "shown": _shown(listing, program.hlo_tpu, [answer, *wrong]),
-        **choice_item(answer.label, [(w.label, rule, w.why) for w in wrong], program.slug, step, answer.ins.name),
-    }
+    return Item(
+        question=question, layer=target, step=step, card=(answer.ins.name, step, target),
+        answer=choice(choice_item(answer.label, [(w.label, rule, w.why) for w in wrong], program.slug, step,
+                                  answer.ins.name)),
+        context=_context(listing, hlo, [answer, *wrong], target),
+        facts={"hlo_line": answer.ins.line, "instruction": answer.ins.name})

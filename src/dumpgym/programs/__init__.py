@@ -1,20 +1,41 @@
 """The built-in corpus, one module per program, in the order the gym shows them.
 
+A program is one module here: its `PROGRAM` (a `Program`, whose slug is the module's name with `-` for
+`_`) and its `ORDER`, a number that places it in the gym (lowest first; they go in tens, so a new one
+fits between two). Nothing else lists the programs: `SLUGS` is found from the modules.
+
 The seventeen of the seed come first (small, straight-line, mostly on one device); the second part
 is what real training and inference code prints: loops, branches, a training step, sharding by jit,
 backpropagation through a loop, fully sharded gradients and a Pallas kernel.
 """
+import ast
 import importlib
+from pathlib import Path
 
-SLUGS = (
-    "mlp", "layernorm", "rmsnorm", "softmax", "logsumexp", "attention", "causal", "mha",
-    "gqa", "rope", "scan", "remat", "moe", "grads", "dequant", "sharded", "psum",
-    "scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
-    "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul",
-)
 
-# Programs only a TPU can lower (`Program.platform == "tpu"`): no CPU compiled layer.
-TPU_ONLY = ("pallas-matmul",)
+def order_of(module: Path) -> int:
+    """The `ORDER = <int>` of a program module, read from its source: importing a program can start
+    JAX's backend (the sharded ones build their mesh on import), and listing the programs must not."""
+    for node in ast.parse(module.read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ORDER"]
+                and isinstance(node.value, ast.Constant) and type(node.value.value) is int):
+            return node.value.value
+    raise ImportError(f"{module.name} has no `ORDER = <int>` (its place in the gym)")
+
+
+def discover(folder: Path) -> tuple[str, ...]:
+    """The slugs of the program modules in `folder` (every `*.py` not starting with `_`), by their `ORDER`."""
+    modules = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+    orders = {module: order_of(module) for module in modules}
+    taken: dict[int, Path] = {}
+    for module, order in orders.items():
+        if order in taken:
+            raise ImportError(f"{taken[order].name} and {module.name} both have ORDER = {order}")
+        taken[order] = module
+    return tuple(module.stem.replace("_", "-") for module in sorted(modules, key=orders.__getitem__))
+
+
+SLUGS = discover(Path(__file__).parent)
 
 
 def builtin_programs():

@@ -1,17 +1,17 @@
 // The compiled layer: XLA's HLO for a program, highlighted at build time and fetched when a section
 // shows it, and what the x-ray needs to read it: which lines are XLA's own, which are fusions and
 // which equations each absorbed, and which backend compiled it. All of it computed from the
-// program's `hlo` record, once per program.
+// program's compiled layer (`compiled[target]` of its record), once per program.
 import { html, plural } from './html.js';
 import { getJSON, hloURL, listingMarkup } from './data.js';
 
-/** The compiled HLO of a program for a target (`cpu`, `tpu`) as a listing with one `[data-line]` per line (fetched once). */
-export async function hloListing(slug, target = 'cpu') {
+/** The compiled HLO of a program for a compile target id (`tpu`, `cpu`, ...) as a listing with one `[data-line]` per line (fetched once). */
+export async function hloListing(slug, target) {
   return listingMarkup('hlo', (await getJSON(hloURL(slug, target))).lines);
 }
 
-/** The record's compiled layer for a target: `hlo` is the CPU's, `hlo_tpu` the TPU's, `hlo_gpu` the GPU's (each may be absent). */
-export const compiledLayer = (program, target) => ({ cpu: program.hlo, tpu: program.hlo_tpu, gpu: program.hlo_gpu }[target]) ?? null;
+/** The record's compiled layer for a compile target id (`compiled[target]`), or null where the program has none. */
+export const compiledLayer = (program, target) => program.compiled?.[target] ?? null;
 
 /** A TPU topology as people say it: "v5e:2x2" -> "v5e, 2×2". */
 export function topologyWords(topology) {

@@ -12,8 +12,8 @@ async function fill(panel, slug) {
   try {
     if (layer === 'hlo') {
       const { hloListing } = await import('./compiled.js');  // only when a compiled tab first opens
-      // A program that lowers for TPU only (a Pallas kernel) has the TPU's compile and no CPU one.
-      render(panel, await hloListing(slug, panel.closest('[data-backend]')?.dataset.backend === 'tpu' ? 'tpu' : 'cpu'));
+      // The layer compiled for the platform the program lowered for (a Pallas kernel's: the TPU's).
+      render(panel, await hloListing(slug, panel.closest('[data-target]').dataset.target));
     } else {
       panel.replaceChildren(await listing(slug, layer));
     }

@@ -20,8 +20,8 @@ export function getJSON(url) {
 /** The URL of one program's corpus record. */
 export const programURL = (slug) => `data/programs/${encodeURIComponent(slug)}.json`;
 
-/** The URL of one program's compiled HLO for a target (`cpu`, `tpu` or `gpu`), highlighted at build time ("dumpgym.hlo-listing/1"). */
-export const hloURL = (slug, target = 'cpu') => `data/${{ tpu: 'hlo-tpu', gpu: 'hlo-gpu' }[target] ?? 'hlo'}/${encodeURIComponent(slug)}.json`;
+/** The URL of one program's compiled HLO for a compile target id (`tpu`, `gpu`, `cpu`, ...), highlighted at build time ("dumpgym.hlo-listing/1"). */
+export const hloURL = (slug, target) => `data/compiled/${encodeURIComponent(target)}/${encodeURIComponent(slug)}.json`;
 
 /** The URL of one drill kind's items for one program. */
 export const drillURL = (kind, slug) => `data/drills/${encodeURIComponent(kind)}/${encodeURIComponent(slug)}.json`;

@@ -1,9 +1,12 @@
 // Drills 01–03: one question at a time, one tap to answer, feedback that says why, a streak that counts.
-// Multiple-choice kinds (decoder, shapes, any kind with `options`) share one view; `decisions`
-// asks for a line of a real listing instead.
+// An item's answer form says how it is answered: a `choice` (every kind but one) shares one view, a
+// `line` (`decisions`) asks for a line of a real listing instead. Its context is resolved from the
+// program's listings (context.js); its card (`item.card`) is what the scheduler keeps.
 import { html, render, ticks } from './html.js';
+import { resolveContext } from './context.js';
 import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
-import { familyOf, loadScheduler, pickNext, skillOf } from './schedule.js';
+import { weightOf } from './sample.js';
+import { loadScheduler, pickNext, skillOf } from './schedule.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
@@ -18,37 +21,12 @@ export function show(value) {
   return String(value);
 }
 
-/** An item's weight: how often the page asks it relative to the others (1 when the item has none). */
-export function weightOf(item) {
-  const w = item?.weight;
-  return typeof w === 'number' && Number.isFinite(w) && w > 0 ? w : (w === undefined || w === null ? 1 : 0);
-}
-
 /** Whether an item matches a focus filter ({skill} or {primitive}); everything matches no filter. */
 export function focusMatches(item, filter) {
   if (!filter) return true;
   if ('skill' in filter) return skillOf(item) === filter.skill;
   if ('primitive' in filter) return item?.primitive === filter.primitive;
   return true;
-}
-
-/**
- * Draw an index with probability proportional to its weight, never `skip` while any other index has
- * weight; -1 when nothing has weight. `random` returns a number in [0, 1), as Math.random does.
- */
-export function pickWeighted(weights, skip = -1, random = Math.random) {
-  const mass = (i) => (i === skip ? 0 : Math.max(0, weights[i]) || 0);
-  let total = 0;
-  for (let i = 0; i < weights.length; i++) total += mass(i);
-  if (total <= 0) return skip >= 0 && weights[skip] > 0 ? skip : -1;
-  let r = random() * total;
-  let chosen = -1;
-  for (let i = 0; i < weights.length; i++) {
-    if (mass(i) <= 0) continue;
-    chosen = i;
-    if ((r -= mass(i)) < 0) break;
-  }
-  return chosen;  // the last with weight, should rounding leave `r` a hair above zero
 }
 
 class Panel {
@@ -138,13 +116,21 @@ class Panel {
       return;
     }
     const { slug, index, split } = picked;
+    let blocks;
+    try {
+      blocks = await resolveContext(slug, split.items[index].context);
+    } catch (e) {
+      render(this.body, html`<p class="empty">Could not load the question's listings (${e.message}).</p>`);
+      this.el.dataset.state = 'empty';
+      return;
+    }
     this.item = split.items[index];
-    this.last = { slug, index, weight: picked.weight, family: familyOf(this.item) };
+    this.last = { slug, index, weight: picked.weight, family: this.item.card };
     this.answered = false;
     this.el.dataset.item = `${this.kind}/${slug}/${index}`;
     this.el.dataset.scheduled = picked.reason;  // due, new or ahead (schedule.js)
-    if (Array.isArray(this.item.options)) this.renderChoice(slug);
-    else this.renderLines(slug);
+    if (this.item.answer.form === 'line') this.renderLines(slug, blocks);
+    else this.renderChoice(slug, blocks);
     this.el.dataset.state = 'asking';
     if (focus) {
       // The next question replaces one the page may have scrolled for (a long fused computation): unless
@@ -168,14 +154,15 @@ class Panel {
     return html`<p class="where"><a href="#p-${slug}">${programTitle(slug)}</a>${where}${extra}</p>`;
   }
 
-  /** The question's context when the item says what it is: each block of `shown`, as text, and nothing else. */
+  /** The question's context: each block its `context` resolves to, as text, and nothing else. */
   shownBlocks(blocks) {
     return blocks.map((block) => html`<pre class="eqn shown" data-shown>${block}</pre>`);
   }
 
-  renderChoice(slug) {
+  renderChoice(slug, blocks) {
     const item = this.item;
-    const context = this.shownBlocks(item.shown);
+    const { options } = item.answer;
+    const context = this.shownBlocks(blocks);
     render(this.body, html`
       <div class="ctx">
         ${this.header(slug, '')}
@@ -183,7 +170,7 @@ class Panel {
       </div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
       <div class="options" role="group" aria-labelledby="q-${this.kind}">
-        ${item.options.map((o, i) => html`<button type="button" class="opt" data-opt="${i}"><kbd aria-hidden="true">${i + 1}</kbd><code>${show(o)}</code></button>`)}
+        ${options.map((o, i) => html`<button type="button" class="opt" data-opt="${i}"><kbd aria-hidden="true">${i + 1}</kbd><code>${show(o)}</code></button>`)}
       </div>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
@@ -192,20 +179,20 @@ class Panel {
     this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
   }
 
-  renderLines(slug) {
+  renderLines(slug, blocks) {
     const item = this.item;
     const layer = item.layer === 'stablehlo' ? 'StableHLO' : 'jaxpr';
     render(this.body, html`
-      <div class="ctx">${this.header(slug, html` · ${layer}${item.kind ? html` · <span class="tag">${item.kind}</span>` : ''}`, { lines: false })}${
-        this.shownBlocks(item.shown.slice(1))}</div>
+      <div class="ctx">${this.header(slug, html` · ${layer}${item.step ? html` · <span class="tag">${item.step}</span>` : ''}`, { lines: false })}${
+        this.shownBlocks(blocks.slice(1))}</div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
       <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"></div>
       <p class="fine" id="pick-help-${this.kind}">click a line; or type the key number beside an operation's line, or step through them with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓), then press Enter</p>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
     const pick = this.body.querySelector('[data-pick]');
-    // `shown[0]` is the whole listing the question is about: its lines are the rows to tap.
-    const lines = String(item.shown[0] ?? '').replace(/\n$/, '').split('\n');
+    // The first block is the whole listing the question is about: its lines are the rows to tap.
+    const lines = String(blocks[0] ?? '').replace(/\n$/, '').split('\n');
     render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr'}"><code>${
       lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
     this.rows = lineElements(pick.querySelector('pre'));
@@ -275,40 +262,41 @@ class Panel {
   }
 
   answer(index) {
-    if (this.answered || !this.item.options || index >= this.item.options.length) return;
     const item = this.item;
-    const right = index === item.answer;
+    if (this.answered || item.answer.form !== 'choice' || index >= item.answer.options.length) return;
+    const { options, index: answer, reasons } = item.answer;
+    const right = index === answer;
     this.body.querySelectorAll('[data-opt]').forEach((b, i) => {
       b.disabled = true;
-      b.classList.toggle('right', i === item.answer);
+      b.classList.toggle('right', i === answer);
       b.classList.toggle('wrong', i === index && !right);
       b.classList.toggle('chosen', i === index);
     });
-    const why = item.reasons?.[index];
+    const why = reasons?.[index];
     const verdict = right
-      ? html`<p><b class="ok">right:</b> <code>${show(item.options[item.answer])}</code></p>`
-      : html`<p><b class="no">not quite.</b> The answer is <code>${show(item.options[item.answer])}</code>.</p>
-             <p>You chose <code>${show(item.options[index])}</code>${why ? html`: ${ticks(why)}.` : '.'}</p>`;
+      ? html`<p><b class="ok">right:</b> <code>${show(options[answer])}</code></p>`
+      : html`<p><b class="no">not quite.</b> The answer is <code>${show(options[answer])}</code>.</p>
+             <p>You chose <code>${show(options[index])}</code>${why ? html`: ${ticks(why)}.` : '.'}</p>`;
     this.finish(right, html`${verdict}${item.feedback ? html`<p>${ticks(item.feedback)}</p>` : ''}`);
   }
 
   answerLine(line) {
     if (this.answered) return;
     const item = this.item;
-    const accepted = Array.isArray(item.accepted_lines) ? item.accepted_lines : [item.answer_line];
+    const { line: answerLine, accepted, explain: explained } = item.answer;
     const right = accepted.includes(line);
     const chosen = this.rows[line - 1];
-    const answer = this.rows[(right ? line : item.answer_line) - 1];
+    const answer = this.rows[(right ? line : answerLine) - 1];
     chosen?.classList.add(right ? 'right' : 'wrong');
     answer?.classList.add('ans');
     const pick = this.body.querySelector('[data-pick]');
     if (answer) scrollIntoBox(pick, answer);
     const text = answer ? answer.textContent.trim() : '';
-    const why = item.feedback ? html`<p>${ticks(item.feedback)}</p>` : html`<p>Line ${item.answer_line}: <code>${text}</code></p>`;
-    const explain = item.explain?.[String(line)];
+    const why = item.feedback ? html`<p>${ticks(item.feedback)}</p>` : html`<p>Line ${answerLine}: <code>${text}</code></p>`;
+    const explain = explained?.[String(line)];
     this.finish(right, right
       ? html`<p><b class="ok">right.</b></p>${why}`
-      : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${item.answer_line}.</p>${
+      : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${answerLine}.</p>${
         explain ? html`<p data-explain>${ticks(explain)}</p>` : why}`);
   }
 
@@ -376,10 +364,11 @@ export function registerDrills(root, progress, preferred) {
     if (typing(e) || !onScreen(root)) return;
     const panel = panels.get(active);
     if (!panel?.item) return;
-    if (/^[1-9]$/.test(e.key) && !panel.answered && panel.item.options) {
+    const choosing = panel.item.answer.form === 'choice';
+    if (/^[1-9]$/.test(e.key) && !panel.answered && choosing) {
       e.preventDefault();
       panel.answer(Number(e.key) - 1);
-    } else if (!panel.item.options && (/^[0-9]$/.test(e.key) || panel.el.contains(document.activeElement)) &&
+    } else if (!choosing && (/^[0-9]$/.test(e.key) || panel.el.contains(document.activeElement)) &&
                panel.lineKey(e.key)) {
       // Digits type a line's key number; j/k step (only from inside the panel: the x-ray owns j/k too,
       // and its listener, registered after this one, must not also walk).

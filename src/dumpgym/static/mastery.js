@@ -3,7 +3,7 @@
 // which points a drill at the weakest cell through the drills' focus hook.
 import { html, render, plural } from './html.js';
 import { drillURL, getJSON } from './data.js';
-import { familyOf, skillOf } from './schedule.js';
+import { skillOf } from './schedule.js';
 
 /** A cell needs this many attempts before "practise my weakest" may pick it. */
 export const MIN_ATTEMPTS = 3;
@@ -112,7 +112,7 @@ function rowMarkup(row, title) {
 /**
  * Mean FSRS stability per cell, from the record's cards. A card's family is `${drill}/${program}/…`;
  * the "all" cell takes every card of its kind. A skill or primitive cell needs to know which items a
- * family holds: `familyOf(item)` over the splits of the programs the cards name, fetched once per split.
+ * family holds: `item.card` over the splits of the programs the cards name, fetched once per split.
  */
 class Stability {
   constructor(onLoad) {
@@ -146,7 +146,7 @@ class Stability {
     getJSON(drillURL(kind, slug)).then((split) => {
       const map = new Map();
       for (const item of split.items) {
-        const family = familyOf(item);
+        const family = item.card;
         const keys = map.get(family) ?? new Set();
         if (item.primitive) keys.add(`primitive:${item.primitive}`);
         const skill = skillOf(item);

@@ -1,23 +1,18 @@
 // Spaced repetition: which question comes next, and how an answer moves its card.
-// Memory is FSRS (the vendored ts-fsrs): one card per *family*, the same question on the same equation
-// whatever layer spells it, so a learner who knows it in the jaxpr is not re-taught it in StableHLO.
+// Memory is FSRS (the vendored ts-fsrs): one card per question, named by the item itself (`item.card`:
+// what makes two items the same question is each kind's decision, made in Python; the decoder's card,
+// for one, is the same whatever layer spells the dot). The record keys cards by it ("families" below).
 // ts-fsrs is loaded on the learner's first touch of a drill, not with the page: until an answer is rated,
 // the record's cards (plain dates and numbers) are all the page needs.
-import { pickWeighted, weightOf } from './drill.js';
+import { pickWeighted, weightOf } from './sample.js';
 
 /** ts-fsrs's ratings and card states, by value (the record stores the numbers); a browser test checks them against ts-fsrs. */
 export const Rating = Object.freeze({ Again: 1, Hard: 2, Good: 3, Easy: 4 });
 export const State = Object.freeze({ New: 0, Learning: 1, Review: 2, Relearning: 3 });
 
-/** What an item drills, as the mastery map counts it: its `skill`, else its `kind` (decisions), else its `step` (decoder). */
+/** What an item drills, as the mastery map counts it: its `skill` (shapes), else its `step` (a decision's kind, a decoder question). */
 export function skillOf(item) {
-  return item?.skill ?? item?.kind ?? item?.step ?? null;
-}
-
-/** The family of a drill item: drill, program, equation (or fusion) and question step (or decision kind), never the layer. */
-export function familyOf(item) {
-  const about = item.eqn ?? item.source_eqn ?? item.fusion ?? '';
-  return `${item.drill}/${item.program}/${about}/${item.step ?? item.kind ?? ''}`;
+  return item?.skill ?? item?.step ?? null;
 }
 
 // An answer's grade from its correctness and time. Reading a dump takes a few seconds even when known:
@@ -69,7 +64,7 @@ const answeredAt = new Map(); // family -> the kind's question count when it was
 export function noteAnswer(item) {
   const n = (asked.get(item.drill) ?? 0) + 1;
   asked.set(item.drill, n);
-  answeredAt.set(familyOf(item), n);
+  answeredAt.set(item.card, n);
 }
 
 const learning = (card) => card.state === State.Learning || card.state === State.Relearning;
@@ -120,7 +115,7 @@ const turns = new Map(); // kind -> questions picked in this page
 
 /**
  * The next question of a drill kind: {slug, index, weight, split, reason}, reason 'due' (a card whose time
- * has come), 'new' (a family never answered, drawn by weight) or 'ahead' (nothing due, nothing new: any
+ * has come), 'new' (a card never answered, drawn by weight) or 'ahead' (nothing due, nothing new: any
  * item by weight); null when no item has weight. A program is drawn by its summed weight, capped so that none
  * has more than MAX_SHARE of the draw (`capShares`). `pool` is the panel's [{slug}], `masses` each program's
  * summed weight, `last` the item just asked ({slug, index, weight, family}), `split(slug)` fetches a program's
@@ -147,7 +142,7 @@ async function pickDue({ pool, last, split, weight, random, due }) {
     const slug = family.split('/')[1];
     if (!slugs.has(slug)) continue; // a program no longer in the gym
     const s = await split(slug);
-    const weights = s.items.map((item) => (familyOf(item) === family ? weight(item) : 0));
+    const weights = s.items.map((item) => (item.card === family ? weight(item) : 0));
     const index = pickWeighted(weights, last && last.slug === slug ? last.index : -1, random);
     if (index >= 0) return choice(slug, index, s, 'due', weight);
   }
@@ -162,7 +157,7 @@ async function pickNew({ pool, masses, last, cards, split, weight, random }) {
     const slug = pool[p].slug;
     const s = await split(slug);
     const weights = s.items.map((item, i) =>
-      (Object.hasOwn(cards, familyOf(item)) || (last && last.slug === slug && last.index === i) ? 0 : weight(item)));
+      (Object.hasOwn(cards, item.card) || (last && last.slug === slug && last.index === i) ? 0 : weight(item)));
     const index = pickWeighted(weights, -1, random);
     if (index >= 0) return choice(slug, index, s, 'new', weight);
     left[p] = 0;

@@ -1,13 +1,13 @@
 // Progress, kept in localStorage under one versioned key and nowhere else: current and best streak per
-// drill kind, the path targets reached, one FSRS card per question family (schedule.js) and tallies of
-// answers per drill kind, per skill and per primitive.
+// drill kind, the path targets reached, one FSRS card per question (keyed by the item's `card`,
+// schedule.js) and tallies of answers per drill kind, per skill and per primitive.
 // A stored value this page cannot read is set aside under another key, never thrown away, never fatal;
 // when even the copy cannot be saved, the value is left untouched and this page keeps progress in memory.
 // Tabs share the key: each re-reads it before every change and merges (see `merge`), and follows the
 // other tabs' saves through `storage` events, so no tab's save overwrites another's.
 
 import { html, render } from './html.js';
-import { familyOf, loadScheduler, nextCard, noteAnswer, ratingOf, skillOf } from './schedule.js';
+import { loadScheduler, nextCard, noteAnswer, ratingOf, skillOf } from './schedule.js';
 
 export const KEY = 'dumpgym.progress/2';
 // The first version (streaks and targets only): read once to migrate, never written, left as it was.
@@ -64,7 +64,7 @@ export function validate(value, { v1 = false } = {}) {
   if (v1) return '';
   for (const [family, card] of Object.entries(value.cards)) {
     const parts = family.split('/');
-    if (family.length > 300 || parts.length < 4 || !KIND.test(parts[0]) || /[\s\u0000-\u001f]/.test(family)) {
+    if (family.length > 600 || parts.length < 3 || !KIND.test(parts[0]) || /[\s\u0000-\u001f]/.test(family)) {
       return `"${family.slice(0, 80)}" is not a question family`;
     }
     const problem = cardProblem(card);
@@ -80,6 +80,34 @@ export function validate(value, { v1 = false } = {}) {
     }
   }
   return '';
+}
+
+/**
+ * A card's key as this version names it, from a key saved before cards were the items' own
+ * (`dumpgym.drills/1`, whose page made families of drill/program/about/step): a family with no `about`
+ * (`layouts/scan-layers//bytes`, one card for 38 buffers' questions) named several questions and starts
+ * fresh (null); a trailing empty step is dropped (`shapes/mlp/3/` is `shapes/mlp/3`); any other key, and
+ * every key this version writes, is kept as it is (a family whose kind kept its questions is the card).
+ */
+export function currentCard(key) {
+  const parts = key.split('/');
+  if (parts[2] === '') return null;
+  return parts.length > 3 && parts[parts.length - 1] === '' ? parts.slice(0, -1).join('/') : key;
+}
+
+/** A record with every card under its current key (`currentCard`); itself when nothing changes. */
+export function withCurrentCards(record) {
+  const keys = Object.keys(record.cards);
+  if (keys.every((key) => currentCard(key) === key)) return record;
+  const cards = {};
+  for (const key of keys) {
+    const now = currentCard(key);
+    const card = record.cards[key];
+    if (now !== null && (!Object.hasOwn(cards, now) || Date.parse(card.last_review) > Date.parse(cards[now].last_review))) {
+      cards[now] = card;
+    }
+  }
+  return { ...record, cards };
 }
 
 /** A first-version record as a current one: every streak, best and target kept, no cards or tallies yet. */
@@ -202,7 +230,7 @@ export class Progress extends EventTarget {
     const { raw, value, problem } = this.#read();
     if (raw === null) { this.#migrate(); return; }
     if (problem) { this.#unreadable(raw, problem); return; }
-    this.data = structuredClone(value);
+    this.data = withCurrentCards(structuredClone(value));
     [this.#raw, this.#base] = [raw, value];
   }
 
@@ -232,7 +260,8 @@ export class Progress extends EventTarget {
     const before = JSON.stringify(this.data);
     // Bests and targets only grow, except by a reset or an import: a stored record that lacks some of
     // what this tab last saw was replaced in another tab on purpose, so it is taken whole.
-    this.data = this.#base && !covers(value, this.#base) ? structuredClone(value) : merge(this.data, value);
+    const theirs = withCurrentCards(value);  // a tab of the previous version may have saved old keys
+    this.data = this.#base && !covers(theirs, withCurrentCards(this.#base)) ? structuredClone(theirs) : merge(this.data, theirs);
     [this.#raw, this.#base, this.#held] = [raw, value, false];
     return JSON.stringify(this.data) !== before;
   }
@@ -313,7 +342,7 @@ export class Progress extends EventTarget {
    */
   async review(item, right, ms) {
     const kind = item.drill;
-    const family = familyOf(item);
+    const family = item.card;
     const rating = ratingOf(right, ms);
     noteAnswer(item);
     await loadScheduler();
@@ -321,7 +350,7 @@ export class Progress extends EventTarget {
       this.#count(kind, right);
       this.data.cards[family] = nextCard(own(this.data.cards, family), rating, new Date());
       const cells = (this.data.tallies[kind] = own(this.data.tallies, kind) ?? {});
-      const skill = skillOf(item);  // shapes' skill, decisions' kind, the decoder's step
+      const skill = skillOf(item);  // shapes' skill, the step of the others (decisions: its kind)
       const names = ['all', skill && `skill:${skill}`, item.primitive && `primitive:${item.primitive}`];
       for (const cell of names.filter((c) => c && CELL.test(c))) {
         const t = own(cells, cell) ?? { attempts: 0, correct: 0 };
@@ -374,7 +403,7 @@ export class Progress extends EventTarget {
     const v1 = isObject(value) && value.schema === KEY_V1;
     const problem = validate(value, { v1 });
     if (problem) throw new Error(`the file is not dumpgym progress: ${problem}`);
-    const record = v1 ? migrate(value) : value;
+    const record = v1 ? migrate(value) : withCurrentCards(value);
     const count = (r) => ({ streaks: Object.keys(r.streaks).length, targets: Object.keys(r.reached).length,
       cards: Object.keys(r.cards).length });
     this.#refresh();

@@ -12,8 +12,6 @@ import { onTabKeys, selectTab } from './tabs.js';
 import { NAMES, indexProgram, litLines, stats, where, whyUnmapped } from './xray-index.js';
 
 const BANDS = 8;
-// The compiled layers, in the order the column prefers them: the TPU's, the GPU's (both compiled without one), this CPU's.
-const TARGETS = ['tpu', 'gpu', 'cpu'];
 const CHUNK = 64;
 // Above this many lines in one column, the status line sums a group up (an expand lists it): a scan's
 // fusion lights over a hundred lines, and sixteen chips would bury the line being read.
@@ -76,7 +74,10 @@ class XraySection {
     this.compiledEl = root.querySelector('[data-xray-compiled]');
     this.byEl = root.querySelector('[data-xray-backend]');
     this.targetsEl = root.querySelector('[data-xray-targets]');
-    this.target = 'tpu';  // the compiled layer on show: the TPU's where the program has one, else the CPU's
+    // The compile targets the corpus has, in the registry's order (the page's switch lists them so):
+    // the column shows the first a program has, unless the learner picked another.
+    this.targets = [...this.targetsEl.querySelectorAll('[data-xray-target]')].map((b) => b.dataset.xrayTarget);
+    this.target = this.targets[0] ?? null;
     this.cols = Object.fromEntries(LAYERS.map((l) => [l, root.querySelector(`[data-xray-col="${l}"]`)]));
     this.hloCol = this.cols.hlo.closest('.col');
     this.tabs = [...root.querySelectorAll('[data-xray-tab]')];
@@ -152,7 +153,7 @@ class XraySection {
       return;
     }
     // The compiled column shows one target's layer: the rest of the section reads it as `hlo`.
-    const target = compiledLayer(program, this.target) ? this.target : TARGETS.find((t) => compiledLayer(program, t));
+    const target = compiledLayer(program, this.target) ? this.target : this.targets.find((t) => compiledLayer(program, t));
     const hlo = target ? compiledLayer(program, target) : null;
     const { source: hloSource, error } = await compiledSource(slug, hlo, target);
     if (this.loading !== slug) return;
@@ -196,7 +197,7 @@ class XraySection {
 
   /** The switch between the compiled layers the program has (shown when it has two or more), on `target`. */
   showTargets(target, record) {
-    this.targetsEl.hidden = TARGETS.filter((t) => compiledLayer(record, t)).length < 2;
+    this.targetsEl.hidden = this.targets.filter((t) => compiledLayer(record, t)).length < 2;
     for (const b of this.targetsEl.querySelectorAll('[data-xray-target]')) {
       b.hidden = !compiledLayer(record, b.dataset.xrayTarget);
       b.setAttribute('aria-pressed', String(b.dataset.xrayTarget === target));

@@ -1,0 +1,136 @@
+"""Stage three, second half: the graph of a compiled HLO module, as the bindings and each instruction's printed form give it.
+
+The HLO Python bindings give computations, instruction names, opcodes, operands and users, but
+not metadata, called computations or parameter numbers: those are read from each instruction's
+own printed form (`HloInstruction.to_string()`). `hlo.py` builds the graph from its tagged
+compile; `hlo_attribution.py` walks it to decide each instruction's equations.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from dumpgym.trace import innermost_tag
+
+# What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
+CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
+TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
+_PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
+_LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
+
+
+def opcode_of(instruction) -> str:
+    """An instruction's opcode from the bindings' enum, lower case without its `k` (`HloOpcode.kAllReduce`: `allreduce`)."""
+    return str(instruction.opcode).removeprefix("HloOpcode.k").lower()
+
+
+class CompiledGraph:
+    """The tagged compile's instructions by name: opcode, operands and users (from the HLO bindings),
+    the computations fusions call and reducers apply, and each instruction's own tag."""
+
+    def __init__(self, tagged_list, roots: set[str], entry: str, eqn_of_tag):
+        self.entry = entry
+        self.roots = roots
+        self.opcode, self.computation, self.operands, self.users = {}, {}, {}, {}
+        self.tag: dict[str, int | None] = {}
+        self.has_op_name: dict[str, bool] = {}
+        self.calls: dict[str, list[str]] = {}
+        self.param_number: dict[str, int] = {}
+        self.members: dict[str, list[str]] = defaultdict(list)
+        self.callers: dict[str, list[str]] = defaultdict(list)  # fused computation -> fusion instructions
+        self.holders: dict[str, list[str]] = defaultdict(list)  # region -> instructions applying it
+        self.loop_of: dict[str, str] = {}  # a while's body or condition computation -> the while
+        for computation, instruction in tagged_list:
+            name = instruction.name
+            # Metadata, called computations and parameter numbers are not in the bindings: read
+            # from the instruction's own printed form.
+            printed = instruction.to_string()
+            meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
+            tag_number = innermost_tag(meta)
+            self.tag[name] = eqn_of_tag[tag_number] if tag_number is not None else None
+            self.has_op_name[name] = "op_name=" in meta
+            self.opcode[name] = opcode_of(instruction)
+            self.computation[name] = computation
+            self.operands[name] = [o.name for o in instruction.operands()]
+            self.users[name] = [u.name for u in instruction.users()]
+            self.calls[name] = CALLS_RE.findall(printed)
+            self.members[computation].append(name)
+            for region in TO_APPLY_RE.findall(printed):
+                self.holders[region].append(name)
+            for loop_computation in _LOOP_RE.findall(printed):
+                self.loop_of[loop_computation] = name
+            if self.opcode[name] == "fusion":
+                for callee in self.calls[name]:
+                    self.callers[callee].append(name)
+            elif self.opcode[name] == "parameter":
+                self.param_number[name] = int(_PARAMETER_RE.search(printed).group(1))
+        self.params_of = {(self.computation[p], k): p for p, k in self.param_number.items()}
+        self.region_of: dict[str, str] = {}  # instruction -> the region computation holding it (any depth)
+        for region in self.holders:
+            for name in self.members[region]:
+                self.region_of[name] = region
+
+    def own(self, name: str) -> int | None:
+        """The equation an instruction's own tag names (fusions and region instructions: none)."""
+        if self.opcode[name] == "fusion" or name in self.region_of:
+            return None
+        return self.tag[name]
+
+    def after(self, name: str) -> set[int]:
+        """The tagged equations this instruction's result reaches first, through untagged
+        instructions and fusion bounds."""
+        out: set[int] = set()
+        seen, stack = {name}, [name]
+        while stack:
+            cur = stack.pop()
+            steps: list[str] = []
+            if cur in self.roots:  # a fused computation's result is its fusion's
+                steps += self.callers.get(self.computation[cur], ())
+            for user in self.users[cur]:
+                if self.opcode[user] == "fusion":  # into the fused computation, at the matching parameter
+                    callee = self.calls[user][0]
+                    steps += [self.params_of[(callee, k)] for k, o in enumerate(self.operands[user])
+                              if o == cur and (callee, k) in self.params_of]
+                elif self.own(user) is not None:
+                    out.add(self.own(user))
+                else:
+                    steps.append(user)
+            for step in steps:
+                if step not in seen:
+                    seen.add(step)
+                    stack.append(step)
+        return out
+
+    def before(self, name: str) -> tuple[set[int], set[int]]:
+        """The tagged equations and the program arguments (entry parameter numbers) this
+        instruction's operands come from, through untagged instructions and fusion bounds."""
+        out, arguments, _loops = self.sources(name)
+        return out, arguments
+
+    def sources(self, name: str) -> tuple[set[int], set[int], set[int]]:
+        """As `before`, and the equations of the while loops whose carried values it reads (a loop
+        body's parameter is both the loop's input and the previous iteration's result)."""
+        out: set[int] = set()
+        arguments: set[int] = set()
+        loops: set[int] = set()
+        seen, stack = {name}, list(self.operands[name])
+        while stack:
+            cur = stack.pop()
+            if cur in seen:
+                continue
+            seen.add(cur)
+            op, comp = self.opcode[cur], self.computation[cur]
+            if op == "fusion":
+                stack += [r for r in self.members[self.calls[cur][0]] if r in self.roots]
+            elif op == "parameter":
+                if comp == self.entry:
+                    arguments.add(self.param_number[cur])
+                for fusion in self.callers.get(comp, ()):
+                    stack.append(self.operands[fusion][self.param_number[cur]])
+                if comp in self.loop_of and self.tag[self.loop_of[comp]] is not None:
+                    loops.add(self.tag[self.loop_of[comp]])
+            elif self.own(cur) is not None:
+                out.add(self.own(cur))
+            else:
+                stack += self.operands[cur]
+        return out, arguments, loops

@@ -1,0 +1,36 @@
+"""The `needs_tpu` and `needs_gpu` markers: a marked test skips where its compiler extra is missing,
+and fails instead under CI, which installs every extra (scripts/test), so that no skip hides there."""
+import os
+
+import pytest
+
+# marker -> (the name in dumpgym.target of the check that the extra is installed, the extra, what it brings)
+EXTRAS = {
+    "needs_tpu": ("libtpu_installed", "tpu", "libtpu"),
+    "needs_gpu": ("cuda_plugin_installed", "gpu", "JAX's CUDA plugin"),
+}
+
+
+def check(item) -> None:
+    """Skip `item` (fail it under `CI`) when a marker it carries names an extra that is not installed."""
+    from dumpgym import target
+
+    for marker, (installed, extra, brings) in EXTRAS.items():
+        if item.get_closest_marker(marker) and not getattr(target, installed)():
+            missing = f"the {extra} extra ({brings}) is not installed: pip install 'dumpgym[{extra}]'"
+            if os.environ.get("CI"):
+                pytest.fail(f"CI installs every extra, but {missing}", pytrace=False)
+            pytest.skip(missing)
+
+
+# A built-in program's platform -> the marker of the extra that lowers it (`Program.platform`).
+PLATFORM_MARKERS = {"tpu": pytest.mark.needs_tpu, "gpu": pytest.mark.needs_gpu}
+
+
+def builtin_slugs() -> list:
+    """Every built-in program's slug for `parametrize`, marked with the extra its platform needs (pallas-matmul
+    lowers only for a TPU, so tracing it needs libtpu)."""
+    from dumpgym.programs import SLUGS, builtin_program
+
+    marks = {slug: PLATFORM_MARKERS.get(builtin_program(slug).platform) for slug in SLUGS}
+    return [slug if marks[slug] is None else pytest.param(slug, marks=marks[slug]) for slug in SLUGS]

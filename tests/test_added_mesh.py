@@ -1,0 +1,45 @@
+"""An added program keeps its mesh: the one its arguments' NamedShardings share (with each argument's
+spec), or the one its shard_map binds; so the partitioner drill asks about it as about a built-in one."""
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import dumpgym
+from dumpgym.drills import build_pool
+
+
+def _mesh(kind=jax.sharding.AxisType.Explicit):
+    return jax.make_mesh((2, 4), ("data", "model"), devices=jax.devices()[:8], axis_types=(kind, kind))
+
+
+def _ring(x, mesh=None):
+    """A collective_permute ring over `model`, the way a hand-written ring all-gather starts."""
+    def body(block):
+        n = jax.lax.axis_size("model")
+        return jax.lax.ppermute(block, "model", [(i, (i + 1) % n) for i in range(n)])
+
+    return jax.shard_map(body, mesh=mesh or _mesh(), in_specs=P("data", "model"), out_specs=P("data", "model"))(x)
+
+
+def test_a_program_with_sharded_inputs_records_their_mesh_and_specs(tmp_path):
+    mesh = _mesh()
+    x = jax.ShapeDtypeStruct((16, 64), jnp.float32, sharding=NamedSharding(mesh, P("data", "model")))
+    scale = jax.ShapeDtypeStruct((16, 1), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+    record = dumpgym.add(lambda x, s: _ring(x) * s, x, scale, slug="ring", corpus=tmp_path / "c")
+    assert record.mesh == dict(zip(mesh.axis_names, mesh.axis_sizes)) == {"data": 2, "model": 4}
+    assert record.in_specs == [["data", "model"], ["data", None]]  # the scale's spec names its first axis only
+    pool = build_pool({"programs": [record.to_json()]})
+    asked = [i for i in pool["items"] if i["drill"] == "partitioner"]
+    assert asked and all(i["program"] == "ring" for i in asked)
+
+
+def test_a_shard_map_over_unsharded_inputs_records_the_mesh_it_binds(tmp_path):
+    auto = _mesh(jax.sharding.AxisType.Auto)  # an unsharded input is resharded to the specs
+    x = jax.ShapeDtypeStruct((16, 64), jnp.float32)
+    record = dumpgym.add(lambda x: _ring(x, auto), x, slug="ring-plain", corpus=tmp_path / "c")
+    assert record.mesh == {"data": 2, "model": 4} and record.in_specs is None
+
+
+def test_a_program_on_one_device_has_no_mesh(tmp_path):
+    record = dumpgym.add(jnp.tanh, jax.ShapeDtypeStruct((8,), jnp.float32), slug="one", corpus=tmp_path / "c")
+    assert record.mesh is None and record.in_specs is None

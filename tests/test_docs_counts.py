@@ -1,0 +1,264 @@
+"""Every count that README.md and docs/ state about the corpus, the pool, the page or the registries is
+checked against them: one row per number, the sentence's pattern with the number captured, and the
+function that computes it. Item counts are checked against the pool fixture, so a change to the items
+fails here until the docs say what the pool now holds."""
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = {"no": 0, "half": 0.5, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+         "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "sixteen": 16, "seventeen": 17,
+         "twenty-nine": 29}
+
+
+def number(text: str):
+    """A number as a doc writes it: `1,229`, `19`, `sixteen`, `Twenty-nine`, `no`."""
+    return WORDS[text.lower()] if text.lower() in WORDS else int(text.replace(",", ""))
+
+
+def tally(text: str) -> dict[str, int]:
+    """A breakdown as a doc writes it: `48 `contraction`, 44 `reduction``, `5 in fsdp-step, 1 in auto-sharded`
+    or `grads 4 each, train-step 3`."""
+    pairs = (re.findall(r"(\d+) `([^`]+)`", text) or re.findall(r"(\d+) in ([a-z][\w-]*)", text)
+             or [(n, name) for name, n in re.findall(r"([a-z][\w-]*) (\d+)", text)])
+    return {name: int(n) for n, name in pairs}
+
+
+def doc(name: str) -> str:
+    """A doc's text with every run of white space one space, so that a sentence reads the same across a wrap."""
+    return " ".join((ROOT / name).read_text(encoding="utf-8").split())
+
+
+class Facts:
+    """What the counts are counted from: the committed corpus and its drill pool."""
+
+    def __init__(self, corpus: dict, pool: dict):
+        from pool_checks import readable_pool
+
+        self.programs = corpus["programs"]
+        self.by_slug = {p["slug"]: p for p in self.programs}
+        # Each item as the drill tests read it: its answer form's fields (`options`, `answer`, `rules`) beside its own.
+        self.pool = {**pool, "items": readable_pool(pool, corpus)}
+
+    def items(self, drill: str, **fields) -> list[dict]:
+        """The pool's items of one kind whose fields have the values given (`layer="cpu"`: the CPU compile's)."""
+        return [i for i in self.pool["items"] if i["drill"] == drill and all(i.get(k) == v for k, v in fields.items())]
+
+    def count(self, drill: str, by: str, **fields) -> dict[str, int]:
+        """How many items of one kind each value of the field `by` has."""
+        return dict(Counter(i[by] for i in self.items(drill, **fields)))
+
+
+def _shard_map_programs(f: Facts) -> int:
+    return sum(any(e["primitive"] == "shard_map" for e in p["eqns"]) for p in f.programs)
+
+
+def _filler_options(f: Facts) -> int:
+    from dumpgym.drills._misreadings import FILLER
+
+    return sum(rule in FILLER for i in f.items("shapes") for rule in i["rules"])
+
+
+def _common_decisions_share(f: Facts) -> float:
+    """`half` when broadcasts and upcasts hold at most half the decisions' weight, else their share."""
+    weights = Counter()
+    for item in f.items("decisions"):
+        weights[item["kind"]] += item["weight"]
+    share = (weights["hidden-broadcast"] + weights["upcast"]) / sum(weights.values())
+    return 0.5 if share <= 0.5 else share
+
+
+def _partitioned_programs(f: Facts) -> str:
+    having = {i["program"] for i in f.items("partitioner")}
+    return ", ".join(p["slug"] for p in f.programs if p["slug"] in having)
+
+
+def _first_three_steps(f: Facts) -> int:
+    return sum(n for step, n in f.count("partitioner", "step").items() if step != "inserted")
+
+
+def _group_axis_items(f: Facts) -> int | str:
+    """The `group-axis` items, when all of them are the TPU compile's."""
+    items = f.items("partitioner", step="group-axis")
+    return len(items) if all(i["layer"] == "tpu" for i in items) else "not all TPU"
+
+
+def _backward_scan_operands(f: Facts) -> int:
+    (scan,) = [e for e in f.by_slug["rnn-bptt"]["eqns"] if e["primitive"] == "scan" and e["params"]["reverse"]]
+    return len(scan["inputs"])
+
+
+def _dots_per_program(f: Facts) -> dict[str, int]:
+    """Backward items per program, when each program has as many `wrt` as `cotangent` items (else both)."""
+    wrt, cotangent = f.count("backward", "program", step="wrt"), f.count("backward", "program", step="cotangent")
+    return wrt if wrt == cotangent else {"wrt": wrt, "cotangent": cotangent}
+
+
+def _no_alias(f: Facts) -> int:
+    return sum(i["options"][i["answer"]].startswith("none") for i in f.items("buffers", step="compiled-alias"))
+
+
+def _layers_of_major_axis(f: Facts) -> dict[str, int]:
+    return f.count("buffers", "layer", step="major-axis")
+
+
+def _xray_stat(name: str):
+    return lambda f: sum(p["xray_stats"][name] for p in f.programs)
+
+
+def _bands() -> int:
+    return int(re.search(r"const BANDS = (\d+);", (ROOT / "src/dumpgym/static/xray.js").read_text()).group(1))
+
+
+def _fluency() -> int:
+    from dumpgym.curriculum import FLUENCY
+
+    return FLUENCY
+
+
+# (file, the sentence's pattern with the number captured, what it counts). The pattern is matched against
+# the doc with white space collapsed and must match exactly once. A function returning a dict compares with
+# a breakdown (`tally`), one returning a string with the captured text itself.
+ROWS = [
+    ("README.md", r"(\S+) real programs are traced by JAX", lambda f: len(f.programs)),
+    ("README.md", r"dequantisation and (\w+) `shard_map` programs", _shard_map_programs),
+    ("README.md", r"([\d,]+) of the corpus's [\d,]+ op lines are attributed", _xray_stat("mapped_stablehlo_op_lines")),
+    ("README.md", r"of the corpus's ([\d,]+) op lines are attributed", _xray_stat("stablehlo_op_lines")),
+    ("docs/site.md", r"`(\d+) in a row is the fluency bar`", lambda f: _fluency()),
+    ("docs/site.md", r"Each equation gets one of (\w+) colour bands", lambda f: _bands()),
+    # GYM·02, shapes
+    ("docs/drills.md", r"In the built-in corpus \((\d+) programs, \d+ equations\)", lambda f: len(f.programs)),
+    ("docs/drills.md", r"\(\d+ programs, (\d+) equations\) this asks",
+     lambda f: sum(len(p["eqns"]) for p in f.programs)),
+    ("docs/drills.md", r"this asks (\d+) equations:", lambda f: len(f.items("shapes"))),
+    ("docs/drills.md", r"this asks \d+ equations: ((?:\d+ `[\w-]+`(?:, )?)+);", lambda f: f.count("shapes", "skill")),
+    ("docs/drills.md", r"; (\d+) have four options", lambda f: sum(len(i["options"]) == 4 for i in f.items("shapes"))),
+    ("docs/drills.md", r"four options and (\d+) have three;",
+     lambda f: sum(len(i["options"]) == 3 for i in f.items("shapes"))),
+    ("docs/drills.md", r"(\d+) of the \d+ wrong options are fillers", _filler_options),
+    ("docs/drills.md", r"of the (\d+) wrong options are fillers",
+     lambda f: sum(len(i["options"]) - 1 for i in f.items("shapes"))),
+    ("docs/drills.md", r"in the built-in corpus (no) `none` item survives",
+     lambda f: len(f.items("shapes", skill="none"))),
+    # GYM·03, decisions
+    ("docs/drills.md", r"the two common kinds hold at most (half) the pool's weight", _common_decisions_share),
+    # GYM·05, fusions
+    ("docs/drills.md", r"so that the scan's (\w+) look-alike fusions",
+     lambda f: len(f.items("fusions", program="scan", layer="cpu"))),
+    ("docs/drills.md", r"The built-in corpus gives (\d+) CPU items and \d+ TPU items",
+     lambda f: len(f.items("fusions", layer="cpu"))),
+    ("docs/drills.md", r"gives \d+ CPU items and (\d+) TPU items", lambda f: len(f.items("fusions", layer="tpu"))),
+    # GYM·06, partitioner
+    ("docs/drills.md", r"In the built-in corpus \(([\w, -]+)\) the first three steps", _partitioned_programs),
+    ("docs/drills.md", r"the first three steps give (\d+) items", _first_three_steps),
+    ("docs/drills.md", r"(\d+) `shard-shape` \(\d+ StableHLO",
+     lambda f: len(f.items("partitioner", step="shard-shape"))),
+    ("docs/drills.md", r"`shard-shape` \((\d+) StableHLO, \d+ TPU\)",
+     lambda f: len(f.items("partitioner", step="shard-shape", layer="stablehlo"))),
+    ("docs/drills.md", r"`shard-shape` \(\d+ StableHLO, (\d+) TPU\)",
+     lambda f: len(f.items("partitioner", step="shard-shape", layer="tpu"))),
+    ("docs/drills.md", r"(\d+) `same-block`, \d+ `group-axis`",
+     lambda f: len(f.items("partitioner", step="same-block"))),
+    ("docs/drills.md", r"(\d+) `group-axis` \(all TPU", _group_axis_items),
+    ("docs/drills.md", r"`group-axis` \(all TPU: (\d+ in fsdp-step, \d+ in auto-sharded)\)",
+     lambda f: f.count("partitioner", "program", step="group-axis")),
+    ("docs/drills.md", r"meshes of `sharded` and `psum` give (no) group items",
+     lambda f: sum(i["program"] in ("sharded", "psum") for i in f.items("partitioner", step="group-axis"))),
+    ("docs/drills.md", r"Built-in corpus: (\d+) items \(auto-sharded",
+     lambda f: len(f.items("partitioner", step="inserted"))),
+    ("docs/drills.md", r"Built-in corpus: \d+ items \((auto-sharded \d+, fsdp-step \d+)\)",
+     lambda f: f.count("partitioner", "program", step="inserted")),
+    # GYM·07, loops
+    ("docs/drills.md", r"every `while` of the TPU compile\. (\w+) questions \(`step`\)",
+     lambda f: len(f.count("loops", "step"))),
+    ("docs/drills.md", r"\(rnn-bptt's backward scan alone has (\w+) operands\)", _backward_scan_operands),
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `role`", lambda f: len(f.items("loops"))),
+    ("docs/drills.md", r"gives \d+ items: (\d+ `role`, \d+ `body-aval`, \d+ `branch`, \d+ `trips`)",
+     lambda f: f.count("loops", "step")),
+    ("docs/drills.md", r"`trips` \((scan-layers \d+, decode-loop \d+, rnn-bptt \d+, cond-switch \d+)\)",
+     lambda f: f.count("loops", "program")),
+    # GYM·08, backward
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `wrt`", lambda f: len(f.items("backward"))),
+    ("docs/drills.md", r"(\d+) `wrt` and \d+ `cotangent`", lambda f: len(f.items("backward", step="wrt"))),
+    ("docs/drills.md", r"`wrt` and (\d+) `cotangent`", lambda f: len(f.items("backward", step="cotangent"))),
+    ("docs/drills.md", r"`cotangent` \((grads \d+ each(?:, [\w-]+ \d+)+)\)", _dots_per_program),
+    ("docs/drills.md", r"and (\d+) `residuals` \(ckpt-policy\)",
+     lambda f: len(f.items("backward", step="residuals", program="ckpt-policy"))),
+    # GYM·09, buffers
+    ("docs/drills.md", r"puts minor or major\. (\w+) questions", lambda f: len(f.count("buffers", "step"))),
+    ("docs/drills.md", r"\(sdpa alone gives (\d+)\)", lambda f: len(f.items("buffers", program="sdpa"))),
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `lowered-alias`",
+     lambda f: len(f.items("buffers"))),
+    ("docs/drills.md", r"(\d+) `lowered-alias`, \d+", lambda f: len(f.items("buffers", step="lowered-alias"))),
+    ("docs/drills.md", r"(\d+) `compiled-alias` \(", lambda f: len(f.items("buffers", step="compiled-alias"))),
+    ("docs/drills.md", r"`compiled-alias` \((\d+) of them `none`\)", _no_alias),
+    ("docs/drills.md", r"(\d+) `real-copy`, \d+ `free-bitcast`", lambda f: len(f.items("buffers", step="real-copy"))),
+    ("docs/drills.md", r"(\d+) `free-bitcast`, \d+ `minor-axis`",
+     lambda f: len(f.items("buffers", step="free-bitcast"))),
+    ("docs/drills.md", r"(\d+) `minor-axis`, \d+ `major-axis`", lambda f: len(f.items("buffers", step="minor-axis"))),
+    ("docs/drills.md", r"(\d+) `major-axis` \(\d+ CPU", lambda f: len(f.items("buffers", step="major-axis"))),
+    ("docs/drills.md", r"`major-axis` \((\d+) CPU, \d+ TPU\)", lambda f: _layers_of_major_axis(f).get("cpu", 0)),
+    ("docs/drills.md", r"`major-axis` \(\d+ CPU, (\d+) TPU\)", lambda f: _layers_of_major_axis(f).get("tpu", 0)),
+    # GYM·10, layouts
+    ("docs/drills.md", r"backend config cut off\)\. (\w+) questions \(`step`\)",
+     lambda f: len(f.count("layouts", "step"))),
+    ("docs/drills.md", r"\(the unrolled scan has (\d+) buffers\)",
+     lambda f: len({i["buffer"] for i in f.items("layouts", program="scan")})),
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `minor-tile`", lambda f: len(f.items("layouts"))),
+    ("docs/drills.md", r"items: (\d+ `minor-tile`, \d+ `memory-space`, \d+ `bytes`)",
+     lambda f: f.count("layouts", "step")),
+    # GYM·11, units
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `mxu`", lambda f: len(f.items("units"))),
+    ("docs/drills.md", r"items: (\d+ `mxu`, \d+ `vpu`, \d+ `none`)", lambda f: f.count("units", "step")),
+]
+
+
+@pytest.fixture(scope="module")
+def facts(corpus, pool):
+    return Facts(corpus, pool)
+
+
+@pytest.mark.parametrize("name, pattern, compute", ROWS, ids=[f"{n}:{p[:48]}" for n, p, _ in ROWS])
+def test_each_count_the_docs_state_is_what_the_corpus_and_pool_give(name, pattern, compute, facts):
+    found = re.findall(pattern, doc(name))
+    assert len(found) == 1, f"{name}: {pattern!r} matches {len(found)} times, not once"
+    expected = compute(facts)
+    if isinstance(expected, dict):
+        assert tally(found[0]) == expected, f"{name}: {found[0]!r}"
+    elif isinstance(expected, str):
+        assert found[0] == expected, name
+    else:
+        assert number(found[0]) == expected, f"{name}: {found[0]!r} should be {expected}"
+
+
+def test_the_path_in_site_md_is_curriculum_path_with_each_chapters_drills():
+    from dumpgym import drills
+    from dumpgym.curriculum import FLUENCY, PATH
+
+    text = doc("docs/site.md")
+    chapters = re.search(r"\*\*path\*\*: chapters ([\d · ]+) \(`curriculum.PATH`\)", text).group(1).split(" · ")
+    assert chapters == [c.number for c in PATH]
+    listed = re.search(r"each chapter names its drills \(chapter (.*?)\)\. ", text).group(1).split("; ")
+    number_of = {k.name: k.number for k in drills.kinds().values()}
+    *chapters, bar = PATH
+
+    def drills_of(chapter) -> str:
+        numbers = " · ".join(number_of[t.drill] for t in chapter.targets)
+        return f"{chapter.number}: drill{'s' if len(chapter.targets) > 1 else ''} {numbers}"
+
+    assert listed == [drills_of(c) for c in chapters] + [f"{bar.number}: every drill"]
+    assert sorted(t.drill for t in bar.targets) == sorted(number_of)
+    assert {t.streak for t in bar.targets} == {2 * FLUENCY}
+    assert f"Chapter {bar.number}, the bar, asks twice the fluency bar" in text
+
+
+def test_site_md_numbers_each_drill_kind_as_its_registration_does():
+    from dumpgym import drills
+
+    text = doc("docs/site.md")
+    named = dict(re.findall(r"- `([a-z-]+)` \((\d\d)\)", text))
+    named |= dict(re.findall(r"and `(units)` \((\d\d)\): the TPU", text))  # `layouts` (10) and `units` (11)
+    assert named == {k.name: k.number for k in drills.kinds().values()}

@@ -272,3 +272,82 @@ def test_the_oracle_rejects_an_op_moved_to_another_equation(slug, op, by_slug, p
     other["stablehlo_lines"].append(line)
     problems = judge(record, jit_of(program.function).lower(*args).compiler_ir("stablehlo"), facts.jax_eqns)
     assert any(p.startswith(f"line {line}: {op}") for p in problems), problems
+
+
+# --- what MLIR read of the lowered module once (the record's `lowered`), against JAX's own lowering ---
+
+def _lowered_of(by_slug, slug):
+    from dumpgym.record import ProgramRecord
+
+    return ProgramRecord.from_json(by_slug[slug], slug).lowered
+
+
+def _extended(aval) -> bool:
+    return jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended)  # a typed key lowers as its key data
+
+
+@pytest.mark.parametrize("slug", builtin_slugs())
+def test_main_signature_is_the_one_jax_lowered(slug, by_slug, programs):
+    """Main's argument and result shapes are JAX's avals, and an argument lends its buffer
+    (`tf.aliasing_output`) only where JAX donated it."""
+    program = programs[slug]
+    lowered = jit_of(program.function).lower(*program.example_args())
+    main = _lowered_of(by_slug, slug).main
+    infos = jax.tree.leaves(lowered.args_info)
+    assert len(main.args) == len(infos)  # jit keeps every argument in main's signature
+    for arg, info in zip(main.args, infos):
+        if not _extended(info._aval):
+            assert arg.shape == tuple(info.shape), (slug, arg)
+        assert arg.aliasing_output is None or info.donated, (slug, arg)
+    outs = jax.tree.leaves(lowered.out_info)
+    assert len(main.results) == len(outs)
+    assert [r.shape for r, o in zip(main.results, outs) if not _extended(o)] == \
+        [tuple(o.shape) for o in outs if not _extended(o)]
+
+
+def test_some_program_donates_and_its_aliases_name_results(by_slug):
+    donated = {slug: [a.aliasing_output for a in _lowered_of(by_slug, slug).main.args if a.aliasing_output is not None]
+               for slug in by_slug}
+    assert any(donated.values())
+    for slug, results in donated.items():
+        assert len(set(results)) == len(results), slug  # one lender per result
+
+
+@pytest.mark.parametrize("slug", ["sharded", "psum", "auto-sharded", "fsdp-step"])
+def test_recorded_shardings_and_mesh_are_the_ones_jax_compiles_with(slug, by_slug, programs):
+    """Each argument's `sdy.sharding`, as recorded, names the mesh axes of the PartitionSpec JAX compiles
+    that argument with; the recorded mesh is the program's."""
+    program = programs[slug]
+    lowered = _lowered_of(by_slug, slug)
+    assert [dict(m.axes) for m in lowered.meshes] == [program.mesh]
+    compiled = jit_of(program.function).lower(*program.example_args()).compile()
+    checked = 0
+    for arg, sharding in zip(lowered.main.args, jax.tree.leaves(compiled.input_shardings[0])):
+        if arg.sharding is None or not hasattr(sharding, "spec"):
+            continue
+        spec = tuple(sharding.spec) + (None,) * (len(arg.sharding) - len(sharding.spec))
+        expected = tuple(() if p is None else (p,) if isinstance(p, str) else tuple(p) for p in spec)
+        assert arg.sharding == expected, (slug, arg)
+        checked += 1
+    assert checked or not program.in_specs
+
+
+def test_recorded_constraints_and_collectives_stand_on_their_ops(corpus):
+    """Each sharding constraint and collective recorded stands on the line of an op of its kind, and each
+    constraint of a program with a mesh has the global shape of a `sharding_constraint` equation (JAX
+    also constrains a PRNG key's data, dropout's, with none)."""
+    from dumpgym.record import ProgramRecord
+
+    found = 0
+    for p in corpus["programs"]:
+        record = ProgramRecord.from_json(p, p["slug"])
+        ops = {op.line: op.name for op in record.stablehlo_ops}
+        shapes = {e.outputs[0].shape for e in record.eqns if e.primitive == "sharding_constraint"}
+        for c in record.lowered.sharding_constraints:
+            assert ops[c.line] == "sdy.sharding_constraint", (p["slug"], c)
+            assert c.shape in shapes or not record.mesh, (p["slug"], c)
+            found += 1
+        for c in record.lowered.collectives:
+            assert ops[c.line] == c.name and c.replica_groups, (p["slug"], c)
+            found += 1
+    assert found >= 3

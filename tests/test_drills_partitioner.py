@@ -15,7 +15,8 @@ import pytest
 
 from pool_checks import assert_choice_item
 
-from dumpgym.drills import _sharding, _tpu
+from dumpgym import hlo_facts
+from dumpgym.drills import _sharding
 from dumpgym.program import parse_arg
 from jax_reference import jaxpr_of, jit_of
 
@@ -192,7 +193,7 @@ def _xla_parameter_dims(compiled, number: int) -> tuple[int, ...]:
     for ins in entry.instructions():
         text = ins.to_string()
         if re.search(rf" parameter\({number}\)", text):
-            return _tpu.definition(text, 1).buffers[0].dims
+            return hlo_facts.read_buffer(hlo_facts.defined(text)[1]).dims
     raise AssertionError(f"no parameter {number}")
 
 
@@ -228,7 +229,7 @@ def test_group_answers_are_the_mesh_axes_the_groups_run_along(items, programs, t
         mesh = compiled.input_shardings[0][0].mesh
         assert tuple(mesh.axis_names) == tuple(programs[item["program"]].mesh)
         line = _xla_line(compiled, item["instruction"])  # the same collective in a fresh compile
-        groups = _sharding.read_groups(_sharding.hlo_groups_text(line))
+        groups = hlo_facts.read_groups(hlo_facts.groups_text(line))
         axes = [mesh.axis_names.index(a) for a in _axes_named(_answer(item), mesh.axis_names)]
         # The groups over those mesh axes: every device in mesh.devices with the other coordinates fixed.
         moved = np.moveaxis(mesh.devices, axes, list(range(-len(axes), 0)))
@@ -251,9 +252,9 @@ def _xla_line(compiled, name: str) -> str:
 
 def test_iota_groups_are_read_by_xla_as_printed_lists():
     # `[4,2]<=[2,4]T(1,0)` numbers a 2x4 grid, transposes it, and cuts four groups of two.
-    assert _sharding.read_groups("[4,2]<=[2,4]T(1,0)") == [[0, 4], [1, 5], [2, 6], [3, 7]]
-    assert _sharding.read_groups("[2,4]<=[8]") == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert _sharding.read_groups("{{0,4},{1,5},{2,6},{3,7}}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert hlo_facts.read_groups("[4,2]<=[2,4]T(1,0)") == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert hlo_facts.read_groups("[2,4]<=[8]") == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert hlo_facts.read_groups("{{0,4},{1,5},{2,6},{3,7}}") == ((0, 4), (1, 5), (2, 6), (3, 7))
 
 
 def test_the_mesh_axes_of_groups_follow_row_major_positions():

@@ -14,6 +14,7 @@ import pytest
 
 from pool_checks import assert_choice_item
 
+from dumpgym import hlo_facts
 from dumpgym.drills import _tpu, layouts
 from jax_reference import jit_of
 
@@ -101,13 +102,13 @@ def test_the_line_parser_reads_what_xla_prints_for_every_instruction(recompiled)
     for compiled in recompiled.values():
         for comp in _module(compiled).computations():
             for ins in comp.instructions():
-                d = _tpu.definition(ins.to_string(), 1)
-                assert d is not None and d.name == ins.name, ins.to_string()
-                assert str(xla_client.Shape(d.shape)) == d.shape  # the whole shape, as XLA prints it back
+                name, shape, opcode = hlo_facts.defined(ins.to_string())
+                assert name == ins.name, ins.to_string()
+                assert str(xla_client.Shape(shape)) == shape  # the whole shape, as XLA prints it back
                 # the record spells opcodes as XLA's enum does; the printed word is that without dashes,
                 # except where the enum abbreviates (kExp prints `exponential`)
                 enum = str(ins.opcode).removeprefix("HloOpcode.k").lower()
-                assert d.opcode.replace("-", "") == enum or d.opcode.startswith(enum), (d.opcode, enum)
+                assert opcode.replace("-", "") == enum or opcode.startswith(enum), (opcode, enum)
                 checked += 1
     assert checked > 500
 
@@ -124,7 +125,7 @@ def test_memory_space_names_are_jaxs_tpu_memory_space_numbers():
 def test_the_memory_space_is_read_off_xlas_layout():
     for n in range(7):
         text = f"f32[8,128]{{1,0:T(8,128)S({n})}}" if n else "f32[8,128]{1,0:T(8,128)}"
-        assert _tpu.read_buffer(text).memory_space == n
+        assert hlo_facts.read_buffer(text).memory_space == n
 
 
 def _xla_bytes(devices, dims, dtype, minor_to_major=None, tiles=None):
@@ -156,7 +157,7 @@ def test_bytes_answers_are_what_xla_allocates_for_that_buffer(tpu_items, devices
 
     checked, refused = 0, 0
     for buffer in sorted({i["buffer"] for i in tpu_items["layouts"] if i["step"] == "bytes"})[:60]:
-        b = _tpu.read_buffer(buffer)
+        b = hlo_facts.read_buffer(buffer)
         item = next(i for i in tpu_items["layouts"] if i["step"] == "bytes" and i["buffer"] == buffer)
         try:
             size, _, _ = _xla_bytes(devices, b.dims, jnp.dtype(_numpy_dtype(b.dtype)), b.minor_to_major, b.tiles)
@@ -185,7 +186,7 @@ def test_minor_tile_answers_match_xlas_parameter_layouts(tpu_items, recompiled, 
             continue  # an entry parameter carries its argument's name; fused parameters do not
         layout = recompiled[item["program"]].input_formats[0][int(number.group(1))].layout
         minor_to_major = tuple(reversed(layout.major_to_minor))
-        b = _tpu.read_buffer(item["buffer"])
+        b = hlo_facts.read_buffer(item["buffer"])
         expected = layouts._reading(b, minor_to_major[0], minor_to_major[1], tuple(layout.tiling[0]))
         assert item["options"][item["answer"]] == expected, item["buffer"]
         checked += 1
@@ -206,9 +207,9 @@ def test_the_sub_tile_misreading_is_offered_for_bf16(tpu_items):
 
 
 def test_padding_example_from_the_docs():
-    assert _tpu.read_buffer("f32[3,5]{1,0:T(8,128)}").padded_bytes() == 8 * 128 * 4
-    assert _tpu.read_buffer("bf16[3,5]{1,0:T(8,128)(2,1)}").padded_bytes() == 8 * 128 * 2
-    assert _tpu.read_buffer("bf16[]{:T(256)}").padded_bytes() == 256 * 2
+    assert hlo_facts.read_buffer("f32[3,5]{1,0:T(8,128)}").padded_bytes() == 8 * 128 * 4
+    assert hlo_facts.read_buffer("bf16[3,5]{1,0:T(8,128)(2,1)}").padded_bytes() == 8 * 128 * 2
+    assert hlo_facts.read_buffer("bf16[]{:T(256)}").padded_bytes() == 256 * 2
 
 
 # --- which unit ---

@@ -436,3 +436,212 @@ def test_fusion_reasons_say_what_this_compile_did(fusion_items):
     for item in fusion_items:
         for reason in item["reasons"]:
             assert not reason or "%" in reason, reason
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiled facts (`hlo_facts.py`): recorded once at compile time, checked against XLA itself.
+
+def _layers(corpus):
+    """(slug, layer name, typed CompiledLayer, XLA's own parse of its text, the typed program record) for
+    every committed layer."""
+    from jaxlib import xla_client
+
+    for p in corpus["programs"]:
+        record = ProgramRecord.from_json(p, p["slug"])
+        for name, layer in record.compiled.items():
+            yield p["slug"], name, layer, xla_client.hlo.hlo_module_from_text(layer.text), record
+
+
+@pytest.fixture(scope="module")
+def layers(corpus):
+    return list(_layers(corpus))
+
+
+@pytest.mark.compiled_hlo
+def test_recorded_operands_and_users_are_what_xlas_graph_links(layers):
+    from dumpgym.drills._tpu import Listing
+
+    checked = 0
+    for slug, name, layer, module, _ in layers:
+        assert layer.has_facts, (slug, name)
+        line_of = {i.name: i.line for i in layer.instructions}
+        bound = {i.name: i for c in module.computations() for i in c.instructions()}
+        listing = Listing(layer)
+        for ins in layer.instructions:
+            xla = bound[ins.name]
+            assert ins.operands == tuple(line_of[o.name] for o in xla.operands()), (slug, name, ins.name)
+            users = sorted(line_of[u.name] for u in xla.users() if u.name in line_of)
+            assert [u.line for u in listing.users(ins)] == users, (slug, name, ins.name)
+            checked += 1
+    assert checked > 5000
+
+
+@pytest.mark.compiled_hlo
+def test_recorded_shapes_and_printed_opcodes_are_what_xla_prints_for_each_instruction(layers):
+    from jaxlib import xla_client
+
+    for slug, name, layer, module, _ in layers:
+        bound = {i.name: i for c in module.computations() for i in c.instructions()}
+        for ins in layer.instructions:
+            shape = layer.shapes[ins.shape]
+            printed = bound[ins.name].to_string().split(" = ", 1)[1]
+            assert printed.startswith(f"{shape.text} {layer.printed(ins)}("), (slug, name, printed)
+            members = xla_client.Shape(shape.text)
+            members = members.tuple_shapes() if members.is_tuple() else [members]
+            assert [layer.buffers[b].text for b in shape.buffers] == \
+                [str(m) for m in members if not m.is_tuple() and "{" in str(m)]
+
+
+@pytest.mark.compiled_hlo
+def test_recorded_computations_are_xlas_with_their_roots(layers):
+    for slug, name, layer, module, _ in layers:
+        spans = {c.name: c for c in layer.computations}
+        printed = {c.name for c in module.computations()}
+        assert printed <= set(spans) | {n for n in printed if not any(i.computation == n for i in layer.instructions)}
+        for ins in layer.instructions:
+            first, last = spans[ins.computation].lines
+            assert first < ins.line < last, (slug, name, ins.name)
+        for c in layer.computations:
+            root = next(i for i in layer.instructions if i.line == c.root)
+            assert layer.text.splitlines()[c.root - 1].lstrip().startswith(f"ROOT %{root.name} = ")
+        (entry,) = [c for c in layer.computations if c.entry]
+        assert layer.text.splitlines()[entry.lines[0] - 1].startswith(f"ENTRY %{entry.name} ")
+
+
+@pytest.mark.compiled_hlo
+def test_recorded_loop_counters_count_what_xla_and_the_scan_say(layers):
+    """Where XLA writes the trip count it proved into a while's backend_config (`known_trip_count`, the
+    CPU and GPU compiles) the recorded counter counts the same, in the slot XLA names
+    (`known_induction_variable`); a counter of a scan's while counts the scan's `length`."""
+    from dumpgym.drills._loops import trip_count
+
+    by_xla = by_scan = 0
+    for slug, name, layer, module, record in layers:
+        lines = layer.text.splitlines()
+        owner = {i.line: i.eqns for i in layer.instructions}
+        for w in layer.while_counters:
+            runs = trip_count(w.init, w.step, w.direction, w.limit)
+            n = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', lines[w.line - 1])
+            slot = re.search(r'"known_induction_variable":\{"tuple_index":"(\d+)"\}', lines[w.line - 1])
+            if n is not None:
+                assert w.exact and runs == int(n.group(1)), (slug, name, w)
+                assert slot is None or w.slot == int(slot.group(1)), (slug, name, w)
+                by_xla += 1
+            scans = [e for e in owner[w.line] if record.eqns[e].primitive == "scan"]
+            if scans:
+                assert w.exact and runs == record.eqns[max(scans)].params["length"], (slug, name, w)
+                by_scan += 1
+    assert by_xla >= 4 and by_scan >= 6
+
+
+def _known_loops():
+    import jax.numpy as jnp
+    from jax import lax
+
+    def fori(lo, hi):
+        return lambda x: lax.fori_loop(lo, hi, lambda i, x: jnp.sin(x) * i, x)
+
+    def while_(start, test, step):
+        def f(x):
+            return lax.while_loop(lambda s: test(s[0]), lambda s: (s[0] + step, jnp.sin(s[1]) + s[0]), (start, x))[1]
+        return f
+
+    def scan(length, reverse):
+        return lambda x: lax.scan(lambda c, y: (jnp.sin(c) + y, c), x[0], x, length=length, reverse=reverse)[0]
+
+    return [
+        (fori(0, 10), (10, 8)), (fori(3, 17), (14, 8)), (scan(24, True), (24, 8)), (scan(6, False), (6, 8)),
+        (while_(2, lambda i: i < 20, 3), (1, 8)), (while_(11, lambda i: i > 0, -2), (1, 8)),
+        (while_(0, lambda i: i <= 9, 1), (1, 8)),
+    ]
+
+
+def _runs_in_jax(case: int) -> int:
+    """The body's runs of each known loop, as JAX counts them when it runs the loop on the CPU."""
+    import jax
+    from jax import lax
+
+    with jax.default_device(jax.devices("cpu")[0]):
+        runs = [
+            lax.fori_loop(0, 10, lambda i, n: n + 1, 0), lax.fori_loop(3, 17, lambda i, n: n + 1, 0),
+            lax.scan(lambda n, _: (n + 1, None), 0, None, length=24, reverse=True)[0],
+            lax.scan(lambda n, _: (n + 1, None), 0, None, length=6)[0],
+            lax.while_loop(lambda s: s[0] < 20, lambda s: (s[0] + 3, s[1] + 1), (2, 0))[1],
+            lax.while_loop(lambda s: s[0] > 0, lambda s: (s[0] - 2, s[1] + 1), (11, 0))[1],
+            lax.while_loop(lambda s: s[0] <= 9, lambda s: (s[0] + 1, s[1] + 1), (0, 0))[1],
+        ]
+    return int(runs[case])
+
+
+@pytest.mark.compiled_hlo
+@pytest.mark.needs_tpu
+@pytest.mark.parametrize("case", range(7))
+def test_a_fresh_compile_records_the_loop_counter_jax_runs(case):
+    """Each known loop compiled for the TPU and the CPU: the recorded counter counts what JAX runs; where
+    XLA says how many times (`known_trip_count`), it says the same."""
+    from dumpgym.corpus import program_record
+    from dumpgym.drills._loops import trip_count
+    from dumpgym.program import Program
+    from dumpgym.target import TPU
+
+    f, shape = _known_loops()[case]
+    arg = f"f32[{','.join(map(str, shape))}]"
+    record = program_record(Program(f"loop-{case}", "a loop", "", f, (arg,)), targets=[TPU, CPU])
+    expected = _runs_in_jax(case)
+    (w,) = record.compiled["tpu"].while_counters
+    assert trip_count(w.init, w.step, w.direction, w.limit) == expected
+    cpu = record.compiled["cpu"]
+    for w in cpu.while_counters:  # the CPU's, where its counter can be read (not when its start is a parameter)
+        assert trip_count(w.init, w.step, w.direction, w.limit) == expected
+        known = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', cpu.text.splitlines()[w.line - 1])
+        assert known is None or int(known.group(1)) == expected
+
+
+@pytest.mark.compiled_hlo
+def test_recorded_entry_layouts_are_the_ones_jax_reports_for_a_fresh_compile(programs):
+    """The entry parameters' and outputs' layouts of a fresh CPU compile, recorded, are what JAX's
+    `input_formats`/`output_formats` say the compiled executable takes and returns."""
+    import jax
+
+    from dumpgym.corpus import program_record
+    from dumpgym.drills._tpu import Listing
+    from jax_reference import jit_of
+
+    checked = 0
+    for slug in ("moe", "layernorm", "scan-layers"):
+        program = programs[slug]
+        layer = program_record(program, targets=[CPU]).compiled["cpu"]
+        compiled = jit_of(program.function).lower(*program.example_args()).compile()
+        listing = Listing(layer)
+        inputs = jax.tree.leaves(compiled.input_formats[0])
+        for p in layer.entry_parameters:
+            (b,) = listing.definition(listing.at[p.line]).buffers
+            assert b.minor_to_major == tuple(reversed(inputs[p.number].layout.major_to_minor)), (slug, p)
+            checked += 1
+        entry = next(c for c in layer.computations if c.entry)
+        outputs = listing.definition(listing.at[entry.root]).buffers
+        formats = jax.tree.leaves(compiled.output_formats)
+        assert [b.minor_to_major for b in outputs] == [tuple(reversed(f.layout.major_to_minor)) for f in formats]
+    assert checked >= 5
+
+
+@pytest.mark.compiled_hlo
+def test_recorded_aliases_lend_only_donated_arguments(corpus, programs):
+    """Every `input_output_alias` entry recorded names a parameter whose argument JAX donated."""
+    import jax
+
+    from jax_reference import jit_of
+
+    checked = 0
+    for slug, name, layer, _, _ in _layers(corpus):
+        program = programs[slug]
+        if not layer.aliases or program.mesh or program.platform != "cpu":
+            continue
+        donated = [a.donated for a in jax.tree.leaves(jit_of(program.function).lower(*program.example_args()).args_info)]
+        numbers = {p.number for p in layer.entry_parameters}
+        assert len(numbers) == len(donated)  # XLA kept every argument: parameter k is argument k
+        for a in layer.aliases:
+            assert donated[a.parameter], (slug, name, a)
+            checked += 1
+    assert checked >= 3
+

@@ -184,7 +184,8 @@ def test_the_page_has_no_import_circles():
 # What only the compile stage may import: MLIR, jaxlib's HLO and sharding bindings, and the modules
 # that wrap them. The drills and the site read the record.
 _COMPILE_STAGE = ("jaxlib.mlir", "jaxlib.xla_client", "jaxlib._jax", "jax._src.lib", "jax.interpreters.mlir",
-                  "dumpgym.hlo", "dumpgym.hlo_attribution", "dumpgym.hlo_graph", "dumpgym.jax_internals")
+                  "dumpgym.hlo", "dumpgym.hlo_attribution", "dumpgym.hlo_graph", "dumpgym.hlo_facts",
+                  "dumpgym.stablehlo_facts", "dumpgym.jax_internals")
 
 
 def _compile_stage_imports(path: Path) -> list[str]:
@@ -209,10 +210,6 @@ def test_the_compile_stage_check_sees_imports_in_functions(tmp_path):
     assert _compile_stage_imports(module) == ["dumpgym.hlo", "jaxlib.xla_client"]
 
 
-@pytest.mark.xfail(strict=True, reason="today drills/_buffers.py (jaxlib.mlir, jax_internals), _loops.py "
-                                       "(xla_client, jax_internals), _sharding.py (xla_client, jaxlib.mlir, "
-                                       "jax_internals), _tpu.py (dumpgym.hlo, xla_client) and fusions.py "
-                                       "(dumpgym.hlo) still read listings; the compile stage is taking that over")
 def test_drills_and_site_import_nothing_of_the_compile_stage():
     readers = sorted((PACKAGE / "drills").rglob("*.py")) + [PACKAGE / "site.py"]
     offenders = {p.relative_to(PACKAGE).as_posix(): found for p in readers if (found := _compile_stage_imports(p))}

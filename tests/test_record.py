@@ -45,6 +45,16 @@ DAMAGE = {
                            "xray_stats.equations: expected a whole number, got true or false"),
     "a compiled line for no equation": (lambda r: r["compiled"]["cpu"]["fusions"][0].update(eqns=[999]),
                                         "compiled.cpu.fusions[0].eqns: no equation 999"),
+    "an operand on no instruction": (lambda r: r["compiled"]["cpu"]["instructions"][3].update(operands=[1]),
+                                     "compiled.cpu.instructions[3].operands: no instruction on line 1"),
+    "a shape past the table": (lambda r: r["compiled"]["cpu"]["instructions"][0].update(shape=10_000),
+                               "compiled.cpu.instructions[0].shape: no shape 10000"),
+    "a call of no computation": (lambda r: r["compiled"]["tpu"]["instructions"][0].update(calls=["nowhere"]),
+                                 "compiled.tpu.instructions[0].calls: no computation 'nowhere'"),
+    "a donation to no result": (lambda r: r["lowered"]["main"]["args"][0].update(aliasing_output=99),
+                                "lowered.main.args[0].aliasing_output: no result 99"),
+    "a mesh past the text": (lambda r: r["lowered"].update(meshes=[{"line": 10_000, "axes": [["x", 8]]}]),
+                             "lowered.meshes[0].line: line 10000 is outside the StableHLO"),
 }
 
 
@@ -165,3 +175,53 @@ def test_a_wrong_value_is_named_by_its_path(edit, message):
 def test_a_wrong_top_level_value_names_the_record():
     with pytest.raises(RecordError, match="^the record: expected an object, got a list$"):
         _EveryForm.from_json([])
+
+
+# --- records written before the compiled facts existed ---
+
+_LAYER_FACTS = ("computations", "shapes", "buffers", "printed_opcodes", "entry_parameters", "aliases", "replica_groups",
+                "while_counters")
+_INSTRUCTION_FACTS = ("shape", "operands", "calls", "to_apply", "printed_opcode")
+_NEEDS_FACTS = {"fusions", "layouts", "units", "buffers", "partitioner"}
+
+
+def _without_facts(record: dict) -> dict:
+    """A program's record as the release before the compiled facts wrote it."""
+    record = copy.deepcopy(record)
+    record.pop("lowered")
+    for layer in record.get("compiled", {}).values():
+        for field in _LAYER_FACTS:
+            layer.pop(field, None)
+        for ins in layer["instructions"]:
+            for field in _INSTRUCTION_FACTS:
+                ins.pop(field, None)
+    return record
+
+
+def test_a_record_written_before_the_compiled_facts_reads_back_as_it_was(corpus):
+    old = [_without_facts(p) for p in corpus["programs"]]
+    records = [ProgramRecord.from_json(p, p["slug"]) for p in old]
+    assert [r.to_json() for r in records] == old
+    from dumpgym.site import compiled_ops
+
+    for r in records:
+        assert r.lowered is None
+        for layer in r.compiled.values():
+            assert not layer.has_facts and compiled_ops(layer) == {}  # no opcode link, no error
+
+
+def test_a_record_without_the_compiled_facts_gets_fewer_drills_not_an_error(corpus, pool):
+    """No JAX at read time: the kinds that read the compiled or lowered facts ask nothing of an old record;
+    the others ask what they always did."""
+    from collections import Counter
+
+    from dumpgym.drills import build_pool
+
+    old = build_pool({**corpus, "programs": [_without_facts(p) for p in corpus["programs"]]})
+    before, now = Counter(i["drill"] for i in old["items"]), Counter(i["drill"] for i in pool["items"])
+    assert {k for k in _NEEDS_FACTS if before[k]} == set()
+    assert all(now[k] for k in _NEEDS_FACTS)
+    assert {k: n for k, n in before.items() if k != "loops"} == {k: n for k, n in now.items() if k not in _NEEDS_FACTS
+                                                                 and k != "loops"}
+    assert before["loops"] == now["loops"] - sum(1 for i in pool["items"] if i.get("step") == "trips")
+

@@ -13,7 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from dumpgym.facts import Facts
-from dumpgym.record import Group, LoweredToNothing, StablehloOp, XrayStats
+from dumpgym.record import Group, LoweredModule, LoweredToNothing, StablehloOp, XrayStats
+from dumpgym.stablehlo_facts import read_lowered
 from dumpgym.trace import innermost_tag, with_collector_paused
 
 # Operations that only give the module its shape: never attributed, never counted.
@@ -41,6 +42,7 @@ class XRay:
     ops: tuple[StablehloOp, ...]  # every op line of the plain StableHLO text, in order
     lowered_to_nothing: tuple[LoweredToNothing, ...]
     stats: XrayStats
+    lowered: LoweredModule  # what MLIR read in the plain module besides its ops (the record's `lowered`)
 
     def to_json(self) -> dict:
         """The export's `xray`, `stablehlo_ops`, `lowered_to_nothing` and `xray_stats` fields."""
@@ -159,7 +161,7 @@ def build_xray(trace, facts: Facts) -> XRay:
         elif own is not None:
             owners[i].add(own)
 
-    return _assemble(trace, facts, ops, owners)
+    return _assemble(trace, facts, ops, owners, read_lowered(plain))
 
 
 def _inherit_from_calls(ops, owners, calls_by_function):
@@ -178,7 +180,7 @@ def _inherit_from_calls(ops, owners, calls_by_function):
                     changed = True
 
 
-def _assemble(trace, facts: Facts, ops: list[StablehloOp], owners) -> XRay:
+def _assemble(trace, facts: Facts, ops: list[StablehloOp], owners, lowered: LoweredModule) -> XRay:
     own_lines: dict[int, set[int]] = defaultdict(set)
     op_lines = set()
     for op, own in zip(ops, owners):
@@ -221,7 +223,7 @@ def _assemble(trace, facts: Facts, ops: list[StablehloOp], owners) -> XRay:
         stablehlo_op_lines=len(op_lines),
         mapped_stablehlo_op_lines=len(attributed & op_lines),
     )
-    return XRay(tuple(groups), tuple(o for o in ops if o.name not in STRUCTURAL_OPS), tuple(nothing), stats)
+    return XRay(tuple(groups), tuple(o for o in ops if o.name not in STRUCTURAL_OPS), tuple(nothing), stats, lowered)
 
 
 def _why_nothing(eqn, facts: Facts) -> str:

@@ -62,6 +62,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
         xray_stats=xray.stats,
         compiled=compiled,
         platform=program.platform,
+        lowered=xray.lowered,
     )
 
 

@@ -18,7 +18,9 @@ must agree).
 The HLO Python bindings give computations, instruction names, opcodes, operands and
 users, but not metadata, called computations or parameter numbers: those are read from
 each instruction's own printed form (`HloInstruction.to_string()`), and which
-instruction is a computation's ROOT from the compiled text; nothing else is read from text.
+instruction is a computation's ROOT from the compiled text. What the later stages need of the
+module (result shapes and layouts, operands, computations, shardings, loop counters) is read here
+too, once, by `hlo_facts.py`, and kept in the record.
 """
 from __future__ import annotations
 
@@ -27,10 +29,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from dumpgym.facts import Facts
-# DATA_MOVEMENT and computes are read from here by drills/fusions.py.
-from dumpgym.hlo_attribution import DATA_MOVEMENT, attribute, computes, enclosing  # noqa: F401
-# APPLIES_RE and CALLS_RE are read from here by drills/_tpu.py.
-from dumpgym.hlo_graph import APPLIES_RE, CALLS_RE, CompiledGraph, opcode_of  # noqa: F401
+from dumpgym.hlo_attribution import attribute, enclosing
+from dumpgym.hlo_facts import with_facts
+from dumpgym.hlo_graph import CompiledGraph, opcode_of
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
 from dumpgym.trace import lower_copy
@@ -134,6 +135,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
         unattributed += graph.tag[name] is not None and not eqns[name]
     instructions.sort(key=lambda i: i.line)
     fusions.sort(key=lambda f: f.line)
+    instructions, compiled_facts = with_facts(instructions, plain, text)
 
     by_eqn: dict[int, set[int]] = defaultdict(set)
     for ins in instructions:
@@ -168,6 +170,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
             inferred=count["inferred"],
             in_regions=count["region"],
         ),
+        **compiled_facts,
     )
 
 

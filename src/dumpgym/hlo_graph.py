@@ -14,8 +14,7 @@ from dumpgym.trace import innermost_tag
 
 # What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
 CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
-_TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
-APPLIES_RE = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
+TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
 _PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
 _LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
 
@@ -56,7 +55,7 @@ class CompiledGraph:
             self.users[name] = [u.name for u in instruction.users()]
             self.calls[name] = CALLS_RE.findall(printed)
             self.members[computation].append(name)
-            for region in _TO_APPLY_RE.findall(printed):
+            for region in TO_APPLY_RE.findall(printed):
                 self.holders[region].append(name)
             for loop_computation in _LOOP_RE.findall(printed):
                 self.loop_of[loop_computation] = name

@@ -197,32 +197,6 @@ def bare_location_name(location) -> str | None:
 
 
 @functools.cache
-def stablehlo_context():
-    """An MLIR context that parses StableHLO (with `sdy` and `chlo`) from jaxlib alone, made once.
-
-    Why private: the page's build reads dumps without importing JAX, and the upstream dialects
-    (`func`, `arith`) that JAX's own `mlir.make_ir_context` registers come only through jaxlib's
-    `_jax_mlir_ext.register_dialects` (`register_jax_dialects` in jaxlib 0.6 to 0.7).
-    """
-    from jaxlib.mlir import ir
-    from jaxlib.mlir.dialects import chlo, sdy, stablehlo
-
-    try:
-        from jaxlib.mlir._mlir_libs import _jax_mlir_ext as upstream
-    except ImportError:
-        from jaxlib.mlir._mlir_libs import register_jax_dialects as upstream
-
-    registry = ir.DialectRegistry()
-    upstream.register_dialects(registry)
-    context = ir.Context()
-    context.append_dialect_registry(registry)
-    context.load_all_available_dialects()
-    for dialect in (sdy, chlo, stablehlo):
-        dialect.register_dialect(context)
-    return context
-
-
-@functools.cache
 def _location_kinds():
     from jaxlib.mlir import ir
 

@@ -10,6 +10,7 @@ still read: their three compiled fields, `hlo`, `hlo_tpu` and `hlo_gpu`, become 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -198,15 +199,152 @@ class Instruction(_Record):
     region: its holder's equations) or "none" (XLA's own: no equation, `eqns` empty).
     """
 
+    # The compiled facts (`hlo_facts.py`) are omitted where empty, so records written before them still read.
+    OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode"})
     line: int
     name: str
     opcode: str
     computation: str
     eqns: tuple[int, ...]
     via: str
+    # Its result shape: an index into its layer's `shapes` (None in a record written before them).
+    shape: int | None = None
+    # The lines of its operands' instructions, in operand order (its users are the instructions naming it).
+    operands: tuple[int, ...] = ()
+    # The computations it names with `calls=` (a fusion's, an async op's) and `to_apply=` (a reducer, a call's).
+    calls: tuple[str, ...] = ()
+    to_apply: tuple[str, ...] = ()
+    # Its opcode as printed, only where that is not its layer's `printed_opcodes[opcode]`: XLA prints an
+    # async wrapper (`asyncstart`) as the op it wraps (`reduce-scatter-start`).
+    printed_opcode: str = ""
 
 
 VIAS = ("tag", "inferred", "region", "none")
+
+
+def padded_elements(dims, minor_to_major, tiles) -> int:
+    """Elements stored for `dims` laid out minor-to-major and tiled by `tiles` in turn (XLA's tiling).
+
+    The first tile cuts the physical (major-to-minor) shape: its minor dims round up to the tile and
+    become (count of tiles, tile); each later tile cuts the minor dims of that result, so a bf16
+    `(2,1)` sub-tile pairs the rows inside each `(8,128)` tile. A scalar is one element, tiled too.
+    """
+    shape = [dims[i] for i in reversed(minor_to_major)] or [1]
+    for tile in tiles:
+        if len(shape) < len(tile):
+            shape = [1] * (len(tile) - len(shape)) + shape
+        head, minor = shape[:-len(tile)], shape[-len(tile):]
+        shape = head + [-(-d // t) for d, t in zip(minor, tile)] + list(tile)
+    return math.prod(shape)
+
+
+@dataclass(frozen=True)
+class Buffer(_Record):
+    """One array of a compiled result as XLA's shape parser reads it: dims, element type, layout, memory space."""
+
+    text: str  # as printed: bf16[256,512]{1,0:T(8,128)(2,1)S(1)}
+    dtype: str  # as printed: bf16, f32, u32, pred
+    dims: tuple[int, ...]
+    minor_to_major: tuple[int, ...]
+    tiles: tuple[tuple[int, ...], ...]
+    memory_space: int  # the layout's `S(n)`; 0, the default (HBM on a TPU), is not printed
+    itemsize: int  # bytes per element
+
+    @property
+    def plain(self) -> str:
+        """The shape without its layout: `bf16[256,512]`."""
+        return self.text.split("{", 1)[0]
+
+    def padded_bytes(self, tiles=None) -> int:
+        """Bytes the tiled buffer takes, padding included: each tile pads the minor dims it covers."""
+        return padded_elements(self.dims, self.minor_to_major, self.tiles if tiles is None else tiles) * self.itemsize
+
+
+@dataclass(frozen=True)
+class ResultShape(_Record):
+    """An instruction's result shape as printed, and its arrays with layouts (a tuple's members, in order),
+    as indices into its layer's `buffers`."""
+
+    text: str
+    buffers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Computation(_Record):
+    """One printed computation: its name, its lines (signature to closing brace) and its ROOT's line."""
+
+    OMIT_DEFAULT = frozenset({"entry"})
+    name: str
+    lines: tuple[int, int]
+    root: int
+    entry: bool = False
+
+
+@dataclass(frozen=True)
+class Sharding(_Record):
+    """A compiled sharding (`sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}`) as XLA's HloSharding reads it.
+
+    Recorded only when it is replicated or a plain tiling (not manual, maximal or with subgroups).
+    """
+
+    OMIT_DEFAULT = frozenset({"tile_dims", "devices", "last_tile_dim_replicate", "iota_reshape", "iota_transpose"})
+    replicated: bool
+    tile_dims: tuple[int, ...] = ()  # tile_assignment_dimensions
+    devices: tuple[int, ...] = ()  # tile_assignment_devices, in order
+    last_tile_dim_replicate: bool = False  # the last tile count counts copies of each block
+    # The iota form as printed, `<=[2,4]T(1,0)`: the devices' reshape and its transpose (() where not printed).
+    iota_reshape: tuple[int, ...] = ()
+    iota_transpose: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class EntryParameter(_Record):
+    """A parameter of the entry computation: its instruction's line, its number, its argument's name, its sharding."""
+
+    OMIT_DEFAULT = frozenset({"op_name", "sharding"})
+    line: int
+    number: int
+    op_name: str = ""  # its metadata's op_name: the argument's name
+    sharding: Sharding | None = None
+
+
+@dataclass(frozen=True)
+class Alias(_Record):
+    """One entry of the module's `input_output_alias`: output {output} may take parameter's buffer (at its index)."""
+
+    output: tuple[int, ...]
+    parameter: int
+    parameter_index: tuple[int, ...]
+    kind: str  # may-alias, must-alias
+
+
+@dataclass(frozen=True)
+class ReplicaGroups(_Record):
+    """A collective's `replica_groups` as printed (list or iota form) and as device positions."""
+
+    line: int
+    printed: str
+    groups: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class WhileCounter(_Record):
+    """A compiled while's loop counter as XLA's graph shows it: its state slot, start, step and bound.
+
+    `direction` is the condition's compare written counter-first (LT: `counter < limit` keeps looping);
+    `exact` is False where the condition also stops on something else (an `and` of tests).
+    """
+
+    line: int  # the while instruction
+    slot: int
+    init: int
+    step: int
+    direction: str
+    limit: int
+    exact: bool
+    start: tuple[int, ...]  # the lines that set the counter's first value, and the while's own
+    condition: str  # the condition computation
+    update: tuple[int, ...]  # the body's lines that move the counter and return it
 
 
 @dataclass(frozen=True)
@@ -235,6 +373,10 @@ class HloStats(_Record):
     in_regions: int  # via "region"
 
 
+_COMPILED_FACTS = ("computations", "shapes", "buffers", "printed_opcodes", "entry_parameters", "aliases",
+                   "replica_groups", "while_counters")
+
+
 @dataclass(frozen=True)
 class CompiledLayer(_Record):
     """XLA's compiled HLO of a program, what compiled it, and which equations each line holds.
@@ -244,7 +386,7 @@ class CompiledLayer(_Record):
     and CUDA plugin version it was compiled for without a GPU; both leave `host` empty.
     """
 
-    OMIT_DEFAULT = frozenset({"device_kind", "topology", "libtpu_version", "cuda_plugin_version"})
+    OMIT_DEFAULT = frozenset({"device_kind", "topology", "libtpu_version", "cuda_plugin_version", *_COMPILED_FACTS})
     text: str
     backend: str
     jaxlib_version: str
@@ -260,10 +402,32 @@ class CompiledLayer(_Record):
     libtpu_version: str = ""
     # GPU only: the version of JAX's CUDA plugin that compiled it (`backend` "gpu").
     cuda_plugin_version: str = ""
+    # The compiled facts, read from the module once by the stage that compiles (`hlo_facts.py`). A record
+    # written before them has none (`has_facts` is False): the drills that read them ask nothing of it.
+    computations: tuple[Computation, ...] = ()
+    shapes: tuple[ResultShape, ...] = ()  # each distinct printed result shape once; `Instruction.shape` indexes it
+    buffers: tuple[Buffer, ...] = ()  # each distinct array with its layout once; `ResultShape.buffers` index it
+    # Each opcode as the record spells it -> as the text prints it (`allreduce` -> `all-reduce`), from its first
+    # instruction; an instruction printed otherwise says so itself (`Instruction.printed_opcode`).
+    printed_opcodes: dict[str, str] = dataclasses.field(default_factory=dict)
+    entry_parameters: tuple[EntryParameter, ...] = ()
+    aliases: tuple[Alias, ...] = ()  # the module's input_output_alias, in printed order
+    replica_groups: tuple[ReplicaGroups, ...] = ()  # of every instruction that prints them
+    while_counters: tuple[WhileCounter, ...] = ()  # of every while whose counter XLA's graph shows
+
+    def printed(self, ins: Instruction) -> str | None:
+        """An instruction's opcode as its line prints it (`all-reduce`), or None without the compiled facts."""
+        return ins.printed_opcode or self.printed_opcodes.get(ins.opcode)
+
+    @property
+    def has_facts(self) -> bool:
+        """Whether the record carries the compiled facts (every compiled module has an entry computation)."""
+        return bool(self.computations)
 
     def check_against(self, n_eqns: int, path: str) -> None:
         """Every line is in the compiled text and every equation id exists."""
         lines = _line_count(self.text)
+        self._check_facts(path, lines)
         for name, rows in (("instructions", self.instructions), ("fusions", self.fusions)):
             for i, row in enumerate(rows):
                 _lines_within((row.line,), lines, f"{path}.{name}[{i}].line", "the compiled HLO")
@@ -282,11 +446,134 @@ class CompiledLayer(_Record):
             _lines_within(hlo_lines, lines, f"{_join(path, 'lines_by_eqn')}.{key}", "the compiled HLO")
 
 
+    def _check_facts(self, path: str, lines: int) -> None:
+        """The compiled facts point at instructions, computations and shapes that exist."""
+        at_line = {i.line: i for i in self.instructions}
+        names = {c.name for c in self.computations}
+
+        def instruction_at(line: int, where: str) -> Instruction:
+            if line not in at_line:
+                raise RecordError(f"{_at(where)}: no instruction on line {line}")
+            return at_line[line]
+
+        for i, c in enumerate(self.computations):
+            _lines_within(c.lines, lines, f"{path}.computations[{i}].lines", "the compiled HLO")
+            if instruction_at(c.root, f"{path}.computations[{i}].root").computation != c.name:
+                raise RecordError(f"{_at(f'{path}.computations[{i}].root')}: line {c.root} is not in {c.name}")
+        if self.computations and sum(c.entry for c in self.computations) != 1:
+            raise RecordError(f"{_join(path, 'computations')}: {sum(c.entry for c in self.computations)} entries, "
+                              "expected 1")
+        for i, shape in enumerate(self.shapes):
+            if any(not 0 <= b < len(self.buffers) for b in shape.buffers):
+                raise RecordError(f"{_at(f'{path}.shapes[{i}].buffers')}: "
+                                  f"an index past the {len(self.buffers)} buffers")
+        for i, ins in enumerate(self.instructions):
+            where = f"{path}.instructions[{i}]"
+            if ins.shape is not None and not 0 <= ins.shape < len(self.shapes):
+                raise RecordError(f"{_at(where + '.shape')}: no shape {ins.shape}")
+            for line in ins.operands:
+                instruction_at(line, f"{where}.operands")
+            for name in (*ins.calls, *ins.to_apply):
+                if name not in names:
+                    raise RecordError(f"{_at(where + '.calls')}: no computation {name!r}")
+            if self.has_facts and ins.opcode not in self.printed_opcodes:
+                raise RecordError(f"{_join(path, 'printed_opcodes')}: no printed name for {ins.opcode!r}")
+        for i, p in enumerate(self.entry_parameters):
+            if instruction_at(p.line, f"{path}.entry_parameters[{i}].line").opcode != "parameter":
+                raise RecordError(f"{_at(f'{path}.entry_parameters[{i}].line')}: line {p.line} is not a parameter")
+        numbers = {p.number for p in self.entry_parameters}
+        for i, a in enumerate(self.aliases):
+            if a.parameter not in numbers:
+                raise RecordError(f"{_at(f'{path}.aliases[{i}].parameter')}: no entry parameter {a.parameter}")
+        for i, g in enumerate(self.replica_groups):
+            instruction_at(g.line, f"{path}.replica_groups[{i}].line")
+        for i, w in enumerate(self.while_counters):
+            where = f"{path}.while_counters[{i}]"
+            if instruction_at(w.line, f"{where}.line").opcode != "while":
+                raise RecordError(f"{_at(where + '.line')}: line {w.line} is not a while")
+            for line in (*w.start, *w.update):
+                instruction_at(line, f"{where}.start")
+            if w.condition not in names:
+                raise RecordError(f"{_at(where + '.condition')}: no computation {w.condition!r}")
+
+
+@dataclass(frozen=True)
+class MainValue(_Record):
+    """One argument or result of the lowered `main`: its type, shape, Shardy sharding and donation."""
+
+    OMIT_DEFAULT = frozenset({"sharding", "aliasing_output"})
+    type: str  # as MLIR prints it: tensor<32x64xf32>
+    shape: tuple[int, ...] | None  # a ranked tensor's dims; None for any other type
+    # Its `sdy.sharding`: the mesh axes along each array axis; None without one (or where it names sub-axes).
+    sharding: tuple[tuple[str, ...], ...] | None = None
+    aliasing_output: int | None = None  # an argument's `tf.aliasing_output`: the result that may take its buffer
+
+
+@dataclass(frozen=True)
+class MainSignature(_Record):
+    """The lowered module's public `main`: the line that declares it, its arguments and its results."""
+
+    line: int
+    args: tuple[MainValue, ...]
+    results: tuple[MainValue, ...]
+
+
+@dataclass(frozen=True)
+class SdyMesh(_Record):
+    """An `sdy.mesh` of the lowered module: its line and its axes, (name, size) in order."""
+
+    line: int
+    axes: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ShardingConstraint(_Record):
+    """An `sdy.sharding_constraint`: its line, its result's type and shape, its sharding (as `MainValue`'s)."""
+
+    line: int
+    type: str
+    shape: tuple[int, ...] | None
+    sharding: tuple[tuple[str, ...], ...] | None
+
+
+@dataclass(frozen=True)
+class StablehloCollective(_Record):
+    """A lowered op with `replica_groups`: its name, line and groups (device positions, -1 padding as MLIR holds it)."""
+
+    name: str
+    line: int
+    replica_groups: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class LoweredModule(_Record):
+    """What MLIR reads in the lowered module, once, for the drills: main's signature, meshes, constraints and
+    collectives."""
+
+    main: MainSignature | None
+    meshes: tuple[SdyMesh, ...]
+    sharding_constraints: tuple[ShardingConstraint, ...]
+    collectives: tuple[StablehloCollective, ...]
+
+    def check_against(self, lines: int, path: str) -> None:
+        """Every line is in the StableHLO text and every alias names a result."""
+        if self.main is not None:
+            _lines_within((self.main.line,), lines, f"{path}.main.line", "the StableHLO")
+            for i, arg in enumerate(self.main.args):
+                if arg.aliasing_output is not None and not 0 <= arg.aliasing_output < len(self.main.results):
+                    raise RecordError(f"{_at(f'{path}.main.args[{i}].aliasing_output')}: "
+                                      f"no result {arg.aliasing_output}")
+        for name, rows in (("meshes", self.meshes), ("sharding_constraints", self.sharding_constraints),
+                           ("collectives", self.collectives)):
+            for i, row in enumerate(rows):
+                _lines_within((row.line,), lines, f"{path}.{name}[{i}].line", "the StableHLO")
+
+
 @dataclass(frozen=True)
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform"})
+    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered"})
     slug: str
     title: str
     lesson: str
@@ -313,6 +600,9 @@ class ProgramRecord(_Record):
     # The platform the StableHLO was lowered for: "tpu" for a program only a TPU can lower (a Pallas
     # kernel), which then has only TPU layers in `compiled` and says why on the page.
     platform: str = "cpu"
+    # What MLIR read in the StableHLO when it was lowered (`stablehlo_facts.py`); None in a record written
+    # before it, where the drills that read it ask nothing.
+    lowered: LoweredModule | None = None
 
     @classmethod
     def from_json(cls, value, path: str = ""):
@@ -361,6 +651,8 @@ class ProgramRecord(_Record):
             _lines_within((op.line,), shlo_n, f"{_join(path, 'stablehlo_ops')}[{i}].line", "the StableHLO")
         for i, gone in enumerate(self.lowered_to_nothing):
             _eqn_within(gone.eqn, n, f"{_join(path, 'lowered_to_nothing')}[{i}].eqn")
+        if self.lowered is not None:
+            self.lowered.check_against(shlo_n, _join(path, "lowered"))
         for target, layer in self.compiled.items():
             if not _TARGET_ID.fullmatch(target):
                 raise RecordError(f"{_join(path, 'compiled')}: {target!r} is not a compile target id")

@@ -84,28 +84,15 @@ def _op_names(program: ProgramRecord) -> list[str]:
     return [e.primitive for e in program.eqns] + [o.name for o in program.stablehlo_ops] + compiled
 
 
-_OPCODE_CALL = re.compile(r"([a-z][a-z0-9-]*)\(")
-# Opcodes whose printed name is not their enum's letters (XLA's HloOpcodeString).
-_PRINTED_AS = {"exp": "exponential", "expm1": "exponential-minus-one", "log1p": "log-plus-one", "sin": "sine",
-               "cos": "cosine"}
-
-
 def compiled_ops(layer: CompiledLayer) -> dict[int, str]:
-    """Each compiled instruction's opcode as its line prints it (`all-reduce`), by line.
+    """Each compiled instruction's opcode as its line prints it (`all-reduce`), by line, as the compile
+    stage recorded it; none for a record written before it.
 
-    The HLO bindings give the opcode (`allreduce`); the printed name is the call on the line, after
-    the result's type, whose letters are that opcode's.
+    An async wrapper (`asyncstart`) prints as the op it wraps (`reduce-scatter-start`), a name that is
+    not its own opcode's: it is left unlinked, as the page has always left it.
     """
-    lines = layer.text.splitlines()
-    out = {}
-    for ins in layer.instructions:
-        text = lines[ins.line - 1]
-        after = text.find(" = ")
-        for m in _OPCODE_CALL.finditer(text, max(after, 0)):
-            if m.group(1).replace("-", "") == ins.opcode or m.group(1) == _PRINTED_AS.get(ins.opcode):
-                out[ins.line] = m.group(1)
-                break
-    return out
+    return {ins.line: printed for ins in layer.instructions
+            if not ins.opcode.startswith("async") and (printed := layer.printed(ins)) is not None}
 
 
 def _compiled_layers(program: ProgramRecord) -> dict[str, CompiledLayer]:

@@ -39,10 +39,15 @@ class TypedRecord:
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name in self.OMIT_DEFAULT and value == f.default:
+            if f.name in self.OMIT_DEFAULT and value == _default(f):
                 continue
             out[f.name] = _json(value)
         return out
+
+
+def _default(f: dataclasses.Field):
+    """A field's default value, made afresh where it has a factory (an empty dict)."""
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def _json(value):

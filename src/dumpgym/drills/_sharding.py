@@ -1,23 +1,20 @@
-"""Reading shardings and device groups for the partitioner drill, through XLA's and Shardy's own objects.
+"""Shardings and device groups for the partitioner drill, as the record holds XLA's and Shardy's reading of them.
 
-A compiled sharding (`{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}`) is read by XLA's
-parser (`jaxlib.xla_client.HloSharding`): the tile counts, whether the last count holds copies, and
-the device order. StableHLO is parsed by MLIR and its `sdy.sharding` attributes are read through the
-Shardy bindings (`jaxlib.mlir.dialects.sdy`). A device number in either is a position in the mesh's
-device order (XLA's logical ids), so its mesh coordinates are that position unravelled, row-major,
-over the mesh's axis sizes.
+A compiled sharding (`{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}`) is recorded as XLA's
+parser read it (`record.Sharding`): the tile counts, whether the last count holds copies, and the
+device order. The StableHLO's `sdy.sharding` attributes, meshes and collectives are recorded as MLIR's
+Shardy bindings read them (`record.LoweredModule`). A device number in either is a position in the
+mesh's device order (XLA's logical ids), so its mesh coordinates are that position unravelled,
+row-major, over the mesh's axis sizes.
 """
 from __future__ import annotations
 
-import functools
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-_IOTA_RESHAPE = re.compile(r"<=\[([\d,]+)\]")
-_GROUPS = re.compile(r"replica_groups=(\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?)")
+from dumpgym.record import ProgramRecord, Sharding
 
 
 # --- compiled shardings -----------------------------------------------------------------------
@@ -26,39 +23,35 @@ _GROUPS = re.compile(r"replica_groups=(\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]
 class HloSplit:
     """A compiled array sharding as XLA reads it: split counts per array axis and the device tiles."""
 
-    text: str
     counts: tuple[int, ...]  # how many ways each array axis is split
     tiles: np.ndarray  # device positions, one axis per split count (plus one for copies)
     copies: int  # devices holding each block (the last tile count under last_tile_dim_replicate)
-
-    @property
-    def reshape(self) -> tuple[int, ...] | None:
-        """The iota form's device reshape, `<=[2,4]` -> (2, 4), or None for a listed tile assignment."""
-        match = _IOTA_RESHAPE.search(self.text)
-        return tuple(int(d) for d in match.group(1).split(",")) if match else None
+    reshape: tuple[int, ...] | None  # the iota form's device reshape, `<=[2,4]` -> (2, 4); None for a listed one
+    transposed: bool  # whether the iota form transposes the devices (`T(1,0)`)
 
 
-def read_hlo_sharding(text: str, rank: int) -> HloSplit | None:
-    """XLA's reading of a printed array sharding, or None when it is not a plain tiling (manual, maximal)."""
-    from jaxlib import xla_client  # XLA's own sharding parser
-
-    sharding = xla_client.HloSharding.from_string(text)
-    if sharding.is_replicated():
-        return HloSplit(text, (1,) * rank, np.zeros((1,) * rank, dtype=int), 1)
-    if not sharding.is_tiled() or sharding.subgroup_types():
+def hlo_split(sharding: Sharding | None, rank: int) -> HloSplit | None:
+    """A recorded sharding of an array of this rank as splits, or None when it is not one (or not recorded)."""
+    if sharding is None:
         return None
-    dims = tuple(sharding.tile_assignment_dimensions())
-    tiles = np.array(sharding.tile_assignment_devices()).reshape(dims)
-    copies = dims[-1] if sharding.replicate_on_last_tile_dim() else 1
-    counts = dims[:-1] if sharding.replicate_on_last_tile_dim() else dims
-    return HloSplit(text, counts, tiles, copies) if len(counts) == rank else None
+    if sharding.replicated:
+        return HloSplit((1,) * rank, np.zeros((1,) * rank, dtype=int), 1, None, False)
+    dims = sharding.tile_dims
+    tiles = np.array(sharding.devices).reshape(dims)
+    copies = dims[-1] if sharding.last_tile_dim_replicate else 1
+    counts = dims[:-1] if sharding.last_tile_dim_replicate else dims
+    if len(counts) != rank:
+        return None
+    return HloSplit(counts, tiles, copies, sharding.iota_reshape or None, bool(sharding.iota_transpose))
 
 
 def without_transpose(split: HloSplit) -> HloSplit | None:
     """The same sharding with the iota's `T(...)` left out, as a reader who skips it takes it."""
     # Without the transpose, `<=[2,4]` numbers the devices 0..7 in order, as `<=[8]` does.
-    plain = re.sub(r"<=\[[\d,]+\]T\([\d,]+\)", f"<=[{split.tiles.size}]", split.text)
-    return None if plain == split.text else read_hlo_sharding(plain, len(split.counts))
+    if not split.transposed:
+        return None
+    plain = np.arange(split.tiles.size).reshape(split.tiles.shape)
+    return HloSplit(split.counts, plain, split.copies, (split.tiles.size,), False)
 
 
 def sharing_first_block(split: HloSplit) -> tuple[int, ...]:
@@ -85,29 +78,12 @@ def divided(shape, counts) -> tuple[int, ...] | None:
 
 # --- device groups ---------------------------------------------------------------------------
 
-def hlo_groups_text(line: str) -> str | None:
-    """The `replica_groups` of a compiled collective's line as printed, list or iota form."""
-    match = _GROUPS.search(line)
-    return match.group(1) if match else None
-
-
-def read_groups(text: str) -> list[list[int]]:
-    """Printed replica groups as lists of device positions; the iota form (`[4,2]<=[2,4]T(1,0)`) read by XLA."""
-    if text.startswith("["):
-        from jaxlib import xla_client  # the iota form is a tile assignment's: XLA's sharding parser reads it
-
-        shape = [int(d) for d in text[1:text.index("]")].split(",")]
-        devices = xla_client.HloSharding.from_string("{devices=" + text + "}").tile_assignment_devices()
-        return np.array(devices).reshape(shape).tolist()
-    return [[int(d) for d in g.split(",") if d] for g in re.findall(r"\{([\d,]*)\}", text[1:-1])]
-
-
-def groups_without_transpose(text: str) -> list[list[int]] | None:
-    """Iota-form groups read without their `T(...)`, as a reader who skips it takes them; None if there is none."""
+def groups_without_transpose(text: str, groups) -> list[list[int]] | None:
+    """Iota-form groups (printed `text`) read without their `T(...)`, as a reader who skips it takes them;
+    None if there is none."""
     if not text.startswith("[") or "T(" not in text:
         return None
-    shape = [int(d) for d in text[1:text.index("]")].split(",")]
-    return read_groups(f"[{','.join(map(str, shape))}]<=[{math.prod(shape)}]")
+    return np.arange(sum(map(len, groups))).reshape(len(groups), -1).tolist()
 
 
 def varying_axes(positions, sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -175,83 +151,23 @@ class SdyModule:
     collectives: tuple[SdyCollective, ...]
 
 
-@functools.lru_cache(maxsize=64)
-def read_stablehlo(text: str) -> SdyModule | None:
-    """The mesh (one `sdy.mesh` only), main's sharded arguments and results, constraints and collectives."""
-    from jaxlib.mlir import ir
-
-    from dumpgym.jax_internals import location_line, stablehlo_context
-
-    module = ir.Module.parse(text, context=stablehlo_context())
-    meshes, values, collectives = [], [], []
-
-    def visit(op):
-        name = op.name
-        if name == "sdy.mesh":
-            meshes.append((_mesh(op), location_line(op.location)))
-        elif name == "func.func" and op.attributes["sym_name"].value == "main":
-            values.extend(_signature(op))
-        elif name == "sdy.sharding_constraint":
-            values.append(_constraint(op, location_line(op.location)))
-        elif "replica_groups" in op.attributes:
-            groups = np.array(ir.DenseIntElementsAttr(op.attributes["replica_groups"])).tolist()
-            collectives.append(SdyCollective(name, location_line(op.location), groups))
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    if len(meshes) != 1:
+def sdy_module(program: ProgramRecord) -> SdyModule | None:
+    """The mesh (one `sdy.mesh` only), main's sharded arguments and results, constraints and collectives, in
+    print order; None without exactly one mesh (or without the record of the lowered module)."""
+    lowered = program.lowered
+    if lowered is None or len(lowered.meshes) != 1:
         return None
-    return SdyModule(meshes[0][0], meshes[0][1], tuple(v for v in values if v is not None), tuple(collectives))
-
-
-def _mesh(op) -> tuple[tuple[str, int], ...]:
-    from jaxlib.mlir.dialects import sdy
-
-    return tuple((sdy.MeshAxisAttr(a).name, sdy.MeshAxisAttr(a).size)
-                 for a in sdy.MeshAttr(op.attributes["mesh"]).axes)
-
-
-def _axes(attr) -> tuple[tuple[str, ...], ...] | None:
-    """Mesh axis names per array axis of an `sdy.sharding`; None where a sub-axis is used."""
-    from jaxlib.mlir.dialects import sdy
-
-    out = []
-    for dim in sdy.TensorShardingAttr(attr).dimension_shardings:
-        refs = [sdy.AxisRefAttr(a) for a in sdy.DimensionShardingAttr(dim).axes]
-        if any(r.sub_axis_info is not None for r in refs):
-            return None
-        out.append(tuple(r.name for r in refs))
-    return tuple(out)
-
-
-def _signature(op) -> list[SdyValue | None]:
-    from jaxlib.mlir import ir
-
-    kinds = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-    out = []
-    for what, key, types in (("argument", "arg_attrs", kinds.inputs), ("result", "res_attrs", kinds.results)):
-        if key not in op.attributes:
-            continue
-        for i, attrs in enumerate(ir.ArrayAttr(op.attributes[key])):
-            attrs = ir.DictAttr(attrs)
-            if "sdy.sharding" in attrs:
-                out.append(_value(what, i, types[i], attrs["sdy.sharding"]))
-    return out
-
-
-def _constraint(op, line: int) -> SdyValue | None:
-    return _value("constraint", line, op.results[0].type, op.attributes["sharding"])
-
-
-def _value(what: str, index: int, type_, attr) -> SdyValue | None:
-    from jaxlib.mlir import ir
-
-    axes = _axes(attr)
-    try:
-        ranked = ir.RankedTensorType(type_)
-    except ValueError:  # not a ranked tensor: no block to ask about
-        return None
-    return None if axes is None else SdyValue(what, index, tuple(ranked.shape), str(type_), axes)
+    found: list[tuple[int, SdyValue]] = []
+    if lowered.main is not None:
+        for what, values in (("argument", lowered.main.args), ("result", lowered.main.results)):
+            found += [(lowered.main.line, SdyValue(what, i, v.shape, v.type, v.sharding))
+                      for i, v in enumerate(values) if v.sharding is not None and v.shape is not None]
+    found += [(c.line, SdyValue("constraint", c.line, c.shape, c.type, c.sharding))
+              for c in lowered.sharding_constraints if c.sharding is not None and c.shape is not None]
+    found.sort(key=lambda pair: pair[0])  # stable: main's values keep their order
+    (mesh,) = lowered.meshes
+    collectives = tuple(SdyCollective(c.name, c.line, [list(g) for g in c.replica_groups]) for c in lowered.collectives)
+    return SdyModule(mesh.axes, mesh.line, tuple(v for _, v in found), collectives)
 
 
 # --- StableHLO text, cut for display only ---------------------------------------------------

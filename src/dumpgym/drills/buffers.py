@@ -1,6 +1,6 @@
 """The buffer drill: whose buffer a result takes (donation), real copies against free bitcasts, and layout order.
 
-Six questions (`step`), each answered from the record's texts as MLIR and XLA read them (`_buffers`):
+Six questions (`step`), each answered from the record, as MLIR and XLA read the modules (`_buffers`):
 - `lowered-alias` (StableHLO): which argument's buffer may result k take? (`tf.aliasing_output`)
 - `compiled-alias` (TPU HLO): which parameter's buffer does output {k} go into? (`input_output_alias`)
 - `real-copy` and `free-bitcast` (TPU HLO): of these instructions, written operand → result with the
@@ -14,7 +14,7 @@ from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
-from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, short, which_compile
+from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, short, which_compile
 from dumpgym.drills.item import Item, from_draft, refer
 from dumpgym.record import CompiledLayer, ProgramRecord
 
@@ -87,7 +87,7 @@ def _ordinal(n: int) -> str:
 def _param_status(c: Compiled, number: int) -> str:
     """What the alias table says about `parameter(number)`."""
     outs = [o for o, p in c.aliasing.items() if p == number]
-    if not c.header:
+    if not c.has_table:
         return "the module has no `input_output_alias` at all: nothing was donated"
     if outs:
         return f"the table gives its buffer to output {{{outs[0]}}}"
@@ -99,7 +99,7 @@ def _compiled_wrong(c: Compiled, k: int, answer) -> list[tuple[str, str, str]]:
     p = c.aliasing.get(k)
     if p is not None:
         where = f"its entry `{{{k}}}: ({p}, {{}}, may-alias)` names `parameter({p})`"
-    elif c.header:
+    elif c.has_table:
         where = f"no entry of `input_output_alias` names output {{{k}}}"
     else:
         where = "the module has no `input_output_alias` at all: nothing was donated"
@@ -148,7 +148,7 @@ def _compiled_item(program: ProgramRecord, target: str, hlo: CompiledLayer, c: C
 
 def _alias_items(program: ProgramRecord) -> list[dict]:
     """Every result of a program that donates; one contrast item, at one layer, for a program that does not."""
-    sig = lowered(program.stablehlo)
+    sig = lowered(program)
     comps = [(target, hlo, compiled(hlo)) for target, hlo in program.layers("tpu").items()]
     if sig is None:
         return []
@@ -296,9 +296,10 @@ def _layout_items(program: ProgramRecord) -> list[dict]:
     layers = [*((t, hlo, 2, ("minor-axis", "major-axis")) for t, hlo in program.layers("cpu").items()),
               *((t, hlo, 3, ("major-axis",)) for t, hlo in program.layers("tpu").items())]
     for layer, hlo, min_rank, steps in layers:
-        lines = Listing(hlo).lines
+        listing = Listing(hlo)
+        lines = listing.lines
         for ins in hlo.instructions:
-            d = definition(lines[ins.line - 1], ins.line)
+            d = listing.definition(ins)
             for b in d.buffers if d else ():
                 rank = len(b.dims)
                 if rank < min_rank or b.minor_to_major == tuple(range(rank - 1, -1, -1)):

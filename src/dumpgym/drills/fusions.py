@@ -9,14 +9,13 @@ their reasons are what this compile did with the equations named, never general 
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import Listing, which_compile
 from dumpgym.drills.item import Item, Lines, Note, choice
-from dumpgym.hlo import DATA_MOVEMENT, computes
+from dumpgym.opcodes import DATA_MOVEMENT, computes
 from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
 MAX_SET = 6  # the largest set of equations an option lists
@@ -74,22 +73,12 @@ class _Compile(Listing):
                and i.computation in outer]
         if not own:
             return ""
-        users = self.users(own[0].name)
+        users = self.users(own[0])
         if len(users) > 1:
             return (f"{named} stayed outside: it is %{own[0].name} (HLO line {own[0].line}), which feeds "
-                    f"{len(users)} instructions ({', '.join('%' + u for u in users[:3])})")
+                    f"{len(users)} instructions ({', '.join('%' + u.name for u in users[:3])})")
         return (f"{named} stayed outside: this compile gave it an instruction of its own, "
                 f"%{own[0].name} (HLO line {own[0].line})")
-
-    def users(self, name: str) -> list[str]:
-        """The instructions whose operands name `%name`, read from the text."""
-        pattern = re.compile(rf"%{re.escape(name)}[,)]")
-        out = []
-        for line in self.lines:
-            head, _, rest = line.strip().removeprefix("ROOT ").partition(" = ")
-            if rest and pattern.search(rest.split("),", 1)[0] + ")"):
-                out.append(head.lstrip("%"))
-        return out
 
     def inside(self, e: int, fusion: Fusion) -> str:
         """Why equation `e` is in `fusion`, in words: the body instruction that computes it."""
@@ -128,6 +117,8 @@ def fusion_items(program: ProgramRecord) -> list[Item]:
 
 
 def _layer_items(program: ProgramRecord, layer: str, hlo: CompiledLayer) -> list[Item]:
+    if not hlo.has_facts:
+        return []
     c = _Compile(hlo=hlo, program=program)
     items = []
     for fusion in hlo.fusions:

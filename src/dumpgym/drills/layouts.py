@@ -1,6 +1,7 @@
 """The layout drill: read a TPU buffer's layout (minor axis and tile), its memory space, and its padded size.
 
-Asked of each TPU layer (a program's `compiled` layers whose backend is `tpu`). Every buffer is read by XLA's shape parser (`_tpu.read_buffer`):
+Asked of each TPU layer (a program's `compiled` layers whose backend is `tpu`). Every buffer is as XLA's
+shape parser read it when the program was compiled (the layer's `buffers`, `hlo_facts.read_buffer`):
 `minor_to_major`, the tiles and the element size come from XLA's `Layout`; the padded size is
 XLA's tiling rule applied to them (the tests compare it with `memory_analysis()` of a compile).
 Three questions (`step`): `minor-tile`, `memory-space` and `bytes`; each wrong option is what
@@ -12,7 +13,7 @@ import math
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
-from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, definition, which_compile
+from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, which_compile
 from dumpgym.drills.item import Item, Lines, Note, choice
 from dumpgym.record import CompiledLayer, ProgramRecord
 
@@ -147,7 +148,7 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
     seen: set[tuple[str, str]] = set()
     by_step: dict[str, list[Item]] = {step: [] for step, _ in _STEPS}
     for ins in hlo.instructions:
-        d = definition(listing.lines[ins.line - 1], ins.line)
+        d = listing.definition(ins)
         if d is None:
             continue
         for b in d.buffers:

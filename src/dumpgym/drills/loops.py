@@ -11,8 +11,8 @@ Four questions (`step`), every scan, while and cond included, nested ones too:
   read off the equation that makes it: a bool converted to an int (lax.cond: the False branch is
   `branches[0]`) or a `clamp` into range (lax.switch).
 - `trips` (each TPU layer): how many times does the body of a compiled while run? Read from the TPU
-  compile by XLA's parser (`_loops.CompiledLoops`): the counter's start, step and the constant the
-  condition compares it with.
+  compile's recorded counters (`CompiledLayer.while_counters`, read through XLA's graph when it was
+  compiled): the counter's start, step and the constant the condition compares it with.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import re
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
-from dumpgym.drills._loops import CompiledLoops, Counter, runs_text, trip_misreadings
+from dumpgym.drills._loops import Counter, counters, runs_text, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills._tpu import Listing as HloListing, short, which_compile
 from dumpgym.drills.item import Item, from_draft, refer
@@ -352,7 +352,7 @@ def trip_items(program: ProgramRecord) -> list[dict]:
     for target, hlo in program.layers("tpu").items():
         listing = HloListing(hlo)
         owner = {i.name: i.eqns for i in hlo.instructions}
-        for c in CompiledLoops(listing).counters():
+        for c in counters(hlo):
             loops = [e for e in owner.get(c.name, ()) if program.eqns[e].primitive in LOOPS]
             item = trip_item(program, target, listing, c, program.eqns[max(loops)]) if loops else None
             if item is not None:

@@ -1,8 +1,9 @@
 """The partitioner drill: what each device holds of a sharded array, and which devices a collective joins.
 
-Read from the StableHLO (main's `sdy.sharding` attributes, `sdy.sharding_constraint`, collectives'
-`replica_groups`, through MLIR's Shardy bindings) and from the TPU compile (each TPU layer: entry
-parameters' `sharding={...}` read by XLA's `HloSharding`, collectives' `replica_groups`). The CPU
+Read from the record of the StableHLO (`lowered`: main's `sdy.sharding` attributes,
+`sdy.sharding_constraint`, collectives' `replica_groups`, as MLIR's Shardy bindings read them when the
+program was lowered) and of the TPU compile (each TPU layer: entry parameters' `sharding={...}` as
+XLA's `HloSharding` read them, collectives' `replica_groups`, when it was compiled). The CPU
 compile is never used: its text depends on the host. Three questions (`step`): `shard-shape`
 (what shape is each device's block of a sharded value?), `same-block` (which
 devices hold the same block as device 0, under `last_tile_dim_replicate`?), `group-axis` (over
@@ -21,11 +22,9 @@ from dumpgym.drills import _sharding as sh
 from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._inserted import inserted_items
-from dumpgym.drills._tpu import Buffer, Listing, definition, which_compile
+from dumpgym.drills._tpu import Buffer, Listing, which_compile
 from dumpgym.drills.item import Item, from_draft, refer
 from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
-_PARAMETER = re.compile(r" parameter\((\d+)\)")
-_OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
 
 
 # What one item asks about, beside its step and layer: the first of these facts it has, else its equation.
@@ -50,11 +49,13 @@ def partitioner_items(program: ProgramRecord) -> list[Item]:
     `last_tile_dim_replicate`, and the mesh axes of every collective's device groups."""
     if not program.mesh:
         return []
-    module = sh.read_stablehlo(program.stablehlo)
+    module = sh.sdy_module(program)
     if module is None:
         return []
     items = [*_stablehlo_blocks(program, module), *_stablehlo_groups(program, module)]
     for target, hlo in program.layers("tpu").items():
+        if not hlo.has_facts:
+            continue
         items += [*_tpu_parameters(program, target, hlo, module), *_tpu_groups(program, target, hlo, module),
                   *inserted_items(program, target, hlo, _mesh_note(module))]
     return [_item(program, item) for item in items]
@@ -168,7 +169,7 @@ def _group_options(groups, mesh, printed: str | None, *seed) -> dict | None:
     found = sh.group_axes(groups, sizes)
     if found is None or len(names) < 2:
         return None
-    plain = sh.groups_without_transpose(printed) if printed else None
+    plain = sh.groups_without_transpose(printed, groups) if printed else None
     plain_axes = sh.varying_axes(plain[0], sizes) if plain and len(plain) > 1 else None
     wrong = []
     for axes in [(a,) for a in range(len(names))] + [tuple(range(len(names)))]:
@@ -238,15 +239,16 @@ def _short_line(text: str) -> str:
 def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module: sh.SdyModule) -> list[dict]:
     """One item per distinct collective of a TPU compile (fused copies of one all-gather are asked once)."""
     listing = Listing(hlo)
+    groups = {g.line: g for g in hlo.replica_groups}
     items, asked = [], set()
     for ins in hlo.instructions:
         text = listing.lines[ins.line - 1]
-        d, printed = definition(text, ins.line), sh.hlo_groups_text(text)
+        d, printed = listing.definition(ins), groups[ins.line].printed if ins.line in groups else None
         seen = (d.opcode, printed, re.sub(r"\{[^}]*\}", "", d.shape)) if d is not None else None
         if d is None or printed is None or d.opcode.endswith("-done") or seen in asked:
             continue  # the same collective fused into several computations (layouts aside) is asked once
         asked.add(seen)
-        options = _group_options(sh.read_groups(printed), module.mesh, printed,
+        options = _group_options([list(g) for g in groups[ins.line].groups], module.mesh, printed,
                                  program.slug, "group-axis", layer_seed(target), ins.name)
         if options is None:
             continue
@@ -269,25 +271,20 @@ def _mesh_note(module: sh.SdyModule) -> str:
 
 def _tpu_parameters(program: ProgramRecord, target: str, hlo: CompiledLayer, module: sh.SdyModule) -> list[dict]:
     listing = Listing(hlo)
-    entry = next(c for c in listing.computations if listing.lines[listing.computations[c][0] - 1].startswith("ENTRY"))
     arguments = {v.index: v for v in module.values if v.what == "argument"}
     items = []
-    for ins in hlo.instructions:
+    for p in hlo.entry_parameters:
+        ins = listing.at[p.line]
         text = listing.lines[ins.line - 1]
-        number = _PARAMETER.search(text)
-        if ins.computation != entry or ins.opcode != "parameter" or number is None or "sharding=" not in text:
-            continue
-        value = arguments.get(int(number.group(1)))
-        d = definition(text, ins.line)
+        value = arguments.get(p.number)
+        d = listing.definition(ins)
         if value is None or d is None or not d.buffers:
             continue
-        start = text.index("sharding=") + len("sharding=")
-        split = sh.read_hlo_sharding(text[start:sh.balanced_end(text, start)], len(value.shape))
+        split = sh.hlo_split(p.sharding, len(value.shape))
         if split is None:
             continue
-        name = _OP_NAME.search(text)
         param = _Param(program, target, hlo, ins, text, d.buffers[0], value, split,
-                       name.group(1) if name else f"argument {number.group(1)}")
+                       p.op_name or f"argument {p.number}")
         items += [i for i in (param.block_item(), param.copies_item()) if i is not None]
     return items
 

@@ -38,9 +38,8 @@ class _Unit:
 
 
 def _printed(listing: Listing, ins: Instruction) -> str:
-    """The opcode as the line prints it (`copy-start`), read after the result shape."""
-    line = short(listing.lines[ins.line - 1])
-    return line.split(" = ", 1)[1].rsplit("(", 1)[0].split()[-1] if " = " in line else ins.opcode
+    """The opcode as the line prints it (`copy-start`), as the compile stage recorded it."""
+    return listing.hlo.printed(ins)
 
 
 def _unit(listing: Listing, ins: Instruction) -> _Unit | None:
@@ -97,6 +96,8 @@ def unit_items(program: ProgramRecord) -> list[Item]:
 
 
 def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
+    if not hlo.has_facts:
+        return []
     listing = Listing(hlo)
     # Options are what the chip runs as one step: fusions (nested ones too) and instructions outside
     # any fused computation; an `add` inside a fusion runs as part of that fusion.

@@ -269,14 +269,13 @@ def test_bad_layer_or_family_is_refused():
 
 def _compiled_opcodes(corpus):
     """Every opcode the committed corpus's compiled listings (CPU and TPU) print, as printed (`exponential`)."""
-    from dumpgym.drills._tpu import definition
+    from dumpgym.record import Corpus
 
     printed = set()
-    for p in corpus["programs"]:
-        for layer in p["compiled"].values():
-            if layer["backend"] in ("cpu", "tpu"):
-                lines = layer["text"].splitlines()
-                printed |= {definition(lines[i["line"] - 1], i["line"]).opcode for i in layer["instructions"]}
+    for p in Corpus.from_json(corpus).programs:
+        for layer in p.compiled.values():
+            if layer.backend in ("cpu", "tpu"):  # each printed opcode is checked against XLA's own print in test_hlo
+                printed |= {layer.printed(i) for i in layer.instructions} - {None}
     return printed
 
 

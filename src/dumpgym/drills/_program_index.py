@@ -1,6 +1,7 @@
 """The lookups the decisions drill makes in one program record: run order, lines, StableHLO ops, x-ray owners."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -55,14 +56,26 @@ class ProgramIndex:
         """The containers that hold `eqn`, innermost first."""
         return self.record.ancestors(eqn)
 
+    @functools.cached_property
+    def _children(self) -> dict[int | None, list[EqnFact]]:
+        """Each container's equations (None: the top level's), in print order: made once, asked per equation."""
+        out: dict[int | None, list[EqnFact]] = {}
+        for e in self.eqns:
+            out.setdefault(e.parent, []).append(e)
+        return out
+
     def own_lines(self, eqn: EqnFact) -> list[int]:
         """The lines that print `eqn` itself: its span without the lines of the equations inside it."""
-        inner = {n for e in self.eqns if eqn in self.ancestors(e) for n in range(e.jaxpr_lines[0], e.jaxpr_lines[1] + 1)}
+        inner, stack = set(), list(self._children.get(eqn.id, ()))
+        while stack:  # every equation inside it, at any depth
+            e = stack.pop()
+            inner.update(range(e.jaxpr_lines[0], e.jaxpr_lines[1] + 1))
+            stack += self._children.get(e.id, ())
         return [n for n in range(eqn.jaxpr_lines[0], eqn.jaxpr_lines[1] + 1) if n not in inner]
 
     def siblings_after(self, eqn: EqnFact) -> list[EqnFact]:
         """Equations printed after `eqn` in the same jaxpr (same parent), in print order."""
-        return [e for e in self.eqns if e.parent == eqn.parent and e.id > eqn.id]
+        return [e for e in self._children.get(eqn.parent, ()) if e.id > eqn.id]
 
     def binders(self, eqn: EqnFact) -> tuple[str, ...]:
         """The variable names `eqn` binds, read off its first line (`d:bf16[64,128] = ...` gives `d`)."""
@@ -84,7 +97,7 @@ class ProgramIndex:
         names = self.operands(eqn)
         if operand >= len(names):
             return None
-        before = [e for e in self.eqns if e.parent == eqn.parent and e.id < eqn.id]
+        before = [e for e in self._children.get(eqn.parent, ()) if e.id < eqn.id]
         return next((e for e in reversed(before) if names[operand] in self.binders(e)), None)
 
 

@@ -14,14 +14,13 @@ the plain `x @ w` matmul gets one question per layer, and harder skeletons weigh
 """
 from __future__ import annotations
 
-import functools
-
 from dataclasses import dataclass
 from math import prod
 from typing import Iterator
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
+from dumpgym.drills._layers import text_lines
 from dumpgym.drills._dot import DotView, hlo_view, jaxpr_view, stablehlo_view
 from dumpgym.drills.item import Item, Note, choice
 from dumpgym.record import CompiledLayer, EqnFact, ProgramRecord
@@ -225,15 +224,9 @@ def view_items(eqn: EqnFact, view: DotView, steps=STEPS, seed: str = "") -> list
 # Where each layer shows the dot.
 
 
-@functools.lru_cache(maxsize=4)
-def _lines(text: str) -> list[str]:
-    """A listing's lines, split once however many equations ask (an unrolled model asks for hundreds)."""
-    return text.splitlines()
-
-
 def shlo_line(program: ProgramRecord, eqn: EqnFact) -> str | None:
     """The `stablehlo.dot_general` line the x-ray gives this equation, if any."""
-    lines = _lines(program.stablehlo)
+    lines = text_lines(program.stablehlo)
     for group in program.xray:
         if group.eqn == eqn.id:
             for n in group.stablehlo_lines:

@@ -9,6 +9,8 @@ their reasons are what this compile did with the equations named, never general 
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 from dumpgym.drills import drill
@@ -49,10 +51,42 @@ class _Compile(Listing):
 
     program: ProgramRecord = None
 
+    # Indexes made once per compile: a big program asks about a thousand fusions, each of a few equations.
+    @functools.cached_property
+    def _by_eqn(self) -> dict[int, list]:
+        """The instructions (fusions aside) that compute each equation, in print order."""
+        out: dict[int, list] = {}
+        for i in self.hlo.instructions:
+            if i.opcode != "fusion":
+                for e in i.eqns:
+                    out.setdefault(e, []).append(i)
+        return out
+
+    @functools.cached_property
+    def _fusions_of(self) -> dict[int, list[Fusion]]:
+        out: dict[int, list[Fusion]] = {}
+        for f in self.hlo.fusions:
+            for e in f.eqns:
+                out.setdefault(e, []).append(f)
+        return out
+
+    @functools.cached_property
+    def _own(self) -> dict[int, list]:
+        """Per equation, its instructions outside every fused body (no fusion, no parameter), in print order."""
+        outer = {i.computation for i in self.hlo.instructions if i.opcode == "fusion"}  # not fused bodies
+        return {e: [i for i in found if i.opcode != "parameter" and i.computation in outer]
+                for e, found in self._by_eqn.items()}
+
+    @functools.cached_property
+    def order(self) -> tuple[list[int], dict[int, int]]:
+        """The equations that compute (no container), in jaxpr line order, and each one's place in it."""
+        eqns = self.program.eqns
+        order = sorted((e.id for e in eqns if not e.has_subjaxpr), key=lambda i: eqns[i].jaxpr_lines[0])
+        return order, {e: k for k, e in enumerate(order)}
+
     def computing(self, e: int, computations) -> list:
         """The instructions of these computations that compute equation `e`, the likeliest first."""
-        found = [i for i in self.hlo.instructions if i.computation in computations and e in i.eqns
-                 and i.opcode != "fusion"]
+        found = [i for i in self._by_eqn.get(e, ()) if i.computation in computations]
         primitive = self.program.eqns[e].primitive
 
         def rank(i):  # an instruction of the equation's own kind, tagged, computing it alone, first
@@ -63,14 +97,12 @@ class _Compile(Listing):
 
     def where_else(self, e: int, fusion: Fusion) -> str:
         """Where this compile put an equation that is not in `fusion`, in words ("" if nowhere)."""
-        others = [f for f in self.hlo.fusions if f.name != fusion.name and e in f.eqns]
+        others = [f for f in self._fusions_of.get(e, ()) if f.name != fusion.name]
         named = _named(self.program.eqns[e])
         if others:
             more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
             return f"{named} stayed outside: this compile put it in %{others[0].name} (HLO line {others[0].line}){more}"
-        outer = {i.computation for i in self.hlo.instructions if i.opcode == "fusion"}  # not fused bodies
-        own = [i for i in self.hlo.instructions if e in i.eqns and i.opcode not in ("fusion", "parameter")
-               and i.computation in outer]
+        own = self._own.get(e, [])
         if not own:
             return ""
         users = self.users(own[0])
@@ -136,12 +168,10 @@ def _layer_items(program: ProgramRecord, layer: str, hlo: CompiledLayer) -> list
 
 def _neighbours(c: _Compile, fusion: Fusion, answer: set[int]) -> list[tuple[int, str]]:
     """Equations next to the fusion's in jaxpr order that this compile put elsewhere, and where."""
-    eqns = c.program.eqns
-    order = sorted((e.id for e in eqns if not e.has_subjaxpr), key=lambda i: eqns[i].jaxpr_lines[0])
+    order, place = c.order
     near = []
-    for k, e in enumerate(order):
-        if e in answer:
-            near += [order[j] for j in (k - 1, k + 1) if 0 <= j < len(order) and order[j] not in answer]
+    for k in sorted(place[e] for e in answer if e in place):  # the members in jaxpr order, as they are read
+        near += [order[j] for j in (k - 1, k + 1) if 0 <= j < len(order) and order[j] not in answer]
     out = []
     for e in dict.fromkeys(near):
         where = c.where_else(e, fusion)
@@ -166,6 +196,8 @@ def _set_item(c: _Compile, fusion: Fusion, answer: set[int]) -> dict | None:
         offer(answer | {e}, "fused-a-neighbour", where)
     offer(answer - {by_line[0]}, "started-late", c.inside(by_line[0], fusion))
     for other in c.hlo.fusions:
+        if len(wrong) >= 3:  # three wrong options are asked: the rest would be made and dropped
+            break
         if other.name != fusion.name:
             offer(_leaves(program, other.eqns), "another-fusion",
                   f"that is what %{other.name} (HLO line {other.line}) computes, a different fusion")

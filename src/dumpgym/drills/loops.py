@@ -20,6 +20,7 @@ import re
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
+from dumpgym.drills._layers import text_lines
 from dumpgym.drills._loops import Counter, counters, runs_text, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills._tpu import Listing as HloListing, short, which_compile
@@ -63,7 +64,7 @@ def fold_bodies(text: str) -> str:
 def equation_text(program: ProgramRecord, eqn: EqnFact, fold: bool = True) -> str | None:
     """The equation's lines, dedented (bodies folded unless told); None when they do not read `... = primitive`."""
     first, last = eqn.jaxpr_lines
-    lines = program.jaxpr.splitlines()[first - 1:last]
+    lines = text_lines(program.jaxpr)[first - 1:last]
     if not re.search(rf" = {eqn.primitive}\b", "\n".join(lines)):
         return None
     indent = len(lines[0]) - len(lines[0].lstrip())

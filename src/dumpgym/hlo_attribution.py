@@ -91,7 +91,7 @@ def _infer(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, name: str) -> 
     before, arguments, loops = graph.sources(name)
     after = graph.after(name)
     # Equations downstream of this instruction's sources, and not upstream of any of them.
-    between = {e for e in flow.leaves - before if flow.follows(e, before, arguments)}
+    between = (flow.leaves - before) & flow.downstream(before, arguments)
     between -= set().union(*(flow.ancestors[u] for u in before))
     if not before and not arguments and loops:
         # It reads only what a loop carries from one iteration to the next, so the jaxpr's order says
@@ -148,12 +148,16 @@ def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqn
     computation, the only instruction of the consumer that can, and it reads what the equation
     reads. XLA may repeat the work in several fusions: each copy computes it."""
     placed = set().union(*eqns.values())
+    alone: dict[int, list] = defaultdict(list)  # equation -> the tagged instructions computing it and nothing else
+    for n, found in eqns.items():
+        if via[n] == "tag" and len(found) == 1:
+            alone[next(iter(found))].append(n)
     for e in sorted(flow.leaves - placed - facts.dead):
         consumers = flow.consumers[e]
         if len(consumers) != 1:
             continue
         (d,) = consumers
-        fits = [n for n, found in eqns.items() if via[n] == "tag" and found == {d}
+        fits = [n for n in alone.get(d, ()) if eqns[n] == {d}
                 and computes(graph.opcode[n], facts.eqns[e].primitive)
                 and not computes(graph.opcode[n], facts.eqns[d].primitive)]
         per_computation = defaultdict(list)
@@ -230,17 +234,24 @@ class _Dataflow:
         for n in self.leaves:
             for p in self.fed_by[n]:
                 self.consumers[p].add(n)
-        self.ancestors: dict[int, set[int]] = {}
-        self.upstream_args: dict[int, set[int]] = {}
-        for n in jax_eqns:
-            seen, stack = set(), list(self.fed_by[n])
-            while stack:
-                p = stack.pop()
-                if p not in seen:
-                    seen.add(p)
-                    stack += self.fed_by[p]
-            self.ancestors[n] = seen
-            self.upstream_args[n] = set(self.args_read[n]).union(*(self.args_read[p] for p in seen))
+        self.ancestors, self.upstream_args, self._below = _closures(list(jax_eqns), self.fed_by, self.args_read)
+        # Per program argument, every equation downstream of it; and downstream of any argument.
+        self._below_arg: dict[int, set[int]] = defaultdict(set)
+        for n, args in self.args_read.items():
+            for k in args:
+                self._below_arg[k] |= {n} | self._below[n]
+        self._below_any_arg = set().union(*self._below_arg.values())
+
+    def downstream(self, eqns: set[int], arguments: set[int]) -> set[int]:
+        """Every equation that `follows` these equations or program arguments, at once (a big program asks
+        this of a thousand instructions: one union per source, not a walk per equation)."""
+        if not eqns and not arguments:
+            return set()
+        out = set().union(*(self._below.get(e, ()) for e in eqns))
+        if arguments:
+            out |= (set().union(*(self._below_arg.get(k, ()) for k in arguments)) if self.arguments_known
+                    else self._below_any_arg)
+        return out
 
     def follows(self, e: int, eqns: set[int], arguments: set[int]) -> bool:
         """Whether equation `e` depends on one of these equations or program arguments."""
@@ -256,6 +267,85 @@ class _Dataflow:
         if self.fed_by[e] != eqns:
             return False
         return self.args_read[e] == arguments if self.arguments_known else bool(self.args_read[e]) == bool(arguments)
+
+
+def _closures(nodes: list[int], fed_by: dict[int, set[int]], args_read: dict[int, set[int]]):
+    """Each equation's ancestors (everything it depends on, itself too when it lies on a cycle), the program
+    arguments upstream of it, and its descendants, by `fed_by`.
+
+    A shared sub-jaxpr called twice links its variables to both calls, so the graph may have cycles: it
+    is condensed into its strongly connected components, and each component's closure is one union
+    over its neighbours', in dependency order, shared by its members (none of these sets is changed
+    after)."""
+    component, members = _components(nodes, fed_by)
+    preds: list[set[int]] = [set() for _ in members]
+    for n in nodes:
+        for p in fed_by[n]:
+            if component[p] != component[n]:
+                preds[component[n]].add(component[p])
+    succs: list[set[int]] = [set() for _ in members]
+    for c, ps in enumerate(preds):
+        for p in ps:
+            succs[p].add(c)
+    cyclic = [len(m) > 1 or any(n in fed_by[n] for n in m) for m in members]
+    own_args = [set().union(*(args_read[n] for n in m)) for m in members]
+    # `_components` numbers components so that each comes after every one it depends on.
+    anc: list[set[int]] = []
+    up: list[set[int]] = []
+    for c, m in enumerate(members):
+        anc.append(set(m if cyclic[c] else ()).union(*(members[p] | anc[p] for p in preds[c])))
+        up.append(set(own_args[c] if cyclic[c] else ()).union(*(own_args[p] | up[p] for p in preds[c])))
+    below: list[set[int] | None] = [None] * len(members)
+    for c in reversed(range(len(members))):
+        below[c] = set(members[c] if cyclic[c] else ()).union(*(members[d] | below[d] for d in succs[c]))
+    ancestors = {n: anc[component[n]] for n in nodes}
+    upstream = {n: set(args_read[n]) | up[component[n]] for n in nodes}
+    descendants = {n: below[component[n]] for n in nodes}
+    return ancestors, upstream, descendants
+
+
+def _components(nodes: list[int], fed_by: dict[int, set[int]]) -> tuple[dict[int, int], list[set[int]]]:
+    """Tarjan's strongly connected components of the graph `n -> fed_by[n]`, iteratively: each node's
+    component number, and each component's members; a component comes after those it depends on."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    component: dict[int, int] = {}
+    members: list[set[int]] = []
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(fed_by[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            n, edges = work[-1]
+            for p in edges:
+                if p not in index:
+                    index[p] = low[p] = len(index)
+                    stack.append(p)
+                    on_stack.add(p)
+                    work.append((p, iter(sorted(fed_by[p]))))
+                    break
+                if p in on_stack:
+                    low[n] = min(low[n], index[p])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[n])
+                if low[n] == index[n]:
+                    found = set()
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        component[m] = len(members)
+                        found.add(m)
+                        if m == n:
+                            break
+                    members.append(found)
+    return component, members
 
 
 def _same_work(facts: Facts, producers) -> dict[int, int]:

@@ -1,0 +1,131 @@
+"""A user's model at real size: the 12-layer GPT train step (`gpt_train_step.py`) added beside the built-in
+programs, then `dumpgym drills`, `dumpgym serve` and the page's first load, measured.
+
+    python benchmarks/gpt_real_size.py [--runs 3]
+
+Prints, as medians over the runs (issue "Real programs at real size": drills <= 30 s and <= 50 MB, serve
+answers within 5 s, the first page load fetches <= 5 MB before the first question):
+- `dumpgym drills`: seconds, peak memory and bytes printed, cold (no stored items: the first run after
+  `add`) and warm (the items kept beside the record, `drills/_stored.py`), and, side by side, the same
+  command on the built-in corpus alone;
+- `dumpgym serve`: seconds from starting the process to the answer of `GET /`, warm;
+- the page in Debian's chromium: bytes fetched until the first question is on screen, and which files.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import PYTHON  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _child_peak_kb() -> int:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+
+def drills(corpus: str) -> tuple[float, int]:
+    """Seconds and bytes printed of one `dumpgym drills --corpus CORPUS`."""
+    start = time.perf_counter()
+    out = subprocess.run([PYTHON, "-m", "dumpgym", "drills", "--corpus", corpus], check=True,
+                         capture_output=True).stdout
+    return time.perf_counter() - start, len(out)
+
+
+def peak_of(argv: list[str]) -> int:
+    """The peak resident memory (KB) of one run of `argv`, by GNU time (children's peaks only ever grow)."""
+    if shutil.which("time") is None and not os.path.exists("/usr/bin/time"):
+        return -1
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], check=True, capture_output=True, text=True)
+    return int(done.stderr.strip().splitlines()[-1])
+
+
+def serve_answers(corpus: str) -> float:
+    """Seconds from starting `dumpgym serve` to its answer of `GET /`."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([PYTHON, "-m", "dumpgym", "serve", "--port", "0", "--corpus", corpus],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = line.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=120) as r:
+            r.read()
+        return time.perf_counter() - start
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+FIRST_QUESTION = """() => {
+  const all = [performance.getEntriesByType('navigation')[0], ...performance.getEntriesByType('resource')];
+  return all.map((e) => [e.name.replace(location.origin, ''), e.transferSize]);
+}"""
+
+
+def first_load(corpus: str) -> tuple[int, list]:
+    """Bytes the page fetches until the first question of its first drill is on screen, and the biggest files."""
+    from playwright.sync_api import sync_playwright
+
+    proc = subprocess.Popen([PYTHON, "-m", "dumpgym", "serve", "--port", "0", "--corpus", corpus],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url = proc.stdout.readline().split(" at ", 1)[1].split()[0]
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"),
+                                        args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url)
+            page.wait_for_selector("section.drill:not([hidden]) p.q", timeout=120_000)
+            files = page.evaluate(FIRST_QUESTION)
+            browser.close()
+        return sum(n for _, n in files), sorted(files, key=lambda f: -f[1])[:5]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    runs = parser.parse_args().runs
+    folder = tempfile.mkdtemp()
+    gpt, empty = os.path.join(folder, "gpt"), os.path.join(folder, "empty")
+    os.makedirs(empty)
+    start = time.perf_counter()
+    subprocess.run([PYTHON, "-m", "dumpgym", "add", f"{HERE}/gpt_train_step.py:gpt_train_step", "--args-from",
+                    f"{HERE}/gpt_train_step.py:make", "--hlo", "cpu", "--corpus", gpt], check=True,
+                   stdout=subprocess.DEVNULL)
+    print(f"add --hlo cpu: {time.perf_counter() - start:.1f} s (benchmarks/gpt_add.py compares it with JAX)")
+    cold, warm, builtin = [], [], []
+    for _ in range(runs):
+        for stored in os.listdir(gpt):
+            if stored.endswith(".drills.json"):
+                os.remove(os.path.join(gpt, stored))
+        cold.append(drills(gpt))
+        warm.append(drills(gpt))
+        builtin.append(drills(empty))
+    for label, got in (("cold (items made)", cold), ("warm (items read)", warm), ("built-ins alone", builtin)):
+        secs = statistics.median(t for t, _ in got)
+        print(f"dumpgym drills, {label}: median {secs:.2f} s over {runs} runs, {got[0][1] / 1e6:.1f} MB printed")
+    peak = peak_of([PYTHON, "-m", "dumpgym", "drills", "--corpus", gpt])
+    print(f"dumpgym drills, warm: peak memory {peak / 1024:.0f} MB")
+    served = [serve_answers(gpt) for _ in range(runs)]
+    print(f"dumpgym serve, GET / answered after: median {statistics.median(served):.2f} s "
+          f"({', '.join(f'{s:.2f}' for s in served)})")
+    total, biggest = first_load(gpt)
+    print(f"first page load, until the first question: {total / 1e6:.2f} MB transferred; biggest: "
+          + ", ".join(f"{name} {n / 1e3:.0f} KB" for name, n in biggest))
+
+
+if __name__ == "__main__":
+    main()

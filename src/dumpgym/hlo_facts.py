@@ -106,10 +106,9 @@ def read_buffer(text: str) -> Buffer | None:
         return None
     layout = shape.layout()
     space = _MEMORY_SPACE.search(layout.to_string())
-    bits = layout.element_size_in_bits()
-    itemsize = bits // 8 if bits else shape.numpy_dtype().itemsize
+    bits = layout.element_size_in_bits() or shape.numpy_dtype().itemsize * 8
     return Buffer(text, text.split("[", 1)[0], tuple(shape.dimensions()), tuple(layout.minor_to_major()),
-                  tuple(tuple(t) for t in layout.tiling()), int(space.group(1)) if space else 0, itemsize)
+                  tuple(tuple(t) for t in layout.tiling()), int(space.group(1)) if space else 0, bits)
 
 
 def _buffers(text: str) -> tuple[Buffer, ...]:

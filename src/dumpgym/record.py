@@ -248,7 +248,9 @@ class Buffer(_Record):
     minor_to_major: tuple[int, ...]
     tiles: tuple[tuple[int, ...], ...]
     memory_space: int  # the layout's `S(n)`; 0, the default (HBM on a TPU), is not printed
-    itemsize: int  # bytes per element
+    # Bits per element as XLA stores it: 16 for bf16, and 4 for an s4 or f4e2m1fn packed two to a byte
+    # (the layout's `E(4)`), so a sub-byte buffer's bytes are counted as XLA counts them.
+    bits: int
 
     @property
     def plain(self) -> str:
@@ -257,7 +259,12 @@ class Buffer(_Record):
 
     def padded_bytes(self, tiles=None) -> int:
         """Bytes the tiled buffer takes, padding included: each tile pads the minor dims it covers."""
-        return padded_elements(self.dims, self.minor_to_major, self.tiles if tiles is None else tiles) * self.itemsize
+        elements = padded_elements(self.dims, self.minor_to_major, self.tiles if tiles is None else tiles)
+        return -(-elements * self.bits // 8)
+
+    def width(self) -> str:
+        """What one element takes, in words: `2 bytes`, `4 bits`."""
+        return f"{self.bits // 8} byte{'s' if self.bits != 8 else ''}" if self.bits % 8 == 0 else f"{self.bits} bits"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, which_compile
 from dumpgym.drills.item import Item, Lines, Note, choice
-from dumpgym.record import CompiledLayer, ProgramRecord
+from dumpgym.record import CompiledLayer, ProgramRecord, padded_elements
 
 
 def _axes(b: Buffer, tile, minor: int, second: int | None) -> str:
@@ -71,7 +71,7 @@ def _bytes(b: Buffer) -> tuple[str, list[tuple[str, str, str]]] | None:
     if not b.tiles:
         return None
     answer = b.padded_bytes()
-    dense = math.prod(b.dims) * b.itemsize
+    dense = -(-math.prod(b.dims) * b.bits // 8)
     tile = b.tiles[0]
     wrong: list[tuple[int, str, str]] = [
         (dense, "no-padding",
@@ -83,12 +83,17 @@ def _bytes(b: Buffer) -> tuple[str, list[tuple[str, str, str]]] | None:
         wrong.append((swapped, "tile-numbers-swapped",
                       f"padded the minor axis to {tile[0]} and the next to {tile[1]}; the tile's last number, "
                       f"{tile[1]}, runs along the minor axis {b.minor_to_major[0]}"))
-    other = 4 if b.itemsize != 4 else 2
-    wrong.append((b.padded_bytes() // b.itemsize * other, "element-width",
-                  f"counted {other} bytes per {b.dtype} element; a {b.dtype} takes {b.itemsize}"))
+    if b.bits < 8:  # XLA packs sub-byte elements (`E(4)`): counting a byte each is the slip
+        wrong.append((padded_elements(b.dims, b.minor_to_major, b.tiles), "element-width",
+                      f"counted a whole byte per {b.dtype} element; the layout's `E({b.bits})` packs them "
+                      f"{8 // b.bits} to a byte"))
+    else:
+        other = 4 if b.bits != 32 else 2
+        wrong.append((b.padded_bytes() // (b.bits // 8) * other, "element-width",
+                      f"counted {other} bytes per {b.dtype} element; a {b.dtype} takes {b.width()}"))
     if len(b.dims) >= 2:
         flipped = Buffer(b.text, b.dtype, b.dims, tuple(reversed(b.minor_to_major)), b.tiles, b.memory_space,
-                         b.itemsize)
+                         b.bits)
         wrong.append((flipped.padded_bytes(), "major-to-minor",
                       f"read the layout major to minor and tiled axis {b.minor_to_major[-1]} as the minor one; "
                       f"axis {b.minor_to_major[0]} is minor"))

@@ -134,6 +134,8 @@ BAD_INPUTS = [
     ("slug clashes with an added one", ["add", f"{PROGRAMS}:while_halving", "--arg", "f32[3]", "--slug", "kept"], "already in the corpus"),
     ("bad slug", ["add", f"{PROGRAMS}:while_halving", "--arg", "f32[3]", "--slug", "Bad Slug"], "must use only"),
     ("remove unknown", ["remove", "nope"], "no added program 'nope'"),
+    ("title too long", ["add", f"{PROGRAMS}:while_halving", "--arg", "f32[3]", "--title", "x" * (usercorpus.TITLE_MAX + 1)],
+     f"a title may have at most {usercorpus.TITLE_MAX}"),
 ]
 
 
@@ -176,6 +178,24 @@ def test_debug_shows_the_traceback(corpus_dir, capfd):
 
     with pytest.raises(ProgramError, match="has no function 'nope'"):
         cli.main(["--debug", "add", f"{PROGRAMS}:nope", "--arg", "f32[3]", "--corpus", str(corpus_dir)])
+
+
+def test_a_title_that_is_not_utf8_is_one_line_before_tracing(tmp_path, corpus_dir):
+    traced = tmp_path / "traced"
+    program = tmp_path / "prog.py"
+    program.write_text(f"def f(x):\n    open({str(traced)!r}, 'w').close()\n    return x\n")
+    # Bytes that are not UTF-8 on the command line reach Python as lone surrogates ("caf\udce9").
+    argv = [sys.executable, "-m", "dumpgym", "add", f"{program}:f", "--arg", "f32[3]", "--title", b"caf\xe9",
+            "--corpus", str(corpus_dir)]
+    result = subprocess.run(argv, capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": SRC})
+    err = result.stderr.decode()
+    assert result.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("dumpgym: error: --title 'caf\\udce9' is not valid UTF-8") and "Traceback" not in err
+    assert not traced.exists() and not corpus_dir.exists()
+
+
+def test_the_help_says_the_title_cap():
+    assert f"at most {usercorpus.TITLE_MAX} characters" in " ".join(_cli("add", "--help").stdout.split())
 
 
 def test_large_program_is_added(corpus_dir, capsys):

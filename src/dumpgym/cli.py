@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+from dumpgym.terminal import printable
+
 
 class UsageError(Exception):
     """A mistake in what the user asked for; printed as one line, exit status 2."""
@@ -56,7 +58,7 @@ def _cmd_build(args) -> int:
 
     data, pool = site.load_inputs(args.corpus)  # a damaged added program is skipped with a warning
     build.build_site(args.out, data, pool)
-    print(f"wrote the gym to {args.out} ({len(data['programs'])} programs)")
+    print(printable(f"wrote the gym to {args.out} ({len(data['programs'])} programs)"))
     return 0
 
 
@@ -116,7 +118,7 @@ def _cmd_add(args) -> int:
     from dumpgym import usercorpus
 
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
-    say = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
+    say = (lambda msg: print(printable(msg), file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
     record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
                             progress=say, compiled=args.hlo, args_from=args.args_from)
     print(f"added {record.slug}: {len(record.eqns)} equations · {record.xray_stats.line()}")
@@ -128,7 +130,7 @@ def _cmd_list(args) -> int:
 
     rows = usercorpus.listing(args.corpus)
     for row in rows:
-        print(f"{row['slug']}\t{row['equations']} equations\t{row['entry']}")
+        print(f"{row['slug']}\t{row['equations']} equations\t{printable(row['entry'])}")
     if not rows:
         print("no added programs (add one with 'dumpgym add FILE.py:FUNC --arg SPEC ...' or '--args-from FILE.py:MAKE')")
     return 0
@@ -184,7 +186,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help="a function returning the example arguments (a tuple, or {\"args\": ..., \"kwargs\": ...}): "
                         "arrays, ShapeDtypeStructs, pytrees and models; other leaves are static")
     p.add_argument("--slug", help="its name in the gym (default: from the function name)")
-    p.add_argument("--title", help="its title in the gym (default: the function name)")
+    p.add_argument("--title", help="its title in the gym, at most 200 characters (default: the function name)")
     p.add_argument("--hlo", nargs="?", const="cpu", default=None, metavar="TARGET",
                    help="also compile it with XLA and add the compiled HLO layer: cpu (the default, this host), "
                         "tpu (a v5e slice, compiled without a TPU; needs dumpgym[tpu]), tpu:GEN:SHAPE (tpu:v6e:2x2), "
@@ -228,14 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         if debug:
             raise
-        print(f"dumpgym: error: {e}", file=sys.stderr)
+        print(f"dumpgym: error: {printable(e)}", file=sys.stderr)
         return 2
     except Exception as e:
         from dumpgym.errors import GymError
 
         if debug or not isinstance(e, (GymError, OSError)):
             raise
-        print(f"dumpgym: error: {e}", file=sys.stderr)
+        print(f"dumpgym: error: {printable(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

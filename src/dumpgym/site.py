@@ -345,9 +345,10 @@ def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
     import sys
 
     from dumpgym.drills import build_pool
+    from dumpgym.terminal import printable
     from dumpgym.usercorpus import load_corpus
 
-    corpus = load_corpus(corpus_dir, warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)))
+    corpus = load_corpus(corpus_dir, warn or (lambda line: print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)))
     return corpus, build_pool(corpus)
 
 

@@ -26,6 +26,9 @@ from dumpgym.program import ProgramError
 from dumpgym.record import ProgramRecord, RecordError, upgrade_program, valid_slug
 
 INDEX_SCHEMA = "dumpgym.user-corpus/1"
+# The longest title `add` takes: a heading's worth. The page lays a title out on one line in the drill
+# header, the x-ray picker and the corpus card; a longer one is a mistake (or an attack on the layout).
+TITLE_MAX = 200
 # What `write_atomic` leaves behind when killed mid-write: `.<name>.json.<random>`.
 _LEFTOVER = re.compile(r"\.[a-z0-9-]+\.json\.[A-Za-z0-9_]{6,}")
 
@@ -244,6 +247,8 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
             raise ProgramError("give each argument of the function with --arg, e.g. --arg bf16[64,128], "
                                "or a function making them with --args-from FILE.py:MAKE")
     _check_slug_syntax(slug)
+    _check_text(entry, "the entry", entry)
+    _check_title(title)
     entry, name = _resolved(entry)
     files: dict = {}
     function = load_entry(entry, files)
@@ -281,6 +286,9 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     from dumpgym.program import Program, describe_call, expected, partition
 
     _check_slug_syntax(slug)
+    _check_title(title)
+    _check_text(entry, "the entry", entry)
+    _check_text(name, "the function's name", name)
     folder = user_corpus_dir(corpus_dir)
     slug = slug or _default_slug(name)
     with locked(folder, exclusive=False):
@@ -319,6 +327,24 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
 def _check_slug_syntax(slug: str | None) -> None:
     if slug is not None and not valid_slug(slug):
         raise ProgramError(f"--slug {slug!r} must use only a-z, 0-9 and '-' (at most 64, not starting with '-')")
+
+
+def _check_title(title: str | None) -> None:
+    if title is None:
+        return
+    _check_text(title, "--title", title)
+    if len(title) > TITLE_MAX:
+        raise ProgramError(f"--title is {len(title):,} characters long; a title may have at most {TITLE_MAX}")
+
+
+def _check_text(value: str, what: str, shown: str) -> None:
+    """Refuse `value` unless it is text the record can hold (Python decodes bytes that are not UTF-8 in a
+    command line or a file name to lone surrogates, which no JSON file can be written with)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProgramError(f"{what} {shown!r} is not valid UTF-8 (bytes from a terminal or file system in "
+                           "another encoding); give it in UTF-8") from None
 
 
 def _resolved(entry: str) -> tuple[str, str]:

@@ -57,7 +57,10 @@ def _cmd_build(args) -> int:
     from dumpgym import build, site
 
     data, pool = site.load_inputs(args.corpus)  # a damaged added program is skipped with a warning
-    build.build_site(args.out, data, pool)
+    removed = build.build_site(args.out, data, pool)
+    if removed:
+        print(printable(f"removed what {len(removed)} interrupted build(s) left beside it: "
+                        + " ".join(p.name for p in removed)))
     print(printable(f"wrote the gym to {args.out} ({len(data['programs'])} programs)"))
     return 0
 

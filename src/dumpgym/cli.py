@@ -41,6 +41,16 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text}")
+    return seconds
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, not argparse's usage block
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -123,7 +133,7 @@ def _cmd_add(args) -> int:
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
     say = (lambda msg: print(printable(msg), file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
     record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
-                            progress=say, compiled=args.hlo, args_from=args.args_from)
+                            progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait)
     print(f"added {record.slug}: {len(record.eqns)} equations · {record.xray_stats.line()}")
     return 0
 
@@ -142,9 +152,15 @@ def _cmd_list(args) -> int:
 def _cmd_remove(args) -> int:
     from dumpgym import usercorpus
 
-    usercorpus.remove(args.slug, args.corpus)
+    usercorpus.remove(args.slug, args.corpus, wait=args.wait)
     print(f"removed {args.slug}")
     return 0
+
+
+def _wait_option(parser) -> None:
+    parser.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
+                        help="how long to wait for the corpus folder's lock while another dumpgym holds it "
+                             "(default 30; said after a second; then one line and exit 2)")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -195,6 +211,7 @@ def make_parser() -> argparse.ArgumentParser:
                         "tpu (a v5e slice, compiled without a TPU; needs dumpgym[tpu]), tpu:GEN:SHAPE (tpu:v6e:2x2), "
                         "gpu or gpu:a100 (an H100 or A100, compiled without a GPU, GEMMs not autotuned; needs dumpgym[gpu])")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    _wait_option(p)
     p.set_defaults(run=_cmd_add)
 
     p = sub.add_parser("list", help="list the programs you added")
@@ -204,6 +221,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("remove", help="remove a program you added")
     p.add_argument("slug", metavar="SLUG")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    _wait_option(p)
     p.set_defaults(run=_cmd_remove)
 
     for name, run, text in (

@@ -265,13 +265,17 @@ class SiteFiles(Mapping):
         self._makers = makers
         self._made: dict[str, bytes] = {}
         self._lock = threading.Lock()
+        self._making: dict[str, threading.Lock] = {}  # one lock per file: a slow listing holds up no other
 
     def __getitem__(self, path: str) -> bytes:
         made = self._made.get(path)
         if made is None:
+            maker = self._makers[path]
             with self._lock:
+                lock = self._making.setdefault(path, threading.Lock())
+            with lock:
                 if path not in self._made:
-                    self._made[path] = self._makers[path]()
+                    self._made[path] = maker()
                 made = self._made[path]
         return made
 

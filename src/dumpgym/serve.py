@@ -49,6 +49,8 @@ BACKLOG = 1024  # the kernel caps it at net.core.somaxconn
 CONNECTIONS = 1024  # served at once, each a coroutine of a few kilobytes; more wait in the backlog
 TIMEOUT = 5.0
 CHUNK = 64 * 1024
+RENDER_WORKERS = 4  # threads that make and gzip files on first request (GIL-bound: more only contend)
+SEND_BUFFER = 128 * 1024  # per connection (Linux doubles it): what a client that stops reading costs the kernel
 REFUSED_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 _GZIP_MIN = 1024
@@ -171,7 +173,7 @@ class GymServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._stopped = threading.Event()
-        self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="dumpgym-render")
+        self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
@@ -209,6 +211,8 @@ class GymServer:
                 except BaseException:
                     slots.release()
                     raise
+                # The kernel would take megabytes of a large answer for a client that reads none of it.
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
                 task = asyncio.create_task(self._connection(conn, slots))
                 clients.add(task)
                 task.add_done_callback(clients.discard)

@@ -173,6 +173,7 @@ class GymServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._stopped = threading.Event()
+        self._shutdown = threading.Event()  # asked before the loop ran: serve_forever returns at once
         self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
@@ -185,6 +186,7 @@ class GymServer:
 
     def shutdown(self) -> None:
         """Stop `serve_forever` (called from another thread) and wait until it has returned."""
+        self._shutdown.set()
         loop, stop = self._loop, self._stop
         if loop is None or stop is None:
             return
@@ -199,6 +201,8 @@ class GymServer:
 
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        if self._shutdown.is_set():
+            self._stop.set()
         slots = asyncio.Semaphore(self.connections)
         clients: set[asyncio.Task] = set()
 
@@ -208,6 +212,10 @@ class GymServer:
                 await slots.acquire()
                 try:
                     conn, _ = await self._loop.sock_accept(self.socket)
+                except OSError:  # out of file descriptors, say: the backlog waits, and accepting goes on
+                    slots.release()
+                    await asyncio.sleep(0.1)
+                    continue
                 except BaseException:
                     slots.release()
                     raise

@@ -63,10 +63,12 @@ def build_site(out_dir, corpus: dict, drills: dict) -> list[Path]:
 def _held(folder: Path):
     """Hold an exclusive `flock` on `folder` while this build writes it, so that a build of the same `DIR`
     running beside this one never takes it for a leftover (`_remove_leftovers` skips a locked folder)."""
+    if fcntl is None:  # no flock (nor folders opened as files) here
+        yield
+        return
     fd = os.open(folder, os.O_RDONLY)
     try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)

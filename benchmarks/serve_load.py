@@ -17,7 +17,7 @@ With `--slow-clients N`, each server is started fresh (cold: nothing requested b
 GETs of each listing render and compress it) with N slow clients beside it, held for the whole run:
 half send a request head a byte every half second and never finish it, half ask for `corpus.json`
 with a 4 KB receive buffer and never read it (each reconnects when the server drops it). With them
-holding their connections, 20 single GETs of `/` one after another (the "normal GET": target under
+holding their connections (a second after they connect), 20 single GETs of `/` one after another (the "normal GET": target under
 100 ms), then the 2,000 GETs at concurrency 50 (target: p99 at most 300 ms, 0 errors).
 
 Read p50 with care: http.server's backlog of 5 turns most of the 50 clients away (the listen
@@ -176,6 +176,9 @@ def _closed(sock: socket.socket, peek: bool = False) -> bool:
         return True
 
 
+SETTLE = 1.0  # seconds between the slow clients' connecting and the first normal GET
+
+
 def slow_mode(requests, concurrency: int, slow: int, servers: dict) -> bool:
     """Each server started fresh, with `slow` slow clients beside it: normal GETs, then the cold load run."""
     ok = True
@@ -183,6 +186,7 @@ def slow_mode(requests, concurrency: int, slow: int, servers: dict) -> bool:
         proc, port = start(*argv_and_ready)
         try:
             with SlowClients(port, slow) as clients:
+                time.sleep(SETTLE)  # holding, not connecting: the server has read what they sent
                 normal = []
                 for _ in range(20):
                     began = time.perf_counter()

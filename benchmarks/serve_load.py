@@ -1,6 +1,7 @@
 """Load on `dumpgym serve` against `python -m http.server`, both serving the same built gym.
 
     python benchmarks/serve_load.py [--requests 2000] [--concurrency 50] [--runs 3]
+    python benchmarks/serve_load.py --slow-clients 200
 
 Builds the gym once (`dumpgym build --out DIR`, built-in corpus only), starts `dumpgym serve` and
 `python -m http.server --directory DIR` side by side on free ports, and sends each the same
@@ -12,6 +13,13 @@ machine's TCP listen overflows during the run and the server's peak thread count
 of the medians. Target: 0 errors in every run and p99 under 300 ms for `dumpgym serve`.
 Last, a request naming a foreign Host (DNS rebinding) must get 421 and none of the corpus.
 
+With `--slow-clients N`, each server is started fresh (cold: nothing requested before, so the first
+GETs of each listing render and compress it) with N slow clients beside it, held for the whole run:
+half send a request head a byte every half second and never finish it, half ask for `corpus.json`
+with a 4 KB receive buffer and never read it (each reconnects when the server drops it). With them
+holding their connections (a second after they connect), 20 single GETs of `/` one after another (the "normal GET": target under
+100 ms), then the 2,000 GETs at concurrency 50 (target: p99 at most 300 ms, 0 errors).
+
 Read p50 with care: http.server's backlog of 5 turns most of the 50 clients away (the listen
 overflows; they retry a second later), so the few it admits wait for nobody, while `dumpgym serve`
 admits all 50 and they share its throughput. The retries are http.server's p99.
@@ -22,6 +30,7 @@ import argparse
 import http.client
 import os
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -95,6 +104,118 @@ def load(port: int, requests: list[tuple[str, int]], concurrency: int) -> tuple[
     return latencies, errors
 
 
+class SlowClients:
+    """`count` connections to 127.0.0.1:`port` held open while the block runs: half trickle a request head a
+    byte every half second, half ask for corpus.json and never read it; any the server drops is opened again."""
+
+    def __init__(self, port: int, count: int):
+        self.port, self.count, self.reconnects = port, count, 0
+        self._stop = threading.Event()
+        self._socks: list[socket.socket | None] = [None] * count
+        self.connected = threading.Event()
+
+    def _open(self, i: int) -> socket.socket | None:
+        try:
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(TIMEOUT)
+            sock.connect(("127.0.0.1", self.port))
+            if i % 2:
+                sock.sendall(b"GET /corpus.json HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept-Encoding: identity\r\n\r\n")
+            else:
+                sock.sendall(b"GET / HTTP/1.0\r\nX-Slow: ")
+            sock.setblocking(False)
+            return sock
+        except OSError:
+            return None
+
+    def _run(self):
+        for i in range(self.count):
+            self._socks[i] = self._open(i)
+        self.connected.set()
+        for _ in range(100_000):  # bounded: at most ~14 hours of half-second rounds
+            if self._stop.wait(0.5):
+                return
+            for i, sock in enumerate(self._socks):
+                alive = sock is not None
+                if alive and i % 2 == 0:
+                    try:
+                        sock.send(b"y")
+                        alive = not _closed(sock)
+                    except OSError:
+                        alive = False
+                elif alive:
+                    alive = not _closed(sock, peek=True)
+                if not alive:
+                    if sock is not None:
+                        sock.close()
+                    self.reconnects += 1
+                    self._socks[i] = self._open(i)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        self.connected.wait(60)
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        for sock in self._socks:
+            if sock is not None:
+                sock.close()
+
+
+def _closed(sock: socket.socket, peek: bool = False) -> bool:
+    """Whether the server closed `sock` (without reading what it sent, for a client that never reads)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b"" if peek else sock.recv(4096) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+SETTLE = 1.0  # seconds between the slow clients' connecting and the first normal GET
+
+
+def slow_mode(requests, concurrency: int, slow: int, servers: dict) -> bool:
+    """Each server started fresh, with `slow` slow clients beside it: normal GETs, then the cold load run."""
+    ok = True
+    for name, argv_and_ready in servers.items():
+        proc, port = start(*argv_and_ready)
+        try:
+            with SlowClients(port, slow) as clients:
+                time.sleep(SETTLE)  # holding, not connecting: the server has read what they sent
+                normal = []
+                for _ in range(20):
+                    began = time.perf_counter()
+                    status, _ = fetch(port, "/")
+                    normal.append(time.perf_counter() - began)
+                    time.sleep(0.05)
+                before = listen_overflows()
+                with PeakThreads(proc.pid) as threads:
+                    latencies, errors = load(port, requests, concurrency)
+                after = listen_overflows()
+                reconnects = clients.reconnects
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+        overflows = "?" if before is None or after is None else after - before
+        p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+        print(f"{name:22} with {slow} slow clients: normal GET / median {statistics.median(normal) * 1000:6.1f} ms "
+              f"max {max(normal) * 1000:6.1f} ms; cold {len(requests):,} GETs: errors {len(errors)}  "
+              f"p50 {p50 * 1000:7.1f} ms  p99 {p99 * 1000:7.1f} ms  max {max(latencies) * 1000:7.1f} ms  "
+              f"listen overflows {overflows}  peak threads {threads.peak}  slow reconnects {reconnects}")
+        for problem in errors[:3]:
+            print(f"    {problem}")
+        if name == "dumpgym serve":
+            ok = not errors and p99 <= 0.3 and max(normal) < 0.1
+    print(f"target for dumpgym serve (normal GET under 100 ms, cold p99 at most 300 ms, 0 errors): "
+          f"{'met' if ok else 'MISSED'}")
+    return ok
+
+
 def listen_overflows() -> int | None:
     """The machine's TcpExt ListenOverflows counter (Linux), or None where it cannot be read."""
     try:
@@ -149,6 +270,8 @@ def main(argv=None) -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--slow-clients", type=int, default=0, metavar="N",
+                        help="instead: each server fresh (cold), with N slow clients beside it")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,13 +280,16 @@ def main(argv=None) -> int:
         subprocess.run([PYTHON, "-m", "dumpgym", "build", "--out", str(site_dir), "--corpus", str(no_programs)],
                        check=True, stdout=subprocess.DEVNULL)
         requests = request_mix(site_dir, args.requests)
-        servers = {
-            "dumpgym serve": start([PYTHON, "-m", "dumpgym", "serve", "--port", "0", "--corpus", str(no_programs)],
-                                   lambda line: int(line.split(" at ", 1)[1].split()[0].rsplit(":", 1)[1].strip("/"))),
-            "python -m http.server": start([PYTHON, "-m", "http.server", "0", "--bind", "127.0.0.1",
-                                            "--directory", str(site_dir)],
-                                           lambda line: int(line.split(" port ")[1].split()[0])),
+        commands = {
+            "dumpgym serve": ([PYTHON, "-m", "dumpgym", "serve", "--port", "0", "--corpus", str(no_programs)],
+                              lambda line: int(line.split(" at ", 1)[1].split()[0].rsplit(":", 1)[1].strip("/"))),
+            "python -m http.server": ([PYTHON, "-m", "http.server", "0", "--bind", "127.0.0.1",
+                                       "--directory", str(site_dir)],
+                                      lambda line: int(line.split(" port ")[1].split()[0])),
         }
+        if args.slow_clients:
+            return 0 if slow_mode(requests, args.concurrency, args.slow_clients, commands) else 1
+        servers = {name: start(*command) for name, command in commands.items()}
         print(f"{len(requests):,} GETs per run at concurrency {args.concurrency}, "
               f"{sum(1 for _, s in requests if s == 404)} of them 404s, {len({p for p, _ in requests})} distinct paths")
         results = {name: [] for name in servers}

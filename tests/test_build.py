@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import copy
+import errno
 import hashlib
 import json
 import os
+import random
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -215,6 +219,17 @@ def test_a_file_added_during_the_build_keeps_the_old_build_in_place(user_build, 
 
 
 def test_a_failed_swap_leaves_the_old_build_whole(user_build, larger, monkeypatch):
+    def failing_exchange(a, b):
+        raise OSError("disk trouble")
+
+    before = snapshot(user_build.parent)
+    monkeypatch.setattr(build, "_exchange", failing_exchange)
+    with pytest.raises(OSError, match="disk trouble"):
+        build.build_site(user_build, *larger)
+    assert snapshot(user_build.parent) == before
+
+
+def test_without_an_exchange_a_failed_move_in_leaves_the_old_build_whole(user_build, larger, monkeypatch):
     rename, failed = Path.rename, []
 
     def failing_rename(self, target):
@@ -224,10 +239,132 @@ def test_a_failed_swap_leaves_the_old_build_whole(user_build, larger, monkeypatc
         return rename(self, target)
 
     before = snapshot(user_build.parent)
+    monkeypatch.setattr(build, "_exchange", lambda a, b: False)  # a system without renameat2's exchange
     monkeypatch.setattr(Path, "rename", failing_rename)
     with pytest.raises(OSError, match="disk trouble"):
         build.build_site(user_build, *larger)
     assert snapshot(user_build.parent) == before
+    monkeypatch.setattr(Path, "rename", rename)
+    build.build_site(user_build, *larger)  # and the two renames do replace it when nothing fails
+    assert sorted(p.name for p in user_build.parent.iterdir()) == ["site"]
+
+
+def test_the_swap_is_one_exchange_of_directory_entries(user_build, larger, monkeypatch):
+    calls = []
+    real = build._exchange
+    monkeypatch.setattr(build, "_exchange", lambda a, b: calls.append((a, b)) or real(a, b))
+    monkeypatch.setattr(Path, "rename", lambda self, target: pytest.fail(f"renamed {self} to {target}"))
+    build.build_site(user_build, *larger)
+    assert len(calls) == 1 and calls[0][1] == user_build and calls[0][0].name.startswith(".site.new-")
+    assert sorted(p.name for p in user_build.parent.iterdir()) == ["site"]
+
+
+def test_a_disk_full_names_the_file(tmp_path, small, monkeypatch):
+    write = Path.write_bytes
+
+    def full(self, data):
+        if self.name == "index.html":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(BuildFolderError, match=r"cannot write .*/site/index\.html .*: No space left on device"):
+        build.build_site(tmp_path / "site", *small)
+    assert list(tmp_path.iterdir()) == []
+
+
+POLLER = """
+import sys, time
+path, stop = sys.argv[1], sys.argv[2]
+reads = missing = 0
+for _ in range(200_000):  # bounded: 1,000 s at most
+    try:
+        with open(path, 'rb') as f:
+            f.read(64)
+        reads += 1
+    except FileNotFoundError:
+        missing += 1
+    try:
+        open(stop).close()
+        break
+    except FileNotFoundError:
+        time.sleep(0.005)
+print(reads, missing)
+"""
+
+
+@contextmanager
+def polling(path: Path, tmp_path: Path):
+    """A process reading `path` every 5 ms while the block runs; yields a list that gets (reads, misses)."""
+    stop = tmp_path / "stop-polling"
+    proc = subprocess.Popen([sys.executable, "-c", POLLER, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
+    result = []
+    try:
+        yield result
+    finally:
+        stop.touch()
+        out, _ = proc.communicate(timeout=60)
+        result.extend(int(n) for n in out.split())
+
+
+def test_a_reader_never_misses_index_html_through_20_rebuilds(tmp_path, small, files, monkeypatch):
+    monkeypatch.setattr(build, "render_site", lambda corpus, drills: dict(files))  # rendered once
+    out = tmp_path / "site"
+    build.build_site(out, *small)
+    with polling(out / "index.html", tmp_path) as seen:
+        for _ in range(20):
+            build.build_site(out, *small)
+    reads, missing = seen
+    assert reads > 0 and missing == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site", "stop-polling"]
+
+
+def test_builds_killed_at_random_leave_the_old_build_and_the_next_one_cleans_up(tmp_path):
+    out, empty = tmp_path / "site", tmp_path / "no-added-programs"
+    build_cmd = [sys.executable, "-m", "dumpgym", "build", "--out", str(out), "--corpus", str(empty)]
+    subprocess.run(build_cmd, check=True, capture_output=True, timeout=300)
+    rng = random.Random(28)
+    with polling(out / "index.html", tmp_path) as seen:
+        for _ in range(10):
+            proc = subprocess.Popen(build_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            # Rendering comes first and risks nothing: the kill lands at random once the build starts
+            # writing its folder beside `site`, through the writing, the swap and the old build's removal.
+            for _ in range(12_000):
+                if proc.poll() is not None or any(p.name.startswith(".site.new-") for p in tmp_path.iterdir()):
+                    break
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0, 0.5))
+            proc.kill()
+            proc.wait(timeout=60)
+            assert (out / "index.html").is_file()
+    reads, missing = seen
+    assert reads > 0 and missing == 0
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site."))
+    print("left by the killed builds:", left)
+    result = subprocess.run(build_cmd, check=True, capture_output=True, text=True, timeout=300)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site", "stop-polling"]
+    lines = result.stdout.splitlines()
+    if left:
+        assert len(lines) == 2 and lines[0].startswith(f"removed what {len(left)} interrupted build(s) left")
+        assert lines[0].split(": ", 1)[1].split() == left
+    else:
+        assert len(lines) == 1
+    assert written(out).keys() == {rel for rel in json.loads((out / build.MARKER).read_text())["files"]} | {build.MARKER}
+
+
+def test_leftovers_that_are_not_a_builds_own_are_kept(tmp_path, small):
+    out = tmp_path / "site"
+    build.build_site(out, *small)
+    theirs = tmp_path / ".site.new-abcdefgh"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine\n")
+    killed = tmp_path / ".site.new-12345678"  # a build killed after writing its marker and one file
+    killed.mkdir()
+    (killed / build.MARKER).write_bytes((out / build.MARKER).read_bytes())
+    (killed / "index.html").write_bytes(b"<!doctype html> half")
+    assert build.build_site(out, *small) == [killed]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".site.new-abcdefgh", "site"]
+    assert (theirs / "notes.txt").read_text() == "mine\n"
 
 
 def test_the_cli_refuses_a_foreign_folder_in_one_line_and_changes_no_byte(user_build, capsys, tmp_path):

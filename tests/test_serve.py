@@ -271,12 +271,12 @@ def test_a_request_head_trickled_byte_by_byte_is_dropped_too(gym):
                 pytest.fail("the server kept a trickling connection open")
 
 
-def test_workers_are_bounded_and_a_waiting_connection_is_served_when_one_frees(gym):
-    with running(serve.make_server(gym, "127.0.0.1", 0, workers=2, timeout=30)) as srv:
+def test_connections_are_bounded_and_a_waiting_one_is_served_when_one_frees(gym):
+    with running(serve.make_server(gym, "127.0.0.1", 0, connections=2, timeout=30)) as srv:
         held = [connect(srv, b"GET / HTTP/1.0\r\n") for _ in range(2)]
         with connect(srv, b"GET /corpus.json HTTP/1.0\r\n\r\n") as waiting:
             waiting.settimeout(0.5)
-            with pytest.raises(TimeoutError):  # both workers are busy with the half-sent heads
+            with pytest.raises(TimeoutError):  # both connections are taken by the half-sent heads
                 waiting.recv(1)
             held.pop().close()
             waiting.settimeout(10)
@@ -385,3 +385,106 @@ def test_ipv6_loopback_and_every_ipv6_address_are_served(gym, capsys):
         with urllib.request.urlopen(f"http://[::1]:{srv.server_address[1]}/", timeout=5) as r:
             assert r.status == 200
     assert "warning: listening on ::," in capsys.readouterr().err
+
+
+# Slow clients hold nobody: every connection is a coroutine on one event loop, not a thread.
+
+def held_open(sock) -> bool:
+    """Whether the server still holds `sock` open (nothing arrives within a short wait, and no close)."""
+    sock.settimeout(0.2)
+    try:
+        return sock.recv(1) != b""
+    except TimeoutError:
+        return True
+    except ConnectionResetError:
+        return False
+
+
+def test_a_normal_get_is_answered_while_200_half_sent_requests_are_held(gym):
+    with running(serve.make_server(gym, "127.0.0.1", 0, timeout=600)) as srv:
+        slow = [connect(srv, b"GET / HTTP/1.0\r\nHost: localh") for _ in range(200)]
+        try:
+            # The thread-per-connection server held its 32 workers until each head's deadline (here 10 minutes).
+            status, _, body = request(srv, "GET", "/corpus.json")
+            assert status == 200 and json.loads(body)["programs"]
+            assert all(held_open(sock) for sock in slow[:5] + slow[-5:])
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+def test_a_normal_get_is_answered_while_40_clients_never_read_a_large_file(gym):
+    with running(serve.make_server(gym, "127.0.0.1", 0, timeout=600)) as srv:
+        stalled = []
+        for _ in range(40):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes a few KB and then nothing
+            sock.connect(srv.server_address[:2])
+            sock.sendall(b"GET /corpus.json HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            stalled.append(sock)
+        try:
+            status, _, body = request(srv, "GET", "/static/app.js")
+            assert status == 200 and body == gym.files["static/app.js"]
+        finally:
+            for sock in stalled:
+                sock.close()
+
+
+def test_a_client_that_stops_reading_is_dropped_at_the_write_deadline(gym):
+    with running(serve.make_server(gym, "127.0.0.1", 0, timeout=0.5)) as srv:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(srv.server_address[:2])
+        with sock:
+            sock.sendall(b"GET /corpus.json HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            sock.settimeout(30)
+            received, dropped = 0, False
+            for _ in range(10_000):  # read a little, then stop reading until the server gives up on us
+                try:
+                    chunk = sock.recv(1024)
+                except ConnectionResetError:
+                    dropped = True
+                    break
+                if not chunk:
+                    dropped = True
+                    break
+                received += len(chunk)
+                if received > 8192:
+                    threading.Event().wait(1.5)  # past the deadline for the next chunk
+                    received = -10 ** 9  # read on, to see the end, without pausing again
+            assert dropped and received < 0 and received + 10 ** 9 < len(gym.files["corpus.json"])
+
+
+def test_a_slow_render_holds_no_other_answer(monkeypatch):
+    release, started = threading.Event(), threading.Event()
+
+    def slow_listing() -> bytes:
+        started.set()
+        release.wait(30)
+        return b'{"slow": true}'
+
+    files = site.SiteFiles({"slow.json": slow_listing, "index.html": lambda: b"<!doctype html>quick"})
+    with running(serve.make_server(serve.Site(files), "127.0.0.1", 0)) as srv:
+        answers = []
+        waiting = threading.Thread(target=lambda: answers.append(request(srv, "GET", "/slow.json")))
+        waiting.start()
+        assert started.wait(30)
+        try:
+            status, _, body = request(srv, "GET", "/")  # made on the loop? then this waits for the render
+            assert (status, body) == (200, b"<!doctype html>quick") and not answers
+        finally:
+            release.set()
+            waiting.join(30)
+        assert answers[0][0] == 200 and answers[0][2] == b'{"slow": true}'
+
+
+@pytest.mark.parametrize("value, gzipped", [
+    ("gzip", True), ("gzip, br", True), ("br;q=1, gzip;q=0.5", True), ("GZIP", True), ("x-gzip", True),
+    ("*", True), ("br, *;q=0.1", True),
+    ("gzip;q=0", False), ("gzip; q=0.000", False), ("identity", False), ("", False), ("br", False),
+    ("*;q=0", False), ("gzip;q=0, *", False), ("gzipped", False), ("x-gzip;q=0", False), ("gzip;q=nan", False),
+])
+def test_gzip_only_when_accept_encoding_admits_it(server, value, gzipped):
+    status, headers, body = request(server, "GET", "/", {"Accept-Encoding": value})
+    assert status == 200 and headers.get("Content-Encoding") == ("gzip" if gzipped else None)
+    assert (gzip.decompress(body) if gzipped else body).startswith(b"<!doctype html>")

@@ -1,4 +1,5 @@
 """`dumpgym add`, `list` and `remove`: programs unlike the corpus, every kind of bad input, a folder that loses nothing."""
+import errno
 import fcntl
 import hashlib
 import json
@@ -134,6 +135,8 @@ BAD_INPUTS = [
     ("slug clashes with an added one", ["add", f"{PROGRAMS}:while_halving", "--arg", "f32[3]", "--slug", "kept"], "already in the corpus"),
     ("bad slug", ["add", f"{PROGRAMS}:while_halving", "--arg", "f32[3]", "--slug", "Bad Slug"], "must use only"),
     ("remove unknown", ["remove", "nope"], "no added program 'nope'"),
+    ("title too long", ["add", f"{PROGRAMS}:while_halving", "--arg", "f32[3]", "--title", "x" * (usercorpus.TITLE_MAX + 1)],
+     f"a title may have at most {usercorpus.TITLE_MAX}"),
 ]
 
 
@@ -176,6 +179,24 @@ def test_debug_shows_the_traceback(corpus_dir, capfd):
 
     with pytest.raises(ProgramError, match="has no function 'nope'"):
         cli.main(["--debug", "add", f"{PROGRAMS}:nope", "--arg", "f32[3]", "--corpus", str(corpus_dir)])
+
+
+def test_a_title_that_is_not_utf8_is_one_line_before_tracing(tmp_path, corpus_dir):
+    traced = tmp_path / "traced"
+    program = tmp_path / "prog.py"
+    program.write_text(f"def f(x):\n    open({str(traced)!r}, 'w').close()\n    return x\n")
+    # Bytes that are not UTF-8 on the command line reach Python as lone surrogates ("caf\udce9").
+    argv = [sys.executable, "-m", "dumpgym", "add", f"{program}:f", "--arg", "f32[3]", "--title", b"caf\xe9",
+            "--corpus", str(corpus_dir)]
+    result = subprocess.run(argv, capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": SRC})
+    err = result.stderr.decode()
+    assert result.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("dumpgym: error: --title 'caf\\udce9' is not valid UTF-8") and "Traceback" not in err
+    assert not traced.exists() and not corpus_dir.exists()
+
+
+def test_the_help_says_the_title_cap():
+    assert f"at most {usercorpus.TITLE_MAX} characters" in " ".join(_cli("add", "--help").stdout.split())
 
 
 def test_large_program_is_added(corpus_dir, capsys):
@@ -294,9 +315,11 @@ def test_ten_parallel_adds_lose_nothing_and_claim_a_slug_once(corpus_dir):
     codes = [r.returncode for r in results]
     assert codes[:5] == [0] * 5, [r.stderr for r in results[:5]]
     assert sorted(codes[5:]) == [0] + [2] * 4
+    waiting = WAITING.format(corpus_dir)  # an add that waited a second for another's lock says so, once
     for r in results[5:]:
         if r.returncode == 2:
-            assert len(r.stderr.strip().splitlines()) == 1 and "'dup' is already in the corpus" in r.stderr
+            lines = [line for line in r.stderr.strip().splitlines() if line != waiting]
+            assert len(lines) == 1 and "'dup' is already in the corpus" in lines[0]
     assert sorted(_listed(corpus_dir)) == sorted(set(slugs))
 
 
@@ -421,3 +444,78 @@ def test_a_bad_slug_from_the_command_line_is_refused(corpus_dir, capfd):
     assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "../x") == 2
     err = capfd.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--slug '../x' must use only" in err and not corpus_dir.exists()
+
+
+# Waiting for the folder's lock: said after a second, bounded by --wait, stopped cleanly.
+
+def _shared_lock(folder: Path) -> int:
+    """A shared lock on `folder`, as a reader (another user's `dumpgym list`, say) holds it; close the fd to free it."""
+    fd = os.open(folder, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+WAITING = "dumpgym: waiting for the corpus lock on {} (held by another dumpgym)"
+
+
+def test_a_remove_waiting_on_the_lock_says_so_and_gives_up_after_wait(kept_folder, corpus_dir):
+    shutil.copytree(kept_folder, corpus_dir)
+    before = snapshot(corpus_dir)
+    fd = _shared_lock(corpus_dir)
+    try:
+        result = _cli("remove", "kept", "--corpus", str(corpus_dir), "--wait", "2")
+    finally:
+        os.close(fd)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2 and len(lines) == 2, result.stderr
+    assert lines[0] == WAITING.format(corpus_dir)
+    assert lines[1].startswith(f"dumpgym: error: gave up after 2 s waiting for the corpus lock on {corpus_dir}")
+    assert snapshot(corpus_dir) == before
+    assert _cli("remove", "kept", "--corpus", str(corpus_dir)).returncode == 0  # free again: no wait, no line
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_add_stopped_while_waiting_on_the_lock_leaves_nothing_and_no_native_stack(sig, kept_folder, corpus_dir):
+    shutil.copytree(kept_folder, corpus_dir)
+    before = snapshot(corpus_dir)
+    fd = _shared_lock(corpus_dir)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "dumpgym", "add", f"{PROGRAMS}:while_halving", "--arg", "f32[3]",
+                                 "--corpus", str(corpus_dir), "--wait", "120"], stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": SRC})
+        seen = []
+        for line in proc.stderr:  # traced (JAX imported), then waiting for the exclusive lock
+            seen.append(line)
+            if line.startswith("dumpgym: waiting"):
+                break
+        proc.send_signal(sig)
+        rest = proc.stderr.read()
+        proc.wait(timeout=60)
+    finally:
+        os.close(fd)
+    err = "".join(seen) + rest
+    assert seen[-1].rstrip("\n") == WAITING.format(corpus_dir), err
+    assert proc.returncode == 130, err
+    assert rest == f"dumpgym: stopped while waiting for the corpus lock on {corpus_dir}; nothing was changed\n", err
+    assert snapshot(corpus_dir) == before
+
+
+def test_the_help_says_the_default_wait():
+    assert f"(default {usercorpus.WAIT:g};" in " ".join(_cli("add", "--help").stdout.split())
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS], ids=["disk full", "read-only"])
+def test_a_write_that_fails_names_the_file(code, kept_folder, corpus_dir, monkeypatch, capfd):
+    from dumpgym import corpus
+
+    shutil.copytree(kept_folder, corpus_dir)
+    before = snapshot(corpus_dir)
+
+    def failing(path, text):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(corpus, "write_atomic", failing)
+    assert cli.main(["remove", "kept", "--corpus", str(corpus_dir)]) == 2
+    err = capfd.readouterr().err
+    assert err == f"dumpgym: error: cannot write {corpus_dir / 'index.json'}: {os.strerror(code)}; nothing was changed\n"
+    assert snapshot(corpus_dir) == before

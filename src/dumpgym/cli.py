@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+from dumpgym.terminal import printable
+
 
 class UsageError(Exception):
     """A mistake in what the user asked for; printed as one line, exit status 2."""
@@ -39,6 +41,16 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text}")
+    return seconds
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, not argparse's usage block
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -55,8 +67,11 @@ def _cmd_build(args) -> int:
     from dumpgym import build, site
 
     data, pool = site.load_inputs(args.corpus)  # a damaged added program is skipped with a warning
-    build.build_site(args.out, data, pool)
-    print(f"wrote the gym to {args.out} ({len(data['programs'])} programs)")
+    removed = build.build_site(args.out, data, pool)
+    if removed:
+        print(printable(f"removed what {len(removed)} interrupted build(s) left beside it: "
+                        + " ".join(p.name for p in removed)))
+    print(printable(f"wrote the gym to {args.out} ({len(data['programs'])} programs)"))
     return 0
 
 
@@ -121,9 +136,9 @@ def _cmd_add(args) -> int:
     from dumpgym import usercorpus
 
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
-    say = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
+    say = (lambda msg: print(printable(msg), file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
     record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
-                            progress=say, compiled=args.hlo, args_from=args.args_from)
+                            progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait)
     print(f"added {record.slug}: {len(record.eqns)} equations · {record.xray_stats.line()}")
     return 0
 
@@ -133,7 +148,7 @@ def _cmd_list(args) -> int:
 
     rows = usercorpus.listing(args.corpus)
     for row in rows:
-        print(f"{row['slug']}\t{row['equations']} equations\t{row['entry']}")
+        print(f"{row['slug']}\t{row['equations']} equations\t{printable(row['entry'])}")
     if not rows:
         print("no added programs (add one with 'dumpgym add FILE.py:FUNC --arg SPEC ...' or '--args-from FILE.py:MAKE')")
     return 0
@@ -142,9 +157,15 @@ def _cmd_list(args) -> int:
 def _cmd_remove(args) -> int:
     from dumpgym import usercorpus
 
-    usercorpus.remove(args.slug, args.corpus)
+    usercorpus.remove(args.slug, args.corpus, wait=args.wait)
     print(f"removed {args.slug}")
     return 0
+
+
+def _wait_option(parser) -> None:
+    parser.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
+                        help="how long to wait for the corpus folder's lock while another dumpgym holds it "
+                             "(default 30; said after a second; then one line and exit 2)")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -189,12 +210,13 @@ def make_parser() -> argparse.ArgumentParser:
                    help="a function returning the example arguments (a tuple, or {\"args\": ..., \"kwargs\": ...}): "
                         "arrays, ShapeDtypeStructs, pytrees and models; other leaves are static")
     p.add_argument("--slug", help="its name in the gym (default: from the function name)")
-    p.add_argument("--title", help="its title in the gym (default: the function name)")
+    p.add_argument("--title", help="its title in the gym, at most 200 characters (default: the function name)")
     p.add_argument("--hlo", nargs="?", const="cpu", default=None, metavar="TARGET",
                    help="also compile it with XLA and add the compiled HLO layer: cpu (the default, this host), "
                         "tpu (a v5e slice, compiled without a TPU; needs dumpgym[tpu]), tpu:GEN:SHAPE (tpu:v6e:2x2), "
                         "gpu or gpu:a100 (an H100 or A100, compiled without a GPU, GEMMs not autotuned; needs dumpgym[gpu])")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    _wait_option(p)
     p.set_defaults(run=_cmd_add)
 
     p = sub.add_parser("list", help="list the programs you added")
@@ -204,6 +226,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("remove", help="remove a program you added")
     p.add_argument("slug", metavar="SLUG")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    _wait_option(p)
     p.set_defaults(run=_cmd_remove)
 
     for name, run, text in (
@@ -233,14 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         if debug:
             raise
-        print(f"dumpgym: error: {e}", file=sys.stderr)
+        print(f"dumpgym: error: {printable(e)}", file=sys.stderr)
         return 2
     except Exception as e:
         from dumpgym.errors import GymError
 
         if debug or not isinstance(e, (GymError, OSError)):
             raise
-        print(f"dumpgym: error: {e}", file=sys.stderr)
+        print(f"dumpgym: error: {printable(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -3,28 +3,31 @@
 The server answers GET and HEAD for the files of `site.site_files` and nothing else (the page is
 rendered before the URL is printed, each listing when the page first fetches it): no
 directory listings, no paths outside the site, no request bodies read, no code run for the browser.
-It answers only requests addressed to it (the `Host` check that defeats DNS rebinding), with a
-bounded pool of workers, a deep listen backlog and a deadline on each request head.
+It answers only requests addressed to it (the `Host` check that defeats DNS rebinding), on one
+asyncio event loop (standard library only), with a deep listen backlog and a read and a write
+deadline on each connection: a slow client holds a coroutine, not a thread, and nobody else.
 `get(path)` answers one request without a socket, for tests and for a quick look from Python.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
-import io
 import ipaddress
 import socket
 import sys
 import threading
-import time
 import webbrowser
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from email.utils import formatdate
 from functools import lru_cache
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+from dumpgym.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
 from dumpgym.site import CSP, SiteFiles, load_inputs, site_files
+from dumpgym.terminal import printable
 
 TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -42,9 +45,13 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
-BACKLOG = 128
-WORKERS = 32
+BACKLOG = 1024  # the kernel caps it at net.core.somaxconn
+CONNECTIONS = 1024  # served at once, each a coroutine of a few kilobytes; more wait in the backlog
 TIMEOUT = 5.0
+CHUNK = 64 * 1024
+RENDER_WORKERS = 4  # threads that make and gzip files on first request (GIL-bound: more only contend)
+SEND_BUFFER = 128 * 1024  # per connection (Linux doubles it): what a client that stops reading costs the kernel
+REFUSED_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 _GZIP_MIN = 1024
 
@@ -56,6 +63,7 @@ class Site:
         self.files = files if isinstance(files, SiteFiles) else dict(files)
         self.programs = programs
         self._gzipped: dict[str, bytes] = {}
+        self._answered: set[tuple[str, bool]] = set()  # (file, gzipped) answered once: made and compressed
 
     @classmethod
     def build(cls, corpus_dir=None) -> "Site":
@@ -96,7 +104,13 @@ class Site:
                 body = self._gzipped[rel]
                 headers["Content-Encoding"] = "gzip"
         headers["Content-Length"] = str(len(body))
+        self._answered.add((rel, accept_gzip))
         return HTTPStatus.OK, headers, body
+
+    def ready(self, target: str, accept_gzip: bool = False) -> bool:
+        """Whether `get(target)` is quick: an error, or a file already made (and compressed, if asked) once."""
+        rel = self.resolve(target)
+        return rel is None or rel not in self.files or (rel, accept_gzip) in self._answered
 
 
 def _suffix(rel: str) -> str:
@@ -124,126 +138,170 @@ def get(path: str, corpus_dir=None) -> tuple[int, dict[str, str], bytes]:
     return site.get(path)
 
 
-class _HeadDeadline(io.RawIOBase):
-    """A connection's reading side that gives up `seconds` after it opened, however slowly bytes trickle in."""
+class GymServer:
+    """The gym over HTTP on one asyncio event loop: every connection a coroutine, none a thread.
 
-    def __init__(self, sock: socket.socket, seconds: float):
-        self._sock = sock
-        self._deadline = time.monotonic() + seconds
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request head took too long")
-        self._sock.settimeout(left)
-        return self._sock.recv_into(buffer)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    site: Site
-    timeout = TIMEOUT
-    server_version = "dumpgym"
-    sys_version = ""
-
-    def setup(self):
-        super().setup()
-        # A socket timeout restarts with every byte, so a client trickling its head would keep a worker
-        # forever; one deadline per connection (one request each: HTTP/1.0) bounds the whole head.
-        self.rfile = io.BufferedReader(_HeadDeadline(self.connection, self.timeout))
-
-    def _send(self, status: int, headers: dict[str, str], body: bytes, with_body: bool = True) -> None:
-        self.connection.settimeout(self.timeout)  # the answer gets its own time, whatever the head used
-        if self.request_version == "HTTP/0.9":
-            # http.server leaves this version on requests it could not parse and then writes no status
-            # line and no headers; no browser speaks HTTP/0.9, so every answer gets both.
-            self.request_version = "HTTP/1.0"
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if with_body:
-            self.wfile.write(body)
-
-    def _addressed_here(self) -> bool:
-        hosts = self.headers.get_all("Host") or []
-        if not hosts:  # browsers always send Host; only an HTTP/1.0 client may leave it out
-            return self.request_version == "HTTP/1.0"
-        allowed = self.server.hosts
-        return len(hosts) == 1 and (allowed is None or hosts[0].strip().lower() in allowed)
-
-    def _answer(self, with_body: bool) -> None:
-        if not self._addressed_here():
-            self.close_connection = True
-            status, headers, body = _plain(HTTPStatus.MISDIRECTED_REQUEST, "refused: this server answers only for "
-                                           "the address it listens on (or localhost)\n")
-        else:
-            accept = "gzip" in self.headers.get("Accept-Encoding", "")
-            status, headers, body = self.site.get(self.path, accept_gzip=accept)
-        self._send(status, headers, body, with_body)
-
-    def do_GET(self):  # noqa: N802 (http.server's naming)
-        self._answer(True)
-
-    def do_HEAD(self):  # noqa: N802
-        self._answer(False)
-
-    def _refuse(self):
-        status, headers, body = _plain(HTTPStatus.METHOD_NOT_ALLOWED, "only GET and HEAD are served\n")
-        self.close_connection = True
-        self._send(status, {**headers, "Allow": "GET, HEAD", "Connection": "close"}, body)
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
-
-    def send_error(self, code, message=None, explain=None):
-        """Answer an error in plain text with the headers every answer carries (http.server's page has none)."""
-        status = HTTPStatus(code)
-        status, headers, body = _plain(status, f"{code} {message or status.phrase}\n")
-        self.close_connection = True
-        self._send(status, {**headers, "Connection": "close"}, body, self.command != "HEAD")
-
-    def log_message(self, format, *args):  # quiet: one line per request would drown the URL
-        pass
-
-
-class GymServer(ThreadingHTTPServer):
-    """A threading HTTP server with a deep listen backlog, at most `workers` threads, and IPv6 when the host is."""
+    A connection costs a few kilobytes however slowly its client sends or reads, so slow clients hold
+    nobody else. Each has a read deadline (`timeout` for the whole request head, however slowly it
+    trickles in) and a write deadline (`timeout` for each 64 KB of the answer the client takes).
+    At most `connections` are served at once; more wait in the kernel's listen backlog. A file is
+    rendered or compressed, the first time it is asked for, in a worker thread, never on the loop.
+    HTTP/1.0: one request per connection, closed after the answer.
+    """
 
     request_queue_size = BACKLOG
-    daemon_threads = True
-    block_on_close = False  # Ctrl-C must not wait for a stalled client; its thread ends with the process
-    hosts: frozenset[str] | None = None
 
-    def __init__(self, address: tuple[str, int], handler, workers: int = WORKERS):
-        self.address_family = socket.getaddrinfo(address[0] or None, address[1], type=socket.SOCK_STREAM,
-                                                 flags=socket.AI_PASSIVE)[0][0]
-        self._slots = threading.BoundedSemaphore(workers)
-        super().__init__(address, handler)
-        self.hosts = _hosts(self.server_address[0], address[0], self.server_address[1])
-
-    def server_bind(self):
-        if self.address_family == socket.AF_INET6:  # `::` serves IPv4 too, as `python -m http.server` does
-            with contextlib.suppress(AttributeError, OSError):
-                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
-
-    def process_request(self, request, client_address):
-        # Waiting here, in the accept loop, leaves further connections in the kernel's backlog
-        # rather than in threads or memory.
-        self._slots.acquire()
+    def __init__(self, address: tuple[str, int], site: Site, connections: int = CONNECTIONS,
+                 timeout: float = TIMEOUT):
+        family = socket.getaddrinfo(address[0] or None, address[1], type=socket.SOCK_STREAM,
+                                    flags=socket.AI_PASSIVE)[0][0]
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
         try:
-            super().process_request(request, client_address)
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # `::` serves IPv4 too, as `python -m http.server` does
+                with contextlib.suppress(AttributeError, OSError):
+                    self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            self.socket.bind(address)
+            self.socket.listen(self.request_queue_size)
         except BaseException:
-            self._slots.release()
+            self.socket.close()
             raise
+        self.socket.setblocking(False)
+        self.server_address = self.socket.getsockname()
+        self.site, self.connections, self.timeout = site, connections, timeout
+        self.hosts = _hosts(self.server_address[0], address[0], self.server_address[1])
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._stopped = threading.Event()
+        self._shutdown = threading.Event()  # asked before the loop ran: serve_forever returns at once
+        self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
 
-    def process_request_thread(self, request, client_address):
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
+        self._stopped.clear()
         try:
-            super().process_request_thread(request, client_address)
+            asyncio.run(self._serve())
         finally:
-            self._slots.release()
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop `serve_forever` (called from another thread) and wait until it has returned."""
+        self._shutdown.set()
+        loop, stop = self._loop, self._stop
+        if loop is None or stop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop already closed
+            loop.call_soon_threadsafe(stop.set)
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        """Close the listening socket (the port is free again at once)."""
+        self.socket.close()
+        self._workers.shutdown(wait=False, cancel_futures=True)
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        if self._shutdown.is_set():
+            self._stop.set()
+        slots = asyncio.Semaphore(self.connections)
+        clients: set[asyncio.Task] = set()
+
+        async def accept():
+            while True:
+                # Waiting for a slot before accepting leaves further connections in the kernel's backlog.
+                await slots.acquire()
+                try:
+                    conn, _ = await self._loop.sock_accept(self.socket)
+                except OSError:  # out of file descriptors, say: the backlog waits, and accepting goes on
+                    slots.release()
+                    await asyncio.sleep(0.1)
+                    continue
+                except BaseException:
+                    slots.release()
+                    raise
+                # The kernel would take megabytes of a large answer for a client that reads none of it.
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+                task = asyncio.create_task(self._connection(conn, slots))
+                clients.add(task)
+                task.add_done_callback(clients.discard)
+
+        accepting = asyncio.create_task(accept())
+        try:
+            await self._stop.wait()
+        finally:
+            accepting.cancel()
+            for task in list(clients):
+                task.cancel()
+            await asyncio.gather(accepting, *clients, return_exceptions=True)
+            self._loop = None
+
+    async def _connection(self, conn: socket.socket, slots: asyncio.Semaphore) -> None:
+        writer = None
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=READ_LIMIT)
+            await self._exchange(reader, writer)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass  # the client went away, or was too slow: nothing to tell it
+        finally:
+            slots.release()
+            if writer is None:
+                conn.close()
+            else:
+                writer.transport.abort()  # whatever is left unsent to a client that stopped reading
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        method = "GET"
+        try:
+            async with asyncio.timeout(self.timeout):  # the whole head, however slowly it trickles in
+                head = await read_head(reader)
+            if head is None:
+                return
+            method, target, version, headers = head
+            if method not in ("GET", "HEAD"):
+                if method in REFUSED_METHODS:
+                    status, answer, body = _plain(HTTPStatus.METHOD_NOT_ALLOWED, "only GET and HEAD are served\n")
+                    answer = {**answer, "Allow": "GET, HEAD", "Connection": "close"}
+                else:
+                    raise Refused(HTTPStatus.NOT_IMPLEMENTED, f"Unsupported method ({method!r})")
+            elif not self._addressed_here(headers, version):
+                status, answer, body = _plain(HTTPStatus.MISDIRECTED_REQUEST, "refused: this server answers only for "
+                                              "the address it listens on (or localhost)\n")
+            else:
+                status, answer, body = await self._get(target, accepts_gzip(headers.get("Accept-Encoding", "")))
+        except Refused as e:
+            code = HTTPStatus(e.status)
+            status, answer, body = _plain(code, f"{code.value} {e.message or code.phrase}\n")
+            answer = {**answer, "Connection": "close"}
+        await self._send(writer, status, answer, body if method != "HEAD" else b"")
+        writer.close()
+        async with asyncio.timeout(self.timeout):
+            await writer.wait_closed()
+
+    async def _get(self, target: str, gzip_ok: bool) -> tuple[int, dict[str, str], bytes]:
+        site = self.site
+        if site.ready(target, gzip_ok):
+            return site.get(target, accept_gzip=gzip_ok)
+        # Rendering a listing or compressing a large file takes milliseconds to a second: a worker does it.
+        return await self._loop.run_in_executor(self._workers, lambda: site.get(target, accept_gzip=gzip_ok))
+
+    def _addressed_here(self, headers, version: str) -> bool:
+        hosts = headers.get_all("Host") or []
+        if not hosts:  # browsers always send Host; only an HTTP/1.0 client may leave it out
+            return version == "HTTP/1.0"
+        return len(hosts) == 1 and (self.hosts is None or hosts[0].strip().lower() in self.hosts)
+
+    async def _send(self, writer: asyncio.StreamWriter, status: int, headers: dict[str, str], body: bytes) -> None:
+        code = HTTPStatus(status)
+        lines = [f"HTTP/1.0 {code.value} {code.phrase}", "Server: dumpgym", f"Date: {formatdate(usegmt=True)}",
+                 *(f"{name}: {value}" for name, value in headers.items())]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        view = memoryview(body)
+        for start in range(0, len(view), CHUNK):
+            writer.write(view[start:start + CHUNK])
+            async with asyncio.timeout(self.timeout):  # each chunk in its time: a client that stops reading goes
+                await writer.drain()
+        async with asyncio.timeout(self.timeout):
+            await writer.drain()
 
 
 def _hosts(bound: str, given: str, port: int) -> frozenset[str] | None:
@@ -254,14 +312,13 @@ def _hosts(bound: str, given: str, port: int) -> frozenset[str] | None:
     return frozenset(n for name in names for n in (name, f"{name}:{port}"))
 
 
-def make_server(site: Site, host: str = "127.0.0.1", port: int = 8000, *, workers: int = WORKERS,
+def make_server(site: Site, host: str = "127.0.0.1", port: int = 8000, *, connections: int = CONNECTIONS,
                 timeout: float = TIMEOUT) -> GymServer:
     """An HTTP server for `site`, bound but not yet serving (port 0 picks a free port)."""
-    handler = type("Handler", (_Handler,), {"site": site, "timeout": timeout})
-    return GymServer((host, port), handler, workers)
+    return GymServer((host, port), site, connections, timeout)
 
 
-def url_of(server: ThreadingHTTPServer) -> str:
+def url_of(server: GymServer) -> str:
     """The http:// URL a bound server answers on (its loopback address when bound to every address)."""
     host, port = server.server_address[:2]
     if ipaddress.ip_address(host.split("%")[0]).is_unspecified:
@@ -269,7 +326,7 @@ def url_of(server: ThreadingHTTPServer) -> str:
     return f"http://{_bracket(host)}:{port}/"
 
 
-def exposed(server: ThreadingHTTPServer) -> bool:
+def exposed(server: GymServer) -> bool:
     """Whether other machines can reach `server` (bound to an address that is not loopback)."""
     return not ipaddress.ip_address(server.server_address[0].split("%")[0]).is_loopback
 
@@ -289,10 +346,10 @@ def _bind(site: Site, host: str, port: int) -> GymServer:
 
 
 def _announce(server: GymServer, host: str) -> None:
-    programs = server.RequestHandlerClass.site.programs
+    programs = server.site.programs
     print(f"dumpgym: the gym is at {url_of(server)} ({programs} programs; Ctrl-C stops)", flush=True)
     if exposed(server):
-        print(f"dumpgym: warning: listening on {host}, the gym's data (file paths and sources of your added "
+        print(f"dumpgym: warning: listening on {printable(host)}, the gym's data (file paths and sources of your added "
               "programs) is visible on the network", file=sys.stderr, flush=True)
 
 
@@ -304,7 +361,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     """
     server = _bind(Site({}), host, port)
     try:
-        server.RequestHandlerClass.site = Site.build(corpus_dir)
+        server.site = Site.build(corpus_dir)
         _announce(server, host)
         if open_browser:
             webbrowser.open(url_of(server))

@@ -272,13 +272,17 @@ class SiteFiles(Mapping):
         self._makers = makers
         self._made: dict[str, bytes] = {}
         self._lock = threading.Lock()
+        self._making: dict[str, threading.Lock] = {}  # one lock per file: a slow listing holds up no other
 
     def __getitem__(self, path: str) -> bytes:
         made = self._made.get(path)
         if made is None:
+            maker = self._makers[path]
             with self._lock:
+                lock = self._making.setdefault(path, threading.Lock())
+            with lock:
                 if path not in self._made:
-                    self._made[path] = self._makers[path]()
+                    self._made[path] = maker()
                 made = self._made[path]
         return made
 
@@ -354,9 +358,10 @@ def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
 
     from dumpgym.drills import build_pool
     from dumpgym.drills._stored import StoredItems
+    from dumpgym.terminal import printable
     from dumpgym.usercorpus import load_corpus, user_corpus_dir
 
-    warn = warn or (lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr))
+    warn = warn or (lambda line: print(f"dumpgym: warning: {printable(line)}", file=sys.stderr))
     corpus = load_corpus(corpus_dir, warn)
     # An added program's items are kept beside its record: a big model is read, not drilled again.
     return corpus, build_pool(corpus, warn, StoredItems(user_corpus_dir(corpus_dir)))

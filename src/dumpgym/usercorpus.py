@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -26,6 +27,9 @@ from dumpgym.program import ProgramError
 from dumpgym.record import ProgramRecord, RecordError, upgrade_program, valid_slug
 
 INDEX_SCHEMA = "dumpgym.user-corpus/1"
+# The longest title `add` takes: a heading's worth. The page lays a title out on one line in the drill
+# header, the x-ray picker and the corpus card; a longer one is a mistake (or an attack on the layout).
+TITLE_MAX = 200
 # What `write_atomic` leaves behind when killed mid-write: `.<name>.json.<random>`.
 _LEFTOVER = re.compile(r"\.[a-z0-9-]+(?:\.drills)?\.json\.[A-Za-z0-9_]{6,}")
 
@@ -39,9 +43,17 @@ def user_corpus_dir(corpus_dir: str | os.PathLike | None = None) -> Path:
     return Path(user_data_dir("dumpgym")) / "corpus"
 
 
+WAIT = 30.0  # seconds a command waits for the folder's lock by default (`--wait`); an add or remove holds it briefly
+_SAY_WAITING_AFTER = 1.0
+
+
 @contextlib.contextmanager
-def locked(folder: Path, exclusive: bool) -> Iterator[None]:
-    """Hold the folder's lock (shared for readers, exclusive for writers); no lock where there is no folder."""
+def locked(folder: Path, exclusive: bool, wait: float | None = None) -> Iterator[None]:
+    """Hold the folder's lock (shared for readers, exclusive for writers); no lock where there is no folder.
+
+    Waiting for it is said on stderr after a second; after `wait` seconds (default `WAIT`) it is a
+    `CorpusFolderError`. Ctrl-C or SIGTERM while waiting stops with one line, having changed nothing.
+    """
     try:
         import fcntl
     except ImportError:  # no flock on this platform: run unlocked, as before
@@ -55,10 +67,67 @@ def locked(folder: Path, exclusive: bool) -> Iterator[None]:
     except OSError as e:
         raise CorpusFolderError(f"cannot open the corpus folder {folder}: {e.strerror or e}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        _acquire(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, folder, WAIT if wait is None else wait)
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def _acquire(fd: int, mode: int, folder: Path, wait: float) -> None:
+    import fcntl
+    import time
+
+    from dumpgym.terminal import printable
+
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    start, said = time.monotonic(), False
+    try:
+        with _sigterm_interrupts():
+            while True:
+                waited = time.monotonic() - start
+                if not said and waited >= min(_SAY_WAITING_AFTER, wait):
+                    print(f"dumpgym: waiting for the corpus lock on {printable(folder)} (held by another dumpgym)",
+                          file=sys.stderr, flush=True)
+                    said = True
+                if waited >= wait:
+                    raise CorpusFolderError(f"gave up after {wait:g} s waiting for the corpus lock on {folder}, held "
+                                            "by another dumpgym; nothing was changed (wait longer with --wait SECONDS)")
+                time.sleep(min(0.05, max(wait - waited, 0.001)))
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    continue
+    except KeyboardInterrupt:
+        print(f"dumpgym: stopped while waiting for the corpus lock on {printable(folder)}; nothing was changed",
+              file=sys.stderr, flush=True)
+        raise
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (a `timeout` running us) raises KeyboardInterrupt for this block, in place of the handler
+    jaxlib installs once JAX is imported, which prints a native stack trace before dying."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        # Python sees jaxlib's native handler as SIG_DFL: restoring that ends the process plainly on SIGTERM.
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def read_index(folder: Path) -> list[str]:
@@ -158,9 +227,17 @@ def load_corpus(corpus_dir=None, warn: Callable[[str], None] | None = None) -> d
 
 
 def _write_index(folder: Path, slugs: list[str]) -> None:
+    _write(folder / "index.json", json.dumps({"schema": INDEX_SCHEMA, "programs": slugs}) + "\n")
+
+
+def _write(path: Path, text: str) -> None:
+    """`write_atomic`, with a full disk or a read-only folder said as one line naming the file."""
     from dumpgym.corpus import write_atomic
 
-    write_atomic(folder / "index.json", json.dumps({"schema": INDEX_SCHEMA, "programs": slugs}) + "\n")
+    try:
+        write_atomic(path, text)
+    except OSError as e:  # "[Errno 28] No space left on device" alone says nothing of where
+        raise CorpusFolderError(f"cannot write {path}: {e.strerror or e}; nothing was changed") from None
 
 
 def _clean_leftovers(folder: Path) -> None:
@@ -227,7 +304,7 @@ def _check_slug_free(slug: str, folder: Path) -> None:
 
 def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: str | None = None,
         corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool | str = False,
-        args_from: str | None = None) -> ProgramRecord:
+        args_from: str | None = None, wait: float | None = None) -> ProgramRecord:
     """`dumpgym add`: import `entry`, make its example arguments (`--arg` specs or `--args-from` MAKE), trace and store it.
 
     `compiled`: False, True or "cpu" (this host's XLA), "tpu" or "tpu:GEN:SHAPE" (a TPU, without one),
@@ -244,6 +321,8 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
             raise ProgramError("give each argument of the function with --arg, e.g. --arg bf16[64,128], "
                                "or a function making them with --args-from FILE.py:MAKE")
     _check_slug_syntax(slug)
+    _check_text(entry, "the entry", entry)
+    _check_title(title)
     entry, name = _resolved(entry)
     files: dict = {}
     function = load_entry(entry, files)
@@ -253,7 +332,7 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
     else:
         args, kwargs = load_examples(_resolved(args_from)[0], files)
     return add_function(function, args, kwargs, entry=entry, name=name, slug=slug, title=title,
-                        corpus_dir=corpus_dir, progress=progress, compiled=compiled)
+                        corpus_dir=corpus_dir, progress=progress, compiled=compiled, wait=wait)
 
 
 def _compile_target(compiled):
@@ -269,21 +348,25 @@ def _compile_target(compiled):
 
 def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, name: str, slug: str | None = None,
                  title: str | None = None, corpus_dir=None, progress: Callable[[str], None] | None = None,
-                 compiled: bool | str = False) -> ProgramRecord:
+                 compiled: bool | str = False, wait: float | None = None) -> ProgramRecord:
     """Trace `function` on example values (pytrees, models, static leaves), build its record, and store it.
 
     The one path of every added program, from the command line and from Python (`dumpgym.add`).
-    Nothing is written until it has traced; the write holds the folder's lock.
+    Nothing is written until it has traced; the write holds the folder's lock (waiting for it at most
+    `wait` seconds, default `WAIT`).
     """
     import jax
 
-    from dumpgym.corpus import program_record, write_atomic
+    from dumpgym.corpus import program_record
     from dumpgym.program import Program, partition, trace_failure
 
     _check_slug_syntax(slug)
+    _check_title(title)
+    _check_text(entry, "the entry", entry)
+    _check_text(name, "the function's name", name)
     folder = user_corpus_dir(corpus_dir)
     slug = slug or _default_slug(name)
-    with locked(folder, exclusive=False):
+    with locked(folder, exclusive=False, wait=wait):
         _check_slug_free(slug, folder)  # fail before the slow part; checked again under the write lock
     target = _compile_target(compiled)
     partitioned = partition(function, args, kwargs)
@@ -301,12 +384,12 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
         raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
-    with locked(folder, exclusive=True):
+    with locked(folder, exclusive=True, wait=wait):
         _clean_leftovers(folder)
         _check_slug_free(slug, folder)
         slugs = read_index(folder)
         path = folder / f"{slug}.json"
-        write_atomic(path, json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n")
+        _write(path, json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n")
         try:
             _write_index(folder, [*slugs, slug])
         except BaseException:
@@ -318,6 +401,24 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
 def _check_slug_syntax(slug: str | None) -> None:
     if slug is not None and not valid_slug(slug):
         raise ProgramError(f"--slug {slug!r} must use only a-z, 0-9 and '-' (at most 64, not starting with '-')")
+
+
+def _check_title(title: str | None) -> None:
+    if title is None:
+        return
+    _check_text(title, "--title", title)
+    if len(title) > TITLE_MAX:
+        raise ProgramError(f"--title is {len(title):,} characters long; a title may have at most {TITLE_MAX}")
+
+
+def _check_text(value: str, what: str, shown: str) -> None:
+    """Refuse `value` unless it is text the record can hold (Python decodes bytes that are not UTF-8 in a
+    command line or a file name to lone surrogates, which no JSON file can be written with)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProgramError(f"{what} {shown!r} is not valid UTF-8 (bytes from a terminal or file system in "
+                           "another encoding); give it in UTF-8") from None
 
 
 def _resolved(entry: str) -> tuple[str, str]:
@@ -342,10 +443,10 @@ def entry_of(function: Callable) -> str:
     return f"<notebook>:{getattr(function, '__name__', type(function).__name__)}"
 
 
-def remove(slug: str, corpus_dir=None) -> None:
+def remove(slug: str, corpus_dir=None, wait: float | None = None) -> None:
     """Remove an added program from the user's corpus (its record need not be readable)."""
     folder = user_corpus_dir(corpus_dir)
-    with locked(folder, exclusive=True):
+    with locked(folder, exclusive=True, wait=wait):
         slugs = read_index(folder)
         if slug not in slugs:
             known = " ".join(slugs) or "none"

@@ -7,6 +7,7 @@ import { resolveContext } from './context.js';
 import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
 import { weightOf } from './sample.js';
 import { loadScheduler, pickNext, skillOf } from './schedule.js';
+import { schedulerTrouble } from './progress-check.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
@@ -86,6 +87,7 @@ class Panel {
   /** The programs to draw from (only the learner's own with "your programs" on; all when it has none of them). */
   drawPool() {
     const yours = this.pool.filter((p) => this.yours.has(p.slug));
+    this.el.toggleAttribute('data-none-yours', Boolean(this.yoursOnly && !yours.length));  // says so: _drills.html
     return this.yoursOnly && yours.length ? yours : this.pool;
   }
 
@@ -151,7 +153,7 @@ class Panel {
     const where = lines && Array.isArray(span) && span.length
       ? (span[span.length - 1] > span[0] ? ` · jaxpr lines ${span[0]}–${span[span.length - 1]}` : ` · jaxpr line ${span[0]}`)
       : '';
-    return html`<p class="where"><a href="#p-${slug}">${programTitle(slug)}</a>${where}${extra}</p>`;
+    return html`<p class="where"><a href="#p-${slug}"><bdi>${programTitle(slug)}</bdi></a>${where}${extra}</p>`;
   }
 
   /** The question's context: each block its `context` resolves to, as text, and nothing else. */
@@ -302,7 +304,8 @@ class Panel {
 
   async finish(right, message) {
     this.answered = true;
-    await this.progress.review(this.item, right, performance.now() - this.shownAt);
+    await this.progress.review(this.item, right, performance.now() - this.shownAt)
+      .catch((e) => schedulerTrouble(this.progress, e));  // progress-check.js: the drill moves on
     this.el.dataset.state = 'answered';
     const { current } = this.progress.streak(this.kind);
     render(this.body.querySelector('[data-feedback]'), html`${message}<p class="fine">${right
@@ -346,8 +349,9 @@ export function registerDrills(root, progress, preferred) {
 
   for (const tab of tabs) tab.addEventListener('click', () => select(tab.dataset.drillTab));
   // The scheduler rates answers only: fetch it at the learner's first touch, well before the answer lands.
-  root.addEventListener('pointerdown', () => loadScheduler(), { once: true, passive: true });
-  document.addEventListener('keydown', () => loadScheduler(), { once: true, passive: true });
+  // (An early start only: should it fail, the answer's own load says so, progress-check.js.)
+  root.addEventListener('pointerdown', () => loadScheduler().catch(() => {}), { once: true, passive: true });
+  document.addEventListener('keydown', () => loadScheduler().catch(() => {}), { once: true, passive: true });
   onTabKeys(root.querySelector('[role=tablist]'), () => ({ tabs, i: tabs.findIndex((t) => t.dataset.drillTab === active) }),
     (tab) => select(tab.dataset.drillTab, { focusTab: true }));
   document.addEventListener('click', (e) => {

@@ -8,6 +8,7 @@
 
 import { html, render } from './html.js';
 import { loadScheduler, nextCard, noteAnswer, ratingOf, skillOf } from './schedule.js';
+import { repairRecord, scheduleSafely } from './progress-check.js';
 
 export const KEY = 'dumpgym.progress/2';
 // The first version (streaks and targets only): read once to migrate, never written, left as it was.
@@ -233,6 +234,13 @@ export class Progress extends EventTarget {
     if (problem) { this.#unreadable(raw, problem); return; }
     this.data = withCurrentCards(structuredClone(value));
     [this.#raw, this.#base] = [raw, value];
+    this.#repair();
+  }
+
+  // Cards the scheduler cannot take, and undated targets (progress-check.js): set aside with a notice, saved.
+  #repair() {
+    const repaired = repairRecord(this.data, { storage: this.storage });
+    if (repaired) { this.#notice(repaired); this.#save(); }
   }
 
   // A first-version record and no current one: carry it over whole and save it under KEY. The old key is
@@ -264,6 +272,7 @@ export class Progress extends EventTarget {
     const theirs = withCurrentCards(value);  // a tab of the previous version may have saved old keys
     this.data = this.#base && !covers(theirs, withCurrentCards(this.#base)) ? structuredClone(theirs) : merge(this.data, theirs);
     [this.#raw, this.#base, this.#held] = [raw, value, false];
+    this.#repair();  // another tab (an older page) may have saved what the scheduler cannot take
     return JSON.stringify(this.data) !== before;
   }
 
@@ -349,7 +358,8 @@ export class Progress extends EventTarget {
     await loadScheduler();
     this.#update(() => {
       this.#count(kind, right);
-      this.data.cards[family] = nextCard(own(this.data.cards, family), rating, new Date());
+      this.data.cards[family] = scheduleSafely(nextCard, own(this.data.cards, family), rating, family,
+        (message) => this.#notice(message, { sticky: false, key: 'scheduler' }));  // progress-check.js
       const cells = (this.data.tallies[kind] = own(this.data.tallies, kind) ?? {});
       const skill = skillOf(item);  // shapes' skill, the step of the others (decisions: its kind)
       const names = ['all', skill && `skill:${skill}`, item.primitive && `primitive:${item.primitive}`];
@@ -405,6 +415,8 @@ export class Progress extends EventTarget {
     const problem = validate(value, { v1 });
     if (problem) throw new Error(`the file is not dumpgym progress: ${problem}`);
     const record = v1 ? migrate(value) : withCurrentCards(value);
+    const repaired = repairRecord(record, { what: 'The file' });  // progress-check.js
+    if (repaired) this.#notice(repaired, { key: 'progress-import-repair' });
     const count = (r) => ({ streaks: Object.keys(r.streaks).length, targets: Object.keys(r.reached).length,
       cards: Object.keys(r.cards).length });
     this.#refresh();

@@ -160,3 +160,20 @@ def test_an_equinox_step_that_returns_its_model_gets_in():
     traced = trace(partitioned.function, partitioned.structs)
     assert [(a.shape, a.dtype) for a in traced.closed_jaxpr.out_avals] == expected
     assert len(expected) == 2 * len(model.layers) + 1  # each layer's weight and bias, then the loss
+
+
+def test_a_jitted_step_on_pytrees_is_shown_as_its_own_lower_prints_it(tmp_path):
+    """A function already under jax.jit, called on a dict of parameters: traced by its own jit, so its
+    listings are what `step.trace(...)` and `step.lower(...)` print, with no jit of dumpgym's around it."""
+    @jax.jit
+    def step(params, x):
+        return jnp.tanh(x @ params["w"] + params["b"])
+
+    params = {"w": F32((8, 16)), "b": F32((16,))}
+    x = F32((4, 8))
+    view = dumpgym.xray(step, params, x)
+    assert view.jaxpr == str(step.trace(params, x).jaxpr)
+    assert view.stablehlo == step.lower(params, x).as_text()
+    record = dumpgym.add(step, params, x, slug="step", corpus=tmp_path / "c")
+    assert record.args == ("f32[16]", "f32[8,16]", "f32[4,8]")  # the leaves, in jax.tree order
+    assert record.jaxpr == view.jaxpr

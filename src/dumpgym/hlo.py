@@ -248,7 +248,10 @@ def devices_needed(trace) -> int:
     """How many devices the program spans: its sharded arguments' and any mesh its equations name."""
     from jax.sharding import Mesh
 
-    sizes = [len(a.sharding.device_set) for a in trace.args if getattr(a, "sharding", None) is not None]
+    import jax
+
+    sizes = [len(a.sharding.device_set) for a in jax.tree.leaves(trace.args)
+             if getattr(a, "sharding", None) is not None]
     for eqn in trace.tagged_eqns:
         sizes += [v.size for v in eqn.params.values() if isinstance(v, Mesh)]
     return max((s for s in sizes if s), default=1)  # a jit of no mesh names an empty one

@@ -208,15 +208,22 @@ def _first_line(error: BaseException) -> str:
 class Partitioned:
     """A function on example values, split as `eqx.filter_jit` splits it: array leaves traced, the rest static."""
 
-    function: Callable[..., Any]  # takes the traced leaves, flat, in the order jax.tree.flatten gives them
-    structs: tuple  # one jax.ShapeDtypeStruct per traced leaf (a concrete array's values are dropped)
+    # Takes the traced leaves, flat, in the order jax.tree.flatten gives them; or, for a function already
+    # under `jax.jit`, that function itself, on its own arguments.
+    function: Callable[..., Any]
+    # The positional arguments to trace it on: one jax.ShapeDtypeStruct per traced leaf (a concrete
+    # array's values are dropped), or the jitted function's own pytrees with their arrays as structs.
+    structs: tuple
 
     @property
     def avals(self) -> tuple[str, ...]:
         """Each traced leaf's aval as the jaxpr prints it (`f32[64,128]`), in order."""
+        import jax
+
         from dumpgym.facts import dtype_name
 
-        return tuple(str(ArgSpec(tuple(s.shape), dtype_name(s.dtype))) for s in self.structs)
+        leaves = [s for s in jax.tree.leaves(self.structs) if isinstance(s, jax.ShapeDtypeStruct)]
+        return tuple(str(ArgSpec(tuple(s.shape), dtype_name(s.dtype))) for s in leaves)
 
 
 def is_traced_leaf(leaf) -> bool:
@@ -250,6 +257,13 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
     if not kwargs and len(args) == len(leaves) == len(traced_at):
         # Flat arrays only: the function itself, so JAX names its parameters as the user wrote them.
         return Partitioned(function, structs)
+    if not kwargs and _own_jit(function):
+        # Already under jax.jit: traced by its own jit on its own pytrees (arrays as structs), so the listing
+        # is what its `.lower()` prints, with no jit of ours around it; what is static is its own business.
+        structs_at = dict(zip(traced_at, structs))
+        values = [structs_at.get(i, leaf) for i, leaf in enumerate(leaves)]
+        own_args, _ = jax.tree.unflatten(treedef, values)
+        return Partitioned(function, tuple(own_args))
 
     @functools.wraps(function, updated=())
     def partitioned(*traced):
@@ -270,6 +284,13 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
     partitioned.__signature__ = inspect.Signature(
         [inspect.Parameter(f"leaf{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(len(structs))])
     return Partitioned(partitioned, structs)
+
+
+def _own_jit(function) -> bool:
+    """Whether `function` is under `jax.jit` itself (it traces and lowers as `jax.stages` say), not under a
+    wrapper of another library's (nnx.jit, eqx.filter_jit), whose `.trace` means something else."""
+    return (callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None))
+            and type(function).__module__.startswith(("jaxlib", "jax.")))
 
 
 def _struct(leaf):

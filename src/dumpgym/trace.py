@@ -270,12 +270,15 @@ def mesh_of(traced: Trace) -> tuple[dict[str, int] | None, list | None]:
     None); `(None, None)` for a program on one device."""
     from jax.sharding import NamedSharding
 
-    shardings = [getattr(a, "sharding", None) for a in traced.args]
+    import jax
+
+    leaves = [a for a in jax.tree.leaves(traced.args) if hasattr(a, "shape")]  # a jitted function's pytrees too
+    shardings = [getattr(a, "sharding", None) for a in leaves]
     named = [s for s in shardings if isinstance(s, NamedSharding) and s.mesh.size > 1]
     if named:
         mesh = named[0].mesh
         specs = []
-        for arg, sharding in zip(traced.args, shardings):
+        for arg, sharding in zip(leaves, shardings):
             spec = list(sharding.spec) if isinstance(sharding, NamedSharding) and sharding.mesh == mesh else []
             specs.append([list(p) if isinstance(p, tuple) else p for p in spec] + [None] * (len(arg.shape) - len(spec)))
         return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), specs

@@ -18,11 +18,23 @@ def test_a_marked_test_skips_where_its_extra_is_missing(marker, request, monkeyp
 def test_under_ci_a_marked_test_fails_in_one_line_where_its_extra_is_missing(marker, request, monkeypatch):
     monkeypatch.setattr(target, EXTRAS[marker][0], lambda: False)
     monkeypatch.setenv("CI", "true")
+    monkeypatch.delenv("DUMPGYM_WITHOUT_EXTRAS", raising=False)
     request.node.add_marker(marker)
     with pytest.raises(pytest.fail.Exception) as failed:
         check(request.node)
     assert not failed.value.pytrace and len(str(failed.value).splitlines()) == 1
     assert f"the {EXTRAS[marker][1]} extra" in str(failed.value)
+
+
+@pytest.mark.parametrize("marker", sorted(EXTRAS))
+def test_under_ci_an_environment_made_without_extras_skips_instead(marker, request, monkeypatch):
+    """scripts/test-compat's environment (the oldest JAX, `.[test]` alone) says so: CI does not fail there."""
+    monkeypatch.setattr(target, EXTRAS[marker][0], lambda: False)
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("DUMPGYM_WITHOUT_EXTRAS", "1")
+    request.node.add_marker(marker)
+    with pytest.raises(pytest.skip.Exception, match=rf"pip install 'dumpgym\[{EXTRAS[marker][1]}\]'"):
+        check(request.node)
 
 
 @pytest.mark.parametrize("marker", sorted(EXTRAS))

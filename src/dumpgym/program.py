@@ -384,27 +384,15 @@ def trace_failure(error: BaseException, function: Callable[..., Any], partitione
     except Exception as refused:  # JAX refuses it too
         return ProgramError(f"{name} raised {type(refused).__name__} while tracing: {jax_message(refused)} "
                             f"(it expects {expected(function)}, given {describe_call(args, kwargs)})")
-    holders = sorted({e.primitive.name for e in _eqns(plain.jaxpr.jaxpr) if _holds_subjaxpr(e)})
+    from dumpgym.jax_internals import jaxprs_in_params
+    from dumpgym.trace import walk_eqns
+
+    holders = sorted({e.primitive.name for e in walk_eqns(plain.jaxpr)
+                      if any(True for _ in jaxprs_in_params(e.params))})
     binds = f"; its jaxpr binds {', '.join(holders)}" if holders else ""
     return ProgramError(f"dumpgym could not trace {name}, which JAX traces and lowers: {type(error).__name__}: "
                         f"{_first_line(error)}. This is a limitation of dumpgym, not of your program: please "
                         f"report it with JAX {jax.__version__}{binds}")
-
-
-def _eqns(jaxpr):
-    """Every equation of a jaxpr, sub-jaxprs included."""
-    from dumpgym.jax_internals import jaxprs_in_params
-
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in jaxprs_in_params(eqn.params):
-            yield from _eqns(getattr(sub, "jaxpr", sub))
-
-
-def _holds_subjaxpr(eqn) -> bool:
-    from dumpgym.jax_internals import jaxprs_in_params
-
-    return any(True for _ in jaxprs_in_params(eqn.params))
 
 
 def _shorten(text: str, limit: int) -> str:

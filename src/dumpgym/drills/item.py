@@ -2,7 +2,7 @@
 
 An `Item` is frozen and typed. Its `card` is the kind's own decision of what makes two items the same
 question (the scheduler keeps one card per question); its `answer` is one of the registered answer
-forms (`FORMS`: a tagged union, `{"form": "choice", ...}`); its `context` is a list of blocks that
+forms (answer.py `FORMS`: a tagged union, `{"form": "typed", ...}`); its `context` is a list of blocks that
 point into the program's listings (`Lines`: which lines of which layer, and how they are cut) or say a
 short computed thing in plain text (`Note`). `resolve` turns a context into exactly the blocks of text
 the page shows; the page does the same from the listings it fetches (static/context.js), by the same rule.
@@ -13,9 +13,10 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Union
+from typing import Mapping, Union
 
 from dumpgym.drills._tpu import short
+from dumpgym.drills.answer import FORMS, Answer, AxisSet, Choice, LinePick, LineSet, Misreading, Typed  # noqa: F401
 from dumpgym.record import ProgramRecord
 
 SCHEMA = "dumpgym.drills/2"
@@ -35,51 +36,7 @@ def listing_text(program: ProgramRecord, layer: str) -> str | None:
     return compiled.text if compiled is not None else None
 
 
-# --- answer forms ------------------------------------------------------------------------------
-
-FORMS: dict[str, type] = {}
-
-
-def form(name: str) -> Callable[[type], type]:
-    """Register an answer form class under `name`, the tag its JSON carries as `form`."""
-    def register(cls: type) -> type:
-        if name in FORMS:
-            raise ValueError(f"answer form {name!r} is registered twice")
-        FORMS[name] = cls
-        cls.form = name
-        return cls
-    return register
-
-
-@form("choice")
-@dataclass(frozen=True)
-class Choice:
-    """Pick one option: `options[index]` is right; `reasons` and `rules` say what each wrong one misreads."""
-
-    options: tuple[str, ...]
-    index: int
-    reasons: tuple[str, ...]
-    rules: tuple[str, ...]
-
-    def to_json(self) -> dict:
-        """The form as the pool writes it."""
-        return {"form": "choice", "options": list(self.options), "index": self.index,
-                "reasons": list(self.reasons), "rules": list(self.rules)}
-
-
-@form("line")
-@dataclass(frozen=True)
-class LinePick:
-    """Tap a line of the listing the context's first block shows: `line` is the answer, `accepted` every right one."""
-
-    line: int
-    accepted: tuple[int, ...]
-    explain: Mapping[str, str] = field(default_factory=dict)  # a wrong line (as a string) -> why it is wrong
-
-    def to_json(self) -> dict:
-        """The form as the pool writes it."""
-        return {"form": "line", "line": self.line, "accepted": list(self.accepted), "explain": dict(self.explain)}
-
+# --- answer forms: see answer.py (choice, line, lines, typed, axes) -------------------------------
 
 def choice(made: Mapping) -> Choice:
     """A `Choice` from `_avals.choice_item`'s options, answer, reasons and rules."""
@@ -163,7 +120,7 @@ class Item:
     """
 
     question: str
-    answer: Choice | LinePick
+    answer: Answer
     context: tuple[Block, ...]
     card: tuple[str, ...]
     layer: str

@@ -72,3 +72,10 @@ CASES = [
     (_CHOICE, 0, False, True),
     (_CHOICE, 3, False, False),
 ]
+
+# Only ASCII digits are digits: Python's str.isdigit and `\d` take others (Arabic-Indic, fullwidth), the page's do not.
+CASES += [
+    (_INT, "١٠٢٤", False, False),
+    (_SHAPE, "(８, 32)", False, False),
+    (_DTYPE, "f٨_e4m3fn", False, False),
+]

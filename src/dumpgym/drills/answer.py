@@ -68,7 +68,7 @@ def _misread_json(misread: Mapping[str, Misreading]) -> dict:
 # --- spellings: how a typed answer is read ----------------------------------------------------------
 
 _LONG = (("bfloat", "bf"), ("float", "f"), ("uint", "u"), ("complex", "c"), ("int", "i"))
-_DTYPE = re.compile(r"bool|float0|(?:bf|f|u|i|c)\d+(?:_[a-z0-9]+)*|key<[a-z0-9_]+>")
+_DTYPE = re.compile(r"bool|float0|(?:bf|f|u|i|c)[0-9]+(?:_[a-z0-9]+)*|key<[a-z0-9_]+>")
 _DIMS_SPLIT = re.compile(r"\s*(?:,|x|×|\*|\s)\s*")
 
 
@@ -113,7 +113,7 @@ def read_aval(text: str) -> str | None:
 def read_int(text: str) -> str | None:
     """A whole number from `1024`, `1,024`, `1_024` or `1 024`, or None."""
     body = text.strip()
-    if not re.fullmatch(r"[+-]?\d{1,3}(?:[,_ ]\d{3})+|[+-]?\d+", body):
+    if not re.fullmatch(r"[+-]?[0-9]{1,3}(?:[,_ ][0-9]{3})+|[+-]?[0-9]+", body):
         return None
     return str(int(re.sub(r"[,_ ]", "", body)))
 

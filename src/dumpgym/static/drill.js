@@ -1,12 +1,16 @@
-// Drills 01–03: one question at a time, one tap to answer, feedback that says why, a streak that counts.
-// An item's answer form says how it is answered: a `choice` (every kind but one) shares one view, a
-// `line` (`decisions`) asks for a line of a real listing instead. Its context is resolved from the
-// program's listings (context.js); its card (`item.card`) is what the scheduler keeps.
+// The drills: one question at a time, an answer that says why, a streak that counts.
+// An item's answer form says how it is answered (answer.js grades each): a `choice` is one button per
+// option, a `line` or a set of `lines` is tapped in a real listing, a `typed` value is written and a set
+// of `axes` toggled as chips (answer-view.js). Its context is resolved from the program's listings
+// (context.js); its card (`item.card`) is what the scheduler keeps.
 import { html, render, ticks } from './html.js';
+import { check } from './answer.js';
+import { gradeAxes, renderAxes, renderTyped, verdictMessage } from './answer-view.js';
 import { resolveContext } from './context.js';
 import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
+import { markCuts } from './cuts.js';
 import { weightOf } from './sample.js';
-import { loadScheduler, pickNext, skillOf } from './schedule.js';
+import { loadScheduler, optionOrder, pickNext, skillOf } from './schedule.js';
 import { schedulerTrouble } from './progress-check.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
@@ -128,18 +132,28 @@ class Panel {
     }
     this.item = split.items[index];
     this.last = { slug, index, weight: picked.weight, family: this.item.card };
+    this.standsFor = picked.standsFor ?? null;  // the due card a sibling is asked in place of (schedule.js)
     this.answered = false;
     this.el.dataset.item = `${this.kind}/${slug}/${index}`;
     this.el.dataset.scheduled = picked.reason;  // due, new or ahead (schedule.js)
-    if (this.item.answer.form === 'line') this.renderLines(slug, blocks);
-    else this.renderChoice(slug, blocks);
+    this.el.toggleAttribute('data-sibling', Boolean(this.standsFor));
+    const { form } = this.item.answer;
+    if (form === 'line' || form === 'lines') this.renderLines(slug, blocks);
+    else if (form === 'typed' || form === 'axes') {
+      const view = { ctx: html`<div class="ctx">${this.header(slug, '')}${this.shownBlocks(blocks)}</div>`,
+        question: html`<p class="q" tabindex="-1" id="q-${this.kind}">${this.item.question}</p>` };
+      (form === 'typed' ? renderTyped : renderAxes)(this, view);
+      this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
+    } else this.renderChoice(slug, blocks);
+    markCuts(this.body);
     this.el.dataset.state = 'asking';
     if (focus) {
       // The next question replaces one the page may have scrolled for (a long fused computation): unless
       // the question and its first answer are both in view, below the sticky header, bring it to the top.
+      // A typed answer is typed straight away: its field takes the focus.
       const q = this.body.querySelector('.q');
-      q.focus({ preventScroll: true });
-      const first = this.body.querySelector('[data-opt], [data-pick]') ?? q;
+      (this.body.querySelector('[data-typed-input]') ?? q).focus({ preventScroll: true });
+      const first = this.body.querySelector('[data-opt], [data-pick], [data-typed], [data-axes]') ?? q;
       const header = document.querySelector('.top')?.getBoundingClientRect().bottom ?? 0;
       if (q.getBoundingClientRect().top < header || first.getBoundingClientRect().top > innerHeight - 40) {
         q.scrollIntoView({ block: 'start' });
@@ -164,6 +178,8 @@ class Panel {
   renderChoice(slug, blocks) {
     const item = this.item;
     const { options } = item.answer;
+    // A card asked before comes back re-spelled: its options in an order not shown yet (schedule.js).
+    this.order = optionOrder(item.card, options.length, Object.hasOwn(this.progress.cards(), item.card));
     const context = this.shownBlocks(blocks);
     render(this.body, html`
       <div class="ctx">
@@ -172,7 +188,7 @@ class Panel {
       </div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
       <div class="options" role="group" aria-labelledby="q-${this.kind}">
-        ${options.map((o, i) => html`<button type="button" class="opt" data-opt="${i}"><kbd aria-hidden="true">${i + 1}</kbd><code>${show(o)}</code></button>`)}
+        ${this.order.map((k, i) => html`<button type="button" class="opt" data-opt="${i}"><kbd aria-hidden="true">${i + 1}</kbd><code>${show(options[k])}</code></button>`)}
       </div>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
@@ -183,19 +199,25 @@ class Panel {
 
   renderLines(slug, blocks) {
     const item = this.item;
-    const layer = item.layer === 'stablehlo' ? 'StableHLO' : 'jaxpr';
+    const multi = item.answer.form === 'lines';
+    const layer = LAYERS[item.layer] ?? item.layer ?? 'jaxpr';
+    // The help says tap on a touch screen and keys on a keyboard (gym.css shows one: `.on-touch`, `.on-keys`).
+    const help = multi
+      ? html`<span class="on-touch">tap every line of the set (tap again to drop one), then check</span><span class="on-keys">click every line of the set; or type the key number beside an operation's line, or step with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓); <kbd>Space</kbd> adds or drops the line, Enter checks</span>`
+      : html`<span class="on-touch">tap the line</span><span class="on-keys">click a line; or type the key number beside an operation's line, or step through them with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓), then press Enter</span>`;
     render(this.body, html`
       <div class="ctx">${this.header(slug, html` · ${layer}${item.step ? html` · <span class="tag">${item.step}</span>` : ''}`, { lines: false })}${
         this.shownBlocks(blocks.slice(1))}</div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
-      <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"></div>
-      <p class="fine" id="pick-help-${this.kind}">click a line; or type the key number beside an operation's line, or step through them with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓), then press Enter</p>
+      <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"${multi ? html` data-multi` : ''}></div>
+      <p class="fine" id="pick-help-${this.kind}">${help}</p>
+      ${multi ? html`<p class="check-row"><button type="button" class="check" data-submit>check <span data-picked-count>0</span> lines <kbd aria-hidden="true">↵</kbd></button></p>` : ''}
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
     const pick = this.body.querySelector('[data-pick]');
     // The first block is the whole listing the question is about: its lines are the rows to tap.
     const lines = String(blocks[0] ?? '').replace(/\n$/, '').split('\n');
-    render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr'}"><code>${
+    render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : item.layer in LAYERS ? item.layer : 'jaxpr'}"><code>${
       lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
     this.rows = lineElements(pick.querySelector('pre'));
     this.cursor = 0;
@@ -204,11 +226,15 @@ class Panel {
     // A numbered shortlist: the lines that hold an operation, so any answer is a key number and Enter away.
     this.keyed = candidateLines(lines, item.layer);
     this.keyed.forEach((row, n) => { this.rows[row].dataset.key = n + 1; });
+    this.picked = new Set();  // a line set's tapped rows, from 1
     pick.addEventListener('click', (e) => {
       e.preventDefault();
       const row = e.target.closest('[data-line]');
-      if (row && !this.answered) this.answerLine(Number(row.dataset.line));
+      if (!row || this.answered) return;
+      if (multi) this.toggleLine(Number(row.dataset.line));
+      else this.answerLine(Number(row.dataset.line));
     });
+    this.body.querySelector('[data-submit]')?.addEventListener('click', () => this.submitLines());
     pick.addEventListener('focus', () => { if (!this.answered) this.rows[this.cursor]?.classList.add('cur'); });
     pick.addEventListener('keydown', (e) => {
       if (this.answered || !this.rows.length) return;
@@ -219,7 +245,9 @@ class Panel {
       } else if (e.key === 'Enter' || e.key === ' ') {
         e.preventDefault();
         e.stopPropagation();
-        this.answerLine(this.cursor + 1);
+        if (!multi) this.answerLine(this.cursor + 1);
+        else if (e.key === ' ') this.toggleLine(this.cursor + 1);
+        else this.submitLines();
       }
     });
     this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
@@ -263,23 +291,73 @@ class Panel {
     return true;
   }
 
-  answer(index) {
+  /** Answer a choice by the position (from 0) of the option on screen. */
+  answer(position) {
     const item = this.item;
-    if (this.answered || item.answer.form !== 'choice' || index >= item.answer.options.length) return;
-    const { options, index: answer, reasons } = item.answer;
-    const right = index === answer;
+    if (this.answered || item.answer.form !== 'choice' || position >= item.answer.options.length) return;
+    const { options, index: answer } = item.answer;
+    const index = this.order[position];
+    const verdict = check(item.answer, index);
+    const right = verdict.right;
     this.body.querySelectorAll('[data-opt]').forEach((b, i) => {
       b.disabled = true;
-      b.classList.toggle('right', i === answer);
-      b.classList.toggle('wrong', i === index && !right);
-      b.classList.toggle('chosen', i === index);
+      b.classList.toggle('right', this.order[i] === answer);
+      b.classList.toggle('wrong', i === position && !right);
+      b.classList.toggle('chosen', i === position);
     });
-    const why = reasons?.[index];
-    const verdict = right
+    const why = verdict.reason;
+    const said = right
       ? html`<p><b class="ok">right:</b> <code>${show(options[answer])}</code></p>`
       : html`<p><b class="no">not quite.</b> The answer is <code>${show(options[answer])}</code>.</p>
              <p>You chose <code>${show(options[index])}</code>${why ? html`: ${ticks(why)}.` : '.'}</p>`;
-    this.finish(right, html`${verdict}${item.feedback ? html`<p>${ticks(item.feedback)}</p>` : ''}`);
+    this.finish(right, html`${said}${item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>` : ''}`);
+  }
+
+  /** Add a row (from 1) of the listing to a line set, or drop it. */
+  toggleLine(line) {
+    if (this.answered || !this.rows[line - 1]) return;
+    this.typed = '';  // the next digit starts a new key number
+    if (this.picked.has(line)) this.picked.delete(line);
+    else this.picked.add(line);
+    const row = this.rows[line - 1];
+    row.classList.toggle('sel', this.picked.has(line));
+    row.setAttribute('aria-selected', String(this.picked.has(line)));
+    const count = this.body.querySelector('[data-picked-count]');
+    if (count) count.textContent = this.picked.size;
+  }
+
+  /** Check a line set: an empty one is not graded (the feedback says how to answer). */
+  submitLines() {
+    if (this.answered) return;
+    const item = this.item;
+    const verdict = check(item.answer, [...this.picked]);
+    if (!verdict.readable) {
+      render(this.body.querySelector('[data-feedback]'), html`<p class="fine" data-hint>${verdict.reason}.</p>`);
+      return;
+    }
+    const want = new Set(item.answer.lines);
+    [...this.rows].forEach((row, i) => {
+      const n = i + 1;
+      row.classList.toggle('right', this.picked.has(n) && want.has(n));
+      row.classList.toggle('wrong', this.picked.has(n) && !want.has(n));
+      row.classList.toggle('ans', !this.picked.has(n) && want.has(n));
+    });
+    const first = this.rows[(verdict.missing[0] ?? verdict.extra[0] ?? item.answer.lines[0]) - 1];
+    if (first) scrollIntoBox(this.body.querySelector('[data-pick]'), first);
+    this.body.querySelector('[data-submit]').disabled = true;
+    this.finish(verdict.right, verdictMessage(item, verdict, { noun: 'line' }));
+  }
+
+  /** Toggle chip `axis` (from 0) of an axes answer; a key toggles it with the focus (Enter, from there, checks). */
+  toggleAxis(axis, { focus = false } = {}) {
+    const chip = this.body.querySelector(`[data-axis="${axis}"]`);
+    if (this.answered || !chip) return;
+    chip.setAttribute('aria-pressed', String(chip.getAttribute('aria-pressed') !== 'true'));
+    if (focus) chip.focus({ preventScroll: true });
+  }
+
+  submitAxes() {
+    if (!this.answered) gradeAxes(this);
   }
 
   answerLine(line) {
@@ -294,7 +372,7 @@ class Panel {
     const pick = this.body.querySelector('[data-pick]');
     if (answer) scrollIntoBox(pick, answer);
     const text = answer ? answer.textContent.trim() : '';
-    const why = item.feedback ? html`<p>${ticks(item.feedback)}</p>` : html`<p>Line ${answerLine}: <code>${text}</code></p>`;
+    const why = item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>` : html`<p>Line ${answerLine}: <code>${text}</code></p>`;
     const explain = explained?.[String(line)];
     this.finish(right, right
       ? html`<p><b class="ok">right.</b></p>${why}`
@@ -304,12 +382,16 @@ class Panel {
 
   async finish(right, message) {
     this.answered = true;
-    await this.progress.review(this.item, right, performance.now() - this.shownAt)
+    const reviewed = await this.progress.review(this.item, right, performance.now() - this.shownAt, { standsFor: this.standsFor })
       .catch((e) => schedulerTrouble(this.progress, e));  // progress-check.js: the drill moves on
     this.el.dataset.state = 'answered';
     const { current } = this.progress.streak(this.kind);
-    render(this.body.querySelector('[data-feedback]'), html`${message}<p class="fine">${right
-      ? `streak ${current}` : 'streak back to 0'}</p>`);
+    // A right answer to a question whose answer this run has shown is no reading: the streak stays.
+    const counted = reviewed?.counted ?? true;
+    this.el.toggleAttribute('data-not-counted', !counted);
+    render(this.body.querySelector('[data-feedback]'), html`${message}<p class="fine">${!right
+      ? 'streak back to 0' : counted ? `streak ${current}`
+        : `streak stays at ${current}: you saw this question's answer earlier in this run`}</p>`);
     this.body.querySelector('[data-feedback]').className = `feedback ${right ? 'good' : 'bad'}`;
     const next = this.body.querySelector('[data-next]');
     next.hidden = false;
@@ -321,6 +403,9 @@ class Panel {
   }
 }
 
+// How the line view names the layer of its listing.
+const LAYERS = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', cpu: 'compiled HLO, CPU', tpu: 'compiled HLO, TPU', gpu: 'compiled HLO, GPU' };
+
 /**
  * The rows (from 0) of a listing that hold an operation, the line view's keyed shortlist: a jaxpr line
  * with ` = `, a StableHLO line with ` = ` or `stablehlo.`; never a `module` or `func.func` line.
@@ -331,6 +416,25 @@ export function candidateLines(lines, layer) {
     : (line) => line.includes(' = ');
   const structural = (line) => /^\s*(module|func\.func)\b/.test(line);
   return lines.flatMap((line, i) => (op(line) && !structural(line) ? [i] : []));
+}
+
+/**
+ * Keep `--top-h` (the sticky header's height) and `--tabs-h` (the drill tabs', with their margin) current
+ * on the page, so that a link to a drill lands with its tabs below the header (gym.css, `section.drill`).
+ */
+function keepTabsInView(root) {
+  const top = document.querySelector('.top');
+  const tablist = root.querySelector('[role=tablist]');
+  if (!tablist) return;
+  const style = document.documentElement.style;
+  const measure = () => {
+    style.setProperty('--top-h', `${top?.offsetHeight ?? 0}px`);
+    style.setProperty('--tabs-h', `${tablist.offsetHeight + parseFloat(getComputedStyle(tablist).marginBottom || '0')}px`);
+  };
+  const watch = new ResizeObserver(measure);
+  if (top) watch.observe(top);
+  watch.observe(tablist);
+  measure();
 }
 
 /** Wire the drill tabs, panels and keys. */
@@ -348,6 +452,7 @@ export function registerDrills(root, progress, preferred) {
   }
 
   for (const tab of tabs) tab.addEventListener('click', () => select(tab.dataset.drillTab));
+  keepTabsInView(root);
   // The scheduler rates answers only: fetch it at the learner's first touch, well before the answer lands.
   // (An early start only: should it fail, the answer's own load says so, progress-check.js.)
   root.addEventListener('pointerdown', () => loadScheduler().catch(() => {}), { once: true, passive: true });
@@ -368,11 +473,22 @@ export function registerDrills(root, progress, preferred) {
     if (typing(e) || !onScreen(root)) return;
     const panel = panels.get(active);
     if (!panel?.item) return;
-    const choosing = panel.item.answer.form === 'choice';
+    const { form } = panel.item.answer;
+    const choosing = form === 'choice';
+    const lining = form === 'line' || form === 'lines';
     if (/^[1-9]$/.test(e.key) && !panel.answered && choosing) {
       e.preventDefault();
       panel.answer(Number(e.key) - 1);
-    } else if (!choosing && (/^[0-9]$/.test(e.key) || panel.el.contains(document.activeElement)) &&
+    } else if (form === 'axes' && !panel.answered && /^[0-9]$/.test(e.key)) {
+      e.preventDefault();
+      panel.toggleAxis(Number(e.key), { focus: true });
+    } else if (form === 'axes' && !panel.answered && e.key === 'Enter' && !e.target.closest('button, a')) {
+      e.preventDefault();
+      panel.submitAxes();
+    } else if (form === 'typed' && !panel.answered && e.key.length === 1 && e.key !== ' ') {
+      // A key typed with the field out of focus is the answer's first character: it goes to the field.
+      panel.body.querySelector('[data-typed-input]')?.focus({ preventScroll: true });
+    } else if (lining && (/^[0-9]$/.test(e.key) || panel.el.contains(document.activeElement)) &&
                panel.lineKey(e.key)) {
       // Digits type a line's key number; j/k step (only from inside the panel: the x-ray owns j/k too,
       // and its listener, registered after this one, must not also walk).

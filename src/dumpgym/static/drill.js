@@ -136,7 +136,8 @@ class Panel {
     this.answered = false;
     this.el.dataset.item = `${this.kind}/${slug}/${index}`;
     this.el.dataset.scheduled = picked.reason;  // due, new or ahead (schedule.js)
-    this.el.toggleAttribute('data-sibling', Boolean(this.standsFor));
+    if (this.standsFor) this.el.dataset.standsFor = this.standsFor;  // a sibling asked for this due card
+    else delete this.el.dataset.standsFor;
     const { form } = this.item.answer;
     if (form === 'line' || form === 'lines') this.renderLines(slug, blocks);
     else if (form === 'typed' || form === 'axes') {

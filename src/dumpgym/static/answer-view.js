@@ -56,8 +56,7 @@ export function renderTyped(panel, { ctx, question }) {
     const verdict = check(answer, input.value);
     if (!verdict.readable) {
       // Not graded: say how to write one (with an example that is not the answer).
-      render(form.querySelector('[data-hint]'), html`That does not read as ${WHAT[answer.spelling] ?? 'an answer'}: write it like <code>${example}</code>${
-        answer.spelling === 'aval' ? html` (<code>f32[]</code> for a scalar)` : ''}.`);
+      render(form.querySelector('[data-hint]'), html`That does not read as ${WHAT[answer.spelling] ?? 'an answer'}: write it like <code>${example}</code>.`);
       input.setAttribute('aria-invalid', 'true');
       input.focus();
       return;

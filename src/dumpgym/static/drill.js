@@ -5,14 +5,14 @@
 // (context.js); its card (`item.card`) is what the scheduler keeps.
 import { html, render, ticks } from './html.js';
 import { check } from './answer.js';
-import { gradeAxes, renderAxes, renderTyped, verdictMessage } from './answer-view.js';
+import { gradeAxes, renderAxes, renderTyped } from './answer-view.js';
 import { resolveContext } from './context.js';
-import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
+import { drillURL, getJSON, onScreen, programTitle, typing } from './data.js';
+import { lineKey, renderLines } from './line-view.js';
 import { markCuts } from './cuts.js';
 import { weightOf } from './sample.js';
 import { loadScheduler, optionOrder, pickNext, skillOf } from './schedule.js';
 import { schedulerTrouble } from './progress-check.js';
-import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
 /** An option or show value as text, spelled the way a jaxpr prints params (True, None, [1, 0]). */
@@ -139,7 +139,7 @@ class Panel {
     if (this.standsFor) this.el.dataset.standsFor = this.standsFor;  // a sibling asked for this due card
     else delete this.el.dataset.standsFor;
     const { form } = this.item.answer;
-    if (form === 'line' || form === 'lines') this.renderLines(slug, blocks);
+    if (form === 'line' || form === 'lines') renderLines(this, slug, blocks);
     else if (form === 'typed' || form === 'axes') {
       const view = { ctx: html`<div class="ctx">${this.header(slug, '')}${this.shownBlocks(blocks)}</div>`,
         question: html`<p class="q" tabindex="-1" id="q-${this.kind}">${this.item.question}</p>` };
@@ -198,100 +198,6 @@ class Panel {
     this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
   }
 
-  renderLines(slug, blocks) {
-    const item = this.item;
-    const multi = item.answer.form === 'lines';
-    const layer = LAYERS[item.layer] ?? item.layer ?? 'jaxpr';
-    // The help says tap on a touch screen and keys on a keyboard (gym.css shows one: `.on-touch`, `.on-keys`).
-    const help = multi
-      ? html`<span class="on-touch">tap every line of the set (tap again to drop one), then check</span><span class="on-keys">click every line of the set; or type the key number beside an operation's line, or step with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓); <kbd>Space</kbd> adds or drops the line, Enter checks</span>`
-      : html`<span class="on-touch">tap the line</span><span class="on-keys">click a line; or type the key number beside an operation's line, or step through them with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓), then press Enter</span>`;
-    render(this.body, html`
-      <div class="ctx">${this.header(slug, html` · ${layer}${item.step ? html` · <span class="tag">${item.step}</span>` : ''}`, { lines: false })}${
-        this.shownBlocks(blocks.slice(1))}</div>
-      <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
-      <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"${multi ? html` data-multi` : ''}></div>
-      <p class="fine" id="pick-help-${this.kind}">${help}</p>
-      ${multi ? html`<p class="check-row"><button type="button" class="check" data-submit>check <span data-picked-count>0</span> lines <kbd aria-hidden="true">↵</kbd></button></p>` : ''}
-      <div class="feedback" data-feedback aria-live="polite"></div>
-      <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
-    const pick = this.body.querySelector('[data-pick]');
-    // The first block is the whole listing the question is about: its lines are the rows to tap.
-    const lines = String(blocks[0] ?? '').replace(/\n$/, '').split('\n');
-    render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : item.layer in LAYERS ? item.layer : 'jaxpr'}"><code>${
-      lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
-    this.rows = lineElements(pick.querySelector('pre'));
-    this.cursor = 0;
-    this.placed = false;  // whether a key has put the cursor anywhere yet
-    this.typed = '';      // the key number typed so far
-    // A numbered shortlist: the lines that hold an operation, so any answer is a key number and Enter away.
-    this.keyed = candidateLines(lines, item.layer);
-    this.keyed.forEach((row, n) => { this.rows[row].dataset.key = n + 1; });
-    this.picked = new Set();  // a line set's tapped rows, from 1
-    pick.addEventListener('click', (e) => {
-      e.preventDefault();
-      const row = e.target.closest('[data-line]');
-      if (!row || this.answered) return;
-      if (multi) this.toggleLine(Number(row.dataset.line));
-      else this.answerLine(Number(row.dataset.line));
-    });
-    this.body.querySelector('[data-submit]')?.addEventListener('click', () => this.submitLines());
-    pick.addEventListener('focus', () => { if (!this.answered) this.rows[this.cursor]?.classList.add('cur'); });
-    pick.addEventListener('keydown', (e) => {
-      if (this.answered || !this.rows.length) return;
-      const step = { ArrowDown: 1, ArrowUp: -1, PageDown: 10, PageUp: -10 }[e.key];
-      if (step) {
-        e.preventDefault();
-        this.moveTo(this.cursor + step);
-      } else if (e.key === 'Enter' || e.key === ' ') {
-        e.preventDefault();
-        e.stopPropagation();
-        if (!multi) this.answerLine(this.cursor + 1);
-        else if (e.key === ' ') this.toggleLine(this.cursor + 1);
-        else this.submitLines();
-      }
-    });
-    this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
-  }
-
-  /** Put the line cursor on row `index` (from 0), in view, with the listing focused so Enter picks it. */
-  moveTo(index) {
-    const pick = this.body.querySelector('[data-pick]');
-    this.rows[this.cursor]?.classList.remove('cur');
-    this.cursor = Math.max(0, Math.min(this.rows.length - 1, index));
-    this.placed = true;
-    const row = this.rows[this.cursor];
-    row.classList.add('cur');
-    if (document.activeElement !== pick) pick.focus({ preventScroll: true });
-    scrollIntoBox(pick, row);
-    row.scrollIntoView({ block: 'nearest' });
-  }
-
-  /**
-   * A key of the line view: digits type a key number (`1`, then `2` makes 12 while there are 12 or more),
-   * `j`/`k` step to the next or previous keyed line. Returns whether the key was used.
-   */
-  lineKey(key) {
-    if (this.answered || !this.rows?.length || !this.keyed.length) return false;
-    const n = this.keyed.length;
-    if (/^[0-9]$/.test(key)) {
-      let typed = this.typed + key;
-      if (typed.startsWith('0') || Number(typed) > n) typed = key;  // too big to extend: start again
-      this.typed = Number(typed) >= 1 && Number(typed) <= n ? typed : '';
-      if (this.typed) this.moveTo(this.keyed[Number(this.typed) - 1]);
-      return true;
-    }
-    if (key !== 'j' && key !== 'k') return false;
-    this.typed = '';
-    const at = this.keyed.findIndex((row) => row >= this.cursor);
-    let next;
-    if (!this.placed) next = key === 'j' ? 0 : n - 1;
-    else if (key === 'j') next = at < 0 ? n - 1 : this.keyed[at] === this.cursor ? Math.min(n - 1, at + 1) : at;
-    else next = at < 0 ? n - 1 : Math.max(0, at - 1);
-    this.moveTo(this.keyed[next]);
-    return true;
-  }
-
   /** Answer a choice by the position (from 0) of the option on screen. */
   answer(position) {
     const item = this.item;
@@ -314,39 +220,9 @@ class Panel {
     this.finish(right, html`${said}${item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>` : ''}`);
   }
 
-  /** Add a row (from 1) of the listing to a line set, or drop it. */
-  toggleLine(line) {
-    if (this.answered || !this.rows[line - 1]) return;
-    this.typed = '';  // the next digit starts a new key number
-    if (this.picked.has(line)) this.picked.delete(line);
-    else this.picked.add(line);
-    const row = this.rows[line - 1];
-    row.classList.toggle('sel', this.picked.has(line));
-    row.setAttribute('aria-selected', String(this.picked.has(line)));
-    const count = this.body.querySelector('[data-picked-count]');
-    if (count) count.textContent = this.picked.size;
-  }
-
-  /** Check a line set: an empty one is not graded (the feedback says how to answer). */
-  submitLines() {
-    if (this.answered) return;
-    const item = this.item;
-    const verdict = check(item.answer, [...this.picked]);
-    if (!verdict.readable) {
-      render(this.body.querySelector('[data-feedback]'), html`<p class="fine" data-hint>${verdict.reason}.</p>`);
-      return;
-    }
-    const want = new Set(item.answer.lines);
-    [...this.rows].forEach((row, i) => {
-      const n = i + 1;
-      row.classList.toggle('right', this.picked.has(n) && want.has(n));
-      row.classList.toggle('wrong', this.picked.has(n) && !want.has(n));
-      row.classList.toggle('ans', !this.picked.has(n) && want.has(n));
-    });
-    const first = this.rows[(verdict.missing[0] ?? verdict.extra[0] ?? item.answer.lines[0]) - 1];
-    if (first) scrollIntoBox(this.body.querySelector('[data-pick]'), first);
-    this.body.querySelector('[data-submit]').disabled = true;
-    this.finish(verdict.right, verdictMessage(item, verdict, { noun: 'line' }));
+  /** A key of the line view (line-view.js's `lineKey`): whether it was used. */
+  lineKey(key) {
+    return lineKey(this, key);
   }
 
   /** Toggle chip `axis` (from 0) of an axes answer; a key toggles it with the focus (Enter, from there, checks). */
@@ -359,26 +235,6 @@ class Panel {
 
   submitAxes() {
     if (!this.answered) gradeAxes(this);
-  }
-
-  answerLine(line) {
-    if (this.answered) return;
-    const item = this.item;
-    const { line: answerLine, accepted, explain: explained } = item.answer;
-    const right = accepted.includes(line);
-    const chosen = this.rows[line - 1];
-    const answer = this.rows[(right ? line : answerLine) - 1];
-    chosen?.classList.add(right ? 'right' : 'wrong');
-    answer?.classList.add('ans');
-    const pick = this.body.querySelector('[data-pick]');
-    if (answer) scrollIntoBox(pick, answer);
-    const text = answer ? answer.textContent.trim() : '';
-    const why = item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>` : html`<p>Line ${answerLine}: <code>${text}</code></p>`;
-    const explain = explained?.[String(line)];
-    this.finish(right, right
-      ? html`<p><b class="ok">right.</b></p>${why}`
-      : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${answerLine}.</p>${
-        explain ? html`<p data-explain>${ticks(explain)}</p>` : why}`);
   }
 
   async finish(right, message) {
@@ -402,21 +258,6 @@ class Panel {
     next.scrollIntoView({ block: 'nearest' });
     this.body.querySelector('[data-feedback]').scrollIntoView({ block: 'nearest' });
   }
-}
-
-// How the line view names the layer of its listing.
-const LAYERS = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', cpu: 'compiled HLO, CPU', tpu: 'compiled HLO, TPU', gpu: 'compiled HLO, GPU' };
-
-/**
- * The rows (from 0) of a listing that hold an operation, the line view's keyed shortlist: a jaxpr line
- * with ` = `, a StableHLO line with ` = ` or `stablehlo.`; never a `module` or `func.func` line.
- */
-export function candidateLines(lines, layer) {
-  const op = layer === 'stablehlo'
-    ? (line) => line.includes(' = ') || line.includes('stablehlo.')
-    : (line) => line.includes(' = ');
-  const structural = (line) => /^\s*(module|func\.func)\b/.test(line);
-  return lines.flatMap((line, i) => (op(line) && !structural(line) ? [i] : []));
 }
 
 /**

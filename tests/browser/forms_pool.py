@@ -56,12 +56,14 @@ def lines_from_fusion(record: dict, target: str = "cpu") -> dict:
     layer = record["compiled"][target]
     fusion = max(layer["fusions"], key=lambda f: len(f["eqns"]))
     by_id = {e["id"]: e for e in record["eqns"]}
-    lines = sorted({by_id[i]["jaxpr_lines"][0] for i in fusion["eqns"] if by_id[i]["parent"] is None})
+    members = {by_id[i]["jaxpr_lines"][0]: by_id[i]["primitive"] for i in fusion["eqns"] if by_id[i]["parent"] is None}
+    lines = sorted(members)
+    explain = {str(n): f"`{members[n]}` on line {n} is one of the equations %{fusion['name']} computes" for n in lines}
     n = record["jaxpr"].count("\n") + 1
     return {"drill": "fusions", "program": record["slug"], "card": f"fusions/{record['slug']}/{fusion['name']}/lines",
             "eqn": None, "layer": "jaxpr", "step": "members", "weight": 1.0,
             "question": f"Tap every equation that %{fusion['name']} computes, then check.",
-            "answer": LineSet(tuple(lines)).to_json(),
+            "answer": LineSet(tuple(lines), explain).to_json(),
             "feedback": f"%{fusion['name']} holds the instructions of {len(lines)} top-level equations",
             "context": [{"layer": "jaxpr", "lines": [1, n]},
                         {"layer": target, "lines": [fusion["line"], fusion["line"]], "strip": True}]}

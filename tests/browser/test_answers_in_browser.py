@@ -179,6 +179,7 @@ def test_a_line_set_is_answered_by_keyboard_alone(forms_page):
     panel = page.locator("#drill-fusions")
     assert panel.locator("[data-missing]").inner_text() == f"line {want[0]}"
     assert panel.locator("[data-extra]").inner_text() == f"line {extra}"
+    assert panel.locator("[data-explain]").inner_text().startswith(item["answer"]["explain"][str(want[0])].replace("`", ""))
     assert "ans" in panel.locator(f"[data-pick] [data-line='{want[0]}']").get_attribute("class").split()
     assert "wrong" in panel.locator(f"[data-pick] [data-line='{extra}']").get_attribute("class").split()
 

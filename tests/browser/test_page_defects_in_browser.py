@@ -36,6 +36,7 @@ def test_next_lands_with_the_drill_tabs_below_the_sticky_header(checked_on, base
 
 def test_a_listing_cut_at_375_px_fades_where_it_goes_on(checked_on, base_url):
     with checked_on(base_url, **NARROW) as page:
+        assert page.get_attribute("#drills [role=tablist]", "data-cut") == "right"  # more tabs past the edge
         page.click("#tab-fusions")
         page.wait_for_selector("#drill-fusions[data-state=asking]")
         boxes = page.locator("#drill-fusions pre.eqn")

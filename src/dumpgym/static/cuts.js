@@ -1,8 +1,9 @@
-// Listings wider than their box scroll sideways; at 375 px most do. A box cut at an edge says so:
-// `data-cut` names the edges (`left`, `right`) with more text beyond them, and gym.css fades that edge.
+// Listings (and the drill tabs) wider than their box scroll sideways; at 375 px most do. A box cut at
+// an edge says so: `data-cut` names the edges (`left`, `right`) with more beyond them, and gym.css fades
+// that edge.
 // Kept current as the box scrolls and the window resizes.
 
-const WATCHED = 'pre.eqn, .pick';
+const WATCHED = 'pre.eqn, .pick, [role=tablist]';
 const boxes = new Set();
 
 /** Mark one box's cut edges. */

@@ -295,6 +295,7 @@ export function registerDrills(root, progress, preferred) {
 
   for (const tab of tabs) tab.addEventListener('click', () => select(tab.dataset.drillTab));
   keepTabsInView(root);
+  markCuts(root);  // the drill tabs too: at 375 px most of them are past the edge
   // The scheduler rates answers only: fetch it at the learner's first touch, well before the answer lands.
   // (An early start only: should it fail, the answer's own load says so, progress-check.js.)
   root.addEventListener('pointerdown', () => loadScheduler().catch(() => {}), { once: true, passive: true });

@@ -203,3 +203,23 @@ def test_the_help_on_a_desktop_names_the_keys(desk_page):
     open_kind(desk_page, "decisions")
     help_text = desk_page.locator("#drill-decisions #pick-help-decisions").inner_text()
     assert "j" in help_text and "Enter" in help_text and "tap the line" not in help_text
+
+
+def test_the_page_reads_every_spelling_of_random_text_as_python_does(desk_page):
+    """Beyond the table: text made of the characters the spellings care about, read both ways."""
+    import random
+
+    rng = random.Random(27)
+    alphabet = ["bf16", "f32", "float", "bfloat", "int", "uint", "i8", "bool", "key<fry>", "T", "t", "x", "×", "*",
+                "(", ")", "[", "]", ",", " ", "_", "0", "1", "2", "8", "64", "128", "007", "+", "-", "e4m3fn", "\t"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7))) for _ in range(3000)]
+    readers = {"aval": answer_forms.read_aval, "shape": answer_forms.read_shape, "dtype": answer_forms.read_dtype,
+               "int": answer_forms.read_int, "tile": answer_forms.read_tile}
+    page_reads = desk_page.evaluate("""async (texts) => {
+      const { SPELLINGS } = await import('./static/answer.js');
+      return Object.fromEntries(Object.entries(SPELLINGS).map(([name, s]) => [name, texts.map(s.read)]));
+    }""", texts)
+    assert set(page_reads) == set(readers)
+    for name, read in readers.items():
+        differ = [(t, read(t), got) for t, got in zip(texts, page_reads[name]) if read(t) != got]
+        assert not differ, (name, differ[:5])

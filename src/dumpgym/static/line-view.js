@@ -24,6 +24,7 @@ export function candidateLines(lines, layer) {
   return lines.flatMap((line, i) => (op(line) && !structural(line) ? [i] : []));
 }
 
+/** Ask a `line` or `lines` question: the first context block as rows to tap, the rest shown above it. */
 export function renderLines(panel, slug, blocks) {
   const item = panel.item;
   const multi = item.answer.form === 'lines';
@@ -79,6 +80,7 @@ export function renderLines(panel, slug, blocks) {
   });
   panel.body.querySelector('[data-next]').addEventListener('click', () => panel.next());
 }
+
 /** Put the line cursor on row `index` (from 0), in view, with the listing focused so Enter picks it. */
 export function moveTo(panel, index) {
   const pick = panel.body.querySelector('[data-pick]');
@@ -91,6 +93,7 @@ export function moveTo(panel, index) {
   scrollIntoBox(pick, row);
   row.scrollIntoView({ block: 'nearest' });
 }
+
 /**
  * A key of the line view: digits type a key number (`1`, then `2` makes 12 while there are 12 or more),
  * `j`/`k` step to the next or previous keyed line. Returns whether the key was used.
@@ -115,6 +118,7 @@ export function lineKey(panel, key) {
   moveTo(panel, panel.keyed[next]);
   return true;
 }
+
 /** Add a row (from 1) of the listing to a line set, or drop it. */
 export function toggleLine(panel, line) {
   if (panel.answered || !panel.rows[line - 1]) return;
@@ -123,10 +127,10 @@ export function toggleLine(panel, line) {
   else panel.picked.add(line);
   const row = panel.rows[line - 1];
   row.classList.toggle('sel', panel.picked.has(line));
-  row.setAttribute('aria-selected', String(panel.picked.has(line)));
   const count = panel.body.querySelector('[data-picked-count]');
   if (count) count.textContent = panel.picked.size;
 }
+
 /** Check a line set: an empty one is not graded (the feedback says how to answer). */
 export function submitLines(panel) {
   if (panel.answered) return;
@@ -148,22 +152,24 @@ export function submitLines(panel) {
   panel.body.querySelector('[data-submit]').disabled = true;
   panel.finish(verdict.right, verdictMessage(item, verdict, { noun: 'line' }));
 }
+
+/** Grade a tapped row (from 1) of a `line` answer. */
 export function answerLine(panel, line) {
   if (panel.answered) return;
   const item = panel.item;
-  const { line: answerLine, accepted, explain: explained } = item.answer;
+  const { line: framework, accepted, explain: explained } = item.answer;
   const right = accepted.includes(line);
   const chosen = panel.rows[line - 1];
-  const answer = panel.rows[(right ? line : answerLine) - 1];
+  const answer = panel.rows[(right ? line : framework) - 1];
   chosen?.classList.add(right ? 'right' : 'wrong');
   answer?.classList.add('ans');
   const pick = panel.body.querySelector('[data-pick]');
   if (answer) scrollIntoBox(pick, answer);
   const text = answer ? answer.textContent.trim() : '';
-  const why = item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>` : html`<p>Line ${answerLine}: <code>${text}</code></p>`;
+  const why = item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>` : html`<p>Line ${framework}: <code>${text}</code></p>`;
   const explain = explained?.[String(line)];
   panel.finish(right, right
     ? html`<p><b class="ok">right.</b></p>${why}`
-    : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${answerLine}.</p>${
+    : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${framework}.</p>${
       explain ? html`<p data-explain>${ticks(explain)}</p>` : why}`);
 }

@@ -197,6 +197,9 @@ def test_the_tap_help_on_a_touch_screen_talks_of_taps_not_keys(checked_on, forms
             open_kind(page, kind)
             help_text = page.locator(f"#drill-{kind} .fine:visible").first.inner_text().lower()
             assert "tap" in help_text and not any(w in help_text for w in ("key", "enter", "click")), (kind, help_text)
+            keyed = page.locator(f"#drill-{kind} [data-pick] [data-key]")
+            if keyed.count():  # the key numbers beside the rows are for keys: not shown on a touch screen
+                assert keyed.first.evaluate("el => getComputedStyle(el, '::after').display") == "none"
 
 
 def test_the_help_on_a_desktop_names_the_keys(desk_page):

@@ -116,6 +116,18 @@ def http_server(directory):
 
 
 @pytest.fixture(scope="session")
+def serve_pool(built_once_dir):
+    """`serve_pool(name, corpus, pool)`: a context manager that builds the gym of that corpus and pool once
+    per run (under `name`) and yields the URL it is served at."""
+    @contextlib.contextmanager
+    def serve(name, corpus, pool):
+        out = built_once_dir(name, lambda out: build.build_site(out, corpus, pool))
+        with http_server(out) as url:
+            yield url
+    return serve
+
+
+@pytest.fixture(scope="session")
 def serve_directory():
     """`http_server`, for tests that build a site of their own."""
     return http_server
@@ -305,6 +317,13 @@ def checked_page(context, url: str):
     assert pg.console.errors == [], f"console errors: {pg.console.errors}"
 
 
+@pytest.fixture(scope="session")
+def checked_on(kept_context):
+    """`checked_on(url, **context_options)`: `checked_page` on `url` in the kept context of those options
+    (the desktop's by default)."""
+    return lambda url, **options: checked_page(kept_context(**(options or DESKTOP)), url)
+
+
 @pytest.fixture
 def page(kept_context, base_url):
     """A fresh page (its own localStorage) on the gym; the test fails on any console error."""
@@ -330,7 +349,13 @@ class Gym:
 
         _, slug, index = self.page.get_attribute(f"#drill-{kind}", "data-item").split("/")
         item = self.fetch_json(f"data/drills/{kind}/{slug}.json")["items"][int(index)]
+        if item["answer"]["form"] not in ("choice", "line"):  # a built answer: the item as the pool has it
+            return item
         return readable(item, self.fetch_json(f"data/programs/{slug}.json"))
+
+    def options(self, kind: str) -> list[str]:
+        """The options on screen, in the order shown (a re-asked question shows them in a new order)."""
+        return self.page.locator(f"#drill-{kind} [data-opt] code").all_inner_texts()
 
     def answer(self, kind: str, right: bool = True, keys: bool = False) -> dict:
         """Answer the question on screen, rightly or not, by click or by digit key; returns the item."""
@@ -338,8 +363,8 @@ class Gym:
         panel = self.page.locator(f"#drill-{kind}")
         if "options" in item:
             index = item["answer"] if right else next(i for i in range(len(item["options"])) if i != item["answer"])
-            if keys:
-                self.page.keyboard.press(str(index + 1))
+            if keys:  # the key of the option's place on screen
+                self.page.keyboard.press(str(self.options(kind).index(str(item["options"][index])) + 1))
             else:
                 text = item["options"][index]
                 panel.get_by_role("button", name=text if isinstance(text, str) else json.dumps(text), exact=True).click()

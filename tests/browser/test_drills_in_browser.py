@@ -221,12 +221,9 @@ HAND_MADE_POOL = {
 
 
 @pytest.fixture(scope="module")
-def hand_made_url(built_once_dir, corpus, serve_directory):
+def hand_made_url(serve_pool, corpus):
     """The built-in corpus with the hand-made pool above, built and served."""
-    from dumpgym import build
-
-    out = built_once_dir("hand-made-site", lambda out: build.build_site(out, corpus, HAND_MADE_POOL))
-    with serve_directory(out) as url:
+    with serve_pool("hand-made-site", corpus, HAND_MADE_POOL) as url:
         yield url
 
 

@@ -12,7 +12,7 @@ VIEWPORTS = {"phone": (375, 740, "light"), "desktop": (1280, 900, "dark")}
 
 
 def candidates(listing: str, layer: str) -> list[int]:
-    """The line view's keyed lines (from 1), by the rule `candidateLines` in drill.js states."""
+    """The line view's keyed lines (from 1), by the rule `candidateLines` in line-view.js states."""
     def op(line):
         return " = " in line or (layer == "stablehlo" and "stablehlo." in line)
 

@@ -35,13 +35,21 @@ def choose_file(page, path):
     chooser.value.set_files(path)
 
 
-def test_a_wrong_answer_comes_back_within_ten_questions(page, gym):
+def stands_for(page, kind):
+    """The due card the question on screen is asked in place of (a sibling's), or None."""
+    return page.get_attribute(f"#drill-{kind}", "data-stands-for")
+
+
+def test_a_missed_question_comes_back_within_ten_as_a_sibling_or_re_spelled(page, gym):
     gym.open("shapes")
+    first = gym.item("shapes")
+    shown = gym.options("shapes")
     missed = family(page, gym.answer("shapes", right=False))
     assert stored(page)["cards"][missed]["lapses"] == 0 and stored(page)["cards"][missed]["state"] == 1  # learning
     for n in range(10):
         gym.next("shapes")
-        if family(page, gym.item("shapes")) == missed:
+        item = gym.item("shapes")
+        if stands_for(page, "shapes") == missed or family(page, item) == missed:
             break
         gym.answer("shapes")
     else:
@@ -49,24 +57,33 @@ def test_a_wrong_answer_comes_back_within_ten_questions(page, gym):
     assert scheduled(page, "shapes") == "due"
     assert n >= 3  # not straight away: a few other questions first
     assert due_count(page, "shapes") == 1
+    if family(page, item) == missed:  # re-spelled: the same options, never in the same order
+        assert sorted(gym.options("shapes")) == sorted(shown) and gym.options("shapes") != shown
+    else:  # a sibling: the same skill, another question (and another equation or program)
+        assert item["skill"] == first["skill"] and item["card"] != missed
+        assert (item["program"], item["eqn"]) != (first["program"], first["eqn"])
     gym.answer("shapes")
-    assert stored(page)["cards"][missed]["reps"] == 2
+    assert stored(page)["cards"][missed]["reps"] == 2  # the sibling's answer rates the missed card too
     assert due_count(page, "shapes") == 0
 
 
 def test_a_thirty_question_session_mixes_due_and_new_items(page, gym):
     gym.open("shapes")
     reasons, missed_at, wrongs = [], {}, 0
+    asked = set()  # (card, options in the order shown): never twice
     for n in range(30):
         if n:
             gym.next("shapes")
         item = gym.item("shapes")
-        fam = family(page, item)
+        fam = stands_for(page, "shapes") or family(page, item)  # the due card a sibling is asked for
         seen = fam in (stored(page) or {"cards": {}})["cards"]
         reason = scheduled(page, "shapes")
         reasons.append(reason)
         assert reason in ("due", "new")  # 104 families: never out of new ones in thirty questions
         assert seen == (reason == "due"), (n, reason, fam)
+        shown = (item["card"], tuple(gym.options("shapes")))
+        assert shown not in asked, shown
+        asked.add(shown)
         if reason == "due" and fam in missed_at:
             assert n - missed_at.pop(fam) <= 10  # a miss comes back within ten questions
         wrong = reason == "new" and n % 2 == 0  # miss some new ones, so that some fall due

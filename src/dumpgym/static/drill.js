@@ -1,14 +1,18 @@
-// Drills 01–03: one question at a time, one tap to answer, feedback that says why, a streak that counts.
-// An item's answer form says how it is answered: a `choice` (every kind but one) shares one view, a
-// `line` (`decisions`) asks for a line of a real listing instead. Its context is resolved from the
-// program's listings (context.js); its card (`item.card`) is what the scheduler keeps.
+// The drills: one question at a time, an answer that says why, a streak that counts.
+// An item's answer form says how it is answered (answer.js grades each): a `choice` is one button per
+// option, a `line` or a set of `lines` is tapped in a real listing, a `typed` value is written and a set
+// of `axes` toggled as chips (answer-view.js). Its context is resolved from the program's listings
+// (context.js); its card (`item.card`) is what the scheduler keeps.
 import { html, render, ticks } from './html.js';
+import { check } from './answer.js';
+import { gradeAxes, renderAxes, renderTyped } from './answer-view.js';
 import { resolveContext } from './context.js';
-import { drillURL, getJSON, lineElements, onScreen, programTitle, typing } from './data.js';
+import { drillURL, getJSON, onScreen, programTitle, typing } from './data.js';
+import { lineKey, renderLines } from './line-view.js';
+import { markCuts } from './cuts.js';
 import { weightOf } from './sample.js';
-import { loadScheduler, pickNext, skillOf } from './schedule.js';
+import { loadScheduler, optionOrder, pickNext, skillOf } from './schedule.js';
 import { schedulerTrouble } from './progress-check.js';
-import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 
 /** An option or show value as text, spelled the way a jaxpr prints params (True, None, [1, 0]). */
@@ -128,18 +132,29 @@ class Panel {
     }
     this.item = split.items[index];
     this.last = { slug, index, weight: picked.weight, family: this.item.card };
+    this.standsFor = picked.standsFor ?? null;  // the due card a sibling is asked in place of (schedule.js)
     this.answered = false;
     this.el.dataset.item = `${this.kind}/${slug}/${index}`;
     this.el.dataset.scheduled = picked.reason;  // due, new or ahead (schedule.js)
-    if (this.item.answer.form === 'line') this.renderLines(slug, blocks);
-    else this.renderChoice(slug, blocks);
+    if (this.standsFor) this.el.dataset.standsFor = this.standsFor;  // a sibling asked for this due card
+    else delete this.el.dataset.standsFor;
+    const { form } = this.item.answer;
+    if (form === 'line' || form === 'lines') renderLines(this, slug, blocks);
+    else if (form === 'typed' || form === 'axes') {
+      const view = { ctx: html`<div class="ctx">${this.header(slug, '')}${this.shownBlocks(blocks)}</div>`,
+        question: html`<p class="q" tabindex="-1" id="q-${this.kind}">${this.item.question}</p>` };
+      (form === 'typed' ? renderTyped : renderAxes)(this, view);
+      this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
+    } else this.renderChoice(slug, blocks);
+    markCuts(this.body);
     this.el.dataset.state = 'asking';
     if (focus) {
       // The next question replaces one the page may have scrolled for (a long fused computation): unless
       // the question and its first answer are both in view, below the sticky header, bring it to the top.
+      // A typed answer is typed straight away: its field takes the focus.
       const q = this.body.querySelector('.q');
-      q.focus({ preventScroll: true });
-      const first = this.body.querySelector('[data-opt], [data-pick]') ?? q;
+      (this.body.querySelector('[data-typed-input]') ?? q).focus({ preventScroll: true });
+      const first = this.body.querySelector('[data-opt], [data-pick], [data-typed], [data-axes]') ?? q;
       const header = document.querySelector('.top')?.getBoundingClientRect().bottom ?? 0;
       if (q.getBoundingClientRect().top < header || first.getBoundingClientRect().top > innerHeight - 40) {
         q.scrollIntoView({ block: 'start' });
@@ -164,6 +179,8 @@ class Panel {
   renderChoice(slug, blocks) {
     const item = this.item;
     const { options } = item.answer;
+    // A card asked before comes back re-spelled: its options in an order not shown yet (schedule.js).
+    this.order = optionOrder(item.card, options.length, Object.hasOwn(this.progress.cards(), item.card));
     const context = this.shownBlocks(blocks);
     render(this.body, html`
       <div class="ctx">
@@ -172,7 +189,7 @@ class Panel {
       </div>
       <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
       <div class="options" role="group" aria-labelledby="q-${this.kind}">
-        ${options.map((o, i) => html`<button type="button" class="opt" data-opt="${i}"><kbd aria-hidden="true">${i + 1}</kbd><code>${show(o)}</code></button>`)}
+        ${this.order.map((k, i) => html`<button type="button" class="opt" data-opt="${i}"><kbd aria-hidden="true">${i + 1}</kbd><code>${show(options[k])}</code></button>`)}
       </div>
       <div class="feedback" data-feedback aria-live="polite"></div>
       <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
@@ -181,135 +198,57 @@ class Panel {
     this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
   }
 
-  renderLines(slug, blocks) {
+  /** Answer a choice by the position (from 0) of the option on screen. */
+  answer(position) {
     const item = this.item;
-    const layer = item.layer === 'stablehlo' ? 'StableHLO' : 'jaxpr';
-    render(this.body, html`
-      <div class="ctx">${this.header(slug, html` · ${layer}${item.step ? html` · <span class="tag">${item.step}</span>` : ''}`, { lines: false })}${
-        this.shownBlocks(blocks.slice(1))}</div>
-      <p class="q" tabindex="-1" id="q-${this.kind}">${item.question}</p>
-      <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${this.kind}" aria-describedby="pick-help-${this.kind}"></div>
-      <p class="fine" id="pick-help-${this.kind}">click a line; or type the key number beside an operation's line, or step through them with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓), then press Enter</p>
-      <div class="feedback" data-feedback aria-live="polite"></div>
-      <p class="next-row"><button type="button" class="next" data-next hidden>next question <kbd aria-hidden="true">↵</kbd></button></p>`);
-    const pick = this.body.querySelector('[data-pick]');
-    // The first block is the whole listing the question is about: its lines are the rows to tap.
-    const lines = String(blocks[0] ?? '').replace(/\n$/, '').split('\n');
-    render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : 'jaxpr'}"><code>${
-      lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
-    this.rows = lineElements(pick.querySelector('pre'));
-    this.cursor = 0;
-    this.placed = false;  // whether a key has put the cursor anywhere yet
-    this.typed = '';      // the key number typed so far
-    // A numbered shortlist: the lines that hold an operation, so any answer is a key number and Enter away.
-    this.keyed = candidateLines(lines, item.layer);
-    this.keyed.forEach((row, n) => { this.rows[row].dataset.key = n + 1; });
-    pick.addEventListener('click', (e) => {
-      e.preventDefault();
-      const row = e.target.closest('[data-line]');
-      if (row && !this.answered) this.answerLine(Number(row.dataset.line));
-    });
-    pick.addEventListener('focus', () => { if (!this.answered) this.rows[this.cursor]?.classList.add('cur'); });
-    pick.addEventListener('keydown', (e) => {
-      if (this.answered || !this.rows.length) return;
-      const step = { ArrowDown: 1, ArrowUp: -1, PageDown: 10, PageUp: -10 }[e.key];
-      if (step) {
-        e.preventDefault();
-        this.moveTo(this.cursor + step);
-      } else if (e.key === 'Enter' || e.key === ' ') {
-        e.preventDefault();
-        e.stopPropagation();
-        this.answerLine(this.cursor + 1);
-      }
-    });
-    this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
-  }
-
-  /** Put the line cursor on row `index` (from 0), in view, with the listing focused so Enter picks it. */
-  moveTo(index) {
-    const pick = this.body.querySelector('[data-pick]');
-    this.rows[this.cursor]?.classList.remove('cur');
-    this.cursor = Math.max(0, Math.min(this.rows.length - 1, index));
-    this.placed = true;
-    const row = this.rows[this.cursor];
-    row.classList.add('cur');
-    if (document.activeElement !== pick) pick.focus({ preventScroll: true });
-    scrollIntoBox(pick, row);
-    row.scrollIntoView({ block: 'nearest' });
-  }
-
-  /**
-   * A key of the line view: digits type a key number (`1`, then `2` makes 12 while there are 12 or more),
-   * `j`/`k` step to the next or previous keyed line. Returns whether the key was used.
-   */
-  lineKey(key) {
-    if (this.answered || !this.rows?.length || !this.keyed.length) return false;
-    const n = this.keyed.length;
-    if (/^[0-9]$/.test(key)) {
-      let typed = this.typed + key;
-      if (typed.startsWith('0') || Number(typed) > n) typed = key;  // too big to extend: start again
-      this.typed = Number(typed) >= 1 && Number(typed) <= n ? typed : '';
-      if (this.typed) this.moveTo(this.keyed[Number(this.typed) - 1]);
-      return true;
-    }
-    if (key !== 'j' && key !== 'k') return false;
-    this.typed = '';
-    const at = this.keyed.findIndex((row) => row >= this.cursor);
-    let next;
-    if (!this.placed) next = key === 'j' ? 0 : n - 1;
-    else if (key === 'j') next = at < 0 ? n - 1 : this.keyed[at] === this.cursor ? Math.min(n - 1, at + 1) : at;
-    else next = at < 0 ? n - 1 : Math.max(0, at - 1);
-    this.moveTo(this.keyed[next]);
-    return true;
-  }
-
-  answer(index) {
-    const item = this.item;
-    if (this.answered || item.answer.form !== 'choice' || index >= item.answer.options.length) return;
-    const { options, index: answer, reasons } = item.answer;
-    const right = index === answer;
+    if (this.answered || item.answer.form !== 'choice' || position >= item.answer.options.length) return;
+    const { options, index: answer } = item.answer;
+    const index = this.order[position];
+    const verdict = check(item.answer, index);
+    const right = verdict.right;
     this.body.querySelectorAll('[data-opt]').forEach((b, i) => {
       b.disabled = true;
-      b.classList.toggle('right', i === answer);
-      b.classList.toggle('wrong', i === index && !right);
-      b.classList.toggle('chosen', i === index);
+      b.classList.toggle('right', this.order[i] === answer);
+      b.classList.toggle('wrong', i === position && !right);
+      b.classList.toggle('chosen', i === position);
     });
-    const why = reasons?.[index];
-    const verdict = right
+    const why = verdict.reason;
+    const said = right
       ? html`<p><b class="ok">right:</b> <code>${show(options[answer])}</code></p>`
       : html`<p><b class="no">not quite.</b> The answer is <code>${show(options[answer])}</code>.</p>
              <p>You chose <code>${show(options[index])}</code>${why ? html`: ${ticks(why)}.` : '.'}</p>`;
-    this.finish(right, html`${verdict}${item.feedback ? html`<p>${ticks(item.feedback)}</p>` : ''}`);
+    this.finish(right, html`${said}${item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>` : ''}`);
   }
 
-  answerLine(line) {
-    if (this.answered) return;
-    const item = this.item;
-    const { line: answerLine, accepted, explain: explained } = item.answer;
-    const right = accepted.includes(line);
-    const chosen = this.rows[line - 1];
-    const answer = this.rows[(right ? line : answerLine) - 1];
-    chosen?.classList.add(right ? 'right' : 'wrong');
-    answer?.classList.add('ans');
-    const pick = this.body.querySelector('[data-pick]');
-    if (answer) scrollIntoBox(pick, answer);
-    const text = answer ? answer.textContent.trim() : '';
-    const why = item.feedback ? html`<p>${ticks(item.feedback)}</p>` : html`<p>Line ${answerLine}: <code>${text}</code></p>`;
-    const explain = explained?.[String(line)];
-    this.finish(right, right
-      ? html`<p><b class="ok">right.</b></p>${why}`
-      : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${answerLine}.</p>${
-        explain ? html`<p data-explain>${ticks(explain)}</p>` : why}`);
+  /** A key of the line view (line-view.js's `lineKey`): whether it was used. */
+  lineKey(key) {
+    return lineKey(this, key);
+  }
+
+  /** Toggle chip `axis` (from 0) of an axes answer; a key toggles it with the focus (Enter, from there, checks). */
+  toggleAxis(axis, { focus = false } = {}) {
+    const chip = this.body.querySelector(`[data-axis="${axis}"]`);
+    if (this.answered || !chip) return;
+    chip.setAttribute('aria-pressed', String(chip.getAttribute('aria-pressed') !== 'true'));
+    if (focus) chip.focus({ preventScroll: true });
+  }
+
+  submitAxes() {
+    if (!this.answered) gradeAxes(this);
   }
 
   async finish(right, message) {
     this.answered = true;
-    await this.progress.review(this.item, right, performance.now() - this.shownAt)
+    const reviewed = await this.progress.review(this.item, right, performance.now() - this.shownAt, { standsFor: this.standsFor })
       .catch((e) => schedulerTrouble(this.progress, e));  // progress-check.js: the drill moves on
     this.el.dataset.state = 'answered';
     const { current } = this.progress.streak(this.kind);
-    render(this.body.querySelector('[data-feedback]'), html`${message}<p class="fine">${right
-      ? `streak ${current}` : 'streak back to 0'}</p>`);
+    // A right answer to a question whose answer this run has shown is no reading: the streak stays.
+    const counted = reviewed?.counted ?? true;
+    this.el.toggleAttribute('data-not-counted', !counted);
+    render(this.body.querySelector('[data-feedback]'), html`${message}<p class="fine">${!right
+      ? 'streak back to 0' : counted ? `streak ${current}`
+        : `streak stays at ${current}: you saw this question's answer earlier in this run`}</p>`);
     this.body.querySelector('[data-feedback]').className = `feedback ${right ? 'good' : 'bad'}`;
     const next = this.body.querySelector('[data-next]');
     next.hidden = false;
@@ -322,15 +261,22 @@ class Panel {
 }
 
 /**
- * The rows (from 0) of a listing that hold an operation, the line view's keyed shortlist: a jaxpr line
- * with ` = `, a StableHLO line with ` = ` or `stablehlo.`; never a `module` or `func.func` line.
+ * Keep `--top-h` (the sticky header's height) and `--tabs-h` (the drill tabs', with their margin) current
+ * on the page, so that a link to a drill lands with its tabs below the header (gym.css, `section.drill`).
  */
-export function candidateLines(lines, layer) {
-  const op = layer === 'stablehlo'
-    ? (line) => line.includes(' = ') || line.includes('stablehlo.')
-    : (line) => line.includes(' = ');
-  const structural = (line) => /^\s*(module|func\.func)\b/.test(line);
-  return lines.flatMap((line, i) => (op(line) && !structural(line) ? [i] : []));
+function keepTabsInView(root) {
+  const top = document.querySelector('.top');
+  const tablist = root.querySelector('[role=tablist]');
+  if (!tablist) return;
+  const style = document.documentElement.style;
+  const measure = () => {
+    style.setProperty('--top-h', `${top?.offsetHeight ?? 0}px`);
+    style.setProperty('--tabs-h', `${tablist.offsetHeight + parseFloat(getComputedStyle(tablist).marginBottom || '0')}px`);
+  };
+  const watch = new ResizeObserver(measure);
+  if (top) watch.observe(top);
+  watch.observe(tablist);
+  measure();
 }
 
 /** Wire the drill tabs, panels and keys. */
@@ -348,6 +294,8 @@ export function registerDrills(root, progress, preferred) {
   }
 
   for (const tab of tabs) tab.addEventListener('click', () => select(tab.dataset.drillTab));
+  keepTabsInView(root);
+  markCuts(root);  // the drill tabs too: at 375 px most of them are past the edge
   // The scheduler rates answers only: fetch it at the learner's first touch, well before the answer lands.
   // (An early start only: should it fail, the answer's own load says so, progress-check.js.)
   root.addEventListener('pointerdown', () => loadScheduler().catch(() => {}), { once: true, passive: true });
@@ -368,11 +316,22 @@ export function registerDrills(root, progress, preferred) {
     if (typing(e) || !onScreen(root)) return;
     const panel = panels.get(active);
     if (!panel?.item) return;
-    const choosing = panel.item.answer.form === 'choice';
+    const { form } = panel.item.answer;
+    const choosing = form === 'choice';
+    const lining = form === 'line' || form === 'lines';
     if (/^[1-9]$/.test(e.key) && !panel.answered && choosing) {
       e.preventDefault();
       panel.answer(Number(e.key) - 1);
-    } else if (!choosing && (/^[0-9]$/.test(e.key) || panel.el.contains(document.activeElement)) &&
+    } else if (form === 'axes' && !panel.answered && /^[0-9]$/.test(e.key)) {
+      e.preventDefault();
+      panel.toggleAxis(Number(e.key), { focus: true });
+    } else if (form === 'axes' && !panel.answered && e.key === 'Enter' && !e.target.closest('button, a')) {
+      e.preventDefault();
+      panel.submitAxes();
+    } else if (form === 'typed' && !panel.answered && e.key.length === 1 && e.key !== ' ') {
+      // A key typed with the field out of focus is the answer's first character: it goes to the field.
+      panel.body.querySelector('[data-typed-input]')?.focus({ preventScroll: true });
+    } else if (lining && (/^[0-9]$/.test(e.key) || panel.el.contains(document.activeElement)) &&
                panel.lineKey(e.key)) {
       // Digits type a line's key number; j/k step (only from inside the panel: the x-ray owns j/k too,
       // and its listener, registered after this one, must not also walk).

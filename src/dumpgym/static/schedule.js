@@ -60,11 +60,19 @@ export const SESSION_WINDOW_MS = 20 * 60 * 1000;
 const asked = new Map(); // kind -> questions answered in this page
 const answeredAt = new Map(); // family -> the kind's question count when it was last answered
 
-/** Note an answer in this page's session (the record holds the card; this, the question count). */
-export function noteAnswer(item) {
+/** Note an answer in this page's session (the record holds the card; this, the question count): to
+ *  `item`'s card, and to the card of a due question it was asked in place of (`standsFor`). */
+export function noteAnswer(item, standsFor = null) {
   const n = (asked.get(item.drill) ?? 0) + 1;
   asked.set(item.drill, n);
   answeredAt.set(item.card, n);
+  if (standsFor) answeredAt.set(standsFor, n);
+}
+
+/** Whether a card's answer was shown earlier in this run (this page): every answer shows the right one,
+ *  so a card answered once is one whose answer the learner has seen. Its next right answer is no reading. */
+export function answerShown(card) {
+  return answeredAt.has(card);
 }
 
 const learning = (card) => card.state === State.Learning || card.state === State.Relearning;
@@ -136,7 +144,11 @@ export async function pickNext({ kind, pool, masses, last, cards, split, weight 
 
 const choice = (slug, index, s, reason, weight) => ({ slug, index, weight: weight(s.items[index]), split: s, reason });
 
-async function pickDue({ pool, last, split, weight, random, due }) {
+// A due question is asked anew, never verbatim: when the learner has seen its answer (this run, or it is
+// still being learnt after a miss), a sibling is asked in its place (`pickSibling`), and the answer to
+// the sibling rates the due card too (`standsFor`); without a sibling, the panel re-spells it
+// (`optionOrder`: a choice's options in an order not shown before).
+async function pickDue({ pool, last, cards, split, weight, random, due }) {
   const slugs = new Set(pool.map((p) => p.slug));
   for (const family of due) {
     const slug = family.split('/')[1];
@@ -144,9 +156,71 @@ async function pickDue({ pool, last, split, weight, random, due }) {
     const s = await split(slug);
     const weights = s.items.map((item) => (item.card === family ? weight(item) : 0));
     const index = pickWeighted(weights, last && last.slug === slug ? last.index : -1, random);
-    if (index >= 0) return choice(slug, index, s, 'due', weight);
+    if (index < 0) continue;
+    if (answerShown(family) || learning(cards[family])) {
+      const sibling = await pickSibling({ of: s.items[index], slug, pool, last, split, weight, random });
+      if (sibling) return { ...sibling, standsFor: family };
+    }
+    return choice(slug, index, s, 'due', weight);
   }
   return null;
+}
+
+/** Whether two items are siblings: the same kind and skill (`skillOf`), another question (`card`). */
+export function isSibling(a, b) {
+  const skill = skillOf(a);
+  return skill !== null && a.drill === b.drill && skillOf(b) === skill && a.card !== b.card;
+}
+
+/**
+ * A sibling of item `of` (of program `slug`) whose answer was not shown this run, by weight: from the same
+ * program if it has one, else from another program of the pool (in random order); null when none has.
+ */
+async function pickSibling({ of, slug, pool, last, split, weight, random }) {
+  const others = pool.map((p) => p.slug).filter((s) => s !== slug);
+  for (let i = others.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [others[i], others[j]] = [others[j], others[i]];
+  }
+  for (const from of [slug, ...others]) {
+    const s = await split(from);
+    const weights = s.items.map((item, i) => (isSibling(of, item) && !answerShown(item.card) &&
+      !(last && last.slug === from && last.index === i) ? weight(item) : 0));
+    const index = pickWeighted(weights, -1, random);
+    if (index >= 0) return choice(from, index, s, 'due', weight);
+  }
+  return null;
+}
+
+const orders = new Map(); // card -> the option orders shown for it in this run, as 'i,j,k'
+
+/**
+ * The order to show a choice's `n` options in, as pool indices: the pool's own the first time a card is
+ * asked; a card asked before (`askedBefore`: it has a record) gets an order not shown yet in this run
+ * nor the pool's (or, once every order has been shown, one unlike the last).
+ */
+export function optionOrder(card, n, askedBefore, random = Math.random) {
+  const pool = [...Array(n).keys()];
+  const shown = orders.get(card) ?? (askedBefore ? [pool.join(',')] : []);
+  orders.set(card, shown);
+  let order = pool;
+  if (shown.length && n > 1) {
+    const last = shown[shown.length - 1];
+    for (let tries = 0; tries < 50; tries++) {
+      order = [...pool];
+      for (let i = n - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [order[i], order[j]] = [order[j], order[i]];
+      }
+      if (!shown.includes(order.join(',')) || (tries >= 40 && order.join(',') !== last)) break;
+    }
+    if (order.join(',') === last) {
+      const before = last.split(',').map(Number);
+      order = [...before.slice(1), before[0]];  // the last order turned by one: unlike it in every place
+    }
+  }
+  shown.push(order.join(','));
+  return order;
 }
 
 async function pickNew({ pool, masses, last, cards, split, weight, random }) {
@@ -176,7 +250,10 @@ async function pickAny({ pool, masses, last, split, weight, random }) {
   if (p < 0) return last ? { ...last, split: await split(last.slug), reason: 'ahead' } : null;
   const slug = pool[p].slug;
   const s = await split(slug);
-  const index = pickWeighted(s.items.map(weight), last && last.slug === slug ? last.index : -1, random);
+  const skip = last && last.slug === slug ? last.index : -1;
+  // An item whose answer this run has shown only when the program has no other.
+  const unseen = pickWeighted(s.items.map((item) => (answerShown(item.card) ? 0 : weight(item))), skip, random);
+  const index = unseen >= 0 && unseen !== skip ? unseen : pickWeighted(s.items.map(weight), skip, random);
   return index < 0 ? null : choice(slug, index, s, 'ahead', weight);
 }
 

@@ -7,7 +7,7 @@
 // other tabs' saves through `storage` events, so no tab's save overwrites another's.
 
 import { html, render } from './html.js';
-import { loadScheduler, nextCard, noteAnswer, ratingOf, skillOf } from './schedule.js';
+import { answerShown, loadScheduler, nextCard, noteAnswer, ratingOf, skillOf } from './schedule.js';
 import { repairRecord, scheduleSafely } from './progress-check.js';
 
 export const KEY = 'dumpgym.progress/2';
@@ -333,7 +333,9 @@ export class Progress extends EventTarget {
     return own(this.data.streaks, kind) ?? { current: 0, best: 0 };
   }
 
-  #count(kind, right) {
+  // `counts` false: a right answer that is no reading (its answer was shown this run) leaves the streak be.
+  #count(kind, right, counts = true) {
+    if (right && !counts) return;
     const s = { ...this.streak(kind) };
     s.current = right ? s.current + 1 : 0;
     s.best = Math.max(s.best, s.current);
@@ -346,20 +348,26 @@ export class Progress extends EventTarget {
   }
 
   /**
-   * One answer to a drill item, `ms` after it was shown: the streak as `record` counts it, the family's
-   * FSRS card rated from correctness and time (schedule.js), and the tallies of the kind, the item's
-   * skill and its primitive. Resolves once recorded (the first answer waits for ts-fsrs to load).
+   * One answer to a drill item, `ms` after it was shown: the streak as `record` counts it (except that a
+   * right answer to a card whose answer was shown earlier in this run leaves it as it is), the family's
+   * FSRS card rated from correctness and time (schedule.js), so is the card of the due question it was
+   * asked in place of (`standsFor`, a sibling's), and the tallies of the kind, the item's skill and its
+   * primitive. Resolves, once recorded, to {counted}: whether it moved the streak (the first answer waits
+   * for ts-fsrs to load).
    */
-  async review(item, right, ms) {
+  async review(item, right, ms, { standsFor = null } = {}) {
     const kind = item.drill;
     const family = item.card;
     const rating = ratingOf(right, ms);
-    noteAnswer(item);
+    const counts = !answerShown(family);
+    noteAnswer(item, standsFor);
     await loadScheduler();
+    const rate = (card) => scheduleSafely(nextCard, own(this.data.cards, card), rating, card,
+      (message) => this.#notice(message, { sticky: false, key: 'scheduler' }));  // progress-check.js
     this.#update(() => {
-      this.#count(kind, right);
-      this.data.cards[family] = scheduleSafely(nextCard, own(this.data.cards, family), rating, family,
-        (message) => this.#notice(message, { sticky: false, key: 'scheduler' }));  // progress-check.js
+      this.#count(kind, right, counts);
+      this.data.cards[family] = rate(family);
+      if (standsFor && standsFor !== family) this.data.cards[standsFor] = rate(standsFor);
       const cells = (this.data.tallies[kind] = own(this.data.tallies, kind) ?? {});
       const skill = skillOf(item);  // shapes' skill, the step of the others (decisions: its kind)
       const names = ['all', skill && `skill:${skill}`, item.primitive && `primitive:${item.primitive}`];
@@ -368,6 +376,7 @@ export class Progress extends EventTarget {
         cells[cell] = { attempts: t.attempts + 1, correct: t.correct + (right ? 1 : 0) };
       }
     }, { kind, right, family, rating });
+    return { counted: !right || counts };
   }
 
   /** The FSRS cards by family (read them, never change them). */

@@ -1,0 +1,112 @@
+"""The page defects issue 27 names, in Chromium: "next" lands with the drill tabs below the sticky header,
+listings cut at 375 px say they scroll, and a buffers question shows the instruction it asks about."""
+import copy
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+NARROW = {"viewport": {"width": 375, "height": 740}, "device_scale_factor": 2}
+
+
+def settled(page, selector):
+    """Wait until `selector`'s box stops moving (a smooth or late scroll), then return its top."""
+    return page.evaluate("""async (sel) => {
+      const el = document.querySelector(sel);
+      let top = NaN;
+      for (let i = 0; i < 40; i++) {
+        await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+        const now = el.getBoundingClientRect().top;
+        if (now === top) return now;
+        top = now;
+      }
+      return top;
+    }""", selector)
+
+
+@pytest.mark.parametrize("width", ["1280", "375"])
+def test_next_lands_with_the_drill_tabs_below_the_sticky_header(checked_on, base_url, width):
+    with checked_on(base_url, **(NARROW if width == "375" else {})) as page:
+        page.click("[data-next-step] a.next-go")
+        page.wait_for_selector("#drills section[data-drill]:not([hidden])[data-state=asking]")
+        top = settled(page, "#drills [role=tablist]")
+        header = page.evaluate("document.querySelector('.top').getBoundingClientRect().bottom")
+        assert header - 1 <= top <= header + 80, (top, header)
+
+
+def test_a_listing_cut_at_375_px_fades_where_it_goes_on(checked_on, base_url):
+    with checked_on(base_url, **NARROW) as page:
+        assert page.get_attribute("#drills [role=tablist]", "data-cut") == "right"  # more tabs past the edge
+        page.click("#tab-fusions")
+        page.wait_for_selector("#drill-fusions[data-state=asking]")
+        boxes = page.locator("#drill-fusions pre.eqn")
+        cut = [boxes.nth(i) for i in range(boxes.count())
+               if boxes.nth(i).evaluate("el => el.scrollWidth > el.clientWidth + 1")]
+        assert cut, "no listing of a fusion question is wider than 375 px"
+        for box in cut:
+            assert box.get_attribute("data-cut") == "right"
+            assert "gradient" in box.evaluate("el => getComputedStyle(el).maskImage || getComputedStyle(el).webkitMaskImage")
+        box = cut[0]
+        box.evaluate("el => { el.scrollLeft = el.scrollWidth; }")
+        page.wait_for_function("el => el.dataset.cut === 'left'", arg=box.element_handle())
+        box.evaluate("el => { el.scrollLeft = 10; }")
+        page.wait_for_function("el => el.dataset.cut === 'left right'", arg=box.element_handle())
+        whole = [boxes.nth(i) for i in range(boxes.count()) if boxes.nth(i) not in cut]
+        for box in whole:
+            if box.evaluate("el => el.scrollWidth <= el.clientWidth"):
+                assert box.get_attribute("data-cut") is None
+
+
+def free_bitcast_items(pool):
+    return [i for i in pool["items"] if i["drill"] == "buffers" and i.get("step") == "free-bitcast"]
+
+
+@pytest.fixture(scope="module")
+def bitcast_url(serve_pool, gym_data):
+    """The pool's free-bitcast items, each with a context block referencing the instruction's line (as the
+    buffers kind is to give them), and nothing else."""
+    corpus, pool = gym_data
+    items = []
+    for item in free_bitcast_items(pool)[:6]:
+        item = copy.deepcopy(item)
+        line = item["facts"]["hlo_line"]
+        item["context"].append({"layer": item["layer"], "lines": [line, line], "cut": True})
+        items.append(item)
+    small = {"schema": pool["schema"], "kinds": [k for k in pool["kinds"] if k["name"] == "buffers"], "items": items}
+    with serve_pool("bitcast-site", corpus, small) as url:
+        yield url
+
+
+def shows_the_instruction(page, fetch):
+    page.click("#tab-buffers")
+    page.wait_for_selector("#drill-buffers[data-state=asking]")
+    _, slug, index = page.get_attribute("#drill-buffers", "data-item").split("/")
+    item = fetch(f"data/drills/buffers/{slug}.json")["items"][int(index)]
+    text = fetch(f"data/programs/{slug}.json")["compiled"][item["layer"]]["text"].split("\n")[item["facts"]["hlo_line"] - 1]
+    name = item["facts"]["instruction"]
+    shown = page.locator("#drill-buffers .ctx [data-shown]").all_inner_texts()
+    return any(f"{name} = " in block and text.strip().split(", metadata=")[0] in block for block in shown)
+
+
+def test_the_page_shows_the_instruction_line_a_context_block_references(checked_on, bitcast_url):
+    with checked_on(bitcast_url) as page:
+        assert shows_the_instruction(page, lambda rel: page.evaluate(f"fetch('{rel}').then(r => r.json())"))
+
+
+@pytest.mark.xfail(strict=True, reason="the buffers kind (another branch) is giving free-bitcast items the "
+                   "instruction's line: once merged this passes, and the marker goes")
+def test_a_free_bitcast_question_shows_its_instruction(page, fetch_json, gym_data):
+    # The real pool: the sampler may draw any buffers item, so draw until a free-bitcast one is on screen.
+    assert free_bitcast_items(gym_data[1])
+    page.click("#tab-buffers")
+    for _ in range(30):
+        page.wait_for_selector("#drill-buffers[data-state=asking]")
+        _, slug, index = page.get_attribute("#drill-buffers", "data-item").split("/")
+        if fetch_json(f"data/drills/buffers/{slug}.json")["items"][int(index)].get("step") == "free-bitcast":
+            break
+        page.locator("#drill-buffers [data-opt]").first.click()
+        page.wait_for_selector("#drill-buffers[data-state=answered]")
+        page.keyboard.press("Enter")
+    else:
+        pytest.skip("no free-bitcast item drawn in thirty questions")
+    assert shows_the_instruction(page, fetch_json)

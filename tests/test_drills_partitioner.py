@@ -94,7 +94,7 @@ def test_no_item_reads_the_cpu_compile(items, by_slug):
         if item["layer"] == "tpu":
             hlo = by_slug[item["program"]]["compiled"]["tpu"]
             assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
-            if "instruction" in item:  # an `inserted` item asks about an equation, not one instruction
+            if "instruction" in item:  # a StableHLO-read item names no compiled instruction
                 assert f"%{item['instruction']} = " in hlo["text"].splitlines()[item["hlo_line"] - 1]
         assert not any("for CPU" in block for block in item["shown"])
 

@@ -2,8 +2,8 @@
 
 A TPU core multiplies matrices on its MXU (a systolic array) and does elementwise and reduction
 work on its vector units (the VPU). In compiled HLO the MXU's work is a `convolution` or a `dot`
-(the TPU backend writes most dot_generals as a `convolution`, some as a `dot`, and may turn a
-small one into a broadcast and a multiply on the VPU), bare or inside a fusion's computation, or a
+(the TPU backend writes most dot_generals as a `convolution`, though not every one: moe's three
+dot_generals compile to one), bare or inside a fusion's computation, or a
 custom call whose kernel (a `pallas_call`, or a kernel XLA wrote for the program's equations)
 computes a dot_general. The answer is read from the record of each TPU layer: the opcodes of the
 instructions in the computations a fusion calls, transitively, and a custom call's equations.

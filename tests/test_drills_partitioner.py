@@ -86,7 +86,7 @@ def test_partitioner_items_have_the_fields_the_page_needs(items, by_slug):
             assert item["spelling"] == "shape" and len(item["misread"]) >= 2
         else:
             program = by_slug[item["program"]]
-            assert item["dims"] == list(program["mesh"].values()) and item["axes"]
+            assert item["dims"] == list(program["mesh"].values()) and (item["axes"] or item["skill"] == "copies")
 
 
 def test_no_item_reads_the_cpu_compile(items, by_slug):
@@ -109,7 +109,8 @@ def test_no_answer_can_be_copied_from_what_is_shown(items):
 
 def test_every_wrong_option_names_its_misreading(items):
     known = {"wrong-axis", "other-mesh-axis", "whole-mesh", "global-shape", "forgot-replicate", "reshape-as-tiles",
-             "ignored-transpose", "split-as-copies", "other-axis", "groups-as-one", "one-axis-only"}
+             "ignored-transpose", "split-as-copies", "other-axis", "groups-as-one", "one-axis-only",
+             "replicated-as-split"}
     rules = Counter(r for i in items for r in _rules(i))
     assert set(rules) <= known
     assert {"wrong-axis", "other-mesh-axis", "forgot-replicate", "reshape-as-tiles", "ignored-transpose",

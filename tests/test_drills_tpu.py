@@ -243,10 +243,30 @@ def test_the_sub_tile_misreading_is_offered_for_bf16(tpu_items):
             "logical-order", "total-for-padding"} <= set(rules)
 
 
+def test_no_layouts_reason_says_nothing_is_padded_where_the_answer_pads(tpu_items):
+    # Issue 33: 40 scalar `bytes` items said the tile "pads nothing" while the answer padded 1 element to 256.
+    asked = [i for i in tpu_items["layouts"] if i["step"] in ("bytes", "padded-shape")]
+    assert asked
+    for item in asked:
+        b = hlo_facts.read_buffer(item["buffer"])
+        assert b.dims and item["value"] not in ("0", "[" + ",".join(map(str, b.dims)) + "]"), item["buffer"]
+        said = [m["reason"] for m in item["misread"].values()] + [item["feedback"]]
+        assert not any("pads nothing" in r or "nothing: the sizes" in r for r in said), item["buffer"]
+
+
+def test_a_scalars_padding_is_said_as_a_whole_tile():
+    scalar = hlo_facts.read_buffer("bf16[]{:T(256)}")
+    assert layouts._padding_words(scalar) == "its one element to a whole tile of 256"
+    assert layouts._bytes(scalar) is None  # every scalar takes 512 bytes: not asked
+
+
 def test_padding_example_from_the_docs():
     assert hlo_facts.read_buffer("f32[3,5]{1,0:T(8,128)}").padded_bytes() == 8 * 128 * 4
     assert hlo_facts.read_buffer("bf16[3,5]{1,0:T(8,128)(2,1)}").padded_bytes() == 8 * 128 * 2
     assert hlo_facts.read_buffer("bf16[]{:T(256)}").padded_bytes() == 256 * 2
+    b = hlo_facts.read_buffer("f32[300,5]{0,1:T(8,128)}")
+    assert layouts.padded_shape(b.dims, b.minor_to_major, b.tiles[0]) == (384, 8)
+    assert layouts._bytes(hlo_facts.read_buffer("f32[3,5]{1,0:T(8,128)}"))[0] == str(4096 - 60)
 
 
 # --- which unit ---

@@ -382,43 +382,61 @@ class _Param:
                f"{_counts_words(counts)}")
 
     def copies_item(self) -> dict | None:
-        """Along which mesh axes lie the devices that hold the same block as device 0? Asked only under
-        `last_tile_dim_replicate`, where those devices are whole mesh axes."""
+        """Along which mesh axes, if any, lie the devices that hold the same block as device 0? Asked where
+        those devices are whole mesh axes: none for a sharding that gives every device a block of its own,
+        every axis for a replicated one, the copies' axes under `last_tile_dim_replicate`."""
         split, sizes = self.split, tuple(size for _, size in self.mesh)
-        answer = sh.sharing_first_block(split)
-        if answer[0] != 0 or len(sizes) < 2 or split.tiles.size != math.prod(sizes):
+        names = tuple(name for name, _ in self.mesh)
+        replicated = split.tiles.size == 1
+        if len(sizes) < 2 or not (replicated or split.tiles.size == math.prod(sizes)):
+            return None
+        answer = tuple(range(math.prod(sizes))) if replicated else sh.sharing_first_block(split)
+        if answer[0] != 0:
             return None
         axes = self._axes_of(answer, sizes)
         if axes is None:
             return None
-        wrong = [((), "forgot-replicate",
-                  f"forgot `last_tile_dim_replicate`: read every device as holding a block of its own; the last "
-                  f"count ({split.copies}) says {split.copies} devices share each block")]
-        plain = sh.without_transpose(split)
-        if plain is not None:
-            wrong.append((sh.varying_axes(sh.sharing_first_block(plain), sizes), "ignored-transpose",
-                          "skipped the `T(...)` after the device list: it transposes the numbered devices "
-                          "before they are laid out, so the copies are not the next numbers"))
-        wrong.append((sh.varying_axes(sh.along_first_split(split), sizes), "split-as-copies",
-                      "took the devices that split the array among them for copies; they hold different "
-                      "blocks, the copies sit along the last count"))
+        wrong = []
+        if replicated:
+            wrong.append(((), "replicated-as-split",
+                          "read the parameter as cut among the devices; `{replicated}` gives every device the whole "
+                          "array, so every device holds what device 0 holds"))
+            why = "`{replicated}`: every device holds the whole array, so the copies run along every mesh axis"
+        elif split.copies == 1:
+            wrong.append((sh.varying_axes(sh.along_first_split(split), sizes), "split-as-copies",
+                          "took the devices that split the array among them for copies; each of them holds a block "
+                          "of its own"))
+            why = (f"`devices=[{','.join(map(str, split.tiles.shape))}]` uses every device for a block of its own "
+                   "(no `last_tile_dim_replicate`): no other device holds device 0's block")
+        else:
+            wrong.append(((), "forgot-replicate",
+                          f"forgot `last_tile_dim_replicate`: read every device as holding a block of its own; the "
+                          f"last count ({split.copies}) says {split.copies} devices share each block"))
+            plain = sh.without_transpose(split)
+            if plain is not None:
+                wrong.append((sh.varying_axes(sh.sharing_first_block(plain), sizes), "ignored-transpose",
+                              "skipped the `T(...)` after the device list: it transposes the numbered devices "
+                              "before they are laid out, so the copies are not the next numbers"))
+            wrong.append((sh.varying_axes(sh.along_first_split(split), sizes), "split-as-copies",
+                          "took the devices that split the array among them for copies; they hold different "
+                          "blocks, the copies sit along the last count"))
+            why = (f"devices {sh.group_text(answer)} hold device 0's block (the last count, {split.copies}, "
+                   f"counts copies); their positions differ in {_axis_words(names[a] for a in axes)}")
         misread = {}
         for got, rule, reason in wrong:
             if tuple(got) != axes and axes_key(got) not in misread:
                 misread[axes_key(got)] = Misreading(reason, rule)
-        names = tuple(name for name, _ in self.mesh)
-        feedback = (f"devices {sh.group_text(answer)} hold device 0's block (the last count, {split.copies}, "
-                    f"counts copies); their positions differ in {_axis_words(names[a] for a in axes)}")
-        question = (f"Which mesh axes do the devices that hold the same block of `{self.name}` as device 0 "
-                    "lie along?")
-        return self._item("group-axis", "copies", question, _mesh_axes(self.mesh, axes, misread), feedback,
+        question = (f"Which mesh axes, if any, do the devices that hold the same block of `{self.name}` as "
+                    "device 0 lie along?")
+        return self._item("group-axis", "copies", question, _mesh_axes(self.mesh, axes, misread), why,
                           masked=False)
 
     @staticmethod
     def _axes_of(positions, sizes) -> tuple[int, ...] | None:
-        """The mesh axes these device positions run along, when they are every position along them."""
+        """The mesh axes these device positions run along (none for one device), when they are every
+        position along them."""
         axes = sh.varying_axes(positions, sizes)
-        return axes if axes and len(positions) == math.prod(sizes[a] for a in axes) else None
+        return axes if len(positions) == math.prod(sizes[a] for a in axes) else None
 
     def _item(self, step: str, skill: str, question: str, form, feedback: str, masked: bool = True) -> dict:
         shown = self._shown() if masked else [which_compile(self.hlo), _mesh_note_of(self.mesh), _short_line(self.text)]

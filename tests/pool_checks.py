@@ -10,7 +10,7 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
     """A `dumpgym.drills/2` item as the drill tests read it: its JSON, with `shown` its context resolved
     against the program (exactly the blocks the page shows), its answer form's fields beside its own
     (`options`, `answer` the right option's index, `reasons`, `rules`; or `answer_line`, `accepted_lines`,
-    `explain`), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
+    `explain`; or `answer_lines`; or `value`, `spelling`, `misread`; or `axes`, `dims`, `label`), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
     data = item.to_json() if isinstance(item, Item) else item
     record = program if isinstance(program, ProgramRecord) else ProgramRecord.from_json(program)
     form = data["answer"]
@@ -19,9 +19,16 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
     out["shown"] = resolve(data["context"], record)
     if form["form"] == "choice":
         out.update(options=form["options"], answer=form["index"], reasons=form["reasons"], rules=form["rules"])
-    else:
+    elif form["form"] == "line":
         out.update(answer_line=form["line"], accepted_lines=form["accepted"], explain=form["explain"])
         out["kind"] = data["step"]
+    elif form["form"] == "lines":
+        out.update(answer_lines=form["lines"], explain=form["explain"])
+    elif form["form"] == "typed":
+        out.update(value=form["value"], spelling=form["spelling"], accepted=form.get("accepted", []),
+                   misread=form.get("misread", {}))
+    elif form["form"] == "axes":
+        out.update(axes=form["axes"], dims=form["dims"], label=form["label"], misread=form.get("misread", {}))
     return out
 
 

@@ -76,10 +76,6 @@ def _partitioned_programs(f: Facts) -> str:
     return ", ".join(p["slug"] for p in f.programs if p["slug"] in having)
 
 
-def _first_three_steps(f: Facts) -> int:
-    return sum(n for step, n in f.count("partitioner", "step").items() if step != "inserted")
-
-
 def _group_axis_items(f: Facts) -> int | str:
     """The `group-axis` items, when all of them are the TPU compile's."""
     items = f.items("partitioner", step="group-axis")
@@ -152,25 +148,22 @@ ROWS = [
      lambda f: len(f.items("fusions", layer="cpu"))),
     ("docs/drills.md", r"gives \d+ CPU items and (\d+) TPU items", lambda f: len(f.items("fusions", layer="tpu"))),
     # GYM·06, partitioner
-    ("docs/drills.md", r"In the built-in corpus \(([\w, -]+)\) the first three steps", _partitioned_programs),
-    ("docs/drills.md", r"the first three steps give (\d+) items", _first_three_steps),
-    ("docs/drills.md", r"(\d+) `shard-shape` \(\d+ StableHLO",
+    ("docs/drills.md", r"In the built-in corpus \(([\w, -]+)\) the drill gives", _partitioned_programs),
+    ("docs/drills.md", r"the drill gives (\d+) items: \d+ `shard-shape`", lambda f: len(f.items("partitioner"))),
+    ("docs/drills.md", r"(\d+)\s`shard-shape` \(\d+ StableHLO",
      lambda f: len(f.items("partitioner", step="shard-shape"))),
     ("docs/drills.md", r"`shard-shape` \((\d+) StableHLO, \d+ TPU\)",
      lambda f: len(f.items("partitioner", step="shard-shape", layer="stablehlo"))),
     ("docs/drills.md", r"`shard-shape` \(\d+ StableHLO, (\d+) TPU\)",
      lambda f: len(f.items("partitioner", step="shard-shape", layer="tpu"))),
-    ("docs/drills.md", r"(\d+) `same-block`, \d+ `group-axis`",
-     lambda f: len(f.items("partitioner", step="same-block"))),
     ("docs/drills.md", r"(\d+) `group-axis` \(all TPU", _group_axis_items),
-    ("docs/drills.md", r"`group-axis` \(all TPU: (\d+ in fsdp-step, \d+ in auto-sharded)\)",
+    ("docs/drills.md", r"`group-axis` \(all TPU: (\d+) collectives",
+     lambda f: len(f.items("partitioner", step="group-axis", skill="collective"))),
+    ("docs/drills.md", r"collectives, (\d+) copies;", lambda f: len(f.items("partitioner", step="group-axis", skill="copies"))),
+    ("docs/drills.md", r"copies; (fsdp-step \d+, auto-sharded \d+)\)",
      lambda f: f.count("partitioner", "program", step="group-axis")),
     ("docs/drills.md", r"meshes of `sharded` and `psum` give (no) group items",
      lambda f: sum(i["program"] in ("sharded", "psum") for i in f.items("partitioner", step="group-axis"))),
-    ("docs/drills.md", r"Built-in corpus: (\d+) items \(auto-sharded",
-     lambda f: len(f.items("partitioner", step="inserted"))),
-    ("docs/drills.md", r"Built-in corpus: \d+ items \((auto-sharded \d+, fsdp-step \d+)\)",
-     lambda f: f.count("partitioner", "program", step="inserted")),
     # GYM·07, loops
     ("docs/drills.md", r"every `while` of the TPU compile\. (\w+) questions \(`step`\)",
      lambda f: len(f.count("loops", "step"))),
@@ -203,16 +196,20 @@ ROWS = [
     ("docs/drills.md", r"`major-axis` \((\d+) CPU, \d+ TPU\)", lambda f: _layers_of_major_axis(f).get("cpu", 0)),
     ("docs/drills.md", r"`major-axis` \(\d+ CPU, (\d+) TPU\)", lambda f: _layers_of_major_axis(f).get("tpu", 0)),
     # GYM·10, layouts
-    ("docs/drills.md", r"backend config cut off\)\. (\w+) questions \(`step`\)",
+    ("docs/drills.md", r"`layouts` (\w+) questions \(`step`\), every answer built",
      lambda f: len(f.count("layouts", "step"))),
     ("docs/drills.md", r"\(the unrolled scan has (\d+) buffers\)",
-     lambda f: len({i["buffer"] for i in f.items("layouts", program="scan")})),
-    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `minor-tile`", lambda f: len(f.items("layouts"))),
-    ("docs/drills.md", r"items: (\d+ `minor-tile`, \d+ `memory-space`, \d+ `bytes`)",
+     lambda f: len({i["buffer"] for i in f.items("layouts", program="scan") if "buffer" in i})),
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `padded-shape`", lambda f: len(f.items("layouts"))),
+    ("docs/drills.md", r"items: (\d+ `padded-shape`, \d+ `memory-space`, \d+ `bytes`)",
      lambda f: f.count("layouts", "step")),
+    ("docs/drills.md", r"on (\d+) distinct buffers in \d+ programs",
+     lambda f: sum(len({b["text"] for b in l["buffers"] if b["memory_space"] == 6})
+                   for p in f.programs for l in p["compiled"].values() if l["backend"] == "tpu")),
     # GYM·11, units
-    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `mxu`", lambda f: len(f.items("units"))),
-    ("docs/drills.md", r"items: (\d+ `mxu`, \d+ `vpu`, \d+ `none`)", lambda f: f.count("units", "step")),
+    ("docs/drills.md", r"corpus gives (\d+) items: \d+ `mxu`", lambda f: len(f.items("units"))),
+    ("docs/drills.md", r"items: (\d+ `mxu`) \(", lambda f: f.count("units", "step")),
+    ("docs/drills.md", r"\((\d+ `schedule`, \d+ `fused-body`)\) from", lambda f: f.count("units", "skill")),
 ]
 
 

@@ -13,8 +13,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pool_checks import assert_choice_item
-
 from dumpgym import hlo_facts
 from dumpgym.drills import _sharding
 from dumpgym.program import parse_arg
@@ -55,14 +53,17 @@ def tpu_compiles(programs):
 
 
 def _shape(text: str) -> tuple[int, ...]:
-    """A block option as a shape: `f32[16,32]` or `tensor<16x32xf32>`."""
-    if text.startswith("tensor<"):
-        return tuple(int(d) for d in text[len("tensor<"):-1].split("x")[:-1])
+    """A typed block answer as a shape: `[16,32]`."""
     return tuple(int(d) for d in text[text.index("[") + 1:-1].split(",") if d)
 
 
-def _answer(item) -> str:
-    return item["options"][item["answer"]]
+def _answer(item):
+    """The right answer as the item's form holds it: a typed value, or the tapped mesh axes."""
+    return item["value"] if "value" in item else tuple(item["axes"])
+
+
+def _rules(item) -> list[str]:
+    return [m["rule"] for m in item["misread"].values()]
 
 
 # --- the pool ---------------------------------------------------------------------------------
@@ -70,14 +71,22 @@ def _answer(item) -> str:
 def test_the_partitioner_has_at_least_thirty_items_over_the_built_in_corpus(items):
     steps = Counter(i["step"] for i in items)
     assert len(items) >= 30, steps
-    assert steps["shard-shape"] >= 15 and steps["same-block"] >= 3 and steps["group-axis"] >= 4
+    assert set(steps) == {"shard-shape", "group-axis"}
+    assert steps["shard-shape"] >= 15 and steps["group-axis"] >= 8
+    skills = Counter(i["skill"] for i in items if i["step"] == "group-axis")
+    assert skills["copies"] >= 3 and skills["collective"] >= 4
 
 
 def test_partitioner_items_have_the_fields_the_page_needs(items, by_slug):
     for item in items:
         assert item["layer"] in ("stablehlo", "tpu") and item["question"].endswith("?")
         assert item["eqn"] is None or 0 <= item["eqn"] < len(by_slug[item["program"]]["eqns"])
-        assert_choice_item(item)
+        assert item["feedback"] and 0 < item["weight"] <= 1
+        if item["step"] == "shard-shape":
+            assert item["spelling"] == "shape" and len(item["misread"]) >= 2
+        else:
+            program = by_slug[item["program"]]
+            assert item["dims"] == list(program["mesh"].values()) and (item["axes"] or item["skill"] == "copies")
 
 
 def test_no_item_reads_the_cpu_compile(items, by_slug):
@@ -85,32 +94,33 @@ def test_no_item_reads_the_cpu_compile(items, by_slug):
         if item["layer"] == "tpu":
             hlo = by_slug[item["program"]]["compiled"]["tpu"]
             assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
-            if "instruction" in item:  # an `inserted` item asks about an equation, not one instruction
+            if "instruction" in item:  # a StableHLO-read item names no compiled instruction
                 assert f"%{item['instruction']} = " in hlo["text"].splitlines()[item["hlo_line"] - 1]
         assert not any("for CPU" in block for block in item["shown"])
 
 
 def test_no_answer_can_be_copied_from_what_is_shown(items):
     for item in items:
-        assert _answer(item) not in "\n".join(item["shown"]), item["question"]
+        if item["step"] == "shard-shape":
+            shown = "\n".join(item["shown"])
+            dims = _shape(item["value"])
+            assert item["value"] not in shown and "x".join(map(str, dims)) + "x" not in shown, item["question"]
 
 
 def test_every_wrong_option_names_its_misreading(items):
     known = {"wrong-axis", "other-mesh-axis", "whole-mesh", "global-shape", "forgot-replicate", "reshape-as-tiles",
              "ignored-transpose", "split-as-copies", "other-axis", "groups-as-one", "one-axis-only",
-             "missed-collective", "invented-collective", "half-of-it", "one-too-many", "gather-for-reduce",
-             "reduce-for-gather", "scatter-for-reduce", "reduce-for-scatter"}
-    rules = Counter(r for i in items for r in i["rules"] if r)
+             "replicated-as-split"}
+    rules = Counter(r for i in items for r in _rules(i))
     assert set(rules) <= known
     assert {"wrong-axis", "other-mesh-axis", "forgot-replicate", "reshape-as-tiles", "ignored-transpose",
             "split-as-copies", "other-axis", "groups-as-one"} <= set(rules), rules
 
 
 def test_answers_vary_within_each_step(items):
-    for step in ("shard-shape", "same-block", "group-axis", "inserted"):
+    for step in ("shard-shape", "group-axis"):
         asked = [i for i in items if i["step"] == step]
         assert len({_answer(i) for i in asked}) >= 2, step
-        assert len({i["answer"] for i in asked}) >= 2, step  # not always the same place either
 
 
 # --- blocks against JAX -----------------------------------------------------------------------
@@ -200,37 +210,37 @@ def _xla_parameter_dims(compiled, number: int) -> tuple[int, ...]:
 # --- copies and groups against the mesh -------------------------------------------------------
 
 @needs_libtpu
-def test_same_block_answers_are_the_devices_jax_gives_the_same_index(items, programs, tpu_compiles):
+def test_copies_answers_are_the_mesh_axes_of_the_devices_jax_gives_the_same_index(items, programs, tpu_compiles):
     checked = 0
     for item in items:
-        if item["step"] != "same-block":
+        if item.get("skill") != "copies":
             continue
         program, k = programs[item["program"]], item["argument"]
         sharding = tpu_compiles[item["program"]].input_shardings[0][k]
-        order = list(sharding.mesh.devices.flat)  # XLA's device numbers are positions in this order
+        mesh_devices = sharding.mesh.devices
+        order = list(mesh_devices.flat)  # XLA's device numbers are positions in this order
         indices = sharding.devices_indices_map(parse_arg(program.args[k]).shape)
-        same = sorted(order.index(d) for d in order if indices[d] == indices[order[0]])
-        assert _answer(item) == f"devices {_sharding.group_text(same)}", item["question"]
+        same = [d for d in order if indices[d] == indices[order[0]]]
+        coords = np.array([np.argwhere(mesh_devices == d)[0] for d in same])
+        varying = tuple(a for a in range(mesh_devices.ndim) if len(set(coords[:, a])) > 1)
+        assert _answer(item) == varying, item["question"]
+        assert len(same) == int(np.prod([mesh_devices.shape[a] for a in varying]))
         checked += 1
     assert checked >= 3
-
-
-def _axes_named(label: str, names) -> tuple[str, ...]:
-    return tuple(names) if label.startswith("over every axis") else tuple(re.findall(r"`([^`]+)`", label))
 
 
 @needs_libtpu
 def test_group_answers_are_the_mesh_axes_the_groups_run_along(items, programs, tpu_compiles):
     checked = 0
     for item in items:
-        if item["step"] != "group-axis":
+        if item["step"] != "group-axis" or item["skill"] != "collective":
             continue
         compiled = tpu_compiles[item["program"]]
         mesh = compiled.input_shardings[0][0].mesh
         assert tuple(mesh.axis_names) == tuple(programs[item["program"]].mesh)
         line = _xla_line(compiled, item["instruction"])  # the same collective in a fresh compile
         groups = hlo_facts.read_groups(hlo_facts.groups_text(line))
-        axes = [mesh.axis_names.index(a) for a in _axes_named(_answer(item), mesh.axis_names)]
+        axes = list(_answer(item))
         # The groups over those mesh axes: every device in mesh.devices with the other coordinates fixed.
         moved = np.moveaxis(mesh.devices, axes, list(range(-len(axes), 0)))
         size = int(np.prod([mesh.devices.shape[a] for a in axes]))
@@ -262,39 +272,3 @@ def test_the_mesh_axes_of_groups_follow_row_major_positions():
     assert _sharding.group_axes([[0, 4], [1, 5], [2, 6], [3, 7]], (2, 4)) == (0,)
     assert _sharding.group_axes([list(range(8))], (2, 4)) == (0, 1)
     assert _sharding.group_axes([[0, 1], [2, 3], [4, 5], [6, 7]], (2, 4)) is None  # half a row: no whole axis
-
-
-# --- inserted collectives against a fresh tagged compile ----------------------------------------
-
-@needs_libtpu
-def test_inserted_collectives_are_those_xla_tags_with_the_dot(items, programs):
-    """Compiled again with every equation's tag in its op_name: the collectives whose tag names the dot
-    (and the fusion XLA built around an all-reduce-scatter for it) are exactly the answer's."""
-    from dumpgym.drills._inserted import LABELS
-    from dumpgym.facts import build_facts
-    from dumpgym.hlo import _compile_for_topology
-    from dumpgym.target import Target
-    from dumpgym.trace import innermost_tag, trace
-
-    asked = [i for i in items if i["step"] == "inserted"]
-    assert len(asked) >= 5 and {i["program"] for i in asked} >= {"auto-sharded", "fsdp-step"}
-    for slug in {i["program"] for i in asked}:
-        traced = trace(programs[slug].function, programs[slug].example_args())
-        facts = build_facts(traced)
-        tagged = _compile_for_topology(traced, Target("tpu", TOPOLOGY))[0].runtime_executable().hlo_modules()[0]
-        kinds: dict = {}
-        for computation in tagged.computations():
-            for ins in computation.instructions():
-                printed = ins.to_string()
-                tag = innermost_tag(printed.split("metadata={", 1)[1]) if "metadata={" in printed else None
-                if tag is None:
-                    continue
-                opcode = ins.opcode.name
-                kind = {"kAllGather": "all-gather", "kAllReduce": "all-reduce", "kReduceScatter": "reduce-scatter"}.get(opcode)
-                if opcode == "kFusion" and "calls=%all-reduce-scatter" in printed:
-                    kind = "reduce-scatter"
-                if kind:
-                    kinds.setdefault(facts.eqn_of_tag[tag], set()).add(kind)
-        for item in (i for i in asked if i["program"] == slug):
-            assert facts.eqns[item["eqn"]].primitive == "dot_general"
-            assert LABELS[frozenset(kinds.get(item["eqn"], ()))] == _answer(item), (slug, item["eqn"])

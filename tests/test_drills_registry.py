@@ -14,6 +14,7 @@ from dumpgym.drills._misreadings import distractor_rules, rule_name
 from dumpgym.drills.decisions import decision_rules
 from dumpgym.drills.decoder import AXIS_MISREADINGS
 from dumpgym.drills.item import FORMS, LOWERED
+from dumpgym.drills.answer import from_json as answer_from_json
 from dumpgym.target import TARGETS
 from dumpgym.record import RecordError
 
@@ -22,6 +23,10 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "drills.md"
 
 def test_built_in_kinds_are_registered():
     assert {"decoder", "shapes", "decisions"} <= kinds().keys()
+
+
+# Kinds answered by a typed value, tapped axes or a set of tapped lines (issue 27), not only by a choice.
+BUILT_KINDS = frozenset({"layouts", "units", "partitioner"})
 
 
 def test_pool_follows_the_schema(corpus, pool):
@@ -38,6 +43,8 @@ def test_pool_follows_the_schema(corpus, pool):
         if item["drill"] == "decisions":  # the one kind answered by picking a line
             assert form["form"] == "line" and item["layer"] in ("jaxpr", "stablehlo") and item["step"]
             assert form["line"] >= 1 and form["line"] in form["accepted"]
+        elif item["drill"] in BUILT_KINDS:  # kinds whose answers the learner builds: a form that reads back
+            assert answer_from_json(form).to_json() == form
         else:
             assert form["form"] == "choice"
             assert 0 <= form["index"] < len(form["options"]) == len(form["reasons"]) == len(form["rules"])
@@ -88,7 +95,7 @@ def test_kinds_are_listed_by_number_with_their_titles(pool):
          "aim": "Name the equations XLA merged into one fusion of the compiled program."},
     ] + [k for k in pool["kinds"] if "05" < k["number"] < "10"] + [
         {"name": "layouts", "number": "10", "title": "TPU layouts, read",
-         "aim": "Read a TPU buffer's layout: its minor axis and tile, its memory space, and the bytes it takes."},
+         "aim": "Read a TPU buffer's layout: the shape its tile pads it to, the bytes it takes, and where it lives."},
         {"name": "units", "number": "11", "title": "which unit runs it",
          "aim": "Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle."},
     ]

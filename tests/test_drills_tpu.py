@@ -12,8 +12,6 @@ from collections import Counter
 
 import pytest
 
-from pool_checks import assert_choice_item
-
 from dumpgym import hlo_facts
 from dumpgym.drills import _tpu, layouts
 from jax_reference import jit_of
@@ -70,14 +68,21 @@ def test_each_tpu_kind_has_at_least_thirty_items_over_the_built_in_corpus(tpu_it
 
 @pytest.mark.parametrize("kind", [*TPU_KINDS, "fusions"])
 def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
+    from pool_checks import assert_choice_item
+
     slugs = {p["slug"]: p for p in corpus["programs"]}
     for item in tpu_items[kind]:
         hlo = slugs[item["program"]]["compiled"]["tpu"]
-        assert item["layer"] == "tpu" and item["question"].endswith("?")
-        assert_choice_item(item)
-        assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
-        assert "without a TPU" in item["shown"][0]
+        assert item["layer"] == "tpu" and item["question"].endswith(("?", "."))
+        compile_note = [b for b in item["shown"][:2] if b.startswith("compiled by libtpu")]
+        assert compile_note and compile_note[0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
+        assert "without a TPU" in compile_note[0]
         assert 1 <= item["hlo_line"] <= hlo["text"].count("\n") + 1
+        if kind == "fusions":
+            assert_choice_item(item)
+        else:  # what the learner builds: a typed value or a set of tapped lines, and one line of why
+            assert "value" in item or "answer_lines" in item
+            assert item["feedback"] and 0 < item["weight"] <= 1
 
 
 def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(read_pool):
@@ -152,21 +157,46 @@ def test_padded_size_is_what_xla_allocates_for_the_layout_it_picks(devices, dtyp
         assert _tpu.padded_elements(dims, minor_to_major, tiles) * np.dtype(dtype).itemsize == size, (dims, tiles)
 
 
-def test_bytes_answers_are_what_xla_allocates_for_that_buffer(tpu_items, devices):
+def test_padding_answers_are_what_xla_allocates_beyond_the_data(tpu_items, devices):
     import jax.numpy as jnp
+    import numpy as np
 
     checked, refused = 0, 0
     for buffer in sorted({i["buffer"] for i in tpu_items["layouts"] if i["step"] == "bytes"})[:60]:
         b = hlo_facts.read_buffer(buffer)
         item = next(i for i in tpu_items["layouts"] if i["step"] == "bytes" and i["buffer"] == buffer)
+        dtype = jnp.dtype(_numpy_dtype(b.dtype))
         try:
-            size, _, _ = _xla_bytes(devices, b.dims, jnp.dtype(_numpy_dtype(b.dtype)), b.minor_to_major, b.tiles)
+            size, _, _ = _xla_bytes(devices, b.dims, dtype, b.minor_to_major, b.tiles)
         except Exception:  # XLA refuses a layout it would not pick for an argument (a small tile): no check
             refused += 1
             continue
-        assert item["options"][item["answer"]] == f"{size:,} bytes", buffer
+        assert item["value"] == str(size - int(np.prod(b.dims)) * dtype.itemsize), buffer
         checked += 1
     assert checked >= 30 and refused < checked
+
+
+def test_padded_shapes_hold_what_xla_allocates_for_single_tile_layouts(tpu_items, devices):
+    import jax.numpy as jnp
+    import numpy as np
+
+    checked = 0
+    for item in tpu_items["layouts"]:
+        if item["step"] != "padded-shape":
+            continue
+        b = hlo_facts.read_buffer(item["buffer"])
+        if len(b.tiles) != 1 or b.memory_space:  # a sub-tile packs inside the tile; XLA's bytes then say more
+            continue
+        dtype = jnp.dtype(_numpy_dtype(b.dtype))
+        try:
+            size, _, _ = _xla_bytes(devices, b.dims, dtype, b.minor_to_major, b.tiles)
+        except Exception:
+            continue
+        padded = tuple(int(d) for d in item["value"][1:-1].split(","))
+        assert int(np.prod(padded)) * dtype.itemsize == size, item["buffer"]
+        assert all(p >= d for p, d in zip(padded, b.dims)) and padded != b.dims
+        checked += 1
+    assert checked >= 20
 
 
 def _numpy_dtype(short: str) -> str:
@@ -174,42 +204,69 @@ def _numpy_dtype(short: str) -> str:
             "s8": "int8", "u8": "uint8", "f16": "float16"}[short]
 
 
-def test_minor_tile_answers_match_xlas_parameter_layouts(tpu_items, recompiled, corpus):
+def test_memory_space_rows_are_those_whose_shape_xla_puts_in_that_space(tpu_items, recompiled, corpus):
+    from jaxlib import xla_client
+
     slugs = {p["slug"]: p for p in corpus["programs"]}
     checked = 0
     for item in tpu_items["layouts"]:
-        if item["step"] != "minor-tile" or item["program"] not in recompiled:
+        if item["step"] != "memory-space" or item["program"] not in recompiled:
             continue
-        line = slugs[item["program"]]["compiled"]["tpu"]["text"].splitlines()[item["hlo_line"] - 1]
-        number = re.search(r" parameter\((\d+)\)", line)
-        if not line.lstrip().startswith("%") or number is None or "metadata={op_name=" not in line:
-            continue  # an entry parameter carries its argument's name; fused parameters do not
-        layout = recompiled[item["program"]].input_formats[0][int(number.group(1))].layout
-        minor_to_major = tuple(reversed(layout.major_to_minor))
-        b = hlo_facts.read_buffer(item["buffer"])
-        expected = layouts._reading(b, minor_to_major[0], minor_to_major[1], tuple(layout.tiling[0]))
-        assert item["options"][item["answer"]] == expected, item["buffer"]
+        by_name = _by_name(_module(recompiled[item["program"]]))
+        first, last = item["hlo_lines"]
+        rows = slugs[item["program"]]["compiled"]["tpu"]["text"].splitlines()[first - 1:last]
+        found = []
+        for k, row in enumerate(rows, start=1):
+            name = re.match(r"\s*(?:ROOT )?%([\w.\-]+) = ", row).group(1)
+            # XLA's own shape of the instruction in a fresh compile, its layouts printed back by XLA
+            shape = xla_client.Shape(hlo_facts.defined(by_name[name][1].to_string())[1])
+            arrays = shape.tuple_shapes() if shape.is_tuple() else [shape]
+            marks = [re.search(r"S\((\d+)\)", a.layout().to_string()) for a in arrays if a.is_array()]
+            spaces = {int(m.group(1)) if m else 0 for m in marks}
+            if item["space"] in spaces:
+                found.append(k)
+        assert found == item["answer_lines"], (item["program"], first)
         checked += 1
-    assert checked >= 5  # the first sighting of most buffers is inside a fused computation
+    assert checked >= 30
 
 
 def test_layout_items_quote_shapes_xla_prints_in_a_fresh_compile(tpu_items, recompiled):
     texts = {slug: _module(c).to_string() for slug, c in recompiled.items()}
     for item in tpu_items["layouts"]:
-        if item["program"] in texts:
+        if item["program"] in texts and "buffer" in item:
             assert item["buffer"] in texts[item["program"]], (item["program"], item["buffer"])
 
 
 def test_the_sub_tile_misreading_is_offered_for_bf16(tpu_items):
-    rules = Counter(r for i in tpu_items["layouts"] for r in i["rules"] if r)
+    rules = Counter(m["rule"] for i in tpu_items["layouts"] for m in i.get("misread", {}).values())
     assert {"major-to-minor", "tile-numbers-swapped", "sub-tile-as-tile", "no-padding", "element-width",
-            "default-space", "sharding"} <= set(rules)
+            "logical-order", "total-for-padding"} <= set(rules)
+
+
+def test_no_layouts_reason_says_nothing_is_padded_where_the_answer_pads(tpu_items):
+    # Issue 33: 40 scalar `bytes` items said the tile "pads nothing" while the answer padded 1 element to 256.
+    asked = [i for i in tpu_items["layouts"] if i["step"] in ("bytes", "padded-shape")]
+    assert asked
+    for item in asked:
+        b = hlo_facts.read_buffer(item["buffer"])
+        assert b.dims and item["value"] not in ("0", "[" + ",".join(map(str, b.dims)) + "]"), item["buffer"]
+        said = [m["reason"] for m in item["misread"].values()] + [item["feedback"]]
+        assert not any("pads nothing" in r or "nothing: the sizes" in r for r in said), item["buffer"]
+
+
+def test_a_scalars_padding_is_said_as_a_whole_tile():
+    scalar = hlo_facts.read_buffer("bf16[]{:T(256)}")
+    assert layouts._padding_words(scalar) == "its one element to a whole tile of 256"
+    assert layouts._bytes(scalar) is None  # every scalar takes 512 bytes: not asked
 
 
 def test_padding_example_from_the_docs():
     assert hlo_facts.read_buffer("f32[3,5]{1,0:T(8,128)}").padded_bytes() == 8 * 128 * 4
     assert hlo_facts.read_buffer("bf16[3,5]{1,0:T(8,128)(2,1)}").padded_bytes() == 8 * 128 * 2
     assert hlo_facts.read_buffer("bf16[]{:T(256)}").padded_bytes() == 256 * 2
+    b = hlo_facts.read_buffer("f32[300,5]{0,1:T(8,128)}")
+    assert layouts.padded_shape(b.dims, b.minor_to_major, b.tiles[0]) == (384, 8)
+    assert layouts._bytes(hlo_facts.read_buffer("f32[3,5]{1,0:T(8,128)}"))[0] == str(4096 - 60)
 
 
 # --- which unit ---
@@ -230,30 +287,39 @@ def _matmul_in(module, name: str) -> bool:
     return False
 
 
-def test_unit_answers_follow_xlas_opcodes(tpu_items, recompiled):
-    checked = 0
+def _jaxpr_holds_a_dot(program) -> bool:
+    """Whether JAX's own jaxpr of the program has a dot_general anywhere (a kernel's body included)."""
+    from jax_reference import jaxpr_of
+
+    return "dot_general" in str(jaxpr_of(program.function, program.example_args()))
+
+
+def test_unit_answers_follow_xlas_opcodes(tpu_items, recompiled, programs):
+    checked, kernels = 0, 0
     for item in tpu_items["units"]:
         if item["program"] not in recompiled:
             continue
         module = _module(recompiled[item["program"]])
-        names = {o: re.match(r"%(\S+) \(line", o).group(1) for o in item["options"] if o.startswith("%")}
-        on_mxu = {o: _matmul_in(module, n) for o, n in names.items()}
-        answer = item["options"][item["answer"]]
-        if item["step"] == "mxu":
-            assert on_mxu[answer] and not any(v for o, v in on_mxu.items() if o != answer), item
-        elif item["step"] == "vpu":
-            assert not on_mxu[answer] and any(on_mxu.values()), item
-        else:
-            assert answer.startswith("none") and not any(on_mxu.values())
-            assert not any(_matmul_in(module, n) for n in _by_name(module))
+        by_name = _by_name(module)
+        expected = []
+        for k, name in enumerate(item["instructions"], start=1):
+            if name is None:
+                continue  # a brace or a signature: nothing runs there
+            text = by_name[name][1].to_string()
+            kernel = 'custom_call_target="tpu_custom_call"' in text
+            if _matmul_in(module, name) or (kernel and _jaxpr_holds_a_dot(programs[item["program"]])):
+                expected.append(k)
+                kernels += kernel
+        assert item["answer_lines"] == expected, (item["program"], item["instruction"])
         checked += 1
-    assert checked >= 25
+    assert checked >= 25 and kernels >= 1
 
 
-def test_unit_steps_and_reasons_name_this_compile(tpu_items):
-    steps = Counter(i["step"] for i in tpu_items["units"])
-    assert steps["mxu"] >= 15 and steps["vpu"] >= 5 and steps["none"] >= 3
+def test_units_asks_one_step_in_both_skills_and_explains_every_row(tpu_items):
+    assert {i["step"] for i in tpu_items["units"]} == {"mxu"}
+    assert Counter(i["skill"] for i in tpu_items["units"]).keys() == {"schedule", "fused-body"}
     for item in tpu_items["units"]:
-        for option, reason in zip(item["options"], item["reasons"]):
-            if reason:
-                assert reason.startswith(option.split(" (line")[0]), (option, reason)
+        assert item["instruction"] in item["instructions"]
+        for k, name in enumerate(item["instructions"], start=1):
+            why = item["explain"][str(k)]
+            assert why.startswith(f"%{name} ") if name else why.startswith("not an instruction"), (name, why)

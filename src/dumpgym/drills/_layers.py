@@ -3,14 +3,9 @@ from __future__ import annotations
 
 import functools
 
-# The name each built-in compile target's layer had in items' option shuffles before targets were a
-# registry (`choice_item`'s seed): kept, so that the rename moved no option of any item.
-_SEED_NAMES = {"cpu": "hlo", "tpu": "hlo_tpu", "gpu": "hlo_gpu"}
-
-
 def layer_seed(target: str) -> str:
-    """The part of an item's option shuffle that names its compiled layer (`target`, a compile target id)."""
-    return _SEED_NAMES.get(target, target)
+    """The part of an item's option shuffle that names its compiled layer: its compile target id."""
+    return target
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,180 +1,284 @@
-"""The layout drill: read a TPU buffer's layout (minor axis and tile), its memory space, and its padded size.
+"""The layout drill: read a TPU buffer's layout down to the shape its tile pads it to, the bytes it takes, and
+which instructions' results sit in which memory space.
 
 Asked of each TPU layer (a program's `compiled` layers whose backend is `tpu`). Every buffer is as XLA's
 shape parser read it when the program was compiled (the layer's `buffers`, `hlo_facts.read_buffer`):
 `minor_to_major`, the tiles and the element size come from XLA's `Layout`; the padded size is
 XLA's tiling rule applied to them (the tests compare it with `memory_analysis()` of a compile).
-Three questions (`step`): `minor-tile`, `memory-space` and `bytes`; each wrong option is what
-one misreading of this very buffer's notation gives.
+Three questions (`step`), each answered by building the answer: `padded-shape` (type the shape the first
+tile pads the buffer to), `bytes` (type the bytes it takes) and `memory-space` (tap every row of a few
+instruction lines whose result holds a buffer in one named memory space). A typed value that one
+misreading of this very buffer's notation gives gets that misreading's reason.
 """
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
+from dataclasses import replace
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item
+from dumpgym.drills._avals import order
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, which_compile
-from dumpgym.drills.item import Item, Lines, Note, choice
+from dumpgym.drills.item import Item, Lines, LineSet, Misreading, Note, Typed
 from dumpgym.record import CompiledLayer, ProgramRecord, padded_elements
 
 
-def _axes(b: Buffer, tile, minor: int, second: int | None) -> str:
-    """A tile as axes: `axis 0 by 8, axis 1 by 128` (a 1-D tile covers the minor axis only)."""
-    if len(tile) == 1 or second is None:
-        return f"axis {minor} by {tile[-1]}"
-    return f"axis {second} by {tile[-2]}, axis {minor} by {tile[-1]}"
+def padded_shape(dims, minor_to_major, tile) -> tuple[int, ...]:
+    """The logical shape a buffer fills once one tile pads its most minor axes: the tile's last number rounds
+    up the minor axis, the one before it the next, and so on (`T(8,128)` on `{1,0}` pads axis 0 to 8s,
+    axis 1 to 128s)."""
+    physical = list(reversed(minor_to_major))  # major to minor
+    out = list(dims)
+    for axis, t in zip(physical[::-1], tuple(tile)[::-1]):
+        out[axis] = -(-dims[axis] // t) * t
+    return tuple(out)
 
 
-def _reading(b: Buffer, minor: int, second: int | None, tile) -> str:
-    return f"minor: axis {minor} (size {b.dims[minor]}) · tile: {_axes(b, tile, minor, second)}"
+def _shape_text(shape) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
 
 
-def _minor_tile(b: Buffer) -> tuple[str, list[tuple[str, str, str]]] | None:
-    """The answer and misreadings for "which axis is minor, and what is the tile?"."""
-    if len(b.dims) < 2 or not b.tiles or len(b.tiles[0]) != 2:
-        return None
-    m2m, tile = b.minor_to_major, b.tiles[0]
-    layout = "{" + ",".join(map(str, m2m)) + "}"
-    answer = _reading(b, m2m[0], m2m[1], tile)
-    wrong = [
-        (_reading(b, m2m[-1], m2m[-2], tile), "major-to-minor",
-         f"read `{layout}` major to minor; XLA lists the axes minor first, so axis {m2m[0]} is the minor one "
-         f"and the tile's last number, {tile[-1]}, runs along it"),
-        (_reading(b, m2m[0], m2m[1], tuple(reversed(tile))), "tile-numbers-swapped",
-         f"put the tile's {tile[0]} on the minor axis; `T({tile[0]},{tile[1]})` is written like a shape, "
-         f"major first: {tile[1]} along the minor axis {m2m[0]}, {tile[0]} along axis {m2m[1]}"),
-    ]
-    if len(b.tiles) > 1 and len(b.tiles[-1]) == 2:
-        sub = b.tiles[-1]
-        wrong.insert(1, (_reading(b, m2m[0], m2m[1], sub), "sub-tile-as-tile",
-                         f"took the last group `({sub[0]},{sub[1]})` for the tile; it is a sub-tile inside each "
-                         f"`({tile[0]},{tile[1]})` tile, packing {sub[0]} narrow elements into one 32-bit word"))
-    rank = len(b.dims)
-    if m2m[0] != rank - 1:
-        wrong.append((_reading(b, rank - 1, rank - 2, tile), "logical-order",
-                      f"assumed the last axis is minor, as in a row-major array; this buffer's layout `{layout}` "
-                      f"puts axis {m2m[0]} minor"))
-    return answer, wrong
+def _tile_text(tile) -> str:
+    return "T(" + ",".join(map(str, tile)) + ")"
 
 
-def _padding_words(b: Buffer) -> str:
-    """How the first tile pads this buffer, in words: `axis 0 from 3 to 8, axis 1 from 5 to 128`."""
-    tile = b.tiles[0] if b.tiles else ()
-    physical = list(reversed(b.minor_to_major))[-len(tile):] if tile and b.dims else []
-    parts = [f"axis {a} from {b.dims[a]} to {-(-b.dims[a] // t) * t}"
-             for a, t in zip(physical, tile[-len(physical):]) if b.dims[a] % t]
+def _layout_text(b: Buffer) -> str:
+    return "{" + ",".join(map(str, b.minor_to_major)) + "}"
+
+
+def _padding_words(b: Buffer, tile=None) -> str:
+    """How a tile pads this buffer, in words: `axis 0 from 3 to 8, axis 1 from 5 to 128`."""
+    tile = tile or b.tiles[0]
+    if not b.dims:
+        return f"its one element to a whole tile of {math.prod(tile)}"
+    padded = padded_shape(b.dims, b.minor_to_major, tile)
+    parts = [f"axis {a} from {b.dims[a]} to {p}" for a, (d, p) in enumerate(zip(b.dims, padded)) if d != p]
+    if len(tile) > len(b.dims):  # the tile's leading numbers cover axes the array does not have
+        parts.append(f"the {len(tile) - len(b.dims)} axis{'es' if len(tile) - len(b.dims) > 1 else ''} it lacks "
+                     f"to {', '.join(map(str, tile[:len(tile) - len(b.dims)]))}")
     return ", ".join(parts) or "nothing: the sizes are multiples of the tile"
 
 
-def _bytes(b: Buffer) -> tuple[str, list[tuple[str, str, str]]] | None:
-    """The answer and misreadings for "how many bytes does this buffer take, padding included?"."""
-    if not b.tiles:
+# --- padded-shape -------------------------------------------------------------------------------
+
+def _padded(b: Buffer):
+    """The answer, the misreadings and the feedback for "what shape does the tile pad this buffer to?";
+    None where the tile pads nothing (the answer would be the printed shape) or covers axes it lacks."""
+    if not b.dims or not b.tiles or len(b.tiles[0]) > len(b.dims):
         return None
-    answer = b.padded_bytes()
+    m2m, tile, rank = b.minor_to_major, b.tiles[0], len(b.dims)
+    answer = padded_shape(b.dims, m2m, tile)
+    if answer == b.dims:
+        return None
+    layout = _layout_text(b)
+    wrong = [
+        (b.dims, "no-padding", f"left the sizes as printed; `{_tile_text(tile)}` pads {_padding_words(b)}"),
+        (padded_shape(b.dims, tuple(reversed(m2m)), tile), "major-to-minor",
+         f"read `{layout}` major to minor; XLA lists the axes minor first, so axis {m2m[0]} is the minor one "
+         f"and the tile's last number, {tile[-1]}, runs along it"),
+    ]
+    if len(tile) >= 2:
+        wrong.append((padded_shape(b.dims, m2m, tuple(reversed(tile))), "tile-numbers-swapped",
+                      f"put the tile's {tile[0]} on the minor axis; `{_tile_text(tile)}` is written like a shape, "
+                      f"major first: {tile[-1]} along the minor axis {m2m[0]}"))
+    if len(b.tiles) > 1 and len(b.tiles[-1]) <= rank:
+        sub = b.tiles[-1]
+        wrong.append((padded_shape(b.dims, m2m, sub), "sub-tile-as-tile",
+                      f"padded by the last group `({','.join(map(str, sub))})`; it is a sub-tile inside each "
+                      f"`{_tile_text(tile)}` tile, and the first group is the tile"))
+    if m2m[0] != rank - 1:
+        wrong.append((padded_shape(b.dims, tuple(range(rank - 1, -1, -1)), tile), "logical-order",
+                      f"assumed the last axis is minor, as in a row-major array; the layout `{layout}` puts "
+                      f"axis {m2m[0]} minor"))
+    feedback = (f"`{layout}` makes axis {m2m[0]} minor and `{_tile_text(tile)}` lays its last number along it: "
+                f"it pads {_padding_words(b)}, so the buffer fills {_shape_text(answer)}")
+    return _shape_text(answer), [(_shape_text(v), rule, reason) for v, rule, reason in wrong], feedback
+
+
+# --- bytes --------------------------------------------------------------------------------------
+
+def _bytes(b: Buffer):
+    """The answer, the misreadings and the feedback for "how many bytes of padding does the layout add?";
+    None for a scalar (every scalar's tile makes it 512 bytes: a habit, not a reading) and where the tile
+    pads nothing."""
+    if not b.tiles or not b.dims:
+        return None
+    elements = padded_elements(b.dims, b.minor_to_major, b.tiles)
     dense = -(-math.prod(b.dims) * b.bits // 8)
+    answer = b.padded_bytes() - dense
+    if answer == 0:
+        return None
     tile = b.tiles[0]
+    tiles_text = "".join("(" + ",".join(map(str, t)) + ")" for t in b.tiles)
     wrong: list[tuple[int, str, str]] = [
-        (dense, "no-padding",
-         f"counted the {math.prod(b.dims)} elements only; the tile `T({','.join(map(str, tile))})` pads "
-         f"{_padding_words(b)}"),
+        (0, "no-padding", f"took the buffer for dense; the tile `{_tile_text(tile)}` pads {_padding_words(b)}"),
+        (b.padded_bytes(), "total-for-padding",
+         f"gave the whole buffer's {b.padded_bytes():,} bytes; {dense:,} of them hold its {math.prod(b.dims)} elements"),
     ]
     if len(tile) == 2 and tile[0] != tile[1]:
-        swapped = b.padded_bytes(((tile[1], tile[0]), *b.tiles[1:]))
-        wrong.append((swapped, "tile-numbers-swapped",
+        wrong.append((b.padded_bytes(((tile[1], tile[0]), *b.tiles[1:])) - dense, "tile-numbers-swapped",
                       f"padded the minor axis to {tile[0]} and the next to {tile[1]}; the tile's last number, "
                       f"{tile[1]}, runs along the minor axis {b.minor_to_major[0]}"))
     if b.bits < 8:  # XLA packs sub-byte elements (`E(4)`): counting a byte each is the slip
-        wrong.append((padded_elements(b.dims, b.minor_to_major, b.tiles), "element-width",
+        wrong.append((elements - math.prod(b.dims), "element-width",
                       f"counted a whole byte per {b.dtype} element; the layout's `E({b.bits})` packs them "
                       f"{8 // b.bits} to a byte"))
     else:
         other = 4 if b.bits != 32 else 2
-        wrong.append((b.padded_bytes() // (b.bits // 8) * other, "element-width",
+        wrong.append(((elements - math.prod(b.dims)) * other, "element-width",
                       f"counted {other} bytes per {b.dtype} element; a {b.dtype} takes {b.width()}"))
     if len(b.dims) >= 2:
         flipped = Buffer(b.text, b.dtype, b.dims, tuple(reversed(b.minor_to_major)), b.tiles, b.memory_space,
                          b.bits)
-        wrong.append((flipped.padded_bytes(), "major-to-minor",
+        wrong.append((flipped.padded_bytes() - dense, "major-to-minor",
                       f"read the layout major to minor and tiled axis {b.minor_to_major[-1]} as the minor one; "
                       f"axis {b.minor_to_major[0]} is minor"))
-    seen, out = {answer}, []
-    for value, rule, reason in wrong:
-        if value not in seen:
-            seen.add(value)
-            out.append((f"{value:,} bytes", rule, reason))
-    return (f"{answer:,} bytes", out) if len(out) >= 2 else None
+    feedback = (f"the tiles `{tiles_text}` pad {_padding_words(b)}: {elements:,} elements stored of "
+                f"{math.prod(b.dims):,}, {b.width()} each, {b.padded_bytes():,} bytes for {dense:,} of data")
+    return str(answer), [(str(v), rule, reason) for v, rule, reason in wrong], feedback
 
 
-_SHARDING = ("split across devices along axis {n}, one slice per device", "sharding",
-             "read `S({n})` as a sharding; XLA prints a sharding as `sharding={{...}}` after the operands, never "
-             "inside the layout's braces")
+def one_tile(b: Buffer) -> bool:
+    """Whether the buffer fits in one tile along every axis the tile covers (then padding it to the tile
+    itself, a habit, gives the right answer without reading its sizes)."""
+    tile = b.tiles[0]
+    physical = list(reversed(b.minor_to_major))
+    return all(b.dims[a] <= t for a, t in zip(physical[::-1], tuple(tile)[::-1]))
 
 
-def _memory_space(b: Buffer) -> tuple[str, list[tuple[str, str, str]]] | None:
-    """The answer and misreadings for "what does S(n) say about where this buffer lives?"."""
-    n = b.memory_space
-    if n == 0 or n not in MEMORY_SPACES:
-        return None
-    wrong = [(MEMORY_SPACES[0], "default-space",
-              f"took the buffer for one in the default space; `S(0)` is never printed, so an `S({n})` says it "
-              "lives elsewhere")]
-    for other in (1, 2, 5):
-        if other != n and len(wrong) < 2:
-            wrong.append((MEMORY_SPACES[other], "other-space", f"that is memory space {other}, printed `S({other})`"))
-    text, rule, reason = _SHARDING
-    wrong.append((text.format(n=n), rule, reason.format(n=n)))
-    return MEMORY_SPACES[n], wrong
+def _typed_question(step: str, b: Buffer, at: str) -> str:
+    if step == "padded-shape":
+        return f"Once its tile pads it, what shape does `{b.text}` ({at}) fill, in its own axis order?"
+    return f"How many bytes of padding does the layout add to `{b.text}` ({at})?"
 
 
-def _question(step: str, b: Buffer, d, at: str) -> str:
-    if step == "minor-tile":
-        return f"In `{b.text}` ({at}), which axis is minor, and what is the tile?"
-    if step == "memory-space":
-        return f"In `{b.text}` ({at}), what does `S({b.memory_space})` say about where this buffer lives?"
-    return f"How many bytes does `{b.text}` ({at}) take in memory, padding included?"
+_TYPED = (("padded-shape", _padded, "shape"), ("bytes", _bytes, "int"))
 
 
-_STEPS = (("minor-tile", _minor_tile), ("memory-space", _memory_space), ("bytes", _bytes))
+# --- memory-space -------------------------------------------------------------------------------
 
+_SPACE_MARK = re.compile(r"S\(\d+\)")
+ROWS = 8  # instruction lines shown at most in one memory-space question
+
+
+def _space_words(n: int) -> str:
+    """A memory space as the question names it: `VMEM`, `HBM`, ... (the first words of its meaning)."""
+    return MEMORY_SPACES[n].split(",")[0]
+
+
+def _row_spaces(listing: Listing, line: int) -> set[int] | None:
+    d = listing.definition(listing.at[line]) if line in listing.at else None
+    return {b.memory_space for b in d.buffers} if d is not None and d.buffers else None
+
+
+def _space_items(program: ProgramRecord, target: str, hlo: CompiledLayer, listing: Listing) -> list[Item]:
+    """Per computation, its instruction lines in runs of at most `ROWS`; each run is asked once, about one
+    memory space some but not all of its rows' results hold (which one is a fixed draw per run)."""
+    items = []
+    for comp in hlo.computations:
+        first, last = comp.lines
+        body = list(range(first + 1, last))  # the signature and the closing brace are not instructions
+        spaces = {n: _row_spaces(listing, n) for n in body}
+        if not body or any(s is None for s in spaces.values()):
+            continue
+        # Runs start at a fixed draw per computation, so a question's rows are not always its first lines.
+        start = order(ROWS, program.slug, target, comp.name)[0]
+        cuts = [0, *range(start or ROWS, len(body), ROWS), len(body)]
+        for run in (body[a:b] for a, b in zip(cuts, cuts[1:])):
+            if len(run) < 3 or any(not spaces[r] <= set(MEMORY_SPACES) for r in run):
+                continue  # a space outside JAX's table (the corpus prints S(6)) is not asked about
+            held = {n: sum(n in spaces[r] for r in run) for n in sorted(MEMORY_SPACES)}
+            asked = [n for n, k in held.items() if 0 < k < len(run)]
+            if not asked:
+                continue
+            # Ask for a minority of the rows (tapping seven of eight teaches less than finding one).
+            fewest = min(held[n] for n in asked)
+            asked = [n for n in asked if 2 * held[n] <= len(run)] or [n for n in asked if held[n] == fewest]
+            n = asked[order(len(asked), program.slug, target, run[0])[0]]
+            items.append(_space_item(target, hlo, listing, run, spaces, n))
+    return items
+
+
+def _space_item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int], spaces: dict, n: int) -> Item:
+    rows = {line: k for k, line in enumerate(run, start=1)}
+    right = [rows[line] for line in run if n in spaces[line]]
+    mark = f"`S({n})`" if n else "no `S(n)`"
+    explain = {}
+    for line in run:
+        name = listing.at[line].name
+        held = sorted(spaces[line])
+        if n in held:
+            explain[str(rows[line])] = f"%{name}'s result holds a buffer with {mark}: {_space_words(n)}"
+        else:
+            marks = ", ".join(f"S({s})" if s else "no S(n)" for s in held)
+            explain[str(rows[line])] = (f"%{name}'s result is in {' and '.join(_space_words(s) for s in held)} "
+                                        f"({marks}), not {_space_words(n)}")
+    where = "the layout prints no `S(n)`" if n == 0 else f"the layout prints `S({n})`"
+    feedback = (f"{_space_words(n)} is memory space {n}, so {where}: row{'s' if len(right) > 1 else ''} "
+                f"{', '.join(map(str, right))} of these {len(run)}")
+    d = listing.at[run[0]]
+    return Item(
+        question=(f"In these {len(run)} lines of the TPU compile, tap every instruction whose result holds a "
+                  f"buffer in {_space_words(n)}{' (the default space)' if n == 0 else ''}."),
+        layer=target, step="memory-space", skill=f"space-{n}", card=(d.name, "memory-space", target),
+        answer=LineSet(tuple(right), explain), feedback=feedback,
+        context=(Lines(target, run[0], run[-1], cut=True), Note(which_compile(hlo))),
+        facts={"hlo_line": run[0], "hlo_lines": [run[0], run[-1]], "space": n})
+
+
+# --- the kind -----------------------------------------------------------------------------------
 
 # A program with more items of one step (the unrolled scan has two dozen buffers) shares 4 of weight among them.
 @drill("layouts", number="10", title="TPU layouts, read",
-       aim="Read a TPU buffer's layout: its minor axis and tile, its memory space, and the bytes it takes.",
+       aim="Read a TPU buffer's layout: the shape its tile pads it to, the bytes it takes, and where it lives.",
        per_program=4, cap_by=("layer", "step"))
 def layout_items(program: ProgramRecord) -> list[Item]:
-    """Per TPU layer and step, one item per distinct buffer, at the first instruction that makes it.
-    Its card is the step and the buffer as the step tells buffers apart (for `memory-space` the printed
-    text, for the others the text without its memory space), and the layer's target."""
+    """Per TPU layer: for each distinct buffer (its text without its memory space), a `padded-shape` and a
+    `bytes` item at the first instruction that makes it; and the `memory-space` runs of lines. Its card is
+    the buffer (or the run's first instruction) and the step, and the layer's target."""
     return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
 
 
 def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
     listing = Listing(hlo)
     seen: set[tuple[str, str]] = set()
-    by_step: dict[str, list[Item]] = {step: [] for step, _ in _STEPS}
+    by_step: dict[str, list[Item]] = {step: [] for step, _, _ in _TYPED}
     for ins in hlo.instructions:
         d = listing.definition(ins)
         if d is None:
             continue
         for b in d.buffers:
-            for step, make in _STEPS:
-                # The layout question does not depend on the memory space; the others are asked per printed text.
-                key = (step, b.text.split("S(")[0] if step != "memory-space" else b.text)
+            for step, make, spelling in _TYPED:
+                key = (step, _SPACE_MARK.sub("", b.text))  # the memory space does not change these answers
                 if key in seen:
                     continue
                 made = make(b)
                 if made is None:
                     continue
                 seen.add(key)
-                answer, wrong = made
-                texts = {answer}
-                wrong = [w for w in wrong if not (w[0] in texts or texts.add(w[0]))]  # distinct, first rule kept
-                if len(wrong) < 2:
-                    continue
+                answer, wrong, feedback = made
+                misread = {}
+                for value, rule, reason in wrong:
+                    if value != answer and value not in misread:
+                        misread[value] = Misreading(reason, rule)
                 at = f"%{d.name}, compiled HLO line {d.line}"
                 by_step[step].append(Item(
-                    question=_question(step, b, d, at), layer=target, step=step, card=(key[1], step, target),
-                    answer=choice(choice_item(answer, wrong[:3], program.slug, step, b.text)),
+                    question=_typed_question(step, b, at), layer=target, step=step, card=(key[1], step, target),
+                    answer=Typed(spelling, answer, misread=misread), feedback=feedback,
                     context=(Note(which_compile(hlo)), Lines(target, d.line, d.line, cut=True)),
-                    facts={"hlo_line": d.line, "buffer": b.text}))
-    return [item for step_items in by_step.values() for item in step_items]
+                    facts={"hlo_line": d.line, "buffer": b.text, "one_tile": one_tile(b)}))
+    typed = [item for step_items in by_step.values() for item in _shared_by_value(step_items)]
+    return typed + (_space_items(program, target, hlo, listing) if hlo.has_facts else [])
+
+
+def _shared_by_value(items: list[Item]) -> list[Item]:
+    """Items of one step whose answers are the same value share one item's weight: a program's many
+    `f32[8,128]` buffers are one lesson, and a habit must not be what the sampler asks most. A buffer that
+    fits in one tile (its answer is the tile itself, whatever its sizes) is asked a fifth as often."""
+    counts = Counter(i.answer.value for i in items)
+    return [replace(i, weight=round((ONE_TILE_WEIGHT if i.facts["one_tile"] else 1) / counts[i.answer.value], 3))
+            for i in items]
+
+
+ONE_TILE_WEIGHT = 0.2

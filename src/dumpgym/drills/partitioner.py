@@ -4,26 +4,25 @@ Read from the record of the StableHLO (`lowered`: main's `sdy.sharding` attribut
 `sdy.sharding_constraint`, collectives' `replica_groups`, as MLIR's Shardy bindings read them when the
 program was lowered) and of the TPU compile (each TPU layer: entry parameters' `sharding={...}` as
 XLA's `HloSharding` read them, collectives' `replica_groups`, when it was compiled). The CPU
-compile is never used: its text depends on the host. Three questions (`step`): `shard-shape`
-(what shape is each device's block of a sharded value?), `same-block` (which
-devices hold the same block as device 0, under `last_tile_dim_replicate`?), `group-axis` (over
-which mesh axes does this collective run?), `inserted` (which collectives did the partitioner add
-for this dot_general? see `_inserted.py`). Device numbers are positions in the mesh's device
-order, so a group's mesh axes are the coordinates its positions differ in.
+compile is never used: its text depends on the host. Two questions (`step`), each answered by
+building the answer: `shard-shape` (type the shape of each device's block of a sharded value) and
+`group-axis` (tap the mesh axes that a set of devices runs along: a collective's groups, skill
+`collective`, or the devices holding copies of one block under `last_tile_dim_replicate`, skill
+`copies`). Device numbers are positions in the mesh's device order, so a group's mesh axes are the
+coordinates its positions differ in.
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
 from dumpgym.drills import _sharding as sh
-from dumpgym.drills._layers import layer_seed
-from dumpgym.drills._avals import choice_item
-from dumpgym.drills._inserted import inserted_items
 from dumpgym.drills._tpu import Buffer, Listing, which_compile
-from dumpgym.drills.item import Item, from_draft, refer
+from dumpgym.drills.item import AxisSet, Item, Misreading, Typed, refer
+from dumpgym.drills.answer import axes_key
 from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
 
@@ -36,8 +35,34 @@ def _item(program: ProgramRecord, draft: dict) -> Item:
     `instruction=param.3`, `stablehlo_line=41`, or the equation)."""
     layer = draft["layer"]  # stablehlo, or a TPU layer's compile target id
     about = next((f"{k}={draft[k]}" for k in _ABOUT if k in draft), f"eqn={draft['eqn']}")
-    return from_draft(draft, card=(draft["step"], layer, about), layer=layer,
-                      context=refer(program, (layer, "jaxpr"), draft["shown"]))
+    if draft["skill"] == "copies":
+        about = "copies-" + about  # a parameter's block and its copies are two questions
+    facts = {k: v for k, v in draft.items() if k not in _DRAFT_KEYS}
+    return Item(question=draft["question"], answer=draft["form"], feedback=draft["feedback"], eqn=draft["eqn"],
+                step=draft["step"], skill=draft["skill"], card=(draft["step"], layer, about), layer=layer,
+                context=refer(program, (layer, "jaxpr"), draft["shown"]), facts=facts)
+
+
+_DRAFT_KEYS = ("question", "form", "feedback", "eqn", "step", "skill", "layer", "shown")
+
+
+def _typed_shape(answer, wrong) -> Typed | None:
+    """A typed per-device shape (`[16,32]`) with the shapes the misreadings give; None with fewer than two."""
+    misread = {}
+    for shape, rule, reason in wrong:
+        if shape is not None and shape != answer and _shape_text(shape) not in misread:
+            misread[_shape_text(shape)] = Misreading(reason, rule)
+    return Typed("shape", _shape_text(answer), misread=misread) if len(misread) >= 2 else None
+
+
+def _shape_text(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _mesh_axes(mesh, axes, misread: dict) -> AxisSet:
+    """Tap the mesh axes (one chip per axis, its size) that a set of devices runs along."""
+    label = "the mesh: " + " × ".join(f"`{name}`={size}" for name, size in mesh)
+    return AxisSet(label, tuple(size for _, size in mesh), tuple(axes), misread)
 
 
 # A program with more items shares 6 of weight among them.
@@ -56,9 +81,17 @@ def partitioner_items(program: ProgramRecord) -> list[Item]:
     for target, hlo in program.layers("tpu").items():
         if not hlo.has_facts:
             continue
-        items += [*_tpu_parameters(program, target, hlo, module), *_tpu_groups(program, target, hlo, module),
-                  *inserted_items(program, target, hlo, _mesh_note(module))]
-    return [_item(program, item) for item in items]
+        items += [*_tpu_parameters(program, target, hlo, module), *_tpu_groups(program, target, hlo, module)]
+    return _shared_by_answer([_item(program, item) for item in items])
+
+
+def _shared_by_answer(items: list[Item]) -> list[Item]:
+    """Items of one step with the same answer share one item's weight, so that no answer (`model` alone,
+    say) is what the sampler asks most because one program asks it of many values."""
+    def key(item: Item):
+        return (item.step, getattr(item.answer, "value", None) or getattr(item.answer, "axes", None))
+    counts = Counter(key(i) for i in items)
+    return [replace(i, weight=round(1 / counts[key(i)], 3)) for i in items]
 
 
 # --- shared wording ---------------------------------------------------------------------------
@@ -73,19 +106,6 @@ def _axis_words(axes) -> str:
 
 def _counts_words(counts) -> str:
     return ", ".join(f"axis {k} {c} ways" for k, c in enumerate(counts) if c > 1) or "no axis"
-
-
-def _block_options(answer, wrong, shape_text, *seed) -> dict | None:
-    """Options for a block question: distinct shapes, the answer's text not among the wrong ones."""
-    seen, kept = {shape_text(answer)}, []
-    for shape, rule, reason in wrong:
-        text = shape_text(shape) if shape is not None else None
-        if text is not None and text not in seen:
-            seen.add(text)
-            kept.append((text, rule, reason))
-    if len(kept) < 2:
-        return None
-    return choice_item(shape_text(answer), kept[:3], *seed)
 
 
 def _eqn_at_stablehlo_line(program: ProgramRecord, line: int, primitives) -> int | None:
@@ -147,36 +167,40 @@ def _stablehlo_blocks(program: ProgramRecord, module: sh.SdyModule) -> list[dict
         else:
             where, eqn = sh.signature_part(lines, value), None
             name = f"main's {value.what} {value.index}"
-        options = _block_options(answer, list(_sdy_misreadings(value, mesh)), lambda s: _tensor(s, value.type),
-                                 program.slug, "shard-shape", value.what, value.index)
-        if options is None:
+        form = _typed_shape(answer, list(_sdy_misreadings(value, mesh)))
+        if form is None or _tensor(answer, value.type) in where:
             continue
+        cut = " and ".join(f"axis {k} over {_axis_words(names)} ({c} ways)"
+                           for k, (names, c) in enumerate(zip(value.axes, counts)) if c > 1)
         items.append({
-            "eqn": eqn, "layer": "stablehlo", "step": "shard-shape",
+            "eqn": eqn, "layer": "stablehlo", "step": "shard-shape", "skill": "sdy-sharding",
             ("stablehlo_line" if value.what == "constraint" else value.what): value.index,
             "question": f"What shape is each device's block of {name}?",
-            "shown": [lines[module.mesh_line - 1].strip(), where],
-            **options,
+            "shown": [lines[module.mesh_line - 1].strip(), where], "form": form,
+            "feedback": f"the sharding cuts {cut}: {value.type} is {_tensor(answer, value.type)} on each device",
         })
-    return [i for i in items if i["options"][i["answer"]] not in "\n".join(i["shown"])]
+    return items
 
 
 # --- device groups ----------------------------------------------------------------------------
 
-def _group_options(groups, mesh, printed: str | None, *seed) -> dict | None:
-    """Options for a group question over a mesh of two or more axes: each axis alone, and all of them."""
+def _group_form(groups, mesh, printed: str | None) -> tuple[AxisSet, str] | None:
+    """Tap the mesh axes a collective's groups run over (a mesh of two or more axes), and the feedback."""
     names, sizes = tuple(n for n, _ in mesh), tuple(s for _, s in mesh)
     found = sh.group_axes(groups, sizes)
     if found is None or len(names) < 2:
         return None
     plain = sh.groups_without_transpose(printed, groups) if printed else None
     plain_axes = sh.varying_axes(plain[0], sizes) if plain and len(plain) > 1 else None
-    wrong = []
+    misread = {}
     for axes in [(a,) for a in range(len(names))] + [tuple(range(len(names)))]:
         if axes != found:
-            wrong.append((_group_label(axes, names, sizes), *_group_misreading(
-                axes, found, groups, names, sizes, printed if axes == plain_axes else None, plain)))
-    return choice_item(_group_label(found, names, sizes), wrong, *seed)
+            rule, reason = _group_misreading(axes, found, groups, names, sizes,
+                                             printed if axes == plain_axes else None, plain)
+            misread[axes_key(axes)] = Misreading(reason, rule)
+    feedback = (f"the first group {sh.group_text(groups[0])} holds positions that differ only in "
+                f"{_axis_words(names[a] for a in found)}: {_group_label(found, names, sizes)}")
+    return _mesh_axes(mesh, found, misread), feedback
 
 
 def _group_misreading(axes, found, groups, names, sizes, printed, plain) -> tuple[str, str]:
@@ -212,15 +236,15 @@ def _stablehlo_groups(program: ProgramRecord, module: sh.SdyModule) -> list[dict
     lines = program.stablehlo.splitlines()
     items = []
     for c in module.collectives:
-        options = _group_options(c.groups, module.mesh, None, program.slug, "group-axis", "stablehlo", c.line)
-        if options is None:
+        made = _group_form(c.groups, module.mesh, None)
+        if made is None:
             continue
         items.append({
             "eqn": _eqn_at_stablehlo_line(program, c.line, _COLLECTIVE_PRIMITIVES), "layer": "stablehlo",
-            "step": "group-axis", "stablehlo_line": c.line,
+            "step": "group-axis", "skill": "collective", "stablehlo_line": c.line,
             "question": _group_question(c.name.split(".")[-1], f"StableHLO line {c.line}"),
             "shown": [lines[module.mesh_line - 1].strip(), lines[c.line - 1].strip()],
-            **options,
+            "form": made[0], "feedback": made[1],
         })
     return items
 
@@ -248,22 +272,25 @@ def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module:
         if d is None or printed is None or d.opcode.endswith("-done") or seen in asked:
             continue  # the same collective fused into several computations (layouts aside) is asked once
         asked.add(seen)
-        options = _group_options([list(g) for g in groups[ins.line].groups], module.mesh, printed,
-                                 program.slug, "group-axis", layer_seed(target), ins.name)
-        if options is None:
+        made = _group_form([list(g) for g in groups[ins.line].groups], module.mesh, printed)
+        if made is None:
             continue
         items.append({
             "eqn": ins.eqns[0] if len(ins.eqns) == 1 else None, "layer": target, "step": "group-axis",
-            "hlo_line": ins.line, "instruction": ins.name,
+            "skill": "collective", "hlo_line": ins.line, "instruction": ins.name,
             "question": _group_question(d.opcode, f"TPU compiled HLO line {ins.line}"),
             "shown": [which_compile(hlo), _mesh_note(module), _short_line(text)],
-            **options,
+            "form": made[0], "feedback": made[1],
         })
     return items
 
 
 def _mesh_note(module: sh.SdyModule) -> str:
-    return (f"the program's mesh: {_mesh_words(module.mesh)}; device numbers in this listing are positions "
+    return _mesh_note_of(module.mesh)
+
+
+def _mesh_note_of(mesh) -> str:
+    return (f"the program's mesh: {_mesh_words(mesh)}; device numbers in this listing are positions "
             "in the mesh's device order")
 
 
@@ -284,7 +311,7 @@ def _tpu_parameters(program: ProgramRecord, target: str, hlo: CompiledLayer, mod
         if split is None:
             continue
         param = _Param(program, target, hlo, ins, text, d.buffers[0], value, split,
-                       p.op_name or f"argument {p.number}")
+                       p.op_name or f"argument {p.number}", module.mesh)
         items += [i for i in (param.block_item(), param.copies_item()) if i is not None]
     return items
 
@@ -302,6 +329,7 @@ class _Param:
     value: sh.SdyValue  # its StableHLO argument: the global shape
     split: sh.HloSplit  # its sharding, as XLA reads it
     name: str
+    mesh: tuple[tuple[str, int], ...]  # the program's mesh: axis names and sizes
 
     @property
     def global_text(self) -> str:
@@ -321,11 +349,14 @@ class _Param:
         answer = sh.divided(self.value.shape, self.split.counts)
         if answer is None or answer == self.value.shape or answer != self.buffer.dims:
             return None
-        options = _block_options(answer, list(self._misreadings()), self._shape_text,
-                                 self.program.slug, "shard-shape", layer_seed(self.target), self.ins.name)
-        if options is None:
+        form = _typed_shape(answer, list(self._misreadings()))
+        if form is None:
             return None
-        return self._item("shard-shape", f"What shape is each device's block of `{self.name}`?", options)
+        feedback = (f"`devices=[{','.join(map(str, self.split.tiles.shape))}]` splits {_counts_words(self.split.counts)}"
+                    + (f", and its last count ({self.split.copies}) holds copies" if self.split.copies > 1 else "")
+                    + f": {self.global_text} is {self._shape_text(answer)} on each device")
+        return self._item("shard-shape", "hlo-sharding", f"What shape is each device's block of `{self.name}`?",
+                          form, feedback)
 
     def _misreadings(self):
         split, shape = self.split, self.value.shape
@@ -351,37 +382,64 @@ class _Param:
                f"{_counts_words(counts)}")
 
     def copies_item(self) -> dict | None:
-        """Which devices hold the same block as device 0? Asked only under `last_tile_dim_replicate`."""
-        split = self.split
-        if split.copies == 1:
+        """Along which mesh axes, if any, lie the devices that hold the same block as device 0? Asked where
+        those devices are whole mesh axes: none for a sharding that gives every device a block of its own,
+        every axis for a replicated one, the copies' axes under `last_tile_dim_replicate`."""
+        split, sizes = self.split, tuple(size for _, size in self.mesh)
+        names = tuple(name for name, _ in self.mesh)
+        replicated = split.tiles.size == 1
+        if len(sizes) < 2 or not (replicated or split.tiles.size == math.prod(sizes)):
             return None
-        answer = sh.sharing_first_block(split)
+        answer = tuple(range(math.prod(sizes))) if replicated else sh.sharing_first_block(split)
         if answer[0] != 0:
             return None
-        wrong = [((0,), "forgot-replicate",
-                  f"forgot `last_tile_dim_replicate`: read every device as holding a block of its own; the last "
-                  f"count ({split.copies}) says {split.copies} devices share each block")]
-        plain = sh.without_transpose(split)
-        if plain is not None:
-            wrong.append((sh.sharing_first_block(plain), "ignored-transpose",
-                          "skipped the `T(...)` after the device list: it transposes the numbered devices "
-                          "before they are laid out, so the copies are not the next numbers"))
-        wrong.append((sh.along_first_split(split), "split-as-copies",
-                      "took the devices that split the array among them for copies; they hold different "
-                      "blocks, the copies sit along the last count"))
-        kept, seen = [], {answer}
-        for group, rule, reason in wrong:
-            if group not in seen:
-                seen.add(group)
-                kept.append((f"devices {sh.group_text(group)}", rule, reason))
-        if len(kept) < 2:
+        axes = self._axes_of(answer, sizes)
+        if axes is None:
             return None
-        options = choice_item(f"devices {sh.group_text(answer)}", kept,
-                              self.program.slug, "same-block", self.ins.name)
-        question = f"Which devices hold the same block of `{self.name}` as device 0?"
-        return self._item("same-block", question, options, masked=False)
+        wrong = []
+        if replicated:
+            wrong.append(((), "replicated-as-split",
+                          "read the parameter as cut among the devices; `{replicated}` gives every device the whole "
+                          "array, so every device holds what device 0 holds"))
+            why = "`{replicated}`: every device holds the whole array, so the copies run along every mesh axis"
+        elif split.copies == 1:
+            wrong.append((sh.varying_axes(sh.along_first_split(split), sizes), "split-as-copies",
+                          "took the devices that split the array among them for copies; each of them holds a block "
+                          "of its own"))
+            why = (f"`devices=[{','.join(map(str, split.tiles.shape))}]` uses every device for a block of its own "
+                   "(no `last_tile_dim_replicate`): no other device holds device 0's block")
+        else:
+            wrong.append(((), "forgot-replicate",
+                          f"forgot `last_tile_dim_replicate`: read every device as holding a block of its own; the "
+                          f"last count ({split.copies}) says {split.copies} devices share each block"))
+            plain = sh.without_transpose(split)
+            if plain is not None:
+                wrong.append((sh.varying_axes(sh.sharing_first_block(plain), sizes), "ignored-transpose",
+                              "skipped the `T(...)` after the device list: it transposes the numbered devices "
+                              "before they are laid out, so the copies are not the next numbers"))
+            wrong.append((sh.varying_axes(sh.along_first_split(split), sizes), "split-as-copies",
+                          "took the devices that split the array among them for copies; they hold different "
+                          "blocks, the copies sit along the last count"))
+            why = (f"devices {sh.group_text(answer)} hold device 0's block (the last count, {split.copies}, "
+                   f"counts copies); their positions differ in {_axis_words(names[a] for a in axes)}")
+        misread = {}
+        for got, rule, reason in wrong:
+            if tuple(got) != axes and axes_key(got) not in misread:
+                misread[axes_key(got)] = Misreading(reason, rule)
+        question = (f"Which mesh axes, if any, do the devices that hold the same block of `{self.name}` as "
+                    "device 0 lie along?")
+        return self._item("group-axis", "copies", question, _mesh_axes(self.mesh, axes, misread), why,
+                          masked=False)
 
-    def _item(self, step: str, question: str, options: dict, masked: bool = True) -> dict:
-        shown = self._shown() if masked else [which_compile(self.hlo), _short_line(self.text)]
-        return {"eqn": None, "layer": self.target, "step": step, "hlo_line": self.ins.line, "instruction": self.ins.name,
-                "argument": self.value.index, "question": question, "shown": shown, **options}
+    @staticmethod
+    def _axes_of(positions, sizes) -> tuple[int, ...] | None:
+        """The mesh axes these device positions run along (none for one device), when they are every
+        position along them."""
+        axes = sh.varying_axes(positions, sizes)
+        return axes if len(positions) == math.prod(sizes[a] for a in axes) else None
+
+    def _item(self, step: str, skill: str, question: str, form, feedback: str, masked: bool = True) -> dict:
+        shown = self._shown() if masked else [which_compile(self.hlo), _mesh_note_of(self.mesh), _short_line(self.text)]
+        return {"eqn": None, "layer": self.target, "step": step, "skill": skill, "hlo_line": self.ins.line,
+                "instruction": self.ins.name, "argument": self.value.index, "question": question, "shown": shown,
+                "form": form, "feedback": feedback}

@@ -1,97 +1,87 @@
-"""The unit drill: which instructions of the TPU compile run on the MXU, and which leave it idle?
+"""The unit drill: tap every instruction of a few lines of the TPU compile that runs on the MXU.
 
 A TPU core multiplies matrices on its MXU (a systolic array) and does elementwise and reduction
-work on its vector units (the VPU). In compiled HLO the MXU's work is a `convolution` (how XLA's
-TPU backend writes every dot_general) or a `dot`, bare or inside a fusion's computation. Each
-option is an instruction of the TPU layer; the answer is read from the record (each TPU layer): the
-opcodes of the instructions in the computations a fusion calls, transitively. Three questions
-(`step`): `mxu` (which runs on the MXU?), `vpu` (which leaves it idle?), and, in a program
-without a matrix multiply, `none` (none of them does).
+work on its vector units (the VPU). In compiled HLO the MXU's work is a `convolution` or a `dot`
+(the TPU backend writes most dot_generals as a `convolution`, though not every one: moe's three
+dot_generals compile to one), bare or inside a fusion's computation, or a
+custom call whose kernel (a `pallas_call`, or a kernel XLA wrote for the program's equations)
+computes a dot_general. The answer is read from the record of each TPU layer: the opcodes of the
+instructions in the computations a fusion calls, transitively, and a custom call's equations.
+
+One step, `mxu`, two skills: `schedule` (lines of a computation the chip runs step by step, whose
+fusions must be opened to be read: each fusion's computations follow the lines) and `fused-body`
+(lines of a fused computation itself).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item
-from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, short, which_compile
-from dumpgym.drills.item import Item, Lines, Note, choice
+from dumpgym.drills._avals import order
+from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, which_compile
+from dumpgym.drills.item import Item, Lines, LineSet, Note
 from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
-# Instructions that only name or regroup buffers: never options, they do no work worth asking about.
-_PLUMBING = frozenset({"parameter", "constant", "bitcast", "tuple", "gettupleelement"})
-_DMA = frozenset({"copystart", "copydone"})
-_NONE = "none of them: nothing here multiplies matrices"
+ROWS = 8  # instruction lines shown at most in one question
+# Instructions whose work sits in computations the record does not link (a loop's body, a branch): a run
+# holding one is not asked, since the line alone does not say whether it keeps the MXU busy.
+_CONTROL = frozenset({"while", "conditional", "call", "asyncstart", "asyncdone"})
 
 
 @dataclass(frozen=True)
-class _Unit:
-    """An instruction as the drill sees it: where it runs and why, in this compile's terms."""
+class _Row:
+    """An instruction line as the drill sees it: whether it runs on the MXU, and why, in this compile's terms."""
 
     ins: Instruction
     mxu: bool
     why: str
 
-    @property
-    def label(self) -> str:
-        return f"%{self.ins.name} (line {self.ins.line})"
+
+def _dot_equations(program: ProgramRecord, ins: Instruction) -> list[int]:
+    """The dot_general equations an instruction's equations are, or hold (a pallas_call's kernel)."""
+    found = []
+    for e in ins.eqns:
+        for eqn in (program.eqns[e], *(x for x in program.eqns if program.eqns[e] in program.ancestors(x))):
+            if eqn.primitive == "dot_general" and eqn.id not in found:
+                found.append(eqn.id)
+    return found
 
 
-def _printed(listing: Listing, ins: Instruction) -> str:
-    """The opcode as the line prints it (`copy-start`), as the compile stage recorded it."""
-    return listing.hlo.printed(ins)
-
-
-def _unit(listing: Listing, ins: Instruction) -> _Unit | None:
-    """Where an instruction runs, or None for plumbing, custom kernels and the compiler's bookkeeping."""
-    op = ins.opcode
+def _row(program: ProgramRecord, listing: Listing, ins: Instruction) -> _Row | None:
+    """Where an instruction's work runs, or None where its line cannot say."""
+    op, printed = ins.opcode, listing.hlo.printed(ins)
+    if op in _CONTROL:
+        return None
     if op in MATMUL_OPCODES:
-        return _Unit(ins, True, f"%{ins.name} is a `{_printed(listing, ins)}`: a matrix multiply, the MXU's work")
-    if op in _DMA:
-        return _Unit(ins, False, f"%{ins.name} is a `{_printed(listing, ins)}`, half of an asynchronous copy: "
-                                 "the DMA engines move the data, no compute unit")
-    if op == "copy":
-        return _Unit(ins, False, f"%{ins.name} is a `copy`: it rewrites the buffer in another layout or memory "
-                                 "space, data movement with no matrix multiply")
+        return _Row(ins, True, f"%{ins.name} is a `{printed}`: a matrix multiply, the MXU's work")
     if op == "fusion":
         body = listing.body(ins.line)
         ops = listing.opcodes_in(body)
         where = f"%{ins.name} calls %{body[0]}" if body else f"%{ins.name}"
+        if ops & _CONTROL:
+            return None
         if ops & MATMUL_OPCODES:
-            found = sorted(ops & MATMUL_OPCODES)
-            return _Unit(ins, True, f"{where}, which holds a `{found[0]}`: a matrix multiply, the MXU's work")
-        work = sorted(ops - _PLUMBING)
-        if not work:
-            return _Unit(ins, False, f"{where}, which only bitcasts: it reinterprets a buffer, no arithmetic at all")
-        return _Unit(ins, False, f"{where}, which holds {', '.join('`' + o + '`' for o in work[:4])}: no convolution "
-                                 "or dot, so nothing for the MXU; the vector units (VPU) do this work")
-    if op in ("reduce", "allreduce", "customcall") or op in _PLUMBING:
-        return None  # a custom call's kernel is opaque here; reductions stay in fusions' questions
-    return _Unit(ins, False, f"%{ins.name} is a `{_printed(listing, ins)}` outside any fusion: elementwise work for "
-                             "the vector units (VPU)")
-
-
-def _nearest(units: list[_Unit], line: int, k: int = 3) -> list[_Unit]:
-    return sorted(units, key=lambda u: (abs(u.ins.line - line), u.ins.line))[:k]
-
-
-def _context(listing: Listing, hlo, units: list[_Unit], target: str) -> tuple:
-    """Which compile, then each option's line and the computations it calls, in line order (references
-    into the layer of compile target `target`)."""
-    blocks = [Note(which_compile(hlo))]
-    for u in sorted(units, key=lambda u: u.ins.line):
-        blocks.append(Lines(target, u.ins.line, u.ins.line, cut=True))
-        blocks += [Lines(target, *listing.computations[n]) for n in listing.body(u.ins.line)]
-    return tuple(blocks)
+            return _Row(ins, True, f"{where}, which holds a `{sorted(ops & MATMUL_OPCODES)[0]}`: the MXU's work")
+        if "customcall" in ops:
+            return None
+        return _Row(ins, False, f"{where}, which holds no convolution or dot: vector work, or none")
+    if op == "customcall":
+        dots = _dot_equations(program, ins)
+        if dots:
+            line = program.eqns[dots[0]].jaxpr_lines[0]
+            return _Row(ins, True, f"%{ins.name} is a kernel whose equations hold the dot_general on jaxpr line "
+                                   f"{line}: it multiplies matrices on the MXU")
+        return _Row(ins, False, f"%{ins.name} is a custom call whose equations hold no dot_general")
+    return _Row(ins, False, f"%{ins.name} is a `{printed}`: no matrix multiply")
 
 
 @drill("units", number="11", title="which unit runs it",
        aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.",
        per_program=4, cap_by=("layer",))
 def unit_items(program: ProgramRecord) -> list[Item]:
-    """One `mxu` item per matrix-multiplying instruction, one `vpu` item per fusion without one, and a
-    `none` item for a program that has no matrix multiply at all; in each TPU layer. Its card is the
-    step and the instruction it asks about (for `none`, the program has one), and the layer's target."""
+    """Per TPU layer, one item per instruction that runs on the MXU: `ROWS` lines of the listing around it,
+    it at a fixed draw of their places (so no place is the usual answer), every MXU instruction among them
+    in the answer. Its card is that instruction, the step and the layer's target."""
     return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
 
 
@@ -99,47 +89,48 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
     if not hlo.has_facts:
         return []
     listing = Listing(hlo)
-    # Options are what the chip runs as one step: fusions (nested ones too) and instructions outside
-    # any fused computation; an `add` inside a fusion runs as part of that fusion.
-    fused_bodies = {c for i in hlo.instructions if i.opcode == "fusion" for c in listing.body(i.line)}
-    units = [u for u in (_unit(listing, i) for i in hlo.instructions
-                         if i.opcode == "fusion" or i.computation not in fused_bodies) if u is not None]
-    mxu = [u for u in units if u.mxu]
-    idle = [u for u in units if not u.mxu]
-    asked = mxu
+    fused = {c for i in hlo.instructions if i.opcode == "fusion" for c in listing.body(i.line)}
+    rows: dict[int, _Row | None] = {}
+
+    def row(n: int) -> _Row | None:
+        if n not in rows:
+            rows[n] = _row(program, listing, listing.at[n]) if n in listing.at else _Row(None, False, "")
+        return rows[n]
+
     items = []
-    for u in asked:
-        wrong = _nearest(idle, u.ins.line)
-        if len(wrong) >= 2:
-            items.append(_item(program, target, hlo, listing, "mxu", u, wrong,
-                               "Which of these instructions runs on the MXU, the TPU's matrix unit?"))
-    # A vector-only fusion nested in a matrix-multiplying one runs as part of it: not asked on its own.
-    inside_mxu = {c for u in mxu if u.ins.opcode == "fusion" for c in listing.body(u.ins.line)}
-    for u in idle:
-        if u.ins.opcode != "fusion" or "only bitcasts" in u.why or u.ins.computation in inside_mxu:
+    # Where in the shown lines each asked instruction sits, from 0: in turn from a fixed draw, so every place
+    # is about as often the answer (the ROOT fusion, last of its computation, would otherwise be last).
+    base = order(ROWS, program.slug, target)[0]
+    asked_rows = [i for i in hlo.instructions if row(i.line) is not None and rows[i.line].mxu]
+    for k, ins in enumerate(asked_rows):
+        place = (base + k) % ROWS
+        first = max(1, ins.line - place)
+        run = list(range(first, min(len(listing.lines), first + ROWS - 1) + 1))
+        if any(row(n) is None for n in run):
             continue
-        wrong = _nearest(asked, u.ins.line)
-        if 1 <= len(wrong) < 2:  # at least one option must do MXU work, or the question asks nothing
-            wrong += _nearest([d for d in idle if d.ins.opcode in _DMA], u.ins.line, 3 - len(wrong))
-        if len(wrong) >= 2:
-            items.append(_item(program, target, hlo, listing, "vpu", u, wrong,
-                               "Which of these instructions leaves the MXU idle: no matrix multiply, all vector work?"))
-    if not mxu and len(idle) >= 3:
-        options = _nearest([u for u in idle if u.ins.opcode == "fusion"] or idle, 0)
-        wrong = [(o.label, "busy-mxu", o.why) for o in options]
-        items.append(Item(
-            question="Which of these instructions runs on the MXU, the TPU's matrix unit?", layer=target, step="none",
-            card=("none", target), answer=choice(choice_item(_NONE, wrong, program.slug, "units-none")),
-            context=_context(listing, hlo, options, target), facts={"hlo_line": options[0].ins.line}))
+        right = [k for k, n in enumerate(run, start=1) if rows[n].mxu]
+        if len(right) < len(run):
+            items.append(_item(target, hlo, listing, ins, run, [rows[n] for n in run], right,
+                               ins.computation in fused))
     return items
 
 
-def _item(program: ProgramRecord, target: str, hlo: CompiledLayer, listing: Listing, step: str, answer: _Unit,
-          wrong: list[_Unit], question: str) -> Item:
-    rule = "idle-as-mxu" if step == "mxu" else "mxu-as-idle"
+def _item(target: str, hlo: CompiledLayer, listing: Listing, asked: Instruction, run: list[int], rows: list[_Row],
+          right: list[int], fused: bool) -> Item:
+    first, last = run[0], run[-1]
+    opened = [c for r in rows if r.ins is not None and r.ins.opcode == "fusion" for c in listing.body(r.ins.line)]
+    context = (Lines(target, first, last, cut=True), Note(which_compile(hlo)),
+               *(Lines(target, *listing.computations[c]) for c in dict.fromkeys(opened)))
+    names = ", ".join(f"%{rows[k - 1].ins.name}" for k in right)
+    explain = {str(k): r.why if r.ins is not None else "not an instruction: nothing runs on this line"
+               for k, r in enumerate(rows, start=1)}
     return Item(
-        question=question, layer=target, step=step, card=(answer.ins.name, step, target),
-        answer=choice(choice_item(answer.label, [(w.label, rule, w.why) for w in wrong], program.slug, step,
-                                  answer.ins.name)),
-        context=_context(listing, hlo, [answer, *wrong], target),
-        facts={"hlo_line": answer.ins.line, "instruction": answer.ins.name})
+        question=(f"In these {len(rows)} lines of the TPU compile, tap every instruction that runs on the MXU, the "
+                  "TPU's matrix unit." + (" The computations their fusions call follow them." if opened else "")),
+        layer=target, step="mxu", skill="fused-body" if fused else "schedule",
+        card=(asked.name, "mxu", target),
+        answer=LineSet(tuple(right), explain),
+        feedback=f"{names} multipl{'y' if len(right) > 1 else 'ies'} matrices: " + "; ".join(
+            rows[k - 1].why for k in right[:2]),
+        context=context, facts={"hlo_line": asked.line, "hlo_lines": [first, last], "instruction": asked.name,
+                                "instructions": [r.ins.name if r.ins is not None else None for r in rows]})

@@ -331,6 +331,16 @@ def page(kept_context, base_url):
         yield pg
 
 
+def _other_value(form: dict) -> str:
+    """A value of a typed form's spelling that is not its answer (for answering wrongly on purpose)."""
+    value = form["value"]
+    if form["spelling"] == "int":
+        return str(int(value) + 1)
+    if form["spelling"] == "dtype":
+        return "f32" if value != "f32" else "bf16"
+    return value.replace("[", "[7,", 1) if "[" in value else "(7," + value[1:]
+
+
 class Gym:
     """Drive the drills the way a learner would, knowing answers only from the served drills JSON."""
 
@@ -349,9 +359,8 @@ class Gym:
 
         _, slug, index = self.page.get_attribute(f"#drill-{kind}", "data-item").split("/")
         item = self.fetch_json(f"data/drills/{kind}/{slug}.json")["items"][int(index)]
-        if item["answer"]["form"] not in ("choice", "line"):  # a built answer: the item as the pool has it
-            return item
-        return readable(item, self.fetch_json(f"data/programs/{slug}.json"))
+        # `form`: the answer form as the pool has it, beside the fields `readable` spreads out.
+        return {**readable(item, self.fetch_json(f"data/programs/{slug}.json")), "form": item["answer"]}
 
     def options(self, kind: str) -> list[str]:
         """The options on screen, in the order shown (a re-asked question shows them in a new order)."""
@@ -368,6 +377,26 @@ class Gym:
             else:
                 text = item["options"][index]
                 panel.get_by_role("button", name=text if isinstance(text, str) else json.dumps(text), exact=True).click()
+        elif item["form"]["form"] == "typed":
+            form = item["form"]
+            wrong = next(iter(form.get("misread", {})), None) or _other_value(form)
+            panel.locator("[data-typed-input]").fill(form["value"] if right else wrong)
+            panel.locator("[data-typed-input]").press("Enter")
+        elif item["form"]["form"] == "axes":
+            form = item["form"]
+            want = set(form["axes"]) if right else set(form["axes"]) ^ {0}
+            for axis in sorted(want):
+                panel.locator(f"[data-axis='{axis}']").click()
+            panel.locator("[data-submit]").click()
+        elif item["form"]["form"] == "lines":
+            want = set(item["form"]["lines"])
+            if not right:  # one row too many (or, if every row is in the set, one too few)
+                rows = panel.locator("[data-pick] [data-line]").count()
+                more = next((n for n in range(1, rows + 1) if n not in want), None)
+                want = want | {more} if more else want - {min(want)}
+            for line in sorted(want):
+                panel.locator(f"[data-pick] [data-line='{line}']").click()
+            panel.locator("[data-submit]").click()
         else:
             lines = panel.locator("[data-pick] [data-line]").count()
             accepted = set(item.get("accepted_lines") or [item["answer_line"]])

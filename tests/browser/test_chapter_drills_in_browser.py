@@ -38,7 +38,7 @@ def test_ten_right_answers_in_a_row_tick_the_chapter_target(page, gym, kind):
             # A long question (a whole fused computation) scrolls the page; the next one comes into view.
             assert page.evaluate(f"""() => {{ const q = document.querySelector('#drill-{kind} .q').getBoundingClientRect();
                 const top = document.querySelector('.top').getBoundingClientRect().bottom;
-                const first = document.querySelector('#drill-{kind} [data-opt]').getBoundingClientRect();
+                const first = document.querySelector('#drill-{kind} :is([data-opt], [data-pick], [data-typed-input], [data-axis])').getBoundingClientRect();
                 return q.top >= top && first.top < innerHeight; }}""")
     assert target.get_attribute("data-reached") == ""
     assert target.locator("[data-target-state]").inner_text() == "reached"
@@ -51,7 +51,18 @@ def test_a_wrong_answer_names_the_right_one_and_the_misreading(page, gym, kind):
     gym.open(kind)
     item = gym.answer(kind, right=False)
     assert gym.streak(kind) == (0, 0)
-    chosen = next(i for i in range(len(item["options"])) if i != item["answer"])
     feedback = page.locator(f"#drill-{kind} [data-feedback]").inner_text()
-    assert item["options"][item["answer"]] in feedback
-    assert item["reasons"][chosen].split("`")[0].strip() in feedback
+    form = item["form"]
+    if form["form"] == "choice":
+        chosen = next(i for i in range(len(item["options"])) if i != item["answer"])
+        assert item["options"][item["answer"]] in feedback
+        assert item["reasons"][chosen].split("`")[0].strip() in feedback
+    elif form["form"] == "typed":  # the right value, and the misreading's reason when the wrong one was one
+        assert form["value"] in feedback
+        misread = next(iter(form.get("misread", {}).values()), None)
+        if misread:
+            assert misread["reason"].split("`")[0].strip() in feedback
+    else:  # a set: what was left out or extra is named
+        panel = page.locator(f"#drill-{kind}")
+        assert panel.locator("[data-missing], [data-extra]").count() >= 1
+    assert item["feedback"].split("`")[0].strip() in feedback  # and one line of why

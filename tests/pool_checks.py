@@ -10,7 +10,8 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
     """A `dumpgym.drills/2` item as the drill tests read it: its JSON, with `shown` its context resolved
     against the program (exactly the blocks the page shows), its answer form's fields beside its own
     (`options`, `answer` the right option's index, `reasons`, `rules`; or `answer_line`, `accepted_lines`,
-    `explain`), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
+    `explain`; or, for the other forms, `form` and the form's own fields: `lines`, `value`, `axes`, ...),
+    `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
     data = item.to_json() if isinstance(item, Item) else item
     record = program if isinstance(program, ProgramRecord) else ProgramRecord.from_json(program)
     form = data["answer"]
@@ -19,9 +20,11 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
     out["shown"] = resolve(data["context"], record)
     if form["form"] == "choice":
         out.update(options=form["options"], answer=form["index"], reasons=form["reasons"], rules=form["rules"])
-    else:
+    elif form["form"] == "line":
         out.update(answer_line=form["line"], accepted_lines=form["accepted"], explain=form["explain"])
         out["kind"] = data["step"]
+    else:  # lines, typed, axes: the form's fields beside the item's own
+        out.update({k: v for k, v in form.items() if k not in out})
     return out
 
 

@@ -14,6 +14,7 @@ from dumpgym.drills._misreadings import distractor_rules, rule_name
 from dumpgym.drills.decisions import decision_rules
 from dumpgym.drills.decoder import AXIS_MISREADINGS
 from dumpgym.drills.item import FORMS, LOWERED
+from dumpgym.drills.answer import from_json as answer_from_json
 from dumpgym.target import TARGETS
 from dumpgym.record import RecordError
 
@@ -38,8 +39,9 @@ def test_pool_follows_the_schema(corpus, pool):
         if item["drill"] == "decisions":  # the one kind answered by picking a line
             assert form["form"] == "line" and item["layer"] in ("jaxpr", "stablehlo") and item["step"]
             assert form["line"] >= 1 and form["line"] in form["accepted"]
+        elif form["form"] != "choice":  # the built forms: each reads back as itself
+            assert answer_from_json(form).to_json() == form
         else:
-            assert form["form"] == "choice"
             assert 0 <= form["index"] < len(form["options"]) == len(form["reasons"]) == len(form["rules"])
             assert len(set(form["options"])) == len(form["options"]) >= 2
             assert all(bool(r) == (k != form["index"]) for k, r in enumerate(form["reasons"]))

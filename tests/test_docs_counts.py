@@ -97,10 +97,6 @@ def _dots_per_program(f: Facts) -> dict[str, int]:
     return wrt if wrt == cotangent else {"wrt": wrt, "cotangent": cotangent}
 
 
-def _no_alias(f: Facts) -> int:
-    return sum(i["options"][i["answer"]].startswith("none") for i in f.items("buffers", step="compiled-alias"))
-
-
 def _layers_of_major_axis(f: Facts) -> dict[str, int]:
     return f.count("buffers", "layer", step="major-axis")
 
@@ -194,10 +190,15 @@ ROWS = [
      lambda f: len(f.items("buffers"))),
     ("docs/drills.md", r"(\d+) `lowered-alias`, \d+", lambda f: len(f.items("buffers", step="lowered-alias"))),
     ("docs/drills.md", r"(\d+) `compiled-alias` \(", lambda f: len(f.items("buffers", step="compiled-alias"))),
-    ("docs/drills.md", r"`compiled-alias` \((\d+) of them `none`\)", _no_alias),
-    ("docs/drills.md", r"(\d+) `real-copy`, \d+ `free-bitcast`", lambda f: len(f.items("buffers", step="real-copy"))),
-    ("docs/drills.md", r"(\d+) `free-bitcast`, \d+ `minor-axis`",
-     lambda f: len(f.items("buffers", step="free-bitcast"))),
+    ("docs/drills.md", r"`compiled-alias` \((\d+) TPU, \d+ CPU\)",
+     lambda f: len(f.items("buffers", step="compiled-alias", layer="tpu"))),
+    ("docs/drills.md", r"(\d+) `copy-or-bitcast` \(", lambda f: len(f.items("buffers", step="copy-or-bitcast"))),
+    ("docs/drills.md", r"`copy-or-bitcast` \((\d+) copies",
+     lambda f: sum(i["copies"] for i in f.items("buffers", step="copy-or-bitcast"))),
+    ("docs/drills.md", r"copies, (\d+) bitcasts,",
+     lambda f: sum(not i["copies"] for i in f.items("buffers", step="copy-or-bitcast"))),
+    ("docs/drills.md", r"bitcasts, from (\d+) programs\)",
+     lambda f: len({i["program"] for i in f.items("buffers", step="copy-or-bitcast")})),
     ("docs/drills.md", r"(\d+) `minor-axis`, \d+ `major-axis`", lambda f: len(f.items("buffers", step="minor-axis"))),
     ("docs/drills.md", r"(\d+) `major-axis` \(\d+ CPU", lambda f: len(f.items("buffers", step="major-axis"))),
     ("docs/drills.md", r"`major-axis` \((\d+) CPU, \d+ TPU\)", lambda f: _layers_of_major_axis(f).get("cpu", 0)),

@@ -18,7 +18,6 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
     out = {k: v for k, v in data.items() if k not in ("answer", "facts")}
     out.update(data.get("facts", {}))
     out["shown"] = resolve(data["context"], record)
-    out["form"] = form["form"]
     if form["form"] == "choice":
         out.update(options=form["options"], answer=form["index"], reasons=form["reasons"], rules=form["rules"])
     elif form["form"] == "line":

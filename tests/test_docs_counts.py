@@ -141,6 +141,15 @@ ROWS = [
      lambda f: len(f.items("shapes", skill="none"))),
     # GYM·03, decisions
     ("docs/drills.md", r"the two common kinds hold at most (half) the pool's weight", _common_decisions_share),
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `hidden-broadcast`", lambda f: len(f.items("decisions"))),
+    ("docs/drills.md", r"items: (\d+ `hidden-broadcast`, \d+ `upcast`, \d+ `transpose`, \d+\s`iota-mask`, \d+ `remat`, "
+                       r"\d+ `collective`)", lambda f: f.count("decisions", "step")),
+    ("docs/drills.md", r"the first decision to run, and the rare decisions occur in few built-in programs: a remat only "
+                       r"in remat and ckpt-policy \((\d+) items", lambda f: len(f.items("decisions", step="remat"))),
+    ("docs/drills.md", r"only in psum \((\d+) items", lambda f: len(f.items("decisions", step="collective"))),
+    ("docs/drills.md", r"scan-layers and sdpa \((\d+) items\)", lambda f: len(f.items("decisions", step="iota-mask"))),
+    # GYM·05, fusions: programs
+    ("docs/drills.md", r"\d+ TPU items, from (\d+) programs", lambda f: len({i["program"] for i in f.items("fusions")})),
     # GYM·05, fusions
     ("docs/drills.md", r"so that the scan's (\w+) look-alike fusions",
      lambda f: len(f.items("fusions", program="scan", layer="cpu"))),

@@ -28,7 +28,9 @@ needs_tpu = pytest.mark.needs_tpu
 
 @pytest.fixture(scope="session")
 def items(read_pool):
-    return [i for i in read_pool if i["drill"] == "buffers"]
+    """The buffer items, `readable`, each with its answer form's name as `form`."""
+    return [{**i, "form": i.get("form") or ("choice" if "options" in i else "line")}
+            for i in read_pool if i["drill"] == "buffers"]
 
 
 def _args(program):

@@ -350,6 +350,8 @@ def test_layout_answers_are_what_jaxs_layout_calls_minor_and_major(items):
         assert compiled.input_formats[0][0].layout.major_to_minor == major_to_minor
         assert re.search(rf"\]{re.escape(printed)} parameter\(0\)", compiled.as_text())  # XLA prints it minor first
         expected = major_to_minor[-1] if item["step"] == "minor-axis" else major_to_minor[0]
+        # the row-major habit (axis 0 major, the last minor) never gives the answer: it must be read
+        assert expected != (len(major_to_minor) - 1 if item["step"] == "minor-axis" else 0), item["question"]
         assert item["axes"] == [expected] and item["dims"] == list(shape.dimensions()), item["question"]
         checked += 1
     assert checked >= 10

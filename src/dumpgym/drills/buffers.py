@@ -349,7 +349,10 @@ def _layout_items(program: ProgramRecord) -> list[Item]:
                 for step in steps:
                     key = (layer, step, b.plain, b.minor_to_major)
                     answer, misread = _layout_question(b, step)
-                    if key in seen or len(misread) < 2:
+                    # Where the row-major habit (the first axis major, the last minor) gives the answer, the
+                    # question tests no reading of the layout: asked only where that habit is wrong.
+                    habit = 0 if step == "major-axis" else rank - 1
+                    if key in seen or len(misread) < 2 or answer == habit:
                         continue
                     seen.add(key)
                     edge = "minor (its neighbours sit next to each other in memory)" if step == "minor-axis" \

@@ -464,6 +464,17 @@ def test_bitcast_and_copy_fusions_are_not_answered_with_a_dot(fusion_items, by_s
     assert ("fsdp-step", "tpu", "constant_dynamic-slice_fusion") not in asked
 
 
+def test_a_fusion_that_kept_one_copy_of_two_equal_equations_credited_to_one_is_not_asked(fusion_items, by_slug):
+    """Issue 33: in scan's TPU %slice_add_fusion.1 one slice instruction does lines 52 and 58 (both take
+    column 0 of `s`, written with other strides); the record credits only line 58, so which rows to tap is
+    not what the shown body decides."""
+    record = by_slug["scan"]
+    jaxpr = record["jaxpr"].splitlines()
+    for n in (52, 58):
+        assert re.search(r"slice\[limit_indices=\(8, 1\) start_indices=\(0, 0\) strides=\(1, [12]\)\] s$", jaxpr[n - 1])
+    assert ("scan", "tpu", "slice_add_fusion.1") not in {(i["program"], i["layer"], i["fusion"]) for i in fusion_items}
+
+
 def test_a_row_left_out_or_tapped_wrongly_is_explained(fusion_items, by_slug):
     """Each answer row says why it is in; a row of a nearby equation outside says where it went."""
     from dumpgym.drills.answer import from_json

@@ -147,6 +147,23 @@ def _unworked(c: _Compile, fusion: Fusion, answer: set[int]) -> list[int]:
     return out
 
 
+def _twin_outside(c: _Compile, answer: set[int]) -> int | None:
+    """An equation outside the set that does exactly a member's work (same primitive, params and inputs in
+    the same jaxpr) and has no instruction of its own, or None. XLA keeps one copy of equal work, so the
+    body computes both; where the attribution credits only one, what the reader should tap is not decided
+    by what is shown (scan's TPU %slice_add_fusion.1, lines 52 and 58)."""
+    def work(e: EqnFact):
+        params = repr(sorted(e.params.items()))
+        if e.primitive == "slice" and e.param("strides"):  # the elements taken, however the strides are written
+            params = repr([tuple(range(a, b, k)) for a, b, k in
+                           zip(e.param("start_indices"), e.param("limit_indices"), e.param("strides"))])
+        return (e.parent, e.primitive, params, e.sources, e.inputs)
+
+    members = {work(c.program.eqns[m]) for m in answer if c.program.eqns[m].sources}
+    return next((e.id for e in c.program.eqns if e.id not in answer and e.sources and work(e) in members
+                 and not c._by_eqn.get(e.id)), None)
+
+
 def _context(c: _Compile, layer: str, fusion: Fusion) -> tuple:
     """What the page shows: the whole jaxpr first (its rows are what is tapped), which compile, the fusion's
     call line and its computations (references into the listings, not copies)."""
@@ -175,7 +192,7 @@ def _layer_items(program: ProgramRecord, layer: str, hlo: CompiledLayer) -> list
     items = []
     for fusion in hlo.fusions:
         answer = _leaves(program, fusion.eqns)
-        if not 2 <= len(answer) <= MAX_SET or _unworked(c, fusion, answer):
+        if not 2 <= len(answer) <= MAX_SET or _unworked(c, fusion, answer) or _twin_outside(c, answer) is not None:
             continue
         form = _line_set(c, fusion, answer)
         if form is None:

@@ -10,7 +10,8 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
     """A `dumpgym.drills/2` item as the drill tests read it: its JSON, with `shown` its context resolved
     against the program (exactly the blocks the page shows), its answer form's fields beside its own
     (`options`, `answer` the right option's index, `reasons`, `rules`; or `answer_line`, `accepted_lines`,
-    `explain`; or `answer_lines`; or `value`, `spelling`, `misread`; or `axes`, `dims`, `label`), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
+    `explain`; or `answer_lines`; or `value`, `spelling`, `misread`; or `axes`, `dims`, `label`; and `form`,
+    the form's name, with any other field of it), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
     data = item.to_json() if isinstance(item, Item) else item
     record = program if isinstance(program, ProgramRecord) else ProgramRecord.from_json(program)
     form = data["answer"]
@@ -29,6 +30,7 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
                    misread=form.get("misread", {}))
     elif form["form"] == "axes":
         out.update(axes=form["axes"], dims=form["dims"], label=form["label"], misread=form.get("misread", {}))
+    out.update({k: v for k, v in form.items() if k not in out})  # and `form`, the form's name
     return out
 
 

@@ -93,10 +93,6 @@ def _dots_per_program(f: Facts) -> dict[str, int]:
     return wrt if wrt == cotangent else {"wrt": wrt, "cotangent": cotangent}
 
 
-def _no_alias(f: Facts) -> int:
-    return sum(i["options"][i["answer"]].startswith("none") for i in f.items("buffers", step="compiled-alias"))
-
-
 def _layers_of_major_axis(f: Facts) -> dict[str, int]:
     return f.count("buffers", "layer", step="major-axis")
 
@@ -141,6 +137,15 @@ ROWS = [
      lambda f: len(f.items("shapes", skill="none"))),
     # GYM·03, decisions
     ("docs/drills.md", r"the two common kinds hold at most (half) the pool's weight", _common_decisions_share),
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `hidden-broadcast`", lambda f: len(f.items("decisions"))),
+    ("docs/drills.md", r"items: (\d+ `hidden-broadcast`, \d+ `upcast`, \d+ `transpose`, \d+\s`iota-mask`, \d+ `remat`, "
+                       r"\d+ `collective`)", lambda f: f.count("decisions", "step")),
+    ("docs/drills.md", r"the first decision to run, and the rare decisions occur in few built-in programs: a remat only "
+                       r"in remat and ckpt-policy \((\d+) items", lambda f: len(f.items("decisions", step="remat"))),
+    ("docs/drills.md", r"only in psum \((\d+) items", lambda f: len(f.items("decisions", step="collective"))),
+    ("docs/drills.md", r"scan-layers and sdpa \((\d+) items\)", lambda f: len(f.items("decisions", step="iota-mask"))),
+    # GYM·05, fusions: programs
+    ("docs/drills.md", r"\d+ TPU items, from (\d+) programs", lambda f: len({i["program"] for i in f.items("fusions")})),
     # GYM·05, fusions
     ("docs/drills.md", r"so that the scan's (\w+) look-alike fusions",
      lambda f: len(f.items("fusions", program="scan", layer="cpu"))),
@@ -187,10 +192,15 @@ ROWS = [
      lambda f: len(f.items("buffers"))),
     ("docs/drills.md", r"(\d+) `lowered-alias`, \d+", lambda f: len(f.items("buffers", step="lowered-alias"))),
     ("docs/drills.md", r"(\d+) `compiled-alias` \(", lambda f: len(f.items("buffers", step="compiled-alias"))),
-    ("docs/drills.md", r"`compiled-alias` \((\d+) of them `none`\)", _no_alias),
-    ("docs/drills.md", r"(\d+) `real-copy`, \d+ `free-bitcast`", lambda f: len(f.items("buffers", step="real-copy"))),
-    ("docs/drills.md", r"(\d+) `free-bitcast`, \d+ `minor-axis`",
-     lambda f: len(f.items("buffers", step="free-bitcast"))),
+    ("docs/drills.md", r"`compiled-alias` \((\d+) TPU, \d+ CPU\)",
+     lambda f: len(f.items("buffers", step="compiled-alias", layer="tpu"))),
+    ("docs/drills.md", r"(\d+) `copy-or-bitcast` \(", lambda f: len(f.items("buffers", step="copy-or-bitcast"))),
+    ("docs/drills.md", r"`copy-or-bitcast` \((\d+) copies",
+     lambda f: sum(i["copies"] for i in f.items("buffers", step="copy-or-bitcast"))),
+    ("docs/drills.md", r"copies, (\d+) bitcasts,",
+     lambda f: sum(not i["copies"] for i in f.items("buffers", step="copy-or-bitcast"))),
+    ("docs/drills.md", r"bitcasts, from (\d+) programs\)",
+     lambda f: len({i["program"] for i in f.items("buffers", step="copy-or-bitcast")})),
     ("docs/drills.md", r"(\d+) `minor-axis`, \d+ `major-axis`", lambda f: len(f.items("buffers", step="minor-axis"))),
     ("docs/drills.md", r"(\d+) `major-axis` \(\d+ CPU", lambda f: len(f.items("buffers", step="major-axis"))),
     ("docs/drills.md", r"`major-axis` \((\d+) CPU, \d+ TPU\)", lambda f: _layers_of_major_axis(f).get("cpu", 0)),

@@ -180,14 +180,28 @@ def test_stablehlo_targets_are_traced_to_their_writer(corpus, pool):
                 assert set(item["accepted_lines"]) <= set(group["stablehlo_lines"])
 
 
-def test_upcast_targets_are_the_first_float_widening_to_run(corpus, pool):
+def _reduced(program, eqn) -> bool:
+    return any(e["primitive"].startswith(("reduce_", "arg")) and {"eqn": eqn["id"], "index": 0} in e.get("sources", ())
+               for e in program["eqns"])
+
+
+def test_upcast_targets_are_the_first_float_widening_a_reduction_reads(corpus, pool):
     for program in corpus["programs"]:
         widening = [e for e in _run_order(program) if e["primitive"] == "convert_element_type"
-                    and e["inputs"][0]["dtype"] in ("bfloat16", "float16") and e["outputs"][0]["dtype"] == "float32"]
+                    and e["inputs"][0]["dtype"] in ("bfloat16", "float16") and e["outputs"][0]["dtype"] == "float32"
+                    and _reduced(program, e)]
         items = [i for i in pool[program["slug"]] if i["kind"] == "upcast" and i["layer"] == "jaxpr"]
         assert len(items) == (1 if widening else 0), program["slug"]
         if items:
             assert items[0]["eqn"] == widening[0]["id"]
+
+
+def test_the_users_own_astype_is_not_a_framework_upcast(pool):
+    """Issue 33: pallas-matmul's `astype(jnp.float32)` (jaxpr line 31, StableHLO line 8) is the user's cast:
+    no reduction reads it, so no upcast item is asked there, and the jaxpr items that show line 31 say so."""
+    assert not [i for i in pool["pallas-matmul"] if i["kind"] == "upcast"]
+    for item in (i for items in pool.values() for i in items if i["kind"] == "upcast"):
+        assert "accumulate in f32" in item["feedback"] and "then adds up" in item["feedback"]
 
 
 # -- execution order, not print order ----------------------------------------------------------
@@ -313,8 +327,11 @@ def _jax_says_framework(eqn, kind: str, jaxpr_eqns: list, stack) -> bool:
         if name != "convert_element_type":
             return False
         src, out = eqn.invars[0].aval.dtype, eqn.outvars[0].aval.dtype
+        # jnp's accumulation: a reduction in the same jaxpr reads the widened variable itself
+        reduced = any(e.primitive.name.startswith(("reduce_", "arg")) and eqn.outvars[0] in e.invars
+                      for e in jaxpr_eqns)
         return (jnp.issubdtype(src, jnp.floating)
-                and jnp.issubdtype(out, jnp.floating) and out.itemsize > src.itemsize)
+                and jnp.issubdtype(out, jnp.floating) and out.itemsize > src.itemsize and reduced)
     if kind == "iota-mask":
         return name == "iota" and any(
             e.primitive.name in ("eq", "ne", "lt", "le", "gt", "ge") and eqn.outvars[0] in _flows(e, jaxpr_eqns)

@@ -90,8 +90,8 @@ def test_items_hold_references_not_copies_of_listings(pool, records):
 def test_a_fusion_item_points_at_the_jaxpr_instead_of_copying_it(pool, records):
     item = next(i for i in pool["items"] if i["drill"] == "fusions")
     jaxpr = records[item["program"]].jaxpr
-    assert item["context"][-1] == {"layer": "jaxpr", "lines": [1, len(jaxpr.split("\n"))]}
-    assert resolve(item["context"], records[item["program"]])[-1] == jaxpr
+    assert item["context"][0] == {"layer": "jaxpr", "lines": [1, len(jaxpr.split("\n"))]}  # the rows to tap
+    assert resolve(item["context"], records[item["program"]])[0] == jaxpr
     assert jaxpr not in json.dumps(item)
 
 

@@ -25,10 +25,6 @@ def test_built_in_kinds_are_registered():
     assert {"decoder", "shapes", "decisions"} <= kinds().keys()
 
 
-# Kinds answered by a typed value, tapped axes or a set of tapped lines (issue 27), not only by a choice.
-BUILT_KINDS = frozenset({"layouts", "units", "partitioner"})
-
-
 def test_pool_follows_the_schema(corpus, pool):
     assert pool["schema"] == "dumpgym.drills/2"
     ids = {p["slug"]: {e["id"] for e in p["eqns"]} for p in corpus["programs"]}
@@ -43,10 +39,9 @@ def test_pool_follows_the_schema(corpus, pool):
         if item["drill"] == "decisions":  # the one kind answered by picking a line
             assert form["form"] == "line" and item["layer"] in ("jaxpr", "stablehlo") and item["step"]
             assert form["line"] >= 1 and form["line"] in form["accepted"]
-        elif item["drill"] in BUILT_KINDS:  # kinds whose answers the learner builds: a form that reads back
+        elif form["form"] != "choice":  # the built forms: each reads back as itself
             assert answer_from_json(form).to_json() == form
         else:
-            assert form["form"] == "choice"
             assert 0 <= form["index"] < len(form["options"]) == len(form["reasons"]) == len(form["rules"])
             assert len(set(form["options"])) == len(form["options"]) >= 2
             assert all(bool(r) == (k != form["index"]) for k, r in enumerate(form["reasons"]))

@@ -66,7 +66,7 @@ def test_each_tpu_kind_has_at_least_thirty_items_over_the_built_in_corpus(tpu_it
     assert len(tpu_items[kind]) >= 30
 
 
-@pytest.mark.parametrize("kind", [*TPU_KINDS, "fusions"])
+@pytest.mark.parametrize("kind", TPU_KINDS)
 def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
     from pool_checks import assert_choice_item
 
@@ -85,9 +85,18 @@ def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
             assert item["feedback"] and 0 < item["weight"] <= 1
 
 
+def test_tpu_fusion_items_name_the_compile_after_the_jaxpr(tpu_items, corpus):
+    slugs = {p["slug"]: p for p in corpus["programs"]}
+    for item in tpu_items["fusions"]:
+        hlo = slugs[item["program"]]["compiled"]["tpu"]
+        assert item["form"] == "lines" and item["shown"][0] == slugs[item["program"]]["jaxpr"]
+        assert item["shown"][1].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
+        assert 1 <= item["hlo_line"] <= hlo["text"].count("\n") + 1
+
+
 def test_cpu_fusion_items_are_untouched_by_the_tpu_layer(read_pool):
     cpu = [i for i in read_pool if i["drill"] == "fusions" and i["layer"] == "cpu"]
-    assert cpu and all(i["shown"][0].startswith("compiled by XLA for CPU") for i in cpu)
+    assert cpu and all(i["shown"][1].startswith("compiled by XLA for CPU") for i in cpu)
     assert all("TPU" not in i["question"] for i in cpu)
 
 

@@ -359,8 +359,8 @@ class Gym:
 
         _, slug, index = self.page.get_attribute(f"#drill-{kind}", "data-item").split("/")
         item = self.fetch_json(f"data/drills/{kind}/{slug}.json")["items"][int(index)]
-        # `form`: the answer form as the pool has it, beside the fields `readable` spreads out.
-        return {**readable(item, self.fetch_json(f"data/programs/{slug}.json")), "form": item["answer"]}
+        # `answer_form`: the answer form as the pool has it, beside the fields `readable` spreads out.
+        return {**readable(item, self.fetch_json(f"data/programs/{slug}.json")), "answer_form": item["answer"]}
 
     def options(self, kind: str) -> list[str]:
         """The options on screen, in the order shown (a re-asked question shows them in a new order)."""
@@ -377,19 +377,19 @@ class Gym:
             else:
                 text = item["options"][index]
                 panel.get_by_role("button", name=text if isinstance(text, str) else json.dumps(text), exact=True).click()
-        elif item["form"]["form"] == "typed":
-            form = item["form"]
+        elif item["answer_form"]["form"] == "typed":
+            form = item["answer_form"]
             wrong = next(iter(form.get("misread", {})), None) or _other_value(form)
             panel.locator("[data-typed-input]").fill(form["value"] if right else wrong)
             panel.locator("[data-typed-input]").press("Enter")
-        elif item["form"]["form"] == "axes":
-            form = item["form"]
+        elif item["answer_form"]["form"] == "axes":
+            form = item["answer_form"]
             want = set(form["axes"]) if right else set(form["axes"]) ^ {0}
             for axis in sorted(want):
                 panel.locator(f"[data-axis='{axis}']").click()
             panel.locator("[data-submit]").click()
-        elif item["form"]["form"] == "lines":
-            want = set(item["form"]["lines"])
+        elif item["answer_form"]["form"] == "lines":
+            want = set(item["answer_form"]["lines"])
             if not right:  # one row too many (or, if every row is in the set, one too few)
                 rows = panel.locator("[data-pick] [data-line]").count()
                 more = next((n for n in range(1, rows + 1) if n not in want), None)

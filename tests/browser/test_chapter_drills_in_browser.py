@@ -52,7 +52,7 @@ def test_a_wrong_answer_names_the_right_one_and_the_misreading(page, gym, kind):
     item = gym.answer(kind, right=False)
     assert gym.streak(kind) == (0, 0)
     feedback = page.locator(f"#drill-{kind} [data-feedback]").inner_text()
-    form = item["form"]
+    form = item["answer_form"]
     if form["form"] == "choice":
         chosen = next(i for i in range(len(item["options"])) if i != item["answer"])
         assert item["options"][item["answer"]] in feedback

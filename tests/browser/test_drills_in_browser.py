@@ -77,7 +77,7 @@ def test_the_page_resolves_each_items_context_to_pythons_blocks(page, gym, kind)
         panel = page.locator(f"#drill-{kind}")
         if "options" in item:
             assert panel.locator(".ctx [data-shown]").all_inner_texts() == item["shown"], item["card"]
-        elif item["form"]["form"] in ("typed", "axes"):  # every block is shown as it is
+        elif item["answer_form"]["form"] in ("typed", "axes"):  # every block is shown as it is
             assert panel.locator(".ctx [data-shown]").all_inner_texts() == item["shown"], item["card"]
         else:  # a line pick: the first block is the listing to tap, the rest are shown above it
             rows = [t.removesuffix("\n") for t in panel.locator("[data-pick] [data-line]").all_text_contents()]

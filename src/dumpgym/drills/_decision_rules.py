@@ -97,10 +97,15 @@ def _not_broadcast(eqn: EqnFact, pf: ProgramIndex) -> str:
             "copies none, so it is not a broadcast")
 
 
+def _accumulator(eqn: EqnFact, pf: ProgramIndex) -> EqnFact | None:
+    """The reduction in the same jaxpr that reads `eqn`'s output (by the record's `sources`), or None."""
+    return next((e for e in pf.siblings_after(eqn) if e.primitive in REDUCTIONS
+                 and any(s is not None and s.eqn == eqn.id and s.index == 0 for s in e.sources)), None)
+
+
 def _explain_upcast(eqn: EqnFact, pf: ProgramIndex) -> str:
     src, out = eqn.input_avals[0], eqn.outputs[0]
-    then = next((e for e in pf.siblings_after(eqn) if e.primitive in REDUCTIONS
-                 and e.arrays and e.arrays[0].same(out)), None)
+    then = _accumulator(eqn, pf)
     follow = f"; the {then.primitive} on line {then.jaxpr_lines[0]} then adds up in {short(out.dtype)}" if then else ""
     return (f"convert_element_type widens {src} to {out}{follow}. jnp's sums, means and variances of 16-bit "
             f"floats accumulate in f32 so rounding does not pile up.{_inside(eqn, pf)}")
@@ -108,6 +113,9 @@ def _explain_upcast(eqn: EqnFact, pf: ProgramIndex) -> str:
 
 def _not_upcast(eqn: EqnFact, pf: ProgramIndex) -> str:
     src, out = eqn.input_avals[0].dtype, eqn.outputs[0].dtype
+    if is_float(src) and is_float(out) and bits(out) > bits(src):
+        return (f"is a `convert_element_type` from {short(src)} to {short(out)} that no reduction reads: a cast "
+                "your own code asked for (an astype), not jnp widening a sum to accumulate")
     if is_float(src) and is_float(out):
         return f"is a `convert_element_type` from {short(src)} to {short(out)}: it narrows back, it does not widen"
     return (f"is a `convert_element_type` from {short(src)} to {short(out)}: a change of kind (bool, integer, float), "
@@ -218,7 +226,9 @@ def _upcast(eqn: EqnFact, pf: ProgramIndex) -> bool:
     if eqn.primitive != "convert_element_type" or not eqn.arrays or len(eqn.outputs) != 1:
         return False
     src, out = eqn.arrays[0].dtype, eqn.outputs[0].dtype
-    return is_float(src) and is_float(out) and bits(out) > bits(src)
+    # jnp widens a 16-bit float for a sum, mean or variance, which reads it; a widening nothing reduces is
+    # the user's own astype (pallas-matmul's), not the framework's decision.
+    return is_float(src) and is_float(out) and bits(out) > bits(src) and _accumulator(eqn, pf) is not None
 
 
 @decision("remat", "marks a region to be recomputed in the backward pass", "a remat mark",

@@ -1,12 +1,14 @@
 """The buffer drill: whose buffer a result takes (donation), real copies against free bitcasts, and layout order.
 
-Six questions (`step`), each answered from the record, as MLIR and XLA read the modules (`_buffers`):
-- `lowered-alias` (StableHLO): which argument's buffer may result k take? (`tf.aliasing_output`)
-- `compiled-alias` (TPU HLO): which parameter's buffer does output {k} go into? (`input_output_alias`)
-- `real-copy` and `free-bitcast` (TPU HLO): of these instructions, written operand → result with the
-  name and opcode hidden, which moves bytes, and which only relabels them?
-- `minor-axis` (CPU HLO) and `major-axis` (CPU and TPU HLO): in a layout like `{0,2,1}`, which axis?
-A program that donates nothing is asked once, at one layer, so that "none" stays a real answer.
+Five questions (`step`), each answered from the record, as MLIR and XLA read the modules (`_buffers`):
+- `lowered-alias` (StableHLO): which argument's buffer may result k take? (`tf.aliasing_output`; a choice
+  of arguments)
+- `compiled-alias` (TPU and CPU HLO): tap the parameter whose buffer output {k} goes into
+  (`input_output_alias`; a `line` form on the entry's parameter lines)
+- `copy-or-bitcast` (TPU and CPU HLO): this instruction, written operand → result with its name and opcode
+  hidden: does it move bytes, or only relabel them? (a two-way choice, each side equally weighted)
+- `minor-axis` (CPU HLO) and `major-axis` (CPU and TPU HLO): in a layout like `{0,2,1}`, tap the axis (`axes`)
+A program that donates nothing is asked once, at StableHLO, so that "none" stays a real answer there.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, short, which_compile
-from dumpgym.drills.item import Item, from_draft, refer
+from dumpgym.drills.answer import AxisSet, Choice, LinePick, Misreading
+from dumpgym.drills.item import Item, Lines, Note, from_draft, refer
 from dumpgym.record import CompiledLayer, ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
@@ -70,8 +73,12 @@ def _lowered_item(program: ProgramRecord, sig: Lowered, k: int) -> dict | None:
     wrong = _distinct(answer, wrong)
     if len(wrong) < 2:
         return None
+    feedback = (f"%arg{lender} carries `tf.aliasing_output = {k}`: its buffer was donated, and result {k} may "
+                "be written into it." if lender is not None else
+                f"No argument of `main` carries `tf.aliasing_output = {k}`: nothing lends result {k} a buffer.")
     return {
-        "eqn": None, "layer": "stablehlo", "step": "lowered-alias", "output": k,
+        "eqn": None, "layer": "stablehlo", "step": "lowered-alias", "skill": "donation", "output": k,
+        "feedback": feedback,
         "question": f"Result {k} of `main`, a `{typ}`: which argument's buffer may XLA write it into?",
         "shown": [sig.line],
         **choice_item(answer, wrong, program.slug, "lowered-alias", k),
@@ -94,76 +101,73 @@ def _param_status(c: Compiled, number: int) -> str:
     return f"no entry of the table names parameter {number}: it was not donated"
 
 
-def _compiled_wrong(c: Compiled, k: int, answer) -> list[tuple[str, str, str]]:
-    """The misreadings of "which parameter's buffer does output {k} go into?"."""
-    p = c.aliasing.get(k)
-    if p is not None:
-        where = f"its entry `{{{k}}}: ({p}, {{}}, may-alias)` names `parameter({p})`"
-    elif c.has_table:
-        where = f"no entry of `input_output_alias` names output {{{k}}}"
-    else:
-        where = "the module has no `input_output_alias` at all: nothing was donated"
-    wrong = []
-    spot = p if p is not None else k
-    if spot < len(c.parameters):
-        shown = c.parameters[spot]
-        how = "counted the parameter lines from the top" if p is not None else \
-            f"paired output {{{k}}} with the parameter printed {_ordinal(spot + 1)}"
-        wrong.append((shown.label, "listing-order",
-                      f"{how}: %{shown.ins.name} is printed {_ordinal(spot + 1)} but is `parameter({shown.number})`; "
-                      f"{where}"))
-    if answer is not None:
-        wrong.append((NONE_COMPILED, "fresh-buffer",
-                      f"took output {{{k}}} for a new allocation, as if nothing were donated; {where}"))
-    for q in c.parameters:
-        if q.shape == c.outputs[k] and q is not answer:
-            wrong.append((q.label, "same-shape",
-                          f"%{q.ins.name} has output {{{k}}}'s shape, `{q.shape}`, but {_param_status(c, q.number)}"))
+def _compiled_explain(c: Compiled, k: int, answer: Parameter, row) -> dict[str, str]:
+    """Why each parameter row a misreading taps is not where output {k} goes (row numbers as strings)."""
+    where = f"the entry `{{{k}}}: ({answer.number}, {{}}, may-alias)` of `input_output_alias` names `parameter({answer.number})`"
+    out: dict[str, str] = {}
+
+    def say(q: Parameter, text: str):
+        if q is not answer:
+            out.setdefault(str(row(q)), text)
+
+    if answer.number < len(c.parameters):
+        shown = c.parameters[answer.number]
+        say(shown, f"counted the parameter lines from the top: %{shown.ins.name} is printed "
+                   f"{_ordinal(answer.number + 1)} but is `parameter({shown.number})`; {where}")
     twin = c.by_number(k)
-    if twin is not None and twin is not answer:
-        wrong.append((twin.label, "position-pairing",
-                      f"paired output {{{k}}} with %{twin.ins.name}, `parameter({k})`, by position; "
-                      f"{_param_status(c, k)}"))
-    return wrong
+    if twin is not None:
+        say(twin, f"paired output {{{k}}} with `parameter({k})` by position; {_param_status(c, k)}")
+    for q in c.parameters:
+        if q.shape == c.outputs[k]:
+            say(q, f"%{q.ins.name} has output {{{k}}}'s shape, `{q.shape}`, but {_param_status(c, q.number)}")
+    for q in c.parameters:
+        say(q, f"%{q.ins.name} is `parameter({q.number})`: {_param_status(c, q.number)}")
+    return out
 
 
-def _compiled_item(program: ProgramRecord, target: str, hlo: CompiledLayer, c: Compiled, k: int) -> dict | None:
-    """"Which parameter's buffer does output {k} go into?", read off the module's alias table."""
+def _compiled_item(program: ProgramRecord, target: str, hlo: CompiledLayer, c: Compiled, k: int) -> Item | None:
+    """"Tap the parameter whose buffer output {k} goes into", on the entry's lines up to its last parameter,
+    read off the module's alias table; None for an output the table gives no parameter."""
     p = c.aliasing.get(k)
     answer = c.by_number(p) if p is not None else None
-    label = answer.label if answer is not None else NONE_COMPILED
-    wrong = _distinct(label, _compiled_wrong(c, k, answer))
-    if len(wrong) < 2:
+    if answer is None:
         return None
-    which = f"Output {{{k}}} (member {k} of the ROOT tuple)" if len(c.outputs) > 1 else "The entry's result"
+    listing = Listing(hlo)
+    entry = next(comp for comp in hlo.computations if comp.entry)
+    first, last = entry.lines[0], max(q.ins.line for q in c.parameters)
     header = Listing(hlo).lines[0].split(", entry_computation_layout=")[0]  # the module line, up to the layouts
-    return {
-        "eqn": None, "layer": target, "step": "compiled-alias", "hlo_line": c.root_line, "output": k,
-        "question": f"{which} is `{c.outputs[k]}`. Which parameter's buffer does XLA write it into?",
-        "shown": [which_compile(hlo), header, *(short(Listing(hlo).lines[q.ins.line - 1]) for q in c.parameters),
-                  c.root],
-        **choice_item(label, wrong, program.slug, "compiled-alias", k),
-    }
+    which = f"output {{{k}}} (member {k} of the ROOT tuple)" if len(c.outputs) > 1 else "the entry's result"
+    explain = _compiled_explain(c, k, answer, lambda q: q.ins.line - first + 1)
+    return Item(
+        question=(f"The module's alias table says where each donated output goes. Tap the parameter line whose "
+                  f"buffer XLA writes {which}, a `{c.outputs[k]}`, into."),
+        answer=LinePick(answer.ins.line - first + 1, (answer.ins.line - first + 1,), explain),
+        context=(Lines(target, first, last, cut=True), Note(which_compile(hlo)),
+                 *refer(program, target, [header]), Lines(target, c.root_line, c.root_line, cut=True)),
+        card=("compiled-alias", target, f"output={k}"), layer=target, step="compiled-alias", skill="donation",
+        feedback=(f"`{{{k}}}: ({p}, {{}}, may-alias)` in `input_output_alias` names `parameter({p})`, which is "
+                  f"%{answer.ins.name} on HLO line {answer.ins.line}: output {{{k}}} is written into its buffer."),
+        facts={"hlo_line": answer.ins.line, "output": k, "parameter": answer.ins.name})
 
 
-def _alias_items(program: ProgramRecord) -> list[dict]:
-    """Every result of a program that donates; one contrast item, at one layer, for a program that does not."""
+def _alias_items(program: ProgramRecord) -> list[Item]:
+    """Every result of a program that donates, at StableHLO and at each TPU and CPU layer; one StableHLO
+    contrast item, `none` its answer, for a program that does not."""
     sig = lowered(program)
-    comps = [(target, hlo, compiled(hlo)) for target, hlo in program.layers("tpu").items()]
+    comps = [(target, hlo, compiled(hlo)) for target, hlo in (*program.layers("tpu").items(),
+                                                              *program.layers("cpu").items())]
+    comps = [(t, h, c) for t, h, c in comps if c is not None]
     if sig is None:
         return []
     if sig.aliasing or any(comp.aliasing for _, _, comp in comps):
-        items = [_lowered_item(program, sig, k) for k in range(len(sig.results))]
+        drafts = [_lowered_item(program, sig, k) for k in range(len(sig.results))]
+        items = [_item(program, d) for d in drafts if d is not None]
         for target, hlo, comp in comps:
-            items += [_compiled_item(program, target, hlo, comp, k) for k in range(len(comp.outputs))]
-        return [i for i in items if i is not None]
-    first = comps[0] if comps else None
-    tries = [lambda: _lowered_item(program, sig, 0), lambda: first and _compiled_item(program, *first, 0)]
-    for make in (tries[i] for i in order(2, program.slug, "contrast")):
-        item = make()
-        if item:
-            return [{**item, "weight": CONTRAST_WEIGHT}]
-    return []
+            items += [i for i in (_compiled_item(program, target, hlo, comp, k) for k in range(len(comp.outputs)))
+                      if i is not None]
+        return items
+    item = _lowered_item(program, sig, 0)
+    return [_item(program, {**item, "weight": CONTRAST_WEIGHT})] if item else []
 
 
 # --- real copies and free bitcasts ---
@@ -181,12 +185,35 @@ def _tiling(b: Buffer) -> str:
     return "".join("(" + ",".join(map(str, t)) + ")" for t in b.tiles) or "none"
 
 
-def _as_copy(m: Move) -> tuple[str, str]:
-    """The misreading that takes this bitcast for a copy: its rule and reason."""
+def _same_order(m: Move) -> bool:
+    """Whether the bitcast keeps its elements in the same order in memory, tiles aside: untiled (a bitcast
+    keeps the linear order), or tiled alike over the same two minor-most sizes (the tiles hold the same
+    elements, so only the major sizes regroup)."""
+    s, d = m.src, m.dst
+    if not s.tiles and not d.tiles:
+        return True
+    minor = [tuple(b.dims[i] for i in b.minor_to_major[:2]) for b in (s, d)]
+    return s.tiles == d.tiles and minor[0] == minor[1]
+
+
+def _why_free(m: Move) -> str:
+    """Why a bitcast moves nothing, in the buffers' own sizes and tiles."""
     tiled = "tiled the same" if m.src.tiles == m.dst.tiles else \
         f"tiled {_tiling(m.src)} and {_tiling(m.dst)}, which store the same {m.dst.padded_bytes():,} bytes"
-    same = (f"read major to minor, the operand is laid out {_physical(m.src)} and the result {_physical(m.dst)}, "
-            f"{tiled}: the same bytes in the same order, so XLA only relabels the buffer")
+    laid = f"read major to minor, the operand is laid out {_physical(m.src)} and the result {_physical(m.dst)}, {tiled}"
+    if _same_order(m):
+        same = f"{laid}: the same bytes in the same order, so XLA only relabels the buffer"
+    else:
+        # Tiled sizes that change at the minor end reorder elements in a plain array; they stay put only
+        # because each tile still holds the same elements (the sizes are multiples of the tile).
+        same = (f"{laid}: in a plain array that would reorder the elements, but here the tiling makes the stored "
+                "bytes come out the same, so XLA only relabels the buffer")
+    return same
+
+
+def _as_copy(m: Move) -> tuple[str, str]:
+    """The misreading that takes this bitcast for a copy: its rule and reason."""
+    same = _why_free(m)
     if m.src.dims == m.dst.dims:
         return "relayout-as-copy", f"the layout text changes, but {same}"
     if sorted(m.src.dims) == sorted(m.dst.dims) and _physical(m.src) == _physical(m.dst):
@@ -208,16 +235,8 @@ def _as_free(m: Move) -> tuple[str, str]:
                                   "copied")
 
 
-def _nearest(found: list[Move], line: int, rule, k: int = 3) -> list[Move]:
-    """The `k` moves nearest `line`, one of each misreading first, so that the options differ in kind."""
-    near = sorted(found, key=lambda m: (abs(m.ins.line - line), m.ins.line))
-    firsts = list({rule(m)[0]: m for m in reversed(near)}.values())[::-1]
-    return sorted(firsts[:k] + [m for m in near if m not in firsts][:k - len(firsts[:k])],
-                  key=lambda m: m.ins.line)
-
-
 def _distinct_moves(found: list[Move]) -> list[Move]:
-    """One move per option text, the first printed."""
+    """One move per operand → result text, the first printed."""
     seen, out = set(), []
     for m in sorted(found, key=lambda m: m.ins.line):
         if m.label not in seen:
@@ -226,70 +245,94 @@ def _distinct_moves(found: list[Move]) -> list[Move]:
     return out
 
 
-def _move_items(program: ProgramRecord) -> list[dict]:
-    """`real-copy` items for each copy and `free-bitcast` items for each bitcast, among the other kind,
-    in each TPU layer."""
-    return [item for target, hlo in program.layers("tpu").items() for item in _layer_moves(program, target, hlo)]
+COPIES, FREE = "a copy: the bytes move", "a bitcast: the same bytes"
+UNMATCHED_WEIGHT = 0.5  # a layer's copies with no bitcast beside them (or bitcasts with no copy)
 
 
-def _layer_moves(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[dict]:
+def _move_items(program: ProgramRecord) -> list[Item]:
+    """One `copy-or-bitcast` item per distinct copy and bitcast of each TPU and CPU layer, the two sides
+    weighing the same over the program, so that neither answer is the habit."""
+    found = [(target, hlo, m) for target, hlo in (*program.layers("tpu").items(), *program.layers("cpu").items())
+             for m in _layer_moves(hlo)]
+    count = {side: sum(m.copies == side for _, _, m in found) for side in (True, False)}
+    items, kept = [], set()
+    for target, hlo, m in found:
+        other = count[not m.copies]
+        if not other:  # no move of the other kind in the program: one look-alike per layer is enough
+            if (target, m.copies) in kept:
+                continue
+            kept.add((target, m.copies))
+        weight = _balance(count[m.copies], other)
+        items.append(_move_item(target, hlo, m, weight))
+    return items
+
+
+def _balance(mine: int, other: int) -> float:
+    """A move's weight, so that a program's copies and bitcasts weigh the same: the larger side is scaled
+    down to the smaller (not the kind's cap, which the registry applies after)."""
+    if not other:
+        return UNMATCHED_WEIGHT
+    return 1.0 if other >= mine else round(other / mine, 3)
+
+
+def _layer_moves(hlo: CompiledLayer) -> list[Move]:
+    """A layer's copies and bitcasts worth asking, one per operand → result text, in print order."""
     # A no-op, and a bitcast whose memory-space mark changes (a fusion's parameter view), teach nothing here.
     found = [m for m in moves(hlo) if m.src.text != m.dst.text
              and (m.copies or m.src.memory_space == m.dst.memory_space)]
     copies = _distinct_moves([m for m in found if m.copies])
     bitcasts = _distinct_moves([m for m in found if not m.copies and m.label not in {c.label for c in copies}])
-    items = []
-    asks = (("real-copy", copies, bitcasts, _as_copy,
-             "Which of these instructions moves bytes: a real copy, not a free bitcast?"),
-            ("free-bitcast", bitcasts, copies, _as_free,
-             "Which of these instructions is free: a bitcast, the same bytes relabelled, not a copy?"))
-    for step, answers, others, misreading, question in asks:
-        for m in answers:
-            near = _nearest(others, m.ins.line, misreading)
-            wrong = [(o.label, *misreading(o)) for o in near]
-            if len(wrong) < 2:
-                continue
-            items.append({
-                "eqn": None, "layer": target, "step": step, "hlo_line": m.ins.line, "instruction": m.ins.name,
-                "instructions": {o.label: o.ins.name for o in (m, *near)},
-                "question": _NOTE + question, "shown": [which_compile(hlo)],
-                **choice_item(m.label, wrong, program.slug, step, m.label),
-            })
-    return items
+    return sorted((*copies, *bitcasts), key=lambda m: m.ins.line)
+
+
+def _move_item(target: str, hlo: CompiledLayer, m: Move, weight: float) -> Item:
+    """"Does this instruction move bytes, or only relabel them?", shown as its operand's and result's buffers."""
+    rule, reason = _as_free(m) if m.copies else _as_copy(m)
+    options, right = (COPIES, FREE), 0 if m.copies else 1
+    if order(2, hlo.backend, m.label)[0]:  # a fixed shuffle: the right answer's place is not a habit either
+        options, right = options[::-1], 1 - right
+    return Item(
+        question=("This instruction, its name and opcode hidden, turns its operand's buffer into its result's. "
+                  "Does it move bytes (a copy), or only relabel them (a bitcast)?"),
+        answer=Choice(options, right, tuple("" if k == right else reason for k in range(2)),
+                      tuple("" if k == right else rule for k in range(2))),
+        context=(Note(which_compile(hlo)), Note(f"operand  {m.src.text}\nresult   {m.dst.text}")),
+        card=("copy-or-bitcast", target, m.ins.name), layer=target, step="copy-or-bitcast", skill="copy-or-bitcast",
+        weight=weight,
+        feedback=("It is a copy: " + _as_free(m)[1] if m.copies else "It is a bitcast: " + _why_free(m)) + ".",
+        facts={"hlo_line": m.ins.line, "instruction": m.ins.name, "copies": m.copies})
 
 
 # --- which axis, in a layout ---
-
-def _axis(b: Buffer, a: int) -> str:
-    return f"axis {a} (size {b.dims[a]})"
-
 
 def _layout_text(b: Buffer) -> str:
     return "{" + ",".join(map(str, b.minor_to_major)) + "}"
 
 
-def _layout_question(b: Buffer, step: str) -> tuple[str, list[tuple[str, str, str]]]:
-    """The answer and misreadings for "which axis is minor" (or major) in this buffer's layout."""
+def _layout_question(b: Buffer, step: str) -> tuple[int, dict[str, Misreading]]:
+    """The answer and misreadings (an axis as the `axes` form keys it -> why) for "which axis is minor" (or
+    major) in this buffer's layout."""
     m2m, rank, lay = b.minor_to_major, len(b.dims), _layout_text(b)
     minor = step == "minor-axis"
     answer, flipped = (m2m[0], m2m[-1]) if minor else (m2m[-1], m2m[0])
     end, edge = ("first", "minor") if minor else ("last", "major")
     logical = rank - 1 if minor else 0
     places = m2m.index(0 if minor else rank - 1)
-    wrong = [
-        (_axis(b, flipped), "major-to-minor",
-         f"read `{lay}` major first; XLA lists the axes minor first, so the {end} entry, axis {answer}, is the "
-         f"{edge} one"),
-        (_axis(b, logical), "logical-order",
-         f"assumed axis {logical} is {edge}, as in a row-major array; this layout `{lay}` puts axis {answer} there"),
-        (_axis(b, places), "entries-as-places",
-         f"read `{lay}` as each axis's place in turn (axis {places}'s entry is {m2m[places]}, so it would be {edge}); "
-         f"the entries name axes, minor first, so the {end}, axis {answer}, is {edge}"),
-    ]
-    return _axis(b, answer), wrong
+    misread: dict[str, Misreading] = {}
+    for axis, rule, reason in (
+            (flipped, "major-to-minor", f"read `{lay}` major first; XLA lists the axes minor first, so the {end} "
+                                        f"entry, axis {answer}, is the {edge} one"),
+            (logical, "logical-order", f"assumed axis {logical} is {edge}, as in a row-major array; this layout "
+                                       f"`{lay}` puts axis {answer} there"),
+            (places, "entries-as-places", f"read `{lay}` as each axis's place in turn (axis {places}'s entry is "
+                                          f"{m2m[places]}, so it would be {edge}); the entries name axes, minor "
+                                          f"first, so the {end}, axis {answer}, is {edge}")):
+        if axis != answer:
+            misread.setdefault(str(axis), Misreading(reason, rule))
+    return answer, misread
 
 
-def _layout_items(program: ProgramRecord) -> list[dict]:
+def _layout_items(program: ProgramRecord) -> list[Item]:
     """Per layer, one item per step for each distinct buffer whose layout is not row-major."""
     items, seen = [], set()
     # The TPU's minor axis is the layout drill's; a GPU's layouts are left to the fusions they serve.
@@ -297,7 +340,6 @@ def _layout_items(program: ProgramRecord) -> list[dict]:
               *((t, hlo, 3, ("major-axis",)) for t, hlo in program.layers("tpu").items())]
     for layer, hlo, min_rank, steps in layers:
         listing = Listing(hlo)
-        lines = listing.lines
         for ins in hlo.instructions:
             d = listing.definition(ins)
             for b in d.buffers if d else ():
@@ -306,20 +348,25 @@ def _layout_items(program: ProgramRecord) -> list[dict]:
                     continue
                 for step in steps:
                     key = (layer, step, b.plain, b.minor_to_major)
-                    answer, wrong = _layout_question(b, step)
-                    wrong = _distinct(answer, wrong)
-                    if key in seen or len(wrong) < 2:
+                    answer, misread = _layout_question(b, step)
+                    # Where the row-major habit (the first axis major, the last minor) gives the answer, the
+                    # question tests no reading of the layout: asked only where that habit is wrong.
+                    habit = 0 if step == "major-axis" else rank - 1
+                    if key in seen or len(misread) < 2 or answer == habit:
                         continue
                     seen.add(key)
                     edge = "minor (its neighbours sit next to each other in memory)" if step == "minor-axis" \
                         else "major (the slowest to change as memory is walked)"
-                    items.append({
-                        "eqn": None, "layer": layer, "step": step, "hlo_line": d.line, "buffer": b.text,
-                        "question": f"In `{b.plain}{_layout_text(b)}` (%{d.name}, compiled HLO line {d.line}), "
-                                    f"which axis is {edge}?",
-                        "shown": [which_compile(hlo), short(lines[d.line - 1])],
-                        **choice_item(answer, wrong, program.slug, layer_seed(layer), step, b.text),
-                    })
+                    lay = _layout_text(b)
+                    items.append(Item(
+                        question=f"In `{b.plain}{lay}` (%{d.name}, compiled HLO line {d.line}), tap the axis that "
+                                 f"is {edge}.",
+                        answer=AxisSet(b.plain, b.dims, (answer,), misread),
+                        context=(Note(which_compile(hlo)), Lines(layer, d.line, d.line, cut=True)),
+                        card=(step, layer, b.text), layer=layer, step=step, skill="layout-order",
+                        feedback=(f"XLA writes `minor_to_major`: `{lay}` names axis {b.minor_to_major[0]} first, the "
+                                  f"minor one, and axis {b.minor_to_major[-1]} last, the major one."),
+                        facts={"hlo_line": d.line, "buffer": b.text}))
     return items
 
 
@@ -340,4 +387,4 @@ def _item(program: ProgramRecord, draft: dict) -> Item:
        per_program=PER_PROGRAM, cap_by=("layer", "step"), program_cap=PROGRAM_CAP)
 def buffer_items(program: ProgramRecord) -> list[Item]:
     """Donation items (lowered and compiled), copy-or-bitcast items, and layout-order items of one program."""
-    return [_item(program, d) for d in (*_alias_items(program), *_move_items(program), *_layout_items(program))]
+    return [*_alias_items(program), *_move_items(program), *_layout_items(program)]

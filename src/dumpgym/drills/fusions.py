@@ -1,11 +1,13 @@
-"""The fusion drill: which equations did XLA fuse into this fusion? Read from its fused computation.
+"""The fusion drill: tap the jaxpr lines whose equations XLA fused into this fusion, read from its body.
 
-Each item shows what the reader needs to work it out: which compile this is (XLA's CPU backend
-on the recorded host), the fusion's call line and the body of the computation it calls, and the
-jaxpr. The answer comes from the compiled layer's attribution (`program.compiled`): the equations any
-of whose instructions, tagged or inferred, sit in the fused computation. A fusion of at most six
-equations asks for the set; a larger one asks which equation is NOT in it. Wrong options and
-their reasons are what this compile did with the equations named, never general rules of XLA.
+Each item shows the program's jaxpr (the rows to tap), which compile this is, the fusion's call line and
+the body of the computation it calls (with any it calls in turn). The answer is a set of lines (`lines`
+form): the first line of each equation any of whose instructions, tagged or inferred, sit in the fused
+computation, as the compiled layer's attribution (`program.compiled`) records them. A fusion is asked only
+where its body does every answered equation's work: an equation credited to the fusion only through a
+bitcast, a copy, a constant or a data move that cannot be its work (a transpose credited with a dot) is not
+something the shown body decides, so that fusion is not asked. What a row's explanation says is what this
+compile did with that equation, never a general rule of XLA.
 """
 from __future__ import annotations
 
@@ -14,28 +16,36 @@ import functools
 from dataclasses import dataclass
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item
 from dumpgym.drills._tpu import Listing, which_compile
-from dumpgym.drills.item import Item, Lines, Note, choice
+from dumpgym.drills.item import Item, Lines, LineSet, Note
 from dumpgym.opcodes import DATA_MOVEMENT, computes
+from dumpgym.primitives import REDUCTIONS
 from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
-MAX_SET = 6  # the largest set of equations an option lists
+MAX_SET = 16  # a fusion of more equations is not asked: tapping forty rows is a chore, not a reading
+NEAR = 6  # at most this many rows outside the set are explained: the ones nearest its members
+FEEDBACK_NAMES = 6  # the feedback names this many members, then counts the rest
+# Instructions that do no equation's work: they pass, label or hold values.
+PLUMBING = frozenset({"parameter", "constant", "bitcast", "copy", "tuple", "gettupleelement", "fusion"})
+# Moving data between devices is no equation's arithmetic either.
+COLLECTIVE_OPCODES = frozenset({"allgather", "allreduce", "alltoall", "collectivepermute", "reducescatter",
+                                "allgatherstart", "allgatherdone", "allreducestart", "allreducedone",
+                                "collectivepermutestart", "collectivepermutedone"})
+# Primitives whose work is arithmetic over many elements: a data move or a relabelling credited with one of
+# these (a transpose laying out a dot's operand) is not that work.
+HEAVY = frozenset({"dot_general", "conv_general_dilated", "scan", "while", "cond", *REDUCTIONS})
+# Primitives a bitcast can be the whole of: it relabels the same bytes with other dims.
+RELABELS = frozenset({"reshape", "squeeze", "expand_dims", "broadcast_in_dim"})
 _VIA_RANK = {"tag": 0, "inferred": 1, "region": 2, "none": 3}
 
 
 def _named(eqn: EqnFact) -> str:
-    return f"{eqn.primitive} (line {eqn.jaxpr_lines[0]})"
+    return f"`{eqn.primitive}` on line {eqn.jaxpr_lines[0]}"
 
 
 def _layer_words(hlo: CompiledLayer) -> str:
     """How a question names the listing: the CPU's as before, the TPU's by its target."""
     return "TPU compiled HLO" if hlo.backend == "tpu" else "compiled HLO"
-
-
-def _describe(program: ProgramRecord, eqns) -> str:
-    """A set of equations as the reader sees them: `primitive (line N), …`, in jaxpr line order."""
-    return ", ".join(_named(program.eqns[e]) for e in sorted(eqns, key=lambda e: program.eqns[e].jaxpr_lines[0]))
 
 
 def _leaves(program: ProgramRecord, eqns) -> set[int]:
@@ -112,27 +122,54 @@ class _Compile(Listing):
         return (f"{named} stayed outside: this compile gave it an instruction of its own, "
                 f"%{own[0].name} (HLO line {own[0].line})")
 
-    def inside(self, e: int, fusion: Fusion) -> str:
-        """Why equation `e` is in `fusion`, in words: the body instruction that computes it."""
-        ins = self.computing(e, self.body(fusion.line))
-        named = _named(self.program.eqns[e])
-        if not ins:
-            return f"{named} is in %{fusion.name}"
-        how = " (XLA dropped its metadata; the dataflow says it is this equation)" if ins[0].via == "inferred" else ""
-        eqn = self.program.eqns[e]
-        twins = [t for t in ins[0].eqns if t != e and self.program.eqns[t].primitive == eqn.primitive]
-        if twins:
-            how += (f"; so does {_named(self.program.eqns[twins[0]])}: the two do the same work on the same "
-                    "input, and this compile kept one copy")
-        return f"{named} is inside: %{ins[0].name} (HLO line {ins[0].line}) in %{ins[0].computation} computes it{how}"
+
+def does_work(opcode: str, primitive: str) -> bool:
+    """Whether an instruction of this opcode, credited with an equation of this primitive, does its work:
+    computes it (or a rewrite of it: a multiply for a division by a constant, a convolution for a dot), or
+    moves data for an equation that only moves data; never plumbing, nor a data move credited with a dot."""
+    if computes(opcode, primitive):
+        return True
+    if opcode == "bitcast":
+        return primitive in RELABELS
+    if opcode in PLUMBING or opcode in COLLECTIVE_OPCODES:
+        return False
+    return opcode not in DATA_MOVEMENT or primitive not in HEAVY
+
+
+def _unworked(c: _Compile, fusion: Fusion, answer: set[int]) -> list[int]:
+    """The answered equations no instruction of the fusion's body does the work of (then it is not asked)."""
+    body = set(c.body(fusion.line))
+    out = []
+    for e in answer:
+        primitive = c.program.eqns[e].primitive
+        if not any(i.computation in body and does_work(i.opcode, primitive) for i in c._by_eqn.get(e, ())):
+            out.append(e)
+    return out
+
+
+def _twin_outside(c: _Compile, answer: set[int]) -> int | None:
+    """An equation outside the set that does exactly a member's work (same primitive, params and inputs in
+    the same jaxpr) and has no instruction of its own, or None. XLA keeps one copy of equal work, so the
+    body computes both; where the attribution credits only one, what the reader should tap is not decided
+    by what is shown (scan's TPU %slice_add_fusion.1, lines 52 and 58)."""
+    def work(e: EqnFact):
+        params = repr(sorted(e.params.items()))
+        if e.primitive == "slice" and e.param("strides"):  # the elements taken, however the strides are written
+            params = repr([tuple(range(a, b, k)) for a, b, k in
+                           zip(e.param("start_indices"), e.param("limit_indices"), e.param("strides"))])
+        return (e.parent, e.primitive, params, e.sources, e.inputs)
+
+    members = {work(c.program.eqns[m]) for m in answer if c.program.eqns[m].sources}
+    return next((e.id for e in c.program.eqns if e.id not in answer and e.sources and work(e) in members
+                 and not c._by_eqn.get(e.id)), None)
 
 
 def _context(c: _Compile, layer: str, fusion: Fusion) -> tuple:
-    """What the page shows: which compile, the fusion's call line, its computations, the whole jaxpr
-    (references into the listings, not copies)."""
+    """What the page shows: the whole jaxpr first (its rows are what is tapped), which compile, the fusion's
+    call line and its computations (references into the listings, not copies)."""
     bodies = [Lines(layer, *c.computations[n]) for n in c.body(fusion.line)]
-    return (Note(which_compile(c.hlo)), Lines(layer, fusion.line, fusion.line, strip=True), *bodies,
-            Lines("jaxpr", 1, len(c.program.jaxpr.split("\n"))))
+    return (Lines("jaxpr", 1, len(c.program.jaxpr.split("\n"))), Note(which_compile(c.hlo)),
+            Lines(layer, fusion.line, fusion.line, strip=True), *bodies)
 
 
 # Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.
@@ -155,72 +192,70 @@ def _layer_items(program: ProgramRecord, layer: str, hlo: CompiledLayer) -> list
     items = []
     for fusion in hlo.fusions:
         answer = _leaves(program, fusion.eqns)
-        if len(answer) < 2:
+        if not 2 <= len(answer) <= MAX_SET or _unworked(c, fusion, answer) or _twin_outside(c, answer) is not None:
             continue
-        made = _set_item(c, fusion, answer) if len(answer) <= MAX_SET else _not_in_item(c, fusion, answer)
-        if made:
-            # The CPU's card is the drills/1 family (`fusions/SLUG/NAME/`), so saved progress carries over.
-            card = (fusion.name,) if layer == "cpu" else (fusion.name, layer)
-            items.append(Item(question=made["question"], answer=choice(made), context=_context(c, layer, fusion),
-                              card=card, layer=layer, facts={"fusion": fusion.name, "hlo_line": fusion.line}))
+        form = _line_set(c, fusion, answer)
+        if form is None:
+            continue
+        # The CPU's card is the drills/1 family (`fusions/SLUG/NAME/`), so saved progress carries over.
+        card = (fusion.name,) if layer == "cpu" else (fusion.name, layer)
+        items.append(Item(
+            question=(f"Tap the first jaxpr line of every equation XLA fused into %{fusion.name} "
+                      f"({_layer_words(hlo)} line {fusion.line}), then submit."),
+            answer=form, context=_context(c, layer, fusion), card=card, layer=layer, skill=fusion.kind,
+            feedback=_feedback(c, fusion, answer),
+            facts={"fusion": fusion.name, "hlo_line": fusion.line, "eqns": sorted(answer)}))
     return items
 
 
-def _neighbours(c: _Compile, fusion: Fusion, answer: set[int]) -> list[tuple[int, str]]:
-    """Equations next to the fusion's in jaxpr order that this compile put elsewhere, and where."""
+def _line_set(c: _Compile, fusion: Fusion, answer: set[int]) -> LineSet | None:
+    """The rows to tap (each member's first line) and why each nearby row is in the set or not; None when a
+    row would be both (an equation outside the fusion printed on a member's line)."""
+    eqns = c.program.eqns
+    rows = {eqns[e].jaxpr_lines[0]: e for e in answer}
     order, place = c.order
-    near = []
-    for k in sorted(place[e] for e in answer if e in place):  # the members in jaxpr order, as they are read
-        near += [order[j] for j in (k - 1, k + 1) if 0 <= j < len(order) and order[j] not in answer]
-    out = []
-    for e in dict.fromkeys(near):
-        where = c.where_else(e, fusion)
-        if where:
-            out.append((e, where))
-    return out
-
-
-def _set_item(c: _Compile, fusion: Fusion, answer: set[int]) -> dict | None:
-    program = c.program
-    wrong: list[tuple[str, str, str]] = []
-    seen = {frozenset(answer)}
-
-    def offer(candidate: set[int], rule: str, reason: str):
-        if candidate and len(candidate) <= MAX_SET and frozenset(candidate) not in seen:
-            seen.add(frozenset(candidate))
-            wrong.append((_describe(program, candidate), rule, reason))
-
-    by_line = sorted(answer, key=lambda e: program.eqns[e].jaxpr_lines[0])
-    offer(answer - {by_line[-1]}, "stopped-early", c.inside(by_line[-1], fusion))
-    for e, where in _neighbours(c, fusion, answer)[:1]:
-        offer(answer | {e}, "fused-a-neighbour", where)
-    offer(answer - {by_line[0]}, "started-late", c.inside(by_line[0], fusion))
-    for other in c.hlo.fusions:
-        if len(wrong) >= 3:  # three wrong options are asked: the rest would be made and dropped
-            break
-        if other.name != fusion.name:
-            offer(_leaves(program, other.eqns), "another-fusion",
-                  f"that is what %{other.name} (HLO line {other.line}) computes, a different fusion")
-    if len(wrong) < 2:
+    if len(rows) < len(answer) or any(eqns[e].jaxpr_lines[0] in rows and e not in answer for e in order):
         return None
-    return {
-        "question": f"Which equations did XLA fuse into %{fusion.name} ({_layer_words(c.hlo)} line {fusion.line})?",
-        **choice_item(_describe(program, answer), wrong[:3], program.slug, fusion.name),
-    }
+    explain = {str(n): _inside(c, e, fusion) for n, e in rows.items()}
+    for e in answer:  # a member printed over several lines: its first line is the one that counts
+        first, last = eqns[e].jaxpr_lines
+        for n in range(first + 1, last + 1):
+            explain[str(n)] = f"Part of line {first}'s equation."
+    for e in {a.id for m in answer for a in c.program.ancestors(eqns[m])}:
+        n = eqns[e].jaxpr_lines[0]
+        explain.setdefault(str(n), f"Line {n} opens `{eqns[e].primitive}`: tap the equations inside it.")
+    members = sorted(place[e] for e in answer if e in place)
+    outside = [order[k] for k in range(members[0], members[-1] + 1) if order[k] not in answer]
+    outside += [order[k] for k in (members[0] - 1, members[-1] + 1) if 0 <= k < len(order)]
+    centre = (members[0] + members[-1]) / 2
+    for e in sorted(dict.fromkeys(outside), key=lambda e: abs(place[e] - centre))[:NEAR]:
+        n = eqns[e].jaxpr_lines[0]
+        where = c.where_else(e, fusion) or (f"{_named(eqns[e])} is not in %{fusion.name}: no instruction of its "
+                                            "body computes it")
+        explain.setdefault(str(n), where + ".")
+    return LineSet(tuple(rows), explain)
 
 
-def _not_in_item(c: _Compile, fusion: Fusion, answer: set[int]) -> dict | None:
-    program = c.program
-    outside = _neighbours(c, fusion, answer)
-    if not outside:
-        return None
-    odd, _where = outside[0]
-    line = program.eqns[odd].jaxpr_lines[0]
-    # The members nearest the outsider in the jaxpr are the ones a reader is likeliest to doubt.
-    members = sorted(answer, key=lambda e: (abs(program.eqns[e].jaxpr_lines[0] - line), e))[:3]
-    wrong = [(_named(program.eqns[m]), "missed-a-member", c.inside(m, fusion)) for m in members]
-    return {
-        "question": (f"%{fusion.name} ({_layer_words(c.hlo)} line {fusion.line}) computes {len(answer)} equations. "
-                     "Which of these is NOT one of them?"),
-        **choice_item(_named(program.eqns[odd]), wrong, program.slug, fusion.name),
-    }
+def _inside(c: _Compile, e: int, fusion: Fusion) -> str:
+    """Why a row is in the set, in a few words: the body instruction that does its equation's work."""
+    eqn = c.program.eqns[e]
+    ins = next((i for i in c.computing(e, c.body(fusion.line)) if does_work(i.opcode, eqn.primitive)), None)
+    if ins is None:
+        return f"Line {eqn.jaxpr_lines[0]}, `{eqn.primitive}`, is in %{fusion.name}."
+    twins = [t for t in ins.eqns if t != e and c.program.eqns[t].primitive == eqn.primitive]
+    also = (f"; it does line {c.program.eqns[twins[0]].jaxpr_lines[0]}'s too (the same work, kept once)"
+            if twins else "")
+    return f"Line {eqn.jaxpr_lines[0]}, `{eqn.primitive}`: %{ins.name} (HLO line {ins.line}) does it{also}."
+
+
+def _feedback(c: _Compile, fusion: Fusion, answer: set[int]) -> str:
+    """One line: which equations the body computes, each by the instruction that does its work."""
+    eqns = c.program.eqns
+    body = c.body(fusion.line)
+    named = []
+    for e in sorted(answer, key=lambda e: eqns[e].jaxpr_lines[0]):
+        ins = next((i for i in c.computing(e, body) if does_work(i.opcode, eqns[e].primitive)), None)
+        named.append(f"line {eqns[e].jaxpr_lines[0]} `{eqns[e].primitive}`" + (f" (%{ins.name})" if ins else ""))
+    more = f", and {len(named) - FEEDBACK_NAMES} more" if len(named) > FEEDBACK_NAMES else ""
+    return (f"%{fusion.name}'s body does the work of {len(answer)} equations: "
+            f"{', '.join(named[:FEEDBACK_NAMES])}{more}.")

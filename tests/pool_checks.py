@@ -30,7 +30,8 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
                    misread=form.get("misread", {}))
     elif form["form"] == "axes":
         out.update(axes=form["axes"], dims=form["dims"], label=form["label"], misread=form.get("misread", {}))
-    out.update({k: v for k, v in form.items() if k not in out})  # and `form`, the form's name
+    if form["form"] not in ("choice", "line"):  # and `form`, the form's name, with its other fields
+        out.update({k: v for k, v in form.items() if k not in out})
     return out
 
 

@@ -5,8 +5,8 @@ An option's features are what a reader sees without reading the listing: its pla
 how like the other options it is (in words and in characters), how many words it shares with the
 question, its number's rank among the options' numbers, and its words and word pairs (numbers masked,
 hashed into a fixed number of slots with a stable hash). The model is a conditional logit (a softmax over
-one item's options), fitted by L-BFGS with a little L2, each item weighted by its `weight`; numpy and
-scipy (both come with JAX).
+one item's options), fitted by gradient descent with a little L2, each item weighted by its `weight`.
+numpy only, and einsum rather than BLAS, whose threads spin for ages on a busy shared machine.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import re
 import zlib
 
 import numpy as np
-from scipy.optimize import minimize
 
 from blind_readers import Seen, alikeness, masked, number_of, question_overlap
 
@@ -68,29 +67,25 @@ def _stack(items: list[Seen]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _scores(x: np.ndarray, mask: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    s = x @ theta
+    s = np.einsum("iof,f->io", x, theta)
     return np.where(mask, s, -np.inf)
 
 
-def fit(x: np.ndarray, mask: np.ndarray, right: np.ndarray, weight: np.ndarray, l2: float = 1e-3) -> np.ndarray:
+def fit(x: np.ndarray, mask: np.ndarray, right: np.ndarray, weight: np.ndarray,
+        steps: int = 200, rate: float = 1.0, l2: float = 1e-3) -> np.ndarray:
     """The weights of a conditional logit: maximise the weighted log-likelihood of the right options
-    (less `l2` times their squared norm), by L-BFGS."""
-    across = np.ascontiguousarray(x.reshape(-1, x.shape[2]).T)  # features by option, for the gradient
+    (less `l2` times their squared norm), by gradient descent."""
+    theta = np.zeros(x.shape[2])
     chosen = np.zeros(mask.shape)
     chosen[np.arange(len(right)), right] = 1.0
     w = (weight / weight.sum())[:, None]
-
-    def loss(theta):
+    for _ in range(steps):
         s = _scores(x, mask, theta)
-        top = s.max(axis=1, keepdims=True)
-        p = np.exp(s - top)
-        total = p.sum(axis=1, keepdims=True)
-        p /= total
-        log_p = np.where(mask, s - top - np.log(total), 0.0)
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
         # the gradient of the negative log-likelihood: over every option, w (p - chosen) x
-        return (-(w * chosen * log_p).sum() + l2 * theta @ theta / 2,
-                across @ (w * (p - chosen)).reshape(-1) + l2 * theta)
-    return minimize(loss, np.zeros(x.shape[2]), jac=True, method="L-BFGS-B", options={"maxiter": 60}).x
+        theta -= rate * (np.einsum("io,iof->f", w * (p - chosen), x) + l2 * theta)
+    return theta
 
 
 def play_left_out(items: list[Seen], folds: int = FOLDS) -> list:

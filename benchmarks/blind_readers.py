@@ -16,6 +16,7 @@ benchmarks/choices_only.py (the table) and tests/test_drills_readable.py (the ba
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import statistics
 from collections import Counter, defaultdict
@@ -190,6 +191,11 @@ per_item("choice", "shortest")(lambda i: _argbest(len(_options(i)), lambda k: -l
 
 def alikeness(options: list[str], chars: bool = False) -> list[float]:
     """Each option's mean similarity to the others (shared words, or shared characters)."""
+    return list(_alikeness(tuple(options), chars))
+
+
+@functools.lru_cache(maxsize=None)  # several strategies and the classifier ask it of the same options
+def _alikeness(options: tuple[str, ...], chars: bool) -> tuple[float, ...]:
     if chars:
         def alike(a, b):
             return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
@@ -200,7 +206,7 @@ def alikeness(options: list[str], chars: bool = False) -> list[float]:
         def alike(a, b):
             return jaccard(by_text[a], by_text[b])
     n = len(options)
-    return [sum(alike(options[k], options[j]) for j in range(n) if j != k) / max(1, n - 1) for k in range(n)]
+    return tuple(sum(alike(options[k], options[j]) for j in range(n) if j != k) / max(1, n - 1) for k in range(n))
 
 
 for _chars, _suffix in ((False, ""), (True, "-chars")):
@@ -484,3 +490,11 @@ def score_kind(items: list[Seen]) -> dict[str, Score]:
     credit = play(items)
     return {"weighted": score(items, credit, True), "unweighted": score(items, credit, False)}
 
+
+def steps(items: list[Seen], credit: dict[str, list[float]]):
+    """Each step of a kind, in order: the step, its items, and their credits (sliced from `play`'s)."""
+    where: dict = defaultdict(list)
+    for k, item in enumerate(items):
+        where[item.step].append(k)
+    for step, ks in sorted(where.items(), key=lambda s: str(s[0])):
+        yield step, [items[k] for k in ks], {name: [c[k] for k in ks] for name, c in credit.items()}

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from collections import defaultdict
 
-from blind_readers import BAR, play, score, seen_items
+from blind_readers import BAR, play, score, seen_items, steps
 
 
 def _printed(*argv: str) -> dict:
@@ -42,7 +42,7 @@ def _row(label: str, weighted, unweighted) -> str:
     flag = " !" if weighted.over > BAR else ""
     return (f"{label:<22} {weighted.items:>5} {weighted.programs:>5} │ {weighted.chance:>6.0%} "
             f"{weighted.best:<28} {weighted.accuracy:>5.0%} {100 * weighted.over:>+5.0f} "
-            f"{weighted.ten_in_a_row:>8.2%}{flag:<2} │ {unweighted.chance:>6.0%} {unweighted.best:<28} "
+            f"{weighted.ten_in_a_row:>9.2%}{flag:<2} │ {unweighted.chance:>6.0%} {unweighted.best:<28} "
             f"{unweighted.accuracy:>5.0%} {100 * unweighted.over:>+5.0f}")
 
 
@@ -58,22 +58,17 @@ def main() -> None:
     by_kind = defaultdict(list)
     for item in seen_items(pool, _records(corpus)):
         by_kind[item.kind].append(item)
-    print(f"{'kind / step':<22} {'items':>5} {'progs':>5} │ {'weighted: chance':>6} {'best strategy':<11} "
-          f"{'':>11} {'best':>5} {'+pts':>5} {'10 in a row':>10} │ {'unweighted: chance, best, +pts'}")
+    print(f"{'kind / step':<22} {'items':>5} {'progs':>5} │ {'chance':>6} {'best strategy (weighted)':<28} "
+          f"{'best':>5} {'+pts':>5} {'10 in row':>9}   │ {'chance':>6} {'best strategy (unweighted)':<28} "
+          f"{'best':>5} {'+pts':>5}")
     for kind, items in sorted(by_kind.items()):
         credit = play(items)
         print(_row(kind, score(items, credit, True), score(items, credit, False)))
         if args.no_steps:
             continue
-        steps = defaultdict(list)
-        for k, item in enumerate(items):
-            steps[item.step].append(k)
-        if len(steps) < 2:
-            continue
-        for step, where in sorted(steps.items(), key=lambda s: str(s[0])):
-            mine = [items[k] for k in where]
-            part = {name: [c[k] for k in where] for name, c in credit.items()}
-            print(_row(f"  {step}", score(mine, part, True), score(mine, part, False)))
+        if len({i.step for i in items}) > 1:
+            for step, mine, theirs in steps(items, credit):
+                print(_row(f"  {step}", score(mine, theirs, True), score(mine, theirs, False)))
     print(f"\n! : more than {100 * BAR:.0f} points over chance, weighted (the bar). Chance: 1/options; "
           "1/candidate rows (rows holding ` = `); 1/(2^rows - 1) for a set of rows; 1/2^rank for axes; 0 typed.")
 

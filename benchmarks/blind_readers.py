@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import re
 import statistics
 from collections import Counter, defaultdict
@@ -79,8 +80,7 @@ def number_of(text: str) -> float | None:
     for read in (forms.read_aval, forms.read_shape):
         got = read(text)
         if got is not None:
-            dims = re.findall(r"\d+", got[got.index("["):])
-            return float(eval("*".join(dims) or "1"))  # noqa: S307 (digits and * only)
+            return float(math.prod(int(d) for d in re.findall(r"\d+", got[got.index("["):])))
     match = re.search(r"\d+(?:\.\d+)?", text)
     return float(match[0]) if match else None
 
@@ -163,7 +163,8 @@ def left_out(items: list[Seen], key: Callable[[Seen], object], values: Callable[
     for item in items:
         counts = total[key(item)].copy()
         counts.subtract(own[(key(item), item.program)])
-        out.append(counts)
+        # what is left of the item's own program is rounding, not a count: drop it, or it leaks the answer
+        out.append(Counter({v: n for v, n in counts.items() if n > 1e-9}))
     return out
 
 
@@ -296,7 +297,7 @@ per_item("typed", "question-smallest")(_copied(lambda vs: min(vs, key=_as_number
 @strategy("typed", "usual-value")
 def _usual_value(items: list[Seen]) -> list:
     counts = left_out(items, lambda i: (i.kind, i.step, i.answer["spelling"]), lambda i: [i.answer["value"]])
-    return [c.most_common(1)[0][0] if c and c.most_common(1)[0][1] > 0 else None for c in counts]
+    return [c.most_common(1)[0][0] if c else None for c in counts]
 
 
 # axes ------------------------------------------------------------------------------------------------
@@ -327,7 +328,7 @@ def _usual_axes(relative: bool):
         counts = left_out(items, key, lambda i: [spelled(i, i.answer["axes"])])
         out = []
         for item, c in zip(items, counts):
-            fits = [(n, k) for k, n in c.items() if n > 0 and all(
+            fits = [(n, k) for k, n in c.items() if all(
                 -len(_dims(item)) <= int(a) < (0 if relative else len(_dims(item))) for a in k.split(",") if a)]
             if not fits:
                 out.append(None)
@@ -377,8 +378,8 @@ def _usual_op(rate: bool, last: bool):
         for item, right, shown in zip(items, *op_counts(items)):
             ops = _ops(item)
             rows = list(ops)[::-1] if last else list(ops)
-            score = {n: right[ops[n]] / shown[ops[n]] if rate and shown[ops[n]] > 0 else right[ops[n]] for n in rows}
-            out.append(max(rows, key=lambda n: score[n]) if rows and max(score.values()) > 0 else None)
+            score = {n: right[ops[n]] / shown[ops[n]] if rate and shown[ops[n]] else right[ops[n]] for n in rows}
+            out.append(max(rows, key=lambda n: score[n]) if rows and max(score.values()) else None)
         return out
     return play
 
@@ -405,7 +406,7 @@ per_item("lines", "ops-named-in-question")(lambda i: named_in_question(i) or Non
 def _usual_ops(items: list[Seen]) -> list:
     out = []
     for item, right, shown in zip(items, *op_counts(items)):
-        picked = [n for n, op in _ops(item).items() if shown[op] > 0 and right[op] / shown[op] >= 0.5]
+        picked = [n for n, op in _ops(item).items() if shown[op] and right[op] / shown[op] >= 0.5]
         out.append(picked or None)
     return out
 

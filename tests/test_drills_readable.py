@@ -223,4 +223,7 @@ def test_a_usual_answer_is_learnt_from_other_programs_only():
     rng = random.Random(2)
     items = [_shuffled(rng, p, f"answer of {p}", [_phrase(rng, 3) for _ in range(3)])
              for p in PROGRAMS for _ in range(30)]
+    typed = [br.Seen("made-up", "s", p, 0.1, "how many?", {"form": "typed", "spelling": "int", "value": str(k)})
+             for k, p in enumerate(PROGRAMS) for _ in range(30)]
     assert br.mean(br.play(items)["choice:usual-answer"]) < 0.4
+    assert br.mean(br.play(typed)["typed:usual-value"]) == 0

@@ -15,7 +15,8 @@ import zlib
 
 import numpy as np
 
-from blind_readers import Seen, alikeness, masked, number_of, question_overlap
+from blind_readers import Seen, masked, number_of
+from blind_strategies import alikeness, question_overlap
 
 SLOTS = 256  # hashed word and word-pair features
 FOLDS = 10  # held-out groups of programs

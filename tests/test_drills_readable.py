@@ -97,7 +97,8 @@ def _planted_choice(bias):
             return _shuffled(rng, program, right, [_phrase(rng, 4) for _ in range(3)])
         if bias == "most-alike":  # each wrong option one word off the right one
             right = rng.sample(WORDS, 5)
-            wrong = [" ".join(right[:k] + [w] + right[k + 1:]) for k, w in zip(rng.sample(range(5), 3), rng.sample(WORDS, 3))]
+            edits = zip(rng.sample(range(5), 3), rng.sample(WORDS, 3))
+            wrong = [" ".join(right[:k] + [w] + right[k + 1:]) for k, w in edits]
             return _shuffled(rng, program, " ".join(right), wrong)
         if bias == "odd-one-out":  # the wrong options are one word off each other, the right one is apart
             core = rng.sample(WORDS, 5)
@@ -142,7 +143,8 @@ def _planted_line(bias):
             rows[line - 1] = f"v{line}:f32[4] = broadcast_in_dim v0"
         else:
             raise AssertionError(bias)
-        question = "tap the line where the program is made" + (" to broadcast" if bias == "op-named-in-question" else "")
+        named = " to broadcast" if bias == "op-named-in-question" else ""
+        question = "tap the line where the program is made" + named
         return br.Seen("made-up", "s", program, 1.0, question,
                        {"form": "line", "line": line, "accepted": [line], "explain": {}}, tuple(rows))
     return build

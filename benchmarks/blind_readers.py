@@ -231,20 +231,15 @@ def score(items: list[Seen], credit: dict[str, list[float]], weighted: bool) -> 
     forms, the best strategy of each form, played together."""
     weights = [i.weight for i in items] if weighted else None
     accuracies = {name: mean(c, weights) for name, c in credit.items()}
+    present = {i.form for i in items}
     best_of = {}
     for name, acc in accuracies.items():
         form = name.split(":")[0]
-        if form not in best_of or acc > accuracies[best_of[form]]:
+        if form in present and (form not in best_of or acc > accuracies[best_of[form]]):
             best_of[form] = name
     combined = [credit[best_of[i.form]][k] for k, i in enumerate(items)]
     return Score(len(items), len({i.program for i in items}), mean(map(chance, items), weights),
                  " + ".join(best_of[f] for f in sorted(best_of)), mean(combined, weights), accuracies)
-
-
-def score_kind(items: list[Seen]) -> dict[str, Score]:
-    """One kind's blind reading, `weighted` and `unweighted`."""
-    credit = play(items)
-    return {"weighted": score(items, credit, True), "unweighted": score(items, credit, False)}
 
 
 def steps(items: list[Seen], credit: dict[str, list[float]]):

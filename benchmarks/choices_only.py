@@ -39,11 +39,12 @@ def _records(corpus: dict) -> dict:
 
 
 def _row(label: str, weighted, unweighted) -> str:
-    flag = " !" if weighted.over > BAR else ""
+    flag = "!" if weighted.over > BAR else ""
+    also = f"; unweighted: {unweighted.best}" if unweighted.best != weighted.best else ""
     return (f"{label:<22} {weighted.items:>5} {weighted.programs:>5} │ {weighted.chance:>6.0%} "
-            f"{weighted.best:<28} {weighted.accuracy:>5.0%} {100 * weighted.over:>+5.0f} "
-            f"{weighted.ten_in_a_row:>9.2%}{flag:<2} │ {unweighted.chance:>6.0%} {unweighted.best:<28} "
-            f"{unweighted.accuracy:>5.0%} {100 * unweighted.over:>+5.0f}")
+            f"{weighted.accuracy:>5.0%} {100 * weighted.over:>+5.0f} {weighted.ten_in_a_row:>9.2%} {flag:<1} │ "
+            f"{unweighted.chance:>6.0%} {unweighted.accuracy:>5.0%} {100 * unweighted.over:>+5.0f} │ "
+            f"{weighted.best}{also}")
 
 
 def main() -> None:
@@ -58,9 +59,9 @@ def main() -> None:
     by_kind = defaultdict(list)
     for item in seen_items(pool, _records(corpus)):
         by_kind[item.kind].append(item)
-    print(f"{'kind / step':<22} {'items':>5} {'progs':>5} │ {'chance':>6} {'best strategy (weighted)':<28} "
-          f"{'best':>5} {'+pts':>5} {'10 in row':>9}   │ {'chance':>6} {'best strategy (unweighted)':<28} "
-          f"{'best':>5} {'+pts':>5}")
+    print(f"{'':<34} │ {'weighted':^29} │ {'unweighted':^18} │")
+    print(f"{'kind / step':<22} {'items':>5} {'progs':>5} │ {'chance':>6} {'best':>5} {'+pts':>5} {'10 in row':>9}   │ "
+          f"{'chance':>6} {'best':>5} {'+pts':>5} │ best strategy (weighted; unweighted where another)")
     for kind, items in sorted(by_kind.items()):
         credit = play(items)
         print(_row(kind, score(items, credit, True), score(items, credit, False)))

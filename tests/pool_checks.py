@@ -10,7 +10,9 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
     """A `dumpgym.drills/2` item as the drill tests read it: its JSON, with `shown` its context resolved
     against the program (exactly the blocks the page shows), its answer form's fields beside its own
     (`options`, `answer` the right option's index, `reasons`, `rules`; or `answer_line`, `accepted_lines`,
-    `explain`), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
+    `explain`; or `spelling`, `value`, `accepted`, `misread` for a typed answer; `label`, `dims`, `axes`,
+    `misread` for tapped axes; `lines`, `explain` for a line set), `kind` for a decision's step, and its facts
+    (`hlo_line`, `fusion`, ...)."""
     data = item.to_json() if isinstance(item, Item) else item
     record = program if isinstance(program, ProgramRecord) else ProgramRecord.from_json(program)
     form = data["answer"]
@@ -19,6 +21,13 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
     out["shown"] = resolve(data["context"], record)
     if form["form"] == "choice":
         out.update(options=form["options"], answer=form["index"], reasons=form["reasons"], rules=form["rules"])
+    elif form["form"] == "typed":
+        out.update(spelling=form["spelling"], value=form["value"], accepted=form.get("accepted", []),
+                   misread=form.get("misread", {}))
+    elif form["form"] == "axes":
+        out.update(label=form["label"], dims=form["dims"], axes=form["axes"], misread=form.get("misread", {}))
+    elif form["form"] == "lines":
+        out.update(lines=form["lines"], explain=form["explain"])
     else:
         out.update(answer_line=form["line"], accepted_lines=form["accepted"], explain=form["explain"])
         out["kind"] = data["step"]

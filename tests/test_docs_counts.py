@@ -59,7 +59,7 @@ def _shard_map_programs(f: Facts) -> int:
 def _filler_options(f: Facts) -> int:
     from dumpgym.drills._misreadings import FILLER
 
-    return sum(rule in FILLER for i in f.items("shapes") for rule in i["rules"])
+    return sum(m["rule"] in FILLER for i in f.items("shapes") for m in i["misread"].values())
 
 
 def _common_decisions_share(f: Facts) -> float:
@@ -135,12 +135,9 @@ ROWS = [
      lambda f: sum(len(p["eqns"]) for p in f.programs)),
     ("docs/drills.md", r"this asks (\d+) equations:", lambda f: len(f.items("shapes"))),
     ("docs/drills.md", r"this asks \d+ equations: ((?:\d+ `[\w-]+`(?:, )?)+);", lambda f: f.count("shapes", "skill")),
-    ("docs/drills.md", r"; (\d+) have four options", lambda f: sum(len(i["options"]) == 4 for i in f.items("shapes"))),
-    ("docs/drills.md", r"four options and (\d+) have three;",
-     lambda f: sum(len(i["options"]) == 3 for i in f.items("shapes"))),
-    ("docs/drills.md", r"(\d+) of the \d+ wrong options are fillers", _filler_options),
-    ("docs/drills.md", r"of the (\d+) wrong options are fillers",
-     lambda f: sum(len(i["options"]) - 1 for i in f.items("shapes"))),
+    ("docs/drills.md", r"they name (\d+) misreadings, \d+ of them fillers",
+     lambda f: sum(len(i["misread"]) for i in f.items("shapes"))),
+    ("docs/drills.md", r"misreadings, (\d+) of them fillers", _filler_options),
     ("docs/drills.md", r"in the built-in corpus (no) `none` item survives",
      lambda f: len(f.items("shapes", skill="none"))),
     # GYM·03, decisions

@@ -91,12 +91,6 @@ def _backward_scan_operands(f: Facts) -> int:
     return len(scan["inputs"])
 
 
-def _dots_per_program(f: Facts) -> dict[str, int]:
-    """Backward items per program, when each program has as many `wrt` as `cotangent` items (else both)."""
-    wrt, cotangent = f.count("backward", "program", step="wrt"), f.count("backward", "program", step="cotangent")
-    return wrt if wrt == cotangent else {"wrt": wrt, "cotangent": cotangent}
-
-
 def _no_alias(f: Facts) -> int:
     return sum(i["options"][i["answer"]].startswith("none") for i in f.items("buffers", step="compiled-alias"))
 
@@ -181,7 +175,8 @@ ROWS = [
     ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `wrt`", lambda f: len(f.items("backward"))),
     ("docs/drills.md", r"(\d+) `wrt` and \d+ `cotangent`", lambda f: len(f.items("backward", step="wrt"))),
     ("docs/drills.md", r"`wrt` and (\d+) `cotangent`", lambda f: len(f.items("backward", step="cotangent"))),
-    ("docs/drills.md", r"`cotangent` \((grads \d+ each(?:, [\w-]+ \d+)+)\)", _dots_per_program),
+    ("docs/drills.md", r"\(wrt by program: ((?:[\w-]+ \d+(?:, )?)+)\)",
+     lambda f: f.count("backward", "program", step="wrt")),
     ("docs/drills.md", r"and (\d+) `residuals` \(ckpt-policy\)",
      lambda f: len(f.items("backward", step="residuals", program="ckpt-policy"))),
     # GYM·09, buffers

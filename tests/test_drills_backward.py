@@ -39,10 +39,16 @@ def _all(items):
     return [i for found in items.values() for i in found]
 
 
-def test_the_corpus_gives_at_least_thirty_items(items):
-    assert len(_all(items)) >= 30
+def test_the_corpus_gives_at_least_twenty_five_items(items):
+    assert len(_all(items)) >= 25
     steps = Counter(i["step"] for i in _all(items))
-    assert steps["wrt"] >= 15 and steps["cotangent"] >= 15 and steps["residuals"] >= 1
+    assert steps["wrt"] >= 15 and steps["cotangent"] >= 10 and steps["residuals"] >= 1
+
+
+def test_no_two_cotangent_items_of_a_program_tap_the_same_forward_dot(items):
+    for found in items.values():
+        taps = [i["answer_line"] for i in found if i["step"] == "cotangent"]
+        assert len(taps) == len(set(taps))
 
 
 def test_every_wrong_answer_names_its_misreading(items):
@@ -272,7 +278,7 @@ def test_each_cotangent_is_the_one_jax_pulls_back(records, items, values):
                 assert _pulls_back(facts, seen, item["eqn"], fwd.id) == tapped, (slug, item["eqn"], fwd.id)
                 assert tapped == (set(item["accepted_lines"]) == set(range(fwd.jaxpr_lines[0], fwd.jaxpr_lines[1] + 1)))
             asked += 1
-    assert asked >= 15
+    assert asked >= 10
 
 
 # -- what a checkpoint policy saves: JAX's own report -----------------------------------------------

@@ -7,7 +7,8 @@ differentiated, and the result is the gradient with respect to its other operand
 questions (`step`):
 
 - `cotangent` (a `line`): tap the forward dot_general whose result's cotangent the backward dot reads,
-  in the whole listing. (Which operand is the cotangent is no question: JAX's transpose rule always puts
+  in the whole listing; asked of the first backward dot of each forward dot only, since the second
+  would have the same answer. (Which operand is the cotangent is no question: JAX's transpose rule always puts
   it first, so that choice would be the same every time.)
 - `wrt` (a choice of the forward dot's lhs and rhs, each right in half of a program's weight): the
   gradient with respect to which of them?
@@ -361,9 +362,14 @@ def backward_items(program: ProgramRecord) -> list[Item]:
     Its card is the backward equation and the step."""
     flow = Dataflow(program)
     forward = [e for e in program.eqns if e.primitive == "dot_general" and e.id not in flow.backward]
-    items = []
+    items, tapped = [], set()
     for pair in pairs(program, flow):
-        items += [wrt_item(program, pair, forward), cotangent_item(program, pair, forward)]
+        items.append(wrt_item(program, pair, forward))
+        # Both backward dots of one forward dot would ask to tap the same line: one answer for two cards,
+        # the second given by the first. The first backward dot asks it.
+        if pair.fwd.id not in tapped:
+            tapped.add(pair.fwd.id)
+            items.append(cotangent_item(program, pair, forward))
     items += residual_items(program, flow)
     return [_pool_item(i) for i in _balanced(items)]
 

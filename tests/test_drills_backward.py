@@ -66,13 +66,18 @@ def test_every_wrong_answer_names_its_misreading(items):
             assert k == item["answer"] or ("line" in reason and len(reason) > 40), reason
 
 
-def test_lhs_and_rhs_are_each_right_in_half_the_weight(items):
-    # A choices-only reader who always picks one side of the forward dot does no better than chance.
-    sides = Counter()
+def test_lhs_and_rhs_and_both_places_are_each_right_about_half_the_time(items):
+    # A choices-only reader who always picks one side of the forward dot, or one place, does no better
+    # than chance: by weight for the sides, by weight and by count for the places.
+    sides, places, counted = Counter(), Counter(), Counter()
     for item in _all(items):
         if item["step"] == "wrt":
-            sides[item["answer"]] += item["weight"]
-    assert set(sides) == {0, 1} and max(sides.values()) <= 0.55 * sum(sides.values()), sides
+            sides[item["options"][item["answer"]].split(" (")[0]] += item["weight"]
+            places[item["answer"]] += item["weight"]
+            counted[item["answer"]] += 1
+    assert set(sides) == {"its lhs", "its rhs"} and max(sides.values()) <= 0.55 * sum(sides.values()), sides
+    for tally in (places, counted):
+        assert set(tally) == {0, 1} and max(tally.values()) <= 0.6 * sum(tally.values()), tally
 
 
 def test_no_answer_is_printed_in_what_is_shown(items):
@@ -247,9 +252,11 @@ def test_each_gradient_is_the_one_jax_gives_for_the_answer(records, items, value
             facts, seen = values[slug]
             fwd = _dot_at(records[slug], FORWARD.search(item["question"]).group(1))
             sides = {s for _, s in _jax_gradient_sides(facts, seen, item["eqn"], fwd.id)}
+            assert sorted(o.split(" (")[0] for o in item["options"]) == ["its lhs", "its rhs"]
             for k, option in enumerate(item["options"]):
-                assert option.startswith(f"its {('lhs', 'rhs')[k]} (")
-                assert (k in sides) == (k == item["answer"]), (slug, item["eqn"], option)
+                side = ("its lhs", "its rhs").index(option.split(" (")[0])
+                assert option == f"its {('lhs', 'rhs')[side]} ({fwd.inputs[side]})"
+                assert (side in sides) == (k == item["answer"]), (slug, item["eqn"], option)
             asked += 1
     assert asked >= 15
 

@@ -10,8 +10,8 @@ questions (`step`):
   in the whole listing; asked of the first backward dot of each forward dot only, since the second
   would have the same answer. (Which operand is the cotangent is no question: JAX's transpose rule always puts
   it first, so that choice would be the same every time.)
-- `wrt` (a choice of the forward dot's lhs and rhs, each right in half of a program's weight): the
-  gradient with respect to which of them?
+- `wrt` (a choice of the forward dot's lhs and rhs, each right in half of a program's weight, the
+  right one taking turns between the two places): the gradient with respect to which of them?
 - `residuals` (a choice of sets): which forward values does a checkpoint policy save for the backward
   remat? One item: the corpus has one backward remat under a policy.
 
@@ -27,7 +27,7 @@ from collections import Counter as Tally
 from dataclasses import dataclass
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item
+from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._dataflow import Dataflow, Value
 from dumpgym.drills.answer import LinePick
 from dumpgym.drills.item import Item, Lines, from_draft
@@ -208,7 +208,7 @@ def _other_wrong(pair: Pair, other: EqnFact, k: int | None, like) -> tuple[str, 
 
 def wrt_item(program: ProgramRecord, pair: Pair, forward: list[EqnFact]) -> dict:
     """With respect to which operand of the forward dot is this backward dot's result the gradient? A choice
-    of its two operands, lhs first: each side is about as often right (`_balanced`)."""
+    of its two operands: each side, and each place, is about as often right (`_balanced`)."""
     b, f, fwd = line(pair.back), line(pair.fwd), pair.fwd
     options = [f"its {SIDES[k]} ({fwd.inputs[k]})" for k in (0, 1)]
     reasons, rules = ["", ""], ["", ""]
@@ -252,12 +252,22 @@ def _item(program: ProgramRecord, pair: Pair, step: str, question: str) -> dict:
     }
 
 
-def _balanced(items: list[dict]) -> list[dict]:
-    """The `wrt` items weighted so that lhs and rhs are each right in half of a program's weight."""
+def _balanced(items: list[dict], *seed) -> list[dict]:
+    """The `wrt` items weighted so that lhs and rhs are each right in half of a program's weight, and the
+    right option taking turns between the first and second place (from a start drawn by `seed`), so that
+    neither a side nor a place is right more often, by weight or by count."""
     count = Tally(i["side"] for i in items if i["step"] == "wrt")
-    return [{**{k: v for k, v in i.items() if k != "side"},
-             **({"weight": round(len(count) / 2 / count[i["side"]], 3)} if i["step"] == "wrt" else {})}
-            for i in items]
+    turn = order(2, *seed)[0]
+    out = []
+    for draft in items:
+        item = {k: v for k, v in draft.items() if k != "side"}
+        if draft["step"] == "wrt":
+            item["weight"] = round(len(count) / 2 / count[draft["side"]], 3)
+            if item["answer"] != turn:  # the answer goes in this turn's place
+                item.update({k: item[k][::-1] for k in ("options", "reasons", "rules")}, answer=turn)
+            turn = 1 - turn
+        out.append(item)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,7 +381,7 @@ def backward_items(program: ProgramRecord) -> list[Item]:
             tapped.add(pair.fwd.id)
             items.append(cotangent_item(program, pair, forward))
     items += residual_items(program, flow)
-    return [_pool_item(i) for i in _balanced(items)]
+    return [_pool_item(i) for i in _balanced(items, program.slug)]
 
 
 def _pool_item(draft: dict) -> Item:

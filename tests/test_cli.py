@@ -89,8 +89,8 @@ def test_add_a_program_that_draws_randomness(name, specs, tmp_path, capsys):
     shapes = [item for item in pool["items"] if item["drill"] == "shapes" and item["program"] == slug]
     assert shapes
     for item in shapes:
-        for option in item["answer"]["options"]:
-            assert str(parse_arg(option)) == option  # every option, key<fry>[] included, is an aval as printed
+        for aval in (item["answer"]["value"], *item["answer"].get("misread", {})):
+            assert str(parse_arg(aval)) == aval  # the answer and every misreading, key<fry>[] included, as printed
 
 
 def test_an_unknown_key_is_one_line_and_status_2(tmp_path):

@@ -59,7 +59,7 @@ def _shard_map_programs(f: Facts) -> int:
 def _filler_options(f: Facts) -> int:
     from dumpgym.drills._misreadings import FILLER
 
-    return sum(rule in FILLER for i in f.items("shapes") for rule in i["rules"])
+    return sum(m["rule"] in FILLER for i in f.items("shapes") for m in i["misread"].values())
 
 
 def _common_decisions_share(f: Facts) -> float:
@@ -85,12 +85,6 @@ def _group_axis_items(f: Facts) -> int | str:
 def _backward_scan_operands(f: Facts) -> int:
     (scan,) = [e for e in f.by_slug["rnn-bptt"]["eqns"] if e["primitive"] == "scan" and e["params"]["reverse"]]
     return len(scan["inputs"])
-
-
-def _dots_per_program(f: Facts) -> dict[str, int]:
-    """Backward items per program, when each program has as many `wrt` as `cotangent` items (else both)."""
-    wrt, cotangent = f.count("backward", "program", step="wrt"), f.count("backward", "program", step="cotangent")
-    return wrt if wrt == cotangent else {"wrt": wrt, "cotangent": cotangent}
 
 
 def _layers_of_major_axis(f: Facts) -> dict[str, int]:
@@ -127,12 +121,9 @@ ROWS = [
      lambda f: sum(len(p["eqns"]) for p in f.programs)),
     ("docs/drills.md", r"this asks (\d+) equations:", lambda f: len(f.items("shapes"))),
     ("docs/drills.md", r"this asks \d+ equations: ((?:\d+ `[\w-]+`(?:, )?)+);", lambda f: f.count("shapes", "skill")),
-    ("docs/drills.md", r"; (\d+) have four options", lambda f: sum(len(i["options"]) == 4 for i in f.items("shapes"))),
-    ("docs/drills.md", r"four options and (\d+) have three;",
-     lambda f: sum(len(i["options"]) == 3 for i in f.items("shapes"))),
-    ("docs/drills.md", r"(\d+) of the \d+ wrong options are fillers", _filler_options),
-    ("docs/drills.md", r"of the (\d+) wrong options are fillers",
-     lambda f: sum(len(i["options"]) - 1 for i in f.items("shapes"))),
+    ("docs/drills.md", r"they name (\d+) misreadings, \d+ of them fillers",
+     lambda f: sum(len(i["misread"]) for i in f.items("shapes"))),
+    ("docs/drills.md", r"misreadings, (\d+) of them fillers", _filler_options),
     ("docs/drills.md", r"in the built-in corpus (no) `none` item survives",
      lambda f: len(f.items("shapes", skill="none"))),
     # GYM·03, decisions
@@ -182,7 +173,8 @@ ROWS = [
     ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `wrt`", lambda f: len(f.items("backward"))),
     ("docs/drills.md", r"(\d+) `wrt` and \d+ `cotangent`", lambda f: len(f.items("backward", step="wrt"))),
     ("docs/drills.md", r"`wrt` and (\d+) `cotangent`", lambda f: len(f.items("backward", step="cotangent"))),
-    ("docs/drills.md", r"`cotangent` \((grads \d+ each(?:, [\w-]+ \d+)+)\)", _dots_per_program),
+    ("docs/drills.md", r"\(wrt by program: ((?:[\w-]+ \d+(?:, )?)+)\)",
+     lambda f: f.count("backward", "program", step="wrt")),
     ("docs/drills.md", r"and (\d+) `residuals` \(ckpt-policy\)",
      lambda f: len(f.items("backward", step="residuals", program="ckpt-policy"))),
     # GYM·09, buffers

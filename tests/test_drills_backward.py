@@ -22,7 +22,6 @@ from dumpgym.record import ProgramRecord
 from jax_reference import jaxpr_of
 from pool_checks import kind_items
 
-LABEL = re.compile(r"the (lhs|rhs|result) of the dot_general on line (\d+) \(")
 _ONE_TO_ONE = {"remat2", "checkpoint", "pjit", "jit", "closed_call"}
 
 
@@ -40,29 +39,51 @@ def _all(items):
     return [i for found in items.values() for i in found]
 
 
-def test_the_corpus_gives_at_least_thirty_items(items):
-    assert len(_all(items)) >= 30
+def test_the_corpus_gives_at_least_twenty_five_items(items):
+    assert len(_all(items)) >= 25
     steps = Counter(i["step"] for i in _all(items))
-    assert steps["wrt"] >= 15 and steps["cotangent"] >= 15 and steps["residuals"] >= 1
+    assert steps["wrt"] >= 15 and steps["cotangent"] >= 10 and steps["residuals"] >= 1
 
 
-def test_every_wrong_option_names_its_misreading(items):
+def test_no_two_cotangent_items_of_a_program_tap_the_same_forward_dot(items):
+    for found in items.values():
+        taps = [i["answer_line"] for i in found if i["step"] == "cotangent"]
+        assert len(taps) == len(set(taps))
+
+
+def test_every_wrong_answer_names_its_misreading(items):
     for item in _all(items):
+        assert item["feedback"] and "\n" not in item["feedback"]
+        if item["step"] == "cotangent":  # a tapped line: every other forward dot's rows say why not
+            assert item["answer_line"] in item["accepted_lines"] and item["explain"]
+            assert not set(map(int, item["explain"])) & set(item["accepted_lines"])
+            assert all("line" in reason and len(reason) > 40 for reason in item["explain"].values())
+            continue
         options = item["options"]
-        assert 3 <= len(options) == len(set(options)) <= 4
+        assert len(options) == len(set(options)) == (2 if item["step"] == "wrt" else len(options)) >= 2
         for k, (rule, reason) in enumerate(zip(item["rules"], item["reasons"])):
             assert (k == item["answer"]) == (rule == "") == (reason == "")
             assert k == item["answer"] or ("line" in reason and len(reason) > 40), reason
 
 
-def test_answers_vary_in_position(items):
-    places = Counter(i["answer"] for i in _all(items))
-    assert len(places) >= 3 and max(places.values()) <= 0.5 * sum(places.values())
+def test_lhs_and_rhs_and_both_places_are_each_right_about_half_the_time(items):
+    # A choices-only reader who always picks one side of the forward dot, or one place, does no better
+    # than chance: by weight for the sides, by weight and by count for the places.
+    sides, places, counted = Counter(), Counter(), Counter()
+    for item in _all(items):
+        if item["step"] == "wrt":
+            sides[item["options"][item["answer"]].split(" (")[0]] += item["weight"]
+            places[item["answer"]] += item["weight"]
+            counted[item["answer"]] += 1
+    assert set(sides) == {"its lhs", "its rhs"} and max(sides.values()) <= 0.55 * sum(sides.values()), sides
+    for tally in (places, counted):
+        assert set(tally) == {0, 1} and max(tally.values()) <= 0.6 * sum(tally.values()), tally
 
 
 def test_no_answer_is_printed_in_what_is_shown(items):
     for item in _all(items):
-        assert not any(item["options"][item["answer"]] in block for block in item["shown"])
+        if "options" in item:
+            assert not any(item["options"][item["answer"]] in block for block in item["shown"])
 
 
 def test_the_pool_is_the_same_every_time(records, items):
@@ -82,8 +103,10 @@ def test_shown_holds_the_backward_and_the_forward_dot(records, items):
             text = "\n".join(item["shown"])
             back = records[slug].eqns[item["eqn"]]
             assert f"{back.jaxpr_lines[0]:>3}  " in text
-            for _, line in LABEL.findall(item["options"][item["answer"]]):
+            for line in re.findall(r"line (\d+)", item["question"]):
                 assert f"{int(line):>3}  " in text
+            if item["step"] == "cotangent":  # the whole listing, numbered: rows are line numbers
+                assert item["shown"][0].split("\n")[item["answer_line"] - 1].startswith(f"{item['answer_line']:>3}  ")
 
 
 # -- JAX as the oracle: run the program's own jaxpr, keep every equation's values, ask jax.vjp ----------
@@ -227,62 +250,42 @@ def test_each_gradient_is_the_one_jax_gives_for_the_answer(records, items, value
     for slug, found in items.items():
         for item in (i for i in found if i["step"] == "wrt"):
             facts, seen = values[slug]
+            fwd = _dot_at(records[slug], FORWARD.search(item["question"]).group(1))
+            sides = {s for _, s in _jax_gradient_sides(facts, seen, item["eqn"], fwd.id)}
+            assert sorted(o.split(" (")[0] for o in item["options"]) == ["its lhs", "its rhs"]
             for k, option in enumerate(item["options"]):
-                side, line = LABEL.match(option).groups()
-                if side == "result":
-                    continue  # a result is no operand: JAX's vjp has no gradient for it
-                fwd = _dot_at(records[slug], line)
-                sides = {s for _, s in _jax_gradient_sides(facts, seen, item["eqn"], fwd.id)}
-                assert (("lhs", "rhs").index(side) in sides) == (k == item["answer"]), (slug, item["eqn"], option)
+                side = ("its lhs", "its rhs").index(option.split(" (")[0])
+                assert option == f"its {('lhs', 'rhs')[side]} ({fwd.inputs[side]})"
+                assert (side in sides) == (k == item["answer"]), (slug, item["eqn"], option)
             asked += 1
     assert asked >= 15
 
 
-GRADIENT = re.compile(r"its (lhs|rhs) \([^)]*\): the gradient with respect to the (lhs|rhs|result) of the "
-                      r"dot_general on line (\d+) \(")
-ITSELF = re.compile(r"its (lhs|rhs) \([^)]*\): the result of the dot_general on line (\d+) \(.*\) itself")
+FORWARD = re.compile(r"for the forward dot_general on line (\d+)\.")
 
 
-def _cotangent_agrees(record, facts, seen, back_id, option) -> bool:
-    """Whether JAX agrees with one option: the operand it names, pulled back through that forward dot (or
-    compared with that operand's JAX gradient, or with the forward value itself)."""
-    itself = ITSELF.fullmatch(option)
-    if itself:
-        ct, fwd = ("lhs", "rhs").index(itself.group(1)), _dot_at(record, itself.group(2))
-        results = {step: outs[0] for step, _, outs in _calls(facts, seen, fwd.id)}
-        return all(_same_up_to_transpose(ins[ct], results.get(step, results.get(None)))
-                   for step, ins, _ in _calls(facts, seen, back_id))
-    ct_side, what, line = GRADIENT.match(option).groups()
-    ct, fwd = ("lhs", "rhs").index(ct_side), _dot_at(record, line)
-    if what == "result":  # pulled back through that dot, the cotangent gives this dot's result
-        return bool(_jax_gradient_sides(facts, seen, back_id, fwd.id, ct))
-    return _is_operand_gradient(facts, seen, back_id, ct, fwd.id, ("lhs", "rhs").index(what))
+def _pulls_back(facts, seen, back_id, fwd_id) -> bool:
+    """Whether JAX's vjp of a forward dot, fed one input of the backward dot as its result's cotangent, gives
+    the backward dot's result at every call."""
+    try:
+        return bool(_jax_gradient_sides(facts, seen, back_id, fwd_id))
+    except KeyError:  # the two run in different loops' steps: not each other's
+        return False
 
 
 def test_each_cotangent_is_the_one_jax_pulls_back(records, items, values):
     asked = 0
     for slug, found in items.items():
+        record = records[slug]
+        forward = [e for e in record.eqns if e.primitive == "dot_general" and not record.in_backward(e)]
         for item in (i for i in found if i["step"] == "cotangent"):
             facts, seen = values[slug]
-            for k, option in enumerate(item["options"]):
-                agrees = _cotangent_agrees(records[slug], facts, seen, item["eqn"], option)
-                assert agrees == (k == item["answer"]), (slug, item["eqn"], option)
+            for fwd in forward:
+                tapped = fwd.jaxpr_lines[0] <= item["answer_line"] <= fwd.jaxpr_lines[1]
+                assert _pulls_back(facts, seen, item["eqn"], fwd.id) == tapped, (slug, item["eqn"], fwd.id)
+                assert tapped == (set(item["accepted_lines"]) == set(range(fwd.jaxpr_lines[0], fwd.jaxpr_lines[1] + 1)))
             asked += 1
-    assert asked >= 15
-
-
-def _is_operand_gradient(facts, seen, back_id, ct_side, fwd_id, side) -> bool:
-    """Whether the backward dot's cotangent input equals JAX's gradient of a forward operand, at each call."""
-    fwd_calls = {step: ins for step, ins, _ in _calls(facts, seen, fwd_id)}
-    fwd = facts.jax_eqns[fwd_id]
-    for step, ins, _ in _calls(facts, seen, back_id):
-        fwd_ins = fwd_calls[step] if step in fwd_calls else fwd_calls[None]
-        ct = ins[ct_side]
-        if ct.shape != fwd.outvars[0].aval.shape:
-            return False
-        if not _same_up_to_transpose(ct, _vjp(fwd, fwd_ins, ct)[side]):
-            return False
-    return True
+    assert asked >= 10
 
 
 # -- what a checkpoint policy saves: JAX's own report -----------------------------------------------

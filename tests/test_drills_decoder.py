@@ -2,6 +2,7 @@
 import contextlib
 import functools
 import re
+import types
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +13,9 @@ from hypothesis import strategies as st
 from jax import lax
 
 from dumpgym.drills import decoder
-from dumpgym.drills._dot import MASK, DotView, dot_dims, hlo_view, jaxpr_view, stablehlo_view, type_text
+from dumpgym.drills._dot import (MASK, DotView, dot_dims, hlo_view, jaxpr_view, numpy_dtype, stablehlo_view,
+                                type_text)
+from dumpgym.dtypes import short
 from dumpgym.drills.shapes import shapes_items
 from dumpgym.facts import build_facts
 from dumpgym.record import EqnFact, ProgramRecord
@@ -122,40 +125,55 @@ def jax_output_axis(view: DotView, side: str, axis: int):
     return shape.index(UNIQUE) if shape is not None and UNIQUE in shape else None
 
 
-def jax_answer(view: DotView, item) -> str:
-    """The answer to `item`'s question, found by asking JAX."""
+def asked_output_axis(question: str) -> tuple[str, int]:
+    side, j = re.fullmatch(r"Which (lhs|rhs) axis becomes output axis (\d+)\? Tap it\.", question).groups()
+    return side, int(j)
+
+
+def jax_answer(view: DotView, item):
+    """The answer to `item`'s question, found by asking JAX: a tuple of axes, or the typed value's text."""
     if item.step in ("lhs-free", "rhs-free"):
-        side = item.step.split("-")[0]
-        return decoder.axes_text(view, side, jax_free_axes(view, side))
+        return jax_free_axes(view, item.step.split("-")[0])
     if item.step == "contracted-size":
-        n = jax_products(view)
-        return f"{n} product" + ("" if n == 1 else "s")
+        return str(jax_products(view))
     if item.step == "output-axis":
-        side, axis = re.fullmatch(r"Which output axis does (lhs|rhs) axis (\d+) become\?", item.question).groups()
-        j = jax_output_axis(view, side, int(axis))
-        return "none: it is summed away" if j is None else f"output axis {j}"
+        side, j = asked_output_axis(item.question)
+        return tuple(a for a in range(view.dims.rank(side)) if jax_output_axis(view, side, a) == j)
     assert item.step == "output"
     d = view.dims
     out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(d.lhs.shape, jnp.float32),
                          jax.ShapeDtypeStruct(d.rhs.shape, jnp.float32))
-    return type_text(view.layer, tuple(out.shape), view.out_dtype)
+    return type_text("jaxpr", tuple(out.shape), short(numpy_dtype(view.out_dtype)))
+
+
+def answer_of(form: dict):
+    """What a form holds as its answer: the tapped axes as a tuple, or the typed value."""
+    return tuple(form["axes"]) if form["form"] == "axes" else form["value"]
 
 
 def check_items(eqn, view: DotView):
     items = decoder.view_items(eqn, view, decoder.STEPS, "prop")
     for item in items:
-        assert item.options[item.answer] == jax_answer(view, item), (view.layer, item.step)
-        check_options(item.options, item.answer, item.reasons, item.rules)
-        assert not any(item.options[item.answer] in block for block in item.shown)
+        form = item.form.to_json()
+        assert answer_of(form) == jax_answer(view, item), (view.layer, item.step)
+        check_form(form, item.step)
+        assert item.feedback and "\n" not in item.feedback
+        if item.step == "output":
+            assert view.out not in "\n".join(item.shown)
         assert item.layer == view.layer and item.shown == view.shown()
     return items
 
 
-def check_options(options, answer, reasons, rules):
-    assert len(set(options)) == len(options) >= 3
-    for i, (reason, rule) in enumerate(zip(reasons, rules)):
-        assert (reason == "") == (rule == "") == (i == answer)
-        assert rule == "" or rule in decoder.AXIS_MISREADINGS
+def check_form(form: dict, step: str):
+    """Tapped axes for the axis steps, a typed int or aval for the others; every misreading named and known."""
+    expected = {"lhs-free": "axes", "rhs-free": "axes", "output-axis": "axes", "contracted-size": "typed",
+                "output": "typed"}[step]
+    assert form["form"] == expected
+    if expected == "typed":
+        assert form["spelling"] == ("int" if step == "contracted-size" else "aval")
+    for key, m in form.get("misread", {}).items():
+        assert m["reason"] and m["rule"] in decoder.AXIS_MISREADINGS
+        assert key != (",".join(map(str, form["axes"])) if expected == "axes" else form["value"])
 
 
 def stablehlo_line(case) -> str:
@@ -226,15 +244,33 @@ def dims_of(item):
     return tuple(tuple(a) for pair in eqn_of(item).params["dimension_numbers"] for a in pair)
 
 
-def test_every_item_carries_the_fields_the_page_reads(pool):
-    fields = {"drill", "card", "eqn", "question", "step", "layer", "options", "answer", "reasons", "rules", "context",
-              "shown", "weight", "jaxpr_lines"}
+@pytest.fixture(scope="module")
+def forms(corpus):
+    """Each decoder item's answer form as the pool writes it, by (program, eqn, layer, step)."""
+    out = {}
+    for program in corpus["programs"]:
+        for item in decoder.decoder_pool(ProgramRecord.from_json(program)):
+            out[(program["slug"], item.eqn, item.layer, item.step)] = item.answer.to_json()
+    return out
+
+
+def form_of(item, forms):
+    return forms[(item["program"].slug, item["eqn"], item["layer"], item["step"])]
+
+
+def test_every_item_carries_the_fields_the_page_reads(pool, forms):
+    fields = {"drill", "card", "eqn", "question", "step", "layer", "context", "shown", "weight", "jaxpr_lines",
+              "feedback"}
+    form_fields = {"spelling", "value", "accepted", "misread", "label", "dims", "axes"}
     for item in pool:
-        assert set(item) - {"program"} == fields
+        assert set(item) - {"program"} - form_fields == fields
         assert eqn_of(item).primitive == "dot_general"
         assert item["jaxpr_lines"] == list(eqn_of(item).jaxpr_lines)
         assert all(isinstance(block, str) and block for block in item["shown"])
-        check_options(item["options"], item["answer"], item["reasons"], item["rules"])
+        check_form(form_of(item, forms), item["step"])
+        if "label" in item:  # the tapped operand as the context shows it
+            side = item["label"].split()[0]
+            assert item["dims"] == list(eqn_of(item).arrays[0 if side == "lhs" else 1].shape) or item["layer"] != "jaxpr"
 
 
 def test_all_three_spellings_are_drilled(pool):
@@ -257,18 +293,24 @@ def test_plain_matmul_is_at_most_a_quarter_of_the_items(pool):
 
 def test_no_answer_is_on_the_screen(pool):
     for item in pool:
-        answer = item["options"][item["answer"]]
-        assert not any(answer in block for block in item["shown"]), (item["question"], answer)
+        if item["step"] == "output":
+            layer = {v: k for k, v in decoder._LAYER_IDS.items()}[item["layer"]]
+            dtype = item["value"].split("[")[0]
+            shape = tuple(int(n) for n in re.findall(r"\d+", item["value"].split("[", 1)[1]))
+            answer = type_text(layer, shape, dtype)
+            assert not any(answer in block for block in item["shown"]), (item["question"], answer)
         out = str(eqn_of(item).outputs[0])
         if item["layer"] == "jaxpr":
             assert out not in item["shown"][0] and f":{MASK} = dot_general[" in item["shown"][0]
 
 
 def test_no_item_duplicates_a_shapes_item(corpus, pool):
+    # The jaxpr's output aval is the shape oracle's question; the decoder asks it only where another layer
+    # spells the dot (StableHLO's signature, the compiled line), which is a reading of its own.
     assert not [i for i in pool if i["layer"] == "jaxpr" and i["step"] == "output"]
-    shapes = {(p["slug"], s.eqn, tuple(sorted(s.answer.options)))
-              for p in corpus["programs"] for s in shapes_items(ProgramRecord.from_json(p))}
-    assert not [i for i in pool if (i["program"].slug, i["eqn"], tuple(sorted(i["options"]))) in shapes]
+    shapes = {(p["slug"], s.eqn) for p in corpus["programs"] for s in shapes_items(ProgramRecord.from_json(p))}
+    assert shapes and not [i for i in pool if i["layer"] == "jaxpr" and (i["program"].slug, i["eqn"]) in shapes
+                           and i["step"] == "output"]
 
 
 def test_one_item_per_skeleton_layer_and_question(pool):
@@ -312,9 +354,8 @@ def test_corpus_answers_are_what_jax_computes(pool):
         program, eqn = item["program"], eqn_of(item)
         view = next(v for v in decoder.views(program, eqn) if decoder._LAYER_IDS[v.layer] == item["layer"])
         assert view.shown() == item["shown"]
-        fake = decoder.DecoderItem(**{k: item[k] for k in decoder.DecoderItem.__dataclass_fields__ if k != "layer"},
-                                   layer=view.layer)
-        assert item["options"][item["answer"]] == jax_answer(view, fake)
+        fake = types.SimpleNamespace(step=item["step"], question=item["question"])
+        assert (tuple(item["axes"]) if "axes" in item else item["value"]) == jax_answer(view, fake)
 
 
 def test_mlp_compiled_dot_is_shown_cut_and_masked(pool):
@@ -328,9 +369,12 @@ def test_mlp_compiled_dot_is_shown_cut_and_masked(pool):
 def test_moe_combine_decoded_at_stablehlo(pool):
     # l = dot_general(e:bf16[64,4], k:bf16[4,64,32]) with (([1], [0]), ([0], [1])): rhs batches on axis 1.
     items = {i["step"]: i for i in pool if i["program"].slug == "moe" and i["eqn"] == 9 and i["layer"] == "stablehlo"}
-    answer = {step: i["options"][i["answer"]] for step, i in items.items()}
-    assert answer == {"lhs-free": "none", "rhs-free": "axis 2 (size 32)", "contracted-size": "4 products",
-                      "output-axis": "output axis 1", "output": "tensor<64x32xbf16>"}
+    answer = {step: tuple(i["axes"]) if "axes" in i else i["value"] for step, i in items.items()}
+    side, j = asked_output_axis(items["output-axis"]["question"])
+    expected_axis = {("lhs", 0): (0,), ("rhs", 0): (1,), ("rhs", 1): (2,)}[(side, j)]
+    assert answer == {"lhs-free": (), "rhs-free": (2,), "contracted-size": "4",
+                      "output-axis": expected_axis, "output": "bf16[64,32]"}
+    assert items["rhs-free"]["label"] == "rhs bf16[4,64,32]" and items["rhs-free"]["dims"] == [4, 64, 32]
     assert items["output"]["shown"] == [
         "%5 = stablehlo.dot_general %1, %4, batching_dims = [0] x [1], contracting_dims = [1] x [0], "
         "precision = [DEFAULT, DEFAULT] : (tensor<64x4xbf16>, tensor<4x64x32xbf16>) -> ?",
@@ -340,10 +384,10 @@ def test_moe_combine_decoded_at_stablehlo(pool):
 
 def test_mha_scores_free_axes_at_the_jaxpr(pool):
     items = {i["step"]: i for i in pool if i["program"].slug == "mha" and i["eqn"] == 2 and i["layer"] == "jaxpr"}
-    assert items["lhs-free"]["options"][items["lhs-free"]["answer"]] == "axis 2 (size 64)"
-    assert items["contracted-size"]["options"][items["contracted-size"]["answer"]] == "32 products"
-    wrong = dict(zip(items["contracted-size"]["options"], items["contracted-size"]["rules"]))
-    assert wrong["256 products"] == "batch-as-contracted"  # 2 * 4 * 32
+    assert items["lhs-free"]["axes"] == [2]
+    assert items["contracted-size"]["value"] == "32"
+    assert items["contracted-size"]["misread"]["256"]["rule"] == "batch-as-contracted"  # 2 * 4 * 32
+    assert items["contracted-size"]["feedback"] == "one product per position of lhs's contracted axes [3]: 32"
 
 
 def test_a_dot_xla_rewrote_is_not_asked_at_the_compiled_layer(by_slug):

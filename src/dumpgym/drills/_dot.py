@@ -147,8 +147,17 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(t) for t in re.findall(r"\d+", text))
 
 
+# The compiled text's own dtype names where they differ from the jaxpr's short ones.
+_HLO_DTYPES = {"pred": "bool", "s4": "int4", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64"}
+
+
+def numpy_dtype(name: str) -> str:
+    """The numpy name of a dtype as any layer prints it: `bf16`, `s8` (HLO's int8), `pred` -> `bfloat16`, `int8`, `bool`."""
+    return _HLO_DTYPES.get(name) or long_dtype(name) or name
+
+
 def _aval(shape: tuple[int, ...], dtype: str) -> Aval:
-    return Aval(shape, long_dtype(dtype) or dtype)
+    return Aval(shape, numpy_dtype(dtype))
 
 
 _JAXPR_OUT = re.compile(r"^(\s*\w+):(\S+)( = dot_general\[)")

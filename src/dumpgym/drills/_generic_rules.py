@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dumpgym.drills._avals import partition_spec, per_device_shape, short, widened
 from dumpgym.drills._dot import dot_dims
+from dumpgym.drills._shape_feedback import broadcasts
 from dumpgym.drills._distractor_rules import GENERIC, WHERE, Found, Where, rule
 from dumpgym.record import Aval, EqnFact, Literal
 
@@ -29,8 +30,14 @@ def _operand_slip(eqn: EqnFact, answer: Aval) -> str:
         return f"concatenate adds up the operands' sizes along dimension={eqn.param('dimension')}"
     if p == "transpose":
         return "permutation moves the axes"
-    if x.shape != answer.shape:
+    if p == "squeeze":
+        return f"squeeze removes the size-1 axes dimensions={eqn.param('dimensions')}"
+    if p == "gather":
+        return "gather's result takes the indices' batch axes and each slice_sizes window, not the operand's shape"
+    if x.shape != answer.shape and all(broadcasts(a, answer) for a in eqn.arrays):
         return f"its size-1 axes stretch to the other operand's sizes, giving {list(answer.shape)}"
+    if x.shape != answer.shape:
+        return f"{p} gives the shape {list(answer.shape)}, not the operand's"
     return f"{p} gives {short(answer.dtype)}, not {short(x.dtype)}"
 
 
@@ -50,7 +57,7 @@ def other_operand(eqn: EqnFact, answer: Aval, where: Where) -> Found:
         if not x.same(eqn.arrays[0]):
             if eqn.primitive == "dot_general":
                 return x, f"copied rhs's {x}; the result keeps lhs's free axes too"
-            if x.rank == answer.rank and any(d == 1 and a != 1 for d, a in zip(x.shape, answer.shape)):
+            if all(broadcasts(a, answer) for a in eqn.arrays) and any(d == 1 and a != 1 for d, a in zip(x.shape, answer.shape)):
                 return x, (f"took the size-1 side {x}; its size-1 axes stretch to match the other operand")
             return x, f"copied operand {k}'s {x}; {_operand_slip(eqn, answer)}"
     return None

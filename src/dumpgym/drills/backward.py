@@ -6,23 +6,30 @@ again inside a remat body). The forward dot that has the residual as an operand 
 differentiated, and the result is the gradient with respect to its other operand. Three
 questions (`step`):
 
-- `wrt`: the gradient with respect to which forward value?
-- `cotangent`: which operand is the cotangent, and the gradient with respect to which forward value?
-- `residuals`: which forward values does a checkpoint policy save for the backward remat?
+- `cotangent` (a `line`): tap the forward dot_general whose result's cotangent the backward dot reads,
+  in the whole listing; asked of the first backward dot of each forward dot only, since the second
+  would have the same answer. (Which operand is the cotangent is no question: JAX's transpose rule always puts
+  it first, so that choice would be the same every time.)
+- `wrt` (a choice of the forward dot's lhs and rhs, each right in half of a program's weight, the
+  right one taking turns between the two places): the gradient with respect to which of them?
+- `residuals` (a choice of sets): which forward values does a checkpoint policy save for the backward
+  remat? One item: the corpus has one backward remat under a policy.
 
 Every answer comes from the record's dataflow (`_dataflow`): JAX's name stacks say which
 equations are backward, `sources` say what each reads. A dot whose residual matches no forward
-dot operand, or more than one, is not asked. `shown` holds the numbered jaxpr lines that link the
-two dots (binder declarations, the container's operand line, a recomputation and its original);
-a `residuals` item shows the whole listing.
+dot operand, or more than one, is not asked. A `wrt` item's context holds the numbered jaxpr lines
+that link the two dots (binder declarations, the container's operand line, a recomputation and its
+original); a `cotangent` and a `residuals` item show the whole listing, numbered.
 """
 from __future__ import annotations
 
+from collections import Counter as Tally
 from dataclasses import dataclass
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item
+from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._dataflow import Dataflow, Value
+from dumpgym.drills.answer import LinePick
 from dumpgym.drills.item import Item, Lines, from_draft
 from dumpgym.primitives import REMATS
 from dumpgym.record import EqnFact, ProgramRecord
@@ -200,58 +207,67 @@ def _other_wrong(pair: Pair, other: EqnFact, k: int | None, like) -> tuple[str, 
 
 
 def wrt_item(program: ProgramRecord, pair: Pair, forward: list[EqnFact]) -> dict:
-    """With respect to which forward value is this backward dot's result the gradient?"""
+    """With respect to which operand of the forward dot is this backward dot's result the gradient? A choice
+    of its two operands: each side, and each place, is about as often right (`_balanced`)."""
     b, f, fwd = line(pair.back), line(pair.fwd), pair.fwd
-    wrong = [
-        (operand_label(fwd, pair.matched), "residual-as-target",
-         f"took the residual for the target: line {b} reads this value itself{pair.via} as its "
-         f"{SIDES[pair.residual]}; "
-         f"what comes out is the gradient of the operand it multiplied on line {f}, the {SIDES[pair.target]}"),
-        (result_label(fwd), "forward-output",
-         f"took the forward output: line {b} reads the cotangent of line {f}'s result as its "
-         f"{SIDES[pair.cotangent]} and turns it into the gradient of one of line {f}'s operands"),
-    ]
-    target = fwd.inputs[pair.target]
-    wrong += [_other_wrong(pair, o, k, target) for o, k in _others(pair, forward, target, False)[:1]]
-    question = (f"The dot_general on line {b} runs in the backward pass. Its result is the gradient with "
-                "respect to which forward value?")
-    return _item(program, pair, "wrt", question, operand_label(fwd, pair.target), wrong)
+    options = [f"its {SIDES[k]} ({fwd.inputs[k]})" for k in (0, 1)]
+    reasons, rules = ["", ""], ["", ""]
+    reasons[pair.matched] = (f"took the residual for the target: line {b} reads this value itself{pair.via} as its "
+                             f"{SIDES[pair.residual]}; what comes out is the gradient of the operand it multiplied "
+                             f"on line {f}, the {SIDES[pair.target]}")
+    rules[pair.matched] = "residual-as-target"
+    question = (f"The dot_general on line {b} runs in the backward pass, for the forward dot_general on line {f}. "
+                f"Its result is the gradient with respect to which operand of line {f}?")
+    why = (f"line {b} reads line {f}'s {SIDES[pair.matched]}{pair.via} as its {SIDES[pair.residual]}, and a dot's "
+           f"gradient for one operand multiplies the cotangent by the other: so it is the {SIDES[pair.target]}'s "
+           f"({fwd.inputs[pair.target]})")
+    return {**_item(program, pair, "wrt", question), "options": options, "answer": pair.target,
+            "reasons": reasons, "rules": rules, "feedback": why, "side": pair.target}
 
 
 def cotangent_item(program: ProgramRecord, pair: Pair, forward: list[EqnFact]) -> dict:
-    """Which operand of this backward dot is the cotangent, and the gradient with respect to which forward value?"""
-    b, f, fwd, back = line(pair.back), line(pair.fwd), pair.fwd, pair.back
-    ct, res = SIDES[pair.cotangent], SIDES[pair.residual]
-
-    def option(side: int, what: str) -> str:
-        return f"its {SIDES[side]} ({back.inputs[side]}): the gradient with respect to {what}"
-
-    wrong = [
-        (option(pair.residual, operand_label(fwd, pair.matched)), "residual-as-cotangent",
-         f"took the residual for the cotangent: line {b}'s {res} is line {f}'s {SIDES[pair.matched]} "
-         f"itself{pair.via}, a forward value that the cotangent is multiplied by"),
-        (option(pair.cotangent, operand_label(fwd, pair.target)), "target-as-cotangent",
-         f"took what line {b} makes for what it reads: its result is the gradient for line {f}'s "
-         f"{SIDES[pair.target]}; the {ct} coming in has the shape of line {f}'s result"),
-    ]
-    others = _others(pair, forward, back.inputs[pair.cotangent], True)[:1]
-    wrong += [(option(pair.cotangent, label), rule, reason)
-              for label, rule, reason in (_other_wrong(pair, o, None, back.inputs[pair.cotangent]) for o, _ in others)]
-    if not others:
-        wrong.append((f"its {ct} ({back.inputs[pair.cotangent]}): {result_label(fwd)} itself", "value-as-cotangent",
-                      f"took the cotangent for the forward value: line {b}'s {ct} comes from the backward pass's "
-                      f"own equations, the gradient flowing back into line {f}'s result, not that result"))
-    question = (f"The dot_general on line {b} runs in the backward pass. Which of its operands is a cotangent, "
-                "and the gradient with respect to which forward value?")
-    return _item(program, pair, "cotangent", question, option(pair.cotangent, result_label(fwd)), wrong)
+    """Whose result's cotangent does this backward dot read? Tap that forward dot_general in the listing."""
+    b, f, back = line(pair.back), line(pair.fwd), pair.back
+    explain = {}
+    for other, _ in _others(pair, forward, back.inputs[pair.cotangent], True):
+        _, rule, reason = _other_wrong(pair, other, None, back.inputs[pair.cotangent])
+        explain.update({str(n): reason for n in _span(other)})
+    explain.update({str(n): f"that is line {b}'s own dot_general, in the backward pass; its cotangent comes "
+                            "from a forward one's result" for n in _span(back)})
+    question = (f"The dot_general on line {b} runs in the backward pass, and one of its operands is a cotangent. "
+                "Tap the forward dot_general whose result that cotangent is the gradient of.")
+    why = (f"line {b}'s {SIDES[pair.residual]} is line {f}'s {SIDES[pair.matched]}{pair.via}, a forward value; its "
+           f"{SIDES[pair.cotangent]} ({back.inputs[pair.cotangent]}) comes from the backward pass with the shape of "
+           f"line {f}'s result ({pair.fwd.outputs[0]}): the cotangent of line {f}")
+    rows = tuple(sorted(_span(pair.fwd)))
+    return {**_item(program, pair, "cotangent", question), "feedback": why,
+            "form": LinePick(rows[0], rows, explain),
+            "shown": shown(program, range(1, len(program.jaxpr.splitlines()) + 1))}
 
 
-def _item(program: ProgramRecord, pair: Pair, step: str, question: str, answer: str, wrong) -> dict:
+def _item(program: ProgramRecord, pair: Pair, step: str, question: str) -> dict:
     return {
         "eqn": pair.back.id, "layer": "jaxpr", "step": step, "question": question,
         "shown": shown(program, pair.lines), "jaxpr_lines": list(pair.back.jaxpr_lines),
-        **choice_item(answer, wrong, program.slug, step, pair.back.id),
     }
+
+
+def _balanced(items: list[dict], *seed) -> list[dict]:
+    """The `wrt` items weighted so that lhs and rhs are each right in half of a program's weight, and the
+    right option taking turns between the first and second place (from a start drawn by `seed`), so that
+    neither a side nor a place is right more often, by weight or by count."""
+    count = Tally(i["side"] for i in items if i["step"] == "wrt")
+    turn = order(2, *seed)[0]
+    out = []
+    for draft in items:
+        item = {k: v for k, v in draft.items() if k != "side"}
+        if draft["step"] == "wrt":
+            item["weight"] = round(len(count) / 2 / count[draft["side"]], 3)
+            if item["answer"] != turn:  # the answer goes in this turn's place
+                item.update({k: item[k][::-1] for k in ("options", "reasons", "rules")}, answer=turn)
+            turn = 1 - turn
+        out.append(item)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,8 +323,10 @@ def residual_items(program: ProgramRecord, flow: Dataflow) -> list[dict]:
         policy = remat.param("policy")
         question = (f"Under this checkpoint policy ({policy}), which forward values are saved for the "
                     f"{remat.primitive} on line {line(remat)}, rather than computed again inside it?")
+        why = (f"the {remat.primitive} on line {line(remat)} takes {_set_label(program, saved)} as operands from the "
+               "forward pass; whatever else it needs it computes again inside")
         items.append({
-            "eqn": remat.id, "layer": "jaxpr", "step": "residuals", "question": question,
+            "eqn": remat.id, "layer": "jaxpr", "step": "residuals", "question": question, "feedback": why,
             "shown": shown(program, range(1, len(program.jaxpr.splitlines()) + 1)),
             "jaxpr_lines": list(remat.jaxpr_lines),
             **choice_item(_set_label(program, saved), wrong[:3], program.slug, "residuals", remat.id),
@@ -354,9 +372,24 @@ def backward_items(program: ProgramRecord) -> list[Item]:
     Its card is the backward equation and the step."""
     flow = Dataflow(program)
     forward = [e for e in program.eqns if e.primitive == "dot_general" and e.id not in flow.backward]
-    items = []
+    items, tapped = [], set()
     for pair in pairs(program, flow):
-        items += [wrt_item(program, pair, forward), cotangent_item(program, pair, forward)]
+        items.append(wrt_item(program, pair, forward))
+        # Both backward dots of one forward dot would ask to tap the same line: one answer for two cards,
+        # the second given by the first. The first backward dot asks it.
+        if pair.fwd.id not in tapped:
+            tapped.add(pair.fwd.id)
+            items.append(cotangent_item(program, pair, forward))
     items += residual_items(program, flow)
-    return [from_draft(i, card=(i["eqn"], i["step"]), layer="jaxpr", context=tuple(i["shown"])) for i in items]
+    return [_pool_item(i) for i in _balanced(items, program.slug)]
+
+
+def _pool_item(draft: dict) -> Item:
+    """The pool's item for a draft: a choice (`wrt`, `residuals`) or a tapped line (`cotangent`)."""
+    card, context = (draft["eqn"], draft["step"]), tuple(draft["shown"])
+    if "form" not in draft:
+        return from_draft(draft, card=card, layer="jaxpr", context=context)
+    return Item(question=draft["question"], answer=draft["form"], context=context, card=card, layer="jaxpr",
+                eqn=draft["eqn"], step=draft["step"], feedback=draft["feedback"],
+                jaxpr_lines=tuple(draft["jaxpr_lines"]))
 

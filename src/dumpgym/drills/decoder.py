@@ -4,10 +4,14 @@ Each dot_general is read at every layer that shows it (`_dot.DotView`). The page
 layer's line(s) with the output type masked, and the two operands' types; the questions need
 the axis lists and the shapes together, so no answer can be copied off the screen:
 
-- `lhs-free` / `rhs-free`: which axes of one operand are free (neither contracted nor batch)?
-- `contracted-size`: how many products does each output element sum?
-- `output-axis`: which output axis does a given operand axis become?
-- `output`: what type comes out? (StableHLO and HLO only: the jaxpr's is the shape oracle's.)
+- `lhs-free` / `rhs-free`: which axes of one operand are free (neither contracted nor batch)? Tapped on
+  that operand's shape (`AxisSet`).
+- `contracted-size`: how many products does each output element sum? Typed (`int`).
+- `output-axis`: which axis of an operand becomes a given output axis? Tapped on that operand's shape.
+- `output`: what type comes out? Typed (`aval`). (StableHLO and HLO only: the jaxpr's is the shape oracle's.)
+
+Each misreading (swapped operands, batch taken for free, the `x @ w` habit, ...) is a `misread` entry of
+the answer form, and every item has one line of `feedback` computed from the dims.
 
 Dots that read alike (same axis lists and ranks) are asked once per program, layer and question;
 the plain `x @ w` matmul gets one question per layer, and harder skeletons weigh more.
@@ -19,37 +23,34 @@ from math import prod
 from typing import Iterator
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item, order
+from dumpgym.drills._avals import order, short
 from dumpgym.drills._layers import text_lines
-from dumpgym.drills._dot import DotView, hlo_view, jaxpr_view, stablehlo_view
-from dumpgym.drills.item import Item, Note, choice
-from dumpgym.record import CompiledLayer, EqnFact, ProgramRecord
+from dumpgym.drills._dot import DotDims, DotView, hlo_view, jaxpr_view, numpy_dtype, stablehlo_view
+from dumpgym.drills.answer import Answer, AxisSet, Misreading, Typed, axes_key
+from dumpgym.drills.item import Item, Note
+from dumpgym.record import Aval, CompiledLayer, EqnFact, ProgramRecord
 
-# Every misreading rule the decoder's wrong options name (documented in docs/drills.md, GYM·01).
+# Every misreading rule the decoder's misread entries name (documented in docs/drills.md, GYM·01).
 AXIS_MISREADINGS = ("contracted-for-free", "batch-for-free", "swapped-operands", "matmul-habit", "other-end",
                     "every-axis", "nothing", "batch-as-contracted", "free-as-contracted", "first-contracted-only",
-                    "kept-place", "batch-forgotten", "summed-away", "batch-axes-last", "kept-contracted-axis",
+                    "kept-place", "batch-forgotten", "contracted-kept", "batch-axes-last", "kept-contracted-axis",
                     "dropped-batch")
 STEPS = ("lhs-free", "rhs-free", "contracted-size", "output-axis", "output")
-MIN_OPTIONS = 3
-MAX_WRONG = 3
 
-# A question: its text, the answer's text, and wrong options as (text, rule, reason) in the order they are tried.
-Question = tuple[str, str, list[tuple[str, str, str]]]
+# A question: its text, its answer form and the one line of feedback that says why the answer is right.
+Question = tuple[str, Answer, str]
 
 
 @dataclass(frozen=True)
 class DecoderItem:
-    """One decoder question about one dot at one layer: `options[answer]` is the decoded answer."""
+    """One decoder question about one dot at one layer: `form` is its answer (typed or tapped axes)."""
 
     eqn: int
     question: str
     step: str
     layer: str
-    options: list[str]
-    answer: int
-    reasons: list[str]
-    rules: list[str]
+    form: Answer
+    feedback: str
     shown: list[str]
     weight: float
     jaxpr_lines: list[int]
@@ -64,6 +65,17 @@ def axes_text(view: DotView, side: str, axes) -> str:
     if len(axes) == 1:
         return f"axis {axes[0]} (size {sizes[0]})"
     return f"axes {', '.join(map(str, axes))} (sizes {', '.join(map(str, sizes))})"
+
+
+def _misread(found, right, key=str) -> dict[str, Misreading]:
+    """The misread map of (value, rule, reason) slips: the first slip that gives a value names it; the
+    right value is never one."""
+    out: dict[str, Misreading] = {}
+    for value, rule, reason in found:
+        k = key(value)
+        if k != key(right) and k not in out:
+            out[k] = Misreading(reason, rule)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,86 +103,101 @@ def _free_wrongs(view: DotView, side: str) -> Iterator[tuple[tuple[int, ...], st
 
 
 def free_question(view: DotView, side: str) -> Question:
-    """Which of `side`'s axes are free?"""
+    """Which of `side`'s axes are free? Tapped on that operand's shape."""
     d = view.dims
-    rank = d.rank(side)
-    wrong = [(axes_text(view, side, axes), rule, reason) for axes, rule, reason in _free_wrongs(view, side)
+    rank, free = d.rank(side), d.free(side)
+    found = [(axes, rule, reason) for axes, rule, reason in _free_wrongs(view, side)
              if all(0 <= a < rank for a in axes)]
-    return (f"Which {side} axes are free: neither contracted nor batch?", axes_text(view, side, d.free(side)), wrong)
+    form = AxisSet(f"{side} {d.operand(side)}", d.operand(side).shape, free, _misread(found, free, axes_key))
+    why = (f"{side}'s free axes are those in neither its contracting list {list(d.axes(side, 'contracting'))} nor "
+           f"its batch list {list(d.axes(side, 'batch'))}: {axes_text(view, side, free)}")
+    return f"Which {side} axes are free: neither contracted nor batch? Tap them (none, if none is).", form, why
 
 
 def size_question(view: DotView) -> Question:
-    """How many products does each output element sum?"""
+    """How many products does each output element sum? Typed as a number."""
     d = view.dims
     lc, lhs = d.lhs_contracting, d.lhs.shape
-
-    def text(n: int) -> str:
-        return f"{n} product" + ("" if n == 1 else "s")
-
     wrong = []
     if d.lhs_batch:
-        wrong.append((text(d.contracted_size() * prod(d.sizes("lhs", d.lhs_batch))), "batch-as-contracted",
+        wrong.append((d.contracted_size() * prod(d.sizes("lhs", d.lhs_batch)), "batch-as-contracted",
                       f"took the batch axes {list(d.lhs_batch)} for contracted ones"))
     for side in ("lhs", "rhs"):
         for a in d.free(side):
-            wrong.append((text(d.operand(side).shape[a]), "free-as-contracted",
+            wrong.append((d.operand(side).shape[a], "free-as-contracted",
                           f"took {side}'s free axis {a} for the contracted one"))
     if len(lc) > 1:
-        wrong.append((text(lhs[lc[0]]), "first-contracted-only",
+        wrong.append((lhs[lc[0]], "first-contracted-only",
                       f"counted only axis {lc[0]}; every axis of {list(lc)} is contracted"))
     if lc != (len(lhs) - 1,) and lhs:
-        wrong.append((text(lhs[-1]), "matmul-habit", "assumed plain x @ w: lhs contracts its last axis"))
+        wrong.append((lhs[-1], "matmul-habit", "assumed plain x @ w: lhs contracts its last axis"))
     mirrored = tuple(len(lhs) - 1 - a for a in lc)
     if mirrored != lc:
-        wrong.append((text(prod(lhs[a] for a in mirrored)), "other-end",
+        wrong.append((prod(lhs[a] for a in mirrored), "other-end",
                       f"counted lhs's axes from the other end: took {list(mirrored)} for {list(lc)}"))
-    wrong.append((text(prod(lhs)), "every-axis", "multiplied every lhs axis"))
-    return "How many products does each output element sum?", text(d.contracted_size()), wrong
+    wrong.append((prod(lhs), "every-axis", "multiplied every lhs axis"))
+    n = d.contracted_size()
+    sizes = d.sizes("lhs", lc)
+    why = (f"one product per position of lhs's contracted axes {list(lc)}: "
+           + (" x ".join(map(str, sizes)) + f" = {n}" if len(sizes) > 1 else f"{n}" if sizes else "none: 1"))
+    return "How many products does each output element sum? Type the number.", Typed("int", str(n), misread=_misread(
+        wrong, n)), why
 
 
-def _asked_axis(view: DotView) -> tuple[str, int] | None:
-    """The operand axis to ask about: one whose output position differs from its own index, rhs first."""
+def _asked_axis(view: DotView, seed: tuple = ()) -> tuple[str, int] | None:
+    """The operand axis to ask about: one whose output position differs from its own index where there is
+    one, drawn by `seed` among lhs's and rhs's free and batch axes, so the answer is not always rhs's last."""
     d = view.dims
-    for side, pool in (("rhs", d.free("rhs")), ("lhs", d.free("lhs")), ("rhs", d.rhs_batch)):
-        for a in pool:
-            if d.output_axis(side, a) != a:
-                return side, a
-    for side in ("rhs", "lhs"):
-        if d.free(side):
-            return side, d.free(side)[0]
+    every = [(side, a) for side in ("lhs", "rhs") for a in (*d.axes(side, "batch"), *d.free(side))]
+    moving = [(side, a) for side, a in every if d.output_axis(side, a) != a]
+    pool = moving or every
+    return pool[order(len(pool), *seed)[0]] if pool else None
+
+
+def _source_under(d: DotDims, side: str, j: int, order: tuple[str, ...]) -> int | None:
+    """Which axis of `side` a reader puts at output axis `j` who lists the output's groups in `order`
+    (`batch`, `lhs`, `rhs`: the free axes of each; a group left out is skipped)."""
+    at = 0
+    for group in order:
+        axes = d.axes("lhs", "batch") if group == "batch" else d.free(group)
+        if at <= j < at + len(axes):
+            if group == "batch":
+                return d.axes(side, "batch")[j - at]
+            return axes[j - at] if group == side else None
+        at += len(axes)
     return None
 
 
-def axis_question(view: DotView) -> Question | None:
-    """Which output axis does one operand axis become?"""
+def axis_question(view: DotView, seed: tuple = ()) -> Question | None:
+    """Which axis of one operand becomes a given output axis? Tapped on that operand's shape."""
     d = view.dims
-    asked = _asked_axis(view)
+    asked = _asked_axis(view, seed)
     if asked is None:
         return None
     side, axis = asked
-    out_rank, answer = len(d.out_shape()), d.output_axis(side, axis)
-
-    def text(j: int | None) -> str:
-        return "none: it is summed away" if j is None else f"output axis {j}"
-
+    j, out_rank, rank = d.output_axis(side, axis), len(d.out_shape()), d.rank(side)
     n_batch = len(d.lhs_batch)
-    slips = [(axis, "kept-place", f"assumed {side} axis {axis} keeps its place")]
-    if axis in d.free(side):
-        i = d.free(side).index(axis)
-        slips.append((n_batch + (len(d.free("rhs")) + i if side == "lhs" else i), "swapped-operands",
-                      "swapped lhs and rhs: the output lists lhs's free axes before rhs's"))
-        if n_batch:
-            slips.append((answer - n_batch, "batch-forgotten",
-                          f"forgot the batch {'axis' if n_batch == 1 else 'axes'} {list(d.lhs_batch)}, "
-                          "which come first in the output"))
-    slips.append((out_rank - 1 - answer, "other-end", "counted the output axes from the other end"))
-    wrong = [(text(j), rule, reason) for j, rule, reason in slips if 0 <= j < out_rank]
-    wrong.append((text(None), "summed-away", f"took {side} axis {axis} for a contracted axis"))
-    return f"Which output axis does {side} axis {axis} become?", text(answer), wrong
+    slips = [(j, "kept-place", f"assumed {side} axis {j} keeps its place as output axis {j}")]
+    swapped = _source_under(d, side, j, ("batch", "rhs", "lhs"))
+    slips.append((swapped, "swapped-operands", "swapped lhs and rhs: the output lists lhs's free axes before rhs's"))
+    if n_batch:
+        slips.append((_source_under(d, side, j, ("lhs", "rhs")), "batch-forgotten",
+                      f"forgot the batch {'axis' if n_batch == 1 else 'axes'} {list(d.lhs_batch)}, "
+                      "which come first in the output"))
+    mirrored = out_rank - 1 - j
+    slips.append((next((a for a in range(rank) if d.output_axis(side, a) == mirrored), None), "other-end",
+                  "counted the output axes from the other end"))
+    slips += [(a, "contracted-kept", f"tapped a contracted axis of {side}: axis {a} is summed away and becomes no "
+                                     "output axis") for a in d.axes(side, "contracting")]
+    found = [((a,), rule, reason) for a, rule, reason in slips if a is not None and 0 <= a < rank]
+    form = AxisSet(f"{side} {d.operand(side)}", d.operand(side).shape, (axis,), _misread(found, (axis,), axes_key))
+    why = (f"the output lists the batch axes ({n_batch}), then lhs's free axes {list(d.free('lhs'))}, then rhs's "
+           f"{list(d.free('rhs'))}: {side} axis {axis} lands at output axis {j}")
+    return f"Which {side} axis becomes output axis {j}? Tap it.", form, why
 
 
 def output_question(view: DotView) -> Question | None:
-    """What type comes out? (asked where the output type is masked and is not the shape oracle's)"""
+    """What type comes out? Typed as an aval. (Asked where the output type is masked and is not the shape oracle's.)"""
     d = view.dims
     if view.layer == "jaxpr" or view.out != view.type_text(d.out_shape()):
         return None  # jaxpr: a shapes item already; a non-default compiled layout would give the answer away
@@ -185,38 +212,26 @@ def output_question(view: DotView) -> Question | None:
         (lfree + rfree, "dropped-batch", f"took the batch axes {list(d.lhs_batch)} for contracted ones"),
         (tuple(lhs[:-1]) + tuple(rhs[1:]), "matmul-habit", "assumed plain x @ w: lhs[:-1] + rhs[1:]"),
     ]
-    wrong = [(view.type_text(s), rule, reason) for s, rule, reason in shapes]
-    return "What type comes out of this dot?", view.out, wrong
-
-
-def _choice(view: DotView, made: Question | None, seed: tuple) -> dict | None:
-    """options/answer/reasons/rules with distinct options, none of them in `shown` if it is the answer."""
-    if made is None:
-        return None
-    question, answer, candidates = made
-    if any(answer in block for block in view.shown()):
-        return None
-    seen, wrong = {answer}, []
-    for option, rule, reason in candidates:
-        if option not in seen and len(wrong) < MAX_WRONG:
-            seen.add(option)
-            wrong.append((option, rule, reason))
-    if len(wrong) + 1 < MIN_OPTIONS:
-        return None
-    return {"question": question, **choice_item(answer, wrong, *seed)}
+    answer = Aval(d.out_shape(), numpy_dtype(view.out_dtype))
+    form = Typed("aval", str(answer), misread=_misread(((answer.with_shape(s), r, why) for s, r, why in shapes), answer))
+    why = (f"batch {list(batch)}, then lhs's free {list(lfree)}, then rhs's free {list(rfree)}, in "
+           f"{short(answer.dtype)}: {answer}")
+    return "What type comes out of this dot? Type it as an aval.", form, why
 
 
 def view_items(eqn: EqnFact, view: DotView, steps=STEPS, seed: str = "") -> list[DecoderItem]:
     """The decoder's questions about one dot at one layer, for the asked `steps`."""
     makers = {"lhs-free": lambda: free_question(view, "lhs"), "rhs-free": lambda: free_question(view, "rhs"),
-              "contracted-size": lambda: size_question(view), "output-axis": lambda: axis_question(view),
+              "contracted-size": lambda: size_question(view), "output-axis": lambda: axis_question(view, (seed, eqn.id, view.layer)),
               "output": lambda: output_question(view)}
     out = []
     for step in steps:
-        choice = _choice(view, makers[step](), (seed, eqn.id, view.layer, step))
-        if choice is not None:
-            out.append(DecoderItem(eqn=eqn.id, step=step, layer=view.layer, shown=view.shown(),
-                                   weight=view.dims.weight(), jaxpr_lines=list(eqn.jaxpr_lines), **choice))
+        made = makers[step]()
+        if made is None or (step == "output" and any(view.out in block for block in view.shown())):
+            continue
+        question, form, why = made
+        out.append(DecoderItem(eqn=eqn.id, step=step, layer=view.layer, question=question, form=form, feedback=why,
+                               shown=view.shown(), weight=view.dims.weight(), jaxpr_lines=list(eqn.jaxpr_lines)))
     return out
 
 
@@ -278,7 +293,7 @@ def _item(d: DecoderItem) -> Item:
     spells it, so a reader who decodes a dot in the jaxpr is not taught it again in StableHLO."""
     return Item(question=d.question, layer=_LAYER_IDS[d.layer], eqn=d.eqn, step=d.step, weight=d.weight,
                 card=(d.eqn, d.step), jaxpr_lines=tuple(d.jaxpr_lines), context=tuple(Note(b) for b in d.shown),
-                answer=choice({"options": d.options, "answer": d.answer, "reasons": d.reasons, "rules": d.rules}))
+                answer=d.form, feedback=d.feedback)
 
 
 @drill("decoder", number="01", title="dot_general, decoded",

@@ -4,41 +4,54 @@ Four questions (`step`), every scan, while and cond included, nested ones too:
 
 - `role` (jaxpr): what is this operand to the loop? A scan's operands are its consts, then the
   initial carries, then the xs (`num_consts`, `num_carry`); a while's are the condition's consts,
-  the body's consts, then the initial loop state (`cond_nconsts`, `body_nconsts`).
+  the body's consts, then the initial loop state (`cond_nconsts`, `body_nconsts`). A choice of the
+  three roles, every time: each role shares its loop's weight equally, and the right one takes turns
+  over the positions, so neither a usual role nor a usual place is right more than a third of the time.
 - `body-aval` (jaxpr): what aval does one iteration of a scan's body see for an xs operand? The
-  slice along axis 0. The body is never shown: its binders print the answer.
-- `branch` (jaxpr): which branch does a `cond` run for a given predicate or index? The index is
-  read off the equation that makes it: a bool converted to an int (lax.cond: the False branch is
-  `branches[0]`) or a `clamp` into range (lax.switch).
-- `trips` (each TPU layer): how many times does the body of a compiled while run? Read from the TPU
-  compile's recorded counters (`CompiledLayer.while_counters`, read through XLA's graph when it was
-  compiled): the counter's start, step and the constant the condition compares it with.
+  slice along axis 0, typed (`aval`). The body is never shown: its binders print the answer.
+- `branch` (jaxpr): tap the branch a `cond` runs for a given predicate or index (a `line` of the
+  cond's own text). The index is read off the equation that makes it: a bool converted to an int
+  (lax.cond: the False branch is `branches[0]`) or a `clamp` into range (lax.switch); each value is
+  its own item (both bools; below, inside and above a clamp's range).
+- `trips` (each TPU layer): at most how many times does the body of a compiled while run? Typed
+  (`int`). Read from the TPU compile's recorded counters (`CompiledLayer.while_counters`, read
+  through XLA's graph when it was compiled): the counter's start, step and the constant the
+  condition compares it with. Every loop is asked "at most", so the words tell no early exit.
+
+Every misreading is a wrong option's reason, a typed value's `misread` entry, or a wrong line's
+`explain`; every item has one line of `feedback`.
 """
 from __future__ import annotations
 
 import re
+from collections import Counter as Tally
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item
+from dumpgym.drills._avals import order
 from dumpgym.drills._layers import text_lines
-from dumpgym.drills._loops import Counter, counters, runs_text, trip_misreadings
+from dumpgym.drills._loops import Counter, counters, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
+from dumpgym.drills._roles import (operand_range, pick_wrong, scan_layout, scan_misreadings, while_layout,
+                                  while_misreadings)
 from dumpgym.drills._tpu import Listing as HloListing, short, which_compile
+from dumpgym.drills.answer import LinePick, Misreading, Typed
 from dumpgym.drills.item import Item, from_draft, refer
 from dumpgym.drills.shapes import Listing as JaxprListing
 from dumpgym.record import Aval, EqnFact, Literal, ProgramRecord
 
 LOOPS = ("scan", "while")
 
+# The three roles of a scan's (and of a while's) operands: a small closed category, asked as a choice with
+# all three labels every time, of about the same length, each role about as often right (`_role_weights`).
 SCAN_ROLES = {
-    "const": "a const: every iteration reads it whole, unchanged",
-    "carry": "a carry: the loop state's first value, replaced by each iteration's result",
-    "xs": "an xs: sliced along axis 0, one slice per iteration",
+    "const": "a const: read whole by every iteration",
+    "carry": "a carry: replaced by each iteration's result",
+    "xs": "an xs: sliced along axis 0, one slice an iteration",
 }
 WHILE_ROLES = {
-    "cond-const": "a const of the condition (cond_jaxpr), read by every test",
-    "body-const": "a const of the body (body_jaxpr), read by every run",
-    "carry": "the loop state's first value: a carry, replaced by each run's result",
+    "cond-const": "a const of cond_jaxpr: read by every test",
+    "body-const": "a const of body_jaxpr: read by every run",
+    "carry": "a carry: replaced by each run's result",
 }
 
 
@@ -73,110 +86,7 @@ def equation_text(program: ProgramRecord, eqn: EqnFact, fold: bool = True) -> st
 
 
 # ---------------------------------------------------------------------------------------------
-# Roles: where each operand sits, read right and under each misreading.
-
-def scan_layout(c: int, k: int, n: int, order=("const", "carry", "xs")) -> list[str]:
-    """The role of each of `n` operands when `c` consts, `k` carries and the xs come in `order`."""
-    counts = {"const": c, "carry": k}
-    out = [role for role in order if role != "xs" for _ in range(counts[role])]
-    return (out + ["xs"] * n)[:n]
-
-
-def while_layout(cc: int, bc: int, n: int) -> list[str]:
-    """The role of each of `n` while operands: `cc` condition consts, `bc` body consts, then the carries."""
-    return (["cond-const"] * cc + ["body-const"] * bc + ["carry"] * n)[:n]
-
-
-def scan_misreadings(eqn: EqnFact, i: int) -> list[tuple]:
-    """(role, rule, reason) for each way of misplacing operand `i` of a scan, most telling first."""
-    c, k, n, length = eqn.params["num_consts"], eqn.params["num_carry"], len(eqn.inputs), eqn.params["length"]
-    counts = f"num_consts={c}, num_carry={k}"
-    found = [
-        (scan_layout(c, k, n, ("carry", "const", "xs"))[i], "carries-first",
-         f"counted the carries before the consts; the operands run consts, carries, xs ({counts})"),
-        (scan_layout(k, c, n)[i], "counts-swapped",
-         f"swapped the counts: took num_consts={c} as the carries' number and num_carry={k} as the consts'"),
-        (scan_layout(0, k, n)[i], "forgot-consts",
-         f"ignored num_consts={c}: took {leading(k)} for the carries and the rest for xs"),
-    ]
-    shape = eqn.input_avals[i].shape
-    if shape and shape[0] == length:
-        found.append(("xs", "leading-axis-is-length",
-                      f"took it for an xs because its leading axis is {length}, the scan's length; "
-                      f"only the operands after the {c} consts and {k} carries are sliced"))
-    return found + _role_fallbacks(SCAN_FALLBACKS, c, k, length)
-
-
-SCAN_FALLBACKS = {
-    ("const", "carry"): ("const-as-carry", "took it for loop state; {first_c} them: passed whole to every "
-                         "iteration and never returned"),
-    ("const", "xs"): ("const-as-xs", "assumed scan slices every array operand; {first_c} them, passed whole"),
-    ("carry", "const"): ("carry-as-const", "took the initial carry for a const; num_consts={c} ends before it, and "
-                         "each iteration's result replaces it"),
-    ("carry", "xs"): ("carry-as-xs", "took the initial carry for an xs; the carries, {carry_ops}, are never "
-                      "sliced"),
-    ("xs", "const"): ("stacked-as-const", "took the stacked array for a const read whole; it comes after {c_k}, "
-                      "so each iteration gets one of its {length} slices along axis 0"),
-    ("xs", "carry"): ("xs-as-carry", "took it for loop state; the carries are {carry_ops}, and this one comes after "
-                      "them: it is sliced, one slice per iteration"),
-}
-
-
-def plural(n: int, one: str, many: str | None = None) -> str:
-    """`1 const`, `3 consts`, `4 carries`."""
-    return f"{n} {one if n == 1 else (many or one + 's')}"
-
-
-def operand_range(start: int, n: int) -> str:
-    """`n` operands from index `start`: `operand 3`, `operands 1 to 4`, `no operand`."""
-    return "no operand" if n == 0 else f"operand {start}" if n == 1 else f"operands {start} to {start + n - 1}"
-
-
-def leading(n: int) -> str:
-    """The first `n` operands, by index: `operand 0`, `operands 0 to 2`, `no operand`."""
-    return operand_range(0, n)
-
-
-def _role_fallbacks(table: dict, *values) -> list[tuple]:
-    """The plain role confusions of a table as (role, rule, reason, right role), each for its right role only."""
-    c, k, length = values
-    words = {"c": c, "length": length, "carry_ops": operand_range(c, k),
-             "first_c": f"the consts are {leading(c)}, and it is one of",
-             "c_k": f"{plural(c, 'const')} and {plural(k, 'carry', 'carries')}"}
-    return [(wrong, rule, reason.format(**words), right)
-            for (right, wrong), (rule, reason) in table.items()]
-
-
-def while_misreadings(eqn: EqnFact, i: int) -> list[tuple]:
-    """(role, rule, reason) for each way of misplacing operand `i` of a while, most telling first."""
-    cc, bc, n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"], len(eqn.inputs)
-    counts, consts = f"cond_nconsts={cc}, body_nconsts={bc}", leading(cc + bc)
-    return [
-        (while_layout(bc, cc, n)[i], "nconsts-swapped",
-         f"swapped the counts: took body_nconsts={bc} for the condition's consts ({counts})"),
-        ((["body-const"] * bc + ["cond-const"] * cc + ["carry"] * n)[i], "body-consts-first",
-         f"put the body's consts first; the condition's {cc} come before the body's {bc}"),
-        ("carry", "forgot-consts",
-         f"took every operand for loop state, as while_loop(cond, body, init) spells only init; "
-         f"the consts the two functions close over come first: {leading(cc + bc)}"),
-        ("body-const", "carry-as-body-const", f"took it for a const of the body; the consts are {consts}, "
-                                              "and this one is loop state, updated by every run", "carry"),
-        ("cond-const", "carry-as-cond-const", f"took it for a const of the condition; the consts are {consts}, "
-                                              "and this one is loop state, updated by every run", "carry"),
-    ]
-
-
-def pick_wrong(right: str, found: list[tuple], labels: dict[str, str]) -> list[tuple[str, str, str]]:
-    """One (label, rule, reason) per wrong role, from the first misreading that gives it."""
-    out: dict[str, tuple[str, str, str]] = {}
-    for role, rule, reason, *only in found:
-        if role != right and role not in out and (not only or only[0] == right):
-            out[role] = (labels[role], rule, reason)
-    return list(out.values())
-
-
-# ---------------------------------------------------------------------------------------------
-# The items.
+# Roles: where each operand sits, read right and under each misreading (`_roles.py`).
 
 def role_items(program: ProgramRecord, names: JaxprListing, eqn: EqnFact) -> list[dict]:
     """One `role` item per operand of a scan or while: const, carry or xs (or the while's three)."""
@@ -194,11 +104,55 @@ def role_items(program: ProgramRecord, names: JaxprListing, eqn: EqnFact) -> lis
     items = []
     for i, name in enumerate(operands):
         wrong = pick_wrong(truth[i], misread(eqn, i), labels)
-        if len(wrong) < 2:
+        if len(wrong) < len(labels) - 1:
             continue
-        items.append(_jaxpr_item(eqn, "role", f"What is `{name}` (operand {i}) to this {eqn.primitive}?", shown,
-                                 choice_item(labels[truth[i]], wrong, program.slug, "role", eqn.id, i), operand=i))
-    return items
+        items.append({**_jaxpr_item(eqn, "role", f"What is `{name}` (operand {i}) to this {eqn.primitive}?", shown,
+                                    {}, operand=i),
+                      "feedback": _role_feedback(eqn, truth, i), "role": truth[i],
+                      "choice": (labels[truth[i]], wrong)})
+    return _role_weights(_placed(items, program.slug, eqn.id))
+
+
+def _placed(items: list[dict], *seed) -> list[dict]:
+    """Each role item's options, the right one placed so that every position is about as often right: the
+    items of one role take turns from a position of their own (the roles' starts drawn by `seed`)."""
+    roles = sorted({item["role"] for item in items})
+    starts = dict(zip(roles, order(3, *seed)))
+    seen: dict = Tally()
+    out = []
+    for item in items:
+        right, wrong = item["choice"]
+        at = (starts.get(item["role"], 0) + seen[item["role"]]) % (len(wrong) + 1)
+        seen[item["role"]] += 1
+        entries = [w for _, w in sorted(zip(order(len(wrong), *seed, item["operand"]), wrong))]
+        entries.insert(at, (right, "", ""))
+        made = {"options": [e[0] for e in entries], "answer": at, "reasons": [e[2] for e in entries],
+                "rules": [e[1] for e in entries]}
+        out.append({**{k: v for k, v in item.items() if k != "choice"}, **made})
+    return out
+
+
+def _role_feedback(eqn: EqnFact, truth: list[str], i: int) -> str:
+    """Why operand `i` has its role: the counts the params give, and where the operand falls."""
+    if eqn.primitive == "scan":
+        c, k = eqn.params["num_consts"], eqn.params["num_carry"]
+        counts, groups = f"num_consts={c}, num_carry={k}", (("consts", c), ("carries", k))
+    else:
+        c, k = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        counts, groups = f"cond_nconsts={c}, body_nconsts={k}", (("condition's consts", c), ("body's consts", k))
+    at, parts = 0, []
+    for what, n in groups:
+        parts.append(f"{operand_range(at, n)} {'is' if n == 1 else 'are'} the {what}")
+        at += n
+    last = "xs" if eqn.primitive == "scan" else "carries"
+    return f"{counts}: {', '.join(parts)}, the rest the {last}; operand {i} is a {truth[i]}"
+
+
+def _role_weights(items: list[dict]) -> list[dict]:
+    """Each role shares the loop's weight equally, however many operands have it: a loop with one const and
+    eight xs would otherwise teach that the answer is usually xs."""
+    count = Tally(item["role"] for item in items)
+    return [{**item, "weight": round(1 / count[item["role"]], 3)} for item in items]
 
 
 def sliced(aval: Aval) -> Aval:
@@ -244,9 +198,12 @@ def body_aval_items(program: ProgramRecord, names: JaxprListing, eqn: EqnFact) -
                 wrong.append((str(option), rule, reason))
         if len(wrong) < 2:
             continue
-        question = f"What aval does one iteration of the body see for the xs operand `{operands[i]}`?"
-        items.append(_jaxpr_item(eqn, "body-aval", question, shown,
-                                 choice_item(answer, wrong, program.slug, "body-aval", eqn.id, i), operand=i))
+        question = f"What aval does one iteration of the body see for the xs operand `{operands[i]}`? Type it."
+        form = Typed("aval", answer, misread={str(a): Misreading(reason, rule) for a, rule, reason in wrong})
+        why = (f"scan slices each xs along axis 0 into length={eqn.params['length']} slices: {aval} gives one "
+               f"{answer} an iteration")
+        items.append({**_jaxpr_item(eqn, "body-aval", question, shown, {}, operand=i), "form": form,
+                      "feedback": why})
     return items
 
 
@@ -276,7 +233,10 @@ def branch_question(index: ProgramIndex, eqn: EqnFact, seed: int) -> tuple | Non
     if producer.primitive != "clamp" or len(producer.inputs) != 3 or len(bounds) != 2:
         return None
     lo, hi = int(producer.inputs[0].literal), int(producer.inputs[2].literal)
-    value = hi + 2 if seed % 2 else lo - 1
+    # By seed: below the range, above it, then each value in it.
+    value = [lo - 1, hi + 2, *range(lo, hi + 1)][seed] if seed < hi - lo + 3 else None
+    if value is None:
+        return None
     answer = min(max(value, lo), hi)
     wrong = [("none: the index is out of range, an error", "out-of-range-error",
               f"expected an index error; the clamp before the cond pins `{name}` into {lo}..{hi}")]
@@ -289,19 +249,59 @@ def branch_question(index: ProgramIndex, eqn: EqnFact, seed: int) -> tuple | Non
     return f"At run time `{name}` is {value}: which branch does this cond run?", value, answer, wrong
 
 
+def branch_rows(text: str, n: int) -> list[tuple[int, int]] | None:
+    """The rows (1-based, inclusive) of each of a cond's `n` branches in its printed text, or None."""
+    rows = text.split("\n")
+    starts = [k for k, row in enumerate(rows, 1) if row.lstrip().startswith("{ lambda")]
+    if not starts:
+        return None
+    indent = min(len(rows[k - 1]) - len(rows[k - 1].lstrip()) for k in starts)
+    starts = [k for k in starts if len(rows[k - 1]) - len(rows[k - 1].lstrip()) == indent]
+    close = next((k for k in range(starts[-1], len(rows) + 1) if rows[k - 1].strip() == ")"), None)
+    if len(starts) != n or close is None:
+        return None
+    return [(a, b - 1) for a, b in zip(starts, [*starts[1:], close])]
+
+
 def branch_items(program: ProgramRecord, index: ProgramIndex, names: JaxprListing, eqn: EqnFact) -> list[dict]:
-    """The `branch` item of a cond: which branch runs for one value of the bool or int that picks it."""
-    asked = branch_question(index, eqn, eqn.id) if eqn.primitive == "cond" else None  # the id varies the value asked
-    operands = names.operands(eqn)
-    text = equation_text(program, eqn, fold=False)
-    if asked is None or operands is None or text is None or len(asked[3]) < 2:
+    """The `branch` items of a cond: tap the branch that runs for one value of the bool or int that picks
+    it, one item per value asked (both bools; for a clamped index, one below, each in range, one above)."""
+    if eqn.primitive != "cond":
         return []
-    question, value, answer, wrong = asked
+    operands, text = names.operands(eqn), equation_text(program, eqn, fold=False)
     producer = index.producer(eqn, 0)
-    shown = [equation_text(program, producer, fold=False) or "", text, names.operand_block(eqn, operands)]
-    item = _jaxpr_item(eqn, "branch", question, [b for b in shown if b],
-                       choice_item(branch_text(answer), wrong, program.slug, "branch", eqn.id))
-    return [{**item, "index_eqn": producer.id, "index_value": value}]
+    rows = branch_rows(text, len(eqn.params["branches"])) if text is not None else None
+    if operands is None or rows is None or producer is None:
+        return []
+    items = []
+    for seed in range(len(rows) + 2):
+        asked = branch_question(index, eqn, seed)
+        if asked is None:
+            break
+        question, value, answer, wrong = asked
+        if any(item["index_value"] == value for item in items):
+            continue
+        explain = {}
+        for option, rule, reason in wrong:
+            k = re.match(r"branches\[(\d+)\]", option)
+            if k is not None and int(k[1]) != answer:
+                explain.update({str(r): reason for r in range(rows[int(k[1])][0], rows[int(k[1])][1] + 1)})
+        first, last = rows[answer]
+        shown = [text, equation_text(program, producer, fold=False) or "", names.operand_block(eqn, operands)]
+        why = _branch_feedback(producer, value, answer)
+        items.append({**_jaxpr_item(eqn, "branch", question.replace("which branch does this cond run?",
+                                                                     "tap the branch this cond runs."),
+                                    [b for b in shown if b], {}, value=str(value)),
+                      "form": LinePick(first, tuple(range(first, last + 1)), explain), "feedback": why,
+                      "index_eqn": producer.id, "index_value": value})
+    return items
+
+
+def _branch_feedback(producer: EqnFact, value, answer: int) -> str:
+    if producer.primitive == "clamp":
+        lo, hi = producer.inputs[0].literal, producer.inputs[2].literal
+        return f"the clamp pins {value} into {lo}..{hi}, so the index is {answer}: branches[{answer}] runs"
+    return f"the bool {value} converts to the index {int(value)}: branches[{answer}] runs, the other never"
 
 
 def _jaxpr_item(eqn: EqnFact, step: str, question: str, shown: list[str], choice: dict, **facts) -> dict:
@@ -314,26 +314,26 @@ def trip_item(program: ProgramRecord, target: str, listing: HloListing, c: Count
     n = c.runs()
     if n is None:
         return None
-    answer = runs_text(n, c.exact)
-    wrong, seen = [], {answer}
-    if not c.exact:
-        seen.add(runs_text(n, True))
-        wrong.append((runs_text(n, True), "missed-early-exit",
-                      f"read only the test of {c.limit}; the condition joins it with another test by `and`, "
-                      "which can end the loop sooner"))
+    misread = {}
     for v, rule, reason in trip_misreadings(c):
-        if runs_text(v, c.exact) not in seen and len(wrong) < 3:
-            seen.add(runs_text(v, c.exact))
-            wrong.append((runs_text(v, c.exact), rule, reason))
-    if len(wrong) < 2:
+        if v != n and str(v) not in misread:
+            misread[str(v)] = Misreading(reason, rule)
+    if not misread:
         return None
+    if not c.exact:
+        misread.setdefault(str(n + 1), Misreading("counted the condition's tests, one more than the body's runs", "counted-checks"))
+    sym = {"LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "NE": "!="}[c.direction]
+    why = (f"the counter starts at {c.init}, moves by {c.step} a run, and the body runs while it is {sym} "
+           f"{c.limit}: {n} times" + ("" if c.exact else ", or fewer: the condition also stops it on another test"))
     return {
         "eqn": eqn.id, "layer": target, "step": "trips", "hlo_line": c.line, "instruction": c.name,
-        "question": f"How many times does the body of %{c.name} run (TPU compiled HLO line {c.line})?",
+        "form": Typed("int", str(n), misread=misread), "feedback": why,
+        # "At most" for every loop: an exact count is its own bound, and the words give away no early exit.
+        "question": f"At most how many times does the body of %{c.name} run (TPU compiled HLO line {c.line})? "
+                    "Type the number.",
         "shown": [which_compile(listing.hlo), _excerpt(listing, c.start),
                   _excerpt(listing, tuple(range(c.condition[0], c.condition[1] + 1))), _excerpt(listing, c.update)],
         "jaxpr_lines": list(eqn.jaxpr_lines),
-        **choice_item(answer, wrong, program.slug, "trips", c.name),
     }
 
 
@@ -365,9 +365,17 @@ def _item(program: ProgramRecord, draft: dict) -> Item:
     """The pool's item for a draft; its card is the loop equation and the step, and for `role` and
     `body-aval` the operand asked about (for `trips`, the compiled while)."""
     layer = draft["layer"]  # jaxpr, or a TPU layer's compile target id (`trips`)
-    about = [draft[k] for k in ("operand", "instruction") if k in draft]
+    about = [draft[k] for k in ("operand", "instruction", "value") if k in draft]
     card = (draft["eqn"], draft["step"], *about, *((layer,) if layer != "jaxpr" else ()))
-    return from_draft(draft, card=card, layer=layer, context=refer(program, layer, draft["shown"]))
+    context = refer(program, layer, draft["shown"])
+    if "form" not in draft:
+        return from_draft({k: v for k, v in draft.items() if k != "role"}, card=card, layer=layer, context=context)
+    facts = {k: v for k, v in draft.items() if k not in (*_ITEM_FIELDS, "form", "layer", "shown", "role")}
+    return Item(answer=draft["form"], card=card, layer=layer, context=context, facts=facts,
+                **{k: tuple(v) if k == "jaxpr_lines" else v for k, v in draft.items() if k in _ITEM_FIELDS})
+
+
+_ITEM_FIELDS = ("question", "eqn", "step", "weight", "feedback", "jaxpr_lines")
 
 
 # A program with more items of one step (rnn-bptt's backward scan alone has ten operands) shares 4 of weight.

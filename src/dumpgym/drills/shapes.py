@@ -7,6 +7,10 @@ equation is asked only when that needs inference: never when a param states the 
 answer's text would show anywhere in `shown` (an output that is an operand's aval). Each wrong
 option comes from a named misreading in `distractor_rules` (keyed by primitive), applied to this
 equation's operands and params and to where it sits (a shard_map body is per device).
+
+The learner types the aval (`Typed`, spelling `aval`): every computed misreading is a `misread` entry,
+so a typed answer one of them gives gets that misreading's reason; `feedback` says what decides the
+output (`_shape_feedback`).
 """
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item
-from dumpgym.drills.item import Item, Note, choice
+from dumpgym.drills._shape_feedback import shape_feedback
+from dumpgym.drills.answer import Misreading as Misread, Typed
+from dumpgym.drills.item import Item, Note
 from dumpgym.drills._misreadings import (FILLER, GENERIC, NOWHERE, Misreading, Where, distractor_rules,
                                          misreadings, pick)
 from dumpgym.dtypes import is_extended
@@ -27,7 +32,9 @@ from dumpgym.record import Aval, EqnFact, Literal, ProgramRecord
 __all__ = ["FILLER", "GENERIC", "Misreading", "ShapesItem", "distractor_rules", "shapes_item", "shapes_items",
            "skill_of", "WEIGHTS"]
 
-MIN_OPTIONS = 3
+# A typed answer needs no options, but an item needs a named slip of its own to say why a wrong aval tempts.
+MIN_OWN_MISREADINGS = 1
+MAX_MISREADINGS = 8
 
 # Primitives whose params print the output's shape: asking for it would be reading, not inferring.
 STATES_THE_ANSWER = frozenset({"broadcast_in_dim", "reshape", "iota", "dynamic_slice", "full",
@@ -61,18 +68,22 @@ WEIGHTS = {"none": 0.1, "cast": 0.25, "comparison": 0.5}
 
 @dataclass(frozen=True)
 class ShapesItem:
-    """One shape-oracle question: `options[answer]` is the output aval; `reasons` say why each other one tempts."""
+    """One shape-oracle question: `answer` is the output aval's text; `misread` maps each aval a named
+    misreading gives to (rule, reason); `feedback` says what decides the answer."""
 
     eqn: int
     question: str
-    options: list[str]
-    answer: int
-    reasons: list[str]
-    rules: list[str]
+    answer: str
+    misread: dict[str, tuple[str, str]]
     shown: list[str]
     skill: str
     weight: float
     jaxpr_lines: list[int]
+    feedback: str
+
+    def typed(self) -> Typed:
+        """The item's answer form: the aval, typed, with each misreading's reason."""
+        return Typed("aval", self.answer, misread={k: Misread(reason, rule) for k, (rule, reason) in self.misread.items()})
 
 
 # -- the jaxpr text ---------------------------------------------------------------------------
@@ -261,11 +272,22 @@ def _body_misreadings(body: Sequence[EqnFact], answer: Aval, where: Where) -> It
                     yield Misreading(fn.__name__.replace("_", "-"), found[0], f"in the body's {e.primitive}: {found[1]}")
 
 
+def _hidden_size(listing: Listing, body: Sequence[EqnFact]) -> bool:
+    """Whether a masked body equation's output is set by a size param its printed line leaves out (the
+    printer writes `broadcast_in_dim 0.0:f32[]` without `shape=`): then nothing shown decides the answer."""
+    for e in body:
+        if e.primitive in STATES_THE_ANSWER and SIZE_PARAMS & e.params.keys():
+            printed = "\n".join(listing.span(e))
+            if not any(f"{k}=" in printed for k in SIZE_PARAMS & e.params.keys()):
+                return True
+    return False
+
+
 def shapes_item(eqn: EqnFact, jaxpr: str, seed: str = "", where: Where = NOWHERE,
                 listing: Listing | None = None) -> ShapesItem | None:
     """The shape-oracle item for one equation, or None when it has no single output, when its params
-    or operands show the answer, when it works on typed PRNG keys itself (random_wrap, random_bits),
-    or when it has too few misreadings of its own."""
+    or operands show the answer (or nothing shown decides it), when it works on typed PRNG keys itself
+    (random_wrap, random_bits), or when it has no misreading of its own."""
     if len(eqn.outputs) != 1 or eqn.primitive in STATES_THE_ANSWER:
         return None
     if not eqn.has_subjaxpr and any(is_extended(x.dtype) for x in (*eqn.input_avals, *eqn.outputs)):
@@ -281,19 +303,28 @@ def shapes_item(eqn: EqnFact, jaxpr: str, seed: str = "", where: Where = NOWHERE
         return None
     # The body equations whose binders were masked: what a container's reader must work out.
     body = [c for c in listing.children.get(eqn.id, ()) if len(c.outputs) == 1 and c.outputs[0].same(answer)]
+    if _hidden_size(listing, [e for e in _descendants(listing, eqn) if len(e.outputs) == 1 and e.outputs[0].same(answer)]):
+        return None
     inner = _body_misreadings(body, answer, where) if eqn.primitive != "shard_map" else iter(())
-    wrong = pick(iter([*inner, *misreadings(eqn, answer, where)]), answer, limit=3)
-    if sum(w.rule not in FILLER for w in wrong) < MIN_OPTIONS - 1:
+    wrong = pick(iter([*inner, *misreadings(eqn, answer, where)]), answer, limit=MAX_MISREADINGS)
+    if sum(w.rule not in FILLER for w in wrong) < MIN_OWN_MISREADINGS:
         return None
     skill = skill_of(eqn, body)
-    choice = choice_item(str(answer), [(str(w.aval), w.rule, w.reason) for w in wrong], seed, eqn.id)
     return ShapesItem(
         eqn=eqn.id,
-        question=f"What shape and dtype comes out of this {eqn.primitive}?",
+        question=f"What shape and dtype comes out of this {eqn.primitive}? Type its aval.",
+        answer=str(answer), misread={str(w.aval): (w.rule, w.reason) for w in wrong},
         shown=shown, skill=skill, weight=WEIGHTS.get(skill, 1.0),
-        jaxpr_lines=list(eqn.jaxpr_lines),
-        **choice,
+        jaxpr_lines=list(eqn.jaxpr_lines), feedback=shape_feedback(eqn, answer),
     )
+
+
+def _descendants(listing: Listing, eqn: EqnFact) -> list[EqnFact]:
+    """Every equation printed inside a container's body, nested bodies included."""
+    out = []
+    for child in listing.children.get(eqn.id, ()):
+        out += [child, *_descendants(listing, child)]
+    return out
 
 
 @drill("shapes", number="02", title="shape on sight",
@@ -306,6 +337,6 @@ def shapes_items(program: ProgramRecord) -> list[Item]:
     made = (shapes_item(e, program.jaxpr, program.slug, where_of(program, listing, e), listing)
             for e in program.eqns)
     return [Item(question=s.question, layer="jaxpr", eqn=s.eqn, skill=s.skill, weight=s.weight, card=(s.eqn,),
-                 jaxpr_lines=tuple(s.jaxpr_lines), context=tuple(Note(b) for b in s.shown),
-                 answer=choice({"options": s.options, "answer": s.answer, "reasons": s.reasons, "rules": s.rules}))
+                 jaxpr_lines=tuple(s.jaxpr_lines), context=tuple(Note(b) for b in s.shown), answer=s.typed(),
+                 feedback=s.feedback)
             for s in made if s is not None]

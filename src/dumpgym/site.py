@@ -112,7 +112,7 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     cards = {card_anchor(card.name, card.layer): card for card in reference.cards()}
     anchors: dict[str, str] = {}
     names = {p.slug: _op_names(p) for p in corpus.programs}
-    for p in corpus.programs:
+    for p in corpus.programs:  # variants too: a drill's listing links every op it prints to a card
         for name in names[p.slug]:
             if name not in anchors:
                 # A compiled opcode is keyed `hlo:NAME`: `copy` in compiled HLO is not the jaxpr's `copy`.
@@ -123,7 +123,7 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
                 cards.setdefault(anchors[name], card)
     named = {card.name for card in cards.values()}
     seen_in: dict[str, list[str]] = {anchor: [] for anchor in cards}
-    for p in corpus.programs:
+    for p in corpus.bases:  # a card counts the gym's programs, not their variants at other shapes
         for anchor in dict.fromkeys(anchors[name] for name in names[p.slug]):
             seen_in[anchor].append(p.slug)
     def compiled(card) -> list[list[str]]:
@@ -230,8 +230,9 @@ def _group_items(pool: dict) -> dict[tuple[str, str], list[dict]]:
 
 
 def totals(corpus: Corpus, pool: dict) -> dict:
-    """Counts shown on the page, all computed from the data."""
-    programs = corpus.programs
+    """Counts shown on the page, all computed from the data: of the gym's programs, not their variants
+    (the items are every record's)."""
+    programs = corpus.bases
     return {
         "programs": len(programs),
         "eqns": sum(len(p.eqns) for p in programs),
@@ -305,7 +306,8 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
     written = cache(record.to_json)
 
     def page() -> bytes:
-        programs = [program_view(p) for p in record.programs]
+        # The corpus and x-ray sections list the gym's programs; variants are drawn in drills only.
+        programs = [program_view(p) for p in record.bases]
         groups = _group_items(drills)
         kinds = drill_kinds(drills)
         # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.

@@ -144,6 +144,10 @@ def small(whole_corpus):
 
 
 def test_variants_are_drawn_in_drills_with_their_listings_but_not_listed_as_programs(small):
+    """Their items and listings are there by slug; the corpus section lists base programs alone, each naming its
+    variants (the anchor and title a drill's context links to), and the x-ray offers base programs only."""
+    from html import escape
+
     from dumpgym.drills import build_pool
     from dumpgym.site import site_files
 
@@ -155,6 +159,10 @@ def test_variants_are_drawn_in_drills_with_their_listings_but_not_listed_as_prog
     page = files["index.html"].decode()
     for p in variants:
         assert f'href="#p-{p["slug"]}"' not in page and f'data-program="{p["slug"]}"' not in page
+        assert f'data-xray-open="{p["slug"]}"' not in page and f'value="{p["slug"]}"' not in page
+        base_card = page.split(f'id="p-{p["variant_of"]}"', 1)[1].split("</article>", 1)[0]
+        assert f'<span id="p-{p["slug"]}"><span class="slug">{p["slug"]}</span> <bdi class="title">{escape(p["title"])}</bdi>' \
+            in base_card
         listings = json.loads(files[f"data/listings/{p['slug']}.json"])
         assert set(listings) >= {"source", "jaxpr", "stablehlo"}
         for target in p["compiled"]:

@@ -44,6 +44,15 @@ class CompiledView:
 
 
 @dataclass(frozen=True)
+class VariantView:
+    """A traced variant of a program (`mlp-2`) as its base's card names it: where a drill's context links
+    and what title it shows (`data.js` `programTitle`)."""
+
+    slug: str
+    title: str
+
+
+@dataclass(frozen=True)
 class ProgramView:
     """What the corpus and x-ray sections show of one program in the page: its words and computed counts.
     Its listings are data (data/listings/SLUG.json), fetched when the page shows them."""
@@ -62,6 +71,7 @@ class ProgramView:
     hlo_target: str  # the compile target id of the layer the corpus section shows first ("" for none)
     added: bool
     jax_version: str | None
+    variants: tuple[VariantView, ...] = ()  # the same program at other shapes, drawn in drills only
 
 
 def _listings(program: ProgramRecord) -> dict[str, str]:
@@ -154,8 +164,9 @@ def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[
     return {"source": None, "jaxpr": eqn_links, "stablehlo": stablehlo_links}
 
 
-def program_view(program: ProgramRecord) -> ProgramView:
-    """What the corpus and x-ray sections show of one program in the page: its words and computed counts."""
+def program_view(program: ProgramRecord, variants: tuple[ProgramRecord, ...] = ()) -> ProgramView:
+    """What the corpus and x-ray sections show of one program in the page: its words and computed counts,
+    and the slugs and titles of its traced `variants`."""
     texts = _listings(program)
     # In the registry's order, as the x-ray's switch: the first is the layer shown first (none for a program
     # added without one).
@@ -168,6 +179,7 @@ def program_view(program: ProgramRecord) -> ProgramView:
         lines={layer: _line_count(text) for layer, text in texts.items()},
         compiled=compiled, hlo_target=compiled[0].target.id if compiled else "",
         added=program.added, jax_version=program.jax_version,
+        variants=tuple(VariantView(v.slug, v.title) for v in variants),
     )
 
 
@@ -307,7 +319,8 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
 
     def page() -> bytes:
         # The corpus and x-ray sections list the gym's programs; variants are drawn in drills only.
-        programs = [program_view(p) for p in record.bases]
+        programs = [program_view(p, tuple(v for v in record.programs if v.variant_of == p.slug))
+                    for p in record.bases]
         groups = _group_items(drills)
         kinds = drill_kinds(drills)
         # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.

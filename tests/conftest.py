@@ -23,11 +23,26 @@ def _skip_unless_the_corpus_jax(committed: dict) -> None:
 
 
 @pytest.fixture(scope="session")
-def corpus():
-    """The committed built-in corpus, exactly as `dumpgym export` prints it."""
+def whole_corpus():
+    """The committed built-in corpus, exactly as `dumpgym export` prints it: the programs, then their
+    traced variants at other shapes (`variant_of`)."""
     committed = json.loads(BUILTIN_PATH.read_text(encoding="utf-8"))
     _skip_unless_the_corpus_jax(committed)
     return committed
+
+
+@pytest.fixture(scope="session")
+def corpus(whole_corpus):
+    """The committed built-in corpus's programs in their own right (`dumpgym.programs.SLUGS`), without the
+    variants: the tests that walk every record walk these, and tests/test_variants.py checks the variants
+    against JAX on their own."""
+    return {**whole_corpus, "programs": [p for p in whole_corpus["programs"] if "variant_of" not in p]}
+
+
+@pytest.fixture(scope="session")
+def variants(whole_corpus):
+    """The committed corpus's traced variants (records with `variant_of`), in corpus order."""
+    return [p for p in whole_corpus["programs"] if "variant_of" in p]
 
 
 @pytest.fixture(scope="session")

@@ -19,5 +19,8 @@ def with_mesh(function, mesh):
     again over another mesh (a TPU topology's chips) with its source unchanged."""
     import types
 
+    # A program that takes its mesh as a keyword (`mesh=MESH`, so that its variants pass another) has the
+    # module's mesh among its defaults: that one is replaced too.
+    defaults = tuple(mesh if d is function.__globals__.get("MESH") else d for d in function.__defaults__ or ())
     return types.FunctionType(function.__code__, {**function.__globals__, "MESH": mesh}, function.__name__,
-                              function.__defaults__, function.__closure__)
+                              defaults or None, function.__closure__)

@@ -132,8 +132,8 @@ def test_on_the_same_cpu_a_compiled_difference_is_a_failure(traced):
     assert notes == []
 
 
-def test_cli_check_exits_1_naming_the_program_and_writes_nothing(committed_copy, capsys):
-    committed_copy.write_text(corpus_module.dumps(_edit_rope(corpus_module.load_builtin())))
+def test_cli_check_exits_1_naming_the_program_and_writes_nothing(committed_copy, corpus, capsys):
+    committed_copy.write_text(corpus_module.dumps(_edit_rope(corpus)))
     before = committed_copy.read_bytes()
     assert cli.main(["corpus", "build", "--check"]) == 1
     out = capsys.readouterr().out
@@ -141,8 +141,8 @@ def test_cli_check_exits_1_naming_the_program_and_writes_nothing(committed_copy,
     assert committed_copy.read_bytes() == before  # --check never writes
 
 
-def test_cli_check_on_another_cpu_passes_with_one_note(committed_copy, capsys):
-    committed_copy.write_text(corpus_module.dumps(_compiled_elsewhere(corpus_module.load_builtin())))
+def test_cli_check_on_another_cpu_passes_with_one_note(committed_copy, corpus, capsys):
+    committed_copy.write_text(corpus_module.dumps(_compiled_elsewhere(corpus)))
     assert cli.main(["corpus", "build", "--check"]) == 0
     out = capsys.readouterr().out
     assert out.count("note:") == 1 and "committed corpus matches tracing" in out

@@ -4,7 +4,6 @@ an equation's tag is attributed to it, and each fusion lists what XLA put in it.
 import importlib.util
 import os
 import re
-from functools import partial
 
 import pytest
 
@@ -32,6 +31,7 @@ def _fresh_text(program, topology):
     from jax.sharding import NamedSharding, PartitionSpec
 
     from dumpgym.jax_internals import no_traceback_locations
+    from dumpgym.program import on_mesh
 
     devices = _devices(topology)
     function, args = program.function, program.example_args()
@@ -40,8 +40,8 @@ def _fresh_text(program, topology):
     elif program.mesh is not None:
         mesh = jax.make_mesh(tuple(program.mesh.values()), tuple(program.mesh), devices=list(devices[:8]),
                              axis_types=(jax.sharding.AxisType.Explicit,) * len(program.mesh))
-        inner = function.__wrapped__
-        function = partial(jax.shard_map, mesh=mesh, in_specs=_shard_map_specs(program), out_specs=_out_spec(program))(inner)
+        # The built-in shard_map programs take their mesh as a keyword (their variants pass another one).
+        function = on_mesh(function, mesh)
         args = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
                 for a, p in zip(args, program.in_specs)]
     # JAX caches a function's lowering without keying it on the locations setting: a test that lowered
@@ -70,19 +70,6 @@ def _auto_sharded_on(devices, program):
         return jax.lax.with_sharding_constraint(h @ w_down, NamedSharding(mesh, PartitionSpec("data", None)))
 
     return tensor_parallel_mlp, args
-
-
-def _shard_map_specs(program):
-    from jax.sharding import PartitionSpec
-
-    return tuple(PartitionSpec(*p) for p in program.in_specs)
-
-
-def _out_spec(program):
-    from jax.sharding import PartitionSpec
-
-    # The two built-in shard_map programs: psum replicates its result, sharded keeps rows split.
-    return PartitionSpec(None, None) if program.slug == "psum" else PartitionSpec("x", None)
 
 
 @pytest.mark.compiled_hlo

@@ -71,17 +71,18 @@ def _cmd_build(args) -> int:
     if removed:
         print(printable(f"removed what {len(removed)} interrupted build(s) left beside it: "
                         + " ".join(p.name for p in removed)))
-    print(printable(f"wrote the gym to {args.out} ({len(data['programs'])} programs)"))
+    programs = sum("variant_of" not in p for p in data["programs"])  # variants at other shapes are not counted
+    print(printable(f"wrote the gym to {args.out} ({programs} programs)"))
     return 0
 
 
 def _cmd_corpus_build(args) -> int:
     from dumpgym import corpus
-    from dumpgym.programs import builtin_programs
+    from dumpgym.programs import corpus_programs
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
     if args.no_hlo and (args.check or not args.out):
         raise UsageError("--no-hlo builds a partial corpus: use it only with --out FILE, not for the committed corpus")
-    typed = corpus.build_corpus(builtin_programs(), progress, compiled=not args.no_hlo, jobs=args.jobs)
+    typed = corpus.build_corpus(corpus_programs(), progress, compiled=not args.no_hlo, jobs=args.jobs)
     fresh = typed.to_json()
     if args.check:
         committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
@@ -193,7 +194,8 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("corpus", help="build or check the committed built-in corpus")
     corpus_sub = p.add_subparsers(dest="corpus_command", metavar="ACTION", required=True, parser_class=_Parser)
-    b = corpus_sub.add_parser("build", parents=[common], help="re-trace the built-in programs and write the corpus")
+    b = corpus_sub.add_parser("build", parents=[common],
+                              help="re-trace the built-in programs and their variants, and write the corpus")
     b.add_argument("--check", action="store_true", help="compare with the committed corpus instead; exit 1 on a difference")
     b.add_argument("--verbose", action="store_true", help="report progress on stderr")
     b.add_argument("--out", metavar="FILE", help="write here instead of the package's committed corpus")

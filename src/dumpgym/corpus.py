@@ -63,6 +63,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
         compiled=compiled,
         platform=program.platform,
         lowered=xray.lowered,
+        variant_of=program.variant_of,
     )
 
 
@@ -88,9 +89,9 @@ def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs:
             entry.target.require()
     programs = list(programs)
     if jobs > 1 and len(programs) > 1:
-        from dumpgym.programs import SLUGS, builtin_program
+        from dumpgym.programs import builtin_program, is_builtin
 
-        if any(p.slug not in SLUGS or p is not builtin_program(p.slug) for p in programs):  # a worker finds its program by slug
+        if any(not is_builtin(p.slug) or p is not builtin_program(p.slug) for p in programs):  # a worker finds its program by slug
             raise ValueError("build_corpus(jobs > 1) builds built-in programs only; use jobs=1 for others")
         records = _build_in_workers([p.slug for p in programs], progress is not None, compiled, jobs)
     else:
@@ -231,11 +232,13 @@ def select(corpus: dict, slugs: list[str]) -> dict:
 def summary(corpus: dict) -> str:
     """Counts for the CLI: programs, equations, StableHLO op lines, x-ray groups and coverage."""
     programs = corpus["programs"]
+    variants = sum("variant_of" in p for p in programs)
     eqns = sum(len(p["eqns"]) for p in programs)
     ops = sum(p["xray_stats"]["stablehlo_op_lines"] for p in programs)
     mapped = sum(p["xray_stats"]["mapped_stablehlo_op_lines"] for p in programs)
     groups = sum(len(p["xray"]) for p in programs)
+    traced = f"{len(programs) - variants} programs" + (f" (and {variants} variants at other shapes)" if variants else "")
     return (
-        f"{len(programs)} programs · {eqns} equations · {ops} StableHLO op lines · "
+        f"{traced} · {eqns} equations · {ops} StableHLO op lines · "
         f"{groups} x-ray groups · {mapped} of {ops} op lines attributed"
     )

@@ -123,6 +123,9 @@ class Program:
     # The platform the program lowers for. "tpu": one only a TPU can lower (a Pallas TPU kernel):
     # its arguments are placed on a TPU topology's first chip (libtpu, no TPU) and it has no CPU compile.
     platform: str = "cpu"
+    # The slug of the built-in program this one is a traced variant of (the same code at other example
+    # shapes, or on another mesh), or None for a program in its own right.
+    variant_of: str | None = None
 
     def __post_init__(self):
         if not valid_slug(self.slug):
@@ -154,6 +157,63 @@ class Program:
             jax.ShapeDtypeStruct(s.shape, s.to_struct().dtype, sharding=NamedSharding(mesh, PartitionSpec(*p)))
             for s, p in zip(specs, in_specs)
         ]
+
+
+def on_mesh(function: Callable[..., Any], mesh) -> Callable[..., Any]:
+    """`function`, which takes its mesh as the keyword `mesh`, called on `mesh`: a mesh variant's function.
+    Its source is `function`'s (`inspect.getsource` follows `__wrapped__`), so no program text is repeated."""
+    @functools.wraps(function)
+    def on(*args):
+        return function(*args, mesh=mesh)
+
+    return on
+
+
+def variant(base: Program, number: int, args: tuple[str, ...], *, function: Callable[..., Any] | None = None,
+            mesh=None, in_specs=None, title: str | None = None) -> Program:
+    """`base` traced again at other example arguments (and, for a program with a mesh, on `mesh`, a
+    `jax.sharding.Mesh`, with `function` made for it by `on_mesh`): slug `BASE-NUMBER`, a title that names what
+    differs (after `title`, where the base's own names its shapes), and a lesson computed from its own
+    arguments, since the base's lesson speaks of the base's shapes."""
+    if number < 2:
+        raise ProgramError(f"variant {number} of {base.slug}: variants are numbered from 2 (the base is 1)")
+    function = base.function if function is None else function
+    axes = None if mesh is None else {str(k): int(v) for k, v in mesh.shape.items()}
+    if axes is None and base.mesh is not None and function is not base.function:
+        raise ProgramError(f"variant {number} of {base.slug}: a function built for a mesh needs that mesh")
+    structs = None
+    if axes is not None and base.structs is not None:  # sharded by jit: structs carry the shardings
+        structs = sharded_structs(mesh, args, in_specs or base.in_specs)
+    differs = describe_args(function, args, base.args)
+    on = "" if axes is None or axes == base.mesh else f" on a mesh of {_axes_words(axes)}"
+    sizes = f" at {differs}" if differs else ""
+    return Program(
+        slug=f"{base.slug}-{number}",
+        title=f"{title or base.title}{sizes}{on}",
+        lesson=(f"The same code as {base.slug}, traced at other example arguments ({', '.join(args)})"
+                + (f" on a mesh of {_axes_words(axes)}" if axes else "")
+                + ": every size in these listings is read from them, not remembered from the base program."),
+        function=function, args=tuple(args),
+        mesh=axes if axes is not None else base.mesh,
+        in_specs=in_specs if in_specs is not None else base.in_specs,
+        entry=base.entry, structs=structs, platform=base.platform, variant_of=base.slug,
+    )
+
+
+def _axes_words(axes: dict[str, int]) -> str:
+    return ", ".join(f"{name}={size}" for name, size in axes.items())
+
+
+def describe_args(function: Callable[..., Any], args: tuple[str, ...], base_args: tuple[str, ...],
+                  most: int = 2) -> str:
+    """The arguments that differ from `base_args`, as the function names them (`x bf16[48,96], w1 bf16[96,384], …`)."""
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        names = []
+    names += [f"arg{i}" for i in range(len(names), len(args))]
+    changed = [f"{name} {arg}" for name, arg, old in zip(names, args, base_args) if arg != old]
+    return ", ".join(changed[:most]) + (", …" if len(changed) > most else "")
 
 
 def load_entry(entry: str, files: dict | None = None) -> Callable[..., Any]:

@@ -580,7 +580,7 @@ class LoweredModule(_Record):
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered"})
+    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of"})
     slug: str
     title: str
     lesson: str
@@ -610,6 +610,10 @@ class ProgramRecord(_Record):
     # What MLIR read in the StableHLO when it was lowered (`stablehlo_facts.py`); None in a record written
     # before it, where the drills that read it ask nothing.
     lowered: LoweredModule | None = None
+    # The slug of the program this record is a traced variant of (the same code at other example shapes
+    # or on another mesh: `mlp-2` of `mlp`), or None for a program in its own right. Variants are drawn
+    # in drills but are not counted or listed as programs of the gym.
+    variant_of: str | None = None
 
     @classmethod
     def from_json(cls, value, path: str = ""):
@@ -636,6 +640,8 @@ class ProgramRecord(_Record):
         """Slug, equation ids and every line number point at something that exists."""
         if not valid_slug(self.slug):
             raise RecordError(f"{_join(path, 'slug')}: {self.slug!r} is not a slug (lowercase letters, digits, dashes)")
+        if self.variant_of is not None and (not valid_slug(self.variant_of) or self.variant_of == self.slug):
+            raise RecordError(f"{_join(path, 'variant_of')}: {self.variant_of!r} is not another program's slug")
         n = len(self.eqns)
         for i, e in enumerate(self.eqns):
             if e.id != i:
@@ -735,3 +741,8 @@ class Corpus(_Record):
             if p.slug in seen:
                 raise RecordError(f"{_join(path, 'programs')}[{i}].slug: {p.slug!r} is used twice")
             seen.add(p.slug)
+
+    @property
+    def bases(self) -> tuple[ProgramRecord, ...]:
+        """The programs in their own right, without the traced variants: what the gym lists and counts."""
+        return tuple(p for p in self.programs if p.variant_of is None)

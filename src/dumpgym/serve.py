@@ -72,7 +72,8 @@ class Site:
         corpus, drills = load_inputs(corpus_dir)
         files = site_files(corpus, drills)
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
-        return cls(files, programs=len(corpus["programs"]))
+        # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
+        return cls(files, programs=sum("variant_of" not in p for p in corpus["programs"]))
 
     def resolve(self, target: str) -> str | None:
         """The site file a request target names, or None for anything outside the site."""

@@ -44,6 +44,15 @@ class CompiledView:
 
 
 @dataclass(frozen=True)
+class VariantView:
+    """A traced variant of a program (`mlp-2`) as its base's card names it: where a drill's context links
+    and what title it shows (`data.js` `programTitle`)."""
+
+    slug: str
+    title: str
+
+
+@dataclass(frozen=True)
 class ProgramView:
     """What the corpus and x-ray sections show of one program in the page: its words and computed counts.
     Its listings are data (data/listings/SLUG.json), fetched when the page shows them."""
@@ -62,6 +71,7 @@ class ProgramView:
     hlo_target: str  # the compile target id of the layer the corpus section shows first ("" for none)
     added: bool
     jax_version: str | None
+    variants: tuple[VariantView, ...] = ()  # the same program at other shapes, drawn in drills only
 
 
 def _listings(program: ProgramRecord) -> dict[str, str]:
@@ -112,7 +122,7 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     cards = {card_anchor(card.name, card.layer): card for card in reference.cards()}
     anchors: dict[str, str] = {}
     names = {p.slug: _op_names(p) for p in corpus.programs}
-    for p in corpus.programs:
+    for p in corpus.programs:  # variants too: a drill's listing links every op it prints to a card
         for name in names[p.slug]:
             if name not in anchors:
                 # A compiled opcode is keyed `hlo:NAME`: `copy` in compiled HLO is not the jaxpr's `copy`.
@@ -123,7 +133,7 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
                 cards.setdefault(anchors[name], card)
     named = {card.name for card in cards.values()}
     seen_in: dict[str, list[str]] = {anchor: [] for anchor in cards}
-    for p in corpus.programs:
+    for p in corpus.bases:  # a card counts the gym's programs, not their variants at other shapes
         for anchor in dict.fromkeys(anchors[name] for name in names[p.slug]):
             seen_in[anchor].append(p.slug)
     def compiled(card) -> list[list[str]]:
@@ -154,8 +164,9 @@ def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[
     return {"source": None, "jaxpr": eqn_links, "stablehlo": stablehlo_links}
 
 
-def program_view(program: ProgramRecord) -> ProgramView:
-    """What the corpus and x-ray sections show of one program in the page: its words and computed counts."""
+def program_view(program: ProgramRecord, variants: tuple[ProgramRecord, ...] = ()) -> ProgramView:
+    """What the corpus and x-ray sections show of one program in the page: its words and computed counts,
+    and the slugs and titles of its traced `variants`."""
     texts = _listings(program)
     # In the registry's order, as the x-ray's switch: the first is the layer shown first (none for a program
     # added without one).
@@ -168,6 +179,7 @@ def program_view(program: ProgramRecord) -> ProgramView:
         lines={layer: _line_count(text) for layer, text in texts.items()},
         compiled=compiled, hlo_target=compiled[0].target.id if compiled else "",
         added=program.added, jax_version=program.jax_version,
+        variants=tuple(VariantView(v.slug, v.title) for v in variants),
     )
 
 
@@ -230,8 +242,9 @@ def _group_items(pool: dict) -> dict[tuple[str, str], list[dict]]:
 
 
 def totals(corpus: Corpus, pool: dict) -> dict:
-    """Counts shown on the page, all computed from the data."""
-    programs = corpus.programs
+    """Counts shown on the page, all computed from the data: of the gym's programs, not their variants
+    (the items are every record's)."""
+    programs = corpus.bases
     return {
         "programs": len(programs),
         "eqns": sum(len(p.eqns) for p in programs),
@@ -305,7 +318,9 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
     written = cache(record.to_json)
 
     def page() -> bytes:
-        programs = [program_view(p) for p in record.programs]
+        # The corpus and x-ray sections list the gym's programs; variants are drawn in drills only.
+        programs = [program_view(p, tuple(v for v in record.programs if v.variant_of == p.slug))
+                    for p in record.bases]
         groups = _group_items(drills)
         kinds = drill_kinds(drills)
         # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.

@@ -2,7 +2,10 @@
 
 A program is one module here: its `PROGRAM` (a `Program`, whose slug is the module's name with `-` for
 `_`) and its `ORDER`, a number that places it in the gym (lowest first; they go in tens, so a new one
-fits between two). Nothing else lists the programs: `SLUGS` is found from the modules.
+fits between two). Nothing else lists the programs: `SLUGS` is found from the modules. A module may
+also declare `VARIANTS`, the same program traced at other example shapes (and, with a mesh, on another
+mesh), made by `program.variant`: each is a record of its own in the corpus (`mlp-2`), drawn in drills,
+but not one of the gym's programs (`SLUGS`).
 
 The seventeen of the seed come first (small, straight-line, mostly on one device); the second part
 is what real training and inference code prints: loops, branches, a training step, sharding by jit,
@@ -43,9 +46,38 @@ def builtin_programs():
     return [builtin_program(slug) for slug in SLUGS]
 
 
+def builtin_variants(slug: str) -> tuple:
+    """The traced variants of the built-in program `slug`: its module's `VARIANTS` (the same code at other
+    example shapes, or on another mesh), each a `Program` with `variant_of` set; none where it has none."""
+    return tuple(getattr(importlib.import_module(f"dumpgym.programs.{module_name(slug)}"), "VARIANTS", ()))
+
+
+def corpus_programs():
+    """What `corpus build` traces: every built-in program in the gym's order, then their variants, each
+    after the same order (so the base programs are the corpus's first records, as before variants)."""
+    bases = builtin_programs()
+    return bases + [v for p in bases for v in builtin_variants(p.slug)]
+
+
 def builtin_program(slug: str):
-    """The built-in `Program` named `slug`."""
-    return importlib.import_module(f"dumpgym.programs.{module_name(slug)}").PROGRAM
+    """The built-in `Program` named `slug`: a program of `SLUGS`, or a variant of one (`mlp-2`)."""
+    if slug in SLUGS:
+        return importlib.import_module(f"dumpgym.programs.{module_name(slug)}").PROGRAM
+    base, _, number = slug.rpartition("-")
+    if base in SLUGS and number.isdigit():
+        for program in builtin_variants(base):
+            if program.slug == slug:
+                return program
+    raise KeyError(slug)
+
+
+def is_builtin(slug: str) -> bool:
+    """Whether `slug` names a built-in program or a variant of one."""
+    try:
+        builtin_program(slug)
+    except KeyError:
+        return False
+    return True
 
 
 def module_name(slug: str) -> str:

@@ -1,7 +1,7 @@
 """Single-head attention with the softmax written by hand."""
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def attention(q, k, v):
@@ -17,6 +17,12 @@ PROGRAM = Program(
     lesson="Two dot_generals around a softmax; k.T becomes an explicit transpose.",
     function=attention,
     args=("bf16[128,64]", "bf16[128,64]", "bf16[128,64]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("bf16[80,48]", "bf16[112,48]", "bf16[112,40]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

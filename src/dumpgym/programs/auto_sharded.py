@@ -3,18 +3,24 @@ import jax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, sharded_structs
+from dumpgym.program import Program, on_mesh, sharded_structs, variant
 
 # Auto axes, the partitioner's to propagate (jax.make_mesh's default here is Explicit, where jnp's
 # matmul over a sharded contraction asks for an out_sharding instead).
-MESH = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2, devices=jax.devices()[:8])
+def auto_mesh(data: int, model: int):
+    """A mesh of `data` x `model` CPU devices whose axes the partitioner propagates over."""
+    return jax.make_mesh((data, model), ("data", "model"), axis_types=(AxisType.Auto,) * 2,
+                         devices=jax.devices()[: data * model])
+
+
+MESH = auto_mesh(2, 4)
 SPECS = (("data", None), (None, "model"), ("model", None))
 ARGS = ("f32[16,32]", "f32[32,64]", "f32[64,32]")
 
 
-def tensor_parallel_mlp(x, w_up, w_down):
+def tensor_parallel_mlp(x, w_up, w_down, mesh=MESH):
     h = jax.nn.relu(x @ w_up)
-    return jax.lax.with_sharding_constraint(h @ w_down, NamedSharding(MESH, P("data", None)))
+    return jax.lax.with_sharding_constraint(h @ w_down, NamedSharding(mesh, P("data", None)))
 
 
 PROGRAM = Program(
@@ -30,6 +36,14 @@ PROGRAM = Program(
     mesh={"data": 2, "model": 4},
     in_specs=SPECS,
     structs=sharded_structs(MESH, ARGS, SPECS),
+)
+
+# The same code at other shapes, on a 4x2 mesh and on the 2x4, so that per-device sizes and groups are read.
+FOUR_BY_TWO = auto_mesh(4, 2)
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[24,40]", "f32[40,48]", "f32[48,40]"), function=on_mesh(tensor_parallel_mlp, FOUR_BY_TWO),
+            mesh=FOUR_BY_TWO),
+    variant(PROGRAM, 3, ("f32[8,48]", "f32[48,24]", "f32[24,48]"), mesh=MESH),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

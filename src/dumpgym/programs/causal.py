@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def causal_attention(q, k, v):
@@ -19,6 +19,12 @@ PROGRAM = Program(
     lesson="The mask is built from two iotas and a comparison; the where becomes select_n against -inf.",
     function=causal_attention,
     args=("bf16[128,64]", "bf16[128,64]", "bf16[128,64]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("bf16[96,40]", "bf16[96,40]", "bf16[96,56]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

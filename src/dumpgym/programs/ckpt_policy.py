@@ -4,7 +4,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def checkpointed_grads(x, w1, w2):
@@ -24,6 +24,12 @@ PROGRAM = Program(
             "an optimization_barrier over the saved values before that recomputation."),
     function=checkpointed_grads,
     args=("f32[16,32]", "f32[32,64]", "f32[64,32]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[12,40]", "f32[40,56]", "f32[56,40]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

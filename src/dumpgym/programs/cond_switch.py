@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def clip_and_activate(g, x, which):
@@ -21,6 +21,12 @@ PROGRAM = Program(
             "branch, so only the chosen branch runs."),
     function=clip_and_activate,
     args=("f32[32,32]", "f32[8,32]", "i32[]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[24,24]", "f32[5,24]", "i32[]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 END = 0
 
@@ -35,6 +35,12 @@ PROGRAM = Program(
             "and the body."),
     function=greedy_decode,
     args=("i32[]", "f32[64,32]", "f32[32,32]", "f32[32,64]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("i32[]", "f32[100,24]", "f32[24,24]", "f32[24,100]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def dropout_layer(x, w, key):
@@ -22,6 +22,12 @@ PROGRAM = Program(
             "on CPU."),
     function=dropout_layer,
     args=("f32[8,32]", "f32[32,32]", "key<fry>[]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[6,40]", "f32[40,24]", "key<fry>[]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def embed_xent(table, tokens, labels):
@@ -23,6 +23,12 @@ PROGRAM = Program(
             "in add_any. logsumexp brings a stop_gradient on the row max and an is_finite guard."),
     function=embed_xent,
     args=("f32[64,32]", "i32[16]", "i32[16]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[100,24]", "i32[12]", "i32[12]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

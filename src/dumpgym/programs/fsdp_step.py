@@ -1,27 +1,28 @@
 """Gradients of an MLP under jit with fully sharded weights on a 2x4 mesh: the partitioner's gathers and scatters."""
 import jax
 import jax.numpy as jnp
-from jax.sharding import AxisType, NamedSharding
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, sharded_structs
+from dumpgym.program import Program, on_mesh, sharded_structs, variant
+from dumpgym.programs.auto_sharded import auto_mesh
 
 # Auto axes, as in auto-sharded: the partitioner decides every collective.
-MESH = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2, devices=jax.devices()[:8])
+MESH = auto_mesh(2, 4)
 # Weights are split over both axes (FSDP over data, tensor parallel over model); the batch over data.
 SPECS = (("data", "model"), ("model", "data"), ("data", None), ("data", None))
 ARGS = ("f32[64,128]", "f32[128,64]", "f32[32,64]", "f32[32,64]")
 
 
-def fsdp_grads(w_in, w_out, x, y):
+def fsdp_grads(w_in, w_out, x, y, mesh=MESH):
     def loss(w_in, w_out):
         h = jax.nn.gelu(x @ w_in)
         return jnp.mean((h @ w_out - y) ** 2)
 
     g_in, g_out = jax.grad(loss, argnums=(0, 1))(w_in, w_out)
     # Gradients leave sharded as the weights came in: an optimizer would update each shard in place.
-    return (jax.lax.with_sharding_constraint(g_in, NamedSharding(MESH, P("data", "model"))),
-            jax.lax.with_sharding_constraint(g_out, NamedSharding(MESH, P("model", "data"))))
+    return (jax.lax.with_sharding_constraint(g_in, NamedSharding(mesh, P("data", "model"))),
+            jax.lax.with_sharding_constraint(g_out, NamedSharding(mesh, P("model", "data"))))
 
 
 PROGRAM = Program(
@@ -39,6 +40,13 @@ PROGRAM = Program(
     mesh={"data": 2, "model": 4},
     in_specs=SPECS,
     structs=sharded_structs(MESH, ARGS, SPECS),
+)
+
+# The same code at other shapes on a 4x2 mesh, so that shards, gathers and groups are read, not remembered.
+FOUR_BY_TWO = auto_mesh(4, 2)
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[48,80]", "f32[80,48]", "f32[24,48]", "f32[24,48]"),
+            function=on_mesh(fsdp_grads, FOUR_BY_TWO), mesh=FOUR_BY_TWO, title="fully sharded gradients"),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 from dumpgym.programs.attention import attention
 
 
@@ -22,6 +22,12 @@ PROGRAM = Program(
             "softmax backward's rowsum is of dP·exp·l⁻² (integer_pow y=-2), not of dO·O."),
     function=attention_grads,
     args=("f32[32,16]", "f32[32,16]", "f32[32,16]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[24,8]", "f32[40,8]", "f32[40,12]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

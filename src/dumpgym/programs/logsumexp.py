@@ -1,7 +1,7 @@
 """Log-sum-exp over rows, written out by hand in its stable form."""
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def logsumexp_rows(x):
@@ -16,6 +16,13 @@ PROGRAM = Program(
     lesson="The softmax skeleton again, ending in a single log instead of a divide.",
     function=logsumexp_rows,
     args=("bf16[64,128]",),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("bf16[32,200]",)),
+    variant(PROGRAM, 3, ("bf16[96,56]",)),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def batched_mha(q, k, v):
@@ -18,6 +18,13 @@ PROGRAM = Program(
     lesson="Each einsum is one dot_general whose batch dimensions are batch and heads.",
     function=batched_mha,
     args=("bf16[2,4,64,32]", "bf16[2,4,64,32]", "bf16[2,4,64,32]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("bf16[1,6,48,24]", "bf16[1,6,48,24]", "bf16[1,6,48,24]")),
+    variant(PROGRAM, 3, ("bf16[4,2,40,16]", "bf16[4,2,40,16]", "bf16[4,2,40,16]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

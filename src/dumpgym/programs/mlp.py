@@ -1,7 +1,7 @@
 """The transformer feed-forward block: two matmuls around a tanh GELU."""
 import jax
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def mlp_block(x, w1, b1, w2, b2):
@@ -15,6 +15,13 @@ PROGRAM = Program(
     lesson="Two matmuls bracket a GELU; each bias add hides a broadcast that the dump spells out.",
     function=mlp_block,
     args=("bf16[64,128]", "bf16[128,512]", "bf16[512]", "bf16[512,128]", "bf16[128]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("bf16[48,96]", "bf16[96,384]", "bf16[384]", "bf16[384,96]", "bf16[96]")),
+    variant(PROGRAM, 3, ("bf16[200,64]", "bf16[64,160]", "bf16[160]", "bf16[160,64]", "bf16[64]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

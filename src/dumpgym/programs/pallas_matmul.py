@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def _matmul_relu_kernel(x_ref, w_ref, o_ref):
@@ -44,6 +44,12 @@ PROGRAM = Program(
     function=kernel_layer,
     args=("f32[256,512]", "bf16[512,256]", "f32[]", "f32[256]"),
     platform="tpu",
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[384,256]", "bf16[256,384]", "f32[]", "f32[384]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def rnn_grads(w_h, w_x, b, h0, xs):
@@ -29,6 +29,12 @@ PROGRAM = Program(
             "sums. Compiled, each scan is a while loop that runs 12 times."),
     function=rnn_grads,
     args=("f32[32,32]", "f32[16,32]", "f32[32]", "f32[8,32]", "f32[12,8,16]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[24,24]", "f32[12,24]", "f32[24]", "f32[4,24]", "f32[7,4,12]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

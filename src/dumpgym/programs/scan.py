@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def cumsum_scan(x):
@@ -17,6 +17,13 @@ PROGRAM = Program(
             "with interior padding 1 interleave the partial sums, and more adds finish them."),
     function=cumsum_scan,
     args=("f32[8,128]",),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[5,100]",)),
+    variant(PROGRAM, 3, ("f32[16,48]",)),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def scan_layers(x, w_qkv, w_out, w_up, w_down):
@@ -33,6 +33,13 @@ PROGRAM = Program(
             "on CPU records its known trip count."),
     function=scan_layers,
     args=("f32[16,32]", "f32[4,32,96]", "f32[4,32,32]", "f32[4,32,64]", "f32[4,64,32]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[24,40]", "f32[3,40,120]", "f32[3,40,40]", "f32[3,40,80]", "f32[3,80,40]")),
+    variant(PROGRAM, 3, ("f32[8,16]", "f32[6,16,48]", "f32[6,16,16]", "f32[6,16,32]", "f32[6,32,16]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

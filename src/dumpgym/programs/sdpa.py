@@ -1,7 +1,7 @@
 """Causal attention through jax.nn.dot_product_attention, as model code calls it."""
 import jax
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 def sdpa(q, k, v):
@@ -18,6 +18,13 @@ PROGRAM = Program(
             "a reshape give back [2,16,4,8]."),
     function=sdpa,
     args=("bf16[2,16,4,8]", "bf16[2,16,2,8]", "bf16[2,16,2,8]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("bf16[1,24,6,16]", "bf16[1,24,3,16]", "bf16[1,24,3,16]")),
+    variant(PROGRAM, 3, ("bf16[3,12,4,8]", "bf16[3,12,1,8]", "bf16[3,12,1,8]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

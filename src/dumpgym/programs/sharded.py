@@ -4,14 +4,17 @@ from functools import partial
 import jax
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, cpu_mesh
+from dumpgym.program import Program, cpu_mesh, on_mesh, variant
 
 MESH = cpu_mesh(x=8)
 
 
-@partial(jax.shard_map, mesh=MESH, in_specs=(P("x", None), P(None, None)), out_specs=P("x", None))
-def sharded_matmul(x, w):
-    return x @ w
+def sharded_matmul(x, w, mesh=MESH):
+    @partial(jax.shard_map, mesh=mesh, in_specs=(P("x", None), P(None, None)), out_specs=P("x", None))
+    def rows(x, w):
+        return x @ w
+
+    return rows(x, w)
 
 
 PROGRAM = Program(
@@ -22,6 +25,13 @@ PROGRAM = Program(
     args=("f32[64,32]", "f32[32,16]"),
     mesh={"x": 8},
     in_specs=(("x", None), (None, None)),
+)
+
+# The same code at other shapes, on four devices and on eight, so that per-device sizes are read, not remembered.
+FOUR = cpu_mesh(x=4)
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[48,40]", "f32[40,24]"), function=on_mesh(sharded_matmul, FOUR), mesh=FOUR),
+    variant(PROGRAM, 3, ("f32[24,48]", "f32[48,32]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

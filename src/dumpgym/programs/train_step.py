@@ -4,7 +4,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program
+from dumpgym.program import Program, variant
 
 
 @partial(jax.jit, donate_argnums=(0, 1, 2, 3, 4, 5, 6))
@@ -37,6 +37,13 @@ PROGRAM = Program(
     function=train_step,
     args=("f32[32,64]", "f32[64,16]", "f32[32,64]", "f32[64,16]", "f32[32,64]", "f32[64,16]", "f32[]",
           "f32[16,32]", "f32[16,16]"),
+)
+
+
+# The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
+VARIANTS = (
+    variant(PROGRAM, 2, ("f32[24,48]", "f32[48,8]", "f32[24,48]", "f32[48,8]", "f32[24,48]", "f32[48,8]", "f32[]",
+                         "f32[12,24]", "f32[12,8]")),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -33,7 +33,10 @@ class HloLink:
     opcode: str
     op_name: str | None
     stablehlo_lines: tuple[int, ...]
-    why: str = ""
+    why: str = ""  # why it is not linked
+    # Set when the linked ops may be several equations' (`why` of the group): the instruction came from
+    # one of them, the text cannot say which.
+    group: str = ""
 
 
 @dataclass
@@ -47,14 +50,38 @@ class ModuleXray:
     sources: dict[str, bool] = field(default_factory=dict)  # source file -> exists on this machine
     notes: list[str] = field(default_factory=list)
 
+    def groups(self) -> tuple[list[dict], dict[str, list[int]]]:
+        """The links as the page's hover reads them: one group per set of StableHLO ops one equation made
+        (`{"eqn", "jaxpr_lines", "stablehlo_lines"}`), and the optimised HLO lines of each (`lines_by_eqn`)."""
+        ids: dict[tuple[int, ...], int] = {}
+        jaxpr: dict[int, list[int]] = defaultdict(list)
+        hlo: dict[int, list[int]] = defaultdict(list)
+        for line, lines in sorted(self.jaxpr_links.items()):
+            jaxpr[ids.setdefault(lines, len(ids))].append(line)
+        for link in self.hlo.get("hlo_after", ()):
+            if link.stablehlo_lines:
+                hlo[ids.setdefault(link.stablehlo_lines, len(ids))].append(link.line)
+        groups = [{"eqn": i, "jaxpr_lines": jaxpr.get(i, []), "stablehlo_lines": list(lines)}
+                  for lines, i in ids.items()]
+        return groups, {str(i): lines for i, lines in hlo.items()}
+
     def unlinked(self, layer: str) -> Counter:
         """Instructions of `layer` that carry an op_name but were not linked, by reason."""
         return Counter(link.why for link in self.hlo.get(layer, ()) if link.op_name and not link.stablehlo_lines)
 
-    def coverage(self, layer: str) -> tuple[int, int]:
-        """(linked, carrying an op_name that names a name stack) instructions of `layer`."""
-        named = [link for link in self.hlo.get(layer, ()) if link.op_name and _is_stack(link.op_name)]
-        return sum(1 for link in named if link.stablehlo_lines), len(named)
+    def coverage(self, layer: str) -> tuple[int, int, int]:
+        """(linked to one equation's ops, linked to a group of ops, carrying a full name stack) instructions of `layer`."""
+        named = [link for link in self.hlo.get(layer, ()) if link.op_name and link.why != _NOT_A_STACK]
+        return (sum(1 for link in named if link.stablehlo_lines and not link.group),
+                sum(1 for link in named if link.group), len(named))
+
+    def groups_of(self, layer: str) -> Counter:
+        """Instructions of `layer` linked to a group of ops (maybe several equations'), by reason."""
+        return Counter(link.group for link in self.hlo.get(layer, ()) if link.group)
+
+
+_NOT_A_STACK = ("its op_name is not a full name stack (an argument's name, a reducer's parameter, "
+                "or inside a computation XLA has not inlined)")
 
 
 def _is_stack(op_name: str) -> bool:
@@ -70,12 +97,14 @@ class _Op:
     name: str
     line: int
     function: str
-    stack: str | None
-    frame: tuple[str, int] | None
+    stacks: tuple[str, ...]  # its full name stacks: one per call of the private function it sits in
+    frame: tuple[str, int] | None  # file and line of its innermost frame (what HLO's stack frames keep)
+    fine: tuple | None  # that frame with its columns (what tells two equations on one line apart)
+    callee: str | None = None  # for a `func.call`: the function it calls
 
 
-def _stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
-    """The StableHLO as shown (printed without locations) and its ops, each with its line there and its key."""
+def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
+    """The StableHLO as shown (printed without locations) and its ops, each with its line there and its keys."""
     from jaxlib.mlir import ir
 
     context = ir_context()
@@ -87,7 +116,9 @@ def _stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     keyed, lines = [], []
 
     def visit_keys(op):
-        keyed.append((op.name, *location_key(op.location)))
+        callee = op.attributes["callee"] if op.name == "func.call" and "callee" in op.attributes else None
+        keyed.append((op.name, *location_key(op.location), ir.FlatSymbolRefAttr(callee).value if callee else None,
+                      _depth(op)))
         return ir.WalkResult.ADVANCE
 
     def visit_lines(op):
@@ -98,9 +129,62 @@ def _stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
     if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
         raise RuntimeError(f"{path}: printing without locations changed the ops")
-    ops = [_Op(name, line, function, stack, frame)
-           for (name, stack, frame), (_n, line, function) in zip(keyed, lines) if name not in _STRUCTURAL]
-    return shown, ops
+    return shown, _full_stacks(keyed, lines)
+
+
+def _depth(op) -> int:
+    depth, parent = 0, op.parent
+    while parent is not None:
+        depth, parent = depth + 1, parent.parent
+    return depth
+
+
+def _full_stacks(keyed: list, lines: list) -> list[_Op]:
+    """Each op with its name stacks as XLA spells them: a stack that does not start at the module's root
+    (`jit(f)`) is relative to the op holding its region (`sdy.manual_computation`), or to each call of
+    the private function it sits in (`jit(f)/while/body/closed_call` + `/add`)."""
+    holder: list[int | None] = []
+    last_at: dict[int, int] = {}
+    for i, (*_rest, depth) in enumerate(keyed):
+        holder.append(last_at.get(depth - 1))
+        last_at[depth] = i
+    main_stacks = [k[1] for k, (_n, _l, function) in zip(keyed, lines) if function == "main" and k[1]]
+    roots = Counter(stack.split("/", 1)[0] for stack in main_stacks if "(" in stack.split("/", 1)[0])
+    root = roots.most_common(1)[0][0] if roots else None
+    calls_to = defaultdict(list)
+    for i, k in enumerate(keyed):
+        if k[4]:
+            calls_to[k[4]].append(i)
+    memo: dict[int, tuple[str, ...]] = {}
+
+    def full(i: int, seen: frozenset = frozenset()) -> tuple[str, ...]:
+        if i in memo:
+            return memo[i]
+        if i in seen:
+            return ()
+        own = keyed[i][1]
+        if own is None or root is None:
+            out = ()
+        elif own == root or own.startswith(root + "/"):
+            out = (own,)
+        else:
+            h = holder[i]
+            if h is not None and keyed[h][0] != "func.func":
+                bases = full(h, seen | {i})
+            else:
+                function = lines[i][2]
+                bases = tuple(b for c in calls_to.get(function, ()) for b in full(c, seen | {i}))
+            out = tuple(dict.fromkeys(_join(b, own) for b in bases))
+        memo[i] = out
+        return out
+
+    return [_Op(name, line, function, full(i), frame, fine, callee)
+            for i, ((name, _stack, frame, fine, callee, _depth), (_n, line, function)) in enumerate(zip(keyed, lines))
+            if name not in _STRUCTURAL]
+
+
+def _join(prefix: str, own: str) -> str:
+    return f"{prefix}/{own}" if prefix else own
 
 
 def _function_of(op) -> str:
@@ -131,14 +215,19 @@ def xray_module(module: DumpModule) -> ModuleXray:
     """Link a dumped module's layers; a module without StableHLO has nothing to link through."""
     if "stablehlo" not in module.files:
         return ModuleXray(None, notes=["the folder has no StableHLO for this module, so its layers cannot be linked"])
-    shown, ops = _stablehlo_ops(module)
+    shown, ops = stablehlo_ops(module)
     out = ModuleXray(shown)
-    keys: dict[tuple, list[_Op]] = defaultdict(list)
+    keys: dict[tuple, list[_Op]] = defaultdict(list)  # (full stack, frame with columns) -> its ops
     for op in ops:
-        if op.stack is not None and _is_stack(op.stack):
-            keys[(op.stack, op.frame)].append(op)
+        for stack in op.stacks:
+            if _is_stack(stack):
+                keys[(stack, op.fine)].append(op)
+    by_line: dict[tuple, list[tuple]] = defaultdict(list)  # (full stack, file and line) -> keys
+    by_stack: dict[str, list[tuple]] = defaultdict(list)
     by_primitive: dict[str, list[tuple]] = defaultdict(list)  # primitive -> its keys, in print order
     for key in keys:
+        by_line[(key[0], key[1][:2] if key[1] else None)].append(key)
+        by_stack[key[0]].append(key)
         by_primitive[_primitive(key[0])].append(key)
     eqns = _jaxpr_eqns(module.text("jaxpr")) if "jaxpr" in module.files else None
     decided = _decided_keys(keys, by_primitive, eqns)
@@ -149,36 +238,40 @@ def xray_module(module: DumpModule) -> ModuleXray:
                          "is not linked, and the jaxpr layer is not shown")
     for layer in ("hlo_before", "hlo_after"):
         if layer in module.files:
-            out.hlo[layer] = _link_hlo(module, layer, keys, decided)
+            out.hlo[layer] = _link_hlo(module, layer, keys, by_line, by_stack, decided)
     frames = {op.frame[0] for op in ops if op.frame}
     from pathlib import Path
 
     out.sources = {name: Path(name).is_file() for name in sorted(frames)}
-    if ops and all(op.frame is None for op in ops if op.stack):
+    if ops and all(op.frame is None for op in ops if op.stacks):
         out.notes.append("the StableHLO carries no source lines (JAX older than 0.4.36?): links use name stacks alone")
     return out
 
 
 def _decided_keys(keys, by_primitive, eqns) -> dict[tuple, str]:
-    """Each key -> "" where one equation made all its ops, else why that cannot be told from the text."""
+    """Each key -> "" where the text proves one equation made all its ops, else why it may hold several.
+
+    Proof is one of: the key has a single op; or the jaxpr has one equation of the primitive and the
+    StableHLO one location of it. Anything else (a Python loop, or one library call making four `mul`s
+    on one line) may be several equations: links to it are drawn as links to the group."""
     counts = Counter(p for _line, p in eqns) if eqns is not None else None
     out = {}
     for key, key_ops in keys.items():
         primitive = _primitive(key[0])
-        if counts is not None and re.fullmatch(r"[a-z_]\w*", primitive):
-            n, k = counts.get(primitive, 0), len(by_primitive[primitive])
-            out[key] = "" if n == k else (
-                f"{n} {primitive} equations in the jaxpr, {k} (name stack, line) pairs in the StableHLO")
+        if len(key_ops) == 1:
+            out[key] = ""
+        elif counts is not None and counts.get(primitive, 0) == 1 and len(by_primitive[primitive]) == 1:
+            out[key] = ""
+        elif counts is not None:
+            out[key] = (f"{counts.get(primitive, 0)} {primitive} equation(s) in the jaxpr, "
+                        f"{len(by_primitive[primitive])} {primitive} source location(s) in the StableHLO")
         else:
-            repeated = [name for name, c in Counter(op.name for op in key_ops).items() if c > 1]
-            out[key] = "" if not repeated else (
-                f"{len(key_ops)} ops share {key[0]} and one source line, {repeated[0]} more than once: "
-                "maybe several equations")
+            out[key] = f"{len(key_ops)} ops share one name stack and source location, and the folder has no jaxpr"
     return out
 
 
 def _link_jaxpr(out: ModuleXray, text: str, eqns, keys, by_primitive, decided, ops) -> None:
-    nested = text.count("{ lambda") > 1 or bool(re.search(r"^\s*let\s*$|^let ", text, re.M))
+    nested = text.count("{ lambda") > 1
     functions = {op.function for op in ops}
     by_primitive_eqns: dict[str, list[int]] = defaultdict(list)
     for line, primitive in eqns:
@@ -186,26 +279,25 @@ def _link_jaxpr(out: ModuleXray, text: str, eqns, keys, by_primitive, decided, o
     for primitive, lines in by_primitive_eqns.items():
         primitive_keys = by_primitive.get(primitive, [])
         if not primitive_keys:
-            out.jaxpr_unlinked["no StableHLO op names it (lowered to nothing, or inside a call)"] += len(lines)
+            out.jaxpr_unlinked["no StableHLO op carries its primitive's full name stack (lowered to nothing, "
+                               "or inside a call)"] += len(lines)
             continue
         if len(lines) != len(primitive_keys) or any(decided[k] for k in primitive_keys):
-            out.jaxpr_unlinked[f"{primitive}: equations and StableHLO locations do not pair one to one"] += len(lines)
+            out.jaxpr_unlinked["its primitive's equations and StableHLO locations do not pair one to one"] += len(lines)
             continue
         if len(lines) > 1 and (nested or functions != {"main"}):
-            out.jaxpr_unlinked["nested jaxprs: print order is not emission order"] += len(lines)
+            out.jaxpr_unlinked["several equations of its primitive, in nested jaxprs: print order is not "
+                               "emission order"] += len(lines)
             continue
         for line, key in zip(lines, primitive_keys):
             out.jaxpr_links[line] = tuple(sorted({op.line for op in keys[key]}))
 
 
-def _link_hlo(module: DumpModule, layer: str, keys, decided) -> list[HloLink]:
+def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) -> list[HloLink]:
     text = module.text(layer)
     hlo = parse_hlo(text, module.files[layer])
     lines = _definition_lines(text)
     named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
-    stack_only = defaultdict(list)  # an HLO without stack frames links by name stack alone
-    for key in keys:
-        stack_only[key[0]].append(key)
     links = []
     for computation in hlo.computations():
         for instruction in computation.instructions():
@@ -214,22 +306,25 @@ def _link_hlo(module: DumpModule, layer: str, keys, decided) -> list[HloLink]:
                 continue
             opcode = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
             op_name, frame = named.get(name, (None, None))
-            found, why = (), ""
+            found, why, group = (), "", ""
             if op_name is None:
                 why = "no op_name: made by XLA"
             elif not _is_stack(op_name):
-                why = "its op_name names an argument or a reducer's parameter, not an op"
+                why = _NOT_A_STACK
             else:
-                candidates = [(op_name, frame)] if frame is not None else stack_only.get(op_name, [])
-                candidates = [k for k in candidates if k in keys]
+                if frame is None:  # an HLO without stack frames (JAX before 0.9): the name stack alone
+                    candidates = by_stack.get(op_name, [])
+                else:  # ops in a private function have no file location of their own: the stack alone then
+                    candidates = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
                 if not candidates:
                     why = "no StableHLO op carries its name stack and source line"
-                elif len(candidates) > 1:
-                    why = "no stack frame, and its name stack stands on several source lines"
-                elif decided[candidates[0]]:
-                    why = decided[candidates[0]]
                 else:
-                    found = tuple(sorted({op.line for op in keys[candidates[0]]}))
-            links.append(HloLink(lines[name], name, opcode, op_name, found, why))
+                    found = tuple(sorted({op.line for key in candidates for op in keys[key]}))
+                    if len(candidates) > 1:
+                        group = ("its name stack and line stand for several StableHLO locations "
+                                 "(XLA keeps no columns)")
+                    else:
+                        group = decided[candidates[0]]
+            links.append(HloLink(lines[name], name, opcode, op_name, found, why, group))
     links.sort(key=lambda link: link.line)
     return links

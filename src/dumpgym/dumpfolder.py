@@ -32,9 +32,10 @@ _XLA_FILE = re.compile(r"module_(\d+)\.([^.]+)\.(.+)")
 _XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<prefix>[\w.]*?)after_optimizations"
                        r"(?P<what>-buffer-assignment|-memory-usage-report)?)\.txt")
 _GPU_PREFIX = re.compile(r"sm_(\d+)\.(\d+)(a?)_gpu_")
-# The first line of a printed jaxpr names its constants (before `;`) and inputs.
-_JAXPR_HEAD = re.compile(r"\{ lambda (.*?); (.*?)\. let")
-_JAXPR_AVAL = re.compile(r"\w+:([a-z]\w*)\[([\d,]*)\]")
+# The outermost jaxpr's first line names its constants (before `;`) and inputs; shared sub-jaxprs
+# hoisted into `let` blocks print before it, so it is the last line that starts with `{ lambda`.
+_JAXPR_HEAD = re.compile(r"^\{ lambda (.*?); (.*?)\. let", re.M)
+_JAXPR_AVAL = re.compile(r"\w+:([a-z]\w*)\[([\w@, ]*)\]")  # a sharded axis prints `64@x`
 # An equation: its output binders (`c:f32[8,4]`, `_:i32[]`), then `= primitive`; first on a line, or after `let`.
 _JAXPR_EQN = re.compile(r"(?:^\s*|\blet )(?:\S+:\S+ )+= ([a-z_]\w*)\b", re.M)
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
@@ -205,8 +206,9 @@ def hlo_op_names(module) -> list[tuple[str, str, str, tuple[str, int] | None]]:
     return out
 
 
-def stablehlo_locations(module) -> list[tuple[object, str | None, tuple[str, int] | None]]:
-    """(op, its name stack, (file, line) of its innermost frame) for every op of a parsed module, in print order."""
+def stablehlo_locations(module) -> list[tuple]:
+    """(op, its name stack, (file, line) of its innermost frame, that frame with its columns) for every op
+    of a parsed module, in print order."""
     from jaxlib.mlir import ir
 
     out = []
@@ -219,36 +221,41 @@ def stablehlo_locations(module) -> list[tuple[object, str | None, tuple[str, int
     return out
 
 
-def location_key(location) -> tuple[str | None, tuple[str, int] | None]:
-    """The name stack a location carries (`jit(f)/tanh`) and the file and line of its innermost frame."""
+def location_key(location) -> tuple[str | None, tuple[str, int] | None, tuple | None]:
+    """The name stack a location carries (`jit(f)/tanh`), the file and line of its innermost frame, and
+    that frame with its columns (file, line, column, end line, end column)."""
     from jaxlib.mlir import ir
 
-    name, frame, first = None, None, True
-    pending = [location]
-    while pending:
-        loc = pending.pop(0)
-        kind = type(loc)
-        if kind is ir.Location:  # the bindings hand out the base type: ask for each kind in turn
-            for cast in (ir.NameLoc, ir.CallSiteLoc, ir.FileLineColLoc, ir.FusedLoc):
-                try:
-                    loc = cast(loc)
-                    break
-                except (ValueError, TypeError):
-                    continue
-            kind = type(loc)
-        if kind is ir.NameLoc:
-            if loc is location or (name is None and frame is None and first):
-                name = loc.name_str  # the outermost name is the name stack; inner ones name functions
-            first = False
+    top = _typed(location)
+    # The outermost name is the name stack; names within it name the functions of the frames.
+    name = top.name_str if type(top) is ir.NameLoc else None
+    fine = None
+    pending = [top]
+    while pending and fine is None:
+        loc = _typed(pending.pop(0))
+        if type(loc) is ir.NameLoc:
             pending.insert(0, loc.child_loc)
-        elif kind is ir.CallSiteLoc:
+        elif type(loc) is ir.CallSiteLoc:
             pending.insert(0, loc.callee)  # the innermost frame is the callee's
-        elif kind is ir.FileLineColLoc:
-            if frame is None:
-                frame = (loc.filename, loc.start_line)
-        elif kind is ir.FusedLoc:
+        elif type(loc) is ir.FileLineColLoc:
+            fine = (loc.filename, loc.start_line, loc.start_col, loc.end_line, loc.end_col)
+        elif type(loc) is ir.FusedLoc:
             pending[:0] = list(loc.locations)
-    return name, frame
+    return name, (fine[0], fine[1]) if fine else None, fine
+
+
+def _typed(loc):
+    """A location as its own kind (`NameLoc`, `CallSiteLoc`, ...): the bindings may hand out the base type."""
+    from jaxlib.mlir import ir
+
+    if type(loc) is not ir.Location:
+        return loc
+    for cast in (ir.NameLoc, ir.CallSiteLoc, ir.FileLineColLoc, ir.FusedLoc):
+        try:
+            return cast(loc)
+        except (ValueError, TypeError):
+            continue
+    return loc
 
 
 def _shapes_of_mlir(module) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]] | None:
@@ -426,7 +433,7 @@ def _read_mlir(entry: _Ir, context) -> None:
     entry.name = module.operation.attributes["sym_name"].value if "sym_name" in module.operation.attributes \
         else entry.name
     entry.shapes = _shapes_of_mlir(module)
-    entry.names = frozenset((name, frame) for _op, name, frame in stablehlo_locations(module) if name)
+    entry.names = frozenset((name, frame) for _op, name, frame, _fine in stablehlo_locations(module) if name)
 
 
 def _read_jaxpr(entry: _Ir) -> None:
@@ -435,7 +442,8 @@ def _read_jaxpr(entry: _Ir) -> None:
     except DumpError as e:
         entry.problem = str(e)
         return
-    head = _JAXPR_HEAD.match(text)
+    heads = list(_JAXPR_HEAD.finditer(text))
+    head = heads[-1] if heads else None
     if head is None or not text.rstrip().endswith("}"):
         entry.problem = f"{entry.path} is not a whole printed jaxpr (truncated?)"
         return
@@ -444,7 +452,7 @@ def _read_jaxpr(entry: _Ir) -> None:
 
 
 def _aval_dims(dims: str) -> tuple[int, ...]:
-    return tuple(int(d) for d in dims.split(",") if d)
+    return tuple(int(d.split("@")[0]) for d in dims.split(",") if d.strip())
 
 
 def _jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:
@@ -454,7 +462,7 @@ def _jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:
         return None
     shapes = []
     for name in (n.strip() for n in tail.group(1).split(",") if n.strip()):
-        binder = re.search(rf"(?<![\w]){re.escape(name)}:[a-z]\w*\[([\d,]*)\]", text)
+        binder = re.search(rf"(?<![\w]){re.escape(name)}:[a-z]\w*\[([\w@, ]*)\]", text)
         if binder is None:
             return None  # a literal result: its shape is not printed
         shapes.append(_aval_dims(binder.group(1)))
@@ -518,8 +526,13 @@ def _pair_jaxpr(module: DumpModule, jaxprs: list[_Ir], mlirs: list[_Ir]) -> None
     primitives = {p for p in primitives if re.fullmatch(r"[a-z_]\w*", p)}
     candidates = [j for j in jaxprs if not j.paired and j.problem is None
                   and _function_module_name(j.name) == module.name and j.shapes[0] == entry.shapes[0]
-                  and j.shapes[1] in (None, entry.shapes[1])
-                  and primitives <= j.names]
+                  and j.shapes[1] in (None, entry.shapes[1])]
+    if len(candidates) > 1:
+        # Lowering adds primitives of its own (a scan's `while`, `lt`): the jaxpr sharing the most wins,
+        # and only alone.
+        shared = {j.path: len(primitives & j.names) for j in candidates}
+        best = max(shared.values())
+        candidates = [j for j in candidates if shared[j.path] == best]
     if len(candidates) > 1 and len({c.digest for c in candidates}) == 1:
         candidates = [max(candidates, key=lambda c: c.number)]
     if len(candidates) == 1:

@@ -178,7 +178,9 @@ def _add_dump(args) -> int:
     folder = _read_dump(args.dump)
     added = dump_corpus.add_dump(folder, args.module, corpus_dir=args.corpus, wait=args.wait)
     for record in added:
-        print(printable(f"added {record.slug}: {record.summary()}"))
+        layer = next(iter(record.compiled.values()))
+        print(printable(f"added {record.slug}: {layer.device_kind} · {layer.stats.instructions} HLO instructions · "
+                        f"{record.xray_stats.stablehlo_op_lines} StableHLO op lines"))
     return 0
 
 

@@ -117,3 +117,42 @@ def test_the_cpu_links_are_never_wrong_and_cover_what_carries_a_name_stack(cpu_d
         totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
         print(name, exact, grouped, named, jaxpr_linked, len(record.eqns))
     assert totals[0] > 0 and totals[2] > 0 and (totals[0] + totals[1]) / totals[2] >= 0.95, totals
+
+
+def _links_match_the_retrace(folder, names, target, layer_id):
+    from dumpgym.corpus import program_record
+
+    by_name = {m.name: m for m in read_folder(folder).modules}
+    totals = [0, 0, 0]
+    for name in names:
+        module = by_name[module_name(name)]
+        assert module.problem is None and module.backend == layer_id
+        record = program_record(load(name), targets=[target])
+        wrong, (exact, grouped), named, jaxpr_wrong, _ = check_links(module, record, layer_id)
+        assert not wrong, (name, wrong)
+        assert not jaxpr_wrong, (name, jaxpr_wrong)
+        totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
+    assert totals[0] > 0 and (totals[0] + totals[1]) / totals[2] >= 0.95, totals
+
+
+@pytest.mark.needs_tpu
+def test_a_tpu_dump_made_without_a_tpu_links_as_its_retrace_does(tmp_path):
+    from dumpgym.target import Target
+
+    names = ["basic", "scan_rnn", "mlp"]
+    folder = make_dump(tmp_path / "tpu", names, "tpu")
+    module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
+    assert module.target.startswith("TPU (TPU_VERSION_")  # libtpu's own name for the chip, from the folder
+    assert ".cl_" in module.files["hlo_after"].name  # libtpu's file names, read as such
+    _links_match_the_retrace(folder, names, Target("tpu"), "tpu")
+
+
+@pytest.mark.needs_gpu
+def test_a_gpu_dump_made_without_a_gpu_links_as_its_retrace_does(tmp_path):
+    from dumpgym.target import Target
+
+    names = ["basic", "repeated", "layernorm"]
+    folder = make_dump(tmp_path / "gpu", names, "gpu")
+    module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
+    assert module.target.startswith("GPU, compute capability ")
+    _links_match_the_retrace(folder, names, Target("gpu"), "gpu")

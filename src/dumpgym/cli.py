@@ -74,10 +74,12 @@ def _cmd_open(args) -> int:
     from dumpgym.dump_site import dump_files
 
     folder = _read_dump(args.folders)
-    for line in folder.problems():
+    problems = folder.problems()
+    if len(problems) == len(folder.modules):
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"{problems[0]}{more}; no module of the dump can be shown")
+    for line in problems:  # the others are shown; each of these says why on its own page too
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
-    if all(m.problem for m in folder.modules):
-        raise UsageError(f"no module of the dump can be shown ({len(folder.modules)} read, each with a problem above)")
     serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus,
                 extra=dump_files(folder), start="dump/")
     return 0

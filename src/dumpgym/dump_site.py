@@ -120,9 +120,16 @@ def _memory(module: DumpModule) -> str:
     rows = "".join(f"<tr><td>{n}</td><td>{_e(_bytes(size))}</td><td>{_e(kind)}</td><td>{_e(value)}</td></tr>"
                    for n, size, kind, value in report.allocations[:12])
     more = len(report.allocations) - 12
-    return (f"<h2>Buffers</h2><p>memory-usage report, total bytes: {_e(_bytes(report.total_bytes))} · "
-            f"{len(report.allocations)} allocations in the buffer assignment, {_e(_bytes(report.allocated()))} "
-            "in all (every memory space)</p>"
+    peak = ""
+    if report.peak_bytes is not None:
+        live = "".join(f"<tr><td>{_e(name)}</td><td>{_e(_bytes(size))}</td></tr>" for name, size in report.live_at_peak[:12])
+        peak = (f"<p>peak (XLA's live-range report): {_e(_bytes(report.peak_bytes))} live at once, while the schedule "
+                f"runs {_e(report.peak_at or '?')}; live then:</p><table><tr><th>buffer</th><th>size</th></tr>{live}</table>")
+    kinds = " · ".join(f"{word} {_e(_bytes(report.bytes_of(kind)))}" for word, kind in (
+        ("parameters", "parameter"), ("outputs", "output"), ("temporaries", "temp"), ("constants", "constant")))
+    return (f"<h2>Buffers</h2>{peak}<p>buffer assignment: {kinds} · memory-usage report, total bytes: "
+            f"{_e(_bytes(report.total_bytes))} · {len(report.allocations)} allocations, "
+            f"{_e(_bytes(report.allocated()))} in all (every memory space)</p>"
             "<table><tr><th>allocation</th><th>size</th><th>holds</th><th>largest value</th></tr>"
             f"{rows}</table>" + (f"<p>and {more} smaller allocations</p>" if more > 0 else ""))
 

@@ -30,7 +30,7 @@ _XLA_FILE = re.compile(r"module_(\d+)\.([^.]+)\.(.+)")
 # What follows `module_NNNN.NAME.`: TPU's `cl_N.` compile id, then the backend's own prefix
 # (`cpu_`, `sm_9.0a_gpu_`, none for TPU) before `after_optimizations`.
 _XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<prefix>[\w.]*?)after_optimizations"
-                       r"(?P<what>-buffer-assignment|-memory-usage-report)?)\.txt")
+                       r"(?P<what>-buffer-assignment|-memory-usage-report|-live-range)?)\.txt")
 _GPU_PREFIX = re.compile(r"sm_(\d+)\.(\d+)(a?)_gpu_")
 # The outermost jaxpr's first line names its constants (before `;`) and inputs; shared sub-jaxprs
 # hoisted into `let` blocks print before it, so it is the last line that starts with `{ lambda`.
@@ -51,14 +51,22 @@ class DumpError(GymError):
 
 @dataclass(frozen=True)
 class MemoryReport:
-    """What XLA's buffer assignment and memory-usage report say of one module."""
+    """What XLA's buffer assignment, memory-usage report and live ranges say of one module."""
 
     total_bytes: int | None  # the memory-usage report's `Total bytes` (default memory space)
     allocations: tuple[tuple[int, int, str, str], ...]  # (number, bytes, kind, largest value), largest first
+    peak_bytes: int | None = None  # the live-range report's peak: the bytes live at once at its worst
+    peak_at: str = ""  # the instruction the schedule runs at the peak
+    live_at_peak: tuple[tuple[str, int], ...] = ()  # (buffer, bytes) live at the peak, as XLA lists them
 
     def allocated(self) -> int:
         """The bytes of every allocation the buffer assignment lists."""
         return sum(a[1] for a in self.allocations)
+
+    def bytes_of(self, kind: str) -> int:
+        """The bytes of the allocations that hold `kind`: parameter, output (with maybe-live-out), temp, constant."""
+        words = ("output", "maybe-live-out") if kind == "output" else (kind,)
+        return sum(a[1] for a in self.allocations if any(w in a[2] for w in words))
 
 
 @dataclass
@@ -69,6 +77,7 @@ class DumpModule:
     files: dict[str, Path] = field(default_factory=dict)  # layer -> file
     buffer_assignment: Path | None = None
     memory_report: Path | None = None
+    live_range: Path | None = None
     backend: str | None = None  # cpu, gpu, tpu
     target: str = ""  # the target as the folder names it: `sm_9.0a` (an H100), a TPU's version
     xla_number: int | None = None
@@ -377,6 +386,8 @@ def _place_xla_file(module: DumpModule, path: Path, rest: re.Match) -> None:
         module.buffer_assignment = path
     elif what == "-memory-usage-report":
         module.memory_report = path
+    elif what == "-live-range":
+        module.live_range = path
     else:
         module.files["hlo_after"] = path
     backend, target = _backend(rest.group("prefix"), path)
@@ -558,8 +569,8 @@ def _finish(modules: list[DumpModule]) -> None:
 
 
 def read_memory(module: DumpModule) -> MemoryReport | None:
-    """The buffer assignment and memory-usage report of a module, where XLA wrote them."""
-    if module.buffer_assignment is None and module.memory_report is None:
+    """The buffer assignment, memory-usage report and peak live buffers of a module, where XLA wrote them."""
+    if module.buffer_assignment is None and module.memory_report is None and module.live_range is None:
         return None
     allocations = []
     if module.buffer_assignment is not None:
@@ -576,7 +587,24 @@ def read_memory(module: DumpModule) -> MemoryReport | None:
         m = re.search(r"^Total bytes: (\d+)", _read_text(module.memory_report), re.M)
         total = int(m.group(1)) if m else None
     rows = tuple(sorted(((a[0], a[1], a[2], a[3]) for a in allocations), key=lambda a: (-a[1], a[0])))
-    return MemoryReport(total, rows)
+    peak = _peak(_read_text(module.live_range)) if module.live_range is not None else (None, "", ())
+    return MemoryReport(total, rows, *peak)
+
+
+def _peak(text: str) -> tuple[int | None, str, tuple[tuple[str, int], ...]]:
+    """The live-range report's peak: its bytes, the instruction scheduled there, and the buffers live then."""
+    at = re.search(r"^  Live ranges at (\d+) \(peak\):$", text, re.M)
+    if at is None:
+        return None, "", ()
+    sequence = dict(re.findall(r"^    (\d+):(\S+)$", text[:at.start()], re.M))
+    live, cumulative = [], None
+    for line in text[at.end():].splitlines()[1:]:
+        m = re.match(r"^    (\S+?)(?:\{[^}]*\})?: (\d+) bytes \(cumulative: (\d+) bytes\)$", line)
+        if m is None:
+            break
+        live.append((m.group(1), int(m.group(2))))
+        cumulative = int(m.group(3))
+    return cumulative, sequence.get(at.group(1), ""), tuple(live)
 
 
 _KINDS = (("parameter", r"parameter \d+"), ("output", r"output shape"), ("maybe-live-out", r"maybe-live-out"),

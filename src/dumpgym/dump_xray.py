@@ -16,6 +16,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from dumpgym.jax_internals import location_line
 from dumpgym.dumpfolder import (DumpModule, _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo,
                                 parse_stablehlo)
 
@@ -122,7 +123,7 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
         return ir.WalkResult.ADVANCE
 
     def visit_lines(op):
-        lines.append((op.name, ir.FileLineColLoc(op.location).start_line, _function_of(op)))
+        lines.append((op.name, location_line(op.location), _function_of(op)))
         return ir.WalkResult.ADVANCE
 
     dumped.operation.walk(visit_keys, ir.WalkOrder.PRE_ORDER)

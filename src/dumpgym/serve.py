@@ -364,7 +364,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     """
     server = _bind(Site({}), host, port)
     try:
-        server.site = Site.build(corpus_dir, extra)
+        server.site = Site.build(corpus_dir) if extra is None else Site.build(corpus_dir, extra)
         _announce(server, host, start)
         if open_browser:
             webbrowser.open(url_of(server) + start)

@@ -13,6 +13,7 @@ for its first line (the input avals) and its equations' primitives.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -128,6 +129,14 @@ def _read_text(path: Path) -> str:
         raise DumpError(f"{path} is not UTF-8 text") from None
 
 
+@functools.cache
+def _ir():
+    """jaxlib's MLIR bindings, imported once (a location walk asks for them per op)."""
+    from jaxlib.mlir import ir
+
+    return ir
+
+
 def ir_context():
     """An MLIR context with the dialects JAX's lowerings print (stablehlo, chlo, sdy, func), without JAX."""
     from jaxlib.mlir import ir
@@ -233,7 +242,7 @@ def stablehlo_locations(module) -> list[tuple]:
 def location_key(location) -> tuple[str | None, tuple[str, int] | None, tuple | None]:
     """The name stack a location carries (`jit(f)/tanh`), the file and line of its innermost frame, and
     that frame with its columns (file, line, column, end line, end column)."""
-    from jaxlib.mlir import ir
+    ir = _ir()
 
     top = _typed(location)
     # The outermost name is the name stack; names within it name the functions of the frames.
@@ -255,7 +264,7 @@ def location_key(location) -> tuple[str | None, tuple[str, int] | None, tuple | 
 
 def _typed(loc):
     """A location as its own kind (`NameLoc`, `CallSiteLoc`, ...): the bindings may hand out the base type."""
-    from jaxlib.mlir import ir
+    ir = _ir()
 
     if type(loc) is not ir.Location:
         return loc
@@ -337,7 +346,7 @@ def read_folder(*folders: str | Path) -> DumpFolder:
     for folder in paths:
         if not folder.is_dir():
             raise DumpError(f"{folder} is not a folder")
-        for path in sorted(folder.iterdir()):
+        for path in sorted(folder.iterdir(), key=lambda p: p.name):
             if not path.is_file():
                 continue
             if m := _JAXPR_FILE.fullmatch(path.name):
@@ -361,14 +370,21 @@ def read_folder(*folders: str | Path) -> DumpFolder:
         _read_mlir(entry, context)
     for entry in jaxprs:
         _read_jaxpr(entry)
+    mlirs_named: dict[str, list[_Ir]] = {}
+    for entry in mlirs:
+        mlirs_named.setdefault(entry.name, []).append(entry)
     for module in modules:
-        _pair_xla(module, mlirs)
+        _pair_xla(module, mlirs_named.get(module.name, []))
     for entry in mlirs:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"stablehlo": entry.path}, ir_number=entry.number,
                                       repeats=entry.repeats, problem=entry.problem))
+    jaxprs_named: dict[str, list[_Ir]] = {}
+    for entry in jaxprs:
+        jaxprs_named.setdefault(_function_module_name(entry.name), []).append(entry)
+    mlir_at = {entry.path: entry for entry in mlirs}
     for module in modules:
-        _pair_jaxpr(module, jaxprs, mlirs)
+        _pair_jaxpr(module, jaxprs_named.get(module.name, []), mlir_at)
     for entry in jaxprs:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"jaxpr": entry.path}, repeats=entry.repeats,
@@ -525,11 +541,11 @@ def _covers(stablehlo_names: frozenset, hlo_names: frozenset) -> bool:
     return hlo_names <= stablehlo_names
 
 
-def _pair_jaxpr(module: DumpModule, jaxprs: list[_Ir], mlirs: list[_Ir]) -> None:
+def _pair_jaxpr(module: DumpModule, jaxprs: list[_Ir], mlir_at: dict[Path, _Ir]) -> None:
     """Pair a module that has StableHLO with the one jaxpr dump of its function, shapes and primitives."""
     if "stablehlo" not in module.files:
         return
-    entry = next(e for e in mlirs if e.path == module.files["stablehlo"])
+    entry = mlir_at[module.files["stablehlo"]]
     if entry.problem:
         module.problem = module.problem or entry.problem
         return

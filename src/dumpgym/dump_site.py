@@ -41,6 +41,7 @@ def _page(title: str, body: str, depth: str = "../") -> bytes:
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP)}">'
             f"<title>{_e(title)} · dumpgym</title>"
+            f'<link rel="icon" href="{depth}static/icon.svg" type="image/svg+xml">'
             f'<link rel="stylesheet" href="{depth}dump/dump.css"></head><body>{body}</body></html>\n').encode("utf-8")
 
 

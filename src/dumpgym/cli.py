@@ -63,6 +63,28 @@ def _cmd_serve(args) -> int:
     return 0
 
 
+def _read_dump(folders: list[str]):
+    from dumpgym.dumpfolder import read_folder
+
+    return read_folder(*folders)
+
+
+def _cmd_open(args) -> int:
+    from dumpgym import serve
+    from dumpgym.dump_site import dump_files
+
+    folder = _read_dump(args.folders)
+    problems = folder.problems()
+    if len(problems) == len(folder.modules):
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"{problems[0]}{more}; no module of the dump can be shown")
+    for line in problems:  # the others are shown; each of these says why on its own page too
+        print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
+    serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus,
+                extra=dump_files(folder), start="dump/")
+    return 0
+
+
 def _cmd_build(args) -> int:
     from dumpgym import build, site
 
@@ -136,11 +158,32 @@ def _cmd_drills(args) -> int:
 def _cmd_add(args) -> int:
     from dumpgym import usercorpus
 
+    if args.dump:
+        return _add_dump(args)
+    if args.entry is None:
+        raise UsageError("name the function to add (FILE.py:FUNC), or a dump folder with --dump DIR")
+    if args.module:
+        raise UsageError("--module picks modules of a dump: use it with --dump DIR")
+
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
     say = (lambda msg: print(printable(msg), file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
     record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
                             progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait)
     print(f"added {record.slug}: {len(record.eqns)} equations · {record.xray_stats.line()}")
+    return 0
+
+
+def _add_dump(args) -> int:
+    from dumpgym import dump_corpus
+
+    if args.entry is not None or args.arg or args.args_from or args.hlo or args.slug or args.title:
+        raise UsageError("--dump adds the modules of a dump folder: it takes --module, --corpus and --wait only")
+    folder = _read_dump(args.dump)
+    added = dump_corpus.add_dump(folder, args.module, corpus_dir=args.corpus, wait=args.wait)
+    for record in added:
+        layer = next(iter(record.compiled.values()))
+        print(printable(f"added {record.slug}: {layer.device_kind} · {layer.stats.instructions} HLO instructions · "
+                        f"{record.xray_stats.stablehlo_op_lines} StableHLO op lines"))
     return 0
 
 
@@ -169,6 +212,13 @@ def _wait_option(parser) -> None:
                              "(default 30; said after a second; then one line and exit 2)")
 
 
+def _serve_options(parser, what: str) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
+    parser.add_argument("--open", action="store_true", help=f"open {what} in a web browser")
+    parser.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+
+
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser, with every subcommand and its help."""
     common = argparse.ArgumentParser(add_help=False)
@@ -181,10 +231,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub.add_parser = lambda *a, **k: _add_parser(*a, parents=[common], **k)  # --debug after any command too
 
     p = sub.add_parser("serve", help="serve the gym on localhost (the default command)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
-    p.add_argument("--open", action="store_true", help="open the gym in a web browser")
-    p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    _serve_options(p, "the gym")
     p.set_defaults(run=_cmd_serve)
 
     p = sub.add_parser("build", help="write the gym as static files")
@@ -204,8 +251,17 @@ def make_parser() -> argparse.ArgumentParser:
                    help=f"programs built at once, each in its own process (default: this machine's cores, {_cores()})")
     b.set_defaults(run=_cmd_corpus_build)
 
-    p = sub.add_parser("add", help="trace your own function and add it to your corpus")
-    p.add_argument("entry", metavar="FILE.py:FUNC|MODULE:FUNC", help="the function to trace")
+    p = sub.add_parser("open", help="serve the gym with the x-ray of a dump folder (JAX_DUMP_IR_TO, --xla_dump_to)")
+    p.add_argument("folders", nargs="+", metavar="DIR", help="a folder JAX and XLA dumped into (several: read as one)")
+    _serve_options(p, "the dump's page")
+    p.set_defaults(run=_cmd_open)
+
+    p = sub.add_parser("add", help="trace your own function (or read a dump folder) and add it to your corpus")
+    p.add_argument("entry", nargs="?", metavar="FILE.py:FUNC|MODULE:FUNC", help="the function to trace")
+    p.add_argument("--dump", action="append", default=[], metavar="DIR",
+                   help="add the modules of this dump folder instead (JAX_DUMP_IR_TO and --xla_dump_to); repeatable")
+    p.add_argument("--module", action="append", default=[], metavar="NAME",
+                   help="with --dump: only this module (its name on the dump's page, e.g. jit-f; repeatable)")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
                    help="one example argument in aval notation, e.g. bf16[64,128] or f32[] (repeat per argument)")
     p.add_argument("--args-from", metavar="FILE.py:MAKE|MODULE:MAKE",

@@ -66,11 +66,12 @@ class Site:
         self._answered: set[tuple[str, bool]] = set()  # (file, gzipped) answered once: made and compressed
 
     @classmethod
-    def build(cls, corpus_dir=None) -> "Site":
-        """The gym for the built-in corpus plus the programs added under `corpus_dir`: the page is
-        rendered now, each listing when it is first asked for (`site.SiteFiles`)."""
+    def build(cls, corpus_dir=None, extra=None) -> "Site":
+        """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
+        files, made when first asked for): the page is rendered now, each listing when it is first
+        asked for (`site.SiteFiles`)."""
         corpus, drills = load_inputs(corpus_dir)
-        files = site_files(corpus, drills)
+        files = site_files(corpus, drills, extra)
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         return cls(files, programs=sum("variant_of" not in p for p in corpus["programs"]))
@@ -346,26 +347,28 @@ def _bind(site: Site, host: str, port: int) -> GymServer:
         raise OSError(f"cannot listen on {_bracket(host)}:{port}: {e.strerror or e}") from None
 
 
-def _announce(server: GymServer, host: str) -> None:
+def _announce(server: GymServer, host: str, start: str = "") -> None:
     programs = server.site.programs
-    print(f"dumpgym: the gym is at {url_of(server)} ({programs} programs; Ctrl-C stops)", flush=True)
+    print(f"dumpgym: the gym is at {url_of(server)}{start} ({programs} programs; Ctrl-C stops)", flush=True)
     if exposed(server):
         print(f"dumpgym: warning: listening on {printable(host)}, the gym's data (file paths and sources of your added "
               "programs) is visible on the network", file=sys.stderr, flush=True)
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None) -> None:
-    """Serve the gym (built-in corpus plus added programs) until interrupted, printing its URL.
+def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None,
+          extra=None, start: str = "") -> None:
+    """Serve the gym (built-in corpus plus added programs, and `extra`'s files) until interrupted,
+    printing its URL (with `start`, the path of the page to open first).
 
     The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
     browser that connects early waits in the listen backlog until the gym is there.
     """
     server = _bind(Site({}), host, port)
     try:
-        server.site = Site.build(corpus_dir)
-        _announce(server, host)
+        server.site = Site.build(corpus_dir) if extra is None else Site.build(corpus_dir, extra)
+        _announce(server, host, start)
         if open_browser:
-            webbrowser.open(url_of(server))
+            webbrowser.open(url_of(server) + start)
         server.serve_forever()
     except KeyboardInterrupt:
         print("dumpgym: stopped", file=sys.stderr)

@@ -309,9 +309,9 @@ class SiteFiles(Mapping):
         return len(self._makers)
 
 
-def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
+def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None) -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
-    its ES modules and CSS."""
+    its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder)."""
     # Callers hold the corpus as the JSON they loaded; it is read (and validated) here, once.
     record = corpus if isinstance(corpus, Corpus) else Corpus.from_json(corpus)
     cards, anchors = _op_cards(record)
@@ -349,6 +349,7 @@ def site_files(corpus: Corpus | dict, drills: dict) -> SiteFiles:
     for entry in (static / "vendor").iterdir():  # third-party modules, copied verbatim (scripts/vendor-*)
         if entry.is_file() and entry.name.endswith(".js"):
             makers[f"static/vendor/{entry.name}"] = entry.read_bytes
+    makers.update(extra or {})
     return SiteFiles(makers)
 
 

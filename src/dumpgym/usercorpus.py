@@ -384,18 +384,40 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
         raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
+    _store(folder, [record], wait)
+    return record
+
+
+def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | None = None) -> None:
+    """Write records made elsewhere (a dump's modules, `dump_corpus.py`) into the folder of added programs:
+    all of them or, on any failure, none."""
+    folder = user_corpus_dir(corpus_dir)
+    with locked(folder, exclusive=False, wait=wait):
+        for record in records:
+            _check_slug_free(record.slug, folder)
+    _check_writable(folder)
+    _make_folder(folder)
+    _store(folder, records, wait)
+
+
+def _store(folder: Path, records: list[ProgramRecord], wait: float | None) -> None:
+    """Write each record and the index under the folder's lock; a failure removes what it wrote."""
     with locked(folder, exclusive=True, wait=wait):
         _clean_leftovers(folder)
-        _check_slug_free(slug, folder)
+        for record in records:
+            _check_slug_free(record.slug, folder)
         slugs = read_index(folder)
-        path = folder / f"{slug}.json"
-        _write(path, json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n")
+        written = []
         try:
-            _write_index(folder, [*slugs, slug])
+            for record in records:
+                path = folder / f"{record.slug}.json"
+                _write(path, json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n")
+                written.append(path)
+            _write_index(folder, [*slugs, *(record.slug for record in records)])
         except BaseException:
-            path.unlink(missing_ok=True)
+            for path in written:
+                path.unlink(missing_ok=True)
             raise
-    return record
 
 
 def _check_slug_syntax(slug: str | None) -> None:

@@ -1,0 +1,331 @@
+"""The x-ray of a dumped module: jaxpr <-> StableHLO <-> HLO, linked by what the dumped texts carry.
+
+A StableHLO op's location holds its name stack (`jit(f)/tanh`) and the source file and line of its
+innermost frame; XLA copies both into each HLO instruction's `op_name` and `stack_frame_id`. An
+HLO instruction is linked to the StableHLO ops that carry its name stack and line. That link is
+drawn only when one equation can have made those ops: where the folder has the module's jaxpr,
+when the jaxpr has as many equations of the primitive as the StableHLO has distinct (name stack,
+line) keys for it; without a jaxpr, when no two of the ops are the same operation (two `tanh`s
+on one source line may be two equations). A jaxpr equation is linked to its primitive's key when
+that pairing is one-to-one and in print order (a jaxpr without sub-jaxprs, whose StableHLO has
+only `main`). Every link not drawn is counted with its reason. Nothing here imports JAX.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from dumpgym.jax_internals import location_line
+from dumpgym.dumpfolder import (DumpModule, _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo,
+                                parse_stablehlo)
+
+# Ops that only hold a module together: no equation emits them.
+_STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return",
+                         "sdy.mesh"})
+
+
+@dataclass(frozen=True)
+class HloLink:
+    """One HLO instruction and the StableHLO lines it came from (empty: not linked, `why` says why)."""
+
+    line: int
+    name: str
+    opcode: str
+    op_name: str | None
+    stablehlo_lines: tuple[int, ...]
+    why: str = ""  # why it is not linked
+    # Set when the linked ops may be several equations' (`why` of the group): the instruction came from
+    # one of them, the text cannot say which.
+    group: str = ""
+
+
+@dataclass
+class ModuleXray:
+    """A dumped module's layers as shown (StableHLO without its location tables) and the links between them."""
+
+    stablehlo: str | None
+    jaxpr_links: dict[int, tuple[int, ...]] = field(default_factory=dict)  # jaxpr line -> StableHLO lines
+    jaxpr_unlinked: Counter = field(default_factory=Counter)  # why -> equations
+    hlo: dict[str, list[HloLink]] = field(default_factory=dict)  # layer -> one per instruction
+    sources: dict[str, bool] = field(default_factory=dict)  # source file -> exists on this machine
+    notes: list[str] = field(default_factory=list)
+
+    def groups(self) -> tuple[list[dict], dict[str, list[int]]]:
+        """The links as the page's hover reads them: one group per set of StableHLO ops one equation made
+        (`{"eqn", "jaxpr_lines", "stablehlo_lines"}`), and the optimised HLO lines of each (`lines_by_eqn`)."""
+        ids: dict[tuple[int, ...], int] = {}
+        jaxpr: dict[int, list[int]] = defaultdict(list)
+        hlo: dict[int, list[int]] = defaultdict(list)
+        for line, lines in sorted(self.jaxpr_links.items()):
+            jaxpr[ids.setdefault(lines, len(ids))].append(line)
+        for link in self.hlo.get("hlo_after", ()):
+            if link.stablehlo_lines:
+                hlo[ids.setdefault(link.stablehlo_lines, len(ids))].append(link.line)
+        groups = [{"eqn": i, "jaxpr_lines": jaxpr.get(i, []), "stablehlo_lines": list(lines)}
+                  for lines, i in ids.items()]
+        return groups, {str(i): lines for i, lines in hlo.items()}
+
+    def unlinked(self, layer: str) -> Counter:
+        """Instructions of `layer` that carry an op_name but were not linked, by reason."""
+        return Counter(link.why for link in self.hlo.get(layer, ()) if link.op_name and not link.stablehlo_lines)
+
+    def coverage(self, layer: str) -> tuple[int, int, int]:
+        """(linked to one equation's ops, linked to a group of ops, carrying a full name stack) instructions of `layer`."""
+        named = [link for link in self.hlo.get(layer, ()) if link.op_name and link.why != _NOT_A_STACK]
+        return (sum(1 for link in named if link.stablehlo_lines and not link.group),
+                sum(1 for link in named if link.group), len(named))
+
+    def groups_of(self, layer: str) -> Counter:
+        """Instructions of `layer` linked to a group of ops (maybe several equations'), by reason."""
+        return Counter(link.group for link in self.hlo.get(layer, ()) if link.group)
+
+
+_NOT_A_STACK = ("its op_name is not a full name stack (an argument's name, a reducer's parameter, "
+                "or inside a computation XLA has not inlined)")
+
+
+def _is_stack(op_name: str) -> bool:
+    return "/" in op_name or "(" in op_name
+
+
+def _primitive(name_stack: str) -> str:
+    return name_stack.rsplit("/", 1)[-1]
+
+
+@dataclass
+class _Op:
+    name: str
+    line: int
+    function: str
+    stacks: tuple[str, ...]  # its full name stacks: one per call of the private function it sits in
+    frame: tuple[str, int] | None  # file and line of its innermost frame (what HLO's stack frames keep)
+    fine: tuple | None  # that frame with its columns (what tells two equations on one line apart)
+    callee: str | None = None  # for a `func.call`: the function it calls
+
+
+def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
+    """The StableHLO as shown (printed without locations) and its ops, each with its line there and its keys."""
+    from jaxlib.mlir import ir
+
+    context = ir_context()
+    path = module.files["stablehlo"]
+    dumped = parse_stablehlo(module.text("stablehlo"), path, context)
+    shown = dumped.operation.get_asm(enable_debug_info=False)
+    # Parsed again, the shown text gives each op its line in it; the ops come in the same order.
+    lined = parse_stablehlo(shown, path, context)
+    keyed, lines = [], []
+
+    def visit_keys(op):
+        callee = op.attributes["callee"] if op.name == "func.call" and "callee" in op.attributes else None
+        keyed.append((op.name, *location_key(op.location), ir.FlatSymbolRefAttr(callee).value if callee else None,
+                      _depth(op)))
+        return ir.WalkResult.ADVANCE
+
+    def visit_lines(op):
+        lines.append((op.name, location_line(op.location), _function_of(op)))
+        return ir.WalkResult.ADVANCE
+
+    dumped.operation.walk(visit_keys, ir.WalkOrder.PRE_ORDER)
+    lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
+    if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
+        raise RuntimeError(f"{path}: printing without locations changed the ops")
+    return shown, _full_stacks(keyed, lines)
+
+
+def _depth(op) -> int:
+    depth, parent = 0, op.parent
+    while parent is not None:
+        depth, parent = depth + 1, parent.parent
+    return depth
+
+
+def _full_stacks(keyed: list, lines: list) -> list[_Op]:
+    """Each op with its name stacks as XLA spells them: a stack that does not start at the module's root
+    (`jit(f)`) is relative to the op holding its region (`sdy.manual_computation`), or to each call of
+    the private function it sits in (`jit(f)/while/body/closed_call` + `/add`)."""
+    holder: list[int | None] = []
+    last_at: dict[int, int] = {}
+    for i, (*_rest, depth) in enumerate(keyed):
+        holder.append(last_at.get(depth - 1))
+        last_at[depth] = i
+    main_stacks = [k[1] for k, (_n, _l, function) in zip(keyed, lines) if function == "main" and k[1]]
+    roots = Counter(stack.split("/", 1)[0] for stack in main_stacks if "(" in stack.split("/", 1)[0])
+    root = roots.most_common(1)[0][0] if roots else None
+    calls_to = defaultdict(list)
+    for i, k in enumerate(keyed):
+        if k[4]:
+            calls_to[k[4]].append(i)
+    memo: dict[int, tuple[str, ...]] = {}
+
+    def full(i: int, seen: frozenset = frozenset()) -> tuple[str, ...]:
+        if i in memo:
+            return memo[i]
+        if i in seen:
+            return ()
+        own = keyed[i][1]
+        if own is None or root is None:
+            out = ()
+        elif own == root or own.startswith(root + "/"):
+            out = (own,)
+        else:
+            h = holder[i]
+            if h is not None and keyed[h][0] != "func.func":
+                bases = full(h, seen | {i})
+            else:
+                function = lines[i][2]
+                bases = tuple(b for c in calls_to.get(function, ()) for b in full(c, seen | {i}))
+            out = tuple(dict.fromkeys(_join(b, own) for b in bases))
+        memo[i] = out
+        return out
+
+    return [_Op(name, line, function, full(i), frame, fine, callee)
+            for i, ((name, _stack, frame, fine, callee, _depth), (_n, line, function)) in enumerate(zip(keyed, lines))
+            if name not in _STRUCTURAL]
+
+
+def _join(prefix: str, own: str) -> str:
+    return f"{prefix}/{own}" if prefix else own
+
+
+def _function_of(op) -> str:
+    parent = op.parent
+    while parent is not None:
+        if parent.name == "func.func":
+            return parent.attributes["sym_name"].value
+        parent = parent.parent
+    return ""
+
+
+def _jaxpr_eqns(text: str) -> list[tuple[int, str]]:
+    """(line, primitive) of each printed equation of a jaxpr."""
+    return [(text.count("\n", 0, m.start(1)) + 1, m.group(1)) for m in _JAXPR_EQN.finditer(text)]
+
+
+def _definition_lines(text: str) -> dict[str, int]:
+    """The 1-based line on which each HLO instruction `%name = ...` is printed."""
+    out = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        head = line.strip().removeprefix("ROOT ")
+        if head.startswith("%") and " = " in head:
+            out.setdefault(head[1:].split(" = ", 1)[0], n)
+    return out
+
+
+def xray_module(module: DumpModule) -> ModuleXray:
+    """Link a dumped module's layers; a module without StableHLO has nothing to link through."""
+    if "stablehlo" not in module.files:
+        return ModuleXray(None, notes=["the folder has no StableHLO for this module, so its layers cannot be linked"])
+    shown, ops = stablehlo_ops(module)
+    out = ModuleXray(shown)
+    keys: dict[tuple, list[_Op]] = defaultdict(list)  # (full stack, frame with columns) -> its ops
+    for op in ops:
+        for stack in op.stacks:
+            if _is_stack(stack):
+                keys[(stack, op.fine)].append(op)
+    by_line: dict[tuple, list[tuple]] = defaultdict(list)  # (full stack, file and line) -> keys
+    by_stack: dict[str, list[tuple]] = defaultdict(list)
+    by_primitive: dict[str, list[tuple]] = defaultdict(list)  # primitive -> its keys, in print order
+    for key in keys:
+        by_line[(key[0], key[1][:2] if key[1] else None)].append(key)
+        by_stack[key[0]].append(key)
+        by_primitive[_primitive(key[0])].append(key)
+    eqns = _jaxpr_eqns(module.text("jaxpr")) if "jaxpr" in module.files else None
+    decided = _decided_keys(keys, by_primitive, eqns)
+    if eqns is not None:
+        _link_jaxpr(out, module.text("jaxpr"), eqns, keys, by_primitive, decided, ops)
+    else:
+        out.notes.append("no jaxpr in the folder for this module: a name stack shared by two ops of one kind "
+                         "is not linked, and the jaxpr layer is not shown")
+    for layer in ("hlo_before", "hlo_after"):
+        if layer in module.files:
+            out.hlo[layer] = _link_hlo(module, layer, keys, by_line, by_stack, decided)
+    frames = {op.frame[0] for op in ops if op.frame}
+    from pathlib import Path
+
+    out.sources = {name: Path(name).is_file() for name in sorted(frames)}
+    if ops and all(op.frame is None for op in ops if op.stacks):
+        out.notes.append("the StableHLO carries no source lines (JAX older than 0.4.36?): links use name stacks alone")
+    return out
+
+
+def _decided_keys(keys, by_primitive, eqns) -> dict[tuple, str]:
+    """Each key -> "" where the text proves one equation made all its ops, else why it may hold several.
+
+    Proof is one of: the key has a single op; or the jaxpr has one equation of the primitive and the
+    StableHLO one location of it. Anything else (a Python loop, or one library call making four `mul`s
+    on one line) may be several equations: links to it are drawn as links to the group."""
+    counts = Counter(p for _line, p in eqns) if eqns is not None else None
+    out = {}
+    for key, key_ops in keys.items():
+        primitive = _primitive(key[0])
+        if len(key_ops) == 1:
+            out[key] = ""
+        elif counts is not None and counts.get(primitive, 0) == 1 and len(by_primitive[primitive]) == 1:
+            out[key] = ""
+        elif counts is not None:
+            out[key] = (f"{counts.get(primitive, 0)} {primitive} equation(s) in the jaxpr, "
+                        f"{len(by_primitive[primitive])} {primitive} source location(s) in the StableHLO")
+        else:
+            out[key] = f"{len(key_ops)} ops share one name stack and source location, and the folder has no jaxpr"
+    return out
+
+
+def _link_jaxpr(out: ModuleXray, text: str, eqns, keys, by_primitive, decided, ops) -> None:
+    nested = text.count("{ lambda") > 1
+    functions = {op.function for op in ops}
+    by_primitive_eqns: dict[str, list[int]] = defaultdict(list)
+    for line, primitive in eqns:
+        by_primitive_eqns[primitive].append(line)
+    for primitive, lines in by_primitive_eqns.items():
+        primitive_keys = by_primitive.get(primitive, [])
+        if not primitive_keys:
+            out.jaxpr_unlinked["no StableHLO op carries its primitive's full name stack (lowered to nothing, "
+                               "or inside a call)"] += len(lines)
+            continue
+        if len(lines) != len(primitive_keys) or any(decided[k] for k in primitive_keys):
+            out.jaxpr_unlinked["its primitive's equations and StableHLO locations do not pair one to one"] += len(lines)
+            continue
+        if len(lines) > 1 and (nested or functions != {"main"}):
+            out.jaxpr_unlinked["several equations of its primitive, in nested jaxprs: print order is not "
+                               "emission order"] += len(lines)
+            continue
+        for line, key in zip(lines, primitive_keys):
+            out.jaxpr_links[line] = tuple(sorted({op.line for op in keys[key]}))
+
+
+def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) -> list[HloLink]:
+    text = module.text(layer)
+    hlo = parse_hlo(text, module.files[layer])
+    lines = _definition_lines(text)
+    named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
+    links = []
+    for computation in hlo.computations():
+        for instruction in computation.instructions():
+            name = instruction.name
+            if name not in lines:
+                continue
+            opcode = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
+            op_name, frame = named.get(name, (None, None))
+            found, why, group = (), "", ""
+            if op_name is None:
+                why = "no op_name: made by XLA"
+            elif not _is_stack(op_name):
+                why = _NOT_A_STACK
+            else:
+                if frame is None:  # an HLO without stack frames (JAX before 0.9): the name stack alone
+                    candidates = by_stack.get(op_name, [])
+                else:  # ops in a private function have no file location of their own: the stack alone then
+                    candidates = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
+                if not candidates:
+                    why = "no StableHLO op carries its name stack and source line"
+                else:
+                    found = tuple(sorted({op.line for key in candidates for op in keys[key]}))
+                    if len(candidates) > 1:
+                        group = ("its name stack and line stand for several StableHLO locations "
+                                 "(XLA keeps no columns)")
+                    else:
+                        group = decided[candidates[0]]
+            links.append(HloLink(lines[name], name, opcode, op_name, found, why, group))
+    links.sort(key=lambda link: link.line)
+    return links

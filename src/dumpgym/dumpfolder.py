@@ -1,0 +1,637 @@
+"""Stage zero for a dump: the modules a folder holds that `JAX_DUMP_IR_TO` and `--xla_dump_to` wrote.
+
+The two dumpers number their files with counters of their own (`jax_ir0003_jit_f_compile.mlir`
+beside `module_0006.jit_f.…`), so files are paired across them by what they say: the module's
+name, main's argument and result shapes, and the name stacks (with their source file and line)
+that the StableHLO's locations carry and the HLO's `op_name` metadata repeats. A compile repeated
+with the same text is kept once, the newest (the dumper's highest number). Nothing here imports
+JAX: StableHLO is read with jaxlib's MLIR bindings, HLO with XLA's HLO parser bindings.
+
+File names are read with patterns (they are names the dumpers chose, not listings); a listing is
+read only through a parser, and the jaxpr text, for which no parser exists outside a trace, only
+for its first line (the input avals) and its equations' primitives.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dumpgym.errors import GymError
+
+LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
+LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimisations",
+               "hlo_after": "optimised HLO"}
+
+_JAXPR_FILE = re.compile(r"jax_(\d+)_(.+)\.jaxpr\.txt")
+_MLIR_FILE = re.compile(r"jax_ir(\d+)_(.+)_compile\.mlir")
+_XLA_FILE = re.compile(r"module_(\d+)\.([^.]+)\.(.+)")
+# What follows `module_NNNN.NAME.`: TPU's `cl_N.` compile id, then the backend's own prefix
+# (`cpu_`, `sm_9.0a_gpu_`, none for TPU) before `after_optimizations`.
+_XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<prefix>[\w.]*?)after_optimizations"
+                       r"(?P<what>-buffer-assignment|-memory-usage-report|-live-range)?)\.txt")
+_GPU_PREFIX = re.compile(r"sm_(\d+)\.(\d+)(a?)_gpu_")
+# The outermost jaxpr's first line names its constants (before `;`) and inputs; shared sub-jaxprs
+# hoisted into `let` blocks print before it, so it is the last line that starts with `{ lambda`.
+_JAXPR_HEAD = re.compile(r"^\{ lambda (.*?); (.*?)\. let", re.M)
+_JAXPR_AVAL = re.compile(r"\w+:([a-z]\w*)\[([\w@, ]*)\]")  # a sharded axis prints `64@x`
+# An equation: its output binders (`c:f32[8,4]`, `_:i32[]`), then `= primitive`; first on a line, or after `let`.
+_JAXPR_EQN = re.compile(r"(?:^\s*|\blet )(?:\S+:\S+ )+= ([a-z_]\w*)\b", re.M)
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_STACK_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
+# HLO's source tables (JAX 0.9 on): the bindings give no access to them, the printed module does.
+_TABLE_ROW = re.compile(r"^(\d+) (.*)$")
+_FIELD = re.compile(r"(\w+)=(\"[^\"]*\"|\S+)")
+
+
+class DumpError(GymError):
+    """A folder that is not a dump, or a dump file that cannot be read; one line for the user."""
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """What XLA's buffer assignment, memory-usage report and live ranges say of one module."""
+
+    total_bytes: int | None  # the memory-usage report's `Total bytes` (default memory space)
+    allocations: tuple[tuple[int, int, str, str], ...]  # (number, bytes, kind, largest value), largest first
+    peak_bytes: int | None = None  # the live-range report's peak: the bytes live at once at its worst
+    peak_at: str = ""  # the instruction the schedule runs at the peak
+    live_at_peak: tuple[tuple[str, int], ...] = ()  # (buffer, bytes) live at the peak, as XLA lists them
+
+    def allocated(self) -> int:
+        """The bytes of every allocation the buffer assignment lists."""
+        return sum(a[1] for a in self.allocations)
+
+    def bytes_of(self, kind: str) -> int:
+        """The bytes of the allocations that hold `kind`: parameter, output (with maybe-live-out), temp, constant."""
+        words = ("output", "maybe-live-out") if kind == "output" else (kind,)
+        return sum(a[1] for a in self.allocations if any(w in a[2] for w in words))
+
+
+@dataclass
+class DumpModule:
+    """One module's files across the two dumpers, its target, and what stops it being read."""
+
+    name: str
+    files: dict[str, Path] = field(default_factory=dict)  # layer -> file
+    buffer_assignment: Path | None = None
+    memory_report: Path | None = None
+    live_range: Path | None = None
+    backend: str | None = None  # cpu, gpu, tpu
+    target: str = ""  # the target as the folder names it: `sm_9.0a` (an H100), a TPU's version
+    xla_number: int | None = None
+    ir_number: int | None = None
+    repeats: int = 0  # older compiles with the same text, left out
+    problem: str | None = None
+    slug: str = ""
+
+    def layers(self) -> list[str]:
+        """The layers this module has, in pipeline order."""
+        return [layer for layer in LAYERS if layer in self.files]
+
+    def text(self, layer: str) -> str:
+        """One layer's text, as the dumper wrote it."""
+        return _read_text(self.files[layer])
+
+
+@dataclass
+class DumpFolder:
+    """The modules of one or more dump folders, in the order XLA compiled them."""
+
+    paths: tuple[Path, ...]
+    modules: list[DumpModule]
+    ignored: int = 0  # files of the dumpers this reader does not use (pass dumps, LLVM IR, .o, ...)
+
+    def module(self, slug: str) -> DumpModule:
+        """The module named `slug`."""
+        for m in self.modules:
+            if m.slug == slug:
+                return m
+        raise DumpError(f"no module {slug!r} in the dump; modules: {' '.join(m.slug for m in self.modules)}")
+
+    def problems(self) -> list[str]:
+        """One line per module that cannot be read."""
+        return [f"{m.slug}: {m.problem}" for m in self.modules if m.problem]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
+    if b"\x00" in data:
+        raise DumpError(f"{path} is not text (a binary file)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DumpError(f"{path} is not UTF-8 text") from None
+
+
+@functools.cache
+def _ir():
+    """jaxlib's MLIR bindings, imported once (a location walk asks for them per op)."""
+    from jaxlib.mlir import ir
+
+    return ir
+
+
+def ir_context():
+    """An MLIR context with the dialects JAX's lowerings print (stablehlo, chlo, sdy, func), without JAX."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+    from jaxlib.mlir.dialects import chlo, sdy, stablehlo
+
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
+    context = ir.Context()
+    context.append_dialect_registry(registry)
+    context.load_all_available_dialects()
+    for dialect in (stablehlo, chlo, sdy):
+        dialect.register_dialect(context)
+    context.allow_unregistered_dialects = True  # a dialect of a newer JAX still parses
+    return context
+
+
+def parse_stablehlo(text: str, path: Path, context=None):
+    """The parsed MLIR module of a StableHLO dump; a `DumpError` naming the file where it does not parse."""
+    from jaxlib.mlir import ir
+
+    try:
+        return ir.Module.parse(text, context=context or ir_context())
+    except Exception as e:  # MLIRError: the first diagnostic is the line that says why
+        first = str(e).splitlines()
+        raise DumpError(f"{path} does not parse as StableHLO (truncated?): "
+                        f"{first[1].strip() if len(first) > 1 else first[0]}") from None
+
+
+def parse_hlo(text: str, path: Path):
+    """The HloModule of an HLO dump, through XLA's own parser; a `DumpError` where it does not parse."""
+    from jaxlib import _hlo
+
+    try:
+        return _hlo.hlo_module_from_text(text)
+    except Exception as e:
+        lines = [ln for ln in str(e).splitlines() if ln.strip()]
+        raise DumpError(f"{path} does not parse as HLO (truncated?): {lines[0] if lines else e}") from None
+
+
+def source_tables(printed: str) -> dict[int, tuple[str, int]]:
+    """stack_frame_id -> (file, line) of its own frame, from an HLO module's printed source tables."""
+    tables: dict[str, dict[int, dict[str, str]]] = {}
+    current = None
+    for line in printed.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            current = tables.setdefault(line, {})
+            continue
+        if current is None:
+            continue
+        row = _TABLE_ROW.match(line)
+        if not row:
+            if line.startswith(("%", "ENTRY")):
+                break
+            current = None if not line else current
+            continue
+        fields = dict(_FIELD.findall(row.group(2))) if "=" in row.group(2) else {"value": row.group(2)}
+        current[int(row.group(1))] = {k: v.strip('"') for k, v in fields.items()}
+    files = tables.get("FileNames", {})
+    locations = tables.get("FileLocations", {})
+    out = {}
+    for frame, row in tables.get("StackFrames", {}).items():
+        location = locations.get(int(row.get("file_location_id", 0)))
+        if location is None:
+            continue
+        name = files.get(int(location.get("file_name_id", 0)), {}).get("value", "")
+        out[frame] = (name, int(location.get("line", 0)))
+    return out
+
+
+def hlo_op_names(module) -> list[tuple[str, str, str, tuple[str, int] | None]]:
+    """(computation, instruction, op_name, (file, line) of its stack frame) for every instruction with an op_name."""
+    frames = source_tables(module.to_string())
+    out = []
+    for computation in module.computations():
+        for instruction in computation.instructions():
+            printed = instruction.to_string()
+            meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
+            name = _OP_NAME.search(meta)
+            if name is None:
+                continue
+            frame = _STACK_FRAME_ID.search(meta)
+            out.append((computation.name, instruction.name, name.group(1),
+                        frames.get(int(frame.group(1))) if frame else None))
+    return out
+
+
+def stablehlo_locations(module) -> list[tuple]:
+    """(op, its name stack, (file, line) of its innermost frame, that frame with its columns) for every op
+    of a parsed module, in print order."""
+    from jaxlib.mlir import ir
+
+    out = []
+
+    def visit(op):
+        out.append((op, *location_key(op.location)))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
+def location_key(location) -> tuple[str | None, tuple[str, int] | None, tuple | None]:
+    """The name stack a location carries (`jit(f)/tanh`), the file and line of its innermost frame, and
+    that frame with its columns (file, line, column, end line, end column)."""
+    ir = _ir()
+
+    top = _typed(location)
+    # The outermost name is the name stack; names within it name the functions of the frames.
+    name = top.name_str if type(top) is ir.NameLoc else None
+    fine = None
+    pending = [top]
+    while pending and fine is None:
+        loc = _typed(pending.pop(0))
+        if type(loc) is ir.NameLoc:
+            pending.insert(0, loc.child_loc)
+        elif type(loc) is ir.CallSiteLoc:
+            pending.insert(0, loc.callee)  # the innermost frame is the callee's
+        elif type(loc) is ir.FileLineColLoc:
+            fine = (loc.filename, loc.start_line, loc.start_col, loc.end_line, loc.end_col)
+        elif type(loc) is ir.FusedLoc:
+            pending[:0] = list(loc.locations)
+    return name, (fine[0], fine[1]) if fine else None, fine
+
+
+def _typed(loc):
+    """A location as its own kind (`NameLoc`, `CallSiteLoc`, ...): the bindings may hand out the base type."""
+    ir = _ir()
+
+    if type(loc) is not ir.Location:
+        return loc
+    for cast in (ir.NameLoc, ir.CallSiteLoc, ir.FileLineColLoc, ir.FusedLoc):
+        try:
+            return cast(loc)
+        except (ValueError, TypeError):
+            continue
+    return loc
+
+
+def _shapes_of_mlir(module) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]] | None:
+    from jaxlib.mlir import ir
+
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and op.attributes["sym_name"].value == "main":
+            kinds = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            return tuple(_dims(t) for t in kinds.inputs), tuple(_dims(t) for t in kinds.results)
+    return None
+
+
+def _dims(type_) -> tuple[int, ...]:
+    from jaxlib.mlir import ir
+
+    try:
+        return tuple(ir.RankedTensorType(type_).shape)
+    except ValueError:
+        return (-1,)  # a token: no shape
+
+
+def _shapes_of_hlo(module) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    from jaxlib import xla_client
+
+    shape = xla_client.XlaComputation(module.as_serialized_hlo_module_proto()).program_shape()
+
+    def dims(s):
+        return tuple(s.dimensions()) if s.is_array() else (-1,)
+
+    result = shape.result_shape()
+    results = tuple(dims(s) for s in result.tuple_shapes()) if result.is_tuple() else (dims(result),)
+    return tuple(dims(p) for p in shape.parameter_shapes()), results
+
+
+@dataclass
+class _Ir:
+    number: int
+    name: str
+    path: Path
+    digest: str
+    repeats: int = 0
+    shapes: tuple | None = None
+    names: frozenset = frozenset()
+    problem: str | None = None
+    paired: bool = False
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as e:
+        raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _newest(entries: list[_Ir]) -> list[_Ir]:
+    """One entry per distinct text, the newest (highest number), counting the older repeats it stands for."""
+    by_text: dict[str, _Ir] = {}
+    for entry in sorted(entries, key=lambda e: e.number):
+        older = by_text.get(entry.digest)
+        if older is not None:
+            entry.repeats = older.repeats + 1
+        by_text[entry.digest] = entry
+    return sorted(by_text.values(), key=lambda e: e.number)
+
+
+def read_folder(*folders: str | Path) -> DumpFolder:
+    """The modules of the dump folders: files paired across the dumpers, newest compile of each text."""
+    paths = tuple(Path(f) for f in folders)
+    jaxprs, mlirs, xla, ignored = [], [], {}, 0
+    for folder in paths:
+        if not folder.is_dir():
+            raise DumpError(f"{folder} is not a folder")
+        for path in sorted(folder.iterdir(), key=lambda p: p.name):
+            if not path.is_file():
+                continue
+            if m := _JAXPR_FILE.fullmatch(path.name):
+                jaxprs.append(_Ir(int(m.group(1)), m.group(2), path, _digest(path)))
+            elif m := _MLIR_FILE.fullmatch(path.name):
+                mlirs.append(_Ir(int(m.group(1)), m.group(2), path, _digest(path)))
+            elif (m := _XLA_FILE.fullmatch(path.name)) and (rest := _XLA_REST.fullmatch(m.group(3))):
+                key = (folder, int(m.group(1)))
+                module = xla.setdefault(key, DumpModule(m.group(2), xla_number=int(m.group(1))))
+                _place_xla_file(module, path, rest)
+            elif path.name.startswith(("jax_", "module_")):
+                ignored += 1
+    if not (jaxprs or mlirs or xla):
+        names = ", ".join(str(p) for p in paths)
+        raise DumpError(f"{names} holds no JAX or XLA dump (no jax_*.jaxpr.txt, jax_ir*_compile.mlir or "
+                        "module_*.txt files); dump with JAX_DUMP_IR_TO=DIR and XLA_FLAGS=--xla_dump_to=DIR")
+    jaxprs, mlirs = _newest(jaxprs), _newest(mlirs)
+    modules = _newest_xla(list(xla.values()))
+    context = ir_context() if mlirs else None
+    for entry in mlirs:
+        _read_mlir(entry, context)
+    for entry in jaxprs:
+        _read_jaxpr(entry)
+    mlirs_named: dict[str, list[_Ir]] = {}
+    for entry in mlirs:
+        mlirs_named.setdefault(entry.name, []).append(entry)
+    for module in modules:
+        _pair_xla(module, mlirs_named.get(module.name, []))
+    for entry in mlirs:
+        if not entry.paired:
+            modules.append(DumpModule(entry.name, {"stablehlo": entry.path}, ir_number=entry.number,
+                                      repeats=entry.repeats, problem=entry.problem))
+    jaxprs_named: dict[str, list[_Ir]] = {}
+    for entry in jaxprs:
+        jaxprs_named.setdefault(_function_module_name(entry.name), []).append(entry)
+    mlir_at = {entry.path: entry for entry in mlirs}
+    for module in modules:
+        _pair_jaxpr(module, jaxprs_named.get(module.name, []), mlir_at)
+    for entry in jaxprs:
+        if not entry.paired:
+            modules.append(DumpModule(entry.name, {"jaxpr": entry.path}, repeats=entry.repeats,
+                                      problem=entry.problem))
+    _finish(modules)
+    return DumpFolder(paths, modules, ignored)
+
+
+def _place_xla_file(module: DumpModule, path: Path, rest: re.Match) -> None:
+    if rest.group("before"):
+        module.files["hlo_before"] = path
+        return
+    what = rest.group("what")
+    if what == "-buffer-assignment":
+        module.buffer_assignment = path
+    elif what == "-memory-usage-report":
+        module.memory_report = path
+    elif what == "-live-range":
+        module.live_range = path
+    else:
+        module.files["hlo_after"] = path
+    backend, target = _backend(rest.group("prefix"), path)
+    if backend is None:
+        module.problem = f"unknown backend {rest.group('prefix')[:-1]!r} in {path.name}"
+    else:
+        module.backend, module.target = backend, target
+
+
+def _backend(prefix: str, path: Path) -> tuple[str | None, str]:
+    """The backend an `after_optimizations` file's prefix names, and the target it says."""
+    if prefix == "cpu_":
+        return "cpu", "CPU"
+    if m := _GPU_PREFIX.fullmatch(prefix):
+        return "gpu", f"GPU, compute capability {m.group(1)}.{m.group(2)}{m.group(3)}"
+    if prefix == "" and ".cl_" in path.name:
+        return "tpu", _tpu_version(path)
+    return None, ""
+
+
+def _tpu_version(path: Path) -> str:
+    """The TPU version libtpu wrote beside the module (`target_arguments.txt`), as it names it."""
+    stem = path.name.split(".cl_", 1)[0]
+    compile_id = path.name.split(".cl_", 1)[1].split(".", 1)[0]
+    arguments = path.with_name(f"{stem}.cl_{compile_id}.target_arguments.txt")
+    try:
+        text = arguments.read_text(errors="replace")
+    except OSError:
+        return "TPU"
+    version = re.search(r"version: (\w+)", text)
+    variant = re.search(r'variant: "(\w+)"', text)
+    words = " ".join(w for w in (version and version.group(1), variant and variant.group(1)) if w)
+    return f"TPU ({words})" if words else "TPU"
+
+
+def _newest_xla(modules: list[DumpModule]) -> list[DumpModule]:
+    by_text: dict[tuple, DumpModule] = {}
+    for module in sorted(modules, key=lambda m: m.xla_number):
+        layer = module.files.get("hlo_before") or module.files.get("hlo_after")
+        key = (module.name, _digest(layer)) if layer else (module.name, module.xla_number)
+        older = by_text.get(key)
+        if older is not None:
+            module.repeats = older.repeats + 1
+        by_text[key] = module
+    return sorted(by_text.values(), key=lambda m: m.xla_number)
+
+
+def _read_mlir(entry: _Ir, context) -> None:
+    try:
+        module = parse_stablehlo(_read_text(entry.path), entry.path, context)
+    except DumpError as e:
+        entry.problem = str(e)
+        return
+    entry.name = module.operation.attributes["sym_name"].value if "sym_name" in module.operation.attributes \
+        else entry.name
+    entry.shapes = _shapes_of_mlir(module)
+    entry.names = frozenset((name, frame) for _op, name, frame, _fine in stablehlo_locations(module) if name)
+
+
+def _read_jaxpr(entry: _Ir) -> None:
+    try:
+        text = _read_text(entry.path)
+    except DumpError as e:
+        entry.problem = str(e)
+        return
+    heads = list(_JAXPR_HEAD.finditer(text))
+    head = heads[-1] if heads else None
+    if head is None or not text.rstrip().endswith("}"):
+        entry.problem = f"{entry.path} is not a whole printed jaxpr (truncated?)"
+        return
+    entry.shapes = (tuple(_aval_dims(dims) for _dt, dims in _JAXPR_AVAL.findall(head.group(2))), _jaxpr_results(text))
+    entry.names = frozenset(_JAXPR_EQN.findall(text))
+
+
+def _aval_dims(dims: str) -> tuple[int, ...]:
+    return tuple(int(d.split("@")[0]) for d in dims.split(",") if d.strip())
+
+
+def _jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:
+    """The shapes of the outermost jaxpr's results, from the binders of the names its last line returns."""
+    tail = re.search(r"\bin \(([^()]*)\) \}\s*$", text)
+    if tail is None:
+        return None
+    shapes = []
+    for name in (n.strip() for n in tail.group(1).split(",") if n.strip()):
+        binder = re.search(rf"(?<![\w]){re.escape(name)}:[a-z]\w*\[([\w@, ]*)\]", text)
+        if binder is None:
+            return None  # a literal result: its shape is not printed
+        shapes.append(_aval_dims(binder.group(1)))
+    return tuple(shapes)
+
+
+def jaxpr_primitives(text: str) -> list[str]:
+    """The primitive of each printed equation of a jaxpr, in print order."""
+    return _JAXPR_EQN.findall(text)
+
+
+def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
+    """Pair an XLA module with the one StableHLO dump whose name, shapes and name stacks it repeats."""
+    layer = "hlo_before" if "hlo_before" in module.files else "hlo_after" if "hlo_after" in module.files else None
+    if layer is None:
+        module.problem = module.problem or "XLA wrote no HLO text for it (no before_optimizations or " \
+                                           "after_optimizations file)"
+        return
+    path = module.files[layer]
+    try:
+        hlo = parse_hlo(_read_text(path), path)
+        if "hlo_after" in module.files and layer != "hlo_after":
+            parse_hlo(_read_text(module.files["hlo_after"]), module.files["hlo_after"])
+    except DumpError as e:
+        module.problem = str(e)
+        return
+    shapes = _shapes_of_hlo(hlo)
+    names = frozenset((n, frame) for _c, _i, n, frame in hlo_op_names(hlo) if "/" in n or "(" in n)
+    candidates = [e for e in mlirs if e.problem is None and e.name == module.name
+                  and (layer == "hlo_after" or e.shapes == shapes) and _covers(e.names, names)]
+    if len(candidates) > 1:
+        exact = [e for e in candidates if e.names == names]
+        candidates = exact if len(exact) == 1 else [max(candidates, key=lambda e: e.number)] \
+            if len({e.digest for e in candidates}) == 1 else candidates
+    if len(candidates) == 1:
+        entry = candidates[0]
+        entry.paired = True
+        module.files["stablehlo"] = entry.path
+        module.ir_number = entry.number
+    elif len(candidates) > 1:
+        module.problem = module.problem or (f"{len(candidates)} StableHLO dumps match it equally "
+                                            f"({', '.join(e.path.name for e in candidates)}); none is shown")
+
+
+def _covers(stablehlo_names: frozenset, hlo_names: frozenset) -> bool:
+    """Whether every name stack (and source line) of the HLO is one the StableHLO carries."""
+    if all(frame is None for _n, frame in hlo_names):  # an HLO without stack frames (JAX before 0.9)
+        return {n for n, _f in hlo_names} <= {n for n, _f in stablehlo_names}
+    return hlo_names <= stablehlo_names
+
+
+def _pair_jaxpr(module: DumpModule, jaxprs: list[_Ir], mlir_at: dict[Path, _Ir]) -> None:
+    """Pair a module that has StableHLO with the one jaxpr dump of its function, shapes and primitives."""
+    if "stablehlo" not in module.files:
+        return
+    entry = mlir_at[module.files["stablehlo"]]
+    if entry.problem:
+        module.problem = module.problem or entry.problem
+        return
+    primitives = {n.rsplit("/", 1)[-1] for n, _f in entry.names}
+    primitives = {p for p in primitives if re.fullmatch(r"[a-z_]\w*", p)}
+    candidates = [j for j in jaxprs if not j.paired and j.problem is None
+                  and _function_module_name(j.name) == module.name and j.shapes[0] == entry.shapes[0]
+                  and j.shapes[1] in (None, entry.shapes[1])]
+    if len(candidates) > 1:
+        # Lowering adds primitives of its own (a scan's `while`, `lt`): the jaxpr sharing the most wins,
+        # and only alone.
+        shared = {j.path: len(primitives & j.names) for j in candidates}
+        best = max(shared.values())
+        candidates = [j for j in candidates if shared[j.path] == best]
+    if len(candidates) > 1 and len({c.digest for c in candidates}) == 1:
+        candidates = [max(candidates, key=lambda c: c.number)]
+    if len(candidates) == 1:
+        candidates[0].paired = True
+        module.files["jaxpr"] = candidates[0].path
+
+
+def _function_module_name(function: str) -> str:
+    """The module name `jax.jit` gives a function's lowering (`f` -> `jit_f`)."""
+    return "jit_" + re.sub(r"[^\w]", "_", function)
+
+
+def _finish(modules: list[DumpModule]) -> None:
+    modules.sort(key=lambda m: (m.xla_number is None, m.xla_number or 0, m.ir_number or 0))
+    seen: dict[str, int] = {}
+    for module in modules:
+        base = re.sub(r"[^a-z0-9-]+", "-", module.name.lower()).strip("-") or "module"
+        seen[base] = seen.get(base, 0) + 1
+        module.slug = base if seen[base] == 1 else f"{base}-{seen[base]}"
+        if module.problem is None and len(module.layers()) < 2:
+            only = LAYER_NAMES[module.layers()[0]] if module.layers() else "no"
+            module.problem = f"only one layer ({only}) in the folder: nothing to link it to"
+
+
+def read_memory(module: DumpModule) -> MemoryReport | None:
+    """The buffer assignment, memory-usage report and peak live buffers of a module, where XLA wrote them."""
+    if module.buffer_assignment is None and module.memory_report is None and module.live_range is None:
+        return None
+    allocations = []
+    if module.buffer_assignment is not None:
+        current = None
+        for line in _read_text(module.buffer_assignment).splitlines():
+            if m := re.match(r"allocation (\d+): size (\d+), (.*):$", line):
+                current = [int(m.group(1)), int(m.group(2)), _allocation_kind(m.group(3)), "", -1]
+                allocations.append(current)
+            elif current is not None and (m := re.match(r" value: <\d+ (\S+) @\d+> \(size=(\d+)", line)):
+                if int(m.group(2)) > current[4]:
+                    current[3], current[4] = m.group(1), int(m.group(2))
+    total = None
+    if module.memory_report is not None:
+        m = re.search(r"^Total bytes: (\d+)", _read_text(module.memory_report), re.M)
+        total = int(m.group(1)) if m else None
+    rows = tuple(sorted(((a[0], a[1], a[2], a[3]) for a in allocations), key=lambda a: (-a[1], a[0])))
+    peak = _peak(_read_text(module.live_range)) if module.live_range is not None else (None, "", ())
+    return MemoryReport(total, rows, *peak)
+
+
+def _peak(text: str) -> tuple[int | None, str, tuple[tuple[str, int], ...]]:
+    """The live-range report's peak: its bytes, the instruction scheduled there, and the buffers live then."""
+    at = re.search(r"^  Live ranges at (\d+) \(peak\):$", text, re.M)
+    if at is None:
+        return None, "", ()
+    sequence = dict(re.findall(r"^    (\d+):(\S+)$", text[:at.start()], re.M))
+    live, cumulative = [], None
+    for line in text[at.end():].splitlines()[1:]:
+        m = re.match(r"^    (\S+?)(?:\{[^}]*\})?: (\d+) bytes \(cumulative: (\d+) bytes\)$", line)
+        if m is None:
+            break
+        live.append((m.group(1), int(m.group(2))))
+        cumulative = int(m.group(3))
+    return cumulative, sequence.get(at.group(1), ""), tuple(live)
+
+
+_KINDS = (("parameter", r"parameter \d+"), ("output", r"output shape"), ("maybe-live-out", r"maybe-live-out"),
+          ("constant", r"constant"), ("thread-local", r"thread-local"), ("temp", r"preallocated-temp"),
+          ("color", r"color \d+"))
+
+
+def _allocation_kind(text: str) -> str:
+    """What an allocation holds, in the buffer assignment's own words (`parameter 0`, `output`, `temp`)."""
+    words = []
+    for word, pattern in _KINDS:
+        if m := re.search(pattern, text):
+            words.append(m.group(0) if word in ("parameter", "color") else word)
+    return ", ".join(words) or text.split(",")[0]

@@ -1,0 +1,104 @@
+"""Programs dumped by the tests of `dumpgym open` and `add --dump`, and the subprocess that dumps them.
+
+A dump is made as a user's run makes one: `JAX_DUMP_IR_TO` and `XLA_FLAGS=--xla_dump_to` set before
+JAX starts, in a fresh process that compiles each program (a TPU or GPU program for a topology with
+no chip attached). The same functions are re-traced with tagged name stacks in the test process,
+which is what the links are checked against.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+HERE = Path(__file__).parent
+
+
+def basic(x, w):
+    y = jnp.dot(x, w)
+    return jnp.tanh(y).sum(axis=0)
+
+
+def repeated(x):
+    # Three tanh equations on one source line: their name stacks and lines are the same.
+    for _ in range(3):
+        x = jnp.tanh(x)
+    return x * x * x
+
+
+def _sgd(params, grads):
+    return params - 0.1 * grads
+
+
+sgd = jax.jit(_sgd, donate_argnums=0)  # donation: the dump's module aliases its output to params
+
+# name -> (module:function, aval strings); built-ins by slug as "builtin:SLUG".
+PROGRAMS = {
+    "basic": ("dump_programs:basic", ("f32[8,16]", "f32[16,4]")),
+    "repeated": ("dump_programs:repeated", ("f32[4,4]",)),
+    "sgd": ("dump_programs:sgd", ("f32[8]", "f32[8]")),
+    "scan_rnn": ("user_programs:scan_rnn", ("f32[5,3]", "f32[3,3]")),
+    "cond_branch": ("user_programs:cond_branch", ("f32[]", "f32[4]")),
+    "custom_vjp_grad": ("user_programs:custom_vjp_grad", ("f32[6]",)),
+    "mlp": ("builtin:mlp", None),
+    "layernorm": ("builtin:layernorm", None),
+    "sharded": ("builtin:sharded", None),
+}
+
+_SCRIPT = r'''
+import json, sys
+sys.path.insert(0, {here!r})
+import dumpgym
+import jax
+from dump_programs import load
+from dumpgym.target import Target, topology_devices
+
+platform = {platform!r}
+for name in {names!r}:
+    program = load(name)
+    structs = program.example_args()
+    function = program.function if hasattr(program.function, "lower") else jax.jit(program.function)
+    if platform == "cpu":
+        function.lower(*structs).compile()
+    else:
+        target = Target(platform)
+        device = topology_devices(target.topology_for(1))[0]
+        with jax.default_device(device):
+            structs = [jax.ShapeDtypeStruct(s.shape, s.dtype) for s in structs]
+            function.trace(*structs).lower(lowering_platforms=({{"gpu": "cuda"}}.get(platform, platform),)).compile()
+'''
+
+
+def load(name: str):
+    """The `Program` of a dumped program's name."""
+    import importlib
+
+    from dumpgym.program import Program
+
+    where, args = PROGRAMS[name]
+    module, _, attr = where.partition(":")
+    if module == "builtin":
+        return importlib.import_module(f"dumpgym.programs.{attr.replace('-', '_')}").PROGRAM
+    function = getattr(importlib.import_module(module), attr)
+    return Program(slug=name.replace("_", "-"), title=name, lesson="", function=function, args=args)
+
+
+def module_name(name: str) -> str:
+    """The name XLA gives the dumped module of a program."""
+    function = load(name).function
+    return "jit_" + getattr(function, "__name__", name)
+
+
+def make_dump(folder: Path, names, platform: str = "cpu") -> Path:
+    """Dump `names` into `folder` from a fresh process, as a run with the dump flags set would."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "JAX_DUMP_IR_TO": str(folder), "JAX_DUMP_IR_MODES": "jaxpr,stablehlo",
+           "XLA_FLAGS": f"--xla_dump_to={folder} --xla_force_host_platform_device_count=8",
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    script = _SCRIPT.format(here=str(HERE), platform=platform, names=list(names))
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return folder
+

@@ -1,0 +1,158 @@
+"""`dumpfolder.py` and `dump_xray.py` on real dump folders made in the tests: pairing, links checked
+against tagged re-traces of the same programs (no wrong link), and every bad input said in one line."""
+from collections import defaultdict
+
+import pytest
+
+from dump_programs import PROGRAMS, load, make_dump, module_name
+from dumpgym.dump_xray import stablehlo_ops, xray_module
+from dumpgym.dumpfolder import ir_context, parse_stablehlo, read_folder, read_memory
+
+CPU_PROGRAMS = [n for n in PROGRAMS if n != "sharded"]
+
+
+@pytest.fixture(scope="module")
+def cpu_dump(tmp_path_factory):
+    return make_dump(tmp_path_factory.mktemp("dump") / "cpu", CPU_PROGRAMS + ["sharded"])
+
+
+def _plain_ops(stablehlo: str) -> list[tuple[str, int]]:
+    """(op name, line) of every op of a plain StableHLO text, in the order the dump's ops are listed."""
+    from jaxlib.mlir import ir
+
+    from dumpgym.dump_xray import _STRUCTURAL
+
+    out = []
+
+    def visit(op):
+        if op.name not in _STRUCTURAL:
+            out.append((op.name, ir.FileLineColLoc(op.location).start_line))
+        return ir.WalkResult.ADVANCE
+
+    parse_stablehlo(stablehlo, "retrace", ir_context()).operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
+def _dumped_eqns(dumped: str, record) -> dict[int, int]:
+    """The re-trace's equation for each equation line of the dumped jaxpr. The dump prints the jaxpr before
+    dead code is dropped, so the two are aligned by their sequences of primitives; equal texts align whole."""
+    import difflib
+
+    from dumpgym.dump_xray import _jaxpr_eqns
+
+    ours = [e for e in record.eqns]
+    theirs = _jaxpr_eqns(dumped)
+    if dumped.rstrip() == record.jaxpr.rstrip():
+        first_line = {e.jaxpr_lines[0]: e.id for e in ours}
+        return {line: first_line[line] for line, _p in theirs}
+    matcher = difflib.SequenceMatcher(None, [p for _l, p in theirs], [e.primitive for e in ours], autojunk=False)
+    out = {}
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            out[theirs[block.a + k][0]] = ours[block.b + k].id
+    return out
+
+
+def check_links(module, record, layer_id: str):
+    """The links of a dumped module judged by the tagged re-trace of its program: (wrong, linked, named)
+    for the optimised HLO, and (wrong, linked) for the jaxpr."""
+    xray = xray_module(module)
+    _shown, ops = stablehlo_ops(module)
+    plain = _plain_ops(record.stablehlo)
+    assert [op.name for op in ops] == [name for name, _ in plain], "the dump's StableHLO is not the re-trace's"
+    eqns_of_plain = defaultdict(set)
+    for group in record.xray:
+        for line in group.stablehlo_lines:
+            eqns_of_plain[line].add(group.eqn)
+    eqns_of_shown = defaultdict(set)
+    for op, (_name, line) in zip(ops, plain):
+        eqns_of_shown[op.line] |= eqns_of_plain[line]
+    layer = record.compiled[layer_id]
+    truth = {ins.name: set(ins.eqns) for ins in layer.instructions}
+    links = xray.hlo["hlo_after"]
+    assert {link.name for link in links} == set(truth), "the dump's compile is not the re-trace's"
+    # A link to one equation's ops: every op is the instruction's equation's. A link to a group (ops the
+    # text cannot tell apart): the instruction's equation is among the group's.
+    wrong = [(link.name, link.stablehlo_lines) for link in links if link.stablehlo_lines and not (
+        any if link.group else all)(eqns_of_shown[s] & truth[link.name] for s in link.stablehlo_lines)]
+    exact, grouped, named = xray.coverage("hlo_after")
+    linked = (exact, grouped)
+    jaxpr_wrong, jaxpr_linked = [], 0
+    if "jaxpr" in module.files:
+        eqn_of_line = _dumped_eqns(module.text("jaxpr"), record)
+        for line, shown in xray.jaxpr_links.items():
+            jaxpr_linked += 1
+            eqn = eqn_of_line.get(line)  # None: an equation the re-trace does not have (dead code it dropped)
+            if eqn is None or not all(eqn in eqns_of_shown[s] for s in shown):
+                jaxpr_wrong.append((line, shown))
+    return wrong, linked, named, jaxpr_wrong, jaxpr_linked
+
+
+def test_a_cpu_dump_pairs_every_program_across_the_two_dumpers(cpu_dump):
+    folder = read_folder(cpu_dump)
+    by_name = {m.name: m for m in folder.modules}
+    for name in CPU_PROGRAMS + ["sharded"]:
+        module = by_name[module_name(name)]
+        assert module.problem is None
+        assert module.backend == "cpu"
+        assert module.layers() == ["jaxpr", "stablehlo", "hlo_before", "hlo_after"], name
+        # Paired by content: the StableHLO's module is the one XLA compiled under that name.
+        assert f"module @{module.name} " in module.text("stablehlo")
+        assert module.text("hlo_after").startswith(f"HloModule {module.name},")
+
+
+def test_the_cpu_links_are_never_wrong_and_cover_what_carries_a_name_stack(cpu_dump):
+    from dumpgym.corpus import program_record
+    from dumpgym.target import CPU
+
+    folder = read_folder(cpu_dump)
+    by_name = {m.name: m for m in folder.modules}
+    totals = [0, 0, 0]
+    for name in CPU_PROGRAMS + ["sharded"]:
+        record = program_record(load(name), targets=[CPU])
+        wrong, (exact, grouped), named, jaxpr_wrong, jaxpr_linked = check_links(
+            by_name[module_name(name)], record, "cpu")
+        assert not wrong, (name, wrong)
+        assert not jaxpr_wrong, (name, jaxpr_wrong)
+        totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
+        print(name, exact, grouped, named, jaxpr_linked, len(record.eqns))
+    assert totals[0] > 0 and totals[2] > 0 and (totals[0] + totals[1]) / totals[2] >= 0.95, totals
+
+
+def _links_match_the_retrace(folder, names, target, layer_id):
+    from dumpgym.corpus import program_record
+
+    by_name = {m.name: m for m in read_folder(folder).modules}
+    totals = [0, 0, 0]
+    for name in names:
+        module = by_name[module_name(name)]
+        assert module.problem is None and module.backend == layer_id
+        record = program_record(load(name), targets=[target])
+        wrong, (exact, grouped), named, jaxpr_wrong, _ = check_links(module, record, layer_id)
+        assert not wrong, (name, wrong)
+        assert not jaxpr_wrong, (name, jaxpr_wrong)
+        totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
+    assert totals[0] > 0 and (totals[0] + totals[1]) / totals[2] >= 0.95, totals
+
+
+@pytest.mark.needs_tpu
+def test_a_tpu_dump_made_without_a_tpu_links_as_its_retrace_does(tmp_path):
+    from dumpgym.target import Target
+
+    names = ["basic", "scan_rnn", "mlp"]
+    folder = make_dump(tmp_path / "tpu", names, "tpu")
+    module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
+    assert module.target.startswith("TPU (TPU_VERSION_")  # libtpu's own name for the chip, from the folder
+    assert ".cl_" in module.files["hlo_after"].name  # libtpu's file names, read as such
+    _links_match_the_retrace(folder, names, Target("tpu"), "tpu")
+
+
+@pytest.mark.needs_gpu
+def test_a_gpu_dump_made_without_a_gpu_links_as_its_retrace_does(tmp_path):
+    from dumpgym.target import Target
+
+    names = ["basic", "repeated", "layernorm"]
+    folder = make_dump(tmp_path / "gpu", names, "gpu")
+    module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
+    assert module.target.startswith("GPU, compute capability ")
+    _links_match_the_retrace(folder, names, Target("gpu"), "gpu")

@@ -1,0 +1,207 @@
+"""`dumpgym open DIR` and `dumpgym add --dump DIR` on dump folders made in the tests: the pages, the
+buffers checked against JAX's own memory analysis, viewing without JAX, and every bad input one line,
+exit status 2, nothing written."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from dump_programs import load, make_dump, module_name
+from dumpgym import cli
+from dumpgym.dumpfolder import read_folder, read_memory
+
+NAMES = ["basic", "sgd", "scan_rnn", "mlp"]
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory):
+    return make_dump(tmp_path_factory.mktemp("dump") / "cpu", NAMES)
+
+
+def _module(folder, name):
+    return next(m for m in read_folder(folder).modules if m.name == module_name(name))
+
+
+def _one_error_line(capsys, *words):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dumpgym: error: "), err
+    for word in words:
+        assert word in err[0], err[0]
+    return err[0]
+
+
+def test_the_buffers_shown_are_what_jax_says_the_compiled_module_holds(dump):
+    import jax
+
+    for name in NAMES:
+        program = load(name)
+        function = program.function if hasattr(program.function, "lower") else jax.jit(program.function)
+        stats = function.lower(*program.example_args()).compile().memory_analysis()
+        report = read_memory(_module(dump, name))
+        assert report.bytes_of("parameter") == stats.argument_size_in_bytes, name
+        assert report.bytes_of("output") == stats.output_size_in_bytes, name
+        assert report.bytes_of("temp") == stats.temp_size_in_bytes, name
+        # The peak is XLA's live-range report's: the buffers it lists live then add up to it.
+        assert report.peak_bytes == sum(size for _buffer, size in report.live_at_peak) > 0, name
+
+
+def test_open_serves_an_index_and_one_xray_page_per_module(dump, tmp_path):
+    from dumpgym.dump_site import dump_files
+    from dumpgym.serve import Site
+
+    folder = read_folder(dump)
+    site = Site.build(tmp_path / "corpus", extra=dump_files(folder))
+    status, headers, index = site.get("/dump/index.html")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    for module in folder.modules:
+        assert f'href="{module.slug}.html"'.encode() in index
+    module = _module(dump, "basic")
+    status, _, page = site.get(f"/dump/{module.slug}.html")
+    text = page.decode()
+    assert status == 200
+    assert "peak (XLA's live-range report)" in text and "X-ray" in text
+    # The page's data: each group's StableHLO lines, and the optimised HLO lines linked to them.
+    data = json.loads(text.split('<script type="application/json">', 1)[1].split("</script>", 1)[0])
+    assert data["xray"] and data["hlo"]["lines_by_eqn"]
+    assert site.get("/dump/dump.js")[0] == 200 and site.get("/static/hover.js")[0] == 200
+    assert site.get("/index.html")[0] == 200  # the gym itself, beside the dump
+
+
+def test_viewing_a_dump_imports_no_jax_and_needs_no_tpu_compiler(dump, tmp_path):
+    (tmp_path / "block").mkdir()
+    (tmp_path / "block" / "sitecustomize.py").write_text("import sys\nsys.modules['libtpu'] = None\n")
+    script = (
+        "import sys\n"
+        "from dumpgym.dumpfolder import read_folder\n"
+        "from dumpgym.dump_site import dump_files\n"
+        "from dumpgym.serve import Site\n"
+        f"site = Site.build({str(tmp_path / 'corpus')!r}, extra=dump_files(read_folder({str(dump)!r})))\n"
+        "pages = [p for p in site.files if p.startswith('dump/')]\n"
+        "assert all(site.get('/' + p)[0] == 200 for p in pages), pages\n"
+        "print(len(pages), sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "block"), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    count, modules = run.stdout.split(" ", 1)
+    assert int(count) == len(NAMES) + 4 and modules.strip() == "[]"
+
+
+def test_add_dump_puts_the_modules_in_the_corpus_and_drills_come_from_them(dump, tmp_path, capsys):
+    import jax
+
+    from dumpgym.dumpfolder import ir_context, parse_stablehlo
+    from dumpgym.stablehlo_facts import read_lowered
+
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(dump), "--corpus", str(corpus)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(NAMES) and all(line.startswith("added dump-jit-") for line in out)
+    assert cli.main(["export", "--corpus", str(corpus)]) == 0
+    exported = {p["slug"]: p for p in json.loads(capsys.readouterr().out)["programs"]}
+    sgd = exported[f"dump-{_module(dump, 'sgd').slug}"]
+    # The donation the record holds is the one JAX lowers for the same function.
+    program = load("sgd")
+    lowered = read_lowered(parse_stablehlo(program.function.lower(*program.example_args()).as_text(), "sgd",
+                                           ir_context()))
+    assert [a["aliasing_output"] if "aliasing_output" in a else None for a in sgd["lowered"]["main"]["args"]] == \
+        [a.aliasing_output for a in lowered.main.args] == [0, None]
+    assert sgd["compiled"]["cpu"]["text"] == _module(dump, "sgd").text("hlo_after")
+    assert cli.main(["drills", "--corpus", str(corpus)]) == 0
+    pool = json.loads(capsys.readouterr().out)
+    drawn = {(i["drill"], i["program"]) for i in pool["items"] if i["program"].startswith("dump-")}
+    assert ("buffers", sgd["slug"]) in drawn
+    del jax
+
+
+def test_add_dump_module_picks_one_and_an_unknown_name_is_one_line(dump, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    slug = _module(dump, "basic").slug
+    assert cli.main(["add", "--dump", str(dump), "--module", slug, "--corpus", str(corpus)]) == 0
+    assert capsys.readouterr().out.startswith(f"added dump-{slug}:")
+    assert json.loads((corpus / "index.json").read_text())["programs"] == [f"dump-{slug}"]
+    before = sorted(p.name for p in corpus.iterdir())
+    assert cli.main(["add", "--dump", str(dump), "--module", "no-such", "--corpus", str(corpus)]) == 2
+    _one_error_line(capsys, "no module 'no-such'")
+    assert cli.main(["add", "--dump", str(dump), "--module", slug, "--corpus", str(corpus)]) == 2
+    _one_error_line(capsys, "already in the corpus")
+    assert sorted(p.name for p in corpus.iterdir()) == before
+
+
+def _copy_of(dump, tmp_path, name):
+    """A folder holding only one program's dump files."""
+    module = _module(dump, name)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in [*module.files.values(), module.buffer_assignment, module.memory_report, module.live_range]:
+        shutil.copy(path, copy / path.name)
+    return copy, module
+
+
+def _damaged(kind, dump, tmp_path):
+    copy, module = _copy_of(dump, tmp_path, "basic")
+    if kind == "truncated":
+        path = copy / module.files["stablehlo"].name
+        path.write_text(path.read_text()[: len(path.read_text()) // 2])
+        return copy, "does not parse as StableHLO"
+    if kind == "binary":
+        (copy / module.files["hlo_after"].name).write_bytes(b"HloModule \x00\x01\x02")
+        return copy, "is not text"
+    if kind == "one-layer":
+        for path in copy.iterdir():  # the jaxpr alone: as if the run had JAX_DUMP_IR_MODES=jaxpr and no XLA flag
+            if not path.name.endswith(".jaxpr.txt"):
+                path.unlink()
+        return copy, "only one layer"
+    if kind == "unknown-backend":
+        for path in copy.iterdir():
+            if "cpu_after_optimizations" in path.name:
+                path.rename(copy / path.name.replace("cpu_after", "xpu_after"))
+        return copy, "unknown backend 'xpu'"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "binary", "one-layer", "unknown-backend"])
+def test_a_damaged_module_is_one_line_and_changes_nothing(kind, dump, tmp_path, capsys, monkeypatch):
+    from dumpgym import serve
+    from dumpgym.dump_site import module_page
+
+    served = []
+    monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
+    folder, words = _damaged(kind, dump, tmp_path)
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(folder), "--corpus", str(corpus)]) == 2
+    _one_error_line(capsys, words, "nothing was added")
+    assert not corpus.exists()
+    modules = read_folder(folder).modules
+    bad = [m for m in modules if m.problem]
+    damaged = next(m for m in bad if words in m.problem)
+    # The page of that module says it, in one line of its own.
+    assert words.replace("'", "&#x27;") in module_page(damaged).decode()
+    status = cli.main(["open", str(folder)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert words in err[0], err
+    if len(bad) == len(modules):  # nothing else to show: one line, exit status 2, nothing served
+        assert status == 2 and len(err) == 1 and err[0].startswith("dumpgym: error: ") and not served
+    else:  # what the folder still holds is served (a truncated StableHLO leaves XLA's two layers), one
+        # warning line per module that is not
+        assert status == 0 and len(served) == 1
+        assert len(err) == len(bad) and all(line.startswith("dumpgym: warning: ") for line in err)
+
+
+@pytest.mark.parametrize("make", ["empty", "missing", "other-files"])
+def test_a_folder_that_is_not_a_dump_is_one_line(make, tmp_path, capsys, monkeypatch):
+    from dumpgym import serve
+
+    monkeypatch.setattr(serve, "serve", lambda **kwargs: pytest.fail("served a folder that is not a dump"))
+    folder = tmp_path / "folder"
+    if make != "missing":
+        folder.mkdir()
+    if make == "other-files":
+        (folder / "notes.txt").write_text("not a dump\n")
+    for command in (["open", str(folder)], ["add", "--dump", str(folder), "--corpus", str(tmp_path / "c")]):
+        assert cli.main(command) == 2
+        _one_error_line(capsys, str(folder))
+    assert not (tmp_path / "c").exists()

@@ -17,6 +17,14 @@ CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
 TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
 _PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
 _LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
+# `%name = SHAPE opcode(`: no ` word(` occurs inside a printed shape (tiles and spaces follow `:`).
+_DEFINITION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.+?) ([a-z][a-z0-9\-]*)\(")
+
+
+def defined(line: str) -> tuple[str, str, str] | None:
+    """(name, result shape, opcode) as an instruction's printed line has them; None for any other line."""
+    found = _DEFINITION.match(line)
+    return (found.group(1), found.group(2), found.group(3)) if found else None
 
 
 def opcode_of(instruction) -> str:
@@ -40,8 +48,6 @@ class CompiledGraph:
     the computations fusions call and reducers apply, and each instruction's own tag."""
 
     def __init__(self, tagged_list, roots: set[str], entry: str, eqn_of_tag):
-        from dumpgym.hlo_facts import defined  # hlo_facts reads this module's patterns: imported when used
-
         self.entry = entry
         self.roots = roots
         self.opcode, self.computation, self.operands, self.users = {}, {}, {}, {}

@@ -169,6 +169,9 @@ def _tagged_instructions_are_their_tags_plus_proven_merges(slug, facts, layer, t
                     f"{slug}: {row.name} lists {facts.eqns[e].primitive} (eqn {e}) beside its tag's {facts.eqns[own].primitive}"
         elif row.via == "inferred":
             assert row.opcode == "reducewindow" and own not in row.eqns, (slug, row.name)  # rule 4
+        elif row.via == "region":  # rule 5: what applies the region, whatever reducer its tag names
+            holders = [i for i in layer.instructions if row.computation in i.to_apply]
+            assert set(row.eqns) == set().union(*(set(h.eqns) for h in holders)), (slug, row.name)
     assert checked > 0 and layer.stats.unattributed_with_op_name == 0
 
 

@@ -47,14 +47,16 @@ def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr) -> tuple[dict[st
     _rewritten_reductions(graph, flow, facts, eqns, via)
     _merged_equations(graph, flow, facts, eqns, via)
     _common_subexpressions(flow, eqns)
-    # A reducer or comparator region computes its holder's equations. Twice, for a region applied
-    # inside another region, whose holder is known only after the first pass.
+    # A reducer or comparator region computes its holders' equations, not the tag it carries: XLA keeps
+    # one copy of equal regions for all the reducers applying them, tagged after the first (the own tag
+    # stands only where no holder names an equation). Twice, for a region applied inside another
+    # region, whose holder is known only after the first pass.
     for _ in range(2):
         for region, holders in graph.holders.items():
             held = set().union(*(eqns.get(h, set()) for h in holders))
             for name in graph.members[region]:
                 own = {graph.tag[name]} if graph.tag[name] is not None else set()
-                eqns[name] = held | own
+                eqns[name] = held or own
                 via[name] = "region" if eqns[name] else "none"
     for name, opcode in graph.opcode.items():
         if opcode == "fusion":

@@ -132,7 +132,8 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
             fusions.append(Fusion(line, shown[name], _fusion_kind(instruction.to_string()), tuple(sorted(eqns[name]))))
         instructions.append(Instruction(line, shown[name], graph.opcode[name], computation,
                                         tuple(sorted(eqns[name])), via[name]))
-        unattributed += graph.tag[name] is not None and not eqns[name]
+        # A fusion holds only the work its body does: a copy XLA wrapped under a dot's tag holds nothing.
+        unattributed += graph.tag[name] is not None and not eqns[name] and graph.opcode[name] != "fusion"
     instructions.sort(key=lambda i: i.line)
     fusions.sort(key=lambda f: f.line)
     instructions, compiled_facts = with_facts(instructions, plain, text)

@@ -4,8 +4,9 @@ An instruction whose own metadata names a tagged equation is that equation's ("t
 dropped the metadata, the equation is inferred from dataflow when that leaves no doubt
 ("inferred"): the compiled graph says which tagged equations an instruction reads and feeds, the
 jaxpr says which equations lie between them. Instructions of reducer regions take their holder's
-equations ("region"); the rest is XLA's own plumbing ("none"). A fusion holds what its fused
-computation computes.
+equations ("region"); the rest is XLA's own plumbing ("none"). A fusion holds the equations whose
+work its fused computation does. Each way XLA merges, folds or splits equations that this relies on is
+a named rule in docs/corpus.md ("How XLA's rewrites are attributed"), proven from the jaxpr here.
 """
 from __future__ import annotations
 
@@ -43,27 +44,67 @@ def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr) -> tuple[dict[st
             eqns[name], via[name] = found, ("inferred" if found else "none")
         else:
             eqns[name], via[name] = set(), "none"
+    _rewritten_reductions(graph, flow, facts, eqns, via)
     _merged_equations(graph, flow, facts, eqns, via)
     _common_subexpressions(flow, eqns)
-    # A reducer or comparator region computes its holder's equations. Twice, for a region applied
-    # inside another region, whose holder is known only after the first pass.
+    # A reducer or comparator region computes its holders' equations, not the tag it carries: XLA keeps
+    # one copy of equal regions for all the reducers applying them, tagged after the first (the own tag
+    # stands only where no holder names an equation). Twice, for a region applied inside another
+    # region, whose holder is known only after the first pass.
     for _ in range(2):
         for region, holders in graph.holders.items():
             held = set().union(*(eqns.get(h, set()) for h in holders))
             for name in graph.members[region]:
                 own = {graph.tag[name]} if graph.tag[name] is not None else set()
-                eqns[name] = held | own
+                eqns[name] = held or own
                 via[name] = "region" if eqns[name] else "none"
     for name, opcode in graph.opcode.items():
         if opcode == "fusion":
-            eqns[name], via[name] = _fusion_equations(graph, name, eqns, via)
+            eqns[name], via[name] = _fusion_equations(graph, facts, name, eqns, via)
     return eqns, via
 
 
-def _fusion_equations(graph: CompiledGraph, fusion: str, eqns, via) -> tuple[set[int], str]:
-    """The equations any instruction of a fusion's computation (and what it calls) computes, and the
-    strongest way one of them is known."""
+# The primitives that contract (a matrix multiply, a convolution), and the opcodes that do a contraction's
+# work: the contraction itself, or a kernel or fusion that holds one.
+CONTRACTIONS = frozenset({"dot_general", "conv_general_dilated"})
+_CONTRACTING = frozenset({"dot", "convolution", "customcall", "fusion"})
+# The arithmetic XLA may rewrite a contraction into (a dot with a dimension of 1 becomes a broadcast
+# times a multiply and a reduce; a GPU's split-K GEMM ends in a reduce of its partial sums).
+_CONTRACTION_ARITHMETIC = frozenset({"multiply", "reduce", "add", "convert", "reducewindow"})
+
+
+def _does_work(graph: CompiledGraph, facts: Facts, name: str, eqns) -> set[int]:
+    """The equations among an instruction's whose work it does, rather than serves.
+
+    Metadata is a hint: XLA gives a dot's tag to the bitcasts, copies, constants and layout transposes
+    around it, and the partitioner to the index arithmetic and dynamic-slices that cut its operand to each
+    device's shard; dataflow ties an untagged transpose to the dot whose operand it lays out. None of them
+    multiplies: a contraction is done by a dot, a convolution, a kernel, or the floating-point arithmetic
+    XLA rewrote it into (with the broadcasts feeding that multiply)."""
+    found = eqns.get(name, set())
+    contractions = {e for e in found if facts.eqns[e].primitive in CONTRACTIONS}
+    if not contractions or _contracts(graph, name, contractions, eqns):
+        return found
+    return found - contractions
+
+
+def _contracts(graph: CompiledGraph, name: str, contractions: set[int], eqns) -> bool:
+    opcode = graph.opcode[name]
+    if opcode in _CONTRACTING:
+        return True
+    if opcode in _CONTRACTION_ARITHMETIC:
+        return graph.floating[name]
+    if opcode == "broadcast":  # an operand of the multiply a contraction became
+        return any(graph.opcode[u] == "multiply" and graph.floating[u] and eqns.get(u, set()) & contractions
+                   for u in graph.users[name])
+    return False
+
+
+def _fusion_equations(graph: CompiledGraph, facts: Facts, fusion: str, eqns, via) -> tuple[set[int], str]:
+    """The equations whose work some instruction of a fusion's computation (and what it calls, nested
+    regions included) does, and the strongest way one of them is known."""
     found: set[int] = set()
+    served: set[int] = set()
     kinds: set[str] = set()
     seen: set[str] = set()
     stack = list(graph.calls[fusion])
@@ -73,10 +114,13 @@ def _fusion_equations(graph: CompiledGraph, fusion: str, eqns, via) -> tuple[set
             continue
         seen.add(computation)
         for name in graph.members[computation]:
-            found |= eqns.get(name, set())
-            kinds.add(via.get(name, "none"))
+            served |= eqns.get(name, set())
+            worked = _does_work(graph, facts, name, eqns)
+            found |= worked
+            if worked:
+                kinds.add(via.get(name, "none"))
             stack += graph.calls[name]
-    if not found and graph.tag[fusion] is not None:
+    if not served and graph.tag[fusion] is not None:
         # A fusion XLA built around untagged instructions of its own (TPU's all-reduce-scatter, an
         # all-reduce and a dynamic-slice) carries the tag of the equation it was made for.
         return {graph.tag[fusion]}, "tag"
@@ -157,6 +201,8 @@ def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqn
         if len(consumers) != 1:
             continue
         (d,) = consumers
+        while d not in placed and _identity(facts.eqns[d]) and len(flow.consumers[d]) == 1:
+            (d,) = flow.consumers[d]  # through a stop_gradient, which lowers to nothing
         fits = [n for n in alone.get(d, ()) if eqns[n] == {d}
                 and computes(graph.opcode[n], facts.eqns[e].primitive)
                 and not computes(graph.opcode[n], facts.eqns[d].primitive)]
@@ -165,9 +211,65 @@ def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqn
             per_computation[graph.computation[n]].append(n)
         if not fits or any(len(v) > 1 for v in per_computation.values()):
             continue
-        if all(flow.reads(e, *graph.before(n)) for n in fits):
+        if all(flow.reads(e, *graph.before(n), through=_folded(flow, facts, placed)) for n in fits):
             for n in fits:
                 eqns[n] = eqns[n] | {e}
+
+
+# What a reduction's result may pass through on its way back to the full shape, when XLA turns the pair
+# into one reduce-window (sdpa's TPU compile: `reduce_max`, `max` with -inf, `broadcast_in_dim`,
+# `stop_gradient`, then `sub`): shape changes, the identity of the gradient, and the combiner itself.
+_BROADCAST_BACK = frozenset({"broadcast_in_dim", "reshape", "expand_dims", "squeeze", "stop_gradient"})
+# A window's combiner (its region's root) -> the reduction it computes, and that reduction's elementwise twin.
+_REDUCTION_OF_COMBINER = {"maximum": ("reduce_max", "max"), "minimum": ("reduce_min", "min"),
+                          "add": ("reduce_sum", "add"), "multiply": ("reduce_prod", "mul")}
+
+
+def _rewritten_reductions(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqns, via) -> None:
+    """A reduce-window that carries the tag of an equation it cannot compute is a reduction and the
+    broadcast of its result, which XLA rewrote into one window spanning the reduced axis (each output
+    element is its row's maximum); the tag is that of the equation reading the broadcast (sdpa's `sub`).
+
+    Proven from the jaxpr: exactly one reduction of the window's combiner reads what the reduce-window
+    reads, and between it and the tagged equation stand only shape changes, `stop_gradient` and the
+    combiner against a constant. The reduce-window computes that reduction and what stands between
+    (stop_gradient aside, which computes nothing), not the tagged equation."""
+    combiner_of = {}
+    for region, holders in graph.holders.items():
+        root = next((n for n in graph.members[region] if n in graph.roots), None)
+        for h in holders:
+            combiner_of[h] = graph.opcode[root] if root is not None else None
+    for name, opcode in graph.opcode.items():
+        tagged = graph.own(name)
+        if opcode != "reducewindow" or tagged is None or computes(opcode, facts.eqns[tagged].primitive):
+            continue
+        reduction, twin = _REDUCTION_OF_COMBINER.get(combiner_of.get(name), (None, None))
+        sources = graph.before(name)
+        candidates = [r for r in sorted(flow.ancestors[tagged]) if r in flow.leaves
+                      and facts.eqns[r].primitive == reduction and flow.reads(r, *sources)]
+        if len(candidates) != 1:
+            continue
+        (r,) = candidates
+        between = {e for e in flow.ancestors[tagged] if r in flow.ancestors[e]} - {r}
+        if not all(facts.eqns[e].primitive in _BROADCAST_BACK
+                   or (facts.eqns[e].primitive == twin and facts.eqns[e].literals) for e in between):
+            continue
+        eqns[name] = {r} | {e for e in between if facts.eqns[e].primitive != "stop_gradient"}
+        via[name] = "inferred"
+
+
+def _identity(eqn) -> bool:
+    """Whether an equation returns its input unchanged, so XLA drops it: a stop_gradient, a max against -inf,
+    a min against +inf (sdpa's `max -inf` on the row max of its masked scores)."""
+    if eqn.primitive == "stop_gradient":
+        return True
+    values = {x.literal for x in eqn.literals}
+    return (eqn.primitive, len(eqn.arrays), values) in (("max", 1, {"-inf"}), ("min", 1, {"inf"}))
+
+
+def _folded(flow: "_Dataflow", facts: Facts, placed: set[int]):
+    """The equations XLA dropped as identities (no instruction computes them): what reads one reads its input."""
+    return {e for e in flow.leaves - placed if _identity(facts.eqns[e])}
 
 
 def _common_subexpressions(flow: "_Dataflow", eqns) -> None:
@@ -262,11 +364,20 @@ class _Dataflow:
         return bool(arguments) and bool(self.upstream_args[e] & arguments if self.arguments_known
                                         else self.upstream_args[e])
 
-    def reads(self, e: int, eqns: set[int], arguments: set[int]) -> bool:
-        """Whether `e` reads exactly these equations' results and program arguments."""
-        if self.fed_by[e] != eqns:
+    def reads(self, e: int, eqns: set[int], arguments: set[int], through: set[int] = frozenset()) -> bool:
+        """Whether `e` reads exactly these equations' results and program arguments (looking through the
+        equations `through`, which pass their input on)."""
+        fed, args, stack = set(), set(self.args_read[e]), list(self.fed_by[e])
+        while stack:
+            p = stack.pop()
+            if p in through:
+                stack += self.fed_by[p]
+                args |= self.args_read[p]
+            else:
+                fed.add(p)
+        if fed != eqns:
             return False
-        return self.args_read[e] == arguments if self.arguments_known else bool(self.args_read[e]) == bool(arguments)
+        return args == arguments if self.arguments_known else bool(args) == bool(arguments)
 
 
 def _closures(nodes: list[int], fed_by: dict[int, set[int]], args_read: dict[int, set[int]]):
@@ -370,7 +481,7 @@ def _same_work(facts: Facts, producers) -> dict[int, int]:
                 return None
             (src,) = found
             inputs.append(("eqn", canon(src[1]), src[2]) if src[0] == "eqn" else src)
-        return (facts.eqns[n].primitive, repr(facts.eqns[n].params), tuple(inputs))
+        return (facts.eqns[n].primitive, _work_params(facts.eqns[n]), tuple(inputs))
 
     def canon(n: int) -> int:
         if n not in canonical:
@@ -383,6 +494,20 @@ def _same_work(facts: Facts, producers) -> dict[int, int]:
         if not list(jaxprs_in_params(facts.jax_eqns[n].params)):
             canon(n)
     return canonical
+
+
+def _work_params(eqn) -> str:
+    """An equation's params as far as they decide its result: a slice by the elements it selects, so
+    that `x[:, 0:1:2]` and `x[:, 0:1]` (one element either way, whatever the stride) are the same work."""
+    params = eqn.params
+    if eqn.primitive == "slice" and params.get("start_indices") is not None:
+        strides = params.get("strides") or [1] * len(params["start_indices"])
+        picked = []
+        for start, limit, stride in zip(params["start_indices"], params["limit_indices"], strides):
+            count = len(range(start, limit, stride))
+            picked.append((start if count else 0, count, stride if count > 1 else 1))
+        return repr(("slice", tuple(picked)))
+    return repr(params)
 
 
 def _link(sources, inner, outer) -> None:

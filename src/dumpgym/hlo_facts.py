@@ -15,12 +15,10 @@ import dataclasses
 import math
 import re
 
-from dumpgym.hlo_graph import CALLS_RE, TO_APPLY_RE, opcode_of as _opcode
+from dumpgym.hlo_graph import CALLS_RE, TO_APPLY_RE, defined, opcode_of as _opcode
 from dumpgym.record import (Alias, Buffer, Computation, EntryParameter, Instruction, ReplicaGroups, ResultShape,
                             Sharding, WhileCounter)
 
-# `%name = SHAPE opcode(`: no ` word(` occurs inside a printed shape (tiles and spaces follow `:`).
-_DEFINITION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.+?) ([a-z][a-z0-9\-]*)\(")
 _COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
 _PARAMETER = re.compile(r" parameter\((\d+)\)")
@@ -71,12 +69,6 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
         "while_counters": _Loops(module, computations, line_of).counters(),
     }
     return out, facts
-
-
-def defined(line: str) -> tuple[str, str, str] | None:
-    """(name, result shape, opcode) as an instruction's printed line has them; None for any other line."""
-    found = _DEFINITION.match(line)
-    return (found.group(1), found.group(2), found.group(3)) if found else None
 
 
 def _computations(lines: list[str]) -> list[Computation]:

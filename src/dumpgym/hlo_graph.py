@@ -17,11 +17,30 @@ CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
 TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
 _PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
 _LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
+# `%name = SHAPE opcode(`: no ` word(` occurs inside a printed shape (tiles and spaces follow `:`).
+_DEFINITION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.+?) ([a-z][a-z0-9\-]*)\(")
+
+
+def defined(line: str) -> tuple[str, str, str] | None:
+    """(name, result shape, opcode) as an instruction's printed line has them; None for any other line."""
+    found = _DEFINITION.match(line)
+    return (found.group(1), found.group(2), found.group(3)) if found else None
 
 
 def opcode_of(instruction) -> str:
     """An instruction's opcode from the bindings' enum, lower case without its `k` (`HloOpcode.kAllReduce`: `allreduce`)."""
     return str(instruction.opcode).removeprefix("HloOpcode.k").lower()
+
+
+def _floating(shape_text: str) -> bool:
+    """Whether a printed result shape holds floating-point numbers (a tuple: whether any member does)."""
+    import numpy as np
+    from jaxlib import xla_client  # XLA's own shape parser
+
+    shape = xla_client.Shape(re.sub(r"/\*.*?\*/", "", shape_text))  # a long tuple's `/*index=5*/`
+    members = shape.tuple_shapes() if shape.is_tuple() else [shape]
+    return any(_floating(str(m)) if m.is_tuple() else
+               not (np.issubdtype(m.numpy_dtype(), np.integer) or m.numpy_dtype() == np.bool_) for m in members)
 
 
 class CompiledGraph:
@@ -33,6 +52,9 @@ class CompiledGraph:
         self.roots = roots
         self.opcode, self.computation, self.operands, self.users = {}, {}, {}, {}
         self.tag: dict[str, int | None] = {}
+        # Whether the result holds floating-point values (an index computation's integers do no equation's
+        # arithmetic on floats): from XLA's reading of the printed result shape.
+        self.floating: dict[str, bool] = {}
         self.has_op_name: dict[str, bool] = {}
         self.calls: dict[str, list[str]] = {}
         self.param_number: dict[str, int] = {}
@@ -50,6 +72,8 @@ class CompiledGraph:
             self.tag[name] = eqn_of_tag[tag_number] if tag_number is not None else None
             self.has_op_name[name] = "op_name=" in meta
             self.opcode[name] = opcode_of(instruction)
+            head = defined(printed)
+            self.floating[name] = head is None or _floating(head[1])
             self.computation[name] = computation
             self.operands[name] = [o.name for o in instruction.operands()]
             self.users[name] = [u.name for u in instruction.users()]

@@ -20,7 +20,8 @@ PROGRAM = Program(
     title="jax.checkpoint with a policy, under grad",
     lesson=("checkpoint_dots has jax.checkpoint save only matmul results: the forward's dot_generals stay "
             "outside remat2, each followed by a reduce_precision to f32's own format that marks a saved residual, "
-            "while the sin between them is computed again inside the remat2 body, next to its cos. StableHLO puts "
+            "while the sin between them and the tanh after them are computed again inside the remat2 body, the "
+            "sin next to its cos. StableHLO puts "
             "an optimization_barrier over the saved values before that recomputation."),
     function=checkpointed_grads,
     args=("f32[16,32]", "f32[32,64]", "f32[64,32]"),

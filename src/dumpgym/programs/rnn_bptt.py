@@ -24,8 +24,9 @@ PROGRAM = Program(
             "forward one takes the three weights as consts and the hidden state as its one carry; besides each "
             "step's energy it stacks, as extra ys, what the backward pass needs: the step's input state, its tanh "
             "and 1 - tanh. The backward scan has reverse=True and w_h as its one const; it carries the cotangent "
-            "of the hidden state and the three running sums of the weight gradients, and reads the stacked "
-            "residuals and the inputs as its xs. Its dot_generals contract over the batch of 8 to grow those "
+            "of the hidden state and the three running sums of the weight gradients, and reads five xs: the "
+            "cotangent of each step's energy (ce:f32[12], all ones), the three stacked "
+            "residuals and the inputs. Its dot_generals contract over the batch of 8 to grow those "
             "sums. Compiled, each scan is a while loop that runs 12 times."),
     function=rnn_grads,
     args=("f32[32,32]", "f32[16,32]", "f32[32]", "f32[8,32]", "f32[12,8,16]"),

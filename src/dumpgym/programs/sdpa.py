@@ -14,8 +14,8 @@ PROGRAM = Program(
     lesson=("Four query heads over two key and value heads make dot_product_attention grouped-query attention: a "
             "reshape cuts q's heads into two groups of two, and each einsum is one dot_general batched over "
             "batch and group. is_causal builds its mask from iota and ge, the softmax runs in f32, and "
-            "convert_element_type takes the probabilities back to bf16 before the second matmul; a transpose and "
-            "a reshape give back [2,16,4,8]."),
+            "convert_element_type takes the probabilities back to bf16 before the second matmul; a pair of "
+            "transposes and a reshape give back [2,16,4,8]."),
     function=sdpa,
     args=("bf16[2,16,4,8]", "bf16[2,16,2,8]", "bf16[2,16,2,8]"),
 )

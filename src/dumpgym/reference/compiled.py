@@ -45,13 +45,15 @@ CARDS = (
                  "`tf.aliasing_output` attribute on @main's arguments."),
     # --- structure of a compiled module ---
     Card("fusion", "hlo", "structure",
-         words=("fused", "kernel", "kLoop", "kInput", "kOutput", "fused_computation"),
+         words=("fused", "kernel", "kLoop", "kInput", "kOutput", "kCustom", "fused_computation"),
          what="Runs a computation XLA built by merging instructions, so that the values between them stay on "
               "chip instead of going through memory.",
          looks="`%fusion.14 = bf16[64,128]{...} fusion(%copy-done, %x.1, ...), kind=kOutput, "
                "calls=%fused_computation.15`: the body is the computation in `calls=`, its parameters the "
-               "operands in order; `kind` is kLoop (elementwise), kInput (ending in a reduction) or kOutput "
-               "(built around a convolution or dot).",
+               "operands in order; `kind` is kLoop (elementwise), kInput (ending in a reduction), kOutput "
+               "(built around a convolution or dot) or kCustom (handed to a code generator of the backend's "
+               "own, named in its backend_config: Triton's `__triton_nested_gemm_fusion` on a GPU, "
+               "`__ynn_fusion` on a CPU).",
          misread="The name says little (`%add_rsqrt_fusion`, `%fusion.3` are XLA's), one fusion can hold many "
                  "equations and one equation can be spread over several; the jaxpr and StableHLO have no "
                  "counterpart, since fusion happens inside XLA."),
@@ -97,8 +99,10 @@ CARDS = (
               "its memory space.",
          looks="`%copy = bf16[128,64]{1,0:T(8,128)(2,1)S(1)} copy(%copy-done.1)`: compare the layout in braces "
                "with the operand's to see what changed, here `{0,1}` to `{1,0}`.",
-         misread="The values and logical shape never change, so it is a transpose in memory only; the jaxpr's "
-                 "`copy` primitive is another thing, and this one has no StableHLO counterpart."),
+         misread="It keeps the logical shape, and mostly the values, but it may convert as it copies: "
+                 "fsdp-step's TPU compile copies `w_out` from f32 into a bf16 buffer; compare the dtypes as well as "
+                 "the layouts. The jaxpr's `copy` primitive is another thing, and this one has no StableHLO "
+                 "counterpart."),
     Card("copy-start", "hlo", "memory",
          words=("prefetch", "async copy", "dma", "vmem"),
          what="Starts an asynchronous copy, on a TPU typically a prefetch from HBM into VMEM, that runs while "
@@ -169,8 +173,10 @@ CARDS = (
               "over one tuple of loop state.",
          looks="`%while = (s32[], f32[8,4]{1,0}) while(%tuple), condition=%cond, body=%body`: the state goes in "
                "as a tuple, and the body reads it with get-tuple-element.",
-         misread="A short fixed-length scan may show no while at all: XLA can unroll it, as the scan program's "
-                 "compiles do; its StableHLO counterpart is `stablehlo.while`."),
+         misread="Not every while is a loop you wrote: dropout has no loop, yet its CPU compile runs "
+                 "threefry's rounds in one, while every lax.scan here (rnn-bptt's two, scan-layers') stays a "
+                 "while on each backend; the scan program has none, since lax.associative_scan unrolls at "
+                 "trace time. Its StableHLO counterpart is `stablehlo.while`."),
     Card("conditional", "hlo", "control",
          words=("if", "branch"), compiled_from=("stablehlo.case",),
          what="Runs one of several branch computations, picked at run time by a predicate or an index.",

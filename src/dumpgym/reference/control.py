@@ -117,8 +117,10 @@ CARDS = (
          looks="`stablehlo.custom_call @tpu_custom_call(%2, %arg1) {backend_config = ...}` for a Pallas TPU "
                "kernel, or `@Sharding(%arg0) {mhlo.sharding = \"{devices=[1,8]<=[8]}\"}`; the `@name` is the "
                "target.",
-         misread="Only a pallas_call maps onto one; JAX 0.10.2 lowers sharding through `sdy` ops by default, "
-                 "so a @Sharding custom_call means the older GSPMD path was used."),
+         misread="A pallas_call is not the only source: on a CPU `jnp.linalg.cholesky` lowers to "
+                 "`@lapack_spotrf_ffi`, LAPACK called through XLA's FFI, and `jax.pure_callback` to "
+                 "`@xla_ffi_python_cpu_callback`, a call back into your Python; JAX 0.10.2 lowers sharding "
+                 "through `sdy` ops by default, so a @Sharding custom_call means the older GSPMD path was used."),
     Card("stablehlo.optimization_barrier", "stablehlo", "autodiff", pairs=("remat2",),
          words=("barrier",),
          what="Passes its operands through unchanged while stopping XLA from moving computation "

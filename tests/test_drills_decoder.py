@@ -261,7 +261,7 @@ def form_of(item, forms):
 def test_every_item_carries_the_fields_the_page_reads(pool, forms):
     fields = {"drill", "card", "eqn", "question", "step", "layer", "context", "shown", "weight", "jaxpr_lines",
               "feedback"}
-    form_fields = {"spelling", "value", "accepted", "misread", "label", "dims", "axes"}
+    form_fields = {"form", "spelling", "value", "accepted", "misread", "label", "dims", "axes"}
     for item in pool:
         assert set(item) - {"program"} - form_fields == fields
         assert eqn_of(item).primitive == "dot_general"

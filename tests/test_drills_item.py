@@ -97,9 +97,10 @@ def test_a_fusion_item_points_at_the_jaxpr_instead_of_copying_it(pool, records):
 
 def test_the_pool_is_far_smaller_per_item_than_drills_1(pool):
     per_item = len(json.dumps(pool)) / len(pool["items"])
-    # Half of drills/1's size per item: what is left is the questions' own words (options and reasons are
-    # over half of it). The fifth is not reached on the built-in corpus; see docs/drills.md.
-    assert per_item <= DRILLS_1_BYTES_PER_ITEM / 2, per_item
+    # About half of drills/1's size per item: what is left is the questions' own words, every misreading's
+    # reason and (since "Drills that must be read") a line of why for each item. The fifth is not
+    # reached on the built-in corpus; see docs/drills.md.
+    assert per_item <= DRILLS_1_BYTES_PER_ITEM * 0.55, per_item
     # And an item's size does not grow with its program's listings: none is more than a few KB.
     assert max(len(json.dumps(i)) for i in pool["items"]) <= 4000
 

@@ -52,9 +52,7 @@ OVER_THE_BAR = {
     "decoder": "the usual axis set for the operand's rank and the usual contracted size: most dots have rank-2 "
                "operands",
     "backward": "a classifier on the `wrt` options and the usual forward row",
-    "loops": "the usual typed value and the last row of a branch listing, on three programs with loops",
-    "buffers": "the usual axis of the thin major-/minor-axis steps (two programs)",
-    "layouts": "the usual operations of the memory-space rows and the usual padded value",
+    "partitioner": "the usual typed per-device shape and the first mesh axis, on four programs with a mesh",
 }
 
 

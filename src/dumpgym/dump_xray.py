@@ -294,11 +294,23 @@ def _link_jaxpr(out: ModuleXray, text: str, eqns, keys, by_primitive, decided, o
             out.jaxpr_links[line] = tuple(sorted({op.line for op in keys[key]}))
 
 
+# A reduction's combiner region: XLA keeps one copy of equal regions for several reducers, so the tag its
+# instructions carry names one of them, not the one that applies it (docs/corpus.md, rule 5). Not linked.
+# It is linked, as a group, to what the reducers that apply it are linked to.
+_REDUCER_REGION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?\b(?:reduce|reduce-window|scatter|all-reduce|"
+                             r"reduce-scatter)\(.*?\bto_apply=%([\w.\-]+)", re.M)
+_IN_A_REGION = "in a reducer's region, which XLA may share among reducers: linked to the reducers that apply it"
+_NO_REDUCER = "in a reducer's region, whose reducers are not linked"
+
+
 def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) -> list[HloLink]:
     text = module.text(layer)
     hlo = parse_hlo(text, module.files[layer])
     lines = _definition_lines(text)
     named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
+    regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
+    for caller, region in _REDUCER_REGION.findall(text):
+        regions[region].append(caller)
     links = []
     for computation in hlo.computations():
         for instruction in computation.instructions():
@@ -310,6 +322,8 @@ def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) 
             found, why, group = (), "", ""
             if op_name is None:
                 why = "no op_name: made by XLA"
+            elif computation.name in regions:
+                why = computation.name  # linked below, once its reducers are
             elif not _is_stack(op_name):
                 why = _NOT_A_STACK
             else:
@@ -327,5 +341,11 @@ def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) 
                     else:
                         group = decided[candidates[0]]
             links.append(HloLink(lines[name], name, opcode, op_name, found, why, group))
+    by_name = {link.name: link for link in links}
+    for i, link in enumerate(links):
+        if link.why in regions:
+            found = tuple(sorted({n for caller in regions[link.why] if caller in by_name for n in by_name[caller].stablehlo_lines}))
+            links[i] = (HloLink(link.line, link.name, link.opcode, link.op_name, found, "", _IN_A_REGION) if found
+                        else HloLink(link.line, link.name, link.opcode, link.op_name, (), _NO_REDUCER, ""))
     links.sort(key=lambda link: link.line)
     return links

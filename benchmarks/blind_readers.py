@@ -45,8 +45,10 @@ class Seen:
 
 
 def seen_items(pool: dict, records: dict) -> list[Seen]:
-    """The pool's items as blind readers see them; `records` maps a slug to its `ProgramRecord`, read only
-    to show a line item's rows (an item whose program is missing is left out)."""
+    """The pool's items as blind readers see them; `records` maps a slug to its `ProgramRecord`, read to
+    show a line item's rows (an item whose program is missing is left out) and to name a traced variant's
+    base program as its program: a variant (`mlp-2`) is the same code as its base, so what a strategy
+    learns from the base must not count as learnt from another program."""
     from dumpgym.drills.item import resolve
 
     out = []
@@ -57,7 +59,9 @@ def seen_items(pool: dict, records: dict) -> list[Seen]:
             if record is None:
                 continue
             rows = tuple(resolve(item["context"][:1], record)[0].split("\n"))
-        out.append(Seen(item["drill"], item.get("step"), item["program"], float(item.get("weight", 1.0)),
+        known = records.get(item["program"])
+        program = (getattr(known, "variant_of", None) if known is not None else None) or item["program"]
+        out.append(Seen(item["drill"], item.get("step"), program, float(item.get("weight", 1.0)),
                         item["question"], item["answer"], rows))
     return out
 

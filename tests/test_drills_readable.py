@@ -17,12 +17,16 @@ import blind_readers as br  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def blind(pool, corpus):
+def blind(whole_corpus):
     """A function from a kind's name to its items as blind readers see them and their credits, each
-    kind played once, when first asked for."""
+    kind played once, when first asked for: the pool the page serves, variants included (each counted
+    as its base program)."""
+    from dumpgym.drills import build_pool
     from dumpgym.record import ProgramRecord
 
-    records = {p["slug"]: ProgramRecord.from_json(p, f"programs[{k}]") for k, p in enumerate(corpus["programs"])}
+    pool = build_pool(whole_corpus)
+    records = {p["slug"]: ProgramRecord.from_json(p, f"programs[{k}]")
+               for k, p in enumerate(whole_corpus["programs"])}
     seen = br.seen_items(pool, records)
     played: dict = {}
 
@@ -52,7 +56,9 @@ OVER_THE_BAR = {
     "decoder": "the usual axis set for the operand's rank and the usual contracted size: most dots have rank-2 "
                "operands",
     "backward": "a classifier on the `wrt` options and the usual forward row",
-    "partitioner": "the usual typed per-device shape and the first mesh axis, on four programs with a mesh",
+    "layouts": "the usual operations of the memory-space rows (a few opcodes hold most VMEM buffers) and the "
+               "usual padded value",
+    "loops": "the usual typed value and the last row of a branch listing, on four programs with loops",
 }
 
 

@@ -62,6 +62,13 @@ def test_a_wrong_answer_names_the_right_one_and_the_misreading(page, gym, kind):
         misread = next(iter(form.get("misread", {}).values()), None)
         if misread:
             assert misread["reason"].split("`")[0].strip() in feedback
+    elif form["form"] == "line":  # the right line, and why the tapped one is wrong (else the line of why)
+        assert f"the framework's line is {form['line']}" in feedback
+        rows = page.locator(f"#drill-{kind} [data-pick] [data-line]").count()
+        tapped = next(n for n in range(1, rows + 1) if n not in form["accepted"])  # as Gym.answer taps
+        said = form.get("explain", {}).get(str(tapped))
+        assert (said or item["feedback"]).split("`")[0].strip() in feedback
+        return
     else:  # a set: what was left out or extra is named
         panel = page.locator(f"#drill-{kind}")
         assert panel.locator("[data-missing], [data-extra]").count() >= 1

@@ -39,12 +39,12 @@ def test_a_wrong_answer_resets_the_streak_and_says_why(page, gym):
     for _ in range(3):
         gym.answer("shapes")
         gym.next("shapes")
-    item = gym.answer("shapes", right=False)
+    item = gym.answer("shapes", right=False)  # a typed aval: the wrong answer is its first named misreading
     assert gym.streak("shapes") == (0, 3)
-    chosen = next(i for i in range(len(item["options"])) if i != item["answer"])
+    typed, why = next(iter(item["misread"].items()))
     feedback = page.locator("#drill-shapes [data-feedback]").inner_text()
-    assert item["options"][item["answer"]] in feedback
-    assert item["reasons"][chosen].split("`")[0].strip() in feedback
+    assert item["value"] in feedback and typed in feedback
+    assert why["reason"].split("`")[0].strip() in feedback
 
 
 @pytest.mark.parametrize("kind", ["decoder", "decisions", "fusions"])
@@ -60,10 +60,16 @@ def test_every_drill_kind_answers_and_counts(page, gym, kind):
 def test_the_fusion_drill_shows_the_compiled_line_it_asks_about(page, gym, fetch_json):
     gym.open("fusions")
     item = gym.item("fusions")  # `shown`: the item's context as Python resolves it
-    assert page.locator("#drill-fusions .ctx [data-shown]").all_inner_texts() == item["shown"]
+    # A line set: the first block is the jaxpr to tap, the rest are shown as context.
+    assert item["answer_form"]["form"] == "lines"
+    rows = page.locator("#drill-fusions [data-pick] [data-line]").all_inner_texts()
+    assert [r.strip() for r in rows] == [r.strip() for r in item["shown"][0].split("\n")]
+    assert page.locator("#drill-fusions .ctx [data-shown]").all_inner_texts() == item["shown"][1:]
     assert page.locator("#drill-fusions [data-hlo-line]").count() == 0
     text = fetch_json(f"data/programs/{item['program']}.json")["compiled"][item["layer"]]["text"].split("\n")[item["hlo_line"] - 1]
-    assert item["shown"][1] == text.strip()
+    asked = next(k for k, block in enumerate(item["context"])
+                 if block.get("layer") == item["layer"] and block.get("lines") == [item["hlo_line"]] * 2)
+    assert item["shown"][asked] == text.strip()
 
 
 @pytest.mark.parametrize("kind", ["shapes", "decoder", "decisions", "fusions", "partitioner", "loops", "backward",
@@ -164,9 +170,16 @@ def test_importing_a_file_that_is_not_progress_changes_nothing(page, gym, tmp_pa
 
 
 def test_options_are_buttons_named_by_their_text(page, gym):
-    gym.open("shapes")
-    item = gym.item("shapes")
-    panel = page.locator("#drill-shapes")
+    gym.open("loops")  # loops asks a loop's role as a choice
+    for _ in range(20):
+        item = gym.item("loops")
+        if "options" in item:
+            break
+        gym.answer("loops")
+        gym.next("loops")
+    else:
+        pytest.fail("no choice item of loops came up in twenty questions")
+    panel = page.locator("#drill-loops")
     assert panel.locator("button[data-opt]").count() == len(item["options"])
     for option in item["options"]:
         assert panel.get_by_role("button", name=option, exact=True).count() == 1

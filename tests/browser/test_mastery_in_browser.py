@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import Gym
 
 pytestmark = pytest.mark.browser
 
@@ -117,10 +118,8 @@ def test_practise_my_weakest_opens_its_drill_and_draws_only_from_its_cell(page, 
         page.wait_for_selector("#drill-shapes[data-state=asking]")
         item = item_on_screen(page, fetch_json, "shapes")
         assert item["skill"] == "slice-pad"
-        panel = page.locator("#drill-shapes")
-        panel.locator(f"[data-opt='{item['answer']['index']}']").click()
-        page.wait_for_selector("#drill-shapes[data-state=answered]")
-        panel.locator("[data-next]").click()
+        Gym(page, fetch_json).answer("shapes")  # in whatever form the item asks (a typed aval)
+        page.locator("#drill-shapes [data-next]").click()
     note.locator("[data-focus-stop]").click()
     assert page.locator("[data-focus-note]").count() == 0
     assert page.get_attribute("#drill-shapes", "data-focus") is None
@@ -135,9 +134,7 @@ def test_a_cell_chosen_by_keyboard_focuses_its_drill_on_that_cell(page, fetch_js
     for _ in range(3):
         page.wait_for_selector("#drill-decoder[data-state=asking]")
         assert skill_of(item_on_screen(page, fetch_json, "decoder")) == "lhs-free"
-        item = item_on_screen(page, fetch_json, "decoder")
-        page.locator(f"#drill-decoder [data-opt='{item['answer']['index']}']").click()
-        page.wait_for_selector("#drill-decoder[data-state=answered]")
+        Gym(page, fetch_json).answer("decoder")  # in whatever form the item asks (tapped axes)
         page.locator("#drill-decoder [data-next]").click()
 
 

@@ -1,5 +1,6 @@
 """The page defects issue 27 names, in Chromium: "next" lands with the drill tabs below the sticky header,
-listings cut at 375 px say they scroll, and a buffers question shows the instruction it asks about."""
+listings cut at 375 px say they scroll, and the page shows the instruction line a context block references
+(a copy-or-bitcast question, whose instruction is hidden on purpose, shows its operand and result instead)."""
 import copy
 
 import pytest
@@ -57,21 +58,24 @@ def test_a_listing_cut_at_375_px_fades_where_it_goes_on(checked_on, base_url):
                 assert box.get_attribute("data-cut") is None
 
 
-def free_bitcast_items(pool):
-    return [i for i in pool["items"] if i["drill"] == "buffers" and i.get("step") == "free-bitcast"]
+def copy_or_bitcast_items(pool):
+    """The buffers items that ask of one instruction (its `facts`: `hlo_line`, `instruction`) whether it copies."""
+    return [i for i in pool["items"] if i["drill"] == "buffers" and i.get("step") == "copy-or-bitcast"]
 
 
 @pytest.fixture(scope="module")
 def bitcast_url(serve_pool, gym_data):
-    """The pool's free-bitcast items, each with a context block referencing the instruction's line (as the
-    buffers kind is to give them), and nothing else."""
+    """A few of the pool's copy-or-bitcast items, each given a context block referencing its instruction's
+    line, and nothing else: what the page does with such a reference (the kind itself shows the operand
+    and result only, the opcode hidden, since it would give the answer away)."""
     corpus, pool = gym_data
     items = []
-    for item in free_bitcast_items(pool)[:6]:
+    for item in copy_or_bitcast_items(pool)[:6]:
         item = copy.deepcopy(item)
         line = item["facts"]["hlo_line"]
         item["context"].append({"layer": item["layer"], "lines": [line, line], "cut": True})
         items.append(item)
+    assert items, "the pool has no copy-or-bitcast item"
     small = {"schema": pool["schema"], "kinds": [k for k in pool["kinds"] if k["name"] == "buffers"], "items": items}
     with serve_pool("bitcast-site", corpus, small) as url:
         yield url
@@ -80,6 +84,11 @@ def bitcast_url(serve_pool, gym_data):
 def shows_the_instruction(page, fetch):
     page.click("#tab-buffers")
     page.wait_for_selector("#drill-buffers[data-state=asking]")
+    return instruction_shown(page, fetch)
+
+
+def instruction_shown(page, fetch):
+    """Whether the buffers question on screen shows, in a context block, its instruction's line (cut)."""
     _, slug, index = page.get_attribute("#drill-buffers", "data-item").split("/")
     item = fetch(f"data/drills/buffers/{slug}.json")["items"][int(index)]
     text = fetch(f"data/programs/{slug}.json")["compiled"][item["layer"]]["text"].split("\n")[item["facts"]["hlo_line"] - 1]
@@ -93,20 +102,23 @@ def test_the_page_shows_the_instruction_line_a_context_block_references(checked_
         assert shows_the_instruction(page, lambda rel: page.evaluate(f"fetch('{rel}').then(r => r.json())"))
 
 
-@pytest.mark.xfail(strict=True, reason="the buffers kind (another branch) is giving free-bitcast items the "
-                   "instruction's line: once merged this passes, and the marker goes")
-def test_a_free_bitcast_question_shows_its_instruction(page, fetch_json, gym_data):
-    # The real pool: the sampler may draw any buffers item, so draw until a free-bitcast one is on screen.
-    assert free_bitcast_items(gym_data[1])
-    page.click("#tab-buffers")
+def test_a_copy_or_bitcast_question_shows_the_buffers_it_asks_about_and_hides_the_instruction(page, gym, gym_data):
+    """The buffers kind asks of one instruction, its name and opcode hidden (they give the answer away),
+    whether it copies: the page shows its operand and result, and not the instruction's line."""
+    assert copy_or_bitcast_items(gym_data[1])
+    # The real pool: the sampler may draw any buffers item, so draw until a copy-or-bitcast one is on screen.
+    gym.open("buffers")
     for _ in range(30):
-        page.wait_for_selector("#drill-buffers[data-state=asking]")
-        _, slug, index = page.get_attribute("#drill-buffers", "data-item").split("/")
-        if fetch_json(f"data/drills/buffers/{slug}.json")["items"][int(index)].get("step") == "free-bitcast":
+        item = gym.item("buffers")
+        if item.get("step") == "copy-or-bitcast":
             break
-        page.locator("#drill-buffers [data-opt]").first.click()
-        page.wait_for_selector("#drill-buffers[data-state=answered]")
-        page.keyboard.press("Enter")
+        gym.answer("buffers")
+        gym.next("buffers")
     else:
-        pytest.skip("no free-bitcast item drawn in thirty questions")
-    assert shows_the_instruction(page, fetch_json)
+        pytest.skip("no copy-or-bitcast item drawn in thirty questions")
+    shown = page.locator("#drill-buffers .ctx [data-shown]").all_inner_texts()
+    assert shown == item["shown"]
+    assert any(block.startswith("operand ") and "\nresult " in block for block in shown)
+    assert not any(f"%{item['instruction']} " in block for block in shown)
+    assert not instruction_shown(page, gym.fetch_json)
+    assert page.locator("#drill-buffers button[data-opt]").count() == len(item["options"])

@@ -169,12 +169,29 @@ def test_corpus_tabs_switch_layers(page):
     assert article.locator("[data-layer-panel=jaxpr]").is_visible()
 
 
+def tap_an_answer(panel):
+    """Answer the question on screen by touch, in whatever form it asks (right or not): tap an option; or
+    type the field's example and tap check; or tap the first axis chip, or row, and tap check if there is one."""
+    if panel.locator("button[data-opt]").count():
+        panel.locator("button[data-opt]").first.tap()
+    elif panel.locator("[data-typed-input]").count():
+        field = panel.locator("[data-typed-input]")
+        field.tap()
+        field.fill(field.get_attribute("placeholder"))  # the spelling's example: a readable answer
+        panel.locator("[data-submit]").tap()
+    else:
+        chips = panel.locator("[data-axis]")
+        (chips if chips.count() else panel.locator("[data-pick] [data-line]")).first.tap()
+        if panel.locator("[data-submit]").count():
+            panel.locator("[data-submit]").tap()
+
+
 def test_usable_at_375_pixels(open_fresh, base_url):
     pg = open_fresh(base_url, viewport={"width": 375, "height": 800}, has_touch=True, is_mobile=True)
     errors = pg.console.uncaught
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375
     pg.wait_for_selector("#drills [data-state=asking]")
-    pg.locator("#drills section[data-drill]:not([hidden]) button[data-opt]").first.tap()
+    tap_an_answer(pg.locator("#drills section[data-drill]:not([hidden])"))
     pg.wait_for_selector("#drills [data-state=answered]")
     pg.locator("#xray").scroll_into_view_if_needed()
     pg.wait_for_selector("#xray[data-ready]")

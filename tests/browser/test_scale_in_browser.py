@@ -132,7 +132,9 @@ def _draw_only_yours(page):
     for _ in range(6):
         page.wait_for_selector("#drill-shapes[data-state=asking]")
         seen.append(page.get_attribute("#drill-shapes", "data-item").split("/")[1])
-        page.locator("#drill-shapes [data-opt]").first.click()
+        field = page.locator("#drill-shapes [data-typed-input]")  # shapes asks a typed aval
+        field.fill(field.get_attribute("placeholder"))  # the spelling's example: a readable answer, graded
+        field.press("Enter")
         page.wait_for_selector("#drill-shapes[data-state=answered]")
         page.keyboard.press("Enter")
     assert all(s.startswith("mine-") for s in seen), seen

@@ -328,8 +328,10 @@ export function registerDrills(root, progress, preferred) {
     } else if (form === 'axes' && !panel.answered && e.key === 'Enter' && !e.target.closest('button, a')) {
       e.preventDefault();
       panel.submitAxes();
-    } else if (form === 'typed' && !panel.answered && e.key.length === 1 && e.key !== ' ') {
+    } else if (form === 'typed' && !panel.answered && e.key.length === 1 && e.key !== ' ' &&
+               (document.activeElement === document.body || root.contains(document.activeElement))) {
       // A key typed with the field out of focus is the answer's first character: it goes to the field.
+      // Not from another part of the page (the x-ray's listing owns j/k), whose keys stay its own.
       panel.body.querySelector('[data-typed-input]')?.focus({ preventScroll: true });
     } else if (lining && (/^[0-9]$/.test(e.key) || panel.el.contains(document.activeElement)) &&
                panel.lineKey(e.key)) {

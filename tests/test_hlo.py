@@ -496,14 +496,13 @@ def test_bitcast_and_copy_fusions_are_not_answered_with_a_dot(fusion_items, by_s
 
 def test_a_fusion_that_kept_one_copy_of_two_equal_equations_is_asked_with_both(fusion_items, by_slug):
     """Issue 33: in scan's TPU %slice_add_fusion.1 one slice instruction does lines 52 and 58 (both take
-    column 0 of `s`, written with other strides): asked, its rows to tap hold both, or it is not asked."""
+    column 0 of `s`, written with other strides): its rows to tap hold both."""
     record = by_slug["scan"]
     jaxpr = record["jaxpr"].splitlines()
     for n in (52, 58):
         assert re.search(r"slice\[limit_indices=\(8, 1\) start_indices=\(0, 0\) strides=\(1, [12]\)\] s$", jaxpr[n - 1])
-    for item in fusion_items:
-        if (item["program"], item["layer"], item["fusion"]) == ("scan", "tpu", "slice_add_fusion.1"):
-            assert {52, 58} <= set(item["lines"])
+    (item,) = [i for i in fusion_items if (i["program"], i["layer"], i["fusion"]) == ("scan", "tpu", "slice_add_fusion.1")]
+    assert {52, 58} <= set(item["lines"])  # asked since the attribution holds both (rule 3, equal work kept once)
 
 
 def test_a_row_left_out_or_tapped_wrongly_is_explained(fusion_items, by_slug):

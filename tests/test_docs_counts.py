@@ -143,6 +143,9 @@ ROWS = [
     ("docs/drills.md", r"The built-in corpus gives (\d+) CPU items and \d+ TPU items",
      lambda f: len(f.items("fusions", layer="cpu"))),
     ("docs/drills.md", r"gives \d+ CPU items and (\d+) TPU items", lambda f: len(f.items("fusions", layer="tpu"))),
+    ("docs/drills.md", r"from \d+ programs, and (\d+) GPU items from \d+", lambda f: len(f.items("fusions", layer="gpu"))),
+    ("docs/drills.md", r"\d+ GPU items from (\d+)\.",
+     lambda f: len({i["program"] for i in f.items("fusions", layer="gpu")})),
     # GYM·06, partitioner
     ("docs/drills.md", r"In the built-in corpus \(([\w, -]+)\) the drill gives", _partitioned_programs),
     ("docs/drills.md", r"the drill gives (\d+) items: \d+ `shard-shape`", lambda f: len(f.items("partitioner"))),

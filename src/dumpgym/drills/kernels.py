@@ -38,7 +38,7 @@ KERNEL_WORDS = {
     "triton-gemm": "a GEMM fusion XLA emitted with Triton",
     "cublas": "a call into cuBLAS",
     "folded": "no GEMM of its own: XLA rewrote it as {ops} inside a {kind} fusion",
-    "other": "a {kind} fusion",
+    "other": "a kernel of another kind",
 }
 
 
@@ -51,6 +51,8 @@ def _kernel(c: "_Compile", ins: Instruction, dot: EqnFact) -> tuple[str, str]:
     if ins.opcode == "customcall":
         target = (_TARGET.search(line) or [None, ""])[1]
         return ("cublas" if target.startswith("__cublas") else "other"), f"custom-call to `{target}`"
+    if not ins.calls:  # a dot or convolution XLA left unfused: a kernel of its own, neither Triton's nor cuBLAS's
+        return "other", f"an unfused `{c.hlo.printed_opcodes.get(ins.opcode, ins.opcode)}`"
     kind = next((f.kind for f in listing.hlo.fusions if f.line == ins.line), ins.opcode)
     backend = (_BACKEND_KIND.search(line) or [None, ""])[1]
     doing = c.doing(ins, dot)

@@ -143,6 +143,14 @@ ROWS = [
     ("docs/drills.md", r"The built-in corpus gives (\d+) CPU items and \d+ TPU items",
      lambda f: len(f.items("fusions", layer="cpu"))),
     ("docs/drills.md", r"gives \d+ CPU items and (\d+) TPU items", lambda f: len(f.items("fusions", layer="tpu"))),
+    ("docs/drills.md", r"from \d+ programs, and (\d+) GPU items from \d+", lambda f: len(f.items("fusions", layer="gpu"))),
+    ("docs/drills.md", r"\d+ GPU items from (\d+)\.",
+     lambda f: len({i["program"] for i in f.items("fusions", layer="gpu")})),
+    # GYM·12, kernels
+    ("docs/drills.md", r"The built-in corpus gives (\d+) items \(\d+ `triton-gemm`", lambda f: len(f.items("kernels"))),
+    ("docs/drills.md", r"items \((\d+ `triton-gemm`, \d+\s`folded`)\)", lambda f: f.count("kernels", "skill")),
+    ("docs/drills.md", r"`folded`\) from (\d+) programs; below 150",
+     lambda f: len({i["program"] for i in f.items("kernels")})),
     # GYM·06, partitioner
     ("docs/drills.md", r"In the built-in corpus \(([\w, -]+)\) the drill gives", _partitioned_programs),
     ("docs/drills.md", r"the drill gives (\d+) items: \d+ `shard-shape`", lambda f: len(f.items("partitioner"))),

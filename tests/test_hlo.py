@@ -57,12 +57,25 @@ def _most_specific(record, eqns):
     return {e for e in eqns if e not in parents}
 
 
-@pytest.mark.parametrize("slug", CPU_COMPILED)
-def test_instructions_with_op_name_are_attributed_consistently(slug, by_slug):
+# The CPU's and the GPU's (the described H100) compiles, judged alike; a Mosaic kernel has neither.
+CPU_AND_GPU = [pytest.param(s, layer, id=f"{s}-{layer}") for layer in ("cpu", "gpu") for s in CPU_COMPILED]
+
+
+@pytest.mark.parametrize("slug, layer", CPU_AND_GPU)
+def test_instructions_with_op_name_are_attributed_consistently(slug, layer, by_slug):
     """Judged from the plain compile's own op_name (no tags): its last component names the primitive."""
     record = by_slug[slug]
-    hlo = record["compiled"]["cpu"]
+    hlo = record["compiled"][layer]
     assert _op_names_agree(record, hlo) > 0 and hlo["stats"]["unattributed_with_op_name"] == 0
+
+
+def _regions_applied(text: str) -> dict[str, list[str]]:
+    """Each region a `to_apply=` names -> the lines that apply it (text alone)."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        for region in re.findall(r"\bto_apply=%([\w.\-]+)", line):
+            out.setdefault(region, []).append(line)
+    return out
 
 
 def _op_names_agree(record, hlo) -> int:
@@ -71,12 +84,18 @@ def _op_names_agree(record, hlo) -> int:
     lines = hlo["text"].splitlines()
     slug = record["slug"]
     arguments, scopes = _argument_names(hlo["text"]), _scopes(hlo["text"])
+    applied, bodies = _regions_applied(hlo["text"]), _bodies(hlo["text"])
     checked = 0
     for ins in hlo["instructions"]:
         match = OP_NAME.search(lines[ins["line"] - 1])
         if not match or ins["opcode"] == "fusion":
             continue
         path = match.group(1)
+        path = _judged_name(lines[ins["line"] - 1], bodies)
+        if ins["computation"] in applied:
+            # rule 5: a region does the work of what applies it, whose op_names it is judged by
+            holders = [_judged_name(h, bodies) for h in applied[ins["computation"]]]
+            path = next((h for h in holders if h and "/" in h), path)
         if "/" not in path and (path in arguments or ins["opcode"] == "parameter") and not ins["eqns"]:
             continue  # an argument (or XLA's copy or bitcast of it): its op_name is the argument's name
         if "/" not in path and not path.startswith("jit("):
@@ -107,8 +126,35 @@ def _bodies(text: str) -> dict[str, list[str]]:
     return out
 
 
+# A reduce-window whose combiner region's ROOT is one of these is that reduction plus the broadcast of its
+# result (docs/corpus.md, rule 4), whatever equation its own metadata names.
+WINDOW_REDUCTION = {"maximum": "reduce_max", "minimum": "reduce_min", "add": "reduce_sum"}
+
+
+def _region_root(bodies: dict[str, list[str]], region: str) -> str | None:
+    """The opcode of a region's ROOT instruction (text alone)."""
+    root = next((b for b in bodies.get(region, []) if b.lstrip().startswith("ROOT ")), "")
+    found = re.search(r" = \S+ ([\w\-]+)\(", root)
+    return found.group(1) if found else None
+
+
+def _judged_name(line: str, bodies: dict[str, list[str]]) -> str | None:
+    """The op_name path an instruction line is judged by: its metadata's, but for a reduce-window the
+    reduction its combiner makes in its place (rule 4: `.../sub` on sdpa's TPU window is `.../reduce_max`)."""
+    match = OP_NAME.search(line)
+    if match is None:
+        return None
+    if window := re.search(r" reduce-window\(.*\bto_apply=%([\w.\-]+)", line):
+        reduction = WINDOW_REDUCTION.get(_region_root(bodies, window.group(1)), "reduce-window")
+        return "/".join((*match.group(1).split("/")[:-1], reduction))
+    return match.group(1)
+
+
 def _named_in_fusion(text: str, line: int) -> set[str]:
-    """The primitives whose op_names stand in the fusion on `line` and every computation it calls (text alone)."""
+    """The primitives whose op_names stand in the fusion on `line` and every computation it calls (text alone).
+    A region applied with `to_apply=` names nothing of its own: it does its holder's work, whatever reducer
+    XLA first made it for (docs/corpus.md, rule 5; embed-xent's GPU scatter applies an `add` region carrying
+    a `reduce_sum`'s name); a reduce-window names the reduction its combiner makes (rule 4), not its tag."""
     bodies = _bodies(text)
     fusion_line = text.splitlines()[line - 1]
     scopes = _scopes(text)
@@ -120,9 +166,12 @@ def _named_in_fusion(text: str, line: int) -> set[str]:
         seen.add(computation)
         for body_line in bodies.get(computation, []):
             match = OP_NAME.search(body_line)
-            if match and "/" in match.group(1) and match.group(1) not in scopes and _does_named_work(body_line, match.group(1)):
+            window = re.search(r" reduce-window\(.*\bto_apply=%([\w.\-]+)", body_line)
+            if window:
+                out.add(WINDOW_REDUCTION.get(_region_root(bodies, window.group(1)), "reduce-window"))
+            elif match and "/" in match.group(1) and match.group(1) not in scopes and _does_named_work(body_line, match.group(1)):
                 out.add(match.group(1).split("/")[-1])
-            for callee in re.findall(r"(?:calls|to_apply)=%([\w.\-]+)", body_line):
+            for callee in re.findall(r"\bcalls=%([\w.\-]+)", body_line):
                 out |= named(callee, seen)
         return out
 
@@ -155,13 +204,16 @@ def _does_named_work(line: str, op_name: str) -> bool:
 
 # The opcode an equation's work takes in the compiled text where XLA dropped its op_name (the
 # dataflow inference names it then): judged by what the body holds, not by the attribution.
-OPCODE_OF = {"broadcast_in_dim": "broadcast", "convert_element_type": "convert", "dot_general": "dot"}
+OPCODE_OF = {"broadcast_in_dim": "broadcast", "convert_element_type": "convert", "dot_general": "dot",
+             "reduce_sum": "reduce", "reduce_max": "reduce", "reduce_min": "reduce",
+             "max": "maximum", "min": "minimum"}
 DATA_MOVES = {"transpose", "broadcast", "reshape", "slice", "pad", "concatenate", "reverse", "iota"}
 
 
 def _opcodes_in(text: str, line: int) -> set[str]:
-    """The opcodes of the instructions in the computation the fusion on `line` calls, and in the
-    fusions nested in it (TPU fusions call fusions), read from the text alone."""
+    """The opcodes of the instructions in the computation the fusion on `line` calls, in the fusions nested
+    in it (TPU fusions call fusions) and in the regions they apply (a reduce-window's `maximum`), read from
+    the text alone."""
     bodies = _bodies(text)
     stack, seen, out = [re.search(r"calls=%([\w.\-]+)", text.splitlines()[line - 1]).group(1)], set(), set()
     while stack:
@@ -172,7 +224,7 @@ def _opcodes_in(text: str, line: int) -> set[str]:
         for body_line in bodies.get(called, []):
             if m := re.search(r" = \S+ ([\w\-]+)\(", body_line):
                 out.add(m.group(1))
-            stack += re.findall(r"calls=%([\w.\-]+)", body_line)
+            stack += re.findall(r"(?:calls|to_apply)=%([\w.\-]+)", body_line)
     return out
 
 
@@ -220,11 +272,11 @@ def _containers(record, eqns) -> set[str]:
     return {record["eqns"][e]["primitive"] for e in eqns if e in parents}
 
 
-@pytest.mark.parametrize("slug", CPU_COMPILED)
-def test_every_fusion_lists_what_it_absorbed(slug, by_slug):
+@pytest.mark.parametrize("slug, layer", CPU_AND_GPU)
+def test_every_fusion_lists_what_it_absorbed(slug, layer, by_slug):
     """Judged from the plain compile's text: the primitives named in a fusion's body are its equations'."""
     record = by_slug[slug]
-    hlo = record["compiled"]["cpu"]
+    hlo = record["compiled"][layer]
     checked = 0
     for fusion in hlo["fusions"]:
         in_body = _named_in_fusion(hlo["text"], fusion["line"])
@@ -439,14 +491,10 @@ def test_fusion_items_show_the_jaxpr_then_the_call_line_the_body_and_the_backend
         assert not re.search(r"line \d", item["question"].split("(")[0])  # the question names no jaxpr line
 
 
-# Fusions whose recorded attribution the text contradicts, left to the attribution's rework (issue 33): in
-# sdpa's TPU compile the `maximum` of a reduce-window (XLA's rewrite of reduce_max, line 52) carries `sub`'s
-# metadata, so %fusion.9's set leaves out reduce_max. The test fails once the record is fixed, to drop this.
-KNOWN_MISATTRIBUTED = {("sdpa", "tpu", "fusion.9")}
-
-
 def test_fusion_drill_answers_are_what_the_compiled_text_says_was_fused(fusion_items, by_slug):
-    """Judged from XLA's text and the jaxpr text alone: not from the attribution the drill is built on."""
+    """Judged from XLA's text and the jaxpr text alone: not from the attribution the drill is built on. Every
+    layer's items are judged, the GPU's among them, and none is let off."""
+    assert {i["layer"] for i in fusion_items} >= {"cpu", "tpu", "gpu"}
     wrong = set()
     for item in fusion_items:
         record = by_slug[item["program"]]
@@ -459,7 +507,40 @@ def test_fusion_drill_answers_are_what_the_compiled_text_says_was_fused(fusion_i
         containers = _enclosing(record, {_eqn_at(record, p, n) for p, n in answer})
         if not _explains(named, {p for p, _ in answer}, opcodes, containers, fed):
             wrong.add((item["program"], item["layer"], item["fusion"]))
-    assert wrong <= KNOWN_MISATTRIBUTED
+    assert not wrong
+
+
+def _fusion_line(record, layer, name) -> int:
+    return next(f["line"] for f in record["compiled"][layer]["fusions"] if f["name"] == name)
+
+
+def test_the_judge_reads_a_region_as_its_holders_work_and_a_window_as_its_reduction(by_slug):
+    """The text-only judge follows docs/corpus.md rules 4 and 5, read from the text: embed-xent's GPU scatter
+    applies an `add` region XLA first made for a `reduce_sum` (and named so), yet the fusion does a
+    scatter-add, no reduce_sum; sdpa's TPU reduce-window carries `sub`'s name, yet its `maximum` combiner
+    makes it the row's reduce_max."""
+    embed = by_slug["embed-xent"]["compiled"]["gpu"]["text"]
+    for name in ("input_scatter_fusion", "input_scatter_fusion.1"):
+        line = _fusion_line(by_slug["embed-xent"], "gpu", name)
+        called = re.search(r"calls=%([\w.\-]+)", embed.splitlines()[line - 1]).group(1)
+        (region,) = [r for b in _bodies(embed)[called] for r in re.findall(r"to_apply=%([\w.\-]+)", b)]
+        assert any('op_name="jit(embed_xent)/jvp()/reduce_sum"' in b for b in _bodies(embed)[region])
+        named = _named_in_fusion(embed, line)
+        assert "scatter-add" in named and "reduce_sum" not in named, (name, named)
+    sdpa = by_slug["sdpa"]["compiled"]["tpu"]["text"]
+    line = _fusion_line(by_slug["sdpa"], "tpu", "fusion.9")
+    (window,) = [b for c in _bodies(sdpa).values() for b in c if " reduce-window(" in b and "/sub" in b]
+    assert "reduce_max" in _named_in_fusion(sdpa, line) and "maximum" in _opcodes_in(sdpa, line), window
+
+
+def test_gpu_fusion_items_name_the_gpu_listing_and_come_from_many_programs(fusion_items, by_slug):
+    gpu = [i for i in fusion_items if i["layer"] == "gpu"]
+    assert len({i["program"] for i in gpu}) >= 6
+    for item in gpu:
+        text = by_slug[item["program"]]["compiled"]["gpu"]["text"]
+        assert f"%{item['fusion']} = " in text.splitlines()[item["hlo_line"] - 1]
+        assert f"GPU compiled HLO line {item['hlo_line']}" in item["question"]
+        assert item["card"].endswith("/gpu"), item["card"]  # not the CPU's card of a fusion of one name
 
 
 # Opcodes (as the text prints them) that do no arithmetic: a body of only these does no dot's, no reduction's work.

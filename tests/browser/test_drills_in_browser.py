@@ -73,7 +73,7 @@ def test_the_fusion_drill_shows_the_compiled_line_it_asks_about(page, gym, fetch
 
 
 @pytest.mark.parametrize("kind", ["shapes", "decoder", "decisions", "fusions", "partitioner", "loops", "backward",
-                                  "buffers", "layouts", "units"])
+                                  "buffers", "layouts", "units", "kernels"])
 def test_the_page_resolves_each_items_context_to_pythons_blocks(page, gym, kind):
     """The page reads an item's references into the listings it fetches; for a sample of items of every
     kind, what it shows is exactly the blocks `dumpgym.drills.item.resolve` makes."""

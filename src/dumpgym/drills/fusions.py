@@ -44,8 +44,8 @@ def _named(eqn: EqnFact) -> str:
 
 
 def _layer_words(hlo: CompiledLayer) -> str:
-    """How a question names the listing: the CPU's as before, the TPU's by its target."""
-    return "TPU compiled HLO" if hlo.backend == "tpu" else "compiled HLO"
+    """How a question names the listing: the CPU's as before, the TPU's and the GPU's by their backend."""
+    return f"{hlo.backend.upper()} compiled HLO" if hlo.backend in ("tpu", "gpu") else "compiled HLO"
 
 
 def _leaves(program: ProgramRecord, eqns) -> set[int]:
@@ -177,11 +177,11 @@ def _context(c: _Compile, layer: str, fusion: Fusion) -> tuple:
        aim="Name the equations XLA merged into one fusion of the compiled program.",
        per_program=4, cap_by=("layer",))
 def fusion_items(program: ProgramRecord) -> list[Item]:
-    """One item per fusion that computes two or more equations, in each CPU compile, then each TPU one.
-    Its card names the compile's target and the fusion: the CPU's and the TPU's fusion of one name
-    are different questions. A GPU's fusions are not asked yet: its attribution is not checked
-    against a fresh compile."""
-    layers = [*program.layers("cpu").items(), *program.layers("tpu").items()]
+    """One item per fusion that computes two or more equations, in each CPU compile, then each TPU one, then
+    each GPU one (tests/test_hlo_fresh.py checks every layer's attribution against a fresh compile). Its card
+    names the compile's target and the fusion: the CPU's, the TPU's and the GPU's fusion of one name are
+    different questions."""
+    layers = [*program.layers("cpu").items(), *program.layers("tpu").items(), *program.layers("gpu").items()]
     return [item for target, hlo in layers for item in _layer_items(program, target, hlo)]
 
 

@@ -1,0 +1,174 @@
+"""Which kernel runs a dot: tap the instruction of the GPU compile that runs one dot_general of the jaxpr.
+
+XLA's GPU compiler turns each dot into a kernel of one of a few kinds: a GEMM fusion it emits with Triton
+(a `kCustom` fusion whose backend_config kind is `__triton_gemm` or `__triton_nested_gemm_fusion`), a cuBLAS
+call (a `custom-call` to `__cublas$gemm` or `__cublas$lt$matmul`), or, for a dot too small to be worth a
+GEMM, multiplies and a reduce folded into a loop or input fusion. Each item shows the computation that
+launches the kernel (the entry, or a loop's body) and the dot's jaxpr line, and asks which instruction
+runs it (`line` form). The answer is every instruction of that computation whose body does the dot's
+contraction, read from the compiled layer's attribution (`program.compiled`): an instruction credited
+with the dot whose opcode can do its arithmetic (`fusions.does_work`), never a bitcast, copy or layout
+transpose that only serves it. Where XLA split the contraction (split-K: a GEMM fusion of partial
+products, then a reduce fusion summing them), both rows are right. The kernel's kind is the item's
+`skill`, so a missed item returns as a sibling of the same kind.
+"""
+from __future__ import annotations
+
+import re
+
+from dumpgym.drills import drill
+from dumpgym.drills._tpu import Listing, which_compile
+from dumpgym.drills.answer import LinePick
+from dumpgym.drills.fusions import PLUMBING, does_work
+from dumpgym.drills.item import Item, Lines, Note
+from dumpgym.record import CompiledLayer, EqnFact, Instruction, ProgramRecord
+
+LAUNCHES = frozenset({"fusion", "customcall", "dot", "convolution"})  # what runs as a kernel of its own
+CONTRACTIONS = frozenset({"dot_general"})
+# A computation is asked about only where it launches at least this many kernels: where it launches two,
+# knowing that a kernel is a fusion or custom-call row picks the dot's half the time without reading it.
+MIN_LAUNCHES = 5
+NEAR = 8  # at most this many wrong rows are explained: the instructions nearest the answer
+# The backend_config's kind of a fusion and a custom call's target, on the line XLA prints: the record
+# keeps a fusion's `kind` (kCustom) but not which emitter XLA chose, so this one attribute is read from the
+# launching line itself (the drill reads no other listing text).
+_BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
+_TARGET = re.compile(r'custom_call_target="([^"]+)"')
+KERNEL_WORDS = {
+    "triton-gemm": "a GEMM fusion XLA emitted with Triton",
+    "cublas": "a call into cuBLAS",
+    "folded": "no GEMM of its own: XLA rewrote it as {ops} inside a {kind} fusion",
+    "other": "a kernel of another kind",
+}
+
+
+def _kernel(c: "_Compile", ins: Instruction, dot: EqnFact) -> tuple[str, str]:
+    """(the kernel's kind for the `skill`, the words naming what XLA printed) of a launching instruction, as
+    it runs this dot: a dot or convolution inside it makes it a GEMM kernel; without one, the dot was folded
+    into it as other arithmetic (an outer product's multiply in another GEMM's prologue is folded too)."""
+    listing = c.listing
+    line = listing.lines[ins.line - 1]
+    if ins.opcode == "customcall":
+        target = (_TARGET.search(line) or [None, ""])[1]
+        return ("cublas" if target.startswith("__cublas") else "other"), f"custom-call to `{target}`"
+    if not ins.calls:  # a dot or convolution XLA left unfused: a kernel of its own, neither Triton's nor cuBLAS's
+        return "other", f"an unfused `{c.hlo.printed_opcodes.get(ins.opcode, ins.opcode)}`"
+    kind = next((f.kind for f in listing.hlo.fusions if f.line == ins.line), ins.opcode)
+    backend = (_BACKEND_KIND.search(line) or [None, ""])[1]
+    doing = c.doing(ins, dot)
+    if {i.opcode for i in doing} & {"dot", "convolution"}:
+        if backend.startswith("__triton"):
+            return "triton-gemm", f"`{kind}` fusion, backend_config kind `{backend}`"
+        return "other", f"`{kind}` fusion" + (f", backend_config kind `{backend}`" if backend else "")
+    return "folded", ", ".join(dict.fromkeys(f"%{i.name}" for i in doing))
+
+
+def _ops(c: "_Compile", ins: Instruction, dot: EqnFact) -> str:
+    """The opcodes (as printed) that do a folded dot's work inside a fusion: `multiply`, `reduce`."""
+    printed = list(dict.fromkeys(c.hlo.printed_opcodes.get(i.opcode, i.opcode) for i in c.doing(ins, dot)))
+    return ", ".join(f"`{p}`" for p in printed) or "other arithmetic"
+
+
+class _Compile:
+    """One GPU layer read for the drill: which computations launch kernels, and what each launch runs."""
+
+    def __init__(self, program: ProgramRecord, hlo: CompiledLayer):
+        self.program, self.hlo, self.listing = program, hlo, Listing(hlo)
+        fused = {c for i in hlo.instructions if i.calls for c in self.listing.body(i.line)}
+        regions = {c for i in hlo.instructions for c in i.to_apply}
+        self.launching = {c.name for c in hlo.computations} - fused - regions
+        self.by_computation: dict[str, list[Instruction]] = {}
+        for i in hlo.instructions:
+            self.by_computation.setdefault(i.computation, []).append(i)
+
+    def doing(self, ins: Instruction, dot: EqnFact) -> list[Instruction]:
+        """The instructions of a launch's body (or the launch itself) that do this dot's work."""
+        body = set(self.listing.body(ins.line)) if ins.calls else {ins.computation}
+        found = self.hlo.instructions if ins.calls else [ins]
+        return [i for i in found if i.computation in body and i.opcode not in PLUMBING and dot.id in i.eqns
+                and does_work(i.opcode, dot.primitive)]
+
+    def work(self, ins: Instruction) -> set[int]:
+        """The equations whose work a launching instruction (its body, for a fusion) does."""
+        if not ins.calls:
+            return {e for e in ins.eqns if does_work(ins.opcode, self.program.eqns[e].primitive)}
+        body = set(self.listing.body(ins.line))
+        return {e for i in self.hlo.instructions if i.computation in body and i.opcode not in PLUMBING
+                for e in i.eqns if does_work(i.opcode, self.program.eqns[e].primitive)}
+
+    def runs(self, dot: EqnFact) -> list[Instruction]:
+        """The launching instructions that do this dot's contraction, in print order."""
+        return [i for c in self.launching for i in self.by_computation.get(c, ())
+                if i.opcode in LAUNCHES and dot.id in self.work(i)]
+
+
+@drill("kernels", number="12", title="which kernel runs a dot",
+       aim="Find the instruction of the GPU compile that runs a dot_general: a Triton GEMM fusion, a cuBLAS "
+           "call, or a fusion it was folded into.",
+       per_program=4, cap_by=("layer",))
+def kernel_items(program: ProgramRecord) -> list[Item]:
+    """One item per dot_general and GPU layer whose contraction one computation's instructions run. Its card
+    is the dot's equation and the layer's target."""
+    return [item for target, hlo in program.layers("gpu").items() if hlo.has_facts
+            for item in _layer_items(program, target, hlo)]
+
+
+def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
+    c = _Compile(program, hlo)
+    items = []
+    for dot in program.eqns:
+        if dot.primitive not in CONTRACTIONS:
+            continue
+        runs = c.runs(dot)
+        if not runs or len({i.computation for i in runs}) > 1:
+            continue  # not run here (dead, or done under a loop's other copy), or split over computations
+        if sum(i.opcode in LAUNCHES for i in c.by_computation[runs[0].computation]) < MIN_LAUNCHES:
+            continue
+        items.append(_item(c, target, dot, runs))
+    return items
+
+
+def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction]) -> Item:
+    computation = runs[0].computation
+    first, last = c.listing.computations[computation]
+    main = next((i for i in runs if _kernel(c, i, dot)[0] != "folded"), runs[0])
+    skill, printed = _kernel(c, main, dot)
+    kind = next((f.kind for f in c.hlo.fusions if f.line == main.line), main.opcode)
+    row = {i.line: i.line - first + 1 for i in runs}
+    where = "the entry computation" if any(x.entry and x.name == computation for x in c.hlo.computations) \
+        else f"%{computation}"
+    split = [i for i in runs if i is not main]
+    also = (f"; {', '.join('%' + i.name for i in split)} (GPU HLO line {split[0].line}) does part of it too: "
+            "XLA split the contraction" if split else "")
+    feedback = (f"Line {dot.jaxpr_lines[0]}'s `dot_general` runs as %{main.name} (GPU HLO line {main.line}), "
+                f"{KERNEL_WORDS[skill].format(kind=kind, ops=_ops(c, main, dot))} ({printed}){also}.")
+    return Item(
+        question=(f"The GPU compile launches one instruction of {where} to compute the `dot_general` on jaxpr "
+                  f"line {dot.jaxpr_lines[0]} (shown below its listing): tap it."),
+        answer=LinePick(row[main.line], tuple(sorted(row.values())), _explain(c, dot, runs, first, last)),
+        context=(Lines(target, first, last, cut=True), Lines("jaxpr", *dot.jaxpr_lines), Note(which_compile(c.hlo))),
+        card=(str(dot.id), target), layer=target, eqn=dot.id, step="launch", skill=skill, primitive="dot_general",
+        jaxpr_lines=tuple(dot.jaxpr_lines), feedback=feedback,
+        facts={"hlo_line": main.line, "instruction": main.name, "hlo_lines": [first, last],
+               "runs": [i.name for i in runs]})
+
+
+def _explain(c: _Compile, dot: EqnFact, runs: list[Instruction], first: int, last: int) -> dict[str, str]:
+    """Why each of the instructions nearest the answer is not it: what it runs instead."""
+    eqns = c.program.eqns
+    asked = {i.line for i in runs}
+    rows = [i for i in c.by_computation[runs[0].computation] if i.line not in asked]
+    rows.sort(key=lambda i: min(abs(i.line - a) for a in asked))
+    out = {}
+    for i in rows[:NEAR]:
+        done = sorted(c.work(i), key=lambda e: eqns[e].jaxpr_lines[0])
+        dots = [e for e in done if eqns[e].primitive in CONTRACTIONS]
+        if dots:
+            why = f"%{i.name} runs line {eqns[dots[0]].jaxpr_lines[0]}'s `dot_general`, another dot"
+        elif done:
+            named = ", ".join(f"`{eqns[e].primitive}` (line {eqns[e].jaxpr_lines[0]})" for e in done[:3])
+            why = f"%{i.name} does {named}{' and more' if len(done) > 3 else ''}, no contraction"
+        else:
+            why = f"%{i.name} ({c.hlo.printed_opcodes.get(i.opcode, i.opcode)}) does no equation's arithmetic"
+        out[str(i.line - first + 1)] = why + "."
+    return out

@@ -8,16 +8,17 @@ custom call whose kernel (a `pallas_call`, or a kernel XLA wrote for the program
 computes a dot_general. The answer is read from the record of each TPU layer: the opcodes of the
 instructions in the computations a fusion calls, transitively, and a custom call's equations.
 
-One step, `mxu`, two skills: `schedule` (lines of a computation the chip runs step by step, whose
-fusions must be opened to be read: each fusion's computations follow the lines) and `fused-body`
-(lines of a fused computation itself).
+One step, `mxu`: runs of lines of a computation the chip runs step by step, each holding two rows
+alike in opcode that differ in the answer (skill `fusion-bodies`: a fusion whose body holds a
+convolution and one whose body does not; `kernels`: custom calls with and without a dot_general), so
+the opcode alone does not say which rows to tap: each fusion's computations follow the lines, to be
+opened. Lines of a fused computation itself are not asked: there the opcode is the answer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import order
 from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, which_compile
 from dumpgym.drills.item import Item, Lines, LineSet, Note
 from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
@@ -61,7 +62,11 @@ def _row(program: ProgramRecord, listing: Listing, ins: Instruction) -> _Row | N
         if ops & _CONTROL:
             return None
         if ops & MATMUL_OPCODES:
-            return _Row(ins, True, f"{where}, which holds a `{sorted(ops & MATMUL_OPCODES)[0]}`: the MXU's work")
+            kind = next((f.kind for f in listing.hlo.fusions if f.line == ins.line), "")
+            named = f" (its kind, {kind}, is what XLA calls a fusion built around such an op's output)" \
+                if kind == "kOutput" else ""
+            return _Row(ins, True, f"{where}, which holds a `{sorted(ops & MATMUL_OPCODES)[0]}`: the MXU's "
+                                   f"work{named}")
         if "customcall" in ops:
             return None
         return _Row(ins, False, f"{where}, which holds no convolution or dot: vector work, or none")
@@ -89,7 +94,6 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
     if not hlo.has_facts:
         return []
     listing = Listing(hlo)
-    fused = {c for i in hlo.instructions if i.opcode == "fusion" for c in listing.body(i.line)}
     rows: dict[int, _Row | None] = {}
 
     def row(n: int) -> _Row | None:
@@ -97,27 +101,55 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
             rows[n] = _row(program, listing, listing.at[n]) if n in listing.at else _Row(None, False, "")
         return rows[n]
 
+    # Every run of `ROWS` lines that holds an MXU instruction and two rows alike in opcode that differ in the
+    # answer (a fusion whose body holds a convolution, another whose body does not; a kernel with a
+    # dot_general, one without): the opcode alone cannot say which to tap, the fused bodies must be read.
+    # Runs start on every line, so every MXU row is asked at every place of the shown lines.
     items = []
-    # Where in the shown lines each asked instruction sits, from 0: in turn from a fixed draw, so every place
-    # is about as often the answer (the ROOT fusion, last of its computation, would otherwise be last).
-    base = order(ROWS, program.slug, target)[0]
-    asked_rows = [i for i in hlo.instructions if row(i.line) is not None and rows[i.line].mxu]
-    for k, ins in enumerate(asked_rows):
-        place = (base + k) % ROWS
-        first = max(1, ins.line - place)
-        run = list(range(first, min(len(listing.lines), first + ROWS - 1) + 1))
+    for first in range(1, len(listing.lines) - ROWS + 2):
+        run = list(range(first, first + ROWS))
         if any(row(n) is None for n in run):
             continue
-        right = [k for k, n in enumerate(run, start=1) if rows[n].mxu]
-        if len(right) < len(run):
-            items.append(_item(target, hlo, listing, ins, run, [rows[n] for n in run], right,
-                               ins.computation in fused))
-    return items
+        shown = [rows[n] for n in run]
+        answers_by_opcode: dict[str, set[bool]] = {}
+        for r in shown:
+            if r.ins is not None:
+                answers_by_opcode.setdefault(r.ins.opcode, set()).add(r.mxu)
+        if not any(len(a) == 2 for a in answers_by_opcode.values()):
+            continue
+        right = [k for k, r in enumerate(shown, start=1) if r.mxu]
+        items.append(_item(target, hlo, listing, run, shown, right,
+                           sorted(op for op, a in answers_by_opcode.items() if len(a) == 2)))
+    return _placed_evenly(items)
 
 
-def _item(target: str, hlo: CompiledLayer, listing: Listing, asked: Instruction, run: list[int], rows: list[_Row],
-          right: list[int], fused: bool) -> Item:
+def _edge(item: Item) -> str | None:
+    """`first` or `last` where the answer is that one instruction row of the shown lines alone, else None."""
+    named = [k for k, name in enumerate(item.facts["instructions"], start=1) if name is not None]
+    lines = list(item.answer.lines)
+    return "first" if lines == named[:1] else "last" if lines == named[-1:] else None
+
+
+def _placed_evenly(items: list[Item]) -> list[Item]:
+    """Weights such that an answer that is the first (or the last) instruction row alone is asked about as
+    often as one place of `ROWS` would be: the ROOT, last of its computation, cannot be shown anywhere but
+    near the end of the entry's lines, and tapping the last row must not be a habit that pays."""
+    edges = [_edge(i) for i in items]
+    inner = sum(1 for e in edges if e is None)
+    # (a layer with no other answer counts as one: its edge items share one place's weight)
+    share = {e: min(1.0, max(inner, 1) / (ROWS - 2) / n) if (n := edges.count(e)) else 1.0
+             for e in ("first", "last")}
+    return [replace(i, weight=round(share[e], 3)) if e else i for i, e in zip(items, edges)]
+
+
+def _item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int], rows: list[_Row], right: list[int],
+          alike: list[str]) -> Item:
     first, last = run[0], run[-1]
+    asked = rows[right[0] - 1].ins
+    named = [r.ins.name for r in rows if r.ins is not None]
+    # the run's first and last instructions, and how many other lines (signatures, braces) lie outside them
+    before = next(k for k, r in enumerate(rows) if r.ins is not None)
+    after = next(k for k, r in enumerate(reversed(rows)) if r.ins is not None)
     opened = [c for r in rows if r.ins is not None and r.ins.opcode == "fusion" for c in listing.body(r.ins.line)]
     context = (Lines(target, first, last, cut=True), Note(which_compile(hlo)),
                *(Lines(target, *listing.computations[c]) for c in dict.fromkeys(opened)))
@@ -127,10 +159,10 @@ def _item(target: str, hlo: CompiledLayer, listing: Listing, asked: Instruction,
     return Item(
         question=(f"In these {len(rows)} lines of the TPU compile, tap every instruction that runs on the MXU, the "
                   "TPU's matrix unit." + (" The computations their fusions call follow them." if opened else "")),
-        layer=target, step="mxu", skill="fused-body" if fused else "schedule",
-        card=(asked.name, "mxu", target),
+        layer=target, step="mxu", skill="fusion-bodies" if "fusion" in alike else "kernels",
+        card=(f"{'^' * before}{named[0]}..{named[-1]}{'$' * after}", "mxu", target),
         answer=LineSet(tuple(right), explain),
         feedback=f"{names} multipl{'y' if len(right) > 1 else 'ies'} matrices: " + "; ".join(
             rows[k - 1].why for k in right[:2]),
-        context=context, facts={"hlo_line": asked.line, "hlo_lines": [first, last], "instruction": asked.name,
+        context=context, facts={"hlo_line": asked.line, "hlo_lines": [first, last], "instruction": asked.name, "alike": alike,
                                 "instructions": [r.ins.name if r.ins is not None else None for r in rows]})

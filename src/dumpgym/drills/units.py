@@ -16,10 +16,10 @@ opened. Lines of a fused computation itself are not asked: there the opcode is t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from dumpgym.drills import drill
-from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, which_compile
+from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, placed_evenly, which_compile
 from dumpgym.drills.item import Item, Lines, LineSet, Note
 from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
@@ -120,7 +120,7 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
         right = [k for k, r in enumerate(shown, start=1) if r.mxu]
         items.append(_item(target, hlo, listing, run, shown, right,
                            sorted(op for op, a in answers_by_opcode.items() if len(a) == 2)))
-    return _placed_evenly(items)
+    return placed_evenly(items, [_edge(i) for i in items], ROWS)
 
 
 def _edge(item: Item) -> str | None:
@@ -128,18 +128,6 @@ def _edge(item: Item) -> str | None:
     named = [k for k, name in enumerate(item.facts["instructions"], start=1) if name is not None]
     lines = list(item.answer.lines)
     return "first" if lines == named[:1] else "last" if lines == named[-1:] else None
-
-
-def _placed_evenly(items: list[Item]) -> list[Item]:
-    """Weights such that an answer that is the first (or the last) instruction row alone is asked about as
-    often as one place of `ROWS` would be: the ROOT, last of its computation, cannot be shown anywhere but
-    near the end of the entry's lines, and tapping the last row must not be a habit that pays."""
-    edges = [_edge(i) for i in items]
-    inner = sum(1 for e in edges if e is None)
-    # (a layer with no other answer counts as one: its edge items share one place's weight)
-    share = {e: min(1.0, max(inner, 1) / (ROWS - 2) / n) if (n := edges.count(e)) else 1.0
-             for e in ("first", "last")}
-    return [replace(i, weight=round(share[e], 3)) if e else i for i, e in zip(items, edges)]
 
 
 def _item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int], rows: list[_Row], right: list[int],

@@ -16,11 +16,13 @@ opened. Lines of a fused computation itself are not asked: there the opcode is t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
-from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, placed_evenly, which_compile
-from dumpgym.drills.item import Item, Lines, LineSet, Note
+from dumpgym.drills._tpu import MATMUL_OPCODES, Buffer, Definition, Listing, placed_evenly, which_compile
+from dumpgym.drills.answer import read_aval
+from dumpgym.drills.item import Item, Lines, LineSet, Misreading, Note, Typed
 from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
 ROWS = 8  # instruction lines shown at most in one question
@@ -82,12 +84,13 @@ def _row(program: ProgramRecord, listing: Listing, ins: Instruction) -> _Row | N
 
 @drill("units", number="11", title="which unit runs it",
        aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.",
-       per_program=4, cap_by=("layer",))
+       per_program=4, cap_by=("layer", "step"))
 def unit_items(program: ProgramRecord) -> list[Item]:
     """Per TPU layer, one item per instruction that runs on the MXU: `ROWS` lines of the listing around it,
     it at a fixed draw of their places (so no place is the usual answer), every MXU instruction among them
     in the answer. Its card is that instruction, the step and the layer's target."""
-    return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
+    return [item for target, hlo in program.layers("tpu").items()
+            for item in (*_layer_items(program, target, hlo), *_shape_items(target, hlo))]
 
 
 def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
@@ -154,3 +157,66 @@ def _item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int], row
             rows[k - 1].why for k in right[:2]),
         context=context, facts={"hlo_line": asked.line, "hlo_lines": [first, last], "instruction": asked.name, "alike": alike,
                                 "instructions": [r.ins.name if r.ins is not None else None for r in rows]})
+
+
+# --- mxu-shape ------------------------------------------------------------------------------------
+
+def _aval(b: Buffer) -> str | None:
+    """A buffer's type as the typed answer spells it (`bf16[64,512]`), or None where it does not read as one."""
+    return read_aval(b.plain)
+
+
+def _shape_items(target: str, hlo: CompiledLayer) -> list[Item]:
+    """Per fusion whose body holds exactly one matrix multiply, a `mxu-shape` item: type the type of what
+    that multiply makes, read in the fused computation (shown after the fusion's line), not on the fusion's
+    own line, which prints what the fusion returns after the work XLA fused onto the multiply's output.
+    A program's items with the same answer share one item's weight (a habit is not asked most)."""
+    if not hlo.has_facts:
+        return []
+    listing = Listing(hlo)
+    items = []
+    for ins in hlo.instructions:
+        if ins.opcode != "fusion":
+            continue
+        body = listing.body(ins.line)
+        if listing.opcodes_in(body) & (_CONTROL | {"customcall"}):
+            continue
+        matmuls = [i for i in hlo.instructions if i.computation in body and i.opcode in MATMUL_OPCODES]
+        made, out = (listing.definition(i) for i in (*matmuls[:1], ins)) if len(matmuls) == 1 else (None, None)
+        if made is None or out is None or len(made.buffers) != 1 or _aval(made.buffers[0]) is None:
+            continue
+        items.append(_shape_item(target, hlo, listing, ins, matmuls[0], made, out, body))
+    counts = Counter(i.answer.value for i in items)
+    return [replace(i, weight=round(1 / counts[i.answer.value], 3)) for i in items]
+
+
+def _shape_item(target: str, hlo: CompiledLayer, listing: Listing, fusion: Instruction, matmul: Instruction,
+                made: Definition, out: Definition, body: list[str]) -> Item:
+    answer = _aval(made.buffers[0])
+    wrong = [(_aval(b), "fusion-result",
+              f"gave what %{fusion.name} returns, read on its own line: the work fused after the multiply "
+              f"makes that; %{matmul.name} in %{matmul.computation} makes {answer}") for b in out.buffers]
+    for k, line in enumerate(matmul.operands):
+        d = listing.definition(listing.at[line]) if line in listing.at else None
+        for b in d.buffers if d is not None else ():
+            wrong.append((_aval(b), "operand",
+                          f"gave operand {k} of %{matmul.name}, %{d.name}, which the MXU reads; the question "
+                          f"asks what it makes, {answer}"))
+    misread = {}
+    for value, rule, reason in wrong:
+        if value is not None and value != answer and value not in misread:
+            misread[value] = Misreading(reason, rule)
+    differs = {_aval(b) for b in out.buffers} != {answer}
+    returned = out.buffers[0].plain if len(out.buffers) == 1 else f"({', '.join(b.plain for b in out.buffers)})"
+    feedback = (f"%{matmul.name}, the `{made.opcode}` in %{matmul.computation}, makes {answer}: the MXU's "
+                f"result" + (f"; %{fusion.name} returns {returned} after the work fused onto it" if differs
+                             else f", which %{fusion.name} returns as it is"))
+    return Item(
+        question=(f"%{fusion.name} (TPU compiled HLO line {fusion.line}) runs a matrix multiply on the MXU: type "
+                  "the type (dtype and shape) of what the multiply makes, as its fused computation prints it."),
+        layer=target, step="mxu-shape", skill="epilogue" if differs else "as-returned",
+        card=(fusion.name, "mxu-shape", target),
+        answer=Typed("aval", answer, misread=misread), feedback=feedback,
+        context=(Note(which_compile(hlo)), Lines(target, fusion.line, fusion.line, cut=True),
+                 *(Lines(target, *listing.computations[c]) for c in body)),
+        facts={"hlo_line": fusion.line, "instruction": fusion.name, "matmul": matmul.name})

@@ -1,4 +1,4 @@
-"""The unit drill: tap every instruction of a few lines of the TPU compile that runs on the MXU.
+"""The unit drill: which instructions of the TPU compile run on the MXU, and what the MXU makes inside a fusion.
 
 A TPU core multiplies matrices on its MXU (a systolic array) and does elementwise and reduction
 work on its vector units (the VPU). In compiled HLO the MXU's work is a `convolution` or a `dot`
@@ -8,11 +8,12 @@ custom call whose kernel (a `pallas_call`, or a kernel XLA wrote for the program
 computes a dot_general. The answer is read from the record of each TPU layer: the opcodes of the
 instructions in the computations a fusion calls, transitively, and a custom call's equations.
 
-One step, `mxu`: runs of lines of a computation the chip runs step by step, each holding two rows
+Two steps. `mxu`: runs of lines of a computation the chip runs step by step, each holding two rows
 alike in opcode that differ in the answer (skill `fusion-bodies`: a fusion whose body holds a
 convolution and one whose body does not; `kernels`: custom calls with and without a dot_general), so
 the opcode alone does not say which rows to tap: each fusion's computations follow the lines, to be
 opened. Lines of a fused computation itself are not asked: there the opcode is the answer.
+`mxu-shape`: type what the one matrix multiply inside a fusion makes, read in its fused computation.
 """
 from __future__ import annotations
 
@@ -86,9 +87,10 @@ def _row(program: ProgramRecord, listing: Listing, ins: Instruction) -> _Row | N
        aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.",
        per_program=4, cap_by=("layer", "step"))
 def unit_items(program: ProgramRecord) -> list[Item]:
-    """Per TPU layer, one item per instruction that runs on the MXU: `ROWS` lines of the listing around it,
-    it at a fixed draw of their places (so no place is the usual answer), every MXU instruction among them
-    in the answer. Its card is that instruction, the step and the layer's target."""
+    """Per TPU layer: `mxu`, every run of `ROWS` lines holding an MXU instruction and two rows of one opcode
+    on both sides of the answer, every MXU instruction among them in the answer (its card: the run's first
+    and last instructions); and `mxu-shape`, one per fusion holding one matrix multiply (its card: the
+    fusion). The step and the layer's target end each card."""
     return [item for target, hlo in program.layers("tpu").items()
             for item in (*_layer_items(program, target, hlo), *_shape_items(target, hlo))]
 
@@ -106,7 +108,8 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
 
     # Every run of `ROWS` lines that holds an MXU instruction and two rows alike in opcode that differ in the
     # answer (a fusion whose body holds a convolution, another whose body does not; a kernel with a
-    # dot_general, one without): the opcode alone cannot say which to tap, the fused bodies must be read.
+    # dot_general, one without): the opcode alone cannot say which to tap, the fused bodies must be read
+    # (or the fusion's `kind=`: on these TPU compiles every kOutput fusion holds the multiply, docs/drills.md).
     # Runs start on every line, so every MXU row is asked at every place of the shown lines.
     items = []
     for first in range(1, len(listing.lines) - ROWS + 2):
@@ -155,7 +158,8 @@ def _item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int], row
         answer=LineSet(tuple(right), explain),
         feedback=f"{names} multipl{'y' if len(right) > 1 else 'ies'} matrices: " + "; ".join(
             rows[k - 1].why for k in right[:2]),
-        context=context, facts={"hlo_line": asked.line, "hlo_lines": [first, last], "instruction": asked.name, "alike": alike,
+        context=context, facts={"hlo_line": asked.line, "hlo_lines": [first, last], "instruction": asked.name,
+                                "alike": alike,
                                 "instructions": [r.ins.name if r.ins is not None else None for r in rows]})
 
 

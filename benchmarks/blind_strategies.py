@@ -209,10 +209,11 @@ per_item("line", "middle-row")(lambda i: candidates(i)[len(candidates(i)) // 2] 
 per_item("line", "op-named-in-question")(lambda i: (named_in_question(i) or [None])[0])
 
 
-def op_counts(items: list[Seen]) -> tuple[list[Counter], list[Counter]]:
-    """Left out per program: how often each operation was right for the step, and how often it was a candidate."""
-    right = left_out(items, step_key, lambda i: [_ops(i).get(n) for n in _right_rows(i)])
-    shown = left_out(items, step_key, lambda i: list(_ops(i).values()))
+def op_counts(items: list[Seen], ops=_ops) -> tuple[list[Counter], list[Counter]]:
+    """Left out per program: how often each operation (as `ops` names the rows') was right for the step, and
+    how often it was a candidate."""
+    right = left_out(items, step_key, lambda i: [ops(i).get(n) for n in _right_rows(i)])
+    shown = left_out(items, step_key, lambda i: list(ops(i).values()))
     return right, shown
 
 
@@ -246,13 +247,29 @@ per_item("lines", "last-row")(lambda i: candidates(i)[-1:] or None)
 per_item("lines", "ops-named-in-question")(lambda i: named_in_question(i) or None)
 
 
-@strategy("lines", "usual-ops")
-def _usual_ops(items: list[Seen]) -> list:
-    out = []
-    for item, right, shown in zip(items, *op_counts(items)):
-        picked = [n for n, op in _ops(item).items() if shown[op] and right[op] / shown[op] >= 0.5]
-        out.append(picked or None)
-    return out
+# What a reader who knows compiled HLO's row attributes sees beside the opcode: a fusion's `kind=` (on a
+# TPU, `kOutput` is the fusion built around a convolution) and a custom call's target; nothing of the
+# shapes, the layouts or the fused bodies.
+_KIND = re.compile(r'\bkind=(\w+)|custom_call_target="([^"]+)"')
+
+
+def _ops_and_kinds(item: Seen) -> dict[int, str | None]:
+    return {n: op and "/".join([op, *("".join(m) for m in _KIND.findall(item.rows[n - 1]))])
+            for n, op in _ops(item).items()}
+
+
+def _usual_ops_of(ops):
+    def play(items: list[Seen]) -> list:
+        out = []
+        for item, right, shown in zip(items, *op_counts(items, ops)):
+            picked = [n for n, op in ops(item).items() if shown[op] and right[op] / shown[op] >= 0.5]
+            out.append(picked or None)
+        return out
+    return play
+
+
+strategy("lines", "usual-ops")(_usual_ops_of(_ops))
+strategy("lines", "usual-ops-and-kinds")(_usual_ops_of(_ops_and_kinds))
 
 
 @strategy("lines", "first-k-usual")

@@ -218,8 +218,9 @@ ROWS = [
                    for p in f.programs for l in p["compiled"].values() if l["backend"] == "tpu")),
     # GYM·11, units
     ("docs/drills.md", r"corpus gives (\d+) items: \d+ `mxu`", lambda f: len(f.items("units"))),
-    ("docs/drills.md", r"items: (\d+ `mxu`) \(", lambda f: f.count("units", "step")),
-    ("docs/drills.md", r"\((\d+ `schedule`, \d+ `fused-body`)\) from", lambda f: f.count("units", "skill")),
+    ("docs/drills.md", r"items: (\d+ `mxu`, \d+ `mxu-shape`) \(", lambda f: f.count("units", "step")),
+    ("docs/drills.md", r"\((\d+ `fusion-bodies`, \d+ `as-returned`, \d+ `epilogue`)\) from",
+     lambda f: f.count("units", "skill")),
 ]
 
 

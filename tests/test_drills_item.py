@@ -48,14 +48,14 @@ def test_every_layouts_item_is_a_card_of_its_own(pool, by_slug):
     layouts = [i for i in pool["items"] if i["drill"] == "layouts"]
     cards = {i["card"] for i in layouts}
     assert len(layouts) > 86 and len(cards) == len(layouts)  # drills/1's page made 86 families of them
-    for item in layouts:  # the card names the buffer (the question quotes it), the step and the layer's target
+    for item in layouts:  # the card names the buffer (the line shown prints it), the step and the layer's target
         assert item["card"].endswith(f"/{item['step']}/{item['layer']}")
         about = item["card"].split("/")[2]
+        line = by_slug[item["program"]]["compiled"][item["layer"]]["text"].splitlines()[item["facts"]["hlo_line"] - 1]
         if item["step"] == "memory-space":  # a run of lines: the card names its first instruction
-            line = by_slug[item["program"]]["compiled"][item["layer"]]["text"].splitlines()[item["facts"]["hlo_line"] - 1]
             assert f"%{about} = " in line
-        else:
-            assert about.replace("{", "").split(":")[0] in item["question"].replace("{", "")
+        else:  # the buffer without its memory space, as the shown line prints it
+            assert item["facts"]["buffer"] in line and about == re.sub(r"S\(\d+\)", "", item["facts"]["buffer"])
 
 
 def test_cpu_and_tpu_fusions_of_one_name_are_different_cards(pool):

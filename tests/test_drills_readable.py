@@ -51,13 +51,12 @@ def _over_the_bar(items, credit) -> list[str]:
 OVER_THE_BAR = {
     "decisions": "tapping the row of the step's usual operation (a broadcast for a hidden broadcast): "
                  "most decisions have one candidate row of that operation",
-    "units": "tapping every row whose operation usually runs on the MXU (convolution, dot, a matmul custom call): "
-             "knowing which operations do is the skill, and the step has no harder rows yet",
     "decoder": "the usual axis set for the operand's rank and the usual contracted size: most dots have rank-2 "
                "operands",
     "backward": "a classifier on the `wrt` options and the usual forward row",
-    "layouts": "the usual operations of the memory-space rows (a few opcodes hold most VMEM buffers) and the "
-               "usual padded value",
+    "units": "tapping every convolution or dot row and every fusion row whose `kind=kOutput` (on these TPU "
+             "compiles every fusion holding a matrix multiply is a kOutput one, and no other is): the `mxu` "
+             "step's look-alike fusions differ in their bodies and in their kind; `mxu-shape` is under the bar",
     "loops": "the usual typed value and the last row of a branch listing, on four programs with loops",
 }
 
@@ -182,6 +181,17 @@ def _planted_lines(bias):
     return build
 
 
+def _planted_fusion_kinds(rng, program):
+    """Compiled-HLO fusion rows, alike in opcode; the answer is every one whose `kind=` is kOutput."""
+    kinds = rng.choices(["kLoop", "kOutput"], k=8)
+    kinds[rng.randrange(8)], kinds[rng.randrange(8)] = "kOutput", "kLoop"
+    rows = tuple(f"%fusion.{k} = f32[8,128]{{1,0}} fusion(%p.{k}), kind={kind}, calls=%fused.{k}"
+                 for k, kind in enumerate(kinds, start=1))
+    lines = [n for n, kind in enumerate(kinds, start=1) if kind == "kOutput"]
+    return br.Seen("made-up", "s", program, 1.0, "tap the lines that run on the MXU",
+                   {"form": "lines", "lines": lines, "explain": {}}, rows)
+
+
 def _planted_typed(bias):
     def build(rng, program):
         if bias == "usual-value":
@@ -208,6 +218,7 @@ PLANTED = [("choice", s, _planted_choice(s)) for s in (
     "question-overlap", "numeric-max", "classifier")] + [
     ("line", s, _planted_line(s)) for s in ("first-row", "usual-op", "op-named-in-question")] + [
     ("lines", s, _planted_lines(s)) for s in ("usual-ops", "every-row")] + [
+    ("lines", "usual-ops-and-kinds", _planted_fusion_kinds)] + [
     ("typed", s, _planted_typed(s)) for s in ("usual-value", "question-first")] + [
     ("axes", s, _planted_axes(s)) for s in ("last-axis", "usual-axes")]
 

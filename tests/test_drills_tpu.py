@@ -280,20 +280,25 @@ def test_padding_example_from_the_docs():
 
 # --- which unit ---
 
-def _matmul_in(module, name: str) -> bool:
-    """Whether instruction `name` is, or calls (transitively), a convolution or dot, by XLA's opcodes."""
+def _matmuls_in(module, name: str) -> list:
+    """The convolutions and dots instruction `name` is or calls (transitively), by XLA's opcodes."""
     computations = {c.name: c for c in module.computations()}
     _, ins = _by_name(module)[name]
-    stack, seen = [ins], set()
+    stack, seen, found = [ins], set(), []
     while stack:
         cur = stack.pop()
         if str(cur.opcode) in ("HloOpcode.kConvolution", "HloOpcode.kDot"):
-            return True
+            found.append(cur)
         for callee in re.findall(r"\b(?:calls|to_apply)=%([\w.\-]+)", cur.to_string()):
             if callee not in seen:
                 seen.add(callee)
                 stack += list(computations[callee].instructions())
-    return False
+    return found
+
+
+def _matmul_in(module, name: str) -> bool:
+    """Whether instruction `name` is, or calls (transitively), a convolution or dot, by XLA's opcodes."""
+    return bool(_matmuls_in(module, name))
 
 
 def _jaxpr_holds_a_dot(program) -> bool:
@@ -304,31 +309,57 @@ def _jaxpr_holds_a_dot(program) -> bool:
 
 
 def test_unit_answers_follow_xlas_opcodes(tpu_items, recompiled, programs):
-    checked, kernels = 0, 0
+    checked = 0
     for item in tpu_items["units"]:
-        if item["program"] not in recompiled:
+        if item["step"] != "mxu" or item["program"] not in recompiled:
             continue
         module = _module(recompiled[item["program"]])
         by_name = _by_name(module)
-        expected = []
+        expected, by_opcode = [], {}
         for k, name in enumerate(item["instructions"], start=1):
             if name is None:
                 continue  # a brace or a signature: nothing runs there
             text = by_name[name][1].to_string()
             kernel = 'custom_call_target="tpu_custom_call"' in text
-            if _matmul_in(module, name) or (kernel and _jaxpr_holds_a_dot(programs[item["program"]])):
+            mxu = _matmul_in(module, name) or (kernel and _jaxpr_holds_a_dot(programs[item["program"]]))
+            by_opcode.setdefault(str(by_name[name][1].opcode), set()).add(mxu)
+            if mxu:
                 expected.append(k)
-                kernels += kernel
         assert item["answer_lines"] == expected, (item["program"], item["instruction"])
+        # rows of one XLA opcode on both sides of the answer: the opcode alone cannot answer it
+        assert any(len(answers) == 2 for answers in by_opcode.values()), (item["program"], item["instruction"])
         checked += 1
-    assert checked >= 25 and kernels >= 1
+    assert checked >= 25
 
 
-def test_units_asks_one_step_in_both_skills_and_explains_every_row(tpu_items):
-    assert {i["step"] for i in tpu_items["units"]} == {"mxu"}
-    assert Counter(i["skill"] for i in tpu_items["units"]).keys() == {"schedule", "fused-body"}
-    for item in tpu_items["units"]:
+def test_units_rows_alike_in_opcode_differ_in_the_answer_and_every_row_is_explained(tpu_items):
+    assert {i["step"] for i in tpu_items["units"]} == {"mxu", "mxu-shape"}
+    mxu = [i for i in tpu_items["units"] if i["step"] == "mxu"]
+    assert "fusion-bodies" in {i["skill"] for i in mxu}
+    for item in mxu:
+        assert item["alike"] and item["answer_lines"] and len(item["answer_lines"]) < len(item["instructions"])
         assert item["instruction"] in item["instructions"]
         for k, name in enumerate(item["instructions"], start=1):
             why = item["explain"][str(k)]
             assert why.startswith(f"%{name} ") if name else why.startswith("not an instruction"), (name, why)
+
+
+def test_mxu_shape_answers_are_what_xla_says_the_fusions_one_multiply_makes(tpu_items, recompiled):
+    import numpy as np
+    from jaxlib import xla_client
+
+    from dumpgym.drills.answer import read_aval
+
+    checked = 0
+    for item in tpu_items["units"]:
+        if item["step"] != "mxu-shape" or item["program"] not in recompiled:
+            continue
+        found = _matmuls_in(_module(recompiled[item["program"]]), item["instruction"])
+        assert [m.name for m in found] == [item["matmul"]], (item["program"], item["instruction"])
+        # XLA's own shape of that instruction, in a fresh compile, in JAX's spelling
+        shape = xla_client.Shape(hlo_facts.defined(found[0].to_string())[1])
+        made = read_aval(f"{np.dtype(shape.numpy_dtype()).name}{list(shape.dimensions())}")
+        assert item["value"] == made, (item["program"], item["instruction"])
+        assert made not in item["misread"]
+        checked += 1
+    assert checked >= 30

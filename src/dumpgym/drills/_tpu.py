@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dumpgym.record import Buffer, CompiledLayer, Instruction, padded_elements  # noqa: F401 (the drills' names)
 
@@ -127,3 +127,15 @@ class Listing:
     def users(self, ins: Instruction) -> list[Instruction]:
         """The instructions that take `ins` as an operand, in print order."""
         return self._users.get(ins.line, [])
+
+
+def placed_evenly(items: list, edges: list[str | None], rows: int) -> list:
+    """The items of one lines-to-tap step with weights such that those whose answer is the first (or the
+    last) instruction row alone, as `edges` says of each (`"first"`, `"last"` or None), are asked together
+    about as often as one place of `rows` would be: a computation's ROOT can only be shown near the end
+    of its lines, and tapping the last row must not be a habit that pays. (With no other answer, the
+    edge items share one place's weight.)"""
+    inner = sum(1 for e in edges if e is None)
+    share = {e: min(1.0, max(inner, 1) / (rows - 2) / n) if (n := edges.count(e)) else 1.0
+             for e in ("first", "last")}
+    return [replace(i, weight=round(i.weight * share[e], 3)) if e else i for i, e in zip(items, edges)]

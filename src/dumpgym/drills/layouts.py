@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import order
-from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, which_compile
+from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Definition, Listing, placed_evenly, which_compile
 from dumpgym.drills.item import Item, Lines, LineSet, Misreading, Note, Typed
 from dumpgym.record import CompiledLayer, ProgramRecord, padded_elements
 
@@ -147,10 +147,15 @@ def one_tile(b: Buffer) -> bool:
     return all(b.dims[a] <= t for a, t in zip(physical[::-1], tuple(tile)[::-1]))
 
 
-def _typed_question(step: str, b: Buffer, at: str) -> str:
+def _typed_question(step: str, d: Definition, k: int) -> str:
+    """The question names the instruction and, in a tuple, which of its arrays: never the buffer's text, so
+    its sizes and tile must be read off the line (a question quoting `f32[3,5]{1,0:T(8,128)}` hands a
+    reader the tile, the answer of every buffer that fits in one)."""
+    which = f"array {k + 1} of the tuple %{d.name} defines" if len(d.buffers) > 1 else f"the array %{d.name} defines"
+    at = f"compiled HLO line {d.line}"
     if step == "padded-shape":
-        return f"Once its tile pads it, what shape does `{b.text}` ({at}) fill, in its own axis order?"
-    return f"How many bytes of padding does the layout add to `{b.text}` ({at})?"
+        return f"Once its tile pads it, what shape does {which} ({at}) fill, in its own axis order?"
+    return f"How many bytes of padding does the layout add to {which} ({at})?"
 
 
 _TYPED = (("padded-shape", _padded, "shape"), ("bytes", _bytes, "int"))
@@ -173,8 +178,10 @@ def _row_spaces(listing: Listing, line: int) -> set[int] | None:
 
 
 def _space_items(program: ProgramRecord, target: str, hlo: CompiledLayer, listing: Listing) -> list[Item]:
-    """Per computation, its instruction lines in runs of at most `ROWS`; each run is asked once, about one
-    memory space some but not all of its rows' results hold (which one is a fixed draw per run)."""
+    """Per computation, every run of `ROWS` of its instruction lines (fewer in a shorter one), asked about one
+    memory space that some but not all of its rows' results hold and that two rows of one opcode differ in
+    (a `copy-done` into VMEM beside one into HBM, a fusion whose result is in VMEM beside one whose result
+    is not): the opcode alone does not say which rows to tap, the layouts must be read."""
     items = []
     for comp in hlo.computations:
         first, last = comp.lines
@@ -182,14 +189,12 @@ def _space_items(program: ProgramRecord, target: str, hlo: CompiledLayer, listin
         spaces = {n: _row_spaces(listing, n) for n in body}
         if not body or any(s is None for s in spaces.values()):
             continue
-        # Runs start at a fixed draw per computation, so a question's rows are not always its first lines.
-        start = order(ROWS, program.slug, target, comp.name)[0]
-        cuts = [0, *range(start or ROWS, len(body), ROWS), len(body)]
-        for run in (body[a:b] for a, b in zip(cuts, cuts[1:])):
+        for start in range(max(1, len(body) - ROWS + 1)):
+            run = body[start:start + ROWS]
             if len(run) < 3 or any(not spaces[r] <= set(MEMORY_SPACES) for r in run):
                 continue  # a space outside JAX's table (the corpus prints S(6)) is not asked about
             held = {n: sum(n in spaces[r] for r in run) for n in sorted(MEMORY_SPACES)}
-            asked = [n for n, k in held.items() if 0 < k < len(run)]
+            asked = [n for n, k in held.items() if 0 < k < len(run) and _alike_differ(listing, run, spaces, n)]
             if not asked:
                 continue
             # Ask for a minority of the rows (tapping seven of eight teaches less than finding one).
@@ -197,7 +202,17 @@ def _space_items(program: ProgramRecord, target: str, hlo: CompiledLayer, listin
             asked = [n for n in asked if 2 * held[n] <= len(run)] or [n for n in asked if held[n] == fewest]
             n = asked[order(len(asked), program.slug, target, run[0])[0]]
             items.append(_space_item(target, hlo, listing, run, spaces, n))
-    return items
+    edges = ["first" if i.answer.lines == (1,) else "last" if i.answer.lines == (i.facts["rows"],) else None
+             for i in items]
+    return placed_evenly(items, edges, ROWS)
+
+
+def _alike_differ(listing: Listing, run: list[int], spaces: dict, n: int) -> bool:
+    """Whether two rows of the run with one opcode differ in holding a buffer in space `n`."""
+    by_opcode: dict[str, set[bool]] = {}
+    for line in run:
+        by_opcode.setdefault(listing.at[line].opcode, set()).add(n in spaces[line])
+    return any(len(held) == 2 for held in by_opcode.values())
 
 
 def _space_item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int], spaces: dict, n: int) -> Item:
@@ -224,7 +239,7 @@ def _space_item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int
         layer=target, step="memory-space", skill=f"space-{n}", card=(d.name, "memory-space", target),
         answer=LineSet(tuple(right), explain), feedback=feedback,
         context=(Lines(target, run[0], run[-1], cut=True), Note(which_compile(hlo))),
-        facts={"hlo_line": run[0], "hlo_lines": [run[0], run[-1]], "space": n})
+        facts={"hlo_line": run[0], "hlo_lines": [run[0], run[-1]], "space": n, "rows": len(run)})
 
 
 # --- the kind -----------------------------------------------------------------------------------
@@ -248,7 +263,7 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
         d = listing.definition(ins)
         if d is None:
             continue
-        for b in d.buffers:
+        for k, b in enumerate(d.buffers):
             for step, make, spelling in _TYPED:
                 key = (step, _SPACE_MARK.sub("", b.text))  # the memory space does not change these answers
                 if key in seen:
@@ -262,9 +277,8 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
                 for value, rule, reason in wrong:
                     if value != answer and value not in misread:
                         misread[value] = Misreading(reason, rule)
-                at = f"%{d.name}, compiled HLO line {d.line}"
                 by_step[step].append(Item(
-                    question=_typed_question(step, b, at), layer=target, step=step, card=(key[1], step, target),
+                    question=_typed_question(step, d, k), layer=target, step=step, card=(key[1], step, target),
                     answer=Typed(spelling, answer, misread=misread), feedback=feedback,
                     context=(Note(which_compile(hlo)), Lines(target, d.line, d.line, cut=True)),
                     facts={"hlo_line": d.line, "buffer": b.text, "one_tile": one_tile(b)}))

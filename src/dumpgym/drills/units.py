@@ -1,4 +1,4 @@
-"""The unit drill: tap every instruction of a few lines of the TPU compile that runs on the MXU.
+"""The unit drill: which instructions of the TPU compile run on the MXU, and what the MXU makes inside a fusion.
 
 A TPU core multiplies matrices on its MXU (a systolic array) and does elementwise and reduction
 work on its vector units (the VPU). In compiled HLO the MXU's work is a `convolution` or a `dot`
@@ -8,18 +8,22 @@ custom call whose kernel (a `pallas_call`, or a kernel XLA wrote for the program
 computes a dot_general. The answer is read from the record of each TPU layer: the opcodes of the
 instructions in the computations a fusion calls, transitively, and a custom call's equations.
 
-One step, `mxu`, two skills: `schedule` (lines of a computation the chip runs step by step, whose
-fusions must be opened to be read: each fusion's computations follow the lines) and `fused-body`
-(lines of a fused computation itself).
+Two steps. `mxu`: runs of lines of a computation the chip runs step by step, each holding two rows
+alike in opcode that differ in the answer (skill `fusion-bodies`: a fusion whose body holds a
+convolution and one whose body does not; `kernels`: custom calls with and without a dot_general), so
+the opcode alone does not say which rows to tap: each fusion's computations follow the lines, to be
+opened. Lines of a fused computation itself are not asked: there the opcode is the answer.
+`mxu-shape`: type what the one matrix multiply inside a fusion makes, read in its fused computation.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import order
-from dumpgym.drills._tpu import MATMUL_OPCODES, Listing, which_compile
-from dumpgym.drills.item import Item, Lines, LineSet, Note
+from dumpgym.drills._tpu import MATMUL_OPCODES, Buffer, Definition, Listing, placed_evenly, which_compile
+from dumpgym.drills.answer import read_aval
+from dumpgym.drills.item import Item, Lines, LineSet, Misreading, Note, Typed
 from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
 
 ROWS = 8  # instruction lines shown at most in one question
@@ -61,7 +65,11 @@ def _row(program: ProgramRecord, listing: Listing, ins: Instruction) -> _Row | N
         if ops & _CONTROL:
             return None
         if ops & MATMUL_OPCODES:
-            return _Row(ins, True, f"{where}, which holds a `{sorted(ops & MATMUL_OPCODES)[0]}`: the MXU's work")
+            kind = next((f.kind for f in listing.hlo.fusions if f.line == ins.line), "")
+            named = f" (its kind, {kind}, is what XLA calls a fusion built around such an op's output)" \
+                if kind == "kOutput" else ""
+            return _Row(ins, True, f"{where}, which holds a `{sorted(ops & MATMUL_OPCODES)[0]}`: the MXU's "
+                                   f"work{named}")
         if "customcall" in ops:
             return None
         return _Row(ins, False, f"{where}, which holds no convolution or dot: vector work, or none")
@@ -77,19 +85,20 @@ def _row(program: ProgramRecord, listing: Listing, ins: Instruction) -> _Row | N
 
 @drill("units", number="11", title="which unit runs it",
        aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.",
-       per_program=4, cap_by=("layer",))
+       per_program=4, cap_by=("layer", "step"))
 def unit_items(program: ProgramRecord) -> list[Item]:
-    """Per TPU layer, one item per instruction that runs on the MXU: `ROWS` lines of the listing around it,
-    it at a fixed draw of their places (so no place is the usual answer), every MXU instruction among them
-    in the answer. Its card is that instruction, the step and the layer's target."""
-    return [item for target, hlo in program.layers("tpu").items() for item in _layer_items(program, target, hlo)]
+    """Per TPU layer: `mxu`, every run of `ROWS` lines holding an MXU instruction and two rows of one opcode
+    on both sides of the answer, every MXU instruction among them in the answer (its card: the run's first
+    and last instructions); and `mxu-shape`, one per fusion holding one matrix multiply (its card: the
+    fusion). The step and the layer's target end each card."""
+    return [item for target, hlo in program.layers("tpu").items()
+            for item in (*_layer_items(program, target, hlo), *_shape_items(target, hlo))]
 
 
 def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
     if not hlo.has_facts:
         return []
     listing = Listing(hlo)
-    fused = {c for i in hlo.instructions if i.opcode == "fusion" for c in listing.body(i.line)}
     rows: dict[int, _Row | None] = {}
 
     def row(n: int) -> _Row | None:
@@ -97,27 +106,44 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
             rows[n] = _row(program, listing, listing.at[n]) if n in listing.at else _Row(None, False, "")
         return rows[n]
 
+    # Every run of `ROWS` lines that holds an MXU instruction and two rows alike in opcode that differ in the
+    # answer (a fusion whose body holds a convolution, another whose body does not; a kernel with a
+    # dot_general, one without): the opcode alone cannot say which to tap, the fused bodies must be read
+    # (or the fusion's `kind=`: on these TPU compiles every kOutput fusion holds the multiply, docs/drills.md).
+    # Runs start on every line, so every MXU row is asked at every place of the shown lines.
     items = []
-    # Where in the shown lines each asked instruction sits, from 0: in turn from a fixed draw, so every place
-    # is about as often the answer (the ROOT fusion, last of its computation, would otherwise be last).
-    base = order(ROWS, program.slug, target)[0]
-    asked_rows = [i for i in hlo.instructions if row(i.line) is not None and rows[i.line].mxu]
-    for k, ins in enumerate(asked_rows):
-        place = (base + k) % ROWS
-        first = max(1, ins.line - place)
-        run = list(range(first, min(len(listing.lines), first + ROWS - 1) + 1))
+    for first in range(1, len(listing.lines) - ROWS + 2):
+        run = list(range(first, first + ROWS))
         if any(row(n) is None for n in run):
             continue
-        right = [k for k, n in enumerate(run, start=1) if rows[n].mxu]
-        if len(right) < len(run):
-            items.append(_item(target, hlo, listing, ins, run, [rows[n] for n in run], right,
-                               ins.computation in fused))
-    return items
+        shown = [rows[n] for n in run]
+        answers_by_opcode: dict[str, set[bool]] = {}
+        for r in shown:
+            if r.ins is not None:
+                answers_by_opcode.setdefault(r.ins.opcode, set()).add(r.mxu)
+        if not any(len(a) == 2 for a in answers_by_opcode.values()):
+            continue
+        right = [k for k, r in enumerate(shown, start=1) if r.mxu]
+        items.append(_item(target, hlo, listing, run, shown, right,
+                           sorted(op for op, a in answers_by_opcode.items() if len(a) == 2)))
+    return placed_evenly(items, [_edge(i) for i in items], ROWS)
 
 
-def _item(target: str, hlo: CompiledLayer, listing: Listing, asked: Instruction, run: list[int], rows: list[_Row],
-          right: list[int], fused: bool) -> Item:
+def _edge(item: Item) -> str | None:
+    """`first` or `last` where the answer is that one instruction row of the shown lines alone, else None."""
+    named = [k for k, name in enumerate(item.facts["instructions"], start=1) if name is not None]
+    lines = list(item.answer.lines)
+    return "first" if lines == named[:1] else "last" if lines == named[-1:] else None
+
+
+def _item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int], rows: list[_Row], right: list[int],
+          alike: list[str]) -> Item:
     first, last = run[0], run[-1]
+    asked = rows[right[0] - 1].ins
+    named = [r.ins.name for r in rows if r.ins is not None]
+    # the run's first and last instructions, and how many other lines (signatures, braces) lie outside them
+    before = next(k for k, r in enumerate(rows) if r.ins is not None)
+    after = next(k for k, r in enumerate(reversed(rows)) if r.ins is not None)
     opened = [c for r in rows if r.ins is not None and r.ins.opcode == "fusion" for c in listing.body(r.ins.line)]
     context = (Lines(target, first, last, cut=True), Note(which_compile(hlo)),
                *(Lines(target, *listing.computations[c]) for c in dict.fromkeys(opened)))
@@ -127,10 +153,74 @@ def _item(target: str, hlo: CompiledLayer, listing: Listing, asked: Instruction,
     return Item(
         question=(f"In these {len(rows)} lines of the TPU compile, tap every instruction that runs on the MXU, the "
                   "TPU's matrix unit." + (" The computations their fusions call follow them." if opened else "")),
-        layer=target, step="mxu", skill="fused-body" if fused else "schedule",
-        card=(asked.name, "mxu", target),
+        layer=target, step="mxu", skill="fusion-bodies" if "fusion" in alike else "kernels",
+        card=(f"{'^' * before}{named[0]}..{named[-1]}{'$' * after}", "mxu", target),
         answer=LineSet(tuple(right), explain),
         feedback=f"{names} multipl{'y' if len(right) > 1 else 'ies'} matrices: " + "; ".join(
             rows[k - 1].why for k in right[:2]),
         context=context, facts={"hlo_line": asked.line, "hlo_lines": [first, last], "instruction": asked.name,
+                                "alike": alike,
                                 "instructions": [r.ins.name if r.ins is not None else None for r in rows]})
+
+
+# --- mxu-shape ------------------------------------------------------------------------------------
+
+def _aval(b: Buffer) -> str | None:
+    """A buffer's type as the typed answer spells it (`bf16[64,512]`), or None where it does not read as one."""
+    return read_aval(b.plain)
+
+
+def _shape_items(target: str, hlo: CompiledLayer) -> list[Item]:
+    """Per fusion whose body holds exactly one matrix multiply, a `mxu-shape` item: type the type of what
+    that multiply makes, read in the fused computation (shown after the fusion's line), not on the fusion's
+    own line, which prints what the fusion returns after the work XLA fused onto the multiply's output.
+    A program's items with the same answer share one item's weight (a habit is not asked most)."""
+    if not hlo.has_facts:
+        return []
+    listing = Listing(hlo)
+    items = []
+    for ins in hlo.instructions:
+        if ins.opcode != "fusion":
+            continue
+        body = listing.body(ins.line)
+        if listing.opcodes_in(body) & (_CONTROL | {"customcall"}):
+            continue
+        matmuls = [i for i in hlo.instructions if i.computation in body and i.opcode in MATMUL_OPCODES]
+        made, out = (listing.definition(i) for i in (*matmuls[:1], ins)) if len(matmuls) == 1 else (None, None)
+        if made is None or out is None or len(made.buffers) != 1 or _aval(made.buffers[0]) is None:
+            continue
+        items.append(_shape_item(target, hlo, listing, ins, matmuls[0], made, out, body))
+    counts = Counter(i.answer.value for i in items)
+    return [replace(i, weight=round(1 / counts[i.answer.value], 3)) for i in items]
+
+
+def _shape_item(target: str, hlo: CompiledLayer, listing: Listing, fusion: Instruction, matmul: Instruction,
+                made: Definition, out: Definition, body: list[str]) -> Item:
+    answer = _aval(made.buffers[0])
+    wrong = [(_aval(b), "fusion-result",
+              f"gave what %{fusion.name} returns, read on its own line: the work fused after the multiply "
+              f"makes that; %{matmul.name} in %{matmul.computation} makes {answer}") for b in out.buffers]
+    for k, line in enumerate(matmul.operands):
+        d = listing.definition(listing.at[line]) if line in listing.at else None
+        for b in d.buffers if d is not None else ():
+            wrong.append((_aval(b), "operand",
+                          f"gave operand {k} of %{matmul.name}, %{d.name}, which the MXU reads; the question "
+                          f"asks what it makes, {answer}"))
+    misread = {}
+    for value, rule, reason in wrong:
+        if value is not None and value != answer and value not in misread:
+            misread[value] = Misreading(reason, rule)
+    differs = {_aval(b) for b in out.buffers} != {answer}
+    returned = out.buffers[0].plain if len(out.buffers) == 1 else f"({', '.join(b.plain for b in out.buffers)})"
+    feedback = (f"%{matmul.name}, the `{made.opcode}` in %{matmul.computation}, makes {answer}: the MXU's "
+                f"result" + (f"; %{fusion.name} returns {returned} after the work fused onto it" if differs
+                             else f", which %{fusion.name} returns as it is"))
+    return Item(
+        question=(f"%{fusion.name} (TPU compiled HLO line {fusion.line}) runs a matrix multiply on the MXU: type "
+                  "the type (dtype and shape) of what the multiply makes, as its fused computation prints it."),
+        layer=target, step="mxu-shape", skill="epilogue" if differs else "as-returned",
+        card=(fusion.name, "mxu-shape", target),
+        answer=Typed("aval", answer, misread=misread), feedback=feedback,
+        context=(Note(which_compile(hlo)), Lines(target, fusion.line, fusion.line, cut=True),
+                 *(Lines(target, *listing.computations[c]) for c in body)),
+        facts={"hlo_line": fusion.line, "instruction": fusion.name, "matmul": matmul.name})

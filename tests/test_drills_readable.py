@@ -55,7 +55,6 @@ OVER_THE_BAR = {
              "knowing which operations do is the skill, and the step has no harder rows yet",
     "decoder": "the usual axis set for the operand's rank and the usual contracted size: most dots have rank-2 "
                "operands",
-    "backward": "a classifier on the `wrt` options and the usual forward row",
     "layouts": "the usual operations of the memory-space rows (a few opcodes hold most VMEM buffers) and the "
                "usual padded value",
     "loops": "the usual typed value and the last row of a branch listing, on four programs with loops",

@@ -57,7 +57,6 @@ OVER_THE_BAR = {
                "operands",
     "layouts": "the usual operations of the memory-space rows (a few opcodes hold most VMEM buffers) and the "
                "usual padded value",
-    "loops": "the usual typed value and the last row of a branch listing, on four programs with loops",
 }
 
 

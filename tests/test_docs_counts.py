@@ -82,6 +82,16 @@ def _group_axis_items(f: Facts) -> int | str:
     return len(items) if all(i["layer"] == "tpu" for i in items) else "not all TPU"
 
 
+def _backward_forms(f: Facts, step: str) -> dict[str, int]:
+    """How many of a backward step's items each answer form holds."""
+    return dict(Counter(_form(i) for i in f.items("backward", step=step)))
+
+
+def _form(item: dict) -> str:
+    """A readable item's answer form (named by `readable` for forms other than choice and line)."""
+    return item.get("form") or ("choice" if "options" in item else "line")
+
+
 def _backward_scan_operands(f: Facts) -> int:
     (scan,) = [e for e in f.by_slug["rnn-bptt"]["eqns"] if e["primitive"] == "scan" and e["params"]["reverse"]]
     return len(scan["inputs"])
@@ -179,12 +189,18 @@ ROWS = [
      lambda f: f.count("loops", "program")),
     # GYM·08, backward
     ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `wrt`", lambda f: len(f.items("backward"))),
-    ("docs/drills.md", r"(\d+) `wrt` and \d+ `cotangent`", lambda f: len(f.items("backward", step="wrt"))),
-    ("docs/drills.md", r"`wrt` and (\d+) `cotangent`", lambda f: len(f.items("backward", step="cotangent"))),
-    ("docs/drills.md", r"\(wrt by program: ((?:[\w-]+ \d+(?:, )?)+)\)",
+    ("docs/drills.md", r"(\d+) `wrt` \(\d+ choices", lambda f: len(f.items("backward", step="wrt"))),
+    ("docs/drills.md", r"`wrt` \((\d+) choices, \d+ taps\)", lambda f: _backward_forms(f, "wrt").get("choice", 0)),
+    ("docs/drills.md", r"`wrt` \(\d+ choices, (\d+) taps\)", lambda f: _backward_forms(f, "wrt").get("line", 0)),
+    ("docs/drills.md", r"(\d+) `cotangent` \(\d+ taps", lambda f: len(f.items("backward", step="cotangent"))),
+    ("docs/drills.md", r"`cotangent` \((\d+) taps,", lambda f: _backward_forms(f, "cotangent").get("line", 0)),
+    ("docs/drills.md", r"`cotangent` \(\d+ taps,\s+(\d+) typed\)", lambda f: _backward_forms(f, "cotangent").get("typed", 0)),
+    ("docs/drills.md", r"(\d+) `residual` \(\d+ taps", lambda f: len(f.items("backward", step="residual"))),
+    ("docs/drills.md", r"`residual` \((\d+) taps,", lambda f: _backward_forms(f, "residual").get("line", 0)),
+    ("docs/drills.md", r"taps, (\d+) choice of sets, ckpt-policy's\)",
+     lambda f: sum(_form(i) == "choice" for i in f.items("backward", step="residual", program="ckpt-policy"))),
+    ("docs/drills.md", r"wrt by program: ((?:[\w-]+ \d+(?:, |,\s+)?)+)\.",
      lambda f: f.count("backward", "program", step="wrt")),
-    ("docs/drills.md", r"and (\d+) `residuals` \(ckpt-policy\)",
-     lambda f: len(f.items("backward", step="residuals", program="ckpt-policy"))),
     # GYM·09, buffers
     ("docs/drills.md", r"puts minor or major\. (\w+) questions", lambda f: len(f.count("buffers", "step"))),
     ("docs/drills.md", r"\(sdpa alone gives (\d+)\)", lambda f: len(f.items("buffers", program="sdpa"))),

@@ -39,22 +39,40 @@ def _all(items):
     return [i for found in items.values() for i in found]
 
 
-def test_the_corpus_gives_at_least_twenty_five_items(items):
-    assert len(_all(items)) >= 25
-    steps = Counter(i["step"] for i in _all(items))
-    assert steps["wrt"] >= 15 and steps["cotangent"] >= 10 and steps["residuals"] >= 1
+def _form(item) -> str:
+    """The item's answer form (`readable` names it for forms other than choice and line)."""
+    return item.get("form") or ("choice" if "options" in item else "line")
 
 
-def test_no_two_cotangent_items_of_a_program_tap_the_same_forward_dot(items):
+def _saved(item) -> bool:
+    """A `residual` choice: what a checkpoint policy saves."""
+    return item["step"] == "residual" and _form(item) == "choice"
+
+
+def test_the_corpus_gives_at_least_sixty_items(items):
+    assert len(_all(items)) >= 60
+    steps = Counter((i["step"], _form(i)) for i in _all(items))
+    assert steps[("wrt", "choice")] >= 15 and steps[("wrt", "line")] >= 15, steps
+    assert steps[("cotangent", "line")] >= 10 and steps[("cotangent", "typed")] >= 10, steps
+    assert steps[("residual", "line")] >= 15 and steps[("residual", "choice")] >= 1, steps
+
+
+def test_no_two_items_of_a_program_ask_the_same_question(items):
     for found in items.values():
-        taps = [i["answer_line"] for i in found if i["step"] == "cotangent"]
+        taps = [i["answer_line"] for i in found if i["step"] == "cotangent" and _form(i) == "line"]
         assert len(taps) == len(set(taps))
+        cards = [i["card"] for i in found]
+        assert len(cards) == len(set(cards))
 
 
 def test_every_wrong_answer_names_its_misreading(items):
     for item in _all(items):
         assert item["feedback"] and "\n" not in item["feedback"]
-        if item["step"] == "cotangent":  # a tapped line: every other forward dot's rows say why not
+        if _form(item) == "typed":  # a typed aval: each misread aval says what was taken for the cotangent
+            assert item["misread"] and item["value"] not in item["misread"]
+            assert all("line" in m["reason"] and m["rule"] for m in item["misread"].values())
+            continue
+        if _form(item) == "line":  # a tapped line: the rows a reader would wrongly tap say why not
             assert item["answer_line"] in item["accepted_lines"] and item["explain"]
             assert not set(map(int, item["explain"])) & set(item["accepted_lines"])
             assert all("line" in reason and len(reason) > 40 for reason in item["explain"].values())
@@ -71,7 +89,7 @@ def test_lhs_and_rhs_and_both_places_are_each_right_about_half_the_time(items):
     # than chance: by weight for the sides, by weight and by count for the places.
     sides, places, counted = Counter(), Counter(), Counter()
     for item in _all(items):
-        if item["step"] == "wrt":
+        if item["step"] == "wrt" and _form(item) == "choice":
             sides[item["options"][item["answer"]].split(" (")[0]] += item["weight"]
             places[item["answer"]] += item["weight"]
             counted[item["answer"]] += 1
@@ -98,14 +116,16 @@ def test_a_program_shares_a_capped_weight(items):
 def test_shown_holds_the_backward_and_the_forward_dot(records, items):
     for slug, found in items.items():
         for item in found:
-            if item["step"] == "residuals":
+            if _saved(item):
                 continue
             text = "\n".join(item["shown"])
             back = records[slug].eqns[item["eqn"]]
             assert f"{back.jaxpr_lines[0]:>3}  " in text
             for line in re.findall(r"line (\d+)", item["question"]):
                 assert f"{int(line):>3}  " in text
-            if item["step"] == "cotangent":  # the whole listing, numbered: rows are line numbers
+            if _form(item) != "choice":  # the whole listing, numbered: rows are line numbers
+                assert item["shown"][0].count("\n") + 1 == len(records[slug].jaxpr.splitlines())
+            if _form(item) == "line":
                 assert item["shown"][0].split("\n")[item["answer_line"] - 1].startswith(f"{item['answer_line']:>3}  ")
 
 
@@ -182,9 +202,9 @@ def _recorded(closed, args, keep):
 
 
 @pytest.fixture(scope="module")
-def values(programs, items):
-    """Per program with items: the JAX equation objects by record id, and what each dot_general computed,
-    call by call (the items ask about dot_generals only)."""
+def values(programs, records, items):
+    """Per program with items: the JAX equation objects by record id, what each dot_general (and each
+    equation a `residual` item taps) computed, call by call, and the argument values."""
     out = {}
     for slug, found in items.items():
         if not found:
@@ -192,9 +212,17 @@ def values(programs, items):
         program = programs[slug]
         closed = jaxpr_of(program.function, program.example_args())
         facts = build_facts(closed)
-        dots = {id(e) for e in facts.jax_eqns.values() if e.primitive.name == "dot_general"}
-        out[slug] = (facts, _recorded(closed, _arguments(program), dots))
+        keep = {id(e) for e in facts.jax_eqns.values() if e.primitive.name == "dot_general"}
+        keep |= {id(facts.jax_eqns[e.id]) for e in _tapped(records[slug], found)}
+        args = _arguments(program)
+        out[slug] = (facts, _recorded(closed, args, keep), args)
     return out
+
+
+def _tapped(record, found) -> list:
+    """The equations whose rows a `residual` tap accepts."""
+    rows = {n for i in found if i["step"] == "residual" and _form(i) == "line" for n in i["accepted_lines"]}
+    return [e for e in record.eqns if e.jaxpr_lines[0] in rows]
 
 
 def _calls(facts, seen, eqn_id):
@@ -248,14 +276,13 @@ def _dot_at(record, line):
 def test_each_gradient_is_the_one_jax_gives_for_the_answer(records, items, values):
     asked = 0
     for slug, found in items.items():
-        for item in (i for i in found if i["step"] == "wrt"):
-            facts, seen = values[slug]
+        for item in (i for i in found if i["step"] == "wrt" and _form(i) == "choice"):
+            facts, seen, _ = values[slug]
             fwd = _dot_at(records[slug], FORWARD.search(item["question"]).group(1))
             sides = {s for _, s in _jax_gradient_sides(facts, seen, item["eqn"], fwd.id)}
-            assert sorted(o.split(" (")[0] for o in item["options"]) == ["its lhs", "its rhs"]
+            assert sorted(item["options"]) == ["its lhs", "its rhs"]
             for k, option in enumerate(item["options"]):
-                side = ("its lhs", "its rhs").index(option.split(" (")[0])
-                assert option == f"its {('lhs', 'rhs')[side]} ({fwd.inputs[side]})"
+                side = ("its lhs", "its rhs").index(option)
                 assert (side in sides) == (k == item["answer"]), (slug, item["eqn"], option)
             asked += 1
     assert asked >= 15
@@ -267,25 +294,106 @@ FORWARD = re.compile(r"for the forward dot_general on line (\d+)\.")
 def _pulls_back(facts, seen, back_id, fwd_id) -> bool:
     """Whether JAX's vjp of a forward dot, fed one input of the backward dot as its result's cotangent, gives
     the backward dot's result at every call."""
+    return bool(_sides_or_none(facts, seen, back_id, fwd_id))
+
+
+def _sides_or_none(facts, seen, back_id, fwd_id):
+    """`_jax_gradient_sides`, or none for dots that run in different loops' steps: not each other's."""
     try:
-        return bool(_jax_gradient_sides(facts, seen, back_id, fwd_id))
-    except KeyError:  # the two run in different loops' steps: not each other's
-        return False
+        return _jax_gradient_sides(facts, seen, back_id, fwd_id)
+    except KeyError:
+        return set()
+
+
+def _asked(records, items, values, step, form):
+    """(slug, record, forward dots, item, facts, recorded calls, argument values) for each item of a step and form."""
+    for slug, found in items.items():
+        record = records[slug]
+        forward = [e for e in record.eqns if e.primitive == "dot_general" and not record.in_backward(e)]
+        for item in (i for i in found if i["step"] == step and _form(i) == form):
+            yield (slug, record, forward, item, *values[slug])
+
+
+def _cotangent_side(facts, seen, item, forward) -> int:
+    """Which input of the item's backward dot JAX's vjp of some forward dot takes as the cotangent: just one."""
+    sides = {c for f in forward for c, _ in _sides_or_none(facts, seen, item["eqn"], f.id)}
+    assert len(sides) == 1, (item["card"], sides)
+    return sides.pop()
 
 
 def test_each_cotangent_is_the_one_jax_pulls_back(records, items, values):
     asked = 0
-    for slug, found in items.items():
-        record = records[slug]
-        forward = [e for e in record.eqns if e.primitive == "dot_general" and not record.in_backward(e)]
-        for item in (i for i in found if i["step"] == "cotangent"):
-            facts, seen = values[slug]
-            for fwd in forward:
-                tapped = fwd.jaxpr_lines[0] <= item["answer_line"] <= fwd.jaxpr_lines[1]
-                assert _pulls_back(facts, seen, item["eqn"], fwd.id) == tapped, (slug, item["eqn"], fwd.id)
-                assert tapped == (set(item["accepted_lines"]) == set(range(fwd.jaxpr_lines[0], fwd.jaxpr_lines[1] + 1)))
-            asked += 1
+    for slug, _, forward, item, facts, seen, _ in _asked(records, items, values, "cotangent", "line"):
+        for fwd in forward:
+            tapped = fwd.jaxpr_lines[0] <= item["answer_line"] <= fwd.jaxpr_lines[1]
+            assert _pulls_back(facts, seen, item["eqn"], fwd.id) == tapped, (slug, item["eqn"], fwd.id)
+            assert tapped == (set(item["accepted_lines"]) == set(range(fwd.jaxpr_lines[0], fwd.jaxpr_lines[1] + 1)))
+        asked += 1
     assert asked >= 10
+
+
+GRADIENT = re.compile(r"with respect to the (lhs|rhs) of the forward dot_general on line (\d+)\.")
+
+
+def test_each_tapped_gradient_is_the_one_jax_gives_for_that_operand(records, items, values):
+    # Every backward dot of the program is tried: JAX's vjp of the forward dot, for the asked operand, gives
+    # the tapped one's result, and no other's.
+    asked = 0
+    for slug, record, _, item, facts, seen, _ in _asked(records, items, values, "wrt", "line"):
+        backward = [e for e in record.eqns if e.primitive == "dot_general" and record.in_backward(e)]
+        side, at = GRADIENT.search(item["question"]).groups()
+        fwd = _dot_at(record, at)
+        for back in backward:
+            gives = ("lhs", "rhs").index(side) in {s for _, s in _sides_or_none(facts, seen, back.id, fwd.id)}
+            tapped = back.jaxpr_lines[0] <= item["answer_line"] <= back.jaxpr_lines[1]
+            assert gives == tapped, (slug, item["card"], back.id)
+        asked += 1
+    assert asked >= 15
+
+
+def _aval(x) -> str:
+    return jax.core.ShapedArray(np.shape(x), np.asarray(x).dtype).str_short(short_dtypes=True)
+
+
+def test_each_typed_cotangent_is_the_aval_of_what_jax_pulls_back(records, items, values):
+    # The cotangent is the backward dot's input that JAX's vjp of the forward dot takes as its result's
+    # cotangent; the answer is that input's aval, as JAX computed it.
+    asked = 0
+    for slug, _, forward, item, facts, seen, _ in _asked(records, items, values, "cotangent", "typed"):
+        c = _cotangent_side(facts, seen, item, forward)
+        avals = {_aval(ins[c]) for _, ins, _ in _calls(facts, seen, item["eqn"])}
+        assert avals == {item["value"]}, (slug, item["card"])
+        assert item["value"] not in item["misread"]
+        asked += 1
+    assert asked >= 10
+
+
+def _alike(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and _same_up_to_transpose(a, b)
+
+
+def test_each_tapped_residual_is_the_value_jax_reads(records, items, values):
+    # The residual is the backward dot's input that is not the cotangent JAX's vjp takes: the tapped
+    # equation computed that value (at the same step of a loop), or the tapped line declares an argument
+    # whose value it is.
+    asked = 0
+    for slug, record, forward, item, facts, seen, args in _asked(records, items, values, "residual", "line"):
+        c = _cotangent_side(facts, seen, item, forward)
+        calls = {step: ins[1 - c] for step, ins, _ in _calls(facts, seen, item["eqn"])}
+        if item["answer_line"] < min(e.jaxpr_lines[0] for e in record.eqns if e.parent is None):  # an argument
+            assert any(all(_alike(r, a) for r in calls.values()) for a in args), (slug, item["card"])
+        else:
+            made = [e for e in record.eqns if e.jaxpr_lines[0] == item["answer_line"] and not record.in_backward(e)]
+            assert any(_makes(facts, seen, e, calls) for e in made), (slug, item["card"])
+        asked += 1
+    assert asked >= 15
+
+
+def _makes(facts, seen, eqn, reads) -> bool:
+    """Whether an equation computed each value (by loop step) in `reads`: one of its outputs is it."""
+    outs = {step: o for step, _, o in _calls(facts, seen, eqn.id)}
+    return all(any(_alike(r, o) for o in outs.get(step, outs.get(None, ()))) for step, r in reads.items())
 
 
 # -- what a checkpoint policy saves: JAX's own report -----------------------------------------------
@@ -329,7 +437,7 @@ def test_the_saved_residuals_are_the_ones_jax_reports(programs, records, items):
     program, record = programs["ckpt-policy"], records["ckpt-policy"]
     args = [jnp.ones(s.shape, s.dtype) for s in program.example_args()]
     assert str(jax.make_jaxpr(ckpt_policy_copy)(*args)) == record.jaxpr  # the copy is the program
-    (item,) = [i for i in items["ckpt-policy"] if i["step"] == "residuals"]
+    (item,) = [i for i in items["ckpt-policy"] if _saved(i)]
     names = list(inspect.signature(program.function).parameters)
     jax_says = _jax_residuals(*args)
     assert len(jax_says) >= 3
@@ -356,4 +464,4 @@ def test_a_residual_read_by_two_forward_dots_is_not_asked():
     readers_of_x = [e.id for e in record.eqns if e.primitive == "dot_general" and "transpose(" in e.name_stack
                     and any(s is not None and s.eqn is None and s.index == 0 for s in e.sources)]
     assert readers_of_x and not set(readers_of_x) & asked
-    assert [i["step"] for i in kind_items(_record(plain, "f32[8,4]", "f32[4,6]"), "backward")] == ["wrt", "cotangent"]
+    assert [i["step"] for i in kind_items(_record(plain, "f32[8,4]", "f32[4,6]"), "backward")] == ["wrt", "wrt", "residual", "cotangent", "cotangent"]

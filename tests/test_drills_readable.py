@@ -53,11 +53,9 @@ OVER_THE_BAR = {
                  "most decisions have one candidate row of that operation",
     "decoder": "the usual axis set for the operand's rank and the usual contracted size: most dots have rank-2 "
                "operands",
-    "backward": "a classifier on the `wrt` options and the usual forward row",
     "units": "tapping every convolution or dot row and every fusion row whose `kind=kOutput` (on these TPU "
              "compiles every fusion holding a matrix multiply is a kOutput one, and no other is): the `mxu` "
              "step's look-alike fusions differ in their bodies and in their kind; `mxu-shape` is under the bar",
-    "loops": "the usual typed value and the last row of a branch listing, on four programs with loops",
 }
 
 

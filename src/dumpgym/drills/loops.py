@@ -46,7 +46,7 @@ LOOPS = ("scan", "while")
 SCAN_ROLES = {
     "const": "a const: read whole by every iteration",
     "carry": "a carry: replaced by each iteration's result",
-    "xs": "an xs: sliced along axis 0, one slice an iteration",
+    "xs": "an xs: sliced on its leading axis, a slice an iteration",
 }
 WHILE_ROLES = {
     "cond-const": "a const of cond_jaxpr: read by every test",
@@ -114,21 +114,25 @@ def role_items(program: ProgramRecord, names: JaxprListing, eqn: EqnFact) -> lis
 
 
 def _placed(items: list[dict], *seed) -> list[dict]:
-    """Each role item's options, the right one placed so that every position is about as often right: the
-    items of one role take turns from a position of their own (the roles' starts drawn by `seed`)."""
-    roles = sorted({item["role"] for item in items})
-    starts = dict(zip(roles, order(3, *seed)))
-    seen: dict = Tally()
-    out = []
-    for item in items:
+    """Each role item's options, the right one placed so that every position holds about the same share of
+    the loop's weight (each role's share, `_role_weights`, split over its operands): heaviest items first,
+    each to the position least right so far, one its role has not had yet where that ties (from an order
+    drawn by `seed`)."""
+    count = Tally(item["role"] for item in items)
+    width = 1 + max((len(item["choice"][1]) for item in items), default=2)
+    prefer, load, had = order(width, *seed), [0.0] * width, {role: set() for role in count}
+    out = [dict(item) for item in items]
+    for k in sorted(range(len(items)), key=lambda k: (-1 / count[items[k]["role"]], k)):
+        item = items[k]
         right, wrong = item["choice"]
-        at = (starts.get(item["role"], 0) + seen[item["role"]]) % (len(wrong) + 1)
-        seen[item["role"]] += 1
+        at = min(range(len(wrong) + 1), key=lambda p: (round(load[p], 6), p in had[item["role"]], prefer.index(p)))
+        load[at] += 1 / count[item["role"]]
+        had[item["role"]].add(at)
         entries = [w for _, w in sorted(zip(order(len(wrong), *seed, item["operand"]), wrong))]
         entries.insert(at, (right, "", ""))
         made = {"options": [e[0] for e in entries], "answer": at, "reasons": [e[2] for e in entries],
                 "rules": [e[1] for e in entries]}
-        out.append({**{k: v for k, v in item.items() if k != "choice"}, **made})
+        out[k] = {**{key: v for key, v in item.items() if key != "choice"}, **made}
     return out
 
 

@@ -217,11 +217,11 @@ def op_counts(items: list[Seen], ops=_ops) -> tuple[list[Counter], list[Counter]
     return right, shown
 
 
-def _usual_op(rate: bool, last: bool):
+def _usual_op(rate: bool, last: bool, named=_ops):
     def play(items: list[Seen]) -> list:
         out = []
-        for item, right, shown in zip(items, *op_counts(items)):
-            ops = _ops(item)
+        for item, right, shown in zip(items, *op_counts(items, named)):
+            ops = named(item)
             rows = list(ops)[::-1] if last else list(ops)
             score = {n: right[ops[n]] / shown[ops[n]] if rate and shown[ops[n]] else right[ops[n]] for n in rows}
             out.append(max(rows, key=lambda n: score[n]) if rows and max(score.values()) else None)
@@ -232,6 +232,26 @@ def _usual_op(rate: bool, last: bool):
 strategy("line", "usual-op")(_usual_op(rate=False, last=False))
 strategy("line", "usual-op-last")(_usual_op(rate=False, last=True))
 strategy("line", "usual-op-rate")(_usual_op(rate=True, last=False))
+
+
+# What a reader sees in a compiled row's own name: XLA names many instructions for what they hold
+# (`%gemm_fusion_dot.2`, `%loop_reduce_fusion`, `%copy-start.3`), so the name without its number is a tell
+# of its own, beside the opcode.
+_NAME = re.compile(r"%([\w.\-]+)\s*=")
+
+
+def _name(row: str) -> str:
+    """A compiled row's instruction name without its number: `gemm_fusion_dot` of `%gemm_fusion_dot.2 = ...`."""
+    m = _NAME.search(row)
+    return re.sub(r"[.\d]+$", "", m[1]) if m else ""
+
+
+def _names(item: Seen) -> dict[int, str | None]:
+    return {n: op and f"{op}/{_name(item.rows[n - 1])}" for n, op in _ops(item).items()}
+
+
+strategy("line", "usual-name")(_usual_op(rate=False, last=False, named=_names))
+strategy("line", "usual-name-rate")(_usual_op(rate=True, last=False, named=_names))
 
 
 @strategy("line", "usual-row")
@@ -270,6 +290,7 @@ def _usual_ops_of(ops):
 
 strategy("lines", "usual-ops")(_usual_ops_of(_ops))
 strategy("lines", "usual-ops-and-kinds")(_usual_ops_of(_ops_and_kinds))
+strategy("lines", "usual-names")(_usual_ops_of(_names))
 
 
 @strategy("lines", "first-k-usual")

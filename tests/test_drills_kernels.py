@@ -15,39 +15,52 @@ def kernel_items(read_pool):
     return [i for i in read_pool if i["drill"] == "kernels"]
 
 
-def test_kernel_items_ask_to_tap_one_launch_of_the_shown_computation(kernel_items, by_slug):
+def _option(item: dict, k: int) -> tuple[str, int]:
+    """(instruction name, GPU HLO line) of option k: `%name (GPU HLO line N)`."""
+    name, line = re.fullmatch(r"%([\w.\-]+) \(GPU HLO line (\d+)\)", item["options"][k]).groups()
+    return name, int(line)
+
+
+def test_kernel_items_offer_the_launches_of_the_shown_computation_that_run_dots(kernel_items, by_slug):
+    """The options are two or more kernels the shown computation launches, each running some dot_general of the
+    jaxpr (its body holds a dot, or the dot's multiply), in print order; the right one is the named instruction."""
     assert kernel_items and {i["layer"] for i in kernel_items} == {"gpu"}
     for item in kernel_items:
         hlo = by_slug[item["program"]]["compiled"]["gpu"]
         first, last = item["hlo_lines"]
-        rows = hlo["text"].splitlines()[first - 1:last]
-        assert item["answer_line"] in item["accepted_lines"]  # the `line` form
+        text = hlo["text"].splitlines()
+        rows = text[first - 1:last]
         assert re.match(r"(ENTRY )?%[\w.\-]+ \(", rows[0]) and rows[-1] == "}"  # one whole computation
-        for n in item["accepted_lines"]:
-            row = rows[n - 1]
-            assert re.search(rf" (?:{'|'.join(KERNEL_OPCODES)})\(", row), row
-        assert f"%{item['instruction']} = " in rows[item["answer_line"] - 1]
+        offered = [_option(item, k) for k in range(len(item["options"]))]
+        assert len(offered) >= 2 and [line for _, line in offered] == sorted({line for _, line in offered})
+        for name, line in offered:
+            assert first < line < last and text[line - 1].lstrip().startswith(f"%{name} = ")
+            assert re.search(rf" (?:{'|'.join(KERNEL_OPCODES)})\(", text[line - 1]), text[line - 1]
+        assert offered[item["answer"]][0] == item["instruction"]
         # the dot is shown below the listing, as its jaxpr line; the question names no instruction
         record = by_slug[item["program"]]
         assert item["shown"][1] == "\n".join(record["jaxpr"].splitlines()[item["jaxpr_lines"][0] - 1:item["jaxpr_lines"][1]])
-        assert "dot_general[" in item["shown"][1] and f"%{item['instruction']} " not in item["question"] + " "
+        assert "dot_general[" in item["shown"][1] and not any(f"%{name} " in item["question"] for name, _ in offered)
         assert item["skill"] in ("triton-gemm", "cublas", "folded", "other")
         assert item["feedback"].startswith(f"Line {item['jaxpr_lines'][0]}'s `dot_general` runs as %{item['instruction']} ")
 
 
-def test_a_wrong_row_says_what_it_runs_instead(kernel_items):
-    from dumpgym.drills.answer import from_json
+def test_every_offered_kernel_is_the_answer_of_an_item_and_a_wrong_one_says_which_dot_it_runs(kernel_items):
+    """Asked of every dot a computation runs, each offered kernel is right for some item (so no place or name
+    is the usual answer); a wrong one names the jaxpr lines of the dots it runs instead."""
+    from collections import defaultdict
 
-    told = 0
+    right = defaultdict(set)
     for item in kernel_items:
-        form = from_json({"form": "line", "line": item["answer_line"], "accepted": item["accepted_lines"], "explain": item["explain"]})
-        assert form.check(item["answer_line"]).right
-        for row, why in item["explain"].items():
-            assert int(row) not in item["accepted_lines"]
-            verdict = form.check(int(row))
-            assert not verdict.right and verdict.reason == why and why.startswith("%")
-            told += 1
-    assert told >= 5 * len(kernel_items)
+        offered = tuple(item["options"])
+        right[(item["program"], offered)].add(item["answer"])
+        for k, (reason, rule) in enumerate(zip(item["reasons"], item["rules"])):
+            if k == item["answer"]:
+                assert reason == rule == ""
+            else:
+                assert rule == "another-dot" and reason.startswith(f"%{_option(item, k)[0]} runs the `dot_general` on jaxpr line")
+                assert f"line {item['jaxpr_lines'][0]}," not in reason
+    assert all(found == set(range(len(offered))) for (_, offered), found in right.items()), right
 
 
 def test_kernel_items_come_from_computations_that_launch_several_kernels(kernel_items, by_slug):
@@ -117,7 +130,7 @@ def fresh_gpu():
 @pytest.mark.compiled_hlo
 @pytest.mark.needs_gpu
 def test_the_answer_runs_the_dot_in_a_fresh_h100_compile(kernel_items, by_slug, fresh_gpu):
-    """The tapped instruction, found by name in XLA's fresh module, sits in the shown computation and runs
+    """The right option's instruction, found by name in XLA's fresh module, sits in the shown computation and runs
     the dot JAX traced: a GEMM item's kernel holds a `dot` whose operands have as many elements as the
     jaxpr dot's (a Triton one says so in its backend config); a folded item's holds no dot, but a multiply."""
     import numpy as np
@@ -135,6 +148,7 @@ def test_the_answer_runs_the_dot_in_a_fresh_h100_compile(kernel_items, by_slug, 
         header = by_slug[item["program"]]["compiled"]["gpu"]["text"].splitlines()[item["hlo_lines"][0] - 1]
         assert re.match(rf"(ENTRY )?%{re.escape(computation.name)} \(", header)
         (kernel,) = [i for i in computation.instructions() if i.name == item["instruction"]]
+        assert item["options"][item["answer"]].startswith(f"%{kernel.name} ")
         inside = [i for c in _called(module, kernel) for i in c.instructions()]
         dots = [i for i in inside if str(i.opcode) in ("HloOpcode.kDot", "HloOpcode.kConvolution")]
         if item["skill"] == "triton-gemm":

@@ -190,6 +190,15 @@ def _planted_fusion_kinds(rng, program):
                    {"form": "lines", "lines": lines, "explain": {}}, rows)
 
 
+def _planted_names(rng, program):
+    """Compiled-HLO fusion rows, alike in opcode and kind; the answer is the one XLA named for a GEMM."""
+    rows = [f"%fusion.{k} = f32[8,128]{{1,0}} fusion(%p.{k}), kind=kCustom, calls=%fused.{k}" for k in range(1, 9)]
+    line = rng.randrange(1, 9)
+    rows[line - 1] = rows[line - 1].replace(f"%fusion.{line} ", f"%gemm_fusion_dot.{rng.randrange(9)} ")
+    return br.Seen("made-up", "s", program, 1.0, "tap the line that runs the dot",
+                   {"form": "line", "line": line, "accepted": [line], "explain": {}}, tuple(rows))
+
+
 def _planted_typed(bias):
     def build(rng, program):
         if bias == "usual-value":
@@ -216,7 +225,7 @@ PLANTED = [("choice", s, _planted_choice(s)) for s in (
     "question-overlap", "numeric-max", "classifier")] + [
     ("line", s, _planted_line(s)) for s in ("first-row", "usual-op", "op-named-in-question")] + [
     ("lines", s, _planted_lines(s)) for s in ("usual-ops", "every-row")] + [
-    ("lines", "usual-ops-and-kinds", _planted_fusion_kinds)] + [
+    ("lines", "usual-ops-and-kinds", _planted_fusion_kinds), ("line", "usual-name", _planted_names)] + [
     ("typed", s, _planted_typed(s)) for s in ("usual-value", "question-first")] + [
     ("axes", s, _planted_axes(s)) for s in ("last-axis", "usual-axes")]
 

@@ -18,7 +18,7 @@ import re
 
 from dumpgym.drills import drill
 from dumpgym.drills._tpu import Listing, which_compile
-from dumpgym.drills.answer import LinePick
+from dumpgym.drills.answer import Choice
 from dumpgym.drills.fusions import PLUMBING, does_work
 from dumpgym.drills.item import Item, Lines, Note
 from dumpgym.record import CompiledLayer, EqnFact, Instruction, ProgramRecord
@@ -28,7 +28,6 @@ CONTRACTIONS = frozenset({"dot_general"})
 # A computation is asked about only where it launches at least this many kernels: where it launches two,
 # knowing that a kernel is a fusion or custom-call row picks the dot's half the time without reading it.
 MIN_LAUNCHES = 5
-NEAR = 8  # at most this many wrong rows are explained: the instructions nearest the answer
 # The backend_config's kind of a fusion and a custom call's target, on the line XLA prints: the record
 # keeps a fusion's `kind` (kCustom) but not which emitter XLA chose, so this one attribute is read from the
 # launching line itself (the drill reads no other listing text).
@@ -115,7 +114,7 @@ def kernel_items(program: ProgramRecord) -> list[Item]:
 
 def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
     c = _Compile(program, hlo)
-    items = []
+    asked: dict[str, list[tuple[EqnFact, list[Instruction], Instruction]]] = {}
     for dot in program.eqns:
         if dot.primitive not in CONTRACTIONS:
             continue
@@ -124,17 +123,23 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
             continue  # not run here (dead, or done under a loop's other copy), or split over computations
         if sum(i.opcode in LAUNCHES for i in c.by_computation[runs[0].computation]) < MIN_LAUNCHES:
             continue
-        items.append(_item(c, target, dot, runs))
+        main = next((i for i in runs if _kernel(c, i, dot)[0] != "folded"), runs[0])
+        asked.setdefault(runs[0].computation, []).append((dot, runs, main))
+    items = []
+    for dots in asked.values():
+        kernels = sorted({main.line: main for _, _, main in dots}.values(), key=lambda i: i.line)
+        if len(kernels) < 2:
+            continue  # one kernel runs every dot here: knowing a GEMM's name would pick it
+        items += [_item(c, target, dot, runs, main, kernels) for dot, runs, main in dots]
     return items
 
 
-def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction]) -> Item:
+def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main: Instruction,
+          kernels: list[Instruction]) -> Item:
     computation = runs[0].computation
     first, last = c.listing.computations[computation]
-    main = next((i for i in runs if _kernel(c, i, dot)[0] != "folded"), runs[0])
     skill, printed = _kernel(c, main, dot)
     kind = next((f.kind for f in c.hlo.fusions if f.line == main.line), main.opcode)
-    row = {i.line: i.line - first + 1 for i in runs}
     where = "the entry computation" if any(x.entry and x.name == computation for x in c.hlo.computations) \
         else f"%{computation}"
     split = [i for i in runs if i is not main]
@@ -142,10 +147,13 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction]) -> It
             "XLA split the contraction" if split else "")
     feedback = (f"Line {dot.jaxpr_lines[0]}'s `dot_general` runs as %{main.name} (GPU HLO line {main.line}), "
                 f"{KERNEL_WORDS[skill].format(kind=kind, ops=_ops(c, main, dot))} ({printed}){also}.")
+    why = _explain(c, dot, kernels)
     return Item(
-        question=(f"The GPU compile launches one instruction of {where} to compute the `dot_general` on jaxpr "
-                  f"line {dot.jaxpr_lines[0]} (shown below its listing): tap it."),
-        answer=LinePick(row[main.line], tuple(sorted(row.values())), _explain(c, dot, runs, first, last)),
+        question=(f"Each of these instructions of {where} (listed below) runs one or more of the jaxpr's "
+                  f"`dot_general`s. Which runs the one on jaxpr line {dot.jaxpr_lines[0]}?"),
+        answer=Choice(tuple(f"%{k.name} (GPU HLO line {k.line})" for k in kernels), kernels.index(main),
+                      tuple(why.get(k.line, "") for k in kernels),
+                      tuple("" if k is main else "another-dot" for k in kernels)),
         context=(Lines(target, first, last, cut=True), Lines("jaxpr", *dot.jaxpr_lines), Note(which_compile(c.hlo))),
         card=(str(dot.id), target), layer=target, eqn=dot.id, step="launch", skill=skill, primitive="dot_general",
         jaxpr_lines=tuple(dot.jaxpr_lines), feedback=feedback,
@@ -153,22 +161,14 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction]) -> It
                "runs": [i.name for i in runs]})
 
 
-def _explain(c: _Compile, dot: EqnFact, runs: list[Instruction], first: int, last: int) -> dict[str, str]:
-    """Why each of the instructions nearest the answer is not it: what it runs instead."""
+def _explain(c: _Compile, dot: EqnFact, kernels: list[Instruction]) -> dict[int, str]:
+    """Why each other kernel offered is not it: the dots it runs instead (by GPU HLO line)."""
     eqns = c.program.eqns
-    asked = {i.line for i in runs}
-    rows = [i for i in c.by_computation[runs[0].computation] if i.line not in asked]
-    rows.sort(key=lambda i: min(abs(i.line - a) for a in asked))
     out = {}
-    for i in rows[:NEAR]:
-        done = sorted(c.work(i), key=lambda e: eqns[e].jaxpr_lines[0])
-        dots = [e for e in done if eqns[e].primitive in CONTRACTIONS]
-        if dots:
-            why = f"%{i.name} runs line {eqns[dots[0]].jaxpr_lines[0]}'s `dot_general`, another dot"
-        elif done:
-            named = ", ".join(f"`{eqns[e].primitive}` (line {eqns[e].jaxpr_lines[0]})" for e in done[:3])
-            why = f"%{i.name} does {named}{' and more' if len(done) > 3 else ''}, no contraction"
-        else:
-            why = f"%{i.name} ({c.hlo.printed_opcodes.get(i.opcode, i.opcode)}) does no equation's arithmetic"
-        out[str(i.line - first + 1)] = why + "."
+    for i in kernels:
+        if dot.id in c.work(i):
+            continue
+        done = sorted((e for e in c.work(i) if eqns[e].primitive in CONTRACTIONS), key=lambda e: eqns[e].jaxpr_lines[0])
+        lines = ", ".join(str(eqns[e].jaxpr_lines[0]) for e in done)
+        out[i.line] = f"%{i.name} runs the `dot_general` on jaxpr line{'s' if len(done) > 1 else ''} {lines}, not this one."
     return out

@@ -53,8 +53,6 @@ OVER_THE_BAR = {
                  "most decisions have one candidate row of that operation",
     "units": "tapping every row whose operation usually runs on the MXU (convolution, dot, a matmul custom call): "
              "knowing which operations do is the skill, and the step has no harder rows yet",
-    "decoder": "the usual axis set for the operand's rank and the usual contracted size: most dots have rank-2 "
-               "operands",
     "backward": "a classifier on the `wrt` options and the usual forward row",
     "layouts": "the usual operations of the memory-space rows (a few opcodes hold most VMEM buffers) and the "
                "usual padded value",

@@ -472,3 +472,43 @@ def test_a_dot_xla_rewrote_is_not_asked_at_the_compiled_layer(by_slug):
     assert _hlo_dims(line) == (((1,), (1,)), ((), ())) != (((1,), (0,)), ((), ()))
     assert [v.layer for v in decoder.views(program, eqn)] == ["jaxpr", "stablehlo"]
     assert hlo_view(program.compiled["cpu"].text, decoder.hlo_line(program.compiled["cpu"], eqn)).dims.rhs_contracting == (1,)
+
+
+# (lhs shape, rhs shape, dimension numbers): a batched dot, x.T @ g, x @ w.T; sizes large enough that XLA
+# keeps a GEMM, not a multiply-and-reduce.
+GPU_CASES = [((4, 8, 16), (4, 16, 32), (((2,), (1,)), ((0,), (0,)))),
+             ((64, 32), (64, 128), (((0,), (0,)), ((), ()))),
+             ((32, 64), (128, 64), (((1,), (1,)), ((), ())))]
+
+
+@pytest.mark.needs_gpu
+@pytest.mark.parametrize("lhs, rhs, dims", GPU_CASES)
+def test_a_fresh_h100_compile_is_decoded_as_jax_reads_it(lhs, rhs, dims):
+    # Compiled here for the described H100: the dot sits inside a Triton GEMM fusion, and what the decoder
+    # reads off its line (dims, operand types from the fused computation) answers as JAX does.
+    from dumpgym import hlo
+    from dumpgym.target import GPU
+    from dumpgym.trace import trace
+
+    specs = [jax.ShapeDtypeStruct(lhs, jnp.bfloat16), jax.ShapeDtypeStruct(rhs, jnp.bfloat16)]
+    traced = trace(dot_fn(dims), specs)
+    facts = build_facts(traced)
+    layer = hlo.compile_layer(traced, facts, GPU)
+    eqn = next(e for e in facts.eqns if e.primitive == "dot_general")
+    dot = decoder.hlo_dot(layer, eqn)
+    assert dot is not None
+    fusion = next(i for i in layer.instructions if dot.computation in i.calls)
+    assert '"kind":"__triton' in layer.text.splitlines()[fusion.line - 1]
+    view = hlo_view(layer.text, dot.line, dot.operands, "hlo-gpu")
+    assert view is not None
+    # XLA may swap the operands (then the corpus asks nothing of that line: `_same_dot`); whatever dot it
+    # printed, the dims and operand types read off it must give, in JAX, the output type printed on it.
+    kept = jax_dims(view) == dims and (view.dims.lhs.shape, view.dims.rhs.shape) == (lhs, rhs)
+    assert kept or dims[1] == ((), ())
+    closed = jax.make_jaxpr(dot_fn(dims))(*specs)
+    assert decoder._same_dot(view, jaxpr_view(eqn, str(closed))) == kept  # what the corpus asks of it
+    out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(view.dims.lhs.shape, jnp.float32),
+                         jax.ShapeDtypeStruct(view.dims.rhs.shape, jnp.float32))
+    assert view.out.split("{")[0] == type_text("jaxpr", out.shape, view.out_dtype)
+    assert view.out not in view.shown()[0]
+    check_items(eqn, view)

@@ -124,10 +124,12 @@ class DotView:
     operands: tuple[str, str]
     out: str
     out_dtype: str
+    where: str = ""  # a note on where the line sits (the H100's: which Triton GEMM fusion holds the dot)
 
     def shown(self) -> list[str]:
-        """The blocks the page shows: the dot's line(s), output masked, then the lhs and rhs operands."""
-        return ["\n".join(self.lines), *self.operands]
+        """The blocks the page shows: the dot's line(s), output masked, then the lhs and rhs operands (and
+        where the line sits, if that is said)."""
+        return ["\n".join(self.lines), *self.operands, *((self.where,) if self.where else ())]
 
     def type_text(self, shape) -> str:
         """A type of this dot's output dtype with another shape, written in this layer's notation."""

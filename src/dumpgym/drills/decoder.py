@@ -273,6 +273,10 @@ def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
         for hlo in program.layers(backend).values():
             dot = hlo_dot(hlo, eqn)
             compiled = hlo_view(hlo.text, dot.line, dot.operands, layer) if dot is not None else None
+            holder = next((i for i in hlo.instructions if dot is not None and dot.computation in i.calls), None)
+            if compiled is not None and backend == "gpu" and holder is not None:
+                compiled = replace(compiled, where=f"inside the fusion %{holder.name} "
+                                                   f"(its fused computation %{dot.computation})")
             # XLA may fold a transpose into the dot or merge heads; that line answers another dot's questions.
             if compiled is not None and _same_dot(compiled, base):
                 yield compiled

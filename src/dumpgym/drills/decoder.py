@@ -44,7 +44,7 @@ STEPS = ("lhs-free", "rhs-free", "contracted-size", "output-axis", "output")
 # axes of an operand of rank SET_RANK or more (at rank 2 its answer is one of two single axes).
 AXIS_STEPS = ("lhs-free", "rhs-free", "output-axis")
 SET_RANK = 3
-# A choice has 3 or 4 options, as every kind's: `output-axis` is asked of dots whose output has rank 3 or less.
+# A choice has 3 or 4 options, as every kind's: `output-axis` is asked of dots whose output has rank 2 or 3.
 MAX_PLACES = 4
 
 # A question: its text, its answer form and the one line of feedback that says why the answer is right.
@@ -183,7 +183,7 @@ def _axis_items(view: DotView, step: str) -> list[tuple[str, Choice, str, str, i
     operand for a free step (its role), every axis of both operands for `output-axis` (its place)."""
     d = view.dims
     if step == "output-axis":
-        if len(place_options(d)) > MAX_PLACES:
+        if not 3 <= len(place_options(d)) <= MAX_PLACES:
             return []
         return [(*place_question(d, side, a), f"{side}{a}", habit(d, side, a, step))
                 for side in ("lhs", "rhs") for a in range(d.rank(side))]

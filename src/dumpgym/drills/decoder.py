@@ -320,8 +320,10 @@ def decoder_pool(program: ProgramRecord) -> list[Item]:
             items = view_items(eqn, view, _steps(program.slug, view) if view.dims.is_plain_matmul() else STEPS,
                                program.slug)
             if view.dims.is_plain_matmul() and items:
-                # `x @ w` reads the same everywhere: one question per layer, its step and axis drawn
+                # `x @ w` reads the same everywhere: one question per layer, its step drawn by layer and its
+                # axis by step, so a step asks the same axis at every layer: its card is the dot and step
                 first = [i for i in items if i.step == items[0].step]
-                items = [replace(first[order(len(first), program.slug, view.layer, "axis")[0]], weight=1.0)]
+                items = [replace(first[order(len(first), program.slug, first[0].step, "axis")[0]], weight=1.0,
+                                 about="")]
             out.extend(_item(item) for item in items)
     return out

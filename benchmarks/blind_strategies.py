@@ -99,6 +99,15 @@ strategy("choice", "usual-answer")(_usual(lambda o: o))
 strategy("choice", "usual-pattern")(_usual(masked))
 
 
+@strategy("choice", "usual-answer-to-question")
+def _usual_to_question(items: list[Seen]) -> list:
+    """The option most often right for the same question, word for word, in the other programs: a reader
+    who remembers that "lhs axis 1" is usually contracted, without reading this item's dims."""
+    counts = left_out(items, lambda i: (i.kind, i.step, i.question), lambda i: [_options(i)[i.answer["index"]]])
+    return [_argbest(len(_options(i)), lambda k, c=c, i=i: c[_options(i)[k]]) if c else None
+            for i, c in zip(items, counts)]
+
+
 @strategy("choice", "classifier")
 def _classifier(items: list[Seen]) -> list:
     from blind_classifier import play_left_out

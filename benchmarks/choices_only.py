@@ -4,7 +4,7 @@
 
 Plays every blind reader (benchmarks/blind_strategies.py, the table `STRATEGIES` of blind_readers.py:
 for `choice` items place, length, likeness to the other options, overlap with the question, numbers,
-the usual answer of the step and a learned classifier; for `typed` the usual value and values copied from the question; for `line`
+the usual answer of the step or of the same question and a learned classifier; for `typed` the usual value and values copied from the question; for `line`
 and `lines` first, middle and last rows and the operations usually right; for `axes` the usual set and
 the first, last, largest axes) on a `dumpgym.drills/2` pool, by default the one `dumpgym drills` prints
 now. Line items show rows of a listing, read from `--corpus` (a `dumpgym export`; by default one

@@ -125,20 +125,35 @@ def jax_output_axis(view: DotView, side: str, axis: int):
     return shape.index(UNIQUE) if shape is not None and UNIQUE in shape else None
 
 
-def asked_output_axis(question: str) -> tuple[str, int]:
-    side, j = re.fullmatch(r"Which (lhs|rhs) axis becomes output axis (\d+)\? Tap it\.", question).groups()
-    return side, int(j)
+def asked_axis(question: str) -> tuple[str, int] | None:
+    """The operand axis a one-axis question asks about (its role, or where it ends up), or None."""
+    found = re.fullmatch(r"In this dot, what part does (lhs|rhs) axis (\d+) play\?|"
+                         r"Where does (lhs|rhs) axis (\d+) end up in this dot's output\?", question)
+    if found is None:
+        return None
+    side, axis = [g for g in found.groups() if g is not None]
+    return side, int(axis)
+
+
+def jax_role(view: DotView, side: str, axis: int) -> str:
+    """Free if JAX lets one resize the axis alone; batch if, resized with its partner, it shows up in the
+    output; contracted otherwise."""
+    if out_shape_when_resized(view, side, axis, partner=False) is not None:
+        return "free"
+    return "batch" if jax_output_axis(view, side, axis) is not None else "contracted"
 
 
 def jax_answer(view: DotView, item):
-    """The answer to `item`'s question, found by asking JAX: a tuple of axes, or the typed value's text."""
+    """The answer to `item`'s question, found by asking JAX: a tuple of axes, an option's text, or the typed
+    value's text."""
+    asked = asked_axis(item.question)
     if item.step in ("lhs-free", "rhs-free"):
-        return jax_free_axes(view, item.step.split("-")[0])
+        return jax_role(view, *asked) if asked else jax_free_axes(view, item.step.split("-")[0])
     if item.step == "contracted-size":
         return str(jax_products(view))
     if item.step == "output-axis":
-        side, j = asked_output_axis(item.question)
-        return tuple(a for a in range(view.dims.rank(side)) if jax_output_axis(view, side, a) == j)
+        j = jax_output_axis(view, *asked)
+        return "summed away" if j is None else f"output axis {j}"
     assert item.step == "output"
     d = view.dims
     out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(d.lhs.shape, jnp.float32),
@@ -148,6 +163,8 @@ def jax_answer(view: DotView, item):
 
 def answer_of(form: dict):
     """What a form holds as its answer: the tapped axes as a tuple, or the typed value."""
+    if form["form"] == "choice":
+        return form["options"][form["index"]]
     return tuple(form["axes"]) if form["form"] == "axes" else form["value"]
 
 
@@ -165,10 +182,16 @@ def check_items(eqn, view: DotView):
 
 
 def check_form(form: dict, step: str):
-    """Tapped axes for the axis steps, a typed int or aval for the others; every misreading named and known."""
-    expected = {"lhs-free": "axes", "rhs-free": "axes", "output-axis": "axes", "contracted-size": "typed",
-                "output": "typed"}[step]
-    assert form["form"] == expected
+    """A role (or a tapped set) at the free steps, a place at `output-axis`, a typed int or aval for the
+    others; every misreading named and known."""
+    expected = {"lhs-free": ("axes", "choice"), "rhs-free": ("axes", "choice"), "output-axis": ("choice",),
+                "contracted-size": ("typed",), "output": ("typed",)}[step]
+    assert form["form"] in expected
+    expected = form["form"]
+    if expected == "choice":
+        assert all(rule in decoder.AXIS_MISREADINGS for k, rule in enumerate(form["rules"]) if k != form["index"])
+        assert all(form["reasons"][k] for k in range(len(form["options"])) if k != form["index"])
+        assert not form["rules"][form["index"]] and not form["reasons"][form["index"]]
     if expected == "typed":
         assert form["spelling"] == ("int" if step == "contracted-size" else "aval")
     for key, m in form.get("misread", {}).items():
@@ -250,18 +273,30 @@ def forms(corpus):
     out = {}
     for program in corpus["programs"]:
         for item in decoder.decoder_pool(ProgramRecord.from_json(program)):
-            out[(program["slug"], item.eqn, item.layer, item.step)] = item.answer.to_json()
+            out[(program["slug"], item.card, item.layer)] = item.answer.to_json()
     return out
 
 
 def form_of(item, forms):
-    return forms[(item["program"].slug, item["eqn"], item["layer"], item["step"])]
+    return forms[(item["program"].slug, tuple(item["card"].split("/")[2:]), item["layer"])]
+
+
+def item_answer(item):
+    """What a readable pool item holds as its answer: the right option, the tapped axes, the typed value."""
+    if "options" in item:
+        return item["options"][item["answer"]]
+    return tuple(item["axes"]) if "axes" in item else item["value"]
+
+
+def form_name(item) -> str:
+    return "choice" if "options" in item else "axes" if "axes" in item else "typed"
 
 
 def test_every_item_carries_the_fields_the_page_reads(pool, forms):
     fields = {"drill", "card", "eqn", "question", "step", "layer", "context", "shown", "weight", "jaxpr_lines",
               "feedback"}
-    form_fields = {"form", "spelling", "value", "accepted", "misread", "label", "dims", "axes"}
+    form_fields = {"form", "spelling", "value", "accepted", "misread", "label", "dims", "axes", "options", "answer",
+                   "reasons", "rules"}
     for item in pool:
         assert set(item) - {"program"} - form_fields == fields
         assert eqn_of(item).primitive == "dot_general"
@@ -273,11 +308,12 @@ def test_every_item_carries_the_fields_the_page_reads(pool, forms):
             assert item["dims"] == list(eqn_of(item).arrays[0 if side == "lhs" else 1].shape) or item["layer"] != "jaxpr"
 
 
-def test_all_three_spellings_are_drilled(pool):
-    layers = {layer: sum(1 for i in pool if i["layer"] == layer) for layer in ("jaxpr", "stablehlo", "cpu")}
+def test_all_four_spellings_are_drilled(pool):
+    layers = {layer: sum(1 for i in pool if i["layer"] == layer) for layer in ("jaxpr", "stablehlo", "cpu", "gpu")}
     assert all(n > 0 for n in layers.values()), layers
     assert any("batching_dims = [" in i["shown"][0] for i in pool if i["layer"] == "stablehlo")
     assert any("lhs_batch_dims={" in i["shown"][0] for i in pool if i["layer"] == "cpu")
+    assert any("lhs_batch_dims={" in i["shown"][0] for i in pool if i["layer"] == "gpu")
 
 
 def test_plain_matmul_is_at_most_a_quarter_of_the_items(pool):
@@ -285,10 +321,15 @@ def test_plain_matmul_is_at_most_a_quarter_of_the_items(pool):
     assert 0 < len(plain) <= 0.25 * len(pool)
     assert all(i["weight"] == 1 for i in plain)
     # Harder to read: batch axes, several contracted axes, or a matrix lhs contracting its first axis
-    # (a vector's axis 0 is its last: decode-loop's `h @ w` is the x @ w habit).
+    # (a vector's axis 0 is its last: decode-loop's `h @ w` is the x @ w habit). A step's one-axis items
+    # share their dot's weight: each dot, layer and step together weighs more than one.
     hard = [i for i in pool if dims_of(i)[2] or len(dims_of(i)[0]) > 1
             or (dims_of(i)[:2] == ((0,), (0,)) and eqn_of(i).arrays[0].rank > 1)]
-    assert hard and all(i["weight"] > 1 for i in hard)
+    totals = {}
+    for i in hard:
+        key = (i["program"].slug, i["eqn"], i["layer"], i["step"])
+        totals[key] = totals.get(key, 0) + i["weight"]
+    assert hard and all(total > 1 for total in totals.values())
 
 
 def test_no_answer_is_on_the_screen(pool):
@@ -317,8 +358,8 @@ def test_one_item_per_skeleton_layer_and_question(pool):
     seen = set()
     for item in pool:
         eqn = eqn_of(item)
-        key = (item["program"].slug, item["layer"], item["step"], dims_of(item), eqn.arrays[0].rank,
-               eqn.arrays[1].rank)
+        key = (item["program"].slug, item["layer"], item["step"], item["question"], form_name(item), dims_of(item),
+               eqn.arrays[0].rank, eqn.arrays[1].rank)
         assert key not in seen
         seen.add(key)
 
@@ -342,10 +383,12 @@ def test_each_layers_line_spells_the_equations_dimension_numbers(pool):
     for item in pool:
         line = item["shown"][0]
         read = {"jaxpr": lambda: re.search(r"dimension_numbers=(\S.*?\)\))", line).group(1),
-                "stablehlo": lambda: _stablehlo_dims(line), "cpu": lambda: _hlo_dims(line)}[item["layer"]]()
+                "stablehlo": lambda: _stablehlo_dims(line), "cpu": lambda: _hlo_dims(line),
+                "gpu": lambda: _hlo_dims(line)}[item["layer"]]()
         (lc, rc), (lb, rb) = dims_of(item)[:2], dims_of(item)[2:]
         expected = {"jaxpr": f"(({list(lc)}, {list(rc)}), ({list(lb)}, {list(rb)}))",
-                    "stablehlo": ((lc, rc), (lb, rb)), "cpu": ((lc, rc), (lb, rb))}[item["layer"]]
+                    "stablehlo": ((lc, rc), (lb, rb)), "cpu": ((lc, rc), (lb, rb)),
+                    "gpu": ((lc, rc), (lb, rb))}[item["layer"]]
         assert read == expected, (item["program"].slug, item["eqn"], item["layer"])
 
 
@@ -355,7 +398,7 @@ def test_corpus_answers_are_what_jax_computes(pool):
         view = next(v for v in decoder.views(program, eqn) if decoder._LAYER_IDS[v.layer] == item["layer"])
         assert view.shown() == item["shown"]
         fake = types.SimpleNamespace(step=item["step"], question=item["question"])
-        assert (tuple(item["axes"]) if "axes" in item else item["value"]) == jax_answer(view, fake)
+        assert item_answer(item) == jax_answer(view, fake)
 
 
 def test_mlp_compiled_dot_is_shown_cut_and_masked(pool):
@@ -368,26 +411,57 @@ def test_mlp_compiled_dot_is_shown_cut_and_masked(pool):
 
 def test_moe_combine_decoded_at_stablehlo(pool):
     # l = dot_general(e:bf16[64,4], k:bf16[4,64,32]) with (([1], [0]), ([0], [1])): rhs batches on axis 1.
-    items = {i["step"]: i for i in pool if i["program"].slug == "moe" and i["eqn"] == 9 and i["layer"] == "stablehlo"}
-    answer = {step: tuple(i["axes"]) if "axes" in i else i["value"] for step, i in items.items()}
-    side, j = asked_output_axis(items["output-axis"]["question"])
-    expected_axis = {("lhs", 0): (0,), ("rhs", 0): (1,), ("rhs", 1): (2,)}[(side, j)]
-    assert answer == {"lhs-free": (), "rhs-free": (2,), "contracted-size": "4",
-                      "output-axis": expected_axis, "output": "bf16[64,32]"}
-    assert items["rhs-free"]["label"] == "rhs bf16[4,64,32]" and items["rhs-free"]["dims"] == [4, 64, 32]
-    assert items["output"]["shown"] == [
+    items = {(i["step"], i["question"]): i for i in pool
+             if i["program"].slug == "moe" and i["eqn"] == 9 and i["layer"] == "stablehlo"}
+    answer = {(step, asked_axis(q) or "set"): item_answer(i) for (step, q), i in items.items()}
+    assert {k: v for k, v in answer.items() if k[0] != "output-axis"} == {
+        ("lhs-free", ("lhs", 0)): "batch", ("lhs-free", ("lhs", 1)): "contracted",
+        ("rhs-free", ("rhs", 0)): "contracted", ("rhs-free", ("rhs", 1)): "batch", ("rhs-free", ("rhs", 2)): "free",
+        ("contracted-size", "set"): "4", ("output", "set"): "bf16[64,32]"}
+    # rhs's sizes (4, 64, 32) tell its free axis from the rest: its tapped set is not asked
+    assert not [i for i in items.values() if "axes" in i]
+    assert {k[1]: v for k, v in answer.items() if k[0] == "output-axis"} == {
+        ("lhs", 0): "output axis 0", ("lhs", 1): "summed away", ("rhs", 0): "summed away",
+        ("rhs", 1): "output axis 0", ("rhs", 2): "output axis 1"}
+    output = next(i for (step, _), i in items.items() if step == "output")
+    assert output["shown"] == [
         "%5 = stablehlo.dot_general %1, %4, batching_dims = [0] x [1], contracting_dims = [1] x [0], "
         "precision = [DEFAULT, DEFAULT] : (tensor<64x4xbf16>, tensor<4x64x32xbf16>) -> ?",
         "%1: tensor<64x4xbf16>", "%4: tensor<4x64x32xbf16>"]
-    assert items["output"]["weight"] == 2
+    assert output["weight"] == 3
+    # a step's one-axis items share the dot's weight, no right option weighing much more than another
+    places = [i for (step, _), i in items.items() if step == "output-axis"]
+    assert abs(sum(i["weight"] for i in places) - 3) < 0.01
+    by_option = {}
+    for i in places:
+        by_option[item_answer(i)] = by_option.get(item_answer(i), 0) + i["weight"]
+    assert max(by_option.values()) < 0.5 * 3
 
 
 def test_mha_scores_free_axes_at_the_jaxpr(pool):
-    items = {i["step"]: i for i in pool if i["program"].slug == "mha" and i["eqn"] == 2 and i["layer"] == "jaxpr"}
-    assert items["lhs-free"]["axes"] == [2]
-    assert items["contracted-size"]["value"] == "32"
-    assert items["contracted-size"]["misread"]["256"]["rule"] == "batch-as-contracted"  # 2 * 4 * 32
-    assert items["contracted-size"]["feedback"] == "one product per position of lhs's contracted axes [3]: 32"
+    items = [i for i in pool if i["program"].slug == "mha" and i["eqn"] == 2 and i["layer"] == "jaxpr"]
+    roles = {asked_axis(i["question"]): item_answer(i) for i in items if i["step"] == "lhs-free"}
+    assert roles == {("lhs", 0): "batch", ("lhs", 1): "batch", ("lhs", 2): "free", ("lhs", 3): "contracted"}
+    size = next(i for i in items if i["step"] == "contracted-size")
+    assert size["value"] == "32"
+    assert size["misread"]["256"]["rule"] == "batch-as-contracted"  # 2 * 4 * 32
+    assert size["feedback"] == "one product per position of lhs's contracted axes [3]: 32"
+
+
+def test_the_h100_dot_is_read_inside_its_triton_gemm_fusion(by_slug):
+    # On the H100 XLA makes each dot a Triton GEMM fusion; the fused computation holds a `dot` whose operands
+    # are defined in that computation (`%parameter_2`, a name other fusions reuse for other types).
+    program = ProgramRecord.from_json(by_slug["moe"])
+    gpu = program.compiled["gpu"]
+    eqn = program.eqns[8]
+    view = next(v for v in decoder.views(program, eqn) if v.layer == "hlo-gpu")
+    dot = decoder.hlo_dot(gpu, eqn)
+    lines = gpu.text.splitlines()
+    fusion = next(i for i in gpu.instructions if dot.computation in i.calls)
+    assert fusion.opcode == "fusion" and '"kind":"__triton' in lines[fusion.line - 1]
+    assert all(i.computation == dot.computation for i in gpu.instructions if i.line in dot.operands)
+    assert view.operands == tuple(re.match(r"\s*(%\S+ = \S+) ", lines[n - 1]).group(1) for n in dot.operands)
+    assert view.dims == decoder.jaxpr_view(eqn, program.jaxpr).dims
 
 
 def test_a_dot_xla_rewrote_is_not_asked_at_the_compiled_layer(by_slug):
@@ -398,3 +472,43 @@ def test_a_dot_xla_rewrote_is_not_asked_at_the_compiled_layer(by_slug):
     assert _hlo_dims(line) == (((1,), (1,)), ((), ())) != (((1,), (0,)), ((), ()))
     assert [v.layer for v in decoder.views(program, eqn)] == ["jaxpr", "stablehlo"]
     assert hlo_view(program.compiled["cpu"].text, decoder.hlo_line(program.compiled["cpu"], eqn)).dims.rhs_contracting == (1,)
+
+
+# (lhs shape, rhs shape, dimension numbers): a batched dot, x.T @ g, x @ w.T; sizes large enough that XLA
+# keeps a GEMM, not a multiply-and-reduce.
+GPU_CASES = [((4, 8, 16), (4, 16, 32), (((2,), (1,)), ((0,), (0,)))),
+             ((64, 32), (64, 128), (((0,), (0,)), ((), ()))),
+             ((32, 64), (128, 64), (((1,), (1,)), ((), ())))]
+
+
+@pytest.mark.needs_gpu
+@pytest.mark.parametrize("lhs, rhs, dims", GPU_CASES)
+def test_a_fresh_h100_compile_is_decoded_as_jax_reads_it(lhs, rhs, dims):
+    # Compiled here for the described H100: the dot sits inside a Triton GEMM fusion, and what the decoder
+    # reads off its line (dims, operand types from the fused computation) answers as JAX does.
+    from dumpgym import hlo
+    from dumpgym.target import GPU
+    from dumpgym.trace import trace
+
+    specs = [jax.ShapeDtypeStruct(lhs, jnp.bfloat16), jax.ShapeDtypeStruct(rhs, jnp.bfloat16)]
+    traced = trace(dot_fn(dims), specs)
+    facts = build_facts(traced)
+    layer = hlo.compile_layer(traced, facts, GPU)
+    eqn = next(e for e in facts.eqns if e.primitive == "dot_general")
+    dot = decoder.hlo_dot(layer, eqn)
+    assert dot is not None
+    fusion = next(i for i in layer.instructions if dot.computation in i.calls)
+    assert '"kind":"__triton' in layer.text.splitlines()[fusion.line - 1]
+    view = hlo_view(layer.text, dot.line, dot.operands, "hlo-gpu")
+    assert view is not None
+    # XLA may swap the operands (then the corpus asks nothing of that line: `_same_dot`); whatever dot it
+    # printed, the dims and operand types read off it must give, in JAX, the output type printed on it.
+    kept = jax_dims(view) == dims and (view.dims.lhs.shape, view.dims.rhs.shape) == (lhs, rhs)
+    assert kept or dims[1] == ((), ())
+    closed = jax.make_jaxpr(dot_fn(dims))(*specs)
+    assert decoder._same_dot(view, jaxpr_view(eqn, str(closed))) == kept  # what the corpus asks of it
+    out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(view.dims.lhs.shape, jnp.float32),
+                         jax.ShapeDtypeStruct(view.dims.rhs.shape, jnp.float32))
+    assert view.out.split("{")[0] == type_text("jaxpr", out.shape, view.out_dtype)
+    assert view.out not in view.shown()[0]
+    check_items(eqn, view)

@@ -93,10 +93,11 @@ class DotDims:
         return self.skeleton() == ((1,), (0,), (), (), 2, 2)
 
     def weight(self) -> float:
-        """How often the page should ask about this dot: one, plus one per thing that makes it harder to read."""
+        """How often the page should ask about this dot: one, plus one per thing that makes it harder to read,
+        batch axes counting twice (they alone make an axis's role one of three, not two)."""
         off_habit = bool(self.lhs_contracting) and (
             self.lhs_contracting != (self.lhs.rank - 1,) or self.rhs_contracting != (0,))
-        return 1.0 + bool(self.lhs_batch) + (len(self.lhs_contracting) > 1) + off_habit
+        return 1.0 + 2 * bool(self.lhs_batch) + (len(self.lhs_contracting) > 1) + off_habit
 
 
 def dot_dims(eqn: EqnFact) -> DotDims | None:
@@ -123,10 +124,12 @@ class DotView:
     operands: tuple[str, str]
     out: str
     out_dtype: str
+    where: str = ""  # a note on where the line sits (the H100's: which Triton GEMM fusion holds the dot)
 
     def shown(self) -> list[str]:
-        """The blocks the page shows: the dot's line(s), output masked, then the lhs and rhs operands."""
-        return ["\n".join(self.lines), *self.operands]
+        """The blocks the page shows: the dot's line(s), output masked, then the lhs and rhs operands (and
+        where the line sits, if that is said)."""
+        return ["\n".join(self.lines), *self.operands, *((self.where,) if self.where else ())]
 
     def type_text(self, shape) -> str:
         """A type of this dot's output dtype with another shape, written in this layer's notation."""
@@ -138,7 +141,7 @@ def type_text(layer: str, shape: tuple[int, ...], dtype: str) -> str:
     if layer == "stablehlo":
         return "tensor<" + "".join(f"{d}x" for d in shape) + dtype + ">"
     dims = f"{dtype}[{','.join(str(d) for d in shape)}]"
-    if layer == "hlo" and shape:
+    if layer.startswith("hlo") and shape:
         return dims + "{" + ",".join(str(i) for i in reversed(range(len(shape)))) + "}"
     return dims
 
@@ -243,13 +246,18 @@ def _listing(text: str) -> tuple[list[str], dict[str, str]]:
     return text.splitlines(), types
 
 
-def hlo_view(text: str, line_no: int) -> DotView | None:
-    """The compiled `dot` on line `line_no` of `text`, its operands' types read from their own lines."""
+def hlo_view(text: str, line_no: int, operand_lines: tuple[int, ...] = (), layer: str = "hlo") -> DotView | None:
+    """The compiled `dot` on line `line_no` of `text`, its operands' types read from their own lines: the
+    ones `operand_lines` names where given (inside a fusion, `%parameter_0` is defined once per computation),
+    else the first line defining each name."""
     lines, defined = _listing(text)
     line = lines[line_no - 1]
     found = _HLO.match(line)
     if found is None:
         return None
+    if len(operand_lines) == 2:
+        own = {m.group(1): m.group(2) for n in operand_lines if (m := _DEFINES.match(lines[n - 1]))}
+        defined = {**defined, **own}
     types = {name: defined.get(name) for name in (found.group(3), found.group(4))}
     parsed = [_hlo_type(t) if t else None for t in (types[found.group(3)], types[found.group(4)], found.group(2))]
     if None in parsed:
@@ -265,4 +273,4 @@ def hlo_view(text: str, line_no: int) -> DotView | None:
     if len(kept) < len(line.rstrip()):
         masked += ", …"
     operands = tuple(f"{name} = {types[name]}" for name in (found.group(3), found.group(4)))
-    return DotView("hlo", d, (masked.strip(),), operands, found.group(2), odt)
+    return DotView(layer, d, (masked.strip(),), operands, found.group(2), odt)

@@ -1,24 +1,27 @@
-"""GYM·01, the dot_general decoder: decode `dimension_numbers` in the jaxpr's, StableHLO's and the compiled spelling.
+"""GYM·01, the dot_general decoder: decode `dimension_numbers` in the jaxpr's, StableHLO's and the compiled spellings.
 
-Each dot_general is read at every layer that shows it (`_dot.DotView`). The page shows that
-layer's line(s) with the output type masked, and the two operands' types; the questions need
-the axis lists and the shapes together, so no answer can be copied off the screen:
+Each dot_general is read at every layer that shows it (`_dot.DotView`): the jaxpr, StableHLO, the CPU
+compile and the H100's (the `dot` inside the Triton GEMM fusion XLA makes of it). The page shows that
+layer's line(s) with the output type masked, and the two operands' types; the questions need the
+axis lists and the shapes together, so no answer can be copied off the screen:
 
-- `lhs-free` / `rhs-free`: which axes of one operand are free (neither contracted nor batch)? Tapped on
-  that operand's shape (`AxisSet`).
+- `lhs-free` / `rhs-free`: what part does each axis of one operand play (contracted, batch, free)? A
+  choice per axis (`_dot_choices.role_question`); and, where the operand has rank 3 or more and its
+  sizes do not tell the free axes, which axes are free, tapped on its shape (`AxisSet`).
 - `contracted-size`: how many products does each output element sum? Typed (`int`).
-- `output-axis`: which axis of an operand becomes a given output axis? Tapped on that operand's shape.
+- `output-axis`: where does an operand axis end up (an output axis, or summed away)? A choice per axis.
 - `output`: what type comes out? Typed (`aval`). (StableHLO and HLO only: the jaxpr's is the shape oracle's.)
 
 Each misreading (swapped operands, batch taken for free, the `x @ w` habit, ...) is a `misread` entry of
-the answer form, and every item has one line of `feedback` computed from the dims.
+the answer form or a wrong option's rule, and every item has one line of `feedback` computed from the dims.
 
-Dots that read alike (same axis lists and ranks) are asked once per program, layer and question;
-the plain `x @ w` matmul gets one question per layer, and harder skeletons weigh more.
+Dots that read alike (same axis lists and ranks) are asked once per program, layer and question; the
+plain `x @ w` matmul gets one question per layer, harder skeletons weigh more, and a step's one-axis
+items share their dot's weight so that no right option, nor the habit's pick, weighs much more.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Iterator
 
@@ -26,16 +29,23 @@ from dumpgym.drills import drill
 from dumpgym.drills._avals import order, short
 from dumpgym.drills._layers import text_lines
 from dumpgym.drills._dot import DotDims, DotView, hlo_view, jaxpr_view, numpy_dtype, stablehlo_view
-from dumpgym.drills.answer import Answer, AxisSet, Misreading, Typed, axes_key
+from dumpgym.drills._dot_choices import habit, place_options, place_question, role_question, shares
+from dumpgym.drills.answer import Answer, AxisSet, Choice, Misreading, Typed, axes_key
 from dumpgym.drills.item import Item, Note
-from dumpgym.record import Aval, CompiledLayer, EqnFact, ProgramRecord
+from dumpgym.record import Aval, CompiledLayer, EqnFact, Instruction, ProgramRecord
 
 # Every misreading rule the decoder's misread entries name (documented in docs/drills.md, GYM·01).
 AXIS_MISREADINGS = ("contracted-for-free", "batch-for-free", "swapped-operands", "matmul-habit", "other-end",
                     "every-axis", "nothing", "batch-as-contracted", "free-as-contracted", "first-contracted-only",
                     "kept-place", "batch-forgotten", "contracted-kept", "batch-axes-last", "kept-contracted-axis",
-                    "dropped-batch")
+                    "dropped-batch", "contracted-for-batch", "free-as-batch", "misplaced")
 STEPS = ("lhs-free", "rhs-free", "contracted-size", "output-axis", "output")
+# The steps asked one operand axis at a time, as a choice; a free step also asks the tapped set of free
+# axes of an operand of rank SET_RANK or more (at rank 2 its answer is one of two single axes).
+AXIS_STEPS = ("lhs-free", "rhs-free", "output-axis")
+SET_RANK = 3
+# A choice has 3 or 4 options, as every kind's: `output-axis` is asked of dots whose output has rank 2 or 3.
+MAX_PLACES = 4
 
 # A question: its text, its answer form and the one line of feedback that says why the answer is right.
 Question = tuple[str, Answer, str]
@@ -54,6 +64,7 @@ class DecoderItem:
     shown: list[str]
     weight: float
     jaxpr_lines: list[int]
+    about: str = ""  # the asked axis of a one-axis question (`lhs1`), part of its card
 
 
 def axes_text(view: DotView, side: str, axes) -> str:
@@ -144,58 +155,6 @@ def size_question(view: DotView) -> Question:
         wrong, n)), why
 
 
-def _asked_axis(view: DotView, seed: tuple = ()) -> tuple[str, int] | None:
-    """The operand axis to ask about: one whose output position differs from its own index where there is
-    one, drawn by `seed` among lhs's and rhs's free and batch axes, so the answer is not always rhs's last."""
-    d = view.dims
-    every = [(side, a) for side in ("lhs", "rhs") for a in (*d.axes(side, "batch"), *d.free(side))]
-    moving = [(side, a) for side, a in every if d.output_axis(side, a) != a]
-    pool = moving or every
-    return pool[order(len(pool), *seed)[0]] if pool else None
-
-
-def _source_under(d: DotDims, side: str, j: int, order: tuple[str, ...]) -> int | None:
-    """Which axis of `side` a reader puts at output axis `j` who lists the output's groups in `order`
-    (`batch`, `lhs`, `rhs`: the free axes of each; a group left out is skipped)."""
-    at = 0
-    for group in order:
-        axes = d.axes("lhs", "batch") if group == "batch" else d.free(group)
-        if at <= j < at + len(axes):
-            if group == "batch":
-                return d.axes(side, "batch")[j - at]
-            return axes[j - at] if group == side else None
-        at += len(axes)
-    return None
-
-
-def axis_question(view: DotView, seed: tuple = ()) -> Question | None:
-    """Which axis of one operand becomes a given output axis? Tapped on that operand's shape."""
-    d = view.dims
-    asked = _asked_axis(view, seed)
-    if asked is None:
-        return None
-    side, axis = asked
-    j, out_rank, rank = d.output_axis(side, axis), len(d.out_shape()), d.rank(side)
-    n_batch = len(d.lhs_batch)
-    slips = [(j, "kept-place", f"assumed {side} axis {j} keeps its place as output axis {j}")]
-    swapped = _source_under(d, side, j, ("batch", "rhs", "lhs"))
-    slips.append((swapped, "swapped-operands", "swapped lhs and rhs: the output lists lhs's free axes before rhs's"))
-    if n_batch:
-        slips.append((_source_under(d, side, j, ("lhs", "rhs")), "batch-forgotten",
-                      f"forgot the batch {'axis' if n_batch == 1 else 'axes'} {list(d.lhs_batch)}, "
-                      "which come first in the output"))
-    mirrored = out_rank - 1 - j
-    slips.append((next((a for a in range(rank) if d.output_axis(side, a) == mirrored), None), "other-end",
-                  "counted the output axes from the other end"))
-    slips += [(a, "contracted-kept", f"tapped a contracted axis of {side}: axis {a} is summed away and becomes no "
-                                     "output axis") for a in d.axes(side, "contracting")]
-    found = [((a,), rule, reason) for a, rule, reason in slips if a is not None and 0 <= a < rank]
-    form = AxisSet(f"{side} {d.operand(side)}", d.operand(side).shape, (axis,), _misread(found, (axis,), axes_key))
-    why = (f"the output lists the batch axes ({n_batch}), then lhs's free axes {list(d.free('lhs'))}, then rhs's "
-           f"{list(d.free('rhs'))}: {side} axis {axis} lands at output axis {j}")
-    return f"Which {side} axis becomes output axis {j}? Tap it.", form, why
-
-
 def output_question(view: DotView) -> Question | None:
     """What type comes out? Typed as an aval. (Asked where the output type is masked and is not the shape oracle's.)"""
     d = view.dims
@@ -219,19 +178,56 @@ def output_question(view: DotView) -> Question | None:
     return "What type comes out of this dot? Type it as an aval.", form, why
 
 
+def _axis_items(view: DotView, step: str) -> list[tuple[str, Choice, str, str, int]]:
+    """The one-axis choice questions of a step, each with its card part (`lhs1`): every axis of the asked
+    operand for a free step (its role), every axis of both operands for `output-axis` (its place)."""
+    d = view.dims
+    if step == "output-axis":
+        if not 3 <= len(place_options(d)) <= MAX_PLACES:
+            return []
+        return [(*place_question(d, side, a), f"{side}{a}", habit(d, side, a, step))
+                for side in ("lhs", "rhs") for a in range(d.rank(side))]
+    side = step.split("-")[0]
+    return [(*role_question(d, side, a), f"{side}{a}", habit(d, side, a, step)) for a in range(d.rank(side))]
+
+
+def _sizes_mixed(d: DotDims, side: str) -> bool:
+    """Whether the tapped set of `side`'s free axes is asked: a rank of SET_RANK or more, and some free axis
+    as long as some contracted or batch one, so the sizes alone do not tell the free axes."""
+    free = d.free(side)
+    kept = {d.operand(side).shape[a] for a in free}
+    rest = {d.operand(side).shape[a] for a in range(d.rank(side)) if a not in free}
+    return d.rank(side) >= SET_RANK and bool(kept & rest)
+
+
 def view_items(eqn: EqnFact, view: DotView, steps=STEPS, seed: str = "") -> list[DecoderItem]:
-    """The decoder's questions about one dot at one layer, for the asked `steps`."""
+    """The decoder's questions about one dot at one layer, for the asked `steps`: a step's one-axis choices
+    share the dot's weight so that each right option weighs the same (`_dot_choices.shares`)."""
     makers = {"lhs-free": lambda: free_question(view, "lhs"), "rhs-free": lambda: free_question(view, "rhs"),
-              "contracted-size": lambda: size_question(view), "output-axis": lambda: axis_question(view, (seed, eqn.id, view.layer)),
-              "output": lambda: output_question(view)}
+              "contracted-size": lambda: size_question(view), "output": lambda: output_question(view)}
+    weight = view.dims.weight()
     out = []
+
+    def add(step, question, form, why, about="", share=1.0):
+        out.append(DecoderItem(eqn=eqn.id, step=step, layer=view.layer, question=question, form=form, feedback=why,
+                               shown=view.shown(), weight=round(weight * share, 3), jaxpr_lines=list(eqn.jaxpr_lines),
+                               about=about))
+
     for step in steps:
+        if step in AXIS_STEPS:
+            made = _axis_items(view, step)
+            weights = shares([m[1].index for m in made], [m[4] for m in made]) if made else []
+            for (question, form, why, about, _), share in zip(made, weights):
+                add(step, question, form, why, about, share)
+            if step == "output-axis" or not _sizes_mixed(view.dims, step.split("-")[0]):
+                continue
+        if step not in makers:
+            continue
         made = makers[step]()
         if made is None or (step == "output" and any(view.out in block for block in view.shown())):
             continue
-        question, form, why = made
-        out.append(DecoderItem(eqn=eqn.id, step=step, layer=view.layer, question=question, form=form, feedback=why,
-                               shown=view.shown(), weight=view.dims.weight(), jaxpr_lines=list(eqn.jaxpr_lines)))
+        # The tapped set weighs as one more question beside the operand's one-axis ones.
+        add(step, *made, share=1 / view.dims.rank(step.split("-")[0]) if step in AXIS_STEPS else 1.0)
     return out
 
 
@@ -250,9 +246,15 @@ def shlo_line(program: ProgramRecord, eqn: EqnFact) -> str | None:
     return None
 
 
+def hlo_dot(hlo: CompiledLayer, eqn: EqnFact) -> Instruction | None:
+    """The compiled `dot` (top level or inside a fusion) of `hlo` that carries this equation, if any."""
+    return next((i for i in hlo.instructions if i.opcode == "dot" and eqn.id in i.eqns), None)
+
+
 def hlo_line(hlo: CompiledLayer, eqn: EqnFact) -> int | None:
-    """The line of the compiled `dot` (top level or inside a fusion) of `hlo` that carries this equation, if any."""
-    return next((i.line for i in hlo.instructions if i.opcode == "dot" and eqn.id in i.eqns), None)
+    """The line of the compiled `dot` of `hlo` that carries this equation, if any."""
+    dot = hlo_dot(hlo, eqn)
+    return dot.line if dot is not None else None
 
 
 def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
@@ -265,13 +267,19 @@ def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
     shlo = stablehlo_view(line) if line is not None else None
     if shlo is not None and _same_dot(shlo, base):
         yield shlo
-    # XLA's CPU spelling: a TPU writes most dots as convolutions or custom calls, which this decoder does not read.
-    for hlo in program.layers("cpu").values():
-        number = hlo_line(hlo, eqn)
-        compiled = hlo_view(hlo.text, number) if number is not None else None
-        # XLA may fold a transpose into the dot or merge heads; that line answers another dot's questions.
-        if compiled is not None and _same_dot(compiled, base):
-            yield compiled
+    # XLA's CPU spelling, and the H100's: a `dot` inside the Triton GEMM fusion XLA makes of it (a TPU writes
+    # most dots as convolutions or custom calls, which this decoder does not read).
+    for backend, layer in (("cpu", "hlo"), ("gpu", "hlo-gpu")):
+        for hlo in program.layers(backend).values():
+            dot = hlo_dot(hlo, eqn)
+            compiled = hlo_view(hlo.text, dot.line, dot.operands, layer) if dot is not None else None
+            holder = next((i for i in hlo.instructions if dot is not None and dot.computation in i.calls), None)
+            if compiled is not None and backend == "gpu" and holder is not None:
+                compiled = replace(compiled, where=f"inside the fusion %{holder.name} "
+                                                   f"(its fused computation %{dot.computation})")
+            # XLA may fold a transpose into the dot or merge heads; that line answers another dot's questions.
+            if compiled is not None and _same_dot(compiled, base):
+                yield compiled
 
 
 def _same_dot(view: DotView, base: DotView) -> bool:
@@ -285,14 +293,14 @@ def _steps(slug: str, view: DotView) -> list[str]:
 
 
 # The decoder's layers as items name them: the compiled one by its target.
-_LAYER_IDS = {"jaxpr": "jaxpr", "stablehlo": "stablehlo", "hlo": "cpu"}
+_LAYER_IDS = {"jaxpr": "jaxpr", "stablehlo": "stablehlo", "hlo": "cpu", "hlo-gpu": "gpu"}
 
 
 def _item(d: DecoderItem) -> Item:
     """The pool's item for one decoder question; its card is the equation and the question, whatever layer
     spells it, so a reader who decodes a dot in the jaxpr is not taught it again in StableHLO."""
     return Item(question=d.question, layer=_LAYER_IDS[d.layer], eqn=d.eqn, step=d.step, weight=d.weight,
-                card=(d.eqn, d.step), jaxpr_lines=tuple(d.jaxpr_lines), context=tuple(Note(b) for b in d.shown),
+                card=(d.eqn, d.step, *((d.about,) if d.about else ())), jaxpr_lines=tuple(d.jaxpr_lines), context=tuple(Note(b) for b in d.shown),
                 answer=d.form, feedback=d.feedback)
 
 
@@ -311,7 +319,11 @@ def decoder_pool(program: ProgramRecord) -> list[Item]:
             asked.add(key)
             items = view_items(eqn, view, _steps(program.slug, view) if view.dims.is_plain_matmul() else STEPS,
                                program.slug)
-            if view.dims.is_plain_matmul():
-                items = items[:1]  # `x @ w` reads the same everywhere: one question per layer
+            if view.dims.is_plain_matmul() and items:
+                # `x @ w` reads the same everywhere: one question per layer, its step drawn by layer and its
+                # axis by step, so a step asks the same axis at every layer: its card is the dot and step
+                first = [i for i in items if i.step == items[0].step]
+                items = [replace(first[order(len(first), program.slug, first[0].step, "axis")[0]], weight=1.0,
+                                 about="")]
             out.extend(_item(item) for item in items)
     return out

@@ -159,7 +159,7 @@ ROWS = [
     # GYM·12, kernels
     ("docs/drills.md", r"The built-in corpus gives (\d+) items \(\d+ `triton-gemm`", lambda f: len(f.items("kernels"))),
     ("docs/drills.md", r"items \((\d+ `triton-gemm`, \d+\s`folded`)\)", lambda f: f.count("kernels", "skill")),
-    ("docs/drills.md", r"`folded`\) from (\d+) programs; below 150",
+    ("docs/drills.md", r"`folded`\) from (\d+) programs, with 2 to 6 options",
      lambda f: len({i["program"] for i in f.items("kernels")})),
     # GYM·06, partitioner
     ("docs/drills.md", r"In the built-in corpus \(([\w, -]+)\) the drill gives", _partitioned_programs),
@@ -234,8 +234,9 @@ ROWS = [
                    for p in f.programs for l in p["compiled"].values() if l["backend"] == "tpu")),
     # GYM·11, units
     ("docs/drills.md", r"corpus gives (\d+) items: \d+ `mxu`", lambda f: len(f.items("units"))),
-    ("docs/drills.md", r"items: (\d+ `mxu`, \d+ `mxu-shape`) \(", lambda f: f.count("units", "step")),
-    ("docs/drills.md", r"\((\d+ `fusion-bodies`, \d+ `as-returned`, \d+ `epilogue`)\) from",
+    ("docs/drills.md", r"items: \d+ `mxu`, (\d+) `mxu-shape` \(", lambda f: f.count("units", "step")["mxu-shape"]),
+    ("docs/drills.md", r"items: (\d+) `mxu`, \d+ `mxu-shape` \(", lambda f: f.count("units", "step").get("mxu", 0)),
+    ("docs/drills.md", r"\(\d+ `fusion-bodies`, (\d+ `as-returned`, \d+ `epilogue`)\) from",
      lambda f: f.count("units", "skill")),
 ]
 

@@ -51,9 +51,6 @@ def _over_the_bar(items, credit) -> list[str]:
 OVER_THE_BAR = {
     "decisions": "tapping the row of the step's usual operation (a broadcast for a hidden broadcast): "
                  "most decisions have one candidate row of that operation",
-    "units": "tapping every convolution or dot row and every fusion row whose `kind=kOutput` (on these TPU "
-             "compiles every fusion holding a matrix multiply is a kOutput one, and no other is): the `mxu` "
-             "step's look-alike fusions differ in their bodies and in their kind; `mxu-shape` is under the bar",
 }
 
 

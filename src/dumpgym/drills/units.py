@@ -106,26 +106,28 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
             rows[n] = _row(program, listing, listing.at[n]) if n in listing.at else _Row(None, False, "")
         return rows[n]
 
-    # Every run of `ROWS` lines that holds an MXU instruction and two rows alike in opcode that differ in the
-    # answer (a fusion whose body holds a convolution, another whose body does not; a kernel with a
-    # dot_general, one without): the opcode alone cannot say which to tap, the fused bodies must be read
-    # (or the fusion's `kind=`: on these TPU compiles every kOutput fusion holds the multiply, docs/drills.md).
-    # Runs start on every line, so every MXU row is asked at every place of the shown lines.
+    # Every run of `ROWS` lines that holds an MXU instruction and two rows that print alike (one opcode, and
+    # for fusions one `kind=`) but differ in the answer (two kOutput fusions, one with a convolution in its
+    # body; a kernel with a dot_general, one without): what the row prints cannot say which to tap, the fused
+    # bodies must be read. On the built-in TPU compiles every kOutput fusion holds the multiply and no other
+    # fusion does, so none is asked there (docs/drills.md). Runs start on every line, so every MXU row is
+    # asked at every place of the shown lines.
+    kinds = {f.line: f.kind for f in hlo.fusions}
     items = []
     for first in range(1, len(listing.lines) - ROWS + 2):
         run = list(range(first, first + ROWS))
         if any(row(n) is None for n in run):
             continue
         shown = [rows[n] for n in run]
-        answers_by_opcode: dict[str, set[bool]] = {}
+        answers_by_look: dict[tuple[str, str], set[bool]] = {}
         for r in shown:
             if r.ins is not None:
-                answers_by_opcode.setdefault(r.ins.opcode, set()).add(r.mxu)
-        if not any(len(a) == 2 for a in answers_by_opcode.values()):
+                answers_by_look.setdefault((r.ins.opcode, kinds.get(r.ins.line, "")), set()).add(r.mxu)
+        if not any(len(a) == 2 for a in answers_by_look.values()):
             continue
         right = [k for k, r in enumerate(shown, start=1) if r.mxu]
         items.append(_item(target, hlo, listing, run, shown, right,
-                           sorted(op for op, a in answers_by_opcode.items() if len(a) == 2)))
+                           sorted({op for (op, _), a in answers_by_look.items() if len(a) == 2})))
     return placed_evenly(items, [_edge(i) for i in items], ROWS)
 
 

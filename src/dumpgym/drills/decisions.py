@@ -8,12 +8,13 @@ and for the callee of a StableHLO `call`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
 from dumpgym.drills._decision_rules import Decision, decision_rules
+from dumpgym.drills._decision_why import reading_of, why_steps
 from dumpgym.drills._program_index import CALL, ProgramIndex
-from dumpgym.drills.item import Item, LinePick, Lines
+from dumpgym.drills.item import Choice, Item, LinePick, Lines
 from dumpgym.record import EqnFact, ProgramRecord
 
 
@@ -147,6 +148,60 @@ def decision_items(program: ProgramRecord) -> list[DecisionItem]:
     return [item for item in items if item is not None]
 
 
+# Each spot item keeps its decision kind's weight times SPOT_SCALE (the "what for" items' weights: _decision_why).
+SPOT_SCALE = 0.1
+
+
+def _why_items(pf: ProgramIndex) -> list[Item]:
+    """One "what is this line for" item per equation a step files, per layer that shows it."""
+    out = []
+    for e in pf.running():
+        got = reading_of(e, pf)
+        if got is not None:
+            out.append(_why_item(got, e, e.jaxpr_lines[0], "jaxpr", pf))
+    asked: set[int] = set()
+    for line, name in pf.ops:
+        step = next((s for s in why_steps.values() if name in s.hlo_ops), None)
+        if step is None:
+            continue
+        owners = [e for e in (pf.by_id(i) for i in pf.owners.get(line, ())) if e is not None]
+        mine = [e for e in owners if e.primitive in step.primitives]
+        writer = min(mine, key=lambda e: (e.jaxpr_lines[1] - e.jaxpr_lines[0], -e.id), default=None)
+        got = reading_of(writer, pf) if writer is not None and writer.id not in asked else None
+        if got is not None and got[0] is step:
+            asked.add(writer.id)
+            out.append(_why_item(got, writer, line, "stablehlo", pf))
+    return out
+
+
+def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Item:
+    step, key, facts = got
+    keys = list(step.answers)
+    options = tuple(step.answers.values())
+    right = keys.index(key)
+    text = pf.jaxpr if layer == "jaxpr" else pf.stablehlo
+    reasons = tuple("" if k == right else f"Not \u201c{options[k]}\u201d: {facts}, so it {options[right]}."
+                    for k in range(len(keys)))
+    rules = tuple("" if k == right else f"why-{keys[k]}" for k in range(len(keys)))
+    where = "jaxpr" if layer == "jaxpr" else "StableHLO"
+    return Item(
+        question=step.question.format(line=line, layer=where), layer=layer, eqn=eqn.id, step=step.step,
+        skill="why", card=(str(eqn.id), "why"),
+        answer=Choice(options, right, reasons, rules),
+        feedback=f"Line {line}: `{_line(text, line)}`. {facts[0].upper()}{facts[1:]}: it {options[right]}.",
+        context=(Lines(layer, 1, len(text), numbered=True),),
+        facts={"source_eqn": eqn.id, "line": line, "why": key})
+
+
+def _balanced(items: list[Item]) -> list[Item]:
+    """Each answer of a step shares its weight in a program, however many items give it there."""
+    count: dict[tuple, int] = {}
+    for i in items:
+        count[(i.step, i.facts["why"])] = count.get((i.step, i.facts["why"]), 0) + 1
+    return [replace(i, weight=round(why_steps[i.step].weight(i.facts["why"]) / count[(i.step, i.facts["why"])], 3))
+            for i in items]
+
+
 @drill("decisions", number="03", title="the framework's hand",
        aim="Click the line the framework wrote for you: a broadcast, an upcast, a remat mark, a collective.")
 def decisions_pool(program: ProgramRecord) -> list[Item]:
@@ -156,9 +211,10 @@ def decisions_pool(program: ProgramRecord) -> list[Item]:
     for d in decision_items(program):
         about = d.eqn if d.eqn is not None else d.source_eqn
         out.append(Item(
-            question=d.question, layer=d.layer, eqn=d.eqn, step=d.kind, weight=d.weight, feedback=d.feedback,
+            question=d.question, layer=d.layer, eqn=d.eqn, step=d.kind, weight=d.weight * SPOT_SCALE,
+            feedback=d.feedback,
             card=(str(about) if about is not None else "untraced", d.kind),
             answer=LinePick(d.answer_line, tuple(d.accepted_lines), d.explain),
             context=(Lines(d.layer, 1, len(d.shown[0].split("\n"))),),
             facts={"source_eqn": d.source_eqn}))
-    return out
+    return out + _balanced(_why_items(ProgramIndex.of(program)))

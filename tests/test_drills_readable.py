@@ -49,8 +49,6 @@ def _over_the_bar(items, credit) -> list[str]:
 # Kinds still over the bar on the built-in pool ("Drills that must be read" stays open for them), with what
 # does it. Strict: the day a kind gets under the bar, its entry must go.
 OVER_THE_BAR = {
-    "decisions": "tapping the row of the step's usual operation (a broadcast for a hidden broadcast): "
-                 "most decisions have one candidate row of that operation",
     "units": "tapping every row whose operation usually runs on the MXU (convolution, dot, a matmul custom call): "
              "knowing which operations do is the skill, and the step has no harder rows yet",
     "decoder": "the usual axis set for the operand's rank and the usual contracted size: most dots have rank-2 "

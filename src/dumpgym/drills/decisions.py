@@ -189,7 +189,7 @@ def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Ite
         skill="why", card=(str(eqn.id), "why"),
         answer=Choice(options, right, reasons, rules),
         feedback=f"Line {line}: `{_line(text, line)}`. {facts[0].upper()}{facts[1:]}: it {options[right]}.",
-        context=(Lines(layer, 1, len(text), numbered=True),),
+        context=(Lines(layer, 1, len(getattr(pf.record, layer).split("\n")), numbered=True),),
         facts={"source_eqn": eqn.id, "line": line, "why": key})
 
 
@@ -202,19 +202,26 @@ def _balanced(items: list[Item]) -> list[Item]:
             for i in items]
 
 
+def step_of(kind: str) -> str:
+    """The step a decision kind's spot item is asked under: the three rare kinds share `mark`, the step of
+    their "what for" items, since none alone has the programs to stand as a step."""
+    return next((s.step for s in why_steps.values() if s.step == kind), "mark")
+
+
 @drill("decisions", number="03", title="the framework's hand",
-       aim="Click the line the framework wrote for you: a broadcast, an upcast, a remat mark, a collective.")
+       aim="Say what a line the framework wrote is for, and spot it: a broadcast, an upcast, a transpose, a mark.")
 def decisions_pool(program: ProgramRecord) -> list[Item]:
-    """Spot-the-decision items for one program. Its card is the equation that wrote the line and the
-    decision kind, whatever layer asks: finding jnp's broadcast in the jaxpr and in StableHLO is one skill."""
+    """Decision items for one program: "what is this line for" items, and spot-the-line ones. A spot item's
+    card is the equation that wrote the line and the decision kind, whatever layer asks: finding jnp's
+    broadcast in the jaxpr and in StableHLO is one skill; a "what for" item's is the equation and `why`."""
     out = []
     for d in decision_items(program):
         about = d.eqn if d.eqn is not None else d.source_eqn
         out.append(Item(
-            question=d.question, layer=d.layer, eqn=d.eqn, step=d.kind, weight=d.weight * SPOT_SCALE,
+            question=d.question, layer=d.layer, eqn=d.eqn, step=step_of(d.kind), weight=d.weight * SPOT_SCALE,
             feedback=d.feedback,
             card=(str(about) if about is not None else "untraced", d.kind),
             answer=LinePick(d.answer_line, tuple(d.accepted_lines), d.explain),
             context=(Lines(d.layer, 1, len(d.shown[0].split("\n"))),),
-            facts={"source_eqn": d.source_eqn}))
+            facts={"source_eqn": d.source_eqn, "decision": d.kind}))
     return out + _balanced(_why_items(ProgramIndex.of(program)))

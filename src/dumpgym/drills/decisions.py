@@ -180,15 +180,16 @@ def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Ite
     options = tuple(step.answers.values())
     right = keys.index(key)
     text = pf.jaxpr if layer == "jaxpr" else pf.stablehlo
-    reasons = tuple("" if k == right else f"Not \u201c{options[k]}\u201d: {facts}, so it {options[right]}."
-                    for k in range(len(keys)))
+    reasons = tuple("" if k == right else f"Not \u201c{options[k]}\u201d: {facts}; so the answer "
+                    f"is \u201c{options[right]}\u201d." for k in range(len(keys)))
     rules = tuple("" if k == right else f"why-{keys[k]}" for k in range(len(keys)))
     where = "jaxpr" if layer == "jaxpr" else "StableHLO"
     return Item(
         question=step.question.format(line=line, layer=where), layer=layer, eqn=eqn.id, step=step.step,
         skill="why", card=(str(eqn.id), "why"),
         answer=Choice(options, right, reasons, rules),
-        feedback=f"Line {line}: `{_line(text, line)}`. {facts[0].upper()}{facts[1:]}: it {options[right]}.",
+        feedback=f"Line {line}: `{_line(text, line)}`. {facts[0].upper()}{facts[1:]}; so the answer is "
+                 f"\u201c{options[right]}\u201d.",
         context=(Lines(layer, 1, len(getattr(pf.record, layer).split("\n")), numbered=True),),
         facts={"source_eqn": eqn.id, "line": line, "why": key})
 

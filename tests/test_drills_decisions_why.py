@@ -19,7 +19,7 @@ from pool_checks import readable
 
 
 def _why(record: ProgramRecord) -> list[dict]:
-    return [readable(i, record) for i in decisions.decisions_pool(record) if i.skill == "why"]
+    return [readable(i, record) for i in decisions.decisions_pool(record) if "why" in i.facts]
 
 
 def _eqns(closed) -> list:

@@ -186,7 +186,7 @@ def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Ite
     where = "jaxpr" if layer == "jaxpr" else "StableHLO"
     return Item(
         question=step.question.format(line=line, layer=where), layer=layer, eqn=eqn.id, step=step.step,
-        skill="why", card=(str(eqn.id), "why"),
+        card=(str(eqn.id), "why"),
         answer=Choice(options, right, reasons, rules),
         feedback=f"Line {line}: `{_line(text, line)}`. {facts[0].upper()}{facts[1:]}; so the answer is "
                  f"\u201c{options[right]}\u201d.",

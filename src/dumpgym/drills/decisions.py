@@ -1,4 +1,9 @@
-"""GYM·03, spot the decision: tap the first line, in the order the program runs, that the framework wrote.
+"""GYM·03, the framework's hand: say what a line the framework wrote is for, or tap the first one it wrote.
+
+"What is this line for" names a line of the numbered listing and asks which of its step's answers it
+is (`_decision_why.why_steps`: which broadcast, whose cast, whose transpose, which mark); it holds most
+of the weight, since spotting a line by its operation needs no reading. "Spot the line" asks for the
+first line, in the order the program runs, of one decision kind, and is weighted down (`SPOT_SCALE`).
 
 Each kind in `decision_rules` says which equations show the decision (a predicate over the
 facts), which look like it but are not it (with the sentence that says why), and which StableHLO

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from decisions_spot import to_a_spot_item
 from dumpgym import curriculum
 
 pytestmark = pytest.mark.browser
@@ -94,21 +95,9 @@ def test_the_page_resolves_each_items_context_to_pythons_blocks(page, gym, kind)
             gym.next(kind)
 
 
-def _to_a_spot_item(gym) -> dict:
-    """Answer decisions' "what is this line for" questions (nine tenths of its weight) until a spot item,
-    a line to tap, is on screen; returns it."""
-    for _ in range(80):
-        item = gym.item("decisions")
-        if "answer_line" in item:
-            return item
-        gym.answer("decisions")
-        gym.next("decisions")
-    pytest.fail("no spot item of decisions came up in eighty questions")
-
-
 def test_decisions_marks_the_framework_line_after_a_miss(page, gym):
     gym.open("decisions")
-    _to_a_spot_item(gym)
+    to_a_spot_item(gym)
     item = gym.answer("decisions", right=False)
     answer = page.locator(f"#drill-decisions [data-pick] [data-line='{item['answer_line']}']")
     assert "ans" in answer.get_attribute("class").split()
@@ -200,7 +189,7 @@ def test_options_are_buttons_named_by_their_text(page, gym):
 
 def test_decisions_answer_from_the_keyboard(page, gym):
     gym.open("decisions")
-    item = _to_a_spot_item(gym)
+    item = to_a_spot_item(gym)
     before, _ = gym.streak("decisions")
     pick = page.locator("#drill-decisions [data-pick]")
     pick.focus()

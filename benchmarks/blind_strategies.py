@@ -108,6 +108,16 @@ def _usual_to_question(items: list[Seen]) -> list:
             for i, c in zip(items, counts)]
 
 
+@strategy("choice", "usual-answer-for-question")
+def _usual_for_question(items: list[Seen]) -> list:
+    """The answer most often right for questions worded alike (numbers masked): a step asked of two layers
+    ("line # of the jaxpr", "... of the StableHLO") may favour another answer in each."""
+    counts = left_out(items, lambda i: (i.kind, i.step, masked(i.question)),
+                      lambda i: [_options(i)[i.answer["index"]]])
+    return [_argbest(len(_options(i)), lambda k, c=c, i=i: c[_options(i)[k]]) if c else None
+            for i, c in zip(items, counts)]
+
+
 @strategy("choice", "classifier")
 def _classifier(items: list[Seen]) -> list:
     from blind_classifier import play_left_out

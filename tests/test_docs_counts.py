@@ -62,11 +62,16 @@ def _filler_options(f: Facts) -> int:
     return sum(m["rule"] in FILLER for i in f.items("shapes") for m in i["misread"].values())
 
 
+def _spot_decisions(f: Facts) -> list[dict]:
+    """The decisions items that ask to spot a line (the others ask what a line is for: they have `why`)."""
+    return [i for i in f.items("decisions") if "why" not in i]
+
+
 def _common_decisions_share(f: Facts) -> float:
-    """`half` when broadcasts and upcasts hold at most half the decisions' weight, else their share."""
+    """`half` when broadcasts and upcasts hold at most half the spot decisions' weight, else their share."""
     weights = Counter()
-    for item in f.items("decisions"):
-        weights[item["kind"]] += item["weight"]
+    for item in _spot_decisions(f):
+        weights[item["decision"]] += item["weight"]
     share = (weights["hidden-broadcast"] + weights["upcast"]) / sum(weights.values())
     return 0.5 if share <= 0.5 else share
 
@@ -137,14 +142,18 @@ ROWS = [
     ("docs/drills.md", r"in the built-in corpus (no) `none` item survives",
      lambda f: len(f.items("shapes", skill="none"))),
     # GYM·03, decisions
-    ("docs/drills.md", r"the two common kinds hold at most (half) the pool's weight", _common_decisions_share),
-    ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `hidden-broadcast`", lambda f: len(f.items("decisions"))),
-    ("docs/drills.md", r"items: (\d+ `hidden-broadcast`, \d+ `upcast`, \d+ `transpose`, \d+\s`iota-mask`, \d+ `remat`, "
-                       r"\d+ `collective`)", lambda f: f.count("decisions", "step")),
+    ("docs/drills.md", r"the two common kinds hold at most (half) the spot items' weight", _common_decisions_share),
+    ("docs/drills.md", r"The built-in corpus gives (\d+) decision items", lambda f: len(f.items("decisions"))),
+    ("docs/drills.md", r"(\d+) that ask what a line is for", lambda f: len(f.items("decisions")) - len(_spot_decisions(f))),
+    ("docs/drills.md", r"ask what a line is for \((\d+ `hidden-broadcast`, \d+ `upcast`, \d+ `transpose`, \d+ `mark`)\)",
+     lambda f: dict(Counter(i["step"] for i in f.items("decisions") if "why" in i))),
+    ("docs/drills.md", r"(\d+) spot items \(", lambda f: len(_spot_decisions(f))),
+    ("docs/drills.md", r"spot items \((\d+ `hidden-broadcast`, \d+ `upcast`, \d+ `transpose`, \d+ `iota-mask`, \d+ `remat`, "
+                       r"\d+ `collective`)\)", lambda f: dict(Counter(i["decision"] for i in _spot_decisions(f)))),
     ("docs/drills.md", r"the first decision to run, and the rare decisions occur in few built-in programs: a remat only "
-                       r"in remat and ckpt-policy \((\d+) items", lambda f: len(f.items("decisions", step="remat"))),
-    ("docs/drills.md", r"only in psum \((\d+) items", lambda f: len(f.items("decisions", step="collective"))),
-    ("docs/drills.md", r"scan-layers and sdpa \((\d+) items\)", lambda f: len(f.items("decisions", step="iota-mask"))),
+                       r"in remat and ckpt-policy \((\d+) items", lambda f: len(f.items("decisions", decision="remat"))),
+    ("docs/drills.md", r"only in psum \((\d+) items", lambda f: len(f.items("decisions", decision="collective"))),
+    ("docs/drills.md", r"scan-layers and sdpa \((\d+) items\)", lambda f: len(f.items("decisions", decision="iota-mask"))),
     # GYM·05, fusions: programs
     ("docs/drills.md", r"\d+ TPU items, from (\d+) programs", lambda f: len({i["program"] for i in f.items("fusions")})),
     # GYM·05, fusions

@@ -37,7 +37,7 @@ def test_pool_follows_the_schema(corpus, pool):
         assert item["context"] and 0 < item["weight"]
         form = item["answer"]
         assert form["form"] in FORMS
-        if item["drill"] == "decisions":  # the one kind answered by picking a line
+        if item["drill"] == "decisions" and form["form"] != "choice":  # its spot items: picking a line
             assert form["form"] == "line" and item["layer"] in ("jaxpr", "stablehlo") and item["step"]
             assert form["line"] >= 1 and form["line"] in form["accepted"]
         elif form["form"] == "choice":
@@ -61,7 +61,7 @@ def test_pool_is_the_same_every_time(corpus, pool):
 
 def test_answers_are_not_always_in_the_same_place(pool):
     places = {i["answer"]["index"] for i in pool["items"] if i["answer"]["form"] == "choice"}
-    assert places == {0, 1, 2, 3}
+    assert places >= {0, 1, 2, 3}
 
 
 def test_a_kind_registered_twice_is_an_error():
@@ -90,7 +90,7 @@ def test_kinds_are_listed_by_number_with_their_titles(pool):
         {"name": "shapes", "number": "02", "title": "shape on sight",
          "aim": "Say what comes out of one equation: every dimension and the dtype."},
         {"name": "decisions", "number": "03", "title": "the framework's hand",
-         "aim": "Click the line the framework wrote for you: a broadcast, an upcast, a remat mark, a collective."},
+         "aim": "Say what a line the framework wrote is for, and spot it: a broadcast, an upcast, a transpose, a mark."},
         {"name": "fusions", "number": "05", "title": "what XLA fused",
          "aim": "Name the equations XLA merged into one fusion of the compiled program."},
     ] + [k for k in pool["kinds"] if "05" < k["number"] < "10"] + [

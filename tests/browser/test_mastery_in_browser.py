@@ -159,9 +159,9 @@ def test_mastery_map_fits_375_px(open_fresh, base_url):
         close_pages(pg.context)
 
 
-@pytest.mark.parametrize("kind, field", [("decoder", "step"), ("decisions", "kind"), ("shapes", "skill")])
+@pytest.mark.parametrize("kind, field", [("decoder", "step"), ("decisions", "step"), ("shapes", "skill")])
 def test_an_answer_is_tallied_under_its_skill_in_every_drill(gym, kind, field):
-    """Decoder items name their skill `step` and decisions items `kind`: both still fill skill cells."""
+    """Decoder and decisions items name their skill `step`: both still fill skill cells."""
     gym.open(kind)
     item = gym.answer(kind, right=True)
     tallies = json.loads(gym.page.evaluate(f"localStorage.getItem('{KEY}')"))["tallies"][kind]

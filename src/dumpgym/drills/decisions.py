@@ -1,4 +1,9 @@
-"""GYM·03, spot the decision: tap the first line, in the order the program runs, that the framework wrote.
+"""GYM·03, the framework's hand: say what a line the framework wrote is for, or tap the first one it wrote.
+
+"What is this line for" names a line of the numbered listing and asks which of its step's answers it
+is (`_decision_why.why_steps`: which broadcast, whose cast, whose transpose, which mark); it holds most
+of the weight, since spotting a line by its operation needs no reading. "Spot the line" asks for the
+first line, in the order the program runs, of one decision kind, and is weighted down (`SPOT_SCALE`).
 
 Each kind in `decision_rules` says which equations show the decision (a predicate over the
 facts), which look like it but are not it (with the sentence that says why), and which StableHLO
@@ -8,12 +13,13 @@ and for the callee of a StableHLO `call`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
 from dumpgym.drills._decision_rules import Decision, decision_rules
+from dumpgym.drills._decision_why import reading_of, why_steps
 from dumpgym.drills._program_index import CALL, ProgramIndex
-from dumpgym.drills.item import Item, LinePick, Lines
+from dumpgym.drills.item import Choice, Item, LinePick, Lines
 from dumpgym.record import EqnFact, ProgramRecord
 
 
@@ -147,18 +153,81 @@ def decision_items(program: ProgramRecord) -> list[DecisionItem]:
     return [item for item in items if item is not None]
 
 
+# Each spot item keeps its decision kind's weight times SPOT_SCALE (the "what for" items' weights: _decision_why).
+SPOT_SCALE = 0.1
+
+
+def _why_items(pf: ProgramIndex) -> list[Item]:
+    """One "what is this line for" item per equation a step files, per layer that shows it."""
+    out = []
+    for e in pf.running():
+        got = reading_of(e, pf)
+        if got is not None:
+            out.append(_why_item(got, e, e.jaxpr_lines[0], "jaxpr", pf))
+    asked: set[int] = set()
+    for line, name in pf.ops:
+        step = next((s for s in why_steps.values() if name in s.hlo_ops), None)
+        if step is None:
+            continue
+        owners = [e for e in (pf.by_id(i) for i in pf.owners.get(line, ())) if e is not None]
+        mine = [e for e in owners if e.primitive in step.primitives]
+        writer = min(mine, key=lambda e: (e.jaxpr_lines[1] - e.jaxpr_lines[0], -e.id), default=None)
+        got = reading_of(writer, pf) if writer is not None and writer.id not in asked else None
+        if got is not None and got[0] is step:
+            asked.add(writer.id)
+            out.append(_why_item(got, writer, line, "stablehlo", pf))
+    return out
+
+
+def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Item:
+    step, key, facts = got
+    keys = list(step.answers)
+    options = tuple(step.answers.values())
+    right = keys.index(key)
+    text = pf.jaxpr if layer == "jaxpr" else pf.stablehlo
+    reasons = tuple("" if k == right else f"Not \u201c{options[k]}\u201d: {facts}; so the answer "
+                    f"is \u201c{options[right]}\u201d." for k in range(len(keys)))
+    rules = tuple("" if k == right else f"why-{keys[k]}" for k in range(len(keys)))
+    where = "jaxpr" if layer == "jaxpr" else "StableHLO"
+    return Item(
+        question=step.question.format(line=line, layer=where), layer=layer, eqn=eqn.id, step=step.step,
+        card=(str(eqn.id), "why"),
+        answer=Choice(options, right, reasons, rules),
+        feedback=f"Line {line}: `{_line(text, line)}`. {facts[0].upper()}{facts[1:]}; so the answer is "
+                 f"\u201c{options[right]}\u201d.",
+        context=(Lines(layer, 1, len(getattr(pf.record, layer).split("\n")), numbered=True),),
+        facts={"source_eqn": eqn.id, "line": line, "why": key})
+
+
+def _balanced(items: list[Item]) -> list[Item]:
+    """Each answer of a step shares its weight in a program, however many items give it there."""
+    count: dict[tuple, int] = {}
+    for i in items:
+        count[(i.step, i.facts["why"])] = count.get((i.step, i.facts["why"]), 0) + 1
+    return [replace(i, weight=round(why_steps[i.step].weight(i.facts["why"]) / count[(i.step, i.facts["why"])], 3))
+            for i in items]
+
+
+def step_of(kind: str) -> str:
+    """The step a decision kind's spot item is asked under: the three rare kinds share `mark`, the step of
+    their "what for" items, since none alone has the programs to stand as a step."""
+    return next((s.step for s in why_steps.values() if s.step == kind), "mark")
+
+
 @drill("decisions", number="03", title="the framework's hand",
-       aim="Click the line the framework wrote for you: a broadcast, an upcast, a remat mark, a collective.")
+       aim="Say what a line the framework wrote is for, and spot it: a broadcast, an upcast, a transpose, a mark.")
 def decisions_pool(program: ProgramRecord) -> list[Item]:
-    """Spot-the-decision items for one program. Its card is the equation that wrote the line and the
-    decision kind, whatever layer asks: finding jnp's broadcast in the jaxpr and in StableHLO is one skill."""
+    """Decision items for one program: "what is this line for" items, and spot-the-line ones. A spot item's
+    card is the equation that wrote the line and the decision kind, whatever layer asks: finding jnp's
+    broadcast in the jaxpr and in StableHLO is one skill; a "what for" item's is the equation and `why`."""
     out = []
     for d in decision_items(program):
         about = d.eqn if d.eqn is not None else d.source_eqn
         out.append(Item(
-            question=d.question, layer=d.layer, eqn=d.eqn, step=d.kind, weight=d.weight, feedback=d.feedback,
+            question=d.question, layer=d.layer, eqn=d.eqn, step=step_of(d.kind), weight=d.weight * SPOT_SCALE,
+            feedback=d.feedback,
             card=(str(about) if about is not None else "untraced", d.kind),
             answer=LinePick(d.answer_line, tuple(d.accepted_lines), d.explain),
             context=(Lines(d.layer, 1, len(d.shown[0].split("\n"))),),
-            facts={"source_eqn": d.source_eqn}))
-    return out
+            facts={"source_eqn": d.source_eqn, "decision": d.kind}))
+    return out + _balanced(_why_items(ProgramIndex.of(program)))

@@ -1,0 +1,169 @@
+"""The decisions drill's "what is this line for" questions: a table of steps, each a small closed set of
+answers (what the line does, and who wrote it), and the function that files one equation under one.
+
+Spotting the framework's line by its operation (a `broadcast_in_dim`, a `convert_element_type`) needs no
+reading: the operation's name is enough. These items name a line and ask what it is for, among every
+answer its step has; telling a keepdims broadcast from rank promotion, jnp's upcast for a sum from your
+own astype or a narrowing back, autodiff's transpose from einsum's or your own, takes reading the
+line's avals and params and what reads its result. Each answer is computed from the record's facts by
+the rules in `_decision_rules.py` (`reading`); the options are the step's whole set, in one order, so
+they tell nothing about the line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from dumpgym.drills._avals import axis_list, bits, is_float, short
+from dumpgym.drills._decision_rules import _accumulator, _mask_compare, transpose_author
+from dumpgym.drills._program_index import ProgramIndex
+from dumpgym.primitives import COLLECTIVES, REMATS
+from dumpgym.record import EqnFact, Literal
+
+
+@dataclass(frozen=True)
+class WhyStep:
+    """One step of "what is this line for": the primitives it asks about, its StableHLO ops, its answers
+    (key -> option text, in the order the options show), the question, the function that files an
+    equation under an answer (None: not asked) with a sentence of the facts that decide it, and each
+    answer's weight in one program (`weight`)."""
+
+    step: str
+    primitives: frozenset[str]
+    hlo_ops: frozenset[str]
+    answers: dict[str, str]
+    question: str
+    reading: Callable[[EqnFact, ProgramIndex], tuple[str, str] | None]
+    # answer key -> how many built-in programs (traced variants counted) give that answer
+    spread: dict[str, int]
+
+    def weight(self, key: str) -> float:
+        """What one program's items of answer `key` weigh together: SHARE over the number of built-in programs
+        that give it, so that over the built-in pool every answer of a step is about equally often right
+        (a blind reader's usual answer is no better than a guess); a program's own answer counts once."""
+        return SHARE / self.spread[key]
+
+
+# What each answer of a step weighs over the whole built-in pool, on the scale of the spot items' weights.
+SHARE = 8.0
+
+
+why_steps: dict[str, WhyStep] = {}
+
+
+def why_step(step: str, primitives, hlo_ops, question: str, answers: dict[str, tuple[str, int]]):
+    """Register `reading(eqn, pf) -> (answer key, facts sentence) | None` as a step's filing rule; `answers`
+    maps each answer key to its option text and how many built-in programs give it."""
+    def register(reading):
+        why_steps[step] = WhyStep(step, frozenset(primitives), frozenset(hlo_ops),
+                                  {k: text for k, (text, _) in answers.items()}, question, reading,
+                                  {k: n for k, (_, n) in answers.items()})
+        return reading
+    return register
+
+
+@why_step("hidden-broadcast", {"broadcast_in_dim"}, {"stablehlo.broadcast_in_dim"},
+          "Line {line} of the {layer} broadcasts: what does that broadcast do?", {
+              "fill": ("fills a literal constant out to a whole array", 18),
+              "scalar": ("spreads one scalar value over every element", 23),
+              "keepdims": ("adds a trailing size-one axis, so a reduced row lines up", 31),
+              "promotion": ("adds a leading size-one axis, NumPy rank promotion", 18),
+              "placement": ("places every operand axis inside a bigger shape", 7),
+          })
+def _broadcast(eqn: EqnFact, pf: ProgramIndex):
+    out, x, dims = eqn.outputs[0], eqn.inputs[0], eqn.ints("broadcast_dimensions")
+    if dims is None:
+        return None
+    k, r = len(dims), out.rank
+    new = [d for i, d in enumerate(out.shape) if i not in dims]
+    what = f"the literal {x.literal}" if isinstance(x, Literal) else str(x)
+    facts = f"it takes {what} to {out} with broadcast_dimensions={axis_list(dims)}"
+    if isinstance(x, Literal):
+        return "fill", facts
+    if x.rank == 0:
+        return "scalar", facts
+    if set(new) == {1} and tuple(dims) == tuple(range(k)):
+        return "keepdims", facts + f" (the new axis {r - 1} has size 1)"
+    if set(new) == {1} and tuple(dims) == tuple(range(r - k, r)):
+        return "promotion", facts + " (the new axis 0 has size 1)"
+    return "placement", facts
+
+
+@why_step("upcast", {"convert_element_type"}, {"stablehlo.convert"},
+          "Line {line} of the {layer} converts a dtype: what is the conversion for?", {
+              "accumulate": ("widens a float so a reduction adds up in more bits", 19),
+              "astype": ("widens a float that no reduction reads: your own cast", 2),
+              "narrow": ("narrows a float back to fewer bits after the math", 24),
+              "kind": ("changes kind, between bool, integer and float", 15),
+          })
+def _convert(eqn: EqnFact, pf: ProgramIndex):
+    if not eqn.input_avals or len(eqn.outputs) != 1:
+        return None
+    src, out = eqn.input_avals[0].dtype, eqn.outputs[0].dtype
+    cast = f"it turns {short(src)} into {short(out)}"
+    if not (is_float(src) and is_float(out)):
+        return "kind", cast
+    if bits(out) < bits(src):
+        return "narrow", cast
+    if bits(out) == bits(src):
+        return None
+    then = _accumulator(eqn, pf)
+    if then is not None:
+        return "accumulate", cast + f", and the {then.primitive} on jaxpr line {then.jaxpr_lines[0]} reads it"
+    return "astype", cast + ", and no reduction in the same jaxpr reads it"
+
+
+@why_step("transpose", {"transpose"}, {"stablehlo.transpose"},
+          "Line {line} of the {layer} transposes: who wrote that transpose, and why?", {
+              "matmul-grad": ("autodiff, turning a matmul gradient to the operand's shape", 12),
+              "einsum": ("einsum, putting a product's axes in the order of its spec", 2),
+              "undo-T": ("autodiff, sending a cotangent back through a `.T` of yours", 4),
+              "user": ("you: a transpose your own code spelled, of a value it named", 8),
+          })
+def _transpose(eqn: EqnFact, pf: ProgramIndex):
+    author = transpose_author(eqn, pf)
+    made_by = pf.producer(eqn)
+    perm = axis_list(eqn.ints("permutation") or ())
+    facts = f"its permutation is {perm}"
+    if made_by is not None:
+        facts += f" and its operand comes from the {made_by.primitive} on jaxpr line {made_by.jaxpr_lines[0]}"
+    else:
+        facts += " and its operand is an input, not a product"
+    if author == "einsum":
+        return "einsum", facts + ", in a program that calls einsum and no autodiff"
+    if author == "autodiff":
+        return ("undo-T" if made_by is not None and made_by.primitive == "transpose" else "matmul-grad"), (
+            facts + ", in a program that differentiates")
+    if author == "user":
+        return "user", facts
+    return None
+
+
+@why_step("mark", {"iota", *REMATS, *COLLECTIVES}, {
+    "stablehlo.iota", "stablehlo.optimization_barrier", "stablehlo.all_reduce", "stablehlo.all_gather",
+    "stablehlo.all_to_all", "stablehlo.collective_permute", "stablehlo.reduce_scatter",
+    "stablehlo.collective_broadcast"},
+          "Line {line} of the {layer}: what did the framework write there, and for what?", {
+              "iota-mask": ("numbers positions so a comparison can build a mask", 10),
+              "remat": ("marks a region for recomputing in the backward pass", 4),
+              "collective": ("combines or moves data between the devices", 3),
+          })
+def _mark(eqn: EqnFact, pf: ProgramIndex):
+    if eqn.primitive == "iota":
+        cmp = _mask_compare(eqn, pf)
+        if cmp is None:
+            return None
+        return "iota-mask", (f"it is an iota along axis {eqn.param('dimension')}, and the {cmp.primitive} on "
+                             f"jaxpr line {cmp.jaxpr_lines[0]} compares it to a bool mask")
+    if eqn.primitive in REMATS:
+        return "remat", f"it is `{eqn.primitive}`, the mark jax.checkpoint writes around a region"
+    return "collective", f"it is `{eqn.primitive}`, an exchange between devices over a mesh axis"
+
+
+def reading_of(eqn: EqnFact, pf: ProgramIndex) -> tuple[WhyStep, str, str] | None:
+    """The step that asks about `eqn`, the answer it files it under and the facts that decide it, or None."""
+    for step in why_steps.values():
+        if eqn.primitive in step.primitives:
+            got = step.reading(eqn, pf)
+            return (step, *got) if got is not None else None
+    return None

@@ -27,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import ROOT, worktrees  # noqa: E402
 
-PYTHON = ROOT / ".venv" / "bin" / "python"
+# This checkout's .venv, or (a git worktree has none) the Python running this script.
+PYTHON = ROOT / ".venv" / "bin" / "python" if (ROOT / ".venv").is_dir() else Path(sys.executable)
 ASKED = ("", "data/listings/train-step.json", "data/compiled/tpu/train-step.json")
 
 

@@ -196,6 +196,7 @@ def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqn
     for n, found in eqns.items():
         if via[n] == "tag" and len(found) == 1:
             alone[next(iter(found))].append(n)
+    folded = _folded(flow, facts, placed)  # `placed` stays as it is through the loop: computed once
     for e in sorted(flow.leaves - placed - facts.dead):
         consumers = flow.consumers[e]
         if len(consumers) != 1:
@@ -211,7 +212,7 @@ def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqn
             per_computation[graph.computation[n]].append(n)
         if not fits or any(len(v) > 1 for v in per_computation.values()):
             continue
-        if all(flow.reads(e, *graph.before(n), through=_folded(flow, facts, placed)) for n in fits):
+        if all(flow.reads(e, *graph.before(n), through=folded) for n in fits):
             for n in fits:
                 eqns[n] = eqns[n] | {e}
 
@@ -279,12 +280,17 @@ def _common_subexpressions(flow: "_Dataflow", eqns) -> None:
     twins = defaultdict(set)
     for e, first in flow.same_work.items():
         twins[first].add(e)
+    holding: dict[int, list] = defaultdict(list)  # equation -> the instructions computing it
+    for name, found in eqns.items():
+        for e in found:
+            holding[e].append(name)
+    # Groups are disjoint (each equation has one first), so what one group adds never makes an
+    # instruction hold another group: the instructions holding a group are known before any is added to.
     for group in twins.values():
         missing = group - placed
         if missing and group & placed:
-            for name, found in eqns.items():
-                if found & group:
-                    eqns[name] = found | missing
+            for name in dict.fromkeys(n for e in sorted(group & placed) for n in holding[e]):
+                eqns[name] = eqns[name] | missing
 
 
 class _Dataflow:

@@ -73,6 +73,15 @@ class _Compile(Listing):
         return out
 
     @functools.cached_property
+    def _alike(self) -> dict[tuple, list[int]]:
+        """The equations (with sources) doing each piece of work (`_work`), in order: equal work found once."""
+        out: dict[tuple, list[int]] = {}
+        for e in self.program.eqns:
+            if e.sources:
+                out.setdefault(_work(e), []).append(e.id)
+        return out
+
+    @functools.cached_property
     def _fusions_of(self) -> dict[int, list[Fusion]]:
         out: dict[int, list[Fusion]] = {}
         for f in self.hlo.fusions:
@@ -147,21 +156,23 @@ def _unworked(c: _Compile, fusion: Fusion, answer: set[int]) -> list[int]:
     return out
 
 
+def _work(e: EqnFact) -> tuple:
+    """What an equation computes, as equal work is told apart: its parent, primitive, params and inputs."""
+    params = repr(sorted(e.params.items()))
+    if e.primitive == "slice" and e.param("strides"):  # the elements taken, however the strides are written
+        params = repr([tuple(range(a, b, k)) for a, b, k in
+                       zip(e.param("start_indices"), e.param("limit_indices"), e.param("strides"))])
+    return (e.parent, e.primitive, params, e.sources, e.inputs)
+
+
 def _twin_outside(c: _Compile, answer: set[int]) -> int | None:
     """An equation outside the set that does exactly a member's work (same primitive, params and inputs in
     the same jaxpr) and has no instruction of its own, or None. XLA keeps one copy of equal work, so the
     body computes both; where the attribution credits only one, what the reader should tap is not decided
     by what is shown (scan's TPU %slice_add_fusion.1, lines 52 and 58)."""
-    def work(e: EqnFact):
-        params = repr(sorted(e.params.items()))
-        if e.primitive == "slice" and e.param("strides"):  # the elements taken, however the strides are written
-            params = repr([tuple(range(a, b, k)) for a, b, k in
-                           zip(e.param("start_indices"), e.param("limit_indices"), e.param("strides"))])
-        return (e.parent, e.primitive, params, e.sources, e.inputs)
-
-    members = {work(c.program.eqns[m]) for m in answer if c.program.eqns[m].sources}
-    return next((e.id for e in c.program.eqns if e.id not in answer and e.sources and work(e) in members
-                 and not c._by_eqn.get(e.id)), None)
+    eqns = c.program.eqns
+    twins = (t for m in sorted(answer) if eqns[m].sources for t in c._alike.get(_work(eqns[m]), ()))
+    return min((t for t in twins if t not in answer and not c._by_eqn.get(t)), default=None)
 
 
 def _context(c: _Compile, layer: str, fusion: Fusion) -> tuple:

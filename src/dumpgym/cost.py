@@ -10,9 +10,15 @@ groups, and a roofline time on the chip's published peaks (`CHIPS`). The rules f
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
+from dumpgym.errors import GymError
 from dumpgym.record import CompiledLayer, ConvDims, EqnFact, Instruction, ProgramRecord, WhileCounter
+
+
+class CostError(GymError):
+    """A compiled layer recorded before the facts its cost needs (a dot's dimension numbers, XLA's totals)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,8 @@ def register_chip(device_kind: str, chip: Chip) -> Chip:
     return chip
 
 
-register_chip("TPU v5 lite", Chip("TPU v5e", 197e12, 819e9, "Google Cloud, TPU v5e page: 197 TFLOP/s bf16, 819 GB/s HBM2"))
+register_chip("TPU v5 lite", Chip("TPU v5e", 197e12, 819e9,
+                                  "Google Cloud, TPU v5e page: 197 TFLOP/s bf16, 819 GB/s HBM2"))
 register_chip("NVIDIA H100 80GB HBM3", Chip("H100 SXM", 989e12, 3.35e12,
                                             "NVIDIA H100 datasheet, SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3"))
 
@@ -55,7 +62,7 @@ ELEMENTWISE_OPCODES = frozenset({
     "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "negate", "abs", "sign", "floor",
     "ceil", "roundnearestafz", "roundnearesteven", "and", "or", "xor", "not", "compare", "select", "clamp",
     "convert", "shiftleft", "shiftrightlogical", "shiftrightarithmetic", "isfinite", "reduceprecision", "popcnt",
-    "clz", "real", "imag", "complex", "stochasticconvert",
+    "clz", "real", "imag", "complex", "stochasticconvert", "bitcastconvert",
 })
 # What XLA charges no bytes: names, views and plumbing (a while's or conditional's work is its computations').
 NO_BYTES = frozenset({"parameter", "constant", "gettupleelement", "tuple", "bitcast", "while", "conditional", "call",
@@ -69,6 +76,12 @@ _PERMUTES = frozenset({"collectivepermute", "collectivepermutestart"})
 # An async op wrapping another (`asyncstart`) prints the wrapped one: its ring count is that one's.
 _PRINTED_RING = {"reduce-scatter-start": "reducescatter", "all-gather-start": "allgather",
                  "all-reduce-start": "allreduce", "all-to-all-start": "alltoall"}
+
+
+_POINTER = 8  # bytes of a pointer in a tuple's index table, as XLA's CPU and GPU compilers size it
+# Bits per element of each XLA element type, for a scalar printed without a layout (an array's are its Buffer's).
+_BITS = {"pred": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32,
+         "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128, "s4": 4, "u4": 4, "f8e4m3fn": 8, "f8e5m2": 8}
 
 
 @dataclass(frozen=True)
@@ -164,7 +177,8 @@ class LayerCost:
     target: str
     chip: Chip | None
     instructions: tuple[InstructionCost, ...]
-    total: Work
+    total: Work  # a while's body and condition counted as often as its counter runs them (once if not known)
+    once: Work  # every loop body and condition counted once, as XLA's cost_analysis() counts them
     xla_cost: dict[str, float]
     xla_memory: dict[str, int]
     unknown_trips: tuple[int, ...] = ()  # lines of whiles whose trip count the record does not give
@@ -206,8 +220,13 @@ class _Layer:
             self.members.setdefault(ins.computation, []).append(ins)
         self.fused = {c for i in layer.instructions if i.opcode == "fusion" for c in i.calls}
         self.regions = {c for i in layer.instructions for c in i.to_apply}
+        self.users: dict[int, list[Instruction]] = {}
+        for ins in layer.instructions:
+            for line in dict.fromkeys(ins.operands):
+                self.users.setdefault(line, []).append(ins)
         self.groups = {g.line: g.groups for g in layer.replica_groups}
         self.counters = {c.line: c for c in layer.while_counters}
+        self.entry = next(c.name for c in layer.computations if c.entry)
 
     def buffers(self, ins: Instruction):
         shape = self.layer.shapes[ins.shape]
@@ -215,18 +234,57 @@ class _Layer:
 
     def elements(self, ins: Instruction) -> int:
         """Elements of an instruction's (first) result array."""
-        found = self.buffers(ins)
-        return math.prod(found[0].dims) if found else 0
+        return math.prod(self.dims(ins.line))
 
     def dims(self, line: int) -> tuple[int, ...]:
-        found = self.buffers(self.by_line[line])
-        return found[0].dims if found else ()
+        """An instruction's (first) result array's dims, as its shape prints them (a scalar printed without a
+        layout, as a region's are, has no buffer)."""
+        members = _members(self.layer.shapes[self.by_line[line].shape].text)
+        return members[0][1] if members else ()
 
     def bytes_of(self, ins: Instruction) -> dict[int, int]:
-        """Bytes of an instruction's result arrays at their layouts (tiles padded), by memory space."""
+        """Bytes of an instruction's result arrays at their layouts (tiles padded), by memory space; a scalar
+        printed without a layout takes its element's width."""
+        found = iter(self.buffers(ins))
         out: dict[int, int] = {}
-        for b in self.buffers(ins):
-            out[b.memory_space] = out.get(b.memory_space, 0) + b.padded_bytes()
+        for dtype, dims, laid_out in _members(self.layer.shapes[ins.shape].text):
+            b = next(found) if laid_out else None
+            space, size = ((b.memory_space, b.padded_bytes()) if b
+                           else (0, -(-math.prod(dims) * _BITS.get(dtype, 0) // 8)))
+            out[space] = out.get(space, 0) + size
+        return out
+
+    def fusion_reads(self, ins: Instruction) -> dict[int, int]:
+        """The bytes a fusion reads of its operands, as XLA's HloCostAnalysis counts them: what its body takes
+        of each parameter (a slice's or dynamic slice's result, a dynamic-update-slice's target not at all),
+        and the whole parameter once for every other use."""
+        out: dict[int, int] = {}
+        for k, line in enumerate(ins.operands):
+            param = next((p for c in ins.calls for p in self.members.get(c, ())
+                          if p.opcode == "parameter" and p.parameter == k), None)
+            whole = self.bytes_of(self.by_line[line])
+            out = _add(out, whole if param is None else self._param_reads(param, whole))
+        return out
+
+    def _param_reads(self, param: Instruction, whole: dict[int, int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        shared = False
+        for user in self.users.get(param.line, ()):
+            if user.opcode == "fusion":  # a nested fusion: what its own parameter reads
+                for k, line in enumerate(user.operands):
+                    if line == param.line:
+                        inner = next((p for c in user.calls for p in self.members.get(c, ())
+                                      if p.opcode == "parameter" and p.parameter == k), None)
+                        out = _add(out, whole if inner is None else self._param_reads(inner, whole))
+            elif user.opcode in ("slice", "dynamicslice") and user.operands[0] == param.line:
+                out = _add(out, self.bytes_of(user))
+            elif user.opcode == "dynamicupdateslice" and user.operands[0] == param.line:
+                continue  # updated in place: the target is not read
+            elif user.opcode in ("broadcast", "reshape"):
+                out = _add(out, whole)
+            elif not shared:
+                shared = True
+                out = _add(out, whole)
         return out
 
     def place(self, computation: str) -> str:
@@ -236,9 +294,18 @@ class _Layer:
             return "region"
         return "entry" if computation == self.entry else "control"
 
-    @property
-    def entry(self) -> str:
-        return next(c.name for c in self.layer.computations if c.entry)
+
+def _members(text: str) -> list[tuple[str, tuple[int, ...], bool]]:
+    """The arrays of a recorded result shape, in order: (element type, dims, whether a layout is printed).
+
+    The record's buffers hold the arrays printed with a layout; a scalar printed without one (`f32[]`, as
+    regions and some tuples print them) is only in the shape's text, and read from it here.
+    """
+    out = []
+    for found in re.finditer(r"([a-z][a-z0-9]*)\[([\d,]*)\](\{[^}]*\})?", text):
+        dtype, dims, layout = found.groups()
+        out.append((dtype, tuple(int(d) for d in dims.split(",") if d), layout is not None))
+    return out
 
 
 def _flops(layer: _Layer, ins: Instruction) -> Work:
@@ -258,8 +325,13 @@ def _flops(layer: _Layer, ins: Instruction) -> Work:
         combine = _region_flops(layer, ins)
         count = math.prod(layer.dims(ins.operands[0])) - layer.elements(ins)
         return Work(reduction=count * combine)
+    if op == "reducewindow":  # each result combines its window's elements: size - 1 combines
+        combine = _region_flops(layer, ins)
+        return Work(reduction=(math.prod(w.size for w in ins.window) - 1) * layer.elements(ins) * combine)
+    if op == "scatter":  # each update element is combined into the operand once
+        return Work(reduction=math.prod(layer.dims(ins.operands[-1])) * _region_flops(layer, ins))
     if op in ("allreduce", "allreducestart"):
-        return Work(reduction=sum(math.prod(b.dims) for b in layer.buffers(ins)) * _region_flops(layer, ins))
+        return Work(reduction=sum(math.prod(b.dims) for b in layer.buffers(ins)))
     if op == "fusion":
         return sum((_flops(layer, inner) for c in ins.calls for inner in layer.members.get(c, ())), Work())
     return Work()
@@ -268,7 +340,7 @@ def _flops(layer: _Layer, ins: Instruction) -> Work:
 def _region_flops(layer: _Layer, ins: Instruction) -> int:
     """FLOPs of one application of an instruction's reducer region (an add: 1)."""
     return sum(_flops(layer, inner).flops + _flops(layer, inner).transcendentals
-               for c in ins.to_apply for inner in layer.members.get(c, ())) or 1
+               for c in ins.to_apply for inner in layer.members.get(c, ()))
 
 
 def convolution_flops(conv: ConvDims, lhs: tuple[int, ...], rhs: tuple[int, ...], out: tuple[int, ...]) -> int:
@@ -292,12 +364,18 @@ def convolution_flops(conv: ConvDims, lhs: tuple[int, ...], rhs: tuple[int, ...]
 
 def _moves(layer: _Layer, ins: Instruction) -> Work:
     """The bytes an instruction outside a fusion reads and writes, and a collective's bytes sent per device."""
-    if ins.opcode in NO_BYTES or ins.opcode.endswith("done") and ins.opcode != "copydone":
-        written = layer.bytes_of(ins) if ins.opcode.endswith("done") else {}
-        return Work(written=written)
+    if ins.opcode == "tuple":  # it gathers pointers: XLA charges its index table, one 8-byte pointer a member
+        return Work(written={0: _POINTER * len(ins.operands)})
+    if ins.opcode in NO_BYTES:
+        return Work()
+    if ins.opcode.endswith("done"):  # an async pair: the start reads, the done writes its result
+        return Work(written=layer.bytes_of(ins))
     read: dict[int, int] = {}
-    for line in ins.operands:
-        read = _add(read, layer.bytes_of(layer.by_line[line]))
+    if ins.opcode == "fusion":
+        read = layer.fusion_reads(ins)
+    else:
+        for line in ins.operands:
+            read = _add(read, layer.bytes_of(layer.by_line[line]))
     # An async start's result holds its operand again (and a context): its done writes the result.
     written = {} if ins.opcode.endswith("start") else layer.bytes_of(ins)
     return Work(read=read, written=written, sends=_sends(layer, ins, read, written))
@@ -326,8 +404,11 @@ def _last_buffer(layer: _Layer, ins: Instruction) -> dict[int, int]:
 
 def layer_cost(layer: CompiledLayer, target: str = "") -> LayerCost:
     """Every instruction's cost in a compiled layer, and the program's sums, timed on its chip if known."""
-    if not layer.has_facts:
-        raise ValueError("this compiled layer was recorded before its compiled facts: rebuild the corpus")
+    stale = [i for i in layer.instructions if (i.opcode == "dot" and i.dot is None)
+             or (i.opcode == "convolution" and i.convolution is None) or (i.opcode == "while" and not i.control)]
+    if not layer.has_facts or stale:
+        raise CostError("this compiled layer was recorded before the facts its cost needs (dimension numbers, "
+                        "loop bodies): run `dumpgym corpus build`, or `dumpgym cost --compile`")
     read = _Layer(layer)
     own: dict[int, Work] = {}
     for ins in layer.instructions:
@@ -337,7 +418,7 @@ def layer_cost(layer: CompiledLayer, target: str = "") -> LayerCost:
     runs: dict[str, int | None] = {read.entry: 1}
     unknown: list[int] = []
 
-    def total(computation: str) -> Work:
+    def total(computation: str, once: bool) -> Work:
         out = Work()
         for ins in read.members.get(computation, ()):
             out += own[ins.line]
@@ -345,32 +426,36 @@ def layer_cost(layer: CompiledLayer, target: str = "") -> LayerCost:
                 condition, body = ins.control
                 counter = read.counters.get(ins.line)
                 n = trips(counter) if counter is not None else None
-                if n is None:
+                if n is None and not once:
                     unknown.append(ins.line)
                 for c, k in ((condition, None if n is None else n + 1), (body, n)):
                     runs[c] = None if k is None or runs[computation] is None else k * runs[computation]
-                out += total(body).times(1 if n is None else n) + total(condition).times(1 if n is None else n + 1)
+                if once or n is None:
+                    out += total(body, once) + total(condition, once)
+                else:
+                    out += total(body, once).times(n) + total(condition, once).times(n + 1)
             elif ins.opcode == "conditional":
                 branches = Work()
                 for c in ins.control:
                     runs[c] = runs[computation]
-                    branches = branches.most(total(c))
+                    branches = branches.most(total(c, once))
                 out += branches
             elif ins.opcode in ("call", "asyncstart"):
                 for c in ins.calls + ins.to_apply:
                     if c not in read.fused and c not in read.regions:
                         runs[c] = runs[computation]
-                        out += total(c)
+                        out += total(c, once)
         return out
 
-    summed = total(read.entry)
+    once = total(read.entry, once=True)
+    summed = total(read.entry, once=False)
     rows = []
     for ins in layer.instructions:
         place = read.place(ins.computation)
         holder_runs = runs.get(ins.computation, 1)
         rows.append(InstructionCost(ins.line, ins.name, ins.opcode, ins.computation, place, own[ins.line],
                                     holder_runs if place in ("entry", "control") else 1))
-    return LayerCost(target or layer.backend, CHIPS.get(layer.device_kind), tuple(rows), summed,
+    return LayerCost(target or layer.backend, CHIPS.get(layer.device_kind), tuple(rows), summed, once,
                      dict(layer.xla_cost), dict(layer.xla_memory), tuple(sorted(set(unknown))))
 
 
@@ -465,3 +550,76 @@ def jaxpr_total(record: ProgramRecord) -> Work:
     """The program's sum over its top-level equations."""
     return sum((c.work for c, e in zip(eqn_costs(record), record.eqns) if e.parent is None), Work())
 
+
+
+# --- the table `dumpgym cost` prints ---------------------------------------------------------------------------
+
+_SORTS = {"line": lambda c: c.line, "flops": lambda c: -c.work.flops, "bytes": lambda c: -c.work.bytes}
+
+
+def _n(value: float) -> str:
+    """A count in engineering form: 17.3M, 820k, 64."""
+    for size, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _spaces(amounts: dict[int, int]) -> str:
+    """Bytes by memory space: `820k` in HBM alone, `149k+S1:131k` with a VMEM part."""
+    parts = [_n(amounts.get(0, 0))] + [f"S{k}:{_n(v)}" for k, v in sorted(amounts.items()) if k and v]
+    return "+".join(parts)
+
+
+def table(cost: LayerCost, layer: CompiledLayer, sort: str = "line", fused: bool = False) -> str:
+    """The per-instruction table and the program's sums beside XLA's, as `dumpgym cost` prints them."""
+    rows = [c for c in cost.instructions if fused or c.place in ("entry", "control")]
+    if sort == "time":
+        rows.sort(key=lambda c: -(cost.share(c) or 0.0))
+    else:
+        rows.sort(key=_SORTS[sort])
+    chip = cost.chip
+    head = f"{cost.target}: " + (f"{chip.name}, {_n(chip.flops_per_s)}FLOP/s and {_n(chip.hbm_bytes_per_s)}B/s "
+                                 f"(ridge {chip.ridge:.0f} FLOP/B)" if chip else "no chip peaks: no roofline time")
+    out = [head, f"{'line':>5} {'opcode':<18} {'runs':>5} {'flops':>7} {'transc':>7} {'read':>13} {'written':>13} "
+                 f"{'sends':>6} {'FLOP/B':>7} {'time':>9} {'share':>6} bound"]
+    for c in rows:
+        timed = c.work.roofline(chip) if c.place in ("entry", "control") else None
+        share = cost.share(c) if timed else None
+        intensity = c.work.intensity()
+        out.append(f"{c.line:>5} {(c.opcode if c.place in ('entry', 'control') else '  ' + c.opcode):<18} "
+                   f"{'?' if c.runs is None else c.runs:>5} {_n(c.work.flops):>7} {_n(c.work.transcendentals):>7} "
+                   f"{_spaces(c.work.read):>13} {_spaces(c.work.written):>13} {_n(c.work.sends):>6} "
+                   f"{'' if intensity is None else f'{intensity:.3g}':>7} "
+                   f"{'' if not timed else f'{timed[0] * 1e6:.3g}us':>9} "
+                   f"{'' if share is None else f'{share:.0%}':>6} {timed[1] if timed else ''}")
+    out.append(_sums(cost))
+    return "\n".join(out)
+
+
+def _sums(cost: LayerCost) -> str:
+    """The program's sums (loops at their trip counts, and once each as XLA counts) beside XLA's own totals."""
+    xla, memory = cost.xla_cost, cost.xla_memory
+
+    def figure(key: str) -> str:
+        return _n(xla[key]) if key in xla else "-"
+
+    lines = [f"sums{' (loop bodies at their trip counts)' if cost.total != cost.once else ''}: "
+             f"{_n(cost.total.flops)} flops, {_n(cost.total.transcendentals)} transcendentals, "
+             f"{_n(cost.total.bytes)} bytes, {_n(cost.total.sends)} bytes sent per device",
+             f"each loop once, as XLA counts: {_n(cost.once.flops)} flops, {_n(cost.once.transcendentals)} "
+             f"transcendentals, {_n(cost.once.bytes)} bytes accessed",
+             f"XLA's cost_analysis(): {figure('flops')} flops, {figure('transcendentals')} transcendentals, "
+             f"{figure('bytes accessed')} bytes accessed" + ("" if xla else " (it gave none for this compile)")]
+    if memory:
+        lines.append("XLA's memory_analysis(): " + ", ".join(
+            f"{k.removesuffix('_size_in_bytes').replace('_', ' ')} {_n(v)}B" for k, v in memory.items()))
+    timed = cost.time()
+    if timed:
+        lines.append(f"roofline: {timed[0] * 1e6:.3g}us, {timed[1]}-bound"
+                     + (f" (XLA's optimal_seconds: {xla['optimal_seconds'] * 1e6:.3g}us)" if "optimal_seconds" in xla
+                        else ""))
+    if cost.unknown_trips:
+        lines.append("trip count not known (counted once): the whiles on lines "
+                     + ", ".join(map(str, cost.unknown_trips)))
+    return "\n".join(lines)

@@ -6,9 +6,10 @@ its shape parser (`xla_client.Shape`) and sharding parser (`xla_client.HloShardi
 prints; the bindings expose no attributes, so the rest is read from each instruction's printed line,
 narrowly: the result shape between ` = ` and the opcode, `calls=`/`to_apply=`, an entry parameter's
 `parameter(n)`, op_name and `sharding={...}`, a collective's `replica_groups`, the module header's
-`input_output_alias`, a computation's lines from its signature to its closing brace, a dot's dimension
-numbers, a convolution's `dim_labels`, window and group counts, and what a while or conditional runs. A while's
-counter (start, step, bound) is read by walking the graph from its condition's ROOT, as XLA links it.
+`input_output_alias`, a computation's lines from its signature to its closing brace, a parameter's
+number, a dot's dimension numbers, a convolution's `dim_labels`, window and group counts, and what a
+while or conditional runs. A while's counter (start, step, bound) is read by walking the graph from its
+condition's ROOT, as XLA links it.
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ _DOT_DIMS = re.compile(r"\b(lhs_batch|lhs_contracting|rhs_batch|rhs_contracting)
 _DIM_LABELS = re.compile(r"\bdim_labels=([0-9bf]+)_([0-9io]+)->([0-9bf]+)")
 _WINDOW = re.compile(r"\bwindow=\{([^}]*)\}")
 # A while's `condition=%c, body=%b`; a conditional's `branch_computations={%a, %b}` or true/false computations.
-_CONTROL = re.compile(r"\b(?:condition|body|true_computation|false_computation)=%([\w.\-]+)|\bbranch_computations=\{([^}]*)\}")
+_CONTROL = re.compile(r"\b(?:condition|body|true_computation|false_computation)=%([\w.\-]+)"
+                      r"|\bbranch_computations=\{([^}]*)\}")
 _GROUP_COUNT = re.compile(r"\b(feature|batch)_group_count=(\d+)")
 
 
@@ -62,6 +64,8 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
             calls=tuple(CALLS_RE.findall(line)), to_apply=tuple(TO_APPLY_RE.findall(line)), printed_opcode=own,
             dot=read_dot(line) if ins.opcode == "dot" else None,
             convolution=read_convolution(line) if ins.opcode == "convolution" else None,
+            window=read_window(line) if ins.opcode == "reducewindow" else (),
+            parameter=int(_PARAMETER.search(line).group(1)) if ins.opcode == "parameter" else None,
             control=control_computations(line) if ins.opcode in ("while", "conditional") else ()))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
@@ -152,6 +156,25 @@ def read_dot(line: str) -> DotDims:
     return DotDims(*(dims.get(kind, ()) for kind in ("lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting")))
 
 
+def read_window(line: str, rank: int | None = None) -> tuple[WindowDim, ...]:
+    """A printed `window={size=2x4 stride=1x3 pad=1_1x3_3 lhs_dilate=2x4}`, one `WindowDim` per dimension
+    (`rank` of them where no window is printed: a convolution without spatial dimensions)."""
+    window = _WINDOW.search(line)
+    fields = dict(f.split("=", 1) for f in window.group(1).split()) if window else {}
+    if rank is None:
+        rank = len(fields["size"].split("x")) if "size" in fields else 0
+
+    def per_dim(key: str, default: int) -> list[int]:
+        return [int(v) for v in fields[key].split("x")] if key in fields else [default] * rank
+
+    pads = ([tuple(int(v) for v in p.split("_")) for p in fields["pad"].split("x")] if "pad" in fields
+            else [(0, 0)] * rank)
+    return tuple(WindowDim(size, stride, low, high, lhs_dilate, rhs_dilate)
+                 for size, stride, (low, high), lhs_dilate, rhs_dilate
+                 in zip(per_dim("size", 1), per_dim("stride", 1), pads, per_dim("lhs_dilate", 1),
+                        per_dim("rhs_dilate", 1)))
+
+
 def read_convolution(line: str) -> ConvDims:
     """A convolution's dimension numbers, window and group counts from its printed line.
 
@@ -164,17 +187,7 @@ def read_convolution(line: str) -> ConvDims:
     def spatial(labels: str) -> tuple[int, ...]:
         return tuple(labels.index(str(k)) for k in range(len(labels) - 2))
 
-    window = _WINDOW.search(line)
-    fields = dict(f.split("=", 1) for f in window.group(1).split()) if window else {}
-    rank = len(lhs) - 2
-
-    def per_dim(key: str, default: int) -> list[int]:
-        return [int(v) for v in fields[key].split("x")] if key in fields else [default] * rank
-
-    pads = [tuple(int(v) for v in p.split("_")) for p in fields["pad"].split("x")] if "pad" in fields else [(0, 0)] * rank
-    windows = tuple(WindowDim(size, stride, low, high, lhs_dilate, rhs_dilate) for size, stride, (low, high), lhs_dilate, rhs_dilate
-                    in zip(per_dim("size", 1), per_dim("stride", 1), pads, per_dim("lhs_dilate", 1),
-                           per_dim("rhs_dilate", 1)))
+    windows = read_window(line, len(lhs) - 2)
     groups = dict(_GROUP_COUNT.findall(line))
     return ConvDims(lhs.index("b"), lhs.index("f"), spatial(lhs), rhs.index("i"), rhs.index("o"), spatial(rhs),
                     out.index("b"), out.index("f"), spatial(out), windows, int(groups.get("feature", 1)),

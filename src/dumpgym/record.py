@@ -243,7 +243,7 @@ class Instruction(_Record):
 
     # The compiled facts (`hlo_facts.py`) are omitted where empty, so records written before them still read.
     OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode", "dot", "convolution",
-                              "control"})
+                              "window", "control", "parameter"})
     line: int
     name: str
     opcode: str
@@ -263,6 +263,10 @@ class Instruction(_Record):
     # A dot's dimension numbers and a convolution's (dim_labels, window, group counts): what its FLOPs need.
     dot: DotDims | None = None
     convolution: ConvDims | None = None
+    # A reduce-window's window (one entry per operand dimension): how many elements each result combines.
+    window: tuple[WindowDim, ...] = ()
+    # A parameter's number (`parameter(2)`): which operand of its fusion (or argument of its computation) it is.
+    parameter: int | None = None
     # The computations a while (its condition, then its body) or a conditional (its branches, in order) runs.
     control: tuple[str, ...] = ()
 

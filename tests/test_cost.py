@@ -19,8 +19,10 @@ pytestmark = pytest.mark.compiled_hlo
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cost.md"
 MARKS = {"tpu": [pytest.mark.needs_tpu], "gpu": [pytest.mark.needs_gpu], "cpu": []}
 # Programs whose compiles hold every kind the cost rules tell apart: dots and batched dots (TPU: convolutions
-# with windows), a scan's while, a conditional, collectives, a scatter and a windowed reduce.
-PROGRAMS = ("mlp", "gqa", "scan-layers", "decode-loop", "cond-switch", "psum", "fsdp-step", "moe", "embed-xent")
+# with windows), scans' whiles (with in-place updates), a conditional, collectives, a scatter, gathers and
+# windowed reduces.
+PROGRAMS = ("mlp", "gqa", "scan-layers", "decode-loop", "rnn-bptt", "cond-switch", "psum", "fsdp-step", "moe",
+            "embed-xent", "sdpa")
 
 
 @functools.cache
@@ -61,14 +63,16 @@ def _xla_dot_flops(lhs: tuple, rhs: tuple, dims: tuple) -> tuple[float, tuple]:
 @pytest.mark.parametrize("slug, target", _cases(("cpu", "gpu")))
 def test_every_compiled_dot_counts_what_xla_counts_for_that_dot_alone(slug, target):
     layer, _ = fresh(slug, target)
-    costs = {c.line: c for c in cost.layer_cost(layer, target).instructions}
+    layer_cost = cost.layer_cost(layer, target)
+    costs = {c.line: c for c in layer_cost.instructions}
     by_line = {i.line: i for i in layer.instructions}
 
     def dims(line):
         return layer.buffers[layer.shapes[by_line[line].shape].buffers[0]].dims
 
     dots = [i for i in layer.instructions if i.opcode == "dot"]
-    assert dots, f"{slug} compiles no dot for {target}"
+    if not dots:  # a GPU writes decode-loop's matrix-vector products as reduces: no matmul FLOPs then
+        assert layer_cost.total.matmul == 0 and layer_cost.total.reduction > 0
     for ins in dots:
         d = ins.dot
         numbers = ((d.lhs_contracting, d.rhs_contracting), (d.lhs_batch, d.rhs_batch))
@@ -134,6 +138,8 @@ def test_an_all_gather_sends_all_but_its_own_piece_of_the_result(target):
     for ins in gathers:
         n = len(groups[ins.line][0])
         read = sum(rows[ins.line].work.read.values())  # one device's piece
+        if ins.opcode == "allgather":  # the gathered result holds one piece from each device of the group
+            assert sum(rows[ins.line].work.written.values()) == n * read, ins.name
         assert rows[ins.line].work.sends == (n - 1) * read, ins.name
 
 
@@ -187,10 +193,12 @@ def test_elementwise_equations_count_one_flop_per_element_as_jax_roofline_does(c
 
     from dumpgym.record import ProgramRecord
 
-    unary = {"exp": jax.numpy.exp, "tanh": jax.numpy.tanh, "neg": jax.numpy.negative, "rsqrt": jax.lax.rsqrt,
-             "log": jax.numpy.log}
-    binary = {"add": jax.numpy.add, "mul": jax.numpy.multiply, "sub": jax.numpy.subtract, "max": jax.numpy.maximum,
-              "div": jax.numpy.divide}
+    from jax import lax
+
+    # The primitives themselves (jnp's wrappers are jitted: the roofline would see one jit equation).
+    # tanh is left out: JAX's roofline has no rule for it and counts nothing (docs/cost.md).
+    unary = {"exp": lax.exp, "neg": lax.neg, "rsqrt": lax.rsqrt, "log": lax.log, "logistic": lax.logistic}
+    binary = {"add": lax.add, "mul": lax.mul, "sub": lax.sub, "max": lax.max, "div": lax.div}
     checked = 0
     for program in corpus["programs"][:12]:
         record = ProgramRecord.from_json(program)

@@ -66,7 +66,7 @@ ELEMENTWISE_OPCODES = frozenset({
 })
 # What XLA charges no bytes: names, views and plumbing (a while's or conditional's work is its computations').
 NO_BYTES = frozenset({"parameter", "constant", "gettupleelement", "tuple", "bitcast", "while", "conditional", "call",
-                      "afterall", "partitionid", "replicaid", "optimizationbarrier", "addDependency"})
+                      "afterall", "optimizationbarrier", "addDependency"})
 # Collectives by what each device sends of its data on a ring of n devices (the bandwidth-optimal count):
 # all-gather and all-to-all send n-1 of n pieces of the result (or operand), all-reduce twice that, a
 # reduce-scatter n-1 of n pieces of its operand, a permute its whole operand once.
@@ -227,6 +227,7 @@ class _Layer:
         self.groups = {g.line: g.groups for g in layer.replica_groups}
         self.counters = {c.line: c for c in layer.while_counters}
         self.entry = next(c.name for c in layer.computations if c.entry)
+        self.roots = {c.name: c.root for c in layer.computations}
 
     def buffers(self, ins: Instruction):
         shape = self.layer.shapes[ins.shape]
@@ -265,6 +266,14 @@ class _Layer:
             whole = self.bytes_of(self.by_line[line])
             out = _add(out, whole if param is None else self._param_reads(param, whole))
         return out
+
+    def fusion_writes(self, ins: Instruction) -> dict[int, int]:
+        """The bytes a fusion writes: its result, or where its fused ROOT is a dynamic-update-slice (updating
+        its operand in place), only the update, as XLA's HloCostAnalysis counts it."""
+        roots = [self.by_line[self.roots[c]] for c in ins.calls if c in self.roots]
+        if len(roots) == 1 and roots[0].opcode == "dynamicupdateslice":
+            return self.bytes_of(self.by_line[roots[0].operands[1]])
+        return self.bytes_of(ins)
 
     def _param_reads(self, param: Instruction, whole: dict[int, int]) -> dict[int, int]:
         out: dict[int, int] = {}
@@ -377,7 +386,8 @@ def _moves(layer: _Layer, ins: Instruction) -> Work:
         for line in ins.operands:
             read = _add(read, layer.bytes_of(layer.by_line[line]))
     # An async start's result holds its operand again (and a context): its done writes the result.
-    written = {} if ins.opcode.endswith("start") else layer.bytes_of(ins)
+    written = {} if ins.opcode.endswith("start") else layer.fusion_writes(ins) if ins.opcode == "fusion" \
+        else layer.bytes_of(ins)
     return Work(read=read, written=written, sends=_sends(layer, ins, read, written))
 
 

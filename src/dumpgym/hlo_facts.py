@@ -28,7 +28,10 @@ _OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
 # `sharding={...}` up to the next attribute (a sharding prints no `, name=` inside its braces).
 _SHARDING = re.compile(r"sharding=(\{.*?\})(?=, [a-z_]+=|$)")
 _IOTA = re.compile(r"<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
-_GROUPS = re.compile(r"replica_groups=(\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?)")
+_GROUPS = re.compile(r"replica_groups=(\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?"
+                     r"|mesh\[[^\]]*\] \{[^}]*\})")
+# The mesh-axes form, `mesh['axis_0'=2,'axis_1'=4] {'axis_0'}`: a group for each place on the axes not named.
+_MESH_GROUPS = re.compile(r"mesh\[([^\]]*)\] \{([^}]*)\}")
 # `{1}: (1, {}, may-alias)`: output index, parameter number, index inside that parameter, kind.
 _ALIAS_ENTRY = re.compile(r"\{([\d,\s]*)\}: \((\d+), \{([\d,\s]*)\}, ([\w-]+)\)")
 _ALIAS_TABLE = re.compile(r"input_output_alias=\{ (.*?) \}(?:, [a-z_]+=|$)")
@@ -228,7 +231,21 @@ def groups_text(line: str) -> str | None:
 
 
 def read_groups(text: str) -> tuple[tuple[int, ...], ...]:
-    """Printed replica groups as device positions; the iota form (`[4,2]<=[2,4]T(1,0)`) read by XLA."""
+    """Printed replica groups as device positions; the iota form (`[4,2]<=[2,4]T(1,0)`) read by XLA, the
+    mesh-axes form (`mesh['a'=2,'b'=4] {'a'}`: devices numbered in the mesh's order, one group for each
+    place on the axes not named, holding the devices along the named ones)."""
+    mesh = _MESH_GROUPS.fullmatch(text)
+    if mesh:
+        import numpy as np
+
+        axes = [(name.strip().strip("'"), int(size)) for name, size in
+                (a.split("=") for a in mesh.group(1).split(","))]
+        named = [a.strip().strip("'") for a in mesh.group(2).split(",")]
+        ids = np.arange(math.prod(size for _, size in axes)).reshape([size for _, size in axes])
+        inside = [k for k, (name, _) in enumerate(axes) if name in named]
+        outside = [k for k in range(len(axes)) if k not in inside]
+        grouped = ids.transpose(outside + inside).reshape(-1, math.prod(axes[k][1] for k in inside))
+        return tuple(tuple(int(d) for d in group) for group in grouped)
     if text.startswith("["):
         from jaxlib import xla_client  # the iota form is a tile assignment's: XLA's sharding parser reads it
 

@@ -388,7 +388,23 @@ def _moves(layer: _Layer, ins: Instruction) -> Work:
     # An async start's result holds its operand again (and a context): its done writes the result.
     written = {} if ins.opcode.endswith("start") else layer.fusion_writes(ins) if ins.opcode == "fusion" \
         else layer.bytes_of(ins)
-    return Work(read=read, written=written, sends=_sends(layer, ins, read, written))
+    sends = _fused_sends(layer, ins) if ins.opcode == "fusion" else _sends(layer, ins, read, written)
+    return Work(read=read, written=written, sends=sends)
+
+
+def _fused_sends(layer: _Layer, fusion: Instruction) -> int:
+    """What the collectives inside a fusion send (a TPU fuses an all-reduce or all-gather with its neighbours)."""
+    total = 0
+    for c in fusion.calls:
+        for inner in layer.members.get(c, ()):
+            if inner.opcode == "fusion":
+                total += _fused_sends(layer, inner)
+            else:
+                read: dict[int, int] = {}
+                for line in inner.operands:
+                    read = _add(read, layer.bytes_of(layer.by_line[line]))
+                total += _sends(layer, inner, read, layer.bytes_of(inner))
+    return total
 
 
 def _sends(layer: _Layer, ins: Instruction, read: dict[int, int], written: dict[int, int]) -> int:
@@ -591,14 +607,15 @@ def table(cost: LayerCost, layer: CompiledLayer, sort: str = "line", fused: bool
     chip = cost.chip
     head = f"{cost.target}: " + (f"{chip.name}, {_n(chip.flops_per_s)}FLOP/s and {_n(chip.hbm_bytes_per_s)}B/s "
                                  f"(ridge {chip.ridge:.0f} FLOP/B)" if chip else "no chip peaks: no roofline time")
-    out = [head, f"{'line':>5} {'opcode':<18} {'runs':>5} {'flops':>7} {'transc':>7} {'read':>13} {'written':>13} "
+    out = [head, f"{'line':>5} {'opcode':<18} {'name':<24} {'runs':>5} {'flops':>7} {'transc':>7} {'read':>13} {'written':>13} "
                  f"{'sends':>6} {'FLOP/B':>7} {'time':>9} {'share':>6} bound"]
     for c in rows:
-        timed = c.work.roofline(chip) if c.place in ("entry", "control") else None
+        moves = c.work.flops or c.work.transcendentals or c.work.hbm_bytes
+        timed = c.work.roofline(chip) if c.place in ("entry", "control") and moves else None
         share = cost.share(c) if timed else None
         intensity = c.work.intensity()
         out.append(f"{c.line:>5} {(c.opcode if c.place in ('entry', 'control') else '  ' + c.opcode):<18} "
-                   f"{'?' if c.runs is None else c.runs:>5} {_n(c.work.flops):>7} {_n(c.work.transcendentals):>7} "
+                   f"{c.name[:24]:<24} {'?' if c.runs is None else c.runs:>5} {_n(c.work.flops):>7} {_n(c.work.transcendentals):>7} "
                    f"{_spaces(c.work.read):>13} {_spaces(c.work.written):>13} {_n(c.work.sends):>6} "
                    f"{'' if intensity is None else f'{intensity:.3g}':>7} "
                    f"{'' if not timed else f'{timed[0] * 1e6:.3g}us':>9} "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import cost
+from dumpgym import cost, eqn_cost
 
 pytestmark = pytest.mark.compiled_hlo
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cost.md"
@@ -163,7 +163,7 @@ def _dot_general_eqns(corpus):
 
     for program in corpus["programs"]:
         record = ProgramRecord.from_json(program)
-        costs = {c.eqn: c for c in cost.eqn_costs(record)}
+        costs = {c.eqn: c for c in eqn_cost.eqn_costs(record)}
         for eqn in record.eqns:
             if eqn.primitive == "dot_general":
                 yield record.slug, eqn, costs[eqn.id]
@@ -202,7 +202,7 @@ def test_elementwise_equations_count_one_flop_per_element_as_jax_roofline_does(c
     checked = 0
     for program in corpus["programs"][:12]:
         record = ProgramRecord.from_json(program)
-        for eqn, found in zip(record.eqns, cost.eqn_costs(record)):
+        for eqn, found in zip(record.eqns, eqn_cost.eqn_costs(record)):
             fn = unary.get(eqn.primitive) or binary.get(eqn.primitive)
             if fn is None or not all(hasattr(a, "shape") for a in eqn.inputs):
                 continue

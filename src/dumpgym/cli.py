@@ -156,7 +156,7 @@ def _cmd_drills(args) -> int:
 
 
 def _cmd_cost(args) -> int:
-    from dumpgym import cost
+    from dumpgym import cost, cost_table
     from dumpgym.record import ProgramRecord
 
     (program,) = _load(argparse.Namespace(corpus=args.corpus, slugs=[args.slug]))["programs"]
@@ -167,7 +167,7 @@ def _cmd_cost(args) -> int:
     layer = record.compiled[args.target]
     if args.compile:
         layer = _fresh_layer(record, args.target)
-    print(cost.table(cost.layer_cost(layer, args.target), layer, sort=args.sort, fused=args.fused))
+    print(cost_table.table(cost.layer_cost(layer, args.target), layer, sort=args.sort, fused=args.fused))
     return 0
 
 

@@ -252,3 +252,41 @@ def test_the_cost_command_refuses_a_layer_the_program_lacks_in_one_line():
     result = run("cost", "pallas-matmul", "--target", "cpu")
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "no cpu layer" in result.stderr
+
+
+@pytest.mark.parametrize("strides, padding, lhs_dilation, rhs_dilation, groups", [
+    ((1, 1), ((0, 0), (0, 0)), (1, 1), (1, 1), 1),
+    ((2, 1), ((1, 2), (0, 1)), (1, 1), (1, 1), 1),
+    ((1, 3), ((2, 2), (1, 1)), (2, 3), (1, 1), 1),
+    ((1, 1), ((1, 1), (2, 0)), (1, 1), (2, 2), 1),
+    ((2, 2), ((0, 0), (0, 0)), (1, 1), (1, 1), 3),
+])
+def test_a_convolutions_flops_are_what_xla_counts_for_it(strides, padding, lhs_dilation, rhs_dilation, groups):
+    """The convolution rule (valid kernel positions per spatial dimension) against XLA's own count, on a
+    convolution compiled here and read back by the compile stage's reader."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jaxlib import xla_client
+
+    from dumpgym.hlo_facts import read_convolution
+    from dumpgym.hlo_graph import defined
+
+    def conv(x, k):
+        return lax.conv_general_dilated(x, k, strides, padding, lhs_dilation, rhs_dilation,
+                                        feature_group_count=groups)
+
+    args = (jax.ShapeDtypeStruct((2, 6, 9, 11), jnp.float32),
+            jax.ShapeDtypeStruct((12, 6 // groups, 3, 4), jnp.float32))
+    compiled = jax.jit(conv).lower(*args).compile()
+    lines = compiled.as_text().splitlines()
+    shapes = {found[0]: found[1] for found in map(defined, lines) if found}
+    (line,) = [line for line in lines if (found := defined(line)) and found[2] == "convolution"]
+    operands = line.split("convolution(", 1)[1].split(")", 1)[0].replace("%", "").split(", ")
+
+    def dims(name):
+        return tuple(xla_client.Shape(shapes[name]).dimensions())
+
+    ours = cost.convolution_flops(read_convolution(line), dims(operands[0]), dims(operands[1]),
+                                  dims(defined(line)[0]))
+    assert ours == compiled.cost_analysis()["flops"]

@@ -9,6 +9,7 @@ groups, and a roofline time on the chip's published peaks (`CHIPS`). The rules f
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -187,10 +188,13 @@ class LayerCost:
         """The program's roofline time, by its sums (each instruction's times add up to at least this)."""
         return self.total.roofline(self.chip)
 
+    @functools.cached_property
+    def _summed_time(self) -> float:
+        return sum(self._weighted(c) for c in self.instructions if c.place in ("entry", "control"))
+
     def share(self, cost: InstructionCost) -> float | None:
         """The share of the program's summed instruction times this instruction's runs take."""
-        total = sum(self._weighted(c) for c in self.instructions if c.place in ("entry", "control"))
-        return self._weighted(cost) / total if total else None
+        return self._weighted(cost) / self._summed_time if self._summed_time else None
 
     def _weighted(self, cost: InstructionCost) -> float:
         timed = cost.work.roofline(self.chip)

@@ -32,15 +32,16 @@ def table(cost: LayerCost, layer: CompiledLayer, sort: str = "line", fused: bool
     chip = cost.chip
     head = f"{cost.target}: " + (f"{chip.name}, {_n(chip.flops_per_s)}FLOP/s and {_n(chip.hbm_bytes_per_s)}B/s "
                                  f"(ridge {chip.ridge:.0f} FLOP/B)" if chip else "no chip peaks: no roofline time")
-    out = [head, f"{'line':>5} {'opcode':<18} {'name':<24} {'runs':>5} {'flops':>7} {'transc':>7} {'read':>13} {'written':>13} "
-                 f"{'sends':>6} {'FLOP/B':>7} {'time':>9} {'share':>6} bound"]
+    out = [head, f"{'line':>5} {'opcode':<18} {'name':<24} {'runs':>5} {'flops':>7} {'transc':>7} {'read':>13} "
+                 f"{'written':>13} {'sends':>6} {'FLOP/B':>7} {'time':>9} {'share':>6} bound"]
     for c in rows:
         moves = c.work.flops or c.work.transcendentals or c.work.hbm_bytes
         timed = c.work.roofline(chip) if c.place in ("entry", "control") and moves else None
         share = cost.share(c) if timed else None
         intensity = c.work.intensity()
         out.append(f"{c.line:>5} {(c.opcode if c.place in ('entry', 'control') else '  ' + c.opcode):<18} "
-                   f"{c.name[:24]:<24} {'?' if c.runs is None else c.runs:>5} {_n(c.work.flops):>7} {_n(c.work.transcendentals):>7} "
+                   f"{c.name[:24]:<24} {'?' if c.runs is None else c.runs:>5} {_n(c.work.flops):>7} "
+                   f"{_n(c.work.transcendentals):>7} "
                    f"{_spaces(c.work.read):>13} {_spaces(c.work.written):>13} {_n(c.work.sends):>6} "
                    f"{'' if intensity is None else f'{intensity:.3g}':>7} "
                    f"{'' if not timed else f'{timed[0] * 1e6:.3g}us':>9} "

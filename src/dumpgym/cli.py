@@ -155,6 +155,37 @@ def _cmd_drills(args) -> int:
     return 0
 
 
+def _cmd_cost(args) -> int:
+    from dumpgym import cost, cost_table
+    from dumpgym.record import ProgramRecord
+
+    (program,) = _load(argparse.Namespace(corpus=args.corpus, slugs=[args.slug]))["programs"]
+    record = ProgramRecord.from_json(program)
+    if args.target not in record.compiled:
+        have = " ".join(record.compiled) or "none"
+        raise UsageError(f"{args.slug} has no {args.target} layer (its layers: {have})")
+    layer = record.compiled[args.target]
+    if args.compile:
+        layer = _fresh_layer(record, args.target)
+    print(cost_table.table(cost.layer_cost(layer, args.target), layer, sort=args.sort, fused=args.fused))
+    return 0
+
+
+def _fresh_layer(record, target_id: str):
+    """A built-in program's layer compiled here again, from its traced function."""
+    from dumpgym.facts import build_facts
+    from dumpgym.hlo import compile_layer
+    from dumpgym.programs import corpus_programs
+    from dumpgym.target import TARGETS
+    from dumpgym.trace import trace
+
+    program = next((p for p in corpus_programs() if p.slug == record.slug and not record.added), None)
+    if program is None:
+        raise UsageError(f"--compile compiles built-in programs only; {record.slug} was added")
+    traced = trace(program.function, program.example_args())
+    return compile_layer(traced, build_facts(traced), TARGETS[target_id].target)
+
+
 def _cmd_add(args) -> int:
     from dumpgym import usercorpus
 
@@ -286,6 +317,19 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
     _wait_option(p)
     p.set_defaults(run=_cmd_remove)
+
+    p = sub.add_parser("cost", help="print what each compiled instruction costs, and the program's sums beside XLA's")
+    p.add_argument("slug", metavar="SLUG", help="a program of the corpus")
+    p.add_argument("--target", default="cpu", metavar="ID",
+                   help="which compiled layer: cpu (the default), tpu (v5e) or gpu (H100); the chip's peaks time it")
+    p.add_argument("--sort", choices=("line", "time", "flops", "bytes"), default="line",
+                   help="order of the rows (default: as printed; time: by estimated time, largest first)")
+    p.add_argument("--fused", action="store_true", help="also list the instructions inside fusions and regions")
+    p.add_argument("--compile", action="store_true",
+                   help="compile the program here again instead of reading its recorded layer (needs JAX; for a "
+                        "record made before the cost facts were kept)")
+    p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    p.set_defaults(run=_cmd_cost)
 
     for name, run, text in (
         ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/2)"),

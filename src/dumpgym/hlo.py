@@ -32,7 +32,7 @@ from pathlib import Path
 
 from dumpgym.facts import Facts
 from dumpgym.hlo_attribution import attribute, enclosing
-from dumpgym.hlo_facts import with_facts
+from dumpgym.hlo_facts import with_facts, xla_analyses
 from dumpgym.hlo_graph import CompiledGraph, opcode_of
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
@@ -178,6 +178,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
             in_regions=count["region"],
         ),
         **compiled_facts,
+        **xla_analyses(plain_compiled),
     )
 
 

@@ -6,8 +6,10 @@ its shape parser (`xla_client.Shape`) and sharding parser (`xla_client.HloShardi
 prints; the bindings expose no attributes, so the rest is read from each instruction's printed line,
 narrowly: the result shape between ` = ` and the opcode, `calls=`/`to_apply=`, an entry parameter's
 `parameter(n)`, op_name and `sharding={...}`, a collective's `replica_groups`, the module header's
-`input_output_alias`, and a computation's lines from its signature to its closing brace. A while's
-counter (start, step, bound) is read by walking the graph from its condition's ROOT, as XLA links it.
+`input_output_alias`, a computation's lines from its signature to its closing brace, a parameter's
+number, a dot's dimension numbers, a convolution's `dim_labels`, window and group counts, and what a
+while or conditional runs. A while's counter (start, step, bound) is read by walking the graph from its
+condition's ROOT, as XLA links it.
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import math
 import re
 
 from dumpgym.hlo_graph import CALLS_RE, TO_APPLY_RE, defined, opcode_of as _opcode
-from dumpgym.record import (Alias, Buffer, Computation, EntryParameter, Instruction, ReplicaGroups, ResultShape,
-                            Sharding, WhileCounter)
+from dumpgym.record import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction, ReplicaGroups,
+                            ResultShape, Sharding, WhileCounter, WindowDim)
 
 _COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
@@ -26,10 +28,20 @@ _OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
 # `sharding={...}` up to the next attribute (a sharding prints no `, name=` inside its braces).
 _SHARDING = re.compile(r"sharding=(\{.*?\})(?=, [a-z_]+=|$)")
 _IOTA = re.compile(r"<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
-_GROUPS = re.compile(r"replica_groups=(\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?)")
+_GROUPS = re.compile(r"replica_groups=(\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?"
+                     r"|mesh\[[^\]]*\] \{[^}]*\})")
+# The mesh-axes form, `mesh['axis_0'=2,'axis_1'=4] {'axis_0'}`: a group for each place on the axes not named.
+_MESH_GROUPS = re.compile(r"mesh\[([^\]]*)\] \{([^}]*)\}")
 # `{1}: (1, {}, may-alias)`: output index, parameter number, index inside that parameter, kind.
 _ALIAS_ENTRY = re.compile(r"\{([\d,\s]*)\}: \((\d+), \{([\d,\s]*)\}, ([\w-]+)\)")
 _ALIAS_TABLE = re.compile(r"input_output_alias=\{ (.*?) \}(?:, [a-z_]+=|$)")
+_DOT_DIMS = re.compile(r"\b(lhs_batch|lhs_contracting|rhs_batch|rhs_contracting)_dims=\{([\d,]*)\}")
+_DIM_LABELS = re.compile(r"\bdim_labels=([0-9bf]+)_([0-9io]+)->([0-9bf]+)")
+_WINDOW = re.compile(r"\bwindow=\{([^}]*)\}")
+# A while's `condition=%c, body=%b`; a conditional's `branch_computations={%a, %b}` or true/false computations.
+_CONTROL = re.compile(r"\b(?:condition|body|true_computation|false_computation)=%([\w.\-]+)"
+                      r"|\bbranch_computations=\{([^}]*)\}")
+_GROUP_COUNT = re.compile(r"\b(feature|batch)_group_count=(\d+)")
 
 
 def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list[Instruction], dict]:
@@ -52,7 +64,12 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
         out.append(dataclasses.replace(
             ins, shape=shapes.setdefault(shape, len(shapes)),
             operands=tuple(line_of[o.name] for o in bound[ins.name].operands()),
-            calls=tuple(CALLS_RE.findall(line)), to_apply=tuple(TO_APPLY_RE.findall(line)), printed_opcode=own))
+            calls=tuple(CALLS_RE.findall(line)), to_apply=tuple(TO_APPLY_RE.findall(line)), printed_opcode=own,
+            dot=read_dot(line) if ins.opcode == "dot" else None,
+            convolution=read_convolution(line) if ins.opcode == "convolution" else None,
+            window=read_window(line) if ins.opcode == "reducewindow" else (),
+            parameter=int(_PARAMETER.search(line).group(1)) if ins.opcode == "parameter" else None,
+            control=control_computations(line) if ins.opcode in ("while", "conditional") else ()))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
     facts = {
@@ -69,6 +86,22 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
         "while_counters": _Loops(module, computations, line_of).counters(),
     }
     return out, facts
+
+
+# What `memory_analysis()` reports, by the names of its fields.
+_MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
+                  "generated_code_size_in_bytes")
+_COST_KEYS = ("flops", "transcendentals", "bytes accessed", "optimal_seconds")
+
+
+def xla_analyses(compiled) -> dict:
+    """XLA's own totals of a compiled executable (`CompiledLayer.xla_cost`, `xla_memory`): what its
+    `cost_analysis()` gives of flops, transcendentals, bytes accessed and optimal seconds (nothing where it
+    returns None, as a GPU compiled without one does), and `memory_analysis()`'s sizes."""
+    cost = compiled.cost_analysis() or {}
+    memory = compiled.memory_analysis()
+    return {"xla_cost": {k: float(cost[k]) for k in _COST_KEYS if k in cost},
+            "xla_memory": {k: int(getattr(memory, k)) for k in _MEMORY_FIELDS} if memory is not None else {}}
 
 
 def _computations(lines: list[str]) -> list[Computation]:
@@ -112,6 +145,58 @@ def _buffers(text: str) -> tuple[Buffer, ...]:
     return tuple(b for b in (read_buffer(str(m)) for m in members if not m.is_tuple()) if b is not None)
 
 
+def control_computations(line: str) -> tuple[str, ...]:
+    """The computations a while (condition, body) or a conditional (its branches) names, in printed order."""
+    out: list[str] = []
+    for single, branches in _CONTROL.findall(line):
+        out += [single] if single else [b.strip().lstrip("%") for b in branches.split(",")]
+    return tuple(out)
+
+
+def read_dot(line: str) -> DotDims:
+    """A dot's dimension numbers from its printed line (a list not printed is empty)."""
+    dims = {kind: _ints(found) for kind, found in _DOT_DIMS.findall(line)}
+    return DotDims(*(dims.get(kind, ()) for kind in ("lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting")))
+
+
+def read_window(line: str, rank: int | None = None) -> tuple[WindowDim, ...]:
+    """A printed `window={size=2x4 stride=1x3 pad=1_1x3_3 lhs_dilate=2x4}`, one `WindowDim` per dimension
+    (`rank` of them where no window is printed: a convolution without spatial dimensions)."""
+    window = _WINDOW.search(line)
+    fields = dict(f.split("=", 1) for f in window.group(1).split()) if window else {}
+    if rank is None:
+        rank = len(fields["size"].split("x")) if "size" in fields else 0
+
+    def per_dim(key: str, default: int) -> list[int]:
+        return [int(v) for v in fields[key].split("x")] if key in fields else [default] * rank
+
+    pads = ([tuple(int(v) for v in p.split("_")) for p in fields["pad"].split("x")] if "pad" in fields
+            else [(0, 0)] * rank)
+    return tuple(WindowDim(size, stride, low, high, lhs_dilate, rhs_dilate)
+                 for size, stride, (low, high), lhs_dilate, rhs_dilate
+                 in zip(per_dim("size", 1), per_dim("stride", 1), pads, per_dim("lhs_dilate", 1),
+                        per_dim("rhs_dilate", 1)))
+
+
+def read_convolution(line: str) -> ConvDims:
+    """A convolution's dimension numbers, window and group counts from its printed line.
+
+    `dim_labels=01bf_01oi->01bf` names each operand's dimensions in order: `b`/`f` (batch, feature), `i`/`o`
+    (the kernel's input and output features) and digits for the spatial dimensions, the digit being the
+    spatial dimension's number; the window lists one entry per spatial dimension in that numbering.
+    """
+    lhs, rhs, out = _DIM_LABELS.search(line).groups()
+
+    def spatial(labels: str) -> tuple[int, ...]:
+        return tuple(labels.index(str(k)) for k in range(len(labels) - 2))
+
+    windows = read_window(line, len(lhs) - 2)
+    groups = dict(_GROUP_COUNT.findall(line))
+    return ConvDims(lhs.index("b"), lhs.index("f"), spatial(lhs), rhs.index("i"), rhs.index("o"), spatial(rhs),
+                    out.index("b"), out.index("f"), spatial(out), windows, int(groups.get("feature", 1)),
+                    int(groups.get("batch", 1)))
+
+
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(d) for d in text.replace(" ", "").split(",") if d)
 
@@ -146,7 +231,21 @@ def groups_text(line: str) -> str | None:
 
 
 def read_groups(text: str) -> tuple[tuple[int, ...], ...]:
-    """Printed replica groups as device positions; the iota form (`[4,2]<=[2,4]T(1,0)`) read by XLA."""
+    """Printed replica groups as device positions; the iota form (`[4,2]<=[2,4]T(1,0)`) read by XLA, the
+    mesh-axes form (`mesh['a'=2,'b'=4] {'a'}`: devices numbered in the mesh's order, one group for each
+    place on the axes not named, holding the devices along the named ones)."""
+    mesh = _MESH_GROUPS.fullmatch(text)
+    if mesh:
+        import numpy as np
+
+        axes = [(name.strip().strip("'"), int(size)) for name, size in
+                (a.split("=") for a in mesh.group(1).split(","))]
+        named = [a.strip().strip("'") for a in mesh.group(2).split(",")]
+        ids = np.arange(math.prod(size for _, size in axes)).reshape([size for _, size in axes])
+        inside = [k for k, (name, _) in enumerate(axes) if name in named]
+        outside = [k for k in range(len(axes)) if k not in inside]
+        grouped = ids.transpose(outside + inside).reshape(-1, math.prod(axes[k][1] for k in inside))
+        return tuple(tuple(int(d) for d in group) for group in grouped)
     if text.startswith("["):
         from jaxlib import xla_client  # the iota form is a tile assignment's: XLA's sharding parser reads it
 

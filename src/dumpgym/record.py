@@ -191,6 +191,48 @@ class XrayStats(_Record):
 
 
 @dataclass(frozen=True)
+class DotDims(_Record):
+    """A compiled dot's dimension numbers as printed (`lhs_batch_dims={0}, lhs_contracting_dims={2}, ...`)."""
+
+    lhs_batch: tuple[int, ...]
+    lhs_contracting: tuple[int, ...]
+    rhs_batch: tuple[int, ...]
+    rhs_contracting: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class WindowDim(_Record):
+    """One spatial dimension of a convolution's `window={...}`: size, stride, padding and dilations."""
+
+    size: int
+    stride: int = 1
+    pad_low: int = 0
+    pad_high: int = 0
+    lhs_dilate: int = 1
+    rhs_dilate: int = 1
+
+
+@dataclass(frozen=True)
+class ConvDims(_Record):
+    """A compiled convolution's dimension numbers read off its `dim_labels` (`01bf_01oi->01bf`), its window
+    (one `WindowDim` per spatial dimension, in the labels' digit order) and its group counts."""
+
+    OMIT_DEFAULT = frozenset({"feature_group_count", "batch_group_count"})
+    input_batch: int
+    input_feature: int
+    input_spatial: tuple[int, ...]
+    kernel_input_feature: int
+    kernel_output_feature: int
+    kernel_spatial: tuple[int, ...]
+    output_batch: int
+    output_feature: int
+    output_spatial: tuple[int, ...]
+    window: tuple[WindowDim, ...]
+    feature_group_count: int = 1
+    batch_group_count: int = 1
+
+
+@dataclass(frozen=True)
 class Instruction(_Record):
     """One compiled HLO instruction, the equations it computes, and how that is known (`via`).
 
@@ -200,7 +242,8 @@ class Instruction(_Record):
     """
 
     # The compiled facts (`hlo_facts.py`) are omitted where empty, so records written before them still read.
-    OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode"})
+    OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode", "dot", "convolution",
+                              "window", "control", "parameter"})
     line: int
     name: str
     opcode: str
@@ -217,6 +260,15 @@ class Instruction(_Record):
     # Its opcode as printed, only where that is not its layer's `printed_opcodes[opcode]`: XLA prints an
     # async wrapper (`asyncstart`) as the op it wraps (`reduce-scatter-start`).
     printed_opcode: str = ""
+    # A dot's dimension numbers and a convolution's (dim_labels, window, group counts): what its FLOPs need.
+    dot: DotDims | None = None
+    convolution: ConvDims | None = None
+    # A reduce-window's window (one entry per operand dimension): how many elements each result combines.
+    window: tuple[WindowDim, ...] = ()
+    # A parameter's number (`parameter(2)`): which operand of its fusion (or argument of its computation) it is.
+    parameter: int | None = None
+    # The computations a while (its condition, then its body) or a conditional (its branches, in order) runs.
+    control: tuple[str, ...] = ()
 
 
 VIAS = ("tag", "inferred", "region", "none")
@@ -381,7 +433,7 @@ class HloStats(_Record):
 
 
 _COMPILED_FACTS = ("computations", "shapes", "buffers", "printed_opcodes", "entry_parameters", "aliases",
-                   "replica_groups", "while_counters")
+                   "replica_groups", "while_counters", "xla_cost", "xla_memory")
 
 
 @dataclass(frozen=True)
@@ -421,6 +473,11 @@ class CompiledLayer(_Record):
     aliases: tuple[Alias, ...] = ()  # the module's input_output_alias, in printed order
     replica_groups: tuple[ReplicaGroups, ...] = ()  # of every instruction that prints them
     while_counters: tuple[WhileCounter, ...] = ()  # of every while whose counter XLA's graph shows
+    # XLA's own totals for the module, as the compiled executable reports them (cost.py sets ours beside them):
+    # `cost_analysis()`'s flops, transcendentals, bytes accessed and optimal_seconds where it gives them (a GPU
+    # compiled without one gives none), and `memory_analysis()`'s sizes in bytes.
+    xla_cost: dict[str, float] = dataclasses.field(default_factory=dict)
+    xla_memory: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def printed(self, ins: Instruction) -> str | None:
         """An instruction's opcode as its line prints it (`all-reduce`), or None without the compiled facts."""

@@ -1,6 +1,6 @@
 """Frozen dataclasses read from JSON and written back: fields checked against their annotations as they are read.
 
-A subclass of `TypedRecord` declares its fields with types (int, str, bool, `X | None`,
+A subclass of `TypedRecord` declares its fields with types (int, float, str, bool, `X | None`,
 `tuple[X, ...]`, `dict[str, X]`, plain `dict`/`list` for free JSON, or another TypedRecord);
 `from_json` builds it, raising `RecordError` that names the first wrong field by its path
 (`eqns[3].outputs[0].shape`), and `to_json` writes the fields back in declaration order.
@@ -122,6 +122,12 @@ def _reader(tp) -> Callable[[Any], Any]:
                 raise _Wrong(f"expected a whole number, got {_what(value)}")
             return value
         return read_int
+    if tp is float:  # a measured figure (XLA's cost analysis): JSON writes a whole one without a point
+        def read_float(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise _Wrong(f"expected a number, got {_what(value)}")
+            return float(value)
+        return read_float
     if tp in (str, bool, dict, list):
         def read_plain(value):
             if not isinstance(value, tp):

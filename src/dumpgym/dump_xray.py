@@ -16,6 +16,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from dumpgym.dump_dataflow import hlo_inputs, narrow, stablehlo_ancestors
 from dumpgym.jax_internals import location_line
 from dumpgym.dumpfolder import (DumpModule, _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo,
                                 parse_stablehlo)
@@ -102,6 +103,8 @@ class _Op:
     frame: tuple[str, int] | None  # file and line of its innermost frame (what HLO's stack frames keep)
     fine: tuple | None  # that frame with its columns (what tells two equations on one line apart)
     callee: str | None = None  # for a `func.call`: the function it calls
+    index: int = -1  # its place in the module's pre-order walk (structural ops counted)
+    upstream: int = 0  # the walk indices of every op upstream of it, as a bit set (`dump_dataflow`)
 
 
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
@@ -114,9 +117,10 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     shown = dumped.operation.get_asm(enable_debug_info=False)
     # Parsed again, the shown text gives each op its line in it; the ops come in the same order.
     lined = parse_stablehlo(shown, path, context)
-    keyed, lines = [], []
+    keyed, lines, walked = [], [], []
 
     def visit_keys(op):
+        walked.append(op)
         callee = op.attributes["callee"] if op.name == "func.call" and "callee" in op.attributes else None
         keyed.append((op.name, *location_key(op.location), ir.FlatSymbolRefAttr(callee).value if callee else None,
                       _depth(op)))
@@ -130,7 +134,11 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
     if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
         raise RuntimeError(f"{path}: printing without locations changed the ops")
-    return shown, _full_stacks(keyed, lines)
+    ops = _full_stacks(keyed, lines)
+    upstream = stablehlo_ancestors(walked)
+    for op in ops:
+        op.upstream = upstream[op.index]
+    return shown, ops
 
 
 def _depth(op) -> int:
@@ -179,7 +187,7 @@ def _full_stacks(keyed: list, lines: list) -> list[_Op]:
         memo[i] = out
         return out
 
-    return [_Op(name, line, function, full(i), frame, fine, callee)
+    return [_Op(name, line, function, full(i), frame, fine, callee, i)
             for i, ((name, _stack, frame, fine, callee, _depth), (_n, line, function)) in enumerate(zip(keyed, lines))
             if name not in _STRUCTURAL]
 
@@ -311,15 +319,15 @@ def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) 
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in _REDUCER_REGION.findall(text):
         regions[region].append(caller)
-    links = []
+    rows, candidates, opcodes = [], {}, {}
     for computation in hlo.computations():
         for instruction in computation.instructions():
             name = instruction.name
+            opcodes[name] = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
             if name not in lines:
                 continue
-            opcode = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
             op_name, frame = named.get(name, (None, None))
-            found, why, group = (), "", ""
+            why, found_keys = "", []
             if op_name is None:
                 why = "no op_name: made by XLA"
             elif computation.name in regions:
@@ -328,24 +336,40 @@ def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) 
                 why = _NOT_A_STACK
             else:
                 if frame is None:  # an HLO without stack frames (JAX before 0.9): the name stack alone
-                    candidates = by_stack.get(op_name, [])
+                    found_keys = by_stack.get(op_name, [])
                 else:  # ops in a private function have no file location of their own: the stack alone then
-                    candidates = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
-                if not candidates:
+                    found_keys = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
+                if not found_keys:
                     why = "no StableHLO op carries its name stack and source line"
                 else:
-                    found = tuple(sorted({op.line for key in candidates for op in keys[key]}))
-                    if len(candidates) > 1:
-                        group = ("its name stack and line stand for several StableHLO locations "
-                                 "(XLA keeps no columns)")
-                    else:
-                        group = decided[candidates[0]]
-            links.append(HloLink(lines[name], name, opcode, op_name, found, why, group))
+                    candidates[name] = list({op.index: op for key in found_keys for op in keys[key]}.values())
+            rows.append((name, op_name, why, found_keys))
+    narrowed = narrow(candidates, opcodes, *hlo_inputs(hlo))
+    key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
+    links = []
+    for name, op_name, why, found_keys in rows:
+        found, group = (), ""
+        if name in candidates:
+            ops = narrowed[name]
+            found = tuple(sorted({op.line for op in ops}))
+            held = {key_of[op.index] for op in ops if op.index in key_of} or set(found_keys)
+            if len({op.index for op in ops}) == 1:
+                group = ""
+            elif len(held) > 1:
+                group = "its name stack and line stand for several StableHLO locations (XLA keeps no columns)"
+            else:
+                group = decided[next(iter(held))]
+        links.append(HloLink(lines[name], name, opcodes[name], op_name, found, why, group))
     by_name = {link.name: link for link in links}
     for i, link in enumerate(links):
         if link.why in regions:
-            found = tuple(sorted({n for caller in regions[link.why] if caller in by_name for n in by_name[caller].stablehlo_lines}))
-            links[i] = (HloLink(link.line, link.name, link.opcode, link.op_name, found, "", _IN_A_REGION) if found
+            callers = [by_name[caller] for caller in regions[link.why] if caller in by_name]
+            found = tuple(sorted({n for caller in callers for n in caller.stablehlo_lines}))
+            # One reducer's ops, said exactly by every reducer that applies the region: its holder's.
+            one = all(c.stablehlo_lines and not c.group and c.stablehlo_lines == callers[0].stablehlo_lines
+                      for c in callers)
+            links[i] = (HloLink(link.line, link.name, link.opcode, link.op_name, found, "",
+                                "" if one else _IN_A_REGION) if found
                         else HloLink(link.line, link.name, link.opcode, link.op_name, (), _NO_REDUCER, ""))
     links.sort(key=lambda link: link.line)
     return links

@@ -329,13 +329,14 @@ def _digest(path: Path) -> str:
 
 
 def _newest(entries: list[_Ir]) -> list[_Ir]:
-    """One entry per distinct text, the newest (highest number), counting the older repeats it stands for."""
-    by_text: dict[str, _Ir] = {}
+    """One entry per function and distinct text, the newest (highest number), counting the older repeats it
+    stands for. A jaxpr's text does not name its function: two functions may print the same one."""
+    by_text: dict[tuple[str, str], _Ir] = {}
     for entry in sorted(entries, key=lambda e: e.number):
-        older = by_text.get(entry.digest)
+        older = by_text.get((entry.name, entry.digest))
         if older is not None:
             entry.repeats = older.repeats + 1
-        by_text[entry.digest] = entry
+        by_text[(entry.name, entry.digest)] = entry
     return sorted(by_text.values(), key=lambda e: e.number)
 
 
@@ -354,7 +355,7 @@ def read_folder(*folders: str | Path) -> DumpFolder:
             elif m := _MLIR_FILE.fullmatch(path.name):
                 mlirs.append(_Ir(int(m.group(1)), m.group(2), path, _digest(path)))
             elif (m := _XLA_FILE.fullmatch(path.name)) and (rest := _XLA_REST.fullmatch(m.group(3))):
-                key = (folder, int(m.group(1)))
+                key = (folder, int(m.group(1)), m.group(2))  # numbers repeat across clients: the name too
                 module = xla.setdefault(key, DumpModule(m.group(2), xla_number=int(m.group(1))))
                 _place_xla_file(module, path, rest)
             elif path.name.startswith(("jax_", "module_")):

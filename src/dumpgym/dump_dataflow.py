@@ -45,8 +45,9 @@ def hlo_opcode(op_name: str) -> str:
     return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
 
 
-def stablehlo_ancestors(walked: list) -> list[int]:
-    """For each op of a pre-order walk, the walk indices of every op upstream of it, as a bit set.
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int]]:
+    """For each op of a pre-order walk, the walk indices of every op upstream of it, and of the ops whose
+    results it takes as operands, as bit sets.
 
     An op's inputs are its operands' defining ops; a block argument stands for the holding op's
     operands and what its regions return (a loop carries values round), a private function's
@@ -93,6 +94,7 @@ def stablehlo_ancestors(walked: list) -> list[int]:
             if callee is not None:
                 found |= returned(callee)
         inputs.append(sorted(found))
+    operands = [sum(1 << i for i in definers(op)) for op in walked]
     upstream = [0] * len(walked)
     changed = True
     while changed:  # a fixed point: loops make the graph cyclic
@@ -103,7 +105,7 @@ def stablehlo_ancestors(walked: list) -> list[int]:
                 bits |= upstream[j] | (1 << j)
             if bits != upstream[i]:
                 upstream[i], changed = bits, True
-    return upstream
+    return upstream, operands
 
 
 def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -169,12 +171,16 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], inputs: dict[st
                 edges.append((j, i))
             elif j in inputs:
                 pending.extend(inputs[j])
-    # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), or the same op
-    # ("="): a fusion and its fused root with the same metadata came from one op.
+    # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), the same op ("="):
+    # a fusion and its fused root with the same metadata came from one op, or an operand ("operand"):
+    # a broadcast of constants or arguments is made where it is used, so it feeds its user's op directly.
+    sources = set(cands) - {i for _j, i in edges}  # no instruction with a name stack upstream
     relation = {}
     for j, i in edges:
         if fused_roots.get(i) == j and {o.index for o in candidates[i]} == {o.index for o in candidates[j]}:
             relation[(j, i)] = "="
+        elif j in sources and opcodes[j] == "broadcast" and fused_roots.get(i) != j:
+            relation[(j, i)] = "operand"
         elif opcodes[i] == opcodes[j] and opcodes[i] in _ELEMENTWISE:
             relation[(j, i)] = "<"
         else:
@@ -183,7 +189,9 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], inputs: dict[st
     def beside(o, c, how: str) -> bool:
         """Whether op `o` stands to op `c` as `how` says."""
         if o.index == c.index:
-            return how != "<"
+            return how in ("=", "<=")
+        if how == "operand":
+            return bool(c.operands >> o.index & 1)
         return how != "=" and bool(c.upstream >> o.index & 1)
 
     broken: set = set()

@@ -105,6 +105,7 @@ class _Op:
     callee: str | None = None  # for a `func.call`: the function it calls
     index: int = -1  # its place in the module's pre-order walk (structural ops counted)
     upstream: int = 0  # the walk indices of every op upstream of it, as a bit set (`dump_dataflow`)
+    operands: int = 0  # the walk indices of the ops whose results are its operands, as a bit set
 
 
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
@@ -135,9 +136,9 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
         raise RuntimeError(f"{path}: printing without locations changed the ops")
     ops = _full_stacks(keyed, lines)
-    upstream = stablehlo_ancestors(walked)
+    upstream, operands = stablehlo_ancestors(walked)
     for op in ops:
-        op.upstream = upstream[op.index]
+        op.upstream, op.operands = upstream[op.index], operands[op.index]
     return shown, ops
 
 
@@ -257,22 +258,29 @@ def xray_module(module: DumpModule) -> ModuleXray:
     return out
 
 
+# A name in a name stack that is not its equation's primitive: the lowering of these primitives names
+# its ops so (a `scan` lowers to a `while` whose ops carry `.../while`).
+_NAMED_BY_LOWERING = {"while": ("while", "scan")}
+
+
 def _decided_keys(keys, by_primitive, eqns) -> dict[tuple, str]:
     """Each key -> "" where the text proves one equation made all its ops, else why it may hold several.
 
-    Proof is one of: the key has a single op; or the jaxpr has one equation of the primitive and the
-    StableHLO one location of it. Anything else (a Python loop, or one library call making four `mul`s
-    on one line) may be several equations: links to it are drawn as links to the group."""
+    Proof is one of: the key has a single op; or the jaxpr has one equation of the primitive (of the
+    primitives whose lowering names it, `_NAMED_BY_LOWERING`) and the StableHLO one location of it.
+    Anything else (a Python loop, or one library call making four `mul`s on one line) may be several
+    equations: links to it are drawn as links to the group, unless dataflow tells its ops apart."""
     counts = Counter(p for _line, p in eqns) if eqns is not None else None
     out = {}
     for key, key_ops in keys.items():
         primitive = _primitive(key[0])
+        n = sum(counts.get(p, 0) for p in _NAMED_BY_LOWERING.get(primitive, (primitive,))) if counts else 0
         if len(key_ops) == 1:
             out[key] = ""
-        elif counts is not None and counts.get(primitive, 0) == 1 and len(by_primitive[primitive]) == 1:
+        elif counts is not None and n == 1 and len(by_primitive[primitive]) == 1:
             out[key] = ""
         elif counts is not None:
-            out[key] = (f"{counts.get(primitive, 0)} {primitive} equation(s) in the jaxpr, "
+            out[key] = (f"{n} {primitive} equation(s) in the jaxpr, "
                         f"{len(by_primitive[primitive])} {primitive} source location(s) in the StableHLO")
         else:
             out[key] = f"{len(key_ops)} ops share one name stack and source location, and the folder has no jaxpr"

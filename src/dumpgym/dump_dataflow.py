@@ -38,6 +38,42 @@ _OPCODE_OF = {"stablehlo.dot_general": "dot", "stablehlo.broadcast_in_dim": "bro
 _CALLS = re.compile(r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%([\w.\-]+)")
 _BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
 _PARAMETER = re.compile(r"\bparameter\((\d+)\)")
+_ARRAY_SHAPE = re.compile(r"([a-z]\w*)\[([\d,]*)\](?:\{[^}]*\})? ")
+
+
+def result_dims(op) -> tuple | None:
+    """The kind of number and the shape of an MLIR op's one result (`("float", 64, 32)`), where it has one
+    and it is a ranked tensor."""
+    from jaxlib.mlir import ir
+
+    if len(op.results) != 1:
+        return None
+    try:
+        tensor = ir.RankedTensorType(op.results[0].type)
+    except ValueError:
+        return None
+    return (_number_kind(str(tensor.element_type)), *tensor.shape)
+
+
+def hlo_dims(instruction) -> tuple | None:
+    """The kind of number and the shape of an HLO instruction that yields one array (`f32[64,32]{1,0}`), from
+    its printed form: the bindings do not reach an instruction's shape."""
+    m = _ARRAY_SHAPE.match(instruction.to_string().split(" = ", 1)[-1])
+    return (_number_kind(m.group(1)), *(int(d) for d in m.group(2).split(",") if d)) if m else None
+
+
+def _number_kind(dtype: str) -> str:
+    """float, signed, unsigned, bool or complex, as MLIR (`bf16`, `i32`, `ui32`, `i1`) or HLO (`s32`, `u32`,
+    `pred`) spells the type: XLA may widen a float (bf16 to f32) but keeps its kind."""
+    if dtype in ("i1", "pred"):
+        return "bool"
+    if dtype.startswith(("ui", "u")):
+        return "unsigned"
+    if dtype.startswith(("i", "s")):
+        return "signed"
+    if dtype.startswith("c") or dtype.startswith("complex"):
+        return "complex"
+    return "float"
 
 
 def hlo_opcode(op_name: str) -> str:
@@ -150,15 +186,16 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
     return inputs, fused_roots
 
 
-def narrow(candidates: dict[str, list], opcodes: dict[str, str], inputs: dict[str, list[str]],
-           fused_roots: dict[str, str]) -> dict[str, list]:
+def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
+           inputs: dict[str, list[str]], fused_roots: dict[str, str]) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index` and `.upstream`, the bit set of
     `stablehlo_ancestors`), narrowed by dataflow. An edge
     that leaves some instruction no candidate is dropped, and the narrowing starts again without it."""
     cands = {}
     for name, ops in candidates.items():
-        own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]]
-        cands[name] = own or list(ops)
+        # Of its own kind, and then of its own shape and kind of number, where some candidates are.
+        own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]] or list(ops)
+        cands[name] = [op for op in own if dims[name] is not None and op.dims == dims[name]] or own
     edges = []  # (j, i): keyed instruction j feeds keyed instruction i
     for i in cands:
         seen, pending = {i}, list(inputs.get(i, ()))

@@ -16,7 +16,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from dumpgym.dump_dataflow import hlo_inputs, narrow, stablehlo_ancestors
+from dumpgym.dump_dataflow import hlo_dims, hlo_inputs, narrow, result_dims, stablehlo_ancestors
 from dumpgym.jax_internals import location_line
 from dumpgym.dumpfolder import (DumpModule, _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo,
                                 parse_stablehlo)
@@ -86,6 +86,14 @@ _NOT_A_STACK = ("its op_name is not a full name stack (an argument's name, a red
                 "or inside a computation XLA has not inlined)")
 
 
+_INSIDE_A_CALL = ("its op_name is a call's: XLA inlined the function and gave it the call's name stack, "
+                  "so it came from one of the function's ops")
+
+
+_OTHER_NUMBERS = ("no StableHLO op with its name stack and line yields its kind of number (an integer where "
+                  "they yield floats): XLA gave it the metadata of ops it did not come from")
+
+
 def _is_stack(op_name: str) -> bool:
     return "/" in op_name or "(" in op_name
 
@@ -106,6 +114,7 @@ class _Op:
     index: int = -1  # its place in the module's pre-order walk (structural ops counted)
     upstream: int = 0  # the walk indices of every op upstream of it, as a bit set (`dump_dataflow`)
     operands: int = 0  # the walk indices of the ops whose results are its operands, as a bit set
+    dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
 
 
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
@@ -139,6 +148,7 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     upstream, operands = stablehlo_ancestors(walked)
     for op in ops:
         op.upstream, op.operands = upstream[op.index], operands[op.index]
+        op.dims = result_dims(walked[op.index])
     return shown, ops
 
 
@@ -248,7 +258,7 @@ def xray_module(module: DumpModule) -> ModuleXray:
                          "is not linked, and the jaxpr layer is not shown")
     for layer in ("hlo_before", "hlo_after"):
         if layer in module.files:
-            out.hlo[layer] = _link_hlo(module, layer, keys, by_line, by_stack, decided)
+            out.hlo[layer] = _link_hlo(module, layer, ops, keys, by_line, by_stack, decided)
     frames = {op.frame[0] for op in ops if op.frame}
     from pathlib import Path
 
@@ -319,7 +329,7 @@ _IN_A_REGION = "in a reducer's region, which XLA may share among reducers: linke
 _NO_REDUCER = "in a reducer's region, whose reducers are not linked"
 
 
-def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) -> list[HloLink]:
+def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, decided) -> list[HloLink]:
     text = module.text(layer)
     hlo = parse_hlo(text, module.files[layer])
     lines = _definition_lines(text)
@@ -327,11 +337,12 @@ def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) 
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in _REDUCER_REGION.findall(text):
         regions[region].append(caller)
-    rows, candidates, opcodes = [], {}, {}
+    rows, candidates, opcodes, dims, inside_a_call = [], {}, {}, {}, set()
     for computation in hlo.computations():
         for instruction in computation.instructions():
             name = instruction.name
             opcodes[name] = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
+            dims[name] = hlo_dims(instruction)
             if name not in lines:
                 continue
             op_name, frame = named.get(name, (None, None))
@@ -347,22 +358,35 @@ def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) 
                     found_keys = by_stack.get(op_name, [])
                 else:  # ops in a private function have no file location of their own: the stack alone then
                     found_keys = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
+                calls_only = found_keys and all(op.name == "func.call" for key in found_keys for op in keys[key])
                 if not found_keys:
                     why = "no StableHLO op carries its name stack and source line"
                 else:
-                    candidates[name] = list({op.index: op for key in found_keys for op in keys[key]}.values())
+                    found_ops = list({op.index: op for key in found_keys for op in keys[key]}.values())
+                    if calls_only and opcodes[name] != "call":
+                        # XLA inlined the function and gave what had no metadata of its own the call's.
+                        callees = {op.callee for op in found_ops}
+                        found_ops = [op for op in ops if op.function in callees]
+                        inside_a_call.add(name)
+                    if dims[name] and all(op.dims for op in found_ops) and \
+                            not any(op.dims[0] == dims[name][0] for op in found_ops):
+                        why = _OTHER_NUMBERS
+                    else:
+                        candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
-    narrowed = narrow(candidates, opcodes, *hlo_inputs(hlo))
+    narrowed = narrow(candidates, opcodes, dims, *hlo_inputs(hlo))
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:
         found, group = (), ""
         if name in candidates:
-            ops = narrowed[name]
-            found = tuple(sorted({op.line for op in ops}))
-            held = {key_of[op.index] for op in ops if op.index in key_of} or set(found_keys)
-            if len({op.index for op in ops}) == 1:
+            linked = narrowed[name]
+            found = tuple(sorted({op.line for op in linked}))
+            held = {key_of[op.index] for op in linked if op.index in key_of} or set(found_keys)
+            if len({op.index for op in linked}) == 1:
                 group = ""
+            elif name in inside_a_call:
+                group = _INSIDE_A_CALL
             elif len(held) > 1:
                 group = "its name stack and line stand for several StableHLO locations (XLA keeps no columns)"
             else:

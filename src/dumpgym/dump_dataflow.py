@@ -19,7 +19,7 @@ parameter's number, are not reached by the bindings and are read from the printe
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import defaultdict, deque
 
 # Results of a region-holding op come from its regions' terminators; a private function's from its return.
 _TERMINATORS = frozenset({"stablehlo.return", "func.return", "sdy.return"})
@@ -81,9 +81,9 @@ def hlo_opcode(op_name: str) -> str:
     return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
 
 
-def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int]]:
-    """For each op of a pre-order walk, the walk indices of every op upstream of it, and of the ops whose
-    results it takes as operands, as bit sets.
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int]]:
+    """For each op of a pre-order walk, the walk indices of every op upstream of it, of the ops whose
+    results it takes as operands, and of their operands, as bit sets.
 
     An op's inputs are its operands' defining ops; a block argument stands for the holding op's
     operands and what its regions return (a loop carries values round), a private function's
@@ -130,7 +130,12 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int]]:
             if callee is not None:
                 found |= returned(callee)
         inputs.append(sorted(found))
-    operands = [sum(1 << i for i in definers(op)) for op in walked]
+    direct = [definers(op) for op in walked]
+    operands = [sum(1 << i for i in found) for found in direct]
+    operands2 = [0] * len(walked)
+    for i, found in enumerate(direct):
+        for j in found:
+            operands2[i] |= operands[j]
     upstream = [0] * len(walked)
     changed = True
     while changed:  # a fixed point: loops make the graph cyclic
@@ -141,7 +146,7 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int]]:
                 bits |= upstream[j] | (1 << j)
             if bits != upstream[i]:
                 upstream[i], changed = bits, True
-    return upstream, operands
+    return upstream, operands, operands2
 
 
 def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -189,13 +194,17 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
            inputs: dict[str, list[str]], fused_roots: dict[str, str]) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index` and `.upstream`, the bit set of
-    `stablehlo_ancestors`), narrowed by dataflow. An edge
-    that leaves some instruction no candidate is dropped, and the narrowing starts again without it."""
+    `stablehlo_ancestors`), narrowed by dataflow. Where an
+    edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
+    every candidate), and it starts again."""
     cands = {}
     for name, ops in candidates.items():
         # Of its own kind, and then of its own shape and kind of number, where some candidates are.
         own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]] or list(ops)
-        cands[name] = [op for op in own if dims[name] is not None and op.dims == dims[name]] or own
+        if dims[name] is not None:
+            own = [op for op in own if op.dims and op.dims[0] == dims[name][0]] or own
+            own = [op for op in own if op.dims == dims[name]] or own
+        cands[name] = own
     edges = []  # (j, i): keyed instruction j feeds keyed instruction i
     for i in cands:
         seen, pending = {i}, list(inputs.get(i, ()))
@@ -227,18 +236,18 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         """Whether op `o` stands to op `c` as `how` says."""
         if o.index == c.index:
             return how in ("=", "<=")
-        if how == "operand":
-            return bool(c.operands >> o.index & 1)
+        if how == "operand":  # or an operand's operand: XLA merges chained broadcasts into one
+            return bool((c.operands | c.operands2) >> o.index & 1)
         return how != "=" and bool(c.upstream >> o.index & 1)
 
-    broken: set = set()
+    rewritten: set = set()  # instructions at either end of an edge that no pair of candidates satisfies
     while True:
-        narrowed = _consistent(cands, [e for e in edges if e not in broken], relation, beside)
+        narrowed = _consistent(cands, [e for e in edges if not rewritten & set(e)], relation, beside)
         if isinstance(narrowed, dict):
             return narrowed
-        # An edge no pair of candidates satisfies: XLA rewrote the graph there (a common subexpression
-        # merged, an op moved); it says nothing, and what it already pruned is undone.
-        broken.add(narrowed)
+        # XLA rewrote the graph there (merged a common subexpression, moved an op): neither end says
+        # anything of its neighbours, keeps all its candidates, and what the edge pruned is undone.
+        rewritten.update(narrowed)
 
 
 def _consistent(cands, edges, relation, beside):
@@ -248,9 +257,11 @@ def _consistent(cands, edges, relation, beside):
     for edge in edges:
         touching[edge[0]].append(edge)
         touching[edge[1]].append(edge)
-    pending = set(edges)
+    # In the edges' order, so that which edge is found broken does not depend on hashing.
+    pending, queued = deque(edges), set(edges)
     while pending:
-        j, i = edge = pending.pop()
+        j, i = edge = pending.popleft()
+        queued.discard(edge)
         s = relation[edge]
         keep_i = [c for c in cands[i] if any(beside(o, c, s) for o in cands[j])]
         keep_j = [o for o in cands[j] if any(beside(o, c, s) for c in keep_i)]
@@ -259,5 +270,8 @@ def _consistent(cands, edges, relation, beside):
                 return edge
             if len(keep) < len(cands[name]):
                 cands[name] = keep
-                pending.update(e for e in touching[name] if e != edge)
+                for e in touching[name]:
+                    if e != edge and e not in queued:
+                        pending.append(e)
+                        queued.add(e)
     return cands

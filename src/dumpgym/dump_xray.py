@@ -94,6 +94,21 @@ _OTHER_NUMBERS = ("no StableHLO op with its name stack and line yields its kind 
                   "they yield floats): XLA gave it the metadata of ops it did not come from")
 
 
+def _made_for(linked: list, key_of: dict) -> set[int]:
+    """The ops of `linked` that are not an operand made for another of them: a broadcast carrying the
+    name stack of another primitive (`.../div`) and feeding an op of the same key is that op's
+    equation's own (a lowering broadcasts a scalar operand for its op; two equations do not share one)."""
+    out = set()
+    for op in linked:
+        key = key_of.get(op.index)
+        made = (op.name == "stablehlo.broadcast_in_dim" and key is not None
+                and _primitive(key[0]) != "broadcast_in_dim"
+                and any(c.operands >> op.index & 1 and key_of.get(c.index) == key for c in linked))
+        if not made:
+            out.add(op.index)
+    return out
+
+
 def _is_stack(op_name: str) -> bool:
     return "/" in op_name or "(" in op_name
 
@@ -114,6 +129,7 @@ class _Op:
     index: int = -1  # its place in the module's pre-order walk (structural ops counted)
     upstream: int = 0  # the walk indices of every op upstream of it, as a bit set (`dump_dataflow`)
     operands: int = 0  # the walk indices of the ops whose results are its operands, as a bit set
+    operands2: int = 0  # and of their operands
     dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
 
 
@@ -145,9 +161,9 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
         raise RuntimeError(f"{path}: printing without locations changed the ops")
     ops = _full_stacks(keyed, lines)
-    upstream, operands = stablehlo_ancestors(walked)
+    upstream, operands, operands2 = stablehlo_ancestors(walked)
     for op in ops:
-        op.upstream, op.operands = upstream[op.index], operands[op.index]
+        op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
         op.dims = result_dims(walked[op.index])
     return shown, ops
 
@@ -337,7 +353,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in _REDUCER_REGION.findall(text):
         regions[region].append(caller)
-    rows, candidates, opcodes, dims, inside_a_call = [], {}, {}, {}, set()
+    rows, candidates, opcodes, dims, inside_a_call, merged = [], {}, {}, {}, set(), set()
     for computation in hlo.computations():
         for instruction in computation.instructions():
             name = instruction.name
@@ -353,6 +369,10 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                 why = computation.name  # linked below, once its reducers are
             elif not _is_stack(op_name):
                 why = _NOT_A_STACK
+            elif ";" in op_name:  # XLA merged instructions of several ops and joined their op_names
+                found_keys = [key for part in op_name.split(";") for key in by_stack.get(part, [])]
+                merged.add(name)
+                why = "" if found_keys else "no StableHLO op carries its name stack and source line"
             else:
                 if frame is None:  # an HLO without stack frames (JAX before 0.9): the name stack alone
                     found_keys = by_stack.get(op_name, [])
@@ -379,11 +399,14 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     links = []
     for name, op_name, why, found_keys in rows:
         found, group = (), ""
-        if name in candidates:
+        if name in merged and found_keys:
+            found = tuple(sorted({op.line for key in found_keys for op in keys[key]}))
+            group = "XLA merged it from instructions of several ops (its op_name joins their name stacks with ';')"
+        elif name in candidates:
             linked = narrowed[name]
             found = tuple(sorted({op.line for op in linked}))
             held = {key_of[op.index] for op in linked if op.index in key_of} or set(found_keys)
-            if len({op.index for op in linked}) == 1:
+            if len(_made_for(linked, key_of)) == 1:
                 group = ""
             elif name in inside_a_call:
                 group = _INSIDE_A_CALL

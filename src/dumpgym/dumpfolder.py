@@ -35,8 +35,8 @@ _XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<pr
 _GPU_PREFIX = re.compile(r"sm_(\d+)\.(\d+)(a?)_gpu_")
 # The outermost jaxpr's first line names its constants (before `;`) and inputs; shared sub-jaxprs
 # hoisted into `let` blocks print before it, so it is the last line that starts with `{ lambda`.
-_JAXPR_HEAD = re.compile(r"^\{ lambda (.*?); (.*?)\. let", re.M)
-_JAXPR_AVAL = re.compile(r"\w+:([a-z]\w*)\[([\w@, ]*)\]")  # a sharded axis prints `64@x`
+_JAXPR_HEAD = re.compile(r"^\{ lambda (.*?); (.*?)\. let", re.M | re.S)  # a long head wraps
+_JAXPR_AVAL = re.compile(r"\w+:([a-z][\w<>]*)\[([\w@, ]*)\]")  # a sharded axis prints `64@x`; a key `key<fry>`
 # An equation: its output binders (`c:f32[8,4]`, `_:i32[]`), then `= primitive`; first on a line, or after `let`.
 _JAXPR_EQN = re.compile(r"(?:^\s*|\blet )(?:\S+:\S+ )+= ([a-z_]\w*)\b", re.M)
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
@@ -536,10 +536,12 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
 
 
 def _covers(stablehlo_names: frozenset, hlo_names: frozenset) -> bool:
-    """Whether every name stack (and source line) of the HLO is one the StableHLO carries."""
-    if all(frame is None for _n, frame in hlo_names):  # an HLO without stack frames (JAX before 0.9)
-        return {n for n, _f in hlo_names} <= {n for n, _f in stablehlo_names}
-    return hlo_names <= stablehlo_names
+    """Whether every name stack (and source line) of the HLO is one the StableHLO carries. An op_name
+    without a stack frame (JAX before 0.9, a branch's parameter) is matched by its name stack alone,
+    and one that XLA made by merging instructions (`a;b`) by each of its parts."""
+    names = {n for n, _f in stablehlo_names}
+    return all(all(part in names for part in n.split(";")) if frame is None or ";" in n
+               else (n, frame) in stablehlo_names for n, frame in hlo_names)
 
 
 def _pair_jaxpr(module: DumpModule, jaxprs: list[_Ir], mlir_at: dict[Path, _Ir]) -> None:

@@ -6,7 +6,9 @@ import pytest
 
 from dump_programs import PROGRAMS, load, make_dump, module_name
 from dumpgym.dump_xray import stablehlo_ops, xray_module
-from dumpgym.dumpfolder import ir_context, parse_stablehlo, read_folder, read_memory
+from dumpgym.dump_memory import read_memory
+from dumpgym.dump_parse import ir_context, parse_stablehlo
+from dumpgym.dumpfolder import read_folder
 
 CPU_PROGRAMS = [n for n in PROGRAMS if n != "sharded"]
 

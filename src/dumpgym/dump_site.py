@@ -13,7 +13,9 @@ from functools import partial
 from typing import Callable
 
 from dumpgym.dump_xray import ModuleXray, xray_module
-from dumpgym.dumpfolder import LAYER_NAMES, DumpError, DumpFolder, DumpModule, read_memory
+from dumpgym.dump_memory import read_memory
+from dumpgym.dump_parse import DumpError
+from dumpgym.dumpfolder import LAYER_NAMES, DumpFolder, DumpModule
 from dumpgym.notebook import _STYLE, _WIRING, _column, _script_json
 
 # The column count is a class, not the notebook's inline `--dgx-n`: the gym's CSP allows no inline style.

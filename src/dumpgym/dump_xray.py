@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from dumpgym.dump_dataflow import hlo_dims, hlo_inputs, narrow, result_dims, stablehlo_ancestors
 from dumpgym.jax_internals import location_line
-from dumpgym.dumpfolder import (DumpModule, _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo,
-                                parse_stablehlo)
+from dumpgym.dump_parse import _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo, parse_stablehlo
+from dumpgym.dumpfolder import DumpModule
 
 # Ops that only hold a module together: no equation emits them.
 _STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return",

@@ -341,6 +341,8 @@ def _link_jaxpr(out: ModuleXray, text: str, eqns, keys, by_primitive, decided, o
 # It is linked, as a group, to what the reducers that apply it are linked to.
 _REDUCER_REGION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?\b(?:reduce|reduce-window|scatter|all-reduce|"
                              r"reduce-scatter)\(.*?\bto_apply=%([\w.\-]+)", re.M)
+_REDUCERS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.select_and_scatter",
+                       "stablehlo.all_reduce", "stablehlo.reduce_scatter", "stablehlo.sort"})
 _IN_A_REGION = "in a reducer's region, which XLA may share among reducers: linked to the reducers that apply it"
 _NO_REDUCER = "in a reducer's region, whose reducers are not linked"
 
@@ -416,6 +418,9 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                 group = decided[next(iter(held))]
         links.append(HloLink(lines[name], name, opcodes[name], op_name, found, why, group))
     by_name = {link.name: link for link in links}
+    # The StableHLO ops that hold a reducer's region, each with its region's ops (what links to it).
+    holders = [op for op in ops if op.name in _REDUCERS]
+    reducers = [[h] + [op for op in ops if h.upstream >> op.index & 1 and op.line == h.line] for h in holders]
     for i, link in enumerate(links):
         if link.why in regions:
             callers = [by_name[caller] for caller in regions[link.why] if caller in by_name]
@@ -423,6 +428,10 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
             # One reducer's ops, said exactly by every reducer that applies the region: its holder's.
             one = all(c.stablehlo_lines and not c.group and c.stablehlo_lines == callers[0].stablehlo_lines
                       for c in callers)
+            if not found and len(reducers) == 1:
+                # The module has one reducer (XLA's own, such as a reduce-window it made, carry no
+                # metadata): every region came from it.
+                found, one = tuple(sorted({op.line for op in reducers[0]})), True
             links[i] = (HloLink(link.line, link.name, link.opcode, link.op_name, found, "",
                                 "" if one else _IN_A_REGION) if found
                         else HloLink(link.line, link.name, link.opcode, link.op_name, (), _NO_REDUCER, ""))

@@ -7,10 +7,10 @@ the group. The graphs tell them apart: if instruction `j` feeds instruction `i` 
 instructions without a name stack, fusion parameters, calls and loops), the op `i` came from must
 be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
 its own kind where its opcode names one), and a candidate is dropped while some neighbour has no
-candidate it can sit beside. An instruction left with one op is linked to that op. Where the
-constraints leave an instruction no candidate at all, XLA rewrote the graph beyond what the rule
-assumes, and the whole module falls back to the metadata's groups: a link is drawn only where the
-text proves it.
+candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
+leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
+assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
+keep every candidate and say nothing of their neighbours, and the narrowing starts again.
 
 StableHLO dataflow is read with jaxlib's MLIR bindings (operands, block arguments, regions), HLO
 dataflow with XLA's HLO bindings (`operands`); which computations an instruction calls, and a

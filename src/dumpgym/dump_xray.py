@@ -2,13 +2,13 @@
 
 A StableHLO op's location holds its name stack (`jit(f)/tanh`) and the source file and line of its
 innermost frame; XLA copies both into each HLO instruction's `op_name` and `stack_frame_id`. An
-HLO instruction is linked to the StableHLO ops that carry its name stack and line. That link is
-drawn only when one equation can have made those ops: where the folder has the module's jaxpr,
-when the jaxpr has as many equations of the primitive as the StableHLO has distinct (name stack,
-line) keys for it; without a jaxpr, when no two of the ops are the same operation (two `tanh`s
-on one source line may be two equations). A jaxpr equation is linked to its primitive's key when
-that pairing is one-to-one and in print order (a jaxpr without sub-jaxprs, whose StableHLO has
-only `main`). Every link not drawn is counted with its reason. Nothing here imports JAX.
+HLO instruction's candidates are the StableHLO ops that carry its name stack and line, narrowed
+by the two graphs' dataflow (`dump_dataflow.py`). It is linked to one equation's ops where one op
+is left, or the text proves one equation made all that are left (the jaxpr has one equation of
+the primitive and the StableHLO one location for it); otherwise to the group, with the reason.
+A jaxpr equation is linked to its primitive's key when that pairing is one-to-one and in print
+order (a jaxpr without sub-jaxprs, whose StableHLO has only `main`). Every link not drawn is
+counted with its reason. Nothing here imports JAX; jaxlib's MLIR and HLO bindings read the texts.
 """
 from __future__ import annotations
 

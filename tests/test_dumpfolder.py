@@ -6,7 +6,9 @@ import pytest
 
 from dump_programs import PROGRAMS, load, make_dump, module_name
 from dumpgym.dump_xray import stablehlo_ops, xray_module
-from dumpgym.dumpfolder import ir_context, parse_stablehlo, read_folder, read_memory
+from dumpgym.dump_memory import read_memory
+from dumpgym.dump_parse import ir_context, parse_stablehlo
+from dumpgym.dumpfolder import read_folder
 
 CPU_PROGRAMS = [n for n in PROGRAMS if n != "sharded"]
 
@@ -116,10 +118,11 @@ def test_the_cpu_links_are_never_wrong_and_cover_what_carries_a_name_stack(cpu_d
         assert not jaxpr_wrong, (name, jaxpr_wrong)
         totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
         print(name, exact, grouped, named, jaxpr_linked, len(record.eqns))
-    assert totals[0] > 0 and totals[2] > 0 and (totals[0] + totals[1]) / totals[2] >= 0.95, totals
+    # Linked to the ops of the one equation it came from, not to a group: the bar of issue 29.
+    assert totals[2] > 0 and totals[0] / totals[2] >= 0.95, totals
 
 
-def _links_match_the_retrace(folder, names, target, layer_id):
+def _links_match_the_retrace(folder, names, target, layer_id, bar: float):
     from dumpgym.corpus import program_record
 
     by_name = {m.name: m for m in read_folder(folder).modules}
@@ -132,7 +135,7 @@ def _links_match_the_retrace(folder, names, target, layer_id):
         assert not wrong, (name, wrong)
         assert not jaxpr_wrong, (name, jaxpr_wrong)
         totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
-    assert totals[0] > 0 and (totals[0] + totals[1]) / totals[2] >= 0.95, totals
+    assert totals[2] > 0 and totals[0] / totals[2] >= bar, totals
 
 
 @pytest.mark.needs_tpu
@@ -144,7 +147,9 @@ def test_a_tpu_dump_made_without_a_tpu_links_as_its_retrace_does(tmp_path):
     module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
     assert module.target.startswith("TPU (TPU_VERSION_")  # libtpu's own name for the chip, from the folder
     assert ".cl_" in module.files["hlo_after"].name  # libtpu's file names, read as such
-    _links_match_the_retrace(folder, names, Target("tpu"), "tpu")
+    # libtpu rewrites more than the CPU compiler does (merged common subexpressions): a few
+    # instructions stay linked to a group (48 of 50 exact measured on these three programs).
+    _links_match_the_retrace(folder, names, Target("tpu"), "tpu", bar=0.9)
 
 
 @pytest.mark.needs_gpu
@@ -155,4 +160,4 @@ def test_a_gpu_dump_made_without_a_gpu_links_as_its_retrace_does(tmp_path):
     folder = make_dump(tmp_path / "gpu", names, "gpu")
     module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
     assert module.target.startswith("GPU, compute capability ")
-    _links_match_the_retrace(folder, names, Target("gpu"), "gpu")
+    _links_match_the_retrace(folder, names, Target("gpu"), "gpu", bar=0.9)  # 44 of 48 exact measured

@@ -11,7 +11,8 @@ import pytest
 
 from dump_programs import load, make_dump, module_name
 from dumpgym import cli
-from dumpgym.dumpfolder import read_folder, read_memory
+from dumpgym.dump_memory import read_memory
+from dumpgym.dumpfolder import read_folder
 
 NAMES = ["basic", "sgd", "scan_rnn", "mlp"]
 
@@ -93,7 +94,7 @@ def test_viewing_a_dump_imports_no_jax_and_needs_no_tpu_compiler(dump, tmp_path)
 def test_add_dump_puts_the_modules_in_the_corpus_and_drills_come_from_them(dump, tmp_path, capsys):
     import jax
 
-    from dumpgym.dumpfolder import ir_context, parse_stablehlo
+    from dumpgym.dump_parse import ir_context, parse_stablehlo
     from dumpgym.stablehlo_facts import read_lowered
 
     corpus = tmp_path / "corpus"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from dumpgym.dump_xray import stablehlo_ops, xray_module
-from dumpgym.dumpfolder import DumpError, DumpFolder, DumpModule, ir_context, parse_hlo, parse_stablehlo
+from dumpgym.dump_parse import DumpError, ir_context, parse_hlo, parse_stablehlo
+from dumpgym.dumpfolder import DumpFolder, DumpModule
 from dumpgym.record import CompiledLayer, Fusion, HloStats, Instruction, ProgramRecord, StablehloOp, XrayStats
 
 _ELEMENT = {"i1": "bool", "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64"}

@@ -13,14 +13,16 @@ from functools import partial
 from typing import Callable
 
 from dumpgym.dump_xray import ModuleXray, xray_module
-from dumpgym.dumpfolder import LAYER_NAMES, DumpError, DumpFolder, DumpModule, read_memory
-from dumpgym.notebook import _STYLE, _WIRING, _column, _script_json
+from dumpgym.dump_memory import read_memory
+from dumpgym.dump_parse import DumpError
+from dumpgym.dumpfolder import LAYER_NAMES, DumpFolder, DumpModule
+from dumpgym.notebook import STYLE, WIRING, column, script_json
 
 # The column count is a class, not the notebook's inline `--dgx-n`: the gym's CSP allows no inline style.
 # A module page's x-ray is wired by the notebook view's wiring, as a served file importing the page's
 # hover module (the gym's Content-Security-Policy runs no inline script).
 _SCRIPT = ("import { LAYERS, Lights, indexGroups } from '../static/hover.js';\n"
-           + _WIRING % {"id": '"dump-xray"', "bodies": "null", "compiled": ""})
+           + WIRING % {"id": '"dump-xray"', "bodies": "null", "compiled": ""})
 _PAGE_STYLE = """
 body{font:14px/1.5 system-ui,sans-serif;margin:16px;color:#1d2330;background:#fbfbf8}
 table{border-collapse:collapse;margin:6px 0 12px}td,th{border:1px solid #d9d9d0;padding:2px 8px;text-align:left}
@@ -139,20 +141,20 @@ def _columns(module: DumpModule, xray: ModuleXray) -> str:
     groups, lines_by_eqn = xray.groups()
     columns = []
     if "jaxpr" in module.files:
-        columns.append(_column("jaxpr", "jaxpr", module.text("jaxpr"), {n for g in groups for n in g["jaxpr_lines"]}))
-    columns.append(_column("stablehlo", "StableHLO", xray.stablehlo,
+        columns.append(column("jaxpr", "jaxpr", module.text("jaxpr"), {n for g in groups for n in g["jaxpr_lines"]}))
+    columns.append(column("stablehlo", "StableHLO", xray.stablehlo,
                            {n for g in groups for n in g["stablehlo_lines"]}))
     if "hlo_after" in module.files:
-        columns.append(_column("hlo", "optimised HLO", module.text("hlo_after"),
+        columns.append(column("hlo", "optimised HLO", module.text("hlo_after"),
                                {n for lines in lines_by_eqn.values() for n in lines}))
     if "hlo_before" in module.files:
         linked = {link.line for link in xray.hlo.get("hlo_before", ()) if link.stablehlo_lines}
-        columns.append(_column("before", "HLO before optimisations", module.text("hlo_before"), linked))
+        columns.append(column("before", "HLO before optimisations", module.text("hlo_before"), linked))
     data = {"xray": groups, "eqns": [{"id": g["eqn"], "parent": None, "jaxpr_lines": g["jaxpr_lines"]} for g in groups],
             "hlo": {"lines_by_eqn": lines_by_eqn}}
     return (f'<h2>X-ray</h2><div class="dgx n{len(columns)}" id="dump-xray">'
             f'<div class="dgx-cols">{"".join(columns)}</div>'
-            f'<script type="application/json">{_script_json(data)}</script></div>'
+            f'<script type="application/json">{script_json(data)}</script></div>'
             '<script type="module" src="dump.js"></script>')
 
 
@@ -160,7 +162,7 @@ def dump_files(folder: DumpFolder) -> dict[str, Callable[[], bytes]]:
     """The dump's pages by path under the gym (`dump/index.html`, `dump/SLUG.html`), each made when first read."""
     makers: dict[str, Callable[[], bytes]] = {
         "dump/index.html": partial(index_page, folder),
-        "dump/dump.css": lambda: (_STYLE + _PAGE_STYLE).encode("utf-8"),
+        "dump/dump.css": lambda: (STYLE + _PAGE_STYLE).encode("utf-8"),
         "dump/dump.js": lambda: _SCRIPT.encode("utf-8"),
         "dump/modules.json": lambda: json.dumps(
             [{"slug": m.slug, "name": m.name, "backend": m.backend, "target": m.target, "layers": m.layers(),

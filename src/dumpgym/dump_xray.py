@@ -2,13 +2,13 @@
 
 A StableHLO op's location holds its name stack (`jit(f)/tanh`) and the source file and line of its
 innermost frame; XLA copies both into each HLO instruction's `op_name` and `stack_frame_id`. An
-HLO instruction is linked to the StableHLO ops that carry its name stack and line. That link is
-drawn only when one equation can have made those ops: where the folder has the module's jaxpr,
-when the jaxpr has as many equations of the primitive as the StableHLO has distinct (name stack,
-line) keys for it; without a jaxpr, when no two of the ops are the same operation (two `tanh`s
-on one source line may be two equations). A jaxpr equation is linked to its primitive's key when
-that pairing is one-to-one and in print order (a jaxpr without sub-jaxprs, whose StableHLO has
-only `main`). Every link not drawn is counted with its reason. Nothing here imports JAX.
+HLO instruction's candidates are the StableHLO ops that carry its name stack and line, narrowed
+by the two graphs' dataflow (`dump_dataflow.py`). It is linked to one equation's ops where one op
+is left, or the text proves one equation made all that are left (the jaxpr has one equation of
+the primitive and the StableHLO one location for it); otherwise to the group, with the reason.
+A jaxpr equation is linked to its primitive's key when that pairing is one-to-one and in print
+order (a jaxpr without sub-jaxprs, whose StableHLO has only `main`). Every link not drawn is
+counted with its reason. Nothing here imports JAX; jaxlib's MLIR and HLO bindings read the texts.
 """
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from dumpgym.dump_dataflow import hlo_dims, hlo_inputs, narrow, result_dims, stablehlo_ancestors
 from dumpgym.jax_internals import location_line
-from dumpgym.dumpfolder import (DumpModule, _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo,
-                                parse_stablehlo)
+from dumpgym.dump_parse import _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo, parse_stablehlo
+from dumpgym.dumpfolder import DumpModule
 
 # Ops that only hold a module together: no equation emits them.
 _STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return",
@@ -85,6 +86,29 @@ _NOT_A_STACK = ("its op_name is not a full name stack (an argument's name, a red
                 "or inside a computation XLA has not inlined)")
 
 
+_INSIDE_A_CALL = ("its op_name is a call's: XLA inlined the function and gave it the call's name stack, "
+                  "so it came from one of the function's ops")
+
+
+_OTHER_NUMBERS = ("no StableHLO op with its name stack and line yields its kind of number (an integer where "
+                  "they yield floats): XLA gave it the metadata of ops it did not come from")
+
+
+def _made_for(linked: list, key_of: dict) -> set[int]:
+    """The ops of `linked` that are not an operand made for another of them: a broadcast carrying the
+    name stack of another primitive (`.../div`) and feeding an op of the same key is that op's
+    equation's own (a lowering broadcasts a scalar operand for its op; two equations do not share one)."""
+    out = set()
+    for op in linked:
+        key = key_of.get(op.index)
+        made = (op.name == "stablehlo.broadcast_in_dim" and key is not None
+                and _primitive(key[0]) != "broadcast_in_dim"
+                and any(c.operands >> op.index & 1 and key_of.get(c.index) == key for c in linked))
+        if not made:
+            out.add(op.index)
+    return out
+
+
 def _is_stack(op_name: str) -> bool:
     return "/" in op_name or "(" in op_name
 
@@ -102,6 +126,11 @@ class _Op:
     frame: tuple[str, int] | None  # file and line of its innermost frame (what HLO's stack frames keep)
     fine: tuple | None  # that frame with its columns (what tells two equations on one line apart)
     callee: str | None = None  # for a `func.call`: the function it calls
+    index: int = -1  # its place in the module's pre-order walk (structural ops counted)
+    upstream: int = 0  # the walk indices of every op upstream of it, as a bit set (`dump_dataflow`)
+    operands: int = 0  # the walk indices of the ops whose results are its operands, as a bit set
+    operands2: int = 0  # and of their operands
+    dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
 
 
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
@@ -114,9 +143,10 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     shown = dumped.operation.get_asm(enable_debug_info=False)
     # Parsed again, the shown text gives each op its line in it; the ops come in the same order.
     lined = parse_stablehlo(shown, path, context)
-    keyed, lines = [], []
+    keyed, lines, walked = [], [], []
 
     def visit_keys(op):
+        walked.append(op)
         callee = op.attributes["callee"] if op.name == "func.call" and "callee" in op.attributes else None
         keyed.append((op.name, *location_key(op.location), ir.FlatSymbolRefAttr(callee).value if callee else None,
                       _depth(op)))
@@ -130,7 +160,12 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
     if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
         raise RuntimeError(f"{path}: printing without locations changed the ops")
-    return shown, _full_stacks(keyed, lines)
+    ops = _full_stacks(keyed, lines)
+    upstream, operands, operands2 = stablehlo_ancestors(walked)
+    for op in ops:
+        op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
+        op.dims = result_dims(walked[op.index])
+    return shown, ops
 
 
 def _depth(op) -> int:
@@ -179,7 +214,7 @@ def _full_stacks(keyed: list, lines: list) -> list[_Op]:
         memo[i] = out
         return out
 
-    return [_Op(name, line, function, full(i), frame, fine, callee)
+    return [_Op(name, line, function, full(i), frame, fine, callee, i)
             for i, ((name, _stack, frame, fine, callee, _depth), (_n, line, function)) in enumerate(zip(keyed, lines))
             if name not in _STRUCTURAL]
 
@@ -239,7 +274,7 @@ def xray_module(module: DumpModule) -> ModuleXray:
                          "is not linked, and the jaxpr layer is not shown")
     for layer in ("hlo_before", "hlo_after"):
         if layer in module.files:
-            out.hlo[layer] = _link_hlo(module, layer, keys, by_line, by_stack, decided)
+            out.hlo[layer] = _link_hlo(module, layer, ops, keys, by_line, by_stack, decided)
     frames = {op.frame[0] for op in ops if op.frame}
     from pathlib import Path
 
@@ -249,22 +284,29 @@ def xray_module(module: DumpModule) -> ModuleXray:
     return out
 
 
+# A name in a name stack that is not its equation's primitive: the lowering of these primitives names
+# its ops so (a `scan` lowers to a `while` whose ops carry `.../while`).
+_NAMED_BY_LOWERING = {"while": ("while", "scan")}
+
+
 def _decided_keys(keys, by_primitive, eqns) -> dict[tuple, str]:
     """Each key -> "" where the text proves one equation made all its ops, else why it may hold several.
 
-    Proof is one of: the key has a single op; or the jaxpr has one equation of the primitive and the
-    StableHLO one location of it. Anything else (a Python loop, or one library call making four `mul`s
-    on one line) may be several equations: links to it are drawn as links to the group."""
+    Proof is one of: the key has a single op; or the jaxpr has one equation of the primitive (of the
+    primitives whose lowering names it, `_NAMED_BY_LOWERING`) and the StableHLO one location of it.
+    Anything else (a Python loop, or one library call making four `mul`s on one line) may be several
+    equations: links to it are drawn as links to the group, unless dataflow tells its ops apart."""
     counts = Counter(p for _line, p in eqns) if eqns is not None else None
     out = {}
     for key, key_ops in keys.items():
         primitive = _primitive(key[0])
+        n = sum(counts.get(p, 0) for p in _NAMED_BY_LOWERING.get(primitive, (primitive,))) if counts else 0
         if len(key_ops) == 1:
             out[key] = ""
-        elif counts is not None and counts.get(primitive, 0) == 1 and len(by_primitive[primitive]) == 1:
+        elif counts is not None and n == 1 and len(by_primitive[primitive]) == 1:
             out[key] = ""
         elif counts is not None:
-            out[key] = (f"{counts.get(primitive, 0)} {primitive} equation(s) in the jaxpr, "
+            out[key] = (f"{n} {primitive} equation(s) in the jaxpr, "
                         f"{len(by_primitive[primitive])} {primitive} source location(s) in the StableHLO")
         else:
             out[key] = f"{len(key_ops)} ops share one name stack and source location, and the folder has no jaxpr"
@@ -299,11 +341,13 @@ def _link_jaxpr(out: ModuleXray, text: str, eqns, keys, by_primitive, decided, o
 # It is linked, as a group, to what the reducers that apply it are linked to.
 _REDUCER_REGION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?\b(?:reduce|reduce-window|scatter|all-reduce|"
                              r"reduce-scatter)\(.*?\bto_apply=%([\w.\-]+)", re.M)
+_REDUCERS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.select_and_scatter",
+                       "stablehlo.all_reduce", "stablehlo.reduce_scatter", "stablehlo.sort"})
 _IN_A_REGION = "in a reducer's region, which XLA may share among reducers: linked to the reducers that apply it"
 _NO_REDUCER = "in a reducer's region, whose reducers are not linked"
 
 
-def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) -> list[HloLink]:
+def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, decided) -> list[HloLink]:
     text = module.text(layer)
     hlo = parse_hlo(text, module.files[layer])
     lines = _definition_lines(text)
@@ -311,41 +355,85 @@ def _link_hlo(module: DumpModule, layer: str, keys, by_line, by_stack, decided) 
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in _REDUCER_REGION.findall(text):
         regions[region].append(caller)
-    links = []
+    rows, candidates, opcodes, dims, inside_a_call, merged = [], {}, {}, {}, set(), set()
     for computation in hlo.computations():
         for instruction in computation.instructions():
             name = instruction.name
+            opcodes[name] = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
+            dims[name] = hlo_dims(instruction)
             if name not in lines:
                 continue
-            opcode = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
             op_name, frame = named.get(name, (None, None))
-            found, why, group = (), "", ""
+            why, found_keys = "", []
             if op_name is None:
                 why = "no op_name: made by XLA"
             elif computation.name in regions:
                 why = computation.name  # linked below, once its reducers are
             elif not _is_stack(op_name):
                 why = _NOT_A_STACK
+            elif ";" in op_name:  # XLA merged instructions of several ops and joined their op_names
+                found_keys = [key for part in op_name.split(";") for key in by_stack.get(part, [])]
+                merged.add(name)
+                why = "" if found_keys else "no StableHLO op carries its name stack and source line"
             else:
                 if frame is None:  # an HLO without stack frames (JAX before 0.9): the name stack alone
-                    candidates = by_stack.get(op_name, [])
+                    found_keys = by_stack.get(op_name, [])
                 else:  # ops in a private function have no file location of their own: the stack alone then
-                    candidates = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
-                if not candidates:
+                    found_keys = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
+                calls_only = found_keys and all(op.name == "func.call" for key in found_keys for op in keys[key])
+                if not found_keys:
                     why = "no StableHLO op carries its name stack and source line"
                 else:
-                    found = tuple(sorted({op.line for key in candidates for op in keys[key]}))
-                    if len(candidates) > 1:
-                        group = ("its name stack and line stand for several StableHLO locations "
-                                 "(XLA keeps no columns)")
+                    found_ops = list({op.index: op for key in found_keys for op in keys[key]}.values())
+                    if calls_only and opcodes[name] != "call":
+                        # XLA inlined the function and gave what had no metadata of its own the call's.
+                        callees = {op.callee for op in found_ops}
+                        found_ops = [op for op in ops if op.function in callees]
+                        inside_a_call.add(name)
+                    if dims[name] and all(op.dims for op in found_ops) and \
+                            not any(op.dims[0] == dims[name][0] for op in found_ops):
+                        why = _OTHER_NUMBERS
                     else:
-                        group = decided[candidates[0]]
-            links.append(HloLink(lines[name], name, opcode, op_name, found, why, group))
+                        candidates[name] = found_ops
+            rows.append((name, op_name, why, found_keys))
+    narrowed = narrow(candidates, opcodes, dims, *hlo_inputs(hlo))
+    key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
+    links = []
+    for name, op_name, why, found_keys in rows:
+        found, group = (), ""
+        if name in merged and found_keys:
+            found = tuple(sorted({op.line for key in found_keys for op in keys[key]}))
+            group = "XLA merged it from instructions of several ops (its op_name joins their name stacks with ';')"
+        elif name in candidates:
+            linked = narrowed[name]
+            found = tuple(sorted({op.line for op in linked}))
+            held = {key_of[op.index] for op in linked if op.index in key_of} or set(found_keys)
+            if len(_made_for(linked, key_of)) == 1:
+                group = ""
+            elif name in inside_a_call:
+                group = _INSIDE_A_CALL
+            elif len(held) > 1:
+                group = "its name stack and line stand for several StableHLO locations (XLA keeps no columns)"
+            else:
+                group = decided[next(iter(held))]
+        links.append(HloLink(lines[name], name, opcodes[name], op_name, found, why, group))
     by_name = {link.name: link for link in links}
+    # The StableHLO ops that hold a reducer's region, each with its region's ops (what links to it).
+    holders = [op for op in ops if op.name in _REDUCERS]
+    reducers = [[h] + [op for op in ops if h.upstream >> op.index & 1 and op.line == h.line] for h in holders]
     for i, link in enumerate(links):
         if link.why in regions:
-            found = tuple(sorted({n for caller in regions[link.why] if caller in by_name for n in by_name[caller].stablehlo_lines}))
-            links[i] = (HloLink(link.line, link.name, link.opcode, link.op_name, found, "", _IN_A_REGION) if found
+            callers = [by_name[caller] for caller in regions[link.why] if caller in by_name]
+            found = tuple(sorted({n for caller in callers for n in caller.stablehlo_lines}))
+            # One reducer's ops, said exactly by every reducer that applies the region: its holder's.
+            one = all(c.stablehlo_lines and not c.group and c.stablehlo_lines == callers[0].stablehlo_lines
+                      for c in callers)
+            if not found and len(reducers) == 1:
+                # The module has one reducer (XLA's own, such as a reduce-window it made, carry no
+                # metadata): every region came from it.
+                found, one = tuple(sorted({op.line for op in reducers[0]})), True
+            links[i] = (HloLink(link.line, link.name, link.opcode, link.op_name, found, "",
+                                "" if one else _IN_A_REGION) if found
                         else HloLink(link.line, link.name, link.opcode, link.op_name, (), _NO_REDUCER, ""))
     links.sort(key=lambda link: link.line)
     return links

@@ -5,21 +5,21 @@ beside `module_0006.jit_f.…`), so files are paired across them by what they sa
 name, main's argument and result shapes, and the name stacks (with their source file and line)
 that the StableHLO's locations carry and the HLO's `op_name` metadata repeats. A compile repeated
 with the same text is kept once, the newest (the dumper's highest number). Nothing here imports
-JAX: StableHLO is read with jaxlib's MLIR bindings, HLO with XLA's HLO parser bindings.
+JAX: listings are read through `dump_parse.py` (jaxlib's MLIR bindings, XLA's HLO parser).
 
-File names are read with patterns (they are names the dumpers chose, not listings); a listing is
-read only through a parser, and the jaxpr text, for which no parser exists outside a trace, only
-for its first line (the input avals) and its equations' primitives.
+File names are read with patterns (they are names the dumpers chose, not listings), and so is the
+jaxpr text, for which no parser exists outside a trace: only its first line (the input avals), its
+result binders and its equations' primitives.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dumpgym.errors import GymError
+from dumpgym.dump_parse import (DumpError, hlo_op_names, ir_context, jaxpr_primitives, parse_hlo, parse_stablehlo,
+                                read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations)
 
 LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimisations",
@@ -35,39 +35,8 @@ _XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<pr
 _GPU_PREFIX = re.compile(r"sm_(\d+)\.(\d+)(a?)_gpu_")
 # The outermost jaxpr's first line names its constants (before `;`) and inputs; shared sub-jaxprs
 # hoisted into `let` blocks print before it, so it is the last line that starts with `{ lambda`.
-_JAXPR_HEAD = re.compile(r"^\{ lambda (.*?); (.*?)\. let", re.M)
-_JAXPR_AVAL = re.compile(r"\w+:([a-z]\w*)\[([\w@, ]*)\]")  # a sharded axis prints `64@x`
-# An equation: its output binders (`c:f32[8,4]`, `_:i32[]`), then `= primitive`; first on a line, or after `let`.
-_JAXPR_EQN = re.compile(r"(?:^\s*|\blet )(?:\S+:\S+ )+= ([a-z_]\w*)\b", re.M)
-_OP_NAME = re.compile(r'op_name="([^"]*)"')
-_STACK_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
-# HLO's source tables (JAX 0.9 on): the bindings give no access to them, the printed module does.
-_TABLE_ROW = re.compile(r"^(\d+) (.*)$")
-_FIELD = re.compile(r"(\w+)=(\"[^\"]*\"|\S+)")
-
-
-class DumpError(GymError):
-    """A folder that is not a dump, or a dump file that cannot be read; one line for the user."""
-
-
-@dataclass(frozen=True)
-class MemoryReport:
-    """What XLA's buffer assignment, memory-usage report and live ranges say of one module."""
-
-    total_bytes: int | None  # the memory-usage report's `Total bytes` (default memory space)
-    allocations: tuple[tuple[int, int, str, str], ...]  # (number, bytes, kind, largest value), largest first
-    peak_bytes: int | None = None  # the live-range report's peak: the bytes live at once at its worst
-    peak_at: str = ""  # the instruction the schedule runs at the peak
-    live_at_peak: tuple[tuple[str, int], ...] = ()  # (buffer, bytes) live at the peak, as XLA lists them
-
-    def allocated(self) -> int:
-        """The bytes of every allocation the buffer assignment lists."""
-        return sum(a[1] for a in self.allocations)
-
-    def bytes_of(self, kind: str) -> int:
-        """The bytes of the allocations that hold `kind`: parameter, output (with maybe-live-out), temp, constant."""
-        words = ("output", "maybe-live-out") if kind == "output" else (kind,)
-        return sum(a[1] for a in self.allocations if any(w in a[2] for w in words))
+_JAXPR_HEAD = re.compile(r"^\{ lambda (.*?); (.*?)\. let", re.M | re.S)  # a long head wraps
+_JAXPR_AVAL = re.compile(r"\w+:([a-z][\w<>]*)\[([\w@, ]*)\]")  # a sharded axis prints `64@x`; a key `key<fry>`
 
 
 @dataclass
@@ -93,7 +62,7 @@ class DumpModule:
 
     def text(self, layer: str) -> str:
         """One layer's text, as the dumper wrote it."""
-        return _read_text(self.files[layer])
+        return read_text(self.files[layer])
 
 
 @dataclass
@@ -114,198 +83,6 @@ class DumpFolder:
     def problems(self) -> list[str]:
         """One line per module that cannot be read."""
         return [f"{m.slug}: {m.problem}" for m in self.modules if m.problem]
-
-
-def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
-    if b"\x00" in data:
-        raise DumpError(f"{path} is not text (a binary file)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DumpError(f"{path} is not UTF-8 text") from None
-
-
-@functools.cache
-def _ir():
-    """jaxlib's MLIR bindings, imported once (a location walk asks for them per op)."""
-    from jaxlib.mlir import ir
-
-    return ir
-
-
-def ir_context():
-    """An MLIR context with the dialects JAX's lowerings print (stablehlo, chlo, sdy, func), without JAX."""
-    from jaxlib.mlir import ir
-    from jaxlib.mlir._mlir_libs import _jax_mlir_ext
-    from jaxlib.mlir.dialects import chlo, sdy, stablehlo
-
-    registry = ir.DialectRegistry()
-    _jax_mlir_ext.register_dialects(registry)
-    context = ir.Context()
-    context.append_dialect_registry(registry)
-    context.load_all_available_dialects()
-    for dialect in (stablehlo, chlo, sdy):
-        dialect.register_dialect(context)
-    context.allow_unregistered_dialects = True  # a dialect of a newer JAX still parses
-    return context
-
-
-def parse_stablehlo(text: str, path: Path, context=None):
-    """The parsed MLIR module of a StableHLO dump; a `DumpError` naming the file where it does not parse."""
-    from jaxlib.mlir import ir
-
-    try:
-        return ir.Module.parse(text, context=context or ir_context())
-    except Exception as e:  # MLIRError: the first diagnostic is the line that says why
-        first = str(e).splitlines()
-        raise DumpError(f"{path} does not parse as StableHLO (truncated?): "
-                        f"{first[1].strip() if len(first) > 1 else first[0]}") from None
-
-
-def parse_hlo(text: str, path: Path):
-    """The HloModule of an HLO dump, through XLA's own parser; a `DumpError` where it does not parse."""
-    from jaxlib import _hlo
-
-    try:
-        return _hlo.hlo_module_from_text(text)
-    except Exception as e:
-        lines = [ln for ln in str(e).splitlines() if ln.strip()]
-        raise DumpError(f"{path} does not parse as HLO (truncated?): {lines[0] if lines else e}") from None
-
-
-def source_tables(printed: str) -> dict[int, tuple[str, int]]:
-    """stack_frame_id -> (file, line) of its own frame, from an HLO module's printed source tables."""
-    tables: dict[str, dict[int, dict[str, str]]] = {}
-    current = None
-    for line in printed.splitlines():
-        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
-            current = tables.setdefault(line, {})
-            continue
-        if current is None:
-            continue
-        row = _TABLE_ROW.match(line)
-        if not row:
-            if line.startswith(("%", "ENTRY")):
-                break
-            current = None if not line else current
-            continue
-        fields = dict(_FIELD.findall(row.group(2))) if "=" in row.group(2) else {"value": row.group(2)}
-        current[int(row.group(1))] = {k: v.strip('"') for k, v in fields.items()}
-    files = tables.get("FileNames", {})
-    locations = tables.get("FileLocations", {})
-    out = {}
-    for frame, row in tables.get("StackFrames", {}).items():
-        location = locations.get(int(row.get("file_location_id", 0)))
-        if location is None:
-            continue
-        name = files.get(int(location.get("file_name_id", 0)), {}).get("value", "")
-        out[frame] = (name, int(location.get("line", 0)))
-    return out
-
-
-def hlo_op_names(module) -> list[tuple[str, str, str, tuple[str, int] | None]]:
-    """(computation, instruction, op_name, (file, line) of its stack frame) for every instruction with an op_name."""
-    frames = source_tables(module.to_string())
-    out = []
-    for computation in module.computations():
-        for instruction in computation.instructions():
-            printed = instruction.to_string()
-            meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
-            name = _OP_NAME.search(meta)
-            if name is None:
-                continue
-            frame = _STACK_FRAME_ID.search(meta)
-            out.append((computation.name, instruction.name, name.group(1),
-                        frames.get(int(frame.group(1))) if frame else None))
-    return out
-
-
-def stablehlo_locations(module) -> list[tuple]:
-    """(op, its name stack, (file, line) of its innermost frame, that frame with its columns) for every op
-    of a parsed module, in print order."""
-    from jaxlib.mlir import ir
-
-    out = []
-
-    def visit(op):
-        out.append((op, *location_key(op.location)))
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return out
-
-
-def location_key(location) -> tuple[str | None, tuple[str, int] | None, tuple | None]:
-    """The name stack a location carries (`jit(f)/tanh`), the file and line of its innermost frame, and
-    that frame with its columns (file, line, column, end line, end column)."""
-    ir = _ir()
-
-    top = _typed(location)
-    # The outermost name is the name stack; names within it name the functions of the frames.
-    name = top.name_str if type(top) is ir.NameLoc else None
-    fine = None
-    pending = [top]
-    while pending and fine is None:
-        loc = _typed(pending.pop(0))
-        if type(loc) is ir.NameLoc:
-            pending.insert(0, loc.child_loc)
-        elif type(loc) is ir.CallSiteLoc:
-            pending.insert(0, loc.callee)  # the innermost frame is the callee's
-        elif type(loc) is ir.FileLineColLoc:
-            fine = (loc.filename, loc.start_line, loc.start_col, loc.end_line, loc.end_col)
-        elif type(loc) is ir.FusedLoc:
-            pending[:0] = list(loc.locations)
-    return name, (fine[0], fine[1]) if fine else None, fine
-
-
-def _typed(loc):
-    """A location as its own kind (`NameLoc`, `CallSiteLoc`, ...): the bindings may hand out the base type."""
-    ir = _ir()
-
-    if type(loc) is not ir.Location:
-        return loc
-    for cast in (ir.NameLoc, ir.CallSiteLoc, ir.FileLineColLoc, ir.FusedLoc):
-        try:
-            return cast(loc)
-        except (ValueError, TypeError):
-            continue
-    return loc
-
-
-def _shapes_of_mlir(module) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]] | None:
-    from jaxlib.mlir import ir
-
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and op.attributes["sym_name"].value == "main":
-            kinds = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-            return tuple(_dims(t) for t in kinds.inputs), tuple(_dims(t) for t in kinds.results)
-    return None
-
-
-def _dims(type_) -> tuple[int, ...]:
-    from jaxlib.mlir import ir
-
-    try:
-        return tuple(ir.RankedTensorType(type_).shape)
-    except ValueError:
-        return (-1,)  # a token: no shape
-
-
-def _shapes_of_hlo(module) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
-    from jaxlib import xla_client
-
-    shape = xla_client.XlaComputation(module.as_serialized_hlo_module_proto()).program_shape()
-
-    def dims(s):
-        return tuple(s.dimensions()) if s.is_array() else (-1,)
-
-    result = shape.result_shape()
-    results = tuple(dims(s) for s in result.tuple_shapes()) if result.is_tuple() else (dims(result),)
-    return tuple(dims(p) for p in shape.parameter_shapes()), results
 
 
 @dataclass
@@ -329,13 +106,14 @@ def _digest(path: Path) -> str:
 
 
 def _newest(entries: list[_Ir]) -> list[_Ir]:
-    """One entry per distinct text, the newest (highest number), counting the older repeats it stands for."""
-    by_text: dict[str, _Ir] = {}
+    """One entry per function and distinct text, the newest (highest number), counting the older repeats it
+    stands for. A jaxpr's text does not name its function: two functions may print the same one."""
+    by_text: dict[tuple[str, str], _Ir] = {}
     for entry in sorted(entries, key=lambda e: e.number):
-        older = by_text.get(entry.digest)
+        older = by_text.get((entry.name, entry.digest))
         if older is not None:
             entry.repeats = older.repeats + 1
-        by_text[entry.digest] = entry
+        by_text[(entry.name, entry.digest)] = entry
     return sorted(by_text.values(), key=lambda e: e.number)
 
 
@@ -354,7 +132,7 @@ def read_folder(*folders: str | Path) -> DumpFolder:
             elif m := _MLIR_FILE.fullmatch(path.name):
                 mlirs.append(_Ir(int(m.group(1)), m.group(2), path, _digest(path)))
             elif (m := _XLA_FILE.fullmatch(path.name)) and (rest := _XLA_REST.fullmatch(m.group(3))):
-                key = (folder, int(m.group(1)))
+                key = (folder, int(m.group(1)), m.group(2))  # numbers repeat across clients: the name too
                 module = xla.setdefault(key, DumpModule(m.group(2), xla_number=int(m.group(1))))
                 _place_xla_file(module, path, rest)
             elif path.name.startswith(("jax_", "module_")):
@@ -453,19 +231,19 @@ def _newest_xla(modules: list[DumpModule]) -> list[DumpModule]:
 
 def _read_mlir(entry: _Ir, context) -> None:
     try:
-        module = parse_stablehlo(_read_text(entry.path), entry.path, context)
+        module = parse_stablehlo(read_text(entry.path), entry.path, context)
     except DumpError as e:
         entry.problem = str(e)
         return
     entry.name = module.operation.attributes["sym_name"].value if "sym_name" in module.operation.attributes \
         else entry.name
-    entry.shapes = _shapes_of_mlir(module)
+    entry.shapes = shapes_of_mlir(module)
     entry.names = frozenset((name, frame) for _op, name, frame, _fine in stablehlo_locations(module) if name)
 
 
 def _read_jaxpr(entry: _Ir) -> None:
     try:
-        text = _read_text(entry.path)
+        text = read_text(entry.path)
     except DumpError as e:
         entry.problem = str(e)
         return
@@ -475,7 +253,7 @@ def _read_jaxpr(entry: _Ir) -> None:
         entry.problem = f"{entry.path} is not a whole printed jaxpr (truncated?)"
         return
     entry.shapes = (tuple(_aval_dims(dims) for _dt, dims in _JAXPR_AVAL.findall(head.group(2))), _jaxpr_results(text))
-    entry.names = frozenset(_JAXPR_EQN.findall(text))
+    entry.names = frozenset(jaxpr_primitives(text))
 
 
 def _aval_dims(dims: str) -> tuple[int, ...]:
@@ -496,11 +274,6 @@ def _jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:
     return tuple(shapes)
 
 
-def jaxpr_primitives(text: str) -> list[str]:
-    """The primitive of each printed equation of a jaxpr, in print order."""
-    return _JAXPR_EQN.findall(text)
-
-
 def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
     """Pair an XLA module with the one StableHLO dump whose name, shapes and name stacks it repeats."""
     layer = "hlo_before" if "hlo_before" in module.files else "hlo_after" if "hlo_after" in module.files else None
@@ -510,13 +283,13 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
         return
     path = module.files[layer]
     try:
-        hlo = parse_hlo(_read_text(path), path)
+        hlo = parse_hlo(read_text(path), path)
         if "hlo_after" in module.files and layer != "hlo_after":
-            parse_hlo(_read_text(module.files["hlo_after"]), module.files["hlo_after"])
+            parse_hlo(read_text(module.files["hlo_after"]), module.files["hlo_after"])
     except DumpError as e:
         module.problem = str(e)
         return
-    shapes = _shapes_of_hlo(hlo)
+    shapes = shapes_of_hlo(hlo)
     names = frozenset((n, frame) for _c, _i, n, frame in hlo_op_names(hlo) if "/" in n or "(" in n)
     candidates = [e for e in mlirs if e.problem is None and e.name == module.name
                   and (layer == "hlo_after" or e.shapes == shapes) and _covers(e.names, names)]
@@ -535,10 +308,12 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
 
 
 def _covers(stablehlo_names: frozenset, hlo_names: frozenset) -> bool:
-    """Whether every name stack (and source line) of the HLO is one the StableHLO carries."""
-    if all(frame is None for _n, frame in hlo_names):  # an HLO without stack frames (JAX before 0.9)
-        return {n for n, _f in hlo_names} <= {n for n, _f in stablehlo_names}
-    return hlo_names <= stablehlo_names
+    """Whether every name stack (and source line) of the HLO is one the StableHLO carries. An op_name
+    without a stack frame (JAX before 0.9, a branch's parameter) is matched by its name stack alone,
+    and one that XLA made by merging instructions (`a;b`) by each of its parts."""
+    names = {n for n, _f in stablehlo_names}
+    return all(all(part in names for part in n.split(";")) if frame is None or ";" in n
+               else (n, frame) in stablehlo_names for n, frame in hlo_names)
 
 
 def _pair_jaxpr(module: DumpModule, jaxprs: list[_Ir], mlir_at: dict[Path, _Ir]) -> None:
@@ -582,56 +357,3 @@ def _finish(modules: list[DumpModule]) -> None:
         if module.problem is None and len(module.layers()) < 2:
             only = LAYER_NAMES[module.layers()[0]] if module.layers() else "no"
             module.problem = f"only one layer ({only}) in the folder: nothing to link it to"
-
-
-def read_memory(module: DumpModule) -> MemoryReport | None:
-    """The buffer assignment, memory-usage report and peak live buffers of a module, where XLA wrote them."""
-    if module.buffer_assignment is None and module.memory_report is None and module.live_range is None:
-        return None
-    allocations = []
-    if module.buffer_assignment is not None:
-        current = None
-        for line in _read_text(module.buffer_assignment).splitlines():
-            if m := re.match(r"allocation (\d+): size (\d+), (.*):$", line):
-                current = [int(m.group(1)), int(m.group(2)), _allocation_kind(m.group(3)), "", -1]
-                allocations.append(current)
-            elif current is not None and (m := re.match(r" value: <\d+ (\S+) @\d+> \(size=(\d+)", line)):
-                if int(m.group(2)) > current[4]:
-                    current[3], current[4] = m.group(1), int(m.group(2))
-    total = None
-    if module.memory_report is not None:
-        m = re.search(r"^Total bytes: (\d+)", _read_text(module.memory_report), re.M)
-        total = int(m.group(1)) if m else None
-    rows = tuple(sorted(((a[0], a[1], a[2], a[3]) for a in allocations), key=lambda a: (-a[1], a[0])))
-    peak = _peak(_read_text(module.live_range)) if module.live_range is not None else (None, "", ())
-    return MemoryReport(total, rows, *peak)
-
-
-def _peak(text: str) -> tuple[int | None, str, tuple[tuple[str, int], ...]]:
-    """The live-range report's peak: its bytes, the instruction scheduled there, and the buffers live then."""
-    at = re.search(r"^  Live ranges at (\d+) \(peak\):$", text, re.M)
-    if at is None:
-        return None, "", ()
-    sequence = dict(re.findall(r"^    (\d+):(\S+)$", text[:at.start()], re.M))
-    live, cumulative = [], None
-    for line in text[at.end():].splitlines()[1:]:
-        m = re.match(r"^    (\S+?)(?:\{[^}]*\})?: (\d+) bytes \(cumulative: (\d+) bytes\)$", line)
-        if m is None:
-            break
-        live.append((m.group(1), int(m.group(2))))
-        cumulative = int(m.group(3))
-    return cumulative, sequence.get(at.group(1), ""), tuple(live)
-
-
-_KINDS = (("parameter", r"parameter \d+"), ("output", r"output shape"), ("maybe-live-out", r"maybe-live-out"),
-          ("constant", r"constant"), ("thread-local", r"thread-local"), ("temp", r"preallocated-temp"),
-          ("color", r"color \d+"))
-
-
-def _allocation_kind(text: str) -> str:
-    """What an allocation holds, in the buffer assignment's own words (`parameter 0`, `output`, `temp`)."""
-    words = []
-    for word, pattern in _KINDS:
-        if m := re.search(pattern, text):
-            words.append(m.group(0) if word in ("parameter", "color") else word)
-    return ", ".join(words) or text.split(",")[0]

@@ -19,7 +19,7 @@ from dumpgym.record import CompiledLayer, EqnFact, XrayStats
 
 # Every text colour keeps 4.5:1 against what it sits on, and a dimmed line (`.u`) 3:1, in both schemes
 # (the browser tests measure them); lines are dimmed by one grey, never by opacity.
-_STYLE = """
+STYLE = """
 .dgx{font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:#1d2330;background:#fbfbf8;border:1px solid #d9d9d0;border-radius:6px;padding:8px}
 .dgx .dgx-stats{font-family:system-ui,sans-serif;font-size:12px;color:#555;margin:0 0 6px}
 .dgx .dgx-cols{display:grid;grid-template-columns:repeat(var(--dgx-n),minmax(0,1fr));gap:8px}
@@ -37,7 +37,7 @@ _STYLE = """
 # script). The render claims the first root with its id that no script has wired yet: the same output
 # shown twice in one page (a second view of it) repeats the id, and each copy must light itself.
 # No keys: j/k would fight the notebook's own shortcuts.
-_WIRING = """
+WIRING = """
 const root = [...document.querySelectorAll('[id=%(id)s]')].find((el) => !el.hasAttribute('data-wired'));
 if (root) {
   root.setAttribute('data-wired', '');
@@ -76,7 +76,7 @@ def _inlined(module: str, done: set[str] | None = None) -> str:
     return deps + body
 
 
-def _script_json(value) -> str:
+def script_json(value) -> str:
     """JSON that cannot end or comment out the `<script>` holding it."""
     return json.dumps(value).replace("<", "\\u003c")
 
@@ -119,8 +119,8 @@ class NotebookXRay:
         # Unique across renders, kernels and reloads: one notebook page can hold many renders.
         root = f"dumpgym-xray-{uuid.uuid4().hex}"
         columns = [
-            _column("jaxpr", "jaxpr", self.jaxpr, {n for g in self.groups for n in g["jaxpr_lines"]}),
-            _column("stablehlo", "StableHLO", self.stablehlo, {n for g in self.groups for n in g["stablehlo_lines"]}),
+            column("jaxpr", "jaxpr", self.jaxpr, {n for g in self.groups for n in g["jaxpr_lines"]}),
+            column("stablehlo", "StableHLO", self.stablehlo, {n for g in self.groups for n in g["stablehlo_lines"]}),
         ]
         # What the hover module's index reads: the groups, and each equation's parent and jaxpr lines.
         data = {"xray": self.groups,
@@ -130,19 +130,19 @@ class NotebookXRay:
             # hover.js lights a group's `lines_by_eqn` entry in the compiled column: those lines are mapped.
             mapped = {n for g in self.groups for n in self.hlo.lines_by_eqn.get(str(g["eqn"]), ())}
             fusions = frozenset(f.line for f in self.hlo.fusions)
-            columns.append(_column("hlo", "compiled HLO", self.hlo.text, mapped, fusions))
+            columns.append(column("hlo", "compiled HLO", self.hlo.text, mapped, fusions))
             data["hlo"] = self.hlo.to_json()
             note = '<p class="dgx-stats" data-dgx-hlo></p>'
         return (
-            f'<div class="dgx" id="{root}" style="--dgx-n:{len(columns)}"><style>{_STYLE}</style>'
+            f'<div class="dgx" id="{root}" style="--dgx-n:{len(columns)}"><style>{STYLE}</style>'
             f'<p class="dgx-stats">{html.escape(self.name)} · {html.escape(self.stats.line())}</p>{note}'
             f'<div class="dgx-cols">{"".join(columns)}</div>'
-            f'<script type="application/json">{_script_json(data)}</script>'
+            f'<script type="application/json">{script_json(data)}</script>'
             f'<script type="module">{_script(root, compiled=self.hlo is not None)}</script></div>'
         )
 
 
-def _column(layer: str, title: str, text: str, mapped: set[int], fusions: frozenset[int] = frozenset()) -> str:
+def column(layer: str, title: str, text: str, mapped: set[int], fusions: frozenset[int] = frozenset()) -> str:
     """One layer's listing: a row per line, dimmed (`u`) unless some group lights it, fusions bold (`fz`)."""
     rows = "".join(
         f'<div class="l {"m" if n in mapped else "u"}{" fz" if n in fusions else ""}" data-line="{n}">'
@@ -156,7 +156,7 @@ def _script(root: str, compiled: bool) -> str:
     """The render's module script: the page's own modules, inlined, then the wiring of root `root`."""
     done: set[str] = set()
     modules = ["hover.js", "compiled.js"] if compiled else ["hover.js"]
-    return "".join(_inlined(m, done) for m in modules) + _WIRING % {
+    return "".join(_inlined(m, done) for m in modules) + WIRING % {
         "id": json.dumps(root),
         "bodies": "indexCompiled(data.hlo).bodies" if compiled else "null",
         "compiled": _COMPILED_WIRING if compiled else "",

@@ -1,0 +1,277 @@
+"""Dataflow for a dumped module's x-ray: which StableHLO op each HLO instruction came from, where its
+name stack and source line leave several.
+
+Several StableHLO ops can share one name stack and line (the four `mul`s of one `jax.nn.gelu` call,
+three `tanh`s of a Python loop), and XLA keeps no columns, so metadata alone links an instruction to
+the group. The graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
+instructions without a name stack, fusion parameters, calls and loops), the op `i` came from must
+be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
+its own kind where its opcode names one), and a candidate is dropped while some neighbour has no
+candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
+leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
+assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
+keep every candidate and say nothing of their neighbours, and the narrowing starts again.
+
+StableHLO dataflow is read with jaxlib's MLIR bindings (operands, block arguments, regions), HLO
+dataflow with XLA's HLO bindings (`operands`); which computations an instruction calls, and a
+parameter's number, are not reached by the bindings and are read from the printed instruction.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict, deque
+
+# Results of a region-holding op come from its regions' terminators; a private function's from its return.
+_TERMINATORS = frozenset({"stablehlo.return", "func.return", "sdy.return"})
+# HLO opcodes whose instruction never splits into a chain of its own kind: when one such instruction
+# feeds another of the same opcode, they came from two ops, the feeding one upstream.
+_ELEMENTWISE = frozenset({
+    "abs", "add", "and", "atan2", "cbrt", "ceil", "compare", "cosine", "divide", "dot", "exponential",
+    "exponential-minus-one", "floor", "log", "log-plus-one", "logistic", "maximum", "minimum", "multiply",
+    "negate", "not", "or", "power", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select",
+    "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor"})
+# StableHLO op name -> the HLO opcode it converts to, where the two names differ beyond `_` and `-`.
+_OPCODE_OF = {"stablehlo.dot_general": "dot", "stablehlo.broadcast_in_dim": "broadcast",
+              "stablehlo.case": "conditional", "func.call": "call", "stablehlo.exponential": "exponential",
+              "stablehlo.round_nearest_even": "round-nearest-even", "stablehlo.count_leading_zeros": "clz",
+              "stablehlo.dynamic_update_slice": "dynamic-update-slice"}
+_CALLS = re.compile(r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%([\w.\-]+)")
+_BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
+_PARAMETER = re.compile(r"\bparameter\((\d+)\)")
+_ARRAY_SHAPE = re.compile(r"([a-z]\w*)\[([\d,]*)\](?:\{[^}]*\})? ")
+
+
+def result_dims(op) -> tuple | None:
+    """The kind of number and the shape of an MLIR op's one result (`("float", 64, 32)`), where it has one
+    and it is a ranked tensor."""
+    from jaxlib.mlir import ir
+
+    if len(op.results) != 1:
+        return None
+    try:
+        tensor = ir.RankedTensorType(op.results[0].type)
+    except ValueError:
+        return None
+    return (_number_kind(str(tensor.element_type)), *tensor.shape)
+
+
+def hlo_dims(instruction) -> tuple | None:
+    """The kind of number and the shape of an HLO instruction that yields one array (`f32[64,32]{1,0}`), from
+    its printed form: the bindings do not reach an instruction's shape."""
+    m = _ARRAY_SHAPE.match(instruction.to_string().split(" = ", 1)[-1])
+    return (_number_kind(m.group(1)), *(int(d) for d in m.group(2).split(",") if d)) if m else None
+
+
+def _number_kind(dtype: str) -> str:
+    """float, signed, unsigned, bool or complex, as MLIR (`bf16`, `i32`, `ui32`, `i1`) or HLO (`s32`, `u32`,
+    `pred`) spells the type: XLA may widen a float (bf16 to f32) but keeps its kind."""
+    if dtype in ("i1", "pred"):
+        return "bool"
+    if dtype.startswith(("ui", "u")):
+        return "unsigned"
+    if dtype.startswith(("i", "s")):
+        return "signed"
+    if dtype.startswith("c") or dtype.startswith("complex"):
+        return "complex"
+    return "float"
+
+
+def hlo_opcode(op_name: str) -> str:
+    """The HLO opcode a StableHLO op converts to (`stablehlo.dot_general` -> `dot`)."""
+    return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
+
+
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int]]:
+    """For each op of a pre-order walk, the walk indices of every op upstream of it, of the ops whose
+    results it takes as operands, and of their operands, as bit sets.
+
+    An op's inputs are its operands' defining ops; a block argument stands for the holding op's
+    operands and what its regions return (a loop carries values round), a private function's
+    argument for the operands of every call to it; a region-holding op's or a call's results for
+    what its regions or its callee return."""
+    from jaxlib.mlir import ir
+
+    index = {op: i for i, op in enumerate(walked)}
+    functions = {op.attributes["sym_name"].value: op for op in walked if op.name == "func.func"}
+    calls = defaultdict(list)
+    for op in walked:
+        if op.name == "func.call":
+            calls[ir.FlatSymbolRefAttr(op.attributes["callee"]).value].append(op)
+
+    def definers(op) -> set[int]:
+        return {i for value in op.operands for i in defined_by(value)}
+
+    def defined_by(value) -> set[int]:
+        owner = value.owner
+        if not isinstance(owner, ir.Block):
+            owner = owner.operation
+            return {index[owner]} if owner in index else set()
+        holder = owner.owner
+        if holder is None:
+            return set()
+        holder = holder.operation  # a `FuncOp` view's `.name` is its symbol, not `func.func`
+        if holder.name == "func.func":
+            return {i for call in calls.get(holder.attributes["sym_name"].value, ()) for i in definers(call)}
+        # Only a loop hands its regions' results back to their arguments.
+        return definers(holder) | (returned(holder) if holder.name == "stablehlo.while" else set())
+
+    def returned(holder) -> set[int]:
+        """The terminators of `holder`'s regions: what they return is what it yields (an edge, not a walk)."""
+        return {index[op] for region in holder.regions for block in region.blocks for op in block.operations
+                if op.name in _TERMINATORS and op in index}
+
+    inputs = []
+    for op in walked:
+        found = definers(op) if op.name not in ("func.func", "builtin.module") else set()
+        if op.regions and op.name not in ("func.func", "builtin.module"):
+            found |= returned(op)
+        if op.name == "func.call":
+            callee = functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+            if callee is not None:
+                found |= returned(callee)
+        inputs.append(sorted(found))
+    direct = [definers(op) for op in walked]
+    operands = [sum(1 << i for i in found) for found in direct]
+    operands2 = [0] * len(walked)
+    for i, found in enumerate(direct):
+        for j in found:
+            operands2[i] |= operands[j]
+    upstream = [0] * len(walked)
+    changed = True
+    while changed:  # a fixed point: loops make the graph cyclic
+        changed = False
+        for i, found in enumerate(inputs):
+            bits = upstream[i]
+            for j in found:
+                bits |= upstream[j] | (1 << j)
+            if bits != upstream[i]:
+                upstream[i], changed = bits, True
+    return upstream, operands, operands2
+
+
+def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Each HLO instruction's inputs by name: its operands; for a called computation's parameter, the
+    caller's operands; for a caller (fusion, call, loop, branch), the roots of what it calls.
+    Reducers' regions (`to_apply`) stay apart: their instructions are scalar plumbing. Also each
+    fusion's fused root, whose metadata XLA gives the fusion."""
+    roots, params = {}, defaultdict(dict)
+    printed = {}
+    for computation in hlo.computations():
+        for instruction in computation.instructions():
+            text = instruction.to_string()
+            printed[instruction.name] = (computation.name, instruction, text)
+            # The root: what nothing in its computation uses (the printed instruction does not say ROOT).
+            if not instruction.users() and not str(instruction.opcode).endswith("kParameter"):
+                roots[computation.name] = instruction.name
+            if str(instruction.opcode).endswith("kParameter") and (m := _PARAMETER.search(text)):
+                params[computation.name][int(m.group(1))] = instruction.name
+    inputs: dict[str, list[str]] = {}
+    callers_of: dict[str, list[list[str]]] = defaultdict(list)
+    bodies, fused_roots = set(), {}
+    for name, (_computation, instruction, text) in printed.items():
+        operands = [o.name for o in instruction.operands()]
+        inputs[name] = list(operands)
+        attributes = text.split(", metadata=", 1)[0]
+        called = [c for kind, c in _CALLS.findall(attributes) if kind != "to_apply"]
+        bodies.update(c for kind, c in _CALLS.findall(attributes) if kind == "body")
+        if m := _BRANCHES.search(attributes):
+            called += [c.strip().lstrip("%") for c in m.group(1).split(",") if c.strip()]
+        for computation in called:
+            callers_of[computation].append(operands)
+            if str(instruction.opcode).endswith("kFusion") and computation in roots:
+                fused_roots[name] = roots[computation]
+            if computation in roots:
+                inputs[name].append(roots[computation])
+    for computation, numbered in params.items():
+        for number, name in numbered.items():
+            for operands in callers_of.get(computation, ()):
+                inputs[name] += operands if len(operands) != len(numbered) else [operands[number]]
+            if computation in bodies and computation in roots:  # a loop hands its body's root round
+                inputs[name].append(roots[computation])
+    return inputs, fused_roots
+
+
+def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
+           inputs: dict[str, list[str]], fused_roots: dict[str, str]) -> dict[str, list]:
+    """Each keyed instruction's candidate ops (with `.name`, `.index` and `.upstream`, the bit set of
+    `stablehlo_ancestors`), narrowed by dataflow. Where an
+    edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
+    every candidate), and it starts again."""
+    cands = {}
+    for name, ops in candidates.items():
+        # Of its own kind, and then of its own shape and kind of number, where some candidates are.
+        own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]] or list(ops)
+        if dims[name] is not None:
+            own = [op for op in own if op.dims and op.dims[0] == dims[name][0]] or own
+            own = [op for op in own if op.dims == dims[name]] or own
+        cands[name] = own
+    edges = []  # (j, i): keyed instruction j feeds keyed instruction i
+    for i in cands:
+        seen, pending = {i}, list(inputs.get(i, ()))
+        while pending:
+            j = pending.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if j in cands:
+                edges.append((j, i))
+            elif j in inputs:
+                pending.extend(inputs[j])
+    # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), the same op ("="):
+    # a fusion and its fused root with the same metadata came from one op, or an operand ("operand"):
+    # a broadcast of constants or arguments is made where it is used, so it feeds its user's op directly.
+    sources = set(cands) - {i for _j, i in edges}  # no instruction with a name stack upstream
+    relation = {}
+    for j, i in edges:
+        if fused_roots.get(i) == j and {o.index for o in candidates[i]} == {o.index for o in candidates[j]}:
+            relation[(j, i)] = "="
+        elif j in sources and opcodes[j] == "broadcast" and fused_roots.get(i) != j:
+            relation[(j, i)] = "operand"
+        elif opcodes[i] == opcodes[j] and opcodes[i] in _ELEMENTWISE:
+            relation[(j, i)] = "<"
+        else:
+            relation[(j, i)] = "<="
+
+    def beside(o, c, how: str) -> bool:
+        """Whether op `o` stands to op `c` as `how` says."""
+        if o.index == c.index:
+            return how in ("=", "<=")
+        if how == "operand":  # or an operand's operand: XLA merges chained broadcasts into one
+            return bool((c.operands | c.operands2) >> o.index & 1)
+        return how != "=" and bool(c.upstream >> o.index & 1)
+
+    rewritten: set = set()  # instructions at either end of an edge that no pair of candidates satisfies
+    while True:
+        narrowed = _consistent(cands, [e for e in edges if not rewritten & set(e)], relation, beside)
+        if isinstance(narrowed, dict):
+            return narrowed
+        # XLA rewrote the graph there (merged a common subexpression, moved an op): neither end says
+        # anything of its neighbours, keeps all its candidates, and what the edge pruned is undone.
+        rewritten.update(narrowed)
+
+
+def _consistent(cands, edges, relation, beside):
+    """The candidates left once every edge has a pair beside each kept one, or the edge that left none."""
+    cands = dict(cands)
+    touching = defaultdict(list)
+    for edge in edges:
+        touching[edge[0]].append(edge)
+        touching[edge[1]].append(edge)
+    # In the edges' order, so that which edge is found broken does not depend on hashing.
+    pending, queued = deque(edges), set(edges)
+    while pending:
+        j, i = edge = pending.popleft()
+        queued.discard(edge)
+        s = relation[edge]
+        keep_i = [c for c in cands[i] if any(beside(o, c, s) for o in cands[j])]
+        keep_j = [o for o in cands[j] if any(beside(o, c, s) for c in keep_i)]
+        for name, keep in ((i, keep_i), (j, keep_j)):
+            if not keep:
+                return edge
+            if len(keep) < len(cands[name]):
+                cands[name] = keep
+                for e in touching[name]:
+                    if e != edge and e not in queued:
+                        pending.append(e)
+                        queued.add(e)
+    return cands

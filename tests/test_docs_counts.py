@@ -62,6 +62,13 @@ def _filler_options(f: Facts) -> int:
     return sum(m["rule"] in FILLER for i in f.items("shapes") for m in i["misread"].values())
 
 
+def _spread(step: str, answer: str) -> int:
+    """How many built-in programs, variants counted, give a decisions "what for" answer."""
+    from dumpgym.drills._decision_why import builtin_spread
+
+    return builtin_spread()[step, answer]
+
+
 def _spot_decisions(f: Facts) -> list[dict]:
     """The decisions items that ask to spot a line (the others ask what a line is for: they have `why`)."""
     return [i for i in f.items("decisions") if "why" not in i]
@@ -144,6 +151,10 @@ ROWS = [
     # GYM·03, decisions
     ("docs/drills.md", r"the two common kinds hold at most (half) the spot items' weight", _common_decisions_share),
     ("docs/drills.md", r"The built-in corpus gives (\d+) decision items", lambda f: len(f.items("decisions"))),
+    ("docs/drills.md", r"about a second; `keepdims` (\d+), `astype` \d+",
+     lambda f: _spread("hidden-broadcast", "keepdims")),
+    ("docs/drills.md", r"about a second; `keepdims` \d+, `astype` (\d+)",
+     lambda f: _spread("upcast", "astype")),
     ("docs/drills.md", r"(\d+) that ask what a line is for", lambda f: len(f.items("decisions")) - len(_spot_decisions(f))),
     ("docs/drills.md", r"ask what a line is for \((\d+ `hidden-broadcast`, \d+ `upcast`, \d+ `transpose`, \d+ `mark`)\)",
      lambda f: dict(Counter(i["step"] for i in f.items("decisions") if "why" in i))),

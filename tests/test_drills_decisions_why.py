@@ -11,7 +11,7 @@ import pytest
 
 from dumpgym.corpus import program_record
 from dumpgym.drills import decisions
-from dumpgym.drills._decision_why import why_steps
+from dumpgym.drills._decision_why import builtin_spread, why_steps
 from dumpgym.program import Program
 from dumpgym.record import ProgramRecord
 from jax_reference import jaxpr_of
@@ -184,14 +184,15 @@ def test_every_item_names_its_line_in_a_numbered_listing_and_explains_each_wrong
 
 
 def test_over_the_built_in_pool_every_answer_of_a_step_is_about_equally_often_right(whole_corpus):
-    """The spread table (`why_step`'s program counts) must follow the corpus: a stale one unbalances a step."""
+    """The spread the weights divide by (`builtin_spread`, read by the filing rules) is the number of programs
+    whose items give each answer, and the weights it makes balance every step's answers."""
     weight, programs = defaultdict(float), defaultdict(set)
     for program in whole_corpus["programs"]:
         for item in _why(ProgramRecord.from_json(program)):
             weight[item["step"], item["why"]] += item["weight"]
             programs[item["step"], item["why"]].add(program["slug"])
     for (step, why), n in programs.items():
-        assert why_steps[step].spread[why] == len(n), (step, why, len(n))
+        assert builtin_spread()[step, why] == len(n), (step, why, len(n))
     for step in why_steps:
         shares = [w for (s, _), w in weight.items() if s == step]
         assert max(shares) <= 1.1 * min(shares), (step, shares)

@@ -11,6 +11,7 @@ they tell nothing about the line.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -34,14 +35,13 @@ class WhyStep:
     answers: dict[str, str]
     question: str
     reading: Callable[[EqnFact, ProgramIndex], tuple[str, str] | None]
-    # answer key -> how many built-in programs (traced variants counted) give that answer
-    spread: dict[str, int]
 
     def weight(self, key: str) -> float:
         """What one program's items of answer `key` weigh together: SHARE over the number of built-in programs
-        that give it, so that over the built-in pool every answer of a step is about equally often right
-        (a blind reader's usual answer is no better than a guess); a program's own answer counts once."""
-        return SHARE / self.spread[key]
+        that give it (`builtin_spread`), so that over the built-in pool every answer of a step is about equally
+        often right (a blind reader's usual answer is no better than a guess); a program's own answer counts
+        once, and an answer no built-in program gives weighs as if one did."""
+        return SHARE / max(1, builtin_spread().get((self.step, key), 0))
 
 
 # What each answer of a step weighs over the whole built-in pool, on the scale of the spot items' weights.
@@ -51,24 +51,23 @@ SHARE = 8.0
 why_steps: dict[str, WhyStep] = {}
 
 
-def why_step(step: str, primitives, hlo_ops, question: str, answers: dict[str, tuple[str, int]]):
+def why_step(step: str, primitives, hlo_ops, question: str, answers: dict[str, str]):
     """Register `reading(eqn, pf) -> (answer key, facts sentence) | None` as a step's filing rule; `answers`
-    maps each answer key to its option text and how many built-in programs give it."""
+    maps each answer key to its option text."""
     def register(reading):
         why_steps[step] = WhyStep(step, frozenset(primitives), frozenset(hlo_ops),
-                                  {k: text for k, (text, _) in answers.items()}, question, reading,
-                                  {k: n for k, (_, n) in answers.items()})
+                                  dict(answers), question, reading)
         return reading
     return register
 
 
 @why_step("hidden-broadcast", {"broadcast_in_dim"}, {"stablehlo.broadcast_in_dim"},
           "Line {line} of the {layer} broadcasts: what does that broadcast do?", {
-              "fill": ("fills a literal constant out to a whole array", 18),
-              "scalar": ("spreads one scalar value over every element", 23),
-              "keepdims": ("adds a trailing size-one axis, so a reduced row lines up", 31),
-              "promotion": ("adds a leading size-one axis, NumPy rank promotion", 18),
-              "placement": ("places every operand axis inside a bigger shape", 7),
+              "fill": "fills a literal constant out to a whole array",
+              "scalar": "spreads one scalar value over every element",
+              "keepdims": "adds a trailing size-one axis, so a reduced row lines up",
+              "promotion": "adds a leading size-one axis, NumPy rank promotion",
+              "placement": "places every operand axis inside a bigger shape",
           })
 def _broadcast(eqn: EqnFact, pf: ProgramIndex):
     out, x, dims = eqn.outputs[0], eqn.inputs[0], eqn.ints("broadcast_dimensions")
@@ -91,10 +90,10 @@ def _broadcast(eqn: EqnFact, pf: ProgramIndex):
 
 @why_step("upcast", {"convert_element_type"}, {"stablehlo.convert"},
           "Line {line} of the {layer} converts a dtype: what is the conversion for?", {
-              "accumulate": ("widens a float so a reduction adds up in more bits", 19),
-              "astype": ("widens a float that no reduction reads: your own cast", 2),
-              "narrow": ("narrows a float back to fewer bits after the math", 24),
-              "kind": ("changes kind, between bool, integer and float", 15),
+              "accumulate": "widens a float so a reduction adds up in more bits",
+              "astype": "widens a float that no reduction reads: your own cast",
+              "narrow": "narrows a float back to fewer bits after the math",
+              "kind": "changes kind, between bool, integer and float",
           })
 def _convert(eqn: EqnFact, pf: ProgramIndex):
     if not eqn.input_avals or len(eqn.outputs) != 1:
@@ -115,10 +114,10 @@ def _convert(eqn: EqnFact, pf: ProgramIndex):
 
 @why_step("transpose", {"transpose"}, {"stablehlo.transpose"},
           "Line {line} of the {layer} transposes: who wrote that transpose, and why?", {
-              "matmul-grad": ("autodiff, turning a matmul gradient to the operand's shape", 12),
-              "einsum": ("einsum, putting a product's axes in the order of its spec", 2),
-              "undo-T": ("autodiff, sending a cotangent back through a `.T` of yours", 4),
-              "user": ("you: a transpose your own code spelled, of a value it named", 8),
+              "matmul-grad": "autodiff, turning a matmul gradient to the operand's shape",
+              "einsum": "einsum, putting a product's axes in the order of its spec",
+              "undo-T": "autodiff, sending a cotangent back through a `.T` of yours",
+              "user": "you: a transpose your own code spelled, of a value it named",
           })
 def _transpose(eqn: EqnFact, pf: ProgramIndex):
     author = transpose_author(eqn, pf)
@@ -144,9 +143,9 @@ def _transpose(eqn: EqnFact, pf: ProgramIndex):
     "stablehlo.all_to_all", "stablehlo.collective_permute", "stablehlo.reduce_scatter",
     "stablehlo.collective_broadcast"},
           "Line {line} of the {layer}: what did the framework write there, and for what?", {
-              "iota-mask": ("numbers positions so a comparison can build a mask", 10),
-              "remat": ("marks a region for recomputing in the backward pass", 4),
-              "collective": ("combines or moves data between the devices", 3),
+              "iota-mask": "numbers positions so a comparison can build a mask",
+              "remat": "marks a region for recomputing in the backward pass",
+              "collective": "combines or moves data between the devices",
           })
 def _mark(eqn: EqnFact, pf: ProgramIndex):
     if eqn.primitive == "iota":
@@ -158,6 +157,22 @@ def _mark(eqn: EqnFact, pf: ProgramIndex):
     if eqn.primitive in REMATS:
         return "remat", f"it is `{eqn.primitive}`, the mark jax.checkpoint writes around a region"
     return "collective", f"it is `{eqn.primitive}`, an exchange between devices over a mesh axis"
+
+
+@functools.cache
+def builtin_spread() -> dict[tuple[str, str], int]:
+    """(step, answer key) -> how many built-in programs (traced variants counted) give that answer, read from
+    the committed corpus by the steps' own filing rules, once per process."""
+    from dumpgym.corpus import load_builtin
+    from dumpgym.record import ProgramRecord
+
+    spread: dict[tuple[str, str], int] = {}
+    for data in load_builtin()["programs"]:
+        pf = ProgramIndex.of(ProgramRecord.from_json(data))
+        given = {(got[0].step, got[1]) for got in map(lambda e: reading_of(e, pf), pf.running()) if got}
+        for key in given:
+            spread[key] = spread.get(key, 0) + 1
+    return spread
 
 
 def reading_of(eqn: EqnFact, pf: ProgramIndex) -> tuple[WhyStep, str, str] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+import json
 import re
 import subprocess
 import sys
@@ -246,6 +247,18 @@ def test_the_cost_command_prints_a_row_per_instruction_and_the_sums_beside_xlas(
     assert len(rows) == sum(1 for i in layer.instructions if i.computation == next(
         c.name for c in layer.computations if c.entry))
     assert any(line.startswith("XLA's cost_analysis(): ") for line in out)
+
+
+def test_the_cost_table_names_each_opcode_as_xla_prints_it():
+    """`copy-start` as the TPU text prints it, not the record's key `copystart`: the row is read against the
+    listing."""
+    result = run("cost", "mlp", "--target", "tpu")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[2]: line.split()[1] for line in result.stdout.splitlines() if re.match(r"\s*\d+ ", line)}
+    text = next(p for p in json.loads(run("export").stdout)["programs"] if p["slug"] == "mlp")["compiled"]["tpu"]["text"]
+    for name, opcode in rows.items():
+        assert re.search(rf"%{re.escape(name)} = .*?\b{re.escape(opcode)}\(", text), (name, opcode)
+    assert rows["copy-start"] == "copy-start"
 
 
 def test_the_cost_command_refuses_a_layer_the_program_lacks_in_one_line():

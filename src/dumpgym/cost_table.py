@@ -25,6 +25,8 @@ def _spaces(amounts: dict[int, int]) -> str:
 def table(cost: LayerCost, layer: CompiledLayer, sort: str = "line", fused: bool = False) -> str:
     """The per-instruction table and the program's sums beside XLA's, as `dumpgym cost` prints them."""
     rows = [c for c in cost.instructions if fused or c.place in ("entry", "control")]
+    # each opcode as XLA prints it (`copy-start`, `custom-call`), not the record's key for it
+    printed = {i.line: i.printed_opcode or layer.printed_opcodes.get(i.opcode, i.opcode) for i in layer.instructions}
     if sort == "time":
         rows.sort(key=lambda c: -(cost.share(c) or 0.0))
     else:
@@ -39,7 +41,8 @@ def table(cost: LayerCost, layer: CompiledLayer, sort: str = "line", fused: bool
         timed = c.work.roofline(chip) if c.place in ("entry", "control") and moves else None
         share = cost.share(c) if timed else None
         intensity = c.work.intensity()
-        out.append(f"{c.line:>5} {(c.opcode if c.place in ('entry', 'control') else '  ' + c.opcode):<18} "
+        opcode = printed.get(c.line, c.opcode)
+        out.append(f"{c.line:>5} {(opcode if c.place in ('entry', 'control') else '  ' + opcode):<18} "
                    f"{c.name[:24]:<24} {'?' if c.runs is None else c.runs:>5} {_n(c.work.flops):>7} "
                    f"{_n(c.work.transcendentals):>7} "
                    f"{_spaces(c.work.read):>13} {_spaces(c.work.written):>13} {_n(c.work.sends):>6} "

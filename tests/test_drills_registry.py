@@ -97,7 +97,7 @@ def test_kinds_are_listed_by_number_with_their_titles(pool):
         {"name": "layouts", "number": "10", "title": "TPU layouts, read",
          "aim": "Read a TPU buffer's layout: the shape its tile pads it to, the bytes it takes, and where it lives."},
         {"name": "units", "number": "11", "title": "which unit runs it",
-         "aim": "Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle."},
+         "aim": "Read the MXU, the TPU's matrix unit, in a compile: which instructions run on it, and what its multiply makes inside a fusion."},
         {"name": "kernels", "number": "12", "title": "which kernel runs a dot",
          "aim": "Find the instruction of the GPU compile that runs a dot_general: a Triton GEMM fusion, a cuBLAS "
                 "call, or a fusion it was folded into."},

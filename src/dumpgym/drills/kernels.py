@@ -149,8 +149,8 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
                 f"{KERNEL_WORDS[skill].format(kind=kind, ops=_ops(c, main, dot))} ({printed}){also}.")
     why = _explain(c, dot, kernels)
     return Item(
-        question=(f"Each of these instructions of {where} (listed below) runs one or more of the jaxpr's "
-                  f"`dot_general`s. Which runs the one on jaxpr line {dot.jaxpr_lines[0]}?"),
+        question=(f"Each of these instructions of {where} (its listing is shown) runs one or more of the "
+                  f"jaxpr's `dot_general`s. Which runs the one on jaxpr line {dot.jaxpr_lines[0]}?"),
         answer=Choice(tuple(f"%{k.name} (GPU HLO line {k.line})" for k in kernels), kernels.index(main),
                       tuple(why.get(k.line, "") for k in kernels),
                       tuple("" if k is main else "another-dot" for k in kernels)),

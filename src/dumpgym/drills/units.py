@@ -84,7 +84,7 @@ def _row(program: ProgramRecord, listing: Listing, ins: Instruction) -> _Row | N
 
 
 @drill("units", number="11", title="which unit runs it",
-       aim="Tell the TPU instructions that run on the MXU (matrix multiplies) from those that leave it idle.",
+       aim="Read the MXU, the TPU's matrix unit, in a compile: which instructions run on it, and what its multiply makes inside a fusion.",
        per_program=4, cap_by=("layer", "step"))
 def unit_items(program: ProgramRecord) -> list[Item]:
     """Per TPU layer: `mxu`, every run of `ROWS` lines holding an MXU instruction and two rows of one opcode

@@ -115,9 +115,12 @@ def shares(answers: list[int], habits: list[int], rounds: int = 300) -> list[flo
     the habit) holds the most weight, from an even start; deterministic."""
     groups = [[k for k, a in enumerate(answers) if a == option] for option in sorted(set(answers))]
     groups.append([k for k, (a, h) in enumerate(zip(answers, habits)) if a == h])
+    groups = [g for g in groups if g]
+    members = [frozenset(g) for g in groups]
     out = [1 / len(answers)] * len(answers)
     for step in range(rounds):
-        worst = max((g for g in groups if g), key=lambda g: sum(out[k] for k in g))
+        held = [sum(out[k] for k in g) for g in groups]
+        worst = members[held.index(max(held))]  # the first of the heaviest, as max() picks
         rate = 0.5 / (step + 2)
         out = [w * (1 - rate) if k in worst else w for k, w in enumerate(out)]
         total = sum(out)

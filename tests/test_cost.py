@@ -5,8 +5,8 @@ names the difference (which instruction, whose rule)."""
 from __future__ import annotations
 
 import functools
-import math
 import json
+import math
 import re
 import subprocess
 import sys
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import cost, eqn_cost
+from dumpgym import chips, cost, eqn_cost
 
 pytestmark = pytest.mark.compiled_hlo
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cost.md"
@@ -218,9 +218,9 @@ def test_elementwise_equations_count_one_flop_per_element_as_jax_roofline_does(c
 def test_every_chip_of_the_corpus_has_its_peaks_and_the_docs_state_them(corpus):
     kinds = {layer["device_kind"] for p in corpus["programs"] for layer in p.get("compiled", {}).values()
              if layer.get("device_kind")}
-    assert kinds <= set(cost.CHIPS)
+    assert kinds <= set(chips.CHIPS)
     text = DOC.read_text(encoding="utf-8")
-    for kind, chip in cost.CHIPS.items():
+    for kind, chip in chips.CHIPS.items():
         assert f"`{kind}`" in text and chip.name in text, kind
         assert f"{chip.flops_per_s / 1e12:g} TFLOP/s" in text and f"{chip.hbm_bytes_per_s / 1e9:g} GB/s" in text
 

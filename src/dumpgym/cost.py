@@ -3,7 +3,7 @@
 A pure function of the record: FLOPs from the shapes and dimension numbers the compile stage kept
 (`Instruction.dot`, `.convolution`), bytes from the result buffers at the layouts XLA chose (a TPU
 buffer padded to its tiles, each memory space apart), the bytes a collective sends from its replica
-groups, and a roofline time on the chip's published peaks (`CHIPS`). The rules follow XLA's own
+groups, and a roofline time on the chip's published peaks (`chips.CHIPS`). The rules follow XLA's own
 `HloCostAnalysis` where it has one, so the program's sums can be set beside `cost_analysis()`
 (`CompiledLayer.xla_cost`); docs/cost.md names each rule and each place the two differ.
 """
@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from dumpgym.chips import CHIPS, Chip
 from dumpgym.errors import GymError
 from dumpgym.record import CompiledLayer, ConvDims, Instruction, ProgramRecord, WhileCounter
 
@@ -21,39 +22,6 @@ from dumpgym.record import CompiledLayer, ConvDims, Instruction, ProgramRecord, 
 class CostError(GymError):
     """A compiled layer recorded before the facts its cost needs (a dot's dimension numbers, XLA's totals)."""
 
-
-@dataclass(frozen=True)
-class Chip:
-    """A chip's published peaks: dense bf16 matmul FLOP/s and HBM bytes/s, and where each figure is published."""
-
-    name: str
-    flops_per_s: float
-    hbm_bytes_per_s: float
-    source: str
-
-    @property
-    def ridge(self) -> float:
-        """FLOPs per HBM byte at which compute and memory take equally long: above it, compute-bound."""
-        return self.flops_per_s / self.hbm_bytes_per_s
-
-
-# Keyed by the device kind the compiled layer records (`CompiledLayer.device_kind`); a layer of another kind
-# (the CPU's, which records none) gets costs without a roofline time.
-CHIPS: dict[str, Chip] = {}
-
-
-def register_chip(device_kind: str, chip: Chip) -> Chip:
-    """Name the peaks of the chips XLA calls `device_kind`; refused if it is named already."""
-    if device_kind in CHIPS:
-        raise ValueError(f"chip {device_kind!r} is registered twice")
-    CHIPS[device_kind] = chip
-    return chip
-
-
-register_chip("TPU v5 lite", Chip("TPU v5e", 197e12, 819e9,
-                                  "Google Cloud, TPU v5e page: 197 TFLOP/s bf16, 819 GB/s HBM2"))
-register_chip("NVIDIA H100 80GB HBM3", Chip("H100 SXM", 989e12, 3.35e12,
-                                            "NVIDIA H100 datasheet, SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3"))
 
 # Opcodes as the record spells them. XLA's HloCostAnalysis counts these as transcendentals, not FLOPs.
 TRANSCENDENTAL_OPCODES = frozenset({"exp", "expm1", "log", "log1p", "logistic", "power", "sqrt", "cbrt", "rsqrt",

@@ -1,0 +1,41 @@
+"""The chips a roofline time is taken on: each one's published peaks, keyed by the device kind XLA records.
+
+A layer whose device kind is not here (the CPU's, which records none) gets costs without a roofline time.
+Adding a chip is one `register_chip(device_kind, Chip(...))` line, with where its figures are published.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chip:
+    """A chip's published peaks: dense bf16 matmul FLOP/s and HBM bytes/s, and where each figure is published."""
+
+    name: str
+    flops_per_s: float
+    hbm_bytes_per_s: float
+    source: str
+
+    @property
+    def ridge(self) -> float:
+        """FLOPs per HBM byte at which compute and memory take equally long: above it, compute-bound."""
+        return self.flops_per_s / self.hbm_bytes_per_s
+
+
+# Keyed by the device kind the compiled layer records (`CompiledLayer.device_kind`).
+CHIPS: dict[str, Chip] = {}
+
+
+def register_chip(device_kind: str, chip: Chip) -> Chip:
+    """Name the peaks of the chips XLA calls `device_kind`; refused if it is named already."""
+    if device_kind in CHIPS:
+        raise ValueError(f"chip {device_kind!r} is registered twice")
+    CHIPS[device_kind] = chip
+    return chip
+
+
+register_chip("TPU v5 lite", Chip("TPU v5e", 197e12, 819e9,
+                                  "Google Cloud, TPU v5e page: 197 TFLOP/s bf16, 819 GB/s HBM2"))
+register_chip("NVIDIA H100 80GB HBM3", Chip("H100 SXM", 989e12, 3.35e12,
+                                            "NVIDIA H100 datasheet, SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3"))

@@ -10,8 +10,6 @@ allow.
 """
 from __future__ import annotations
 
-from collections import Counter
-
 from dumpgym.drills._dot import DotDims
 from dumpgym.drills.answer import Choice
 

@@ -21,6 +21,7 @@ from importlib import resources
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup, escape
 
+from dumpgym.cost_view import cost_file
 from dumpgym.curriculum import FLUENCY, PATH, drill_kinds, first_step
 from dumpgym.highlight import LISTINGS_SCHEMA, hlo_listing, listing_lines
 from dumpgym.record import CompiledLayer, Corpus, ProgramRecord
@@ -202,7 +203,8 @@ def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
             anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
     """The JSON files the page fetches, each as a function that makes it: each program object (from
     `written()`, the corpus's `to_json`), its highlighted listings, each compiled layer's HLO
-    (data/compiled/TARGET/SLUG.json, by compile target id), and each drill kind's items per program."""
+    (data/compiled/TARGET/SLUG.json, by compile target id) and its costs (data/cost/TARGET/SLUG.json,
+    `cost_view.py`), and each drill kind's items per program."""
     files: dict[str, Callable[[], object]] = {
         f"data/programs/{p.slug}.json": partial(lambda i: written()["programs"][i], i)
         for i, p in enumerate(corpus.programs)}
@@ -210,6 +212,7 @@ def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
         files[f"data/listings/{p.slug}.json"] = partial(_listings_file, p, anchors)
         for name, layer in _compiled_layers(p).items():
             files[f"data/compiled/{name}/{p.slug}.json"] = partial(_compiled_file, layer, anchors)
+            files[f"data/cost/{name}/{p.slug}.json"] = partial(cost_file, layer, name)
     for (kind, slug), items in _group_items(pool).items():
         files[f"data/drills/{kind}/{slug}.json"] = partial(lambda items: {"schema": pool["schema"], "items": items},
                                                            items)

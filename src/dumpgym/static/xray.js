@@ -9,6 +9,7 @@ import {
 import { LAYERS, Lights } from './hover.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
+import { costNote, costPanel, costTableRows, layerCost, markShares } from './xray-cost.js';
 import { NAMES, indexProgram, litLines, stats, where, whyUnmapped } from './xray-index.js';
 
 const BANDS = 8;
@@ -88,7 +89,8 @@ class XraySection {
     this.touch = matchMedia(TOUCH).matches;
     if (this.touch) render(this.status, html`tap a line: its equation lights in every layer · tap it again to unpin`);
     this.idleNodes = [...this.status.childNodes].map((n) => n.cloneNode(true));
-    this.shown = null;    // {slug, program, index, compiled, rows}
+    this.shown = null;    // {slug, program, index, compiled, rows, target, cost}
+    this.costSort = 'line'; // how the cost table is sorted: kept from program to program
     this.loading = null;  // the slug the section should end up showing
     this.inflight = null; // {slug, promise} of the load under way
     this.lights = new Lights(root, this.cols, {
@@ -155,7 +157,9 @@ class XraySection {
     // The compiled column shows one target's layer: the rest of the section reads it as `hlo`.
     const target = compiledLayer(program, this.target) ? this.target : this.targets.find((t) => compiledLayer(program, t));
     const hlo = target ? compiledLayer(program, target) : null;
-    const { source: hloSource, error } = await compiledSource(slug, hlo, target);
+    // The layer's costs come with its listing, from their own file (one program's, one target's).
+    const [{ source: hloSource, error }, cost] = await Promise.all([
+      compiledSource(slug, hlo, target), hlo?.text ? layerCost(slug, target) : null]);
     if (this.loading !== slug) return;
     const record = program;
     program = { ...program, hlo };
@@ -164,7 +168,9 @@ class XraySection {
     const index = indexProgram(program);
     const compiled = hloSource ? indexCompiled(program.hlo) : null;
     markRows(rows, index, compiled);
-    this.shown = { slug, program, index, compiled, rows, target };
+    if (compiled) markShares(rows.hlo, cost);
+    this.root.toggleAttribute('data-costed', Boolean(compiled && cost?.chip));
+    this.shown = { slug, program, index, compiled, rows, target, cost: compiled ? cost : null };
     this.showTargets(target, record);
     this.lights.show(index, rows, compiled?.bodies);
     this.statsEl.textContent = stats(program);
@@ -217,7 +223,7 @@ class XraySection {
 
   /** The backend, the counts and the fusion list under the columns; or why there is no compiled column. */
   showCompiled(error) {
-    const { program: { hlo }, index, compiled } = this.shown;
+    const { program: { hlo }, index, compiled, cost } = this.shown;
     if (!compiled) {
       this.byEl.textContent = '';
       render(this.compiledEl, error
@@ -233,6 +239,7 @@ class XraySection {
     render(this.compiledEl, html`<p class="note" data-xray-hlo-note>${backendNote(hlo)}.${only}
       <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}</span>
       <span class="legend"><span class="key fz">bold number</span> a fusion (hover it: every equation it absorbed lights) · <span class="key x">dotted</span> XLA's own</span></p>
+      ${costPanel(cost, this.costSort)}
       ${hlo.fusions.length ? fusionList(hlo, index.groupOf, index.eqns, (g) => g % BANDS) : ''}`);
   }
 
@@ -286,38 +293,57 @@ class XraySection {
     this.count(groups.length ? lines : null);
     this.summed = null;
     const fusion = layer === 'hlo' ? compiled.fusions.get(n) : null;
+    const cost = layer === 'hlo' ? costNote(this.shown.cost, n) : '';
     if (fusion) {
       const body = compiled.bodies.get(n);
       const head = html`${tag}fusion <code>%${fusion.name}</code> <span class="tag">${fusion.kind}</span>${body ? html` runs %${body.name}` : ''}`;
       if (!fusion.eqns.length) {
         row.title = whyCompiled(compiled, n, row.textContent);
-        render(this.status, html`${head}: <span class="own">XLA's own: no equation wrote this</span>${pin}`);
+        render(this.status, html`${head}: <span class="own">XLA's own: no equation wrote this</span>${cost}${pin}`);
       } else {
-        render(this.status, html`${head}, absorbing ${plural(fusion.eqns.length, 'equation')}: ${this.chips(groups, lines)}${pin}`);
+        render(this.status, html`${head}, absorbing ${plural(fusion.eqns.length, 'equation')}: ${this.chips(groups, lines)}${cost}${pin}`);
       }
       return;
     }
     if (!groups.length) {
       const why = layer === 'hlo' ? whyCompiled(compiled, n, row.textContent) : whyUnmapped(index, program, layer, n, row.textContent);
       row.title = why;
-      render(this.status, html`${tag}<span data-xray-why>${why}</span>`);
+      render(this.status, html`${tag}<span data-xray-why>${why}</span>${cost}`);
       return;
     }
     // A compiled instruction known by dataflow or by its region says so beside its equations.
     const note = layer === 'hlo' ? instructionNote(compiled, n) : '';
-    render(this.status, html`${note ? html`${tag}<span class="fine">${note}</span> ` : ''}${this.chips(groups, lines)}${pin}`);
+    render(this.status, html`${note ? html`${tag}<span class="fine">${note}</span> ` : ''}${this.chips(groups, lines)}${cost}${pin}`);
   }
 
   /** Stand the keyboard on line `n` of `layer`: it lights, and explains itself, like a hovered line. */
   moveCursor(layer, n) {
+    const row = this.standOn(layer, n);
+    if (!row) return;
+    scrollIntoBox(this.cols[layer], row);
+    this.lights.hover(layer, row);
+  }
+
+  /** Mark line `n` of `layer` as the keyboard's line (outlined; the arrows move on from it); its element. */
+  standOn(layer, n) {
     const rows = this.shown.rows[layer];
     const row = rows[Math.max(1, Math.min(rows.length, n)) - 1];
-    if (!row) return;
+    if (!row) return null;
     this.cursor?.row.classList.remove('cur');
     row.classList.add('cur');
     this.cursor = { layer, n: Number(row.dataset.line), row };
-    scrollIntoBox(this.cols[layer], row);
-    this.lights.hover(layer, row);
+    return row;
+  }
+
+  /** Sort the cost table (`line`, `time`, `flops`, `bytes`), keeping the sort for the next program shown. */
+  sortCosts(sort) {
+    const body = this.compiledEl.querySelector('[data-cost-rows]');
+    if (!body || !this.shown?.cost) return;
+    this.costSort = sort;
+    render(body, costTableRows(this.shown.cost, sort));
+    for (const b of this.compiledEl.querySelectorAll('[data-cost-sort]')) {
+      b.setAttribute('aria-pressed', String(b.dataset.costSort === sort));
+    }
   }
 
   /** A listing's keys: arrows (and Page Up/Down) move the keyboard's line, Enter or Space pins it. */
@@ -381,22 +407,30 @@ class XraySection {
         lights.click(layer, Number(row.dataset.line));
       });
     }
-    const fusionLine = (e) => {
-      const n = Number(e.target.closest('[data-fusion-line]')?.dataset.fusionLine);
-      return this.shown?.compiled && this.shown.rows.hlo[n - 1] ? n : 0;
+    // A fusion in the fusion list, or an instruction in the cost table: the compiled line it stands for,
+    // and where the compiled column scrolls to show it.
+    const listed = (e) => {
+      const item = e.target.closest('[data-fusion-line], [data-cost-line]');
+      const n = Number(item?.dataset.fusionLine ?? item?.dataset.costLine);
+      if (!this.shown?.compiled || !this.shown.rows.hlo[n - 1]) return null;
+      // A fusion's body, where its absorbed instructions and XLA's own sit together; a costed line itself.
+      return { n, focus: { hlo: 'fusionLine' in item.dataset ? this.shown.compiled.bodies.get(n)?.lines[0] ?? n : n },
+               costed: 'costLine' in item.dataset };
     };
-    // The compiled column scrolls to the fusion's body, where its absorbed instructions and XLA's own sit together.
-    const bodyStart = (n) => ({ hlo: this.shown.compiled.bodies.get(n)?.lines[0] ?? n });
-    const showFusion = (e) => {
-      const n = fusionLine(e);
-      if (n) lights.hover('hlo', this.shown.rows.hlo[n - 1], null, bodyStart(n));
+    const showListed = (e) => {
+      const at = listed(e);
+      if (at) lights.hover('hlo', this.shown.rows.hlo[at.n - 1], null, at.focus);
     };
-    this.compiledEl.addEventListener('mouseover', showFusion);
-    this.compiledEl.addEventListener('focusin', showFusion);
+    this.compiledEl.addEventListener('mouseover', showListed);
+    this.compiledEl.addEventListener('focusin', showListed);
     this.compiledEl.addEventListener('mouseleave', () => lights.leave());
     this.compiledEl.addEventListener('click', (e) => {
-      const n = fusionLine(e);
-      if (n) lights.click('hlo', n, null, bodyStart(n));
+      const sort = e.target.closest('[data-cost-sort]')?.dataset.costSort;
+      if (sort) { this.sortCosts(sort); return; }
+      const at = listed(e);
+      if (!at) return;
+      if (at.costed) this.standOn('hlo', at.n);  // outlined, so the eye finds it in the listing
+      lights.click('hlo', at.n, null, at.focus);
     });
     this.targetsEl.addEventListener('click', (e) => {
       const target = e.target.closest('[data-xray-target]')?.dataset.xrayTarget;

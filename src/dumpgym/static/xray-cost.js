@@ -73,7 +73,7 @@ export function boundSentence(cost) {
   const r = cost.rows.find((row) => row.line === cost.top);
   if (!r) return '';
   const chip = cost.chip;
-  const runs = r.runs === 1 ? '' : html`, run ${r.runs ?? 'an unknown number of'} times (a loop's body; the figures are one run's)`;
+  const runs = r.runs === 1 ? '' : html`, in a loop body that runs ${r.runs ?? 'an unknown number of'} times; the figures are one run's`;
   const work = html`${fact('flops', r.flops, si(r.flops, 'FLOP'))}${r.transcendentals
     ? html` and ${fact('transcendentals', r.transcendentals, `${si(r.transcendentals, '')} transcendentals`)}` : ''}`;
   const ridge = html`${chip.name}'s ridge point of ${fact('ridge', chip.ridge, `${Number(chip.ridge.toPrecision(3))} FLOP/B`)} (${

@@ -64,7 +64,7 @@ export function costNote(cost, n) {
   const r = cost?.rows?.find((row) => row.line === n);
   if (!r) return '';
   const share = r.share ? `${shareText(r.share)} of the estimated time, ${r.bound}-bound · ` : '';
-  return html` <span class="cost-note" data-xray-cost-note>${share}${si(r.flops, 'FLOP')} · ${si(r.hbm_bytes, 'B')} HBM${
+  return html` · <span class="cost-note" data-xray-line-cost>${share}${si(r.flops, 'FLOP')} · ${si(r.hbm_bytes, 'B')} HBM${
     r.runs === 1 ? '' : ` · runs ${r.runs ?? 'an unknown number of'} times`}</span>`;
 }
 
@@ -79,14 +79,19 @@ export function boundSentence(cost) {
   const ridge = html`${chip.name}'s ridge point of ${fact('ridge', chip.ridge, `${Number(chip.ridge.toPrecision(3))} FLOP/B`)} (${
     si(chip.flops_per_s, 'FLOP/s')} ÷ ${si(chip.hbm_bytes_per_s, 'B/s')})`;
   const compute = r.bound === 'compute';
-  const rests = r.hbm_bytes
+  const idle = !r.flops && !r.transcendentals;  // a copy: bytes alone
+  const rests = idle && r.hbm_bytes
+    ? html`it computes nothing and moves ${fact('hbm_bytes', r.hbm_bytes, si(r.hbm_bytes, 'B'))} of HBM traffic: ${
+      fact('per_byte', r.per_byte, '0 FLOP/B')}, below ${ridge}`
+    : r.hbm_bytes
     ? html`${work} over ${fact('hbm_bytes', r.hbm_bytes, si(r.hbm_bytes, 'B'))} of HBM traffic is ${
       fact('per_byte', r.per_byte, `${Number(r.per_byte.toPrecision(3))} FLOP/B`)}${
       r.transcendentals ? ' (a transcendental counted as a FLOP, as the roofline counts it)' : ''}, ${
       compute ? 'above' : 'below'} ${ridge}`
     : html`${work} and no HBM traffic`;
-  const why = compute ? 'its arithmetic takes longer than its bytes at the chip\'s peaks'
-    : 'its bytes take longer than its arithmetic at the chip\'s peaks';
+  const why = idle ? 'a data move takes only the time of its bytes'
+    : compute ? 'its arithmetic takes longer than its bytes at the chip\'s peaks'
+      : 'its bytes take longer than its arithmetic at the chip\'s peaks';
   return html`<p class="bound" data-xray-bound>The top instruction, <code>%${r.name}</code> (${r.opcode}, HLO ${r.line}${runs}), takes ${
     fact('share', r.share, shareText(r.share))} of the estimated time and is <strong>${r.bound}-bound</strong>: ${rests}; ${why}.</p>`;
 }

@@ -141,6 +141,19 @@ def test_a_layer_recorded_without_the_cost_facts_gets_a_one_line_note_not_an_err
     assert not made["rows"] and made["chip"] is None
 
 
+def test_a_device_kind_without_registered_peaks_gets_figures_and_no_time(record):
+    """A dump added with `add --dump` names its TPU as the folder does (`TPU (v5 lite)`), not as XLA's device
+    kind: no chip is registered for it, so it gets FLOPs and bytes, and the view says which device it is."""
+    mlp = next(p for p in record.programs if p.slug == "mlp")
+    dumped = dataclasses.replace(mlp.compiled["tpu"], device_kind="TPU (v5 lite)")
+    assert "TPU (v5 lite)" not in CHIPS
+    view, timed = cost_view(dumped, "tpu"), cost_view(mlp.compiled["tpu"], "tpu")
+    assert view.chip is None and view.top is None and view.seconds is None
+    assert (view.backend, view.device_kind) == ("tpu", "TPU (v5 lite)")
+    assert [(r.line, r.flops, r.hbm_bytes) for r in view.rows] == [(r.line, r.flops, r.hbm_bytes) for r in timed.rows]
+    assert all(r.share is None and r.bound == "" for r in view.rows)
+
+
 def test_each_program_and_target_has_its_own_cost_file_and_the_page_carries_none(corpus):
     data = copy.deepcopy(corpus)
     mine = copy.deepcopy(next(p for p in data["programs"] if p["slug"] == "mlp"))

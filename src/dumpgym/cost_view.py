@@ -61,7 +61,8 @@ class CostRow:
 class CostView:
     """A compiled layer's costs as the x-ray shows them ("dumpgym.cost/1"), or why it has none (`error`).
 
-    `rows` are in line order; `top` is the line of the row with the largest share (None without a chip);
+    `chip` is None on the CPU (its peaks depend on the host) and on a device kind chips.py does not register
+    (a dump's `TPU (v5 lite)`): its rows carry FLOPs and bytes, no time. `rows` are in line order; `top` is the line of the row with the largest share (None without a chip);
     `seconds` is the program's summed instruction time, the whole the shares are parts of; `idle` counts
     the instructions outside fusions that compute and move nothing (parameters, bitcasts, tuples' members).
     """
@@ -69,6 +70,8 @@ class CostView:
     schema: str
     target: str
     error: str
+    backend: str = ""  # the layer's: on a "cpu" layer no chip is expected, elsewhere its device kind is not registered
+    device_kind: str = ""
     chip: ChipView | None = None
     seconds: float | None = None
     rows: tuple[CostRow, ...] = ()
@@ -101,7 +104,7 @@ def cost_view(layer: CompiledLayer, target: str) -> CostView:
     try:
         cost = layer_cost(layer, target)
     except CostError as e:
-        return CostView(COST_SCHEMA, target, str(e))
+        return CostView(COST_SCHEMA, target, str(e), layer.backend, layer.device_kind)
     by_line = {i.line: i for i in layer.instructions}
     outside = [c for c in cost.instructions if c.place in ("entry", "control")]
     busy = [c for c in outside if c.work.flops or c.work.transcendentals or c.work.bytes or c.work.sends]
@@ -109,8 +112,8 @@ def cost_view(layer: CompiledLayer, target: str) -> CostView:
     timed = [r for r in rows if r.share is not None]
     top = max(timed, key=lambda r: (r.share, -r.line)).line if timed and any(r.share for r in timed) else None
     seconds = sum(r.seconds for r in timed) if cost.chip else None
-    return CostView(COST_SCHEMA, target, "", _chip(cost.chip), seconds, rows, top, len(outside) - len(busy),
-                    cost.unknown_trips)
+    return CostView(COST_SCHEMA, target, "", layer.backend, layer.device_kind, _chip(cost.chip), seconds, rows, top,
+                    len(outside) - len(busy), cost.unknown_trips)
 
 
 def cost_file(layer: CompiledLayer, target: str) -> dict:

@@ -123,3 +123,14 @@ def test_a_layer_without_the_cost_facts_is_a_one_line_note_and_the_listing_still
     assert note == f"No costs for this layer: {made['error']}"
     assert gutter(page) == {} and page.locator("[data-cost-rows]").count() == 0
     assert page.locator("[data-xray-col=hlo] [data-line]").count() > 0 and page.locator("[data-xray-hlo-note]").count() == 1
+
+
+def test_a_device_kind_without_peaks_says_which_and_shows_its_figures(page, records):
+    dumped = dataclasses.replace(records["mlp"].compiled["tpu"], device_kind="TPU (v5 lite)")
+    made = cost_file(dumped, "tpu")
+    page.route("**/data/cost/tpu/mlp.json", lambda route: route.fulfill(json=made))
+    open_xray(page, "mlp", "tpu")
+    note = page.locator("[data-xray-cost-note]").inner_text()
+    assert note.startswith('No time and no shares: cost.py has no published peaks for the device kind "TPU (v5 lite)"')
+    assert gutter(page) == {} and page.locator("[data-cost-sort=time]").count() == 0
+    assert page.eval_on_selector_all("[data-cost-rows] tr", "els => els.length") == len(made["rows"])

@@ -102,7 +102,10 @@ function costHead(cost) {
   const loops = cost.unknown_trips?.length
     ? html` The record gives no trip count for the ${plural(cost.unknown_trips.length, 'while')} on HLO ${cost.unknown_trips.join(', ')}: their bodies count once.` : '';
   if (!cost.chip) {
-    return html`<p class="fine" data-xray-cost-note>No time and no shares for the CPU: a host CPU's peaks depend on the machine XLA compiled for, so cost.py gives it no roofline. The table gives each instruction's FLOPs and bytes.${loops}</p>`;
+    const why = cost.backend === 'cpu'
+      ? " for the CPU: a host CPU's peaks depend on the machine XLA compiled for, so cost.py gives it no roofline"
+      : `: cost.py has no published peaks for ${cost.device_kind ? `the device kind "${cost.device_kind}"` : 'this layer\'s device'} (chips.py names the chips it times)`;
+    return html`<p class="fine" data-xray-cost-note>No time and no shares${why}. The table gives each instruction's FLOPs and bytes.${loops}</p>`;
   }
   const chip = cost.chip;
   return html`<p class="fine" data-xray-cost-head>Estimated time ${fact('seconds', cost.seconds, duration(cost.seconds))}: each instruction's roofline time on <span title="${chip.source}">${chip.name}'s peaks (${

@@ -2,7 +2,7 @@
 // time beside its line, a table of the instructions to sort by cost, and the top instruction's bound
 // in words. Every figure is cost.py's, computed at build time (data/cost/TARGET/SLUG.json,
 // "dumpgym.cost/1", cost_view.py) and fetched with the layer's listing; this module formats and lays out.
-import { html, plural } from './html.js';
+import { html, plural, render } from './html.js';
 import { getJSON } from './data.js';
 
 const PREFIXES = [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
@@ -123,8 +123,8 @@ const SORT_NAMES = { line: 'line', time: 'cost (share of time)', flops: 'FLOPs',
 /** The sorts a layer offers: by line, by cost where it has a chip, by FLOPs and by bytes. */
 const sortsOf = (cost) => Object.keys(SORTS).filter((k) => k !== 'time' || cost.chip);
 
-/** The table's body, sorted by `sort` ("line", "time", "flops", "bytes"). */
-export function costTableRows(cost, sort) {
+/** The table's rows, sorted by `sort` ("line", "time", "flops", "bytes"). */
+function costTableRows(cost, sort) {
   const timed = Boolean(cost.chip);
   const loops = cost.rows.some((r) => r.runs !== 1);
   const intensity = (r) => (r.intensity === null ? '—' : Number(r.intensity.toPrecision(3)));
@@ -132,6 +132,15 @@ export function costTableRows(cost, sort) {
     r.line === cost.top ? html` class="lead"` : ''}>${timed ? html`<td class="fig" data-cost-share>${shareText(r.share) || '0%'}</td>` : ''}<td><button type="button" data-cost-line="${r.line}" aria-label="HLO line ${r.line}: show it in the listing">HLO ${r.line}</button></td><td><code>%${r.name}</code></td><td>${r.opcode}</td>${
     loops ? html`<td class="fig">${r.runs ?? '?'}</td>` : ''}<td class="fig">${si(r.flops, '')}</td><td class="fig">${si(r.hbm_bytes, 'B')}</td><td class="fig">${intensity(r)}</td>${
     timed ? html`<td>${r.bound}</td>` : ''}</tr>`)}`;
+}
+
+/** Sort the table of a cost panel inside `holder` by `sort` and mark its pressed button; false without one. */
+export function sortCostTable(holder, cost, sort) {
+  const body = holder.querySelector('[data-cost-rows]');
+  if (!body) return false;
+  render(body, costTableRows(cost, sort));
+  for (const b of holder.querySelectorAll('[data-cost-sort]')) b.setAttribute('aria-pressed', String(b.dataset.costSort === sort));
+  return true;
 }
 
 /** The cost panel under the compiled column: its head, the top instruction's bound, and the sortable table. */

@@ -9,7 +9,7 @@ import {
 import { LAYERS, Lights } from './hover.js';
 import { scrollIntoBox } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
-import { costNote, costPanel, costTableRows, layerCost, markShares } from './xray-cost.js';
+import { costNote, costPanel, layerCost, markShares, sortCostTable } from './xray-cost.js';
 import { NAMES, indexProgram, litLines, stats, where, whyUnmapped } from './xray-index.js';
 
 const BANDS = 8;
@@ -335,17 +335,6 @@ class XraySection {
     return row;
   }
 
-  /** Sort the cost table (`line`, `time`, `flops`, `bytes`), keeping the sort for the next program shown. */
-  sortCosts(sort) {
-    const body = this.compiledEl.querySelector('[data-cost-rows]');
-    if (!body || !this.shown?.cost) return;
-    this.costSort = sort;
-    render(body, costTableRows(this.shown.cost, sort));
-    for (const b of this.compiledEl.querySelectorAll('[data-cost-sort]')) {
-      b.setAttribute('aria-pressed', String(b.dataset.costSort === sort));
-    }
-  }
-
   /** A listing's keys: arrows (and Page Up/Down) move the keyboard's line, Enter or Space pins it. */
   wireCursor(layer) {
     const col = this.cols[layer];
@@ -426,7 +415,10 @@ class XraySection {
     this.compiledEl.addEventListener('mouseleave', () => lights.leave());
     this.compiledEl.addEventListener('click', (e) => {
       const sort = e.target.closest('[data-cost-sort]')?.dataset.costSort;
-      if (sort) { this.sortCosts(sort); return; }
+      if (sort) {  // kept for the next program shown
+        if (this.shown?.cost && sortCostTable(this.compiledEl, this.shown.cost, sort)) this.costSort = sort;
+        return;
+      }
       const at = listed(e);
       if (!at) return;
       if (at.costed) this.standOn('hlo', at.n);  // outlined, so the eye finds it in the listing

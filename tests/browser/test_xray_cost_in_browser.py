@@ -4,7 +4,8 @@ the CPU says why it has no time, and a layer without costs is a one-line note.""
 import dataclasses
 
 import pytest
-from test_xray_in_browser import in_view, lit, open_xray
+from conftest import close_pages
+from test_xray_in_browser import in_view, lit, open_xray, phone, visible_columns
 
 from dumpgym import cost
 from dumpgym.cost_view import cost_file
@@ -134,3 +135,16 @@ def test_a_device_kind_without_peaks_says_which_and_shows_its_figures(page, reco
     assert note.startswith('No time and no shares: cost.py has no published peaks for the device kind "TPU (v5 lite)"')
     assert gutter(page) == {} and page.locator("[data-cost-sort=time]").count() == 0
     assert page.eval_on_selector_all("[data-cost-rows] tr", "els => els.length") == len(made["rows"])
+
+
+def test_on_a_phone_a_tapped_row_shows_the_compiled_column_at_its_line(open_fresh, base_url):
+    context, pg, errors = phone(open_fresh, base_url)
+    open_xray(pg, "mlp", "tpu")
+    assert visible_columns(pg) == ["jaxpr"]
+    row = pg.locator("[data-cost-rows] tr").first
+    n = int(row.get_attribute("data-cost-line"))
+    row.locator("button").tap()
+    assert visible_columns(pg) == ["hlo"] and pg.get_attribute("#xray-tab-hlo", "aria-selected") == "true"
+    assert in_view(pg, "hlo", n) and "cur" in pg.locator(f"[data-xray-col=hlo] [data-line='{n}']").get_attribute("class")
+    assert errors == []
+    close_pages(context)

@@ -396,13 +396,13 @@ class XraySection {
         lights.click(layer, Number(row.dataset.line));
       });
     }
-    // A fusion in the fusion list, or an instruction in the cost table: the compiled line it stands for,
-    // and where the compiled column scrolls to show it.
+    // A fusion in the fusion list, or an instruction in the cost table: the compiled line it stands for, and
+    // where the compiled column scrolls to show it (a fusion's body, where its absorbed instructions and XLA's
+    // own sit together; a costed line itself).
     const listed = (e) => {
       const item = e.target.closest('[data-fusion-line], [data-cost-line]');
       const n = Number(item?.dataset.fusionLine ?? item?.dataset.costLine);
       if (!this.shown?.compiled || !this.shown.rows.hlo[n - 1]) return null;
-      // A fusion's body, where its absorbed instructions and XLA's own sit together; a costed line itself.
       return { n, focus: { hlo: 'fusionLine' in item.dataset ? this.shown.compiled.bodies.get(n)?.lines[0] ?? n : n },
                costed: 'costLine' in item.dataset };
     };
@@ -421,7 +421,10 @@ class XraySection {
       }
       const at = listed(e);
       if (!at) return;
-      if (at.costed) this.standOn('hlo', at.n);  // outlined, so the eye finds it in the listing
+      if (at.costed) {  // outlined, so the eye finds it in the listing (shown, on a screen of one layer)
+        if (this.layer !== 'hlo') this.showLayer('hlo');
+        this.standOn('hlo', at.n);
+      }
       lights.click('hlo', at.n, null, at.focus);
     });
     this.targetsEl.addEventListener('click', (e) => {

@@ -130,7 +130,7 @@ def test_a_dominant_answer_stands_at_every_place_among_its_options(cost_items):
 
 def test_every_dominant_option_is_a_row_of_the_shown_numbered_computation(cost_items, by_slug):
     for item in (i for i in cost_items if i["step"] == "dominant"):
-        first, last = item["hlo_lines"]
+        first, last = item["context"][0]["lines"]
         text = by_slug[item["program"]]["compiled"][item["layer"]]["text"].split("\n")
         rows = item["shown"][0].split("\n")
         assert len(rows) == last - first + 1 and re.match(rf"\s*{first}  ", rows[0])

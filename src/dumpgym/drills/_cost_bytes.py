@@ -79,14 +79,11 @@ def _padding_item(target: str, hlo: CompiledLayer, listing: Listing, ins: Instru
         return None
     total = sum(b.padded_bytes() for b in _hbm(read) + _hbm(written))
     wrong = [
-        (0, "no-padding", "took the buffers for dense; each tile pads the minor axes it covers up to its sizes"),
-        (total, "total-for-padding", f"gave all {total:,} HBM bytes it moves; {total - answer:,} of them are data"),
-        (_waste(_hbm(written)), "result-only", "counted the result's padding only; the operands it reads are "
-                                               "padded too, and reading them moves their padding"),
-        (_waste(_hbm(read)), "operands-only", "counted the operands' padding only; writing the result moves its "
-                                              "padding too"),
-        (_waste(read) + _waste(written), "other-memory-space",
-         "counted the padding of buffers outside HBM too (an `S(n)` in the layout); only HBM bytes are asked"),
+        (0, "no-padding", "took the buffers for dense; a tile pads the minor axes it covers"),
+        (total, "total-for-padding", f"gave all {total:,} bytes moved; {total - answer:,} are data"),
+        (_waste(_hbm(written)), "result-only", "counted the result's padding only; reading the operands moves theirs"),
+        (_waste(_hbm(read)), "operands-only", "counted the operands' padding only; writing the result moves its own"),
+        (_waste(read) + _waste(written), "other-memory-space", "counted padding outside HBM (an `S(n)`) too"),
     ]
     misread = {}
     for value, rule, reason in wrong:
@@ -103,17 +100,15 @@ def _padding_item(target: str, hlo: CompiledLayer, listing: Listing, ins: Instru
                   "padding its tiles add?"),
         answer=Typed("int", str(answer), misread=misread), feedback=feedback + ".",
         context=_context(target, hlo, ins), card=("padding", ins.name, target), layer=target, step="padding",
-        facts={"hlo_line": ins.line, "instruction": ins.name, "hbm_bytes": total,
-               "buffers": [b.text for b in _hbm(read) + _hbm(written)]})
+        facts={"hlo_line": ins.line, "instruction": ins.name, "hbm_bytes": total})
 
 
 # --- sends --------------------------------------------------------------------------------------
 
-_COLLECTIVE_WORDS = {"allgather": "an all-gather sends every other device its piece of the result",
-                     "reducescatter": "a reduce-scatter sends every other device its piece of the operand",
-                     "alltoall": "an all-to-all sends every other device its piece of the operand",
-                     "allreduce": "an all-reduce is a reduce-scatter, then an all-gather: each piece goes round "
-                                  "twice"}
+_COLLECTIVE_WORDS = {"allgather": "an all-gather sends n-1 pieces of its result",
+                     "reducescatter": "a reduce-scatter sends n-1 pieces of its operand",
+                     "alltoall": "an all-to-all sends n-1 pieces of its operand",
+                     "allreduce": "an all-reduce is a reduce-scatter then an all-gather: twice n-1 pieces"}
 
 
 def send_items(target: str, hlo: CompiledLayer, costs: LayerCost) -> list[Item]:
@@ -149,29 +144,26 @@ def _send_item(target: str, hlo: CompiledLayer, ins: Instruction, ring: Ring, ba
     groups = len(next(g.groups for g in hlo.replica_groups if g.line == ins.line))
     piece = "result" if base == "allgather" else "operand"
     wrong = [
-        (ring.passes * data, "own-piece-too", f"sent all {n} pieces; each device already holds its own, and sends "
-                                              f"the other {n - 1}"),
-        (ring.passes * data // n, "one-piece", f"sent one piece; on a ring each device passes on {n - 1} of the "
-                                               f"{n} pieces"),
+        (ring.passes * data, "own-piece-too", f"sent all {n} pieces; a device keeps its own and sends {n - 1}"),
+        (ring.passes * data // n, "one-piece", f"sent one piece; on a ring a device passes on {n - 1} of {n}"),
     ]
     if ring.passes == 2:
-        wrong.append((data * (n - 1) // n, "all-reduce-once", "counted one pass; " + _COLLECTIVE_WORDS[base]))
+        wrong.append((data * (n - 1) // n, "all-reduce-once", "counted one pass; an all-reduce makes two"))
     if dense != data:
         wrong.append((ring.passes * dense * (n - 1) // n, "unpadded",
-                      f"counted the {dense:,} bytes of its elements; at its tiled layout it takes {data:,}, and the "
-                      "padding travels with it"))
+                      f"counted its elements' {dense:,} bytes; tiled, it takes {data:,}"))
     if groups != n and groups > 1:
         wrong.append((ring.passes * data * (groups - 1) // groups, "groups-for-size",
-                      f"took the number of groups, {groups}, for the devices in each, {n}"))
+                      f"took the {groups} groups for the {n} devices in each"))
     misread = {}
     for value, rule, reason in wrong:
         if value != answer and str(value) not in misread:
             misread[str(value)] = Misreading(reason, rule)
     printed = hlo.printed(ins) or ins.opcode
     layer_name = {"tpu": "TPU", "gpu": "GPU"}.get(hlo.backend, "CPU")
-    padded = f" ({dense:,} of them its elements, the rest its tiles' padding)" if dense != data else ""
-    feedback = (f"Its replica groups hold {n} devices each; {_COLLECTIVE_WORDS[base]}. Its {piece} takes {data:,} "
-                f"bytes at its layout{padded}, so each device sends {ring.passes} x {data:,} x ({n}-1)/{n} = {answer:,} bytes")
+    padded = f" ({dense:,} without padding)" if dense != data else ""
+    feedback = (f"{n} devices a group; {_COLLECTIVE_WORDS[base]}. Its {piece}: {data:,} bytes at its layout{padded}; "
+                f"each device sends {ring.passes} x {data:,} x ({n}-1)/{n} = {answer:,} bytes")
     return Item(
         question=(f"On a ring over its replica group, how many bytes does each device send to the others for "
                   f"%{ins.name} ({layer_name} HLO line {ins.line}, printed `{printed}`; its operands' lines follow it)?"),

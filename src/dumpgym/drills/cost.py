@@ -41,18 +41,16 @@ def seconds(t: float) -> str:
 
 
 def peaks(chip: Chip) -> str:
-    """A chip's peaks as the questions quote them: `TPU v5e (197 TFLOP/s, 819 GB/s of HBM)`."""
-    return f"{chip.name} ({chip.flops_per_s / 1e12:g} TFLOP/s, {chip.hbm_bytes_per_s / 1e9:g} GB/s of HBM)"
+    """A chip's peaks as the questions quote them: `TPU v5e (197 TFLOP/s, 819 GB/s)`."""
+    return f"{chip.name} ({chip.flops_per_s / 1e12:g} TFLOP/s, {chip.hbm_bytes_per_s / 1e9:g} GB/s)"
 
 
 def _work_words(c: InstructionCost, chip: Chip) -> str:
-    """One row's cost in words: its FLOPs, its HBM bytes, its intensity and time, and what bounds it."""
+    """One row's cost in a few words: FLOPs, HBM bytes, time: `%fusion.14 (line 77): 17,367,040 FLOPs,
+    165,376 HBM bytes, 202 ns`."""
     w = c.work
-    t, bound = w.roofline(chip)
-    flops = w.flops + w.transcendentals
-    intensity = f"{flops / w.hbm_bytes:.3g} FLOP/B" if w.hbm_bytes else "no HBM bytes"
-    return (f"%{c.name} (line {c.line}) does {flops:,} FLOPs and moves {w.hbm_bytes:,} HBM bytes ({intensity}): "
-            f"{seconds(t)}, {bound}-bound")
+    return (f"%{c.name} (line {c.line}): {w.flops + w.transcendentals:,} FLOPs, {w.hbm_bytes:,} HBM bytes, "
+            f"{seconds(w.roofline(chip)[0])}")
 
 
 # --- dominant -----------------------------------------------------------------------------------
@@ -99,27 +97,25 @@ def _dominant_item(target: str, hlo: CompiledLayer, chip: Chip, computation: str
     lines = [str(c.line) for c in chosen]
     listed = ", ".join(lines[:-1]) + f" and {lines[-1]}"
     reasons, rules = [], []
+    flops = top.work.flops + top.work.transcendentals
     for c in chosen:
-        if c is top:
-            reasons.append("")
-            rules.append("")
-            continue
-        more_flops = c.work.flops + c.work.transcendentals > top.work.flops + top.work.transcendentals
-        reasons.append(f"{_work_words(c, chip)}; %{top.name} (line {top.line}) takes {seconds(_time(top, chip))}"
-                       + (": more FLOPs, but the bytes decide the time here" if more_flops else ""))
-        rules.append("flops-not-time" if more_flops else "shorter")
-    feedback = "; ".join(_work_words(c, chip) for c in chosen) + "."
+        more_flops = c.work.flops + c.work.transcendentals > flops
+        reasons.append("" if c is top else f"{_work_words(c, chip)}; line {top.line} takes {seconds(_time(top, chip))}"
+                       + (": fewer FLOPs, but the bytes decide" if more_flops else ""))
+        rules.append("" if c is top else "flops-not-time" if more_flops else "shorter")
+    w = top.work
+    intensity = f"{flops / w.hbm_bytes:.3g} FLOP/B" if w.hbm_bytes else "no HBM bytes"
+    feedback = (f"{_work_words(top, chip)} ({intensity}, {w.roofline(chip)[1]}-bound): the longest of the "
+                f"{len(chosen)}.")
     where = "the entry computation" if computation == next(c.name for c in hlo.computations if c.entry) \
         else f"%{computation}"
     return Item(
-        question=(f"Which of the instructions on lines {listed} of {where} (shown, numbered) takes the longest on "
-                  f"{peaks(chip)}, by the roofline: the longer of its FLOPs at the matmul peak and the HBM bytes "
-                  "it reads and writes at the layouts XLA chose?"),
+        question=(f"Which of lines {listed} of {where} (numbered) takes the longest on {peaks(chip)} by the "
+                  "roofline: the longer of its FLOPs at the peak and its HBM bytes at their layouts over the bandwidth?"),
         answer=Choice(tuple(f"line {n}" for n in lines), rank, tuple(reasons), tuple(rules)),
         context=(Lines(target, span[0], span[1], cut=True, numbered=True), Note(which_compile(hlo))),
         card=("dominant", computation, str(rank), target), layer=target, step="dominant", feedback=feedback,
-        facts={"hlo_line": top.line, "instruction": top.name, "option_names": [c.name for c in chosen],
-               "hlo_lines": list(span), "seconds": _time(top, chip)})
+        facts={"hlo_line": top.line, "instruction": top.name, "option_names": [c.name for c in chosen]})
 
 
 # --- bound --------------------------------------------------------------------------------------

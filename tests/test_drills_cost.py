@@ -196,8 +196,25 @@ def test_a_dominant_options_dots_and_written_bytes_are_what_xlas_module_prints(c
     assert dots and writes
 
 
-def test_the_dominant_answer_takes_the_longest_and_the_others_clearly_less(cost_items):
+def test_the_dominant_answer_takes_the_longest_and_the_others_clearly_less(cost_items, by_slug):
+    """By the roofline written out here from the chip's peaks (chips.py) and the rows' counts (checked against
+    XLA above and in test_cost.py): the answer's time is the longest, every other option's at most 90% of it."""
+    from dumpgym.record import ProgramRecord
+
+    layers = {}
     for item in (i for i in cost_items if i["step"] == "dominant"):
+        key = item["program"], item["layer"]
+        if key not in layers:
+            layer = ProgramRecord.from_json(by_slug[item["program"]]).compiled[item["layer"]]
+            costs = cost.layer_cost(layer)
+            layers[key] = costs.chip, {c.name: c.work for c in costs.instructions}
+        chip, works = layers[key]
+        times = [max((works[n].flops + works[n].transcendentals) / chip.flops_per_s,
+                     (works[n].read.get(0, 0) + works[n].written.get(0, 0)) / chip.hbm_bytes_per_s)
+                 for n in item["option_names"]]
+        best = times[item["answer"]]
+        assert all(t <= 0.9 * best for k, t in enumerate(times) if k != item["answer"]), (item["card"], times)
+        assert chip.name in item["question"] and f"{chip.flops_per_s / 1e12:g} TFLOP/s" in item["question"]
         assert item["rules"][item["answer"]] == "" and all(r in ("shorter", "flops-not-time")
                                                            for k, r in enumerate(item["rules"]) if k != item["answer"])
         assert f"{item['instruction']} (line {item['hlo_line']})" in item["feedback"]

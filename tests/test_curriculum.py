@@ -6,7 +6,7 @@ import pytest
 from dumpgym import curriculum, drills
 
 PATH_ORDER = ["shapes", "decoder", "decisions", "loops", "backward", "partitioner", "buffers", "layouts", "units",
-              "fusions", "kernels"]
+              "fusions", "kernels", "cost"]
 
 
 def test_the_page_shows_the_kinds_the_pool_names_in_path_order(pool):

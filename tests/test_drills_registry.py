@@ -101,6 +101,9 @@ def test_kinds_are_listed_by_number_with_their_titles(pool):
         {"name": "kernels", "number": "12", "title": "which kernel runs a dot",
          "aim": "Find the instruction of the GPU compile that runs a dot_general: a Triton GEMM fusion, a cuBLAS "
                 "call, or a fusion it was folded into."},
+        {"name": "cost", "number": "13", "title": "where the time goes",
+         "aim": "Read a compiled program's costs on a named chip: which instruction takes the longest, whether it "
+                "is compute- or memory-bound, the bytes its tiles waste, and what a collective sends."},
     ]
 
 

@@ -182,7 +182,7 @@ def test_a_wrong_top_level_value_names_the_record():
 _LAYER_FACTS = ("computations", "shapes", "buffers", "printed_opcodes", "entry_parameters", "aliases", "replica_groups",
                 "while_counters")
 _INSTRUCTION_FACTS = ("shape", "operands", "calls", "to_apply", "printed_opcode")
-_NEEDS_FACTS = {"fusions", "layouts", "units", "buffers", "partitioner", "kernels"}
+_NEEDS_FACTS = {"fusions", "layouts", "units", "buffers", "partitioner", "kernels", "cost"}
 
 
 def _without_facts(record: dict) -> dict:

@@ -381,17 +381,57 @@ def _fused_sends(layer: _Layer, fusion: Instruction) -> int:
 
 def _sends(layer: _Layer, ins: Instruction, read: dict[int, int], written: dict[int, int]) -> int:
     """Bytes each device sends for a collective, on a ring over its replica group (0 for anything else)."""
+    found = _ring(layer, ins, read)
+    return found.sends if found is not None else 0
+
+
+@dataclass(frozen=True)
+class Ring:
+    """What a collective's bytes sent are counted from: its op (the record's spelling, an async start's wrapped
+    op), the devices of its replica group, its passes round the ring, and the bytes it sends pieces of (its
+    result or its operand, at their layouts)."""
+
+    op: str
+    devices: int
+    passes: int
+    data: int
+
+    @property
+    def sends(self) -> int:
+        """Bytes each device sends: a permute its whole operand, a ring collective `passes` times n-1 of n pieces."""
+        if self.op in _PERMUTES:
+            return self.data
+        return self.passes * self.data * (self.devices - 1) // self.devices
+
+
+def _ring(layer: _Layer, ins: Instruction, read: dict[int, int]) -> Ring | None:
     op = _PRINTED_RING.get(layer.layer.printed(ins) or "", ins.opcode)
-    if op in _PERMUTES:
-        return sum(read.values())
-    if op not in _RING:
-        return 0
     groups = layer.groups.get(ins.line, ())
     n = len(groups[0]) if groups else 1
+    if op in _PERMUTES:
+        return Ring(op, n, 1, sum(read.values()))
+    if op not in _RING:
+        return None
     which, passes = _RING[op]
     data = sum(read.values()) if which == "operand" else sum(
         (layer.bytes_of(ins) if not ins.opcode.endswith("start") else _last_buffer(layer, ins)).values())
-    return passes * data * (n - 1) // n
+    return Ring(op, n, passes, data)
+
+
+def rings(layer: CompiledLayer) -> dict[int, Ring]:
+    """By line, how each collective outside a fusion counts the bytes it sends (the drills ask about them)."""
+    read = _Layer(layer)
+    out = {}
+    for ins in layer.instructions:
+        op = _PRINTED_RING.get(layer.printed(ins) or "", ins.opcode)
+        if read.place(ins.computation) in ("entry", "control") and (op in _RING or op in _PERMUTES):
+            operands: dict[int, int] = {}
+            for line in ins.operands:
+                operands = _add(operands, read.bytes_of(read.by_line[line]))
+            found = _ring(read, ins, operands)
+            if found is not None:
+                out[ins.line] = found
+    return out
 
 
 def _last_buffer(layer: _Layer, ins: Instruction) -> dict[int, int]:

@@ -303,3 +303,26 @@ def test_a_convolutions_flops_are_what_xla_counts_for_it(strides, padding, lhs_d
     ours = cost.convolution_flops(read_convolution(line), dims(operands[0]), dims(operands[1]),
                                   dims(defined(line)[0]))
     assert ours == compiled.cost_analysis()["flops"]
+
+
+def test_an_async_all_gather_of_several_arrays_sends_pieces_of_every_result():
+    """fsdp-step's GPU compile gathers both weights in one `all-gather-start(a, b)`, printed
+    `((a, b), (A, B))`: each device sends n-1 of n pieces of A and of B, read here from the printed shapes."""
+    from dumpgym.corpus import load_builtin
+    from dumpgym.record import Corpus
+
+    record = next(p for p in Corpus.from_json(load_builtin()).programs if p.slug == "fsdp-step")
+    layer = record.compiled["gpu"]
+    line = next(n for n, text in enumerate(layer.text.splitlines(), 1) if " all-gather-start(" in text)
+    text = layer.text.splitlines()[line - 1]
+    results = re.match(r"\s*%\S+ = \(\((.*?)\), \((.*?)\)\) all-gather-start", text).group(2)
+    sizes = [math.prod(int(d) for d in dims.split(",")) * 4 for dims in re.findall(r"f32\[([\d,]+)\]", results)]
+    assert len(sizes) == 2
+    # replica_groups=mesh['axis_0'=2,'axis_1'=4] {'axis_0'}: a group is the devices along the axes named.
+    mesh, axes = re.search(r"replica_groups=mesh\[([^\]]*)\] \{([^}]*)\}", text).groups()
+    sizes_of = {name: int(size) for name, size in re.findall(r"'(\w+)'=(\d+)", mesh)}
+    devices = math.prod(sizes_of[a] for a in re.findall(r"'(\w+)'", axes))
+    assert devices == 2
+    ring = cost.rings(layer)[line]
+    assert ring.devices == devices
+    assert ring.sends == sum(sizes) * (devices - 1) // devices

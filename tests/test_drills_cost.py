@@ -272,7 +272,9 @@ def test_each_sends_answer_is_the_ring_count_of_the_printed_shapes_and_groups(co
         base = opcode.removesuffix("-start")
         if base == "all-gather":
             arrays = _arrays(shape)
-            data = sum(map(_tiled_bytes, arrays[-1:] if opcode.endswith("start") else arrays))
+            # A start's tuple: its operands' arrays, then as many results (then a TPU's sync flags).
+            k = len(ins.operands())
+            data = sum(map(_tiled_bytes, arrays[k:2 * k] if opcode.endswith("start") else arrays))
         else:
             data = sum(_tiled_bytes(a) for o in ins.operands() for a in _arrays(_printed(o)[0]))
         passes = 2 if base == "all-reduce" else 1

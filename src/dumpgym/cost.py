@@ -414,7 +414,7 @@ def _ring(layer: _Layer, ins: Instruction, read: dict[int, int]) -> Ring | None:
         return None
     which, passes = _RING[op]
     data = sum(read.values()) if which == "operand" else sum(
-        (layer.bytes_of(ins) if not ins.opcode.endswith("start") else _last_buffer(layer, ins)).values())
+        (layer.bytes_of(ins) if not ins.opcode.endswith("start") else _started(layer, ins)).values())
     return Ring(op, n, passes, data)
 
 
@@ -434,11 +434,25 @@ def rings(layer: CompiledLayer) -> dict[int, Ring]:
     return out
 
 
-def _last_buffer(layer: _Layer, ins: Instruction) -> dict[int, int]:
-    """An async start's result array: the last member of its result tuple (the first holds the operand)."""
-    found = layer.buffers(ins)
-    return {found[-1].memory_space: found[-1].padded_bytes()} if found else {}
+def started_results(layer: CompiledLayer, ins: Instruction) -> list:
+    """An async start's result arrays (`Buffer`s). Its result tuple holds its operands' arrays first, then as many
+    results, then any sync flags (a TPU's `u32[]`s). A start of several arrays prints a nested tuple (a GPU's
+    `((a, b), (A, B)) all-gather-start`), whose arrays the record does not list: its done's result is those
+    arrays."""
+    found = [layer.buffers[b] for b in layer.shapes[ins.shape].buffers]
+    if not found:
+        done = next((d for d in layer.instructions if d.operands == (ins.line,) and d.opcode.endswith("done")), None)
+        return [layer.buffers[b] for b in layer.shapes[done.shape].buffers] if done is not None else []
+    k = max(1, len(ins.operands))
+    return found[k:2 * k] or found[-1:]
 
+
+def _started(layer: _Layer, ins: Instruction) -> dict[int, int]:
+    """An async start's result arrays' bytes, by memory space."""
+    out: dict[int, int] = {}
+    for b in started_results(layer.layer, ins):
+        out[b.memory_space] = out.get(b.memory_space, 0) + b.padded_bytes()
+    return out
 
 def layer_cost(layer: CompiledLayer, target: str = "") -> LayerCost:
     """Every instruction's cost in a compiled layer, and the program's sums, timed on its chip if known."""

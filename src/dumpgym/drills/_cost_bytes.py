@@ -8,7 +8,7 @@ import math
 from collections import Counter
 from dataclasses import replace
 
-from dumpgym.cost import LayerCost, Ring, rings
+from dumpgym.cost import LayerCost, Ring, rings, started_results
 from dumpgym.drills._tpu import Buffer, Listing, which_compile
 from dumpgym.drills.item import Item, Lines, Misreading, Note, Typed
 from dumpgym.record import CompiledLayer, Instruction
@@ -113,7 +113,7 @@ _COLLECTIVE_WORDS = {"allgather": "an all-gather sends n-1 pieces of its result"
 
 def send_items(target: str, hlo: CompiledLayer, costs: LayerCost) -> list[Item]:
     """Per ring collective outside fusions (all-gather, reduce-scatter, all-reduce, all-to-all, their async
-    starts with one operand) over a group of two or more devices: the bytes each device sends."""
+    starts) over a group of two or more devices: the bytes each device sends."""
     listing = Listing(hlo)
     items = []
     for line, ring in rings(hlo).items():
@@ -121,19 +121,16 @@ def send_items(target: str, hlo: CompiledLayer, costs: LayerCost) -> list[Item]:
         base = ring.op.removesuffix("start")
         if base not in _COLLECTIVE_WORDS or ring.devices < 2 or not ring.sends:
             continue
-        if ins.opcode.endswith("start") and len(ins.operands) != 1:
-            continue  # a start gathering several arrays at once: its count is its last array's (see docs)
         items.append(_send_item(target, hlo, ins, ring, base, _dense_data(listing, ins, base, ring)))
     return _shared_by_value(items)
 
 
 def _dense_data(listing: Listing, ins: Instruction, base: str, ring: Ring) -> int:
     """The bytes of the data a collective sends pieces of, without its tiles' padding (its result for an
-    all-gather, an async start's last array; its operands otherwise); the padded size where they do not add up
+    all-gather, an async start's result arrays; its operands otherwise); the padded size where they do not add up
     to what cost.py counted."""
     if base == "allgather":
-        found = list(listing.definition(ins).buffers)
-        found = found[-1:] if ins.opcode.endswith("start") else found
+        found = started_results(listing.hlo, ins) if ins.opcode.endswith("start") else list(listing.definition(ins).buffers)
     else:
         found = [b for n in ins.operands for b in listing.definition(listing.at[n]).buffers]
     return sum(map(dense_bytes, found)) if sum(b.padded_bytes() for b in found) == ring.data else ring.data

@@ -3,7 +3,7 @@ import jax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, on_mesh, sharded_structs, variant
+from dumpgym.program import Program, change, on_mesh, sharded_structs, variant
 
 # Auto axes, the partitioner's to propagate (jax.make_mesh's default here is Explicit, where jnp's
 # matmul over a sharded contraction asks for an out_sharding instead).
@@ -44,6 +44,10 @@ VARIANTS = (
     variant(PROGRAM, 2, ("f32[24,40]", "f32[40,48]", "f32[48,40]"), function=on_mesh(tensor_parallel_mlp, FOUR_BY_TWO),
             mesh=FOUR_BY_TWO),
     variant(PROGRAM, 3, ("f32[8,48]", "f32[48,24]", "f32[24,48]"), mesh=MESH),
+    # The same code compiled with one change, set beside this one's compile (`dumpgym diff auto-sharded-replicated`).
+    change(PROGRAM, "replicated", "both weights replicated (PartitionSpec() for w_up and w_down)",
+           in_specs=(("data", None), (), ()),
+           lesson="every device holds the whole of both weights, so no contraction is split across devices"),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, on_mesh, sharded_structs, variant
+from dumpgym.program import Program, change, on_mesh, sharded_structs, variant
 from dumpgym.programs.auto_sharded import auto_mesh
 
 # Auto axes, as in auto-sharded: the partitioner decides every collective.
@@ -47,6 +47,10 @@ FOUR_BY_TWO = auto_mesh(4, 2)
 VARIANTS = (
     variant(PROGRAM, 2, ("f32[48,80]", "f32[80,48]", "f32[24,48]", "f32[24,48]"),
             function=on_mesh(fsdp_grads, FOUR_BY_TWO), mesh=FOUR_BY_TWO, title="fully sharded gradients"),
+    # The same code compiled with one change, set beside this one's compile (`dumpgym diff fsdp-step-replicated`).
+    change(PROGRAM, "replicated", "both weights arrive replicated (PartitionSpec() for w_in and w_out)",
+           in_specs=((), (), ("data", None), ("data", None)),
+           lesson="no weight is gathered before it is used; the gradients are still cut to their shards"),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

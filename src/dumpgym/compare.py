@@ -193,23 +193,30 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
             b_left.append(row)
         else:
             a_left.remove(twin)
-    modified, appeared = [], []
-    for row in b_left:  # the same opcode sharing an equation, or both the compiler's own, or the same shape: changed
-        mine = work(row, "b")
-        twin = next((r for r in a_left if r.opcode == row.opcode
-                     and ((mine & work(r, "a")) or not (mine or r.eqns) or r.shape == row.shape)), None)
-        if twin is None:
-            appeared.append(row)
-        else:
-            a_left.remove(twin)
-            modified.append(Changed(twin, row))
+    kept = len(b_rows) - len(b_left)
+    # The same opcode sharing an equation, then both the compiler's own, then the same result shape: changed.
+    # Each rule pairs what it can before the next looser one is tried.
+    modified = []
+    for alike in (lambda a, b: bool(work(a, "a") & work(b, "b")), lambda a, b: not (a.eqns or b.eqns),
+                  lambda a, b: a.shape == b.shape):
+        unpaired = []
+        for row in b_left:
+            twin = next((r for r in a_left if r.opcode == row.opcode and alike(r, row)), None)
+            if twin is None:
+                unpaired.append(row)
+            else:
+                a_left.remove(twin)
+                modified.append(Changed(twin, row))
+        b_left = unpaired
+    appeared = b_left
+    modified.sort(key=lambda pair: pair.changed.line)
     counts = {c: (sum(r.category == c for r in a_rows), sum(r.category == c for r in b_rows)) for c in CATEGORIES}
     memory = {k: (a_layer.xla_memory[k], b_layer.xla_memory[k]) for k in a_layer.xla_memory if k in b_layer.xla_memory}
     times = [layer_cost(layer, target).time() for layer in (a_layer, b_layer)]
     seconds = (times[0][0], times[1][0]) if all(times) else None
     pairs = _eqn_pairs(base, changed, to_changed, a_layer, b_layer)
     return LayerDiff(target, base.slug, changed.slug, changed.change or "", pairs, tuple(appeared), tuple(a_left),
-                     tuple(modified), len(b_rows) - len(b_left), counts, memory,
+                     tuple(modified), kept, counts, memory,
                      (len(a_layer.aliases), len(b_layer.aliases)), seconds)
 
 

@@ -112,6 +112,25 @@ def test_replicating_the_weights_makes_the_partitioners_collectives_vanish(recor
             assert {r.name for r in diff.of("collective")["vanished"]} >= printed, (slug, target)
 
 
+@pytest.mark.compiled_hlo
+def test_constraining_a_result_replicated_makes_all_gathers_appear(records):
+    """auto-sharded's output and fsdp-step's gradients, constrained replicated, end gathered: on every target
+    XLA's parse of the changed text holds more all-gathers than the base's, and the diff's appeared
+    collectives hold that many more."""
+    from dumpgym.hlo_graph import opcode_of
+
+    for slug in ("auto-sharded-gathered", "fsdp-step-whole-grads"):
+        changed = records[slug]
+        base = records[changed.variant_of]
+        for target, diff in compare.compare(base, changed).items():
+            gathers = [sum(opcode_of(i) in ("allgather", "allgatherstart") for i in _entry(r.compiled[target].text)[1]
+                           .instructions()) for r in (base, changed)]
+            assert gathers[1] > gathers[0], (slug, target)
+            rows = {i.line: i.opcode for i in changed.compiled[target].instructions}
+            appeared = sum(rows[r.line] in ("allgather", "allgatherstart") for r in diff.of("collective")["appeared"])
+            assert appeared >= gathers[1] - gathers[0], (slug, target)
+
+
 def test_turning_donation_off_leaves_no_alias_as_xla_says(records):
     """train-step donates seven arguments and its undonated compile none: the recorded alias counts and
     `memory_analysis()` sizes in the diff are a fresh CPU compile's of each."""
@@ -148,10 +167,11 @@ def test_diff_prints_both_compiles_and_refuses_a_program_without_a_change(capsys
     assert cli.main(["diff", "mlp-f32", "--target", "cpu"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cpu: mlp -> mlp-f32 (f32 instead of bf16)") and "vanished" in out
-    assert cli.main(["diff", "auto-sharded"]) == 0  # the base names its one change
+    assert cli.main(["diff", "mlp"]) == 0  # the base names its one change
     out = capsys.readouterr().out
     assert [line.split(":")[0] for line in out.split("\n\n")] == ["tpu", "gpu", "cpu"]
     for args, said in ((["diff", "softmax"], "no compile with one change"), (["diff", "nope"], "no program"),
+                       (["diff", "auto-sharded"], "several changes: auto-sharded-replicated auto-sharded-gathered"),
                        (["diff", "mlp-f32", "--target", "v9"], "not both compiled for 'v9'")):
         assert cli.main(args) == 2
         err = capsys.readouterr().err

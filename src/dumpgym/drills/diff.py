@@ -38,7 +38,8 @@ MOST_ROWS = 8
        per_program=2, cap_by=("step", "layer"), partners=True)
 def diff_items(program: ProgramRecord, partners: tuple[ProgramRecord, ...]) -> list[Item]:
     """The items of each change pair `program` is in: as the changed record, what appeared and what its rows
-    were; as the base, what vanished and what its rows became. Cards name the step, target and row."""
+    were; as the base, what vanished and what its rows became (a base with two changes is asked of each).
+    Cards name the step, target, the other record and the computation or row."""
     items = []
     for other in partners:
         changed_side = program.change is not None and other.slug == program.variant_of
@@ -104,7 +105,7 @@ def _set_item(program, other, diff: LayerDiff, step: str, layer: CompiledLayer, 
         answer=LineSet(tuple(r.line - first + 1 for r in rows), explain),
         context=(Lines(diff.target, first, last, cut=True), Note(which_compile(layer)),
                  Note(f"the change: {diff.change} (`{base}` -> `{changed}`)")),
-        card=(step, diff.target, computation), layer=diff.target, step=step,
+        card=(step, diff.target, other.slug, computation), layer=diff.target, step=step,
         skill=_skill(rows), feedback=feedback,
         facts={"partner": other.slug, "target": diff.target, "hlo_lines": [first, last],
                "rows": [r.name for r in rows]})
@@ -161,7 +162,7 @@ def _typed_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, 
             answer=Typed("aval", value, misread=misread),
             context=(Lines(diff.target, mine.line, mine.line, cut=True), Note(which_compile(layer)),
                      Note(f"the change: {diff.change}")),
-            card=(step, diff.target, mine.name), layer=diff.target, step=step, skill=mine.category,
+            card=(step, diff.target, other.slug, mine.name), layer=diff.target, step=step, skill=mine.category,
             eqn=mine.eqns[0] if mine.eqns else None, feedback=feedback,
             facts={"partner": other.slug, "target": diff.target, "hlo_line": mine.line,
                    "counterpart": theirs.name, "counterpart_line": theirs.line}))

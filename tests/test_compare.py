@@ -176,3 +176,19 @@ def test_diff_prints_both_compiles_and_refuses_a_program_without_a_change(capsys
         assert cli.main(args) == 2
         err = capsys.readouterr().err
         assert said in err and err.count("\n") == 1, err
+
+
+def test_a_change_is_named_by_a_word_and_its_record_names_its_base(whole_corpus):
+    from dumpgym.program import ProgramError, change
+    from dumpgym.record import RecordError
+
+    mlp = builtin_program("mlp")
+    with pytest.raises(ProgramError, match="named by a word"):
+        change(mlp, "2", "f32 instead of bf16")
+    record = next(p for p in whole_corpus["programs"] if "change" in p)
+    assert ProgramRecord.from_json(record).to_json() == record
+    assert "change" not in ProgramRecord.from_json(whole_corpus["programs"][0]).to_json()
+    without_base = {k: v for k, v in record.items() if k != "variant_of"}
+    for bad in (without_base, {**record, "change": "  "}):
+        with pytest.raises(RecordError, match="change"):
+            ProgramRecord.from_json(bad)

@@ -9,7 +9,7 @@ import pytest
 from dumpgym.drills import build_pool
 from dumpgym.drills.answer import from_json
 from dumpgym.record import ProgramRecord
-from pool_checks import readable
+from pool_checks import assert_choice_item, readable
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def _result(instruction) -> tuple[str, tuple[int, ...]]:
 def test_the_built_in_pool_has_a_hundred_diff_items_in_each_pair(items):
     diff, _ = items
     assert len(diff) >= 100
-    assert {i["step"] for i in diff} == {"appeared", "vanished", "became", "was"}
+    assert {i["step"] for i in diff} == {"appeared", "vanished", "became", "was", "fate", "origin"}
     programs = Counter(i["program"] for i in diff)
     _, records = items
     assert set(programs) == set(records)  # both sides of every pair ask something
@@ -124,7 +124,10 @@ def test_each_answer_is_graded_right_and_a_wrong_tap_is_explained(items):
     diff, _ = items
     for item in diff:
         form = from_json(item["answer_form"])
-        if item["form"] == "lines":
+        if item["answer_form"]["form"] == "choice":
+            assert_choice_item(item)
+            assert form.check(item["answer"]).right
+        elif item["answer_form"]["form"] == "lines":
             assert form.check(item["answer_lines"]).right
             rows = item["shown"][0].split("\n")
             extra = next(n for n, row in enumerate(rows, 1) if " = " in row and n not in item["answer_lines"])
@@ -141,3 +144,36 @@ def test_the_remat_pair_asks_what_the_saved_residual_became(items):
     asked = {(i["program"], i["layer"]) for i in diff if i["program"].startswith("ckpt-policy")}
     assert {layer for _, layer in asked} == {"tpu", "gpu", "cpu"}
     assert {p for p, _ in asked} == {"ckpt-policy", "ckpt-policy-nothing"}
+
+
+def test_each_fate_and_origin_answer_is_right_equally_often_by_weight(items):
+    """The three answers of a choice step (kept as it is, kept but changed, gone) hold a third of the step's
+    weight each, as the pool weighs them: the usual answer is a guess."""
+    diff, _ = items
+    for step in ("fate", "origin"):
+        weights = Counter()
+        for item in (i for i in diff if i["step"] == step):
+            weights[item["answer"]] += item["weight"]
+        assert len(weights) == 3 and max(weights.values()) - min(weights.values()) < 0.02 * sum(weights.values())
+
+
+@pytest.mark.compiled_hlo
+def test_a_kept_or_changed_row_has_its_counterpart_in_the_other_text_per_xla(items):
+    """A row kept as it is has, in XLA's parse of the other compile's text, an instruction of its opcode with
+    its result shape; a changed row's counterpart is an instruction of the other text of its opcode."""
+    from dumpgym.hlo_graph import opcode_of
+
+    diff, records = items
+    for item in (i for i in diff if i["step"] in ("fate", "origin") and i["answer"] < 2):
+        mine = _by_name(records[item["program"]].compiled[item["layer"]].text)
+        theirs = _by_name(records[item["partner"]].compiled[item["layer"]].text)
+        shown = item["shown"][0]
+        (name,) = [n for n in mine if shown.startswith(f"%{n} ") or shown.startswith(f"ROOT %{n} ")]
+        ins = mine[name][1]
+
+        def result(i):
+            return i.to_string().split(" = ", 1)[1].split(" ", 1)[0]
+        if item["answer"] == 0:
+            assert any(opcode_of(i) == opcode_of(ins) and result(i) == result(ins) for _, i in theirs.values()), item["card"]
+        else:
+            assert opcode_of(theirs[item["counterpart"]][1]) == opcode_of(ins), item["card"]

@@ -1,5 +1,6 @@
 """The `diff` drill in Chromium, on a gym of two change pairs (mlp and mlp-f32, auto-sharded and
-auto-sharded-replicated): the page shows what Python resolves, and grades a tapped set and a typed aval."""
+auto-sharded-replicated): the page shows what Python resolves, and grades a tapped set, a typed aval and
+a choice."""
 import json
 import urllib.request
 
@@ -37,12 +38,12 @@ def test_the_diff_drill_shows_its_blocks_and_grades_rows_and_avals(paired_gym):
     gym.open("diff")
     panel = page.locator("#drill-diff")
     forms = set()
-    for n in range(30):
-        if forms == {"typed", "lines"} and n >= 6:
+    for n in range(40):
+        if forms == {"typed", "lines", "choice"} and n >= 6:
             break
         item = gym.item("diff")
         forms.add(item["answer_form"]["form"])
-        if item["answer_form"]["form"] == "typed":
+        if item["answer_form"]["form"] in ("typed", "choice"):  # every block is shown as it is
             assert panel.locator(".ctx [data-shown]").all_inner_texts() == item["shown"], item["card"]
         else:
             rows = [t.removesuffix("\n") for t in panel.locator("[data-pick] [data-line]").all_text_contents()]
@@ -54,4 +55,4 @@ def test_the_diff_drill_shows_its_blocks_and_grades_rows_and_avals(paired_gym):
         assert feedback.startswith("right") == right, feedback
         gym.next("diff")
     assert gym.streak("diff")[1] >= 1
-    assert forms == {"typed", "lines"}  # a typed aval and a tapped set were both asked, shown and graded
+    assert forms == {"typed", "lines", "choice"}  # an aval, a set and a fate were each asked, shown and graded

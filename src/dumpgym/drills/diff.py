@@ -10,7 +10,11 @@ pure function of the two records. This kind asks, on each compile target, three 
   no counterpart of;
 - **became** and **was** (typed): a row the change kept but altered (another shape, other equations
   fused), shown in one compile; type what its counterpart in the other compile returns (dtype and
-  shape, per device, as `compare` pairs them).
+  shape, per device, as `compare` pairs them);
+- **fate** (on the base) and **origin** (on the changed record), a `choice` among three fixed options:
+  one row, and whether the other compile has it as it is, has it changed, or lacks it. Asked only in
+  a compile where each of the three is some row's answer, each answer's rows sharing a third of the
+  weight, so over the step every option is right equally often and the usual answer is a guess.
 
 The answers are `compare`'s, computed from the records' attribution (each row's printed opcode and the
 aligned equations it computes); no answer is chosen among options, so a reader who does not read the
@@ -23,13 +27,19 @@ from dumpgym.compare import LayerDiff, Row, compare
 from dumpgym.drills import drill
 from dumpgym.drills._dot import numpy_dtype
 from dumpgym.drills._tpu import which_compile
-from dumpgym.drills.answer import LineSet, Misreading, Typed
+from dumpgym.drills.answer import Choice, LineSet, Misreading, Typed
 from dumpgym.drills.item import Item, Lines, Note
 from dumpgym.dtypes import short as short_dtype
 from dumpgym.record import CompiledLayer, ProgramRecord
 
 # A set of more rows than this is a chore to tap, not a question: it is not asked.
 MOST_ROWS = 8
+# What a choice item asks of a row: the other compile has it as it is, has it changed, or lacks it. The
+# base's rows are asked their fate in the changed compile, the changed compile's rows their origin.
+FATES = {"fate": ("kept as it is", "kept, but changed", "vanished"),
+         "origin": ("there as it is", "there, but changed", "appeared")}
+# Rows that only name, pass on or hold values (a parameter, a constant, a tuple's member) are not asked.
+_NAMING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
 
 
 @drill("diff", number="14", title="two compiles, one change",
@@ -49,6 +59,7 @@ def diff_items(program: ProgramRecord, partners: tuple[ProgramRecord, ...]) -> l
         for target, diff in compare(base, changed).items():
             items += _set_items(program, other, diff, "appeared" if changed_side else "vanished")
             items += _typed_items(program, other, diff, changed_side)
+            items += _fate_items(program, other, diff, changed_side)
     return items
 
 
@@ -182,3 +193,50 @@ def _aval(printed: str) -> str | None:
         return None
     dtype, dims = printed.split("[", 1)
     return f"{short_dtype(numpy_dtype(dtype))}[{dims.split(']', 1)[0]}]"
+
+
+def _fate_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, changed_side: bool) -> list[Item]:
+    """One choice item per row of `program`'s compile that runs (not one that only names a value): kept, changed
+    or gone in `other`'s. Only where each of the three answers some row; each answer's rows share a third."""
+    from dumpgym.compare import running
+
+    layer = program.compiled[diff.target]
+    changed = {(p.changed if changed_side else p.base).line: (p.base if changed_side else p.changed) for p in diff.modified}
+    gone = {r.line for r in (diff.appeared if changed_side else diff.vanished)}
+    groups: dict[int, list] = {0: [], 1: [], 2: []}
+    for ins in running(layer):
+        printed = layer.printed(ins) or ins.opcode
+        if printed in _NAMING:
+            continue
+        groups[2 if ins.line in gone else 1 if ins.line in changed else 0].append(ins)
+    if not all(groups.values()):
+        return []
+    step = "origin" if changed_side else "fate"
+    options = FATES[step]
+    # Each answer's rows share a third of what the kind's cap leaves the compile's items (their number, n, times
+    # the cap's 2 / n): weighed so, the compile's items hold the cap's share, a third per answer.
+    asked = sum(map(len, groups.values()))
+    items = []
+    for answer, rows in groups.items():
+        for ins in rows:
+            twin = changed.get(ins.line)
+            facts = {0: f"`{other.slug}`'s compile has a {layer.printed(ins) or ins.opcode} computing the same "
+                        "equations with the same result",
+                     1: f"`{other.slug}`'s counterpart is %{twin.name if twin else ''}, {twin.shape if twin else ''}",
+                     2: f"`{other.slug}`'s compile has no row computing what %{ins.name} does"}
+            reasons = tuple("" if k == answer else f"Not {options[k]}: {facts[answer]}." for k in range(3))
+            rules = tuple("" if k == answer else f"not-{('kept', 'changed', 'gone')[k]}" for k in range(3))
+            question = (f"`{diff.base}` compiled again with one change, {diff.change}, gives `{diff.changed}`. "
+                        f"In `{other.slug}`'s {diff.target.upper()} compile, is this row of `{program.slug}`'s "
+                        f"{'there as it is, there but changed, or did the change make it appear' if changed_side else 'kept as it is, kept but changed, or did the change make it vanish'}?")
+            items.append(Item(
+                question=question,
+                answer=Choice(options, answer, reasons, rules),
+                context=(Lines(diff.target, ins.line, ins.line, cut=True), Note(which_compile(layer)),
+                         Note(f"the change: {diff.change}")),
+                card=(step, diff.target, other.slug, ins.name), layer=diff.target, step=step,
+                skill=("kept", "changed", "gone")[answer], weight=round(asked / (3 * len(rows)), 4),
+                feedback=f"%{ins.name} is {options[answer]}: {facts[answer]}.",
+                facts={"partner": other.slug, "target": diff.target, "hlo_line": ins.line,
+                       "counterpart": twin.name if twin else None}))
+    return items

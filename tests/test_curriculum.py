@@ -7,6 +7,8 @@ from dumpgym import curriculum, drills
 
 PATH_ORDER = ["shapes", "decoder", "decisions", "loops", "backward", "partitioner", "buffers", "layouts", "units",
               "fusions", "kernels", "cost"]
+# Kinds asked only of a program beside its compile with one change: the pool of the programs alone has none.
+PAIRED_KINDS = ["diff"]
 
 
 def test_the_page_shows_the_kinds_the_pool_names_in_path_order(pool):
@@ -49,7 +51,7 @@ def test_every_path_target_names_a_registered_drill_kind():
 def test_the_bar_asks_for_every_registered_drill_kind_in_path_order():
     bar = curriculum.PATH[-1]
     assert bar.number == "12"
-    assert [t.drill for t in bar.targets] == PATH_ORDER
+    assert [t.drill for t in bar.targets] == PATH_ORDER + PAIRED_KINDS
     assert sorted(t.drill for t in bar.targets) == sorted(drills.kinds())
     assert {t.streak for t in bar.targets} == {2 * curriculum.FLUENCY}
 

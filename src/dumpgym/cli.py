@@ -171,6 +171,18 @@ def _cmd_cost(args) -> int:
     return 0
 
 
+def _cmd_diff(args) -> int:
+    from dumpgym import compare, usercorpus
+    from dumpgym.record import ProgramRecord
+
+    data = usercorpus.load_corpus(args.corpus)
+    records = [ProgramRecord.from_json(p) for p in data["programs"]]
+    base, changed = compare.pair_of(records, args.slug)
+    diffs = compare.compare(base, changed, None if args.target is None else (args.target,))
+    print("\n\n".join(compare.text(d) for d in diffs.values()))
+    return 0
+
+
 def _fresh_layer(record, target_id: str):
     """A built-in program's layer compiled here again, from its traced function."""
     from dumpgym.facts import build_facts
@@ -330,6 +342,12 @@ def make_parser() -> argparse.ArgumentParser:
                         "record made before the cost facts were kept)")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
     p.set_defaults(run=_cmd_cost)
+
+    p = sub.add_parser("diff", help="set a program's compile beside its compile with one change (mlp and mlp-f32)")
+    p.add_argument("slug", metavar="SLUG", help="the changed program (mlp-f32), or the program it changes")
+    p.add_argument("--target", metavar="ID", help="one compiled layer: cpu, tpu (v5e) or gpu (H100); default every one")
+    p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+    p.set_defaults(run=_cmd_diff)
 
     for name, run, text in (
         ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/2)"),

@@ -64,6 +64,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
         platform=program.platform,
         lowered=xray.lowered,
         variant_of=program.variant_of,
+        change=program.change,
     )
 
 
@@ -232,12 +233,14 @@ def select(corpus: dict, slugs: list[str]) -> dict:
 def summary(corpus: dict) -> str:
     """Counts for the CLI: programs, equations, StableHLO op lines, x-ray groups and coverage."""
     programs = corpus["programs"]
-    variants = sum("variant_of" in p for p in programs)
+    changes = sum("change" in p for p in programs)
+    variants = sum("variant_of" in p for p in programs) - changes
     eqns = sum(len(p["eqns"]) for p in programs)
     ops = sum(p["xray_stats"]["stablehlo_op_lines"] for p in programs)
     mapped = sum(p["xray_stats"]["mapped_stablehlo_op_lines"] for p in programs)
     groups = sum(len(p["xray"]) for p in programs)
-    traced = f"{len(programs) - variants} programs" + (f" (and {variants} variants at other shapes)" if variants else "")
+    also = [f"{variants} variants at other shapes"] * bool(variants) + [f"{changes} compiles with one change"] * bool(changes)
+    traced = f"{len(programs) - variants - changes} programs" + (f" (and {', '.join(also)})" if also else "")
     return (
         f"{traced} · {eqns} equations · {ops} StableHLO op lines · "
         f"{groups} x-ray groups · {mapped} of {ops} op lines attributed"

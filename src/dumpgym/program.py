@@ -126,6 +126,9 @@ class Program:
     # The slug of the built-in program this one is a traced variant of (the same code at other example
     # shapes, or on another mesh), or None for a program in its own right.
     variant_of: str | None = None
+    # For a compile with one change (`program.change`): that change in words ("f32 instead of bf16"),
+    # the program it changes being `variant_of`; None for every other program.
+    change: str | None = None
 
     def __post_init__(self):
         if not valid_slug(self.slug):
@@ -162,11 +165,17 @@ class Program:
 def on_mesh(function: Callable[..., Any], mesh) -> Callable[..., Any]:
     """`function`, which takes its mesh as the keyword `mesh`, called on `mesh`: a mesh variant's function.
     Its source is `function`'s (`inspect.getsource` follows `__wrapped__`), so no program text is repeated."""
-    @functools.wraps(function)
-    def on(*args):
-        return function(*args, mesh=mesh)
+    return with_keywords(function, mesh=mesh)
 
-    return on
+
+def with_keywords(function: Callable[..., Any], **keywords) -> Callable[..., Any]:
+    """`function` called with `keywords` beside its positional arguments (`policy=...`, `mesh=...`): the function
+    of a variant or a changed compile. Its source is `function`'s, so no program text is repeated."""
+    @functools.wraps(function)
+    def called(*args):
+        return function(*args, **keywords)
+
+    return called
 
 
 def variant(base: Program, number: int, args: tuple[str, ...], *, function: Callable[..., Any] | None = None,
@@ -197,6 +206,29 @@ def variant(base: Program, number: int, args: tuple[str, ...], *, function: Call
         mesh=axes if axes is not None else base.mesh,
         in_specs=in_specs if in_specs is not None else base.in_specs,
         entry=base.entry, structs=structs, platform=base.platform, variant_of=base.slug,
+    )
+
+
+def change(base: Program, name: str, words: str, *, args: tuple[str, ...] | None = None,
+           function: Callable[..., Any] | None = None, in_specs=None, lesson: str = "") -> Program:
+    """`base` compiled again with one change, `words` saying which ("f32 instead of bf16"): other argument
+    dtypes (`args`), other input shardings (`in_specs`, for a program with a mesh), or another `function`
+    made from the base's (`with_keywords`: a checkpoint policy, a sharding constraint; or the same code
+    without `jax.jit`'s donation). Slug `BASE-NAME`; its two compiles are set side by side (`compare.py`)."""
+    if not valid_slug(name) or name.isdigit():
+        raise ProgramError(f"change {name!r} of {base.slug}: a change is named by a word (digits name variants)")
+    args = tuple(base.args if args is None else args)
+    in_specs = base.in_specs if in_specs is None else tuple(tuple(p) for p in in_specs)
+    structs = None
+    if base.structs is not None:  # sharded by jit: the structs carry the shardings, on the base's mesh
+        structs = sharded_structs(base.structs[0].sharding.mesh, args, in_specs)
+    return Program(
+        slug=f"{base.slug}-{name}", title=f"{base.title}, {words}",
+        lesson=(f"{base.slug} compiled again with one change, {words}" + (f": {lesson}" if lesson else "")
+                + f". Set its compiled layers beside {base.slug}'s to see what the change made appear or vanish."),
+        function=base.function if function is None else function, args=args, mesh=base.mesh,
+        in_specs=in_specs, entry=base.entry, structs=structs, platform=base.platform,
+        variant_of=base.slug, change=words,
     )
 
 

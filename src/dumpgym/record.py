@@ -637,7 +637,7 @@ class LoweredModule(_Record):
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of"})
+    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of", "change"})
     slug: str
     title: str
     lesson: str
@@ -671,6 +671,9 @@ class ProgramRecord(_Record):
     # or on another mesh: `mlp-2` of `mlp`), or None for a program in its own right. Variants are drawn
     # in drills but are not counted or listed as programs of the gym.
     variant_of: str | None = None
+    # For a compile of `variant_of` with one change (`mlp-f32`: "f32 instead of bf16"), that change in words;
+    # None for every other record. `compare.py` sets the two records' compiled layers side by side.
+    change: str | None = None
 
     @classmethod
     def from_json(cls, value, path: str = ""):
@@ -699,6 +702,8 @@ class ProgramRecord(_Record):
             raise RecordError(f"{_join(path, 'slug')}: {self.slug!r} is not a slug (lowercase letters, digits, dashes)")
         if self.variant_of is not None and (not valid_slug(self.variant_of) or self.variant_of == self.slug):
             raise RecordError(f"{_join(path, 'variant_of')}: {self.variant_of!r} is not another program's slug")
+        if self.change is not None and (self.variant_of is None or not self.change.strip()):
+            raise RecordError(f"{_join(path, 'change')}: a change names the program it changes (variant_of) and says what it is")
         n = len(self.eqns)
         for i, e in enumerate(self.eqns):
             if e.id != i:

@@ -5,7 +5,10 @@ A kind is a module in this package that decorates a function with
 use, so adding a kind is adding a file. Modules whose names start with `_` are helpers and
 register nothing; `item.py` is the item type every kind returns. The corpus dict is read into
 `ProgramRecord`s once, in `build_pool`. A kind's per-program weight cap is declared with it
-(`per_program=4, cap_by=("step",)`) and applied here, in `items_for`, and nowhere else.
+(`per_program=4, cap_by=("step",)`) and applied here, in `items_for`, and nowhere else. A kind declared
+with `partners=True` (`diff`) is called with a second argument, the records the program forms a pair
+with (its compile with one change, or the program it is that change of: `mlp` and `mlp-f32`), and asks
+nothing of a program without one; it is still a pure function of records.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ class DrillKind:
     per_program: float | None = None  # a group of one program's items shares at most this much weight
     cap_by: tuple[str, ...] = ()  # the item fields that make a group (none: the program's whole share)
     program_cap: float | None = None  # and then all of one program's items together at most this much
+    partners: bool = False  # called as make(program, partners): the records it forms a change pair with
 
     def capped(self, items: list[Item]) -> list[float]:
         """Each item's weight under the cap: its own weight times min(1, per_program / its group's size),
@@ -59,9 +63,11 @@ _kinds: dict[str, DrillKind] = {}
 
 
 def drill(name: str, *, number: str, title: str, aim: str, per_program: float | None = None,
-          cap_by: tuple[str, ...] = (), program_cap: float | None = None) -> Callable[[DrillFn], DrillFn]:
+          cap_by: tuple[str, ...] = (), program_cap: float | None = None,
+          partners: bool = False) -> Callable[[DrillFn], DrillFn]:
     """Register `fn(program) -> list[Item]` as the drill kind `name`, shown as GYM·`number` `title`, with
-    its per-program weight cap (`per_program` shared by each group of items alike in `cap_by`)."""
+    its per-program weight cap (`per_program` shared by each group of items alike in `cap_by`); with
+    `partners`, `fn(program, partners)`, given the records the program forms a change pair with."""
     if not re.fullmatch(r"\d\d", number) or number == XRAY_SECTION:
         raise ValueError(f"drill kind {name!r}: number {number!r} is not two digits, or is the x-ray's")
 
@@ -72,7 +78,7 @@ def drill(name: str, *, number: str, title: str, aim: str, per_program: float | 
         taken = [k.name for k in _kinds.values() if k.number == number and k.name != name]
         if taken:
             raise ValueError(f"drill kind {name!r}: number {number} is already {taken[0]!r}'s")
-        _kinds[name] = DrillKind(name, number, title, aim, fn, per_program, tuple(cap_by), program_cap)
+        _kinds[name] = DrillKind(name, number, title, aim, fn, per_program, tuple(cap_by), program_cap, partners)
         return fn
     return register
 
@@ -102,16 +108,20 @@ class Skipped:
         return {"drill": self.drill, "program": self.program, "why": self.why}
 
 
-def items_for(program: ProgramRecord, skipped: list[Skipped] | None = None) -> list[Item]:
+def items_for(program: ProgramRecord, skipped: list[Skipped] | None = None,
+              partners: tuple[ProgramRecord, ...] = ()) -> list[Item]:
     """Every drill item of one program, kind by kind, each stamped with `drill` and `program` and weighted
     under its kind's cap; a kind that gives two different questions one card is refused.
 
     With `skipped`, a kind that raises on this program (an unusual dtype, a record it cannot read) is
-    left out and noted there, and the other kinds still give their items; without it, the error raises."""
+    left out and noted there, and the other kinds still give their items; without it, the error raises.
+    `partners` are the records `program` forms a change pair with, for the kinds that compare two compiles."""
     out = []
     for name, kind in kinds().items():
+        if kind.partners and not partners:
+            continue
         try:
-            out += _kind_items(name, kind, program)
+            out += _kind_items(name, kind, program, partners)
         except Exception as error:
             if skipped is None:
                 raise
@@ -120,10 +130,10 @@ def items_for(program: ProgramRecord, skipped: list[Skipped] | None = None) -> l
     return out
 
 
-def _kind_items(name: str, kind: DrillKind, program: ProgramRecord) -> list[Item]:
+def _kind_items(name: str, kind: DrillKind, program: ProgramRecord, partners: tuple = ()) -> list[Item]:
     """One kind's items of one program, stamped and weighted; refused if two different questions share a card."""
     out = []
-    made = list(kind.make(program))
+    made = list(kind.make(program, partners) if kind.partners else kind.make(program))
     for item in made:
         if not isinstance(item, Item):
             raise ValueError(f"drill kind {name!r} made {type(item).__name__}, not a drill Item")
@@ -144,6 +154,25 @@ def _same_question(a: Item, b: Item) -> bool:
     return (a.step, a.skill) == (b.step, b.skill) and a.layer != b.layer
 
 
+def _partners(programs: list[dict]) -> Callable[[str], tuple[ProgramRecord, ...]]:
+    """slug -> the records that program forms a change pair with (`change`, `variant_of`), read when asked."""
+    by_slug = {p["slug"]: (i, p) for i, p in enumerate(programs)}
+    pairs: dict[str, list[str]] = {}
+    for p in programs:
+        if "change" in p and p.get("variant_of") in by_slug:
+            pairs.setdefault(p["slug"], []).append(p["variant_of"])
+            pairs.setdefault(p["variant_of"], []).append(p["slug"])
+    read: dict[str, ProgramRecord] = {}
+
+    def of(slug: str) -> tuple[ProgramRecord, ...]:
+        for other in pairs.get(slug, ()):
+            if other not in read:
+                i, p = by_slug[other]
+                read[other] = ProgramRecord.from_json(p, f"programs[{i}]")
+        return tuple(read[other] for other in pairs.get(slug, ()))
+    return of
+
+
 def build_pool(corpus: dict, warn: Callable[[str], None] | None = None, stored=None) -> dict:
     """The `dumpgym.drills/2` item pool over every program of a corpus dict.
 
@@ -153,12 +182,14 @@ def build_pool(corpus: dict, warn: Callable[[str], None] | None = None, stored=N
     its record when they were made from this record by this code, and kept there when made."""
     items: list[dict] = []
     skipped: list[dict] = []
+    partners = _partners(corpus["programs"])
     for i, program in enumerate(corpus["programs"]):
         kept = stored.read(program) if stored is not None and program.get("added") else None
         if kept is None:
             record = ProgramRecord.from_json(program, f"programs[{i}]")
             failed: list[Skipped] = []
-            kept = [item.to_json() for item in items_for(record, failed)], [s.to_json() for s in failed]
+            kept = ([item.to_json() for item in items_for(record, failed, partners(program["slug"]))],
+                    [s.to_json() for s in failed])
             if stored is not None and program.get("added"):
                 stored.write(program, *kept)
         items += kept[0]

@@ -4,8 +4,9 @@ A program is one module here: its `PROGRAM` (a `Program`, whose slug is the modu
 `_`) and its `ORDER`, a number that places it in the gym (lowest first; they go in tens, so a new one
 fits between two). Nothing else lists the programs: `SLUGS` is found from the modules. A module may
 also declare `VARIANTS`, the same program traced at other example shapes (and, with a mesh, on another
-mesh), made by `program.variant`: each is a record of its own in the corpus (`mlp-2`), drawn in drills,
-but not one of the gym's programs (`SLUGS`).
+mesh), made by `program.variant`, and compiles of it with one change (a dtype, a sharding, a checkpoint
+policy, donation), made by `program.change`: each is a record of its own in the corpus (`mlp-2`,
+`mlp-f32`), drawn in drills, but not one of the gym's programs (`SLUGS`).
 
 The seventeen of the seed come first (small, straight-line, mostly on one device); the second part
 is what real training and inference code prints: loops, branches, a training step, sharding by jit,
@@ -63,8 +64,7 @@ def builtin_program(slug: str):
     """The built-in `Program` named `slug`: a program of `SLUGS`, or a variant of one (`mlp-2`)."""
     if slug in SLUGS:
         return importlib.import_module(f"dumpgym.programs.{module_name(slug)}").PROGRAM
-    base, _, number = slug.rpartition("-")
-    if base in SLUGS and number.isdigit():
+    for base in (s for s in SLUGS if slug.startswith(f"{s}-")):  # a variant (`mlp-2`) or a change (`mlp-f32`)
         for program in builtin_variants(base):
             if program.slug == slug:
                 return program

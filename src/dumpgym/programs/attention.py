@@ -1,7 +1,7 @@
 """Single-head attention with the softmax written by hand."""
 import jax.numpy as jnp
 
-from dumpgym.program import Program, variant
+from dumpgym.program import Program, change, variant
 
 
 def attention(q, k, v):
@@ -23,6 +23,8 @@ PROGRAM = Program(
 # The same code traced at other example shapes, so that sizes are read, not remembered (`mlp-2`, ...).
 VARIANTS = (
     variant(PROGRAM, 2, ("bf16[80,48]", "bf16[112,48]", "bf16[112,40]")),
+    # The same code compiled with one change, set beside this one's compile (`dumpgym diff attention-f32`).
+    change(PROGRAM, "f32", "f32 instead of bf16", args=tuple(a.replace("bf16", "f32") for a in PROGRAM.args)),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

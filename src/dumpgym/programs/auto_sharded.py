@@ -3,7 +3,7 @@ import jax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, on_mesh, sharded_structs, variant
+from dumpgym.program import Program, change, on_mesh, sharded_structs, variant, with_keywords
 
 # Auto axes, the partitioner's to propagate (jax.make_mesh's default here is Explicit, where jnp's
 # matmul over a sharded contraction asks for an out_sharding instead).
@@ -18,9 +18,9 @@ SPECS = (("data", None), (None, "model"), ("model", None))
 ARGS = ("f32[16,32]", "f32[32,64]", "f32[64,32]")
 
 
-def tensor_parallel_mlp(x, w_up, w_down, mesh=MESH):
+def tensor_parallel_mlp(x, w_up, w_down, mesh=MESH, out=P("data", None)):
     h = jax.nn.relu(x @ w_up)
-    return jax.lax.with_sharding_constraint(h @ w_down, NamedSharding(mesh, P("data", None)))
+    return jax.lax.with_sharding_constraint(h @ w_down, NamedSharding(mesh, out))
 
 
 PROGRAM = Program(
@@ -44,6 +44,13 @@ VARIANTS = (
     variant(PROGRAM, 2, ("f32[24,40]", "f32[40,48]", "f32[48,40]"), function=on_mesh(tensor_parallel_mlp, FOUR_BY_TWO),
             mesh=FOUR_BY_TWO),
     variant(PROGRAM, 3, ("f32[8,48]", "f32[48,24]", "f32[24,48]"), mesh=MESH),
+    # The same code compiled with one change, set beside this one's compile (`dumpgym diff auto-sharded-replicated`).
+    change(PROGRAM, "replicated", "both weights replicated (PartitionSpec() for w_up and w_down)",
+           in_specs=(("data", None), (), ()),
+           lesson="every device holds the whole of both weights, so no contraction is split across devices"),
+    change(PROGRAM, "gathered", "the output constrained replicated (out=P()) instead of by rows over data",
+           function=with_keywords(tensor_parallel_mlp, out=P()),
+           lesson="every device must end with every row of the result, not only its own"),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

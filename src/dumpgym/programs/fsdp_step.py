@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, on_mesh, sharded_structs, variant
+from dumpgym.program import Program, change, on_mesh, sharded_structs, variant, with_keywords
 from dumpgym.programs.auto_sharded import auto_mesh
 
 # Auto axes, as in auto-sharded: the partitioner decides every collective.
@@ -14,15 +14,15 @@ SPECS = (("data", "model"), ("model", "data"), ("data", None), ("data", None))
 ARGS = ("f32[64,128]", "f32[128,64]", "f32[32,64]", "f32[32,64]")
 
 
-def fsdp_grads(w_in, w_out, x, y, mesh=MESH):
+def fsdp_grads(w_in, w_out, x, y, mesh=MESH, g_specs=(P("data", "model"), P("model", "data"))):
     def loss(w_in, w_out):
         h = jax.nn.gelu(x @ w_in)
         return jnp.mean((h @ w_out - y) ** 2)
 
     g_in, g_out = jax.grad(loss, argnums=(0, 1))(w_in, w_out)
     # Gradients leave sharded as the weights came in: an optimizer would update each shard in place.
-    return (jax.lax.with_sharding_constraint(g_in, NamedSharding(mesh, P("data", "model"))),
-            jax.lax.with_sharding_constraint(g_out, NamedSharding(mesh, P("model", "data"))))
+    return (jax.lax.with_sharding_constraint(g_in, NamedSharding(mesh, g_specs[0])),
+            jax.lax.with_sharding_constraint(g_out, NamedSharding(mesh, g_specs[1])))
 
 
 PROGRAM = Program(
@@ -47,6 +47,13 @@ FOUR_BY_TWO = auto_mesh(4, 2)
 VARIANTS = (
     variant(PROGRAM, 2, ("f32[48,80]", "f32[80,48]", "f32[24,48]", "f32[24,48]"),
             function=on_mesh(fsdp_grads, FOUR_BY_TWO), mesh=FOUR_BY_TWO, title="fully sharded gradients"),
+    # The same code compiled with one change, set beside this one's compile (`dumpgym diff fsdp-step-replicated`).
+    change(PROGRAM, "replicated", "both weights arrive replicated (PartitionSpec() for w_in and w_out)",
+           in_specs=((), (), ("data", None), ("data", None)),
+           lesson="no weight is gathered before it is used; the gradients are still cut to their shards"),
+    change(PROGRAM, "whole-grads", "the gradients constrained replicated (g_specs=(P(), P())) instead of cut to the weights' shards",
+           function=with_keywords(fsdp_grads, g_specs=(P(), P())),
+           lesson="every device must end with the whole of both gradients, not only its shard"),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -1,7 +1,7 @@
 """The transformer feed-forward block: two matmuls around a tanh GELU."""
 import jax
 
-from dumpgym.program import Program, variant
+from dumpgym.program import Program, change, variant
 
 
 def mlp_block(x, w1, b1, w2, b2):
@@ -22,6 +22,8 @@ PROGRAM = Program(
 VARIANTS = (
     variant(PROGRAM, 2, ("bf16[48,96]", "bf16[96,384]", "bf16[384]", "bf16[384,96]", "bf16[96]")),
     variant(PROGRAM, 3, ("bf16[200,64]", "bf16[64,160]", "bf16[160]", "bf16[160,64]", "bf16[64]")),
+    # The same block compiled with one change, set beside this one's compile (`dumpgym diff mlp-f32`).
+    change(PROGRAM, "f32", "f32 instead of bf16", args=tuple(a.replace("bf16", "f32") for a in PROGRAM.args)),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

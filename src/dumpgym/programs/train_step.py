@@ -4,7 +4,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program, variant
+from dumpgym.program import Program, change, variant
 
 
 @partial(jax.jit, donate_argnums=(0, 1, 2, 3, 4, 5, 6))
@@ -44,6 +44,10 @@ PROGRAM = Program(
 VARIANTS = (
     variant(PROGRAM, 2, ("f32[24,48]", "f32[48,8]", "f32[24,48]", "f32[48,8]", "f32[24,48]", "f32[48,8]", "f32[]",
                          "f32[12,24]", "f32[12,8]")),
+    # The same step compiled with one change, set beside this one's compile (`dumpgym diff train-step-undonated`):
+    # the function under the decorator, jitted without donate_argnums (its source is the same text).
+    change(PROGRAM, "undonated", "donation off", function=jax.jit(train_step.__wrapped__),
+           lesson="no argument is donated, so no result may take an argument's buffer"),
 )
 
 # Where the gym shows this program among the built-ins, lowest first.

@@ -1,0 +1,242 @@
+"""Two compiles, one change: what the change made appear or vanish, and what an instruction became.
+
+A program of the built-in corpus and its compile with one change (`mlp` and `mlp-f32`: f32 instead of
+bf16; a checkpoint policy, donation, input `PartitionSpec`s) are set side by side by `compare.py`, a
+pure function of the two records. This kind asks, on each compile target, three things of the pair:
+
+- **appeared** (on the changed record): tap every row of a computation of the changed compile that no
+  row of the base's compile matches (`lines` form over that computation's rows);
+- **vanished** (on the base record): tap every row of the base's compile that the changed compile has
+  no counterpart of;
+- **became** and **was** (typed): a row the change kept but altered (another shape, other equations
+  fused), shown in one compile; type what its counterpart in the other compile returns (dtype and
+  shape, per device, as `compare` pairs them);
+- **fate** (on the base) and **origin** (on the changed record), a `choice` among three fixed options:
+  one row, and whether the other compile has it as it is, has it changed, or lacks it. Asked only in
+  a compile where each of the three is some row's answer, each answer's rows sharing a third of the
+  weight, so over the step every option is right equally often and the usual answer is a guess.
+
+The answers are `compare`'s, computed from the records' attribution (each row's printed opcode and the
+aligned equations it computes); no answer is chosen among options, so a reader who does not read the
+rows has a guess's chance. A set is asked only where it is small enough to tap (`MOST_ROWS`), and a row
+whose result is a tuple or a scalar is not asked to be typed.
+"""
+from __future__ import annotations
+
+from dumpgym.compare import LayerDiff, Row, compare
+from dumpgym.drills import drill
+from dumpgym.drills._dot import numpy_dtype
+from dumpgym.drills._tpu import which_compile
+from dumpgym.drills.answer import Choice, LineSet, Misreading, Typed
+from dumpgym.drills.item import Item, Lines, Note
+from dumpgym.dtypes import short as short_dtype
+from dumpgym.record import CompiledLayer, ProgramRecord
+
+# A set of more rows than this is a chore to tap, not a question: it is not asked.
+MOST_ROWS = 8
+# What a choice item asks of a row: the other compile has it as it is, has it changed, or lacks it. The
+# base's rows are asked their fate in the changed compile, the changed compile's rows their origin.
+FATES = {"fate": ("kept as it is", "kept, but changed", "vanished"),
+         "origin": ("there as it is", "there, but changed", "appeared")}
+# Rows that only name, pass on or hold values (a parameter, a constant, a tuple's member) are not asked.
+_NAMING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
+
+
+@drill("diff", number="14", title="two compiles, one change",
+       aim="Set a compile beside the same program's compile with one change (a dtype, a sharding, a checkpoint "
+           "policy, donation): tap what appeared or vanished, and say what an instruction became.",
+       per_program=2, cap_by=("step", "layer"), partners=True)
+def diff_items(program: ProgramRecord, partners: tuple[ProgramRecord, ...]) -> list[Item]:
+    """The items of each change pair `program` is in: as the changed record, what appeared and what its rows
+    were; as the base, what vanished and what its rows became (a base with two changes is asked of each).
+    Cards name the step, target, the other record and the computation or row."""
+    items = []
+    for other in partners:
+        changed_side = program.change is not None and other.slug == program.variant_of
+        base, changed = (other, program) if changed_side else (program, other)
+        if changed.change is None or changed.variant_of != base.slug:
+            continue
+        for target, diff in compare(base, changed).items():
+            items += _set_items(program, other, diff, "appeared" if changed_side else "vanished")
+            items += _typed_items(program, other, diff, changed_side)
+            items += _fate_items(program, other, diff, changed_side)
+    return items
+
+
+def _set_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, step: str) -> list[Item]:
+    """One `lines` item per computation of `program`'s layer holding rows that appeared (or vanished)."""
+    layer = program.compiled[diff.target]
+    rows = diff.appeared if step == "appeared" else diff.vanished
+    by_computation: dict[str, list[Row]] = {}
+    at = {i.line: i for i in layer.instructions}
+    for row in rows:
+        by_computation.setdefault(at[row.line].computation, []).append(row)
+    items = []
+    for computation, mine in by_computation.items():
+        if len(mine) > MOST_ROWS:
+            continue
+        first, last = next(c.lines for c in layer.computations if c.name == computation)
+        shown = [i for i in layer.instructions if i.computation == computation]
+        if len(shown) < 2 * len(mine) + 2:
+            continue  # nearly every row is the answer: tapping them all would do
+        items.append(_set_item(program, other, diff, step, layer, computation, (first, last), mine))
+    return items
+
+
+def _set_item(program, other, diff: LayerDiff, step: str, layer: CompiledLayer, computation: str,
+              lines: tuple[int, int], rows: list[Row]) -> Item:
+    first, last = lines
+    base, changed = (other.slug, program.slug) if step == "appeared" else (program.slug, other.slug)
+    where = "the entry computation" if any(c.entry and c.name == computation for c in layer.computations) \
+        else f"%{computation}"
+    if step == "appeared":
+        question = (f"`{base}` compiled again with one change, {diff.change}, gives this {diff.target.upper()} "
+                    f"compile. Tap every row of {where} that no row of `{base}`'s {diff.target.upper()} "
+                    f"compile matches: what the change made appear.")
+    else:
+        question = (f"`{base}` is compiled again with one change, {diff.change}. Tap every row of {where} of "
+                    f"this {diff.target.upper()} compile that the other compile has no counterpart of: what "
+                    f"the change made vanish.")
+    said = {r.line: _row_words(program, r) for r in rows}
+    explain = {str(line - first + 1): f"{words}: {step} ({'not in' if step == 'appeared' else 'gone from'} "
+                                      f"`{other.slug}`'s compile)" for line, words in said.items()}
+    kept_or_changed = _counterparts(diff, step)
+    for ins in layer.instructions:
+        if ins.computation == computation and ins.line not in said and first <= ins.line <= last:
+            was = kept_or_changed.get(ins.line)
+            explain[str(ins.line - first + 1)] = (
+                f"%{ins.name} is in both compiles" + (f": `{other.slug}`'s is %{was}" if was else "")
+                + f", so it did not {'appear' if step == 'appeared' else 'vanish'}")
+    listed = ", ".join(f"%{r.name} ({r.opcode})" for r in rows)
+    feedback = (f"With {diff.change} (`{base}` -> `{changed}`), {len(rows)} row{'s' if len(rows) > 1 else ''} "
+                f"of {where} {'appeared' if step == 'appeared' else 'vanished'}: {listed}. "
+                + "; ".join(said.values()) + ".")
+    return Item(
+        question=question,
+        answer=LineSet(tuple(r.line - first + 1 for r in rows), explain),
+        context=(Lines(diff.target, first, last, cut=True), Note(which_compile(layer)),
+                 Note(f"the change: {diff.change} (`{base}` -> `{changed}`)")),
+        card=(step, diff.target, other.slug, computation), layer=diff.target, step=step,
+        skill=_skill(rows), feedback=feedback,
+        facts={"partner": other.slug, "target": diff.target, "hlo_lines": [first, last],
+               "rows": [r.name for r in rows]})
+
+
+def _counterparts(diff: LayerDiff, step: str) -> dict[int, str]:
+    """Line of a changed row on this side -> the other side's row name (kept rows are not listed by line)."""
+    return {(p.changed if step == "appeared" else p.base).line: (p.base if step == "appeared" else p.changed).name
+            for p in diff.modified}
+
+
+def _row_words(program: ProgramRecord, row: Row) -> str:
+    """A row as feedback names it: `%all-gather (all-gather, f32[64,32]{1,0}) computes jaxpr line 3's dot_general`."""
+    does = [program.eqns[e] for e in row.eqns]
+    what = (" computes " + ", ".join(f"jaxpr line {e.jaxpr_lines[0]}'s `{e.primitive}`" for e in does[:2])
+            + (" and more" if len(does) > 2 else "")) if does else " is the compiler's own"
+    return f"%{row.name} ({row.opcode}, {row.shape}){what}"
+
+
+def _skill(rows: list[Row]) -> str:
+    """What a missed item comes back as: the category most of its rows are (collective, copy, fusion, other)."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.category] = counts.get(r.category, 0) + 1
+    return max(sorted(counts), key=counts.__getitem__)
+
+
+def _typed_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, changed_side: bool) -> list[Item]:
+    """One typed item per changed row with an array result on both sides: shown in `program`'s compile, what
+    its counterpart in `other`'s returns."""
+    layer = program.compiled[diff.target]
+    items = []
+    for pair in diff.modified:
+        mine, theirs = (pair.changed, pair.base) if changed_side else (pair.base, pair.changed)
+        value, shown = _aval(theirs.shape), _aval(mine.shape)
+        if value is None or shown is None or value.endswith("[]"):
+            continue
+        step = "was" if changed_side else "became"
+        if changed_side:
+            question = (f"This row is of `{program.slug}`, `{other.slug}` compiled again with one change, "
+                        f"{diff.change}. What did its counterpart in `{other.slug}`'s {diff.target.upper()} "
+                        f"compile return (dtype and shape, per device)?")
+        else:
+            question = (f"`{program.slug}` is compiled again with one change, {diff.change}. What does this row's "
+                        f"counterpart in that {diff.target.upper()} compile return (dtype and shape, per device)?")
+        same = "the same" if value == shown else f"not {shown}"
+        feedback = (f"%{mine.name} ({mine.opcode}) returns {shown} here; its counterpart %{theirs.name} in "
+                    f"`{other.slug}`'s compile returns {value}, {same}: "
+                    + ("it computes the same equations." if set(mine.eqns) == set(theirs.eqns) or not mine.eqns
+                       else "the change altered what it computes."))
+        misread = {} if value == shown else {shown: _unchanged(shown, other.slug)}
+        items.append(Item(
+            question=question,
+            answer=Typed("aval", value, misread=misread),
+            context=(Lines(diff.target, mine.line, mine.line, cut=True), Note(which_compile(layer)),
+                     Note(f"the change: {diff.change}")),
+            card=(step, diff.target, other.slug, mine.name), layer=diff.target, step=step, skill=mine.category,
+            eqn=mine.eqns[0] if mine.eqns else None, feedback=feedback,
+            facts={"partner": other.slug, "target": diff.target, "hlo_line": mine.line,
+                   "counterpart": theirs.name, "counterpart_line": theirs.line}))
+    return items
+
+
+def _unchanged(shown: str, other: str) -> Misreading:
+    """The misreading of typing what this compile's row returns, as if the change left it alone."""
+    return Misreading(f"{shown} is what it returns in this compile; `{other}`'s counterpart returns something "
+                      "else: read what the change does to it", "unchanged")
+
+
+def _aval(printed: str) -> str | None:
+    """A printed array result (`bf16[64,128]{1,0:T(8,128)(2,1)}`) as the jaxpr writes an aval (`bf16[64,128]`);
+    None for a tuple or a token."""
+    if not printed or printed.startswith("(") or "[" not in printed:
+        return None
+    dtype, dims = printed.split("[", 1)
+    return f"{short_dtype(numpy_dtype(dtype))}[{dims.split(']', 1)[0]}]"
+
+
+def _fate_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, changed_side: bool) -> list[Item]:
+    """One choice item per row of `program`'s compile that runs (not one that only names a value): kept, changed
+    or gone in `other`'s. Only where each of the three answers some row; each answer's rows share a third."""
+    from dumpgym.compare import running
+
+    layer = program.compiled[diff.target]
+    changed = {(p.changed if changed_side else p.base).line: (p.base if changed_side else p.changed) for p in diff.modified}
+    gone = {r.line for r in (diff.appeared if changed_side else diff.vanished)}
+    groups: dict[int, list] = {0: [], 1: [], 2: []}
+    for ins in running(layer):
+        printed = layer.printed(ins) or ins.opcode
+        if printed in _NAMING:
+            continue
+        groups[2 if ins.line in gone else 1 if ins.line in changed else 0].append(ins)
+    if not all(groups.values()):
+        return []
+    step = "origin" if changed_side else "fate"
+    options = FATES[step]
+    # Each answer's rows share a third of what the kind's cap leaves the compile's items (their number, n, times
+    # the cap's 2 / n): weighed so, the compile's items hold the cap's share, a third per answer.
+    asked = sum(map(len, groups.values()))
+    items = []
+    for answer, rows in groups.items():
+        for ins in rows:
+            twin = changed.get(ins.line)
+            facts = {0: f"`{other.slug}`'s compile has a {layer.printed(ins) or ins.opcode} computing the same "
+                        "equations with the same result",
+                     1: f"`{other.slug}`'s counterpart is %{twin.name if twin else ''}, {twin.shape if twin else ''}",
+                     2: f"`{other.slug}`'s compile has no row computing what %{ins.name} does"}
+            reasons = tuple("" if k == answer else f"Not {options[k]}: {facts[answer]}." for k in range(3))
+            rules = tuple("" if k == answer else f"not-{('kept', 'changed', 'gone')[k]}" for k in range(3))
+            question = (f"`{diff.base}` compiled again with one change, {diff.change}, gives `{diff.changed}`. "
+                        f"In `{other.slug}`'s {diff.target.upper()} compile, is this row of `{program.slug}`'s "
+                        f"{'there as it is, there but changed, or did the change make it appear' if changed_side else 'kept as it is, kept but changed, or did the change make it vanish'}?")
+            items.append(Item(
+                question=question,
+                answer=Choice(options, answer, reasons, rules),
+                context=(Lines(diff.target, ins.line, ins.line, cut=True), Note(which_compile(layer)),
+                         Note(f"the change: {diff.change}")),
+                card=(step, diff.target, other.slug, ins.name), layer=diff.target, step=step,
+                skill=("kept", "changed", "gone")[answer], weight=round(asked / (3 * len(rows)), 4),
+                feedback=f"%{ins.name} is {options[answer]}: {facts[answer]}.",
+                facts={"partner": other.slug, "target": diff.target, "hlo_line": ins.line,
+                       "counterpart": twin.name if twin else None}))
+    return items

@@ -1,0 +1,194 @@
+"""Two compiles side by side (`compare.py`, `dumpgym diff`): the built-in compiles with one change, and what
+compare says appeared, vanished and changed between each and its base, checked against XLA itself: the
+compiled texts read through jaxlib's HLO bindings, and a fresh compile's own `memory_analysis()`."""
+from collections import Counter
+
+import pytest
+
+from dumpgym import cli, compare
+from dumpgym.programs import SLUGS, builtin_program
+from dumpgym.record import ProgramRecord
+
+
+@pytest.fixture(scope="module")
+def records(whole_corpus):
+    """Every committed record by slug, typed."""
+    return {p["slug"]: ProgramRecord.from_json(p) for p in whole_corpus["programs"]}
+
+
+@pytest.fixture(scope="module")
+def pairs(records):
+    """(base, changed) for every compile with one change."""
+    return [(records[r.variant_of], r) for r in records.values() if r.change is not None]
+
+
+def _entry(text: str):
+    """XLA's parse of a compiled text, and its entry computation (the one the module's `ENTRY` names)."""
+    import re
+
+    from jaxlib import xla_client
+
+    module = xla_client.hlo.hlo_module_from_text(text)
+    entry = re.search(r"^ENTRY %([\w.\-]+)", module.to_string(), re.M)[1]
+    (computation,) = [c for c in module.computations() if c.name == entry]
+    return module, computation
+
+
+def _opcodes(computation) -> Counter:
+    """How many instructions of each opcode a computation holds, as XLA's enum names them (`allreduce`)."""
+    from dumpgym.hlo_graph import opcode_of
+
+    return Counter(opcode_of(i) for i in computation.instructions())
+
+
+def test_at_least_six_built_in_programs_have_a_compile_with_one_change(pairs):
+    assert len({base.slug for base, _ in pairs}) >= 6
+    for base, changed in pairs:
+        assert base.slug in SLUGS and changed.slug.startswith(f"{base.slug}-") and changed.change.strip()
+        assert set(changed.compiled) == set(base.compiled) == {"tpu", "gpu", "cpu"}, changed.slug
+
+
+def test_each_change_is_declared_once_and_found_by_its_slug(pairs):
+    for base, changed in pairs:
+        program = builtin_program(changed.slug)
+        assert (program.variant_of, program.change) == (base.slug, changed.change)
+        assert changed.entry == base.entry  # the base's code, called otherwise: no program text repeated
+
+
+@pytest.mark.compiled_hlo
+def test_every_change_makes_its_compiles_differ_on_every_target(pairs):
+    """On each of CPU, TPU and GPU, XLA's own parse of the two texts differs in the opcodes the module holds
+    (fused bodies included), in the entry computation's result shapes, or in the input_output_alias: the
+    change is one the compiler sees."""
+    for base, changed in pairs:
+        for target in base.compiled:
+            a_module, a = _entry(base.compiled[target].text)
+            b_module, b = _entry(changed.compiled[target].text)
+            a_rows = sorted(i.to_string().split(" = ", 1)[-1].split("(")[0] for i in a.instructions())
+            b_rows = sorted(i.to_string().split(" = ", 1)[-1].split("(")[0] for i in b.instructions())
+            aliased = [("input_output_alias" in m.to_string().split("\n", 1)[0]) for m in (a_module, b_module)]
+            every = [sum((_opcodes(c) for c in m.computations()), Counter()) for m in (a_module, b_module)]
+            assert every[0] != every[1] or a_rows != b_rows or aliased[0] != aliased[1], (changed.slug, target)
+
+
+@pytest.mark.compiled_hlo
+def test_what_appeared_and_vanished_is_the_difference_of_the_two_texts(pairs):
+    """Per opcode, rows appeared less rows vanished is what the changed text's entry computation holds less
+    the base's (kept and changed rows pair one opcode with itself), and an opcode one side lacks has every
+    row of the other side's in the diff, by XLA's names."""
+    from dumpgym.hlo_graph import opcode_of
+
+    for base, changed in pairs:
+        for target, diff in compare.compare(base, changed).items():
+            _, a = _entry(base.compiled[target].text)
+            _, b = _entry(changed.compiled[target].text)
+            a_ops, b_ops = _opcodes(a), _opcodes(b)
+            by_line = {t: {i.line: i.opcode for i in r.compiled[target].instructions} for t, r in (("a", base), ("b", changed))}
+            appeared = Counter(by_line["b"][r.line] for r in diff.appeared)
+            vanished = Counter(by_line["a"][r.line] for r in diff.vanished)
+            for op in a_ops | b_ops:
+                assert appeared[op] - vanished[op] == b_ops[op] - a_ops[op], (changed.slug, target, op)
+                if not a_ops[op]:
+                    assert {r.name for r in diff.appeared if by_line["b"][r.line] == op} == \
+                        {i.name for i in b.instructions() if opcode_of(i) == op}, (changed.slug, target, op)
+                if not b_ops[op]:
+                    assert {r.name for r in diff.vanished if by_line["a"][r.line] == op} == \
+                        {i.name for i in a.instructions() if opcode_of(i) == op}, (changed.slug, target, op)
+
+
+@pytest.mark.compiled_hlo
+def test_replicating_the_weights_makes_the_partitioners_collectives_vanish(records):
+    """auto-sharded's all-reduce (a contraction over an axis cut across model) and fsdp-step's all-gathers
+    (weights cut across the mesh) are gone once the weights arrive whole: on every target, the vanished
+    collectives are every such row of the base's text."""
+    from dumpgym.hlo_graph import opcode_of
+
+    for slug, gone in (("auto-sharded-replicated", "allreduce"), ("fsdp-step-replicated", "allgather")):
+        changed = records[slug]
+        for target, diff in compare.compare(records[changed.variant_of], changed).items():
+            _, a = _entry(records[changed.variant_of].compiled[target].text)
+            printed = {i.name for i in a.instructions() if opcode_of(i) in (gone, gone + "start", gone + "done")}
+            assert printed, (slug, target)
+            assert {r.name for r in diff.of("collective")["vanished"]} >= printed, (slug, target)
+
+
+@pytest.mark.compiled_hlo
+def test_constraining_a_result_replicated_makes_all_gathers_appear(records):
+    """auto-sharded's output and fsdp-step's gradients, constrained replicated, end gathered: on every target
+    XLA's parse of the changed text holds more all-gathers than the base's, and the diff's appeared
+    collectives hold that many more."""
+    from dumpgym.hlo_graph import opcode_of
+
+    for slug in ("auto-sharded-gathered", "fsdp-step-whole-grads"):
+        changed = records[slug]
+        base = records[changed.variant_of]
+        for target, diff in compare.compare(base, changed).items():
+            gathers = [sum(opcode_of(i) in ("allgather", "allgatherstart") for i in _entry(r.compiled[target].text)[1]
+                           .instructions()) for r in (base, changed)]
+            assert gathers[1] > gathers[0], (slug, target)
+            rows = {i.line: i.opcode for i in changed.compiled[target].instructions}
+            appeared = sum(rows[r.line] in ("allgather", "allgatherstart") for r in diff.of("collective")["appeared"])
+            assert appeared >= gathers[1] - gathers[0], (slug, target)
+
+
+def test_turning_donation_off_leaves_no_alias_as_xla_says(records):
+    """train-step donates seven arguments and its undonated compile none: the recorded alias counts and
+    `memory_analysis()` sizes in the diff are a fresh CPU compile's of each."""
+    diff = compare.compare(records["train-step"], records["train-step-undonated"], ("cpu",))["cpu"]
+    fresh = []
+    for slug in ("train-step", "train-step-undonated"):
+        program = builtin_program(slug)
+        fresh.append(program.function.lower(*program.example_args()).compile().memory_analysis())
+    assert diff.memory["alias_size_in_bytes"] == tuple(m.alias_size_in_bytes for m in fresh)
+    assert fresh[0].alias_size_in_bytes > 0 == fresh[1].alias_size_in_bytes
+    assert diff.aliases[0] == 7 and diff.aliases[1] == 0
+
+
+def test_a_dtype_change_aligns_every_equation(records):
+    """f32 instead of bf16 changes no primitive: every equation of mlp pairs with the one printed at its place."""
+    pairs = compare.align(records["mlp"], records["mlp-f32"])
+    assert pairs == {e.id: e.id for e in records["mlp"].eqns}
+
+
+def test_the_remat_change_vanishes_the_saved_residuals_marks(records):
+    """checkpoint_dots marks each saved matmul result with a reduce_precision equation (the jaxpr says so);
+    nothing_saveable saves none, and the CPU compile's reduce-precision rows are among what vanished."""
+    base, changed = records["ckpt-policy"], records["ckpt-policy-nothing"]
+    assert any(e.primitive == "reduce_precision" for e in base.eqns)
+    assert not any(e.primitive == "reduce_precision" for e in changed.eqns)
+    diff = compare.compare(base, changed, ("cpu",))["cpu"]
+    marks = {i.line for i in base.compiled["cpu"].instructions if i.opcode == "reduceprecision"}
+    running = {i.line for i in compare.running(base.compiled["cpu"])}
+    gone = {r.line for r in diff.vanished} | {pair.base.line for pair in diff.modified}
+    assert marks & running <= gone
+
+
+def test_diff_prints_both_compiles_and_refuses_a_program_without_a_change(capsys):
+    assert cli.main(["diff", "mlp-f32", "--target", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cpu: mlp -> mlp-f32 (f32 instead of bf16)") and "vanished" in out
+    assert cli.main(["diff", "mlp"]) == 0  # the base names its one change
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.split("\n\n")] == ["tpu", "gpu", "cpu"]
+    for args, said in ((["diff", "softmax"], "no compile with one change"), (["diff", "nope"], "no program"),
+                       (["diff", "auto-sharded"], "several changes: auto-sharded-replicated auto-sharded-gathered"),
+                       (["diff", "mlp-f32", "--target", "v9"], "not both compiled for 'v9'")):
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+
+
+def test_a_change_is_named_by_a_word_and_its_record_names_its_base(whole_corpus):
+    from dumpgym.program import ProgramError, change
+    from dumpgym.record import RecordError
+
+    mlp = builtin_program("mlp")
+    with pytest.raises(ProgramError, match="named by a word"):
+        change(mlp, "2", "f32 instead of bf16")
+    record = next(p for p in whole_corpus["programs"] if "change" in p)
+    assert ProgramRecord.from_json(record).to_json() == record
+    assert "change" not in ProgramRecord.from_json(whole_corpus["programs"][0]).to_json()
+    without_base = {k: v for k, v in record.items() if k != "variant_of"}
+    for bad in (without_base, {**record, "change": "  "}):
+        with pytest.raises(RecordError, match="change"):
+            ProgramRecord.from_json(bad)

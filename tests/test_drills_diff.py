@@ -1,0 +1,179 @@
+"""The `diff` drill (GYM·14): what one change made appear or vanish in a compile, and what a row became,
+over the built-in pairs (`mlp` and `mlp-f32`, ...). Answers are checked against the compiled texts as
+XLA's HLO bindings read them, not against the drill's own reading."""
+import re
+from collections import Counter
+
+import pytest
+
+from dumpgym.drills import build_pool
+from dumpgym.drills.answer import from_json
+from dumpgym.record import ProgramRecord
+from pool_checks import assert_choice_item, readable
+
+
+@pytest.fixture(scope="module")
+def paired(whole_corpus):
+    """The corpus narrowed to the compiles with one change and their bases, and its drill pool."""
+    keep = {p["slug"] for p in whole_corpus["programs"] if "change" in p}
+    keep |= {p["variant_of"] for p in whole_corpus["programs"] if "change" in p}
+    corpus = {**whole_corpus, "programs": [p for p in whole_corpus["programs"] if p["slug"] in keep]}
+    return corpus, build_pool(corpus)
+
+
+@pytest.fixture(scope="module")
+def items(paired):
+    corpus, pool = paired
+    records = {p["slug"]: ProgramRecord.from_json(p) for p in corpus["programs"]}
+    # `answer_form`: the answer form as the pool has it, beside the fields `readable` spreads out.
+    return [{**readable(i, records[i["program"]]), "answer_form": i["answer"]}
+            for i in pool["items"] if i["drill"] == "diff"], records
+
+
+def _module(text: str):
+    from jaxlib import xla_client
+
+    return xla_client.hlo.hlo_module_from_text(text)
+
+
+def _by_name(text: str) -> dict:
+    """XLA's instructions of a compiled text by name, with their computation's name."""
+    return {i.name: (c.name, i) for c in _module(text).computations() for i in c.instructions()}
+
+
+def _result(instruction) -> tuple[str, tuple[int, ...]]:
+    """An instruction's result element type and dims, from XLA's printing of it and XLA's shape parser."""
+    from jaxlib import xla_client
+
+    printed = re.match(r"(\w+\[[\d,]*\](?:\{[^}]*\})?)", instruction.to_string().split(" = ", 1)[1]).group(1)
+    shape = xla_client.Shape(printed)
+    return str(shape.numpy_dtype()) if shape.element_type() != xla_client.PrimitiveType.BF16 else "bfloat16", \
+        tuple(shape.dimensions())
+
+
+def test_the_built_in_pool_has_a_hundred_diff_items_in_each_pair(items):
+    diff, _ = items
+    assert len(diff) >= 100
+    assert {i["step"] for i in diff} == {"appeared", "vanished", "became", "was", "fate", "origin"}
+    programs = Counter(i["program"] for i in diff)
+    _, records = items
+    assert set(programs) == set(records)  # both sides of every pair ask something
+
+
+def test_diff_items_come_only_from_change_pairs(corpus, pool):
+    """The pool of the programs alone (no compile with one change) asks no diff item."""
+    assert not [i for i in pool["items"] if i["drill"] == "diff"]
+    assert "diff" not in {k["name"] for k in pool["kinds"]}
+
+
+def test_no_two_diff_questions_share_a_card_and_every_block_points_into_a_listing(items):
+    diff, records = items
+    cards = Counter(i["card"] for i in diff)
+    assert max(cards.values()) == 1
+    for item in diff:
+        assert item["context"][0].get("layer") == item["layer"]  # the rows to tap or the row asked about
+        text = records[item["program"]].compiled[item["layer"]].text.split("\n")
+        notes = [b["text"] for b in item["context"] if "text" in b]
+        assert not any(n.strip() in (row.strip() for row in text) for n in notes)  # no listing copied
+
+
+@pytest.mark.compiled_hlo
+def test_a_typed_answer_is_what_the_counterpart_returns_in_the_other_compile_per_xla(items):
+    """The row shown is the one XLA's parse names at that line, and the answer is the dtype and dims XLA's
+    shape parser reads for the counterpart instruction in the other record's text."""
+    from dumpgym.dtypes import short
+
+    diff, records = items
+    typed = [i for i in diff if i["step"] in ("became", "was")]
+    assert typed
+    for item in typed:
+        mine = _by_name(records[item["program"]].compiled[item["layer"]].text)
+        theirs = _by_name(records[item["partner"]].compiled[item["layer"]].text)
+        shown = item["shown"][0]
+        (name,) = [n for n in mine if shown.startswith(f"%{n} ") or shown.startswith(f"ROOT %{n} ")]
+        dtype, dims = _result(theirs[item["counterpart"]][1])
+        assert item["value"] == f"{short(dtype)}[{','.join(map(str, dims))}]", (item["card"], name)
+        assert from_json(item["answer_form"]).check(item["value"]).right
+
+
+@pytest.mark.compiled_hlo
+def test_the_rows_to_tap_are_xlas_and_an_opcode_the_other_compile_lacks_is_tapped_whole(items):
+    """Each right row is an instruction of XLA's parse of the shown computation; where the other compile's
+    text holds no instruction of a right row's opcode at all, every row of that opcode shown is right."""
+    from dumpgym.hlo_graph import opcode_of
+
+    diff, records = items
+    sets = [i for i in diff if i["step"] in ("appeared", "vanished")]
+    assert sets and {i["step"] for i in sets} == {"appeared", "vanished"}
+    for item in sets:
+        mine = _by_name(records[item["program"]].compiled[item["layer"]].text)
+        other = Counter(opcode_of(i) for _, i in _by_name(records[item["partner"]].compiled[item["layer"]].text).values())
+        rows = item["shown"][0].split("\n")
+        names = {n: re.search(r"%([\w.\-]+) = ", row)[1] for n, row in enumerate(rows, 1) if " = " in row}
+        right = {names[n] for n in item["answer_lines"]}
+        assert right == set(item["rows"]) and right <= mine.keys()
+        computation = {mine[n][0] for n in right}
+        assert len(computation) == 1
+        for op in {opcode_of(mine[n][1]) for n in right}:
+            if not other[op]:
+                shown = {n for n in names.values() if opcode_of(mine[n][1]) == op}
+                assert shown <= right, (item["card"], op)
+
+
+def test_each_answer_is_graded_right_and_a_wrong_tap_is_explained(items):
+    diff, _ = items
+    for item in diff:
+        form = from_json(item["answer_form"])
+        if item["answer_form"]["form"] == "choice":
+            assert_choice_item(item)
+            assert form.check(item["answer"]).right
+        elif item["answer_form"]["form"] == "lines":
+            assert form.check(item["answer_lines"]).right
+            rows = item["shown"][0].split("\n")
+            extra = next(n for n, row in enumerate(rows, 1) if " = " in row and n not in item["answer_lines"])
+            verdict = form.check([*item["answer_lines"], extra])
+            assert not verdict.right and verdict.reason and "in both compiles" in verdict.reason
+        else:
+            assert form.check(item["value"]).right and not form.check("f32[7,7,7]").right
+        assert item["feedback"] and item["partner"] in item["feedback"] + item["question"]
+
+
+def test_the_remat_pair_asks_what_the_saved_residual_became(items):
+    """ckpt-policy's compile is asked about beside ckpt-policy-nothing's on every target."""
+    diff, _ = items
+    asked = {(i["program"], i["layer"]) for i in diff if i["program"].startswith("ckpt-policy")}
+    assert {layer for _, layer in asked} == {"tpu", "gpu", "cpu"}
+    assert {p for p, _ in asked} == {"ckpt-policy", "ckpt-policy-nothing"}
+
+
+def test_each_fate_and_origin_answer_is_right_equally_often_by_weight(items):
+    """The three answers of a choice step (kept as it is, kept but changed, gone) hold a third of the step's
+    weight each, as the pool weighs them: the usual answer is a guess."""
+    diff, _ = items
+    for step in ("fate", "origin"):
+        weights = Counter()
+        for item in (i for i in diff if i["step"] == step):
+            weights[item["answer"]] += item["weight"]
+        assert len(weights) == 3 and max(weights.values()) - min(weights.values()) < 0.02 * sum(weights.values())
+
+
+@pytest.mark.compiled_hlo
+def test_a_kept_or_changed_row_has_its_counterpart_in_the_other_text_per_xla(items):
+    """A row kept as it is has, in XLA's parse of the other compile's text, an instruction of its opcode with
+    its result shape; a changed row's counterpart is an instruction of the other text of its opcode."""
+    from dumpgym.hlo_graph import opcode_of
+
+    diff, records = items
+    for item in (i for i in diff if i["step"] in ("fate", "origin") and i["answer"] < 2):
+        mine = _by_name(records[item["program"]].compiled[item["layer"]].text)
+        theirs = _by_name(records[item["partner"]].compiled[item["layer"]].text)
+        shown = item["shown"][0]
+        (name,) = [n for n in mine if shown.startswith(f"%{n} ") or shown.startswith(f"ROOT %{n} ")]
+        ins = mine[name][1]
+
+        def result(i):
+            return i.to_string().split(" = ", 1)[1].split(" ", 1)[0]
+        if item["answer"] == 0:
+            assert any(opcode_of(i) == opcode_of(ins) and result(i) == result(ins) for _, i in theirs.values()), item["card"]
+        else:
+            assert opcode_of(theirs[item["counterpart"]][1]) == opcode_of(ins), item["card"]

@@ -12,6 +12,7 @@ import pytest
 from markupsafe import escape
 
 from dumpgym import curriculum, highlight, site
+from dumpgym.record import Corpus
 from dumpgym.drills import build_pool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -407,3 +408,35 @@ def test_site_files_read_from_many_threads_are_what_render_site_makes(small, fil
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lazy.__getitem__, paths))
     assert got == [files[p] for p in paths]
+
+
+def test_each_change_is_a_file_of_its_two_compiles_side_by_side(whole_corpus):
+    """Every compile with one change gets, per target both sides have, the file the "one change" section
+    reads: compare.py's diff of the two records, and the picker names it."""
+    import dataclasses
+    import json
+
+    from dumpgym.compare import compare_layer
+    from dumpgym.site import change_views, site_files
+
+    record = Corpus.from_json(whole_corpus)
+    by_slug = {p.slug: p for p in record.programs}
+    views = change_views(record)
+    assert len(views) >= 6
+    assert {v.slug for v in views} == {p.slug for p in record.programs if p.change}
+    files = site_files(record, {"schema": "dumpgym.drills/2", "kinds": [], "items": []})
+    page = files["index.html"].decode()
+    for view in views:
+        assert f'value="{view.slug}" data-base="{view.base}"' in page
+        for t in view.targets:
+            got = json.loads(files[f"data/change/{t.id}/{view.slug}.json"])
+            want = json.loads(json.dumps(dataclasses.asdict(compare_layer(by_slug[view.base], by_slug[view.slug], t.id))))
+            assert got == {"schema": "dumpgym.change/1", **want}
+
+
+def test_a_change_whose_base_is_missing_is_not_offered(whole_corpus):
+    from dumpgym.site import change_views
+
+    assert "mlp-f32" in {v.slug for v in change_views(Corpus.from_json(whole_corpus))}
+    data = {**whole_corpus, "programs": [p for p in whole_corpus["programs"] if p["slug"] != "mlp"]}
+    assert "mlp-f32" not in {v.slug for v in change_views(Corpus.from_json(data))}

@@ -21,6 +21,7 @@ from importlib import resources
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup, escape
 
+from dumpgym.compare import CompareError, compare_layer
 from dumpgym.cost_view import cost_file
 from dumpgym.curriculum import FLUENCY, PATH, drill_kinds, first_step
 from dumpgym.highlight import LISTINGS_SCHEMA, hlo_listing, listing_lines
@@ -28,6 +29,7 @@ from dumpgym.record import CompiledLayer, Corpus, ProgramRecord
 from dumpgym.target import TARGETS, CompileTarget, Target
 
 PROGRESS_KEY = "dumpgym.progress/2"
+CHANGE_SCHEMA = "dumpgym.change/1"
 REFERENCE_SCHEMA = "dumpgym.reference/1"
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -73,6 +75,43 @@ class ProgramView:
     added: bool
     jax_version: str | None
     variants: tuple[VariantView, ...] = ()  # the same program at other shapes, drawn in drills only
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    """A compile of a program with one change, as the "one change" section's picker offers it: the changed
+    record's slug, its base's slug and title, the change in words, and the compile targets both have."""
+
+    slug: str
+    base: str
+    title: str
+    change: str
+    targets: tuple[CompileTarget, ...]
+
+
+def change_views(corpus: Corpus) -> list[ChangeView]:
+    """Every compile with one change whose base is in the corpus, in the order of the bases."""
+    bases = {p.slug: p for p in corpus.programs}
+    order = {p.slug: i for i, p in enumerate(corpus.programs)}
+    views = []
+    for p in sorted((p for p in corpus.programs if p.change and p.variant_of in bases),
+                    key=lambda p: (order[p.variant_of], order[p.slug])):
+        base = bases[p.variant_of]
+        common = {t for t in _compiled_layers(base) if t in _compiled_layers(p)}
+        if common:
+            views.append(ChangeView(p.slug, base.slug, base.title, p.change, tuple(_targets(common))))
+    return views
+
+
+def change_file(base: ProgramRecord, changed: ProgramRecord, target: str) -> dict:
+    """The two compiles of a change for one target, side by side (`compare.compare_layer`), as the page reads
+    them: what appeared, vanished and changed, counts, buffers, time, and each equation's lines in both. A
+    layer recorded without the facts the comparison needs says so in `problem`."""
+    try:
+        diff = compare_layer(base, changed, target)
+    except CompareError as e:
+        return {"schema": CHANGE_SCHEMA, "base": base.slug, "changed": changed.slug, "target": target, "problem": str(e)}
+    return {"schema": CHANGE_SCHEMA, **asdict(diff)}
 
 
 def _listings(program: ProgramRecord) -> dict[str, str]:
@@ -204,7 +243,8 @@ def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
     """The JSON files the page fetches, each as a function that makes it: each program object (from
     `written()`, the corpus's `to_json`), its highlighted listings, each compiled layer's HLO
     (data/compiled/TARGET/SLUG.json, by compile target id) and its costs (data/cost/TARGET/SLUG.json,
-    `cost_view.py`), and each drill kind's items per program."""
+    `cost_view.py`), each compile with one change beside its base's (data/change/TARGET/SLUG.json,
+    `compare.py`), and each drill kind's items per program."""
     files: dict[str, Callable[[], object]] = {
         f"data/programs/{p.slug}.json": partial(lambda i: written()["programs"][i], i)
         for i, p in enumerate(corpus.programs)}
@@ -213,6 +253,11 @@ def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
         for name, layer in _compiled_layers(p).items():
             files[f"data/compiled/{name}/{p.slug}.json"] = partial(_compiled_file, layer, anchors)
             files[f"data/cost/{name}/{p.slug}.json"] = partial(cost_file, layer, name)
+    bases = {p.slug: p for p in corpus.programs}
+    for view in change_views(corpus):
+        for t in view.targets:
+            files[f"data/change/{t.id}/{view.slug}.json"] = partial(
+                change_file, bases[view.base], bases[view.slug], t.id)
     for (kind, slug), items in _group_items(pool).items():
         files[f"data/drills/{kind}/{slug}.json"] = partial(lambda items: {"schema": pool["schema"], "items": items},
                                                            items)
@@ -331,7 +376,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
                                   if kind == k.name)
                  for k in kinds}
         return _environment().get_template("index.html").render(
-            corpus=record, programs=programs, cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
+            corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
             first=first_step(kinds),
             totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY,

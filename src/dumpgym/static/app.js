@@ -25,6 +25,16 @@ function wireXrayLater(root) {
   }, { rootMargin: '200px 0px' });
   near.observe(root);
 }
+// The "one change" section's code comes the same way, when it nears the viewport.
+function wireChangeLater(root) {
+  if (!root) return;
+  const near = new IntersectionObserver((entries) => {
+    if (!entries.some((en) => en.isIntersecting)) return;
+    near.disconnect();
+    import('./change.js').then(({ registerChange }) => registerChange(root));
+  }, { rootMargin: '200px 0px' });
+  near.observe(root);
+}
 const notify = registerNotices($('[data-notices]'));
 const progress = new Progress();
 const tell = ({ message, ...how }) => notify(message, how);
@@ -38,6 +48,7 @@ const drills = registerDrills($('#drills'), progress, $('#path [data-next]')?.da
 registerDueCounts($('#drills'), progress);
 registerMastery($('#mastery'), progress, drills);
 wireXrayLater($('#xray'));
+wireChangeLater($('#change'));
 registerCorpus($('#corpus'));
 registerReference($('#reference'));
 document.documentElement.dataset.ready = '';

@@ -45,7 +45,11 @@ PROGRAMS = {
     "mlp": ("builtin:mlp", None),
     "layernorm": ("builtin:layernorm", None),
     "sharded": ("builtin:sharded", None),
+    # A partitioned backward pass: XLA combines two all-reduces into one and copies a gathered weight.
+    "fsdp_step": ("builtin:fsdp-step", None),
 }
+# Programs that need eight devices: dumped on the CPU only (a TPU or GPU dump compiles for one chip).
+MESH_PROGRAMS = ("sharded", "fsdp_step")
 
 _SCRIPT = r'''
 import json, sys

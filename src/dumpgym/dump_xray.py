@@ -16,7 +16,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from dumpgym.dump_dataflow import hlo_dims, hlo_inputs, narrow, result_dims, stablehlo_ancestors
+from dumpgym.dump_dataflow import combined, hlo_dims, hlo_inputs, narrow, result_dims, stablehlo_ancestors
 from dumpgym.jax_internals import location_line
 from dumpgym.dump_parse import _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo, parse_stablehlo
 from dumpgym.dumpfolder import DumpModule
@@ -92,6 +92,25 @@ _INSIDE_A_CALL = ("its op_name is a call's: XLA inlined the function and gave it
 
 _OTHER_NUMBERS = ("no StableHLO op with its name stack and line yields its kind of number (an integer where "
                   "they yield floats): XLA gave it the metadata of ops it did not come from")
+
+
+_A_COPY = ("a copy XLA made (a layout or a buffer's place changed): XLA gives some copies their operand's "
+           "metadata and others none, so its op_name names no op it came from")
+
+
+_COMBINED = ("XLA combined the collectives of several ops into it and kept one's metadata: it came from all of "
+             "them (linked to what its operands are linked to)")
+
+# What a fusion that only copies holds besides its parameters (`wrapped_copy`: a copy XLA wrapped alone).
+_COPYING = frozenset({"copy", "bitcast"})
+
+
+def _a_copy(name: str, opcodes: dict[str, str], fused: dict) -> bool:
+    """Whether an HLO instruction is a copy XLA made: a `copy`, or a fusion holding only copies."""
+    if opcodes[name] == "copy":
+        return True
+    held = {opcodes[m] for m in fused[name].members} - {"parameter"} if name in fused else set()
+    return bool(held) and held <= _COPYING
 
 
 def _made_for(linked: list, key_of: dict) -> set[int]:
@@ -356,10 +375,14 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     for caller, region in _REDUCER_REGION.findall(text):
         regions[region].append(caller)
     rows, candidates, opcodes, dims, inside_a_call, merged = [], {}, {}, {}, set(), set()
+    combined_ops: dict[str, tuple[list, list[str]]] = {}  # a combined collective -> (its ops, its operands)
+    inputs, fused = hlo_inputs(hlo)
+    for computation in hlo.computations():
+        for instruction in computation.instructions():
+            opcodes[instruction.name] = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
     for computation in hlo.computations():
         for instruction in computation.instructions():
             name = instruction.name
-            opcodes[name] = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
             dims[name] = hlo_dims(instruction)
             if name not in lines:
                 continue
@@ -371,6 +394,8 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                 why = computation.name  # linked below, once its reducers are
             elif not _is_stack(op_name):
                 why = _NOT_A_STACK
+            elif _a_copy(name, opcodes, fused):
+                why = _A_COPY
             elif ";" in op_name:  # XLA merged instructions of several ops and joined their op_names
                 found_keys = [key for part in op_name.split(";") for key in by_stack.get(part, [])]
                 merged.add(name)
@@ -393,10 +418,12 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                     if dims[name] and all(op.dims for op in found_ops) and \
                             not any(op.dims[0] == dims[name][0] for op in found_ops):
                         why = _OTHER_NUMBERS
+                    elif combined(instruction):  # linked below, once what it combines is
+                        combined_ops[name] = (found_ops, [o.name for o in instruction.operands()])
                     else:
                         candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
-    narrowed = narrow(candidates, opcodes, dims, *hlo_inputs(hlo))
+    narrowed = narrow(candidates, opcodes, dims, inputs, fused)
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:
@@ -404,6 +431,8 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
         if name in merged and found_keys:
             found = tuple(sorted({op.line for key in found_keys for op in keys[key]}))
             group = "XLA merged it from instructions of several ops (its op_name joins their name stacks with ';')"
+        elif name in combined_ops:
+            found, group = (), _COMBINED  # its operands' ops, once they are linked
         elif name in candidates:
             linked = narrowed[name]
             found = tuple(sorted({op.line for op in linked}))
@@ -418,6 +447,13 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                 group = decided[next(iter(held))]
         links.append(HloLink(lines[name], name, opcodes[name], op_name, found, why, group))
     by_name = {link.name: link for link in links}
+    for i, link in enumerate(links):
+        if link.name in combined_ops:
+            own, operands = combined_ops[link.name]
+            found = tuple(sorted({n for o in operands if o in by_name for n in by_name[o].stablehlo_lines}
+                                 | {op.line for op in own}))
+            links[i] = by_name[link.name] = HloLink(link.line, link.name, link.opcode, link.op_name, found, "",
+                                                   _COMBINED)
     # The StableHLO ops that hold a reducer's region, each with its region's ops (what links to it).
     holders = [op for op in ops if op.name in _REDUCERS]
     reducers = [[h] + [op for op in ops if h.upstream >> op.index & 1 and op.line == h.line] for h in holders]

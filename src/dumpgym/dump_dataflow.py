@@ -10,7 +10,9 @@ its own kind where its opcode names one), and a candidate is dropped while some 
 candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
 leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
-keep every candidate and say nothing of their neighbours, and the narrowing starts again.
+keep every candidate and say nothing of their neighbours, and the narrowing starts again. A fusion
+is the op of the fused instruction whose metadata XLA gave it, which is not always its root (an
+output fusion carries its matmul's); a get-tuple-element takes the one element it names.
 
 StableHLO dataflow is read with jaxlib's MLIR bindings (operands, block arguments, regions), HLO
 dataflow with XLA's HLO bindings (`operands`); which computations an instruction calls, and a
@@ -263,9 +265,13 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             own = [op for op in own if op.dims == dims[name]] or own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
+    # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
+    # is that instruction's op and says nothing of its neighbours: what uses it is judged against its root.
+    # One that carries its root's is its root's op, judged as an instruction of its own.
+    elsewhere = {name for name in fused if heroes.get(name) != fused[name].root}
     edges = []  # (j, i): keyed instruction j feeds keyed instruction i
     for i in cands:
-        if i in fused:  # a fusion is the op of the instruction whose metadata it carries, nothing more
+        if i in elsewhere:
             edges += [(heroes[i], i)] if i in heroes else []
             continue
         seen, pending = {i}, list(inputs.get(i, ()))
@@ -274,9 +280,9 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             if j in seen:
                 continue
             seen.add(j)
-            if j in cands and j not in fused:
+            if j in cands and j not in elsewhere:
                 edges.append((j, i))
-            elif j in fused:  # a fusion's value is its fused root's; its metadata may be another's
+            elif j in elsewhere:  # its value is its fused root's
                 pending.append(fused[j].root)
             elif j in inputs:
                 pending.extend(inputs[j])

@@ -44,6 +44,8 @@ PROGRAMS = {
     "custom_vjp_grad": ("user_programs:custom_vjp_grad", ("f32[6]",)),
     "mlp": ("builtin:mlp", None),
     "layernorm": ("builtin:layernorm", None),
+    # Seven levels of slices, adds and pads on one source line: their bounds tell them apart.
+    "assoc_scan": ("builtin:scan", None),
     "sharded": ("builtin:sharded", None),
     # A partitioned backward pass: XLA combines two all-reduces into one and copies a gathered weight.
     "fsdp_step": ("builtin:fsdp-step", None),

@@ -62,6 +62,59 @@ def result_dims(op) -> tuple | None:
     return (_number_kind(str(tensor.element_type)), *tensor.shape)
 
 
+# The attributes that tell ops of one kind apart where XLA keeps them as the StableHLO op had them (a
+# slice's bounds, a pad's widths): the MLIR attributes, in the order `hlo_signature` reads the HLO's.
+_SIGNATURES = {"stablehlo.slice": ("start_indices", "limit_indices", "strides"),
+               "stablehlo.pad": ("edge_padding_low", "edge_padding_high", "interior_padding")}
+_SLICE_BOUNDS = re.compile(r"\bslice=\{([^}]*)\}")
+_PADDING = re.compile(r"\bpadding=(-?[\d_x-]+)")
+
+
+def op_signature(op) -> tuple | None:
+    """A slice's or pad's operand shape and attributes, from jaxlib's MLIR bindings (None for other ops)."""
+    from jaxlib.mlir import ir
+
+    names = _SIGNATURES.get(op.name)
+    if names is None or not op.operands:
+        return None
+    try:
+        shape = tuple(ir.RankedTensorType(op.operands[0].type).shape)
+        attributes = [tuple(ir.DenseI64ArrayAttr(op.attributes[n])) for n in names]
+    except (ValueError, KeyError):
+        return None
+    return (op.name, shape, *(_slice_bounds(*attributes) if op.name == "stablehlo.slice" else attributes))
+
+
+def _slice_bounds(starts, limits, strides) -> tuple:
+    """A slice's bounds as what it takes, per dimension (start, count, stride): XLA drops the stride of a
+    dimension it takes one element of, and the limit past the last element taken."""
+    out = []
+    for start, limit, stride in zip(starts, limits, strides):
+        count = max(0, -(-(limit - start) // stride))
+        out.append((start, count, stride if count > 1 else 1))
+    return (tuple(out),)
+
+
+def hlo_signature(instruction) -> tuple | None:
+    """The same for an HLO slice or pad, as `op_signature` spells it; the bindings do not reach the bounds
+    or widths, so they are read from the printed instruction, and the operand's shape from its own."""
+    opcode = _opcode(instruction)
+    if opcode not in ("kSlice", "kPad") or not instruction.operands():
+        return None
+    operand = hlo_dims(instruction.operands()[0])
+    text = instruction.to_string().split(", metadata=", 1)[0]
+    if operand is None:
+        return None
+    if opcode == "kSlice" and (m := _SLICE_BOUNDS.search(text)):
+        bounds = [[int(n) for n in b.strip(" []").split(":")] for b in m.group(1).split(",")]
+        return ("stablehlo.slice", operand[1:], *_slice_bounds(tuple(b[0] for b in bounds), tuple(b[1] for b in bounds),
+                                                             tuple(b[2] if len(b) > 2 else 1 for b in bounds)))
+    if opcode == "kPad" and (m := _PADDING.search(text)):
+        widths = [[int(n) for n in w.split("_")] for w in m.group(1).split("x")]
+        return ("stablehlo.pad", operand[1:], *(tuple(w[k] if len(w) > k else 0 for w in widths) for k in range(3)))
+    return None
+
+
 def hlo_dims(instruction) -> tuple | None:
     """The kind of number and the shape of an HLO instruction that yields one array (`f32[64,32]{1,0}`), from
     its printed form: the bindings do not reach an instruction's shape."""
@@ -251,7 +304,7 @@ def _element(printed: dict, fused_calls: dict, roots: dict, name: str, k: int, d
 
 
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
-           inputs: dict[str, list[str]], fused: dict[str, Fused]) -> dict[str, list]:
+           signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused]) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index` and `.upstream`, the bit set of
     `stablehlo_ancestors`), narrowed by dataflow. Where an
     edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
@@ -263,6 +316,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         if dims[name] is not None:
             own = [op for op in own if op.dims and op.dims[0] == dims[name][0]] or own
             own = [op for op in own if op.dims == dims[name]] or own
+        if signatures.get(name) is not None:  # and then of its own bounds or widths
+            own = [op for op in own if op.signature == signatures[name]] or own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)

@@ -16,7 +16,8 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from dumpgym.dump_dataflow import combined, hlo_dims, hlo_inputs, narrow, result_dims, stablehlo_ancestors
+from dumpgym.dump_dataflow import (combined, hlo_dims, hlo_inputs, hlo_signature, narrow, op_signature, result_dims,
+                                   stablehlo_ancestors)
 from dumpgym.jax_internals import location_line
 from dumpgym.dump_parse import _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo, parse_stablehlo
 from dumpgym.dumpfolder import DumpModule
@@ -150,6 +151,7 @@ class _Op:
     operands: int = 0  # the walk indices of the ops whose results are its operands, as a bit set
     operands2: int = 0  # and of their operands
     dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
+    signature: tuple | None = None  # a slice's or pad's operand shape and attributes (`op_signature`)
 
 
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
@@ -184,6 +186,7 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
     for op in ops:
         op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
         op.dims = result_dims(walked[op.index])
+        op.signature = op_signature(walked[op.index])
     return shown, ops
 
 
@@ -374,7 +377,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in _REDUCER_REGION.findall(text):
         regions[region].append(caller)
-    rows, candidates, opcodes, dims, inside_a_call, merged = [], {}, {}, {}, set(), set()
+    rows, candidates, opcodes, dims, signatures, inside_a_call, merged = [], {}, {}, {}, {}, set(), set()
     combined_ops: dict[str, tuple[list, list[str]]] = {}  # a combined collective -> (its ops, its operands)
     inputs, fused = hlo_inputs(hlo)
     for computation in hlo.computations():
@@ -383,7 +386,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     for computation in hlo.computations():
         for instruction in computation.instructions():
             name = instruction.name
-            dims[name] = hlo_dims(instruction)
+            dims[name], signatures[name] = hlo_dims(instruction), hlo_signature(instruction)
             if name not in lines:
                 continue
             op_name, frame = named.get(name, (None, None))
@@ -423,7 +426,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                     else:
                         candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
-    narrowed = narrow(candidates, opcodes, dims, inputs, fused)
+    narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused)
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:

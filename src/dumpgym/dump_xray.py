@@ -87,6 +87,9 @@ _NOT_A_STACK = ("its op_name is not a full name stack (an argument's name, a red
                 "or inside a computation XLA has not inlined)")
 
 
+NO_OP_CARRIES_IT = "no StableHLO op carries its name stack and source line"
+
+
 _INSIDE_A_CALL = ("its op_name is a call's: XLA inlined the function and gave it the call's name stack, "
                   "so it came from one of the function's ops")
 
@@ -229,6 +232,11 @@ def _full_stacks(keyed: list, lines: list) -> list[_Op]:
             h = holder[i]
             if h is not None and keyed[h][0] != "func.func":
                 bases = full(h, seen | {i})
+                held = keyed[h][1]
+                if held and own.startswith(held + "/"):
+                    # Relative to what holds its holder, not to the holder: a loop's body in a private
+                    # function is `while/body/...` beside its `while`.
+                    bases = tuple(b.removesuffix("/" + held) if b != held else "" for b in bases)
             else:
                 function = lines[i][2]
                 bases = tuple(b for c in calls_to.get(function, ()) for b in full(c, seen | {i}))
@@ -242,6 +250,8 @@ def _full_stacks(keyed: list, lines: list) -> list[_Op]:
 
 
 def _join(prefix: str, own: str) -> str:
+    if not own:  # a call made without a name of its own (jit(_uniform) calling threefry2x32)
+        return prefix
     return f"{prefix}/{own}" if prefix else own
 
 
@@ -402,7 +412,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
             elif ";" in op_name:  # XLA merged instructions of several ops and joined their op_names
                 found_keys = [key for part in op_name.split(";") for key in by_stack.get(part, [])]
                 merged.add(name)
-                why = "" if found_keys else "no StableHLO op carries its name stack and source line"
+                why = "" if found_keys else NO_OP_CARRIES_IT
             else:
                 if frame is None:  # an HLO without stack frames (JAX before 0.9): the name stack alone
                     found_keys = by_stack.get(op_name, [])
@@ -410,7 +420,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                     found_keys = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
                 calls_only = found_keys and all(op.name == "func.call" for key in found_keys for op in keys[key])
                 if not found_keys:
-                    why = "no StableHLO op carries its name stack and source line"
+                    why = NO_OP_CARRIES_IT
                 else:
                     found_ops = list({op.index: op for key in found_keys for op in keys[key]}.values())
                     if calls_only and opcodes[name] != "call":

@@ -5,7 +5,8 @@ from collections import defaultdict
 import pytest
 
 from dump_programs import CPU_ONLY, PROGRAMS, load, make_dump, module_name
-from dumpgym.dump_xray import stablehlo_ops, xray_module
+from dumpgym.dump_stablehlo import stablehlo_ops
+from dumpgym.dump_xray import xray_module
 from dumpgym.dump_memory import read_memory
 from dumpgym.dump_parse import ir_context, parse_stablehlo
 from dumpgym.dumpfolder import read_folder
@@ -26,12 +27,12 @@ def _plain_ops(stablehlo: str) -> list[tuple[str, int]]:
     """(op name, line) of every op of a plain StableHLO text, in the order the dump's ops are listed."""
     from jaxlib.mlir import ir
 
-    from dumpgym.dump_xray import _STRUCTURAL
+    from dumpgym.dump_stablehlo import STRUCTURAL
 
     out = []
 
     def visit(op):
-        if op.name not in _STRUCTURAL:
+        if op.name not in STRUCTURAL:
             out.append((op.name, ir.FileLineColLoc(op.location).start_line))
         return ir.WalkResult.ADVANCE
 

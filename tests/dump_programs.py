@@ -44,8 +44,17 @@ PROGRAMS = {
     "custom_vjp_grad": ("user_programs:custom_vjp_grad", ("f32[6]",)),
     "mlp": ("builtin:mlp", None),
     "layernorm": ("builtin:layernorm", None),
+    # Seven levels of slices, adds and pads on one source line: their bounds tell them apart.
+    "assoc_scan": ("builtin:scan", None),
     "sharded": ("builtin:sharded", None),
+    # Random bits: threefry in private functions, its rounds in a loop's body; a typed key argument.
+    "dropout": ("builtin:dropout", None),
+    # A partitioned backward pass: XLA combines two all-reduces into one and copies a gathered weight.
+    "fsdp_step": ("builtin:fsdp-step", None),
 }
+# Judged on the CPU only: programs on eight devices (a TPU or GPU dump compiles for one chip), and dropout,
+# whose StableHLO lowered for a TPU or GPU is not the CPU re-trace's the links are judged by.
+CPU_ONLY = ("sharded", "fsdp_step", "dropout")
 
 _SCRIPT = r'''
 import json, sys

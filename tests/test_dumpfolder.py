@@ -4,30 +4,35 @@ from collections import defaultdict
 
 import pytest
 
-from dump_programs import PROGRAMS, load, make_dump, module_name
-from dumpgym.dump_xray import stablehlo_ops, xray_module
+from dump_programs import CPU_ONLY, PROGRAMS, load, make_dump, module_name
+from dumpgym.dump_stablehlo import stablehlo_ops
+from dumpgym.dump_xray import xray_module
 from dumpgym.dump_memory import read_memory
 from dumpgym.dump_parse import ir_context, parse_stablehlo
 from dumpgym.dumpfolder import read_folder
 
-CPU_PROGRAMS = [n for n in PROGRAMS if n != "sharded"]
+EVERY_BACKEND = [n for n in PROGRAMS if n not in CPU_ONLY]
+# Judged for wrong links, not held to the bar of exact links: the partitioner's collectives and XLA's copies
+# leave many of fsdp_step's instructions to groups or unlinked, and threefry's rounds (one private function,
+# a loop) many of dropout's to groups (docs/dumps.md gives the numbers).
+PRECISION_ONLY = ("fsdp_step", "dropout")
 
 
 @pytest.fixture(scope="module")
 def cpu_dump(tmp_path_factory):
-    return make_dump(tmp_path_factory.mktemp("dump") / "cpu", CPU_PROGRAMS + ["sharded"])
+    return make_dump(tmp_path_factory.mktemp("dump") / "cpu", list(PROGRAMS))
 
 
 def _plain_ops(stablehlo: str) -> list[tuple[str, int]]:
     """(op name, line) of every op of a plain StableHLO text, in the order the dump's ops are listed."""
     from jaxlib.mlir import ir
 
-    from dumpgym.dump_xray import _STRUCTURAL
+    from dumpgym.dump_stablehlo import STRUCTURAL
 
     out = []
 
     def visit(op):
-        if op.name not in _STRUCTURAL:
+        if op.name not in STRUCTURAL:
             out.append((op.name, ir.FileLineColLoc(op.location).start_line))
         return ir.WalkResult.ADVANCE
 
@@ -93,7 +98,7 @@ def check_links(module, record, layer_id: str):
 def test_a_cpu_dump_pairs_every_program_across_the_two_dumpers(cpu_dump):
     folder = read_folder(cpu_dump)
     by_name = {m.name: m for m in folder.modules}
-    for name in CPU_PROGRAMS + ["sharded"]:
+    for name in PROGRAMS:
         module = by_name[module_name(name)]
         assert module.problem is None
         assert module.backend == "cpu"
@@ -103,6 +108,18 @@ def test_a_cpu_dump_pairs_every_program_across_the_two_dumpers(cpu_dump):
         assert module.text("hlo_after").startswith(f"HloModule {module.name},")
 
 
+def test_every_name_stack_xla_wrote_is_one_the_stablehlo_composes(cpu_dump):
+    """XLA inlines private functions and loop bodies and writes each instruction's whole name stack; the
+    x-ray composes the same stacks from the StableHLO's relative ones (a loop inside a private function,
+    a call without a name of its own, as in dropout's threefry), so none is left without its ops."""
+    from dumpgym.dump_xray import NO_OP_CARRIES_IT
+
+    by_name = {m.name: m for m in read_folder(cpu_dump).modules}
+    for name in PROGRAMS:
+        xray = xray_module(by_name[module_name(name)])
+        assert xray.unlinked("hlo_after")[NO_OP_CARRIES_IT] == 0, name
+
+
 def test_the_cpu_links_are_never_wrong_and_cover_what_carries_a_name_stack(cpu_dump):
     from dumpgym.corpus import program_record
     from dumpgym.target import CPU
@@ -110,23 +127,26 @@ def test_the_cpu_links_are_never_wrong_and_cover_what_carries_a_name_stack(cpu_d
     folder = read_folder(cpu_dump)
     by_name = {m.name: m for m in folder.modules}
     totals = [0, 0, 0]
-    for name in CPU_PROGRAMS + ["sharded"]:
+    for name in PROGRAMS:
         record = program_record(load(name), targets=[CPU])
         wrong, (exact, grouped), named, jaxpr_wrong, jaxpr_linked = check_links(
             by_name[module_name(name)], record, "cpu")
         assert not wrong, (name, wrong)
         assert not jaxpr_wrong, (name, jaxpr_wrong)
-        totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
         print(name, exact, grouped, named, jaxpr_linked, len(record.eqns))
+        if name not in PRECISION_ONLY:
+            totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
     # Linked to the ops of the one equation it came from, not to a group: the bar of issue 29.
     assert totals[2] > 0 and totals[0] / totals[2] >= 0.95, totals
 
 
-def _links_match_the_retrace(folder, names, target, layer_id, bar: float):
+def _links_match_the_retrace(folder, names, target, layer_id, bar: float) -> dict[str, tuple[int, int, int]]:
+    """Judge every dumped program's links by its tagged re-trace (no wrong link), hold the exact links of
+    them all to `bar`, and give (exact, grouped, named) per program."""
     from dumpgym.corpus import program_record
 
     by_name = {m.name: m for m in read_folder(folder).modules}
-    totals = [0, 0, 0]
+    counts = {}
     for name in names:
         module = by_name[module_name(name)]
         assert module.problem is None and module.backend == layer_id
@@ -134,30 +154,103 @@ def _links_match_the_retrace(folder, names, target, layer_id, bar: float):
         wrong, (exact, grouped), named, jaxpr_wrong, _ = check_links(module, record, layer_id)
         assert not wrong, (name, wrong)
         assert not jaxpr_wrong, (name, jaxpr_wrong)
-        totals = [totals[0] + exact, totals[1] + grouped, totals[2] + named]
-    assert totals[2] > 0 and totals[0] / totals[2] >= bar, totals
+        counts[name] = (exact, grouped, named)
+    totals = [sum(c[k] for c in counts.values()) for k in range(3)]
+    assert totals[2] > 0 and totals[0] / totals[2] >= bar, (totals, counts)
+    return counts
 
 
 @pytest.mark.needs_tpu
 def test_a_tpu_dump_made_without_a_tpu_links_as_its_retrace_does(tmp_path):
     from dumpgym.target import Target
 
-    names = ["basic", "scan_rnn", "mlp"]
-    folder = make_dump(tmp_path / "tpu", names, "tpu")
-    module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
+    folder = make_dump(tmp_path / "tpu", EVERY_BACKEND + ["dropout"], "tpu")
+    by_name = {m.name: m for m in read_folder(folder).modules}
+    module = by_name[module_name("basic")]
     assert module.target.startswith("TPU (TPU_VERSION_")  # libtpu's own name for the chip, from the folder
     assert ".cl_" in module.files["hlo_after"].name  # libtpu's file names, read as such
-    # libtpu rewrites more than the CPU compiler does (merged common subexpressions): a few
-    # instructions stay linked to a group (48 of 50 exact measured on these three programs).
-    _links_match_the_retrace(folder, names, Target("tpu"), "tpu", bar=0.9)
+    # libtpu numbers dropout's module anew when it optimises it (module_0000 before, a later one after):
+    # one compile, its four layers paired into one module.
+    dropout = by_name[module_name("dropout")]
+    assert dropout.layers() == ["jaxpr", "stablehlo", "hlo_before", "hlo_after"] and dropout.problem is None
+    assert dropout.files["hlo_before"].name.split(".")[0] != dropout.files["hlo_after"].name.split(".")[0]
+    assert dropout.target == module.target and dropout.memory_report is not None
+    counts = _links_match_the_retrace(folder, EVERY_BACKEND, Target("tpu"), "tpu", bar=0.95)
+    # libtpu fuses mlp's first matmul, bias and GELU into one output fusion that carries the matmul's
+    # metadata, not its root's: linked as that matmul, every instruction of mlp is one equation's.
+    exact, _grouped, named = counts["mlp"]
+    assert exact == named, counts["mlp"]
 
 
 @pytest.mark.needs_gpu
 def test_a_gpu_dump_made_without_a_gpu_links_as_its_retrace_does(tmp_path):
     from dumpgym.target import Target
 
-    names = ["basic", "repeated", "layernorm"]
-    folder = make_dump(tmp_path / "gpu", names, "gpu")
+    folder = make_dump(tmp_path / "gpu", EVERY_BACKEND, "gpu")
     module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
     assert module.target.startswith("GPU, compute capability ")
-    _links_match_the_retrace(folder, names, Target("gpu"), "gpu", bar=0.9)  # 44 of 48 exact measured
+    counts = _links_match_the_retrace(folder, EVERY_BACKEND, Target("gpu"), "gpu", bar=0.95)
+    exact, _grouped, named = counts["mlp"]  # a GEMM fusion carries its dot's metadata, not its root's
+    assert exact == named, counts["mlp"]
+
+
+def _instructions(module, layer: str = "hlo_after") -> dict:
+    """A dumped module's HLO instructions by name, read through XLA's parser."""
+    from jaxlib import _hlo
+
+    hlo = _hlo.hlo_module_from_text(module.text(layer))
+    return {i.name: i for c in hlo.computations() for i in c.instructions()}
+
+
+def test_a_combined_all_reduce_links_to_the_ops_of_every_collective_it_combines(cpu_dump):
+    """XLA's all-reduce combiner makes one all-reduce of several ops' (a tuple of their results) and
+    keeps one's metadata; the re-trace's compile may keep another's. Linked as a group to what its
+    operands are linked to, and each of its elements to its own operand's op."""
+    module = next(m for m in read_folder(cpu_dump).modules if m.name == module_name("fsdp_step"))
+    instructions = _instructions(module)
+    combined = [i for i in instructions.values()
+                if str(i.opcode).endswith("kAllReduce") and len(i.operands()) > 1]
+    assert combined, "XLA no longer combines fsdp_step's all-reduces: the test needs another program"
+    links = {link.name: link for link in xray_module(module).hlo["hlo_after"]}
+    for instruction in combined:
+        link = links[instruction.name]
+        operand_lines = [set(links[o.name].stablehlo_lines) for o in instruction.operands()]
+        assert link.group and all(lines and lines <= set(link.stablehlo_lines) for lines in operand_lines), link
+        assert len({frozenset(lines) for lines in operand_lines}) == len(operand_lines)  # several ops' indeed
+        for user in instruction.users():
+            if str(user.opcode).endswith("kGetTupleElement") and links[user.name].stablehlo_lines:
+                k = int(user.to_string().split("index=", 1)[1].split(",", 1)[0])
+                assert set(links[user.name].stablehlo_lines) == operand_lines[k], (user.name, k)
+
+
+def test_copies_xla_made_are_not_linked_where_the_retrace_gives_them_no_equation(cpu_dump):
+    """fsdp_step's gathered weight is copied to a new layout in a fusion of its own, and the copy carries
+    the dot's op_name in the dump; the tagged re-trace's compile gives that copy no equation. No copy is
+    linked: its op_name does not say which op it came from."""
+    from jaxlib import _hlo
+
+    from dumpgym.corpus import program_record
+    from dumpgym.target import CPU
+
+    module = next(m for m in read_folder(cpu_dump).modules if m.name == module_name("fsdp_step"))
+    record = program_record(load("fsdp_step"), targets=[CPU])
+    truth = {ins.name: set(ins.eqns) for ins in record.compiled["cpu"].instructions}
+
+    computations = {c.name: c for c in _hlo.hlo_module_from_text(module.text("hlo_after")).computations()}
+    instructions = {i.name: i for c in computations.values() for i in c.instructions()}
+    links = {link.name: link for link in xray_module(module).hlo["hlo_after"]}
+
+    def copies_only(instruction) -> bool:
+        opcode = str(instruction.opcode)
+        if opcode.endswith("kCopy"):
+            return True
+        called = instruction.to_string().split("calls=%", 1)  # the bindings do not say what a fusion calls
+        if not opcode.endswith("kFusion") or len(called) == 1:
+            return False
+        held = {str(i.opcode) for i in computations[called[1].split(",", 1)[0]].instructions()}
+        return held - {"HloOpcode.kParameter"} <= {"HloOpcode.kCopy", "HloOpcode.kBitcast"}
+
+    copies = [name for name, i in instructions.items() if copies_only(i) and links.get(name) and links[name].op_name]
+    assert any(not truth[name] for name in copies), "no copy with an op_name that the re-trace leaves without one"
+    assert all(not links[name].stablehlo_lines for name in copies), [links[n] for n in copies]
+

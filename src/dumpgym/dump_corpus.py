@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-from dumpgym.dump_xray import stablehlo_ops, xray_module
+from dumpgym.dump_stablehlo import stablehlo_ops
+from dumpgym.dump_xray import xray_module
 from dumpgym.dump_parse import DumpError, ir_context, parse_hlo, parse_stablehlo
 from dumpgym.dumpfolder import DumpFolder, DumpModule
 from dumpgym.record import CompiledLayer, Fusion, HloStats, Instruction, ProgramRecord, StablehloOp, XrayStats

@@ -10,7 +10,9 @@ its own kind where its opcode names one), and a candidate is dropped while some 
 candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
 leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
-keep every candidate and say nothing of their neighbours, and the narrowing starts again.
+keep every candidate and say nothing of their neighbours, and the narrowing starts again. A fusion
+is the op of the fused instruction whose metadata XLA gave it, which is not always its root (an
+output fusion carries its matmul's); a get-tuple-element takes the one element it names.
 
 StableHLO dataflow is read with jaxlib's MLIR bindings (operands, block arguments, regions), HLO
 dataflow with XLA's HLO bindings (`operands`); which computations an instruction calls, and a
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict, deque
+from dataclasses import dataclass
 
 # Results of a region-holding op come from its regions' terminators; a private function's from its return.
 _TERMINATORS = frozenset({"stablehlo.return", "func.return", "sdy.return"})
@@ -38,6 +41,10 @@ _OPCODE_OF = {"stablehlo.dot_general": "dot", "stablehlo.broadcast_in_dim": "bro
 _CALLS = re.compile(r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%([\w.\-]+)")
 _BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
 _PARAMETER = re.compile(r"\bparameter\((\d+)\)")
+_TUPLE_INDEX = re.compile(r"\bindex=(\d+)")
+# Collectives that XLA's combiners merge (one instruction for several ops' collectives, a tuple of their
+# results, the metadata of one of them); an async pair's done takes its start's tuple.
+_COMBINABLE = frozenset({"kAllReduce", "kAllGather", "kReduceScatter", "kAllReduceStart", "kAllGatherStart"})
 _ARRAY_SHAPE = re.compile(r"([a-z]\w*)\[([\d,]*)\](?:\{[^}]*\})? ")
 
 
@@ -53,6 +60,59 @@ def result_dims(op) -> tuple | None:
     except ValueError:
         return None
     return (_number_kind(str(tensor.element_type)), *tensor.shape)
+
+
+# The attributes that tell ops of one kind apart where XLA keeps them as the StableHLO op had them (a
+# slice's bounds, a pad's widths): the MLIR attributes, in the order `hlo_signature` reads the HLO's.
+_SIGNATURES = {"stablehlo.slice": ("start_indices", "limit_indices", "strides"),
+               "stablehlo.pad": ("edge_padding_low", "edge_padding_high", "interior_padding")}
+_SLICE_BOUNDS = re.compile(r"\bslice=\{([^}]*)\}")
+_PADDING = re.compile(r"\bpadding=(-?[\d_x-]+)")
+
+
+def op_signature(op) -> tuple | None:
+    """A slice's or pad's operand shape and attributes, from jaxlib's MLIR bindings (None for other ops)."""
+    from jaxlib.mlir import ir
+
+    names = _SIGNATURES.get(op.name)
+    if names is None or not op.operands:
+        return None
+    try:
+        shape = tuple(ir.RankedTensorType(op.operands[0].type).shape)
+        attributes = [tuple(ir.DenseI64ArrayAttr(op.attributes[n])) for n in names]
+    except (ValueError, KeyError):
+        return None
+    return (op.name, shape, *(_slice_bounds(*attributes) if op.name == "stablehlo.slice" else attributes))
+
+
+def _slice_bounds(starts, limits, strides) -> tuple:
+    """A slice's bounds as what it takes, per dimension (start, count, stride): XLA drops the stride of a
+    dimension it takes one element of, and the limit past the last element taken."""
+    out = []
+    for start, limit, stride in zip(starts, limits, strides):
+        count = max(0, -(-(limit - start) // stride))
+        out.append((start, count, stride if count > 1 else 1))
+    return (tuple(out),)
+
+
+def hlo_signature(instruction) -> tuple | None:
+    """The same for an HLO slice or pad, as `op_signature` spells it; the bindings do not reach the bounds
+    or widths, so they are read from the printed instruction, and the operand's shape from its own."""
+    opcode = _opcode(instruction)
+    if opcode not in ("kSlice", "kPad") or not instruction.operands():
+        return None
+    operand = hlo_dims(instruction.operands()[0])
+    text = instruction.to_string().split(", metadata=", 1)[0]
+    if operand is None:
+        return None
+    if opcode == "kSlice" and (m := _SLICE_BOUNDS.search(text)):
+        bounds = [[int(n) for n in b.strip(" []").split(":")] for b in m.group(1).split(",")]
+        return ("stablehlo.slice", operand[1:], *_slice_bounds(tuple(b[0] for b in bounds), tuple(b[1] for b in bounds),
+                                                             tuple(b[2] if len(b) > 2 else 1 for b in bounds)))
+    if opcode == "kPad" and (m := _PADDING.search(text)):
+        widths = [[int(n) for n in w.split("_")] for w in m.group(1).split("x")]
+        return ("stablehlo.pad", operand[1:], *(tuple(w[k] if len(w) > k else 0 for w in widths) for k in range(3)))
+    return None
 
 
 def hlo_dims(instruction) -> tuple | None:
@@ -149,17 +209,29 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int]]:
     return upstream, operands, operands2
 
 
-def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
+@dataclass(frozen=True)
+class Fused:
+    """A fusion instruction's fused computation: its root (the fusion's value) and the instructions it
+    holds, directly and inside nested fusions (one of them is the one whose metadata XLA gave the fusion)."""
+
+    root: str
+    members: tuple[str, ...]
+    nested: tuple[str, ...]
+
+
+def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, Fused]]:
     """Each HLO instruction's inputs by name: its operands; for a called computation's parameter, the
     caller's operands; for a caller (fusion, call, loop, branch), the roots of what it calls.
     Reducers' regions (`to_apply`) stay apart: their instructions are scalar plumbing. Also each
-    fusion's fused root, whose metadata XLA gives the fusion."""
+    fusion's fused computation (`Fused`)."""
     roots, params = {}, defaultdict(dict)
     printed = {}
+    held: dict[str, list[str]] = defaultdict(list)  # computation -> its instructions
     for computation in hlo.computations():
         for instruction in computation.instructions():
             text = instruction.to_string()
             printed[instruction.name] = (computation.name, instruction, text)
+            held[computation.name].append(instruction.name)
             # The root: what nothing in its computation uses (the printed instruction does not say ROOT).
             if not instruction.users() and not str(instruction.opcode).endswith("kParameter"):
                 roots[computation.name] = instruction.name
@@ -167,7 +239,7 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
                 params[computation.name][int(m.group(1))] = instruction.name
     inputs: dict[str, list[str]] = {}
     callers_of: dict[str, list[list[str]]] = defaultdict(list)
-    bodies, fused_roots = set(), {}
+    bodies, fused_calls = set(), {}
     for name, (_computation, instruction, text) in printed.items():
         operands = [o.name for o in instruction.operands()]
         inputs[name] = list(operands)
@@ -179,7 +251,7 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
         for computation in called:
             callers_of[computation].append(operands)
             if str(instruction.opcode).endswith("kFusion") and computation in roots:
-                fused_roots[name] = roots[computation]
+                fused_calls[name] = computation
             if computation in roots:
                 inputs[name].append(roots[computation])
     for computation, numbered in params.items():
@@ -188,11 +260,51 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, str]]:
                 inputs[name] += operands if len(operands) != len(numbered) else [operands[number]]
             if computation in bodies and computation in roots:  # a loop hands its body's root round
                 inputs[name].append(roots[computation])
-    return inputs, fused_roots
+    # A get-tuple-element takes one element, not the whole tuple, where the text says which instruction yields it.
+    for name, (_computation, instruction, text) in printed.items():
+        if _opcode(instruction) == "kGetTupleElement" and (m := _TUPLE_INDEX.search(text.split(", metadata=", 1)[0])):
+            element = _element(printed, fused_calls, roots, inputs[name][0], int(m.group(1)))
+            if element is not None:
+                inputs[name] = [element]
+
+    def nested(computation: str, seen: frozenset) -> tuple[str, ...]:
+        inner = [m for m in held[computation] if m in fused_calls and fused_calls[m] not in seen]
+        return tuple(n for m in inner for n in (*held[fused_calls[m]], *nested(fused_calls[m], seen | {computation})))
+
+    fused = {name: Fused(roots[computation], tuple(held[computation]), nested(computation, frozenset({computation})))
+             for name, computation in fused_calls.items()}
+    return inputs, fused
+
+
+def _opcode(instruction) -> str:
+    return str(instruction.opcode).rsplit(".", 1)[-1]
+
+
+def combined(instruction) -> bool:
+    """Whether an HLO instruction is a collective XLA combined from several ops' collectives (several
+    operands, a tuple of results): its metadata is one of theirs, it came from all of them."""
+    return _opcode(instruction) in _COMBINABLE and len(instruction.operands()) > 1
+
+
+def _element(printed: dict, fused_calls: dict, roots: dict, name: str, k: int, depth: int = 0) -> str | None:
+    """The instruction whose value is element `k` of the tuple `name` yields: a tuple's operand, a
+    multi-output fusion's root's operand, a combined collective's operand (reduced or gathered), an
+    async done's start's. None where the text does not say."""
+    if depth > 8 or name not in printed:
+        return None
+    instruction = printed[name][1]
+    opcode, operands = _opcode(instruction), [o.name for o in instruction.operands()]
+    if opcode == "kTuple" or combined(instruction):
+        return operands[k] if k < len(operands) else None
+    if opcode == "kFusion" and name in fused_calls:
+        return _element(printed, fused_calls, roots, roots[fused_calls[name]], k, depth + 1)
+    if opcode.endswith("Done") and operands:
+        return _element(printed, fused_calls, roots, operands[0], k, depth + 1)
+    return None
 
 
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
-           inputs: dict[str, list[str]], fused_roots: dict[str, str]) -> dict[str, list]:
+           signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused]) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index` and `.upstream`, the bit set of
     `stablehlo_ancestors`), narrowed by dataflow. Where an
     edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
@@ -204,28 +316,41 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         if dims[name] is not None:
             own = [op for op in own if op.dims and op.dims[0] == dims[name][0]] or own
             own = [op for op in own if op.dims == dims[name]] or own
+        if signatures.get(name) is not None:  # and then of its own bounds or widths
+            own = [op for op in own if op.signature == signatures[name]] or own
         cands[name] = own
+    heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
+    # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
+    # is that instruction's op and says nothing of its neighbours: what uses it is judged against its root.
+    # One that carries its root's is its root's op, judged as an instruction of its own.
+    elsewhere = {name for name in fused if heroes.get(name) != fused[name].root}
     edges = []  # (j, i): keyed instruction j feeds keyed instruction i
     for i in cands:
+        if i in elsewhere:
+            edges += [(heroes[i], i)] if i in heroes else []
+            continue
         seen, pending = {i}, list(inputs.get(i, ()))
         while pending:
             j = pending.pop()
             if j in seen:
                 continue
             seen.add(j)
-            if j in cands:
+            if j in cands and j not in elsewhere:
                 edges.append((j, i))
+            elif j in elsewhere:  # its value is its fused root's
+                pending.append(fused[j].root)
             elif j in inputs:
                 pending.extend(inputs[j])
     # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), the same op ("="):
-    # a fusion and its fused root with the same metadata came from one op, or an operand ("operand"):
-    # a broadcast of constants or arguments is made where it is used, so it feeds its user's op directly.
+    # a fusion and the fused instruction whose metadata it carries came from one op, or an operand
+    # ("operand"): a broadcast of constants or arguments is made where it is used, so it feeds its user's
+    # op directly.
     sources = set(cands) - {i for _j, i in edges}  # no instruction with a name stack upstream
     relation = {}
     for j, i in edges:
-        if fused_roots.get(i) == j and {o.index for o in candidates[i]} == {o.index for o in candidates[j]}:
+        if heroes.get(i) == j:
             relation[(j, i)] = "="
-        elif j in sources and opcodes[j] == "broadcast" and fused_roots.get(i) != j:
+        elif j in sources and opcodes[j] == "broadcast":
             relation[(j, i)] = "operand"
         elif opcodes[i] == opcodes[j] and opcodes[i] in _ELEMENTWISE:
             relation[(j, i)] = "<"
@@ -248,6 +373,24 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         # XLA rewrote the graph there (merged a common subexpression, moved an op): neither end says
         # anything of its neighbours, keeps all its candidates, and what the edge pruned is undone.
         rewritten.update(narrowed)
+
+
+def _hero(fusion: str, computation: Fused, candidates: dict[str, list]) -> str | None:
+    """The fused instruction whose metadata XLA gave `fusion`: its root where that carries the same (a loop
+    fusion), else the one member that does (an output fusion's convolution, a reduction), looking into
+    nested fusions only where none of its own members does. None where it is not one instruction."""
+    same = {op.index for op in candidates[fusion]}
+
+    def alike(names) -> list[str]:
+        return [n for n in names if n != fusion and n in candidates and {op.index for op in candidates[n]} == same]
+
+    if alike([computation.root]):
+        return computation.root
+    for names in (computation.members, computation.members + computation.nested):
+        found = alike(names)
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
 
 
 def _consistent(cands, edges, relation, beside):

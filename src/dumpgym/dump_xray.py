@@ -16,15 +16,10 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from dumpgym.dump_dataflow import hlo_dims, hlo_inputs, narrow, result_dims, stablehlo_ancestors
-from dumpgym.jax_internals import location_line
-from dumpgym.dump_parse import _JAXPR_EQN, hlo_op_names, ir_context, location_key, parse_hlo, parse_stablehlo
+from dumpgym.dump_dataflow import combined, hlo_dims, hlo_inputs, hlo_signature, narrow
+from dumpgym.dump_parse import _JAXPR_EQN, hlo_op_names, parse_hlo
+from dumpgym.dump_stablehlo import DumpOp, stablehlo_ops
 from dumpgym.dumpfolder import DumpModule
-
-# Ops that only hold a module together: no equation emits them.
-_STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return",
-                         "sdy.mesh"})
-
 
 @dataclass(frozen=True)
 class HloLink:
@@ -86,12 +81,34 @@ _NOT_A_STACK = ("its op_name is not a full name stack (an argument's name, a red
                 "or inside a computation XLA has not inlined)")
 
 
+NO_OP_CARRIES_IT = "no StableHLO op carries its name stack and source line"
+
+
 _INSIDE_A_CALL = ("its op_name is a call's: XLA inlined the function and gave it the call's name stack, "
                   "so it came from one of the function's ops")
 
 
 _OTHER_NUMBERS = ("no StableHLO op with its name stack and line yields its kind of number (an integer where "
                   "they yield floats): XLA gave it the metadata of ops it did not come from")
+
+
+_A_COPY = ("a copy XLA made (a layout or a buffer's place changed): XLA gives some copies their operand's "
+           "metadata and others none, so its op_name names no op it came from")
+
+
+_COMBINED = ("XLA combined the collectives of several ops into it and kept one's metadata: it came from all of "
+             "them (linked to what its operands are linked to)")
+
+# What a fusion that only copies holds besides its parameters (`wrapped_copy`: a copy XLA wrapped alone).
+_COPYING = frozenset({"copy", "bitcast"})
+
+
+def _a_copy(name: str, opcodes: dict[str, str], fused: dict) -> bool:
+    """Whether an HLO instruction is a copy XLA made: a `copy`, or a fusion holding only copies."""
+    if opcodes[name] == "copy":
+        return True
+    held = {opcodes[m] for m in fused[name].members} - {"parameter"} if name in fused else set()
+    return bool(held) and held <= _COPYING
 
 
 def _made_for(linked: list, key_of: dict) -> set[int]:
@@ -117,121 +134,6 @@ def _primitive(name_stack: str) -> str:
     return name_stack.rsplit("/", 1)[-1]
 
 
-@dataclass
-class _Op:
-    name: str
-    line: int
-    function: str
-    stacks: tuple[str, ...]  # its full name stacks: one per call of the private function it sits in
-    frame: tuple[str, int] | None  # file and line of its innermost frame (what HLO's stack frames keep)
-    fine: tuple | None  # that frame with its columns (what tells two equations on one line apart)
-    callee: str | None = None  # for a `func.call`: the function it calls
-    index: int = -1  # its place in the module's pre-order walk (structural ops counted)
-    upstream: int = 0  # the walk indices of every op upstream of it, as a bit set (`dump_dataflow`)
-    operands: int = 0  # the walk indices of the ops whose results are its operands, as a bit set
-    operands2: int = 0  # and of their operands
-    dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
-
-
-def stablehlo_ops(module: DumpModule) -> tuple[str, list[_Op]]:
-    """The StableHLO as shown (printed without locations) and its ops, each with its line there and its keys."""
-    from jaxlib.mlir import ir
-
-    context = ir_context()
-    path = module.files["stablehlo"]
-    dumped = parse_stablehlo(module.text("stablehlo"), path, context)
-    shown = dumped.operation.get_asm(enable_debug_info=False)
-    # Parsed again, the shown text gives each op its line in it; the ops come in the same order.
-    lined = parse_stablehlo(shown, path, context)
-    keyed, lines, walked = [], [], []
-
-    def visit_keys(op):
-        walked.append(op)
-        callee = op.attributes["callee"] if op.name == "func.call" and "callee" in op.attributes else None
-        keyed.append((op.name, *location_key(op.location), ir.FlatSymbolRefAttr(callee).value if callee else None,
-                      _depth(op)))
-        return ir.WalkResult.ADVANCE
-
-    def visit_lines(op):
-        lines.append((op.name, location_line(op.location), _function_of(op)))
-        return ir.WalkResult.ADVANCE
-
-    dumped.operation.walk(visit_keys, ir.WalkOrder.PRE_ORDER)
-    lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
-    if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
-        raise RuntimeError(f"{path}: printing without locations changed the ops")
-    ops = _full_stacks(keyed, lines)
-    upstream, operands, operands2 = stablehlo_ancestors(walked)
-    for op in ops:
-        op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
-        op.dims = result_dims(walked[op.index])
-    return shown, ops
-
-
-def _depth(op) -> int:
-    depth, parent = 0, op.parent
-    while parent is not None:
-        depth, parent = depth + 1, parent.parent
-    return depth
-
-
-def _full_stacks(keyed: list, lines: list) -> list[_Op]:
-    """Each op with its name stacks as XLA spells them: a stack that does not start at the module's root
-    (`jit(f)`) is relative to the op holding its region (`sdy.manual_computation`), or to each call of
-    the private function it sits in (`jit(f)/while/body/closed_call` + `/add`)."""
-    holder: list[int | None] = []
-    last_at: dict[int, int] = {}
-    for i, (*_rest, depth) in enumerate(keyed):
-        holder.append(last_at.get(depth - 1))
-        last_at[depth] = i
-    main_stacks = [k[1] for k, (_n, _l, function) in zip(keyed, lines) if function == "main" and k[1]]
-    roots = Counter(stack.split("/", 1)[0] for stack in main_stacks if "(" in stack.split("/", 1)[0])
-    root = roots.most_common(1)[0][0] if roots else None
-    calls_to = defaultdict(list)
-    for i, k in enumerate(keyed):
-        if k[4]:
-            calls_to[k[4]].append(i)
-    memo: dict[int, tuple[str, ...]] = {}
-
-    def full(i: int, seen: frozenset = frozenset()) -> tuple[str, ...]:
-        if i in memo:
-            return memo[i]
-        if i in seen:
-            return ()
-        own = keyed[i][1]
-        if own is None or root is None:
-            out = ()
-        elif own == root or own.startswith(root + "/"):
-            out = (own,)
-        else:
-            h = holder[i]
-            if h is not None and keyed[h][0] != "func.func":
-                bases = full(h, seen | {i})
-            else:
-                function = lines[i][2]
-                bases = tuple(b for c in calls_to.get(function, ()) for b in full(c, seen | {i}))
-            out = tuple(dict.fromkeys(_join(b, own) for b in bases))
-        memo[i] = out
-        return out
-
-    return [_Op(name, line, function, full(i), frame, fine, callee, i)
-            for i, ((name, _stack, frame, fine, callee, _depth), (_n, line, function)) in enumerate(zip(keyed, lines))
-            if name not in _STRUCTURAL]
-
-
-def _join(prefix: str, own: str) -> str:
-    return f"{prefix}/{own}" if prefix else own
-
-
-def _function_of(op) -> str:
-    parent = op.parent
-    while parent is not None:
-        if parent.name == "func.func":
-            return parent.attributes["sym_name"].value
-        parent = parent.parent
-    return ""
-
-
 def _jaxpr_eqns(text: str) -> list[tuple[int, str]]:
     """(line, primitive) of each printed equation of a jaxpr."""
     return [(text.count("\n", 0, m.start(1)) + 1, m.group(1)) for m in _JAXPR_EQN.finditer(text)]
@@ -253,7 +155,7 @@ def xray_module(module: DumpModule) -> ModuleXray:
         return ModuleXray(None, notes=["the folder has no StableHLO for this module, so its layers cannot be linked"])
     shown, ops = stablehlo_ops(module)
     out = ModuleXray(shown)
-    keys: dict[tuple, list[_Op]] = defaultdict(list)  # (full stack, frame with columns) -> its ops
+    keys: dict[tuple, list[DumpOp]] = defaultdict(list)  # (full stack, frame with columns) -> its ops
     for op in ops:
         for stack in op.stacks:
             if _is_stack(stack):
@@ -355,12 +257,16 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in _REDUCER_REGION.findall(text):
         regions[region].append(caller)
-    rows, candidates, opcodes, dims, inside_a_call, merged = [], {}, {}, {}, set(), set()
+    rows, candidates, opcodes, dims, signatures, inside_a_call, merged = [], {}, {}, {}, {}, set(), set()
+    combined_ops: dict[str, tuple[list, list[str]]] = {}  # a combined collective -> (its ops, its operands)
+    inputs, fused = hlo_inputs(hlo)
+    for computation in hlo.computations():
+        for instruction in computation.instructions():
+            opcodes[instruction.name] = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
     for computation in hlo.computations():
         for instruction in computation.instructions():
             name = instruction.name
-            opcodes[name] = str(instruction.opcode).removeprefix("HloOpcode.k").lower()
-            dims[name] = hlo_dims(instruction)
+            dims[name], signatures[name] = hlo_dims(instruction), hlo_signature(instruction)
             if name not in lines:
                 continue
             op_name, frame = named.get(name, (None, None))
@@ -371,10 +277,12 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                 why = computation.name  # linked below, once its reducers are
             elif not _is_stack(op_name):
                 why = _NOT_A_STACK
+            elif _a_copy(name, opcodes, fused):
+                why = _A_COPY
             elif ";" in op_name:  # XLA merged instructions of several ops and joined their op_names
                 found_keys = [key for part in op_name.split(";") for key in by_stack.get(part, [])]
                 merged.add(name)
-                why = "" if found_keys else "no StableHLO op carries its name stack and source line"
+                why = "" if found_keys else NO_OP_CARRIES_IT
             else:
                 if frame is None:  # an HLO without stack frames (JAX before 0.9): the name stack alone
                     found_keys = by_stack.get(op_name, [])
@@ -382,7 +290,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                     found_keys = by_line.get((op_name, frame)) or by_line.get((op_name, None), [])
                 calls_only = found_keys and all(op.name == "func.call" for key in found_keys for op in keys[key])
                 if not found_keys:
-                    why = "no StableHLO op carries its name stack and source line"
+                    why = NO_OP_CARRIES_IT
                 else:
                     found_ops = list({op.index: op for key in found_keys for op in keys[key]}.values())
                     if calls_only and opcodes[name] != "call":
@@ -393,10 +301,12 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                     if dims[name] and all(op.dims for op in found_ops) and \
                             not any(op.dims[0] == dims[name][0] for op in found_ops):
                         why = _OTHER_NUMBERS
+                    elif combined(instruction):  # linked below, once what it combines is
+                        combined_ops[name] = (found_ops, [o.name for o in instruction.operands()])
                     else:
                         candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
-    narrowed = narrow(candidates, opcodes, dims, *hlo_inputs(hlo))
+    narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused)
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:
@@ -404,6 +314,8 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
         if name in merged and found_keys:
             found = tuple(sorted({op.line for key in found_keys for op in keys[key]}))
             group = "XLA merged it from instructions of several ops (its op_name joins their name stacks with ';')"
+        elif name in combined_ops:
+            found, group = (), _COMBINED  # its operands' ops, once they are linked
         elif name in candidates:
             linked = narrowed[name]
             found = tuple(sorted({op.line for op in linked}))
@@ -418,6 +330,13 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                 group = decided[next(iter(held))]
         links.append(HloLink(lines[name], name, opcodes[name], op_name, found, why, group))
     by_name = {link.name: link for link in links}
+    for i, link in enumerate(links):
+        if link.name in combined_ops:
+            own, operands = combined_ops[link.name]
+            found = tuple(sorted({n for o in operands if o in by_name for n in by_name[o].stablehlo_lines}
+                                 | {op.line for op in own}))
+            links[i] = by_name[link.name] = HloLink(link.line, link.name, link.opcode, link.op_name, found, "",
+                                                   _COMBINED)
     # The StableHLO ops that hold a reducer's region, each with its region's ops (what links to it).
     holders = [op for op in ops if op.name in _REDUCERS]
     reducers = [[h] + [op for op in ops if h.upstream >> op.index & 1 and op.line == h.line] for h in holders]

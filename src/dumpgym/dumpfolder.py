@@ -142,7 +142,7 @@ def read_folder(*folders: str | Path) -> DumpFolder:
         raise DumpError(f"{names} holds no JAX or XLA dump (no jax_*.jaxpr.txt, jax_ir*_compile.mlir or "
                         "module_*.txt files); dump with JAX_DUMP_IR_TO=DIR and XLA_FLAGS=--xla_dump_to=DIR")
     jaxprs, mlirs = _newest(jaxprs), _newest(mlirs)
-    modules = _newest_xla(list(xla.values()))
+    modules = _newest_xla(_join_renumbered(xla))
     context = ir_context() if mlirs else None
     for entry in mlirs:
         _read_mlir(entry, context)
@@ -217,6 +217,31 @@ def _tpu_version(path: Path) -> str:
     return f"TPU ({words})" if words else "TPU"
 
 
+_COMPILE_ID = re.compile(r"\.cl_(\d+)\.")
+
+
+def _join_renumbered(xla: dict[tuple, DumpModule]) -> list[DumpModule]:
+    """XLA's modules, with one that libtpu renumbered between its two dumps made whole again: a module of
+    only HLO before optimisations and the next one of its name and compile id (`cl_N`) in the same
+    folder, of only the optimised HLO, are one compile (libtpu numbers some modules anew when it
+    optimises them, as dropout's threefry: `module_0000` before, `module_0003` after)."""
+    out, waiting = [], {}
+    for (folder, _number, name), module in sorted(xla.items(), key=lambda item: (str(item[0][0]), item[0][1])):
+        compile_id = _COMPILE_ID.search(next(iter(module.files.values())).name) if module.files else None
+        key = (folder, name, compile_id and compile_id.group(1))
+        earlier = waiting.pop(key, None)
+        if compile_id and earlier is not None and set(module.files) == {"hlo_after"}:
+            earlier.files["hlo_after"] = module.files["hlo_after"]
+            earlier.buffer_assignment, earlier.memory_report = module.buffer_assignment, module.memory_report
+            earlier.live_range, earlier.backend, earlier.problem = module.live_range, module.backend, module.problem
+            earlier.target = _tpu_version(earlier.files["hlo_before"]) if module.backend == "tpu" else module.target
+            continue
+        if compile_id and set(module.files) == {"hlo_before"}:
+            waiting[key] = module
+        out.append(module)
+    return out
+
+
 def _newest_xla(modules: list[DumpModule]) -> list[DumpModule]:
     by_text: dict[tuple, DumpModule] = {}
     for module in sorted(modules, key=lambda m: m.xla_number):
@@ -252,12 +277,19 @@ def _read_jaxpr(entry: _Ir) -> None:
     if head is None or not text.rstrip().endswith("}"):
         entry.problem = f"{entry.path} is not a whole printed jaxpr (truncated?)"
         return
-    entry.shapes = (tuple(_aval_dims(dims) for _dt, dims in _JAXPR_AVAL.findall(head.group(2))), _jaxpr_results(text))
+    entry.shapes = (tuple(_aval_dims(dims, dtype) for dtype, dims in _JAXPR_AVAL.findall(head.group(2))),
+                    _jaxpr_results(text))
     entry.names = frozenset(jaxpr_primitives(text))
 
 
-def _aval_dims(dims: str) -> tuple[int, ...]:
-    return tuple(int(d.split("@")[0]) for d in dims.split(",") if d.strip())
+# A typed PRNG key lowers to its implementation's key data, a uint32 array with trailing dimensions of its
+# own (JAX's threefry2x32 keys are u32[2], its rbg and unsafe_rbg keys u32[4]).
+_KEY_DATA = {"key<fry>": (2,), "key<rbg>": (4,), "key<unsafe_rbg>": (4,)}
+
+
+def _aval_dims(dims: str, dtype: str = "") -> tuple[int, ...]:
+    """An aval's shape as StableHLO has it: a typed key's with its key data's dimensions after it."""
+    return tuple(int(d.split("@")[0]) for d in dims.split(",") if d.strip()) + _KEY_DATA.get(dtype, ())
 
 
 def _jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:

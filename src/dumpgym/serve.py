@@ -26,7 +26,8 @@ from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
 
 from dumpgym.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
-from dumpgym.site import CSP, SiteFiles, load_inputs, site_files
+from dumpgym.inputs import gym_inputs
+from dumpgym.site import CSP, SiteFiles, site_files
 from dumpgym.terminal import printable
 
 TYPES = {
@@ -70,11 +71,11 @@ class Site:
         """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
         files, made when first asked for): the page is rendered now, each listing when it is first
         asked for (`site.SiteFiles`)."""
-        corpus, drills = load_inputs(corpus_dir)
+        corpus, drills = gym_inputs(corpus_dir)
         files = site_files(corpus, drills, extra)
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
-        return cls(files, programs=sum("variant_of" not in p for p in corpus["programs"]))
+        return cls(files, programs=len(corpus.bases))
 
     def resolve(self, target: str) -> str | None:
         """The site file a request target names, or None for anything outside the site."""

@@ -12,7 +12,7 @@ read-only corpus) only costs the making.
 The built-in items are kept in the user's cache folder (`DUMPGYM_CACHE_DIR`, else the platform's), not
 shipped: a shipped pool would have to be rebuilt and committed with every change to any drill kind,
 and a stale one could only be refused at run time anyway; the cache is made by the code that reads it,
-on the first start, in a second or two. A file holds one line of what it was made from and of, then the
+on the first start of that code (what every start used to cost, once). A file holds one line of what it was made from and of, then the
 items exactly as `json.dumps(pool, indent=1)` lays them out in the pool, so `dumpgym drills` prints them
 as they are read, without decoding them (`Kept.pool_lines`).
 """
@@ -204,8 +204,14 @@ class BuiltinStore(StoredItems):
             write_atomic(self.folder / "index.json", (text + "\n").encode("utf-8"))
         except OSError:
             return
-        others = [p for p in self.folder.parent.iterdir() if p != self.folder and _POOL.fullmatch(p.name)]
-        for old in sorted(others, key=lambda p: p.stat().st_mtime, reverse=True)[KEEP_BUILTIN_POOLS:]:
+        others = {}
+        for p in self.folder.parent.iterdir():
+            if p != self.folder and _POOL.fullmatch(p.name):
+                try:
+                    others[p] = p.stat().st_mtime
+                except OSError:  # another start removed it just now
+                    continue
+        for old in sorted(others, key=others.get, reverse=True)[KEEP_BUILTIN_POOLS:]:
             shutil.rmtree(old, ignore_errors=True)
 
 

@@ -113,7 +113,8 @@ def main() -> None:
     for ref, values in med.items():
         print(f"{ref} (medians): " + ", ".join(f"{label} {v:.2f}" for label, v in zip(LABELS, values)))
     b, a = med[args.before], med[args.after]
-    print(f"ratio {args.after} / {args.before}: " + ", ".join(f"{label} {x / y:.2f}" for label, x, y in zip(LABELS, a, b)))
+    ratios = ", ".join(f"{label} {x / y:.2f}" for label, x, y in zip(LABELS, a, b))
+    print(f"ratio {args.after} / {args.before}: {ratios}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def write_atomic(path: Path, text: str | bytes) -> None:
-    """Write `text` (str, as UTF-8, or bytes) to `path` so that readers see the old file or the new one, never a half."""
+    """Write `text` (str, as UTF-8, or bytes) to `path` so that readers see the old file or the new one,
+    never a half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -3,10 +3,11 @@
 A kind is a module in this package that decorates a function with
 `@drill("name", number=..., title=..., aim=...)`; every public module here is imported on first
 use, so adding a kind is adding a file. Modules whose names start with `_` are helpers and
-register nothing; `item.py` is the item type every kind returns. The pool is assembled here, program by
-program: `kept_pool` reads each program's items where they were kept (`_stored.py`) and makes only the
-missing ones, each record parsed then and once; `build_pool` does the same for a corpus dict. A kind's per-program weight cap is declared with it
-(`per_program=4, cap_by=("step",)`) and applied here, in `items_for`, and nowhere else.
+register nothing; `item.py` is the item type every kind returns. The pool is assembled here, program
+by program: `kept_pool` reads each program's items where they were kept (`_stored.py`) and makes only
+the missing ones, each record parsed then and once; `build_pool` does the same for a corpus dict. A
+kind's per-program weight cap is declared with it (`per_program=4, cap_by=("step",)`) and applied
+here, in `items_for`, and nowhere else.
 """
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ read-only corpus) only costs the making.
 The built-in items are kept in the user's cache folder (`DUMPGYM_CACHE_DIR`, else the platform's), not
 shipped: a shipped pool would have to be rebuilt and committed with every change to any drill kind,
 and a stale one could only be refused at run time anyway; the cache is made by the code that reads it,
-on the first start of that code (what every start used to cost, once). A file holds one line of what it was made from and of, then the
-items exactly as `json.dumps(pool, indent=1)` lays them out in the pool, so `dumpgym drills` prints them
-as they are read, without decoding them (`Kept.pool_lines`).
+on the first start of that code (what every start used to cost, once). A file holds one line saying
+what it was made from and by, then the items exactly as `json.dumps(pool, indent=1)` lays them out in
+the pool, so `dumpgym drills` prints them as they are read, without decoding them (`Kept.pool_lines`).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import pytest
 
 import dumpgym
-from dumpgym import cli, drills, typedjson
+from dumpgym import cli, drills, serve, typedjson
 from dumpgym.drills import _stored, build_pool, kept_pool, pool_of, write_pool
 from dumpgym.site import load_inputs
 from dumpgym.inputs import gym_inputs, load_sources
@@ -86,11 +86,11 @@ def test_a_second_start_makes_nothing_and_parses_no_kept_record(folder, made, pa
     parsed.clear()
     assert cli.main(["drills", "--corpus", str(folder)]) == 0  # what `dumpgym drills` prints, warm
     assert made == [] and parsed == []  # every built-in's items and mine read as kept; no record parsed
-    corpus, second = gym_inputs(folder)
-    assert made == [] and second == first
+    gym = serve.Site.build(folder)  # a second `dumpgym serve`
+    assert made == [] and gym.get("/")[0] == 200 and json.loads(gym.get("/drills.json")[2]) == first
     # The page needs the records: the built-in corpus read once, the added record once, nothing twice.
     assert parsed.count("Corpus") == 1 and parsed.count("ProgramRecord") == 1
-    assert len(corpus.programs) == len(_stored.builtin_corpus().programs) + 1
+    assert gym.programs == len(_stored.builtin_corpus().bases) + 1
 
 
 def test_what_drills_prints_is_json_dump_of_the_pool_made_with_nothing_kept(folder, capsys):

@@ -199,7 +199,7 @@ def kept_pool(sources, warn: Callable[[str], None] | None = None) -> list:
                 continue
             kept = _made(record)
             if source.store is not None:
-                source.store.write(source.slug, source.digest, kept)
+                kept = source.store.write(source.slug, source.digest, kept)
         parts.append(kept)
     store = next((s.store for s in sources if isinstance(s.store, BuiltinStore)), None)
     if store is not None and store.index() is None:  # the first start of this code: keep what lists the built-ins

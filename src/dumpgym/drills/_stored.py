@@ -93,28 +93,35 @@ def record_digest(program: dict) -> str:
 
 @dataclass(frozen=True)
 class Kept:
-    """One program's items as kept: the kinds they are of, the kinds skipped on it, and the items' JSON text
-    (UTF-8) laid out as they stand in the pool `json.dumps(pool, indent=1)` prints: a list one level deep."""
+    """One program's items as kept: the kinds they are of, the kinds skipped on it, and the items, as read
+    (`text`: their JSON, UTF-8, laid out as they stand in the pool `json.dumps(pool, indent=1)` prints, a
+    list one level deep) or as just made (`made`, encoded only when written)."""
 
     kinds: tuple[str, ...]
     skipped: tuple[dict, ...]
-    text: bytes | memoryview
+    text: bytes | memoryview | None = None
+    made: list[dict] | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, items: list[dict], skipped: list[dict]) -> "Kept":
         """What is kept of items just made."""
-        kinds = tuple(dict.fromkeys(item["drill"] for item in items))
-        # A JSON string holds no raw newline: every one is layout, and each line after the first goes one deeper.
-        text = json.dumps(items, indent=1, ensure_ascii=False).replace("\n", "\n ")
-        return cls(kinds, tuple(skipped), text.encode("utf-8"))
+        return cls(tuple(dict.fromkeys(item["drill"] for item in items)), tuple(skipped), made=items)
 
     def items(self) -> list[dict]:
-        """The items, decoded."""
-        return json.loads(bytes(self.text))
+        """The items (decoded, if read)."""
+        return self.made if self.made is not None else json.loads(bytes(self.text))
+
+    def encoded(self) -> bytes | memoryview:
+        """The items' JSON text as a kept file holds it."""
+        if self.text is not None:
+            return self.text
+        # A JSON string holds no raw newline: every one is layout, and each line after the first goes one deeper.
+        return json.dumps(self.made, indent=1, ensure_ascii=False).replace("\n", "\n ").encode("utf-8")
 
     def pool_lines(self) -> memoryview:
         """The items as they stand inside the pool's `items` list, without its brackets (empty for none)."""
-        return memoryview(self.text)[2:-3] if len(self.text) > 2 else memoryview(b"")  # "[\n" ... "\n ]"
+        text = self.encoded()
+        return memoryview(text)[2:-3] if len(text) > 2 else memoryview(b"")  # "[\n" ... "\n ]"
 
 
 class StoredItems:
@@ -155,10 +162,9 @@ class StoredItems:
             return None
         return kept
 
-    def write(self, slug: str, record: str, kept: Kept) -> None:
-        """Keep the program's items; a folder that refuses the write keeps none."""
-
-        body = bytes(kept.text)
+    def write(self, slug: str, record: str, kept: Kept) -> Kept:
+        """Keep the program's items (a folder that refuses the write keeps none); `kept` with its text."""
+        body = bytes(kept.encoded())
         meta = {"schema": SCHEMA, "code": code_digest(), "record": record, "kinds": list(kept.kinds),
                 "skipped": list(kept.skipped), "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
         head = json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -166,6 +172,7 @@ class StoredItems:
             write_atomic(self.path(slug), head + b"\n" + body)
         except OSError:
             pass
+        return Kept(kept.kinds, kept.skipped, body, kept.made)
 
 
 def cache_dir() -> Path:

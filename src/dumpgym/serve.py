@@ -1,7 +1,8 @@
 """`dumpgym serve`: the gym from memory over HTTP, with the standard library and without importing JAX.
 
 The server answers GET and HEAD for the files of `site.site_files` and nothing else (the page is
-rendered before the URL is printed, each listing when the page first fetches it): no
+rendered before the URL is printed, from `inputs.gym_inputs`: each program's kept drill items read,
+each record parsed once; each listing is made when the page first fetches it): no
 directory listings, no paths outside the site, no request bodies read, no code run for the browser.
 It answers only requests addressed to it (the `Host` check that defeats DNS rebinding), on one
 asyncio event loop (standard library only), with a deep listen backlog and a read and a write

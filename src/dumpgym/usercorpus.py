@@ -175,6 +175,7 @@ def read_program(folder: Path, slug: str) -> dict:
 
 
 def read_bytes(path: Path, slug: str) -> bytes:
+    """The bytes of an added program's file; CorpusFolderError if it is missing or cannot be read."""
     try:
         return path.read_bytes()
     except FileNotFoundError:

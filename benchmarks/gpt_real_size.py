@@ -1,15 +1,19 @@
 """A user's model at real size: the 12-layer GPT train step (`gpt_train_step.py`) added beside the built-in
 programs, then `dumpgym drills`, `dumpgym serve` and the page's first load, measured.
 
-    python benchmarks/gpt_real_size.py [--runs 3]
+    python benchmarks/gpt_real_size.py [--runs 3] [--corpus DIR]
 
 Prints, as medians over the runs (issue "Real programs at real size": drills <= 30 s and <= 50 MB, serve
-answers within 5 s, the first page load fetches <= 5 MB before the first question):
+answers within 5 s, the first page load fetches <= 5 MB before the first question), each with the CPU
+seconds it took (what the load of a shared machine changes least) and the load average:
 - `dumpgym drills`: seconds, peak memory and bytes printed, cold (no stored items: the first run after
-  `add`) and warm (the items kept beside the record, `drills/_stored.py`), and, side by side, the same
-  command on the built-in corpus alone;
+  `add`, with an empty cache folder, as after an upgrade) and warm (every program's items kept,
+  `drills/_stored.py`), and, side by side, the same command on the built-in corpus alone;
 - `dumpgym serve`: seconds from starting the process to the answer of `GET /`, warm;
 - the page in Debian's chromium: bytes fetched until the first question is on screen, and which files.
+
+With `--corpus DIR`, the GPT is not added again: DIR is a corpus folder it was added to (a copy is used).
+The cache folder (`DUMPGYM_CACHE_DIR`) is a temporary one of this run's own.
 """
 from __future__ import annotations
 
@@ -34,12 +38,17 @@ def _child_peak_kb() -> int:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 
 
-def drills(corpus: str) -> tuple[float, int]:
-    """Seconds and bytes printed of one `dumpgym drills --corpus CORPUS`."""
+def _cpu(usage) -> float:
+    return usage.ru_utime + usage.ru_stime
+
+
+def drills(corpus: str) -> tuple[float, int, float]:
+    """Seconds, bytes printed and CPU seconds of one `dumpgym drills --corpus CORPUS`."""
+    before = _cpu(resource.getrusage(resource.RUSAGE_CHILDREN))
     start = time.perf_counter()
     out = subprocess.run([PYTHON, "-m", "dumpgym", "drills", "--corpus", corpus], check=True,
                          capture_output=True).stdout
-    return time.perf_counter() - start, len(out)
+    return time.perf_counter() - start, len(out), _cpu(resource.getrusage(resource.RUSAGE_CHILDREN)) - before
 
 
 def peak_of(argv: list[str]) -> int:
@@ -50,8 +59,8 @@ def peak_of(argv: list[str]) -> int:
     return int(done.stderr.strip().splitlines()[-1])
 
 
-def serve_answers(corpus: str) -> float:
-    """Seconds from starting `dumpgym serve` to its answer of `GET /`."""
+def serve_answers(corpus: str) -> tuple[float, float]:
+    """Seconds from starting `dumpgym serve` to its answer of `GET /`, and the CPU seconds it used (it idles after)."""
     start = time.perf_counter()
     proc = subprocess.Popen([PYTHON, "-m", "dumpgym", "serve", "--port", "0", "--corpus", corpus],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -60,10 +69,10 @@ def serve_answers(corpus: str) -> float:
         url = line.split(" at ", 1)[1].split()[0]
         with urllib.request.urlopen(url, timeout=120) as r:
             r.read()
-        return time.perf_counter() - start
+        answered = time.perf_counter() - start
     finally:
         proc.terminate()
-        proc.wait(10)
+    return answered, _cpu(os.wait4(proc.pid, 0)[2])
 
 
 FIRST_QUESTION = """() => {
@@ -97,34 +106,44 @@ def first_load(corpus: str) -> tuple[int, list]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
-    runs = parser.parse_args().runs
+    parser.add_argument("--corpus", help="a corpus folder the GPT was added to (not added again)")
+    args = parser.parse_args()
+    runs = args.runs
     folder = tempfile.mkdtemp()
-    gpt, empty = os.path.join(folder, "gpt"), os.path.join(folder, "empty")
+    gpt, empty, cache = (os.path.join(folder, name) for name in ("gpt", "empty", "cache"))
     os.makedirs(empty)
-    start = time.perf_counter()
-    subprocess.run([PYTHON, "-m", "dumpgym", "add", f"{HERE}/gpt_train_step.py:gpt_train_step", "--args-from",
-                    f"{HERE}/gpt_train_step.py:make", "--hlo", "cpu", "--corpus", gpt], check=True,
-                   stdout=subprocess.DEVNULL)
-    print(f"add --hlo cpu: {time.perf_counter() - start:.1f} s (benchmarks/gpt_add.py compares it with JAX)")
+    os.environ["DUMPGYM_CACHE_DIR"] = cache  # the commands below inherit it
+    if args.corpus:
+        shutil.copytree(args.corpus, gpt)
+    else:
+        start = time.perf_counter()
+        subprocess.run([PYTHON, "-m", "dumpgym", "add", f"{HERE}/gpt_train_step.py:gpt_train_step", "--args-from",
+                        f"{HERE}/gpt_train_step.py:make", "--hlo", "cpu", "--corpus", gpt], check=True,
+                       stdout=subprocess.DEVNULL)
+        print(f"add --hlo cpu: {time.perf_counter() - start:.1f} s (benchmarks/gpt_add.py compares it with JAX)")
     cold, warm, builtin = [], [], []
     for _ in range(runs):
         for stored in os.listdir(gpt):
             if stored.endswith(".drills.json"):
                 os.remove(os.path.join(gpt, stored))
+        shutil.rmtree(cache, ignore_errors=True)
         cold.append(drills(gpt))
         warm.append(drills(gpt))
         builtin.append(drills(empty))
-    for label, got in (("cold (items made)", cold), ("warm (items read)", warm), ("built-ins alone", builtin)):
-        secs = statistics.median(t for t, _ in got)
-        print(f"dumpgym drills, {label}: median {secs:.2f} s over {runs} runs, {got[0][1] / 1e6:.1f} MB printed")
+    for label, got in (("cold (items made)", cold), ("warm (items read)", warm), ("built-ins alone, warm", builtin)):
+        secs, cpu = statistics.median(t for t, _, _ in got), statistics.median(c for _, _, c in got)
+        print(f"dumpgym drills, {label}: median {secs:.2f} s ({cpu:.2f} CPU s) over {runs} runs, "
+              f"{got[0][1] / 1e6:.1f} MB printed")
     peak = peak_of([PYTHON, "-m", "dumpgym", "drills", "--corpus", gpt])
     print(f"dumpgym drills, warm: peak memory {peak / 1024:.0f} MB")
     served = [serve_answers(gpt) for _ in range(runs)]
-    print(f"dumpgym serve, GET / answered after: median {statistics.median(served):.2f} s "
-          f"({', '.join(f'{s:.2f}' for s in served)})")
+    print(f"dumpgym serve, GET / answered after: median {statistics.median(s for s, _ in served):.2f} s, "
+          f"{statistics.median(c for _, c in served):.2f} CPU s ({', '.join(f'{s:.2f}' for s, _ in served)})")
     total, biggest = first_load(gpt)
     print(f"first page load, until the first question: {total / 1e6:.2f} MB transferred; biggest: "
           + ", ".join(f"{name} {n / 1e3:.0f} KB" for name, n in biggest))
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

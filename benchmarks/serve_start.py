@@ -4,12 +4,16 @@
 
 Each commit is checked out in a temporary `git worktree` and served with this checkout's `.venv` (its
 `src/` first on PYTHONPATH), runs alternating between the commits. A run times, from starting the
-process: the URL line (the page is there), then GETs of `/` and of the biggest program's listings
-and TPU compile (what the page fetches when the x-ray of that program comes on screen).
+process: the URL line (the page is there), the answer of `GET /`, then GETs of the biggest program's
+listings and TPU compile (what the page fetches when the x-ray of that program comes on screen); and
+the CPU seconds the process used until then (what the load of a shared machine changes least).
 
-With `--corpus DIR` (a user corpus folder, say one `dumpgym add` of benchmarks/gpt_train_step.py filled),
-each run serves a copy of that folder; with `--cold` too, the copy holds no stored drill items
-(`SLUG.drills.json`), as the first serve after an add finds it.
+Each commit serves a copy of its own, made once: of `--corpus DIR` (a user corpus folder, say one
+`dumpgym add` of benchmarks/gpt_train_step.py filled), with a cache folder of its own
+(`DUMPGYM_CACHE_DIR`), both warmed by one serve that is not timed, so each commit finds what it kept
+itself (the stored items of one commit are stale to the other). With `--cold`, each run serves a fresh
+copy without the stored drill items (`SLUG.drills.json`) and an empty cache, as the first serve after
+an add (or an upgrade) finds them.
 """
 from __future__ import annotations
 
@@ -29,21 +33,35 @@ from _timing import ROOT, worktrees  # noqa: E402
 
 # This checkout's .venv, or (a git worktree has none) the Python running this script.
 PYTHON = ROOT / ".venv" / "bin" / "python" if (ROOT / ".venv").is_dir() else Path(sys.executable)
-ASKED = ("", "data/listings/train-step.json", "data/compiled/tpu/train-step.json")
+ASKED = ("data/listings/train-step.json", "data/compiled/tpu/train-step.json")
 
 
-def one_run(tree: Path, corpus: str | None = None, cold: bool = False) -> tuple[float, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus_dir = None
-        if corpus is not None:
-            corpus_dir = shutil.copytree(corpus, Path(tmp) / "corpus")
-            for stored in corpus_dir.glob("*.drills.json") if cold else ():
+class Served:
+    """One commit's own corpus copy and cache folder, under `home`."""
+
+    def __init__(self, tree: Path, home: Path, corpus: str | None):
+        self.tree, self.home, self.corpus = tree, home, corpus
+        self.corpus_dir = self._copy(home / "corpus") if corpus is not None else None
+        self.cache = home / "cache"
+
+    def _copy(self, where: Path) -> Path:
+        shutil.rmtree(where, ignore_errors=True)
+        return Path(shutil.copytree(self.corpus, where))
+
+    def run(self, cold: bool = False) -> tuple[float, float, float, float]:
+        """(URL line, GET / answered, listings fetched: seconds from the start; CPU seconds until then)."""
+        corpus_dir, cache = self.corpus_dir, self.cache
+        if cold:
+            corpus_dir = self._copy(self.home / "cold") if self.corpus is not None else None
+            for stored in corpus_dir.glob("*.drills.json") if corpus_dir else ():
                 stored.unlink()
-        return _timed_serve(tree, env, corpus_dir)
+            cache = self.home / "cold-cache"
+            shutil.rmtree(cache, ignore_errors=True)
+        env = {**os.environ, "PYTHONPATH": str(self.tree / "src"), "DUMPGYM_CACHE_DIR": str(cache)}
+        return _timed_serve(self.tree, env, corpus_dir)
 
 
-def _timed_serve(tree: Path, env: dict, corpus_dir: Path | None) -> tuple[float, float]:
+def _timed_serve(tree: Path, env: dict, corpus_dir: Path | None) -> tuple[float, float, float, float]:
     code = f"from dumpgym import serve; serve.serve(port=0, corpus_dir={str(corpus_dir) if corpus_dir else None!r})"
     start = time.perf_counter()
     proc = subprocess.Popen([str(PYTHON), "-c", code],
@@ -54,13 +72,21 @@ def _timed_serve(tree: Path, env: dict, corpus_dir: Path | None) -> tuple[float,
         if " at " not in line:
             sys.exit(f"{tree.name}: serve printed {line!r}")
         url = line.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=120) as r:
+            r.read()
+        page_at = time.perf_counter() - start
         for path in ASKED:
-            with urllib.request.urlopen(url + path, timeout=60) as r:
+            with urllib.request.urlopen(url + path, timeout=120) as r:
                 r.read()
-        return url_at, time.perf_counter() - start
+        done = time.perf_counter() - start
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+    # The server idles once it has answered: the CPU it used by its end is what answering took.
+    _, _, usage = os.wait4(proc.pid, 0)
+    return url_at, page_at, done, usage.ru_utime + usage.ru_stime
+
+
+LABELS = ("URL", "GET /", "page and one x-ray's files", "CPU s")
 
 
 def main() -> None:
@@ -68,21 +94,27 @@ def main() -> None:
     parser.add_argument("--before", default="2331e8f")
     parser.add_argument("--after", default="HEAD")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--corpus", help="a user corpus folder to serve (a copy of it, each run)")
-    parser.add_argument("--cold", action="store_true", help="serve the copy without its stored drill items")
+    parser.add_argument("--corpus", help="a user corpus folder to serve (a copy of it, one per commit)")
+    parser.add_argument("--cold", action="store_true", help="serve copies without stored drill items, cache empty")
     args = parser.parse_args()
-    with worktrees((args.before, args.after)) as trees:
-        runs: dict[str, list[tuple[float, float]]] = {ref: [] for ref in trees}
+    with worktrees((args.before, args.after)) as trees, tempfile.TemporaryDirectory() as tmp:
+        served = {ref: Served(tree, Path(tmp) / ref.replace("/", "_"), args.corpus) for ref, tree in trees.items()}
+        if not args.cold:
+            for ref, one in served.items():
+                print(f"warming {ref}: first serve took {one.run()[1]:.2f} s to answer GET / (not counted)", flush=True)
+        runs: dict[str, list[tuple[float, ...]]] = {ref: [] for ref in trees}
         for k in range(args.runs):
-            for ref, tree in trees.items():
-                runs[ref].append(one_run(tree, args.corpus, args.cold))
-                print(f"run {k + 1} {ref}: URL after {runs[ref][-1][0]:.2f} s, "
-                      f"page and one x-ray's files after {runs[ref][-1][1]:.2f} s", flush=True)
-    med = {ref: [statistics.median(r[i] for r in rs) for i in (0, 1)] for ref, rs in runs.items()}
-    for ref, (url_at, done) in med.items():
-        print(f"{ref}: URL after {url_at:.2f} s, page and one x-ray's files after {done:.2f} s (medians)")
+            for ref, one in served.items():
+                runs[ref].append(one.run(args.cold))
+                print(f"run {k + 1} {ref}: " + ", ".join(f"{label} {v:.2f}" for label, v in zip(LABELS, runs[ref][-1])),
+                      flush=True)
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    med = {ref: [statistics.median(r[i] for r in rs) for i in range(len(LABELS))] for ref, rs in runs.items()}
+    for ref, values in med.items():
+        print(f"{ref} (medians): " + ", ".join(f"{label} {v:.2f}" for label, v in zip(LABELS, values)))
     b, a = med[args.before], med[args.after]
-    print(f"ratio {args.after} / {args.before}: URL {a[0] / b[0]:.2f}, page and one x-ray's files {a[1] / b[1]:.2f}")
+    ratios = ", ".join(f"{label} {x / y:.2f}" for label, x, y in zip(LABELS, a, b))
+    print(f"ratio {args.after} / {args.before}: {ratios}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@
 Both belong to the JAX that traced the corpus (constraints.txt); under any other supported JAX
 (scripts/test-compat) the tests that use them are skipped, since the printed dumps differ.
 """
+import atexit
 import json
+import os
+import shutil
+import tempfile
 from importlib.metadata import version
 
 import pytest
@@ -14,6 +18,12 @@ from dumpgym.target import quiet_libtpu
 from needs_extras import check as check_extras
 
 quiet_libtpu()  # before JAX starts too, here and in the commands tests run (they inherit it)
+
+# The built-in programs' kept drill items (drills/_stored.py) go to a cache folder of this session's own,
+# which the commands tests run inherit: no test reads or writes the user's cache.
+if "DUMPGYM_CACHE_DIR" not in os.environ:
+    os.environ["DUMPGYM_CACHE_DIR"] = tempfile.mkdtemp(prefix="dumpgym-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["DUMPGYM_CACHE_DIR"], ignore_errors=True)
 
 
 def _skip_unless_the_corpus_jax(committed: dict) -> None:

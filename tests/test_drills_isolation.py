@@ -11,8 +11,10 @@ from dumpgym.site import render_site
 
 
 @pytest.fixture
-def layouts_fail_on_mlp(monkeypatch):
-    """The layouts kind, made to raise on mlp alone (as the int4 program made it raise: a sub-byte dtype)."""
+def layouts_fail_on_mlp(monkeypatch, tmp_path):
+    """The layouts kind, made to raise on mlp alone (as the int4 program made it raise: a sub-byte dtype),
+    with a cache folder of its own: the items it makes are kept by the code's digest, which this changes not."""
+    monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "cache"))
     kind = drills.kinds()["layouts"]
     real = kind.make
 

@@ -409,7 +409,8 @@ def render_once():
     rendered: dict[str, dict[str, bytes]] = {}
 
     def render(corpus, drills):
-        key = hashlib.sha256(json.dumps([corpus, drills], sort_keys=True).encode()).hexdigest()
+        data = corpus.to_json() if hasattr(corpus, "to_json") else corpus  # `build` hands it the typed corpus
+        key = hashlib.sha256(json.dumps([data, drills], sort_keys=True).encode()).hexdigest()
         if key not in rendered:
             rendered[key] = render_site(corpus, drills)
         return dict(rendered[key])

@@ -30,13 +30,14 @@ except ImportError:  # no flock on this platform: builds of one folder at once a
     fcntl = None
 
 from dumpgym.errors import BuildFolderError
+from dumpgym.record import Corpus
 from dumpgym.site import render_site
 
 MARKER = ".dumpgym-site"
 MANIFEST_SCHEMA = "dumpgym.site-manifest/1"
 
 
-def build_site(out_dir, corpus: dict, drills: dict) -> list[Path]:
+def build_site(out_dir, corpus: Corpus | dict, drills: dict) -> list[Path]:
     """Write the gym as static files under `out_dir`, replacing only a new path, an empty folder or an unchanged build.
 
     The site is written to a sibling temporary folder and swapped into place in one step, so a rebuild

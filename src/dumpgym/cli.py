@@ -86,14 +86,15 @@ def _cmd_open(args) -> int:
 
 
 def _cmd_build(args) -> int:
-    from dumpgym import build, site
+    from dumpgym import build
+    from dumpgym.inputs import gym_inputs
 
-    data, pool = site.load_inputs(args.corpus)  # a damaged added program is skipped with a warning
+    data, pool = gym_inputs(args.corpus)  # a damaged added program is skipped with a warning
     removed = build.build_site(args.out, data, pool)
     if removed:
         print(printable(f"removed what {len(removed)} interrupted build(s) left beside it: "
                         + " ".join(p.name for p in removed)))
-    programs = sum("variant_of" not in p for p in data["programs"])  # variants at other shapes are not counted
+    programs = len(data.bases)  # variants at other shapes are not counted
     print(printable(f"wrote the gym to {args.out} ({programs} programs)"))
     return 0
 
@@ -144,14 +145,20 @@ def _cmd_export(args) -> int:
 
 def _cmd_drills(args) -> int:
     from dumpgym import drills
-
-    from dumpgym.drills._stored import StoredItems
-    from dumpgym.usercorpus import user_corpus_dir
+    from dumpgym.inputs import load_sources
 
     warn = lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)  # noqa: E731
-    pool = drills.build_pool(_load(args), warn, StoredItems(user_corpus_dir(args.corpus)))
-    json.dump(pool, sys.stdout, indent=1, ensure_ascii=False)
-    print()
+    sources = load_sources(args.corpus)  # as `export` reads them: a damaged added program is an error
+    by_slug = {s.slug: s for s in sources}
+    unknown = [slug for slug in args.slugs if slug not in by_slug]
+    if unknown:
+        raise UsageError(f"unknown program {' '.join(unknown)}; valid slugs: {' '.join(by_slug)}")
+    # Each program's items as they were kept, printed without decoding them (the same bytes as json.dump).
+    parts = drills.kept_pool([by_slug[s] for s in args.slugs] or sources)
+    sys.stdout.flush()
+    drills.write_pool(parts, sys.stdout.buffer, warn)
+    sys.stdout.buffer.write(b"\n")
+    sys.stdout.buffer.flush()
     return 0
 
 

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
+from dumpgym.atomic import write_atomic  # noqa: F401  (callers write through corpus.write_atomic)
 from dumpgym.record import SCHEMA, Corpus, ProgramRecord, upgrade_program
 from dumpgym.target import TARGETS, Target, builtin_targets, target_id
 
@@ -131,23 +130,6 @@ def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:
 def dumps(corpus: dict) -> str:
     """The canonical text of a corpus: what is committed and what `--check` compares."""
     return json.dumps(corpus, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never a half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def check(committed: dict, fresh: dict) -> tuple[list[str], list[str]]:

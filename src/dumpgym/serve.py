@@ -1,7 +1,8 @@
 """`dumpgym serve`: the gym from memory over HTTP, with the standard library and without importing JAX.
 
 The server answers GET and HEAD for the files of `site.site_files` and nothing else (the page is
-rendered before the URL is printed, each listing when the page first fetches it): no
+rendered before the URL is printed, from `inputs.gym_inputs`: each program's kept drill items read,
+each record parsed once; each listing is made when the page first fetches it): no
 directory listings, no paths outside the site, no request bodies read, no code run for the browser.
 It answers only requests addressed to it (the `Host` check that defeats DNS rebinding), on one
 asyncio event loop (standard library only), with a deep listen backlog and a read and a write
@@ -26,7 +27,8 @@ from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
 
 from dumpgym.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
-from dumpgym.site import CSP, SiteFiles, load_inputs, site_files
+from dumpgym.inputs import gym_inputs
+from dumpgym.site import CSP, SiteFiles, site_files
 from dumpgym.terminal import printable
 
 TYPES = {
@@ -70,11 +72,11 @@ class Site:
         """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
         files, made when first asked for): the page is rendered now, each listing when it is first
         asked for (`site.SiteFiles`)."""
-        corpus, drills = load_inputs(corpus_dir)
+        corpus, drills = gym_inputs(corpus_dir)
         files = site_files(corpus, drills, extra)
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
-        return cls(files, programs=sum("variant_of" not in p for p in corpus["programs"]))
+        return cls(files, programs=len(corpus.bases))
 
     def resolve(self, target: str) -> str | None:
         """The site file a request target names, or None for anything outside the site."""

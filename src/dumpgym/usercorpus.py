@@ -170,20 +170,35 @@ def _reason(e: Exception) -> str:
 def read_program(folder: Path, slug: str) -> dict:
     """The record of one added program, validated; raises CorpusFolderError naming the file and field."""
     path = folder / f"{slug}.json"  # `slug` was checked by read_index: it cannot leave the folder
+    value, _ = parsed(path, slug, read_bytes(path, slug))
+    return upgrade_program(value)  # one an earlier release wrote ("dumpgym.corpus/1") reads as corpus/2
+
+
+def read_bytes(path: Path, slug: str) -> bytes:
+    """The bytes of an added program's file; CorpusFolderError if it is missing or cannot be read."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-        record = ProgramRecord.from_json(value)
+        return path.read_bytes()
     except FileNotFoundError:
         raise CorpusFolderError(f"the corpus index lists {slug!r} but {path} is missing; "
-                           f"remove it with 'dumpgym remove {slug}'") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:  # RecordError is a ValueError
+                                f"remove it with 'dumpgym remove {slug}'") from None
+    except OSError as e:
+        raise CorpusFolderError(f"the program file {path} is damaged ({_reason(e)}); "
+                                f"remove it with 'dumpgym remove {slug}'") from None
+
+
+def parsed(path: Path, slug: str, data: bytes) -> tuple[dict, ProgramRecord]:
+    """An added program's record from its file's bytes, as JSON and typed; CorpusFolderError names what is wrong."""
+    try:
+        value = json.loads(data.decode("utf-8"))
+        record = ProgramRecord.from_json(value)
+    except (UnicodeDecodeError, ValueError) as e:  # RecordError is a ValueError
         where = "" if isinstance(e, RecordError) or not isinstance(e, ValueError) else "not JSON: "
         raise CorpusFolderError(f"the program file {path} is damaged ({where}{_reason(e)}); "
-                           f"remove it with 'dumpgym remove {slug}'") from None
+                                f"remove it with 'dumpgym remove {slug}'") from None
     if record.slug != slug:
         raise CorpusFolderError(f"the program file {path} is damaged (it holds {record.slug!r}, not {slug!r}); "
-                           f"remove it with 'dumpgym remove {slug}'")
-    return upgrade_program(value)  # one an earlier release wrote ("dumpgym.corpus/1") reads as corpus/2
+                                f"remove it with 'dumpgym remove {slug}'")
+    return value, record
 
 
 def load_user_programs(corpus_dir=None, warn: Callable[[str], None] | None = None) -> list[dict]:

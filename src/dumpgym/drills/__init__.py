@@ -3,12 +3,15 @@
 A kind is a module in this package that decorates a function with
 `@drill("name", number=..., title=..., aim=...)`; every public module here is imported on first
 use, so adding a kind is adding a file. Modules whose names start with `_` are helpers and
-register nothing; `item.py` is the item type every kind returns. The corpus dict is read into
-`ProgramRecord`s once, in `build_pool`. A kind's per-program weight cap is declared with it
-(`per_program=4, cap_by=("step",)`) and applied here, in `items_for`, and nowhere else. A kind declared
+register nothing; `item.py` is the item type every kind returns. The pool is assembled here, program
+by program: `kept_pool` reads each program's items where they were kept (`_stored.py`) and makes only
+the missing ones, each record parsed then and once; `build_pool` does the same for a corpus dict. A
+kind's per-program weight cap is declared with it (`per_program=4, cap_by=("step",)`) and applied
+here, in `items_for`, and nowhere else. A kind declared
 with `partners=True` (`diff`) is called with a second argument, the records the program forms a pair
 with (its compile with one change, or the program it is that change of: `mlp` and `mlp-f32`), and asks
-nothing of a program without one; it is still a pure function of records.
+nothing of a program without one; it is still a pure function of records (the built-in corpus's, which
+the kept items' key covers).
 """
 from __future__ import annotations
 
@@ -179,27 +182,113 @@ def build_pool(corpus: dict, warn: Callable[[str], None] | None = None, stored=N
     A kind that fails on one program costs that kind on that program only: it is listed in the pool's
     `skipped` (the page says so) and told to `warn` in one line; nothing else is lost. With `stored`
     (`_stored.StoredItems` of the user's corpus folder), an added program's items are read from beside
-    its record when they were made from this record by this code, and kept there when made."""
-    items: list[dict] = []
-    skipped: list[dict] = []
+    its record when they were made from this record (by its canonical JSON) by this code, and kept there
+    when made. `dumpgym drills`, `serve` and `build` read the programs' files instead (`kept_pool`)."""
+    from dumpgym.drills._stored import Kept, record_digest
+
+    parts: list[Kept] = []
     partners = _partners(corpus["programs"])
     for i, program in enumerate(corpus["programs"]):
-        kept = stored.read(program) if stored is not None and program.get("added") else None
+        store = stored if program.get("added") else None
+        key = record_digest(program) if store is not None else ""
+        kept = store.read(program["slug"], key) if store is not None else None
         if kept is None:
-            record = ProgramRecord.from_json(program, f"programs[{i}]")
-            failed: list[Skipped] = []
-            kept = ([item.to_json() for item in items_for(record, failed, partners(program["slug"]))],
-                    [s.to_json() for s in failed])
-            if stored is not None and program.get("added"):
-                stored.write(program, *kept)
-        items += kept[0]
-        skipped += kept[1]
+            kept = _made(ProgramRecord.from_json(program, f"programs[{i}]"), partners(program["slug"]))
+            if store is not None:
+                store.write(program["slug"], key, kept)
+        parts.append(kept)
+    return pool_of(parts, warn)
+
+
+def _made(record: ProgramRecord, partners: tuple[ProgramRecord, ...] = ()):
+    """What is kept of one program's items, made now (`partners`: the records it forms a change pair with)."""
+    from dumpgym.drills._stored import Kept
+
+    failed: list[Skipped] = []
+    items = [item.to_json() for item in items_for(record, failed, partners)]
+    return Kept.of(items, [s.to_json() for s in failed])
+
+
+def kept_pool(sources, warn: Callable[[str], None] | None = None) -> list:
+    """Each program's kept items (`_stored.Kept`), read where this code made them from these bytes, else
+    made (parsing the record then, once) and kept. `sources` are `_stored.ProgramSource`s; one whose
+    record turns out damaged is skipped with a line to `warn` (raised without it)."""
+    from dumpgym.drills._decision_why import builtin_spread
+    from dumpgym.drills._stored import BuiltinStore, builtin_corpus
+    from dumpgym.errors import CorpusFolderError
+
+    parts = []
+    for source in sources:
+        kept = source.store.read(source.slug, source.digest) if source.store is not None else None
+        if kept is None:
+            try:
+                record = source.record()
+            except CorpusFolderError as e:
+                if warn is None:
+                    raise
+                warn(f"skipping {source.slug}: {e}")
+                continue
+            kept = _made(record, () if source.added else _builtin_partners(record))
+            if source.store is not None:
+                kept = source.store.write(source.slug, source.digest, kept)
+        parts.append(kept)
+    store = next((s.store for s in sources if isinstance(s.store, BuiltinStore)), None)
+    if store is not None and store.index() is None:  # the first start of this code: keep what lists the built-ins
+        store.write_index([p.slug for p in builtin_corpus().programs], builtin_spread())
+    return parts
+
+
+def _builtin_partners(record: ProgramRecord) -> tuple[ProgramRecord, ...]:
+    """The built-in records a built-in program forms a change pair with, in corpus order (an added program
+    forms none: `dumpgym add` makes no change pairs)."""
+    from dumpgym.drills._stored import builtin_corpus
+
+    return tuple(p for p in builtin_corpus().programs
+                 if (p.change and p.variant_of == record.slug) or (record.change and p.slug == record.variant_of))
+
+
+def pool_of(parts: list, warn: Callable[[str], None] | None = None) -> dict:
+    """The `dumpgym.drills/2` pool of the programs' kept items, in order; each skipped kind told to `warn`."""
+    items = [item for kept in parts for item in kept.items()]
+    skipped = [s for kept in parts for s in kept.skipped]
+    pool = {"schema": SCHEMA, "kinds": _kinds_of(parts), "items": items}
+    if skipped:  # left out when empty: a pool with nothing skipped prints as before
+        pool["skipped"] = skipped
+    _tell(skipped, warn)
+    return pool
+
+
+def write_pool(parts: list, out, warn: Callable[[str], None] | None = None) -> None:
+    """Write the pool of the programs' kept items to the binary stream `out`, byte for byte as
+    `json.dumps(pool_of(parts), indent=1, ensure_ascii=False)` would, copying the kept text, decoding
+    no item (`dumpgym drills`: a big model's items cost what reading them costs)."""
+    import json
+
+    def dumped(value) -> bytes:
+        return json.dumps(value, indent=1, ensure_ascii=False).encode("utf-8")
+
+    skipped = [s for kept in parts for s in kept.skipped]
+    out.write(dumped({"schema": SCHEMA, "kinds": _kinds_of(parts)})[:-2] + b',\n "items": ')
+    lines = [text for text in (kept.pool_lines() for kept in parts) if len(text)]
+    out.write(b"[\n" if lines else b"[]")
+    for n, text in enumerate(lines):
+        if n:
+            out.write(b",\n")
+        out.write(text)
+    if lines:
+        out.write(b"\n ]")
+    if skipped:
+        out.write(b',\n "skipped": ' + dumped(skipped).replace(b"\n", b"\n "))
+    out.write(b"\n}")
+    _tell(skipped, warn)
+
+
+def _kinds_of(parts: list) -> list[dict]:
+    present = {name for kept in parts for name in kept.kinds}
+    return [k.to_json() for k in sorted((k for k in kinds().values() if k.name in present), key=lambda k: k.number)]
+
+
+def _tell(skipped: list[dict], warn: Callable[[str], None] | None) -> None:
     for s in skipped:
         if warn is not None:
             warn(Skipped(**s).line())
-    present = {item["drill"] for item in items}
-    listed = sorted((k for k in kinds().values() if k.name in present), key=lambda k: k.number)
-    pool = {"schema": SCHEMA, "kinds": [k.to_json() for k in listed], "items": items}
-    if skipped:  # left out when empty: a pool with nothing skipped prints as before
-        pool["skipped"] = skipped
-    return pool

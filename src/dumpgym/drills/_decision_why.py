@@ -162,13 +162,21 @@ def _mark(eqn: EqnFact, pf: ProgramIndex):
 @functools.cache
 def builtin_spread() -> dict[tuple[str, str], int]:
     """(step, answer key) -> how many built-in programs (traced variants counted) give that answer, read from
-    the committed corpus by the steps' own filing rules, once per process."""
-    from dumpgym.corpus import load_builtin
-    from dumpgym.record import ProgramRecord
+    the built-in corpus by the steps' own filing rules, once per process: kept with the built-in items
+    (`_stored.BuiltinStore`), else counted over the built-in records the process has parsed once."""
+    from dumpgym.drills._stored import builtin_corpus, builtin_store
 
+    index = builtin_store().index()
+    if index is not None:
+        return {(step, key): n for step, key, n in index["spread"]}
+    return count_spread(builtin_corpus().programs)
+
+
+def count_spread(programs) -> dict[tuple[str, str], int]:
+    """(step, answer key) -> how many of `programs` (typed records) give that answer."""
     spread: dict[tuple[str, str], int] = {}
-    for data in load_builtin()["programs"]:
-        pf = ProgramIndex.of(ProgramRecord.from_json(data))
+    for program in programs:
+        pf = ProgramIndex.of(program)
         given = {(got[0].step, got[1]) for got in map(lambda e: reading_of(e, pf), pf.running()) if got}
         for key in given:
             spread[key] = spread.get(key, 0) + 1

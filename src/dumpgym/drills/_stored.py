@@ -1,70 +1,264 @@
-"""An added program's drill items, kept beside its record (`SLUG.drills.json`) and made again only when
-the record or the drills' code changes: a user's real-size model is drilled in the time it takes to read
-its items, not to build them.
+"""Each program's drill items, made once and kept: an added program's beside its record (`SLUG.drills.json`),
+the built-in programs' in the user's cache folder; made again only when the record or the code changes.
 
-The file holds the items exactly as `items_for` gives them (JSON), what was skipped, and two digests:
-the program record's (its canonical JSON, as the pool reads it) and the code's (every module that makes
-items). Either differing, the items are made again and the file rewritten; a folder that cannot be
-written to (a read-only corpus) only costs the making.
+A program's items depend on its record, on the code that makes items (`CODE`: the drills and the modules
+they import), and on the built-in corpus (the decisions' weights count its answers: `builtin_spread`).
+So a kept file names the digest of the bytes its record was read from and `code_digest()`, which covers
+the code, dumpgym's version, the numpy and ml_dtypes that name dtypes, and the built-in corpus's bytes;
+either differing, the items are made again and the file rewritten. A stale file is never read; a broken
+one (cut short, edited) is said in one line and made again; a folder that cannot be written to (a
+read-only corpus) only costs the making.
+
+The built-in items are kept in the user's cache folder (`DUMPGYM_CACHE_DIR`, else the platform's), not
+shipped: a shipped pool would have to be rebuilt and committed with every change to any drill kind,
+and a stale one could only be refused at run time anyway; the cache is made by the code that reads it,
+on the first start of that code (what every start used to cost, once). A file holds one line saying
+what it was made from and by, then the items exactly as `json.dumps(pool, indent=1)` lays them out in
+the pool, so `dumpgym drills` prints them as they are read, without decoding them (`Kept.pool_lines`).
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-SCHEMA = "dumpgym.stored-items/1"
+from dumpgym.atomic import write_atomic
+
+SCHEMA = "dumpgym.stored-items/2"
+INDEX_SCHEMA = "dumpgym.stored-builtins/1"
 SUFFIX = ".drills.json"
+CACHE_ENV = "DUMPGYM_CACHE_DIR"
+KEEP_BUILTIN_POOLS = 4  # built-in pools of other code (other releases, other checkouts) kept beside the newest
+
+_ROOT = Path(__file__).resolve().parents[1]  # src/dumpgym
+# Every module whose code decides a program's items: the drills package and what it imports (the test
+# `test_the_code_digest_covers_every_module_the_drills_import` walks the imports to hold this true).
+CODE = ("record.py", "typedjson.py", "primitives.py", "dtypes.py", "opcodes.py", "errors.py", "atomic.py",
+        "__init__.py")  # the package's: it holds dumpgym's `__version__`
+# The committed built-in corpus (`corpus.BUILTIN_PATH`), named here so that the drills import nothing of the
+# stage that builds it.
+BUILTIN = _ROOT / "data" / "corpus.json"
+
+
+def digest(data: bytes) -> str:
+    """The digest a kept file names its record by: sha256 of the bytes it was read from, shortened."""
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+@functools.cache
+def builtin_bytes() -> bytes:
+    """The committed built-in corpus file, read once per process."""
+    return BUILTIN.read_bytes()
+
+
+@functools.cache
+def builtin_corpus():
+    """The built-in corpus as a typed `Corpus`, parsed once per process (the pool, the decisions' spread and
+    the page all read this one)."""
+    from dumpgym.record import Corpus
+
+    return Corpus.from_json(json.loads(builtin_bytes()))
 
 
 @functools.cache
 def code_digest() -> str:
-    """A digest of every module whose code decides a program's items: the drills package and the record."""
-    root = Path(__file__).resolve().parents[1]  # src/dumpgym
-    files = sorted([*root.joinpath("drills").glob("*.py"), *(root / n for n in
-                    ("record.py", "typedjson.py", "primitives.py", "dtypes.py", "target.py"))])
-    h = hashlib.sha256()
-    for path in files:
-        h.update(path.name.encode())
+    """A digest of everything besides a record that decides its items: the code (`CODE` and the drills
+    package; dumpgym's version with it), the numpy and ml_dtypes versions, and the built-in corpus."""
+    from importlib import metadata
+
+    h = hashlib.sha256(SCHEMA.encode())
+    for dist in ("numpy", "ml_dtypes"):
+        try:
+            h.update(f"{dist}={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=none".encode())
+    for path in sorted([*_ROOT.joinpath("drills").glob("*.py"), *(_ROOT / name for name in CODE)]):
+        h.update(path.relative_to(_ROOT).as_posix().encode())
         h.update(path.read_bytes())
+    h.update(builtin_bytes())
     return h.hexdigest()[:16]
 
 
 def record_digest(program: dict) -> str:
-    """A digest of a program record as the pool reads it."""
+    """A digest of a program record given as parsed JSON (`build_pool`'s callers hold no bytes)."""
     text = json.dumps(program, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return digest(text.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One program's items as kept: the kinds they are of, the kinds skipped on it, and the items, as read
+    (`text`: their JSON, UTF-8, laid out as they stand in the pool `json.dumps(pool, indent=1)` prints, a
+    list one level deep) or as just made (`made`, encoded only when written)."""
+
+    kinds: tuple[str, ...]
+    skipped: tuple[dict, ...]
+    text: bytes | memoryview | None = None
+    made: list[dict] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, items: list[dict], skipped: list[dict]) -> "Kept":
+        """What is kept of items just made."""
+        return cls(tuple(dict.fromkeys(item["drill"] for item in items)), tuple(skipped), made=items)
+
+    def items(self) -> list[dict]:
+        """The items (decoded, if read)."""
+        return self.made if self.made is not None else json.loads(bytes(self.text))
+
+    def encoded(self) -> bytes | memoryview:
+        """The items' JSON text as a kept file holds it."""
+        if self.text is not None:
+            return self.text
+        # A JSON string holds no raw newline: every one is layout, and each line after the first goes one deeper.
+        return json.dumps(self.made, indent=1, ensure_ascii=False).replace("\n", "\n ").encode("utf-8")
+
+    def pool_lines(self) -> memoryview:
+        """The items as they stand inside the pool's `items` list, without its brackets (empty for none)."""
+        text = self.encoded()
+        return memoryview(text)[2:-3] if len(text) > 2 else memoryview(b"")  # "[\n" ... "\n ]"
 
 
 class StoredItems:
-    """The stored items of the added programs in one corpus folder."""
+    """The kept items of the programs of one folder, each in `SLUG.drills.json`."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, warn: Callable[[str], None] | None = None):
         self.folder = Path(folder)
+        self.warn = warn
 
-    def _path(self, slug: str) -> Path:
-        return self.folder / f"{slug}{SUFFIX}"  # `slug` was checked when the record was read
+    def path(self, slug: str) -> Path:
+        """Where a program's items are kept (`slug` was checked when its record was listed)."""
+        return self.folder / f"{slug}{SUFFIX}"
 
-    def read(self, program: dict) -> tuple[list[dict], list[dict]] | None:
-        """The program's stored items and skipped kinds, or None when none are stored for this record and code."""
+    def read(self, slug: str, record: str) -> Kept | None:
+        """The program's kept items, or None when none are kept for this record (by its digest) and this code.
+
+        A file that cannot be read as one this module wrote is said through `warn`, in one line."""
+        path = self.path(slug)
         try:
-            stored = json.loads(self._path(program["slug"]).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = path.read_bytes()
+        except OSError:
             return None
-        if not (isinstance(stored, dict) and stored.get("schema") == SCHEMA and stored.get("code") == code_digest()
-                and stored.get("record") == record_digest(program) and isinstance(stored.get("items"), list)
-                and isinstance(stored.get("skipped"), list)):
-            return None
-        return stored["items"], stored["skipped"]
-
-    def write(self, program: dict, items: list[dict], skipped: list[dict]) -> None:
-        """Keep the program's items beside its record; a folder that refuses the write keeps none."""
-        from dumpgym.corpus import write_atomic
-
-        text = json.dumps({"schema": SCHEMA, "code": code_digest(), "record": record_digest(program),
-                           "items": items, "skipped": skipped}, ensure_ascii=False, separators=(",", ":"))
+        cut = data.find(b"\n")
+        head, body = (data, b"") if cut < 0 else (data[:cut], memoryview(data)[cut + 1:])  # the items, not copied
         try:
-            write_atomic(self._path(program["slug"]), text + "\n")
+            meta = json.loads(head)
+            if not isinstance(meta, dict) or not str(meta.get("schema")).startswith(SCHEMA.split("/")[0] + "/"):
+                raise ValueError("not a stored-items file")
+            if meta["schema"] != SCHEMA or meta.get("code") != code_digest() or meta.get("record") != record:
+                return None  # made from another record or by other code: stale, never read
+            if len(body) != meta["bytes"] or hashlib.sha256(body).hexdigest() != meta["sha256"]:
+                raise ValueError("its items are cut short or changed")
+            kept = Kept(tuple(meta["kinds"]), tuple(meta["skipped"]), body)
+        except (ValueError, KeyError, TypeError) as e:  # a JSONDecodeError and a UnicodeDecodeError are ValueErrors
+            if self.warn is not None:
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                self.warn(f"ignoring the damaged drill items file {path} ({why}); making them again")
+            return None
+        return kept
+
+    def write(self, slug: str, record: str, kept: Kept) -> Kept:
+        """Keep the program's items (a folder that refuses the write keeps none); `kept` with its text."""
+        body = bytes(kept.encoded())
+        meta = {"schema": SCHEMA, "code": code_digest(), "record": record, "kinds": list(kept.kinds),
+                "skipped": list(kept.skipped), "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+        head = json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            write_atomic(self.path(slug), head + b"\n" + body)
         except OSError:
             pass
+        return Kept(kept.kinds, kept.skipped, body, kept.made)
+
+
+def cache_dir() -> Path:
+    """The user's cache folder for dumpgym: `DUMPGYM_CACHE_DIR`, else the platform's (`~/.cache/dumpgym`)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("dumpgym"))
+
+
+class BuiltinStore(StoredItems):
+    """The built-in programs' kept items, in a cache folder of this code's own (`builtin-CODE`), with an
+    index of the built-in slugs in order and the decisions' spread, so that a start with everything kept
+    parses no built-in record."""
+
+    def __init__(self, warn: Callable[[str], None] | None = None):
+        super().__init__(cache_dir() / "drills" / f"builtin-{code_digest()}", warn)
+
+    def index(self) -> dict | None:
+        """The kept index (`slugs`, `spread`) of this code, or None."""
+        try:
+            value = json.loads((self.folder / "index.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(value, dict) and value.get("schema") == INDEX_SCHEMA and value.get("code") == code_digest()
+                and isinstance(value.get("slugs"), list) and isinstance(value.get("spread"), list)):
+            return None
+        return value
+
+    def write_index(self, slugs: list[str], spread: dict[tuple[str, str], int]) -> None:
+        """Keep the built-in slugs and the spread, and remove the built-in pools of all but the newest other code."""
+        rows = [[step, key, n] for (step, key), n in sorted(spread.items())]
+        text = json.dumps({"schema": INDEX_SCHEMA, "code": code_digest(), "slugs": slugs, "spread": rows})
+        try:
+            write_atomic(self.folder / "index.json", (text + "\n").encode("utf-8"))
+        except OSError:
+            return
+        others = {}
+        for p in self.folder.parent.iterdir():
+            if p != self.folder and _POOL.fullmatch(p.name):
+                try:
+                    others[p] = p.stat().st_mtime
+                except OSError:  # another start removed it just now
+                    continue
+        for old in sorted(others, key=others.get, reverse=True)[KEEP_BUILTIN_POOLS:]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+_POOL = re.compile(r"builtin-[0-9a-f]{16}")
+
+
+def builtin_store() -> BuiltinStore:
+    """The built-in programs' store for this code in the cache folder (its warnings go to stderr)."""
+    import sys
+
+    return BuiltinStore(lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr))
+
+
+@dataclass
+class ProgramSource:
+    """One program as the pool reads it: its slug, whether the user added it, the digest of the bytes its
+    record came from, where its items are kept, and its typed record, read when first asked for, once."""
+
+    slug: str
+    added: bool
+    digest: str
+    store: StoredItems | None
+    read: Callable[[], object] | None = field(repr=False)
+    _record: object = field(default=None, repr=False)
+
+    def record(self):
+        """The program's `ProgramRecord` (read and checked now if not yet; a damaged one raises)."""
+        if self._record is None:
+            self._record, self.read = self.read(), None  # the bytes it was read from go with the reader
+        return self._record
+
+
+def builtin_sources() -> list[ProgramSource]:
+    """The built-in programs, in the corpus's order; with their items and index kept, no record is parsed."""
+    store = builtin_store()
+    index = store.index()
+    slugs = index["slugs"] if index is not None else [p.slug for p in builtin_corpus().programs]
+    return [ProgramSource(slug, False, "builtin", store, functools.partial(_builtin_record, i))
+            for i, slug in enumerate(slugs)]
+
+
+def _builtin_record(i: int):
+    return builtin_corpus().programs[i]

@@ -1,0 +1,88 @@
+"""What `dumpgym drills`, `serve` and `build` read: the built-in and added programs as sources, and from them
+the typed corpus and the drill pool, with each record parsed at most once per process.
+
+A source (`drills/_stored.ProgramSource`) is a program's file read and digested now, under the folder's
+lock, and its record parsed only when first asked for: when its items are not kept (`drills/_stored.py`)
+or the page needs it. A warm `dumpgym drills` parses none; `serve` and `build` parse each once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from pathlib import Path
+from typing import Callable
+
+from dumpgym.drills import kept_pool, pool_of
+from dumpgym.drills._stored import ProgramSource, StoredItems, builtin_corpus, builtin_sources, digest
+from dumpgym.errors import CorpusFolderError
+from dumpgym.record import SCHEMA, Corpus, ProgramRecord
+from dumpgym.terminal import printable
+from dumpgym.usercorpus import locked, parsed, read_bytes, read_index, user_corpus_dir
+
+
+def load_sources(corpus_dir=None, warn: Callable[[str], None] | None = None) -> list[ProgramSource]:
+    """The built-in programs and then the user's added ones as `_stored.ProgramSource`s: each file read
+    now (under the folder's lock) and its digest taken, each record parsed only when first asked for.
+
+    What `dumpgym drills`, `serve` and `build` read: with every program's items kept, no record is
+    parsed at all. A damaged index, a missing file and an added slug that a built-in program has taken
+    are said through `warn` and skipped (raised without it); a damaged record, when it is parsed.
+    """
+    sources = builtin_sources()
+    taken = {s.slug for s in sources}
+    folder = user_corpus_dir(corpus_dir)
+    if not (folder / "index.json").exists():
+        return sources
+    store = StoredItems(folder, warn)
+
+    def skip(error: CorpusFolderError, what: str) -> None:
+        if warn is None:
+            raise error
+        warn(f"skipping {what}: {error}")
+
+    with locked(folder, exclusive=False):
+        try:
+            slugs = read_index(folder)
+        except CorpusFolderError as e:
+            skip(e, "your added programs")
+            return sources
+        for slug in slugs:
+            path = folder / f"{slug}.json"
+            try:
+                data = read_bytes(path, slug)
+            except CorpusFolderError as e:
+                skip(e, slug)
+                continue
+            if slug in taken:
+                skip(CorpusFolderError(f"{path} has the slug of a built-in program of this release; add it again "
+                                       f"with another --slug, and remove it with 'dumpgym remove {slug}'"), slug)
+                continue
+            read = functools.partial(_added_record, path, slug, data)
+            sources.append(ProgramSource(slug, True, digest(data), store, read))
+    return sources
+
+
+def _added_record(path: Path, slug: str, data: bytes) -> ProgramRecord:
+    """The typed record of an added program's file bytes, marked as added (as `load_corpus` marks them)."""
+    return dataclasses.replace(parsed(path, slug, data)[1], added=True)
+
+
+def gym_inputs(corpus_dir=None, warn: Callable[[str], None] | None = None) -> tuple[Corpus, dict]:
+    """The typed corpus (built-in plus the user's added programs) and its drill pool, each record parsed once
+    and each program's items read where they were kept (`drills/_stored.py`), made only where missing.
+
+    A damaged added program and a drill kind that fails on one program are skipped with a one-line
+    warning (on stderr unless `warn` is given): the page still serves everything else.
+    """
+    warn = warn or (lambda line: print(f"dumpgym: warning: {printable(line)}", file=sys.stderr))
+    sources, records = [], []
+    for source in load_sources(corpus_dir, warn):
+        try:
+            records.append(source.record())
+        except CorpusFolderError as e:  # a damaged added record: the rest are served
+            warn(f"skipping {source.slug}: {e}")
+            continue
+        sources.append(source)
+    corpus = Corpus(SCHEMA, builtin_corpus().jax_version, tuple(records))
+    return corpus, pool_of(kept_pool(sources, warn), warn)

@@ -55,7 +55,7 @@ def made(monkeypatch):
     """The slugs `items_for` makes items of, in order (the count of makings, never a time)."""
     slugs = []
     real = drills.items_for
-    monkeypatch.setattr(drills, "items_for", lambda p, s=None: slugs.append(p.slug) or real(p, s))
+    monkeypatch.setattr(drills, "items_for", lambda p, *rest: slugs.append(p.slug) or real(p, *rest))
     return slugs
 
 

@@ -7,6 +7,7 @@ compile; `hlo_attribution.py` walks it to decide each instruction's equations.
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 
@@ -29,9 +30,15 @@ def defined(line: str) -> tuple[str, str, str] | None:
 
 def opcode_of(instruction) -> str:
     """An instruction's opcode from the bindings' enum, lower case without its `k` (`HloOpcode.kAllReduce`: `allreduce`)."""
-    return str(instruction.opcode).removeprefix("HloOpcode.k").lower()
+    return _opcode_name(instruction.opcode)
 
 
+@functools.lru_cache(maxsize=None)  # one entry per opcode: the pair of compiles asks it of every instruction
+def _opcode_name(opcode) -> str:
+    return str(opcode).removeprefix("HloOpcode.k").lower()
+
+
+@functools.lru_cache(maxsize=4096)  # a module's instructions share few result shapes: each is parsed once
 def _floating(shape_text: str) -> bool:
     """Whether a printed result shape holds floating-point numbers (a tuple: whether any member does)."""
     import numpy as np

@@ -497,13 +497,14 @@ def _same_work(facts: Facts, producers) -> dict[int, int]:
 
     canonical: dict[int, int] = {}
     first_of: dict[tuple, int] = {}
+    literals: dict = {}
 
     def key_of(n: int):
         eqn = facts.jax_eqns[n]
         inputs = []
         for v in eqn.invars:
             if isinstance(v, jex.Literal):
-                inputs.append(("lit", repr(v.val), str(v.aval)))
+                inputs.append(_literal_key(v, literals))
                 continue
             found = producers(v)
             if len(found) != 1:
@@ -523,6 +524,22 @@ def _same_work(facts: Facts, producers) -> dict[int, int]:
         if not list(jaxprs_in_params(facts.jax_eqns[n].params)):
             canon(n)
     return canonical
+
+
+def _literal_key(literal, memo: dict) -> tuple[str, str, str]:
+    """A literal input as `_same_work` keys it: its value's repr and its aval, printed.
+
+    NumPy prints a scalar slowly and a big program holds thousands of the same few (0.0, 1.0, -inf):
+    `memo` keeps one print per type, bit pattern and aval."""
+    import numpy as np
+
+    value = literal.val
+    if not isinstance(value, np.generic):
+        return ("lit", repr(value), str(literal.aval))
+    key = (type(value), value.tobytes(), literal.aval)
+    if key not in memo:
+        memo[key] = ("lit", repr(value), str(literal.aval))
+    return memo[key]
 
 
 def _work_params(eqn) -> str:

@@ -64,7 +64,8 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
         out.append(Instruction(
             ins.line, ins.name, ins.opcode, ins.computation, ins.eqns, ins.via, shape=shapes.setdefault(shape, len(shapes)),
             operands=tuple(line_of[o.name] for o in bound[ins.name].operands()),
-            calls=tuple(CALLS_RE.findall(line)), to_apply=tuple(TO_APPLY_RE.findall(line)), printed_opcode=own,
+            calls=tuple(CALLS_RE.findall(line)) if "calls=" in line else (),
+            to_apply=tuple(TO_APPLY_RE.findall(line)) if "to_apply=" in line else (), printed_opcode=own,
             dot=read_dot(line) if ins.opcode == "dot" else None,
             convolution=read_convolution(line) if ins.opcode == "convolution" else None,
             window=read_window(line) if ins.opcode == "reducewindow" else (),

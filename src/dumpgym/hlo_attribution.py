@@ -10,6 +10,7 @@ a named rule in docs/corpus.md ("How XLA's rewrites are attributed"), proven fro
 """
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 
 from dumpgym.facts import Facts
@@ -24,10 +25,12 @@ _PLUMBING = frozenset({
 })
 
 
-def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr) -> tuple[dict[str, set[int]], dict[str, str]]:
+def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr,
+              flow: "_Dataflow | None" = None) -> tuple[dict[str, set[int]], dict[str, str]]:
     """Each instruction's equations and `via`: its tag; else inferred by dataflow where that is
-    unambiguous; a region's its holder's; else XLA's own."""
-    flow = _Dataflow(facts, closed_jaxpr, sum(1 for n in graph.param_number if graph.computation[n] == graph.entry))
+    unambiguous; a region's its holder's; else XLA's own. `flow`: the jaxpr's `dataflow`, if made already."""
+    flow = (flow or dataflow(facts, closed_jaxpr)).entered_by(
+        sum(1 for n in graph.param_number if graph.computation[n] == graph.entry))
     eqns: dict[str, set[int]] = {}
     via: dict[str, str] = {}
     fused = {c for n, op in graph.opcode.items() if op == "fusion" for c in graph.calls[n]}
@@ -298,6 +301,12 @@ def _common_subexpressions(flow: "_Dataflow", eqns) -> None:
                 eqns[name] = eqns[name] | missing
 
 
+def dataflow(facts: Facts, closed_jaxpr) -> "_Dataflow":
+    """Which equations feed which, as `attribute` reads it: the jaxpr's alone, so `compile_layer` makes it
+    while XLA compiles."""
+    return _Dataflow(facts, closed_jaxpr)
+
+
 class _Dataflow:
     """Which equations feed which, through jit and other containers, over the equations that compute
     (no sub-jaxpr): `fed_by`, `consumers`, `ancestor_bits`, and the program arguments each reads.
@@ -306,7 +315,7 @@ class _Dataflow:
     7,000 equations has tens of millions of (equation, ancestor) pairs, which as sets of ints took
     seconds to build; as ints each union is a hundred machine words."""
 
-    def __init__(self, facts: Facts, closed_jaxpr, entry_parameters: int):
+    def __init__(self, facts: Facts, closed_jaxpr):
         from jax.extend import core as jex
 
         from dumpgym.jax_internals import jaxprs_in_params
@@ -314,8 +323,8 @@ class _Dataflow:
         jax_eqns = facts.jax_eqns
         sources: dict[int, list] = defaultdict(list)  # id(var) -> [("eqn", id, output) | ("arg", k) | var]
         invars = list(closed_jaxpr.jaxpr.invars)
-        # Entry parameter k is argument k when XLA kept them all (jit drops unused ones otherwise).
-        self.arguments_known = len(invars) == entry_parameters
+        self.arguments = len(invars)
+        self.arguments_known = False  # until `entered_by` says how many the compile kept
         for k, v in enumerate(invars):
             sources[id(v)].append(("arg", k))
         self.leaves = set()
@@ -361,6 +370,13 @@ class _Dataflow:
         self._below_any_arg = 0
         for below in self._below_arg.values():
             self._below_any_arg |= below
+
+    def entered_by(self, entry_parameters: int) -> "_Dataflow":
+        """This dataflow read against a compile whose entry takes `entry_parameters` parameters: entry
+        parameter k is argument k when XLA kept them all (jit drops unused ones otherwise)."""
+        out = copy.copy(self)
+        out.arguments_known = self.arguments == entry_parameters
+        return out
 
     def downstream(self, eqns: set[int], arguments: set[int]) -> int:
         """Every equation that depends on these equations or program arguments, as bits, at once (a big

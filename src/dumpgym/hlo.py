@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import platform
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
 from dumpgym.facts import Facts
-from dumpgym.hlo_attribution import attribute, enclosing
+from dumpgym.hlo_attribution import attribute, dataflow, enclosing
 from dumpgym.hlo_facts import with_facts, xla_analyses
 from dumpgym.hlo_graph import CompiledGraph, opcode_of
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
@@ -105,7 +106,12 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
     require_hlo_bindings()
     compile_pair = partial(_compile_for_topology, trace, target) if target.platform in ("tpu", "gpu") \
         else partial(_compile_for_cpu, trace)
-    tagged_compiled, plain_compiled, about = compile_pair()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The jaxpr's dataflow, which attribution reads, needs no compile: it is made on a thread of its
+        # own while XLA compiles (and lets go of Python's lock).
+        flow = pool.submit(dataflow, facts, trace.closed_jaxpr)
+        tagged_compiled, plain_compiled, about = compile_pair()
+        flow = flow.result()
     tagged = tagged_compiled.runtime_executable().hlo_modules()[0]
     plain = plain_compiled.runtime_executable().hlo_modules()[0]
     text = plain_compiled.as_text()
@@ -126,7 +132,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
     lines, roots = _definition_lines(text)
     tagged_name = {p: t for t, p in shown.items()}
     graph = CompiledGraph(tagged_list, {tagged_name[r] for r in roots}, _entry_name(text), facts.eqn_of_tag)
-    eqns, via = attribute(graph, facts, trace.closed_jaxpr)
+    eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
 
     instructions, fusions, unattributed = [], [], 0
     for computation, instruction in tagged_list:
@@ -195,23 +201,24 @@ def _compile_for_cpu(trace, tagged_options=_TAGGED_OPTIONS):
 
     from dumpgym.jax_internals import no_traceback_locations
 
-    # Source locations off, so the text names no file of the machine that built it; lowering a
-    # copy keeps that setting out of JAX's lowering cache for the user's own function.
-    with no_traceback_locations():
-        plain = lower_copy(trace.jax_traced)
-    return (*_compile_both(trace.lowered, plain, tagged_options),
+    def lower_plain():
+        # Source locations off, so the text names no file of the machine that built it; lowering a
+        # copy keeps that setting out of JAX's lowering cache for the user's own function.
+        with no_traceback_locations():
+            return lower_copy(trace.jax_traced)
+
+    return (*_compile_both(trace.lowered, lower_plain, tagged_options),
             {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()})
 
 
 def _compile_both(tagged, plain, tagged_options):
     """XLA's compiles of the tagged and the plain lowerings, at once: XLA compiles on one core and lets go
     of Python's lock meanwhile, so on two cores the pair takes about the time of one (most of `add --hlo`
-    for a big model). The tagged one with `tagged_options`, the plain one with JAX's defaults."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    for a big model). The tagged one with `tagged_options`, the plain one with JAX's defaults. `plain` is
+    a `Lowered`, or a function making it: then it is lowered while the tagged one already compiles."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         other = pool.submit(tagged.compile, compiler_options=tagged_options)
-        plain_compiled = plain.compile()
+        plain_compiled = (plain() if callable(plain) else plain).compile()
         return other.result(), plain_compiled
 
 

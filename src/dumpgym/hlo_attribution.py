@@ -10,6 +10,7 @@ a named rule in docs/corpus.md ("How XLA's rewrites are attributed"), proven fro
 """
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 
 from dumpgym.facts import Facts
@@ -24,10 +25,12 @@ _PLUMBING = frozenset({
 })
 
 
-def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr) -> tuple[dict[str, set[int]], dict[str, str]]:
+def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr,
+              flow: "_Dataflow | None" = None) -> tuple[dict[str, set[int]], dict[str, str]]:
     """Each instruction's equations and `via`: its tag; else inferred by dataflow where that is
-    unambiguous; a region's its holder's; else XLA's own."""
-    flow = _Dataflow(facts, closed_jaxpr, sum(1 for n in graph.param_number if graph.computation[n] == graph.entry))
+    unambiguous; a region's its holder's; else XLA's own. `flow`: the jaxpr's `dataflow`, if made already."""
+    flow = (flow or dataflow(facts, closed_jaxpr)).entered_by(
+        sum(1 for n in graph.param_number if graph.computation[n] == graph.entry))
     eqns: dict[str, set[int]] = {}
     via: dict[str, str] = {}
     fused = {c for n, op in graph.opcode.items() if op == "fusion" for c in graph.calls[n]}
@@ -134,26 +137,31 @@ def _infer(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, name: str) -> 
     opcode = graph.opcode[name]
     before, arguments, loops = graph.sources(name)
     after = graph.after(name)
-    # Equations downstream of this instruction's sources, and not upstream of any of them.
-    between = (flow.leaves - before) & flow.downstream(before, arguments)
-    between -= set().union(*(flow.ancestors[u] for u in before))
+    # Equations downstream of this instruction's sources, and not upstream of any of them (as bits).
+    between = flow.leaf_bits & ~bits_of(before) & flow.downstream(before, arguments)
+    for u in before:
+        between &= ~flow.ancestor_bits[u]
     if not before and not arguments and loops:
         # It reads only what a loop carries from one iteration to the next, so the jaxpr's order says
         # nothing of where it stands: any equation of that loop's body may be it.
-        between = {e for e in flow.leaves if loops & set(enclosing(facts, e))}
+        between = bits_of(e for e in flow.leaves if loops & set(enclosing(facts, e)))
     if opcode == "customcall":
         # A kernel XLA put in place of a stretch of the program (TPU's `online-softmax` for a
         # softmax between two matmuls): it computes every equation between what it reads and what
         # reads it.
-        return between if not after else {e for e in between if any(e in flow.ancestors[d] for d in after)}
+        reaching = 0
+        for d in after:
+            reaching |= flow.ancestor_bits[d]
+        return members(between if not after else between & reaching)
     found: set[int] = set()
     for d in sorted(after):
-        kind = {e for e in (flow.ancestors[d] | {d}) & between if computes(opcode, facts.eqns[e].primitive)}
+        kind = {e for e in members((flow.ancestor_bits[d] | 1 << d) & between)
+                if computes(opcode, facts.eqns[e].primitive)}
         if len(kind) > 1 and not _composed(opcode, kind, flow):
             return set()  # more than one equation could be this one
         found |= kind
     if not after:  # its result leaves the program
-        kind = {e for e in between if computes(opcode, facts.eqns[e].primitive)}
+        kind = {e for e in members(between) if computes(opcode, facts.eqns[e].primitive)}
         found = kind if len(kind) == 1 or _composed(opcode, kind, flow) else set()
     if found:
         return found
@@ -179,8 +187,8 @@ def _composed(opcode: str, kind: set[int], flow: "_Dataflow") -> bool:
     XLA composed into one): each of them feeds the next."""
     if opcode not in DATA_MOVEMENT:
         return False
-    chain = sorted(kind, key=lambda e: len(flow.ancestors[e]))
-    return all(a in flow.ancestors[b] for a, b in zip(chain, chain[1:]))
+    chain = sorted(kind, key=lambda e: flow.ancestor_bits[e].bit_count())
+    return all(flow.ancestor_bits[b] >> a & 1 for a, b in zip(chain, chain[1:]))
 
 
 def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqns, via) -> None:
@@ -246,12 +254,12 @@ def _rewritten_reductions(graph: CompiledGraph, flow: "_Dataflow", facts: Facts,
             continue
         reduction, twin = _REDUCTION_OF_COMBINER.get(combiner_of.get(name), (None, None))
         sources = graph.before(name)
-        candidates = [r for r in sorted(flow.ancestors[tagged]) if r in flow.leaves
+        candidates = [r for r in sorted(members(flow.ancestor_bits[tagged])) if r in flow.leaves
                       and facts.eqns[r].primitive == reduction and flow.reads(r, *sources)]
         if len(candidates) != 1:
             continue
         (r,) = candidates
-        between = {e for e in flow.ancestors[tagged] if r in flow.ancestors[e]} - {r}
+        between = {e for e in members(flow.ancestor_bits[tagged]) if flow.ancestor_bits[e] >> r & 1} - {r}
         if not all(facts.eqns[e].primitive in _BROADCAST_BACK
                    or (facts.eqns[e].primitive == twin and facts.eqns[e].literals) for e in between):
             continue
@@ -293,11 +301,21 @@ def _common_subexpressions(flow: "_Dataflow", eqns) -> None:
                 eqns[name] = eqns[name] | missing
 
 
+def dataflow(facts: Facts, closed_jaxpr) -> "_Dataflow":
+    """Which equations feed which, as `attribute` reads it: the jaxpr's alone, so `compile_layer` makes it
+    while XLA compiles."""
+    return _Dataflow(facts, closed_jaxpr)
+
+
 class _Dataflow:
     """Which equations feed which, through jit and other containers, over the equations that compute
-    (no sub-jaxpr): `fed_by`, `consumers`, `ancestors`, and the program arguments each reads."""
+    (no sub-jaxpr): `fed_by`, `consumers`, `ancestor_bits`, and the program arguments each reads.
 
-    def __init__(self, facts: Facts, closed_jaxpr, entry_parameters: int):
+    Closures over the whole graph are bit sets (a Python int, bit `n` for equation `n`): a program of
+    7,000 equations has tens of millions of (equation, ancestor) pairs, which as sets of ints took
+    seconds to build; as ints each union is a hundred machine words."""
+
+    def __init__(self, facts: Facts, closed_jaxpr):
         from jax.extend import core as jex
 
         from dumpgym.jax_internals import jaxprs_in_params
@@ -305,8 +323,8 @@ class _Dataflow:
         jax_eqns = facts.jax_eqns
         sources: dict[int, list] = defaultdict(list)  # id(var) -> [("eqn", id, output) | ("arg", k) | var]
         invars = list(closed_jaxpr.jaxpr.invars)
-        # Entry parameter k is argument k when XLA kept them all (jit drops unused ones otherwise).
-        self.arguments_known = len(invars) == entry_parameters
+        self.arguments = len(invars)
+        self.arguments_known = False  # until `entered_by` says how many the compile kept
         for k, v in enumerate(invars):
             sources[id(v)].append(("arg", k))
         self.leaves = set()
@@ -342,33 +360,36 @@ class _Dataflow:
         for n in self.leaves:
             for p in self.fed_by[n]:
                 self.consumers[p].add(n)
-        self.ancestors, self.upstream_args, self._below = _closures(list(jax_eqns), self.fed_by, self.args_read)
+        self.leaf_bits = bits_of(self.leaves)
+        self.ancestor_bits, self._below = _closures(list(jax_eqns), self.fed_by)
         # Per program argument, every equation downstream of it; and downstream of any argument.
-        self._below_arg: dict[int, set[int]] = defaultdict(set)
+        self._below_arg: dict[int, int] = defaultdict(int)
         for n, args in self.args_read.items():
             for k in args:
-                self._below_arg[k] |= {n} | self._below[n]
-        self._below_any_arg = set().union(*self._below_arg.values())
+                self._below_arg[k] |= 1 << n | self._below[n]
+        self._below_any_arg = 0
+        for below in self._below_arg.values():
+            self._below_any_arg |= below
 
-    def downstream(self, eqns: set[int], arguments: set[int]) -> set[int]:
-        """Every equation that `follows` these equations or program arguments, at once (a big program asks
-        this of a thousand instructions: one union per source, not a walk per equation)."""
-        if not eqns and not arguments:
-            return set()
-        out = set().union(*(self._below.get(e, ()) for e in eqns))
-        if arguments:
-            out |= (set().union(*(self._below_arg.get(k, ()) for k in arguments)) if self.arguments_known
-                    else self._below_any_arg)
+    def entered_by(self, entry_parameters: int) -> "_Dataflow":
+        """This dataflow read against a compile whose entry takes `entry_parameters` parameters: entry
+        parameter k is argument k when XLA kept them all (jit drops unused ones otherwise)."""
+        out = copy.copy(self)
+        out.arguments_known = self.arguments == entry_parameters
         return out
 
-    def follows(self, e: int, eqns: set[int], arguments: set[int]) -> bool:
-        """Whether equation `e` depends on one of these equations or program arguments."""
-        if not eqns and not arguments:
-            return False  # made from constants alone: what it is cannot be told from its neighbours
-        if self.ancestors[e] & eqns:
-            return True
-        return bool(arguments) and bool(self.upstream_args[e] & arguments if self.arguments_known
-                                        else self.upstream_args[e])
+    def downstream(self, eqns: set[int], arguments: set[int]) -> int:
+        """Every equation that depends on these equations or program arguments, as bits, at once (a big
+        program asks this of a thousand instructions: one union per source, not a walk per equation)."""
+        out = 0
+        for e in eqns:
+            out |= self._below.get(e, 0)
+        if arguments and not self.arguments_known:
+            out |= self._below_any_arg
+        elif arguments:
+            for k in arguments:
+                out |= self._below_arg.get(k, 0)
+        return out
 
     def reads(self, e: int, eqns: set[int], arguments: set[int], through: set[int] = frozenset()) -> bool:
         """Whether `e` reads exactly these equations' results and program arguments (looking through the
@@ -386,39 +407,57 @@ class _Dataflow:
         return args == arguments if self.arguments_known else bool(args) == bool(arguments)
 
 
-def _closures(nodes: list[int], fed_by: dict[int, set[int]], args_read: dict[int, set[int]]):
-    """Each equation's ancestors (everything it depends on, itself too when it lies on a cycle), the program
-    arguments upstream of it, and its descendants, by `fed_by`.
+def _closures(nodes: list[int], fed_by: dict[int, set[int]]) -> tuple[dict[int, int], dict[int, int]]:
+    """Each equation's ancestors (everything it depends on, itself too when it lies on a cycle) and its
+    descendants, by `fed_by`, as bit sets.
 
     A shared sub-jaxpr called twice links its variables to both calls, so the graph may have cycles: it
     is condensed into its strongly connected components, and each component's closure is one union
-    over its neighbours', in dependency order, shared by its members (none of these sets is changed
-    after)."""
-    component, members = _components(nodes, fed_by)
-    preds: list[set[int]] = [set() for _ in members]
+    over its neighbours', in dependency order, shared by its members."""
+    component, members_of = _components(nodes, fed_by)
+    preds: list[set[int]] = [set() for _ in members_of]
     for n in nodes:
         for p in fed_by[n]:
             if component[p] != component[n]:
                 preds[component[n]].add(component[p])
-    succs: list[set[int]] = [set() for _ in members]
+    succs: list[set[int]] = [set() for _ in members_of]
     for c, ps in enumerate(preds):
         for p in ps:
             succs[p].add(c)
-    cyclic = [len(m) > 1 or any(n in fed_by[n] for n in m) for m in members]
-    own_args = [set().union(*(args_read[n] for n in m)) for m in members]
+    own = [bits_of(m) for m in members_of]
+    cyclic = [len(m) > 1 or any(n in fed_by[n] for n in m) for m in members_of]
     # `_components` numbers components so that each comes after every one it depends on.
-    anc: list[set[int]] = []
-    up: list[set[int]] = []
-    for c, m in enumerate(members):
-        anc.append(set(m if cyclic[c] else ()).union(*(members[p] | anc[p] for p in preds[c])))
-        up.append(set(own_args[c] if cyclic[c] else ()).union(*(own_args[p] | up[p] for p in preds[c])))
-    below: list[set[int] | None] = [None] * len(members)
-    for c in reversed(range(len(members))):
-        below[c] = set(members[c] if cyclic[c] else ()).union(*(members[d] | below[d] for d in succs[c]))
-    ancestors = {n: anc[component[n]] for n in nodes}
-    upstream = {n: set(args_read[n]) | up[component[n]] for n in nodes}
-    descendants = {n: below[component[n]] for n in nodes}
-    return ancestors, upstream, descendants
+    anc: list[int] = []
+    for c in range(len(members_of)):
+        bits = own[c] if cyclic[c] else 0
+        for p in preds[c]:
+            bits |= own[p] | anc[p]
+        anc.append(bits)
+    below: list[int] = [0] * len(members_of)
+    for c in reversed(range(len(members_of))):
+        bits = own[c] if cyclic[c] else 0
+        for d in succs[c]:
+            bits |= own[d] | below[d]
+        below[c] = bits
+    return {n: anc[component[n]] for n in nodes}, {n: below[component[n]] for n in nodes}
+
+
+def bits_of(numbers) -> int:
+    """A set of small non-negative ints (equation numbers) as a bit set: bit `n` for each `n`."""
+    bits = 0
+    for n in numbers:
+        bits |= 1 << n
+    return bits
+
+
+def members(bits: int) -> set[int]:
+    """The numbers a bit set holds (`bits_of`'s inverse), found by the string search of its binary digits."""
+    digits = bin(bits)[:1:-1]  # least significant first, without the "0b"
+    out, at = set(), digits.find("1")
+    while at >= 0:
+        out.add(at)
+        at = digits.find("1", at + 1)
+    return out
 
 
 def _components(nodes: list[int], fed_by: dict[int, set[int]]) -> tuple[dict[int, int], list[set[int]]]:
@@ -474,13 +513,14 @@ def _same_work(facts: Facts, producers) -> dict[int, int]:
 
     canonical: dict[int, int] = {}
     first_of: dict[tuple, int] = {}
+    literals: dict = {}
 
     def key_of(n: int):
         eqn = facts.jax_eqns[n]
         inputs = []
         for v in eqn.invars:
             if isinstance(v, jex.Literal):
-                inputs.append(("lit", repr(v.val), str(v.aval)))
+                inputs.append(_literal_key(v, literals))
                 continue
             found = producers(v)
             if len(found) != 1:
@@ -500,6 +540,22 @@ def _same_work(facts: Facts, producers) -> dict[int, int]:
         if not list(jaxprs_in_params(facts.jax_eqns[n].params)):
             canon(n)
     return canonical
+
+
+def _literal_key(literal, memo: dict) -> tuple[str, str, str]:
+    """A literal input as `_same_work` keys it: its value's repr and its aval, printed.
+
+    NumPy prints a scalar slowly and a big program holds thousands of the same few (0.0, 1.0, -inf):
+    `memo` keeps one print per type, bit pattern and aval."""
+    import numpy as np
+
+    value = literal.val
+    if not isinstance(value, np.generic):
+        return ("lit", repr(value), str(literal.aval))
+    key = (type(value), value.tobytes(), literal.aval)
+    if key not in memo:
+        memo[key] = ("lit", repr(value), str(literal.aval))
+    return memo[key]
 
 
 def _work_params(eqn) -> str:

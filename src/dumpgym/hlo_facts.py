@@ -13,7 +13,6 @@ condition's ROOT, as XLA links it.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 
@@ -61,10 +60,12 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
             raise RuntimeError(f"compiled HLO line {ins.line} does not define %{ins.name}")
         _, shape, opcode = found
         own = opcode if printed.setdefault(ins.opcode, opcode) != opcode else ""
-        out.append(dataclasses.replace(
-            ins, shape=shapes.setdefault(shape, len(shapes)),
+        # Made whole, not `dataclasses.replace`d: a big compile has tens of thousands of instructions.
+        out.append(Instruction(
+            ins.line, ins.name, ins.opcode, ins.computation, ins.eqns, ins.via, shape=shapes.setdefault(shape, len(shapes)),
             operands=tuple(line_of[o.name] for o in bound[ins.name].operands()),
-            calls=tuple(CALLS_RE.findall(line)), to_apply=tuple(TO_APPLY_RE.findall(line)), printed_opcode=own,
+            calls=tuple(CALLS_RE.findall(line)) if "calls=" in line else (),
+            to_apply=tuple(TO_APPLY_RE.findall(line)) if "to_apply=" in line else (), printed_opcode=own,
             dot=read_dot(line) if ins.opcode == "dot" else None,
             convolution=read_convolution(line) if ins.opcode == "convolution" else None,
             window=read_window(line) if ins.opcode == "reducewindow" else (),

@@ -7,6 +7,7 @@ compile; `hlo_attribution.py` walks it to decide each instruction's equations.
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 
@@ -29,9 +30,17 @@ def defined(line: str) -> tuple[str, str, str] | None:
 
 def opcode_of(instruction) -> str:
     """An instruction's opcode from the bindings' enum, lower case without its `k` (`HloOpcode.kAllReduce`: `allreduce`)."""
-    return str(instruction.opcode).removeprefix("HloOpcode.k").lower()
+    # By the member's name (`kAllReduce`), a plain string: hashing the enum member itself, or printing it,
+    # runs Python code, and the pair of compiles asks this of every instruction several times.
+    return _opcode_name(instruction.opcode._name_)
 
 
+@functools.lru_cache(maxsize=None)
+def _opcode_name(member: str) -> str:
+    return member.removeprefix("k").lower()
+
+
+@functools.lru_cache(maxsize=4096)  # a module's instructions share few result shapes: each is parsed once
 def _floating(shape_text: str) -> bool:
     """Whether a printed result shape holds floating-point numbers (a tuple: whether any member does)."""
     import numpy as np
@@ -77,12 +86,15 @@ class CompiledGraph:
             self.computation[name] = computation
             self.operands[name] = [o.name for o in instruction.operands()]
             self.users[name] = [u.name for u in instruction.users()]
-            self.calls[name] = CALLS_RE.findall(printed)
+            # Each pattern only where its attribute is printed at all: most instructions name no computation.
+            self.calls[name] = CALLS_RE.findall(printed) if "calls=" in printed else []
             self.members[computation].append(name)
-            for region in TO_APPLY_RE.findall(printed):
-                self.holders[region].append(name)
-            for loop_computation in _LOOP_RE.findall(printed):
-                self.loop_of[loop_computation] = name
+            if "to_apply=" in printed:
+                for region in TO_APPLY_RE.findall(printed):
+                    self.holders[region].append(name)
+            if "body=" in printed or "condition=" in printed:
+                for loop_computation in _LOOP_RE.findall(printed):
+                    self.loop_of[loop_computation] = name
             if self.opcode[name] == "fusion":
                 for callee in self.calls[name]:
                     self.callers[callee].append(name)

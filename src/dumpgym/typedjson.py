@@ -37,12 +37,19 @@ class TypedRecord:
     def to_json(self) -> dict:
         """The record as the export writes it."""
         out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in self.OMIT_DEFAULT and value == _default(f):
+        for name, omit, f in _fields_to_write(type(self)):
+            value = getattr(self, name)
+            if omit and value == _default(f):
                 continue
-            out[f.name] = _json(value)
+            out[name] = value if type(value) in _SCALARS else _json(value)
         return out
+
+
+@cache
+def _fields_to_write(cls) -> tuple[tuple[str, bool, dataclasses.Field], ...]:
+    """A record class's fields in declaration order, each with whether it is left out at its default:
+    worked out once per class, not once per record (a big program writes a hundred thousand records)."""
+    return tuple((f.name, f.name in cls.OMIT_DEFAULT, f) for f in dataclasses.fields(cls))
 
 
 def _default(f: dataclasses.Field):
@@ -50,13 +57,17 @@ def _default(f: dataclasses.Field):
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
+# Values written as they are: checked by exact type first, as most of a record's values are one of these.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _json(value):
     if isinstance(value, TypedRecord):
         return value.to_json()
     if isinstance(value, tuple):
-        return [_json(v) for v in value]
+        return [v if type(v) in _SCALARS else _json(v) for v in value]
     if isinstance(value, dict):
-        return {k: _json(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else _json(v) for k, v in value.items()}
     return value
 
 

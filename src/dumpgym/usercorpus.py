@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import json
 import os
@@ -311,10 +312,17 @@ def _raised_while_tracing(error: BaseException) -> bool:
 
 
 def _check_slug_free(slug: str, folder: Path) -> None:
+    if slug in _builtin_slugs() or slug in read_index(folder):
+        raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug")
+
+
+@functools.cache
+def _builtin_slugs() -> frozenset[str]:
+    """The built-in corpus's slugs, read once a process: an add asks before it traces and again under the
+    write lock, and the committed corpus (megabytes of JSON) does not change between the two."""
     from dumpgym.corpus import load_builtin
 
-    if slug in {p["slug"] for p in load_builtin()["programs"]} or slug in read_index(folder):
-        raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug")
+    return frozenset(p["slug"] for p in load_builtin()["programs"])
 
 
 def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: str | None = None,

@@ -40,7 +40,9 @@ export function registerPath(root, summary, progress, notify) {
   const open = new Set(targets.filter((el) => el.querySelector('a')).map((el) => el.dataset.drill));
 
   const labelOf = (el) => el.closest('[data-chapter]').dataset.chapterLabel;
-  const nameOf = (el) => el.querySelector('a').textContent.trim().replace(/\s+/g, ' ');
+  // A target in a kind without items names its kind (it has no link, and can still be reached by an
+  // imported record's streaks).
+  const nameOf = (el) => el.querySelector('a')?.textContent.trim().replace(/\s+/g, ' ') ?? el.dataset.drill;
 
   /** Point "next" at the most overdue review, else the first target not reached, in path order. */
   function showNext(unmet) {

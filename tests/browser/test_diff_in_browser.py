@@ -16,7 +16,16 @@ def paired_url(serve_pool, whole_corpus):
     from dumpgym.drills import build_pool
 
     corpus = {**whole_corpus, "programs": [p for p in whole_corpus["programs"] if p["slug"] in PAIRS]}
-    with serve_pool("diff-pairs-site", corpus, build_pool(corpus)) as url:
+    pool = build_pool(corpus)
+    # Two items of each answer form, weighed alike: the page's draw, however it falls, shows every form
+    # within the test's 40 questions (the whole pool's few tapped sets and light choices made it chance).
+    kept, per_form = [], {}
+    for item in pool["items"]:
+        if item["drill"] == "diff" and per_form.get(item["answer"]["form"], 0) < 2:
+            per_form[item["answer"]["form"]] = per_form.get(item["answer"]["form"], 0) + 1
+            kept.append({**item, "weight": 1.0})
+    assert set(per_form) == {"typed", "lines", "choice"}
+    with serve_pool("diff-pairs-site", corpus, {**pool, "items": kept}) as url:
         yield url
 
 

@@ -80,11 +80,10 @@ class ProgramView:
 @dataclass(frozen=True)
 class ChangeView:
     """A compile of a program with one change, as the "one change" section's picker offers it: the changed
-    record's slug, its base's slug and title, the change in words, and the compile targets both have."""
+    record's slug, its base's slug, the change in words, and the compile targets both have."""
 
     slug: str
     base: str
-    title: str
     change: str
     targets: tuple[CompileTarget, ...]
 
@@ -99,7 +98,7 @@ def change_views(corpus: Corpus) -> list[ChangeView]:
         base = bases[p.variant_of]
         common = {t for t in _compiled_layers(base) if t in _compiled_layers(p)}
         if common:
-            views.append(ChangeView(p.slug, base.slug, base.title, p.change, tuple(_targets(common))))
+            views.append(ChangeView(p.slug, base.slug, p.change, tuple(_targets(common))))
     return views
 
 

@@ -6,6 +6,7 @@
 import { html, plural, render } from './html.js';
 import { getJSON, hloURL, listingMarkup, onScreen, typing } from './data.js';
 import { scrollIntoBox } from './scroll.js';
+import { duration, si } from './xray-cost.js';
 
 const SIDES = ['base', 'changed'];
 const MARKS = { appeared: 'add', vanished: 'del', modified: 'mod' };
@@ -14,21 +15,6 @@ const CATEGORY_WORDS = { collective: 'collectives', copy: 'copies', fusion: 'fus
 
 /** The URL of one change's two compiles side by side for a compile target id. */
 export const changeURL = (slug, target) => `data/change/${encodeURIComponent(target)}/${encodeURIComponent(slug)}.json`;
-
-/** "1.2 µs", "340 ns", "2.1 ms": a roofline time as people say it. */
-export function seconds(s) {
-  if (s >= 1e-3) return `${(s * 1e3).toPrecision(3)} ms`;
-  if (s >= 1e-6) return `${(s * 1e6).toPrecision(3)} µs`;
-  return `${(s * 1e9).toPrecision(3)} ns`;
-}
-
-/** "4.19 MB", "512 B": a byte count. */
-export function bytes(n) {
-  if (n >= 1e9) return `${(n / 1e9).toPrecision(3)} GB`;
-  if (n >= 1e6) return `${(n / 1e6).toPrecision(3)} MB`;
-  if (n >= 1e3) return `${(n / 1e3).toPrecision(3)} KB`;
-  return `${n} B`;
-}
 
 /** "2.0× slower", "1.5× faster", "the same": how the changed figure compares with the base's. */
 function ratio(a, b, more = 'more', less = 'less') {
@@ -181,8 +167,8 @@ class ChangeSection {
     const counts = Object.entries(d.counts).filter(([, [a, b]]) => a || b)
       .map(([c, [a, b]]) => line(CATEGORY_WORDS[c] ?? c, a, b, String, a === b ? '' : `${b > a ? '+' : '−'}${Math.abs(b - a)}`));
     const memory = Object.entries(d.memory).filter(([, [a, b]]) => a || b)
-      .map(([name, [a, b]]) => line(name.replaceAll('_', ' '), a, b, bytes));
-    const time = d.seconds ? line('estimated time', d.seconds[0], d.seconds[1], seconds, ratio(d.seconds[0], d.seconds[1], 'longer', 'shorter')) : '';
+      .map(([name, [a, b]]) => line(name.replaceAll('_', ' '), a, b, (n) => si(n, 'B')));
+    const time = d.seconds ? line('estimated time', d.seconds[0], d.seconds[1], duration, ratio(d.seconds[0], d.seconds[1], 'longer', 'shorter')) : '';
     return html`<p><b>${d.change}</b>: of the instructions that run, ${d.kept} are alike, ${plural(d.modified.length, 'changed', 'changed')}, ${
       plural(d.appeared.length, 'appeared', 'appeared')} and ${plural(d.vanished.length, 'vanished', 'vanished')}.${
       d.seconds ? '' : html` <span class="fine">No estimated time: this layer's chip has no published peaks (a host CPU's depend on the machine).</span>`}</p>

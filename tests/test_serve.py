@@ -192,7 +192,7 @@ def test_a_busy_port_is_one_clear_error_said_before_rendering(server, monkeypatc
     def render(cls, corpus_dir=None):
         raise AssertionError("serve() rendered the gym before finding its port taken")
 
-    monkeypatch.setattr(serve.Site, "build", classmethod(render))
+    monkeypatch.setattr(serve.Site, "start", classmethod(render))
     port = server.server_address[1]
     with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
         serve.serve(port=port)
@@ -226,7 +226,7 @@ def test_a_render_that_fails_frees_the_port(monkeypatch):
     def render(cls, corpus_dir=None):
         raise RuntimeError("the render failed")
 
-    monkeypatch.setattr(serve.Site, "build", classmethod(render))
+    monkeypatch.setattr(serve.Site, "start", classmethod(render))
     with socket.create_server(("127.0.0.1", 0)) as probe:
         port = probe.getsockname()[1]
     with pytest.raises(RuntimeError, match="the render failed"):

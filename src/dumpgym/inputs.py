@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from dumpgym.drills import kept_pool, pool_of
+from dumpgym.drills import kept_parts, kept_pool, pool_of, tell_skipped
 from dumpgym.drills._stored import ProgramSource, StoredItems, builtin_corpus, builtin_sources, digest
 from dumpgym.errors import CorpusFolderError
 from dumpgym.record import SCHEMA, Corpus, ProgramRecord
@@ -75,6 +75,44 @@ def gym_inputs(corpus_dir=None, warn: Callable[[str], None] | None = None) -> tu
     A damaged added program and a drill kind that fails on one program are skipped with a one-line
     warning (on stderr unless `warn` is given): the page still serves everything else.
     """
+    start = gym_start(corpus_dir, warn)
+    return start.corpus, start.whole_pool()
+
+
+@dataclasses.dataclass
+class GymStart:
+    """The gym as far as it is there at once: the typed corpus, the pool of the programs whose items were
+    kept (`pool`), and the programs whose items are still to make (`pending`, slugs in corpus order);
+    `whole_pool()` makes those (keeping them) and gives the pool of every program. `serve` answers with
+    the first while a worker makes the second: an add or an upgrade costs the page no wait."""
+
+    corpus: Corpus
+    pool: dict
+    pending: tuple[str, ...]
+    _sources: list[ProgramSource] = dataclasses.field(repr=False)
+    _parts: list = dataclasses.field(repr=False)  # each source's kept items, None where still to make
+    _warn: Callable[[str], None] = dataclasses.field(repr=False)
+    _whole: dict | None = dataclasses.field(default=None, repr=False)
+
+    def whole_pool(self) -> dict:
+        """The pool of every program, in corpus order: the pending programs' items made now and kept (once)."""
+        if self._whole is None:
+            if not self.pending:
+                self._whole = self.pool
+            else:
+                todo = [s for s, kept in zip(self._sources, self._parts) if kept is None]
+                made = kept_pool(todo, self._warn)  # every record is parsed already: none is skipped
+                tell_skipped(made, self._warn)
+                rest = iter(made)
+                self._whole = pool_of([kept if kept is not None else next(rest) for kept in self._parts])
+        return self._whole
+
+
+def gym_start(corpus_dir=None, warn: Callable[[str], None] | None = None) -> GymStart:
+    """The typed corpus, each record parsed once, and the pool of the programs whose items are kept; the
+    rest (after an add, or an upgrade: no items kept) are made by `GymStart.whole_pool`, when asked.
+
+    Warnings as `gym_inputs`'s (a kind skipped on a program is told once, by whichever pool holds it)."""
     warn = warn or (lambda line: print(f"dumpgym: warning: {printable(line)}", file=sys.stderr))
     sources, records = [], []
     for source in load_sources(corpus_dir, warn):
@@ -85,4 +123,7 @@ def gym_inputs(corpus_dir=None, warn: Callable[[str], None] | None = None) -> tu
             continue
         sources.append(source)
     corpus = Corpus(SCHEMA, builtin_corpus().jax_version, tuple(records))
-    return corpus, pool_of(kept_pool(sources, warn), warn)
+    parts = kept_parts(sources)
+    pending = tuple(s.slug for s, kept in zip(sources, parts) if kept is None)
+    pool = pool_of([kept for kept in parts if kept is not None], warn)
+    return GymStart(corpus, pool, pending, sources, parts, warn)

@@ -1,8 +1,9 @@
 """`dumpgym serve`: the gym from memory over HTTP, with the standard library and without importing JAX.
 
 The server answers GET and HEAD for the files of `site.site_files` and nothing else (the page is
-rendered before the URL is printed, from `inputs.gym_inputs`: each program's kept drill items read,
-each record parsed once; each listing is made when the page first fetches it): no
+rendered before the URL is printed, from `inputs.gym_start`: each program's kept drill items read,
+each record parsed once, and the items not kept made after, in a thread; each listing is made when
+the page first fetches it): no
 directory listings, no paths outside the site, no request bodies read, no code run for the browser.
 It answers only requests addressed to it (the `Host` check that defeats DNS rebinding), on one
 asyncio event loop (standard library only), with a deep listen backlog and a read and a write
@@ -18,8 +19,9 @@ import ipaddress
 import socket
 import sys
 import threading
+import time
 import webbrowser
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
 from functools import lru_cache
@@ -27,7 +29,7 @@ from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
 
 from dumpgym.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
-from dumpgym.inputs import gym_inputs
+from dumpgym.inputs import gym_start
 from dumpgym.site import CSP, SiteFiles, site_files
 from dumpgym.terminal import printable
 
@@ -70,10 +72,26 @@ class Site:
     @classmethod
     def build(cls, corpus_dir=None, extra=None) -> "Site":
         """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
-        files, made when first asked for): the page is rendered now, each listing when it is first
-        asked for (`site.SiteFiles`)."""
-        corpus, drills = gym_inputs(corpus_dir)
-        files = site_files(corpus, drills, extra)
+        files, made when first asked for), every program's drill items made if not kept: the page is
+        rendered now, each listing when it is first asked for (`site.SiteFiles`)."""
+        start = gym_start(corpus_dir)
+        return cls._rendered(start.corpus, start.whole_pool(), extra)
+
+    @classmethod
+    def start(cls, corpus_dir=None, extra=None) -> tuple["Site", Callable[[], "Site"] | None]:
+        """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
+        (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), a function that makes
+        them (keeping them) and gives the whole gym, to swap in when done. Until then the page says whose
+        items are being made, and asks `data/drills/pending.json` until it lists none."""
+        start = gym_start(corpus_dir)
+        if not start.pending:
+            return cls._rendered(start.corpus, start.pool, extra), None
+        return (cls._rendered(start.corpus, start.pool, extra, start.pending),
+                lambda: cls._rendered(start.corpus, start.whole_pool(), extra, ()))
+
+    @classmethod
+    def _rendered(cls, corpus, drills, extra, pending=None) -> "Site":
+        files = site_files(corpus, drills, extra, pending)
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         return cls(files, programs=len(corpus.bases))
@@ -363,12 +381,16 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     printing its URL (with `start`, the path of the page to open first).
 
     The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
-    browser that connects early waits in the listen backlog until the gym is there.
+    browser that connects early waits in the listen backlog until the gym is there. Drill items that
+    are not kept (after an add, or an upgrade) are made by a thread after the URL is printed, and the
+    whole gym swapped in when they are (`Site.start`): the page says so meanwhile.
     """
     server = _bind(Site({}), host, port)
     try:
-        server.site = Site.build(corpus_dir) if extra is None else Site.build(corpus_dir, extra)
+        server.site, rest = Site.start(corpus_dir) if extra is None else Site.start(corpus_dir, extra)
         _announce(server, host, start)
+        if rest is not None:
+            _finish_later(server, rest)
         if open_browser:
             webbrowser.open(url_of(server) + start)
         server.serve_forever()
@@ -376,3 +398,18 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         print("dumpgym: stopped", file=sys.stderr)
     finally:
         server.server_close()
+
+
+def _finish_later(server: GymServer, rest: Callable[[], Site]) -> None:
+    """Make the rest of the gym in a thread and swap it in (one assignment: a request in flight keeps the
+    site it began with); said on stderr when it starts and when it is done."""
+    print("dumpgym: making the drill items that are not kept yet (the first start after an add or an upgrade); "
+          "the page says so until they are ready", file=sys.stderr, flush=True)
+
+    def finish() -> None:
+        began = time.perf_counter()
+        server.site = rest()
+        print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr, flush=True)
+
+    # A daemon: Ctrl-C does not wait for it, and a kept file is written whole or not at all (atomic writes).
+    threading.Thread(target=finish, name="dumpgym-drills", daemon=True).start()

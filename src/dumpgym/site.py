@@ -31,6 +31,7 @@ from dumpgym.target import TARGETS, CompileTarget, Target
 PROGRESS_KEY = "dumpgym.progress/2"
 CHANGE_SCHEMA = "dumpgym.change/1"
 REFERENCE_SCHEMA = "dumpgym.reference/1"
+PENDING_SCHEMA = "dumpgym.drills-pending/1"
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "object-src 'none'; base-uri 'none'; form-action 'none'"
@@ -356,9 +357,14 @@ class SiteFiles(Mapping):
         return len(self._makers)
 
 
-def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None) -> SiteFiles:
+def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None,
+               pending: tuple[str, ...] | None = None) -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
-    its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder)."""
+    its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder).
+
+    With `pending` (`serve` while it makes the items an add or an upgrade left unkept), `drills` holds the
+    other programs' items only: the page says whose are still being made, and `data/drills/pending.json`
+    lists them (empty in the site `serve` swaps in once they are made), which the page asks until it is."""
     # Callers hold the corpus as the JSON they loaded; it is read (and validated) here, once.
     record = corpus if isinstance(corpus, Corpus) else Corpus.from_json(corpus)
     cards, anchors = _op_cards(record)
@@ -378,7 +384,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
             corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
             first=first_step(kinds),
             totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
-            progress_key=PROGRESS_KEY, fluency=FLUENCY,
+            progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (),
         ).encode("utf-8")
 
     makers: dict[str, Callable[[], bytes]] = {
@@ -396,6 +402,8 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
     for entry in (static / "vendor").iterdir():  # third-party modules, copied verbatim (scripts/vendor-*)
         if entry.is_file() and entry.name.endswith(".js"):
             makers[f"static/vendor/{entry.name}"] = entry.read_bytes
+    if pending is not None:
+        makers["data/drills/pending.json"] = lambda: _json({"schema": PENDING_SCHEMA, "pending": list(pending)})
     makers.update(extra or {})
     return SiteFiles(makers)
 

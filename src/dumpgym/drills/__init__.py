@@ -4,8 +4,8 @@ A kind is a module in this package that decorates a function with
 `@drill("name", number=..., title=..., aim=...)`; every public module here is imported on first
 use, so adding a kind is adding a file. Modules whose names start with `_` are helpers and
 register nothing; `item.py` is the item type every kind returns. The pool is assembled here, program
-by program: `kept_pool` reads each program's items where they were kept (`_stored.py`) and makes only
-the missing ones, each record parsed then and once; `build_pool` does the same for a corpus dict. A
+by program: `kept_pool` reads each program's items where they were kept (`_stored.py`, `kept_parts`) and
+makes only the missing ones, each record parsed then and once; `build_pool` does the same for a corpus dict. A
 kind's per-program weight cap is declared with it (`per_program=4, cap_by=("step",)`) and applied
 here, in `items_for`, and nowhere else. A kind declared
 with `partners=True` (`diff`) is called with a second argument, the records the program forms a pair
@@ -209,17 +209,24 @@ def _made(record: ProgramRecord, partners: tuple[ProgramRecord, ...] = ()):
     return Kept.of(items, [s.to_json() for s in failed])
 
 
-def kept_pool(sources, warn: Callable[[str], None] | None = None) -> list:
+def kept_parts(sources) -> list:
+    """Each program's kept items (`_stored.Kept`) where this code made them from these bytes, else None:
+    nothing is made and no record parsed (`serve` answers with these while it makes the rest)."""
+    return [source.store.read(source.slug, source.digest) if source.store is not None else None
+            for source in sources]
+
+
+def kept_pool(sources, warn: Callable[[str], None] | None = None, parts: list | None = None) -> list:
     """Each program's kept items (`_stored.Kept`), read where this code made them from these bytes, else
     made (parsing the record then, once) and kept. `sources` are `_stored.ProgramSource`s; one whose
-    record turns out damaged is skipped with a line to `warn` (raised without it)."""
+    record turns out damaged is skipped with a line to `warn` (raised without it). `parts`: what
+    `kept_parts(sources)` read already (its Nones are made)."""
     from dumpgym.drills._decision_why import builtin_spread
     from dumpgym.drills._stored import BuiltinStore, builtin_corpus
     from dumpgym.errors import CorpusFolderError
 
-    parts = []
-    for source in sources:
-        kept = source.store.read(source.slug, source.digest) if source.store is not None else None
+    out = []
+    for source, kept in zip(sources, kept_parts(sources) if parts is None else parts):
         if kept is None:
             try:
                 record = source.record()
@@ -231,11 +238,11 @@ def kept_pool(sources, warn: Callable[[str], None] | None = None) -> list:
             kept = _made(record, () if source.added else _builtin_partners(record))
             if source.store is not None:
                 kept = source.store.write(source.slug, source.digest, kept)
-        parts.append(kept)
+        out.append(kept)
     store = next((s.store for s in sources if isinstance(s.store, BuiltinStore)), None)
     if store is not None and store.index() is None:  # the first start of this code: keep what lists the built-ins
         store.write_index([p.slug for p in builtin_corpus().programs], builtin_spread())
-    return parts
+    return out
 
 
 def _builtin_partners(record: ProgramRecord) -> tuple[ProgramRecord, ...]:
@@ -254,7 +261,7 @@ def pool_of(parts: list, warn: Callable[[str], None] | None = None) -> dict:
     pool = {"schema": SCHEMA, "kinds": _kinds_of(parts), "items": items}
     if skipped:  # left out when empty: a pool with nothing skipped prints as before
         pool["skipped"] = skipped
-    _tell(skipped, warn)
+    tell_skipped(parts, warn)
     return pool
 
 
@@ -280,7 +287,7 @@ def write_pool(parts: list, out, warn: Callable[[str], None] | None = None) -> N
     if skipped:
         out.write(b',\n "skipped": ' + dumped(skipped).replace(b"\n", b"\n "))
     out.write(b"\n}")
-    _tell(skipped, warn)
+    tell_skipped(parts, warn)
 
 
 def _kinds_of(parts: list) -> list[dict]:
@@ -288,7 +295,8 @@ def _kinds_of(parts: list) -> list[dict]:
     return [k.to_json() for k in sorted((k for k in kinds().values() if k.name in present), key=lambda k: k.number)]
 
 
-def _tell(skipped: list[dict], warn: Callable[[str], None] | None) -> None:
-    for s in skipped:
+def tell_skipped(parts: list, warn: Callable[[str], None] | None) -> None:
+    """Tell `warn` of each kind skipped on a program of these kept items, in one line each."""
+    for s in (s for kept in parts for s in kept.skipped):
         if warn is not None:
             warn(Skipped(**s).line())

@@ -3,6 +3,7 @@ import { registerNotices } from './notice.js';
 import { Progress, registerProgressTools } from './streaks.js';
 import { registerPath } from './path.js';
 import { registerDrills } from './drill.js';
+import { registerPending } from './pending.js';
 import { registerDueCounts } from './schedule.js';
 import { registerMastery } from './mastery.js';
 import { registerCorpus } from './corpus.js';
@@ -46,6 +47,7 @@ registerPath($('#path'), $('[data-summary]'), progress, notify);
 // The drills open on what the path's "next" points at.
 const drills = registerDrills($('#drills'), progress, $('#path [data-next]')?.dataset.openDrill);
 registerDueCounts($('#drills'), progress);
+registerPending($('[data-drills-pending]'));
 registerMastery($('#mastery'), progress, drills);
 wireXrayLater($('#xray'));
 wireChangeLater($('#change'));

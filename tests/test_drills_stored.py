@@ -2,6 +2,7 @@
 programs' in the cache folder) and made again only when the record, the code or the built-in corpus
 changes: `drills`, `serve` and `build` read a big model's items instead of building them, and parse no
 record whose items are kept."""
+import dataclasses
 import io
 import json
 import os
@@ -15,7 +16,7 @@ import dumpgym
 from dumpgym import cli, drills, serve, typedjson
 from dumpgym.drills import _stored, build_pool, kept_pool, pool_of, write_pool
 from dumpgym.site import load_inputs
-from dumpgym.inputs import gym_inputs, load_sources
+from dumpgym.inputs import gym_inputs, gym_start, load_sources
 from dumpgym.usercorpus import load_corpus
 
 
@@ -265,3 +266,52 @@ def test_the_built_in_corpus_digested_is_the_one_the_gym_reads():
     from dumpgym.corpus import BUILTIN_PATH
 
     assert _stored.BUILTIN == BUILTIN_PATH and _stored.builtin_bytes() == BUILTIN_PATH.read_bytes()
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    """A cache folder of this test's own, empty: no built-in items kept (as after an upgrade)."""
+    monkeypatch.setenv(_stored.CACHE_ENV, str(tmp_path / "empty-cache"))
+
+
+def test_a_start_with_nothing_kept_makes_nothing_until_the_whole_pool_is_asked(folder, made, empty_cache):
+    start = gym_start(folder)
+    slugs = [p.slug for p in start.corpus.programs]
+    assert made == [] and start.pending == tuple(slugs) and slugs[-1] == "mine"
+    assert start.pool["items"] == [] and start.pool["kinds"] == [] and not list(folder.glob("*.drills.json"))
+    stages = []
+    whole = start.whole_pool(lambda pool, pending: stages.append((pool, pending)))
+    # The built-in programs' items first, handed over before mine are made; then mine.
+    assert made == slugs and [pending for _, pending in stages] == [("mine",)]
+    built_in = stages[0][0]
+    assert {i["program"] for i in built_in["items"]} == set(slugs[:-1]) and _mine(whole)
+    assert whole == gym_inputs(folder)[1] and made == slugs  # kept: the second read makes nothing
+    assert whole["items"][:len(built_in["items"])] == built_in["items"]  # in corpus order, as the whole pool
+
+
+def test_a_start_with_everything_kept_has_nothing_pending(folder, made):
+    first = gym_inputs(folder)[1]
+    made.clear()
+    start = gym_start(folder)
+    assert start.pending == () and made == [] and start.pool == first and start.whole_pool() is start.pool
+
+
+def test_a_kind_that_fails_on_a_program_made_late_is_told_once(folder, monkeypatch):
+    gym_inputs(folder)  # the built-ins' items kept
+    (folder / "mine.drills.json").unlink()
+    kind = drills.kinds()["shapes"]
+
+    def fails_on_mine(program):
+        if program.slug == "mine":
+            raise ZeroDivisionError("by zero")
+        return kind.make(program)
+    monkeypatch.setitem(drills._kinds, "shapes", dataclasses.replace(kind, make=fails_on_mine))
+    told = []
+    start = gym_start(folder, told.append)
+    assert start.pending == ("mine",) and told == []
+    whole = start.whole_pool()
+    assert told == ["drill kind 'shapes' failed on program 'mine' (ZeroDivisionError: by zero); it asks nothing of it"]
+    assert whole["skipped"] == [{"drill": "shapes", "program": "mine", "why": "ZeroDivisionError: by zero"}]
+    assert _mine(whole) and not [i for i in _mine(whole) if i["drill"] == "shapes"]
+    told.clear()
+    assert gym_start(folder, told.append).pool == whole and len(told) == 1  # read as kept, and told again, once

@@ -5,10 +5,12 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import serve, site
+from dumpgym import drills, serve, site
+from dumpgym.drills import _stored
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -488,3 +491,58 @@ def test_gzip_only_when_accept_encoding_admits_it(server, value, gzipped):
     status, headers, body = request(server, "GET", "/", {"Accept-Encoding": value})
     assert status == 200 and headers.get("Content-Encoding") == ("gzip" if gzipped else None)
     assert (gzip.decompress(body) if gzipped else body).startswith(b"<!doctype html>")
+
+
+def _drill_splits(gym) -> list[str]:
+    return sorted(path for path in gym.files if path.startswith("data/drills/") and path.count("/") == 3)
+
+
+def test_a_start_with_no_items_kept_serves_the_page_at_once_and_then_the_whole_gym(tmp_path, monkeypatch):
+    monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "empty-cache"))  # as after an upgrade
+    made = []
+    real = drills.items_for
+    monkeypatch.setattr(drills, "items_for", lambda p, *rest: made.append(p.slug) or real(p, *rest))
+    gym, rest = serve.Site.start(tmp_path / "no-added-programs")
+    assert made == [] and rest is not None
+    status, _, page = gym.get("/")
+    assert status == 200 and b"data-drills-pending" in page and b"are being made" in page
+    pending = json.loads(gym.get("/data/drills/pending.json")[2])
+    assert pending["pending"] == [p.slug for p in _stored.builtin_corpus().programs]
+    assert json.loads(gym.get("/drills.json")[2])["items"] == [] and _drill_splits(gym) == []
+    stages = []
+    whole = rest(stages.append)
+    assert stages == [] and made == pending["pending"]  # one stage (built-ins only): nothing handed over early
+    assert json.loads(whole.get("/data/drills/pending.json")[2])["pending"] == []
+    assert b"data-drills-pending" not in whole.get("/")[2]
+    built = serve.Site.build(tmp_path / "no-added-programs")  # what a start with every item kept serves
+    assert made == pending["pending"] and whole.get("/drills.json") == built.get("/drills.json")
+    assert _drill_splits(whole) == _drill_splits(built) and _drill_splits(built)
+    assert whole.get("/")[2] == built.get("/")[2] and "data/drills/pending.json" not in built.files
+
+
+def test_serve_prints_its_url_before_making_the_items_it_has_not_kept(tmp_path):
+    code = "from dumpgym import serve; serve.serve(port=0, corpus_dir=r'%s')" % (tmp_path / "corpus")
+    env = {**os.environ, "DUMPGYM_CACHE_DIR": str(tmp_path / "empty-cache")}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("dumpgym: the gym is at http://127.0.0.1:"), line + proc.stderr.read()
+        url = line.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=30) as r:
+            assert b"are being made" in r.read()
+        for _ in range(3000):  # the thread makes them; the test waits as the page does, by asking (10 min at most)
+            with urllib.request.urlopen(url + "data/drills/pending.json", timeout=30) as r:
+                if not json.loads(r.read())["pending"]:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("serve never made the drill items it had not kept")
+        with urllib.request.urlopen(url, timeout=30) as r:
+            page = r.read()
+        assert b"are being made" not in page and b'data-drill="shapes"' in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    said = proc.stderr.read()
+    assert "making the drill items that are not kept yet" in said and "every drill item is ready" in said

@@ -94,17 +94,25 @@ class GymStart:
     _warn: Callable[[str], None] = dataclasses.field(repr=False)
     _whole: dict | None = dataclasses.field(default=None, repr=False)
 
-    def whole_pool(self) -> dict:
-        """The pool of every program, in corpus order: the pending programs' items made now and kept (once)."""
+    def whole_pool(self, ready: Callable[[dict, tuple[str, ...]], None] | None = None) -> dict:
+        """The pool of every program, in corpus order: the pending programs' items made now and kept (once).
+
+        The built-in programs' are made first, then each added program's: after each of these but the
+        last, `ready(pool, pending)` is given the pool so far and the slugs still pending."""
         if self._whole is None:
-            if not self.pending:
-                self._whole = self.pool
-            else:
-                todo = [s for s, kept in zip(self._sources, self._parts) if kept is None]
-                made = kept_pool(todo, self._warn)  # every record is parsed already: none is skipped
+            parts = list(self._parts)
+            todo = [i for i, kept in enumerate(parts) if kept is None]
+            stages = [[i for i in todo if not self._sources[i].added]] + [[i] for i in todo if self._sources[i].added]
+            stages = [stage for stage in stages if stage]
+            for n, stage in enumerate(stages):
+                made = kept_pool([self._sources[i] for i in stage], self._warn)  # every record is parsed: none skipped
                 tell_skipped(made, self._warn)
-                rest = iter(made)
-                self._whole = pool_of([kept if kept is not None else next(rest) for kept in self._parts])
+                for i, kept in zip(stage, made):
+                    parts[i] = kept
+                if ready is not None and n < len(stages) - 1:
+                    ready(pool_of([kept for kept in parts if kept is not None]),
+                          tuple(self._sources[i].slug for stage in stages[n + 1:] for i in stage))
+            self._whole = pool_of(parts) if todo else self.pool
         return self._whole
 
 

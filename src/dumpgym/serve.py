@@ -28,6 +28,7 @@ from functools import lru_cache
 from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
 
+from dumpgym import dtypes
 from dumpgym.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
 from dumpgym.inputs import gym_start
 from dumpgym.site import CSP, SiteFiles, site_files
@@ -78,23 +79,34 @@ class Site:
         return cls._rendered(start.corpus, start.whole_pool(), extra)
 
     @classmethod
-    def start(cls, corpus_dir=None, extra=None) -> tuple["Site", Callable[[], "Site"] | None]:
+    def start(cls, corpus_dir=None, extra=None) -> tuple["Site", Callable[..., "Site"] | None]:
         """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
-        (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), a function that makes
-        them (keeping them) and gives the whole gym, to swap in when done. Until then the page says whose
-        items are being made, and asks `data/drills/pending.json` until it lists none."""
+        (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
+        makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
+        of each stage before (the built-in programs' items, then each added program's). Until the whole
+        is there the page says whose items are being made, and asks `data/drills/pending.json`."""
         start = gym_start(corpus_dir)
         if not start.pending:
             return cls._rendered(start.corpus, start.pool, extra), None
-        return (cls._rendered(start.corpus, start.pool, extra, start.pending),
-                lambda: cls._rendered(start.corpus, start.whole_pool(), extra, ()))
+        # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second
+        # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
+        dtypes.is_numpy("bfloat16")
+
+        def rest(ready: Callable[["Site"], None] | None = None) -> "Site":
+            staged = None if ready is None else (
+                lambda pool, pending: ready(cls._rendered(start.corpus, pool, extra, pending)))
+            return cls._rendered(start.corpus, start.whole_pool(staged), extra, ())
+        return cls._rendered(start.corpus, start.pool, extra, start.pending), rest
 
     @classmethod
     def _rendered(cls, corpus, drills, extra, pending=None) -> "Site":
         files = site_files(corpus, drills, extra, pending)
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
-        return cls(files, programs=len(corpus.bases))
+        site = cls(files, programs=len(corpus.bases))
+        for gzipped in (False, True):  # answered once now: the first GET / is answered on the loop, at once
+            site.get("/", accept_gzip=gzipped)
+        return site
 
     def resolve(self, target: str) -> str | None:
         """The site file a request target names, or None for anything outside the site."""
@@ -400,15 +412,15 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         server.server_close()
 
 
-def _finish_later(server: GymServer, rest: Callable[[], Site]) -> None:
-    """Make the rest of the gym in a thread and swap it in (one assignment: a request in flight keeps the
-    site it began with); said on stderr when it starts and when it is done."""
+def _finish_later(server: GymServer, rest: Callable[..., Site]) -> None:
+    """Make the rest of the gym in a thread and swap it in, stage by stage (one assignment: a request in
+    flight keeps the site it began with); said on stderr when it starts and when it is done."""
     print("dumpgym: making the drill items that are not kept yet (the first start after an add or an upgrade); "
           "the page says so until they are ready", file=sys.stderr, flush=True)
 
     def finish() -> None:
         began = time.perf_counter()
-        server.site = rest()
+        server.site = rest(lambda site: setattr(server, "site", site))
         print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr, flush=True)
 
     # A daemon: Ctrl-C does not wait for it, and a kept file is written whole or not at all (atomic writes).

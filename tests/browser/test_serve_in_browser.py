@@ -3,10 +3,13 @@ page first asks for them, and the x-ray lights across the columns just as on a s
 import json
 import subprocess
 import sys
+import threading
 import urllib.request
 
 import pytest
 from conftest import DESKTOP, checked_page, free_port
+
+from dumpgym import serve
 from test_xray_in_browser import lit, open_xray
 
 pytestmark = pytest.mark.browser
@@ -40,3 +43,33 @@ def test_the_xray_of_a_served_gym_loads_its_listings_and_lights_both_columns(kep
         assert sorted(lit(page, "stablehlo")) == sorted(group["stablehlo_lines"])
         shown = page.locator("[data-xray-col=stablehlo] [data-line]").count()
         assert shown == program["stablehlo"].count("\n") + 1  # a line per line of JAX's text, as a build shows
+
+
+def test_a_serve_with_no_items_kept_says_so_and_the_page_loads_them_when_made(kept_context, tmp_path, monkeypatch):
+    monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "empty-cache"))  # as after an upgrade
+    gym, rest = serve.Site.start(tmp_path / "no-added-programs")
+    srv = serve.make_server(gym, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = serve.url_of(srv)
+        context = kept_context(**DESKTOP)
+        with checked_page(context, url) as touched:
+            note = touched.locator("[data-drills-pending]")
+            assert "are being made" in note.inner_text() and touched.locator("[data-drill-tab]").count() == 0
+            touched.keyboard.press("Tab")  # a learner at work: the page must not reload under them
+            idle = context.new_page()
+            errors = []
+            idle.on("pageerror", lambda e: errors.append(str(e)))
+            idle.goto(url)
+            idle.wait_for_selector("[data-drills-pending]")
+            srv.site = rest()  # every item made: the whole gym swapped in
+            idle.wait_for_selector("section.drill:not([hidden]) p.q")  # it reloaded itself, and asks
+            assert idle.locator("[data-drills-pending]").count() == 0 and errors == []
+            touched.get_by_role("button", name="reload the page to drill them all").click()
+            touched.wait_for_selector("section.drill:not([hidden]) p.q")
+            assert touched.locator("[data-drills-pending]").count() == 0
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=10)

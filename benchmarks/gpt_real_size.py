@@ -9,7 +9,8 @@ seconds it took (what the load of a shared machine changes least) and the load a
 - `dumpgym drills`: seconds, peak memory and bytes printed, cold (no stored items: the first run after
   `add`, with an empty cache folder, as after an upgrade) and warm (every program's items kept,
   `drills/_stored.py`), and, side by side, the same command on the built-in corpus alone;
-- `dumpgym serve`: seconds from starting the process to the answer of `GET /`, warm;
+- `dumpgym serve`: seconds from starting the process to the answer of `GET /`, warm, and cold (no items kept: it
+  answers with a note and makes them after), with the seconds until every item is ready;
 - the page in Debian's chromium: bytes fetched until the first question is on screen, and which files.
 
 With `--corpus DIR`, the GPT is not added again: DIR is a corpus folder it was added to (a copy is used).
@@ -18,6 +19,7 @@ The cache folder (`DUMPGYM_CACHE_DIR`) is a temporary one of this run's own.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -75,6 +77,38 @@ def serve_answers(corpus: str) -> tuple[float, float]:
     return answered, _cpu(os.wait4(proc.pid, 0)[2])
 
 
+def serve_cold(corpus: str) -> tuple[float, float, float]:
+    """`dumpgym serve` with no drill items kept (`corpus` without them, the cache folder empty): seconds from
+    its start to its answer of `GET /`, to the page's note saying the items are ready (`data/drills/pending.json`
+    empty), and the CPU seconds it used until then."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([PYTHON, "-m", "dumpgym", "serve", "--port", "0", "--corpus", corpus],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url = proc.stdout.readline().split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=120) as r:
+            if b"data-drills-pending" not in r.read():
+                sys.exit("serve_cold: the page does not say that items are being made: were some kept?")
+        answered = time.perf_counter() - start
+        while True:
+            with urllib.request.urlopen(url + "data/drills/pending.json", timeout=120) as r:
+                if not json.loads(r.read())["pending"]:
+                    break
+            time.sleep(0.1)
+        ready = time.perf_counter() - start
+    finally:
+        proc.terminate()
+    return answered, ready, _cpu(os.wait4(proc.pid, 0)[2])
+
+
+def _forget_items(corpus: str, cache: str) -> None:
+    """Remove every kept drill item: the added programs' (`SLUG.drills.json`) and the cache folder."""
+    for stored in os.listdir(corpus):
+        if stored.endswith(".drills.json"):
+            os.remove(os.path.join(corpus, stored))
+    shutil.rmtree(cache, ignore_errors=True)
+
+
 FIRST_QUESTION = """() => {
   const all = [performance.getEntriesByType('navigation')[0], ...performance.getEntriesByType('resource')];
   return all.map((e) => [e.name.replace(location.origin, ''), e.transferSize]);
@@ -123,10 +157,7 @@ def main() -> None:
         print(f"add --hlo cpu: {time.perf_counter() - start:.1f} s (benchmarks/gpt_add.py compares it with JAX)")
     cold, warm, builtin = [], [], []
     for _ in range(runs):
-        for stored in os.listdir(gpt):
-            if stored.endswith(".drills.json"):
-                os.remove(os.path.join(gpt, stored))
-        shutil.rmtree(cache, ignore_errors=True)
+        _forget_items(gpt, cache)
         cold.append(drills(gpt))
         warm.append(drills(gpt))
         builtin.append(drills(empty))
@@ -137,8 +168,16 @@ def main() -> None:
     peak = peak_of([PYTHON, "-m", "dumpgym", "drills", "--corpus", gpt])
     print(f"dumpgym drills, warm: peak memory {peak / 1024:.0f} MB")
     served = [serve_answers(gpt) for _ in range(runs)]
-    print(f"dumpgym serve, GET / answered after: median {statistics.median(s for s, _ in served):.2f} s, "
+    print(f"dumpgym serve, warm, GET / answered after: median {statistics.median(s for s, _ in served):.2f} s, "
           f"{statistics.median(c for _, c in served):.2f} CPU s ({', '.join(f'{s:.2f}' for s, _ in served)})")
+    colds = []
+    for _ in range(runs):
+        _forget_items(gpt, cache)
+        colds.append(serve_cold(gpt))
+    print(f"dumpgym serve, cold (no items kept), GET / answered after: median "
+          f"{statistics.median(a for a, _, _ in colds):.2f} s ({', '.join(f'{a:.2f}' for a, _, _ in colds)}); "
+          f"every item ready after: median {statistics.median(r for _, r, _ in colds):.2f} s, "
+          f"{statistics.median(c for _, _, c in colds):.2f} CPU s")
     total, biggest = first_load(gpt)
     print(f"first page load, until the first question: {total / 1e6:.2f} MB transferred; biggest: "
           + ", ".join(f"{name} {n / 1e3:.0f} KB" for name, n in biggest))

@@ -153,7 +153,7 @@ def _cmd_drills(args) -> int:
     unknown = [slug for slug in args.slugs if slug not in by_slug]
     if unknown:
         raise UsageError(f"unknown program {' '.join(unknown)}; valid slugs: {' '.join(by_slug)}")
-    # Each program's items as they were kept, printed without decoding them (the same bytes as json.dump).
+    # Each program's items as they were kept, printed packed, decoding only their tables (drills/_packed.py).
     parts = drills.kept_pool([by_slug[s] for s in args.slugs] or sources)
     sys.stdout.flush()
     drills.write_pool(parts, sys.stdout.buffer, warn)

@@ -48,12 +48,6 @@ def test_what_drills_prints_reads_back_as_the_pool(printed):
     assert again.getvalue() + b"\n" == printed
 
 
-def test_the_printed_pool_is_at_most_480_bytes_an_item(printed):
-    """Issue 26's bar: a fifth of the 2.4 KB an item cost when items held copies of what they showed."""
-    items = len(drills.read_pool(json.loads(printed))["items"])
-    assert items > 1000 and len(printed) / items <= 480
-
-
 def test_reasons_alike_but_for_their_option_share_one_shape():
     options = ["fills a literal constant out to a whole array", "spreads one scalar value over every element",
                "adds a trailing size-one axis, so a reduced row lines up"]

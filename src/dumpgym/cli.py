@@ -358,7 +358,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     for name, run, text in (
         ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/2)"),
-        ("drills", _cmd_drills, "print the drill item pool as JSON (schema dumpgym.drills/2)"),
+        ("drills", _cmd_drills, "print the drill item pool as packed JSON (schema dumpgym.drills/2)"),
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("slugs", nargs="*", metavar="SLUG", help="only these programs (default: all)")

@@ -64,28 +64,24 @@ def pack(items: list[dict]) -> dict:
     slug = items[0]["program"] if items else ""
     if any(item["program"] != slug for item in items):
         raise ValueError("packed items are one program's")
-    said: Counter = Counter()
-    for item in items:  # a string said often is kept whole; only the others are cut into a shape and parts
-        _walk(item, lambda s: said.update((s,)), lambda s: None)
-    kept = {s for s, n in said.items() if n >= _KEEP_WHOLE}
+    said: list[list[str]] = [[] for _ in items]  # each item's strings, in one walk; its card's parts apart
+    parts_said: list[str] = []
+    for item, mine in zip(items, said):
+        _walk(item, mine.append, parts_said.append)
+    # A string said often is kept whole; only the others are cut into a shape and parts.
+    kept = {s for s, n in Counter(s for mine in said for s in mine).items() if n >= _KEEP_WHOLE}
     split = [_splitter(item, kept) for item in items]
-    shaped: Counter = Counter()
-    for item, cut in zip(items, split):
-        _walk(item, lambda s, cut=cut: shaped.update((cut(s)[0],)), lambda s: None)
-    for item, cut in zip(items, split):  # a shape only one string has is no saving: that string is kept whole
-        _walk(item, lambda s, cut=cut: kept.add(s) if shaped[cut(s)[0]] < _SHAPED else None, lambda s: None)
+    shaped = Counter(cut(s)[0] for cut, mine in zip(split, said) for s in mine)
+    # A shape fewer strings than `_SHAPED` have is no saving: those strings are kept whole.
+    kept.update(s for cut, mine in zip(split, said) for s in mine if shaped[cut(s)[0]] < _SHAPED)
+    used: Counter = Counter(parts_said)
     shaped.clear()
-    used: Counter = Counter()
-
-    def count(cut):
-        def ref(s: str):
+    for cut, mine in zip(split, said):  # the most used get the smallest indices
+        for s in mine:
             shape, parts = cut(s)
             used.update(parts or shape)
             if parts:
-                shaped.update((shape,))
-        return ref
-    for item, cut in zip(items, split):  # the most used get the smallest indices
-        _walk(item, count(cut), lambda s: used.update((s,)))
+                shaped[shape] += 1
     strings: list[str] = []
     for s, n in sorted(used.items(), key=lambda kv: (-kv[1], kv[0])):
         if n > 1 and len(json.dumps(s, ensure_ascii=False)) > len(str(len(strings))):  # else the part itself is shorter
@@ -121,13 +117,19 @@ def unpack(packed: dict) -> list[dict]:
     strings, shapes, contexts, slug = packed["strings"], packed["shapes"], packed["contexts"], packed["program"]
 
     def part(ref) -> str:
-        return strings[ref] if isinstance(ref, int) else ref
+        return strings[ref] if type(ref) is int else ref
 
     def text(ref) -> str:
-        if not isinstance(ref, list):
-            return part(ref)
+        kind = type(ref)
+        if kind is int:
+            return strings[ref]
+        if kind is str:
+            return ref
         shape = shapes[ref[0]]
-        return shape[0] + "".join(part(p) + c for p, c in zip(ref[1:], shape[1:]))
+        out = [shape[0]]
+        for p, words in zip(ref[1:], shape[1:]):
+            out += (strings[p] if type(p) is int else p, words)
+        return "".join(out)
     out = []
     for drill, run in packed["items"]:
         for p in run:
@@ -275,11 +277,18 @@ def _splitter(item: dict, kept: set[str]) -> Callable[[str], tuple[tuple[str, ..
               *answer.get("misread", {})] if answer["form"] in ("choice", "typed") else []
     quoted = sorted({q for q in quoted if len(q) >= _MIN_QUOTED}, key=lambda q: (-len(q), q))
 
+    memo: dict[str, tuple] = {}  # each walk of `pack` cuts the same strings again
+
     def cut(s: str) -> tuple[tuple[str, ...], list[str]]:
         if s in kept:
             return (s,), []
+        if s not in memo:
+            memo[s] = _cut(s)
+        return memo[s]
+
+    def _cut(s: str) -> tuple[tuple[str, ...], list[str]]:
         pieces = [(s, False)]  # (text, whether it is a part the shape leaves a hole for)
-        for q in quoted:
+        for q in (q for q in quoted if q in s):
             pieces = [p for piece in pieces for p in (_around(piece[0], q) if not piece[1] else [piece])]
         shape, parts = [""], []
         for text, hole in pieces:

@@ -31,8 +31,10 @@ from collections import Counter
 from typing import Callable
 
 # The item's fields in the order `Item.to_json` writes them, each with its key in a packed item and how it
-# is packed: "ref" a string as a reference, "card" the card without its `drill/program/`, "raw" as it is;
-# "weight" is left out when 1, and `answer` and `context` have their own packing.
+# is packed: "ref" a string as a reference (maybe cut into a shape and parts), "name" a string as a
+# reference never cut (a layer, a step, an option, a rule), "card" the card's parts after `drill/program/`,
+# "raw" as it is; "weight" is left out when 1, `drill` is named by the item's run, and `answer`,
+# `context` and `facts` have their own packing.
 _FIELDS = (("drill", "d", "ref"), ("card", "c", "card"), ("eqn", "e", "raw"), ("layer", "l", "name"),
            ("step", "s", "name"), ("skill", "k", "name"), ("primitive", "p", "name"), ("weight", "w", "weight"),
            ("question", "q", "ref"), ("answer", "a", "answer"), ("context", "x", "context"),
@@ -40,9 +42,9 @@ _FIELDS = (("drill", "d", "ref"), ("card", "c", "card"), ("eqn", "e", "raw"), ("
 _OPTIONAL = {"eqn", "step", "skill", "primitive", "feedback", "jaxpr_lines", "facts"}
 
 # Each answer form's fields after its name, in `to_json`'s order; a packed answer is the list
-# `[form, field, ...]`, a field the form left out written as null (or not at all, at the end). "ref" a
-# string, "refs" a list of them, "map" a dict of strings, "misread" a dict of `{"reason", "rule"}` (packed
-# as a list of `[key, reason, rule]`), "raw" as it is.
+# `[form, field, ...]`, a field the form left out written as null (or not at all, at the end). "ref" and
+# "name" a string (as above), "refs" and "names" a list of them, "map" a dict of strings, "misread" a dict
+# of `{"reason", "rule"}` (packed as a list of `[key, reason, rule]`), "raw" as it is.
 _FORMS = {
     "choice": (("options", "names"), ("index", "raw"), ("reasons", "refs"), ("rules", "names")),
     "line": (("line", "raw"), ("accepted", "raw"), ("explain", "map")),

@@ -72,18 +72,21 @@ def pack(items: list[dict]) -> dict:
         _walk(item, mine.append, parts_said.append)
     # A string said often is kept whole; only the others are cut into a shape and parts.
     kept = {s for s, n in Counter(s for mine in said for s in mine).items() if n >= _KEEP_WHOLE}
-    split = [_splitter(item, kept) for item in items]
-    shaped = Counter(cut(s)[0] for cut, mine in zip(split, said) for s in mine)
-    # A shape fewer strings than `_SHAPED` have is no saving: those strings are kept whole.
-    kept.update(s for cut, mine in zip(split, said) for s in mine if shaped[cut(s)[0]] < _SHAPED)
-    used: Counter = Counter(parts_said)
-    shaped.clear()
-    for cut, mine in zip(split, said):  # the most used get the smallest indices
-        for s in mine:
-            shape, parts = cut(s)
-            used.update(parts or shape)
+    cuts = [[cut(s) for s in mine] for cut, mine in
+            zip((_splitter(item, kept) for item in items), said)]  # each string's shape and parts, in walk order
+    shaped = Counter(shape for row in cuts for shape, _ in row)
+    # A shape fewer strings than `_SHAPED` have is no saving: those strings are kept whole, wherever said.
+    kept.update(s for row, mine in zip(cuts, said) for (shape, _), s in zip(row, mine) if shaped[shape] < _SHAPED)
+    cuts = [[((s,), []) if s in kept else cut for cut, s in zip(row, mine)] for row, mine in zip(cuts, said)]
+    every_part, every_shape = list(parts_said), []
+    for row in cuts:  # counted, so that the most used get the smallest indices
+        for shape, parts in row:
             if parts:
-                shaped[shape] += 1
+                every_part += parts
+                every_shape.append(shape)
+            else:
+                every_part += shape  # the string itself, whole
+    used, shaped = Counter(every_part), Counter(every_shape)
     strings: list[str] = []
     for s, n in sorted(used.items(), key=lambda kv: (-kv[1], kv[0])):
         if n > 1 and len(json.dumps(s, ensure_ascii=False)) > len(str(len(strings))):  # else the part itself is shorter
@@ -95,12 +98,14 @@ def pack(items: list[dict]) -> dict:
     def whole(s: str):
         return index.get(s, s)  # a part said once is written where it is said
 
-    def ref_of(cut):
+    def ref_of(row):
+        walked = iter(row)  # `_walk` visits an item's strings in the same order every time
+
         def ref(s: str):
-            shape, parts = cut(s)
+            shape, parts = next(walked)
             return [shape_index[shape], *map(whole, parts)] if parts else whole(shape[0])
         return ref
-    packed = [_walk(item, ref_of(cut), whole) for item, cut in zip(items, split)]
+    packed = [_walk(item, ref_of(row), whole) for item, row in zip(items, cuts)]
     # Items of one kind and program often show the same context: each such one is written once.
     shown: Counter = Counter(json.dumps(p["x"]) for p in packed)
     contexts = [json.loads(k) for k, n in sorted(shown.items(), key=lambda kv: (-kv[1], kv[0])) if n > 1]
@@ -279,7 +284,7 @@ def _splitter(item: dict, kept: set[str]) -> Callable[[str], tuple[tuple[str, ..
               *answer.get("misread", {})] if answer["form"] in ("choice", "typed") else []
     quoted = sorted({q for q in quoted if len(q) >= _MIN_QUOTED}, key=lambda q: (-len(q), q))
 
-    memo: dict[str, tuple] = {}  # each walk of `pack` cuts the same strings again
+    memo: dict[str, tuple] = {}  # an item says some strings many times (a line set's "Part of line 2..." rows)
 
     def cut(s: str) -> tuple[tuple[str, ...], list[str]]:
         if s in kept:

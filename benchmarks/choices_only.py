@@ -54,7 +54,9 @@ def main() -> None:
                                          "(default: print one now); read for the rows of line items")
     parser.add_argument("--no-steps", action="store_true", help="one row per kind, no step rows")
     args = parser.parse_args()
-    pool = json.load(open(args.pool, encoding="utf-8")) if args.pool else _printed("drills")
+    from dumpgym.drills import read_pool
+
+    pool = read_pool(json.load(open(args.pool, encoding="utf-8")) if args.pool else _printed("drills"))
     corpus = json.load(open(args.corpus, encoding="utf-8")) if args.corpus else _printed("export")
     by_kind = defaultdict(list)
     for item in seen_items(pool, _records(corpus)):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import cli
+from dumpgym import cli, drills
 from dumpgym.program import parse_arg
 from dumpgym.programs import SLUGS
 
@@ -85,7 +85,7 @@ def test_add_a_program_that_draws_randomness(name, specs, tmp_path, capsys):
     assert "key<fry>[]" in record["jaxpr"]
     capsys.readouterr()
     assert cli.main(["drills", "--corpus", str(corpus), slug]) == 0
-    pool = json.loads(capsys.readouterr().out)
+    pool = drills.read_pool(json.loads(capsys.readouterr().out))
     assert pool["schema"] == "dumpgym.drills/2"
     shapes = [item for item in pool["items"] if item["drill"] == "shapes" and item["program"] == slug]
     assert shapes

@@ -2,6 +2,7 @@
 into the listings (never copies), the per-program weight cap declared with the kind, and the pool's size."""
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections import defaultdict
@@ -95,13 +96,19 @@ def test_a_fusion_item_points_at_the_jaxpr_instead_of_copying_it(pool, records):
     assert jaxpr not in json.dumps(item)
 
 
-def test_the_pool_is_far_smaller_per_item_than_drills_1(pool):
-    per_item = len(json.dumps(pool)) / len(pool["items"])
-    # About half of drills/1's size per item: what is left is the questions' own words, every misreading's
-    # reason and (since "Drills that must be read") a line of why for each item. The issue's fifth is not
-    # reached on the built-in corpus; see docs/drills.md.
-    assert per_item <= DRILLS_1_BYTES_PER_ITEM * 0.55, per_item
-    # And an item's size does not grow with its program's listings: none is more than a few KB.
+def test_the_printed_pool_is_at_most_a_fifth_of_drills_1_per_item(pool):
+    from dumpgym.drills import write_pool
+    from dumpgym.drills._stored import Kept
+
+    programs: dict[str, list] = {}
+    for item in pool["items"]:
+        programs.setdefault(item["program"], []).append(item)
+    out = io.BytesIO()
+    write_pool([Kept.of(items, []) for items in programs.values()], out)  # as `dumpgym drills` prints it
+    per_item = len(out.getvalue()) / len(pool["items"])
+    # Issue 26's fifth: each program's words written once (drills/_packed.py), none copied from a listing.
+    assert per_item <= DRILLS_1_BYTES_PER_ITEM / 5, per_item
+    # And an item's size does not grow with its program's listings: none is more than a few KB, unpacked.
     assert max(len(json.dumps(i)) for i in pool["items"]) <= 4000
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from dump_programs import load, make_dump, module_name
-from dumpgym import cli
+from dumpgym import cli, drills
 from dumpgym.dump_memory import read_memory
 from dumpgym.dumpfolder import read_folder
 
@@ -112,7 +112,7 @@ def test_add_dump_puts_the_modules_in_the_corpus_and_drills_come_from_them(dump,
         [a.aliasing_output for a in lowered.main.args] == [0, None]
     assert sgd["compiled"]["cpu"]["text"] == _module(dump, "sgd").text("hlo_after")
     assert cli.main(["drills", "--corpus", str(corpus)]) == 0
-    pool = json.loads(capsys.readouterr().out)
+    pool = drills.read_pool(json.loads(capsys.readouterr().out))
     drawn = {(i["drill"], i["program"]) for i in pool["items"] if i["program"].startswith("dump-")}
     assert ("buffers", sgd["slug"]) in drawn
     del jax

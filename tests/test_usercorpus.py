@@ -16,7 +16,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from dumpgym import build, cli, usercorpus
+from dumpgym import build, cli, drills, usercorpus
 from dumpgym.facts import build_facts
 from dumpgym.program import load_entry, parse_arg
 from dumpgym.serve import Site
@@ -111,7 +111,7 @@ def test_list_and_remove(corpus_dir, capsys):
     count = len(_printed_eqns(jax.make_jaxpr(function)(*_example_args(["f32[4,8]", "f32[8,8]"])).jaxpr))
     assert capsys.readouterr().out.startswith(f"relu-stack\t{count} equations\t")
     assert cli.main(["drills", "relu-stack", "--corpus", str(corpus_dir)]) == 0
-    assert {i["program"] for i in json.loads(capsys.readouterr().out)["items"]} == {"relu-stack"}
+    assert {i["program"] for i in drills.read_pool(json.loads(capsys.readouterr().out))["items"]} == {"relu-stack"}
     assert cli.main(["remove", "relu-stack", "--corpus", str(corpus_dir)]) == 0
     capsys.readouterr()
     assert cli.main(["list", "--corpus", str(corpus_dir)]) == 0

@@ -153,7 +153,7 @@ def _cmd_drills(args) -> int:
     unknown = [slug for slug in args.slugs if slug not in by_slug]
     if unknown:
         raise UsageError(f"unknown program {' '.join(unknown)}; valid slugs: {' '.join(by_slug)}")
-    # Each program's items as they were kept, printed without decoding them (the same bytes as json.dump).
+    # Each program's items as they were kept, printed packed, decoding only their tables (drills/_packed.py).
     parts = drills.kept_pool([by_slug[s] for s in args.slugs] or sources)
     sys.stdout.flush()
     drills.write_pool(parts, sys.stdout.buffer, warn)
@@ -358,7 +358,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     for name, run, text in (
         ("export", _cmd_export, "print the corpus as JSON (schema dumpgym.corpus/2)"),
-        ("drills", _cmd_drills, "print the drill item pool as JSON (schema dumpgym.drills/2)"),
+        ("drills", _cmd_drills, "print the drill item pool as packed JSON (schema dumpgym.drills/2)"),
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("slugs", nargs="*", metavar="SLUG", help="only these programs (default: all)")

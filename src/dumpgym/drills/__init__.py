@@ -266,28 +266,22 @@ def pool_of(parts: list, warn: Callable[[str], None] | None = None) -> dict:
 
 
 def write_pool(parts: list, out, warn: Callable[[str], None] | None = None) -> None:
-    """Write the pool of the programs' kept items to the binary stream `out`, byte for byte as
-    `json.dumps(pool_of(parts), indent=1, ensure_ascii=False)` would, copying the kept text, decoding
-    no item (`dumpgym drills`: a big model's items cost what reading them costs)."""
-    import json
-
-    def dumped(value) -> bytes:
-        return json.dumps(value, indent=1, ensure_ascii=False).encode("utf-8")
+    """Write the pool of the programs' kept items to the binary stream `out` as `dumpgym drills` prints it:
+    packed (`_packed.write`; `read_pool` gives back what `pool_of(parts)` gives), copying each program's
+    kept items and decoding only their tables (a big model's items cost what reading them costs)."""
+    from dumpgym.drills import _packed
 
     skipped = [s for kept in parts for s in kept.skipped]
-    out.write(dumped({"schema": SCHEMA, "kinds": _kinds_of(parts)})[:-2] + b',\n "items": ')
-    lines = [text for text in (kept.pool_lines() for kept in parts) if len(text)]
-    out.write(b"[\n" if lines else b"[]")
-    for n, text in enumerate(lines):
-        if n:
-            out.write(b",\n")
-        out.write(text)
-    if lines:
-        out.write(b"\n ]")
-    if skipped:
-        out.write(b',\n "skipped": ' + dumped(skipped).replace(b"\n", b"\n "))
-    out.write(b"\n}")
+    texts = [text for text in (kept.encoded() for kept in parts) if len(text)]
+    _packed.write({"schema": SCHEMA, "kinds": _kinds_of(parts)}, texts, skipped, out)
     tell_skipped(parts, warn)
+
+
+def read_pool(printed: dict) -> dict:
+    """The pool (`schema`, `kinds`, `items`, `skipped`) from the parsed JSON `dumpgym drills` printed."""
+    from dumpgym.drills import _packed
+
+    return _packed.read(printed)
 
 
 def _kinds_of(parts: list) -> list[dict]:

@@ -13,8 +13,9 @@ The built-in items are kept in the user's cache folder (`DUMPGYM_CACHE_DIR`, els
 shipped: a shipped pool would have to be rebuilt and committed with every change to any drill kind,
 and a stale one could only be refused at run time anyway; the cache is made by the code that reads it,
 on the first start of that code (what every start used to cost, once). A file holds one line saying
-what it was made from and by, then the items exactly as `json.dumps(pool, indent=1)` lays them out in
-the pool, so `dumpgym drills` prints them as they are read, without decoding them (`Kept.pool_lines`).
+what it was made from and by, then the items packed as `_packed.kept_text` writes them (a line of the
+program's tables, then the rest), so `dumpgym drills` prints them as they are read, decoding only the
+tables (`_packed.write`).
 """
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ from pathlib import Path
 from typing import Callable
 
 from dumpgym.atomic import write_atomic
+from dumpgym.drills import _packed
 
-SCHEMA = "dumpgym.stored-items/2"
+SCHEMA = "dumpgym.stored-items/3"
 INDEX_SCHEMA = "dumpgym.stored-builtins/1"
 SUFFIX = ".drills.json"
 CACHE_ENV = "DUMPGYM_CACHE_DIR"
@@ -95,8 +97,7 @@ def record_digest(program: dict) -> str:
 @dataclass(frozen=True)
 class Kept:
     """One program's items as kept: the kinds they are of, the kinds skipped on it, and the items, as read
-    (`text`: their JSON, UTF-8, laid out as they stand in the pool `json.dumps(pool, indent=1)` prints, a
-    list one level deep) or as just made (`made`, encoded only when written)."""
+    (`text`: packed, `_packed.kept_text`) or as just made (`made`, encoded only when written)."""
 
     kinds: tuple[str, ...]
     skipped: tuple[dict, ...]
@@ -110,19 +111,15 @@ class Kept:
 
     def items(self) -> list[dict]:
         """The items (decoded, if read)."""
-        return self.made if self.made is not None else json.loads(bytes(self.text))
+        if self.made is not None:
+            return self.made
+        return _packed.kept_items(self.text) if self.kinds else []
 
     def encoded(self) -> bytes | memoryview:
-        """The items' JSON text as a kept file holds it."""
+        """The items' packed text as a kept file holds it (empty for none)."""
         if self.text is not None:
             return self.text
-        # A JSON string holds no raw newline: every one is layout, and each line after the first goes one deeper.
-        return json.dumps(self.made, indent=1, ensure_ascii=False).replace("\n", "\n ").encode("utf-8")
-
-    def pool_lines(self) -> memoryview:
-        """The items as they stand inside the pool's `items` list, without its brackets (empty for none)."""
-        text = self.encoded()
-        return memoryview(text)[2:-3] if len(text) > 2 else memoryview(b"")  # "[\n" ... "\n ]"
+        return _packed.kept_text(self.made) if self.made else b""
 
 
 class StoredItems:

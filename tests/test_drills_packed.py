@@ -95,3 +95,14 @@ def test_a_kept_text_reads_alone():
     head, _ = text.split(b"\n", 1)
     assert set(json.loads(head)) == {"program", "strings", "shapes"}
     assert _packed.kept_items(text) == [item]
+
+
+def test_unpacked_prints_every_item_whole_as_read_pool_gives_it(printed):
+    import contextlib
+
+    with contextlib.redirect_stdout(io.TextIOWrapper(io.BytesIO(), encoding="utf-8")) as out:
+        assert cli.main(["drills", "--unpacked"]) == 0
+        out.flush()
+        whole = out.buffer.getvalue()
+    assert json.loads(whole) == drills.read_pool(json.loads(printed))
+    assert len(whole) > 2 * len(printed)  # whole items: what the packing saves

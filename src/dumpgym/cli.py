@@ -156,7 +156,10 @@ def _cmd_drills(args) -> int:
     # Each program's items as they were kept, printed packed, decoding only their tables (drills/_packed.py).
     parts = drills.kept_pool([by_slug[s] for s in args.slugs] or sources)
     sys.stdout.flush()
-    drills.write_pool(parts, sys.stdout.buffer, warn)
+    if args.unpacked:  # every item whole, for jq and other readers without `read_pool`
+        sys.stdout.buffer.write(json.dumps(drills.pool_of(parts, warn), ensure_ascii=False).encode("utf-8"))
+    else:
+        drills.write_pool(parts, sys.stdout.buffer, warn)
     sys.stdout.buffer.write(b"\n")
     sys.stdout.buffer.flush()
     return 0
@@ -363,6 +366,9 @@ def make_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("slugs", nargs="*", metavar="SLUG", help="only these programs (default: all)")
         p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
+        if name == "drills":
+            p.add_argument("--unpacked", action="store_true",
+                           help="print every item whole, as drills.read_pool gives it back (about four times the bytes)")
         p.set_defaults(run=run)
     return parser
 

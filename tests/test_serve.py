@@ -546,3 +546,21 @@ def test_serve_prints_its_url_before_making_the_items_it_has_not_kept(tmp_path):
         proc.wait(timeout=10)
     said = proc.stderr.read()
     assert "making the drill items that are not kept yet" in said and "every drill item is ready" in said
+
+
+def test_a_start_whose_item_making_breaks_says_so_in_one_line_and_stops_saying_pending(tmp_path, monkeypatch, capsys):
+    from dumpgym import inputs
+
+    monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "empty-cache"))
+
+    def broken(sources, warn=None):
+        raise RuntimeError("a bug in making items")
+    monkeypatch.setattr(inputs, "kept_pool", broken)
+    gym, rest = serve.Site.start(tmp_path / "no-added-programs")
+    assert b"are being made" in gym.get("/")[2]
+    whole = rest()  # the page asks pending.json: it must stop hearing "pending", or it waits forever
+    assert json.loads(whole.get("/data/drills/pending.json")[2])["pending"] == []
+    assert b"data-drills-pending" not in whole.get("/")[2]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["dumpgym: error: making the drill items stopped (RuntimeError: a bug in making items); "
+                   "the gym serves the items made before"]

@@ -93,9 +93,19 @@ class Site:
         dtypes.is_numpy("bfloat16")
 
         def rest(ready: Callable[["Site"], None] | None = None) -> "Site":
-            staged = None if ready is None else (
-                lambda pool, pending: ready(cls._rendered(start.corpus, pool, extra, pending)))
-            return cls._rendered(start.corpus, start.whole_pool(staged), extra, ())
+            made = [start.pool]  # the last stage's pool: what is served should a later stage fail
+
+            def staged(pool: dict, pending: tuple[str, ...]) -> None:
+                made[0] = pool
+                if ready is not None:
+                    ready(cls._rendered(start.corpus, pool, extra, pending))
+            try:
+                whole = start.whole_pool(staged)
+            except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
+                print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
+                      "the gym serves the items made before", file=sys.stderr, flush=True)
+                whole = made[0]
+            return cls._rendered(start.corpus, whole, extra, ())
         return cls._rendered(start.corpus, start.pool, extra, start.pending), rest
 
     @classmethod

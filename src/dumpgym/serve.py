@@ -51,7 +51,7 @@ BACKLOG = 1024  # the kernel caps it at net.core.somaxconn
 CONNECTIONS = 1024  # served at once, each a coroutine of a few kilobytes; more wait in the backlog
 TIMEOUT = 5.0
 CHUNK = 64 * 1024
-RENDER_WORKERS = 4  # threads that make and gzip files on first request (GIL-bound: more only contend)
+RENDER_WORKERS = 2  # threads that make and gzip files on first request (GIL-bound: more only contend)
 SEND_BUFFER = 128 * 1024  # per connection (Linux doubles it): what a client that stops reading costs the kernel
 REFUSED_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -65,7 +65,6 @@ class Site:
         self.files = files if isinstance(files, SiteFiles) else dict(files)
         self.programs = programs
         self._gzipped: dict[str, bytes] = {}
-        self._answered: set[tuple[str, bool]] = set()  # (file, gzipped) answered once: made and compressed
 
     @classmethod
     def build(cls, corpus_dir=None, extra=None) -> "Site":
@@ -108,13 +107,16 @@ class Site:
                 body = self._gzipped[rel]
                 headers["Content-Encoding"] = "gzip"
         headers["Content-Length"] = str(len(body))
-        self._answered.add((rel, accept_gzip))
         return HTTPStatus.OK, headers, body
 
     def ready(self, target: str, accept_gzip: bool = False) -> bool:
-        """Whether `get(target)` is quick: an error, or a file already made (and compressed, if asked) once."""
+        """Whether `get(target)` is quick: an error, or a file already made (and compressed, if asked and due)."""
         rel = self.resolve(target)
-        return rel is None or rel not in self.files or (rel, accept_gzip) in self._answered
+        if rel is None or rel not in self.files:
+            return True
+        if isinstance(self.files, SiteFiles) and not self.files.made(rel):
+            return False
+        return not accept_gzip or rel in self._gzipped or _suffix(rel) not in TYPES or len(self.files[rel]) < _GZIP_MIN
 
 
 def _suffix(rel: str) -> str:
@@ -179,6 +181,9 @@ class GymServer:
         self._stopped = threading.Event()
         self._shutdown = threading.Event()  # asked before the loop ran: serve_forever returns at once
         self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
+        # (file, gzipped) -> the render in flight: the 50 first requests of one file wait for one render of it,
+        # not 50 (which would hold every worker, each blocked on the file's lock, and queue the other files).
+        self._rendering: dict[tuple[str, bool], asyncio.Future] = {}
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
@@ -286,7 +291,14 @@ class GymServer:
         if site.ready(target, gzip_ok):
             return site.get(target, accept_gzip=gzip_ok)
         # Rendering a listing or compressing a large file takes milliseconds to a second: a worker does it.
-        return await self._loop.run_in_executor(self._workers, lambda: site.get(target, accept_gzip=gzip_ok))
+        key = (site.resolve(target), gzip_ok)
+        render = self._rendering.get(key)
+        if render is None:
+            render = self._loop.run_in_executor(self._workers, lambda: site.get(target, accept_gzip=gzip_ok))
+            self._rendering[key] = render
+            render.add_done_callback(lambda _: self._rendering.pop(key, None))
+        # Shielded: one waiter's deadline or going away cancels its wait, not the render the others wait for.
+        return await asyncio.shield(render)
 
     def _addressed_here(self, headers, version: str) -> bool:
         hosts = headers.get_all("Host") or []

@@ -346,6 +346,10 @@ class SiteFiles(Mapping):
                 made = self._made[path]
         return made
 
+    def made(self, path: str) -> bool:
+        """Whether the file at `path` is made (reading it now is quick)."""
+        return path in self._made
+
     def __contains__(self, path) -> bool:  # without making the file (Mapping's would)
         return path in self._makers
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import ipaddress
 import socket
 import sys
@@ -62,9 +61,8 @@ class Site:
     """The gym's files in memory, answering requests by path."""
 
     def __init__(self, files: Mapping[str, bytes], programs: int = 0):
-        self.files = files if isinstance(files, SiteFiles) else dict(files)
+        self.files = files if isinstance(files, SiteFiles) else SiteFiles.of(files)
         self.programs = programs
-        self._gzipped: dict[str, bytes] = {}
 
     @classmethod
     def build(cls, corpus_dir=None, extra=None) -> "Site":
@@ -72,7 +70,7 @@ class Site:
         files, made when first asked for): the page is rendered now, each listing when it is first
         asked for (`site.SiteFiles`)."""
         corpus, drills = gym_inputs(corpus_dir)
-        files = site_files(corpus, drills, extra)
+        files = site_files(corpus, drills, extra, kept=True)  # the JSON a start before made is read back
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         return cls(files, programs=len(corpus.bases))
@@ -102,9 +100,7 @@ class Site:
         if len(body) >= _GZIP_MIN and _suffix(rel) in TYPES:
             headers["Vary"] = "Accept-Encoding"
             if accept_gzip:
-                if rel not in self._gzipped:
-                    self._gzipped[rel] = gzip.compress(body, compresslevel=6, mtime=0)
-                body = self._gzipped[rel]
+                body = self.files.gzipped(rel)
                 headers["Content-Encoding"] = "gzip"
         headers["Content-Length"] = str(len(body))
         return HTTPStatus.OK, headers, body
@@ -114,9 +110,9 @@ class Site:
         rel = self.resolve(target)
         if rel is None or rel not in self.files:
             return True
-        if isinstance(self.files, SiteFiles) and not self.files.made(rel):
+        if not self.files.made(rel):
             return False
-        return not accept_gzip or rel in self._gzipped or _suffix(rel) not in TYPES or len(self.files[rel]) < _GZIP_MIN
+        return not accept_gzip or self.files.compressed(rel) or _suffix(rel) not in TYPES or len(self.files[rel]) < _GZIP_MIN
 
 
 def _suffix(rel: str) -> str:

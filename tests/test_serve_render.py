@@ -91,6 +91,39 @@ def test_fifty_first_requests_of_one_file_render_it_once_and_hold_no_other_file(
     assert made == ["slow"] and gym.rendered["/slow.json"] == 1
 
 
+def test_the_whole_corpus_files_being_made_hold_no_program_file():
+    release, started = threading.Event(), threading.Event()
+
+    def whole() -> bytes:
+        started.set()
+        release.wait(60)
+        return b"{}"
+
+    files = site.SiteFiles({"corpus.json": whole, "drills.json": whole, "data/listings/mlp.json": lambda: b'{"a": 1}',
+                            "static/app.js": lambda: b"export {};"})
+    gym = _CountingSite(files)
+    srv, thread = _serving(gym)
+    answers: list[tuple[int, bytes]] = []
+    waiting = [threading.Thread(target=lambda p=p: answers.append(_request(srv, p, timeout=60)))
+               for p in ("/corpus.json", "/drills.json")]
+    try:
+        for t in waiting:
+            t.start()
+        with gym.seen:
+            assert gym.seen.wait_for(lambda: gym.asked.get("/drills.json") and gym.asked.get("/corpus.json"), timeout=60)
+        assert started.wait(60)
+        # Before: the two took both workers, and a program's listing waited until they were made.
+        assert _request(srv, "/data/listings/mlp.json") == (200, b'{"a": 1}')
+        assert _request(srv, "/static/app.js") == (200, b"export {};")
+        assert not answers
+    finally:
+        release.set()
+        for t in waiting:
+            t.join(60)
+        _stop(srv, thread)
+    assert answers == [(200, b"{}")] * 2
+
+
 def test_a_made_file_is_ready_under_any_of_its_names_and_a_small_one_needs_no_compressing():
     files = site.SiteFiles({"index.html": lambda: b"<!doctype html>" + b"x" * 2000, "a.json": lambda: b"{}"})
     gym = serve.Site(files)

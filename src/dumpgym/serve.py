@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from dumpgym.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
 from dumpgym.inputs import gym_inputs
-from dumpgym.site import CSP, SiteFiles, site_files
+from dumpgym.site import CSP, WHOLE_FILES, SiteFiles, site_files
 from dumpgym.terminal import printable
 
 TYPES = {
@@ -177,6 +177,9 @@ class GymServer:
         self._stopped = threading.Event()
         self._shutdown = threading.Event()  # asked before the loop ran: serve_forever returns at once
         self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
+        # The files of the whole corpus or pool take up to seconds to make: in a lane of their own, so that
+        # no program's file queues behind them (once, two of them held both workers for a second).
+        self._whole = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumpgym-render-whole")
         # (file, gzipped) -> the render in flight: the 50 first requests of one file wait for one render of it,
         # not 50 (which would hold every worker, each blocked on the file's lock, and queue the other files).
         self._rendering: dict[tuple[str, bool], asyncio.Future] = {}
@@ -203,6 +206,7 @@ class GymServer:
         """Close the listening socket (the port is free again at once)."""
         self.socket.close()
         self._workers.shutdown(wait=False, cancel_futures=True)
+        self._whole.shutdown(wait=False, cancel_futures=True)
 
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
@@ -290,7 +294,8 @@ class GymServer:
         key = (site.resolve(target), gzip_ok)
         render = self._rendering.get(key)
         if render is None:
-            render = self._loop.run_in_executor(self._workers, lambda: site.get(target, accept_gzip=gzip_ok))
+            lane = self._whole if key[0] in WHOLE_FILES else self._workers
+            render = self._loop.run_in_executor(lane, lambda: site.get(target, accept_gzip=gzip_ok))
             self._rendering[key] = render
             render.add_done_callback(lambda _: self._rendering.pop(key, None))
         # Shielded: one waiter's deadline or going away cancels its wait, not the render the others wait for.

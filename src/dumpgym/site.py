@@ -37,6 +37,9 @@ CSP = (
     "object-src 'none'; base-uri 'none'; form-action 'none'"
 )
 _SLUG = re.compile(r"[a-z0-9-]+")
+# The files made from the whole corpus or the whole pool (up to a second each, where a program's takes
+# milliseconds): `serve` makes them apart from the others.
+WHOLE_FILES = frozenset({"corpus.json", "drills.json"})
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ The files kept (`site.site_files(kept=True)`: the JSON made from the corpus; not
 quick to split and possibly of a pool still being made) are a function of the corpus's records and of
 the code that renders them. So they are kept in a folder of the cache (`DUMPGYM_CACHE_DIR`, else the
 platform's) named by both: `render_digest()` (`_stored.code_digest()`, which covers the built-in corpus,
-and besides it every file of the package, the template engine's, highlighter's and zlib's versions) and
+and besides it every file of the package, the template engine's, highlighter's, zlib's and Python's versions) and
 `corpus_digest()` (each record in order: a built-in one by its place in the built-in corpus, an added one
 by the digest of its JSON). Anything else differing, the folder differs: a stale file is never read. Each
 file names what it holds (key, path, length and sha256 of the bytes): a broken one (cut short, edited,
@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import threading
 import zlib
 from pathlib import Path
@@ -46,7 +47,8 @@ def kept_root() -> Path:
 def render_digest() -> str:
     """A digest of everything besides the records that decides the site's files: `code_digest()` and every
     file of the package (its code, templates, static files and tables; the built-in corpus is in
-    `code_digest`), the versions of the libraries that render (Jinja2, MarkupSafe, Pygments) and of zlib."""
+    `code_digest`), the versions of the libraries that render (Jinja2, MarkupSafe, Pygments), of zlib
+    and of Python."""
     from importlib import metadata
 
     h = hashlib.sha256(SCHEMA.encode())
@@ -56,7 +58,7 @@ def render_digest() -> str:
             h.update(f"{dist}={metadata.version(dist)}".encode())
         except metadata.PackageNotFoundError:
             h.update(f"{dist}=none".encode())
-    h.update(f"zlib={zlib.ZLIB_RUNTIME_VERSION}".encode())
+    h.update(f"zlib={zlib.ZLIB_RUNTIME_VERSION} python={sys.version}".encode())
     for path in sorted(p for p in _ROOT.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p != BUILTIN):
         h.update(path.relative_to(_ROOT).as_posix().encode())
         h.update(path.read_bytes())
@@ -151,8 +153,6 @@ _KEY = re.compile(r"[0-9a-f]{16}-[0-9a-f]{16}")
 
 
 def _warn(line: str) -> None:
-    import sys
-
     from dumpgym.terminal import printable
 
     print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)

@@ -124,6 +124,29 @@ def test_the_whole_corpus_files_being_made_hold_no_program_file():
     assert answers == [(200, b"{}")] * 2
 
 
+def test_a_site_swapped_in_never_gets_the_render_in_flight_of_the_one_before():
+    release, started = threading.Event(), threading.Event()
+
+    def old() -> bytes:
+        started.set()
+        release.wait(60)
+        return b'"old"'
+
+    srv, thread = _serving(serve.Site(site.SiteFiles({"x.json": old})))
+    answers: list[tuple[int, bytes]] = []
+    waiting = threading.Thread(target=lambda: answers.append(_request(srv, "/x.json", timeout=60)))
+    try:
+        waiting.start()
+        assert started.wait(60)
+        srv.site = serve.Site(site.SiteFiles({"x.json": lambda: b'"new"'}))  # as `serve` swaps a whole gym in
+        assert _request(srv, "/x.json") == (200, b'"new"')
+    finally:
+        release.set()
+        waiting.join(60)
+        _stop(srv, thread)
+    assert answers == [(200, b'"old"')]
+
+
 def test_a_made_file_is_ready_under_any_of_its_names_and_a_small_one_needs_no_compressing():
     files = site.SiteFiles({"index.html": lambda: b"<!doctype html>" + b"x" * 2000, "a.json": lambda: b"{}"})
     gym = serve.Site(files)

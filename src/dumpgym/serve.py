@@ -180,9 +180,9 @@ class GymServer:
         # The files of the whole corpus or pool take up to seconds to make: in a lane of their own, so that
         # no program's file queues behind them (once, two of them held both workers for a second).
         self._whole = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumpgym-render-whole")
-        # (file, gzipped) -> the render in flight: the 50 first requests of one file wait for one render of it,
+        # (site, file, gzipped) -> the render in flight: the 50 first requests of one file wait for one render of it,
         # not 50 (which would hold every worker, each blocked on the file's lock, and queue the other files).
-        self._rendering: dict[tuple[str, bool], asyncio.Future] = {}
+        self._rendering: dict[tuple[Site, str, bool], asyncio.Future] = {}
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
@@ -291,10 +291,11 @@ class GymServer:
         if site.ready(target, gzip_ok):
             return site.get(target, accept_gzip=gzip_ok)
         # Rendering a listing or compressing a large file takes milliseconds to a second: a worker does it.
-        key = (site.resolve(target), gzip_ok)
+        # Keyed by the site too: a site swapped in (`self.site = ...`) never gets the answer of the one before.
+        key = (site, site.resolve(target), gzip_ok)
         render = self._rendering.get(key)
         if render is None:
-            lane = self._whole if key[0] in WHOLE_FILES else self._workers
+            lane = self._whole if key[1] in WHOLE_FILES else self._workers
             render = self._loop.run_in_executor(lane, lambda: site.get(target, accept_gzip=gzip_ok))
             self._rendering[key] = render
             render.add_done_callback(lambda _: self._rendering.pop(key, None))

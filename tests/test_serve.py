@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import drills, serve, site
+from dumpgym import drills, kept_files, serve, site
 from dumpgym.drills import _stored
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,7 +201,8 @@ def test_a_busy_port_is_one_clear_error_said_before_rendering(server, monkeypatc
         serve.serve(port=port)
 
 
-def test_serve_renders_the_page_before_its_url_and_a_listing_when_asked(monkeypatch):
+def test_serve_renders_the_page_before_its_url_and_a_listing_when_asked(monkeypatch, tmp_path):
+    monkeypatch.setattr(kept_files, "kept_root", lambda: tmp_path)  # no listing kept by an earlier start
     made = []
     real = site.listing_lines
     monkeypatch.setattr(site, "listing_lines", lambda *a: made.append(a[1]) or real(*a))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import ipaddress
 import socket
 import sys
@@ -31,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 from dumpgym import dtypes
 from dumpgym.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
 from dumpgym.inputs import gym_start
-from dumpgym.site import CSP, SiteFiles, site_files
+from dumpgym.site import CSP, WHOLE_FILES, SiteFiles, site_files
 from dumpgym.terminal import printable
 
 TYPES = {
@@ -54,7 +53,7 @@ BACKLOG = 1024  # the kernel caps it at net.core.somaxconn
 CONNECTIONS = 1024  # served at once, each a coroutine of a few kilobytes; more wait in the backlog
 TIMEOUT = 5.0
 CHUNK = 64 * 1024
-RENDER_WORKERS = 4  # threads that make and gzip files on first request (GIL-bound: more only contend)
+RENDER_WORKERS = 2  # threads that make and gzip files on first request (GIL-bound: more only contend)
 SEND_BUFFER = 128 * 1024  # per connection (Linux doubles it): what a client that stops reading costs the kernel
 REFUSED_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -65,52 +64,14 @@ class Site:
     """The gym's files in memory, answering requests by path."""
 
     def __init__(self, files: Mapping[str, bytes], programs: int = 0):
-        self.files = files if isinstance(files, SiteFiles) else dict(files)
+        self.files = files if isinstance(files, SiteFiles) else SiteFiles.of(files)
         self.programs = programs
-        self._gzipped: dict[str, bytes] = {}
-        self._answered: set[tuple[str, bool]] = set()  # (file, gzipped) answered once: made and compressed
 
     @classmethod
     def build(cls, corpus_dir=None, extra=None) -> "Site":
         """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
-        files, made when first asked for), every program's drill items made if not kept: the page is
-        rendered now, each listing when it is first asked for (`site.SiteFiles`)."""
-        start = gym_start(corpus_dir)
-        return cls._rendered(start.corpus, start.whole_pool(), extra)
-
-    @classmethod
-    def start(cls, corpus_dir=None, extra=None) -> tuple["Site", Callable[..., "Site"] | None]:
-        """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
-        (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
-        makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
-        of each stage before (the built-in programs' items, then each added program's). Until the whole
-        is there the page says whose items are being made, and asks `data/drills/pending.json`."""
-        start = gym_start(corpus_dir)
-        if not start.pending:
-            return cls._rendered(start.corpus, start.pool, extra), None
-        # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second
-        # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
-        dtypes.is_numpy("bfloat16")
-
-        def rest(ready: Callable[["Site"], None] | None = None) -> "Site":
-            made = [start.pool]  # the last stage's pool: what is served should a later stage fail
-
-            def staged(pool: dict, pending: tuple[str, ...]) -> None:
-                made[0] = pool
-                if ready is not None:
-                    ready(cls._rendered(start.corpus, pool, extra, pending))
-            try:
-                whole = start.whole_pool(staged)
-            except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
-                print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
-                      "the gym serves the items made before", file=sys.stderr, flush=True)
-                whole = made[0]
-            return cls._rendered(start.corpus, whole, extra, ())
-        return cls._rendered(start.corpus, start.pool, extra, start.pending), rest
-
-    @classmethod
-    def _rendered(cls, corpus, drills, extra, pending=None) -> "Site":
-        files = site_files(corpus, drills, extra, pending)
+from dumpgym.inputs import gym_start
+from dumpgym.site import CSP, WHOLE_FILES, SiteFiles, site_files
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         site = cls(files, programs=len(corpus.bases))
@@ -143,18 +104,19 @@ class Site:
         if len(body) >= _GZIP_MIN and _suffix(rel) in TYPES:
             headers["Vary"] = "Accept-Encoding"
             if accept_gzip:
-                if rel not in self._gzipped:
-                    self._gzipped[rel] = gzip.compress(body, compresslevel=6, mtime=0)
-                body = self._gzipped[rel]
+                body = self.files.gzipped(rel)
                 headers["Content-Encoding"] = "gzip"
         headers["Content-Length"] = str(len(body))
-        self._answered.add((rel, accept_gzip))
         return HTTPStatus.OK, headers, body
 
     def ready(self, target: str, accept_gzip: bool = False) -> bool:
-        """Whether `get(target)` is quick: an error, or a file already made (and compressed, if asked) once."""
+        """Whether `get(target)` is quick: an error, or a file already made (and compressed, if asked and due)."""
         rel = self.resolve(target)
-        return rel is None or rel not in self.files or (rel, accept_gzip) in self._answered
+        if rel is None or rel not in self.files:
+            return True
+        if not self.files.made(rel):
+            return False
+        return not accept_gzip or self.files.compressed(rel) or _suffix(rel) not in TYPES or len(self.files[rel]) < _GZIP_MIN
 
 
 def _suffix(rel: str) -> str:
@@ -219,6 +181,12 @@ class GymServer:
         self._stopped = threading.Event()
         self._shutdown = threading.Event()  # asked before the loop ran: serve_forever returns at once
         self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
+        # The files of the whole corpus or pool take up to seconds to make: in a lane of their own, so that
+        # no program's file queues behind them (once, two of them held both workers for a second).
+        self._whole = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumpgym-render-whole")
+        # (site, file, gzipped) -> the render in flight: the 50 first requests of one file wait for one render of it,
+        # not 50 (which would hold every worker, each blocked on the file's lock, and queue the other files).
+        self._rendering: dict[tuple[Site, str, bool], asyncio.Future] = {}
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
@@ -242,6 +210,7 @@ class GymServer:
         """Close the listening socket (the port is free again at once)."""
         self.socket.close()
         self._workers.shutdown(wait=False, cancel_futures=True)
+        self._whole.shutdown(wait=False, cancel_futures=True)
 
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
@@ -326,7 +295,16 @@ class GymServer:
         if site.ready(target, gzip_ok):
             return site.get(target, accept_gzip=gzip_ok)
         # Rendering a listing or compressing a large file takes milliseconds to a second: a worker does it.
-        return await self._loop.run_in_executor(self._workers, lambda: site.get(target, accept_gzip=gzip_ok))
+        # Keyed by the site too: a site swapped in (`self.site = ...`) never gets the answer of the one before.
+        key = (site, site.resolve(target), gzip_ok)
+        render = self._rendering.get(key)
+        if render is None:
+            lane = self._whole if key[1] in WHOLE_FILES else self._workers
+            render = self._loop.run_in_executor(lane, lambda: site.get(target, accept_gzip=gzip_ok))
+            self._rendering[key] = render
+            render.add_done_callback(lambda _: self._rendering.pop(key, None))
+        # Shielded: one waiter's deadline or going away cancels its wait, not the render the others wait for.
+        return await asyncio.shield(render)
 
     def _addressed_here(self, headers, version: str) -> bool:
         hosts = headers.get_all("Host") or []

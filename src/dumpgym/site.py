@@ -9,6 +9,7 @@ per-drill splits of exactly those JSON objects, so what it shows is what `dumpgy
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import threading
@@ -37,6 +38,9 @@ CSP = (
     "object-src 'none'; base-uri 'none'; form-action 'none'"
 )
 _SLUG = re.compile(r"[a-z0-9-]+")
+# The files made from the whole corpus or the whole pool (up to a second each, where a program's takes
+# milliseconds): `serve` makes them apart from the others.
+WHOLE_FILES = frozenset({"corpus.json", "drills.json"})
 
 
 @dataclass(frozen=True)
@@ -322,30 +326,65 @@ def _environment() -> Environment:
     return env
 
 
+def gzipped(body: bytes) -> bytes:
+    """`body` compressed for the wire: the same bytes every time (no timestamp in the header)."""
+    return gzip.compress(body, compresslevel=6, mtime=0)
+
+
 class SiteFiles(Mapping):
     """A site's files by relative path, each made the first time it is read, then kept.
 
     `serve` answers the page before it has lexed every listing (most of a render): a listing is made
-    when the page first fetches it. Safe to read from several threads.
+    when the page first fetches it. Safe to read from several threads: a file is made once however many
+    ask for it at once. With `kept` (`kept_files.KeptFiles`), the files named in `keep`, and their
+    compressed bytes, are read from disk where an earlier start made them, and kept there when made.
     """
 
-    def __init__(self, makers: dict[str, Callable[[], bytes]]):
+    def __init__(self, makers: dict[str, Callable[[], bytes]], kept=None, keep: frozenset[str] = frozenset()):
         self._makers = makers
         self._made: dict[str, bytes] = {}
+        self._gzipped: dict[str, bytes] = {}
+        self._kept, self._keep = kept, keep
         self._lock = threading.Lock()
         self._making: dict[str, threading.Lock] = {}  # one lock per file: a slow listing holds up no other
 
+    @classmethod
+    def of(cls, files: Mapping[str, bytes]) -> "SiteFiles":
+        """Files already made, by relative path."""
+        made = cls({path: partial(_given, body) for path, body in files.items()})
+        made._made.update(files)
+        return made
+
     def __getitem__(self, path: str) -> bytes:
         made = self._made.get(path)
-        if made is None:
-            maker = self._makers[path]
-            with self._lock:
-                lock = self._making.setdefault(path, threading.Lock())
-            with lock:
-                if path not in self._made:
-                    self._made[path] = maker()
-                made = self._made[path]
-        return made
+        return made if made is not None else self._make(path, path, self._made, self._makers[path])
+
+    def gzipped(self, path: str) -> bytes:
+        """The file at `path` compressed for the wire (`gzipped`), the first time it is asked for, then kept."""
+        made = self._gzipped.get(path)
+        return made if made is not None else self._make(path + ".gz", path, self._gzipped, lambda: gzipped(self[path]))
+
+    def _make(self, name: str, path: str, into: dict[str, bytes], make: Callable[[], bytes]) -> bytes:
+        with self._lock:
+            lock = self._making.setdefault(name, threading.Lock())
+        with lock:
+            if path not in into:
+                kept = self._kept if path in self._keep else None
+                body = None if kept is None else kept.read(name)
+                if body is None:
+                    body = make()
+                    if kept is not None:
+                        kept.write(name, body)
+                into[path] = body
+            return into[path]
+
+    def made(self, path: str) -> bool:
+        """Whether the file at `path` is made (reading it now is quick)."""
+        return path in self._made
+
+    def compressed(self, path: str) -> bool:
+        """Whether the file at `path` is made and compressed (`gzipped(path)` now is quick)."""
+        return path in self._gzipped
 
     def __contains__(self, path) -> bool:  # without making the file (Mapping's would)
         return path in self._makers
@@ -357,10 +396,16 @@ class SiteFiles(Mapping):
         return len(self._makers)
 
 
+def _given(body: bytes) -> bytes:
+    return body
+
+
 def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None,
-               pending: tuple[str, ...] | None = None) -> SiteFiles:
+               pending: tuple[str, ...] | None = None, *, kept: bool = False) -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
-    its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder).
+    its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder). With `kept`,
+    the JSON files made from the corpus (not the pool's) are read from the cache where an earlier start
+    made them, and kept there when made (`kept_files.py`).
 
     With `pending` (`serve` while it makes the items an add or an upgrade left unkept), `drills` holds the
     other programs' items only: the page says whose are still being made, and `data/drills/pending.json`
@@ -395,6 +440,11 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
     }
     for path, make in _splits(record, written, drills, anchors).items():
         makers[path] = partial(lambda make: _json(make()), make)
+    # The JSON files made from the corpus and the code alone; not the pool's (quick to split, and `serve` may
+    # serve a pool still being made), the page (made at start-up), the package's own files (read as they
+    # are) or `extra`'s (made from a dump folder).
+    keep = frozenset(path for path in makers if path.endswith(".json") and path != "drills.json"
+                     and not path.startswith("data/drills/"))
     static = resources.files("dumpgym") / "static"
     for entry in static.iterdir():
         if entry.is_file() and entry.name.endswith((".js", ".css", ".svg")):
@@ -405,7 +455,11 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
     if pending is not None:
         makers["data/drills/pending.json"] = lambda: _json({"schema": PENDING_SCHEMA, "pending": list(pending)})
     makers.update(extra or {})
-    return SiteFiles(makers)
+    if not kept:
+        return SiteFiles(makers)
+    from dumpgym.kept_files import KeptFiles
+
+    return SiteFiles(makers, KeptFiles(record), keep - (extra or {}).keys())
 
 
 def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:

@@ -209,18 +209,23 @@ class BuiltinStore(StoredItems):
             write_atomic(self.folder / "index.json", (text + "\n").encode("utf-8"))
         except OSError:
             return
-        others = {}
-        for p in self.folder.parent.iterdir():
-            if p != self.folder and _POOL.fullmatch(p.name):
-                try:
-                    others[p] = p.stat().st_mtime
-                except OSError:  # another start removed it just now
-                    continue
-        for old in sorted(others, key=others.get, reverse=True)[KEEP_BUILTIN_POOLS:]:
-            shutil.rmtree(old, ignore_errors=True)
+        remove_older(self.folder, _POOL, KEEP_BUILTIN_POOLS)
 
 
 _POOL = re.compile(r"builtin-[0-9a-f]{16}")
+
+
+def remove_older(folder: Path, names: re.Pattern, keep: int) -> None:
+    """Remove the folders beside `folder` whose names match `names` (of other code), all but the `keep` newest."""
+    others = {}
+    for p in folder.parent.iterdir():
+        if p != folder and names.fullmatch(p.name):
+            try:
+                others[p] = p.stat().st_mtime
+            except OSError:  # another start removed it just now
+                continue
+    for old in sorted(others, key=others.get, reverse=True)[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def builtin_store() -> BuiltinStore:

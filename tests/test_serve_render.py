@@ -1,0 +1,265 @@
+"""The server's first-request renders: one render per file however many ask for it at once, a ready file
+never waiting behind one, and rendered files kept on disk (`kept_files.py`) exactly as a fresh render makes them."""
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import os
+import threading
+
+import pytest
+
+from dumpgym import kept_files, serve, site
+from dumpgym.drills._stored import builtin_corpus
+from dumpgym.record import Corpus
+
+
+def _request(srv, path: str, gzip: bool = False, timeout: float = 10) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection(*srv.server_address[:2], timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"Accept-Encoding": "gzip" if gzip else "identity"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _serving(gym: serve.Site):
+    srv = serve.make_server(gym, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    return srv, thread
+
+
+def _stop(srv, thread) -> None:
+    srv.shutdown()
+    srv.server_close()
+    thread.join(timeout=10)
+
+
+class _CountingSite(serve.Site):
+    """A site that counts the requests the loop has seen (`ready`) and the renders it ran (`get` off the loop)."""
+
+    def __init__(self, files):
+        super().__init__(files)
+        self.asked: dict[str, int] = {}
+        self.rendered: dict[str, int] = {}
+        self.seen = threading.Condition()
+
+    def ready(self, target, accept_gzip=False):
+        with self.seen:
+            self.asked[target] = self.asked.get(target, 0) + 1
+            self.seen.notify_all()
+        return super().ready(target, accept_gzip)
+
+    def get(self, target, accept_gzip=False):
+        if threading.current_thread() is not threading.main_thread():
+            with self.seen:
+                self.rendered[target] = self.rendered.get(target, 0) + 1
+        return super().get(target, accept_gzip)
+
+
+def test_fifty_first_requests_of_one_file_render_it_once_and_hold_no_other_file():
+    release, made = threading.Event(), []
+
+    def slow() -> bytes:
+        made.append("slow")
+        release.wait(60)
+        return b'{"slow": true}'
+
+    files = site.SiteFiles({"slow.json": slow, "other.json": lambda: b'{"other": true}'})
+    gym = _CountingSite(files)
+    srv, thread = _serving(gym)
+    answers: list[tuple[int, bytes]] = []
+    waiting = [threading.Thread(target=lambda: answers.append(_request(srv, "/slow.json", timeout=60)))
+               for _ in range(50)]
+    try:
+        for t in waiting:
+            t.start()
+        with gym.seen:  # every one of the 50 has reached the server and waits for the render
+            assert gym.seen.wait_for(lambda: gym.asked.get("/slow.json", 0) == 50, timeout=60)
+        # Before: each of the 50 took a worker (blocked on the file's lock) and this waited behind them all.
+        assert _request(srv, "/other.json") == (200, b'{"other": true}')
+        assert not answers
+    finally:
+        release.set()
+        for t in waiting:
+            t.join(60)
+        _stop(srv, thread)
+    assert answers == [(200, b'{"slow": true}')] * 50
+    assert made == ["slow"] and gym.rendered["/slow.json"] == 1
+
+
+def test_the_whole_corpus_files_being_made_hold_no_program_file():
+    release, started = threading.Event(), threading.Event()
+
+    def whole() -> bytes:
+        started.set()
+        release.wait(60)
+        return b"{}"
+
+    files = site.SiteFiles({"corpus.json": whole, "drills.json": whole, "data/listings/mlp.json": lambda: b'{"a": 1}',
+                            "static/app.js": lambda: b"export {};"})
+    gym = _CountingSite(files)
+    srv, thread = _serving(gym)
+    answers: list[tuple[int, bytes]] = []
+    waiting = [threading.Thread(target=lambda p=p: answers.append(_request(srv, p, timeout=60)))
+               for p in ("/corpus.json", "/drills.json")]
+    try:
+        for t in waiting:
+            t.start()
+        with gym.seen:
+            assert gym.seen.wait_for(lambda: gym.asked.get("/drills.json") and gym.asked.get("/corpus.json"), timeout=60)
+        assert started.wait(60)
+        # Before: the two took both workers, and a program's listing waited until they were made.
+        assert _request(srv, "/data/listings/mlp.json") == (200, b'{"a": 1}')
+        assert _request(srv, "/static/app.js") == (200, b"export {};")
+        assert not answers
+    finally:
+        release.set()
+        for t in waiting:
+            t.join(60)
+        _stop(srv, thread)
+    assert answers == [(200, b"{}")] * 2
+
+
+def test_a_site_swapped_in_never_gets_the_render_in_flight_of_the_one_before():
+    release, started = threading.Event(), threading.Event()
+
+    def old() -> bytes:
+        started.set()
+        release.wait(60)
+        return b'"old"'
+
+    srv, thread = _serving(serve.Site(site.SiteFiles({"x.json": old})))
+    answers: list[tuple[int, bytes]] = []
+    waiting = threading.Thread(target=lambda: answers.append(_request(srv, "/x.json", timeout=60)))
+    try:
+        waiting.start()
+        assert started.wait(60)
+        srv.site = serve.Site(site.SiteFiles({"x.json": lambda: b'"new"'}))  # as `serve` swaps a whole gym in
+        assert _request(srv, "/x.json") == (200, b'"new"')
+    finally:
+        release.set()
+        waiting.join(60)
+        _stop(srv, thread)
+    assert answers == [(200, b'"old"')]
+
+
+def test_a_made_file_is_ready_under_any_of_its_names_and_a_small_one_needs_no_compressing():
+    files = site.SiteFiles({"index.html": lambda: b"<!doctype html>" + b"x" * 2000, "a.json": lambda: b"{}"})
+    gym = serve.Site(files)
+    assert not gym.ready("/") and not gym.ready("/index.html")
+    gym.get("/index.html")
+    assert gym.ready("/") and gym.ready("/index.html?x=1") and not gym.ready("/", accept_gzip=True)
+    gym.get("/", accept_gzip=True)
+    assert gym.ready("/index.html", accept_gzip=True)
+    gym.get("/a.json")
+    assert gym.ready("/a.json", accept_gzip=True)  # under 1 KB: served as it is, nothing to compress
+
+
+@pytest.fixture
+def kept_root(monkeypatch, tmp_path):
+    """An empty cache folder for kept site files (the session's may hold files an earlier test kept)."""
+    root = tmp_path / "kept"
+    monkeypatch.setattr(kept_files, "kept_root", lambda: root)
+    return root
+
+
+def _answers(gym: serve.Site, paths) -> dict[str, tuple[bytes, bytes]]:
+    return {p: (gym.get("/" + p)[2], gym.get("/" + p, accept_gzip=True)[2]) for p in paths}
+
+
+def _sample(files) -> list[str]:
+    """The kept files of the top level and of two programs (their records, listings, layers, costs, changes)."""
+    return [p for p in files if p.endswith(".json") and not _of_the_pool(p)
+            and (p.count("/") == 0 or p.startswith("data/reference") or p.rsplit("/", 1)[1] in ("mlp.json", "mlp-f32.json"))]
+
+
+def _of_the_pool(path: str) -> bool:
+    return path == "drills.json" or path.startswith("data/drills/")
+
+
+def test_a_server_started_again_renders_no_json_file_and_answers_each_as_the_first_made_it(kept_root, tmp_path,
+                                                                                          monkeypatch):
+    first = serve.Site.build(tmp_path / "added")
+    paths = _sample(first.files)
+    kinds = {p.split("/")[1] for p in paths if p.startswith("data/")}
+    assert {"listings", "compiled", "cost", "change", "programs", "reference.json"} <= kinds
+    made = _answers(first, paths)
+
+    def no_render(*args):
+        raise AssertionError("a kept file was made again")
+
+    monkeypatch.setattr(site, "_json", no_render)
+    monkeypatch.setattr(site, "gzipped", no_render)
+    again = serve.Site.build(tmp_path / "added")
+    assert _answers(again, paths) == made
+    assert not any(again.files.made(p) for p in again.files if p.endswith(".json") and p not in paths)
+
+
+def test_a_broken_kept_file_is_said_in_one_line_and_made_again(kept_root, tmp_path, capsys):
+    first = serve.Site.build(tmp_path / "added")
+    body = first.get("/data/listings/mlp.json")[2]
+    [kept] = kept_root.glob("*/data/listings/mlp.json.kept")
+    kept.write_bytes(kept.read_bytes()[:-10])
+    capsys.readouterr()
+    assert serve.Site.build(tmp_path / "added").get("/data/listings/mlp.json")[2] == body
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "damaged kept site file" in err and "cut short" in err and str(kept) in err
+    assert serve.Site.build(tmp_path / "added").get("/data/listings/mlp.json")[2] == body  # kept whole again
+    assert capsys.readouterr().err == ""
+
+
+def test_files_kept_for_other_records_or_other_code_are_never_read(kept_root, monkeypatch, capsys):
+    corpus = builtin_corpus()
+    kept = kept_files.KeptFiles(corpus)
+    kept.write("data/a.json", b'{"a": 1}')
+    assert kept_files.KeptFiles(corpus).read("data/a.json") == b'{"a": 1}'
+    first = corpus.programs[0]
+    retitled = Corpus(corpus.schema, corpus.jax_version,
+                      (dataclasses.replace(first, title=first.title + "!"), *corpus.programs[1:]))
+    other = kept_files.KeptFiles(retitled)
+    assert other.key != kept.key and other.read("data/a.json") is None
+    # A file copied into another site's folder names the site it was made for: refused, and said.
+    copied = other.folder / "data" / "a.json.kept"
+    copied.parent.mkdir(parents=True)
+    copied.write_bytes((kept.folder / "data" / "a.json.kept").read_bytes())
+    assert other.read("data/a.json") is None and "damaged kept site file" in capsys.readouterr().err
+    monkeypatch.setattr(kept_files, "render_digest", lambda: "0" * 16)  # other code
+    assert kept_files.KeptFiles(corpus).read("data/a.json") is None
+
+
+def test_a_cache_that_cannot_be_written_costs_only_the_making(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    kept = kept_files.KeptFiles(builtin_corpus(), root=blocked)
+    files = site.SiteFiles({"a.json": lambda: b"{}"}, kept, frozenset({"a.json"}))
+    assert files["a.json"] == b"{}" and kept.read("a.json") is None
+
+
+def test_only_the_newest_kept_sites_of_other_keys_stay(kept_root):
+    for i in range(5):
+        old = kept_root / f"{i:016x}-{'0' * 16}"
+        old.mkdir(parents=True)
+        os.utime(old, (1000 + i, 1000 + i))
+    (kept_root / "not-a-site").mkdir()
+    kept = kept_files.KeptFiles(builtin_corpus())
+    kept.write("a.json", b"{}")
+    left = sorted(p.name for p in kept_root.iterdir())
+    assert left == sorted([kept.key, "not-a-site", *(f"{i:016x}-{'0' * 16}" for i in (3, 4))])
+
+
+def test_the_pool_files_are_made_from_the_pool_given_never_kept(kept_root, corpus, pool):
+    fewer = {**pool, "items": [item for item in pool["items"] if item["program"] == "mlp"]}
+    for drills in (pool, fewer, pool):
+        files = site.site_files(corpus, drills, kept=True)
+        assert json.loads(files["drills.json"]) == drills
+        assert json.loads(files["data/drills/shapes/mlp.json"])["items"] == [
+            item for item in drills["items"] if item["drill"] == "shapes" and item["program"] == "mlp"]
+        assert ("data/drills/shapes/attention.json" in files) == (drills is pool)
+        files.gzipped("drills.json")
+        files["corpus.json"]
+    kept = [f.relative_to(kept_root).as_posix().split("/", 1)[1] for f in kept_root.rglob("*.kept")]
+    assert kept == ["corpus.json.kept"]

@@ -70,8 +70,44 @@ class Site:
     @classmethod
     def build(cls, corpus_dir=None, extra=None) -> "Site":
         """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
-from dumpgym.inputs import gym_start
-from dumpgym.site import CSP, WHOLE_FILES, SiteFiles, site_files
+        files, made when first asked for), every program's drill items made if not kept: the page is
+        rendered now, each listing when it is first asked for (`site.SiteFiles`)."""
+        start = gym_start(corpus_dir)
+        return cls._rendered(start.corpus, start.whole_pool(), extra)
+
+    @classmethod
+    def start(cls, corpus_dir=None, extra=None) -> tuple["Site", Callable[..., "Site"] | None]:
+        """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
+        (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
+        makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
+        of each stage before (the built-in programs' items, then each added program's). Until the whole
+        is there the page says whose items are being made, and asks `data/drills/pending.json`."""
+        start = gym_start(corpus_dir)
+        if not start.pending:
+            return cls._rendered(start.corpus, start.pool, extra), None
+        # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second
+        # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
+        dtypes.is_numpy("bfloat16")
+
+        def rest(ready: Callable[["Site"], None] | None = None) -> "Site":
+            made = [start.pool]  # the last stage's pool: what is served should a later stage fail
+
+            def staged(pool: dict, pending: tuple[str, ...]) -> None:
+                made[0] = pool
+                if ready is not None:
+                    ready(cls._rendered(start.corpus, pool, extra, pending))
+            try:
+                whole = start.whole_pool(staged)
+            except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
+                print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
+                      "the gym serves the items made before", file=sys.stderr, flush=True)
+                whole = made[0]
+            return cls._rendered(start.corpus, whole, extra, ())
+        return cls._rendered(start.corpus, start.pool, extra, start.pending), rest
+
+    @classmethod
+    def _rendered(cls, corpus, drills, extra, pending=None) -> "Site":
+        files = site_files(corpus, drills, extra, pending, kept=True)  # the JSON a start before made is read back
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         site = cls(files, programs=len(corpus.bases))

@@ -14,7 +14,7 @@ import pytest
 
 import dumpgym
 from dumpgym import cli, drills, serve, typedjson
-from dumpgym.drills import _packed, _stored, build_pool, kept_pool, pool_of, write_pool
+from dumpgym.drills import _packed, _stored, build_pool, kept_pool, pool_of, read_pool, write_pool
 from dumpgym.site import load_inputs
 from dumpgym.inputs import gym_inputs, gym_start, load_sources
 from dumpgym.usercorpus import load_corpus
@@ -88,7 +88,7 @@ def test_a_second_start_makes_nothing_and_parses_no_kept_record(folder, made, pa
     assert cli.main(["drills", "--corpus", str(folder)]) == 0  # what `dumpgym drills` prints, warm
     assert made == [] and parsed == []  # every built-in's items and mine read as kept; no record parsed
     gym = serve.Site.build(folder)  # a second `dumpgym serve`
-    assert made == [] and gym.get("/")[0] == 200 and json.loads(gym.get("/drills.json")[2]) == first
+    assert made == [] and gym.get("/")[0] == 200 and read_pool(json.loads(gym.get("/drills.json")[2])) == first
     # The page needs the records: the built-in corpus read once, the added record once, nothing twice.
     assert parsed.count("Corpus") == 1 and parsed.count("ProgramRecord") == 1
     assert gym.programs == len(_stored.builtin_corpus().bases) + 1

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dumpgym import drills, kept_files, serve, site
-from dumpgym.drills import _stored
+from dumpgym.drills import _stored, read_pool
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def gym(corpus, pool):
     # is this corpus and pool (no programs added in the default folder), its files are the ones a render
     # of them makes, so they are reused rather than rendered a second time.
     default = serve._default_site()
-    if json.loads(default.files["corpus.json"]) == corpus and json.loads(default.files["drills.json"]) == pool:
+    if json.loads(default.files["corpus.json"]) == corpus and read_pool(json.loads(default.files["drills.json"])) == pool:
         return serve.Site(default.files)
     return serve.Site(site.render_site(corpus, pool))
 
@@ -509,7 +509,7 @@ def test_a_start_with_no_items_kept_serves_the_page_at_once_and_then_the_whole_g
     assert status == 200 and b"data-drills-pending" in page and b"are being made" in page
     pending = json.loads(gym.get("/data/drills/pending.json")[2])
     assert pending["pending"] == [p.slug for p in _stored.builtin_corpus().programs]
-    assert json.loads(gym.get("/drills.json")[2])["items"] == [] and _drill_splits(gym) == []
+    assert read_pool(json.loads(gym.get("/drills.json")[2]))["items"] == [] and _drill_splits(gym) == []
     stages = []
     whole = rest(stages.append)
     assert stages == [] and made == pending["pending"]  # one stage (built-ins only): nothing handed over early

@@ -13,7 +13,7 @@ from markupsafe import escape
 
 from dumpgym import curriculum, highlight, site
 from dumpgym.record import Corpus
-from dumpgym.drills import build_pool
+from dumpgym.drills import build_pool, printed_pool, read_pool
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = '<img src=x onerror=alert(1)> & "q" </script>'
@@ -80,7 +80,8 @@ def links_of(lines: list[list]) -> list[tuple[str, str]]:
 def test_the_site_ships_exactly_the_json_the_cli_prints(files, small):
     corpus, pool = small
     assert json.loads(files["corpus.json"]) == corpus
-    assert json.loads(files["drills.json"]) == pool
+    assert files["drills.json"] == printed_pool(pool)  # packed, byte for byte as `dumpgym drills` prints it
+    assert read_pool(json.loads(files["drills.json"])) == pool
     for program in corpus["programs"]:
         assert json.loads(files[f"data/programs/{program['slug']}.json"]) == program
 

@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 from dumpgym.compare import CompareError, compare_layer
 from dumpgym.cost_view import cost_file
 from dumpgym.curriculum import FLUENCY, PATH, drill_kinds, first_step
+from dumpgym.drills import printed_pool
 from dumpgym.highlight import LISTINGS_SCHEMA, hlo_listing, listing_lines
 from dumpgym.record import CompiledLayer, Corpus, ProgramRecord
 from dumpgym.target import TARGETS, CompileTarget, Target
@@ -436,7 +437,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
         "index.html": page,
         "data/reference.json": lambda: _json({"schema": REFERENCE_SCHEMA, "cards": cards}),
         "corpus.json": lambda: _json(written(), indent=1),
-        "drills.json": lambda: _json(drills, indent=1),
+        "drills.json": lambda: printed_pool(drills),  # what `dumpgym drills` prints: packed
     }
     for path, make in _splits(record, written, drills, anchors).items():
         makers[path] = partial(lambda make: _json(make()), make)

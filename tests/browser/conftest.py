@@ -156,6 +156,10 @@ def fetch_json(base_url):
         if rel not in fetched:
             with urllib.request.urlopen(base_url + rel, timeout=5) as r:
                 fetched[rel] = r.read()
+        if rel == "drills.json":  # packed, as `dumpgym drills` prints it
+            from dumpgym.drills import read_pool
+
+            return read_pool(json.loads(fetched[rel]))
         return json.loads(fetched[rel])
     return fetch
 

@@ -254,11 +254,20 @@ def _builtin_partners(record: ProgramRecord) -> tuple[ProgramRecord, ...]:
                  if (p.change and p.variant_of == record.slug) or (record.change and p.slug == record.variant_of))
 
 
+class Pool(dict):
+    """A pool as `pool_of` gives it, holding the kept parts it was read from (`parts`), so that
+    `printed_pool` copies their kept text rather than packing every item again. A copy of it is a plain
+    dict: printed all the same, by packing."""
+
+    __slots__ = ("parts",)
+
+
 def pool_of(parts: list, warn: Callable[[str], None] | None = None) -> dict:
     """The `dumpgym.drills/2` pool of the programs' kept items, in order; each skipped kind told to `warn`."""
     items = [item for kept in parts for item in kept.items()]
     skipped = [s for kept in parts for s in kept.skipped]
-    pool = {"schema": SCHEMA, "kinds": _kinds_of(parts), "items": items}
+    pool = Pool(schema=SCHEMA, kinds=_kinds_of(parts), items=items)
+    pool.parts = list(parts)
     if skipped:  # left out when empty: a pool with nothing skipped prints as before
         pool["skipped"] = skipped
     tell_skipped(parts, warn)
@@ -275,6 +284,27 @@ def write_pool(parts: list, out, warn: Callable[[str], None] | None = None) -> N
     texts = [text for text in (kept.encoded() for kept in parts) if len(text)]
     _packed.write({"schema": SCHEMA, "kinds": _kinds_of(parts)}, texts, skipped, out)
     tell_skipped(parts, warn)
+
+
+def printed_pool(pool: dict) -> bytes:
+    """The bytes `dumpgym drills` prints of `pool` (packed, with its closing newline): the page's
+    `drills.json`. A pool from `pool_of` is printed by copying its parts' kept text; any other is packed."""
+    import io
+
+    from dumpgym.drills import _packed
+    from dumpgym.drills._stored import Kept
+
+    out = io.BytesIO()
+    parts = getattr(pool, "parts", None)
+    if parts is not None:
+        write_pool(parts, out)
+    else:
+        by_program: dict[str, list[dict]] = {}
+        for item in pool["items"]:
+            by_program.setdefault(item["program"], []).append(item)
+        texts = [Kept.of(items, []).encoded() for items in by_program.values()]
+        _packed.write({"schema": pool["schema"], "kinds": pool["kinds"]}, texts, pool.get("skipped", []), out)
+    return out.getvalue() + b"\n"
 
 
 def read_pool(printed: dict) -> dict:

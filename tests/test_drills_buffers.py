@@ -349,9 +349,19 @@ def test_layout_answers_are_what_jaxs_layout_calls_minor_and_major(items):
         compiled = jax.jit(lambda x: x).lower(arg).compile()
         assert compiled.input_formats[0][0].layout.major_to_minor == major_to_minor
         assert re.search(rf"\]{re.escape(printed)} parameter\(0\)", compiled.as_text())  # XLA prints it minor first
-        expected = major_to_minor[-1] if item["step"] == "minor-axis" else major_to_minor[0]
-        # the row-major habit (axis 0 major, the last minor) never gives the answer: it must be read
-        assert expected != (len(major_to_minor) - 1 if item["step"] == "minor-axis" else 0), item["question"]
-        assert item["axes"] == [expected] and item["dims"] == list(shape.dimensions()), item["question"]
+        k = int(re.search(r"of axis (\d+) ", item["question"]).group(1))
+        assert item["axis"] == k, item["question"]
+        place, rank = major_to_minor.index(k), len(major_to_minor)
+        # JAX names axes major to minor: those after k change faster (minor of it), those before it slower
+        expected = major_to_minor[place + 1:] if item["step"] == "minor-axis" else major_to_minor[:place]
+        assert item["axes"] == sorted(expected) and item["dims"] == list(shape.dimensions()), item["question"]
+        # the shape alone never gives the answer: not none, not the row-major habit's, not the largest or
+        # the smallest dims; and the step's end of the layout breaks the row-major habit
+        dims = item["dims"]
+        habit = list(range(k + 1, rank)) if item["step"] == "minor-axis" else list(range(k))
+        by_size = [[a for a in range(rank) if dims[a] == pick(dims)] for pick in (max, min)]
+        assert rank >= 3 and item["axes"] and item["axes"] not in (habit, *by_size), item["question"]
+        end = major_to_minor[-1] if item["step"] == "minor-axis" else major_to_minor[0]
+        assert end != (rank - 1 if item["step"] == "minor-axis" else 0), item["question"]
         checked += 1
     assert checked >= 10

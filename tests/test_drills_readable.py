@@ -69,6 +69,26 @@ def test_a_blind_reader_does_no_better_than_chance_plus_ten_points(blind, kind):
                     f"{'; '.join(worst) or 'none alone'}", pytrace=False)
 
 
+# Steps held to the bar on their own, not only within their kind: each was once well over it (buffers'
+# major-axis +40 by tapping the smallest dims, minor-axis +17 by tapping axis 0, lowered-alias +17 by
+# picking the longest option, `none`) while its kind was not.
+STEPS_UNDER_THE_BAR = [("buffers", "major-axis"), ("buffers", "minor-axis"), ("buffers", "lowered-alias")]
+
+
+@pytest.mark.parametrize("kind, step", STEPS_UNDER_THE_BAR, ids=[f"{k}-{s}" for k, s in STEPS_UNDER_THE_BAR])
+def test_a_blind_reader_does_no_better_than_chance_plus_ten_points_on_a_step(blind, kind, step):
+    items, credit = blind(kind)
+    found = {s: (mine, theirs) for s, mine, theirs in br.steps(items, credit)}
+    assert step in found, f"the built-in pool has no {kind} {step} items"  # not a skip: the bar must be met
+    mine, theirs = found[step]
+    part = br.score(mine, theirs, weighted=True)
+    if part.over > br.BAR:
+        pytest.fail(f"{kind} {step}: {part.best} is right {part.accuracy:.0%} of the time (weighted) against "
+                    f"chance {part.chance:.0%}: {100 * part.over:+.1f} points, the bar is +{100 * br.BAR:.0f} "
+                    f"({part.items} items, {part.programs} programs). Over the bar: "
+                    f"{', '.join(_over_the_bar(mine, theirs)[:6])}", pytrace=False)
+
+
 # --- the blind readers find what is planted ------------------------------------------------------------
 
 PROGRAMS = [f"p{k}" for k in range(8)]

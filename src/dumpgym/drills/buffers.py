@@ -7,7 +7,8 @@ Five questions (`step`), each answered from the record, as MLIR and XLA read the
   (`input_output_alias`; a `line` form on the entry's parameter lines)
 - `copy-or-bitcast` (TPU and CPU HLO): this instruction, written operand → result with its name and opcode
   hidden: does it move bytes, or only relabel them? (a two-way choice, each side equally weighted)
-- `minor-axis` (CPU HLO) and `major-axis` (CPU and TPU HLO): in a layout like `{0,2,1}`, tap the axis (`axes`)
+- `minor-axis` (CPU HLO) and `major-axis` (CPU and TPU HLO): in a layout like `{0,2,1}`, tap every axis laid
+  out minor (major) of axis k (`axes`), asked only where the shape alone does not give the set
 A program that donates nothing is asked once, at StableHLO, so that "none" stays a real answer there.
 """
 from __future__ import annotations
@@ -17,13 +18,15 @@ from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, short, which_compile
-from dumpgym.drills.answer import AxisSet, Choice, LinePick, Misreading
+from dumpgym.drills.answer import AxisSet, Choice, LinePick, Misreading, axes_key
 from dumpgym.drills.item import Item, Lines, Note, from_draft, refer
 from dumpgym.record import CompiledLayer, ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
 PROGRAM_CAP = 8  # and a program with many buffers (sdpa's layouts) at most this much in all
-CONTRAST_WEIGHT = 0.25  # the one "nothing is donated" item of a program without donation
+# The one "nothing is donated" item of a program without donation: at 0.25 `none` answered 46% of the
+# step's weight (one donating program against ten), and the longest option, `none`, beat chance by 17 points.
+CONTRAST_WEIGHT = 0.1
 NONE_LOWERED = "none: it gets a buffer of its own"
 NONE_COMPILED = "none: XLA gives it a fresh buffer"
 # Said before the question: each option is an instruction with its name and opcode hidden.
@@ -309,65 +312,102 @@ def _layout_text(b: Buffer) -> str:
     return "{" + ",".join(map(str, b.minor_to_major)) + "}"
 
 
-def _layout_question(b: Buffer, step: str) -> tuple[int, dict[str, Misreading]]:
-    """The answer and misreadings (an axis as the `axes` form keys it -> why) for "which axis is minor" (or
-    major) in this buffer's layout."""
-    m2m, rank, lay = b.minor_to_major, len(b.dims), _layout_text(b)
+def _beside(b: Buffer, step: str, k: int) -> tuple[int, ...]:
+    """The axes laid out minor of axis k (`minor-axis`: before it in `minor_to_major`) or major of it
+    (`major-axis`: after it)."""
+    m2m = b.minor_to_major
+    place = m2m.index(k)
+    return tuple(m2m[:place]) if step == "minor-axis" else tuple(m2m[place + 1:])
+
+
+def _habit(step: str, k: int, rank: int) -> tuple[int, ...]:
+    """What the row-major habit takes for the axes minor of axis k (those after it) or major of it (before it)."""
+    return tuple(range(k + 1, rank)) if step == "minor-axis" else tuple(range(k))
+
+
+def _shape_gives(b: Buffer, step: str, k: int, answer: tuple[int, ...]) -> bool:
+    """Whether a reader of the shape alone, not the layout, would tap `answer`: it is empty (what tapping
+    nothing submits), what the row-major habit gives (the axes after k minor of it, those before it major),
+    or exactly the largest or the smallest dims (large dims tend to be laid out minor, small ones major)."""
+    rank, dims = len(b.dims), b.dims
+    by_size = [tuple(a for a in range(rank) if dims[a] == pick(dims)) for pick in (max, min)]
+    return not answer or sorted(answer) in ([*_habit(step, k, rank)], *map(list, by_size))
+
+
+def _layout_question(b: Buffer, step: str, k: int) -> tuple[tuple[int, ...], dict[str, Misreading]]:
+    """The answer and misreadings (a set of axes as the `axes` form keys it -> why) for "which axes are laid
+    out minor (or major) of axis k" in this buffer's layout."""
+    lay, rank = _layout_text(b), len(b.dims)
     minor = step == "minor-axis"
-    answer, flipped = (m2m[0], m2m[-1]) if minor else (m2m[-1], m2m[0])
-    end, edge = ("first", "minor") if minor else ("last", "major")
-    logical = rank - 1 if minor else 0
-    places = m2m.index(0 if minor else rank - 1)
+    answer, flipped = _beside(b, step, k), _beside(b, "major-axis" if minor else "minor-axis", k)
+    side, before = ("minor", "before") if minor else ("major", "after")
     misread: dict[str, Misreading] = {}
-    for axis, rule, reason in (
-            (flipped, "major-to-minor", f"read `{lay}` major first; XLA lists the axes minor first, so the {end} "
-                                        f"entry, axis {answer}, is the {edge} one"),
-            (logical, "logical-order", f"assumed axis {logical} is {edge}, as in a row-major array; this layout "
-                                       f"`{lay}` puts axis {answer} there"),
-            (places, "entries-as-places", f"read `{lay}` as each axis's place in turn (axis {places}'s entry is "
-                                          f"{m2m[places]}, so it would be {edge}); the entries name axes, minor "
-                                          f"first, so the {end}, axis {answer}, is {edge}")):
-        if axis != answer:
-            misread.setdefault(str(axis), Misreading(reason, rule))
+    for axes, rule, reason in (
+            (flipped, "major-to-minor", f"read `{lay}` major first; XLA lists the axes minor first, so the axes "
+                                        f"{before} axis {k} in it are the ones {side} of it"),
+            (_habit(step, k, rank), "logical-order", f"assumed the row-major order, the last axis minor; this "
+                                                     f"layout `{lay}` puts {_axes_text(answer)} {side} of axis {k}"),
+            ((*answer, k), "counted-itself", f"tapped axis {k} too; it is the axis asked about, not one laid "
+                                             f"out {side} of it")):
+        key = axes_key(axes)
+        if set(axes) != set(answer):
+            misread.setdefault(key, Misreading(reason, rule))
     return answer, misread
 
 
+def _axes_text(axes) -> str:
+    axes = sorted(axes)
+    return "no axis" if not axes else f"axis {axes[0]}" if len(axes) == 1 else \
+        "axes " + ", ".join(map(str, axes[:-1])) + f" and {axes[-1]}"
+
+
 def _layout_items(program: ProgramRecord) -> list[Item]:
-    """Per layer, one item per step for each distinct buffer whose layout is not row-major."""
+    """Per layer, for each distinct buffer whose layout breaks the row-major habit at the step's end, and
+    each axis k, one item per step ("tap the axes laid out minor of axis k", or major of it), asked only
+    where the shape alone leaves the answer open (`_shape_gives`)."""
     items, seen = [], set()
-    # The TPU's minor axis is the layout drill's; a GPU's layouts are left to the fusions they serve.
-    layers = [*((t, hlo, 2, ("minor-axis", "major-axis")) for t, hlo in program.layers("cpu").items()),
-              *((t, hlo, 3, ("major-axis",)) for t, hlo in program.layers("tpu").items())]
-    for layer, hlo, min_rank, steps in layers:
+    # The TPU's minor axis is the layout drill's; a GPU's layouts are left to the fusions they serve. Rank 3
+    # at least: the one rank-2 layout that is not row-major is `{0,1}`, which being asked would give away.
+    layers = [*((t, hlo, ("minor-axis", "major-axis")) for t, hlo in program.layers("cpu").items()),
+              *((t, hlo, ("major-axis",)) for t, hlo in program.layers("tpu").items())]
+    for layer, hlo, steps in layers:
         listing = Listing(hlo)
         for ins in hlo.instructions:
             d = listing.definition(ins)
             for b in d.buffers if d else ():
                 rank = len(b.dims)
-                if rank < min_rank or b.minor_to_major == tuple(range(rank - 1, -1, -1)):
+                if rank < 3 or b.minor_to_major == tuple(range(rank - 1, -1, -1)):
                     continue
                 for step in steps:
-                    key = (layer, step, b.plain, b.minor_to_major)
-                    answer, misread = _layout_question(b, step)
-                    # Where the row-major habit (the first axis major, the last minor) gives the answer, the
-                    # question tests no reading of the layout: asked only where that habit is wrong.
-                    habit = 0 if step == "major-axis" else rank - 1
-                    if key in seen or len(misread) < 2 or answer == habit:
+                    # The step's end of the layout must break the row-major habit (a major axis other than
+                    # 0, a minor axis other than the last): elsewhere the order it asks about is the habit's.
+                    end = b.minor_to_major[-1] if step == "major-axis" else b.minor_to_major[0]
+                    if (layer, step, b.plain, b.minor_to_major) in seen or end == (0 if step == "major-axis"
+                                                                                   else rank - 1):
                         continue
-                    seen.add(key)
-                    edge = "minor (its neighbours sit next to each other in memory)" if step == "minor-axis" \
-                        else "major (the slowest to change as memory is walked)"
-                    lay = _layout_text(b)
-                    items.append(Item(
-                        question=f"In `{b.plain}{lay}` (%{d.name}, compiled HLO line {d.line}), tap the axis that "
-                                 f"is {edge}.",
-                        answer=AxisSet(b.plain, b.dims, (answer,), misread),
-                        context=(Note(which_compile(hlo)), Lines(layer, d.line, d.line, cut=True)),
-                        card=(step, layer, b.text), layer=layer, step=step, skill="layout-order",
-                        feedback=(f"XLA writes `minor_to_major`: `{lay}` names axis {b.minor_to_major[0]} first, the "
-                                  f"minor one, and axis {b.minor_to_major[-1]} last, the major one."),
-                        facts={"hlo_line": d.line, "buffer": b.text}))
+                    seen.add((layer, step, b.plain, b.minor_to_major))
+                    for k in range(rank):
+                        answer, misread = _layout_question(b, step, k)
+                        if len(misread) < 2 or _shape_gives(b, step, k, answer):
+                            continue
+                        items.append(_layout_item(layer, hlo, d, b, step, k, answer, misread))
     return items
+
+
+def _layout_item(layer: str, hlo: CompiledLayer, d, b: Buffer, step: str, k: int, answer: tuple[int, ...],
+                 misread: dict[str, Misreading]) -> Item:
+    """"Tap every axis laid out minor (major) of axis k" in one buffer's layout."""
+    lay = _layout_text(b)
+    side, pace, before = (("minor", "faster", "before") if step == "minor-axis" else ("major", "slower", "after"))
+    return Item(
+        question=f"In `{b.plain}{lay}` (%{d.name}, compiled HLO line {d.line}), tap every axis laid out {side} "
+                 f"of axis {k} (changing {pace} than it as memory is walked).",
+        answer=AxisSet(b.plain, b.dims, answer, misread),
+        context=(Note(which_compile(hlo)), Lines(layer, d.line, d.line, cut=True)),
+        card=(step, layer, b.text, f"axis={k}"), layer=layer, step=step, skill="layout-order",
+        feedback=(f"XLA writes `minor_to_major`, minor first: `{lay}` names {_axes_text(answer)} {before} axis "
+                  f"{k}, so {'they are' if len(answer) > 1 else 'it is'} {side} of it."),
+        facts={"hlo_line": d.line, "buffer": b.text, "axis": k})
 
 
 def _item(program: ProgramRecord, draft: dict) -> Item:
@@ -380,7 +420,7 @@ def _item(program: ProgramRecord, draft: dict) -> Item:
 
 
 # Each (layer, step) of a program shares at most 4 of weight, the program at most 8 (sdpa has two dozen
-# buffers); a contrast item keeps its own 0.25 before that scaling.
+# buffers); a contrast item keeps its own 0.1 before that scaling.
 @drill("buffers", number="09", title="buffers: donated, copied, laid out",
        aim="Read where a buffer goes: which donated argument a result takes over, which instruction really "
            "copies bytes and which only relabels them, and which axis a layout puts minor or major.",

@@ -237,7 +237,7 @@ ROWS = [
     ("docs/drills.md", r"wrt by program: ((?:[\w-]+ \d+(?:, |,\s+)?)+)\.",
      lambda f: f.count("backward", "program", step="wrt")),
     # GYM·09, buffers
-    ("docs/drills.md", r"puts minor or major\. (\w+) questions", lambda f: len(f.count("buffers", "step"))),
+    ("docs/drills.md", r"minor or major of another\. (\w+) questions", lambda f: len(f.count("buffers", "step"))),
     ("docs/drills.md", r"\(sdpa alone gives (\d+)\)", lambda f: len(f.items("buffers", program="sdpa"))),
     ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `lowered-alias`",
      lambda f: len(f.items("buffers"))),

@@ -423,7 +423,7 @@ def _item(program: ProgramRecord, draft: dict) -> Item:
 # buffers); a contrast item keeps its own 0.1 before that scaling.
 @drill("buffers", number="09", title="buffers: donated, copied, laid out",
        aim="Read where a buffer goes: which donated argument a result takes over, which instruction really "
-           "copies bytes and which only relabels them, and which axis a layout puts minor or major.",
+           "copies bytes and which only relabels them, and which axes a layout puts minor or major of another.",
        per_program=PER_PROGRAM, cap_by=("layer", "step"), program_cap=PROGRAM_CAP)
 def buffer_items(program: ProgramRecord) -> list[Item]:
     """Donation items (lowered and compiled), copy-or-bitcast items, and layout-order items of one program."""

@@ -390,3 +390,33 @@ def test_hlo_classifies_fusions_calls_and_attributes(by_slug):
     assert _has_run(cond, [(L, "%region_0.1"), (P, ","), (L, "%region_1.2"), (P, "}")])
     conv = set(_tokens(HloLexer(), "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"))
     assert {(Number.Integer, "3x3"), (Number.Integer, "1_1x1_1"), (Name, "b01f_01io"), (O, "->")} <= conv
+
+
+def _both_loops(lexer_class, text):
+    from pygments.lexer import RegexLexer
+
+    lexer = lexer_class(stripnl=False, ensurenl=False)
+    return list(lexer.get_tokens_unprocessed(text)), list(RegexLexer.get_tokens_unprocessed(lexer, text))
+
+
+def test_one_match_per_token_gives_pygments_own_tokens_on_every_built_in_listing():
+    """The lexers join each state's rules into one regex (lexers._OneMatchPerToken); Pygments' own loop,
+    trying the rules one by one, is the oracle, on every jaxpr, StableHLO and compiled listing."""
+    from dumpgym.drills._stored import builtin_corpus
+
+    for program in builtin_corpus().programs:
+        listings = [(JaxprLexer, program.jaxpr), (StableHloLexer, program.stablehlo),
+                    *((HloLexer, layer.text) for layer in program.compiled.values())]
+        for lexer_class, text in listings:
+            fast, slow = _both_loops(lexer_class, text)
+            assert fast == slow, (program.slug, lexer_class.__name__)
+
+
+@pytest.mark.parametrize("lexer_class", [JaxprLexer, StableHloLexer, HloLexer])
+def test_one_match_per_token_gives_pygments_own_tokens_on_text_no_rule_matches(lexer_class):
+    # Characters no rule takes (Error tokens), an aside left open across a line end, states left open at the end.
+    texts = ["\x00§€ ¶\n%a = f32[2] add(\x01", "metadata={op_name=\"x\n  y}} {", "loc(\"a\" (\n{ lambda ; {",
+             "", "\n\n", "ROOT %x = (f32[], s32[]) tuple(%a, %b), calls=%c, to_apply={%d, \n"]
+    for text in texts:
+        fast, slow = _both_loops(lexer_class, text)
+        assert fast == slow, text

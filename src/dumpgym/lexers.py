@@ -5,7 +5,7 @@ import re
 
 from pygments.lexer import RegexLexer, bygroups, default, include
 from pygments.token import (
-    Comment, Keyword, Name, Number, Operator, Punctuation, String, Whitespace,
+    Comment, Error, Keyword, Name, Number, Operator, Punctuation, String, Whitespace, _TokenType,
 )
 
 __all__ = ["HloLexer", "JaxprLexer", "StableHloLexer"]
@@ -30,6 +30,80 @@ def _aside(opening: str, closing: str, to_line_end: bool = False) -> list:
     return rules + [(r"\n", Whitespace, "#pop")] if to_line_end else rules
 
 
+class _OneMatchPerToken(RegexLexer):
+    """Pygments' `RegexLexer` loop, with each state's rules joined into one alternation, tried once per
+    token instead of once per rule (a compiled HLO listing tries about a dozen rules per token: lexing
+    was most of a cold server's first renders). Python's `re` takes the first alternative that matches
+    at a position, as the loop takes the first rule: the tokens are the same (a test compares them with
+    `RegexLexer.get_tokens_unprocessed` on every built-in listing)."""
+
+    def get_tokens_unprocessed(self, text, stack=("root",)):
+        joined = _joined(type(self))
+        pos = 0
+        statestack = list(stack)
+        match, rules = joined[statestack[-1]]
+        while True:
+            m = match(text, pos)
+            if m is None:  # no rule matches here: as RegexLexer does
+                if pos >= len(text):
+                    break
+                if text[pos] == "\n":
+                    statestack = ["root"]
+                    match, rules = joined["root"]
+                    yield pos, Whitespace, "\n"
+                else:
+                    yield pos, Error, text[pos]
+                pos += 1
+                continue
+            rexmatch, action, new_state = rules[m.lastgroup]
+            if type(action) is _TokenType:
+                yield pos, action, m.group()
+                pos = m.end()
+            elif action is not None:  # a callback (bygroups) reads the rule's own groups: match it alone
+                m = rexmatch(text, pos)
+                yield from action(self, m)
+                pos = m.end()
+            else:
+                pos = m.end()
+            if new_state is not None:
+                _transition(statestack, new_state)
+                match, rules = joined[statestack[-1]]
+
+
+def _transition(statestack: list[str], new_state) -> None:
+    """RegexLexer's change of state after a rule, in place."""
+    if isinstance(new_state, tuple):
+        for state in new_state:
+            if state == "#pop":
+                if len(statestack) > 1:
+                    statestack.pop()
+            elif state == "#push":
+                statestack.append(statestack[-1])
+            else:
+                statestack.append(state)
+    elif isinstance(new_state, int):
+        if abs(new_state) >= len(statestack):
+            del statestack[1:]
+        else:
+            del statestack[new_state:]
+    elif new_state == "#push":
+        statestack.append(statestack[-1])
+    else:
+        raise AssertionError(f"wrong state def: {new_state!r}")
+
+
+def _joined(cls) -> dict:
+    """Each state of `cls` (processed by Pygments) as (one compiled alternation's match, its rules by group name)."""
+    if "_joined_states" not in cls.__dict__:
+        states = {}
+        for state, rules in cls._tokens.items():
+            named = {f"r{n}": rule for n, rule in enumerate(rules)}
+            pattern = "|".join(f"(?P<{name}>{rule[0].__self__.pattern})" for name, rule in named.items())
+            states[state] = (re.compile(pattern, cls.flags).match, named)
+        cls._joined_states = states
+    return cls._joined_states
+
+
 # --- jaxpr -----------------------------------------------------------------
 
 # An aval as `ShapedArray.str_short` prints it: dtype, optional memory space,
@@ -49,7 +123,7 @@ def _literal(value: str, token):
     return rf"({value})(:)({_AVAL})", bygroups(token, Punctuation, Keyword.Type)
 
 
-class JaxprLexer(RegexLexer):
+class JaxprLexer(_OneMatchPerToken):
     """Lexer for jaxprs as JAX 0.10 prints them with `str(jax.make_jaxpr(f)(*args))`."""
 
     name = "Jaxpr"
@@ -152,7 +226,7 @@ _ELEMENT = r"(?:bf16|tf32|f\d+(?:E\w+)?|[su]?i\d+|ui\d+|index|none)\b"
 _MLIR_NAME = r"[A-Za-z_][\w$.\-]*"
 
 
-class StableHloLexer(RegexLexer):
+class StableHloLexer(_OneMatchPerToken):
     """Lexer for StableHLO modules as `jax.jit(f).lower(*args).as_text()` prints them."""
 
     name = "StableHLO"
@@ -210,7 +284,7 @@ _HLO_NAME = r"%[\w.\-]+"
 _HLO_CALLS = r"calls|to_apply|condition|body|select|scatter|comparator"
 
 
-class HloLexer(RegexLexer):
+class HloLexer(_OneMatchPerToken):
     """Lexer for compiled HLO modules as `jax.jit(f).lower(*args).compile().as_text()` prints them."""
 
     name = "HLO"

@@ -4,7 +4,9 @@ that commit too (checked out in a temporary `git worktree`), side by side.
 
 Beside them, the floor of add's design: JAX alone doing what add asks of XLA, a second compile of the
 lowering at XLA's backend optimization level 0 (the tagged compile attribution reads, `hlo._TAGGED_OPTIONS`)
-on a thread beside the first, as `hlo._compile_both` runs them. No work of dumpgym's is in it.
+on a thread beside the first, as `hlo._compile_both` runs them. No work of dumpgym's is in it; in add,
+that work (the facts, the x-ray, the dataflow, the tagged compile's graph and the attribution) runs
+beside the two compiles, and what reads the plain compile (its text and shapes) and the write after it.
 
 Run: .venv/bin/python benchmarks/gpt_add.py [--runs N] [--before REF]
 

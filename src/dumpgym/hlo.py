@@ -14,7 +14,9 @@ The text shown is XLA's compile of the plain lowering, with source locations off
 the user's function are untouched) so that it does not depend on where the package is
 installed. The two compiles are paired instruction by instruction (computations and
 opcodes must agree). The tagged compile is never shown, so XLA generates its machine code
-at optimization level 0 (the HLO passes are the same; the pairing checks it).
+at optimization level 0 (the HLO passes are the same; the pairing checks it). The two compiles run at
+once, each on a thread of its own (`start_compiles`), from as soon as the trace is lowered; the caller's
+thread makes the facts, the x-ray and the attribution meanwhile.
 
 The HLO Python bindings give computations, instruction names, opcodes, operands and
 users, but not metadata, called computations or parameter numbers: those are read from

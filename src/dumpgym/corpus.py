@@ -30,7 +30,6 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     if targets:
         from dumpgym.hlo import compile_layer, start_compiles  # jaxlib's HLO bindings, only when a layer is asked for
 
-        say(f"{program.slug}: compiling with XLA{_words(targets[0])}")
         compiles = start_compiles(traced, targets[0])  # XLA compiles the first on threads while facts are made
     say(f"{program.slug}: facts for every equation")
     facts = build_facts(traced)
@@ -38,8 +37,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     xray = build_xray(traced, facts)
     layers = {}
     for n, target in enumerate(targets):
-        if n:
-            say(f"{program.slug}: compiling with XLA{_words(target)}")
+        say(f"{program.slug}: compiling with XLA{_words(target)}")  # the first began with the facts
         layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None)
     # In the registry's order, whatever order the targets were given in.
     compiled = {t: layers[t] for t in TARGETS if t in layers}

@@ -40,7 +40,7 @@ from dumpgym.hlo_facts import with_facts, xla_analyses
 from dumpgym.hlo_graph import CompiledGraph, opcode_of
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
-from dumpgym.trace import lower_copy
+from dumpgym.trace import lower_copy, with_collector_paused
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -96,6 +96,7 @@ def _definition_lines(text: str) -> tuple[dict[str, int], set[str]]:
     return out, roots
 
 
+@with_collector_paused  # a lowering builds the module's objects by the ten thousand (as `trace` pauses it for its own)
 def start_compiles(trace, target: Target = CPU) -> Compiles:
     """XLA's tagged and plain compiles of `trace` for `target`, set going on threads of their own: the
     caller goes on (the facts, the x-ray) while XLA compiles, and hands them to `compile_layer`."""
@@ -111,6 +112,9 @@ def _compile_pair(trace, target: Target):
         else partial(_compile_for_cpu, trace)
 
 
+# The layer builds the compiled graph and the instructions by the ten thousand and keeps them: with the
+# garbage collector on, its walks of the whole heap (JAX's too) cost the GPT's add more than the layer's own work.
+@with_collector_paused
 def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles | None = None) -> CompiledLayer:
     """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
 

@@ -4,13 +4,16 @@ that commit too (checked out in a temporary `git worktree`), side by side.
 
 Beside them, the floor of add's design: JAX alone doing what add asks of XLA, a second compile of the
 lowering at XLA's backend optimization level 0 (the tagged compile attribution reads, `hlo._TAGGED_OPTIONS`)
-on a thread beside the first, as `hlo._compile_both` runs them. No work of dumpgym's is in it.
+on a thread beside the first, as `hlo._compile_both` runs them. No work of dumpgym's is in it; in add,
+that work (the facts, the x-ray, the dataflow, the tagged compile's graph and the attribution) runs
+beside the two compiles, and what reads the plain compile (its text and shapes) and the write after it.
 
 Run: .venv/bin/python benchmarks/gpt_add.py [--runs N] [--before REF]
 
 Each run of each command is a fresh process, the commands alternating. Wall-clock and CPU seconds (the
 process's user + system time, which another job on a shared machine inflates far less) are reported as
-medians, and each ratio to JAX's own.
+medians, and each ratio to JAX's own. Last, whether every add (this checkout's and the ref's) wrote the
+same record, byte for byte.
 """
 import argparse
 import os
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import PYTHON, worktrees  # noqa: E402
@@ -67,19 +71,23 @@ def main() -> None:
     args = parser.parse_args()
     folder = tempfile.mkdtemp()
     fresh = iter(range(1000))
+    written: dict[str, list[str]] = {}  # label -> the record each of its adds wrote
 
-    def add():  # each add goes to a fresh corpus folder, so the slug never clashes
-        return [PYTHON, "-m", "dumpgym", "add", f"{HERE}/gpt_train_step.py:gpt_train_step",
-                "--args-from", f"{HERE}/gpt_train_step.py:make", "--hlo", "cpu",
-                "--corpus", os.path.join(folder, str(next(fresh)))]
+    def add(label):
+        def argv():  # each add goes to a fresh corpus folder, so the slug never clashes
+            corpus = os.path.join(folder, str(next(fresh)))
+            written.setdefault(label, []).append(os.path.join(corpus, "gpt-train-step.json"))
+            return [PYTHON, "-m", "dumpgym", "add", f"{HERE}/gpt_train_step.py:gpt_train_step",
+                    "--args-from", f"{HERE}/gpt_train_step.py:make", "--hlo", "cpu", "--corpus", corpus]
+        return argv
 
     with worktrees([args.before] if args.before else []) as trees:
         commands = {"JAX trace + lower + compile": (lambda: [PYTHON, "-c", JAX_ONLY], SRC),
                     "JAX, and its second compile at level 0 beside it (add's floor)":
                         (lambda: [PYTHON, "-c", JAX_PAIR], SRC),
-                    "dumpgym add --hlo cpu (this checkout)": (add, SRC)}
+                    "dumpgym add --hlo cpu (this checkout)": (add("this checkout"), SRC)}
         for ref, tree in trees.items():
-            commands[f"dumpgym add --hlo cpu ({ref})"] = (add, str(tree / "src"))
+            commands[f"dumpgym add --hlo cpu ({ref})"] = (add(ref), str(tree / "src"))
         times: dict[str, list[tuple[float, float]]] = {label: [] for label in commands}
         for _ in range(args.runs):
             for label, (argv, src) in commands.items():
@@ -90,6 +98,11 @@ def main() -> None:
     for label, (wall, cpu) in med.items():
         print(f"{label}: wall {wall:.2f} s, CPU {cpu:.2f} s (medians of {args.runs}); "
               f"ratio to JAX: wall {wall / jax_wall:.2f}, CPU {cpu / jax_cpu:.2f}")
+    # A faster add must write the same record: every add's, this checkout's and each ref's, byte for byte.
+    records = {label: {Path(p).read_bytes() for p in paths} for label, paths in written.items()}
+    for label, kinds in records.items():
+        same = len(kinds) == 1 and kinds == records["this checkout"]
+        print(f"records of {label}: {'all byte-identical to' if same else 'NOT all the same as'} this checkout's")
 
 
 if __name__ == "__main__":

@@ -21,5 +21,11 @@ def layer_and_its_compiles(traced, facts, target):
         layer = hlo.compile_layer(traced, facts, target)
     for trace, to, compiled in made:
         if trace is traced and to == target:
-            return layer, compiled
-    return layer, compile_for_topology(traced, target)
+            return layer, _done(compiled)
+    return layer, _done(compile_for_topology(traced, target))
+
+
+def _done(compiles):
+    """`_compile_for_topology`'s (tagged, plain, about), its two compiles (set going by the call) waited for."""
+    tagged, plain, about = compiles
+    return tagged.result(), plain.result(), about

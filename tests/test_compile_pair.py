@@ -41,7 +41,8 @@ def _traced(slug):
 
 def _layer_recording_compiles(traced, facts, target, first_options=None):
     """The layer `compile_layer` makes, and each (tagged lowering, options, tagged compile, plain compile)
-    of `_compile_both` it called; `first_options`, if given, replaces the tagged options of the first call."""
+    of `_compile_both` it called (which it sets going: they are waited for here); `first_options`, if
+    given, replaces the tagged options of the first call."""
     from dumpgym import hlo
 
     calls = []
@@ -56,7 +57,7 @@ def _layer_recording_compiles(traced, facts, target, first_options=None):
 
     with mock.patch.object(hlo, "_compile_both", recorded):
         layer = hlo.compile_layer(traced, facts, TARGETS[target])
-    return layer, calls
+    return layer, [(tagged, options, t.result(), p.result()) for tagged, options, t, p in calls]
 
 
 @pytest.mark.parametrize("slug, target", _cases())

@@ -48,7 +48,7 @@ def tpu_compiles(programs):
     for program in programs.values():
         if program.mesh:
             traced = trace(program.function, program.example_args())
-            out[program.slug] = _compile_for_topology(traced, Target("tpu", TOPOLOGY))[1]
+            out[program.slug] = _compile_for_topology(traced, Target("tpu", TOPOLOGY))[1].result()
     return out
 
 

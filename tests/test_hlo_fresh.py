@@ -125,8 +125,8 @@ def _fresh(slug, target):
     with mock.patch.object(hlo, "_compile_for_topology", recorded(hlo._compile_for_topology)), \
             mock.patch.object(hlo, "_compile_for_cpu", recorded(hlo._compile_for_cpu)):
         layer = hlo.compile_layer(traced, facts, TARGETS[target])
-    ((tagged, plain, _about),) = compiles
-    return facts, layer, tagged, plain
+    ((tagged, plain, _about),) = compiles  # set going by the call, done by the time the layer is
+    return facts, layer, tagged.result(), plain.result()
 
 
 @pytest.mark.parametrize("slug, target", _cases(("cpu", "tpu", "gpu")))

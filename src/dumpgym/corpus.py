@@ -24,19 +24,21 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     say = progress or (lambda _msg: None)
     say(f"{program.slug}: tracing and lowering")
     traced = trace(program.function, program.example_args())
+    # A program that lowers for TPU alone (a Mosaic kernel) has no CPU or GPU compile.
+    targets = [t for t in targets if program.platform == "cpu" or t.platform == program.platform]
+    compiles = None
+    if targets:
+        from dumpgym.hlo import compile_layer, start_compiles  # jaxlib's HLO bindings, only when a layer is asked for
+
+        compiles = start_compiles(traced, targets[0])  # XLA compiles the first on threads while facts are made
     say(f"{program.slug}: facts for every equation")
     facts = build_facts(traced)
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
     xray = build_xray(traced, facts)
     layers = {}
-    for target in targets:
-        # A program that lowers for TPU alone (a Mosaic kernel) has no CPU or GPU compile.
-        if program.platform != "cpu" and target.platform != program.platform:
-            continue
-        from dumpgym.hlo import compile_layer  # jaxlib's HLO bindings, only when a layer is asked for
-
-        say(f"{program.slug}: compiling with XLA{_words(target)}")
-        layers[target_id(target)] = compile_layer(traced, facts, target)
+    for n, target in enumerate(targets):
+        say(f"{program.slug}: compiling with XLA{_words(target)}")  # the first began with the facts
+        layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None)
     # In the registry's order, whatever order the targets were given in.
     compiled = {t: layers[t] for t in TARGETS if t in layers}
     if program.mesh is not None:

@@ -14,7 +14,9 @@ The text shown is XLA's compile of the plain lowering, with source locations off
 the user's function are untouched) so that it does not depend on where the package is
 installed. The two compiles are paired instruction by instruction (computations and
 opcodes must agree). The tagged compile is never shown, so XLA generates its machine code
-at optimization level 0 (the HLO passes are the same; the pairing checks it).
+at optimization level 0 (the HLO passes are the same; the pairing checks it). The two compiles run at
+once, each on a thread of its own (`start_compiles`), from as soon as the trace is lowered; the caller's
+thread makes the facts, the x-ray and the attribution meanwhile.
 
 The HLO Python bindings give computations, instruction names, opcodes, operands and
 users, but not metadata, called computations or parameter numbers: those are read from
@@ -27,9 +29,10 @@ from __future__ import annotations
 
 import platform
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from dumpgym.facts import Facts
 from dumpgym.hlo_attribution import attribute, dataflow, enclosing
@@ -37,7 +40,7 @@ from dumpgym.hlo_facts import with_facts, xla_analyses
 from dumpgym.hlo_graph import CompiledGraph, opcode_of
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
-from dumpgym.trace import lower_copy
+from dumpgym.trace import lower_copy, with_collector_paused
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -93,36 +96,55 @@ def _definition_lines(text: str) -> tuple[dict[str, int], set[str]]:
     return out, roots
 
 
-def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
-    """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
-
-    `target` is this host's CPU (the default), a TPU topology (`Target("tpu", "v5e:2x2")`; needs libtpu)
-    or a GPU (`Target("gpu", "h100")`; needs JAX's CUDA plugin).
-    """
-    import jaxlib
-
+@with_collector_paused  # a lowering builds the module's objects by the ten thousand (as `trace` pauses it for its own)
+def start_compiles(trace, target: Target = CPU) -> Compiles:
+    """XLA's tagged and plain compiles of `trace` for `target`, set going on threads of their own: the
+    caller goes on (the facts, the x-ray) while XLA compiles, and hands them to `compile_layer`."""
     from dumpgym.jax_internals import require_hlo_bindings
 
     require_hlo_bindings()
-    compile_pair = partial(_compile_for_topology, trace, target) if target.platform in ("tpu", "gpu") \
+    return Compiles(*_compile_pair(trace, target)())
+
+
+def _compile_pair(trace, target: Target):
+    """The function starting `target`'s two compiles of `trace` (given the tagged compile's options, or its default)."""
+    return partial(_compile_for_topology, trace, target) if target.platform in ("tpu", "gpu") \
         else partial(_compile_for_cpu, trace)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        # The jaxpr's dataflow, which attribution reads, needs no compile: it is made on a thread of its
-        # own while XLA compiles (and lets go of Python's lock).
-        flow = pool.submit(dataflow, facts, trace.closed_jaxpr)
-        tagged_compiled, plain_compiled, about = compile_pair()
-        flow = flow.result()
-    tagged = tagged_compiled.runtime_executable().hlo_modules()[0]
+
+
+# The layer builds the compiled graph and the instructions by the ten thousand and keeps them: with the
+# garbage collector on, its walks of the whole heap (JAX's too) cost the GPT's add more than the layer's own work.
+@with_collector_paused
+def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles | None = None) -> CompiledLayer:
+    """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
+
+    `target` is this host's CPU (the default), a TPU topology (`Target("tpu", "v5e:2x2")`; needs libtpu)
+    or a GPU (`Target("gpu", "h100")`; needs JAX's CUDA plugin). `compiles` are `start_compiles(trace,
+    target)`'s, if the caller set them going; else they start here.
+    """
+    import jaxlib
+
+    compiles = compiles if compiles is not None else start_compiles(trace, target)
+    # Python's work of the layer, done while XLA compiles (and lets go of Python's lock): the jaxpr's
+    # dataflow first, then, once the tagged compile is done (it is the quicker), its graph and the
+    # attribution, while the plain one still compiles.
+    flow = dataflow(facts, trace.closed_jaxpr)
+    tagged_compiled = compiles.tagged.result()
+    tagged_list = list(_instructions(tagged_compiled.runtime_executable().hlo_modules()[0]))
+    tagged_text = tagged_compiled.as_text()
+    graph = CompiledGraph(tagged_list, _definition_lines(tagged_text)[1], _entry_name(tagged_text), facts.eqn_of_tag)
+    eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
+    plain_compiled = compiles.plain.result()
+    about = compiles.about
     plain = plain_compiled.runtime_executable().hlo_modules()[0]
     text = plain_compiled.as_text()
 
-    tagged_list = list(_instructions(tagged))
     plain_list = list(_instructions(plain))
     if _pairing(tagged_list) != _pairing(plain_list):
         # Never seen: the tagged compile's optimization level changed XLA's HLO passes. Both again, at JAX's defaults.
-        tagged_compiled, _plain_again, about = compile_pair({})
-        tagged = tagged_compiled.runtime_executable().hlo_modules()[0]
-        tagged_list = list(_instructions(tagged))
+        again = Compiles(*_compile_pair(trace, target)({}))
+        tagged_list, about, graph = list(_instructions(again.tagged.result().runtime_executable().hlo_modules()[0])), \
+            again.about, None
         if _pairing(tagged_list) != _pairing(plain_list):
             raise RuntimeError("the tagged and plain compiles differ; cannot attribute compiled HLO by construction")
     # XLA names the results of a call it inlines after the call's location, which a tag may be
@@ -131,8 +153,11 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
 
     lines, roots = _definition_lines(text)
     tagged_name = {p: t for t, p in shown.items()}
-    graph = CompiledGraph(tagged_list, {tagged_name[r] for r in roots}, _entry_name(text), facts.eqn_of_tag)
-    eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
+    # The graph was read with the tagged compile's own ROOTs and entry; the layer is the plain text's: the
+    # two pair, so they agree, and where they would not, the graph is read again with the plain text's.
+    if graph is None or graph.roots != {tagged_name[r] for r in roots} or graph.entry != _entry_name(text):
+        graph = CompiledGraph(tagged_list, {tagged_name[r] for r in roots}, _entry_name(text), facts.eqn_of_tag)
+        eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
 
     instructions, fusions, unattributed = [], [], 0
     for computation, instruction in tagged_list:
@@ -195,8 +220,17 @@ def compile_layer(trace, facts: Facts, target: Target = CPU) -> CompiledLayer:
 _TAGGED_OPTIONS = {"xla_backend_optimization_level": 0}
 
 
+class Compiles(NamedTuple):
+    """A target's two compiles under way (`concurrent.futures.Future`s of `jax.stages.Compiled`), and
+    what the record says compiled them."""
+
+    tagged: Future
+    plain: Future
+    about: dict
+
+
 def _compile_for_cpu(trace, tagged_options=_TAGGED_OPTIONS):
-    """The tagged and plain compiles for this host's CPU, and what the record says compiled them."""
+    """The tagged and plain compiles for this host's CPU, under way, and what the record says compiled them."""
     import jax
 
     from dumpgym.jax_internals import no_traceback_locations
@@ -211,15 +245,19 @@ def _compile_for_cpu(trace, tagged_options=_TAGGED_OPTIONS):
             {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()})
 
 
-def _compile_both(tagged, plain, tagged_options):
-    """XLA's compiles of the tagged and the plain lowerings, at once: XLA compiles on one core and lets go
-    of Python's lock meanwhile, so on two cores the pair takes about the time of one (most of `add --hlo`
-    for a big model). The tagged one with `tagged_options`, the plain one with JAX's defaults. `plain` is
-    a `Lowered`, or a function making it: then it is lowered while the tagged one already compiles."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        other = pool.submit(tagged.compile, compiler_options=tagged_options)
-        plain_compiled = (plain() if callable(plain) else plain).compile()
-        return other.result(), plain_compiled
+def _compile_both(tagged, plain, tagged_options) -> tuple[Future, Future]:
+    """XLA's compiles of the tagged and the plain lowerings, set going at once, each on a thread of its
+    own: XLA compiles on one core and lets go of Python's lock meanwhile, so on two cores the pair takes
+    about the time of one (most of `add --hlo` for a big model), and the caller's thread is free for
+    Python's work. The tagged one with `tagged_options`, the plain one with JAX's defaults. `plain` is
+    a `Lowered`, or a function making it: then it is lowered here while the tagged one already compiles."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
+        tagged_compiled = pool.submit(tagged.compile, compiler_options=tagged_options)
+        plain_compiled = pool.submit((plain() if callable(plain) else plain).compile)
+    finally:
+        pool.shutdown(wait=False)  # the threads end when their compile does
+    return tagged_compiled, plain_compiled
 
 
 def _pairing(instructions) -> list[tuple[str, str]]:
@@ -229,7 +267,7 @@ def _pairing(instructions) -> list[tuple[str, str]]:
 
 def _compile_for_topology(trace, target: Target, tagged_options=_TAGGED_OPTIONS):
     """The tagged and plain compiles for a TPU topology (libtpu) or GPUs (the CUDA plugin), with none
-    attached, and what the record says compiled them.
+    attached, under way, and what the record says compiled them.
 
     The traced jaxpr is lowered again (tagged as the trace stage tags it, and plain) with every mesh
     and sharding moved onto the topology's devices, under its first chip as the default device, as

@@ -321,8 +321,10 @@ def _builtin_slugs() -> frozenset[str]:
     """The built-in corpus's slugs, read once a process: an add asks before it traces and again under the
     write lock, and the committed corpus (megabytes of JSON) does not change between the two."""
     from dumpgym.corpus import load_builtin
+    from dumpgym.trace import collector_paused
 
-    return frozenset(p["slug"] for p in load_builtin()["programs"])
+    with collector_paused():  # parsing megabytes of JSON makes objects by the hundred thousand, and frees none
+        return frozenset(p["slug"] for p in load_builtin()["programs"])
 
 
 def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: str | None = None,
@@ -425,6 +427,8 @@ def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | N
 
 def _store(folder: Path, records: list[ProgramRecord], wait: float | None) -> None:
     """Write each record and the index under the folder's lock; a failure removes what it wrote."""
+    from dumpgym.trace import collector_paused
+
     with locked(folder, exclusive=True, wait=wait):
         _clean_leftovers(folder)
         for record in records:
@@ -434,7 +438,9 @@ def _store(folder: Path, records: list[ProgramRecord], wait: float | None) -> No
         try:
             for record in records:
                 path = folder / f"{record.slug}.json"
-                _write(path, json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n")
+                with collector_paused():  # the record's JSON is made of objects by the hundred thousand, freed at once
+                    text = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+                _write(path, text)
                 written.append(path)
             _write_index(folder, [*slugs, *(record.slug for record in records)])
         except BaseException:

@@ -324,3 +324,25 @@ def test_a_kind_that_fails_on_a_program_made_late_is_told_once(folder, monkeypat
     assert _mine(whole) and not [i for i in _mine(whole) if i["drill"] == "shapes"]
     told.clear()
     assert gym_start(folder, told.append).pool == whole and len(told) == 1  # read as kept, and told again, once
+
+
+def test_corpus_json_copies_the_built_in_part_and_encodes_only_the_added_programs(folder, monkeypatch):
+    from dumpgym import site
+    from dumpgym.inputs import gym_inputs
+
+    corpus, pool = gym_inputs(folder)
+    assert [p.slug for p in corpus.programs if p.added] == ["mine"]
+    import contextlib
+
+    with contextlib.redirect_stdout(io.TextIOWrapper(io.BytesIO(), encoding="utf-8")) as out:
+        assert cli.main(["export", "--corpus", str(folder)]) == 0
+        out.flush()
+        whole = out.buffer.getvalue()  # what `dumpgym export` prints of this corpus
+    encoded = []
+    real = site._json
+    monkeypatch.setattr(site, "_json", lambda obj, indent=None: encoded.append(indent) or real(obj, indent))
+    files = site.site_files(corpus, pool)
+    assert files["corpus.json"] == whole
+    assert encoded == []  # the built-in part copied from the committed file, not encoded again
+    # A corpus read from JSON holds other objects than the built-in corpus's: encoded whole, the same bytes.
+    assert site.site_files(corpus.to_json(), pool)["corpus.json"] == whole and encoded == [1]

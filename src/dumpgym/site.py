@@ -436,7 +436,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
     makers: dict[str, Callable[[], bytes]] = {
         "index.html": page,
         "data/reference.json": lambda: _json({"schema": REFERENCE_SCHEMA, "cards": cards}),
-        "corpus.json": lambda: _json(written(), indent=1),
+        "corpus.json": lambda: _corpus_json(record, written),
         "drills.json": lambda: printed_pool(drills),  # what `dumpgym drills` prints: packed
     }
     for path, make in _splits(record, written, drills, anchors).items():
@@ -467,6 +467,33 @@ def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:
     """Every file of the gym, made now, by relative path (what `build_site` writes)."""
     files = site_files(corpus, drills)
     return {path: files[path] for path in files}
+
+
+def _corpus_json(record: Corpus, written: Callable[[], dict]) -> bytes:
+    """corpus.json: exactly what `dumpgym export` prints. Where the corpus starts with the built-in programs
+    as they were read, that part is the committed corpus file's own bytes (the same JSON, written by
+    `corpus build`) and only the added programs are encoded, each as it sits two levels deep."""
+    from dumpgym.drills._stored import builtin_bytes, builtin_corpus
+
+    builtin = builtin_corpus() if builtin_corpus.cache_info().currsize else None  # never parsed here
+    n = len(builtin.programs) if builtin else 0
+    close = b"\n ]\n}\n"
+    whole = builtin_bytes() if builtin else b""
+    if not (builtin and n and len(record.programs) >= n and whole.endswith(close)
+            and (record.schema, record.jax_version) == (builtin.schema, builtin.jax_version)
+            and all(mine is theirs for mine, theirs in zip(record.programs, builtin.programs))):
+        corpus = written()
+        return _json({**corpus, "programs": [_exported(p) for p in corpus["programs"]]}, indent=1)
+    added = [json.dumps(_exported(program.to_json()), indent=1, ensure_ascii=False).replace("\n", "\n  ")
+             for program in record.programs[n:]]
+    return whole[:-len(close)] + b"".join(b",\n  " + text.encode("utf-8") for text in added) + close
+
+
+def _exported(program: dict) -> dict:
+    """A program's JSON as `dumpgym export` prints it: `usercorpus.load_corpus` marks an added one last."""
+    if "added" not in program:
+        return program
+    return {**{k: v for k, v in program.items() if k != "added"}, "added": program["added"]}
 
 
 def _json(obj, indent=None) -> bytes:

@@ -177,3 +177,25 @@ def test_a_kept_or_changed_row_has_its_counterpart_in_the_other_text_per_xla(ite
             assert any(opcode_of(i) == opcode_of(ins) and result(i) == result(ins) for _, i in theirs.values()), item["card"]
         else:
             assert opcode_of(theirs[item["counterpart"]][1]) == opcode_of(ins), item["card"]
+
+
+def test_a_set_of_one_row_alone_of_its_opcode_is_not_asked_per_xla(items):
+    """A blind reader taps the one row of the opcode a change is known for (or the ROOT): no set is a single
+    row whose opcode, per XLA's parse, no other shown row has. The rule bites where `compare` finds such a
+    set: auto-sharded's TPU and CPU ROOT all-reduce that replicated weights make vanish."""
+    from dumpgym.compare import compare
+    from dumpgym.hlo_graph import opcode_of
+
+    diff, records = items
+    for item in (i for i in diff if i["step"] in ("appeared", "vanished") and len(i["answer_lines"]) == 1):
+        mine = _by_name(records[item["program"]].compiled[item["layer"]].text)
+        rows = item["shown"][0].split("\n")
+        names = [re.search(r"%([\w.\-]+) = ", row)[1] for row in rows if " = " in row]
+        (right,) = item["rows"]
+        assert sum(opcode_of(mine[n][1]) == opcode_of(mine[right][1]) for n in names) > 1, item["card"]
+    pair = compare(records["auto-sharded"], records["auto-sharded-replicated"])
+    asked = {i["layer"] for i in diff if i["step"] == "vanished" and i["program"] == "auto-sharded"
+             and i["partner"] == "auto-sharded-replicated"}
+    for target in ("tpu", "cpu"):
+        assert [r.opcode for r in pair[target].vanished] == ["all-reduce"] and target not in asked
+    assert "gpu" in asked  # its all-reduce-start and -done: two rows, still asked

@@ -18,8 +18,9 @@ pure function of the two records. This kind asks, on each compile target, three 
 
 The answers are `compare`'s, computed from the records' attribution (each row's printed opcode and the
 aligned equations it computes); no answer is chosen among options, so a reader who does not read the
-rows has a guess's chance. A set is asked only where it is small enough to tap (`MOST_ROWS`), and a row
-whose result is a tuple or a scalar is not asked to be typed.
+rows has a guess's chance. A set is asked only where it is small enough to tap (`MOST_ROWS`) and is not
+one row alone of its opcode in the computation (the row a change is known for, tapped by habit), and a
+row whose result is a tuple or a scalar is not asked to be typed.
 """
 from __future__ import annotations
 
@@ -79,8 +80,19 @@ def _set_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, st
         shown = [i for i in layer.instructions if i.computation == computation]
         if len(shown) < 2 * len(mine) + 2:
             continue  # nearly every row is the answer: tapping them all would do
+        if _lone_of_its_opcode(layer, shown, mine):
+            continue  # the change names the one row of its kind: tapping the usual opcode (or the ROOT) would do
         items.append(_set_item(program, other, diff, step, layer, computation, (first, last), mine))
     return items
+
+
+def _lone_of_its_opcode(layer: CompiledLayer, shown: list, rows: list[Row]) -> bool:
+    """Whether the set is one row, the only row of its printed opcode among those shown (auto-sharded's
+    ROOT all-reduce that replicated weights make vanish, the one all-gather `out=P()` makes appear): a
+    reader who taps the opcode the change is known for, or the last row, has it without reading."""
+    if len(rows) != 1:
+        return False
+    return sum((layer.printed(i) or i.opcode) == rows[0].opcode for i in shown) == 1
 
 
 def _set_item(program, other, diff: LayerDiff, step: str, layer: CompiledLayer, computation: str,

@@ -32,12 +32,19 @@ def _lists(d: DotDims, side: str) -> str:
     return f"contracting {list(d.axes(side, 'contracting'))}, batch {list(d.axes(side, 'batch'))}"
 
 
+def roles(d: DotDims) -> tuple[str, ...]:
+    """The roles an axis of this dot can play: the three, or, where the dot has no batch lists (its line
+    says so), contracted and free: a batch option no axis can take would only pad the choice."""
+    return ROLES if d.lhs_batch else tuple(r for r in ROLES if r != "batch")
+
+
 def role_question(d: DotDims, side: str, axis: int) -> tuple[str, Choice, str]:
-    """What does `side`'s `axis` do? One of the three roles, always in the same order."""
+    """What does `side`'s `axis` do? One of the dot's roles (`roles`), always in the same order."""
     right = role(d, side, axis)
     size = d.operand(side).shape[axis]
+    options = roles(d)
     reasons, rules = [], []
-    for option in ROLES:
+    for option in options:
         if option == right:
             reasons.append("")
             rules.append("")
@@ -48,7 +55,7 @@ def role_question(d: DotDims, side: str, axis: int) -> tuple[str, Choice, str]:
         reasons[-1] += f" ({_lists(d, side)}), so it is {right}, not {option}"
     why = f"{side}'s lists are {_lists(d, side)}: axis {axis} (size {size}) is {right}"
     question = f"In this dot, what part does {side} axis {axis} play?"
-    return question, Choice(ROLES, ROLES.index(right), tuple(reasons), tuple(rules)), why
+    return question, Choice(options, options.index(right), tuple(reasons), tuple(rules)), why
 
 
 def place_options(d: DotDims, side: str | None = None) -> tuple[str, ...]:
@@ -110,7 +117,7 @@ def habit(d: DotDims, side: str, axis: int, step: str) -> int:
         options = place_options(d, side)
         return options.index(f"output axis {axis}") if f"output axis {axis}" in options else len(options) - 1
     usual = d.rank(side) - 1 if side == "lhs" else 0
-    return ROLES.index("contracted" if axis == usual else "free")
+    return roles(d).index("contracted" if axis == usual else "free")
 
 
 def shares(answers: list[int], habits: list[int], rounds: int = 300) -> list[float]:

@@ -178,7 +178,21 @@ def check_items(eqn, view: DotView):
         if item.step == "output":
             assert view.out not in "\n".join(item.shown)
         assert item.layer == view.layer and item.shown == view.shown()
+        if item.about:
+            assert form["options"] == offered(view, item.step, item.about[:3])
     return items
+
+
+def offered(view: DotView, step: str, side: str) -> list[str]:
+    """The options a one-axis choice must offer, found by asking JAX: at the free steps every role some
+    axis of the dot plays, at `output-axis` every output axis some axis of `side` lands at, and summed away;
+    so that no option is one a reader who names the side or sees the dot's lists would strike."""
+    d = view.dims
+    if step == "output-axis":
+        places = sorted({jax_output_axis(view, side, a) for a in range(d.rank(side))} - {None})
+        return [f"output axis {j}" for j in places] + ["summed away"]
+    played = {jax_role(view, s, a) for s in ("lhs", "rhs") for a in range(d.rank(s))}
+    return [r for r in ("contracted", "batch", "free") if r in played or r != "batch"]
 
 
 def check_form(form: dict, step: str):

@@ -32,12 +32,19 @@ def _lists(d: DotDims, side: str) -> str:
     return f"contracting {list(d.axes(side, 'contracting'))}, batch {list(d.axes(side, 'batch'))}"
 
 
+def roles(d: DotDims) -> tuple[str, ...]:
+    """The roles an axis of this dot can play: the three, or, where the dot has no batch lists (its line
+    says so), contracted and free: a batch option no axis can take would only pad the choice."""
+    return ROLES if d.lhs_batch else tuple(r for r in ROLES if r != "batch")
+
+
 def role_question(d: DotDims, side: str, axis: int) -> tuple[str, Choice, str]:
-    """What does `side`'s `axis` do? One of the three roles, always in the same order."""
+    """What does `side`'s `axis` do? One of the dot's roles (`roles`), always in the same order."""
     right = role(d, side, axis)
     size = d.operand(side).shape[axis]
+    options = roles(d)
     reasons, rules = [], []
-    for option in ROLES:
+    for option in options:
         if option == right:
             reasons.append("")
             rules.append("")
@@ -48,12 +55,16 @@ def role_question(d: DotDims, side: str, axis: int) -> tuple[str, Choice, str]:
         reasons[-1] += f" ({_lists(d, side)}), so it is {right}, not {option}"
     why = f"{side}'s lists are {_lists(d, side)}: axis {axis} (size {size}) is {right}"
     question = f"In this dot, what part does {side} axis {axis} play?"
-    return question, Choice(ROLES, ROLES.index(right), tuple(reasons), tuple(rules)), why
+    return question, Choice(options, options.index(right), tuple(reasons), tuple(rules)), why
 
 
-def place_options(d: DotDims) -> tuple[str, ...]:
-    """The places an operand axis can go: each output axis, in order, then nowhere."""
-    return (*(f"output axis {j}" for j in range(len(d.out_shape()))), SUMMED)
+def place_options(d: DotDims, side: str | None = None) -> tuple[str, ...]:
+    """The places an operand axis can go: each output axis, in order, then nowhere. Of one `side`'s axes:
+    the output axes that hold a batch axis or one of that side's free axes, then nowhere; the other side's
+    free axes are no option, as any reader who names the side would strike them, the options left even."""
+    held = range(len(d.out_shape())) if side is None else sorted(
+        {d.output_axis(side, a) for a in range(d.rank(side))} - {None} | set(range(len(d.lhs_batch))))
+    return (*(f"output axis {j}" for j in held), SUMMED)
 
 
 def _source(d: DotDims, j: int) -> str:
@@ -68,9 +79,9 @@ def _source(d: DotDims, j: int) -> str:
 
 def place_question(d: DotDims, side: str, axis: int) -> tuple[str, Choice, str]:
     """Where does `side`'s `axis` go in the output? An output axis, or summed away."""
-    options = place_options(d)
+    options = place_options(d, side)
     j = d.output_axis(side, axis)
-    right = len(options) - 1 if j is None else j
+    right = options.index(SUMMED if j is None else f"output axis {j}")
     n_batch, rank = len(d.lhs_batch), d.rank(side)
     reasons, rules = [], []
     for k, option in enumerate(options):
@@ -85,8 +96,10 @@ def place_question(d: DotDims, side: str, axis: int) -> tuple[str, Choice, str]:
             reasons.append(f"{side} axis {axis} is contracted ({_lists(d, side)}): it is summed away and "
                            f"becomes no output axis")
         else:
+            k = int(option.rsplit(" ", 1)[1])
+            out_rank = len(d.out_shape())
             rule = ("kept-place" if k == axis and k < rank else "batch-forgotten" if n_batch and k == j - n_batch
-                    else "other-end" if k == len(options) - 2 - j else "misplaced")
+                    else "other-end" if k == out_rank - 1 - j else "misplaced")
             rules.append(rule)
             reasons.append(f"output axis {k} holds {_source(d, k)}; {side} axis {axis} lands at output axis {j}")
     where = "is summed away" if j is None else f"lands at output axis {j}"
@@ -99,11 +112,12 @@ def place_question(d: DotDims, side: str, axis: int) -> tuple[str, Choice, str]:
 def habit(d: DotDims, side: str, axis: int, step: str) -> int:
     """The option a reader who does not read the dims picks for one axis: at the free steps the `x @ w`
     habit's role (lhs contracts its last axis, rhs its first, every other axis free), at `output-axis`
-    the output axis of the asked axis's own index (`kept-place`), or summed away if there is none."""
+    the output axis of the asked axis's own index (`kept-place`) if it is an option, else summed away."""
     if step == "output-axis":
-        return min(axis, len(place_options(d)) - 1)
+        options = place_options(d, side)
+        return options.index(f"output axis {axis}") if f"output axis {axis}" in options else len(options) - 1
     usual = d.rank(side) - 1 if side == "lhs" else 0
-    return ROLES.index("contracted" if axis == usual else "free")
+    return roles(d).index("contracted" if axis == usual else "free")
 
 
 def shares(answers: list[int], habits: list[int], rounds: int = 300) -> list[float]:

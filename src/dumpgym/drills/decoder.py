@@ -200,6 +200,21 @@ def _sizes_mixed(d: DotDims, side: str) -> bool:
     return d.rank(side) >= SET_RANK and bool(kept & rest)
 
 
+def _shares(made: list, step: str) -> list[float]:
+    """Each one-axis item's share of its dot's weight. At `output-axis` each asked operand holds an even part,
+    shared among its own axes: a question names its side, and lhs's axes land in other places than rhs's."""
+    if not made:
+        return []
+    sides = [m[3][:3] for m in made] if step == "output-axis" else ["" for _ in made]
+    out = [0.0] * len(made)
+    for side in dict.fromkeys(sides):
+        ks = [k for k, s in enumerate(sides) if s == side]
+        part = shares([made[k][1].index for k in ks], [made[k][4] for k in ks])
+        for k, w in zip(ks, part):
+            out[k] = w / len(set(sides))
+    return out
+
+
 def view_items(eqn: EqnFact, view: DotView, steps=STEPS, seed: str = "") -> list[DecoderItem]:
     """The decoder's questions about one dot at one layer, for the asked `steps`: a step's one-axis choices
     share the dot's weight so that each right option weighs the same (`_dot_choices.shares`)."""
@@ -216,7 +231,7 @@ def view_items(eqn: EqnFact, view: DotView, steps=STEPS, seed: str = "") -> list
     for step in steps:
         if step in AXIS_STEPS:
             made = _axis_items(view, step)
-            weights = shares([m[1].index for m in made], [m[4] for m in made]) if made else []
+            weights = _shares(made, step)
             for (question, form, why, about, _), share in zip(made, weights):
                 add(step, question, form, why, about, share)
             if step == "output-axis" or not _sizes_mixed(view.dims, step.split("-")[0]):

@@ -2,6 +2,7 @@
 never waiting behind one, and rendered files kept on disk (`kept_files.py`) exactly as a fresh render makes them."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http.client
 import json
@@ -39,6 +40,24 @@ def _stop(srv, thread) -> None:
     thread.join(timeout=10)
 
 
+@contextlib.contextmanager
+def _held(srv, thread, release: threading.Event, paths: list[str]):
+    """Requests of `paths` sent at once, each from its own thread, their answers gathered as they come;
+    on leaving, `release` is set (the renders held on it finish), the requests are waited for and the
+    server stopped."""
+    answers: list[tuple[int, bytes]] = []
+    waiting = [threading.Thread(target=lambda p=p: answers.append(_request(srv, p, timeout=60))) for p in paths]
+    try:
+        for t in waiting:
+            t.start()
+        yield answers
+    finally:
+        release.set()
+        for t in waiting:
+            t.join(60)
+        _stop(srv, thread)
+
+
 class _CountingSite(serve.Site):
     """A site that counts the requests the loop has seen (`ready`) and the renders it ran (`get` off the loop)."""
 
@@ -72,22 +91,12 @@ def test_fifty_first_requests_of_one_file_render_it_once_and_hold_no_other_file(
     files = site.SiteFiles({"slow.json": slow, "other.json": lambda: b'{"other": true}'})
     gym = _CountingSite(files)
     srv, thread = _serving(gym)
-    answers: list[tuple[int, bytes]] = []
-    waiting = [threading.Thread(target=lambda: answers.append(_request(srv, "/slow.json", timeout=60)))
-               for _ in range(50)]
-    try:
-        for t in waiting:
-            t.start()
+    with _held(srv, thread, release, ["/slow.json"] * 50) as answers:
         with gym.seen:  # every one of the 50 has reached the server and waits for the render
             assert gym.seen.wait_for(lambda: gym.asked.get("/slow.json", 0) == 50, timeout=60)
         # Before: each of the 50 took a worker (blocked on the file's lock) and this waited behind them all.
         assert _request(srv, "/other.json") == (200, b'{"other": true}')
         assert not answers
-    finally:
-        release.set()
-        for t in waiting:
-            t.join(60)
-        _stop(srv, thread)
     assert answers == [(200, b'{"slow": true}')] * 50
     assert made == ["slow"] and gym.rendered["/slow.json"] == 1
 
@@ -104,12 +113,7 @@ def test_the_whole_corpus_files_being_made_hold_no_program_file():
                             "static/app.js": lambda: b"export {};"})
     gym = _CountingSite(files)
     srv, thread = _serving(gym)
-    answers: list[tuple[int, bytes]] = []
-    waiting = [threading.Thread(target=lambda p=p: answers.append(_request(srv, p, timeout=60)))
-               for p in ("/corpus.json", "/drills.json")]
-    try:
-        for t in waiting:
-            t.start()
+    with _held(srv, thread, release, ["/corpus.json", "/drills.json"]) as answers:
         with gym.seen:
             assert gym.seen.wait_for(lambda: gym.asked.get("/drills.json") and gym.asked.get("/corpus.json"), timeout=60)
         assert started.wait(60)
@@ -117,11 +121,6 @@ def test_the_whole_corpus_files_being_made_hold_no_program_file():
         assert _request(srv, "/data/listings/mlp.json") == (200, b'{"a": 1}')
         assert _request(srv, "/static/app.js") == (200, b"export {};")
         assert not answers
-    finally:
-        release.set()
-        for t in waiting:
-            t.join(60)
-        _stop(srv, thread)
     assert answers == [(200, b"{}")] * 2
 
 
@@ -134,17 +133,10 @@ def test_a_site_swapped_in_never_gets_the_render_in_flight_of_the_one_before():
         return b'"old"'
 
     srv, thread = _serving(serve.Site(site.SiteFiles({"x.json": old})))
-    answers: list[tuple[int, bytes]] = []
-    waiting = threading.Thread(target=lambda: answers.append(_request(srv, "/x.json", timeout=60)))
-    try:
-        waiting.start()
+    with _held(srv, thread, release, ["/x.json"]) as answers:
         assert started.wait(60)
         srv.site = serve.Site(site.SiteFiles({"x.json": lambda: b'"new"'}))  # as `serve` swaps a whole gym in
         assert _request(srv, "/x.json") == (200, b'"new"')
-    finally:
-        release.set()
-        waiting.join(60)
-        _stop(srv, thread)
     assert answers == [(200, b'"old"')]
 
 

@@ -2,11 +2,10 @@
 and compiling it in one process: the issue's bar is a ratio of at most 1.5. With `--before REF`, the add at
 that commit too (checked out in a temporary `git worktree`), side by side.
 
-Beside them, the floor of add's design: JAX alone doing what add asks of XLA, a second compile of the
-lowering at XLA's backend optimization level 0 (the tagged compile attribution reads, `hlo._TAGGED_OPTIONS`)
-on a thread beside the first, as `hlo._compile_both` runs them. No work of dumpgym's is in it; in add,
-that work (the facts, the x-ray, the dataflow, the tagged compile's graph and the attribution) runs
-beside the two compiles, and what reads the plain compile (its text and shapes) and the write after it.
+add compiles the program once, as JAX does (the tags ride in each op's location: `hlo_tags.py`); what
+it adds to JAX's own work is the tagged lowering the x-ray reads, the facts, the x-ray and the dataflow
+(made while XLA compiles), and what reads the compile (its graph, the attribution, its text and shapes)
+and the write after it.
 
 Run: .venv/bin/python benchmarks/gpt_add.py [--runs N] [--before REF]
 
@@ -42,17 +41,6 @@ lowered.as_text()
 lowered.compile().as_text()
 """
 
-# The same, and the second compile add makes, at once: what add costs before any work of its own.
-JAX_PAIR = JAX_ONLY.replace("lowered.compile().as_text()", """
-from concurrent.futures import ThreadPoolExecutor
-from dumpgym.hlo import _TAGGED_OPTIONS
-with ThreadPoolExecutor(max_workers=1) as pool:
-    second = pool.submit(lowered.compile, compiler_options=_TAGGED_OPTIONS)
-    lowered.compile().as_text()
-    second.result()
-""")
-
-
 def timed(argv, src: str) -> tuple[float, float]:
     """(wall, CPU) seconds of one run of `argv` with `src` first on PYTHONPATH."""
     env = {**os.environ, "PYTHONPATH": src}
@@ -83,8 +71,6 @@ def main() -> None:
 
     with worktrees([args.before] if args.before else []) as trees:
         commands = {"JAX trace + lower + compile": (lambda: [PYTHON, "-c", JAX_ONLY], SRC),
-                    "JAX, and its second compile at level 0 beside it (add's floor)":
-                        (lambda: [PYTHON, "-c", JAX_PAIR], SRC),
                     "dumpgym add --hlo cpu (this checkout)": (add("this checkout"), SRC)}
         for ref, tree in trees.items():
             commands[f"dumpgym add --hlo cpu ({ref})"] = (add(ref), str(tree / "src"))

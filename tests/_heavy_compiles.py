@@ -1,11 +1,11 @@
-"""Compiles the heavy tests would otherwise make twice."""
+"""Compiles the heavy tests would otherwise make twice, and the tags a compile carries."""
 from unittest import mock
 
 
-def layer_and_its_compiles(traced, facts, target):
-    """`compile_layer(traced, facts, target)` for a TPU or GPU target, and the tagged and plain compiles
-    `_compile_for_topology(traced, target)` made for it: the very call a test would make again to judge the
-    layer from a fresh compile (two more XLA compiles of the same program). Should `compile_layer` not
+def layer_and_its_compile(traced, facts, target):
+    """`compile_layer(traced, facts, target)` for a TPU or GPU target, and the `Compiles`
+    `_compile_for_topology(traced, target)` made for it (its compile done): the very call a test would make again to judge the
+    layer from a fresh compile (one more XLA compile of the same program). Should `compile_layer` not
     make that call, for that trace and that target, the test's own call is made instead."""
     from dumpgym import hlo
 
@@ -13,19 +13,27 @@ def layer_and_its_compiles(traced, facts, target):
     made = []
 
     def recorded(trace, to):
-        compiled = compile_for_topology(trace, to)
-        made.append((trace, to, compiled))
-        return compiled
+        compiles = compile_for_topology(trace, to)
+        made.append((trace, to, compiles))
+        return compiles
 
     with mock.patch.object(hlo, "_compile_for_topology", recorded):
         layer = hlo.compile_layer(traced, facts, target)
-    for trace, to, compiled in made:
+    for trace, to, compiles in made:
         if trace is traced and to == target:
-            return layer, _done(compiled)
-    return layer, _done(compile_for_topology(traced, target))
+            return layer, compiles
+    return layer, compile_for_topology(traced, target)
 
 
-def _done(compiles):
-    """`_compile_for_topology`'s (tagged, plain, about), its two compiles (set going by the call) waited for."""
-    tagged, plain, about = compiles
-    return tagged.result(), plain.result(), about
+def tagged_instructions(compiles):
+    """(computation, instruction, tag number) for each instruction of a compile (`hlo.Compiles`) that
+    carries a tag. The reading is `hlo_tags`'s own; `tests/test_hlo_tags.py` holds it to the op_names
+    of a compile tagged through the name stack."""
+    from dumpgym.hlo import _instructions
+    from dumpgym.hlo_tags import tag_of
+
+    compiled = compiles.compiled.result()
+    for computation, instruction in _instructions(compiled.runtime_executable().hlo_modules()[0]):
+        tag = tag_of(instruction.to_string(), compiles.names)
+        if tag is not None:
+            yield computation, instruction, tag

@@ -40,8 +40,8 @@ def _compile_for_tpu(f, args):
 
     with mock.patch.object(hlo, "_compile_for_topology", recorded):
         layer = hlo.compile_layer(traced, build_facts(traced), TPU)
-    ((_tagged, plain, _about),) = compiles  # set going by the call, done by the time the layer is
-    return layer, plain.result()
+    (made,) = compiles  # set going by the call, done by the time the layer is
+    return layer, made.compiled.result()
 
 
 @pytest.mark.compiled_hlo

@@ -121,8 +121,8 @@ def fresh_gpu():
         if slug not in cache:
             from test_hlo_fresh import _fresh
 
-            facts, _layer, _tagged, plain = _fresh(slug, "gpu")
-            cache[slug] = facts, plain.runtime_executable().hlo_modules()[0]
+            facts, _layer, made = _fresh(slug, "gpu")
+            cache[slug] = facts, made.compiled.result().runtime_executable().hlo_modules()[0]
         return cache[slug]
     return get
 

@@ -39,7 +39,7 @@ def _mesh_on(program, devices):
 
 @pytest.fixture(scope="session")
 def tpu_compiles(programs):
-    """slug -> the plain compile of each mesh program for the v5e:2x4 topology, as the corpus build makes it."""
+    """slug -> the compile of each mesh program for the v5e:2x4 topology, as the corpus build makes it."""
     from dumpgym.hlo import _compile_for_topology  # the same retargeting the corpus build used
     from dumpgym.target import Target
     from dumpgym.trace import trace
@@ -48,7 +48,7 @@ def tpu_compiles(programs):
     for program in programs.values():
         if program.mesh:
             traced = trace(program.function, program.example_args())
-            out[program.slug] = _compile_for_topology(traced, Target("tpu", TOPOLOGY))[1].result()
+            out[program.slug] = _compile_for_topology(traced, Target("tpu", TOPOLOGY)).compiled.result()
     return out
 
 

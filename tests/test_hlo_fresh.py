@@ -1,5 +1,5 @@
 """Each compiled layer's attribution, checked against a fresh compile made here: every instruction whose
-op_name carries an equation's tag is attributed to it (or, where rule 4 of docs/corpus.md applies, to the
+source file carries an equation's tag is attributed to it (or, where rule 4 of docs/corpus.md applies, to the
 reduction the tag hides), any other equation it lists is one the jaxpr (re-traced by JAX here) proves
 merged into it, and every fusion holds the work its body does. The GPU layer (the described H100) and the
 TPU layer are also the committed ones; the CPU's depends on this machine's CPU, so only its properties are
@@ -12,6 +12,7 @@ import pytest
 
 from dumpgym.programs import SLUGS, builtin_program
 from dumpgym.target import CPU, GPU, TPU
+from _heavy_compiles import tagged_instructions
 from fusion_work import fusion_work
 
 TARGETS = {"cpu": CPU, "tpu": TPU, "gpu": GPU}
@@ -106,7 +107,7 @@ def _proven_merged(facts, work, e: int, listed: set[int], tag: int) -> bool:
 
 
 def _fresh(slug, target):
-    """A program compiled here for a target: its facts, layer, and the tagged and plain compiles it was made from."""
+    """A program compiled here for a target: its facts, its layer, and the compile it was made from."""
     from dumpgym import hlo
     from dumpgym.facts import build_facts
     from dumpgym.trace import trace
@@ -125,36 +126,28 @@ def _fresh(slug, target):
     with mock.patch.object(hlo, "_compile_for_topology", recorded(hlo._compile_for_topology)), \
             mock.patch.object(hlo, "_compile_for_cpu", recorded(hlo._compile_for_cpu)):
         layer = hlo.compile_layer(traced, facts, TARGETS[target])
-    ((tagged, plain, _about),) = compiles  # set going by the call, done by the time the layer is
-    return facts, layer, tagged.result(), plain.result()
+    (made,) = compiles  # set going by the call, done by the time the layer is
+    return facts, layer, made
 
 
 @pytest.mark.parametrize("slug, target", _cases(("cpu", "tpu", "gpu")))
 def test_a_fresh_compile_is_attributed_by_its_tags_and_the_documented_rules(slug, target, by_slug):
     """One compile per program and target, judged three ways (each compile is the costly part)."""
-    facts, layer, tagged, plain = _fresh(slug, target)
-    _tagged_instructions_are_their_tags_plus_proven_merges(slug, facts, layer, tagged, plain)
+    facts, layer, compiled = _fresh(slug, target)
+    _tagged_instructions_are_their_tags_plus_proven_merges(slug, facts, layer, compiled)
     _fusions_hold_the_work_their_bodies_do(slug, facts, layer)
     if target != "cpu":  # the CPU's compile depends on this machine's CPU; a TPU's or GPU's on nothing of it
         _is_the_committed_layer(layer, by_slug[slug]["compiled"][target])
 
 
-def _tagged_instructions_are_their_tags_plus_proven_merges(slug, facts, layer, tagged, plain):
-    from dumpgym.hlo import _instructions
-    from dumpgym.trace import innermost_tag
-
+def _tagged_instructions_are_their_tags_plus_proven_merges(slug, facts, layer, compiled):
     rows = {i.name: i for i in layer.instructions}
-    tagged_list = list(_instructions(tagged.runtime_executable().hlo_modules()[0]))
-    # XLA may name an instruction after its op_name: the plain compile's names are the text's
-    shown = {t.name: p.name for (_, t), (_, p) in zip(tagged_list, _instructions(plain.runtime_executable().hlo_modules()[0]))}
     work = _Work(facts)
     checked = 0
-    for _computation, instruction in tagged_list:
-        printed = instruction.to_string()
-        tag = innermost_tag(printed.split("metadata={", 1)[1] if "metadata={" in printed else "")
-        if tag is None or shown[instruction.name] not in rows:
-            continue  # untagged, or folded into an async collective's `-start` line
-        row, own = rows[shown[instruction.name]], facts.eqn_of_tag[tag]
+    for _computation, instruction, tag in tagged_instructions(compiled):
+        if instruction.name not in rows:
+            continue  # folded into an async collective's `-start` line
+        row, own = rows[instruction.name], facts.eqn_of_tag[tag]
         checked += 1
         if row.opcode == "fusion":
             # a fusion holds the work its body does (judged below); one that only lays out or moves a

@@ -9,7 +9,7 @@ import pytest
 
 from dumpgym.programs import SLUGS
 from dumpgym.target import CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, parse_target
-from _heavy_compiles import layer_and_its_compiles
+from _heavy_compiles import layer_and_its_compile, tagged_instructions
 from fusion_work import fusion_work
 from jax_reference import jit_of
 
@@ -86,29 +86,19 @@ def test_the_tpu_layer_is_what_jax_compiles_for_the_topology(slug, by_slug, prog
 @pytest.mark.compiled_hlo
 @pytest.mark.parametrize("slug", SLUGS)
 def test_every_tpu_instruction_tagged_with_an_equation_is_attributed_to_it(slug, programs):
-    """Judged from a fresh tagged compile: each instruction whose op_name carries a tag computes that
+    """Judged from a fresh compile: each instruction whose source file carries a tag computes that
     equation (or, inside a fusion or region, belongs to what holds it)."""
     from dumpgym.facts import build_facts
-    from dumpgym.hlo import _instructions
-    from dumpgym.trace import innermost_tag, trace
+    from dumpgym.trace import trace
 
     traced = trace(programs[slug].function, programs[slug].example_args())
     facts = build_facts(traced)
-    # the layer, and the tagged and plain compiles `_compile_for_topology(traced, TPU)` gave it
-    layer, (tagged, plain, _about) = layer_and_its_compiles(traced, facts, TPU)
+    # the layer, and the compile `_compile_for_topology(traced, TPU)` gave it
+    layer, compiled = layer_and_its_compile(traced, facts, TPU)
     by_name = {i.name: i for i in layer.instructions}
-    # XLA may name an instruction after its op_name (a kernel's custom-call): the tagged compile's
-    # names are the plain one's, instruction for instruction.
-    plain_name = {t.name: p.name for (_, t), (_, p) in zip(_instructions(tagged.runtime_executable().hlo_modules()[0]),
-                                                           _instructions(plain.runtime_executable().hlo_modules()[0]))}
     checked = 0
-    for _computation, instruction in _instructions(tagged.runtime_executable().hlo_modules()[0]):
-        printed = instruction.to_string()
-        meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
-        tag = innermost_tag(meta)
-        if tag is None:
-            continue
-        row = by_name[plain_name[instruction.name]]
+    for _computation, instruction, tag in tagged_instructions(compiled):
+        row = by_name[instruction.name]
         if row.opcode == "fusion" and not row.eqns:
             # a fusion holds the work its body does: one that only moves a dot's operand (the partitioner's
             # all-gather) holds nothing (docs/corpus.md, rule 7)

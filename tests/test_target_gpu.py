@@ -12,7 +12,7 @@ from importlib.metadata import version
 
 import pytest
 
-from _heavy_compiles import layer_and_its_compiles
+from _heavy_compiles import layer_and_its_compile, tagged_instructions
 from dumpgym.target import (DEFAULT_GPU, GPU, GPUS, Target, TargetError, parse_target,
                             topology_devices)
 
@@ -96,20 +96,15 @@ def test_the_gpu_layer_is_what_jax_compiles_for_the_gpu():
 @pytest.mark.needs_gpu
 def test_every_gpu_instruction_tagged_with_an_equation_is_attributed_to_it():
     from dumpgym.facts import build_facts
-    from dumpgym.hlo import _instructions
-    from dumpgym.trace import innermost_tag, trace
+    from dumpgym.trace import trace
 
     traced = trace(_proj(), _args())
     facts = build_facts(traced)
-    # the layer, and the tagged compile `_compile_for_topology(traced, GPU)` gave it
-    layer, (tagged, _plain, _about) = layer_and_its_compiles(traced, facts, GPU)
+    # the layer, and the compile `_compile_for_topology(traced, GPU)` gave it
+    layer, compiled = layer_and_its_compile(traced, facts, GPU)
     by_name = {i.name: i for i in layer.instructions}
     checked = 0
-    for _computation, instruction in _instructions(tagged.runtime_executable().hlo_modules()[0]):
-        printed = instruction.to_string()
-        tag = innermost_tag(printed.split("metadata={", 1)[1] if "metadata={" in printed else "")
-        if tag is None:
-            continue
+    for _computation, instruction, tag in tagged_instructions(compiled):
         row = by_name[instruction.name]
         assert row.eqns, f"{row.name} carries tag {tag} but is not attributed"
         if row.via == "tag":

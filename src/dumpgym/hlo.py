@@ -1,22 +1,20 @@
 """Stage three, second half: the compiled HLO layer, its fusions, and which equations each holds.
 
-XLA compiles the tagged lowering from the trace stage; its instructions keep the
-tags in `metadata={op_name=...}`, so attribution is exact wherever XLA kept the
-metadata (`via` "tag"). Where XLA dropped it, the equation is inferred from dataflow
-when that leaves no doubt (`via` "inferred"): the compiled graph says which tagged
-equations an instruction reads and feeds, the jaxpr says which equations lie between
-them. Instructions of reducer regions take their holder's equations ("region"); the
-rest is XLA's own plumbing ("none"). This module compiles, `hlo_graph.py` reads the
-graph, and `hlo_attribution.py` decides each instruction's equations from it.
+XLA compiles the program once: the plain lowering (source locations off,
+`jax_traceback_in_locations_limit=0`, on a copy of the jaxpr, so JAX's caches for the user's function
+are untouched, and the text does not depend on where the package is installed), with each op's
+equation tag carried in from the tagged lowering of the trace stage as a source file
+(`hlo_tags.py`). XLA keeps it in each instruction's metadata wherever it keeps the metadata, so
+attribution is exact there (`via` "tag"); the text shown is XLA's with the source files left out,
+which is what it prints for the plain lowering, byte for byte. Where XLA dropped the metadata, the
+equation is inferred from dataflow when that leaves no doubt (`via` "inferred"): the compiled graph
+says which tagged equations an instruction reads and feeds, the jaxpr says which equations lie
+between them. Instructions of reducer regions take their holder's equations ("region"); the rest is
+XLA's own plumbing ("none"). This module compiles, `hlo_graph.py` reads the graph, and
+`hlo_attribution.py` decides each instruction's equations from it.
 
-The text shown is XLA's compile of the plain lowering, with source locations off
-(`jax_traceback_in_locations_limit=0`, on a copy of the jaxpr, so JAX's caches for
-the user's function are untouched) so that it does not depend on where the package is
-installed. The two compiles are paired instruction by instruction (computations and
-opcodes must agree). The tagged compile is never shown, so XLA generates its machine code
-at optimization level 0 (the HLO passes are the same; the pairing checks it). The two compiles run at
-once, each on a thread of its own (`start_compiles`), from as soon as the trace is lowered; the caller's
-thread makes the facts, the x-ray and the attribution meanwhile.
+The compile runs on a thread of its own (`start_compiles`) from as soon as the plain lowering is
+made; the caller's thread makes the facts, the x-ray and the jaxpr's dataflow meanwhile.
 
 The HLO Python bindings give computations, instruction names, opcodes, operands and
 users, but not metadata, called computations or parameter numbers: those are read from
@@ -30,14 +28,14 @@ from __future__ import annotations
 import platform
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 from dumpgym.facts import Facts
 from dumpgym.hlo_attribution import attribute, dataflow, enclosing
 from dumpgym.hlo_facts import with_facts, xla_analyses
-from dumpgym.hlo_graph import CompiledGraph, opcode_of
+from dumpgym.hlo_graph import CompiledGraph
+from dumpgym.hlo_tags import carry_tags, shown_text
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
 from dumpgym.trace import lower_copy, with_collector_paused
@@ -98,18 +96,14 @@ def _definition_lines(text: str) -> tuple[dict[str, int], set[str]]:
 
 @with_collector_paused  # a lowering builds the module's objects by the ten thousand (as `trace` pauses it for its own)
 def start_compiles(trace, target: Target = CPU) -> Compiles:
-    """XLA's tagged and plain compiles of `trace` for `target`, set going on threads of their own: the
-    caller goes on (the facts, the x-ray) while XLA compiles, and hands them to `compile_layer`."""
+    """XLA's compile of `trace` for `target`, set going on a thread of its own: the caller goes on (the
+    facts, the x-ray) while XLA compiles, and hands it to `compile_layer`."""
     from dumpgym.jax_internals import require_hlo_bindings
 
     require_hlo_bindings()
-    return Compiles(*_compile_pair(trace, target)())
-
-
-def _compile_pair(trace, target: Target):
-    """The function starting `target`'s two compiles of `trace` (given the tagged compile's options, or its default)."""
-    return partial(_compile_for_topology, trace, target) if target.platform in ("tpu", "gpu") \
-        else partial(_compile_for_cpu, trace)
+    if target.platform in ("tpu", "gpu"):
+        return _compile_for_topology(trace, target)
+    return _compile_for_cpu(trace)
 
 
 # The layer builds the compiled graph and the instructions by the ten thousand and keeps them: with the
@@ -119,61 +113,38 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
     """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
 
     `target` is this host's CPU (the default), a TPU topology (`Target("tpu", "v5e:2x2")`; needs libtpu)
-    or a GPU (`Target("gpu", "h100")`; needs JAX's CUDA plugin). `compiles` are `start_compiles(trace,
-    target)`'s, if the caller set them going; else they start here.
+    or a GPU (`Target("gpu", "h100")`; needs JAX's CUDA plugin). `compiles` is `start_compiles(trace,
+    target)`'s, if the caller set it going; else it starts here.
     """
     import jaxlib
 
     compiles = compiles if compiles is not None else start_compiles(trace, target)
-    # Python's work of the layer, done while XLA compiles (and lets go of Python's lock): the jaxpr's
-    # dataflow first, then, once the tagged compile is done (it is the quicker), its graph and the
-    # attribution, while the plain one still compiles.
+    # Python's work of the layer that needs no compile, done while XLA compiles (and lets go of Python's lock).
     flow = dataflow(facts, trace.closed_jaxpr)
-    tagged_compiled = compiles.tagged.result()
-    tagged_list = list(_instructions(tagged_compiled.runtime_executable().hlo_modules()[0]))
-    tagged_text = tagged_compiled.as_text()
-    graph = CompiledGraph(tagged_list, _definition_lines(tagged_text)[1], _entry_name(tagged_text), facts.eqn_of_tag)
-    eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
-    plain_compiled = compiles.plain.result()
-    about = compiles.about
-    plain = plain_compiled.runtime_executable().hlo_modules()[0]
-    text = plain_compiled.as_text()
-
-    plain_list = list(_instructions(plain))
-    if _pairing(tagged_list) != _pairing(plain_list):
-        # Never seen: the tagged compile's optimization level changed XLA's HLO passes. Both again, at JAX's defaults.
-        again = Compiles(*_compile_pair(trace, target)({}))
-        tagged_list, about, graph = list(_instructions(again.tagged.result().runtime_executable().hlo_modules()[0])), \
-            again.about, None
-        if _pairing(tagged_list) != _pairing(plain_list):
-            raise RuntimeError("the tagged and plain compiles differ; cannot attribute compiled HLO by construction")
-    # XLA names the results of a call it inlines after the call's location, which a tag may be
-    # (threefry's rolled loop on CPU): the tagged name stands for the plain one the text prints.
-    shown = {t.name: p.name for (_, t), (_, p) in zip(tagged_list, plain_list)}
-
+    compiled = compiles.compiled.result()
+    module = compiled.runtime_executable().hlo_modules()[0]
+    printed = compiled.as_text()
+    text = shown_text(printed)
+    listed = list(_instructions(module))
     lines, roots = _definition_lines(text)
-    tagged_name = {p: t for t, p in shown.items()}
-    # The graph was read with the tagged compile's own ROOTs and entry; the layer is the plain text's: the
-    # two pair, so they agree, and where they would not, the graph is read again with the plain text's.
-    if graph is None or graph.roots != {tagged_name[r] for r in roots} or graph.entry != _entry_name(text):
-        graph = CompiledGraph(tagged_list, {tagged_name[r] for r in roots}, _entry_name(text), facts.eqn_of_tag)
-        eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
+    graph = CompiledGraph(listed, roots, _entry_name(text), facts.eqn_of_tag, compiles.names)
+    eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
 
     instructions, fusions, unattributed = [], [], 0
-    for computation, instruction in tagged_list:
+    for computation, instruction in listed:
         name = instruction.name
-        if shown[name] not in lines:
+        if name not in lines:
             continue  # inside an async computation the text prints folded into its `-start` (GPU's reduce-scatter)
-        line = lines[shown[name]]
+        line = lines[name]
         if graph.opcode[name] == "fusion":
-            fusions.append(Fusion(line, shown[name], _fusion_kind(instruction.to_string()), tuple(sorted(eqns[name]))))
-        instructions.append(Instruction(line, shown[name], graph.opcode[name], computation,
+            fusions.append(Fusion(line, name, _fusion_kind(instruction.to_string()), tuple(sorted(eqns[name]))))
+        instructions.append(Instruction(line, name, graph.opcode[name], computation,
                                         tuple(sorted(eqns[name])), via[name]))
         # A fusion holds only the work its body does: a copy XLA wrapped under a dot's tag holds nothing.
         unattributed += graph.tag[name] is not None and not eqns[name] and graph.opcode[name] != "fusion"
     instructions.sort(key=lambda i: i.line)
     fusions.sort(key=lambda f: f.line)
-    instructions, compiled_facts = with_facts(instructions, plain, text)
+    instructions, compiled_facts = with_facts(instructions, module, text)
 
     by_eqn: dict[int, set[int]] = defaultdict(set)
     for ins in instructions:
@@ -189,7 +160,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
     return CompiledLayer(
         text=text,
         jaxlib_version=jaxlib.__version__,
-        **about,
+        **compiles.about,
         instructions=tuple(instructions),
         fusions=tuple(fusions),
         lines_by_eqn={str(e): tuple(sorted(v)) for e, v in sorted(by_eqn.items())},
@@ -198,7 +169,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
             with_op_name=sum(graph.has_op_name.values()),
             arguments=len(arguments),  # entry parameters, whose op_name is the argument's name
             attributed=sum(1 for i in instructions if i.eqns),
-            # instructions whose op_name carries an equation's tag but that we could not tie to an
+            # instructions whose source file carries an equation's tag but that we could not tie to an
             # equation (should be 0); an op_name naming an argument (`x`, also on copies XLA makes of
             # it) or a kernel of XLA's (`online-softmax`) names no equation
             unattributed_with_op_name=unattributed,
@@ -209,65 +180,48 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
             in_regions=count["region"],
         ),
         **compiled_facts,
-        **xla_analyses(plain_compiled),
+        **xla_analyses(compiled),
     )
 
 
-# The tagged compile is read for its graph and metadata only, never shown: XLA's optimization level for
-# the machine code it generates (LLVM's) leaves the HLO passes, and so the optimized module, as they are,
-# and costs the pair about a quarter of that compile's time. The pairing with the plain compile, which
-# keeps JAX's defaults and is the text shown, checks it instruction by instruction.
-_TAGGED_OPTIONS = {"xla_backend_optimization_level": 0}
-
-
 class Compiles(NamedTuple):
-    """A target's two compiles under way (`concurrent.futures.Future`s of `jax.stages.Compiled`), and
-    what the record says compiled them."""
+    """A target's compile under way (a `concurrent.futures.Future` of a `jax.stages.Compiled`), and
+    what the record says compiled it."""
 
-    tagged: Future
-    plain: Future
+    compiled: Future
     about: dict
+    names: dict  # each location name of the plain lowering -> the tags of the ops bearing it (`hlo_tags.carry_tags`)
 
 
-def _compile_for_cpu(trace, tagged_options=_TAGGED_OPTIONS):
-    """The tagged and plain compiles for this host's CPU, under way, and what the record says compiled them."""
+def _compile_for_cpu(trace) -> Compiles:
+    """The compile for this host's CPU, under way, and what the record says compiled it."""
     import jax
 
     from dumpgym.jax_internals import no_traceback_locations
 
-    def lower_plain():
-        # Source locations off, so the text names no file of the machine that built it; lowering a
-        # copy keeps that setting out of JAX's lowering cache for the user's own function.
-        with no_traceback_locations():
-            return lower_copy(trace.jax_traced)
-
-    return (*_compile_both(trace.lowered, lower_plain, tagged_options),
-            {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()})
+    # Source locations off, so the text names no file of the machine that built it; lowering a
+    # copy keeps that setting out of JAX's lowering cache for the user's own function.
+    with no_traceback_locations():
+        plain = lower_copy(trace.jax_traced)
+    compiled, names = _compile_tagged(trace.lowered, plain)
+    return Compiles(compiled, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}, names)
 
 
-def _compile_both(tagged, plain, tagged_options) -> tuple[Future, Future]:
-    """XLA's compiles of the tagged and the plain lowerings, set going at once, each on a thread of its
-    own: XLA compiles on one core and lets go of Python's lock meanwhile, so on two cores the pair takes
-    about the time of one (most of `add --hlo` for a big model), and the caller's thread is free for
-    Python's work. The tagged one with `tagged_options`, the plain one with JAX's defaults. `plain` is
-    a `Lowered`, or a function making it: then it is lowered here while the tagged one already compiles."""
-    pool = ThreadPoolExecutor(max_workers=2)
+def _compile_tagged(tagged, plain) -> tuple[Future, dict]:
+    """XLA's compile of the `plain` lowering with the tags of the `tagged` one carried in (`hlo_tags`),
+    set going on a thread of its own: XLA compiles on one core and lets go of Python's lock meanwhile,
+    so the caller's thread is free for Python's work, with JAX's default compiler options."""
+    names = carry_tags(tagged.compiler_ir("stablehlo"), plain.compiler_ir("stablehlo"))
+    pool = ThreadPoolExecutor(max_workers=1)
     try:
-        tagged_compiled = pool.submit(tagged.compile, compiler_options=tagged_options)
-        plain_compiled = pool.submit((plain() if callable(plain) else plain).compile)
+        return pool.submit(plain.compile), names
     finally:
-        pool.shutdown(wait=False)  # the threads end when their compile does
-    return tagged_compiled, plain_compiled
+        pool.shutdown(wait=False)  # the thread ends when its compile does
 
 
-def _pairing(instructions) -> list[tuple[str, str]]:
-    """(computation, opcode) of each instruction of a compile, in order: what the two compiles must share."""
-    return [(c, opcode_of(i)) for c, i in instructions]
-
-
-def _compile_for_topology(trace, target: Target, tagged_options=_TAGGED_OPTIONS):
-    """The tagged and plain compiles for a TPU topology (libtpu) or GPUs (the CUDA plugin), with none
-    attached, under way, and what the record says compiled them.
+def _compile_for_topology(trace, target: Target) -> Compiles:
+    """The compile for a TPU topology (libtpu) or GPUs (the CUDA plugin), with none attached, under
+    way, and what the record says compiled it.
 
     The traced jaxpr is lowered again (tagged as the trace stage tags it, and plain) with every mesh
     and sharding moved onto the topology's devices, under its first chip as the default device, as
@@ -306,8 +260,8 @@ def _compile_for_topology(trace, target: Target, tagged_options=_TAGGED_OPTIONS)
         tagged = lowered(tagged_eqn)
         with no_traceback_locations():
             plain = lowered(plain_eqn)
-        tagged, plain = _compile_both(tagged, plain, tagged_options)
-    return tagged, plain, compiled_for(topology, devices[0])
+        compiled, names = _compile_tagged(tagged, plain)
+    return Compiles(compiled, compiled_for(topology, devices[0]), names)
 
 
 def devices_needed(trace) -> int:

@@ -2,8 +2,8 @@
 
 The HLO Python bindings give computations, instruction names, opcodes, operands and users, but
 not metadata, called computations or parameter numbers: those are read from each instruction's
-own printed form (`HloInstruction.to_string()`). `hlo.py` builds the graph from its tagged
-compile; `hlo_attribution.py` walks it to decide each instruction's equations.
+own printed form (`HloInstruction.to_string()`), and each instruction's tag from its source file
+(`hlo_tags.py`). `hlo.py` builds the graph from its compile; `hlo_attribution.py` walks it to decide each instruction's equations.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import functools
 import re
 from collections import defaultdict
 
-from dumpgym.trace import innermost_tag
+from dumpgym.hlo_tags import tag_of
 
 # What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
 CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
@@ -53,10 +53,10 @@ def _floating(shape_text: str) -> bool:
 
 
 class CompiledGraph:
-    """The tagged compile's instructions by name: opcode, operands and users (from the HLO bindings),
-    the computations fusions call and reducers apply, and each instruction's own tag."""
+    """A compile's instructions by name: opcode, operands and users (from the HLO bindings), the
+    computations fusions call and reducers apply, and each instruction's own tag (`hlo_tags`)."""
 
-    def __init__(self, tagged_list, roots: set[str], entry: str, eqn_of_tag):
+    def __init__(self, listed, roots: set[str], entry: str, eqn_of_tag, names):
         self.entry = entry
         self.roots = roots
         self.opcode, self.computation, self.operands, self.users = {}, {}, {}, {}
@@ -71,13 +71,13 @@ class CompiledGraph:
         self.callers: dict[str, list[str]] = defaultdict(list)  # fused computation -> fusion instructions
         self.holders: dict[str, list[str]] = defaultdict(list)  # region -> instructions applying it
         self.loop_of: dict[str, str] = {}  # a while's body or condition computation -> the while
-        for computation, instruction in tagged_list:
+        for computation, instruction in listed:
             name = instruction.name
             # Metadata, called computations and parameter numbers are not in the bindings: read
             # from the instruction's own printed form.
             printed = instruction.to_string()
-            meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
-            tag_number = innermost_tag(meta)
+            meta = printed.split(", metadata={", 1)[1] if ", metadata={" in printed else ""
+            tag_number = tag_of(printed, names) if meta else None
             self.tag[name] = eqn_of_tag[tag_number] if tag_number is not None else None
             self.has_op_name[name] = "op_name=" in meta
             self.opcode[name] = opcode_of(instruction)

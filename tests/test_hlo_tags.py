@@ -1,0 +1,131 @@
+"""The one compile of the compiled layer, judged against XLA itself: the text shown is what XLA prints for
+the plain lowering (`jax.jit(f).lower(*args).compile().as_text()` with source locations off, compiled here),
+and the tags read from each instruction's source file (or, where XLA kept only the op_name, from the name)
+are those of a compile tagged the other way, through the name stack, whose op_names carry the tags."""
+from __future__ import annotations
+
+import pytest
+
+from dumpgym.programs import builtin_program
+
+pytestmark = pytest.mark.compiled_hlo
+
+SLUGS = ["mlp", "grads", "scan-layers", "moe", "dropout", "sdpa", "train-step", "fsdp-step", "decode-loop", "rnn-bptt"]
+
+
+def _traced(function, args):
+    from dumpgym.facts import build_facts
+    from dumpgym.trace import trace
+
+    traced = trace(function, args)
+    return traced, build_facts(traced)
+
+
+def _plain_text(traced) -> str:
+    """XLA's compile of the program as JAX lowers it with source locations off, at JAX's defaults: the text
+    the layer must show. Lowered from a copy of the jaxpr (`lower_copy`), as JAX's caches would hand back
+    a lowering this process made earlier with the locations on; nothing of the copy is tagged."""
+    from dumpgym.jax_internals import no_traceback_locations
+    from dumpgym.trace import lower_copy
+
+    with no_traceback_locations():
+        lowered = lower_copy(traced.jax_traced)
+    assert "dgeqn" not in lowered.as_text(debug_info=True)
+    return lowered.compile().as_text()
+
+
+def _layer_and_compiles(traced, facts):
+    from unittest import mock
+
+    from dumpgym import hlo
+
+    made = []
+    real = hlo._compile_for_cpu
+
+    def recorded(*a):
+        made.append(real(*a))
+        return made[-1]
+
+    with mock.patch.object(hlo, "_compile_for_cpu", recorded):
+        layer = hlo.compile_layer(traced, facts)
+    return layer, made[0]
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_the_text_shown_is_what_xla_prints_for_the_plain_lowering(slug):
+    program = builtin_program(slug)
+    traced, facts = _traced(program.function, program.example_args())
+    layer, _compiles = _layer_and_compiles(traced, facts)
+    assert layer.text == _plain_text(traced)
+
+
+def test_names_that_look_like_metadata_are_shown_as_xla_prints_them():
+    """A name scope holding quotes, braces and the words of the fields left out is printed, escaped, in the op_name."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(x):
+        with jax.named_scope('a" source_file="b} , metadata={op_name="c'):
+            y = jnp.sin(x) * 2
+        with jax.named_scope("x;y"):
+            return jnp.where(y > 0, y, 0.0) + jnp.where(y > 0, 1.0, y)
+
+    traced, facts = _traced(f, (jnp.ones((8, 16)),))
+    layer, _compiles = _layer_and_compiles(traced, facts)
+    assert layer.text == _plain_text(traced)
+    assert 'source_file=\\"b}' in layer.text  # the scope's own words, kept
+    assert any(i.via == "tag" for i in layer.instructions)
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_what_a_name_stack_tagged_compile_tags_is_attributed_to_that_equation_or_one_enclosing_it(slug):
+    """The tagged lowering (tags in the name stack, so in every op_name XLA writes) compiled here is
+    paired with the layer's compile instruction by instruction (computations and opcodes agree). Where
+    its op_name carries a tag, the layer's compile reads the same tag or none (XLA keeps only the op_name
+    on what an SPMD partitioner or a fusion makes), or, where XLA kept only an inlined call's op_name,
+    an equation enclosing it; and the layer attributes every such instruction outside a fusion body's
+    bookkeeping to that equation or one enclosing it, by tag or by the dataflow rules."""
+    from _heavy_compiles import tagged_instructions
+
+    from dumpgym.hlo import _instructions
+    from dumpgym.hlo_attribution import enclosing
+    from dumpgym.hlo_graph import opcode_of
+    from dumpgym.hlo_tags import metadata_fields
+    from dumpgym.trace import innermost_tag
+
+    program = builtin_program(slug)
+    traced, facts = _traced(program.function, program.example_args())
+    layer, compiles = _layer_and_compiles(traced, facts)
+    ours = list(_instructions(compiles.compiled.result().runtime_executable().hlo_modules()[0]))
+    theirs = list(_instructions(traced.lowered.compile().runtime_executable().hlo_modules()[0]))
+    assert [(c, opcode_of(i)) for c, i in ours] == [(c, opcode_of(i)) for c, i in theirs]
+    read = {i.name: tag for _c, i, tag in tagged_instructions(compiles)}
+    rows = {i.name: i for i in layer.instructions}
+    exact = 0
+    for (_c, mine), (_c2, other) in zip(ours, theirs):
+        expected = innermost_tag(metadata_fields(other.to_string()).get("op_name", ""))
+        got = read.get(mine.name)
+        if expected is None:
+            continue
+        own = facts.eqn_of_tag[expected]
+        around = {own, *enclosing(facts, own)}
+        exact += got == expected
+        assert got in (expected, None) or facts.eqn_of_tag[got] in around, (slug, mine.name, got, expected)
+        row = rows.get(mine.name)
+        if row is None or row.opcode == "fusion" or row.via in ("region", "inferred") or not row.eqns:
+            continue  # a fusion holds its body's work; regions, rewritten reductions: docs/corpus.md's rules
+        assert around & set(row.eqns), (slug, row.name, row.eqns, own)
+    assert exact > 0
+
+
+def test_a_metadata_left_empty_goes_whole_and_others_keep_their_fields():
+    from dumpgym.hlo_tags import shown_text
+
+    printed = ('  %a = f32[] add(%x, %y), metadata={source_file="dgeqn3" source_line=1}\n'
+               '  %b = f32[] sine(%a), metadata={op_name="jit(f)/sin" source_file="dgeqn4" source_line=1 '
+               'source_end_line=1 source_column=1 source_end_column=1}, backend_config={"k":1}\n'
+               '  %c = f32[] custom-call(%b), frontend_attributes={kernel_metadata={}}, metadata={op_name="q\\"}"}\n')
+    assert shown_text(printed) == ('  %a = f32[] add(%x, %y)\n'
+                                   '  %b = f32[] sine(%a), metadata={op_name="jit(f)/sin"}, backend_config={"k":1}\n'
+                                   '  %c = f32[] custom-call(%b), frontend_attributes={kernel_metadata={}}, '
+                                   'metadata={op_name="q\\"}"}\n')

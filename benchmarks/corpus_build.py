@@ -2,7 +2,8 @@
 
 Floor A imports JAX, traces and lowers each program (the work behind the jaxpr and StableHLO
 layers). Floor B also compiles each lowering once with XLA (the work behind the compiled layer).
-The build itself compiles twice per program (tagged and plain), so it is compared with both;
+The build compiles each program once per target (the tags ride in its ops' locations), so floor B
+is its nearest;
 `--no-hlo` (everything but the compiled layer) is compared with floor A, and the build on one
 process (`--jobs 1`) with the default, one worker process per core.
 

@@ -1,6 +1,6 @@
 """Stage three, compiled facts: what the compiled module says, read once so that no later stage parses it again.
 
-`compile_layer` (hlo.py) calls `with_facts` on the plain compile, the one whose text the record holds.
+`compile_layer` (hlo.py) calls `with_facts` on its one compile, with the text the record holds.
 XLA's Python bindings give each instruction's operands (`HloInstruction.operands()`) and opcode, and
 its shape parser (`xla_client.Shape`) and sharding parser (`xla_client.HloSharding`) read what a line
 prints; the bindings expose no attributes, so the rest is read from each instruction's printed line,
@@ -45,7 +45,7 @@ _GROUP_COUNT = re.compile(r"\b(feature|batch)_group_count=(\d+)")
 
 def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list[Instruction], dict]:
     """The instructions with their shapes, operands and called computations, and the layer's own facts
-    (`CompiledLayer` keyword arguments), read from the plain compile's `module` and its `text`."""
+    (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`."""
     lines = text.splitlines()
     computations = _computations(lines)
     line_of = {ins.name: ins.line for ins in instructions}

@@ -243,16 +243,14 @@ def _targets(present) -> list[CompileTarget]:
     return known + [CompileTarget(t, t.upper(), f"{t}, as the program's record names it", Target(t)) for t in others]
 
 
-def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
-            anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
+def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
     """The JSON files the page fetches, each as a function that makes it: each program object (from
-    `written()`, the corpus's `to_json`), its highlighted listings, each compiled layer's HLO
+    its record's `to_json`, as the corpus's `to_json` writes it), its highlighted listings, each compiled layer's HLO
     (data/compiled/TARGET/SLUG.json, by compile target id) and its costs (data/cost/TARGET/SLUG.json,
     `cost_view.py`), each compile with one change beside its base's (data/change/TARGET/SLUG.json,
     `compare.py`), and each drill kind's items per program."""
-    files: dict[str, Callable[[], object]] = {
-        f"data/programs/{p.slug}.json": partial(lambda i: written()["programs"][i], i)
-        for i, p in enumerate(corpus.programs)}
+    # The first program file costs one record's writing, not the whole corpus's (a quarter of a second).
+    files: dict[str, Callable[[], object]] = {f"data/programs/{p.slug}.json": p.to_json for p in corpus.programs}
     for p in corpus.programs:
         files[f"data/listings/{p.slug}.json"] = partial(_listings_file, p, anchors)
         for name, layer in _compiled_layers(p).items():
@@ -439,7 +437,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
         "corpus.json": lambda: _corpus_json(record, written),
         "drills.json": lambda: printed_pool(drills),  # what `dumpgym drills` prints: packed
     }
-    for path, make in _splits(record, written, drills, anchors).items():
+    for path, make in _splits(record, drills, anchors).items():
         makers[path] = partial(lambda make: _json(make()), make)
     # The JSON files made from the corpus and the code alone; not the pool's (quick to split, and `serve` may
     # serve a pool still being made), the page (made at start-up), the package's own files (read as they

@@ -377,6 +377,22 @@ class SiteFiles(Mapping):
                 into[path] = body
             return into[path]
 
+    @property
+    def kept(self):
+        """Where the files named in `keep` are kept on disk (a `kept_files.KeptFiles`), or None."""
+        return self._kept
+
+    @property
+    def keep(self) -> frozenset[str]:
+        """The paths of the files kept on disk (none without `kept`)."""
+        return self._keep if self._kept is not None else frozenset()
+
+    def forget(self, path: str) -> None:
+        """Let go of the file at `path` and its compressed bytes (a render worker keeps them on disk only)."""
+        with self._lock:
+            self._made.pop(path, None)
+            self._gzipped.pop(path, None)
+
     def made(self, path: str) -> bool:
         """Whether the file at `path` is made (reading it now is quick)."""
         return path in self._made
@@ -400,11 +416,12 @@ def _given(body: bytes) -> bytes:
 
 
 def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None,
-               pending: tuple[str, ...] | None = None, *, kept: bool = False) -> SiteFiles:
+               pending: tuple[str, ...] | None = None, *, kept=False) -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
     its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder). With `kept`,
     the JSON files made from the corpus (not the pool's) are read from the cache where an earlier start
-    made them, and kept there when made (`kept_files.py`).
+    made them, and kept there when made (`kept_files.py`); `kept` may be the `kept_files.KeptFiles` of
+    this corpus to share (the stages of one `serve` start share one).
 
     With `pending` (`serve` while it makes the items an add or an upgrade left unkept), `drills` holds the
     other programs' items only: the page says whose are still being made, and `data/drills/pending.json`
@@ -458,7 +475,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
         return SiteFiles(makers)
     from dumpgym.kept_files import KeptFiles
 
-    return SiteFiles(makers, KeptFiles(record), keep - (extra or {}).keys())
+    return SiteFiles(makers, kept if isinstance(kept, KeptFiles) else KeptFiles(record), keep - (extra or {}).keys())
 
 
 def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:

@@ -104,7 +104,10 @@ class RenderPool:
         """A pool for `site`'s kept files, or None where none can be forked (`forkable`) or nothing is kept."""
         if site.files.kept is None or not site.files.keep or not forkable():
             return None
-        return cls(site, close=close)
+        try:
+            return cls(site, close=close)
+        except OSError:  # no fork to be had (out of memory or processes): the threads render, as without workers
+            return None
 
     def serves(self, site, path: str) -> bool:
         """Whether this pool makes the file at `path` of `site` (a site swapped in on the same records, too)."""

@@ -110,8 +110,9 @@ class RenderPool:
             return None
 
     def serves(self, site, path: str) -> bool:
-        """Whether this pool makes the file at `path` of `site` (a site swapped in on the same records, too)."""
-        return site.files.kept is self.kept and path in site.files.keep
+        """Whether this pool makes the file at `path` of `site` (a site swapped in on the same records, too):
+        not once it is done (every file kept, or the cache refusing them), when the server reads or makes it."""
+        return not self._closed and site.files.kept is self.kept and path in site.files.keep
 
     def render(self, path: str) -> Future:
         """A future that is done when the file at `path` is kept (True), or will not be (False: make it here)."""

@@ -256,3 +256,44 @@ def test_the_pool_files_are_made_from_the_pool_given_never_kept(kept_root, corpu
         files["corpus.json"]
     kept = [f.relative_to(kept_root).as_posix().split("/", 1)[1] for f in kept_root.rglob("*.kept")]
     assert kept == ["corpus.json.kept"]
+
+
+class _WorkerPool:
+    """A stand-in for `render_pool.RenderPool`: its `render` keeps the file as a worker process would, in a
+    thread of its own, and says so through the future the server waits on."""
+
+    def __init__(self, kept, body: bytes):
+        self.kept, self.body, self.asked = kept, body, []
+
+    def serves(self, gym, path):
+        return gym.files.kept is self.kept and path in gym.files.keep
+
+    def render(self, path):
+        from concurrent.futures import Future
+
+        self.asked.append(path)
+        done = Future()
+        threading.Thread(target=lambda: done.set_result(self.kept.write(path, self.body))).start()
+        return done
+
+    def close(self):
+        pass
+
+
+def test_a_file_a_render_worker_keeps_is_read_back_and_never_made_by_the_server(kept_root, monkeypatch):
+    monkeypatch.setattr(kept_files, "corpus_digest", lambda corpus: "0" * 16)
+    kept = kept_files.KeptFiles(None)
+
+    def made_here() -> bytes:
+        raise AssertionError("the server made a file its render workers keep")
+
+    files = site.SiteFiles({"data/a.json": made_here, "other.json": lambda: b'{"here": 1}'}, kept,
+                           frozenset({"data/a.json"}))
+    srv, thread = _serving(serve.Site(files))
+    srv.renderers = pool = _WorkerPool(kept, b'{"kept by": "a worker"}')
+    try:
+        assert _request(srv, "/data/a.json") == (200, b'{"kept by": "a worker"}')
+        assert _request(srv, "/other.json") == (200, b'{"here": 1}')  # not a kept file: the server makes it
+    finally:
+        _stop(srv, thread)
+    assert pool.asked == ["data/a.json"]

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
+from itertools import accumulate
 
 from pygments.token import Token
 
@@ -38,6 +40,9 @@ def lexer_for(layer: str):
     return lexer(stripnl=False, ensurenl=False) if lexer else None
 
 
+_CLASSES: dict = {}  # token type -> class, as `token_class` says: a dict lookup per token, not a cached call
+
+
 @lru_cache(maxsize=256)
 def _line_tokens(text: str, layer: str) -> tuple[tuple[tuple[str, str], ...], ...]:
     """The text split into lines, each a tuple of (class, text) runs with neighbours of one class merged.
@@ -46,19 +51,25 @@ def _line_tokens(text: str, layer: str) -> tuple[tuple[tuple[str, str], ...], ..
     once (the test suite does, many times) lexes the same built-in listings each time.
     """
     lexer = lexer_for(layer)
-    pairs = lexer.get_tokens(text) if lexer is not None else [(Token.Text, text)]
+    # The lexer's own tokens, without `get_tokens`' wrapping generator (a tenth of a listing's render): what
+    # it would do first, with these options (no strip, no tabs, no filters), is to normalise line ends.
+    unix = text.replace("\r\n", "\n").replace("\r", "\n")
+    tokens = lexer.get_tokens_unprocessed(unix) if lexer is not None else [(0, Token.Text, unix)]
+    classes = _CLASSES
     lines: list[list[tuple[str, str]]] = [[]]
     run = lines[-1]
-    for ttype, value in pairs:
-        cls = token_class(ttype)
-        for i, part in enumerate(value.split("\n") if "\n" in value else (value,)):
+    for _, ttype, value in tokens:
+        cls = classes.get(ttype)
+        if cls is None:
+            cls = classes[ttype] = token_class(ttype)
+        for i, part in enumerate(value.split("\n")) if "\n" in value else ((0, value),):
             if i:
                 run = []
                 lines.append(run)
             if not part:
                 continue
-            if run and (run[-1][0] == cls or (not part.strip() and not run[-1][0])):
-                run[-1] = (run[-1][0], run[-1][1] + part)
+            if run and ((last := run[-1])[0] == cls or (not last[0] and not part.strip())):
+                run[-1] = (last[0], last[1] + part)
             else:
                 run.append((cls if part.strip() else "", part))
     want = text.count("\n") + 1
@@ -75,25 +86,31 @@ def _link_runs(runs: tuple[tuple[str, str], ...], links: list[tuple[int, int, st
         return [[cls, value] if cls else value for cls, value in runs]
     out: list = []
     raw = "".join(v for _, v in runs)
+    starts = list(accumulate((len(v) for _, v in runs), initial=0))  # where each run starts, and the end
     pos = 0
     for start, stop, anchor in sorted(links):
-        out.extend(_cut(runs, pos, start))
+        _cut(runs, starts, pos, start, out)
         out.append(["o", raw[start:stop], anchor])
         pos = stop
-    out.extend(_cut(runs, pos, len(raw)))
+    _cut(runs, starts, pos, len(raw), out)
     return out
 
 
-def _cut(runs: tuple[tuple[str, str], ...], start: int, stop: int) -> list:
-    """The runs' characters from `start` to `stop`, as runs."""
-    out, pos = [], 0
-    for cls, value in runs:
+def _cut(runs: tuple[tuple[str, str], ...], starts: list[int], start: int, stop: int, out: list) -> None:
+    """Append to `out` the runs' characters from `start` to `stop`, as runs (`starts`: where each run starts).
+
+    From the run holding `start` on, not from the first: a line of a compiled listing has dozens of runs
+    and a few links, and this is most of what a listing's render does besides lexing.
+    """
+    i = max(0, bisect_right(starts, start) - 1)
+    while i < len(runs) and starts[i] < stop:
+        cls, value = runs[i]
+        pos = starts[i]
         a, b = max(start, pos), min(stop, pos + len(value))
         if a < b:
             piece = value[a - pos: b - pos]
             out.append([cls, piece] if cls else piece)
-        pos += len(value)
-    return out
+        i += 1
 
 
 def listing_lines(text: str, layer: str, links: dict[int, list[tuple[str, str]]] | None = None) -> list[list]:

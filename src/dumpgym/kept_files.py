@@ -12,7 +12,8 @@ file names what it holds (key, path, length and sha256 of the bytes): a broken o
 another site's) is said in one line and made again; a cache that cannot be written to only costs the
 making. A file compressed for the wire is kept beside it (`PATH.gz`), made when first asked for. The two
 newest other sites stay (a site is about 60 MB with every file made): a start on the programs before an
-add, or on another checkout, finds its own.
+add, or on another checkout, finds its own. On a first start `serve`'s render worker processes write
+them (`render_pool.py`), and the server reads them back here.
 """
 from __future__ import annotations
 
@@ -128,17 +129,30 @@ class KeptFiles:
             return None
         return body
 
-    def write(self, path: str, body: bytes) -> None:
-        """Keep `body` as the site file `path` (a cache that refuses the write keeps nothing)."""
+    def length(self, path: str) -> int | None:
+        """The length of the site file `path` as its kept file's first line says, reading no more; None when
+        none is kept for this site (`read` checks the bytes themselves)."""
+        try:
+            with open(self._file(path), "rb") as f:
+                meta = json.loads(f.readline(4096))
+            if meta["schema"] == SCHEMA and meta["key"] == self.key and meta["path"] == path:
+                return int(meta["bytes"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return None
+
+    def write(self, path: str, body: bytes) -> bool:
+        """Keep `body` as the site file `path`; whether it was (a cache that refuses the write keeps nothing)."""
         meta = {"schema": SCHEMA, "key": self.key, "path": path, "bytes": len(body),
                 "sha256": hashlib.sha256(body).hexdigest()}
         try:
             write_atomic(self._file(path), json.dumps(meta, separators=(",", ":")).encode("utf-8") + b"\n" + body)
         except OSError:
-            return
+            return False
         if not self._pruned:
             self._pruned = True
             self._prune()
+        return True
 
     def _prune(self) -> None:
         """Mark this site the newest, and remove the kept sites of other keys but the `KEEP_SITES` newest."""

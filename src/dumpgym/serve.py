@@ -3,7 +3,8 @@
 The server answers GET and HEAD for the files of `site.site_files` and nothing else (the page is
 rendered before the URL is printed, from `inputs.gym_start`: each program's kept drill items read,
 each record parsed once, and the items not kept made after, in a thread; each listing is made when
-the page first fetches it): no
+the page first fetches it, or read where a start before kept it, or, on a first start, kept ahead of
+its asking by render worker processes, `render_pool`): no
 directory listings, no paths outside the site, no request bodies read, no code run for the browser.
 It answers only requests addressed to it (the `Host` check that defeats DNS rebinding), on one
 asyncio event loop (standard library only), with a deep listen backlog and a read and a write
@@ -30,6 +31,7 @@ from urllib.parse import unquote, urlsplit
 from dumpgym import dtypes
 from dumpgym.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
 from dumpgym.inputs import gym_start
+from dumpgym.render_pool import RenderPool
 from dumpgym.site import CSP, WHOLE_FILES, SiteFiles, site_files
 from dumpgym.terminal import printable
 
@@ -83,8 +85,11 @@ class Site:
         of each stage before (the built-in programs' items, then each added program's). Until the whole
         is there the page says whose items are being made, and asks `data/drills/pending.json`."""
         start = gym_start(corpus_dir)
+        from dumpgym.kept_files import KeptFiles
+
+        kept = KeptFiles(start.corpus)  # one for every stage: a render worker's files serve each (`render_pool`)
         if not start.pending:
-            return cls._rendered(start.corpus, start.pool, extra), None
+            return cls._rendered(start.corpus, start.pool, extra, kept=kept), None
         # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second
         # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
         dtypes.is_numpy("bfloat16")
@@ -95,19 +100,19 @@ class Site:
             def staged(pool: dict, pending: tuple[str, ...]) -> None:
                 made[0] = pool
                 if ready is not None:
-                    ready(cls._rendered(start.corpus, pool, extra, pending))
+                    ready(cls._rendered(start.corpus, pool, extra, pending, kept))
             try:
                 whole = start.whole_pool(staged)
             except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
                 print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
                       "the gym serves the items made before", file=sys.stderr, flush=True)
                 whole = made[0]
-            return cls._rendered(start.corpus, whole, extra, ())
-        return cls._rendered(start.corpus, start.pool, extra, start.pending), rest
+            return cls._rendered(start.corpus, whole, extra, (), kept)
+        return cls._rendered(start.corpus, start.pool, extra, start.pending, kept), rest
 
     @classmethod
-    def _rendered(cls, corpus, drills, extra, pending=None) -> "Site":
-        files = site_files(corpus, drills, extra, pending, kept=True)  # the JSON a start before made is read back
+    def _rendered(cls, corpus, drills, extra, pending=None, kept=True) -> "Site":
+        files = site_files(corpus, drills, extra, pending, kept=kept)  # the JSON a start before made is read back
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         site = cls(files, programs=len(corpus.bases))
@@ -137,7 +142,7 @@ class Site:
             return _plain(HTTPStatus.NOT_FOUND, f"not found: /{rel}\n")
         body = self.files[rel]
         headers = {"Content-Type": TYPES.get(_suffix(rel), "application/octet-stream"), **HEADERS}
-        if len(body) >= _GZIP_MIN and _suffix(rel) in TYPES:
+        if _compressible(rel, len(body)):
             headers["Vary"] = "Accept-Encoding"
             if accept_gzip:
                 body = self.files.gzipped(rel)
@@ -152,7 +157,19 @@ class Site:
             return True
         if not self.files.made(rel):
             return False
-        return not accept_gzip or self.files.compressed(rel) or _suffix(rel) not in TYPES or len(self.files[rel]) < _GZIP_MIN
+        return not accept_gzip or self.files.compressed(rel) or not _compressible(rel, len(self.files[rel]))
+
+    def kept_whole(self, rel: str) -> bool:
+        """Whether the file at `rel` is kept on disk (`kept_files.py`), and its compressed bytes too where `get`
+        sends them: a start, or a render worker, reads it and makes nothing (each kept file's first line read)."""
+        kept = self.files.kept
+        length = None if kept is None else kept.length(rel)
+        return length is not None and (not _compressible(rel, length) or kept.length(rel + ".gz") is not None)
+
+
+def _compressible(rel: str, length: int) -> bool:
+    """Whether a file of `length` bytes at `rel` is sent compressed to a client that accepts gzip."""
+    return length >= _GZIP_MIN and _suffix(rel) in TYPES
 
 
 def _suffix(rel: str) -> str:
@@ -187,7 +204,9 @@ class GymServer:
     nobody else. Each has a read deadline (`timeout` for the whole request head, however slowly it
     trickles in) and a write deadline (`timeout` for each 64 KB of the answer the client takes).
     At most `connections` are served at once; more wait in the kernel's listen backlog. A file is
-    rendered or compressed, the first time it is asked for, in a worker thread, never on the loop.
+    rendered or compressed, the first time it is asked for, in a worker thread, never on the loop; with
+    `renderers` (a `render_pool.RenderPool`, which `serve` forks), a kept file is made in a worker process
+    and read back from disk by a thread.
     HTTP/1.0: one request per connection, closed after the answer.
     """
 
@@ -223,6 +242,9 @@ class GymServer:
         # (site, file, gzipped) -> the render in flight: the 50 first requests of one file wait for one render of it,
         # not 50 (which would hold every worker, each blocked on the file's lock, and queue the other files).
         self._rendering: dict[tuple[Site, str, bool], asyncio.Future] = {}
+        # Worker processes that make the kept files (`render_pool`), where `serve` could fork them: a first
+        # start's renders then run on other cores, not on this process's GIL beside every answer.
+        self.renderers: RenderPool | None = None
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
@@ -247,6 +269,8 @@ class GymServer:
         self.socket.close()
         self._workers.shutdown(wait=False, cancel_futures=True)
         self._whole.shutdown(wait=False, cancel_futures=True)
+        if self.renderers is not None:
+            self.renderers.close()
 
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
@@ -335,12 +359,20 @@ class GymServer:
         key = (site, site.resolve(target), gzip_ok)
         render = self._rendering.get(key)
         if render is None:
-            lane = self._whole if key[1] in WHOLE_FILES else self._workers
-            render = self._loop.run_in_executor(lane, lambda: site.get(target, accept_gzip=gzip_ok))
+            render = asyncio.ensure_future(self._made(site, target, key[1], gzip_ok))
             self._rendering[key] = render
             render.add_done_callback(lambda _: self._rendering.pop(key, None))
         # Shielded: one waiter's deadline or going away cancels its wait, not the render the others wait for.
         return await asyncio.shield(render)
+
+    async def _made(self, site: Site, target: str, rel: str, gzip_ok: bool) -> tuple[int, dict[str, str], bytes]:
+        """The answer to a GET of a file not made yet: a kept file a render process makes (`render_pool`) is
+        waited for and then read from disk; anything else is made, or read, by a thread."""
+        pool = self.renderers
+        if pool is not None and pool.serves(site, rel):
+            await asyncio.wrap_future(pool.render(rel))  # kept now; or not (a cache that refuses writes): made here
+        lane = self._whole if rel in WHOLE_FILES else self._workers
+        return await self._loop.run_in_executor(lane, lambda: site.get(target, accept_gzip=gzip_ok))
 
     def _addressed_here(self, headers, version: str) -> bool:
         hosts = headers.get_all("Host") or []
@@ -419,11 +451,15 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
     browser that connects early waits in the listen backlog until the gym is there. Drill items that
     are not kept (after an add, or an upgrade) are made by a thread after the URL is printed, and the
-    whole gym swapped in when they are (`Site.start`): the page says so meanwhile.
+    whole gym swapped in when they are (`Site.start`): the page says so meanwhile. On Linux, two render
+    worker processes forked before any thread runs keep every file made from the corpus that no start
+    has kept yet, from the URL on (`render_pool`), and exit when all are kept.
     """
     server = _bind(Site({}), host, port)
     try:
         server.site, rest = Site.start(corpus_dir) if extra is None else Site.start(corpus_dir, extra)
+        # Forked now, before any thread runs: from here on they make the files a first start has not kept.
+        server.renderers = RenderPool.fork(server.site, close=[server.socket])
         _announce(server, host, start)
         if rest is not None:
             _finish_later(server, rest)

@@ -243,16 +243,14 @@ def _targets(present) -> list[CompileTarget]:
     return known + [CompileTarget(t, t.upper(), f"{t}, as the program's record names it", Target(t)) for t in others]
 
 
-def _splits(corpus: Corpus, written: Callable[[], dict], pool: dict,
-            anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
+def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
     """The JSON files the page fetches, each as a function that makes it: each program object (from
-    `written()`, the corpus's `to_json`), its highlighted listings, each compiled layer's HLO
+    its record's `to_json`, as the corpus's `to_json` writes it), its highlighted listings, each compiled layer's HLO
     (data/compiled/TARGET/SLUG.json, by compile target id) and its costs (data/cost/TARGET/SLUG.json,
     `cost_view.py`), each compile with one change beside its base's (data/change/TARGET/SLUG.json,
     `compare.py`), and each drill kind's items per program."""
-    files: dict[str, Callable[[], object]] = {
-        f"data/programs/{p.slug}.json": partial(lambda i: written()["programs"][i], i)
-        for i, p in enumerate(corpus.programs)}
+    # The first program file costs one record's writing, not the whole corpus's (a quarter of a second).
+    files: dict[str, Callable[[], object]] = {f"data/programs/{p.slug}.json": p.to_json for p in corpus.programs}
     for p in corpus.programs:
         files[f"data/listings/{p.slug}.json"] = partial(_listings_file, p, anchors)
         for name, layer in _compiled_layers(p).items():
@@ -379,6 +377,22 @@ class SiteFiles(Mapping):
                 into[path] = body
             return into[path]
 
+    @property
+    def kept(self):
+        """Where the files named in `keep` are kept on disk (a `kept_files.KeptFiles`), or None."""
+        return self._kept
+
+    @property
+    def keep(self) -> frozenset[str]:
+        """The paths of the files kept on disk (none without `kept`)."""
+        return self._keep if self._kept is not None else frozenset()
+
+    def forget(self, path: str) -> None:
+        """Let go of the file at `path` and its compressed bytes (a render worker keeps them on disk only)."""
+        with self._lock:
+            self._made.pop(path, None)
+            self._gzipped.pop(path, None)
+
     def made(self, path: str) -> bool:
         """Whether the file at `path` is made (reading it now is quick)."""
         return path in self._made
@@ -402,11 +416,12 @@ def _given(body: bytes) -> bytes:
 
 
 def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None,
-               pending: tuple[str, ...] | None = None, *, kept: bool = False) -> SiteFiles:
+               pending: tuple[str, ...] | None = None, *, kept=False) -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
     its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder). With `kept`,
     the JSON files made from the corpus (not the pool's) are read from the cache where an earlier start
-    made them, and kept there when made (`kept_files.py`).
+    made them, and kept there when made (`kept_files.py`); `kept` may be the `kept_files.KeptFiles` of
+    this corpus to share (the stages of one `serve` start share one).
 
     With `pending` (`serve` while it makes the items an add or an upgrade left unkept), `drills` holds the
     other programs' items only: the page says whose are still being made, and `data/drills/pending.json`
@@ -439,7 +454,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
         "corpus.json": lambda: _corpus_json(record, written),
         "drills.json": lambda: printed_pool(drills),  # what `dumpgym drills` prints: packed
     }
-    for path, make in _splits(record, written, drills, anchors).items():
+    for path, make in _splits(record, drills, anchors).items():
         makers[path] = partial(lambda make: _json(make()), make)
     # The JSON files made from the corpus and the code alone; not the pool's (quick to split, and `serve` may
     # serve a pool still being made), the page (made at start-up), the package's own files (read as they
@@ -460,7 +475,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
         return SiteFiles(makers)
     from dumpgym.kept_files import KeptFiles
 
-    return SiteFiles(makers, KeptFiles(record), keep - (extra or {}).keys())
+    return SiteFiles(makers, kept if isinstance(kept, KeptFiles) else KeptFiles(record), keep - (extra or {}).keys())
 
 
 def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:

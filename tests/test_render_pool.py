@@ -54,6 +54,9 @@ def test_a_kept_file_is_made_in_a_worker_process_and_read_by_the_server_as_made(
     got = _script(_SITE + """
     pool = render_pool.RenderPool.fork(gym)
     asked = pool.render("a.json").result(120)
+    waited = time.monotonic() + 120  # b.json is made unasked, after a.json: wait for it (a slow machine), then stop
+    while kept.read("b.json") is None and time.monotonic() < waited:
+        time.sleep(0.05)
     pool.close()
     made = json.loads(kept.read("a.json"))["pid"]
     status, headers, body = gym.get("/a.json", accept_gzip=True)

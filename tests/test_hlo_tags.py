@@ -96,6 +96,7 @@ def test_what_a_name_stack_tagged_compile_tags_is_attributed_to_that_equation_or
     program = builtin_program(slug)
     traced, facts = _traced(program.function, program.example_args())
     layer, compiles = _layer_and_compiles(traced, facts)
+    assert 'source_file="dgeqn' in compiles.compiled.result().as_text()  # the tags set on the module reached XLA
     ours = list(_instructions(compiles.compiled.result().runtime_executable().hlo_modules()[0]))
     theirs = list(_instructions(traced.lowered.compile().runtime_executable().hlo_modules()[0]))
     assert [(c, opcode_of(i)) for c, i in ours] == [(c, opcode_of(i)) for c, i in theirs]

@@ -35,7 +35,7 @@ from dumpgym.facts import Facts
 from dumpgym.hlo_attribution import attribute, dataflow, enclosing
 from dumpgym.hlo_facts import with_facts, xla_analyses
 from dumpgym.hlo_graph import CompiledGraph
-from dumpgym.hlo_tags import carry_tags, shown_text
+from dumpgym.hlo_tags import Names, carry_tags, shown_text
 from dumpgym.record import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.target import CPU, Target, compiled_for, retarget, topology_devices
 from dumpgym.trace import lower_copy, with_collector_paused
@@ -190,7 +190,7 @@ class Compiles(NamedTuple):
 
     compiled: Future
     about: dict
-    names: dict  # each location name of the plain lowering -> the tags of the ops bearing it (`hlo_tags.carry_tags`)
+    names: Names  # the plain lowering's location names and their tags (`hlo_tags.carry_tags`)
 
 
 def _compile_for_cpu(trace) -> Compiles:
@@ -207,10 +207,12 @@ def _compile_for_cpu(trace) -> Compiles:
     return Compiles(compiled, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}, names)
 
 
-def _compile_tagged(tagged, plain) -> tuple[Future, dict]:
+def _compile_tagged(tagged, plain) -> tuple[Future, Names]:
     """XLA's compile of the `plain` lowering with the tags of the `tagged` one carried in (`hlo_tags`),
     set going on a thread of its own: XLA compiles on one core and lets go of Python's lock meanwhile,
     so the caller's thread is free for Python's work, with JAX's default compiler options."""
+    # `compiler_ir()` is the very module `compile()` hands XLA, so the tags set on it are compiled
+    # (`tests/test_hlo_tags.py` finds them in what XLA prints).
     names = carry_tags(tagged.compiler_ir("stablehlo"), plain.compiler_ir("stablehlo"))
     pool = ThreadPoolExecutor(max_workers=1)
     try:

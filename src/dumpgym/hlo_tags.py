@@ -74,8 +74,11 @@ def carry_tags(tagged_module, plain_module) -> Names:
                     calls.setdefault(function, {}).setdefault(name, set()).add(
                         (tag, plain.attributes["callee"].value))
             plain.location = ir.Location.fused([own, files[tag]])
-    frozen = lambda table: {k: frozenset(v) for k, v in table.items()}  # noqa: E731
-    return Names(frozen(ops), {f: frozen(t) for f, t in calls.items()})
+    return Names(_frozen(ops), {f: _frozen(t) for f, t in calls.items()})
+
+
+def _frozen(table: dict) -> dict:
+    return {key: frozenset(values) for key, values in table.items()}
 
 
 def _ops(module) -> list:
@@ -130,6 +133,7 @@ def tag_of(printed: str, names: Names) -> int | None:
     op_name = fields.get("op_name")
     if op_name is None:
         return None
+    # JAX names a module's entry function `main`; an inlined instruction's name starts at one of its calls
     rest, tag, function, chained = _unquoted(op_name), None, "main", False
     seen = set()
     while function not in seen:

@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 JAX_ONLY = f"""
 import sys; sys.path.insert(0, {HERE!r})
 import dumpgym, jax
-from dumpgym.program import parse_arg
+from dumpgym.traced.program import parse_arg
 from transformer_stack import transformer_stack, ARGS
 args = [jax.ShapeDtypeStruct(a.shape, jax.numpy.dtype(a.dtype)) for a in map(parse_arg, ARGS)]
 traced = jax.jit(transformer_stack).trace(*args)

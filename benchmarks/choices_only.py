@@ -33,7 +33,7 @@ def _printed(*argv: str) -> dict:
 
 
 def _records(corpus: dict) -> dict:
-    from dumpgym.record import ProgramRecord
+    from dumpgym.record.schema import ProgramRecord
 
     return {p["slug"]: ProgramRecord.from_json(p, f"programs[{k}]") for k, p in enumerate(corpus["programs"])}
 

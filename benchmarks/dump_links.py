@@ -15,8 +15,8 @@ import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
-from dumpgym.dump_xray import xray_module  # noqa: E402
-from dumpgym.dumpfolder import read_folder  # noqa: E402
+from dumpgym.dumps.xray import xray_module  # noqa: E402
+from dumpgym.dumps.folder import read_folder  # noqa: E402
 
 
 def main() -> None:

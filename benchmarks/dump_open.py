@@ -31,7 +31,7 @@ for k in range({n}):
     jax.jit(f).lower(jax.ShapeDtypeStruct((k + 1, 8), jnp.float32),
                      jax.ShapeDtypeStruct((8, 4), jnp.float32)).compile()
 """
-LIST = ("import sys; from dumpgym.dumpfolder import read_folder; from dumpgym.dump_site import index_page; "
+LIST = ("import sys; from dumpgym.dumps.folder import read_folder; from dumpgym.dumps.pages import index_page; "
         "folder = read_folder(sys.argv[1]); index_page(folder); "
         "assert sum(1 for m in folder.modules if not m.problem) >= {n}, len(folder.modules)")
 

@@ -32,7 +32,11 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-from dumpgym import build, serve, site
+from dumpgym.site import build
+
+from dumpgym.serve import server as serve
+
+from dumpgym.site import files as site
 
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
@@ -94,8 +98,8 @@ def stack_program() -> dict:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from transformer_stack import ARGS, transformer_stack
 
-    from dumpgym.corpus import program_record
-    from dumpgym.program import Program
+    from dumpgym.corpus.pipeline import program_record
+    from dumpgym.traced.program import Program
 
     return program_record(Program(slug="stack", title="24-layer transformer stack",
                                   lesson="The x-ray at scale.", function=transformer_stack, args=ARGS),

@@ -24,10 +24,10 @@ import dumpgym  # noqa: E402,F401  (eight CPU devices, as the gym runs)
 import jax  # noqa: E402
 
 import transformer_stack as ts  # noqa: E402
-from dumpgym.attribution import build_xray  # noqa: E402
-from dumpgym.facts import build_facts  # noqa: E402
-from dumpgym.program import parse_arg  # noqa: E402
-from dumpgym.trace import trace  # noqa: E402
+from dumpgym.traced.xray import build_xray  # noqa: E402
+from dumpgym.traced.facts import build_facts  # noqa: E402
+from dumpgym.traced.program import parse_arg  # noqa: E402
+from dumpgym.traced import trace  # noqa: E402
 
 
 def stack(layers: int):

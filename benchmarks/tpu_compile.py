@@ -18,11 +18,11 @@ from _timing import PYTHON, time_process  # noqa: E402
 
 FLOOR = """
 import dumpgym  # sets XLA_FLAGS, as the build does
-from dumpgym.target import quiet_libtpu
+from dumpgym.record.targets import quiet_libtpu
 quiet_libtpu()
 import jax
 from dumpgym.programs import builtin_programs
-from dumpgym.target import topology_devices
+from dumpgym.traced.devices import topology_devices
 for p in builtin_programs():
     args = p.example_args()
     lowered = jax.jit(p.function).lower(*args)

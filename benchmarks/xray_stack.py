@@ -11,15 +11,15 @@ from _timing import PYTHON, compare  # noqa: E402
 SETUP = """
 import sys; sys.path.insert(0, {here!r})
 import dumpgym, jax
-from dumpgym.program import parse_arg
+from dumpgym.traced.program import parse_arg
 from transformer_stack import transformer_stack, ARGS
 args = [jax.ShapeDtypeStruct(a.shape, jax.numpy.dtype(a.dtype)) for a in map(parse_arg, ARGS)]
 """.format(here=os.path.dirname(os.path.abspath(__file__)))
 
 XRAY = SETUP + """
-from dumpgym.trace import trace
-from dumpgym.facts import build_facts
-from dumpgym.attribution import build_xray
+from dumpgym.traced.trace import trace
+from dumpgym.traced.facts import build_facts
+from dumpgym.traced.xray import build_xray
 t = trace(transformer_stack, args)
 f = build_facts(t)
 x = build_xray(t, f)

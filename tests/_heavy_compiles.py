@@ -7,7 +7,7 @@ def layer_and_its_compile(traced, facts, target):
     `_compile_for_topology(traced, target)` made for it (its compile done): the very call a test would make again to judge the
     layer from a fresh compile (one more XLA compile of the same program). Should `compile_layer` not
     make that call, for that trace and that target, the test's own call is made instead."""
-    from dumpgym import hlo
+    from dumpgym.compiled import layer as hlo
 
     compile_for_topology = hlo._compile_for_topology
     made = []
@@ -29,8 +29,8 @@ def tagged_instructions(compiles):
     """(computation, instruction, tag number) for each instruction of a compile (`hlo.Compiles`) that
     carries a tag. The reading is `hlo_tags`'s own; `tests/test_hlo_tags.py` holds it to the op_names
     of a compile tagged through the name stack."""
-    from dumpgym.hlo import _instructions
-    from dumpgym.hlo_tags import tag_of
+    from dumpgym.compiled.layer import _instructions
+    from dumpgym.ir.tags import tag_of
 
     compiled = compiles.compiled.result()
     for computation, instruction in _instructions(compiled.runtime_executable().hlo_modules()[0]):

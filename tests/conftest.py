@@ -13,8 +13,8 @@ from importlib.metadata import version
 import pytest
 
 import dumpgym  # noqa: F401  (sets XLA_FLAGS for eight CPU devices before JAX starts)
-from dumpgym.corpus import BUILTIN_PATH
-from dumpgym.target import quiet_libtpu
+from dumpgym.corpus.builtin import BUILTIN_PATH
+from dumpgym.record.targets import quiet_libtpu
 from needs_extras import check as check_extras
 
 quiet_libtpu()  # before JAX starts too, here and in the commands tests run (they inherit it)

@@ -62,7 +62,8 @@ sys.path.insert(0, {here!r})
 import dumpgym
 import jax
 from dump_programs import load
-from dumpgym.target import Target, topology_devices
+from dumpgym.record.targets import Target
+from dumpgym.traced.devices import topology_devices
 
 platform = {platform!r}
 for name in {names!r}:
@@ -84,7 +85,7 @@ def load(name: str):
     """The `Program` of a dumped program's name."""
     import importlib
 
-    from dumpgym.program import Program
+    from dumpgym.traced.program import Program
 
     where, args = PROGRAMS[name]
     module, _, attr = where.partition(":")

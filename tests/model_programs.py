@@ -10,7 +10,7 @@ import optax
 from flax import linen as nn
 from flax import nnx
 
-from dumpgym.program import cpu_mesh
+from dumpgym.traced.program import cpu_mesh
 
 D, VOCAB, SEQ, BATCH = 32, 64, 8, 2
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-# marker -> (the name in dumpgym.target of the check that the extra is installed, the extra, what it brings)
+# marker -> (the name in dumpgym.record.targets of the check that the extra is installed, the extra, what it brings)
 EXTRAS = {
     "needs_tpu": ("libtpu_installed", "tpu", "libtpu"),
     "needs_gpu": ("cuda_plugin_installed", "gpu", "JAX's CUDA plugin"),
@@ -16,7 +16,7 @@ EXTRAS = {
 
 def check(item) -> None:
     """Skip `item` (fail it under `CI`) when a marker it carries names an extra that is not installed."""
-    from dumpgym import target
+    from dumpgym.record import targets as target
 
     for marker, (installed, extra, brings) in EXTRAS.items():
         if item.get_closest_marker(marker) and not getattr(target, installed)():
@@ -33,7 +33,7 @@ PLATFORM_MARKERS = {"tpu": pytest.mark.needs_tpu, "gpu": pytest.mark.needs_gpu}
 def builtin_slugs() -> list:
     """Every built-in program's slug for `parametrize`, marked with the extra its platform needs (pallas-matmul
     lowers only for a TPU, so tracing it needs libtpu)."""
-    from dumpgym.corpus import load_builtin
+    from dumpgym.corpus.builtin import load_builtin
     from dumpgym.programs import SLUGS
 
     # The platform as the committed corpus records it: importing the program modules to ask them would

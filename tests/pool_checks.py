@@ -3,7 +3,7 @@ shared by the drill tests."""
 from __future__ import annotations
 
 from dumpgym.drills.item import Item, resolve
-from dumpgym.record import ProgramRecord
+from dumpgym.record.schema import ProgramRecord
 
 
 def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from dumpgym.facts import build_facts
-from dumpgym.trace import trace
-from dumpgym.attribution import build_xray
+from dumpgym.traced.facts import build_facts
+from dumpgym.traced.trace import trace
+from dumpgym.traced.xray import build_xray
 
 from xray_oracle import JIT, judge
 from jax_reference import jaxpr_of, jit_of
@@ -277,7 +277,7 @@ def test_the_oracle_rejects_an_op_moved_to_another_equation(slug, op, by_slug, p
 # --- what MLIR read of the lowered module once (the record's `lowered`), against JAX's own lowering ---
 
 def _lowered_of(by_slug, slug):
-    from dumpgym.record import ProgramRecord
+    from dumpgym.record.schema import ProgramRecord
 
     return ProgramRecord.from_json(by_slug[slug], slug).lowered
 
@@ -336,7 +336,7 @@ def test_recorded_constraints_and_collectives_stand_on_their_ops(corpus):
     """Each sharding constraint and collective recorded stands on the line of an op of its kind, and each
     constraint of a program with a mesh has the global shape of a `sharding_constraint` equation (JAX
     also constrains a PRNG key's data, dropout's, with none)."""
-    from dumpgym.record import ProgramRecord
+    from dumpgym.record.schema import ProgramRecord
 
     found = 0
     for p in corpus["programs"]:

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import build, cli, site
+from dumpgym import cli
+
+from dumpgym.site import build
+
+from dumpgym.site import files as site
 from dumpgym.drills import build_pool
 from dumpgym.errors import BuildFolderError
 

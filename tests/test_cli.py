@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dumpgym import cli, drills
-from dumpgym.program import parse_arg
+from dumpgym.traced.program import parse_arg
 from dumpgym.programs import SLUGS
 
 
@@ -103,15 +103,16 @@ def test_an_unknown_key_is_one_line_and_status_2(tmp_path):
 
 
 def test_our_own_crash_does_not_blame_the_users_function(tmp_path, monkeypatch):
-    from dumpgym import facts, usercorpus
+    from dumpgym.corpus.add import add
+    from dumpgym.traced import facts
 
     def broken(*_args, **_kwargs):
         raise TypeError("a bug in dumpgym")
 
     monkeypatch.setattr(facts, "build_facts", broken)
     with pytest.raises(TypeError, match="a bug in dumpgym"):  # not a ProgramError naming dropout
-        usercorpus.add(f"{RANDOM_PROGRAMS}:dropout", ["f32[8,32]", "key<fry>[]"], slug="my-dropout",
-                       corpus_dir=tmp_path / "corpus")
+        add(f"{RANDOM_PROGRAMS}:dropout", ["f32[8,32]", "key<fry>[]"], slug="my-dropout",
+            corpus_dir=tmp_path / "corpus")
 
 
 def test_a_function_named_like_a_built_in_program_is_asked_for_a_slug(tmp_path):

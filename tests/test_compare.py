@@ -5,9 +5,11 @@ from collections import Counter
 
 import pytest
 
-from dumpgym import cli, compare
+from dumpgym import cli
+
+from dumpgym.cost import compare
 from dumpgym.programs import SLUGS, builtin_program
-from dumpgym.record import ProgramRecord
+from dumpgym.record.schema import ProgramRecord
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def _entry(text: str):
 
 def _opcodes(computation) -> Counter:
     """How many instructions of each opcode a computation holds, as XLA's enum names them (`allreduce`)."""
-    from dumpgym.hlo_graph import opcode_of
+    from dumpgym.ir.hlo_graph import opcode_of
 
     return Counter(opcode_of(i) for i in computation.instructions())
 
@@ -76,7 +78,7 @@ def test_what_appeared_and_vanished_is_the_difference_of_the_two_texts(pairs):
     """Per opcode, rows appeared less rows vanished is what the changed text's entry computation holds less
     the base's (kept and changed rows pair one opcode with itself), and an opcode one side lacks has every
     row of the other side's in the diff, by XLA's names."""
-    from dumpgym.hlo_graph import opcode_of
+    from dumpgym.ir.hlo_graph import opcode_of
 
     for base, changed in pairs:
         for target, diff in compare.compare(base, changed).items():
@@ -101,7 +103,7 @@ def test_replicating_the_weights_makes_the_partitioners_collectives_vanish(recor
     """auto-sharded's all-reduce (a contraction over an axis cut across model) and fsdp-step's all-gathers
     (weights cut across the mesh) are gone once the weights arrive whole: on every target, the vanished
     collectives are every such row of the base's text."""
-    from dumpgym.hlo_graph import opcode_of
+    from dumpgym.ir.hlo_graph import opcode_of
 
     for slug, gone in (("auto-sharded-replicated", "allreduce"), ("fsdp-step-replicated", "allgather")):
         changed = records[slug]
@@ -117,7 +119,7 @@ def test_constraining_a_result_replicated_makes_all_gathers_appear(records):
     """auto-sharded's output and fsdp-step's gradients, constrained replicated, end gathered: on every target
     XLA's parse of the changed text holds more all-gathers than the base's, and the diff's appeared
     collectives hold that many more."""
-    from dumpgym.hlo_graph import opcode_of
+    from dumpgym.ir.hlo_graph import opcode_of
 
     for slug in ("auto-sharded-gathered", "fsdp-step-whole-grads"):
         changed = records[slug]
@@ -179,8 +181,8 @@ def test_diff_prints_both_compiles_and_refuses_a_program_without_a_change(capsys
 
 
 def test_a_change_is_named_by_a_word_and_its_record_names_its_base(whole_corpus):
-    from dumpgym.program import ProgramError, change
-    from dumpgym.record import RecordError
+    from dumpgym.traced.program import ProgramError, change
+    from dumpgym.record.schema import RecordError
 
     mlp = builtin_program("mlp")
     with pytest.raises(ProgramError, match="named by a word"):

@@ -9,11 +9,11 @@ import json
 import pytest
 
 from dumpgym import cli
-from dumpgym import corpus as corpus_module
-from dumpgym.hlo import host, host_id
+from dumpgym.corpus import builtin as corpus_module
+from dumpgym.compiled.layer import host, host_id
 from dumpgym.programs import SLUGS
-from dumpgym.corpus import build_corpus
-from dumpgym.record import Corpus
+from dumpgym.corpus.pipeline import build_corpus
+from dumpgym.record.schema import Corpus
 
 
 def _copy(data: dict) -> dict:

@@ -12,11 +12,11 @@ from unittest import mock
 
 import pytest
 
-from dumpgym import cost
-from dumpgym.chips import CHIPS
-from dumpgym.cost_view import COST_SCHEMA, cost_file, cost_view
-from dumpgym.record import Corpus
-from dumpgym.site import site_files
+from dumpgym.cost import estimate as cost
+from dumpgym.cost.chips import CHIPS
+from dumpgym.cost.view import COST_SCHEMA, cost_file, cost_view
+from dumpgym.record.schema import Corpus
+from dumpgym.site.files import site_files
 
 EMPTY_POOL = {"schema": "dumpgym.drills/2", "kinds": [], "items": []}  # the cost files need no drills
 # 8 bytes a member: XLA's index table of a tuple result, as its CPU and GPU compilers size it (cost.py's rule)
@@ -25,11 +25,10 @@ POINTER = 8
 
 def _compile_for_tpu(f, args):
     """`f` compiled for the TPU as the gym compiles a program: its compiled layer and XLA's plain compile."""
-    from dumpgym import hlo
-    from dumpgym.facts import build_facts
-    from dumpgym.target import TPU
-    from dumpgym.trace import trace
-
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.record.targets import TPU
+    from dumpgym.traced.trace import trace
     traced = trace(f, args)
     compiles = []
     real = hlo._compile_for_topology

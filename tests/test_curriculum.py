@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from dumpgym import curriculum, drills
+from dumpgym import drills
+
+from dumpgym.site import curriculum
 
 PATH_ORDER = ["shapes", "decoder", "decisions", "loops", "backward", "partitioner", "buffers", "layouts", "units",
               "fusions", "kernels", "cost"]

@@ -122,7 +122,7 @@ def _bands() -> int:
 
 
 def _fluency() -> int:
-    from dumpgym.curriculum import FLUENCY
+    from dumpgym.site.curriculum import FLUENCY
 
     return FLUENCY
 
@@ -296,7 +296,7 @@ def test_each_count_the_docs_state_is_what_the_corpus_and_pool_give(name, patter
 
 def test_the_path_in_site_md_is_curriculum_path_with_each_chapters_drills():
     from dumpgym import drills
-    from dumpgym.curriculum import FLUENCY, PATH
+    from dumpgym.site.curriculum import FLUENCY, PATH
 
     text = doc("docs/site.md")
     said = re.search(r"\*\*path\*\* \(`curriculum.PATH`, heading `([^`]*)`\), in order: (.*?)\. One numbering", text)
@@ -313,7 +313,7 @@ def test_the_path_in_site_md_is_curriculum_path_with_each_chapters_drills():
 
 
 def test_site_md_lists_each_drill_kind_in_the_pages_order(pool):
-    from dumpgym import curriculum
+    from dumpgym.site import curriculum
 
     text = doc("docs/site.md")
     drills_part = text[text.index("- **drills**:"):text.index("**Context.**")]

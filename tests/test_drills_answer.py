@@ -44,7 +44,7 @@ def test_every_dtype_jax_prints_is_read_as_jax_prints_it():
     import jax.numpy as jnp
     import ml_dtypes  # noqa: F401  (registers int4, float8_* with numpy)
 
-    from dumpgym.dtypes import short
+    from dumpgym.record.dtypes import short
     names = ["bool", "int4", "int8", "int16", "int32", "uint4", "uint8", "uint32", "float16",
              "bfloat16", "float32", "complex64", "float8_e4m3fn", "float8_e5m2"]
     for name in names:

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from jax import lax
 
-from dumpgym.corpus import program_record
+from dumpgym.corpus.pipeline import program_record
 from dumpgym.drills import kinds
-from dumpgym.facts import build_facts
-from dumpgym.program import Program
-from dumpgym.record import ProgramRecord
+from dumpgym.traced.facts import build_facts
+from dumpgym.traced.program import Program
+from dumpgym.record.schema import ProgramRecord
 from jax_reference import jaxpr_of
 from pool_checks import kind_items
 

@@ -17,7 +17,7 @@ import pytest
 
 from dumpgym import drills
 from dumpgym.drills import buffers
-from dumpgym.target import libtpu_installed
+from dumpgym.record.targets import libtpu_installed
 from jax_reference import jit_of
 
 STEPS = ("lowered-alias", "compiled-alias", "copy-or-bitcast", "minor-axis", "major-axis")
@@ -34,7 +34,7 @@ def items(read_pool):
 
 
 def _args(program):
-    from dumpgym.program import parse_arg
+    from dumpgym.traced.program import parse_arg
 
     return [parse_arg(a).to_struct() for a in program.args]
 
@@ -44,7 +44,7 @@ def tpu_compiles(programs, items):
     """slug -> a fresh TPU compile of each single-device program that has TPU items, for the topology's first chip."""
     import jax
 
-    from dumpgym.target import topology_devices
+    from dumpgym.traced.devices import topology_devices
 
     device = topology_devices("v5e:2x2")[0]
     out = {}
@@ -192,7 +192,7 @@ def test_one_program_does_not_dominate(items):
 
 
 def test_making_the_items_does_not_import_jax():
-    code = ("import sys, json; from dumpgym.corpus import BUILTIN_PATH; from dumpgym.record import ProgramRecord; "
+    code = ("import sys, json; from dumpgym.corpus.builtin import BUILTIN_PATH; from dumpgym.record.schema import ProgramRecord; "
             "from dumpgym.drills import buffers; c = json.loads(BUILTIN_PATH.read_text()); "
             "assert sum(len(buffers.buffer_items(ProgramRecord.from_json(p, 'p'))) for p in c['programs']); "
             "assert 'jax' not in sys.modules, 'jax imported'")

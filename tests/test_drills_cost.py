@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from dumpgym import cost
+from dumpgym.cost import estimate as cost
 
 pytestmark = pytest.mark.compiled_hlo
 
@@ -172,7 +172,7 @@ def test_a_dominant_options_dots_and_written_bytes_are_what_xlas_module_prints(c
     """Each option's matmul FLOPs (where it runs dots, not convolutions) are 2·M·N·K from XLA's module, and the
     bytes it writes are its printed result's arrays at their layouts (an async start writes at its done, a
     tuple only its index table, a fusion whose ROOT updates in place only the update: those are not compared)."""
-    from dumpgym.record import ProgramRecord
+    from dumpgym.record.schema import ProgramRecord
 
     layers = {}
     dots = writes = 0
@@ -199,7 +199,7 @@ def test_a_dominant_options_dots_and_written_bytes_are_what_xlas_module_prints(c
 def test_the_dominant_answer_takes_the_longest_and_the_others_clearly_less(cost_items, by_slug):
     """By the roofline written out here from the chip's peaks (chips.py) and the rows' counts (checked against
     XLA above and in test_cost.py): the answer's time is the longest, every other option's at most 90% of it."""
-    from dumpgym.record import ProgramRecord
+    from dumpgym.record.schema import ProgramRecord
 
     layers = {}
     for item in (i for i in cost_items if i["step"] == "dominant"):
@@ -294,10 +294,10 @@ def test_bound_asks_both_answers_half_the_weight_each_on_a_large_matmul():
     """A 2048³ bf16 matmul does 2·2048³ FLOPs on 3·2048²·2 bytes (683 FLOP/B, above v5e's ridge of 241): on a
     fresh TPU compile its instruction is the compute-bound item, the elementwise work's are memory-bound, and
     the two answers share the layer's weight evenly. None of the built-in programs is asked (all memory-bound)."""
-    from dumpgym.corpus import program_record
+    from dumpgym.corpus.pipeline import program_record
     from dumpgym.drills.cost import BOUNDS, cost_items as make
-    from dumpgym.program import Program
-    from dumpgym.target import TARGETS
+    from dumpgym.traced.program import Program
+    from dumpgym.record.targets import TARGETS
     from jaxlib import xla_client
 
     record = program_record(Program(slug="big", title="t", lesson="l", function=_matmul_then_scale,

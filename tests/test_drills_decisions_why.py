@@ -9,11 +9,11 @@ import jax.extend.core as jex
 import jax.numpy as jnp
 import pytest
 
-from dumpgym.corpus import program_record
+from dumpgym.corpus.pipeline import program_record
 from dumpgym.drills import decisions
 from dumpgym.drills._decision_why import builtin_spread, why_steps
-from dumpgym.program import Program
-from dumpgym.record import ProgramRecord
+from dumpgym.traced.program import Program
+from dumpgym.record.schema import ProgramRecord
 from jax_reference import jaxpr_of
 from pool_checks import readable
 

@@ -15,10 +15,10 @@ from jax import lax
 from dumpgym.drills import decoder
 from dumpgym.drills._dot import (MASK, DotView, dot_dims, hlo_view, jaxpr_view, numpy_dtype, stablehlo_view,
                                 type_text)
-from dumpgym.dtypes import short
+from dumpgym.record.dtypes import short
 from dumpgym.drills.shapes import shapes_items
-from dumpgym.facts import build_facts
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.traced.facts import build_facts
+from dumpgym.record.schema import EqnFact, ProgramRecord
 from pool_checks import readable
 
 PROPERTY = settings(max_examples=30, deadline=None)
@@ -500,10 +500,9 @@ GPU_CASES = [((4, 8, 16), (4, 16, 32), (((2,), (1,)), ((0,), (0,)))),
 def test_a_fresh_h100_compile_is_decoded_as_jax_reads_it(lhs, rhs, dims):
     # Compiled here for the described H100: the dot sits inside a Triton GEMM fusion, and what the decoder
     # reads off its line (dims, operand types from the fused computation) answers as JAX does.
-    from dumpgym import hlo
-    from dumpgym.target import GPU
-    from dumpgym.trace import trace
-
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.record.targets import GPU
+    from dumpgym.traced.trace import trace
     specs = [jax.ShapeDtypeStruct(lhs, jnp.bfloat16), jax.ShapeDtypeStruct(rhs, jnp.bfloat16)]
     traced = trace(dot_fn(dims), specs)
     facts = build_facts(traced)

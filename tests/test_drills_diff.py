@@ -8,7 +8,7 @@ import pytest
 
 from dumpgym.drills import build_pool
 from dumpgym.drills.answer import from_json
-from dumpgym.record import ProgramRecord
+from dumpgym.record.schema import ProgramRecord
 from pool_checks import assert_choice_item, readable
 
 
@@ -81,7 +81,7 @@ def test_no_two_diff_questions_share_a_card_and_every_block_points_into_a_listin
 def test_a_typed_answer_is_what_the_counterpart_returns_in_the_other_compile_per_xla(items):
     """The row shown is the one XLA's parse names at that line, and the answer is the dtype and dims XLA's
     shape parser reads for the counterpart instruction in the other record's text."""
-    from dumpgym.dtypes import short
+    from dumpgym.record.dtypes import short
 
     diff, records = items
     typed = [i for i in diff if i["step"] in ("became", "was")]
@@ -100,7 +100,7 @@ def test_a_typed_answer_is_what_the_counterpart_returns_in_the_other_compile_per
 def test_the_rows_to_tap_are_xlas_and_an_opcode_the_other_compile_lacks_is_tapped_whole(items):
     """Each right row is an instruction of XLA's parse of the shown computation; where the other compile's
     text holds no instruction of a right row's opcode at all, every row of that opcode shown is right."""
-    from dumpgym.hlo_graph import opcode_of
+    from dumpgym.ir.hlo_graph import opcode_of
 
     diff, records = items
     sets = [i for i in diff if i["step"] in ("appeared", "vanished")]
@@ -161,7 +161,7 @@ def test_each_fate_and_origin_answer_is_right_equally_often_by_weight(items):
 def test_a_kept_or_changed_row_has_its_counterpart_in_the_other_text_per_xla(items):
     """A row kept as it is has, in XLA's parse of the other compile's text, an instruction of its opcode with
     its result shape; a changed row's counterpart is an instruction of the other text of its opcode."""
-    from dumpgym.hlo_graph import opcode_of
+    from dumpgym.ir.hlo_graph import opcode_of
 
     diff, records = items
     for item in (i for i in diff if i["step"] in ("fate", "origin") and i["answer"] < 2):
@@ -183,8 +183,8 @@ def test_a_set_of_one_row_alone_of_its_opcode_is_not_asked_per_xla(items):
     """A blind reader taps the one row of the opcode a change is known for (or the ROOT): no set is a single
     row whose opcode, per XLA's parse, no other shown row has. The rule bites where `compare` finds such a
     set: auto-sharded's TPU and CPU ROOT all-reduce that replicated weights make vanish."""
-    from dumpgym.compare import compare
-    from dumpgym.hlo_graph import opcode_of
+    from dumpgym.cost.compare import compare
+    from dumpgym.ir.hlo_graph import opcode_of
 
     diff, records = items
     for item in (i for i in diff if i["step"] in ("appeared", "vanished") and len(i["answer_lines"]) == 1):

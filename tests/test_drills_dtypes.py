@@ -26,7 +26,7 @@ def _args(dtype, sharding=None):
 def test_every_kind_takes_the_dtype_and_counts_its_bytes_as_xla_does(dtype, tmp_path):
     from jax.sharding import SingleDeviceSharding
 
-    from dumpgym.target import topology_devices
+    from dumpgym.traced.devices import topology_devices
 
     record = dumpgym.add(_dequant_matmul, *_args(dtype), slug="dt", corpus=tmp_path / "c", compiled="tpu")
     skipped = []

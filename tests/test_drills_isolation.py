@@ -6,8 +6,8 @@ import pytest
 
 from dumpgym import cli, drills
 from dumpgym.drills import build_pool, items_for
-from dumpgym.record import ProgramRecord
-from dumpgym.site import render_site
+from dumpgym.record.schema import ProgramRecord
+from dumpgym.site.files import render_site
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from dumpgym.drills import kinds
 from dumpgym.drills.item import FORMS, Choice, Item, Lines, Note, listing_text, resolve
-from dumpgym.record import ProgramRecord
+from dumpgym.record.schema import ProgramRecord
 
 # Kinds whose card is the same question whatever layer spells it (the decoder's dot, a decision's equation).
 ACROSS_LAYERS = {"decoder", "decisions"}

@@ -32,8 +32,8 @@ def items(read_pool):
 @pytest.fixture(scope="session")
 def retraced(programs, items):
     """slug -> JAX's equation objects by record id, for each single-device program with loop items."""
-    from dumpgym.facts import build_facts
-    from dumpgym.program import parse_arg
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.traced.program import parse_arg
 
     out = {}
     for slug in sorted({i["program"] for i in items}):
@@ -206,9 +206,9 @@ def nested_loops(x, ws, limit):
 
 
 def test_nested_loops_are_asked_and_answered_as_jax_says():
-    from dumpgym.corpus import program_record
-    from dumpgym.facts import build_facts
-    from dumpgym.program import Program, parse_arg
+    from dumpgym.corpus.pipeline import program_record
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.traced.program import Program, parse_arg
 
     args = ("f32[4,8]", "f32[6,8,8]", "f32[]")
     record = program_record(Program("nested-loops", "nested loops", "loops inside containers", nested_loops, args))

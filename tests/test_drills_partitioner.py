@@ -13,9 +13,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from dumpgym import hlo_facts
+from dumpgym.ir import hlo_facts
 from dumpgym.drills import _sharding
-from dumpgym.program import parse_arg
+from dumpgym.traced.program import parse_arg
 from jax_reference import jaxpr_of, jit_of
 
 needs_libtpu = pytest.mark.needs_tpu
@@ -40,10 +40,9 @@ def _mesh_on(program, devices):
 @pytest.fixture(scope="session")
 def tpu_compiles(programs):
     """slug -> the compile of each mesh program for the v5e:2x4 topology, as the corpus build makes it."""
-    from dumpgym.hlo import _compile_for_topology  # the same retargeting the corpus build used
-    from dumpgym.target import Target
-    from dumpgym.trace import trace
-
+    from dumpgym.compiled.layer import _compile_for_topology  # the same retargeting the corpus build used
+    from dumpgym.record.targets import Target
+    from dumpgym.traced.trace import trace
     out = {}
     for program in programs.values():
         if program.mesh:

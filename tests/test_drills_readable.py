@@ -22,7 +22,7 @@ def blind(whole_corpus):
     kind played once, when first asked for: the pool the page serves, variants included (each counted
     as its base program)."""
     from dumpgym.drills import build_pool
-    from dumpgym.record import ProgramRecord
+    from dumpgym.record.schema import ProgramRecord
 
     pool = build_pool(whole_corpus)
     records = {p["slug"]: ProgramRecord.from_json(p, f"programs[{k}]")

@@ -16,8 +16,8 @@ from dumpgym.drills.decoder import AXIS_MISREADINGS
 from dumpgym.drills.answer import from_json as answer_from_json
 from dumpgym.drills.item import FORMS, LOWERED
 from dumpgym.drills.answer import from_json as answer_from_json
-from dumpgym.target import TARGETS
-from dumpgym.record import RecordError
+from dumpgym.record.targets import TARGETS
+from dumpgym.record.schema import RecordError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "drills.md"
 
@@ -187,7 +187,7 @@ def test_every_decoder_rule_is_documented(pool):
 
 def test_sharding_loops_remat_and_the_backward_pass_are_a_quarter_of_the_pool(corpus, pool):
     from dumpgym.drills._topics import TOPICS, shares
-    from dumpgym.record import Corpus
+    from dumpgym.record.schema import Corpus
 
     programs = {p.slug: p for p in Corpus.from_json(corpus).programs}
     counted = shares(pool, programs)
@@ -199,7 +199,7 @@ def test_sharding_loops_remat_and_the_backward_pass_are_a_quarter_of_the_pool(co
 
 def test_an_items_topic_follows_its_equation_up_through_containers(corpus):
     from dumpgym.drills._topics import topic
-    from dumpgym.record import Corpus
+    from dumpgym.record.schema import Corpus
 
     programs = {p.slug: p for p in Corpus.from_json(corpus).programs}
     layers = programs["scan-layers"]

@@ -5,7 +5,7 @@ import pytest
 
 from dumpgym.drills._avals import is_half, widened
 from dumpgym.drills._distractor_rules import distractor_rules, rule_name, rule_on
-from dumpgym.record import Aval
+from dumpgym.record.schema import Aval
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32", "float64", "int8", "int16", "uint8", "int32",

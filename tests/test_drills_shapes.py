@@ -13,9 +13,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 from dumpgym.drills import shapes
 from dumpgym.drills._misreadings import FILLER, distractor_rules, distractors
 from dumpgym.drills.answer import read_aval
-from dumpgym.dtypes import is_extended
-from dumpgym.facts import build_facts
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record.dtypes import is_extended
+from dumpgym.traced.facts import build_facts
+from dumpgym.record.schema import EqnFact, ProgramRecord
 from pool_checks import readable
 
 DTYPES = [jnp.float32, jnp.bfloat16, jnp.float16, jnp.int32, jnp.int8]

@@ -13,11 +13,13 @@ import jax.numpy as jnp
 import pytest
 
 import dumpgym
-from dumpgym import cli, drills, serve, typedjson
+from dumpgym import cli, drills
+from dumpgym.serve import server as serve
+from dumpgym.record import typedjson
 from dumpgym.drills import _packed, _stored, build_pool, kept_pool, pool_of, read_pool, write_pool
-from dumpgym.site import load_inputs
-from dumpgym.inputs import gym_inputs, gym_start, load_sources
-from dumpgym.usercorpus import load_corpus
+from dumpgym.site.files import load_inputs
+from dumpgym.site.inputs import gym_inputs, gym_start, load_sources
+from dumpgym.corpus.user import load_corpus
 
 
 def _mlp(x, w1, w2):
@@ -247,7 +249,7 @@ def test_a_read_only_folder_still_gives_the_items(folder):
 
 
 def test_remove_takes_the_items_with_the_record(folder):
-    from dumpgym import usercorpus
+    from dumpgym.corpus import user as usercorpus
 
     kept_pool(load_sources(folder))
     assert (folder / "mine.drills.json").exists()
@@ -272,7 +274,7 @@ def test_the_code_digest_covers_every_module_the_drills_import():
 
 
 def test_the_built_in_corpus_digested_is_the_one_the_gym_reads():
-    from dumpgym.corpus import BUILTIN_PATH
+    from dumpgym.corpus.builtin import BUILTIN_PATH
 
     assert _stored.BUILTIN == BUILTIN_PATH and _stored.builtin_bytes() == BUILTIN_PATH.read_bytes()
 
@@ -327,8 +329,8 @@ def test_a_kind_that_fails_on_a_program_made_late_is_told_once(folder, monkeypat
 
 
 def test_corpus_json_copies_the_built_in_part_and_encodes_only_the_added_programs(folder, monkeypatch):
-    from dumpgym import site
-    from dumpgym.inputs import gym_inputs
+    from dumpgym.site import files as site
+    from dumpgym.site.inputs import gym_inputs
 
     corpus, pool = gym_inputs(folder)
     assert [p.slug for p in corpus.programs if p.added] == ["mine"]

@@ -1,7 +1,7 @@
 """The TPU-layer drills (layouts, units, fusions on the TPU layer), checked against XLA's own objects.
 
 Programs are compiled again with `jax.jit(f).lower(*args).compile()` for the first chip of the v5e
-topology libtpu describes (`dumpgym.target.topology_devices`), and the answers are compared with
+topology libtpu describes (`dumpgym.traced.devices.topology_devices`), and the answers are compared with
 what XLA says: `input_formats` for parameter layouts, `memory_analysis()` for padded sizes, the
 compiled module's computations and opcodes for where matrix multiplies sit.
 """
@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from dumpgym import hlo_facts
+from dumpgym.ir import hlo_facts
 from dumpgym.drills import _tpu, layouts
 from jax_reference import jit_of
 
@@ -29,7 +29,7 @@ def tpu_items(read_pool):
 
 @pytest.fixture(scope="session")
 def devices():
-    from dumpgym.target import topology_devices
+    from dumpgym.traced.devices import topology_devices
 
     return topology_devices("v5e:2x2")
 
@@ -39,7 +39,7 @@ def recompiled(programs, devices):
     """slug -> XLA's compile of each single-device built-in program for the topology's first chip."""
     import jax
 
-    from dumpgym.program import parse_arg
+    from dumpgym.traced.program import parse_arg
 
     out = {}
     for program in programs.values():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from jax import core
 
-from dumpgym.dtypes import is_extended, long, numpy_name, short
-from dumpgym.program import parse_arg
+from dumpgym.record.dtypes import is_extended, long, numpy_name, short
+from dumpgym.traced.program import parse_arg
 
 from random_programs import typed_key
 

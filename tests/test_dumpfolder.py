@@ -5,11 +5,11 @@ from collections import defaultdict
 import pytest
 
 from dump_programs import CPU_ONLY, PROGRAMS, load, make_dump, module_name
-from dumpgym.dump_stablehlo import stablehlo_ops
-from dumpgym.dump_xray import xray_module
-from dumpgym.dump_memory import read_memory
-from dumpgym.dump_parse import ir_context, parse_stablehlo
-from dumpgym.dumpfolder import read_folder
+from dumpgym.dumps.stablehlo import stablehlo_ops
+from dumpgym.dumps.xray import xray_module
+from dumpgym.dumps.memory import read_memory
+from dumpgym.ir.parse import ir_context, parse_stablehlo
+from dumpgym.dumps.folder import read_folder
 
 EVERY_BACKEND = [n for n in PROGRAMS if n not in CPU_ONLY]
 # Judged for wrong links, not held to the bar of exact links: the partitioner's collectives and XLA's copies
@@ -27,7 +27,7 @@ def _plain_ops(stablehlo: str) -> list[tuple[str, int]]:
     """(op name, line) of every op of a plain StableHLO text, in the order the dump's ops are listed."""
     from jaxlib.mlir import ir
 
-    from dumpgym.dump_stablehlo import STRUCTURAL
+    from dumpgym.dumps.stablehlo import STRUCTURAL
 
     out = []
 
@@ -45,7 +45,7 @@ def _dumped_eqns(dumped: str, record) -> dict[int, int]:
     dead code is dropped, so the two are aligned by their sequences of primitives; equal texts align whole."""
     import difflib
 
-    from dumpgym.dump_xray import _jaxpr_eqns
+    from dumpgym.dumps.xray import _jaxpr_eqns
 
     ours = [e for e in record.eqns]
     theirs = _jaxpr_eqns(dumped)
@@ -112,7 +112,7 @@ def test_every_name_stack_xla_wrote_is_one_the_stablehlo_composes(cpu_dump):
     """XLA inlines private functions and loop bodies and writes each instruction's whole name stack; the
     x-ray composes the same stacks from the StableHLO's relative ones (a loop inside a private function,
     a call without a name of its own, as in dropout's threefry), so none is left without its ops."""
-    from dumpgym.dump_xray import NO_OP_CARRIES_IT
+    from dumpgym.dumps.xray import NO_OP_CARRIES_IT
 
     by_name = {m.name: m for m in read_folder(cpu_dump).modules}
     for name in PROGRAMS:
@@ -121,8 +121,8 @@ def test_every_name_stack_xla_wrote_is_one_the_stablehlo_composes(cpu_dump):
 
 
 def test_the_cpu_links_are_never_wrong_and_cover_what_carries_a_name_stack(cpu_dump):
-    from dumpgym.corpus import program_record
-    from dumpgym.target import CPU
+    from dumpgym.corpus.pipeline import program_record
+    from dumpgym.record.targets import CPU
 
     folder = read_folder(cpu_dump)
     by_name = {m.name: m for m in folder.modules}
@@ -143,7 +143,7 @@ def test_the_cpu_links_are_never_wrong_and_cover_what_carries_a_name_stack(cpu_d
 def _links_match_the_retrace(folder, names, target, layer_id, bar: float) -> dict[str, tuple[int, int, int]]:
     """Judge every dumped program's links by its tagged re-trace (no wrong link), hold the exact links of
     them all to `bar`, and give (exact, grouped, named) per program."""
-    from dumpgym.corpus import program_record
+    from dumpgym.corpus.pipeline import program_record
 
     by_name = {m.name: m for m in read_folder(folder).modules}
     counts = {}
@@ -162,7 +162,7 @@ def _links_match_the_retrace(folder, names, target, layer_id, bar: float) -> dic
 
 @pytest.mark.needs_tpu
 def test_a_tpu_dump_made_without_a_tpu_links_as_its_retrace_does(tmp_path):
-    from dumpgym.target import Target
+    from dumpgym.record.targets import Target
 
     folder = make_dump(tmp_path / "tpu", EVERY_BACKEND + ["dropout"], "tpu")
     by_name = {m.name: m for m in read_folder(folder).modules}
@@ -184,7 +184,7 @@ def test_a_tpu_dump_made_without_a_tpu_links_as_its_retrace_does(tmp_path):
 
 @pytest.mark.needs_gpu
 def test_a_gpu_dump_made_without_a_gpu_links_as_its_retrace_does(tmp_path):
-    from dumpgym.target import Target
+    from dumpgym.record.targets import Target
 
     folder = make_dump(tmp_path / "gpu", EVERY_BACKEND, "gpu")
     module = next(m for m in read_folder(folder).modules if m.name == module_name("basic"))
@@ -229,8 +229,8 @@ def test_copies_xla_made_are_not_linked_where_the_retrace_gives_them_no_equation
     linked: its op_name does not say which op it came from."""
     from jaxlib import _hlo
 
-    from dumpgym.corpus import program_record
-    from dumpgym.target import CPU
+    from dumpgym.corpus.pipeline import program_record
+    from dumpgym.record.targets import CPU
 
     module = next(m for m in read_folder(cpu_dump).modules if m.name == module_name("fsdp_step"))
     record = program_record(load("fsdp_step"), targets=[CPU])

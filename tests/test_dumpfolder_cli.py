@@ -11,8 +11,8 @@ import pytest
 
 from dump_programs import load, make_dump, module_name
 from dumpgym import cli, drills
-from dumpgym.dump_memory import read_memory
-from dumpgym.dumpfolder import read_folder
+from dumpgym.dumps.memory import read_memory
+from dumpgym.dumps.folder import read_folder
 
 NAMES = ["basic", "sgd", "scan_rnn", "mlp"]
 
@@ -50,8 +50,8 @@ def test_the_buffers_shown_are_what_jax_says_the_compiled_module_holds(dump):
 
 
 def test_open_serves_an_index_and_one_xray_page_per_module(dump, tmp_path):
-    from dumpgym.dump_site import dump_files
-    from dumpgym.serve import Site
+    from dumpgym.dumps.pages import dump_files
+    from dumpgym.serve.server import Site
 
     folder = read_folder(dump)
     site = Site.build(tmp_path / "corpus", extra=dump_files(folder))
@@ -76,9 +76,9 @@ def test_viewing_a_dump_imports_no_jax_and_needs_no_tpu_compiler(dump, tmp_path)
     (tmp_path / "block" / "sitecustomize.py").write_text("import sys\nsys.modules['libtpu'] = None\n")
     script = (
         "import sys\n"
-        "from dumpgym.dumpfolder import read_folder\n"
-        "from dumpgym.dump_site import dump_files\n"
-        "from dumpgym.serve import Site\n"
+        "from dumpgym.dumps.folder import read_folder\n"
+        "from dumpgym.dumps.pages import dump_files\n"
+        "from dumpgym.serve.server import Site\n"
         f"site = Site.build({str(tmp_path / 'corpus')!r}, extra=dump_files(read_folder({str(dump)!r})))\n"
         "pages = [p for p in site.files if p.startswith('dump/')]\n"
         "assert all(site.get('/' + p)[0] == 200 for p in pages), pages\n"
@@ -94,8 +94,8 @@ def test_viewing_a_dump_imports_no_jax_and_needs_no_tpu_compiler(dump, tmp_path)
 def test_add_dump_puts_the_modules_in_the_corpus_and_drills_come_from_them(dump, tmp_path, capsys):
     import jax
 
-    from dumpgym.dump_parse import ir_context, parse_stablehlo
-    from dumpgym.stablehlo_facts import read_lowered
+    from dumpgym.ir.parse import ir_context, parse_stablehlo
+    from dumpgym.ir.stablehlo import read_lowered
 
     corpus = tmp_path / "corpus"
     assert cli.main(["add", "--dump", str(dump), "--corpus", str(corpus)]) == 0
@@ -166,8 +166,8 @@ def _damaged(kind, dump, tmp_path):
 
 @pytest.mark.parametrize("kind", ["truncated", "binary", "one-layer", "unknown-backend"])
 def test_a_damaged_module_is_one_line_and_changes_nothing(kind, dump, tmp_path, capsys, monkeypatch):
-    from dumpgym import serve
-    from dumpgym.dump_site import module_page
+    from dumpgym.serve import server as serve
+    from dumpgym.dumps.pages import module_page
 
     served = []
     monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
@@ -194,7 +194,7 @@ def test_a_damaged_module_is_one_line_and_changes_nothing(kind, dump, tmp_path, 
 
 @pytest.mark.parametrize("make", ["empty", "missing", "other-files"])
 def test_a_folder_that_is_not_a_dump_is_one_line(make, tmp_path, capsys, monkeypatch):
-    from dumpgym import serve
+    from dumpgym.serve import server as serve
 
     monkeypatch.setattr(serve, "serve", lambda **kwargs: pytest.fail("served a folder that is not a dump"))
     folder = tmp_path / "folder"

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 from jax.extend import core
 
-from dumpgym.facts import build_facts
+from dumpgym.traced.facts import build_facts
 from dumpgym.jax_internals import jaxprs_in_params
 
 from xray_oracle import JIT
@@ -161,8 +161,8 @@ def test_a_helper_called_twice_is_one_set_of_facts():
 
 def test_dead_code_is_found_through_a_jit_boundary():
     """An equation whose result leaves a jit but is dropped outside is dead, not folded into neighbours."""
-    from dumpgym.trace import trace
-    from dumpgym.attribution import build_xray
+    from dumpgym.traced.trace import trace
+    from dumpgym.traced.xray import build_xray
 
     @jax.jit
     def both(x):

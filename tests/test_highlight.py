@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import re
 
-from dumpgym import highlight
+from dumpgym.site import highlight
 
 
 def test_compiled_text_is_data_not_markup():

@@ -8,8 +8,8 @@ import pytest
 from dumpgym.programs import SLUGS, builtin_program
 
 CPU_COMPILED = [s for s in SLUGS if builtin_program(s).platform == "cpu"]  # a Mosaic kernel has no CPU compile
-from dumpgym.record import ProgramRecord, RecordError
-from dumpgym.target import CPU
+from dumpgym.record.schema import ProgramRecord, RecordError
+from dumpgym.record.targets import CPU
 
 OP_NAME = re.compile(r'op_name="([^"]*)"')
 
@@ -393,7 +393,7 @@ def test_a_via_outside_the_contract_is_refused(by_slug):
 @pytest.fixture(scope="module")
 def fresh_moe(programs):
     """moe compiled here and now (its text depends on this CPU, so only properties are checked)."""
-    from dumpgym.corpus import program_record
+    from dumpgym.corpus.pipeline import program_record
 
     return program_record(programs["moe"], targets=[CPU]).to_json()
 
@@ -424,8 +424,8 @@ def small_block(x, w, b):
 
 
 def test_a_fresh_compile_of_a_small_function_attributes_all_its_work():
-    from dumpgym.corpus import program_record
-    from dumpgym.program import Program
+    from dumpgym.corpus.pipeline import program_record
+    from dumpgym.traced.program import Program
 
     program = Program("small-block", "small block", "", small_block, ("bf16[16,32]", "bf16[8,32]", "bf16[8]"))
     record = program_record(program, targets=[CPU]).to_json()
@@ -742,10 +742,10 @@ def _runs_in_jax(case: int) -> int:
 def test_a_fresh_compile_records_the_loop_counter_jax_runs(case):
     """Each known loop compiled for the TPU and the CPU: the recorded counter counts what JAX runs; where
     XLA says how many times (`known_trip_count`), it says the same."""
-    from dumpgym.corpus import program_record
+    from dumpgym.corpus.pipeline import program_record
     from dumpgym.drills._loops import trip_count
-    from dumpgym.program import Program
-    from dumpgym.target import TPU
+    from dumpgym.traced.program import Program
+    from dumpgym.record.targets import TPU
 
     f, shape = _known_loops()[case]
     arg = f"f32[{','.join(map(str, shape))}]"
@@ -766,7 +766,7 @@ def test_recorded_entry_layouts_are_the_ones_jax_reports_for_a_fresh_compile(pro
     `input_formats`/`output_formats` say the compiled executable takes and returns."""
     import jax
 
-    from dumpgym.corpus import program_record
+    from dumpgym.corpus.pipeline import program_record
     from dumpgym.drills._tpu import Listing
     from jax_reference import jit_of
 

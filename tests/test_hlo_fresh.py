@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 
 from dumpgym.programs import SLUGS, builtin_program
-from dumpgym.target import CPU, GPU, TPU
+from dumpgym.record.targets import CPU, GPU, TPU
 from _heavy_compiles import tagged_instructions
 from fusion_work import fusion_work
 
@@ -108,10 +108,9 @@ def _proven_merged(facts, work, e: int, listed: set[int], tag: int) -> bool:
 
 def _fresh(slug, target):
     """A program compiled here for a target: its facts, its layer, and the compile it was made from."""
-    from dumpgym import hlo
-    from dumpgym.facts import build_facts
-    from dumpgym.trace import trace
-
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.traced.trace import trace
     program = builtin_program(slug)
     traced = trace(program.function, program.example_args())
     facts = build_facts(traced)

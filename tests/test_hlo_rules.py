@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from dumpgym.target import CPU
+from dumpgym.record.targets import CPU
 from fusion_work import body as _body
 
 CALLS = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
@@ -20,10 +20,9 @@ CALLS = re.compile(r"\b(?:calls|to_apply)=%([\w.\-]+)")
 @pytest.fixture(scope="module")
 def traced():
     """Each program's trace and facts, made by JAX here: the JAX equations behind each equation id."""
-    from dumpgym.facts import build_facts
+    from dumpgym.traced.facts import build_facts
     from dumpgym.programs import builtin_program
-    from dumpgym.trace import trace
-
+    from dumpgym.traced.trace import trace
     made = {}
 
     def get(slug):
@@ -201,7 +200,7 @@ def test_rule_7_the_fsdp_partitioners_slicing_fusion_holds_no_dot(by_slug):
 
 @pytest.mark.parametrize("slug", ["sdpa", "decode-loop", "fsdp-step"])
 def test_rule_7_on_a_fresh_cpu_compile_bitcasts_and_copies_do_not_compute_a_dot(slug, programs):
-    from dumpgym.corpus import program_record
+    from dumpgym.corpus.pipeline import program_record
 
     record = program_record(programs[slug], targets=[CPU]).to_json()
     layer = record["compiled"]["cpu"]

@@ -14,9 +14,8 @@ SLUGS = ["mlp", "grads", "scan-layers", "moe", "dropout", "sdpa", "train-step", 
 
 
 def _traced(function, args):
-    from dumpgym.facts import build_facts
-    from dumpgym.trace import trace
-
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.traced.trace import trace
     traced = trace(function, args)
     return traced, build_facts(traced)
 
@@ -26,7 +25,7 @@ def _plain_text(traced) -> str:
     the layer must show. Lowered from a copy of the jaxpr (`lower_copy`), as JAX's caches would hand back
     a lowering this process made earlier with the locations on; nothing of the copy is tagged."""
     from dumpgym.jax_internals import no_traceback_locations
-    from dumpgym.trace import lower_copy
+    from dumpgym.traced.trace import lower_copy
 
     with no_traceback_locations():
         lowered = lower_copy(traced.jax_traced)
@@ -37,7 +36,7 @@ def _plain_text(traced) -> str:
 def _layer_and_compiles(traced, facts):
     from unittest import mock
 
-    from dumpgym import hlo
+    from dumpgym.compiled import layer as hlo
 
     made = []
     real = hlo._compile_for_cpu
@@ -87,11 +86,11 @@ def test_what_a_name_stack_tagged_compile_tags_is_attributed_to_that_equation_or
     bookkeeping to that equation or one enclosing it, by tag or by the dataflow rules."""
     from _heavy_compiles import tagged_instructions
 
-    from dumpgym.hlo import _instructions
-    from dumpgym.hlo_attribution import enclosing
-    from dumpgym.hlo_graph import opcode_of
-    from dumpgym.hlo_tags import metadata_fields
-    from dumpgym.trace import innermost_tag
+    from dumpgym.compiled.layer import _instructions
+    from dumpgym.compiled.attribution import enclosing
+    from dumpgym.ir.hlo_graph import opcode_of
+    from dumpgym.ir.tags import metadata_fields
+    from dumpgym.ir.tags import innermost_tag
 
     program = builtin_program(slug)
     traced, facts = _traced(program.function, program.example_args())
@@ -120,7 +119,7 @@ def test_what_a_name_stack_tagged_compile_tags_is_attributed_to_that_equation_or
 
 
 def test_a_metadata_left_empty_goes_whole_and_others_keep_their_fields():
-    from dumpgym.hlo_tags import shown_text
+    from dumpgym.ir.tags import shown_text
 
     printed = ('  %a = f32[] add(%x, %y), metadata={source_file="dgeqn3" source_line=1}\n'
                '  %b = f32[] sine(%a), metadata={op_name="jit(f)/sin" source_file="dgeqn4" source_line=1 '

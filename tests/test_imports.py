@@ -181,39 +181,98 @@ def test_the_page_has_no_import_circles():
     assert not knots(graph), _report(graph)
 
 
-# What only the compile stage may import: MLIR, jaxlib's HLO and sharding bindings, and the modules
-# that wrap them. The drills and the site read the record.
-_COMPILE_STAGE = ("jaxlib.mlir", "jaxlib.xla_client", "jaxlib._jax", "jax._src.lib", "jax.interpreters.mlir",
-                  "dumpgym.hlo", "dumpgym.hlo_attribution", "dumpgym.hlo_graph", "dumpgym.hlo_facts",
-                  "dumpgym.stablehlo_facts", "dumpgym.jax_internals")
+# The stages that read the record (the page, the server, the drills) and the stages that make it from a
+# program or a dump: no module of the first may reach one of the second, or JAX, by any chain of imports
+# (imports inside functions count: a deferred import still runs the compiler's code in the reader's process).
+_READERS = ("dumpgym.site", "dumpgym.serve", "dumpgym.drills")
+_MAKERS = ("dumpgym.ir", "dumpgym.traced", "dumpgym.compiled", "dumpgym.dumps", "dumpgym.jax_internals")
+# jaxlib's bindings and JAX's MLIR module: read by ir/ alone (and by jax_internals.py, the one door to JAX's internals).
+_BINDINGS = ("jaxlib.mlir", "jaxlib.xla_client", "jaxlib._jax", "jaxlib._hlo", "jax._src.lib", "jax.interpreters.mlir")
 
 
-def _compile_stage_imports(path: Path) -> list[str]:
-    """The imports in `path` of the compile stage's modules (or their submodules), as written."""
-    names = []
+def _under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _outside_imports(path: Path) -> set[str]:
+    """Every absolute import in `path` of a module outside dumpgym, as written (`jaxlib.mlir.ir`, `jax`)."""
+    names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names += [node.module] if _in_compile_stage(node.module) else [f"{node.module}.{a.name}" for a in node.names]
-    return sorted({name for name in names if _in_compile_stage(name)})
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {name for name in names if not _under(name, ("dumpgym",))}
 
 
-def _in_compile_stage(name: str) -> bool:
-    return any(name == module or name.startswith(module + ".") for module in _COMPILE_STAGE)
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
 
 
-def test_the_compile_stage_check_sees_imports_in_functions(tmp_path):
-    module = tmp_path / "m.py"
-    module.write_text("from dumpgym.record import ProgramRecord\nimport dumpgym.hlo_listing\n"
-                      "def f():\n    from jaxlib import xla_client\n    from dumpgym.hlo import CALLS_RE\n")
-    assert _compile_stage_imports(module) == ["dumpgym.hlo", "jaxlib.xla_client"]
+def test_the_fence_sees_imports_in_functions_and_chains(tmp_path):
+    root = tmp_path / "dumpgym"
+    for folder in ("site", "corpus", "ir"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "site" / "page.py").write_text("def f():\n    from dumpgym.corpus import store\n")
+    (root / "corpus" / "store.py").write_text("from dumpgym.ir.hlo import parse\n")
+    (root / "ir" / "hlo.py").write_text("def parse():\n    from jaxlib import xla_client\n")
+    graph = python_graph(root)
+    assert reached(graph, "dumpgym.site.page") == {"dumpgym.corpus.store", "dumpgym.ir.hlo"}
+    assert _outside_imports(root / "ir" / "hlo.py") == {"jaxlib", "jaxlib.xla_client"}
 
 
-def test_drills_and_site_import_nothing_of_the_compile_stage():
-    readers = sorted((PACKAGE / "drills").rglob("*.py")) + [PACKAGE / "site.py"]
-    offenders = {p.relative_to(PACKAGE).as_posix(): found for p in readers if (found := _compile_stage_imports(p))}
-    assert not offenders, f"the drills and the site must read the record, not compile: {offenders}"
+def test_the_page_the_server_and_the_drills_reach_nothing_that_makes_records():
+    graph = python_graph()
+    modules = _module_names()
+    offenders = {}
+    for module in graph:
+        if not _under(module, _READERS):
+            continue
+        reach = reached(graph, module) | {module}
+        makers = sorted(m for m in reach if _under(m, _MAKERS))
+        jax = sorted({n for m in reach for n in _outside_imports(modules[m]) if _under(n, ("jax", "jaxlib"))})
+        if makers or jax:
+            offenders[module] = makers + jax
+    assert not offenders, f"the page, the server and the drills must read the record, not make it: {offenders}"
+
+
+def test_only_ir_and_jax_internals_import_jaxlibs_bindings():
+    offenders = {}
+    for module, path in _module_names().items():
+        if _under(module, ("dumpgym.ir", "dumpgym.jax_internals")):
+            continue
+        found = sorted(n for n in _outside_imports(path) if _under(n, _BINDINGS))
+        if found:
+            offenders[module] = found
+    assert not offenders, f"only ir/ (and jax_internals.py) may import jaxlib's bindings: {offenders}"
+
+
+def _folder(module: str) -> str:
+    """The stage folder a module is in (`dumpgym.ir.tags` -> `dumpgym.ir`), or the module itself at the top."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (PACKAGE / parts[-1]).is_dir() else module
+
+
+def test_the_stage_folders_import_each_other_one_way():
+    graph = python_graph()
+    folders: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        folders.setdefault(_folder(module), set()).update(_folder(t) for t in targets if _folder(t) != _folder(module))
+    assert not knots(folders), _report(folders)
+
+
+def test_the_package_top_holds_at_most_ten_modules():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 10, f"{len(top)} modules at the top of the package, each wants a stage folder: {top}"
 
 
 def _private_jax(path: Path) -> list[str]:

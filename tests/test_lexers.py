@@ -13,7 +13,7 @@ from pygments.token import (
     Comment, Error, Keyword, Name, Number, Operator, Punctuation, String, Whitespace,
 )
 
-from dumpgym.lexers import HloLexer, JaxprLexer, StableHloLexer
+from dumpgym.site.lexers import HloLexer, JaxprLexer, StableHloLexer
 from dumpgym.programs import SLUGS
 from needs_extras import builtin_slugs
 

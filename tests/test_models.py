@@ -18,7 +18,7 @@ pytest.importorskip("optax")
 
 import dumpgym  # noqa: E402
 from dumpgym import cli  # noqa: E402
-from dumpgym.facts import build_facts  # noqa: E402
+from dumpgym.traced.facts import build_facts  # noqa: E402
 
 import model_programs  # noqa: E402
 from xray_oracle import judge  # noqa: E402
@@ -131,10 +131,9 @@ def test_dead_code_behind_a_jit_boundary_is_called_dead():
         kept, _unused = inner(x, jnp.exp(y))
         return kept
 
-    from dumpgym.attribution import build_xray
-    from dumpgym.program import partition
-    from dumpgym.trace import trace
-
+    from dumpgym.traced.xray import build_xray
+    from dumpgym.traced.program import partition
+    from dumpgym.traced.trace import trace
     partitioned = partition(outer, ("f32[4]", "f32[4]"))
     traced = trace(partitioned.function, partitioned.structs)
     facts = build_facts(traced)
@@ -187,7 +186,7 @@ def test_argument_mistakes_are_one_line_and_status_2(label, argv, message, hint,
 
 
 def test_debug_shows_the_traceback_of_a_mismatch(tmp_path):
-    from dumpgym.program import ProgramError
+    from dumpgym.traced.program import ProgramError
 
     with pytest.raises(ProgramError, match="missing a required argument"):
         cli.main(["--debug", "add", f"{PROGRAMS}:repeat_layer", "--args-from", f"{PROGRAMS}:make_too_few",
@@ -195,7 +194,7 @@ def test_debug_shows_the_traceback_of_a_mismatch(tmp_path):
 
 
 def test_the_python_add_refuses_what_the_command_line_refuses(tmp_path):
-    from dumpgym.program import ProgramError
+    from dumpgym.traced.program import ProgramError
 
     x, w, k = model_programs.make_repeat_layer()
     dumpgym.add(model_programs.repeat_layer, x, w, k, slug="taken", corpus=tmp_path)

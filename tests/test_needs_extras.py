@@ -1,7 +1,7 @@
 """The `needs_tpu` / `needs_gpu` markers: skipped where the extra is missing, failed in one line under CI."""
 import pytest
 
-from dumpgym import target
+from dumpgym.record import targets as target
 from needs_extras import EXTRAS, check
 
 

@@ -2,7 +2,7 @@
 import jax
 import pytest
 
-from dumpgym.program import ProgramError, parse_arg
+from dumpgym.traced.program import ProgramError, parse_arg
 
 
 def test_example_arguments_match_the_seed(by_slug):

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from dumpgym.corpus import BUILTIN_PATH, dumps
-from dumpgym.record import Aval, Corpus, EqnFact, Literal, ProgramRecord, RecordError
-from dumpgym.typedjson import TypedRecord
+from dumpgym.corpus.builtin import BUILTIN_PATH, dumps
+from dumpgym.record.schema import Aval, Corpus, EqnFact, Literal, ProgramRecord, RecordError
+from dumpgym.record.typedjson import TypedRecord
 
 
 def test_the_committed_corpus_round_trips_byte_for_byte():
@@ -202,7 +202,7 @@ def test_a_record_written_before_the_compiled_facts_reads_back_as_it_was(corpus)
     old = [_without_facts(p) for p in corpus["programs"]]
     records = [ProgramRecord.from_json(p, p["slug"]) for p in old]
     assert [r.to_json() for r in records] == old
-    from dumpgym.site import compiled_ops
+    from dumpgym.site.files import compiled_ops
 
     for r in records:
         assert r.lowered is None

@@ -13,7 +13,7 @@ from jaxlib.mlir import ir
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import cpu_mesh
+from dumpgym.traced.program import cpu_mesh
 from dumpgym.programs import builtin_programs
 from dumpgym.reference import (
     ALIASES, FAMILIES, LAYERS, Card, card_for, cards, compiled_as, fallback_card, fold, same_op, search,
@@ -269,7 +269,7 @@ def test_bad_layer_or_family_is_refused():
 
 def _compiled_opcodes(corpus):
     """Every opcode the committed corpus's compiled listings (CPU and TPU) print, as printed (`exponential`)."""
-    from dumpgym.record import Corpus
+    from dumpgym.record.schema import Corpus
 
     printed = set()
     for p in Corpus.from_json(corpus).programs:

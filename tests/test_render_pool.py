@@ -19,9 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import render_pool, serve, site
+from dumpgym.serve import render_pool
+
+from dumpgym.serve import server as serve
+
+from dumpgym.site import files as site
 from dumpgym.drills._stored import cache_dir
-from dumpgym.inputs import gym_start
+from dumpgym.site.inputs import gym_start
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render workers are forked on Linux only")
@@ -39,7 +43,10 @@ def _script(body: str, tmp_path: Path, *args: str) -> dict:
 _SITE = """
     import json, os, signal, sys, time
     from pathlib import Path
-    from dumpgym import kept_files, render_pool, serve, site
+    from dumpgym.site import kept as kept_files
+    from dumpgym.serve import render_pool
+    from dumpgym.serve import server as serve
+    from dumpgym.site import files as site
 
     kept_files.corpus_digest = lambda corpus: "0" * 16  # a site of two files, no corpus to digest
     def made():  # what a render says of where it ran, padded past the size the server compresses

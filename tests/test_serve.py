@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from dumpgym import drills, kept_files, serve, site
+from dumpgym import drills
+
+from dumpgym.site import kept as kept_files
+
+from dumpgym.serve import server as serve
+
+from dumpgym.site import files as site
 from dumpgym.drills import _stored, read_pool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +168,7 @@ def test_the_command_binds_localhost_unless_told_otherwise(monkeypatch):
 
 def test_importing_and_answering_does_not_import_jax():
     # serve makes a listing when it is first asked for: ask for one file of every kind.
-    code = ("import sys, dumpgym.serve as s; assert 'jax' not in sys.modules, 'import'; "
+    code = ("import sys, dumpgym.serve.server as s; assert 'jax' not in sys.modules, 'import'; "
             "assert s.get('/')[0] == 200; assert 'jax' not in sys.modules, 'get'; "
             "files = s._default_site().files; "
             "kinds = ('data/listings/', 'data/compiled/cpu/', 'data/compiled/tpu/', 'data/compiled/gpu/', 'data/drills/', "
@@ -550,7 +556,7 @@ def test_serve_prints_its_url_before_making_the_items_it_has_not_kept(tmp_path):
 
 
 def test_a_start_whose_item_making_breaks_says_so_in_one_line_and_stops_saying_pending(tmp_path, monkeypatch, capsys):
-    from dumpgym import inputs
+    from dumpgym.site import inputs
 
     monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "empty-cache"))
 

@@ -11,10 +11,14 @@ import threading
 
 import pytest
 
-from dumpgym import kept_files, serve, site
+from dumpgym.site import kept as kept_files
+
+from dumpgym.serve import server as serve
+
+from dumpgym.site import files as site
 from dumpgym.drills import read_pool
 from dumpgym.drills._stored import builtin_corpus
-from dumpgym.record import Corpus
+from dumpgym.record.schema import Corpus
 
 
 def _request(srv, path: str, gzip: bool = False, timeout: float = 10) -> tuple[int, bytes]:

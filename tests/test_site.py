@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from dumpgym import curriculum, highlight, site
-from dumpgym.record import Corpus
+from dumpgym.site import curriculum
+
+from dumpgym.site import highlight
+
+from dumpgym.site import files as site
+from dumpgym.record.schema import Corpus
 from dumpgym.drills import build_pool, printed_pool, read_pool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,7 +273,7 @@ def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):
 
 
 def test_the_corpus_compiled_tab_switches_between_the_layers_the_program_has_labelled_from_the_registry(page, small):
-    from dumpgym.target import TARGETS
+    from dumpgym.record.targets import TARGETS
 
     corpus, _ = small
     # The buttons, once for the page: every target the corpus holds, in the registry's order, labelled from it.
@@ -338,7 +342,7 @@ def test_every_compiled_instruction_links_its_opcode_to_a_card_that_exists(files
 def test_every_opcode_in_the_corpus_compiled_listings_has_a_real_card(corpus):
     """No fallback: each printed opcode has a compiled-HLO card or the StableHLO card of the op it came from."""
     from dumpgym import reference
-    from dumpgym.record import Corpus
+    from dumpgym.record.schema import Corpus
 
     typed = Corpus.from_json(corpus)
     printed = set()
@@ -417,8 +421,8 @@ def test_each_change_is_a_file_of_its_two_compiles_side_by_side(whole_corpus):
     import dataclasses
     import json
 
-    from dumpgym.compare import compare_layer
-    from dumpgym.site import change_views, site_files
+    from dumpgym.cost.compare import compare_layer
+    from dumpgym.site.files import change_views, site_files
 
     record = Corpus.from_json(whole_corpus)
     by_slug = {p.slug: p for p in record.programs}
@@ -436,7 +440,7 @@ def test_each_change_is_a_file_of_its_two_compiles_side_by_side(whole_corpus):
 
 
 def test_a_change_whose_base_is_missing_is_not_offered(whole_corpus):
-    from dumpgym.site import change_views
+    from dumpgym.site.files import change_views
 
     assert "mlp-f32" in {v.slug for v in change_views(Corpus.from_json(whole_corpus))}
     data = {**whole_corpus, "programs": [p for p in whole_corpus["programs"] if p["slug"] != "mlp"]}

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from dumpgym.programs import SLUGS
-from dumpgym.target import CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, parse_target
+from dumpgym.record.targets import CPU, DEFAULT_TOPOLOGY, GENERATIONS, TPU, Target, TargetError, parse_target
 from _heavy_compiles import layer_and_its_compile, tagged_instructions
 from fusion_work import fusion_work
 from jax_reference import jit_of
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.needs_tpu
 
 
 def _devices(topology):
-    from dumpgym.target import topology_devices
+    from dumpgym.traced.devices import topology_devices
 
     return topology_devices(topology)
 
@@ -32,7 +32,7 @@ def _fresh_text(program, topology):
     from jax.sharding import NamedSharding, PartitionSpec
 
     from dumpgym.jax_internals import no_traceback_locations
-    from dumpgym.program import on_mesh
+    from dumpgym.traced.program import on_mesh
 
     devices = _devices(topology)
     function, args = program.function, program.example_args()
@@ -88,9 +88,8 @@ def test_the_tpu_layer_is_what_jax_compiles_for_the_topology(slug, by_slug, prog
 def test_every_tpu_instruction_tagged_with_an_equation_is_attributed_to_it(slug, programs):
     """Judged from a fresh compile: each instruction whose source file carries a tag computes that
     equation (or, inside a fusion or region, belongs to what holds it)."""
-    from dumpgym.facts import build_facts
-    from dumpgym.trace import trace
-
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.traced.trace import trace
     traced = trace(programs[slug].function, programs[slug].example_args())
     facts = build_facts(traced)
     # the layer, and the compile `_compile_for_topology(traced, TPU)` gave it
@@ -218,7 +217,8 @@ def test_add_with_an_unknown_target_is_one_line_and_writes_nothing(tmp_path, cap
 
 
 def test_add_with_hlo_tpu_but_no_tpu_compiler_says_how_to_install_it(tmp_path, capsys, monkeypatch):
-    from dumpgym import cli, target
+    from dumpgym import cli
+    from dumpgym.record import targets as target
 
     monkeypatch.setattr(target, "libtpu_installed", lambda: False)
     (tmp_path / "m.py").write_text(ADDED)

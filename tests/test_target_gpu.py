@@ -13,8 +13,8 @@ from importlib.metadata import version
 import pytest
 
 from _heavy_compiles import layer_and_its_compile, tagged_instructions
-from dumpgym.target import (DEFAULT_GPU, GPU, GPUS, Target, TargetError, parse_target,
-                            topology_devices)
+from dumpgym.record.targets import DEFAULT_GPU, GPU, GPUS, Target, TargetError, parse_target
+from dumpgym.traced.devices import topology_devices
 
 ADDED = '''
 import jax.numpy as jnp
@@ -43,10 +43,9 @@ def _args():
 
 
 def _layer(function, target):
-    from dumpgym.facts import build_facts
-    from dumpgym.hlo import compile_layer
-    from dumpgym.trace import trace
-
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.compiled.layer import compile_layer
+    from dumpgym.traced.trace import trace
     traced = trace(function, _args())
     facts = build_facts(traced)
     return traced, facts, compile_layer(traced, facts, target)
@@ -95,9 +94,8 @@ def test_the_gpu_layer_is_what_jax_compiles_for_the_gpu():
 
 @pytest.mark.needs_gpu
 def test_every_gpu_instruction_tagged_with_an_equation_is_attributed_to_it():
-    from dumpgym.facts import build_facts
-    from dumpgym.trace import trace
-
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.traced.trace import trace
     traced = trace(_proj(), _args())
     facts = build_facts(traced)
     # the layer, and the compile `_compile_for_topology(traced, GPU)` gave it
@@ -117,10 +115,9 @@ def test_every_gpu_instruction_tagged_with_an_equation_is_attributed_to_it():
 
 @pytest.mark.needs_gpu
 def test_a_mesh_program_compiles_onto_as_many_gpus(programs):
-    from dumpgym.facts import build_facts
-    from dumpgym.hlo import compile_layer
-    from dumpgym.trace import trace
-
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.compiled.layer import compile_layer
+    from dumpgym.traced.trace import trace
     program = programs["psum"]
     traced = trace(program.function, program.example_args())
     layer = compile_layer(traced, build_facts(traced), GPU)
@@ -174,7 +171,8 @@ NO_PLUGIN = "import sys\nsys.modules['jax_cuda12_plugin'] = None\n"
 
 
 def test_add_with_hlo_gpu_but_no_gpu_compiler_says_how_to_install_it(tmp_path, capsys, monkeypatch):
-    from dumpgym import cli, target
+    from dumpgym import cli
+    from dumpgym.record import targets as target
 
     monkeypatch.setattr(target, "cuda_plugin_installed", lambda: False)
     (tmp_path / "m.py").write_text(ADDED)

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from dumpgym import target as target_module
-from dumpgym.corpus import program_record
+from dumpgym.record import targets as target_module
+from dumpgym.corpus.pipeline import program_record
 from dumpgym.drills import build_pool
-from dumpgym.program import Program
-from dumpgym.record import SCHEMA, Corpus, ProgramRecord, RecordError, upgrade_program
-from dumpgym.site import site_files
-from dumpgym.target import TARGETS, CompileTarget, Target, builtin_targets, register_target, target_id
+from dumpgym.traced.program import Program
+from dumpgym.record.schema import SCHEMA, Corpus, ProgramRecord, RecordError, upgrade_program
+from dumpgym.site.files import site_files
+from dumpgym.record.targets import TARGETS, CompileTarget, Target, builtin_targets, register_target, target_id
 
 V6E = CompileTarget("tpu-v6e", "v6e", "TPU v6e (2x2), compiled without a TPU", Target("tpu", "v6e:2x2"))
 
@@ -104,7 +104,7 @@ def test_one_registry_entry_carries_a_layer_to_record_page_switch_and_drills(v6e
     and offers it on the x-ray's switch, and the TPU drills ask about it."""
     import jax.numpy as jnp
 
-    from dumpgym.hlo import compile_layer  # noqa: F401  (the compiled layer needs jaxlib's HLO bindings)
+    from dumpgym.compiled.layer import compile_layer  # noqa: F401  (the compiled layer needs jaxlib's HLO bindings)
 
     def ffn(x, w1, w2):
         return jnp.dot(jnp.maximum(jnp.dot(x, w1), 0), w2)

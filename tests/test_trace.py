@@ -4,9 +4,9 @@ import inspect
 import jax
 import pytest
 
-from dumpgym.facts import dtype_name
+from dumpgym.traced.facts import dtype_name
 from dumpgym.jax_internals import no_traceback_locations
-from dumpgym.program import load_entry, parse_arg
+from dumpgym.traced.program import load_entry, parse_arg
 from dumpgym.programs import SLUGS
 from jax_reference import jaxpr_of, jit_of
 from needs_extras import builtin_slugs

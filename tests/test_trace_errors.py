@@ -7,8 +7,8 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import dumpgym
-from dumpgym import trace as trace_module
-from dumpgym.program import ProgramError
+from dumpgym.traced import trace as trace_module
+from dumpgym.traced.program import ProgramError
 
 
 def _mesh():

@@ -9,8 +9,8 @@ import pytest
 from jax.extend import core as jex
 
 import dumpgym
-from dumpgym.program import partition
-from dumpgym.trace import map_jaxpr_eqns, trace
+from dumpgym.traced.program import partition
+from dumpgym.traced.trace import map_jaxpr_eqns, trace
 
 
 @jax.custom_vjp

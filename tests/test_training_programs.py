@@ -353,7 +353,7 @@ def _groups_over(mesh, axis: str) -> set:
 
 @pytest.mark.needs_tpu
 def test_fsdp_step_gathers_over_data_reduces_over_model_and_scatters_on_tpu(programs):
-    from dumpgym.target import retarget, topology_devices
+    from dumpgym.traced.devices import retarget, topology_devices
 
     program = programs["fsdp-step"]
     devices = topology_devices("v5e:2x4")

@@ -16,11 +16,15 @@ from pathlib import Path
 import jax
 import pytest
 
-from dumpgym import build, cli, drills, usercorpus
-from dumpgym.facts import build_facts
-from dumpgym.program import load_entry, parse_arg
-from dumpgym.serve import Site
-from dumpgym.site import render_site
+from dumpgym import cli, drills
+
+from dumpgym.site import build
+
+from dumpgym.corpus import user as usercorpus
+from dumpgym.traced.facts import build_facts
+from dumpgym.traced.program import load_entry, parse_arg
+from dumpgym.serve.server import Site
+from dumpgym.site.files import render_site
 
 from test_facts import _printed_eqns
 from xray_oracle import judge
@@ -174,7 +178,7 @@ def test_unwritable_corpus_dir(tmp_path, capfd):
 
 
 def test_debug_shows_the_traceback(corpus_dir, capfd):
-    from dumpgym.program import ProgramError
+    from dumpgym.traced.program import ProgramError
 
     with pytest.raises(ProgramError, match="has no function 'nope'"):
         cli.main(["--debug", "add", f"{PROGRAMS}:nope", "--arg", "f32[3]", "--corpus", str(corpus_dir)])
@@ -259,7 +263,7 @@ def test_a_module_that_fails_on_import_is_one_line(tmp_path, monkeypatch, corpus
 
 
 def test_debug_after_the_command_is_accepted(corpus_dir):
-    from dumpgym.program import ProgramError
+    from dumpgym.traced.program import ProgramError
 
     with pytest.raises(ProgramError, match="has no function 'nope'"):
         cli.main(["add", f"{PROGRAMS}:nope", "--arg", "f32[3]", "--corpus", str(corpus_dir), "--debug"])
@@ -506,7 +510,7 @@ def test_the_help_says_the_default_wait():
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS], ids=["disk full", "read-only"])
 def test_a_write_that_fails_names_the_file(code, kept_folder, corpus_dir, monkeypatch, capfd):
-    from dumpgym import corpus
+    from dumpgym.corpus import builtin as corpus
 
     shutil.copytree(kept_folder, corpus_dir)
     before = snapshot(corpus_dir)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from dumpgym.program import ProgramError, parse_arg, variant
+from dumpgym.traced.program import ProgramError, parse_arg, variant
 from dumpgym.programs import SLUGS, builtin_program, builtin_variants, corpus_programs, is_builtin
-from dumpgym.record import Corpus, ProgramRecord, RecordError
+from dumpgym.record.schema import Corpus, ProgramRecord, RecordError
 from needs_extras import PLATFORM_MARKERS
 
 # MLIR's element type names for the dtypes the built-in programs return.
@@ -17,7 +17,7 @@ MLIR_ELEMENT = {"bfloat16": "bf16", "float32": "f32", "int32": "i32", "int8": "i
 
 def _variant_slugs() -> list:
     """Every variant's slug, marked with the extra its platform needs (a Pallas TPU kernel's needs libtpu)."""
-    from dumpgym.corpus import load_builtin
+    from dumpgym.corpus.builtin import load_builtin
 
     records = [p for p in load_builtin()["programs"] if "variant_of" in p]
     return [p["slug"] if p.get("platform", "cpu") == "cpu"
@@ -129,7 +129,7 @@ def test_variant_of_round_trips_and_a_bad_one_is_a_record_error(whole_corpus):
 
 
 def test_the_summary_counts_programs_and_variants_apart(whole_corpus, corpus):
-    from dumpgym.corpus import summary
+    from dumpgym.corpus.builtin import summary
 
     changes = sum("change" in p for p in whole_corpus["programs"])
     variants = len(whole_corpus["programs"]) - len(SLUGS) - changes
@@ -152,7 +152,7 @@ def test_variants_are_drawn_in_drills_with_their_listings_but_not_listed_as_prog
     from html import escape
 
     from dumpgym.drills import build_pool
-    from dumpgym.site import site_files
+    from dumpgym.site.files import site_files
 
     pool = build_pool(small)
     variants = [p for p in small["programs"] if "variant_of" in p]
@@ -180,7 +180,7 @@ def test_variants_are_drawn_in_drills_with_their_listings_but_not_listed_as_prog
 def test_the_corpus_doc_states_the_counts_the_build_prints(whole_corpus):
     from pathlib import Path
 
-    from dumpgym.corpus import summary
+    from dumpgym.corpus.builtin import summary
 
     text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "corpus.md").read_text(encoding="utf-8").split())
     stated = summary(whole_corpus).split(" · ")[0]

@@ -9,7 +9,7 @@ if "xla_force_host_platform_device_count" not in _os.environ.get("XLA_FLAGS", ""
 
 # With the TPU extra installed on a machine without TPU chips, libtpu must be told so before JAX
 # starts its backends, or it logs errors on every command and locks out a second process.
-from dumpgym.target import quiet_libtpu as _quiet_libtpu  # noqa: E402
+from dumpgym.record.targets import quiet_libtpu as _quiet_libtpu  # noqa: E402
 
 _quiet_libtpu()
 
@@ -40,7 +40,7 @@ def add(function, *example_args, slug: str | None = None, title: str | None = No
     The same path as `dumpgym add` on the command line: the same checks, and locked, atomic writes
     to the corpus folder (`corpus`, else the user data directory).
     """
-    from dumpgym.usercorpus import add_function, entry_of
+    from dumpgym.corpus.add import add_function, entry_of
 
     name = getattr(function, "__name__", type(function).__name__)
     return add_function(function, example_args, example_kwargs, entry=entry_of(function), name=name, slug=slug,

@@ -57,21 +57,21 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cmd_serve(args) -> int:
-    from dumpgym import serve
+    from dumpgym.serve import server as serve
 
     serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus)
     return 0
 
 
 def _read_dump(folders: list[str]):
-    from dumpgym.dumpfolder import read_folder
+    from dumpgym.dumps.folder import read_folder
 
     return read_folder(*folders)
 
 
 def _cmd_open(args) -> int:
-    from dumpgym import serve
-    from dumpgym.dump_site import dump_files
+    from dumpgym.serve import server as serve
+    from dumpgym.dumps.pages import dump_files
 
     folder = _read_dump(args.folders)
     problems = folder.problems()
@@ -86,8 +86,8 @@ def _cmd_open(args) -> int:
 
 
 def _cmd_build(args) -> int:
-    from dumpgym import build
-    from dumpgym.inputs import gym_inputs
+    from dumpgym.site import build
+    from dumpgym.site.inputs import gym_inputs
 
     data, pool = gym_inputs(args.corpus)  # a damaged added program is skipped with a warning
     removed = build.build_site(args.out, data, pool)
@@ -100,12 +100,13 @@ def _cmd_build(args) -> int:
 
 
 def _cmd_corpus_build(args) -> int:
-    from dumpgym import corpus
+    from dumpgym.corpus import builtin as corpus
+    from dumpgym.corpus.pipeline import build_corpus
     from dumpgym.programs import corpus_programs
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
     if args.no_hlo and (args.check or not args.out):
         raise UsageError("--no-hlo builds a partial corpus: use it only with --out FILE, not for the committed corpus")
-    typed = corpus.build_corpus(corpus_programs(), progress, compiled=not args.no_hlo, jobs=args.jobs)
+    typed = build_corpus(corpus_programs(), progress, compiled=not args.no_hlo, jobs=args.jobs)
     fresh = typed.to_json()
     if args.check:
         committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
@@ -127,7 +128,8 @@ def _cmd_corpus_build(args) -> int:
 
 
 def _load(args) -> dict:
-    from dumpgym import corpus, usercorpus
+    from dumpgym.corpus import builtin as corpus
+    from dumpgym.corpus import user as usercorpus
 
     data = usercorpus.load_corpus(args.corpus)
     try:
@@ -145,7 +147,7 @@ def _cmd_export(args) -> int:
 
 def _cmd_drills(args) -> int:
     from dumpgym import drills
-    from dumpgym.inputs import load_sources
+    from dumpgym.site.inputs import load_sources
 
     warn = lambda line: print(f"dumpgym: warning: {line}", file=sys.stderr)  # noqa: E731
     sources = load_sources(args.corpus)  # as `export` reads them: a damaged added program is an error
@@ -166,8 +168,9 @@ def _cmd_drills(args) -> int:
 
 
 def _cmd_cost(args) -> int:
-    from dumpgym import cost, cost_table
-    from dumpgym.record import ProgramRecord
+    from dumpgym.cost import estimate as cost
+    from dumpgym.cost import table as cost_table
+    from dumpgym.record.schema import ProgramRecord
 
     (program,) = _load(argparse.Namespace(corpus=args.corpus, slugs=[args.slug]))["programs"]
     record = ProgramRecord.from_json(program)
@@ -182,8 +185,9 @@ def _cmd_cost(args) -> int:
 
 
 def _cmd_diff(args) -> int:
-    from dumpgym import compare, usercorpus
-    from dumpgym.record import ProgramRecord
+    from dumpgym.cost import compare
+    from dumpgym.corpus import user as usercorpus
+    from dumpgym.record.schema import ProgramRecord
 
     data = usercorpus.load_corpus(args.corpus)
     records = [ProgramRecord.from_json(p) for p in data["programs"]]
@@ -195,12 +199,11 @@ def _cmd_diff(args) -> int:
 
 def _fresh_layer(record, target_id: str):
     """A built-in program's layer compiled here again, from its traced function."""
-    from dumpgym.facts import build_facts
-    from dumpgym.hlo import compile_layer
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.compiled.layer import compile_layer
     from dumpgym.programs import corpus_programs
-    from dumpgym.target import TARGETS
-    from dumpgym.trace import trace
-
+    from dumpgym.record.targets import TARGETS
+    from dumpgym.traced.trace import trace
     program = next((p for p in corpus_programs() if p.slug == record.slug and not record.added), None)
     if program is None:
         raise UsageError(f"--compile compiles built-in programs only; {record.slug} was added")
@@ -209,7 +212,7 @@ def _fresh_layer(record, target_id: str):
 
 
 def _cmd_add(args) -> int:
-    from dumpgym import usercorpus
+    from dumpgym.corpus.add import add
 
     if args.dump:
         return _add_dump(args)
@@ -220,14 +223,14 @@ def _cmd_add(args) -> int:
 
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
     say = (lambda msg: print(printable(msg), file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
-    record = usercorpus.add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
-                            progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait)
+    record = add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
+                 progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait)
     print(f"added {record.slug}: {len(record.eqns)} equations · {record.xray_stats.line()}")
     return 0
 
 
 def _add_dump(args) -> int:
-    from dumpgym import dump_corpus
+    from dumpgym.dumps import record as dump_corpus
 
     if args.entry is not None or args.arg or args.args_from or args.hlo or args.slug or args.title:
         raise UsageError("--dump adds the modules of a dump folder: it takes --module, --corpus and --wait only")
@@ -241,7 +244,7 @@ def _add_dump(args) -> int:
 
 
 def _cmd_list(args) -> int:
-    from dumpgym import usercorpus
+    from dumpgym.corpus import user as usercorpus
 
     rows = usercorpus.listing(args.corpus)
     for row in rows:
@@ -252,7 +255,7 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_remove(args) -> int:
-    from dumpgym import usercorpus
+    from dumpgym.corpus import user as usercorpus
 
     usercorpus.remove(args.slug, args.corpus, wait=args.wait)
     print(f"removed {args.slug}")

@@ -11,3 +11,7 @@ class BuildFolderError(GymError):
 
 class CorpusFolderError(GymError):
     """The folder of added programs is damaged, locked out, or cannot be written."""
+
+
+class ProgramError(GymError):
+    """Bad input naming a program or its arguments; the message is one line for the user."""

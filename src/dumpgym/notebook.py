@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from dumpgym.record import CompiledLayer, EqnFact, XrayStats
+from dumpgym.record.schema import CompiledLayer, EqnFact, XrayStats
 
 # Every text colour keeps 4.5:1 against what it sits on, and a dimmed line (`.u`) 3:1, in both schemes
 # (the browser tests measure them); lines are dimmed by one grey, never by opacity.
@@ -171,10 +171,10 @@ def xray(function, *example_args, compiled: bool | str = False, **example_kwargs
     The arguments are pytrees as `dumpgym.add` takes them (`program.partition`): arrays,
     ShapeDtypeStructs, aval strings such as 'bf16[64,128]', models; other leaves are static.
     """
-    from dumpgym.facts import build_facts
-    from dumpgym.program import partition, trace_failure
-    from dumpgym.trace import trace
-    from dumpgym.attribution import build_xray
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.traced.program import partition, trace_failure
+    from dumpgym.traced.trace import trace
+    from dumpgym.traced.xray import build_xray
 
     partitioned = partition(function, example_args, example_kwargs)
     try:
@@ -185,8 +185,8 @@ def xray(function, *example_args, compiled: bool | str = False, **example_kwargs
     result = build_xray(traced, facts)
     layers = {}
     if compiled:
-        from dumpgym.hlo import compile_layer
-        from dumpgym.target import CPU, parse_target, target_id
+        from dumpgym.compiled.layer import compile_layer
+        from dumpgym.record.targets import CPU, parse_target, target_id
 
         target = CPU if compiled is True else parse_target(str(compiled))
         target.require()

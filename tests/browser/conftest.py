@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from dumpgym import build
+from dumpgym.site import build
 
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -3,8 +3,8 @@ appeared, vanished or changed marked on its own line, a hover lighting the same 
 and the counts and times the summary shows equal to what compare.py computed."""
 import pytest
 
-from dumpgym.compare import compare_layer
-from dumpgym.record import Corpus
+from dumpgym.cost.compare import compare_layer
+from dumpgym.record.schema import Corpus
 
 pytestmark = pytest.mark.browser
 

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from decisions_spot import to_a_spot_item
-from dumpgym import curriculum
+from dumpgym.site import curriculum
 
 pytestmark = pytest.mark.browser
 

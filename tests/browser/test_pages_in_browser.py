@@ -218,7 +218,7 @@ def test_focus_is_visible_on_buttons(page):
 
 
 def test_the_compiled_hlo_tab_loads_on_demand(page, fetch_json):
-    from dumpgym.target import TARGETS
+    from dumpgym.record.targets import TARGETS
 
     program = fetch_json("data/programs/mlp.json")
     first = next(program["compiled"][t] for t in TARGETS if t in program["compiled"])  # the registry's order

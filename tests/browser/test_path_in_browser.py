@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dumpgym import curriculum
+from dumpgym.site import curriculum
 from dumpgym.reference import fold
 
 pytestmark = pytest.mark.browser

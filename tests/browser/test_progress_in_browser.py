@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from dumpgym import curriculum
+from dumpgym.site import curriculum
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from dumpgym import build
+from dumpgym.site import build
 
 pytestmark = pytest.mark.browser
 

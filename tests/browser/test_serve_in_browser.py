@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from conftest import DESKTOP, checked_page, free_port
 
-from dumpgym import serve
+from dumpgym.serve import server as serve
 from test_xray_in_browser import lit, open_xray
 
 pytestmark = pytest.mark.browser

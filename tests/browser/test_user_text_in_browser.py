@@ -33,7 +33,7 @@ POSITIONS_AFTER = """([block, title]) => {
 def rtl_url(built_once_dir, corpus, serve_directory):
     """mlp, and one added program: a copy of mlp whose title opens an RTL override and never closes it,
     without a compiled layer (so the drills on compiled HLO have none of its items)."""
-    from dumpgym import build
+    from dumpgym.site import build
     from dumpgym.drills import build_pool
 
     data = copy.deepcopy(corpus)

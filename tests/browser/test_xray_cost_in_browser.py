@@ -7,9 +7,9 @@ import pytest
 from conftest import close_pages
 from test_xray_in_browser import in_view, lit, open_xray, phone, visible_columns
 
-from dumpgym import cost
-from dumpgym.cost_view import cost_file
-from dumpgym.record import Corpus
+from dumpgym.cost import estimate as cost
+from dumpgym.cost.view import cost_file
+from dumpgym.record.schema import Corpus
 
 pytestmark = pytest.mark.browser
 

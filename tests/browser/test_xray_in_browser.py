@@ -622,7 +622,7 @@ def long_compiled(n: int, per: int = 10) -> dict:
 @pytest.fixture(scope="module")
 def long_url(built_once_dir, corpus, serve_directory):
     def build_into(out):
-        from dumpgym import build
+        from dumpgym.site import build
         from dumpgym.drills import build_pool
 
         data = {**corpus, "programs": [corpus["programs"][0], long_program(5000)]}

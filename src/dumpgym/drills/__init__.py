@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from dumpgym.drills.item import SCHEMA, Item
-from dumpgym.record import ProgramRecord
+from dumpgym.record.schema import ProgramRecord
 
 # Section 04 of the gym floor is the x-ray, which is not a drill kind: the drills number around it.
 XRAY_SECTION = "04"

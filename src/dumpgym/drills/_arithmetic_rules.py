@@ -10,9 +10,9 @@ from typing import Callable
 from dumpgym.drills._avals import axis_list, bits, is_float, is_half, short
 from dumpgym.drills._dot import DotDims, dot_dims
 from dumpgym.drills._distractor_rules import Found, ReadingRule, Rule, Where, rule, rule_on
-from dumpgym.primitives import (COLLECTIVE_REDUCTIONS, COMPARISONS, INDEX_REDUCTIONS, REDUCTIONS,
+from dumpgym.record.primitives import (COLLECTIVE_REDUCTIONS, COMPARISONS, INDEX_REDUCTIONS, REDUCTIONS,
                                 TRANSCENDENTAL)
-from dumpgym.record import Aval, EqnFact
+from dumpgym.record.schema import Aval, EqnFact
 
 
 def _first(eqn: EqnFact) -> Aval | None:

@@ -1,6 +1,6 @@
 """What the drills share: dtype facts by numpy name, axis lists as the dump prints them, shuffled options.
 
-Avals and equations are the record's own (`dumpgym.record.Aval`, `EqnFact`); this module only
+Avals and equations are the record's own (`dumpgym.record.schema.Aval`, `EqnFact`); this module only
 adds what a reader of them needs to say about dtypes and options.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import random
 import re
 from typing import Sequence
 
-from dumpgym.dtypes import short as short_dtype
+from dumpgym.record.dtypes import short as short_dtype
 
 _BITS = {
     "bfloat16": 16, "float16": 16, "float32": 32, "float64": 64,

@@ -12,7 +12,7 @@ import re
 from dumpgym.drills._dataflow import Dataflow, Value
 from dumpgym.drills._pairs import SIDES, Pair, line, residual_value, shown, span
 from dumpgym.drills.answer import LinePick, Misreading, Typed
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record.schema import EqnFact, ProgramRecord
 
 _BINDER = re.compile(r"(?<![\w.:-])([a-z_]+):\S+?\[")
 

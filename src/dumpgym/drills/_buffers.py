@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dumpgym.drills._tpu import Buffer, Listing, short
-from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
+from dumpgym.record.schema import CompiledLayer, Instruction, ProgramRecord
 
 # Opcodes (the record's spelling) that either move a buffer's bytes or only relabel them.
 MOVES = frozenset({"copy", "copystart", "bitcast"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dumpgym.drills._avals import choice_item
 from dumpgym.drills._dataflow import Dataflow, Value
 from dumpgym.drills._pairs import line, shown
-from dumpgym.primitives import REMATS
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record.primitives import REMATS
+from dumpgym.record.schema import EqnFact, ProgramRecord
 
 
 def value_label(program: ProgramRecord, value: Value) -> str:

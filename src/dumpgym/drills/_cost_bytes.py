@@ -1,5 +1,5 @@
 """The cost drill's two typed steps: the HBM bytes a TPU layout's tiles waste on one instruction's traffic
-(`padding`), and the bytes each device sends for a collective (`sends`). Both read `dumpgym.cost`'s counts
+(`padding`), and the bytes each device sends for a collective (`sends`). Both read `dumpgym.cost.estimate`'s counts
 and the buffers the compile stage recorded (`record.Buffer`: dims, element bits, tiles, memory space).
 """
 from __future__ import annotations
@@ -8,10 +8,10 @@ import math
 from collections import Counter
 from dataclasses import replace
 
-from dumpgym.cost import LayerCost, Ring, rings, started_results
+from dumpgym.cost.estimate import LayerCost, Ring, rings, started_results
 from dumpgym.drills._tpu import Buffer, Listing, which_compile
 from dumpgym.drills.item import Item, Lines, Misreading, Note, Typed
-from dumpgym.record import CompiledLayer, Instruction
+from dumpgym.record.schema import CompiledLayer, Instruction
 
 
 def dense_bytes(b: Buffer) -> int:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from dumpgym.primitives import REMATS
-from dumpgym.record import EqnFact, ProgramRecord, Source
+from dumpgym.record.primitives import REMATS
+from dumpgym.record.schema import EqnFact, ProgramRecord, Source
 
 # Containers whose body's binders are their operands, one to one.
 _ONE_TO_ONE = REMATS | frozenset({"jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call"})

@@ -12,8 +12,8 @@ from typing import Callable
 
 from dumpgym.drills._avals import axis_list, bits, is_float, short
 from dumpgym.drills._program_index import ProgramIndex
-from dumpgym.primitives import COLLECTIVE_REDUCTIONS, COLLECTIVES, COMPARISONS, REDUCTIONS, REMATS
-from dumpgym.record import EqnFact, Literal
+from dumpgym.record.primitives import COLLECTIVE_REDUCTIONS, COLLECTIVES, COMPARISONS, REDUCTIONS, REMATS
+from dumpgym.record.schema import EqnFact, Literal
 
 # What in a program's own source makes JAX write transposes the user did not: autodiff transposes
 # every dot_general (and every `.T`) of the forward pass; einsum reorders dot_general's output.

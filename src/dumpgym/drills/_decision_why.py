@@ -18,8 +18,8 @@ from typing import Callable
 from dumpgym.drills._avals import axis_list, bits, is_float, short
 from dumpgym.drills._decision_rules import _accumulator, _mask_compare, transpose_author
 from dumpgym.drills._program_index import ProgramIndex
-from dumpgym.primitives import COLLECTIVES, REMATS
-from dumpgym.record import EqnFact, Literal
+from dumpgym.record.primitives import COLLECTIVES, REMATS
+from dumpgym.record.schema import EqnFact, Literal
 
 
 @dataclass(frozen=True)

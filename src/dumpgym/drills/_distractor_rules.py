@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from dumpgym.record import Aval, EqnFact
+from dumpgym.record.schema import Aval, EqnFact
 
 GENERIC = "*"  # rules for every primitive: tried after the primitive's own
 WHERE = "@"  # rules about where an equation sits (a shard_map body): tried first, for every primitive

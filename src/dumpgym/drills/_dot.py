@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from math import prod
 
 from dumpgym.drills._avals import axis_list
-from dumpgym.dtypes import long as long_dtype
-from dumpgym.record import Aval, EqnFact
+from dumpgym.record.dtypes import long as long_dtype
+from dumpgym.record.schema import Aval, EqnFact
 
 # What the page shows where the output type was: the drills ask for it, or read it off for the size-matching shortcut.
 MASK = "?"

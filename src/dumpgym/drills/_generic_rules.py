@@ -9,7 +9,7 @@ from dumpgym.drills._avals import partition_spec, per_device_shape, short, widen
 from dumpgym.drills._dot import dot_dims
 from dumpgym.drills._shape_feedback import broadcasts
 from dumpgym.drills._distractor_rules import GENERIC, WHERE, Found, Where, rule
-from dumpgym.record import Aval, EqnFact, Literal
+from dumpgym.record.schema import Aval, EqnFact, Literal
 
 
 def _operand_slip(eqn: EqnFact, answer: Aval) -> str:

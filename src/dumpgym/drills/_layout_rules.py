@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dumpgym.drills._avals import axis_list
 from dumpgym.drills._distractor_rules import Found, Where, rule, rule_on
-from dumpgym.record import Aval, EqnFact
+from dumpgym.record.schema import Aval, EqnFact
 
 
 def _first(eqn: EqnFact) -> Aval | None:

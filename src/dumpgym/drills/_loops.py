@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dumpgym.record import CompiledLayer
+from dumpgym.record.schema import CompiledLayer
 
 @dataclass(frozen=True)
 class Counter:

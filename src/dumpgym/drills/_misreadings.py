@@ -14,7 +14,7 @@ from typing import Iterator
 from dumpgym.drills._distractor_rules import GENERIC, NOWHERE, WHERE, Where, distractor_rules, rule_name
 # The rule modules fill the table on import: each primitive's own rules, then the generic ones (in this order).
 from dumpgym.drills import _arithmetic_rules, _layout_rules, _generic_rules  # noqa: F401,I001
-from dumpgym.record import Aval, EqnFact
+from dumpgym.record.schema import Aval, EqnFact
 
 FILLER = frozenset({"transposed-last-two", "dropped-leading-axis", "flattened"})
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from dumpgym.drills._dataflow import Dataflow, Value
 from dumpgym.drills.item import Lines
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record.schema import EqnFact, ProgramRecord
 
 # Backward equations that pass a forward value on unchanged in content: followed to find the residual.
 _PASS_THROUGH = frozenset({"transpose", "convert_element_type", "copy", "reduce_precision"})

@@ -5,7 +5,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record.schema import EqnFact, ProgramRecord
 
 # A StableHLO `call` line's callee: a private function's ops run where it is called.
 CALL = re.compile(r"\bcall @([\w.$-]+)\(")

@@ -7,7 +7,7 @@ role, the first misreading that gives it.
 """
 from __future__ import annotations
 
-from dumpgym.record import EqnFact
+from dumpgym.record.schema import EqnFact
 
 
 def scan_layout(c: int, k: int, n: int, order=("const", "carry", "xs")) -> list[str]:

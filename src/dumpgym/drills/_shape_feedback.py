@@ -11,8 +11,8 @@ from typing import Callable
 
 from dumpgym.drills._avals import short
 from dumpgym.drills._dot import dot_dims
-from dumpgym.primitives import COMPARISONS, INDEX_REDUCTIONS, REDUCTIONS
-from dumpgym.record import Aval, EqnFact
+from dumpgym.record.primitives import COMPARISONS, INDEX_REDUCTIONS, REDUCTIONS
+from dumpgym.record.schema import Aval, EqnFact
 
 Explain = Callable[[EqnFact, Aval], "str | None"]
 explainers: dict[str, Explain] = {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dumpgym.record import ProgramRecord, Sharding
+from dumpgym.record.schema import ProgramRecord, Sharding
 
 
 # --- compiled shardings -----------------------------------------------------------------------

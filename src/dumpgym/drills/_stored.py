@@ -41,8 +41,8 @@ KEEP_BUILTIN_POOLS = 4  # built-in pools of other code (other releases, other ch
 _ROOT = Path(__file__).resolve().parents[1]  # src/dumpgym
 # Every module whose code decides a program's items: the drills package and what it imports (the test
 # `test_the_code_digest_covers_every_module_the_drills_import` walks the imports to hold this true).
-CODE = ("record.py", "typedjson.py", "primitives.py", "dtypes.py", "opcodes.py", "errors.py", "atomic.py",
-        "cost.py", "chips.py", "compare.py",
+CODE = ("record/schema.py", "record/typedjson.py", "record/primitives.py", "record/dtypes.py", "record/opcodes.py",
+        "errors.py", "atomic.py", "cost/estimate.py", "cost/chips.py", "cost/compare.py",
         "__init__.py")  # the package's: it holds dumpgym's `__version__`
 # The committed built-in corpus (`corpus.BUILTIN_PATH`), named here so that the drills import nothing of the
 # stage that builds it.
@@ -64,7 +64,7 @@ def builtin_bytes() -> bytes:
 def builtin_corpus():
     """The built-in corpus as a typed `Corpus`, parsed once per process (the pool, the decisions' spread and
     the page all read this one)."""
-    from dumpgym.record import Corpus
+    from dumpgym.record.schema import Corpus
 
     return Corpus.from_json(json.loads(builtin_bytes()))
 

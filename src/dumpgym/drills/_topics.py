@@ -6,8 +6,8 @@ Issue "The dumps of real training" asks these topics to be at least a quarter of
 """
 from __future__ import annotations
 
-from dumpgym.primitives import COLLECTIVES, LOOPS, REMATS, SHARDING
-from dumpgym.record import ProgramRecord
+from dumpgym.record.primitives import COLLECTIVES, LOOPS, REMATS, SHARDING
+from dumpgym.record.schema import ProgramRecord
 
 KIND_TOPICS = {"partitioner": "sharding", "loops": "loops", "backward": "backward"}
 TOPICS = ("sharding", "loops", "remat", "backward")

@@ -9,7 +9,7 @@ import functools
 import re
 from dataclasses import dataclass, replace
 
-from dumpgym.record import Buffer, CompiledLayer, Instruction, padded_elements  # noqa: F401 (the drills' names)
+from dumpgym.record.schema import Buffer, CompiledLayer, Instruction, padded_elements  # noqa: F401 (the drills' names)
 
 # What an `S(n)` means on a TPU: XLA's memory-space numbers ("colors") as JAX's TPU custom calls
 # name them (JAX's private tpu_custom_call module, `MemorySpace.color`; tests/test_drills_tpu.py checks

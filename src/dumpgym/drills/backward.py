@@ -35,7 +35,7 @@ from dumpgym.drills._dataflow import Dataflow
 from dumpgym.drills._pairs import SIDES, Pair, line, operand_label, pairs, result_label, shown, span
 from dumpgym.drills.answer import LinePick
 from dumpgym.drills.item import Item, from_draft
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record.schema import EqnFact, ProgramRecord
 
 
 def _others(pair: Pair, forward: list[EqnFact], like, results: bool) -> list[tuple[EqnFact, int | None]]:

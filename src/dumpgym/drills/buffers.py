@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
-from dumpgym.drills._layers import layer_seed
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
-from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, short, which_compile
+from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, which_compile
 from dumpgym.drills.answer import AxisSet, Choice, LinePick, Misreading, axes_key
 from dumpgym.drills.item import Item, Lines, Note, from_draft, refer
-from dumpgym.record import CompiledLayer, ProgramRecord
+from dumpgym.record.schema import CompiledLayer, ProgramRecord
 
 PER_PROGRAM = 4  # a program with more items of one step shares this much weight among them
 PROGRAM_CAP = 8  # and a program with many buffers (sdpa's layouts) at most this much in all

@@ -1,6 +1,6 @@
 """The cost drill: where the time and the bytes of a compiled program go, on a named chip.
 
-Every answer is `dumpgym.cost`'s, a pure function of the record: each instruction's FLOPs, the HBM bytes it
+Every answer is `dumpgym.cost.estimate`'s, a pure function of the record: each instruction's FLOPs, the HBM bytes it
 reads and writes at the layouts XLA chose, the bytes a collective sends, and a roofline time on the chip's
 published peaks (`chips.CHIPS`). Four questions (`step`):
 
@@ -16,14 +16,14 @@ The last two are in `_cost_bytes.py`.
 """
 from __future__ import annotations
 
-from dumpgym.chips import Chip
-from dumpgym.cost import InstructionCost, LayerCost, layer_cost
+from dumpgym.cost.chips import Chip
+from dumpgym.cost.estimate import InstructionCost, LayerCost, layer_cost
 from dumpgym.drills import drill
 from dumpgym.drills._cost_bytes import padding_items, send_items
 from dumpgym.drills._tpu import which_compile
 from dumpgym.drills.answer import Choice
 from dumpgym.drills.item import Item, Lines, Note
-from dumpgym.record import CompiledLayer, ProgramRecord
+from dumpgym.record.schema import CompiledLayer, ProgramRecord
 
 OPTIONS = 4  # instructions offered in one `dominant` question at most
 # A row offered beside the answer takes at most this share of its time: a question is read, not a race of

@@ -20,7 +20,7 @@ from dumpgym.drills._decision_rules import Decision, decision_rules
 from dumpgym.drills._decision_why import reading_of, why_steps
 from dumpgym.drills._program_index import CALL, ProgramIndex
 from dumpgym.drills.item import Choice, Item, LinePick, Lines
-from dumpgym.record import EqnFact, ProgramRecord
+from dumpgym.record.schema import EqnFact, ProgramRecord
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from dumpgym.drills._dot import DotDims, DotView, hlo_view, jaxpr_view, numpy_dt
 from dumpgym.drills._dot_choices import habit, place_options, place_question, role_question, shares
 from dumpgym.drills.answer import Answer, AxisSet, Choice, Misreading, Typed, axes_key
 from dumpgym.drills.item import Item, Note
-from dumpgym.record import Aval, CompiledLayer, EqnFact, Instruction, ProgramRecord
+from dumpgym.record.schema import Aval, CompiledLayer, EqnFact, Instruction, ProgramRecord
 
 # Every misreading rule the decoder's misread entries name (documented in docs/drills.md, GYM·01).
 AXIS_MISREADINGS = ("contracted-for-free", "batch-for-free", "swapped-operands", "matmul-habit", "other-end",

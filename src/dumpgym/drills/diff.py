@@ -24,14 +24,14 @@ row whose result is a tuple or a scalar is not asked to be typed.
 """
 from __future__ import annotations
 
-from dumpgym.compare import LayerDiff, Row, compare
+from dumpgym.cost.compare import LayerDiff, Row, compare
 from dumpgym.drills import drill
 from dumpgym.drills._dot import numpy_dtype
 from dumpgym.drills._tpu import which_compile
 from dumpgym.drills.answer import Choice, LineSet, Misreading, Typed
 from dumpgym.drills.item import Item, Lines, Note
-from dumpgym.dtypes import short as short_dtype
-from dumpgym.record import CompiledLayer, ProgramRecord
+from dumpgym.record.dtypes import short as short_dtype
+from dumpgym.record.schema import CompiledLayer, ProgramRecord
 
 # A set of more rows than this is a chore to tap, not a question: it is not asked.
 MOST_ROWS = 8
@@ -210,7 +210,7 @@ def _aval(printed: str) -> str | None:
 def _fate_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, changed_side: bool) -> list[Item]:
     """One choice item per row of `program`'s compile that runs (not one that only names a value): kept, changed
     or gone in `other`'s. Only where each of the three answers some row; each answer's rows share a third."""
-    from dumpgym.compare import running
+    from dumpgym.cost.compare import running
 
     layer = program.compiled[diff.target]
     changed = {(p.changed if changed_side else p.base).line: (p.base if changed_side else p.changed) for p in diff.modified}

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from dumpgym.drills import drill
 from dumpgym.drills._tpu import Listing, which_compile
 from dumpgym.drills.item import Item, Lines, LineSet, Note
-from dumpgym.opcodes import DATA_MOVEMENT, computes
-from dumpgym.primitives import REDUCTIONS
-from dumpgym.record import CompiledLayer, EqnFact, Fusion, ProgramRecord
+from dumpgym.record.opcodes import DATA_MOVEMENT, computes
+from dumpgym.record.primitives import REDUCTIONS
+from dumpgym.record.schema import CompiledLayer, EqnFact, Fusion, ProgramRecord
 
 MAX_SET = 16  # a fusion of more equations is not asked: tapping forty rows is a chore, not a reading
 NEAR = 6  # at most this many rows outside the set are explained: the ones nearest its members

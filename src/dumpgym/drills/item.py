@@ -17,7 +17,7 @@ from typing import Mapping, Union
 
 from dumpgym.drills._tpu import short
 from dumpgym.drills.answer import FORMS, Answer, AxisSet, Choice, LinePick, LineSet, Misreading, Typed  # noqa: F401
-from dumpgym.record import ProgramRecord
+from dumpgym.record.schema import ProgramRecord
 
 SCHEMA = "dumpgym.drills/2"
 MAX_CARD_PART = 120  # characters of one part of a card; a longer one is kept as its digest

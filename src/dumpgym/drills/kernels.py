@@ -21,7 +21,7 @@ from dumpgym.drills._tpu import Listing, which_compile
 from dumpgym.drills.answer import Choice
 from dumpgym.drills.fusions import PLUMBING, does_work
 from dumpgym.drills.item import Item, Lines, Note
-from dumpgym.record import CompiledLayer, EqnFact, Instruction, ProgramRecord
+from dumpgym.record.schema import CompiledLayer, EqnFact, Instruction, ProgramRecord
 
 LAUNCHES = frozenset({"fusion", "customcall", "dot", "convolution"})  # what runs as a kernel of its own
 CONTRACTIONS = frozenset({"dot_general"})

@@ -21,7 +21,7 @@ from dumpgym.drills import drill
 from dumpgym.drills._avals import order
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Definition, Listing, placed_evenly, which_compile
 from dumpgym.drills.item import Item, Lines, LineSet, Misreading, Note, Typed
-from dumpgym.record import CompiledLayer, ProgramRecord, padded_elements
+from dumpgym.record.schema import CompiledLayer, ProgramRecord, padded_elements
 
 
 def padded_shape(dims, minor_to_major, tile) -> tuple[int, ...]:

@@ -37,7 +37,7 @@ from dumpgym.drills._tpu import Listing as HloListing, short, which_compile
 from dumpgym.drills.answer import LinePick, Misreading, Typed
 from dumpgym.drills.item import Item, from_draft, refer
 from dumpgym.drills.shapes import Listing as JaxprListing
-from dumpgym.record import Aval, EqnFact, Literal, ProgramRecord
+from dumpgym.record.schema import Aval, EqnFact, Literal, ProgramRecord
 
 LOOPS = ("scan", "while")
 

@@ -23,7 +23,7 @@ from dumpgym.drills import _sharding as sh
 from dumpgym.drills._tpu import Buffer, Listing, which_compile
 from dumpgym.drills.item import AxisSet, Item, Misreading, Typed, refer
 from dumpgym.drills.answer import axes_key
-from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
+from dumpgym.record.schema import CompiledLayer, Instruction, ProgramRecord
 
 
 # What one item asks about, beside its step and layer: the first of these facts it has, else its equation.

@@ -25,9 +25,9 @@ from dumpgym.drills.answer import Misreading as Misread, Typed
 from dumpgym.drills.item import Item, Note
 from dumpgym.drills._misreadings import (FILLER, GENERIC, NOWHERE, Misreading, Where, distractor_rules,
                                          misreadings, pick)
-from dumpgym.dtypes import is_extended
-from dumpgym.primitives import COLLECTIVES, COMPARISONS, REDUCTIONS
-from dumpgym.record import Aval, EqnFact, Literal, ProgramRecord
+from dumpgym.record.dtypes import is_extended
+from dumpgym.record.primitives import COLLECTIVES, COMPARISONS, REDUCTIONS
+from dumpgym.record.schema import Aval, EqnFact, Literal, ProgramRecord
 
 __all__ = ["FILLER", "GENERIC", "Misreading", "ShapesItem", "distractor_rules", "shapes_item", "shapes_items",
            "skill_of", "WEIGHTS"]

@@ -24,7 +24,7 @@ from dumpgym.drills import drill
 from dumpgym.drills._tpu import MATMUL_OPCODES, Buffer, Definition, Listing, placed_evenly, which_compile
 from dumpgym.drills.answer import read_aval
 from dumpgym.drills.item import Item, Lines, LineSet, Misreading, Note, Typed
-from dumpgym.record import CompiledLayer, Instruction, ProgramRecord
+from dumpgym.record.schema import CompiledLayer, Instruction, ProgramRecord
 
 ROWS = 8  # instruction lines shown at most in one question
 # Instructions whose work sits in computations the record does not link (a loop's body, a branch): a run

@@ -1,7 +1,7 @@
 """Single-head attention with the softmax written by hand."""
 import jax.numpy as jnp
 
-from dumpgym.program import Program, change, variant
+from dumpgym.traced.program import Program, change, variant
 
 
 def attention(q, k, v):

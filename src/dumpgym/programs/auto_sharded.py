@@ -3,7 +3,7 @@ import jax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, change, on_mesh, sharded_structs, variant, with_keywords
+from dumpgym.traced.program import Program, change, on_mesh, sharded_structs, variant, with_keywords
 
 # Auto axes, the partitioner's to propagate (jax.make_mesh's default here is Explicit, where jnp's
 # matmul over a sharded contraction asks for an out_sharding instead).

@@ -4,7 +4,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program, change, variant, with_keywords
+from dumpgym.traced.program import Program, change, variant, with_keywords
 
 
 def checkpointed_grads(x, w1, w2, policy=jax.checkpoint_policies.checkpoint_dots):

@@ -2,7 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def clip_and_activate(g, x, which):

@@ -1,7 +1,7 @@
 """An int8 weight cast up and scaled before the matmul."""
 import jax.numpy as jnp
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def int8_dequant_matmul(x, wq, scale):

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, change, on_mesh, sharded_structs, variant, with_keywords
+from dumpgym.traced.program import Program, change, on_mesh, sharded_structs, variant, with_keywords
 from dumpgym.programs.auto_sharded import auto_mesh
 
 # Auto axes, as in auto-sharded: the partitioner decides every collective.

@@ -1,7 +1,7 @@
 """Grouped-query attention scores: eight query heads share two key heads."""
 import jax.numpy as jnp
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def gqa_scores(q, k):

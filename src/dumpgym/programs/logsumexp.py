@@ -1,7 +1,7 @@
 """Log-sum-exp over rows, written out by hand in its stable form."""
 import jax.numpy as jnp
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def logsumexp_rows(x):

@@ -1,7 +1,7 @@
 """The transformer feed-forward block: two matmuls around a tanh GELU."""
 import jax
 
-from dumpgym.program import Program, change, variant
+from dumpgym.traced.program import Program, change, variant
 
 
 def mlp_block(x, w1, b1, w2, b2):

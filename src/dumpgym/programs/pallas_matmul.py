@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def _matmul_relu_kernel(x_ref, w_ref, o_ref):

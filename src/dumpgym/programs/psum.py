@@ -4,7 +4,7 @@ from functools import partial
 import jax
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.program import Program, cpu_mesh, on_mesh, variant
+from dumpgym.traced.program import Program, cpu_mesh, on_mesh, variant
 
 MESH = cpu_mesh(x=8)
 

@@ -1,7 +1,7 @@
 """An MLP whose first half is wrapped in jax.checkpoint."""
 import jax
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def remat_mlp(x, w1, w2):

@@ -1,7 +1,7 @@
 """Rotary position embedding on split halves of the feature axis."""
 import jax.numpy as jnp
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def rope(x, cos, sin):

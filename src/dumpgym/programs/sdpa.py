@@ -1,7 +1,7 @@
 """Causal attention through jax.nn.dot_product_attention, as model code calls it."""
 import jax
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def sdpa(q, k, v):

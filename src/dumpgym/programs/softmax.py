@@ -1,7 +1,7 @@
 """Softmax over the last axis, as the library writes it."""
 import jax
 
-from dumpgym.program import Program, variant
+from dumpgym.traced.program import Program, variant
 
 
 def softmax_rows(x):

@@ -4,7 +4,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dumpgym.program import Program, change, variant
+from dumpgym.traced.program import Program, change, variant
 
 
 @partial(jax.jit, donate_argnums=(0, 1, 2, 3, 4, 5, 6))

@@ -1,0 +1,297 @@
+"""Stage three, second half: the compiled HLO layer, its fusions, and which equations each holds.
+
+XLA compiles the program once: the plain lowering (source locations off,
+`jax_traceback_in_locations_limit=0`, on a copy of the jaxpr, so JAX's caches for the user's function
+are untouched, and the text does not depend on where the package is installed), with each op's
+equation tag carried in from the tagged lowering of the trace stage as a source file
+(`hlo_tags.py`). XLA keeps it in each instruction's metadata wherever it keeps the metadata, so
+attribution is exact there (`via` "tag"); the text shown is XLA's with the source files left out,
+which is what it prints for the plain lowering, byte for byte. Where XLA dropped the metadata, the
+equation is inferred from dataflow when that leaves no doubt (`via` "inferred"): the compiled graph
+says which tagged equations an instruction reads and feeds, the jaxpr says which equations lie
+between them. Instructions of reducer regions take their holder's equations ("region"); the rest is
+XLA's own plumbing ("none"). This module compiles, `hlo_graph.py` reads the graph, and
+`hlo_attribution.py` decides each instruction's equations from it.
+
+The compile runs on a thread of its own (`start_compiles`) from as soon as the plain lowering is
+made; the caller's thread makes the facts, the x-ray and the jaxpr's dataflow meanwhile.
+
+The HLO Python bindings give computations, instruction names, opcodes, operands and
+users, but not metadata, called computations or parameter numbers: those are read from
+each instruction's own printed form (`HloInstruction.to_string()`), and which
+instruction is a computation's ROOT from the compiled text. What the later stages need of the
+module (result shapes and layouts, operands, computations, shardings, loop counters) is read here
+too, once, by `hlo_facts.py`, and kept in the record.
+"""
+from __future__ import annotations
+
+import platform
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+from dumpgym.traced.facts import Facts
+from dumpgym.compiled.attribution import attribute, dataflow, enclosing
+from dumpgym.ir.hlo_facts import with_facts, xla_analyses
+from dumpgym.ir.hlo_graph import CompiledGraph
+from dumpgym.ir.tags import Names, carry_tags, shown_text
+from dumpgym.record.schema import VIAS, CompiledLayer, Fusion, HloStats, Instruction
+from dumpgym.traced.devices import compiled_for, retarget, topology_devices
+from dumpgym.record.targets import CPU, Target
+from dumpgym.gcpause import with_collector_paused
+from dumpgym.traced.trace import lower_copy
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields from /proc/cpuinfo (empty where there is none)."""
+    fields: dict[str, str] = {}
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def host() -> str:
+    """What compiled it, in words for the page: the machine and the CPU model."""
+    return f"{platform.machine()} {_cpuinfo().get('model name', '')}".strip()
+
+
+def host_id() -> str:
+    """A short digest of what XLA's CPU compiler targets (machine, CPU model and feature flags).
+
+    XLA compiles for the host CPU, so two machines give the same compiled text only when this
+    agrees; `corpus build --check` compares the compiled layer only then.
+    """
+    import hashlib
+
+    info = _cpuinfo()
+    flags = " ".join(sorted((info.get("flags") or info.get("Features") or platform.processor()).split()))
+    what = "|".join((platform.machine(), info.get("model name", ""), flags))
+    return hashlib.sha256(what.encode()).hexdigest()[:16]
+
+
+def _instructions(module):
+    """(computation name, HloInstruction) for every instruction of a compiled HloModule."""
+    for computation in module.computations():
+        for instruction in computation.instructions():
+            yield computation.name, instruction
+
+
+def _definition_lines(text: str) -> tuple[dict[str, int], set[str]]:
+    """The 1-based line on which each instruction `%name = ...` is printed, and the names printed as ROOT."""
+    out, roots = {}, set()
+    for n, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        head = stripped.removeprefix("ROOT ")
+        if head.startswith("%") and " = " in head:
+            name = head[1:].split(" = ", 1)[0]
+            out.setdefault(name, n)
+            if stripped.startswith("ROOT "):
+                roots.add(name)
+    return out, roots
+
+
+@with_collector_paused  # a lowering builds the module's objects by the ten thousand (as `trace` pauses it for its own)
+def start_compiles(trace, target: Target = CPU) -> Compiles:
+    """XLA's compile of `trace` for `target`, set going on a thread of its own: the caller goes on (the
+    facts, the x-ray) while XLA compiles, and hands it to `compile_layer`."""
+    from dumpgym.jax_internals import require_hlo_bindings
+
+    require_hlo_bindings()
+    if target.platform in ("tpu", "gpu"):
+        return _compile_for_topology(trace, target)
+    return _compile_for_cpu(trace)
+
+
+# The layer builds the compiled graph and the instructions by the ten thousand and keeps them: with the
+# garbage collector on, its walks of the whole heap (JAX's too) cost the GPT's add more than the layer's own work.
+@with_collector_paused
+def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles | None = None) -> CompiledLayer:
+    """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
+
+    `target` is this host's CPU (the default), a TPU topology (`Target("tpu", "v5e:2x2")`; needs libtpu)
+    or a GPU (`Target("gpu", "h100")`; needs JAX's CUDA plugin). `compiles` is `start_compiles(trace,
+    target)`'s, if the caller set it going; else it starts here.
+    """
+    import jaxlib
+
+    compiles = compiles if compiles is not None else start_compiles(trace, target)
+    # Python's work of the layer that needs no compile, done while XLA compiles (and lets go of Python's lock).
+    flow = dataflow(facts, trace.closed_jaxpr)
+    compiled = compiles.compiled.result()
+    module = compiled.runtime_executable().hlo_modules()[0]
+    printed = compiled.as_text()
+    text = shown_text(printed)
+    listed = list(_instructions(module))
+    lines, roots = _definition_lines(text)
+    graph = CompiledGraph(listed, roots, _entry_name(text), facts.eqn_of_tag, compiles.names)
+    eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
+
+    instructions, fusions, unattributed = [], [], 0
+    for computation, instruction in listed:
+        name = instruction.name
+        if name not in lines:
+            continue  # inside an async computation the text prints folded into its `-start` (GPU's reduce-scatter)
+        line = lines[name]
+        if graph.opcode[name] == "fusion":
+            fusions.append(Fusion(line, name, _fusion_kind(instruction.to_string()), tuple(sorted(eqns[name]))))
+        instructions.append(Instruction(line, name, graph.opcode[name], computation,
+                                        tuple(sorted(eqns[name])), via[name]))
+        # A fusion holds only the work its body does: a copy XLA wrapped under a dot's tag holds nothing.
+        unattributed += graph.tag[name] is not None and not eqns[name] and graph.opcode[name] != "fusion"
+    instructions.sort(key=lambda i: i.line)
+    fusions.sort(key=lambda f: f.line)
+    instructions, compiled_facts = with_facts(instructions, module, text)
+
+    by_eqn: dict[int, set[int]] = defaultdict(set)
+    for ins in instructions:
+        for e in ins.eqns:
+            by_eqn[e].add(ins.line)
+    for e in list(by_eqn):  # a container owns what its descendants became
+        for ancestor in enclosing(facts, e):
+            by_eqn[ancestor] |= by_eqn[e]
+    entry = graph.entry
+    arguments = {n for n, c in graph.computation.items()
+                 if c == entry and graph.opcode[n] == "parameter" and graph.has_op_name[n]}
+    count = {kind: sum(1 for i in instructions if i.via == kind) for kind in VIAS}
+    return CompiledLayer(
+        text=text,
+        jaxlib_version=jaxlib.__version__,
+        **compiles.about,
+        instructions=tuple(instructions),
+        fusions=tuple(fusions),
+        lines_by_eqn={str(e): tuple(sorted(v)) for e, v in sorted(by_eqn.items())},
+        stats=HloStats(
+            instructions=len(instructions),
+            with_op_name=sum(graph.has_op_name.values()),
+            arguments=len(arguments),  # entry parameters, whose op_name is the argument's name
+            attributed=sum(1 for i in instructions if i.eqns),
+            # instructions whose source file carries an equation's tag but that we could not tie to an
+            # equation (should be 0); an op_name naming an argument (`x`, also on copies XLA makes of
+            # it) or a kernel of XLA's (`online-softmax`) names no equation
+            unattributed_with_op_name=unattributed,
+            compiler_own=count["none"],
+            fusions=len(fusions),
+            by_tag=count["tag"],
+            inferred=count["inferred"],
+            in_regions=count["region"],
+        ),
+        **compiled_facts,
+        **xla_analyses(compiled),
+    )
+
+
+class Compiles(NamedTuple):
+    """A target's compile under way (a `concurrent.futures.Future` of a `jax.stages.Compiled`), and
+    what the record says compiled it."""
+
+    compiled: Future
+    about: dict
+    names: Names  # the plain lowering's location names and their tags (`hlo_tags.carry_tags`)
+
+
+def _compile_for_cpu(trace) -> Compiles:
+    """The compile for this host's CPU, under way, and what the record says compiled it."""
+    import jax
+
+    from dumpgym.jax_internals import no_traceback_locations
+
+    # Source locations off, so the text names no file of the machine that built it; lowering a
+    # copy keeps that setting out of JAX's lowering cache for the user's own function.
+    with no_traceback_locations():
+        plain = lower_copy(trace.jax_traced)
+    compiled, names = _compile_tagged(trace.lowered, plain)
+    return Compiles(compiled, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}, names)
+
+
+def _compile_tagged(tagged, plain) -> tuple[Future, Names]:
+    """XLA's compile of the `plain` lowering with the tags of the `tagged` one carried in (`hlo_tags`),
+    set going on a thread of its own: XLA compiles on one core and lets go of Python's lock meanwhile,
+    so the caller's thread is free for Python's work, with JAX's default compiler options."""
+    # `compiler_ir()` is the very module `compile()` hands XLA, so the tags set on it are compiled
+    # (`tests/test_hlo_tags.py` finds them in what XLA prints).
+    names = carry_tags(tagged.compiler_ir("stablehlo"), plain.compiler_ir("stablehlo"))
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(plain.compile), names
+    finally:
+        pool.shutdown(wait=False)  # the thread ends when its compile does
+
+
+def _compile_for_topology(trace, target: Target) -> Compiles:
+    """The compile for a TPU topology (libtpu) or GPUs (the CUDA plugin), with none attached, under
+    way, and what the record says compiled it.
+
+    The traced jaxpr is lowered again (tagged as the trace stage tags it, and plain) with every mesh
+    and sharding moved onto the topology's devices, under its first chip as the default device, as
+    `jax.jit(f).lower(*args).compile()` on that TPU or GPU would. The text depends on the topology and
+    the compiler's (and jaxlib's) version only, so `host` is empty and `host_id` digests those.
+    """
+    import jax
+    from jax.extend import core as jex
+
+    from dumpgym.jax_internals import lower_with_jaxpr, no_traceback_locations, with_source_info
+    from dumpgym.ir.tags import TAG
+    from dumpgym.traced.trace import map_jaxpr_eqns
+
+    topology = target.topology_for(devices_needed(trace))
+    devices = topology_devices(topology)
+    memo: dict = {}
+
+    def move(value):
+        return retarget(value, devices, memo)
+
+    tag_of = {id(eqn): k for k, eqn in enumerate(trace.tagged_eqns)}
+
+    def tagged_eqn(eqn, params):
+        return with_source_info(eqn, {k: move(v) for k, v in params.items()}, name=f"{TAG}{tag_of[id(eqn)]}",
+                                traceback=None)
+
+    def plain_eqn(eqn, params):
+        return eqn.replace(params={k: move(v) for k, v in params.items()})
+
+    closed = trace.closed_jaxpr
+
+    def lowered(rewrite):
+        return lower_with_jaxpr(trace.jax_traced, jex.ClosedJaxpr(map_jaxpr_eqns(closed.jaxpr, rewrite), closed.consts),
+                                move)
+
+    with jax.default_device(devices[0]):
+        tagged = lowered(tagged_eqn)
+        with no_traceback_locations():
+            plain = lowered(plain_eqn)
+        compiled, names = _compile_tagged(tagged, plain)
+    return Compiles(compiled, compiled_for(topology, devices[0]), names)
+
+
+def devices_needed(trace) -> int:
+    """How many devices the program spans: its sharded arguments' and any mesh its equations name."""
+    from jax.sharding import Mesh
+
+    import jax
+
+    sizes = [len(a.sharding.device_set) for a in jax.tree.leaves(trace.args)
+             if getattr(a, "sharding", None) is not None]
+    for eqn in trace.tagged_eqns:
+        sizes += [v.size for v in eqn.params.values() if isinstance(v, Mesh)]
+    return max((s for s in sizes if s), default=1)  # a jit of no mesh names an empty one
+
+
+def _entry_name(text: str) -> str:
+    """The entry computation's name, from its `ENTRY %name (...)` header line."""
+    for line in text.splitlines():
+        if line.startswith("ENTRY %"):
+            return line[len("ENTRY %"):].split(" ", 1)[0]
+    return ""
+
+
+def _fusion_kind(printed: str) -> str:
+    for kind in ("kLoop", "kInput", "kOutput", "kCustom"):
+        if f"kind={kind}" in printed:
+            return kind
+    return ""

@@ -1,0 +1,127 @@
+"""The one pipeline that makes a program record: trace, facts and x-ray, then each compiled layer.
+
+Building the built-in corpus, `dumpgym add` and the notebook's x-ray all call `program_record` (or
+its stages, `traced_program` and `compiled_layers`), so that a record is made one way.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from dumpgym.record.schema import SCHEMA, Corpus, ProgramRecord
+from dumpgym.record.targets import TARGETS, Target, builtin_targets, target_id
+
+
+def program_record(program, progress: Callable[[str], None] | None = None,
+                   targets: Iterable[Target] = ()) -> ProgramRecord:
+    """Trace one `Program` and gather everything the export says about it, compiled for each of
+    `targets` (a TPU or a GPU without one, this host's CPU) that its platform lowers for."""
+    from dumpgym.traced.facts import build_facts
+    from dumpgym.traced.trace import mesh_of, trace
+    from dumpgym.traced.xray import build_xray
+
+    say = progress or (lambda _msg: None)
+    say(f"{program.slug}: tracing and lowering")
+    traced = trace(program.function, program.example_args())
+    # A program that lowers for TPU alone (a Mosaic kernel) has no CPU or GPU compile.
+    targets = [t for t in targets if program.platform == "cpu" or t.platform == program.platform]
+    compiles = None
+    if targets:
+        from dumpgym.compiled.layer import compile_layer, start_compiles  # jaxlib's HLO bindings, only when a layer is asked for
+
+        compiles = start_compiles(traced, targets[0])  # XLA compiles the first on threads while facts are made
+    say(f"{program.slug}: facts for every equation")
+    facts = build_facts(traced)
+    say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
+    xray = build_xray(traced, facts)
+    layers = {}
+    for n, target in enumerate(targets):
+        say(f"{program.slug}: compiling with XLA{_words(target)}")  # the first began with the facts
+        layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None)
+    # In the registry's order, whatever order the targets were given in.
+    compiled = {t: layers[t] for t in TARGETS if t in layers}
+    if program.mesh is not None:
+        mesh, in_specs = program.mesh, [list(p) for p in program.in_specs] if program.in_specs else None
+    else:  # an added program: the mesh its arguments are sharded over, or its shard_map's
+        mesh, in_specs = mesh_of(traced)
+    return ProgramRecord(
+        slug=program.slug,
+        title=program.title,
+        lesson=program.lesson,
+        entry=program.entry,
+        args=tuple(program.args),
+        mesh=mesh,
+        in_specs=in_specs,
+        source=traced.source,
+        jaxpr=traced.jaxpr,
+        stablehlo=traced.stablehlo,
+        eqns=facts.eqns,
+        xray=xray.groups,
+        stablehlo_ops=xray.ops,
+        lowered_to_nothing=xray.lowered_to_nothing,
+        xray_stats=xray.stats,
+        compiled=compiled,
+        platform=program.platform,
+        lowered=xray.lowered,
+        variant_of=program.variant_of,
+        change=program.change,
+    )
+
+
+def _words(target: Target) -> str:
+    """How progress names a compile: nothing for this CPU, else the platform and topology."""
+    if target.platform == "cpu":
+        return ""
+    return f" for {target.platform.upper()} ({target.topology or 'v5e, sized to the program'})"
+
+
+def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs: int = 1) -> Corpus:
+    """The whole corpus for `programs`, stamped with the JAX version that traced it (`compiled`: with
+    every built-in compiled layer of the registry, `target.builtin_targets`: today the default TPU,
+    the default GPU and this host's CPU; the TPU needs libtpu and the GPU JAX's CUDA plugin).
+
+    `jobs` > 1 builds built-in programs (found by slug) in that many worker processes: XLA compiles a
+    program on one core, and compiling is most of a build.
+    """
+    import jax
+
+    if compiled:  # before tracing anything: one line, not a failure halfway through
+        for entry in builtin_targets():
+            entry.target.require()
+    programs = list(programs)
+    if jobs > 1 and len(programs) > 1:
+        from dumpgym.programs import builtin_program, is_builtin
+
+        if any(not is_builtin(p.slug) or p is not builtin_program(p.slug) for p in programs):  # a worker finds its program by slug
+            raise ValueError("build_corpus(jobs > 1) builds built-in programs only; use jobs=1 for others")
+        records = _build_in_workers([p.slug for p in programs], progress is not None, compiled, jobs)
+    else:
+        records = [program_record(p, progress, _builtin_compiles(compiled)) for p in programs]
+    return Corpus(SCHEMA, jax.__version__, tuple(records))
+
+
+def _builtin_compiles(compiled: bool) -> list[Target]:
+    return [entry.target for entry in builtin_targets()] if compiled else []
+
+
+def _build_in_workers(slugs: list[str], verbose: bool, compiled: bool, jobs: int) -> list[ProgramRecord]:
+    """`program_record` of each built-in program, in `jobs` fresh processes, in the order of `slugs`.
+
+    Workers are spawned, not forked: JAX may already be running threads in this process.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(slugs)), mp_context=context) as pool:
+        found = pool.map(_builtin_record_json, slugs, [verbose] * len(slugs), [compiled] * len(slugs))
+        return [ProgramRecord.from_json(record, slug) for slug, record in zip(slugs, found)]
+
+
+def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:
+    """In a worker: one built-in program's record, as JSON (what crosses back to the parent)."""
+    import sys
+
+    from dumpgym.programs import builtin_program
+
+    progress = (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else None
+    return program_record(builtin_program(slug), progress, _builtin_compiles(compiled)).to_json()

@@ -1,0 +1,1 @@
+"""What each compiled instruction costs on a named chip, the table and page views of it, and two compiles compared."""

@@ -1,0 +1,415 @@
+"""Stage three, compiled facts: what the compiled module says, read once so that no later stage parses it again.
+
+`compile_layer` (hlo.py) calls `with_facts` on its one compile, with the text the record holds.
+XLA's Python bindings give each instruction's operands (`HloInstruction.operands()`) and opcode, and
+its shape parser (`xla_client.Shape`) and sharding parser (`xla_client.HloSharding`) read what a line
+prints; the bindings expose no attributes, so the rest is read from each instruction's printed line,
+narrowly: the result shape between ` = ` and the opcode, `calls=`/`to_apply=`, an entry parameter's
+`parameter(n)`, op_name and `sharding={...}`, a collective's `replica_groups`, the module header's
+`input_output_alias`, a computation's lines from its signature to its closing brace, a parameter's
+number, a dot's dimension numbers, a convolution's `dim_labels`, window and group counts, and what a
+while or conditional runs. A while's counter (start, step, bound) is read by walking the graph from its
+condition's ROOT, as XLA links it.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from dumpgym.ir.hlo_graph import CALLS_RE, TO_APPLY_RE, defined, opcode_of as _opcode
+from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction, ReplicaGroups,
+                            ResultShape, Sharding, WhileCounter, WindowDim)
+
+_COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
+_MEMORY_SPACE = re.compile(r"S\((\d+)\)")
+_PARAMETER = re.compile(r" parameter\((\d+)\)")
+_OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
+# `sharding={...}` up to the next attribute (a sharding prints no `, name=` inside its braces).
+_SHARDING = re.compile(r"sharding=(\{.*?\})(?=, [a-z_]+=|$)")
+_IOTA = re.compile(r"<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
+_GROUPS = re.compile(r"replica_groups=(\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?"
+                     r"|mesh\[[^\]]*\] \{[^}]*\})")
+# The mesh-axes form, `mesh['axis_0'=2,'axis_1'=4] {'axis_0'}`: a group for each place on the axes not named.
+_MESH_GROUPS = re.compile(r"mesh\[([^\]]*)\] \{([^}]*)\}")
+# `{1}: (1, {}, may-alias)`: output index, parameter number, index inside that parameter, kind.
+_ALIAS_ENTRY = re.compile(r"\{([\d,\s]*)\}: \((\d+), \{([\d,\s]*)\}, ([\w-]+)\)")
+_ALIAS_TABLE = re.compile(r"input_output_alias=\{ (.*?) \}(?:, [a-z_]+=|$)")
+_DOT_DIMS = re.compile(r"\b(lhs_batch|lhs_contracting|rhs_batch|rhs_contracting)_dims=\{([\d,]*)\}")
+_DIM_LABELS = re.compile(r"\bdim_labels=([0-9bf]+)_([0-9io]+)->([0-9bf]+)")
+_WINDOW = re.compile(r"\bwindow=\{([^}]*)\}")
+# A while's `condition=%c, body=%b`; a conditional's `branch_computations={%a, %b}` or true/false computations.
+_CONTROL = re.compile(r"\b(?:condition|body|true_computation|false_computation)=%([\w.\-]+)"
+                      r"|\bbranch_computations=\{([^}]*)\}")
+_GROUP_COUNT = re.compile(r"\b(feature|batch)_group_count=(\d+)")
+
+
+def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list[Instruction], dict]:
+    """The instructions with their shapes, operands and called computations, and the layer's own facts
+    (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`."""
+    lines = text.splitlines()
+    computations = _computations(lines)
+    line_of = {ins.name: ins.line for ins in instructions}
+    bound = {i.name: i for c in module.computations() for i in c.instructions()}
+    shapes: dict[str, int] = {}
+    printed: dict[str, str] = {}
+    out = []
+    for ins in instructions:
+        line = lines[ins.line - 1]
+        found = defined(line)
+        if found is None or found[0] != ins.name:
+            raise RuntimeError(f"compiled HLO line {ins.line} does not define %{ins.name}")
+        _, shape, opcode = found
+        own = opcode if printed.setdefault(ins.opcode, opcode) != opcode else ""
+        # Made whole, not `dataclasses.replace`d: a big compile has tens of thousands of instructions.
+        out.append(Instruction(
+            ins.line, ins.name, ins.opcode, ins.computation, ins.eqns, ins.via, shape=shapes.setdefault(shape, len(shapes)),
+            operands=tuple(line_of[o.name] for o in bound[ins.name].operands()),
+            calls=tuple(CALLS_RE.findall(line)) if "calls=" in line else (),
+            to_apply=tuple(TO_APPLY_RE.findall(line)) if "to_apply=" in line else (), printed_opcode=own,
+            dot=read_dot(line) if ins.opcode == "dot" else None,
+            convolution=read_convolution(line) if ins.opcode == "convolution" else None,
+            window=read_window(line) if ins.opcode == "reducewindow" else (),
+            parameter=int(_PARAMETER.search(line).group(1)) if ins.opcode == "parameter" else None,
+            control=control_computations(line) if ins.opcode in ("while", "conditional") else ()))
+    entry = next(c.name for c in computations if c.entry)
+    buffers: dict[Buffer, int] = {}
+    facts = {
+        "computations": tuple(computations),
+        "shapes": tuple(ResultShape(shape, tuple(buffers.setdefault(b, len(buffers)) for b in _buffers(shape)))
+                        for shape in shapes),
+        "buffers": tuple(buffers),
+        "printed_opcodes": dict(sorted(printed.items())),
+        "entry_parameters": tuple(_entry_parameter(ins, lines[ins.line - 1]) for ins in out
+                                  if ins.computation == entry and ins.opcode == "parameter"),
+        "aliases": _aliases(lines[0]),
+        "replica_groups": tuple(ReplicaGroups(ins.line, g, read_groups(g)) for ins in out
+                                if (g := groups_text(lines[ins.line - 1])) is not None),
+        "while_counters": _Loops(module, computations, line_of).counters(),
+    }
+    return out, facts
+
+
+# What `memory_analysis()` reports, by the names of its fields.
+_MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
+                  "generated_code_size_in_bytes")
+_COST_KEYS = ("flops", "transcendentals", "bytes accessed", "optimal_seconds")
+
+
+def xla_analyses(compiled) -> dict:
+    """XLA's own totals of a compiled executable (`CompiledLayer.xla_cost`, `xla_memory`): what its
+    `cost_analysis()` gives of flops, transcendentals, bytes accessed and optimal seconds (nothing where it
+    returns None, as a GPU compiled without one does), and `memory_analysis()`'s sizes."""
+    cost = compiled.cost_analysis() or {}
+    memory = compiled.memory_analysis()
+    return {"xla_cost": {k: float(cost[k]) for k in _COST_KEYS if k in cost},
+            "xla_memory": {k: int(getattr(memory, k)) for k in _MEMORY_FIELDS} if memory is not None else {}}
+
+
+def _computations(lines: list[str]) -> list[Computation]:
+    """Each printed computation's name, first and last line (signature to closing brace) and ROOT line."""
+    out, start, name = [], None, None
+    for n, line in enumerate(lines, start=1):
+        head = _COMPUTATION.match(line)
+        if head and start is None:
+            start, name = n, head.group(1)
+        elif line.startswith("}") and start is not None:
+            root = next(k for k in range(start, n + 1) if lines[k - 1].lstrip().startswith("ROOT "))
+            out.append(Computation(name, (start, n), root, lines[start - 1].startswith("ENTRY ")))
+            start = None
+    return out
+
+
+def read_buffer(text: str) -> Buffer | None:
+    """XLA's reading of a printed array shape with its layout, or None for a tuple or a shape without one.
+
+    XLA's Python `Layout` does not expose the memory space, so `S(n)` is read off the layout as XLA
+    prints it back (`Layout.to_string()`), nothing else.
+    """
+    from jaxlib import xla_client  # XLA's shape parser; its Layout carries minor_to_major and tiles
+
+    shape = xla_client.Shape(text)
+    if shape.is_tuple() or "{" not in text:
+        return None
+    layout = shape.layout()
+    space = _MEMORY_SPACE.search(layout.to_string())
+    bits = layout.element_size_in_bits() or shape.numpy_dtype().itemsize * 8
+    return Buffer(text, text.split("[", 1)[0], tuple(shape.dimensions()), tuple(layout.minor_to_major()),
+                  tuple(tuple(t) for t in layout.tiling()), int(space.group(1)) if space else 0, bits)
+
+
+def _buffers(text: str) -> tuple[Buffer, ...]:
+    """A printed result shape's arrays with layouts: the result, or each member of a tuple (as XLA splits it)."""
+    from jaxlib import xla_client
+
+    shape = xla_client.Shape(text)
+    members = shape.tuple_shapes() if shape.is_tuple() else [shape]
+    return tuple(b for b in (read_buffer(str(m)) for m in members if not m.is_tuple()) if b is not None)
+
+
+def control_computations(line: str) -> tuple[str, ...]:
+    """The computations a while (condition, body) or a conditional (its branches) names, in printed order."""
+    out: list[str] = []
+    for single, branches in _CONTROL.findall(line):
+        out += [single] if single else [b.strip().lstrip("%") for b in branches.split(",")]
+    return tuple(out)
+
+
+def read_dot(line: str) -> DotDims:
+    """A dot's dimension numbers from its printed line (a list not printed is empty)."""
+    dims = {kind: _ints(found) for kind, found in _DOT_DIMS.findall(line)}
+    return DotDims(*(dims.get(kind, ()) for kind in ("lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting")))
+
+
+def read_window(line: str, rank: int | None = None) -> tuple[WindowDim, ...]:
+    """A printed `window={size=2x4 stride=1x3 pad=1_1x3_3 lhs_dilate=2x4}`, one `WindowDim` per dimension
+    (`rank` of them where no window is printed: a convolution without spatial dimensions)."""
+    window = _WINDOW.search(line)
+    fields = dict(f.split("=", 1) for f in window.group(1).split()) if window else {}
+    if rank is None:
+        rank = len(fields["size"].split("x")) if "size" in fields else 0
+
+    def per_dim(key: str, default: int) -> list[int]:
+        return [int(v) for v in fields[key].split("x")] if key in fields else [default] * rank
+
+    pads = ([tuple(int(v) for v in p.split("_")) for p in fields["pad"].split("x")] if "pad" in fields
+            else [(0, 0)] * rank)
+    return tuple(WindowDim(size, stride, low, high, lhs_dilate, rhs_dilate)
+                 for size, stride, (low, high), lhs_dilate, rhs_dilate
+                 in zip(per_dim("size", 1), per_dim("stride", 1), pads, per_dim("lhs_dilate", 1),
+                        per_dim("rhs_dilate", 1)))
+
+
+def read_convolution(line: str) -> ConvDims:
+    """A convolution's dimension numbers, window and group counts from its printed line.
+
+    `dim_labels=01bf_01oi->01bf` names each operand's dimensions in order: `b`/`f` (batch, feature), `i`/`o`
+    (the kernel's input and output features) and digits for the spatial dimensions, the digit being the
+    spatial dimension's number; the window lists one entry per spatial dimension in that numbering.
+    """
+    lhs, rhs, out = _DIM_LABELS.search(line).groups()
+
+    def spatial(labels: str) -> tuple[int, ...]:
+        return tuple(labels.index(str(k)) for k in range(len(labels) - 2))
+
+    windows = read_window(line, len(lhs) - 2)
+    groups = dict(_GROUP_COUNT.findall(line))
+    return ConvDims(lhs.index("b"), lhs.index("f"), spatial(lhs), rhs.index("i"), rhs.index("o"), spatial(rhs),
+                    out.index("b"), out.index("f"), spatial(out), windows, int(groups.get("feature", 1)),
+                    int(groups.get("batch", 1)))
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in text.replace(" ", "").split(",") if d)
+
+
+def _entry_parameter(ins: Instruction, line: str) -> EntryParameter:
+    """An entry parameter's number, its argument's name (op_name) and its sharding, from its printed line."""
+    number, name = _PARAMETER.search(line), _OP_NAME.search(line)
+    sharding = _SHARDING.search(line)
+    return EntryParameter(ins.line, int(number.group(1)), name.group(1) if name else "",
+                          read_sharding(sharding.group(1)) if sharding else None)
+
+
+def read_sharding(text: str) -> Sharding | None:
+    """XLA's reading of a printed sharding, or None when it is neither replicated nor a plain tiling."""
+    from jaxlib import xla_client  # XLA's own sharding parser
+
+    sharding = xla_client.HloSharding.from_string(text)
+    if sharding.is_replicated():
+        return Sharding(replicated=True)
+    if not sharding.is_tiled() or sharding.subgroup_types():
+        return None
+    iota = _IOTA.search(text)
+    return Sharding(False, tuple(sharding.tile_assignment_dimensions()), tuple(sharding.tile_assignment_devices()),
+                    bool(sharding.replicate_on_last_tile_dim()), _ints(iota.group(1)) if iota else (),
+                    _ints(iota.group(2) or "") if iota else ())
+
+
+def groups_text(line: str) -> str | None:
+    """The `replica_groups` of a collective's printed line, list or iota form, as printed."""
+    found = _GROUPS.search(line)
+    return found.group(1) if found else None
+
+
+def read_groups(text: str) -> tuple[tuple[int, ...], ...]:
+    """Printed replica groups as device positions; the iota form (`[4,2]<=[2,4]T(1,0)`) read by XLA, the
+    mesh-axes form (`mesh['a'=2,'b'=4] {'a'}`: devices numbered in the mesh's order, one group for each
+    place on the axes not named, holding the devices along the named ones)."""
+    mesh = _MESH_GROUPS.fullmatch(text)
+    if mesh:
+        import numpy as np
+
+        axes = [(name.strip().strip("'"), int(size)) for name, size in
+                (a.split("=") for a in mesh.group(1).split(","))]
+        named = [a.strip().strip("'") for a in mesh.group(2).split(",")]
+        ids = np.arange(math.prod(size for _, size in axes)).reshape([size for _, size in axes])
+        inside = [k for k, (name, _) in enumerate(axes) if name in named]
+        outside = [k for k in range(len(axes)) if k not in inside]
+        grouped = ids.transpose(outside + inside).reshape(-1, math.prod(axes[k][1] for k in inside))
+        return tuple(tuple(int(d) for d in group) for group in grouped)
+    if text.startswith("["):
+        from jaxlib import xla_client  # the iota form is a tile assignment's: XLA's sharding parser reads it
+
+        shape = [int(d) for d in text[1:text.index("]")].split(",")]
+        devices = xla_client.HloSharding.from_string("{devices=" + text + "}").tile_assignment_devices()
+        per_group = math.prod(shape[1:])
+        return tuple(tuple(devices[k:k + per_group]) for k in range(0, len(devices), per_group))
+    return tuple(_ints(g) for g in re.findall(r"\{([\d,]*)\}", text[1:-1]))
+
+
+def _aliases(header: str) -> tuple[Alias, ...]:
+    """The module header's `input_output_alias` entries, in printed order."""
+    table = _ALIAS_TABLE.search(header)
+    return tuple(Alias(_ints(out), int(param), _ints(inner), kind)
+                 for out, param, inner, kind in _ALIAS_ENTRY.findall(table.group(1) if table else ""))
+
+
+# --- while loops: the counter, read through XLA's graph ----------------------------------------
+
+# Instructions that pass a value through unchanged: the counter is read through them.
+_PASS = frozenset({"copy", "bitcast", "convert", "reshape"})
+_FLIP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "EQ": "EQ", "NE": "NE"}
+
+
+def _attribute(ins, name: str) -> str | None:
+    found = re.search(rf"\b{name}=%?([\w.\-]+)", ins.to_string())
+    return found.group(1) if found else None
+
+
+def _through(ins):
+    """The instruction a value comes from, looking through copies, bitcasts and converts."""
+    while _opcode(ins) in _PASS:
+        ins = ins.operands()[0]
+    return ins
+
+
+def _chain(ins) -> list:
+    """`ins` and every instruction `_through` passes on the way to its source, source last."""
+    out = [ins]
+    while _opcode(out[-1]) in _PASS:
+        out.append(out[-1].operands()[0])
+    return out
+
+
+def _constant(ins) -> int | None:
+    ins = _through(ins)
+    if _opcode(ins) != "constant":
+        return None
+    value = re.search(r" constant\((-?\d+)\)", ins.to_string())
+    return int(value.group(1)) if value else None
+
+
+def _slot(ins) -> int | None:
+    """The tuple index a value reads off the computation's parameter, or None."""
+    ins = _through(ins)
+    if _opcode(ins) != "gettupleelement" or _opcode(ins.operands()[0]) != "parameter":
+        return None
+    return int(_attribute(ins, "index"))
+
+
+class _Loops:
+    """Every while of a compiled module whose counter can be read: a condition test `slot <op> constant`,
+    a constant start and a constant step, the test and the step seen through a fusion that wraps each alone
+    (as CPU and GPU compile them). The bindings expose no attributes, so five things are read from an
+    instruction's printed form: a while's `condition=`/`body=`, a fusion's `calls=`, a constant's value, a
+    get-tuple-element's `index=`, a parameter's number and a compare's `direction=`."""
+
+    def __init__(self, module, computations: list[Computation], line_of: dict[str, int]):
+        self.line = line_of
+        self.computations = {c.name: c for c in module.computations()}
+        self.roots = {c.name: c.root for c in computations}
+        self.name_at = {line: name for name, line in line_of.items()}
+        self.whiles = [i for c in module.computations() for i in c.instructions() if _opcode(i) == "while"]
+
+    def root(self, computation: str):
+        """The ROOT instruction of a computation, as the compiled text marks it."""
+        name = self.name_at[self.roots[computation]]
+        return next(i for i in self.computations[computation].instructions() if i.name == name)
+
+    def counters(self) -> tuple[WhileCounter, ...]:
+        """The readable counter of each while, in text order (a while whose counter is not read is left out)."""
+        found = (self.counter(w) for w in self.whiles)
+        return tuple(sorted((c for c in found if c is not None), key=lambda c: c.line))
+
+    def counter(self, loop) -> WhileCounter | None:
+        """The counter of one while, or None when its condition does not test a counter against a constant."""
+        start = loop.operands()[0]
+        if _opcode(start) != "tuple" or loop.name not in self.line:
+            return None
+        condition, body = _attribute(loop, "condition"), _attribute(loop, "body")
+        tests = self._tests(self.root(condition))
+        for test in tests:
+            read = self._compare(test)
+            if read is None:
+                continue
+            slot, direction, limit = read
+            init, step = _constant(start.operands()[slot]), self._step(body, slot)
+            if init is None or step is None:
+                continue
+            first = [loop, start, *_chain(start.operands()[slot])]
+            return WhileCounter(self.line[loop.name], slot, init, step, direction, limit, exact=len(tests) == 1,
+                                start=self._lines(first), condition=condition,
+                                update=self._lines(self._step_chain(body, slot)))
+        return None
+
+    def _lines(self, instructions) -> tuple[int, ...]:
+        """The printed lines of these instructions, in text order."""
+        return tuple(sorted({self.line[i.name] for i in instructions if i.name in self.line}))
+
+    def _tests(self, root) -> list:
+        """The tests a condition's ROOT joins with `and` (itself, when it is one test)."""
+        root = _through(root)
+        if _opcode(root) != "and":
+            return [root]
+        return [t for operand in root.operands() for t in self._tests(operand)]
+
+    def _wrapped(self, ins) -> tuple[str, list, object]:
+        """(opcode, operands, the instruction that prints its attributes) of `ins`, or of the one instruction
+        a fusion wraps around its parameters (CPU and GPU wrap a loop's compare and add in a fusion each)."""
+        if _opcode(ins) == "fusion":
+            inner = self.root(_attribute(ins, "calls"))
+            params = inner.operands()
+            if params and all(_opcode(p) == "parameter" for p in params):
+                outer = ins.operands()
+                return _opcode(inner), [outer[int(_PARAMETER.search(p.to_string()).group(1))] for p in params], inner
+        return _opcode(ins), list(ins.operands()), ins
+
+    def _compare(self, test) -> tuple[int, str, int] | None:
+        """(slot, direction counter-first, limit) for a compare of a state slot with a constant."""
+        opcode, operands, inner = self._wrapped(test)
+        if opcode != "compare" or len(operands) != 2:
+            return None
+        a, b = operands
+        direction = _attribute(inner, "direction")
+        if _slot(a) is not None and _constant(b) is not None:
+            return _slot(a), direction, _constant(b)
+        if _slot(b) is not None and _constant(a) is not None:
+            return _slot(b), _FLIP[direction], _constant(a)
+        return None
+
+    def _step_chain(self, body: str, slot: int) -> list:
+        """The body's update of a slot: the ROOT tuple, the add or subtract, its counter read and its constant."""
+        root = self.root(body)
+        if _opcode(root) != "tuple":
+            return []
+        update = _chain(root.operands()[slot])
+        opcode, operands, _ = self._wrapped(update[-1])
+        if opcode not in ("add", "subtract"):
+            return []
+        return [root, *update, *(i for operand in operands for i in _chain(operand))]
+
+    def _step(self, body: str, slot: int) -> int | None:
+        """What the body adds to the counter each run, or None when it is not `slot + constant`."""
+        chain = self._step_chain(body, slot)
+        if not chain:
+            return None
+        opcode, operands, _ = self._wrapped(_through(chain[1]))
+        if len(operands) != 2:
+            return None
+        a, b = operands
+        sign = -1 if opcode == "subtract" else 1
+        if _slot(a) == slot and _constant(b) is not None:
+            return sign * _constant(b)
+        if sign == 1 and _slot(b) == slot and _constant(a) is not None:
+            return _constant(a)
+        return None

@@ -1,0 +1,90 @@
+"""Stage three, lowered facts: what MLIR reads in the StableHLO, once, so that no later stage parses it again.
+
+`build_xray` (attribution.py) calls `read_lowered` on the plain lowering it has parsed with MLIR:
+main's signature (`function_type`, each argument's `tf.aliasing_output` and `sdy.sharding`, each
+result's `sdy.sharding`), every `sdy.mesh`, every `sdy.sharding_constraint` and every op with
+`replica_groups`, each with its printed line. Shardy's attributes are read through its own bindings
+(`jaxlib.mlir.dialects.sdy`).
+"""
+from __future__ import annotations
+
+from dumpgym.record.schema import LoweredModule, MainSignature, MainValue, SdyMesh, ShardingConstraint, StablehloCollective
+
+
+def read_lowered(module) -> LoweredModule:
+    """Main's signature, the meshes, sharding constraints and collectives of a parsed StableHLO module."""
+    import numpy as np
+    from jaxlib.mlir import ir
+
+    from dumpgym.jax_internals import location_line
+
+    mains: list[MainSignature] = []
+    meshes, constraints, collectives = [], [], []
+
+    def visit(op):
+        name = op.name
+        if name == "sdy.mesh":
+            meshes.append(SdyMesh(location_line(op.location), _mesh(op)))
+        elif name == "func.func" and op.attributes["sym_name"].value == "main" and not mains:
+            mains.append(_signature(op, location_line(op.location)))
+        elif name == "sdy.sharding_constraint":
+            type_ = op.results[0].type
+            constraints.append(ShardingConstraint(location_line(op.location), str(type_), _shape(type_),
+                                                  _axes(op.attributes["sharding"])))
+        elif "replica_groups" in op.attributes:
+            groups = np.array(ir.DenseIntElementsAttr(op.attributes["replica_groups"])).tolist()
+            collectives.append(StablehloCollective(name, location_line(op.location), tuple(map(tuple, groups))))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return LoweredModule(mains[0] if mains else None, tuple(meshes), tuple(constraints), tuple(collectives))
+
+
+def _mesh(op) -> tuple[tuple[str, int], ...]:
+    from jaxlib.mlir.dialects import sdy
+
+    return tuple((sdy.MeshAxisAttr(a).name, sdy.MeshAxisAttr(a).size)
+                 for a in sdy.MeshAttr(op.attributes["mesh"]).axes)
+
+
+def _axes(attr) -> tuple[tuple[str, ...], ...] | None:
+    """Mesh axis names per array axis of an `sdy.sharding`; None where a sub-axis is used."""
+    from jaxlib.mlir.dialects import sdy
+
+    out = []
+    for dim in sdy.TensorShardingAttr(attr).dimension_shardings:
+        refs = [sdy.AxisRefAttr(a) for a in sdy.DimensionShardingAttr(dim).axes]
+        if any(r.sub_axis_info is not None for r in refs):
+            return None
+        out.append(tuple(r.name for r in refs))
+    return tuple(out)
+
+
+def _shape(type_) -> tuple[int, ...] | None:
+    from jaxlib.mlir import ir
+
+    try:
+        return tuple(ir.RankedTensorType(type_).shape)
+    except ValueError:  # not a ranked tensor (a token): no shape
+        return None
+
+
+def _signature(op, line: int) -> MainSignature:
+    """Main's arguments and results: types, shapes, shardings, and the result each donated argument lends to."""
+    from jaxlib.mlir import ir
+
+    kinds = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+    values = {}
+    for key, types in (("arg_attrs", kinds.inputs), ("res_attrs", kinds.results)):
+        attrs = [ir.DictAttr(a) for a in ir.ArrayAttr(op.attributes[key])] if key in op.attributes else []
+        values[key] = tuple(_value(t, attrs[i] if i < len(attrs) else None) for i, t in enumerate(types))
+    return MainSignature(line, values["arg_attrs"], values["res_attrs"])
+
+
+def _value(type_, attrs) -> MainValue:
+    from jaxlib.mlir import ir
+
+    sharding = _axes(attrs["sdy.sharding"]) if attrs is not None and "sdy.sharding" in attrs else None
+    alias = ir.IntegerAttr(attrs["tf.aliasing_output"]).value if attrs is not None and "tf.aliasing_output" in attrs \
+        else None
+    return MainValue(str(type_), _shape(type_), sharding, alias)

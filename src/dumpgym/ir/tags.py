@@ -1,0 +1,184 @@
+"""How each equation's tag rides through XLA's one compile without changing what XLA prints.
+
+XLA compiles the plain lowering (no tags, no source files: what `jax.jit(f).lower(*args)` makes with
+`jax_traceback_in_locations_limit=0`), once. Before it does, each op of that module gets its
+equation's tag, read from the tagged lowering op for op (the two lowerings have the same ops in the
+same order), as a source file fused beside its own location: `loc(fused["jit(f)/add", "dgeqn7":1:1])`.
+XLA names instructions and writes their `op_name` from the names in a location alone, so both stay
+what the plain compile prints; the file becomes the instruction's `source_file`. Where XLA merges
+two ops it fuses their locations: the same name twice is kept once, as in the plain compile, and
+each tag is kept, the last one the one printed (the innermost, as the name-stack tags were read).
+Where XLA keeps an instruction's op_name but not its source file (what it inlines from a call, what
+the SPMD partitioner makes), `tag_of` reads the tag from the name, with the names `carry_tags` saw.
+
+`shown_text` is the compiled text without the source fields: what XLA prints for the plain lowering,
+byte for byte (`tests/test_hlo_tags.py` compiles both and compares). Before this, the tags rode in
+the name stack and the plain lowering was compiled a second time for the text: two compiles of every
+program instead of one.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from dumpgym.ir.mlir import ops_in_order
+
+
+# The tag a traced equation carries in its name stack, and through the compile in its source file.
+TAG = "dgeqn"
+_TAG_RE = re.compile(TAG + r"(\d+)")
+
+
+def innermost_tag(text: str) -> int | None:
+    """The number of the last (innermost) tag in a location or an op_name, if it holds one."""
+    found = _TAG_RE.findall(text)  # our own marker, searched only in text we asked JAX or XLA to carry
+    return int(found[-1]) if found else None
+
+
+# One `key=value` of a printed OpMetadata: a value is a C-escaped string in quotes, a braced list or a bare word.
+_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\{[^{}]*\}|[^ }]*) ?')
+# How an instruction's printed form opens its metadata (a frontend attribute may be named `kernel_metadata`).
+_METADATA = ", metadata={"
+# What a source file puts in an instruction's metadata (as XLA prints an OpMetadata).
+_SOURCE = frozenset({"source_file", "source_line", "source_end_line", "source_column", "source_end_column"})
+
+
+class Names(NamedTuple):
+    """The plain lowering's location names, each with the tags of the ops bearing it: of every op,
+    and of each function's calls (with the functions they call)."""
+
+    ops: dict[str, frozenset[int]]
+    calls: dict[str, dict[str, frozenset[tuple[int, str]]]]  # function -> call name -> (tag, callee)
+
+
+def carry_tags(tagged_module, plain_module) -> Names:
+    """Give each op of `plain_module` (an `ir.Module`, changed in place) the tag its twin in
+    `tagged_module` carries, as a source file fused beside its own location. Returns the plain
+    module's location names with the tags of the ops bearing them (`tag_of` reads them)."""
+    from jaxlib.mlir import ir
+
+    from dumpgym.jax_internals import bare_location_name
+
+    tagged_ops, plain_ops = ops_in_order(tagged_module), ops_in_order(plain_module)
+    if [op.name for op in tagged_ops] != [op.name for op in plain_ops]:
+        raise RuntimeError("the tagged lowering differs from the plain one; cannot carry its tags")
+    ops: dict[str, set] = {}
+    calls: dict[str, dict[str, set]] = {}
+    function = ""
+    with plain_module.context:
+        files: dict[int, object] = {}
+        for tagged, plain in zip(tagged_ops, plain_ops):
+            if plain.name == "func.func":  # functions are the module's own ops: each op is in the last one begun
+                function = plain.attributes["sym_name"].value
+                continue
+            location = tagged.location
+            bare = bare_location_name(location)
+            tag = innermost_tag(str(location) if bare is None else bare)
+            if tag is None:
+                continue
+            if tag not in files:
+                files[tag] = ir.Location.file(f"{TAG}{tag}", 1, 1)
+            own = plain.location
+            name = bare_location_name(own)
+            if name is not None:
+                ops.setdefault(name, set()).add(tag)
+                if plain.name == "func.call":  # XLA puts its name before the op_names of what it inlines
+                    calls.setdefault(function, {}).setdefault(name, set()).add(
+                        (tag, plain.attributes["callee"].value))
+            plain.location = ir.Location.fused([own, files[tag]])
+    return Names(_frozen(ops), {f: _frozen(t) for f, t in calls.items()})
+
+
+def _frozen(table: dict) -> dict:
+    return {key: frozenset(values) for key, values in table.items()}
+
+
+def metadata_fields(printed: str) -> dict[str, str]:
+    """The fields of an instruction's printed `metadata={...}` (values as printed, strings in their quotes)."""
+    at = printed.find(_METADATA)
+    if at < 0:
+        return {}
+    fields, _end = _read_metadata(printed, at + len(_METADATA))
+    return dict(fields)
+
+
+def _read_metadata(text: str, start: int) -> tuple[list[tuple[str, str]], int]:
+    """The (key, value) fields of the metadata opening at `start` (just after its `{`), and where its `}` is."""
+    fields, i = [], start
+    while text[i] != "}":
+        field = _FIELD.match(text, i)
+        if field is None:
+            raise ValueError(f"unreadable HLO metadata at {text[start - 10:start + 60]!r}")
+        fields.append((field.group(1), field.group(2)))
+        i = field.end()
+    return fields, i
+
+
+def tag_of(printed: str, names: Names) -> int | None:
+    """The tag number an instruction's printed form carries: in its metadata's source file; else,
+    where XLA kept only the op_name, read from the name (`names`, `carry_tags`'s).
+
+    XLA keeps only the op_name on what it inlines from a call, the call's own name put before it
+    (calls in private functions are named from their body: `jit(f)/jit(g)` then `jit(h)`): the name
+    is read as a chain of call names, and the instruction is the innermost call's equation, where
+    that call's name stands for one tag alone. That is true but can be coarse: the equation inside
+    the call that emitted the op is not named (its own name, after the chain, is too common to tell).
+    A name that is no chain stands for the tag of the ops bearing it, if they all bear the same."""
+    fields = metadata_fields(printed)
+    file = fields.get("source_file")
+    if file is not None and TAG in file:
+        return innermost_tag(file)
+    op_name = fields.get("op_name")
+    if op_name is None:
+        return None
+    # JAX names a module's entry function `main`; an inlined instruction's name starts at one of its calls
+    rest, tag, function, chained = _unquoted(op_name), None, "main", False
+    seen = set()
+    while function not in seen:
+        seen.add(function)
+        table = names.calls.get(function, {})
+        cut = len(rest)
+        while cut > 0 and rest[:cut] not in table:
+            cut = rest.rfind("/", 0, cut)
+        if cut > 0:
+            made, rest = table[rest[:cut]], rest[cut + 1:]
+        elif rest and "" in table:  # a call with no name of its own (its equation's name stack is empty) adds
+            # none; a name that ends at the call before it is that call's own (a literal its body made)
+            made = table[""]
+        else:
+            break
+        tags, callees = {t for t, _ in made}, {c for _, c in made}
+        tag, chained = (next(iter(tags)) if len(tags) == 1 else None), True
+        if len(callees) != 1:
+            break
+        function = next(iter(callees))
+    if chained:
+        return tag
+    tags = names.ops.get(rest, ())
+    return next(iter(tags)) if len(tags) == 1 else None
+
+
+def _unquoted(value: str) -> str:
+    """A C-escaped string as XLA prints it (in quotes), as the text it stands for."""
+    inner = value[1:-1]
+    if "\\" not in inner:
+        return inner
+    return inner.encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
+
+
+def shown_text(printed: str) -> str:
+    """A compiled module's text as XLA prints it for the plain lowering: each instruction's metadata
+    without its source fields (the plain lowering has no source file), a metadata left empty gone whole."""
+    out, pos = [], 0
+    while (at := printed.find(_METADATA, pos)) >= 0:
+        start = at + len(_METADATA)
+        fields, end = _read_metadata(printed, start)
+        kept = [f"{key}={value}" for key, value in fields if key not in _SOURCE]
+        if kept:
+            out += [printed[pos:start], " ".join(kept)]
+        else:  # `, metadata={source_file=...}`: the plain compile prints no metadata at all
+            out.append(printed[pos:at])
+            end += 1
+        pos = end
+    out.append(printed[pos:])
+    return "".join(out)

@@ -1,0 +1,487 @@
+"""`dumpgym serve`: the gym from memory over HTTP, with the standard library and without importing JAX.
+
+The server answers GET and HEAD for the files of `site.site_files` and nothing else (the page is
+rendered before the URL is printed, from `inputs.gym_start`: each program's kept drill items read,
+each record parsed once, and the items not kept made after, in a thread; each listing is made when
+the page first fetches it, or read where a start before kept it, or, on a first start, kept ahead of
+its asking by render worker processes, `render_pool`): no
+directory listings, no paths outside the site, no request bodies read, no code run for the browser.
+It answers only requests addressed to it (the `Host` check that defeats DNS rebinding), on one
+asyncio event loop (standard library only), with a deep listen backlog and a read and a write
+deadline on each connection: a slow client holds a coroutine, not a thread, and nobody else.
+`get(path)` answers one request without a socket, for tests and for a quick look from Python.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+import sys
+import threading
+import time
+import webbrowser
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from email.utils import formatdate
+from functools import lru_cache
+from http import HTTPStatus
+from urllib.parse import unquote, urlsplit
+
+from dumpgym.record import dtypes
+from dumpgym.serve.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
+from dumpgym.site.inputs import gym_start
+from dumpgym.serve.render_pool import RenderPool
+from dumpgym.site.files import CSP, WHOLE_FILES, SiteFiles, site_files
+from dumpgym.terminal import printable
+
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+# frame-ancestors is ignored in a <meta> policy, so the page's CSP lacks it and only the header can carry it.
+SERVED_CSP = CSP if "frame-ancestors" in CSP else CSP + "; frame-ancestors 'none'"
+HEADERS = {
+    "Content-Security-Policy": SERVED_CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+BACKLOG = 1024  # the kernel caps it at net.core.somaxconn
+CONNECTIONS = 1024  # served at once, each a coroutine of a few kilobytes; more wait in the backlog
+TIMEOUT = 5.0
+CHUNK = 64 * 1024
+RENDER_WORKERS = 2  # threads that make and gzip files on first request (GIL-bound: more only contend)
+SEND_BUFFER = 128 * 1024  # per connection (Linux doubles it): what a client that stops reading costs the kernel
+REFUSED_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+_GZIP_MIN = 1024
+
+
+class Site:
+    """The gym's files in memory, answering requests by path."""
+
+    def __init__(self, files: Mapping[str, bytes], programs: int = 0):
+        self.files = files if isinstance(files, SiteFiles) else SiteFiles.of(files)
+        self.programs = programs
+
+    @classmethod
+    def build(cls, corpus_dir=None, extra=None) -> "Site":
+        """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
+        files, made when first asked for), every program's drill items made if not kept: the page is
+        rendered now, each listing when it is first asked for (`site.SiteFiles`)."""
+        start = gym_start(corpus_dir)
+        return cls._rendered(start.corpus, start.whole_pool(), extra)
+
+    @classmethod
+    def start(cls, corpus_dir=None, extra=None) -> tuple["Site", Callable[..., "Site"] | None]:
+        """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
+        (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
+        makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
+        of each stage before (the built-in programs' items, then each added program's). Until the whole
+        is there the page says whose items are being made, and asks `data/drills/pending.json`."""
+        start = gym_start(corpus_dir)
+        from dumpgym.site.kept import KeptFiles
+
+        kept = KeptFiles(start.corpus)  # one for every stage: a render worker's files serve each (`render_pool`)
+        if not start.pending:
+            return cls._rendered(start.corpus, start.pool, extra, kept=kept), None
+        # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second
+        # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
+        dtypes.is_numpy("bfloat16")
+
+        def rest(ready: Callable[["Site"], None] | None = None) -> "Site":
+            made = [start.pool]  # the last stage's pool: what is served should a later stage fail
+
+            def staged(pool: dict, pending: tuple[str, ...]) -> None:
+                made[0] = pool
+                if ready is not None:
+                    ready(cls._rendered(start.corpus, pool, extra, pending, kept))
+            try:
+                whole = start.whole_pool(staged)
+            except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
+                print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
+                      "the gym serves the items made before", file=sys.stderr, flush=True)
+                whole = made[0]
+            return cls._rendered(start.corpus, whole, extra, (), kept)
+        return cls._rendered(start.corpus, start.pool, extra, start.pending, kept), rest
+
+    @classmethod
+    def _rendered(cls, corpus, drills, extra, pending=None, kept=True) -> "Site":
+        files = site_files(corpus, drills, extra, pending, kept=kept)  # the JSON a start before made is read back
+        files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
+        # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
+        site = cls(files, programs=len(corpus.bases))
+        for gzipped in (False, True):  # answered once now: the first GET / is answered on the loop, at once
+            site.get("/", accept_gzip=gzipped)
+        return site
+
+    def resolve(self, target: str) -> str | None:
+        """The site file a request target names, or None for anything outside the site."""
+        path = unquote(urlsplit(target).path)
+        if not path.startswith("/") or "\x00" in path or "\\" in path:
+            return None
+        parts = path.split("/")[1:]
+        if any(part in (".", "..") for part in parts):
+            return None
+        rel = "/".join(parts)
+        if rel == "" or rel.endswith("/"):
+            rel += "index.html"
+        return rel
+
+    def get(self, target: str, accept_gzip: bool = False) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers, body) for a GET of `target`; gzip-encoded when the client accepts it."""
+        rel = self.resolve(target)
+        if rel is None:
+            return _plain(HTTPStatus.BAD_REQUEST, "refused: that path leaves the site\n")
+        if rel not in self.files:
+            return _plain(HTTPStatus.NOT_FOUND, f"not found: /{rel}\n")
+        body = self.files[rel]
+        headers = {"Content-Type": TYPES.get(_suffix(rel), "application/octet-stream"), **HEADERS}
+        if _compressible(rel, len(body)):
+            headers["Vary"] = "Accept-Encoding"
+            if accept_gzip:
+                body = self.files.gzipped(rel)
+                headers["Content-Encoding"] = "gzip"
+        headers["Content-Length"] = str(len(body))
+        return HTTPStatus.OK, headers, body
+
+    def ready(self, target: str, accept_gzip: bool = False) -> bool:
+        """Whether `get(target)` is quick: an error, or a file already made (and compressed, if asked and due)."""
+        rel = self.resolve(target)
+        if rel is None or rel not in self.files:
+            return True
+        if not self.files.made(rel):
+            return False
+        return not accept_gzip or self.files.compressed(rel) or not _compressible(rel, len(self.files[rel]))
+
+    def kept_whole(self, rel: str) -> bool:
+        """Whether the file at `rel` is kept on disk (`kept_files.py`), and its compressed bytes too where `get`
+        sends them: a start, or a render worker, reads it and makes nothing (each kept file's first line read)."""
+        kept = self.files.kept
+        length = None if kept is None else kept.length(rel)
+        return length is not None and (not _compressible(rel, length) or kept.length(rel + ".gz") is not None)
+
+
+def _compressible(rel: str, length: int) -> bool:
+    """Whether a file of `length` bytes at `rel` is sent compressed to a client that accepts gzip."""
+    return length >= _GZIP_MIN and _suffix(rel) in TYPES
+
+
+def _suffix(rel: str) -> str:
+    dot = rel.rfind(".")
+    return rel[dot:] if dot > rel.rfind("/") else ""
+
+
+def _plain(status: HTTPStatus, text: str) -> tuple[int, dict[str, str], bytes]:
+    body = text.encode("utf-8")
+    return status, {"Content-Type": "text/plain; charset=utf-8", **HEADERS, "Content-Length": str(len(body))}, body
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+@lru_cache(maxsize=1)
+def _default_site() -> Site:
+    return Site.build()
+
+
+def get(path: str, corpus_dir=None) -> tuple[int, dict[str, str], bytes]:
+    """Fetch one path of the gym without a socket: (status, headers, body)."""
+    site = _default_site() if corpus_dir is None else Site.build(corpus_dir)
+    return site.get(path)
+
+
+class GymServer:
+    """The gym over HTTP on one asyncio event loop: every connection a coroutine, none a thread.
+
+    A connection costs a few kilobytes however slowly its client sends or reads, so slow clients hold
+    nobody else. Each has a read deadline (`timeout` for the whole request head, however slowly it
+    trickles in) and a write deadline (`timeout` for each 64 KB of the answer the client takes).
+    At most `connections` are served at once; more wait in the kernel's listen backlog. A file is
+    rendered or compressed, the first time it is asked for, in a worker thread, never on the loop; with
+    `renderers` (a `render_pool.RenderPool`, which `serve` forks), a kept file is made in a worker process
+    and read back from disk by a thread.
+    HTTP/1.0: one request per connection, closed after the answer.
+    """
+
+    request_queue_size = BACKLOG
+
+    def __init__(self, address: tuple[str, int], site: Site, connections: int = CONNECTIONS,
+                 timeout: float = TIMEOUT):
+        family = socket.getaddrinfo(address[0] or None, address[1], type=socket.SOCK_STREAM,
+                                    flags=socket.AI_PASSIVE)[0][0]
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # `::` serves IPv4 too, as `python -m http.server` does
+                with contextlib.suppress(AttributeError, OSError):
+                    self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            self.socket.bind(address)
+            self.socket.listen(self.request_queue_size)
+        except BaseException:
+            self.socket.close()
+            raise
+        self.socket.setblocking(False)
+        self.server_address = self.socket.getsockname()
+        self.site, self.connections, self.timeout = site, connections, timeout
+        self.hosts = _hosts(self.server_address[0], address[0], self.server_address[1])
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._stopped = threading.Event()
+        self._shutdown = threading.Event()  # asked before the loop ran: serve_forever returns at once
+        self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
+        # The files of the whole corpus or pool take up to seconds to make: in a lane of their own, so that
+        # no program's file queues behind them (once, two of them held both workers for a second).
+        self._whole = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumpgym-render-whole")
+        # (site, file, gzipped) -> the render in flight: the 50 first requests of one file wait for one render of it,
+        # not 50 (which would hold every worker, each blocked on the file's lock, and queue the other files).
+        self._rendering: dict[tuple[Site, str, bool], asyncio.Future] = {}
+        # Worker processes that make the kept files (`render_pool`), where `serve` could fork them: a first
+        # start's renders then run on other cores, not on this process's GIL beside every answer.
+        self.renderers: RenderPool | None = None
+
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
+        self._stopped.clear()
+        try:
+            asyncio.run(self._serve())
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop `serve_forever` (called from another thread) and wait until it has returned."""
+        self._shutdown.set()
+        loop, stop = self._loop, self._stop
+        if loop is None or stop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop already closed
+            loop.call_soon_threadsafe(stop.set)
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        """Close the listening socket (the port is free again at once)."""
+        self.socket.close()
+        self._workers.shutdown(wait=False, cancel_futures=True)
+        self._whole.shutdown(wait=False, cancel_futures=True)
+        if self.renderers is not None:
+            self.renderers.close()
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        if self._shutdown.is_set():
+            self._stop.set()
+        slots = asyncio.Semaphore(self.connections)
+        clients: set[asyncio.Task] = set()
+
+        async def accept():
+            while True:
+                # Waiting for a slot before accepting leaves further connections in the kernel's backlog.
+                await slots.acquire()
+                try:
+                    conn, _ = await self._loop.sock_accept(self.socket)
+                except OSError:  # out of file descriptors, say: the backlog waits, and accepting goes on
+                    slots.release()
+                    await asyncio.sleep(0.1)
+                    continue
+                except BaseException:
+                    slots.release()
+                    raise
+                # The kernel would take megabytes of a large answer for a client that reads none of it.
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+                task = asyncio.create_task(self._connection(conn, slots))
+                clients.add(task)
+                task.add_done_callback(clients.discard)
+
+        accepting = asyncio.create_task(accept())
+        try:
+            await self._stop.wait()
+        finally:
+            accepting.cancel()
+            for task in list(clients):
+                task.cancel()
+            await asyncio.gather(accepting, *clients, return_exceptions=True)
+            self._loop = None
+
+    async def _connection(self, conn: socket.socket, slots: asyncio.Semaphore) -> None:
+        writer = None
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=READ_LIMIT)
+            await self._exchange(reader, writer)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass  # the client went away, or was too slow: nothing to tell it
+        finally:
+            slots.release()
+            if writer is None:
+                conn.close()
+            else:
+                writer.transport.abort()  # whatever is left unsent to a client that stopped reading
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        method = "GET"
+        try:
+            async with asyncio.timeout(self.timeout):  # the whole head, however slowly it trickles in
+                head = await read_head(reader)
+            if head is None:
+                return
+            method, target, version, headers = head
+            if method not in ("GET", "HEAD"):
+                if method in REFUSED_METHODS:
+                    status, answer, body = _plain(HTTPStatus.METHOD_NOT_ALLOWED, "only GET and HEAD are served\n")
+                    answer = {**answer, "Allow": "GET, HEAD", "Connection": "close"}
+                else:
+                    raise Refused(HTTPStatus.NOT_IMPLEMENTED, f"Unsupported method ({method!r})")
+            elif not self._addressed_here(headers, version):
+                status, answer, body = _plain(HTTPStatus.MISDIRECTED_REQUEST, "refused: this server answers only for "
+                                              "the address it listens on (or localhost)\n")
+            else:
+                status, answer, body = await self._get(target, accepts_gzip(headers.get("Accept-Encoding", "")))
+        except Refused as e:
+            code = HTTPStatus(e.status)
+            status, answer, body = _plain(code, f"{code.value} {e.message or code.phrase}\n")
+            answer = {**answer, "Connection": "close"}
+        await self._send(writer, status, answer, body if method != "HEAD" else b"")
+        writer.close()
+        async with asyncio.timeout(self.timeout):
+            await writer.wait_closed()
+
+    async def _get(self, target: str, gzip_ok: bool) -> tuple[int, dict[str, str], bytes]:
+        site = self.site
+        if site.ready(target, gzip_ok):
+            return site.get(target, accept_gzip=gzip_ok)
+        # Rendering a listing or compressing a large file takes milliseconds to a second: a worker does it.
+        # Keyed by the site too: a site swapped in (`self.site = ...`) never gets the answer of the one before.
+        key = (site, site.resolve(target), gzip_ok)
+        render = self._rendering.get(key)
+        if render is None:
+            render = asyncio.ensure_future(self._made(site, target, key[1], gzip_ok))
+            self._rendering[key] = render
+            render.add_done_callback(lambda _: self._rendering.pop(key, None))
+        # Shielded: one waiter's deadline or going away cancels its wait, not the render the others wait for.
+        return await asyncio.shield(render)
+
+    async def _made(self, site: Site, target: str, rel: str, gzip_ok: bool) -> tuple[int, dict[str, str], bytes]:
+        """The answer to a GET of a file not made yet: a kept file a render process makes (`render_pool`) is
+        waited for and then read from disk; anything else is made, or read, by a thread."""
+        pool = self.renderers
+        if pool is not None and pool.serves(site, rel):
+            await asyncio.wrap_future(pool.render(rel))  # kept now; or not (a cache that refuses writes): made here
+        lane = self._whole if rel in WHOLE_FILES else self._workers
+        return await self._loop.run_in_executor(lane, lambda: site.get(target, accept_gzip=gzip_ok))
+
+    def _addressed_here(self, headers, version: str) -> bool:
+        hosts = headers.get_all("Host") or []
+        if not hosts:  # browsers always send Host; only an HTTP/1.0 client may leave it out
+            return version == "HTTP/1.0"
+        return len(hosts) == 1 and (self.hosts is None or hosts[0].strip().lower() in self.hosts)
+
+    async def _send(self, writer: asyncio.StreamWriter, status: int, headers: dict[str, str], body: bytes) -> None:
+        code = HTTPStatus(status)
+        lines = [f"HTTP/1.0 {code.value} {code.phrase}", "Server: dumpgym", f"Date: {formatdate(usegmt=True)}",
+                 *(f"{name}: {value}" for name, value in headers.items())]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        view = memoryview(body)
+        for start in range(0, len(view), CHUNK):
+            writer.write(view[start:start + CHUNK])
+            async with asyncio.timeout(self.timeout):  # each chunk in its time: a client that stops reading goes
+                await writer.drain()
+        async with asyncio.timeout(self.timeout):
+            await writer.drain()
+
+
+def _hosts(bound: str, given: str, port: int) -> frozenset[str] | None:
+    """The Host values a server bound to `bound` answers, with or without its port; None (any) on a wildcard."""
+    if ipaddress.ip_address(bound.split("%")[0]).is_unspecified:
+        return None
+    names = {*LOOPBACK_HOSTS, _bracket(bound), _bracket(given.lower())}
+    return frozenset(n for name in names for n in (name, f"{name}:{port}"))
+
+
+def make_server(site: Site, host: str = "127.0.0.1", port: int = 8000, *, connections: int = CONNECTIONS,
+                timeout: float = TIMEOUT) -> GymServer:
+    """An HTTP server for `site`, bound but not yet serving (port 0 picks a free port)."""
+    return GymServer((host, port), site, connections, timeout)
+
+
+def url_of(server: GymServer) -> str:
+    """The http:// URL a bound server answers on (its loopback address when bound to every address)."""
+    host, port = server.server_address[:2]
+    if ipaddress.ip_address(host.split("%")[0]).is_unspecified:
+        host = "::1" if ":" in host else "127.0.0.1"
+    return f"http://{_bracket(host)}:{port}/"
+
+
+def exposed(server: GymServer) -> bool:
+    """Whether other machines can reach `server` (bound to an address that is not loopback)."""
+    return not ipaddress.ip_address(server.server_address[0].split("%")[0]).is_loopback
+
+
+def listen(site: Site, host: str = "127.0.0.1", port: int = 8000) -> GymServer:
+    """Bind `site` to host:port and print its URL, and on stderr a warning when the network can reach it."""
+    server = _bind(site, host, port)
+    _announce(server, host)
+    return server
+
+
+def _bind(site: Site, host: str, port: int) -> GymServer:
+    try:
+        return make_server(site, host, port)
+    except OSError as e:
+        raise OSError(f"cannot listen on {_bracket(host)}:{port}: {e.strerror or e}") from None
+
+
+def _announce(server: GymServer, host: str, start: str = "") -> None:
+    programs = server.site.programs
+    print(f"dumpgym: the gym is at {url_of(server)}{start} ({programs} programs; Ctrl-C stops)", flush=True)
+    if exposed(server):
+        print(f"dumpgym: warning: listening on {printable(host)}, the gym's data (file paths and sources of your added "
+              "programs) is visible on the network", file=sys.stderr, flush=True)
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None,
+          extra=None, start: str = "") -> None:
+    """Serve the gym (built-in corpus plus added programs, and `extra`'s files) until interrupted,
+    printing its URL (with `start`, the path of the page to open first).
+
+    The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
+    browser that connects early waits in the listen backlog until the gym is there. Drill items that
+    are not kept (after an add, or an upgrade) are made by a thread after the URL is printed, and the
+    whole gym swapped in when they are (`Site.start`): the page says so meanwhile. On Linux, two render
+    worker processes forked before any thread runs keep every file made from the corpus that no start
+    has kept yet, from the URL on (`render_pool`), and exit when all are kept.
+    """
+    server = _bind(Site({}), host, port)
+    try:
+        server.site, rest = Site.start(corpus_dir) if extra is None else Site.start(corpus_dir, extra)
+        # Forked now, before any thread runs: from here on they make the files a first start has not kept.
+        server.renderers = RenderPool.fork(server.site, close=[server.socket])
+        _announce(server, host, start)
+        if rest is not None:
+            _finish_later(server, rest)
+        if open_browser:
+            webbrowser.open(url_of(server) + start)
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("dumpgym: stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+
+
+def _finish_later(server: GymServer, rest: Callable[..., Site]) -> None:
+    """Make the rest of the gym in a thread and swap it in, stage by stage (one assignment: a request in
+    flight keeps the site it began with); said on stderr when it starts and when it is done."""
+    print("dumpgym: making the drill items that are not kept yet (the first start after an add or an upgrade); "
+          "the page says so until they are ready", file=sys.stderr, flush=True)
+
+    def finish() -> None:
+        began = time.perf_counter()
+        server.site = rest(lambda site: setattr(server, "site", site))
+        print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr, flush=True)
+
+    # A daemon: Ctrl-C does not wait for it, and a kept file is written whole or not at all (atomic writes).
+    threading.Thread(target=finish, name="dumpgym-drills", daemon=True).start()

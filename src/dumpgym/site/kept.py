@@ -1,0 +1,172 @@
+"""The gym's rendered files kept on disk, so that `dumpgym serve` started again on the same programs renders
+none of them: each listing, compiled layer, cost and change file is read back as the first start made it.
+
+The files kept (`site.site_files(kept=True)`: the JSON made from the corpus; not the drill pool's files,
+quick to split and possibly of a pool still being made) are a function of the corpus's records and of
+the code that renders them. So they are kept in a folder of the cache (`DUMPGYM_CACHE_DIR`, else the
+platform's) named by both: `render_digest()` (`_stored.code_digest()`, which covers the built-in corpus,
+and besides it every file of the package, the template engine's, highlighter's, zlib's and Python's versions) and
+`corpus_digest()` (each record in order: a built-in one by its place in the built-in corpus, an added one
+by the digest of its JSON). Anything else differing, the folder differs: a stale file is never read. Each
+file names what it holds (key, path, length and sha256 of the bytes): a broken one (cut short, edited,
+another site's) is said in one line and made again; a cache that cannot be written to only costs the
+making. A file compressed for the wire is kept beside it (`PATH.gz`), made when first asked for. The two
+newest other sites stay (a site is about 60 MB with every file made): a start on the programs before an
+add, or on another checkout, finds its own. On a first start `serve`'s render worker processes write
+them (`render_pool.py`), and the server reads them back here.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import zlib
+from pathlib import Path
+from typing import Callable
+
+from dumpgym.atomic import write_atomic
+from dumpgym.drills._stored import (BUILTIN, builtin_corpus, cache_dir, code_digest, digest, record_digest,
+                                    remove_older)
+
+SCHEMA = "dumpgym.kept-file/1"
+SUFFIX = ".kept"
+KEEP_SITES = 2  # kept sites of other programs or code (before an add, another checkout) kept beside this one
+_ROOT = Path(__file__).resolve().parents[1]  # src/dumpgym
+_LIBRARIES = ("jinja2", "markupsafe", "pygments")
+
+
+def kept_root() -> Path:
+    """Where the kept sites are: one folder each, under the user's cache folder."""
+    return cache_dir() / "site"
+
+
+@functools.cache
+def render_digest() -> str:
+    """A digest of everything besides the records that decides the site's files: `code_digest()` and every
+    file of the package (its code, templates, static files and tables; the built-in corpus is in
+    `code_digest`), the versions of the libraries that render (Jinja2, MarkupSafe, Pygments), of zlib
+    and of Python."""
+    from importlib import metadata
+
+    h = hashlib.sha256(SCHEMA.encode())
+    h.update(code_digest().encode())
+    for dist in _LIBRARIES:
+        try:
+            h.update(f"{dist}={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=none".encode())
+    h.update(f"zlib={zlib.ZLIB_RUNTIME_VERSION} python={sys.version}".encode())
+    for path in sorted(p for p in _ROOT.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p != BUILTIN):
+        h.update(path.relative_to(_ROOT).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def corpus_digest(corpus) -> str:
+    """A digest of the corpus's records in order: a built-in one (the very record `_stored.builtin_corpus()`
+    read, whose bytes `code_digest()` covers) by its place, any other by the digest of its JSON."""
+    # Only a corpus already read has built-in records to name by place (reading it here would cost a second).
+    builtin = builtin_corpus() if builtin_corpus.cache_info().currsize else None
+    places = {id(p): i for i, p in enumerate(builtin.programs)} if builtin is not None else {}
+    parts = [corpus.schema, corpus.jax_version]
+    for p in corpus.programs:
+        place = places.get(id(p))
+        parts.append(f"builtin:{place}" if place is not None else record_digest(p.to_json()))
+    return digest("\n".join(parts).encode("utf-8"))[:16]
+
+
+class KeptFiles:
+    """The rendered files of one site (its corpus, this code) in their cache folder, by site path."""
+
+    def __init__(self, corpus, warn: Callable[[str], None] | None = None, root: Path | None = None):
+        self._corpus, self._root, self.warn = corpus, root, warn or _warn
+        self._key: str | None = None
+        self._lock = threading.Lock()
+        self._pruned = False
+
+    @property
+    def key(self) -> str:
+        """The site's key, `render_digest()-corpus_digest()`, taken when first asked for (an added program's
+        record is digested then, not at start-up)."""
+        with self._lock:
+            if self._key is None:
+                self._key = f"{render_digest()}-{corpus_digest(self._corpus)}"
+                self._corpus = None
+            return self._key
+
+    @property
+    def folder(self) -> Path:
+        """The folder this site's files are kept in."""
+        return (self._root or kept_root()) / self.key
+
+    def _file(self, path: str) -> Path:
+        return self.folder / f"{path}{SUFFIX}"
+
+    def read(self, path: str) -> bytes | None:
+        """The kept bytes of the site file `path`, or None when none are kept (or they are broken: said in one line)."""
+        file = self._file(path)
+        try:
+            data = file.read_bytes()
+        except OSError:
+            return None
+        cut = data.find(b"\n")
+        try:
+            meta = json.loads(data[:cut] if cut >= 0 else data)
+            if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+                raise ValueError("not a kept site file")
+            if meta.get("key") != self.key or meta.get("path") != path:
+                raise ValueError(f"it names {meta.get('path')!r} of site {meta.get('key')!r}")
+            body = data[cut + 1:]
+            if len(body) != meta["bytes"] or hashlib.sha256(body).hexdigest() != meta["sha256"]:
+                raise ValueError("its bytes are cut short or changed")
+        except (ValueError, KeyError, TypeError) as e:  # a JSONDecodeError and a UnicodeDecodeError are ValueErrors
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            self.warn(f"ignoring the damaged kept site file {file} ({why}); making it again")
+            return None
+        return body
+
+    def length(self, path: str) -> int | None:
+        """The length of the site file `path` as its kept file's first line says, reading no more; None when
+        none is kept for this site (`read` checks the bytes themselves)."""
+        try:
+            with open(self._file(path), "rb") as f:
+                meta = json.loads(f.readline(4096))
+            if meta["schema"] == SCHEMA and meta["key"] == self.key and meta["path"] == path:
+                return int(meta["bytes"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return None
+
+    def write(self, path: str, body: bytes) -> bool:
+        """Keep `body` as the site file `path`; whether it was (a cache that refuses the write keeps nothing)."""
+        meta = {"schema": SCHEMA, "key": self.key, "path": path, "bytes": len(body),
+                "sha256": hashlib.sha256(body).hexdigest()}
+        try:
+            write_atomic(self._file(path), json.dumps(meta, separators=(",", ":")).encode("utf-8") + b"\n" + body)
+        except OSError:
+            return False
+        if not self._pruned:
+            self._pruned = True
+            self._prune()
+        return True
+
+    def _prune(self) -> None:
+        """Mark this site the newest, and remove the kept sites of other keys but the `KEEP_SITES` newest."""
+        try:
+            os.utime(self.folder)
+        except OSError:
+            return
+        remove_older(self.folder, _KEY, KEEP_SITES)
+
+
+_KEY = re.compile(r"[0-9a-f]{16}-[0-9a-f]{16}")
+
+
+def _warn(line: str) -> None:
+    from dumpgym.terminal import printable
+
+    print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)

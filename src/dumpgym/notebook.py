@@ -171,32 +171,23 @@ def xray(function, *example_args, compiled: bool | str = False, **example_kwargs
     The arguments are pytrees as `dumpgym.add` takes them (`program.partition`): arrays,
     ShapeDtypeStructs, aval strings such as 'bf16[64,128]', models; other leaves are static.
     """
-    from dumpgym.traced.facts import build_facts
-    from dumpgym.traced.program import partition, trace_failure
-    from dumpgym.traced.trace import trace
-    from dumpgym.traced.xray import build_xray
+    from dumpgym.corpus.pipeline import function_record
+    from dumpgym.record.targets import CPU, parse_target
 
-    partitioned = partition(function, example_args, example_kwargs)
-    try:
-        traced = trace(partitioned.function, partitioned.structs)
-    except Exception as e:  # the same line `dumpgym.add` gives: whose fault, with JAX's advice
-        raise trace_failure(e, function, partitioned, args=example_args, kwargs=example_kwargs) from e
-    facts = build_facts(traced)
-    result = build_xray(traced, facts)
-    layers = {}
+    targets = []
     if compiled:
-        from dumpgym.compiled.layer import compile_layer
-        from dumpgym.record.targets import CPU, parse_target, target_id
-
         target = CPU if compiled is True else parse_target(str(compiled))
         target.require()
-        layers[target_id(target)] = compile_layer(traced, facts, target)
+        targets.append(target)
+    name = getattr(function, "__name__", "program")
+    record = function_record(function, example_args, example_kwargs, slug="notebook", title=name,
+                             entry=f"<notebook>:{name}", name=name, targets=targets)
     return NotebookXRay(
-        name=getattr(function, "__name__", "program"),
-        jaxpr=traced.jaxpr,
-        stablehlo=traced.stablehlo,
-        groups=[g.to_json() for g in result.groups],
-        stats=result.stats,
-        eqns=facts.eqns,
-        compiled=layers,
+        name=name,
+        jaxpr=record.jaxpr,
+        stablehlo=record.stablehlo,
+        groups=[g.to_json() for g in record.xray],
+        stats=record.xray_stats,
+        eqns=record.eqns,
+        compiled=dict(record.compiled),
     )

@@ -34,17 +34,6 @@ def _check_arity(function, entry: str, count: int) -> None:
         ) from None
 
 
-def _raised_while_tracing(error: BaseException) -> bool:
-    """Whether `error` came out of tracing the user's function (`trace.trace`), not a later stage of ours."""
-    from dumpgym.traced.trace import trace
-    tb = error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code is trace.__code__:
-            return True
-        tb = tb.tb_next
-    return False
-
-
 def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: str | None = None,
         corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool | str = False,
         args_from: str | None = None, wait: float | None = None) -> ProgramRecord:
@@ -100,8 +89,7 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     """
     import jax
 
-    from dumpgym.corpus.pipeline import program_record
-    from dumpgym.traced.program import Program, partition, trace_failure
+    from dumpgym.corpus.pipeline import function_record
 
     _check_slug_syntax(slug)
     _check_title(title)
@@ -112,19 +100,9 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     with locked(folder, exclusive=False, wait=wait):
         _check_slug_free(slug, folder)  # fail before the slow part; checked again under the write lock
     target = _compile_target(compiled)
-    partitioned = partition(function, args, kwargs)
-    program = Program(slug=slug, title=title or name, lesson=f"Your program {name}.", function=partitioned.function,
-                      args=partitioned.avals, entry=entry, structs=partitioned.structs)
     _check_writable(folder)
-    try:
-        record = program_record(program, progress, [target] if target is not None else [])
-    except ProgramError:
-        raise
-    except Exception as e:
-        if not _raised_while_tracing(e):
-            raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
-        # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
-        raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
+    record = function_record(function, args, kwargs, slug=slug, title=title or name, entry=entry, name=name,
+                             targets=[target] if target is not None else [], progress=progress)
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
     _store(folder, [record], wait)

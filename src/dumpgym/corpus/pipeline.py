@@ -125,3 +125,35 @@ def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:
 
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else None
     return program_record(builtin_program(slug), progress, _builtin_compiles(compiled)).to_json()
+
+
+def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str, title: str, entry: str, name: str,
+                    targets: Iterable[Target] = (), progress: Callable[[str], None] | None = None) -> ProgramRecord:
+    """The record of a user's `function` on example values (pytrees, models, static leaves): `dumpgym add`'s and
+    the notebook's. A failure while JAX traces it becomes one ProgramError saying whose fault it is."""
+    from dumpgym.errors import ProgramError
+    from dumpgym.traced.program import Program, partition, trace_failure
+
+    partitioned = partition(function, args, kwargs)
+    program = Program(slug=slug, title=title, lesson=f"Your program {name}.", function=partitioned.function,
+                      args=partitioned.avals, entry=entry, structs=partitioned.structs)
+    try:
+        return program_record(program, progress, targets)
+    except ProgramError:
+        raise
+    except Exception as e:
+        if not _raised_while_tracing(e):
+            raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
+        # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
+        raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
+
+
+def _raised_while_tracing(error: BaseException) -> bool:
+    """Whether `error` came out of tracing the user's function (`trace.trace`), not a later stage of ours."""
+    from dumpgym.traced.trace import trace
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is trace.__code__:
+            return True
+        tb = tb.tb_next
+    return False

@@ -298,3 +298,60 @@ def test_every_memory_space_answer_is_the_rows_whose_buffers_print_that_space(re
         assert all(module.outside(i) for i in run), item["card"]
         right = [k for k, i in enumerate(run, start=1) if item["space"] in _spaces(i.shape)]
         assert right == list(item["answer_lines"]), item["card"]
+
+
+def test_a_kernel_without_a_cost_estimate_is_unknown_in_every_row_and_sum():
+    """pallas-matmul's Mosaic kernel carries no `cost_estimate` in its printed backend_config: its FLOPs are shown
+    unknown in its row, and the sums are "at least" with the kernel counted apart, never a silent 0."""
+    import subprocess
+    import sys
+
+    layer = _tpu_layers()["pallas-matmul", "tpu"]
+    module = Module(layer.text)
+    kernels = [i for i in module.by_line.values() if 'custom_call_target="tpu_custom_call"' in i.text]
+    assert len(kernels) == 1 and '"cost_estimate"' not in kernels[0].text
+    costs = cost.layer_cost(layer, "tpu")
+    row = next(c for c in costs.instructions if c.line == kernels[0].line)
+    assert row.work.unknown == 1 and costs.total.unknown == costs.once.unknown == 1
+    out = subprocess.run([sys.executable, "-m", "dumpgym", "cost", "pallas-matmul", "--target", "tpu"],
+                         capture_output=True, text=True, timeout=600).stdout.splitlines()
+    (printed,) = [line for line in out if re.match(rf"\s*{kernels[0].line} ", line)]
+    assert printed.split()[4] == "unknown"
+    assert any("plus 1 kernel of unknown cost" in line and line.startswith("sums") for line in out)
+    assert any(line.startswith("roofline: at least ") for line in out)
+    from dumpgym.cost_view import cost_view
+
+    view = cost_view(layer, "tpu")
+    assert view.unknown_kernels == 1 and next(r for r in view.rows if r.line == kernels[0].line).unknown
+
+
+@pytest.mark.needs_tpu
+def test_a_kernels_own_cost_estimate_is_its_cost_as_libtpu_counts_it():
+    """A Pallas kernel given a `CostEstimate`: JAX writes it into the custom call's backend_config; its row's FLOPs and
+    transcendentals are the estimate's, and the program's (the kernel alone) are what libtpu's cost_analysis() says."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.sharding import SingleDeviceSharding
+
+    from dumpgym.target import DEFAULT_TOPOLOGY, topology_devices
+    from test_cost_view import _compile_for_tpu
+
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = jnp.dot(x_ref[...], y_ref[...])
+
+    def f(x, y):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((128, 128), jnp.float32),
+                              cost_estimate=pl.CostEstimate(flops=2 * 128 ** 3, transcendentals=7,
+                                                            bytes_accessed=3 * 128 * 128 * 4))(x, y)
+
+    chip = SingleDeviceSharding(topology_devices(DEFAULT_TOPOLOGY)[0])
+    arg = jax.ShapeDtypeStruct((128, 128), jnp.float32, sharding=chip)
+    layer, plain = _compile_for_tpu(f, (arg, arg))
+    xla = plain.cost_analysis()
+    (call,) = [i for i in Module(layer.text).by_line.values() if i.opcode == "custom-call"]
+    assert '"cost_estimate":{"flops":"4194304","transcendentals":"7"' in call.text
+    costs = cost.layer_cost(layer, "tpu")
+    row = next(c for c in costs.instructions if c.line == call.line)
+    assert (row.work.flops, row.work.transcendentals, row.work.unknown) == (2 * 128 ** 3, 7, 0)
+    assert (costs.once.flops, costs.once.transcendentals) == (xla["flops"], xla["transcendentals"])

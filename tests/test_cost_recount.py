@@ -1,4 +1,4 @@
-"""cost.py recounted by code of its own, from the compiled HLO text of the committed corpus (every TPU layer) and
+"""cost.py recounted by code of its own, from the compiled HLO text of the committed corpus (every layer) and
 XLA's shape parser: the bytes each instruction outside a fusion reads and writes, by memory space; the bytes each
 device sends, each collective once (one channel: an async collective's start, continuation and done fusions hold
 copies of it); and every `cost/dominant` and `layouts/memory-space` answer by that recount.
@@ -11,6 +11,7 @@ sums against `cost_analysis()`).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -160,6 +161,16 @@ def recount_bytes(module: Module, ins: Line) -> tuple[dict[int, int], dict[int, 
     return read, ({} if ins.opcode.endswith("-start") else _spaces(ins.shape))
 
 
+def _devices(text: str) -> int:
+    """The devices in each replica group; a mesh's named axes may print its device order between the mesh and
+    the axes (`mesh['axis_0'=4,'axis_1'=1] , device_ids=([2,4]T(1,0)) {'axis_0'}`)."""
+    found = re.search(r"replica_groups=mesh\[([^\]]*)\][^{]*\{([^}]*)\}", text)
+    if found:
+        sizes = dict((a, int(n)) for a, n in re.findall(r"'(\w+)'=(\d+)", found.group(1)))
+        return math.prod(sizes[a] for a in re.findall(r"'(\w+)'", found.group(2)))
+    return _group_size(text) if "replica_groups=" in text else 1
+
+
 def _holder(module: Module, ins: Line) -> Line:
     """The instruction outside fusions whose run runs this one (itself, or the fusion holding it)."""
     while not module.outside(ins):
@@ -184,7 +195,7 @@ def recount_sends(module: Module) -> dict[int, int]:
             if key in seen:
                 continue
             seen.add(key)
-        n = _group_size(ins.text) if "replica_groups=" in ins.text else 1
+        n = _devices(ins.text)
         operands = sum(_tiled_bytes(a) for name in ins.operands for a in _arrays(module.by_name[name].shape))
         if base == "collective-permute":
             sent = operands
@@ -202,22 +213,27 @@ def recount_sends(module: Module) -> dict[int, int]:
 
 
 @functools.cache
-def _tpu_layers():
+def _layers():
+    """Every compiled layer of the committed corpus recorded with the compiled facts, by (program, target)."""
     from dumpgym.corpus import load_builtin
     from dumpgym.record import ProgramRecord
 
     out = {}
     for p in load_builtin()["programs"]:
         record = ProgramRecord.from_json(p)
-        for target, layer in record.layers("tpu").items():
+        for target, layer in record.compiled.items():
             if layer.has_facts:
                 out[record.slug, target] = layer
     return out
 
 
+def _tpu_layers():
+    return {k: v for k, v in _layers().items() if v.backend == "tpu"}
+
+
 @functools.cache
 def _recount(slug: str, target: str):
-    layer = _tpu_layers()[slug, target]
+    layer = _layers()[slug, target]
     module = Module(layer.text)
     rows = {i.line: recount_bytes(module, i) for i in module.by_line.values() if module.outside(i)}
     return module, rows, recount_sends(module)
@@ -237,10 +253,18 @@ def test_fsdp_step_on_a_tpu_sends_61440_bytes_per_device_each_collective_once():
     assert channels.count("3") == 3  # the one async all-gather, printed in its start, continuation and done
 
 
-@pytest.mark.parametrize("slug, target", sorted(_tpu_layers()))
-def test_every_tpu_instructions_bytes_by_space_and_sends_are_the_recount(slug, target):
+# The record's gap the recount finds: the compile stage (hlo_facts._GROUPS) does not read replica groups printed
+# as a mesh with its device order (`mesh['axis_0'=4,...], device_ids=([2,4]T(1,0)) {'axis_0'}`), so cost.py sees
+# no group for two all-gathers and counts them sending nothing. Fixed there, it needs the corpus rebuilt.
+RECORD_GAPS = {("fsdp-step-whole-grads", "cpu"): "two all-gathers' replica groups printed with device_ids"}
+
+
+@pytest.mark.parametrize("slug, target", [
+    pytest.param(slug, target, marks=[pytest.mark.xfail(strict=True, reason=RECORD_GAPS[slug, target])]
+                 if (slug, target) in RECORD_GAPS else []) for slug, target in sorted(_layers())])
+def test_every_instructions_bytes_by_space_and_sends_are_the_recount(slug, target):
     module, rows, sends = _recount(slug, target)
-    costs = cost.layer_cost(_tpu_layers()[slug, target], target)
+    costs = cost.layer_cost(_layers()[slug, target], target)
     for c in costs.instructions:
         if c.place not in ("entry", "control"):
             assert not c.work.read and not c.work.written and not c.work.sends, (slug, c.line)  # no buffer
@@ -269,12 +293,13 @@ def test_no_operand_in_vmem_is_charged_as_hbm():
 def test_every_dominant_answer_is_the_longest_by_the_recount(read_pool):
     """Each option's time on the chip's published peaks: cost.py's FLOPs (checked against XLA in test_cost.py),
     the recounted HBM bytes and bytes sent; the answer is the longest, every other at most 90% of it."""
-    items = [i for i in read_pool if i["drill"] == "cost" and i["step"] == "dominant" and i["layer"] == "tpu"]
-    assert items
-    chip = CHIPS["TPU v5 lite"]
+    items = [i for i in read_pool if i["drill"] == "cost" and i["step"] == "dominant"]
+    assert {i["layer"] for i in items} == {"tpu", "gpu"}
     for item in items:
+        layer = _layers()[item["program"], item["layer"]]
+        chip = CHIPS[layer.device_kind]
         _module, rows, sends = _recount(item["program"], item["layer"])
-        costs = {c.name: c for c in cost.layer_cost(_tpu_layers()[item["program"], item["layer"]], "tpu").instructions}
+        costs = {c.name: c for c in cost.layer_cost(layer, item["layer"]).instructions}
         times = []
         for name in item["option_names"]:
             c = costs[name]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dumpgym.cost import LayerCost
 from dumpgym.record import CompiledLayer
 
-_SORTS = {"line": lambda c: c.line, "flops": lambda c: -c.work.flops, "bytes": lambda c: -c.work.bytes}
+_SORTS = {"line": lambda c: c.line, "flops": lambda c: -c.work.flops, "bytes": lambda c: -c.work.bytes,
+          "sends": lambda c: -c.work.sends}
 
 
 def _n(value: float) -> str:

@@ -76,13 +76,12 @@ def gap(cost: LayerCost) -> str:
     if not timed or not xla:
         return ""
     ours = timed[0]
-    words = (f"XLA's optimal_seconds is {xla / ours:.3g}x ours" if xla >= ours
-             else f"ours is {ours / xla:.3g}x XLA's optimal_seconds")
-    return (f"{words}: ours is a bound on the program's summed FLOPs, HBM bytes and bytes sent at the chip's "
-            "published peaks; XLA's is " + ("libtpu's own model (per-op and per-collective latency, its own byte "
-                                             "counts, VMEM traffic and vector-unit rates ours leaves out)"
-                                             if cost.target == "tpu" or "TPU" in (cost.chip.name if cost.chip else "")
-                                             else "XLA's own cost model of each op"))
+    ratio = f"{xla / ours:.3g}x" if xla >= ours else f"{ours / xla:.3g} times less than"
+    tpu = cost.chip is not None and cost.chip.name.startswith("TPU")
+    return (f"XLA's optimal_seconds ({xla * 1e6:.3g}us) is {ratio} the roofline of the program's sums "
+            f"({ours * 1e6:.3g}us), a bound from the chip's published peaks that leaves out each op's and each "
+            "collective's latency, VMEM traffic and the vector unit's rate; XLA's figure is "
+            + ("libtpu's own model, which it does not publish" if tpu else "XLA's own model of each op"))
 
 
 def _sums(cost: LayerCost) -> str:

@@ -89,8 +89,8 @@ export function boundSentence(cost) {
   if (r.bound === 'interconnect') {
     return html`<p class="bound" data-xray-bound>The top instruction, <code>%${r.name}</code> (${r.opcode}, HLO ${r.line}${runs}), takes ${
       fact('share', r.share, shareText(r.share))} of the estimated time and is <strong>interconnect-bound</strong>: each device sends ${
-      fact('sends', r.sends, si(r.sends, 'B'))} to the others, at ${si(chip.interconnect_bytes_per_s, 'B/s')} (<span title="${
-      chip.interconnect_source}">${chip.name}'s published interconnect figure</span>) longer than its FLOPs and HBM bytes take.</p>`;
+      fact('sends', r.sends, si(r.sends, 'B'))} to the others, which at ${si(chip.interconnect_bytes_per_s, 'B/s')} (<span title="${
+      chip.interconnect_source}">${chip.name}'s published interconnect figure</span>) takes longer than its FLOPs and its HBM bytes.</p>`;
   }
   const idle = !r.flops && !r.transcendentals;  // a copy: bytes alone
   const rests = idle && r.hbm_bytes
@@ -124,7 +124,7 @@ function costHead(cost) {
   const link = chip.interconnect_bytes_per_s
     ? html`, <span title="${chip.interconnect_source}">${si(chip.interconnect_bytes_per_s, 'B/s')} sent on its interconnect</span>` : '';
   const unknown = cost.unknown_kernels
-    ? html` At least: ${plural(cost.unknown_kernels, 'kernel')} of unknown cost (no cost estimate) count only ${cost.unknown_kernels > 1 ? 'their' : 'its'} bytes.` : '';
+    ? html` At least: ${plural(cost.unknown_kernels, 'kernel')} of unknown cost (no cost estimate) ${cost.unknown_kernels > 1 ? 'count only their' : 'counts only its'} bytes.` : '';
   const gap = cost.gap ? html` <span data-xray-cost-gap>${cost.gap}.</span>` : '';
   return html`<p class="fine" data-xray-cost-head>Estimated time ${cost.unknown_kernels ? 'at least ' : ''}${fact('seconds', cost.seconds, duration(cost.seconds))}: each instruction's roofline time (the longest of its FLOPs, HBM bytes and bytes sent) on <span title="${chip.source}">${chip.name}'s peaks (${
     si(chip.flops_per_s, 'FLOP/s')}, ${si(chip.hbm_bytes_per_s, 'B/s')} HBM)</span>${link}, summed; a bound, not a measurement. The figure beside each compiled line is its share.${unknown}${loops}${gap}</p>`;

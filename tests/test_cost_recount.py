@@ -380,3 +380,24 @@ def test_a_kernels_own_cost_estimate_is_its_cost_as_libtpu_counts_it():
     row = next(c for c in costs.instructions if c.line == call.line)
     assert (row.work.flops, row.work.transcendentals, row.work.unknown) == (2 * 128 ** 3, 7, 0)
     assert (costs.once.flops, costs.once.transcendentals) == (xla["flops"], xla["transcendentals"])
+
+
+@pytest.mark.parametrize("slug", sorted(slug for slug, target in _layers() if target == "cpu"))
+def test_the_recount_sums_to_xlas_bytes_accessed_on_the_cpu(slug):
+    """The recount's own check against XLA: on the CPU, where `cost_analysis()` is XLA's HloCostAnalysis, every
+    instruction outside fusions' bytes (each loop body once, a conditional's largest branch) add up to the bytes
+    accessed XLA reported when the corpus was built (`CompiledLayer.xla_cost`)."""
+    layer = _layers()[slug, "cpu"]
+    module, rows, _sends = _recount(slug, "cpu")
+    moved = {line: sum(r.values()) + sum(w.values()) for line, (r, w) in rows.items()}
+    branches: list[list[str]] = []
+    for ins in module.by_line.values():
+        if ins.opcode == "conditional":
+            listed = re.search(r"branch_computations=\{([^}]*)\}", ins.text)
+            names = re.findall(r"%([\w.\-]+)", listed.group(1)) if listed else [
+                ins.attr("true_computation"), ins.attr("false_computation")]
+            branches.append(names)
+    in_branch = {name for names in branches for name in names}
+    total = sum(v for line, v in moved.items() if module.by_line[line].computation not in in_branch)
+    total += sum(max(sum(moved[i.line] for i in module.members[name]) for name in names) for names in branches)
+    assert total == layer.xla_cost["bytes accessed"]

@@ -236,8 +236,8 @@ class _Layer:
             for inner in self.members.get(c, ()):
                 if inner.opcode == "fusion":
                     out += self.collectives_in(inner)
-                elif _RING.get(inner.opcode) or inner.opcode in _PERMUTES:
-                    out.append(inner)
+                elif _PRINTED_RING.get(self.layer.printed(inner) or "", inner.opcode) in (*_RING, *_PERMUTES):
+                    out.append(inner)  # an async wrapper counts as the op it wraps, as `_ring` reads it
         return out
 
     def continues(self, fusion: Instruction, inner: Instruction) -> bool:

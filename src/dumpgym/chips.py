@@ -40,8 +40,9 @@ def register_chip(device_kind: str, chip: Chip) -> Chip:
 
 register_chip("TPU v5 lite", Chip(
     "TPU v5e", 197e12, 819e9, "Google Cloud, TPU v5e page: 197 TFLOP/s bf16, 819 GB/s HBM2",
-    # 1,600 Gbps is 200 GB/s: the chip's whole ICI bandwidth, all its links together
-    200e9, "Google Cloud, TPU v5e page: inter-chip interconnect (ICI) bandwidth 1,600 Gbps per chip"))
+    # 400 GB/s counts both directions of all 4 ICI ports together: a chip sends at half of it
+    200e9, "Google Cloud, TPU v5e page: bidirectional inter-chip interconnect (ICI) bandwidth 400 GB/s per chip, "
+           "4 ICI ports (200 GB/s each way)"))
 register_chip("NVIDIA H100 80GB HBM3", Chip(
     "H100 SXM", 989e12, 3.35e12, "NVIDIA H100 datasheet, SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3",
     # 900 GB/s counts both directions: a GPU sends at half of it

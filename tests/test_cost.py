@@ -169,6 +169,8 @@ def test_every_chip_of_the_corpus_has_its_peaks_and_the_docs_state_them(corpus):
     for kind, chip in chips.CHIPS.items():
         assert f"`{kind}`" in text and chip.name in text, kind
         assert f"{chip.flops_per_s / 1e12:g} TFLOP/s" in text and f"{chip.hbm_bytes_per_s / 1e9:g} GB/s" in text
+        assert chip.interconnect_bytes_per_s and chip.interconnect_source, kind  # collectives are timed on every chip
+        assert f"{chip.interconnect_bytes_per_s / 1e9:g} GB/s" in text, kind
 
 
 def test_a_record_made_before_the_cost_facts_is_refused_in_one_line(tmp_path):

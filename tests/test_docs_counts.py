@@ -183,7 +183,8 @@ ROWS = [
      lambda f: len({i["program"] for i in f.items("kernels")})),
     # GYM·13, cost
     ("docs/drills.md", r"The built-in corpus gives (\d+) cost items", lambda f: len(f.items("cost"))),
-    ("docs/drills.md", r"cost items: (\d+ `dominant`, \d+ `padding`, \d+ `sends`)", lambda f: f.count("cost", "step")),
+    ("docs/drills.md", r"cost items: (\d+ `dominant`, \d+ `padding`, \d+ `sends`, \d+ `bound`)",
+     lambda f: f.count("cost", "step")),
     ("docs/drills.md", r"\(`dominant`: (\d+) TPU and \d+ GPU", lambda f: len(f.items("cost", step="dominant", layer="tpu"))),
     ("docs/drills.md", r"`dominant`: \d+ TPU and (\d+) GPU", lambda f: len(f.items("cost", step="dominant", layer="gpu"))),
     ("docs/drills.md", r"\d+ GPU, from (\d+) programs, \d+ with four options",
@@ -195,7 +196,7 @@ ROWS = [
      lambda f: len({i["program"] for i in f.items("cost", step="sends")})),
     ("docs/drills.md", r"`sends` from \d+ programs: (\d+ `cpu`, \d+ `tpu`, \d+ `gpu`)",
      lambda f: f.count("cost", "layer", step="sends")),
-    ("docs/drills.md", r"so `bound` gives (no) items here", lambda f: len(f.items("cost", step="bound"))),
+    ("docs/drills.md", r"So `bound` gives (\d+) items here", lambda f: len(f.items("cost", step="bound"))),
     # GYM·06, partitioner
     ("docs/drills.md", r"In the built-in corpus \(([\w, -]+)\) the drill gives", _partitioned_programs),
     ("docs/drills.md", r"the drill gives (\d+) items: \d+ `shard-shape`", lambda f: len(f.items("partitioner"))),

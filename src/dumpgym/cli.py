@@ -347,8 +347,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("slug", metavar="SLUG", help="a program of the corpus")
     p.add_argument("--target", default="cpu", metavar="ID",
                    help="which compiled layer: cpu (the default), tpu (v5e) or gpu (H100); the chip's peaks time it")
-    p.add_argument("--sort", choices=("line", "time", "flops", "bytes"), default="line",
-                   help="order of the rows (default: as printed; time: by estimated time, largest first)")
+    p.add_argument("--sort", choices=("line", "time", "flops", "bytes", "sends"), default="line",
+                   help="order of the rows (default: as printed; time: by estimated time, largest first; sends: "
+                        "by bytes a collective sends)")
     p.add_argument("--fused", action="store_true", help="also list the instructions inside fusions and regions")
     p.add_argument("--compile", action="store_true",
                    help="compile the program here again instead of reading its recorded layer (needs JAX; for a "

@@ -148,3 +148,35 @@ def test_on_a_phone_a_tapped_row_shows_the_compiled_column_at_its_line(open_fres
     assert in_view(pg, "hlo", n) and "cur" in pg.locator(f"[data-xray-col=hlo] [data-line='{n}']").get_attribute("class")
     assert errors == []
     close_pages(context)
+
+
+def test_collectives_show_their_bytes_sent_and_share_and_an_interconnect_bound_is_said(page, records):
+    """fsdp-step on the TPU: a column of bytes sent, each row's cost.py's, its collectives timed (a share, not 0%);
+    the head names the interconnect's published figure and why XLA's optimal_seconds differs."""
+    open_xray(page, "fsdp-step", "tpu")
+    costs = cost.layer_cost(records["fsdp-step"].compiled["tpu"], "tpu")
+    sent = {c.line: c.work.sends for c in costs.instructions if c.place in ("entry", "control") and c.work.sends}
+    assert sum(sent.values()) == costs.total.sends and sent
+    assert page.locator("th", has_text="sent").count() == 1
+    shares = timed(costs)
+    assert all(line in shares for line in sent), "every collective takes time on the interconnect"
+    assert {line: share_text(shares[line]) for line in sent} == {line: gutter(page)[line] for line in sent}
+    head = page.locator("[data-xray-cost-head]").inner_text()
+    assert "sent on its interconnect" in head and "optimal_seconds" in page.locator("[data-xray-cost-gap]").inner_text()
+    top = next(c for c in costs.instructions if c.line == max(shares, key=lambda line: (shares[line], -line)))
+    if top.work.roofline(costs.chip)[1] == "interconnect":
+        sentence = page.locator("[data-xray-bound]").inner_text()
+        assert "interconnect-bound" in sentence and f"%{top.name}" in sentence
+        facts = dict(page.eval_on_selector_all("[data-xray-bound] data", "els => els.map(e => [e.dataset.costFact, Number(e.value)])"))
+        assert facts["sends"] == top.work.sends
+
+
+def test_a_kernel_of_unknown_cost_reads_unknown_never_zero(page, records):
+    open_xray(page, "pallas-matmul", "tpu")
+    costs = cost.layer_cost(records["pallas-matmul"].compiled["tpu"], "tpu")
+    (kernel,) = [c for c in costs.instructions if c.work.unknown]
+    row = page.locator(f"[data-cost-rows] tr[data-cost-line='{kernel.line}']")
+    assert row.locator("[data-cost-unknown]").inner_text() == "unknown"
+    assert row.locator("[data-cost-share]").inner_text() == "unknown"
+    head = page.locator("[data-xray-cost-head]").inner_text()
+    assert head.startswith("Estimated time at least ") and "1 kernel of unknown cost" in head

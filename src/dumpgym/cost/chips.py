@@ -10,12 +10,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Chip:
-    """A chip's published peaks: dense bf16 matmul FLOP/s and HBM bytes/s, and where each figure is published."""
+    """A chip's published peaks: dense bf16 matmul FLOP/s, HBM bytes/s and the bytes/s one chip sends to the others
+    over its interconnect (a TPU's ICI, an H100's NVLink), and where each figure is published."""
 
     name: str
     flops_per_s: float
     hbm_bytes_per_s: float
     source: str
+    interconnect_bytes_per_s: float | None = None  # None: collectives get no time (their bytes sent still count)
+    interconnect_source: str = ""
 
     @property
     def ridge(self) -> float:
@@ -35,7 +38,12 @@ def register_chip(device_kind: str, chip: Chip) -> Chip:
     return chip
 
 
-register_chip("TPU v5 lite", Chip("TPU v5e", 197e12, 819e9,
-                                  "Google Cloud, TPU v5e page: 197 TFLOP/s bf16, 819 GB/s HBM2"))
-register_chip("NVIDIA H100 80GB HBM3", Chip("H100 SXM", 989e12, 3.35e12,
-                                            "NVIDIA H100 datasheet, SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3"))
+register_chip("TPU v5 lite", Chip(
+    "TPU v5e", 197e12, 819e9, "Google Cloud, TPU v5e page: 197 TFLOP/s bf16, 819 GB/s HBM2",
+    # 400 GB/s counts both directions of all 4 ICI ports together: a chip sends at half of it
+    200e9, "Google Cloud, TPU v5e page: bidirectional inter-chip interconnect (ICI) bandwidth 400 GB/s per chip, "
+           "4 ICI ports (200 GB/s each way)"))
+register_chip("NVIDIA H100 80GB HBM3", Chip(
+    "H100 SXM", 989e12, 3.35e12, "NVIDIA H100 datasheet, SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3",
+    # 900 GB/s counts both directions: a GPU sends at half of it
+    450e9, "NVIDIA H100 datasheet, SXM: NVLink 900 GB/s (both directions together; 450 GB/s each way)"))

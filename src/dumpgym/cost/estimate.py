@@ -64,11 +64,14 @@ class Work:
     read: dict[int, int] = field(default_factory=dict)  # bytes by memory space (0: HBM on a TPU or GPU)
     written: dict[int, int] = field(default_factory=dict)
     sends: int = 0  # bytes each device sends to others (collectives)
+    kernel: int = 0  # a custom kernel's FLOPs, as its own cost estimate gives them (a Pallas `CostEstimate`)
+    unknown: int = 0  # custom kernels whose FLOPs nothing gives: the FLOPs here are at least the rest's
 
     @property
     def flops(self) -> int:
-        """FLOPs as XLA's `flops` counts them: matmul, elementwise and reduction, transcendentals apart."""
-        return self.matmul + self.elementwise + self.reduction
+        """FLOPs as XLA's `flops` counts them: matmul, elementwise, reduction and kernels' own estimates,
+        transcendentals apart (without the kernels of unknown cost: a lower bound where `unknown`)."""
+        return self.matmul + self.elementwise + self.reduction + self.kernel
 
     @property
     def hbm_bytes(self) -> int:
@@ -83,36 +86,49 @@ class Work:
     def __add__(self, other: Work) -> Work:
         return Work(self.matmul + other.matmul, self.elementwise + other.elementwise,
                     self.reduction + other.reduction, self.transcendentals + other.transcendentals,
-                    _add(self.read, other.read), _add(self.written, other.written), self.sends + other.sends)
+                    _add(self.read, other.read), _add(self.written, other.written), self.sends + other.sends,
+                    self.kernel + other.kernel, self.unknown + other.unknown)
 
     def times(self, n: int) -> Work:
-        """This work done n times."""
+        """This work done n times (a kernel of unknown cost is still one kernel, however often it runs)."""
         return Work(self.matmul * n, self.elementwise * n, self.reduction * n, self.transcendentals * n,
                     {k: v * n for k, v in self.read.items()}, {k: v * n for k, v in self.written.items()},
-                    self.sends * n)
+                    self.sends * n, self.kernel * n, self.unknown if n else 0)
 
     def most(self, other: Work) -> Work:
         """The larger of each count (a conditional runs one branch: XLA charges each figure's largest)."""
         return Work(max(self.matmul, other.matmul), max(self.elementwise, other.elementwise),
                     max(self.reduction, other.reduction), max(self.transcendentals, other.transcendentals),
-                    _most(self.read, other.read), _most(self.written, other.written), max(self.sends, other.sends))
+                    _most(self.read, other.read), _most(self.written, other.written), max(self.sends, other.sends),
+                    max(self.kernel, other.kernel), max(self.unknown, other.unknown))
 
     def intensity(self) -> float | None:
         """FLOPs per HBM byte (None when it moves no HBM bytes)."""
         return self.flops / self.hbm_bytes if self.hbm_bytes else None
 
     def roofline(self, chip: Chip | None) -> tuple[float, str] | None:
-        """(seconds, "compute" or "memory"): the longer of FLOPs and transcendentals at the chip's matmul peak
-        and HBM bytes at its bandwidth; None without a chip."""
+        """(seconds, "compute", "memory" or "interconnect"): the longest of FLOPs and transcendentals at the chip's
+        matmul peak, HBM bytes at its bandwidth and bytes sent at its interconnect's; None without a chip. Where
+        `unknown`, a lower bound: a kernel of unknown cost adds its bytes and no FLOPs."""
         if chip is None:
             return None
         compute = (self.flops + self.transcendentals) / chip.flops_per_s
         memory = self.hbm_bytes / chip.hbm_bytes_per_s
+        network = self.sends / chip.interconnect_bytes_per_s if chip.interconnect_bytes_per_s else 0.0
+        if network > max(compute, memory):
+            return network, "interconnect"
         return max(compute, memory), "compute" if compute >= memory else "memory"
 
 
 def _add(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
     return {k: a.get(k, 0) + b.get(k, 0) for k in sorted({*a, *b})}
+
+
+def _in_space(part: dict[int, int], whole: dict[int, int]) -> dict[int, int]:
+    """A part's bytes in the memory space its whole lives in (a fused slice of a VMEM operand reads VMEM); as
+    the part says where the whole spans several spaces."""
+    spaces = [k for k, v in whole.items() if v]
+    return {spaces[0]: sum(part.values())} if len(spaces) == 1 and part else part
 
 
 def _most(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
@@ -200,6 +216,55 @@ class _Layer:
         self.counters = {c.line: c for c in layer.while_counters}
         self.entry = next(c.name for c in layer.computations if c.entry)
         self.roots = {c.name: c.root for c in layer.computations}
+        self.lines = layer.text.splitlines()
+
+    def custom_call(self, ins: Instruction) -> tuple[str, dict[str, int] | None]:
+        """A custom call's target and the cost estimate its kernel carries (a Pallas `CostEstimate`: JAX writes
+        it into the call's backend_config as `"cost_estimate":{"flops":"…",…}`), None where it carries none.
+        The record keeps neither as a fact: they are read off the call's own line."""
+        text = self.lines[ins.line - 1] if 0 < ins.line <= len(self.lines) else ""
+        target = re.search(r'custom_call_target="([^"]*)"', text)
+        found = re.search(r'"cost_estimate":\{([^{}]*)\}', text)
+        estimate = None if found is None else {
+            k: int(v) for k, v in re.findall(r'"(\w+)":"?(\d+)"?', found.group(1))}
+        return (target.group(1) if target else ""), estimate
+
+    def collectives_in(self, fusion: Instruction) -> list[Instruction]:
+        """The collectives inside a fusion's body, nested fusions' included."""
+        out = []
+        for c in fusion.calls:
+            for inner in self.members.get(c, ()):
+                if inner.opcode == "fusion":
+                    out += self.collectives_in(inner)
+                elif _PRINTED_RING.get(self.layer.printed(inner) or "", inner.opcode) in (*_RING, *_PERMUTES):
+                    out.append(inner)  # an async wrapper counts as the op it wraps, as `_ring` reads it
+        return out
+
+    def continues(self, fusion: Instruction, inner: Instruction) -> bool:
+        """Whether a collective fused into `fusion` continues one an earlier fusion started: a TPU's async
+        collective is a start, continuation(s) and a done fusion, each holding a copy of the one collective (one
+        channel). Its data comes, through the fused parameter and get-tuple-elements, from a fusion holding a
+        collective of the same op over the same replica groups."""
+        if not inner.operands:
+            return False
+        param = self.by_line.get(inner.operands[0])
+        if param is None or param.opcode != "parameter" or param.parameter is None \
+                or param.parameter >= len(fusion.operands):
+            return False
+        source = self.by_line[fusion.operands[param.parameter]]
+        while source.opcode == "gettupleelement" and source.operands:
+            source = self.by_line[source.operands[0]]
+        if source.opcode != "fusion":
+            return False
+        groups = self.groups.get(inner.line, ())
+        return any(c.opcode == inner.opcode and self.groups.get(c.line, ()) == groups
+                   for c in self.collectives_in(source))
+
+    def scatters(self, ins: Instruction) -> bool:
+        """Whether an all-reduce keeps only a slice of its sum on each device (every user a dynamic slice: a
+        TPU's all-reduce-scatter fusion): it sends as a reduce-scatter does, one pass round the ring."""
+        users = self.users.get(ins.line, ())
+        return bool(users) and all(u.opcode == "dynamicslice" for u in users)
 
     def buffers(self, ins: Instruction):
         shape = self.layer.shapes[ins.shape]
@@ -243,8 +308,8 @@ class _Layer:
         """The bytes a fusion writes: its result, or where its fused ROOT is a dynamic-update-slice (updating
         its operand in place), only the update, as XLA's HloCostAnalysis counts it."""
         roots = [self.by_line[self.roots[c]] for c in ins.calls if c in self.roots]
-        if len(roots) == 1 and roots[0].opcode == "dynamicupdateslice":
-            return self.bytes_of(self.by_line[roots[0].operands[1]])
+        if len(roots) == 1 and roots[0].opcode == "dynamicupdateslice":  # the update, where the result lives
+            return _in_space(self.bytes_of(self.by_line[roots[0].operands[1]]), self.bytes_of(ins))
         return self.bytes_of(ins)
 
     def _param_reads(self, param: Instruction, whole: dict[int, int]) -> dict[int, int]:
@@ -258,7 +323,9 @@ class _Layer:
                                       if p.opcode == "parameter" and p.parameter == k), None)
                         out = _add(out, whole if inner is None else self._param_reads(inner, whole))
             elif user.opcode in ("slice", "dynamicslice") and user.operands[0] == param.line:
-                out = _add(out, self.bytes_of(user))
+                # the slice's bytes, read where the operand lives (a fused slice's own result is no buffer: it
+                # prints no `S(n)` even when it reads VMEM)
+                out = _add(out, _in_space(self.bytes_of(user), whole))
             elif user.opcode == "dynamicupdateslice" and user.operands[0] == param.line:
                 continue  # updated in place: the target is not read
             elif user.opcode in ("broadcast", "reshape"):
@@ -313,9 +380,26 @@ def _flops(layer: _Layer, ins: Instruction) -> Work:
         return Work(reduction=math.prod(layer.dims(ins.operands[-1])) * _region_flops(layer, ins))
     if op in ("allreduce", "allreducestart"):
         return Work(reduction=sum(math.prod(b.dims) for b in layer.buffers(ins)))
+    if op == "customcall":
+        return _kernel(layer, ins)
     if op == "fusion":
         return sum((_flops(layer, inner) for c in ins.calls for inner in layer.members.get(c, ())), Work())
     return Work()
+
+
+# Custom calls XLA itself inserts, whose work is known: they compute nothing (an allocation, an async collective's
+# start and done markers inside its fusions, a gather's index checks); any other custom call is a kernel.
+XLA_HELPERS = frozenset({"AllocateBuffer", "AsyncCollectiveStart", "AsyncCollectiveDone",
+                         "AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked"})
+
+
+def _kernel(layer: _Layer, ins: Instruction) -> Work:
+    """A custom call's FLOPs: its kernel's own estimate where it carries one, none for XLA's helpers, and
+    otherwise unknown (counted in `unknown`, never as a silent 0)."""
+    target, estimate = layer.custom_call(ins)
+    if estimate is not None:
+        return Work(kernel=estimate.get("flops", 0), transcendentals=estimate.get("transcendentals", 0))
+    return Work() if target in XLA_HELPERS else Work(unknown=1)
 
 
 def _region_flops(layer: _Layer, ins: Instruction) -> int:
@@ -365,17 +449,16 @@ def _moves(layer: _Layer, ins: Instruction) -> Work:
 
 
 def _fused_sends(layer: _Layer, fusion: Instruction) -> int:
-    """What the collectives inside a fusion send (a TPU fuses an all-reduce or all-gather with its neighbours)."""
+    """What the collectives inside a fusion send (a TPU fuses an all-reduce or all-gather with its neighbours), each
+    once: a collective an earlier fusion started (an async collective's continuation and done) sends nothing more."""
     total = 0
-    for c in fusion.calls:
-        for inner in layer.members.get(c, ()):
-            if inner.opcode == "fusion":
-                total += _fused_sends(layer, inner)
-            else:
-                read: dict[int, int] = {}
-                for line in inner.operands:
-                    read = _add(read, layer.bytes_of(layer.by_line[line]))
-                total += _sends(layer, inner, read, layer.bytes_of(inner))
+    for inner in layer.collectives_in(fusion):
+        if layer.continues(fusion, inner):
+            continue
+        read: dict[int, int] = {}
+        for line in inner.operands:
+            read = _add(read, layer.bytes_of(layer.by_line[line]))
+        total += _sends(layer, inner, read, layer.bytes_of(inner))
     return total
 
 
@@ -413,6 +496,8 @@ def _ring(layer: _Layer, ins: Instruction, read: dict[int, int]) -> Ring | None:
     if op not in _RING:
         return None
     which, passes = _RING[op]
+    if op in ("allreduce", "allreducestart") and layer.scatters(ins):
+        op, which, passes = "reducescatter", "operand", 1
     data = sum(read.values()) if which == "operand" else sum(
         (layer.bytes_of(ins) if not ins.opcode.endswith("start") else _started(layer, ins)).values())
     return Ring(op, n, passes, data)
@@ -432,6 +517,14 @@ def rings(layer: CompiledLayer) -> dict[int, Ring]:
             if found is not None:
                 out[ins.line] = found
     return out
+
+
+def buffer_computations(layer: CompiledLayer) -> set[str]:
+    """The computations whose instructions' results are buffers: the entry and what a while, a conditional or a
+    call runs. Not a fusion's body (its intermediates stay on chip, in no buffer: its parameters are the fusion's
+    operands and its root the fusion's result) nor a reducer's scalar region."""
+    read = _Layer(layer)
+    return {c.name for c in layer.computations if read.place(c.name) in ("entry", "control")}
 
 
 def started_results(layer: CompiledLayer, ins: Instruction) -> list:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 from dumpgym.cost.chips import Chip
 from dumpgym.cost.estimate import CostError, InstructionCost, LayerCost, layer_cost
+from dumpgym.cost.table import gap
 from dumpgym.record.schema import CompiledLayer
 
 COST_SCHEMA = "dumpgym.cost/1"
@@ -27,6 +28,8 @@ class ChipView:
     hbm_bytes_per_s: float
     ridge: float  # FLOPs per HBM byte at which compute and memory take equally long
     source: str
+    interconnect_bytes_per_s: float | None = None  # what one chip sends to the others (ICI, NVLink)
+    interconnect_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,11 @@ class CostRow:
     hbm_bytes: int
     bytes: int  # read and written in every memory space
     sends: int
+    unknown: bool  # a kernel whose FLOPs nothing gives (no cost estimate): `flops` and `seconds` are lower bounds
     intensity: float | None
     per_byte: float | None
     seconds: float | None
-    bound: str  # "compute", "memory", or "" without a chip (or without time: a copy-done writes only VMEM)
+    bound: str  # "compute", "memory", "interconnect", or "" without a chip (or without time: a copy-done writes only VMEM)
     share: float | None
 
 
@@ -78,10 +82,14 @@ class CostView:
     top: int | None = None
     idle: int = 0
     unknown_trips: tuple[int, ...] = ()
+    unknown_kernels: int = 0  # custom kernels of unknown cost: `seconds` is at least the rest's
+    sends: int = 0  # bytes each device sends over the program (loops at their trip counts)
+    gap: str = ""  # why our time and XLA's optimal_seconds differ, where XLA gives one
 
 
 def _chip(chip: Chip | None) -> ChipView | None:
-    return None if chip is None else ChipView(chip.name, chip.flops_per_s, chip.hbm_bytes_per_s, chip.ridge, chip.source)
+    return None if chip is None else ChipView(chip.name, chip.flops_per_s, chip.hbm_bytes_per_s, chip.ridge, chip.source,
+                                              chip.interconnect_bytes_per_s, chip.interconnect_source)
 
 
 def _row(cost: LayerCost, c: InstructionCost, printed: str) -> CostRow:
@@ -91,7 +99,7 @@ def _row(cost: LayerCost, c: InstructionCost, printed: str) -> CostRow:
     return CostRow(
         line=c.line, name=c.name, opcode=printed, computation=c.computation, runs=c.runs,
         flops=work.flops, transcendentals=work.transcendentals, hbm_bytes=work.hbm_bytes, bytes=work.bytes,
-        sends=work.sends, intensity=work.intensity(), per_byte=computed / work.hbm_bytes if work.hbm_bytes else None,
+        sends=work.sends, unknown=bool(work.unknown), intensity=work.intensity(), per_byte=computed / work.hbm_bytes if work.hbm_bytes else None,
         # weighted as LayerCost.share weighs a row: one run's time times its runs (once where not known)
         seconds=None if timed is None else timed[0] * (c.runs or 1),
         bound=timed[1] if timed and timed[0] else "",  # a row that takes no time is bound by nothing
@@ -107,13 +115,14 @@ def cost_view(layer: CompiledLayer, target: str) -> CostView:
         return CostView(COST_SCHEMA, target, str(e), layer.backend, layer.device_kind)
     by_line = {i.line: i for i in layer.instructions}
     outside = [c for c in cost.instructions if c.place in ("entry", "control")]
-    busy = [c for c in outside if c.work.flops or c.work.transcendentals or c.work.bytes or c.work.sends]
+    busy = [c for c in outside if c.work.flops or c.work.transcendentals or c.work.bytes or c.work.sends
+            or c.work.unknown]
     rows = tuple(_row(cost, c, layer.printed(by_line[c.line]) or c.opcode) for c in busy)
     timed = [r for r in rows if r.share is not None]
     top = max(timed, key=lambda r: (r.share, -r.line)).line if timed and any(r.share for r in timed) else None
     seconds = sum(r.seconds for r in timed) if cost.chip else None
     return CostView(COST_SCHEMA, target, "", layer.backend, layer.device_kind, _chip(cost.chip), seconds, rows, top,
-                    len(outside) - len(busy), cost.unknown_trips)
+                    len(outside) - len(busy), cost.unknown_trips, cost.total.unknown, cost.total.sends, gap(cost))
 
 
 def cost_file(layer: CompiledLayer, target: str) -> dict:

@@ -148,7 +148,9 @@ def _send_item(target: str, hlo: CompiledLayer, ins: Instruction, ring: Ring, ba
         wrong.append((data * (n - 1) // n, "all-reduce-once", "counted one pass; an all-reduce makes two"))
     if dense != data:
         wrong.append((ring.passes * dense * (n - 1) // n, "unpadded",
-                      f"counted its elements' {dense:,} bytes; tiled, it takes {data:,}"))
+                      f"counted its elements' {dense:,} bytes; this count takes the data at its layout, "
+                      f"{data:,} bytes with its tiles' padding (a model choice, docs/cost.md: libtpu does not "
+                      "publish how it packs a transfer)"))
     if groups != n and groups > 1:
         wrong.append((ring.passes * data * (groups - 1) // groups, "groups-for-size",
                       f"took the {groups} groups for the {n} devices in each"))

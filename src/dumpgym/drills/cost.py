@@ -41,15 +41,17 @@ def seconds(t: float) -> str:
 
 
 def peaks(chip: Chip) -> str:
-    """A chip's peaks as the questions quote them: `TPU v5e (197 TFLOP/s, 819 GB/s)`."""
-    return f"{chip.name} ({chip.flops_per_s / 1e12:g} TFLOP/s, {chip.hbm_bytes_per_s / 1e9:g} GB/s)"
+    """A chip's peaks as the questions quote them: `TPU v5e (197 TFLOP/s, 819 GB/s HBM, 200 GB/s interconnect)`."""
+    link = f", {chip.interconnect_bytes_per_s / 1e9:g} GB/s interconnect" if chip.interconnect_bytes_per_s else ""
+    return f"{chip.name} ({chip.flops_per_s / 1e12:g} TFLOP/s, {chip.hbm_bytes_per_s / 1e9:g} GB/s HBM{link})"
 
 
 def _work_words(c: InstructionCost, chip: Chip) -> str:
     """One row's cost in a few words: FLOPs, HBM bytes, time: `%fusion.14 (line 77): 17,367,040 FLOPs,
     165,376 HBM bytes, 202 ns`."""
     w = c.work
-    return (f"%{c.name} (line {c.line}): {w.flops + w.transcendentals:,} FLOPs, {w.hbm_bytes:,} HBM bytes, "
+    sent = f"{w.sends:,} bytes sent, " if w.sends else ""
+    return (f"%{c.name} (line {c.line}): {w.flops + w.transcendentals:,} FLOPs, {w.hbm_bytes:,} HBM bytes, {sent}"
             f"{seconds(w.roofline(chip)[0])}")
 
 
@@ -78,7 +80,7 @@ def _dominant_items(target: str, hlo: CompiledLayer, costs: LayerCost) -> list[I
     chip = costs.chip
     by_computation: dict[str, list[InstructionCost]] = {}
     for c in costs.instructions:
-        if c.place in ("entry", "control") and _time(c, chip) > 0:
+        if c.place in ("entry", "control") and _time(c, chip) > 0 and not c.work.unknown:  # a kernel of unknown cost has no time
             by_computation.setdefault(c.computation, []).append(c)
     spans = {c.name: c.lines for c in hlo.computations}
     items = []
@@ -111,7 +113,8 @@ def _dominant_item(target: str, hlo: CompiledLayer, chip: Chip, computation: str
         else f"%{computation}"
     return Item(
         question=(f"Which of lines {listed} of {where} (numbered) takes the longest on {peaks(chip)} by the "
-                  "roofline: the longer of its FLOPs at the peak and its HBM bytes at their layouts over the bandwidth?"),
+                  "roofline: the longest of its FLOPs at the peak, its HBM bytes at their layouts over the bandwidth "
+                  "and the bytes it sends over the interconnect's?"),
         answer=Choice(tuple(f"line {n}" for n in lines), rank, tuple(reasons), tuple(rules)),
         context=(Lines(target, span[0], span[1], cut=True, numbered=True), Note(which_compile(hlo))),
         card=("dominant", computation, str(rank), target), layer=target, step="dominant", feedback=feedback,
@@ -124,7 +127,9 @@ def _bound_items(target: str, hlo: CompiledLayer, costs: LayerCost) -> list[Item
     """Every row outside fusions that does FLOPs and moves HBM bytes, where the layer holds rows of both
     bounds: each bound's rows share half the layer's weight, so neither answer is the habit that pays."""
     chip = costs.chip
-    rows = [c for c in costs.instructions if c.place in ("entry", "control") and c.work.flops and c.work.hbm_bytes]
+    # a row bound by its bytes sent, or a kernel of unknown cost, is asked about by neither side of the ridge
+    rows = [c for c in costs.instructions if c.place in ("entry", "control") and c.work.flops and c.work.hbm_bytes
+            and not c.work.unknown and c.work.roofline(chip)[1] != "interconnect"]
     by_bound: dict[str, list[InstructionCost]] = {b: [] for b in BOUNDS}
     for c in rows:
         by_bound[f"{c.work.roofline(chip)[1]}-bound"].append(c)

@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from dataclasses import replace
 
+from dumpgym.cost.estimate import buffer_computations
 from dumpgym.drills import drill
 from dumpgym.drills._avals import order
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Definition, Listing, placed_evenly, which_compile
@@ -181,9 +182,14 @@ def _space_items(program: ProgramRecord, target: str, hlo: CompiledLayer, listin
     """Per computation, every run of `ROWS` of its instruction lines (fewer in a shorter one), asked about one
     memory space that some but not all of its rows' results hold and that two rows of one opcode differ in
     (a `copy-done` into VMEM beside one into HBM, a fusion whose result is in VMEM beside one whose result
-    is not): the opcode alone does not say which rows to tap, the layouts must be read."""
+    is not): the opcode alone does not say which rows to tap, the layouts must be read. Only computations whose
+    results are buffers are asked about: inside a fusion's body an intermediate has no buffer, in HBM or
+    anywhere (it prints no `S(n)` without being in HBM)."""
     items = []
+    buffered = buffer_computations(hlo)
     for comp in hlo.computations:
+        if comp.name not in buffered:
+            continue
         first, last = comp.lines
         body = list(range(first + 1, last))  # the signature and the closing brace are not instructions
         spaces = {n: _row_spaces(listing, n) for n in body}

@@ -64,8 +64,15 @@ export function costNote(cost, n) {
   const r = cost?.rows?.find((row) => row.line === n);
   if (!r) return '';
   const share = r.share ? `${shareText(r.share)} of the estimated time, ${r.bound}-bound · ` : '';
-  return html` · <span class="cost-note" data-xray-line-cost>${share}${si(r.flops, 'FLOP')} · ${si(r.hbm_bytes, 'B')} HBM${
+  return html` · <span class="cost-note" data-xray-line-cost>${share}${flopsText(r, 'FLOP')} · ${si(r.hbm_bytes, 'B')} HBM${
+    r.sends ? ` · ${si(r.sends, 'B')} sent` : ''}${
     r.runs === 1 ? '' : ` · runs ${r.runs ?? 'an unknown number of'} times`}</span>`;
+}
+
+/** A row's FLOPs as shown: "unknown" for a kernel whose cost nothing gives (no cost estimate), never a silent 0. */
+export function flopsText(r, unit) {
+  if (r.unknown && !r.flops) return 'unknown';
+  return `${si(r.flops, unit)}${r.unknown ? ' + unknown' : ''}`;
 }
 
 /** The top instruction's bound in words, with the figures it rests on and the chip's ridge point. */
@@ -79,6 +86,12 @@ export function boundSentence(cost) {
   const ridge = html`${chip.name}'s ridge point of ${fact('ridge', chip.ridge, `${Number(chip.ridge.toPrecision(3))} FLOP/B`)} (${
     si(chip.flops_per_s, 'FLOP/s')} ÷ ${si(chip.hbm_bytes_per_s, 'B/s')})`;
   const compute = r.bound === 'compute';
+  if (r.bound === 'interconnect') {
+    return html`<p class="bound" data-xray-bound>The top instruction, <code>%${r.name}</code> (${r.opcode}, HLO ${r.line}${runs}), takes ${
+      fact('share', r.share, shareText(r.share))} of the estimated time and is <strong>interconnect-bound</strong>: each device sends ${
+      fact('sends', r.sends, si(r.sends, 'B'))} to the others, which at ${si(chip.interconnect_bytes_per_s, 'B/s')} (<span title="${
+      chip.interconnect_source}">${chip.name}'s published interconnect figure</span>) takes longer than its FLOPs and its HBM bytes.</p>`;
+  }
   const idle = !r.flops && !r.transcendentals;  // a copy: bytes alone
   const rests = idle && r.hbm_bytes
     ? html`it computes nothing and moves ${fact('hbm_bytes', r.hbm_bytes, si(r.hbm_bytes, 'B'))} of HBM traffic: ${
@@ -108,8 +121,13 @@ function costHead(cost) {
     return html`<p class="fine" data-xray-cost-note>No time and no shares${why}. The table gives each instruction's FLOPs and bytes.${loops}</p>`;
   }
   const chip = cost.chip;
-  return html`<p class="fine" data-xray-cost-head>Estimated time ${fact('seconds', cost.seconds, duration(cost.seconds))}: each instruction's roofline time on <span title="${chip.source}">${chip.name}'s peaks (${
-    si(chip.flops_per_s, 'FLOP/s')}, ${si(chip.hbm_bytes_per_s, 'B/s')} HBM)</span>, summed; a bound, not a measurement. The figure beside each compiled line is its share.${loops}</p>`;
+  const link = chip.interconnect_bytes_per_s
+    ? html`, <span title="${chip.interconnect_source}">${si(chip.interconnect_bytes_per_s, 'B/s')} sent on its interconnect</span>` : '';
+  const unknown = cost.unknown_kernels
+    ? html` At least: ${plural(cost.unknown_kernels, 'kernel')} of unknown cost (no cost estimate) ${cost.unknown_kernels > 1 ? 'count only their' : 'counts only its'} bytes.` : '';
+  const gap = cost.gap ? html` <span data-xray-cost-gap>${cost.gap}.</span>` : '';
+  return html`<p class="fine" data-xray-cost-head>Estimated time ${cost.unknown_kernels ? 'at least ' : ''}${fact('seconds', cost.seconds, duration(cost.seconds))}: each instruction's roofline time (the longest of its FLOPs, HBM bytes and bytes sent) on <span title="${chip.source}">${chip.name}'s peaks (${
+    si(chip.flops_per_s, 'FLOP/s')}, ${si(chip.hbm_bytes_per_s, 'B/s')} HBM)</span>${link}, summed; a bound, not a measurement. The figure beside each compiled line is its share.${unknown}${loops}${gap}</p>`;
 }
 
 const SORTS = {
@@ -117,11 +135,15 @@ const SORTS = {
   time: (a, b) => (b.share ?? 0) - (a.share ?? 0) || a.line - b.line,
   flops: (a, b) => b.flops - a.flops || b.transcendentals - a.transcendentals || a.line - b.line,
   bytes: (a, b) => b.hbm_bytes - a.hbm_bytes || b.bytes - a.bytes || a.line - b.line,
+  sends: (a, b) => b.sends - a.sends || a.line - b.line,
 };
-const SORT_NAMES = { line: 'line', time: 'cost (share of time)', flops: 'FLOPs', bytes: 'HBM bytes' };
+const SORT_NAMES = { line: 'line', time: 'cost (share of time)', flops: 'FLOPs', bytes: 'HBM bytes', sends: 'bytes sent' };
 
-/** The sorts a layer offers: by line, by cost where it has a chip, by FLOPs and by bytes. */
-const sortsOf = (cost) => Object.keys(SORTS).filter((k) => k !== 'time' || cost.chip);
+/** The sorts a layer offers: by line, by cost where it has a chip, by FLOPs, by bytes, by bytes sent where any are. */
+const sortsOf = (cost) => Object.keys(SORTS).filter((k) => (k !== 'time' || cost.chip) && (k !== 'sends' || sent(cost)));
+
+/** Whether a layer's collectives send anything (then the table has a column of bytes sent). */
+const sent = (cost) => cost.rows.some((r) => r.sends);
 
 /** The table's rows, sorted by `sort` ("line", "time", "flops", "bytes"). */
 function costTableRows(cost, sort) {
@@ -129,8 +151,9 @@ function costTableRows(cost, sort) {
   const loops = cost.rows.some((r) => r.runs !== 1);
   const intensity = (r) => (r.intensity === null ? '—' : Number(r.intensity.toPrecision(3)));
   return html`${[...cost.rows].sort(SORTS[sort] ?? SORTS.line).map((r) => html`<tr data-cost-line="${r.line}"${
-    r.line === cost.top ? html` class="lead"` : ''}>${timed ? html`<td class="fig" data-cost-share>${shareText(r.share) || '0%'}</td>` : ''}<td><button type="button" data-cost-line="${r.line}" aria-label="HLO line ${r.line}: show it in the listing">HLO ${r.line}</button></td><td><code>%${r.name}</code></td><td>${r.opcode}</td>${
-    loops ? html`<td class="fig">${r.runs ?? '?'}</td>` : ''}<td class="fig">${si(r.flops, '')}</td><td class="fig">${si(r.hbm_bytes, 'B')}</td><td class="fig">${intensity(r)}</td>${
+    r.line === cost.top ? html` class="lead"` : ''}>${timed ? html`<td class="fig" data-cost-share>${r.unknown ? 'unknown' : shareText(r.share) || '0%'}</td>` : ''}<td><button type="button" data-cost-line="${r.line}" aria-label="HLO line ${r.line}: show it in the listing">HLO ${r.line}</button></td><td><code>%${r.name}</code></td><td>${r.opcode}</td>${
+    loops ? html`<td class="fig">${r.runs ?? '?'}</td>` : ''}<td class="fig"${r.unknown ? html` data-cost-unknown` : ''}>${flopsText(r, '')}</td><td class="fig">${si(r.hbm_bytes, 'B')}</td>${
+    sent(cost) ? html`<td class="fig">${si(r.sends, 'B')}</td>` : ''}<td class="fig">${intensity(r)}</td>${
     timed ? html`<td>${r.bound}</td>` : ''}</tr>`)}`;
 }
 
@@ -155,6 +178,7 @@ export function costPanel(cost, sort) {
   return html`<div class="costs" data-xray-cost>${costHead(cost)}${cost.chip ? boundSentence(cost) : ''}
     <p class="sorts"><span role="group" aria-label="sort the instructions by">sort ${plural(cost.rows.length, 'instruction')} by ${sorts.map((k) => html`<button type="button" data-cost-sort="${k}" aria-pressed="${String(k === on)}">${SORT_NAMES[k]}</button>`)}</span><span class="fine">outside fusions${idle}</span></p>
     <div class="cost-table"><table><thead><tr>${timed ? html`<th scope="col">share</th>` : ''}<th scope="col">line</th><th scope="col">instruction</th><th scope="col">opcode</th>${
-    loops ? html`<th scope="col">runs</th>` : ''}<th scope="col" title="FLOPs, one run (transcendentals apart, as XLA counts them)">FLOPs</th><th scope="col" title="bytes read and written in HBM (memory space 0), one run">HBM bytes</th><th scope="col" title="FLOPs per HBM byte">FLOP/B</th>${
+    loops ? html`<th scope="col">runs</th>` : ''}<th scope="col" title="FLOPs, one run (transcendentals apart, as XLA counts them)">FLOPs</th><th scope="col" title="bytes read and written in HBM (memory space 0), one run">HBM bytes</th>${
+    sent(cost) ? html`<th scope="col" title="bytes each device sends to the others (collectives), one run">sent</th>` : ''}<th scope="col" title="FLOPs per HBM byte">FLOP/B</th>${
     timed ? html`<th scope="col">bound</th>` : ''}</tr></thead><tbody data-cost-rows>${costTableRows(cost, on)}</tbody></table></div></div>`;
 }

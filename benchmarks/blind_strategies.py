@@ -1,5 +1,5 @@
-"""The blind readers themselves, registered by form into `blind_readers.STRATEGIES`: each answers every
-item of one form of one drill kind, from what a blind reader sees (see blind_readers.py), or None where
+"""The blind readers themselves, registered by form into `blind_items.STRATEGIES`: each answers every
+item of one form of one drill kind, from what a blind reader sees (see blind_items.py), or None where
 it has no answer.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import statistics
 from collections import Counter
 from typing import Callable
 
-from blind_readers import (Seen, candidates, jaccard, left_out, masked, number_of, op_name, per_item, step_key,
+from blind_items import (Seen, candidates, jaccard, left_out, masked, number_of, op_name, per_item, step_key,
                            strategy, tokens)
 from dumpgym.drills import answer as forms
 
@@ -116,13 +116,6 @@ def _usual_for_question(items: list[Seen]) -> list:
                       lambda i: [_options(i)[i.answer["index"]]])
     return [_argbest(len(_options(i)), lambda k, c=c, i=i: c[_options(i)[k]]) if c else None
             for i, c in zip(items, counts)]
-
-
-@strategy("choice", "classifier")
-def _classifier(items: list[Seen]) -> list:
-    from blind_classifier import play_left_out
-
-    return play_left_out(items)
 
 
 # typed -----------------------------------------------------------------------------------------------

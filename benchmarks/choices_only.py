@@ -2,7 +2,7 @@
 
     python benchmarks/choices_only.py [--pool FILE] [--corpus FILE] [--no-steps]
 
-Plays every blind reader (benchmarks/blind_strategies.py, the table `STRATEGIES` of blind_readers.py:
+Plays every blind reader (benchmarks/blind_strategies.py, the table `STRATEGIES` of blind_items.py:
 for `choice` items place, length, likeness to the other options, overlap with the question, numbers,
 the usual answer of the step or of the same question and a learned classifier; for `typed` the usual value and values copied from the question; for `line`
 and `lines` first, middle and last rows and the operations usually right; for `axes` the usual set and

@@ -305,3 +305,23 @@ def test_only_jax_internals_reaches_into_jax():
     offenders = {path.relative_to(PACKAGE).as_posix(): found for path in sorted(PACKAGE.rglob("*.py"))
                  if path.name != "jax_internals.py" and (found := _private_jax(path))}
     assert not offenders, f"only jax_internals.py may reach JAX's internals: {offenders}"
+
+
+def scripts_graph(folder: Path) -> dict[str, set[str]]:
+    """Script -> the scripts of the same folder it imports by bare name (benchmarks/ import each other so)."""
+    names = {p.stem for p in folder.glob("*.py")}
+    out = {}
+    for path in sorted(folder.glob("*.py")):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module)
+        out[path.stem] = found & names - {path.stem}
+    return out
+
+
+def test_the_benchmarks_have_no_import_circles():
+    graph = scripts_graph(PACKAGE.parents[1] / "benchmarks")
+    assert graph and not knots(graph), _report(graph)

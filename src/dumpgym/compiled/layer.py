@@ -34,7 +34,7 @@ from typing import NamedTuple
 from dumpgym.traced.facts import Facts
 from dumpgym.compiled.attribution import attribute, dataflow, enclosing
 from dumpgym.ir.hlo_facts import with_facts, xla_analyses
-from dumpgym.ir.hlo_graph import CompiledGraph
+from dumpgym.ir.hlo_graph import CompiledGraph, definition_lines
 from dumpgym.ir.tags import Names, carry_tags, shown_text
 from dumpgym.record.schema import VIAS, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.traced.devices import compiled_for, retarget, topology_devices
@@ -82,20 +82,6 @@ def _instructions(module):
             yield computation.name, instruction
 
 
-def _definition_lines(text: str) -> tuple[dict[str, int], set[str]]:
-    """The 1-based line on which each instruction `%name = ...` is printed, and the names printed as ROOT."""
-    out, roots = {}, set()
-    for n, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        head = stripped.removeprefix("ROOT ")
-        if head.startswith("%") and " = " in head:
-            name = head[1:].split(" = ", 1)[0]
-            out.setdefault(name, n)
-            if stripped.startswith("ROOT "):
-                roots.add(name)
-    return out, roots
-
-
 @with_collector_paused  # a lowering builds the module's objects by the ten thousand (as `trace` pauses it for its own)
 def start_compiles(trace, target: Target = CPU) -> Compiles:
     """XLA's compile of `trace` for `target`, set going on a thread of its own: the caller goes on (the
@@ -128,7 +114,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
     printed = compiled.as_text()
     text = shown_text(printed)
     listed = list(_instructions(module))
-    lines, roots = _definition_lines(text)
+    lines, roots = definition_lines(text)
     graph = CompiledGraph(listed, roots, _entry_name(text), facts.eqn_of_tag, compiles.names)
     eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
 

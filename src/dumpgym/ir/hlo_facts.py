@@ -16,13 +16,12 @@ from __future__ import annotations
 import math
 import re
 
-from dumpgym.ir.hlo_graph import CALLS_RE, TO_APPLY_RE, defined, opcode_of as _opcode
+from dumpgym.ir.hlo_graph import CALLS_RE, PARAMETER_RE, TO_APPLY_RE, defined, opcode_of as _opcode
 from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction, ReplicaGroups,
                             ResultShape, Sharding, WhileCounter, WindowDim)
 
 _COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
-_PARAMETER = re.compile(r" parameter\((\d+)\)")
 _OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
 # `sharding={...}` up to the next attribute (a sharding prints no `, name=` inside its braces).
 _SHARDING = re.compile(r"sharding=(\{.*?\})(?=, [a-z_]+=|$)")
@@ -69,7 +68,7 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
             dot=read_dot(line) if ins.opcode == "dot" else None,
             convolution=read_convolution(line) if ins.opcode == "convolution" else None,
             window=read_window(line) if ins.opcode == "reducewindow" else (),
-            parameter=int(_PARAMETER.search(line).group(1)) if ins.opcode == "parameter" else None,
+            parameter=int(PARAMETER_RE.search(line).group(1)) if ins.opcode == "parameter" else None,
             control=control_computations(line) if ins.opcode in ("while", "conditional") else ()))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
@@ -204,7 +203,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def _entry_parameter(ins: Instruction, line: str) -> EntryParameter:
     """An entry parameter's number, its argument's name (op_name) and its sharding, from its printed line."""
-    number, name = _PARAMETER.search(line), _OP_NAME.search(line)
+    number, name = PARAMETER_RE.search(line), _OP_NAME.search(line)
     sharding = _SHARDING.search(line)
     return EntryParameter(ins.line, int(number.group(1)), name.group(1) if name else "",
                           read_sharding(sharding.group(1)) if sharding else None)
@@ -371,7 +370,7 @@ class _Loops:
             params = inner.operands()
             if params and all(_opcode(p) == "parameter" for p in params):
                 outer = ins.operands()
-                return _opcode(inner), [outer[int(_PARAMETER.search(p.to_string()).group(1))] for p in params], inner
+                return _opcode(inner), [outer[int(PARAMETER_RE.search(p.to_string()).group(1))] for p in params], inner
         return _opcode(ins), list(ins.operands()), ins
 
     def _compare(self, test) -> tuple[int, str, int] | None:

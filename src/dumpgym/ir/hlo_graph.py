@@ -16,7 +16,7 @@ from dumpgym.ir.tags import tag_of
 # What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
 CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
 TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
-_PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
+PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
 _LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
 # `%name = SHAPE opcode(`: no ` word(` occurs inside a printed shape (tiles and spaces follow `:`).
 _DEFINITION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.+?) ([a-z][a-z0-9\-]*)\(")
@@ -26,6 +26,20 @@ def defined(line: str) -> tuple[str, str, str] | None:
     """(name, result shape, opcode) as an instruction's printed line has them; None for any other line."""
     found = _DEFINITION.match(line)
     return (found.group(1), found.group(2), found.group(3)) if found else None
+
+
+def definition_lines(text: str) -> tuple[dict[str, int], set[str]]:
+    """The 1-based line on which each instruction `%name = ...` is printed, and the names printed as ROOT."""
+    out, roots = {}, set()
+    for n, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        head = stripped.removeprefix("ROOT ")
+        if head.startswith("%") and " = " in head:
+            name = head[1:].split(" = ", 1)[0]
+            out.setdefault(name, n)
+            if stripped.startswith("ROOT "):
+                roots.add(name)
+    return out, roots
 
 
 def opcode_of(instruction) -> str:
@@ -99,7 +113,7 @@ class CompiledGraph:
                 for callee in self.calls[name]:
                     self.callers[callee].append(name)
             elif self.opcode[name] == "parameter":
-                self.param_number[name] = int(_PARAMETER_RE.search(printed).group(1))
+                self.param_number[name] = int(PARAMETER_RE.search(printed).group(1))
         self.params_of = {(self.computation[p], k): p for p, k in self.param_number.items()}
         self.region_of: dict[str, str] = {}  # instruction -> the region computation holding it (any depth)
         for region in self.holders:

@@ -2,7 +2,7 @@
 and compiling it in one process: the issue's bar is a ratio of at most 1.5. With `--before REF`, the add at
 that commit too (checked out in a temporary `git worktree`), side by side.
 
-add compiles the program once, as JAX does (the tags ride in each op's location: `hlo_tags.py`); what
+add compiles the program once, as JAX does (the tags ride in each op's location: `ir/tags.py`); what
 it adds to JAX's own work is the tagged lowering the x-ray reads, the facts, the x-ray and the dataflow
 (made while XLA compiles), and what reads the compile (its graph, the attribution, its text and shapes)
 and the write after it.

@@ -16,11 +16,11 @@ Last, a request naming a foreign Host (DNS rebinding) must get 421 and none of t
 With `--slow-clients N`, each server is started fresh with N slow clients beside it, held for the whole run;
 `dumpgym serve` twice per run, in the two states a start can find: "nothing kept" (truly cold: an empty
 cache folder for kept site files, so each listing, layer, cost or change file is rendered and compressed
-once, on Linux by the server's two render worker processes, `render_pool.py`, which start on them all
+once, on Linux by the server's two render worker processes, `serve/render_pool.py`, which start on them all
 when the URL is printed and take first the file a GET waits for; the second of settling and the 20
 normal GETs below give them about 2 s before the load run, so it measures what a browser opening
 the page finds, not a render of every file under load) and "kept" (a second fresh process on that cache, holding the files the first one made for
-these same requests: `kept_files.py`; it renders none, it reads them from disk). Both keep the user's
+these same requests: `site/kept.py`; it renders none, it reads them from disk). Both keep the user's
 drill items (the benchmark's cache folder links the user's `drills` folder), as any start after the first
 does. The slow clients:
 half send a request head a byte every half second and never finish it, half ask for `corpus.json`

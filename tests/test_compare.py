@@ -1,4 +1,4 @@
-"""Two compiles side by side (`compare.py`, `dumpgym diff`): the built-in compiles with one change, and what
+"""Two compiles side by side (`cost/compare.py`, `dumpgym diff`): the built-in compiles with one change, and what
 compare says appeared, vanished and changed between each and its base, checked against XLA itself: the
 compiled texts read through jaxlib's HLO bindings, and a fresh compile's own `memory_analysis()`."""
 from collections import Counter

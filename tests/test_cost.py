@@ -1,4 +1,4 @@
-"""The costs of cost.py, checked against JAX and XLA: each compiled dot's FLOPs against XLA's count of that
+"""The costs of cost/estimate.py, checked against JAX and XLA: each compiled dot's FLOPs against XLA's count of that
 dot compiled alone, each dot_general equation's against `jax.experimental.roofline`, and each program's sums
 against `cost_analysis()` and `memory_analysis()` of a fresh compile, differing only where docs/cost.md
 names the difference (which instruction, whose rule)."""

@@ -1,11 +1,11 @@
-"""cost.py recounted by code of its own, from the compiled HLO text of the committed corpus (every layer) and
+"""cost/estimate.py recounted by code of its own, from the compiled HLO text of the committed corpus (every layer) and
 XLA's shape parser: the bytes each instruction outside a fusion reads and writes, by memory space; the bytes each
 device sends, each collective once (one channel: an async collective's start, continuation and done fusions hold
 copies of it); and every `cost/dominant` and `layouts/memory-space` answer by that recount.
 
-Nothing here calls cost.py's byte or send rules: the text is read line by line, each array padded to its tiles by
+Nothing here calls cost/estimate.py's byte or send rules: the text is read line by line, each array padded to its tiles by
 the tiling rule `test_drills_cost.py` writes out (itself checked against XLA's `memory_analysis()`), and a FLOP count
-is taken from cost.py only where it is checked against XLA elsewhere (test_cost.py: every dot alone, every program's
+is taken from cost/estimate.py only where it is checked against XLA elsewhere (test_cost.py: every dot alone, every program's
 sums against `cost_analysis()`).
 """
 from __future__ import annotations
@@ -254,7 +254,7 @@ def test_fsdp_step_on_a_tpu_sends_61440_bytes_per_device_each_collective_once():
 
 
 # The record's gap the recount finds: the compile stage (hlo_facts._GROUPS) does not read replica groups printed
-# as a mesh with its device order (`mesh['axis_0'=4,...], device_ids=([2,4]T(1,0)) {'axis_0'}`), so cost.py sees
+# as a mesh with its device order (`mesh['axis_0'=4,...], device_ids=([2,4]T(1,0)) {'axis_0'}`), so cost/estimate.py sees
 # no group for two all-gathers and counts them sending nothing. Fixed there, it needs the corpus rebuilt.
 RECORD_GAPS = {("fsdp-step-whole-grads", "cpu"): "two all-gathers' replica groups printed with device_ids"}
 
@@ -291,7 +291,7 @@ def test_no_operand_in_vmem_is_charged_as_hbm():
 
 
 def test_every_dominant_answer_is_the_longest_by_the_recount(read_pool):
-    """Each option's time on the chip's published peaks: cost.py's FLOPs (checked against XLA in test_cost.py),
+    """Each option's time on the chip's published peaks: cost/estimate.py's FLOPs (checked against XLA in test_cost.py),
     the recounted HBM bytes and bytes sent; the answer is the longest, every other at most 90% of it."""
     items = [i for i in read_pool if i["drill"] == "cost" and i["step"] == "dominant"]
     assert {i["layer"] for i in items} == {"tpu", "gpu"}

@@ -1,7 +1,7 @@
-"""The costs the x-ray shows (cost_view.py, data/cost/TARGET/SLUG.json): a line's share of the estimated time
+"""The costs the x-ray shows (cost/view.py, data/cost/TARGET/SLUG.json): a line's share of the estimated time
 checked against one worked out here from JAX's shapes, XLA's own counts and the compiled module read through
 jaxlib's HLO bindings; one file per program and target, fetched apart from the page; and a layer recorded
-without the facts cost.py needs gets a one-line note, never an error."""
+without the facts cost/estimate.py needs gets a one-line note, never an error."""
 from __future__ import annotations
 
 import copy
@@ -19,7 +19,7 @@ from dumpgym.record.schema import Corpus
 from dumpgym.site.files import site_files
 
 EMPTY_POOL = {"schema": "dumpgym.drills/2", "kinds": [], "items": []}  # the cost files need no drills
-# 8 bytes a member: XLA's index table of a tuple result, as its CPU and GPU compilers size it (cost.py's rule)
+# 8 bytes a member: XLA's index table of a tuple result, as its CPU and GPU compilers size it (cost/estimate.py's rule)
 POINTER = 8
 
 

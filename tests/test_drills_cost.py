@@ -1,5 +1,5 @@
 """The cost drill (`cost`): each answer checked against XLA's own module of the compiled text (jaxlib's HLO
-bindings and XLA's shape parser), not against cost.py: a padding answer against the tiles XLA reads, padded by
+bindings and XLA's shape parser), not against cost/estimate.py: a padding answer against the tiles XLA reads, padded by
 this file's own rule; a collective's bytes against its printed replica groups and shapes; a dominant option's
 matmul FLOPs against 2·M·N·K from its dot's printed shapes; `bound` on a fresh TPU compile of a large matmul."""
 from __future__ import annotations
@@ -197,7 +197,7 @@ def test_a_dominant_options_dots_and_written_bytes_are_what_xlas_module_prints(c
 
 
 def test_the_dominant_answer_takes_the_longest_and_the_others_clearly_less(cost_items, by_slug):
-    """By the roofline written out here from the chip's peaks (chips.py) and the rows' counts (checked against
+    """By the roofline written out here from the chip's peaks (cost/chips.py) and the rows' counts (checked against
     XLA above and in test_cost.py): the answer's time is the longest, every other option's at most 90% of it."""
     from dumpgym.record.schema import ProgramRecord
 

@@ -1,4 +1,4 @@
-"""`dumpfolder.py` and `dump_xray.py` on real dump folders made in the tests: pairing, links checked
+"""`dumps/folder.py` and `dumps/xray.py` on real dump folders made in the tests: pairing, links checked
 against tagged re-traces of the same programs (no wrong link), and every bad input said in one line."""
 from collections import defaultdict
 

@@ -602,7 +602,7 @@ def test_a_row_left_out_or_tapped_wrongly_is_explained(fusion_items, by_slug):
 
 
 # ---------------------------------------------------------------------------------------------
-# The compiled facts (`hlo_facts.py`): recorded once at compile time, checked against XLA itself.
+# The compiled facts (`ir/hlo_facts.py`): recorded once at compile time, checked against XLA itself.
 
 def _layers(corpus):
     """(slug, layer name, typed CompiledLayer, XLA's own parse of its text, the typed program record) for

@@ -1,4 +1,4 @@
-"""The render workers of a first start (`render_pool.py`): forked processes, not the server, make the kept
+"""The render workers of a first start (`serve/render_pool.py`): forked processes, not the server, make the kept
 files, byte for byte as the server would, each before it is asked for; a file asked for goes first; the
 workers stop with the server however it stops (Ctrl-C, kill -9), and leave no process behind.
 

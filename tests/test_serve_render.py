@@ -1,5 +1,5 @@
 """The server's first-request renders: one render per file however many ask for it at once, a ready file
-never waiting behind one, and rendered files kept on disk (`kept_files.py`) exactly as a fresh render makes them."""
+never waiting behind one, and rendered files kept on disk (`site/kept.py`) exactly as a fresh render makes them."""
 from __future__ import annotations
 
 import contextlib

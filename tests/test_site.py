@@ -417,7 +417,7 @@ def test_site_files_read_from_many_threads_are_what_render_site_makes(small, fil
 
 def test_each_change_is_a_file_of_its_two_compiles_side_by_side(whole_corpus):
     """Every compile with one change gets, per target both sides have, the file the "one change" section
-    reads: compare.py's diff of the two records, and the picker names it."""
+    reads: cost/compare.py's diff of the two records, and the picker names it."""
     import dataclasses
     import json
 

@@ -1,6 +1,6 @@
-"""The "one change" section in Chromium: two compiles of a program side by side, every row compare.py says
+"""The "one change" section in Chromium: two compiles of a program side by side, every row cost/compare.py says
 appeared, vanished or changed marked on its own line, a hover lighting the same equations on both sides,
-and the counts and times the summary shows equal to what compare.py computed."""
+and the counts and times the summary shows equal to what cost/compare.py computed."""
 import pytest
 
 from dumpgym.cost.compare import compare_layer

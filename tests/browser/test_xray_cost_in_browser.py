@@ -1,5 +1,5 @@
-"""The x-ray's costs in Chromium: each TPU line's share is what cost.py computes for it, the table sorts the
-instructions by cost and leads to their lines, the top instruction's bound is said with cost.py's figures,
+"""The x-ray's costs in Chromium: each TPU line's share is what cost/estimate.py computes for it, the table sorts the
+instructions by cost and leads to their lines, the top instruction's bound is said with cost/estimate.py's figures,
 the CPU says why it has no time, and a layer without costs is a one-line note."""
 import dataclasses
 
@@ -29,7 +29,7 @@ def share_text(share):
 
 
 def timed(costs):
-    """cost.py's rows outside fusions that take time, with their shares."""
+    """cost/estimate.py's rows outside fusions that take time, with their shares."""
     return {c.line: costs.share(c) for c in costs.instructions
             if c.place in ("entry", "control") and costs.share(c)}
 
@@ -132,7 +132,7 @@ def test_a_device_kind_without_peaks_says_which_and_shows_its_figures(page, reco
     page.route("**/data/cost/tpu/mlp.json", lambda route: route.fulfill(json=made))
     open_xray(page, "mlp", "tpu")
     note = page.locator("[data-xray-cost-note]").inner_text()
-    assert note.startswith('No time and no shares: cost.py has no published peaks for the device kind "TPU (v5 lite)"')
+    assert note.startswith('No time and no shares: cost/estimate.py has no published peaks for the device kind "TPU (v5 lite)"')
     assert gutter(page) == {} and page.locator("[data-cost-sort=time]").count() == 0
     assert page.eval_on_selector_all("[data-cost-rows] tr", "els => els.length") == len(made["rows"])
 
@@ -151,7 +151,7 @@ def test_on_a_phone_a_tapped_row_shows_the_compiled_column_at_its_line(open_fres
 
 
 def test_collectives_show_their_bytes_sent_and_share_and_an_interconnect_bound_is_said(page, records):
-    """fsdp-step on the TPU: a column of bytes sent, each row's cost.py's, its collectives timed (a share, not 0%);
+    """fsdp-step on the TPU: a column of bytes sent, each row's cost/estimate.py's, its collectives timed (a share, not 0%);
     the head names the interconnect's published figure and why XLA's optimal_seconds differs."""
     open_xray(page, "fsdp-step", "tpu")
     costs = cost.layer_cost(records["fsdp-step"].compiled["tpu"], "tpu")

@@ -1,4 +1,4 @@
-"""Stage three, second half, continued: each compiled instruction's equations, and how they are known (`via`).
+"""Each compiled instruction's equations, and how they are known (`via`).
 
 An instruction whose own metadata names a tagged equation is that equation's ("tag"). Where XLA
 dropped the metadata, the equation is inferred from dataflow when that leaves no doubt

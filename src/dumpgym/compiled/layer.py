@@ -1,17 +1,17 @@
-"""Stage three, second half: the compiled HLO layer, its fusions, and which equations each holds.
+"""A `CompiledLayer`: XLA's compiled HLO for one target, its fusions, and which equations each holds.
 
 XLA compiles the program once: the plain lowering (source locations off,
 `jax_traceback_in_locations_limit=0`, on a copy of the jaxpr, so JAX's caches for the user's function
 are untouched, and the text does not depend on where the package is installed), with each op's
 equation tag carried in from the tagged lowering of the trace stage as a source file
-(`hlo_tags.py`). XLA keeps it in each instruction's metadata wherever it keeps the metadata, so
+(`ir/tags.py`). XLA keeps it in each instruction's metadata wherever it keeps the metadata, so
 attribution is exact there (`via` "tag"); the text shown is XLA's with the source files left out,
 which is what it prints for the plain lowering, byte for byte. Where XLA dropped the metadata, the
 equation is inferred from dataflow when that leaves no doubt (`via` "inferred"): the compiled graph
 says which tagged equations an instruction reads and feeds, the jaxpr says which equations lie
 between them. Instructions of reducer regions take their holder's equations ("region"); the rest is
-XLA's own plumbing ("none"). This module compiles, `hlo_graph.py` reads the graph, and
-`hlo_attribution.py` decides each instruction's equations from it.
+XLA's own plumbing ("none"). This module compiles, `ir/hlo_graph.py` reads the graph, and
+`compiled/attribution.py` decides each instruction's equations from it.
 
 The compile runs on a thread of its own (`start_compiles`) from as soon as the plain lowering is
 made; the caller's thread makes the facts, the x-ray and the jaxpr's dataflow meanwhile.
@@ -21,7 +21,7 @@ users, but not metadata, called computations or parameter numbers: those are rea
 each instruction's own printed form (`HloInstruction.to_string()`), and which
 instruction is a computation's ROOT from the compiled text. What the later stages need of the
 module (result shapes and layouts, operands, computations, shardings, loop counters) is read here
-too, once, by `hlo_facts.py`, and kept in the record.
+too, once, by `ir/hlo_facts.py`, and kept in the record.
 """
 from __future__ import annotations
 

@@ -293,7 +293,7 @@ def _builtin_slugs() -> frozenset[str]:
 
 
 def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | None = None) -> None:
-    """Write records made elsewhere (a dump's modules, `dump_corpus.py`) into the folder of added programs:
+    """Write records made elsewhere (a dump's modules, `dumps/record.py`) into the folder of added programs:
     all of them or, on any failure, none."""
     folder = user_corpus_dir(corpus_dir)
     with locked(folder, exclusive=False, wait=wait):

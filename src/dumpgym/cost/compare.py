@@ -1,4 +1,4 @@
-"""Stage four, beside cost: two compiles of one program set side by side, aligned by equation.
+"""A `LayerDiff`: two compiles of one program set side by side, aligned by equation.
 
 A pure function of two `ProgramRecord`s, a program and a compile of it with one change (`change`,
 `variant_of`: `mlp` and `mlp-f32`). Their equations are aligned by difflib on each one's primitive and
@@ -11,7 +11,7 @@ of equations fused, another attribution. The rest *appeared* in the changed comp
 instructions that run are compared: the entry computation's and those its loops, branches and calls
 run, never a fusion's body or a reducer's region (a fusion is one row, as a launch is one). With them,
 per layer: the buffers XLA reported (`memory_analysis()`), the aliased outputs, and the roofline time
-cost.py estimates on the layer's chip.
+cost/estimate.py estimates on the layer's chip.
 """
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ class LayerDiff:
     counts: dict[str, tuple[int, int]]  # category -> (base, changed) rows that run
     memory: dict[str, tuple[int, int]]  # memory_analysis() field -> (base, changed), those both report
     aliases: tuple[int, int]
-    seconds: tuple[float, float] | None  # roofline time on the layer's chip, where cost.py knows the chip
+    seconds: tuple[float, float] | None  # roofline time on the layer's chip, where cost/estimate.py knows the chip
 
     def of(self, kind: str) -> dict[str, tuple[Row, ...]]:
         """The appeared and vanished rows of one category."""

@@ -1,4 +1,4 @@
-"""Stage four, beside the drills: what each compiled instruction and each equation costs, on a named chip.
+"""A `LayerCost`: what each compiled instruction costs, on a named chip.
 
 A pure function of the record: FLOPs from the shapes and dimension numbers the compile stage kept
 (`Instruction.dot`, `.convolution`), bytes from the result buffers at the layouts XLA chose (a TPU

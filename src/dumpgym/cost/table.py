@@ -1,5 +1,5 @@
 """The table `dumpgym cost` prints: one row per compiled instruction of a layer, then the program's sums
-beside XLA's own totals (cost.py computes every figure; this module only lays them out)."""
+beside XLA's own totals (cost/estimate.py computes every figure; this module only lays them out)."""
 from __future__ import annotations
 
 from dumpgym.cost.estimate import LayerCost

@@ -1,8 +1,8 @@
-"""Stage six's part of cost.py: what the x-ray shows of one compiled layer's costs, as the page reads it.
+"""The cost files of the page: what the x-ray shows of one compiled layer's costs (estimate.py's), as the page reads it.
 
-A pure function of the record, made at build time (by `site.py`, one file per program and compile target,
+A pure function of the record, made at build time (by `site/files.py`, one file per program and compile target,
 data/cost/TARGET/SLUG.json) and fetched when the compiled column shows that layer, as its listing is:
-one program's costs cost one program's bytes. Every figure is cost.py's (`layer_cost`); this module only
+one program's costs cost one program's bytes. Every figure is cost/estimate.py's (`layer_cost`); this module only
 picks what the page shows: each instruction outside a fusion that computes or moves something, its share
 of the program's summed roofline time, and the instruction with the largest share, whose bound the page
 puts in words beside the numbers it rests on.
@@ -65,7 +65,7 @@ class CostRow:
 class CostView:
     """A compiled layer's costs as the x-ray shows them ("dumpgym.cost/1"), or why it has none (`error`).
 
-    `chip` is None on the CPU (its peaks depend on the host) and on a device kind chips.py does not register
+    `chip` is None on the CPU (its peaks depend on the host) and on a device kind cost/chips.py does not register
     (a dump's `TPU (v5 lite)`): its rows carry FLOPs and bytes, no time. `rows` are in line order; `top` is the line of the row with the largest share (None without a chip);
     `seconds` is the program's summed instruction time, the whole the shares are parts of; `idle` counts
     the instructions outside fusions that compute and move nothing (parameters, bitcasts, tuples' members).
@@ -107,7 +107,7 @@ def _row(cost: LayerCost, c: InstructionCost, printed: str) -> CostRow:
 
 
 def cost_view(layer: CompiledLayer, target: str) -> CostView:
-    """What the x-ray shows of a compiled layer's costs; a layer recorded without the facts cost.py needs
+    """What the x-ray shows of a compiled layer's costs; a layer recorded without the facts cost/estimate.py needs
     gets its one-line reason instead (`CostError`), never an exception."""
     try:
         cost = layer_cost(layer, target)

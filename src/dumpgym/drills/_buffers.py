@@ -2,7 +2,7 @@
 
 All from the record: the lowered `main`'s signature as MLIR read it (`ProgramRecord.lowered`: each
 argument's `tf.aliasing_output`, its types), and the compiled layer's entry parameters, alias table,
-result shapes and operands as the compile stage read them (`hlo_facts.py`).
+result shapes and operands as the compile stage read them (`ir/hlo_facts.py`).
 """
 from __future__ import annotations
 

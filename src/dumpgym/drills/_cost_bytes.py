@@ -55,7 +55,7 @@ def padding_items(target: str, hlo: CompiledLayer, costs: LayerCost) -> list[Ite
         if result is None or any(d is None for d in operands):
             continue
         read = [b for d in operands for b in d.buffers]
-        # Only where cost.py counts exactly these buffers (no slice read in part, no in-place update, no async
+        # Only where cost/estimate.py counts exactly these buffers (no slice read in part, no in-place update, no async
         # half): then the padding of the traffic is the padding of its buffers.
         if (sum(b.padded_bytes() for b in _hbm(read)) != c.work.read.get(0, 0)
                 or sum(b.padded_bytes() for b in _hbm(result.buffers)) != c.work.written.get(0, 0)):
@@ -128,7 +128,7 @@ def send_items(target: str, hlo: CompiledLayer, costs: LayerCost) -> list[Item]:
 def _dense_data(listing: Listing, ins: Instruction, base: str, ring: Ring) -> int:
     """The bytes of the data a collective sends pieces of, without its tiles' padding (its result for an
     all-gather, an async start's result arrays; its operands otherwise); the padded size where they do not add up
-    to what cost.py counted."""
+    to what cost/estimate.py counted."""
     if base == "allgather":
         found = started_results(listing.hlo, ins) if ins.opcode.endswith("start") else list(listing.definition(ins).buffers)
     else:

@@ -1,6 +1,6 @@
 """A compiled `while` for the loops drill: its counter's start, step and bound as recorded, and the miscounts.
 
-The compile stage read each counter through XLA's graph (`hlo_facts.py`, `CompiledLayer.while_counters`);
+The compile stage read each counter through XLA's graph (`ir/hlo_facts.py`, `CompiledLayer.while_counters`);
 here it is only counted and misread.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Reading a compiled layer for the drills: its instructions' shapes and layouts, buffer sizes, memory spaces,
-fusion bodies and computations, all as the compile stage recorded them (`hlo_facts.py`), never from the text.
+fusion bodies and computations, all as the compile stage recorded them (`ir/hlo_facts.py`), never from the text.
 
 The text is only cut for display (`short`, `Listing.computation_text`).
 """

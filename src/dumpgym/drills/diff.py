@@ -1,7 +1,7 @@
 """Two compiles, one change: what the change made appear or vanish, and what an instruction became.
 
 A program of the built-in corpus and its compile with one change (`mlp` and `mlp-f32`: f32 instead of
-bf16; a checkpoint policy, donation, input `PartitionSpec`s) are set side by side by `compare.py`, a
+bf16; a checkpoint policy, donation, input `PartitionSpec`s) are set side by side by `cost/compare.py`, a
 pure function of the two records. This kind asks, on each compile target, three things of the pair:
 
 - **appeared** (on the changed record): tap every row of a computation of the changed compile that no

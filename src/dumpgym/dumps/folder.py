@@ -1,11 +1,11 @@
-"""Stage zero for a dump: the modules a folder holds that `JAX_DUMP_IR_TO` and `--xla_dump_to` wrote.
+"""A dump folder's modules (`DumpFolder`): what a folder holds that `JAX_DUMP_IR_TO` and `--xla_dump_to` wrote.
 
 The two dumpers number their files with counters of their own (`jax_ir0003_jit_f_compile.mlir`
 beside `module_0006.jit_f.…`), so files are paired across them by what they say: the module's
 name, main's argument and result shapes, and the name stacks (with their source file and line)
 that the StableHLO's locations carry and the HLO's `op_name` metadata repeats. A compile repeated
 with the same text is kept once, the newest (the dumper's highest number). Nothing here imports
-JAX: listings are read through `dump_parse.py` (jaxlib's MLIR bindings, XLA's HLO parser).
+JAX: listings are read through `ir/parse.py` (jaxlib's MLIR bindings, XLA's HLO parser).
 
 File names are read with patterns (they are names the dumpers chose, not listings), and so is the
 jaxpr text, for which no parser exists outside a trace: only its first line (the input avals), its

@@ -2,7 +2,7 @@
 
 The record holds what the folder holds: the jaxpr as dumped, the StableHLO (printed without its
 location tables, as the gym shows every StableHLO), and the optimised HLO as the compiled layer of
-the dump's backend, with the compiled facts read from it by XLA's parser (`hlo_facts.py`), the same
+the dump's backend, with the compiled facts read from it by XLA's parser (`ir/hlo_facts.py`), the same
 reading a compile here gets. It has no equations (nothing was traced here), so the drill kinds
 that ask about equations draw nothing from it; those that read the compiled layer's facts
 (buffers and donation, layouts, HLO spelling) draw from it as from any program.

@@ -2,7 +2,7 @@
 (printed without locations), its name stacks made whole as XLA makes them when it inlines a private
 function or a region, the file, line and columns of its frame, and its place in the dataflow.
 
-Read through jaxlib's MLIR bindings (`dump_parse.py`); `dump_xray.py` links HLO instructions and jaxpr
+Read through jaxlib's MLIR bindings (`ir/parse.py`); `dumps/xray.py` links HLO instructions and jaxpr
 equations to these ops.
 """
 from __future__ import annotations

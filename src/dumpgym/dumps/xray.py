@@ -3,7 +3,7 @@
 A StableHLO op's location holds its name stack (`jit(f)/tanh`) and the source file and line of its
 innermost frame; XLA copies both into each HLO instruction's `op_name` and `stack_frame_id`. An
 HLO instruction's candidates are the StableHLO ops that carry its name stack and line, narrowed
-by the two graphs' dataflow (`dump_dataflow.py`). It is linked to one equation's ops where one op
+by the two graphs' dataflow (`dumps/dataflow.py`). It is linked to one equation's ops where one op
 is left, or the text proves one equation made all that are left (the jaxpr has one equation of
 the primitive and the StableHLO one location for it); otherwise to the group, with the reason.
 A jaxpr equation is linked to its primitive's key when that pairing is one-to-one and in print

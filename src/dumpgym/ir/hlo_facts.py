@@ -1,6 +1,6 @@
-"""Stage three, compiled facts: what the compiled module says, read once so that no later stage parses it again.
+"""A compiled module's facts (each `Instruction`'s shape, operands, dims; buffers, shardings, loops): what it says, read once so that no later stage parses it again.
 
-`compile_layer` (hlo.py) calls `with_facts` on its one compile, with the text the record holds.
+`compile_layer` (compiled/layer.py) calls `with_facts` on its one compile, with the text the record holds.
 XLA's Python bindings give each instruction's operands (`HloInstruction.operands()`) and opcode, and
 its shape parser (`xla_client.Shape`) and sharding parser (`xla_client.HloSharding`) read what a line
 prints; the bindings expose no attributes, so the rest is read from each instruction's printed line,

@@ -1,9 +1,9 @@
-"""Stage three, second half: the graph of a compiled HLO module, as the bindings and each instruction's printed form give it.
+"""A compiled HLO module's graph (`CompiledGraph`), as the bindings and each instruction's printed form give it.
 
 The HLO Python bindings give computations, instruction names, opcodes, operands and users, but
 not metadata, called computations or parameter numbers: those are read from each instruction's
 own printed form (`HloInstruction.to_string()`), and each instruction's tag from its source file
-(`hlo_tags.py`). `hlo.py` builds the graph from its compile; `hlo_attribution.py` walks it to decide each instruction's equations.
+(`ir/tags.py`). `compiled/layer.py` builds the graph from its compile; `compiled/attribution.py` walks it to decide each instruction's equations.
 """
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ bindings (with the dialects JAX registers), HLO through XLA's HLO parser binding
 the HLO source tables (`FileNames`, `FileLocations`, `StackFrames`, which the bindings do not reach)
 and a jaxpr's equations (no parser exists outside a trace) with patterns.
 
-Stage one of a dump (`dumpfolder.py` lists and pairs the files, `dump_xray.py` links the layers,
-`dump_memory.py` reads XLA's buffer reports); every later stage reads a listing only through these.
+The dump's stages (`dumps/folder.py` lists and pairs the files, `dumps/xray.py` links the layers,
+`dumps/memory.py` reads XLA's buffer reports) read a listing only through these.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Stage three, lowered facts: what MLIR reads in the StableHLO, once, so that no later stage parses it again.
+"""The lowered module's facts (`LoweredModule`): what MLIR reads in the StableHLO, once, so that no later stage parses it again.
 
-`build_xray` (attribution.py) calls `read_lowered` on the plain lowering it has parsed with MLIR:
+`build_xray` (traced/xray.py) calls `read_lowered` on the plain lowering it has parsed with MLIR:
 main's signature (`function_type`, each argument's `tf.aliasing_output` and `sdy.sharding`, each
 result's `sdy.sharding`), every `sdy.mesh`, every `sdy.sharding_constraint` and every op with
 `replica_groups`, each with its printed line. Shardy's attributes are read through its own bindings

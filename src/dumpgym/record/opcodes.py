@@ -1,7 +1,7 @@
 """What compiled HLO opcodes do in JAX's terms: which primitives an opcode can compute, which only move data.
 
 Opcodes are spelled as the record spells them (XLA's enum, lowercase, no dashes: `dynamicslice`). Shared by the
-compile stage (`hlo_attribution.py`, which infers equations from them) and the fusion drill (which ranks
+compile stage (`compiled/attribution.py`, which infers equations from them) and the fusion drill (which ranks
 the instructions that compute an equation), so neither reads the other.
 """
 from __future__ import annotations

@@ -241,7 +241,7 @@ class Instruction(_Record):
     region: its holder's equations) or "none" (XLA's own: no equation, `eqns` empty).
     """
 
-    # The compiled facts (`hlo_facts.py`) are omitted where empty, so records written before them still read.
+    # The compiled facts (`ir/hlo_facts.py`) are omitted where empty, so records written before them still read.
     OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode", "dot", "convolution",
                               "window", "control", "parameter"})
     line: int
@@ -461,7 +461,7 @@ class CompiledLayer(_Record):
     libtpu_version: str = ""
     # GPU only: the version of JAX's CUDA plugin that compiled it (`backend` "gpu").
     cuda_plugin_version: str = ""
-    # The compiled facts, read from the module once by the stage that compiles (`hlo_facts.py`). A record
+    # The compiled facts, read from the module once by the stage that compiles (`ir/hlo_facts.py`). A record
     # written before them has none (`has_facts` is False): the drills that read them ask nothing of it.
     computations: tuple[Computation, ...] = ()
     shapes: tuple[ResultShape, ...] = ()  # each distinct printed result shape once; `Instruction.shape` indexes it
@@ -473,7 +473,7 @@ class CompiledLayer(_Record):
     aliases: tuple[Alias, ...] = ()  # the module's input_output_alias, in printed order
     replica_groups: tuple[ReplicaGroups, ...] = ()  # of every instruction that prints them
     while_counters: tuple[WhileCounter, ...] = ()  # of every while whose counter XLA's graph shows
-    # XLA's own totals for the module, as the compiled executable reports them (cost.py sets ours beside them):
+    # XLA's own totals for the module, as the compiled executable reports them (cost/estimate.py sets ours beside them):
     # `cost_analysis()`'s flops, transcendentals, bytes accessed and optimal_seconds where it gives them (a GPU
     # compiled without one gives none), and `memory_analysis()`'s sizes in bytes.
     xla_cost: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -664,7 +664,7 @@ class ProgramRecord(_Record):
     # The platform the StableHLO was lowered for: "tpu" for a program only a TPU can lower (a Pallas
     # kernel), which then has only TPU layers in `compiled` and says why on the page.
     platform: str = "cpu"
-    # What MLIR read in the StableHLO when it was lowered (`stablehlo_facts.py`); None in a record written
+    # What MLIR read in the StableHLO when it was lowered (`ir/stablehlo.py`); None in a record written
     # before it, where the drills that read it ask nothing.
     lowered: LoweredModule | None = None
     # The slug of the program this record is a traced variant of (the same code at other example shapes
@@ -672,7 +672,7 @@ class ProgramRecord(_Record):
     # in drills but are not counted or listed as programs of the gym.
     variant_of: str | None = None
     # For a compile of `variant_of` with one change (`mlp-f32`: "f32 instead of bf16"), that change in words;
-    # None for every other record. `compare.py` sets the two records' compiled layers side by side.
+    # None for every other record. `cost/compare.py` sets the two records' compiled layers side by side.
     change: str | None = None
 
     @classmethod

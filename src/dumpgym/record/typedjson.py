@@ -155,7 +155,7 @@ def _reader(tp) -> Callable[[Any], Any]:
                 raise _Wrong(f"expected {_KIND[tp]}, got {_what(value)}")
             return value
         return read_plain
-    raise TypeError(f"record.py has no reader for {tp!r}")  # a programming error, not bad data
+    raise TypeError(f"record/schema.py has no reader for {tp!r}")  # a programming error, not bad data
 
 
 def _union_reader(options: tuple) -> Callable[[Any], Any]:

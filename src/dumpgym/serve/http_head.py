@@ -1,6 +1,6 @@
 """The request head of `dumpgym serve`: read from an asyncio stream, parsed, and refused as `http.server` would.
 
-`serve.py` answers; this module reads what was asked: the request line and up to 100 headers, each
+`serve/server.py` answers; this module reads what was asked: the request line and up to 100 headers, each
 line at most 64 KB (longer is 414 or 431), the version checked (400, 505), HTTP/0.9's bare `GET /`
 taken; and `Accept-Encoding`, weighed.
 """

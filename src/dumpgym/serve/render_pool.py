@@ -1,4 +1,4 @@
-"""Worker processes that make a served gym's kept files (`kept_files.py`) beside the server, on other cores.
+"""Worker processes that make a served gym's kept files (`site/kept.py`) beside the server, on other cores.
 
 The first start ever (after an install, an upgrade or an add) has every listing, compiled layer, cost,
 change and program file to render: seconds of pure-Python work which, in the server's threads, queues on

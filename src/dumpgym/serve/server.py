@@ -160,7 +160,7 @@ class Site:
         return not accept_gzip or self.files.compressed(rel) or not _compressible(rel, len(self.files[rel]))
 
     def kept_whole(self, rel: str) -> bool:
-        """Whether the file at `rel` is kept on disk (`kept_files.py`), and its compressed bytes too where `get`
+        """Whether the file at `rel` is kept on disk (`site/kept.py`), and its compressed bytes too where `get`
         sends them: a start, or a render worker, reads it and makes nothing (each kept file's first line read)."""
         kept = self.files.kept
         length = None if kept is None else kept.length(rel)

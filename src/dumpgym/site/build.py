@@ -1,4 +1,4 @@
-"""Stage seven: the static site folder, written whole and swapped in, replacing nothing but an earlier build.
+"""A static site folder: the gym's files written whole and swapped in, replacing nothing but an earlier build.
 
 A build leaves a `.dumpgym-site` marker holding its manifest: every file it wrote, with its size and
 sha256. A later build replaces the folder only when its contents are exactly that manifest's.

@@ -1,4 +1,4 @@
-"""Stage six: the gym as static files, highlighted and escaped at build time, read by plain ES modules.
+"""The gym's files (`SiteFiles`): the page, highlighted and escaped at build time, read by plain ES modules.
 
 `site_files` turns a corpus ("dumpgym.corpus/2", read once as a typed `Corpus`) and a drill pool
 ("dumpgym.drills/2") into a mapping of relative paths to bytes, each file made when first read;
@@ -247,8 +247,8 @@ def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, Ca
     """The JSON files the page fetches, each as a function that makes it: each program object (from
     its record's `to_json`, as the corpus's `to_json` writes it), its highlighted listings, each compiled layer's HLO
     (data/compiled/TARGET/SLUG.json, by compile target id) and its costs (data/cost/TARGET/SLUG.json,
-    `cost_view.py`), each compile with one change beside its base's (data/change/TARGET/SLUG.json,
-    `compare.py`), and each drill kind's items per program."""
+    `cost/view.py`), each compile with one change beside its base's (data/change/TARGET/SLUG.json,
+    `cost/compare.py`), and each drill kind's items per program."""
     # The first program file costs one record's writing, not the whole corpus's (a quarter of a second).
     files: dict[str, Callable[[], object]] = {f"data/programs/{p.slug}.json": p.to_json for p in corpus.programs}
     for p in corpus.programs:
@@ -420,7 +420,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
     its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder). With `kept`,
     the JSON files made from the corpus (not the pool's) are read from the cache where an earlier start
-    made them, and kept there when made (`kept_files.py`); `kept` may be the `kept_files.KeptFiles` of
+    made them, and kept there when made (`site/kept.py`); `kept` may be the `kept_files.KeptFiles` of
     this corpus to share (the stages of one `serve` start share one).
 
     With `pending` (`serve` while it makes the items an add or an upgrade left unkept), `drills` holds the

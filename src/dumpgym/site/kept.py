@@ -13,7 +13,7 @@ another site's) is said in one line and made again; a cache that cannot be writt
 making. A file compressed for the wire is kept beside it (`PATH.gz`), made when first asked for. The two
 newest other sites stay (a site is about 60 MB with every file made): a start on the programs before an
 add, or on another checkout, finds its own. On a first start `serve`'s render worker processes write
-them (`render_pool.py`), and the server reads them back here.
+them (`serve/render_pool.py`), and the server reads them back here.
 """
 from __future__ import annotations
 

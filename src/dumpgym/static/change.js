@@ -1,6 +1,6 @@
 // One change, two compiles: a program's compiled layer beside the same program's compile with one thing
 // changed, for one compile target. What lines up, what appeared, vanished or changed, and each side's
-// counts, buffers and estimated time are compare.py's (data/change/TARGET/SLUG.json); the listings are the
+// counts, buffers and estimated time are cost/compare.py's (data/change/TARGET/SLUG.json); the listings are the
 // ones the x-ray fetches (data/compiled/TARGET/SLUG.json). Nothing here is worked out but ratios and which
 // lines to light.
 import { html, plural, render } from './html.js';

@@ -1,7 +1,7 @@
 // What each compiled instruction costs, as the x-ray shows it: its share of the program's estimated
 // time beside its line, a table of the instructions to sort by cost, and the top instruction's bound
-// in words. Every figure is cost.py's, computed at build time (data/cost/TARGET/SLUG.json,
-// "dumpgym.cost/1", cost_view.py) and fetched with the layer's listing; this module formats and lays out.
+// in words. Every figure is cost/estimate.py's, computed at build time (data/cost/TARGET/SLUG.json,
+// "dumpgym.cost/1", cost/view.py) and fetched with the layer's listing; this module formats and lays out.
 import { html, plural, render } from './html.js';
 import { getJSON } from './data.js';
 
@@ -116,8 +116,8 @@ function costHead(cost) {
     ? html` The record gives no trip count for the ${plural(cost.unknown_trips.length, 'while')} on HLO ${cost.unknown_trips.join(', ')}: their bodies count once.` : '';
   if (!cost.chip) {
     const why = cost.backend === 'cpu'
-      ? " for the CPU: a host CPU's peaks depend on the machine XLA compiled for, so cost.py gives it no roofline"
-      : `: cost.py has no published peaks for ${cost.device_kind ? `the device kind "${cost.device_kind}"` : 'this layer\'s device'} (chips.py names the chips it times)`;
+      ? " for the CPU: a host CPU's peaks depend on the machine XLA compiled for, so cost/estimate.py gives it no roofline"
+      : `: cost/estimate.py has no published peaks for ${cost.device_kind ? `the device kind "${cost.device_kind}"` : 'this layer\'s device'} (cost/chips.py names the chips it times)`;
     return html`<p class="fine" data-xray-cost-note>No time and no shares${why}. The table gives each instruction's FLOPs and bytes.${loops}</p>`;
   }
   const chip = cost.chip;

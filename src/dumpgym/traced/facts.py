@@ -1,4 +1,4 @@
-"""Stage two: one structured fact per printed equation (`Facts`), read off JAX's objects.
+"""`Facts`: one structured fact per printed equation, read off JAX's objects.
 
 Line spans come from JAX's own pretty-printer: every equation is given a unique
 marker as its traceback, and the printer's source map reports which output

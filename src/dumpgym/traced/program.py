@@ -211,7 +211,7 @@ def change(base: Program, name: str, words: str, *, args: tuple[str, ...] | None
     """`base` compiled again with one change, `words` saying which ("f32 instead of bf16"): other argument
     dtypes (`args`), other input shardings (`in_specs`, for a program with a mesh), or another `function`
     made from the base's (`with_keywords`: a checkpoint policy, a sharding constraint; or the same code
-    without `jax.jit`'s donation). Slug `BASE-NAME`; its two compiles are set side by side (`compare.py`)."""
+    without `jax.jit`'s donation). Slug `BASE-NAME`; its two compiles are set side by side (`cost/compare.py`)."""
     if not valid_slug(name) or name.isdigit():
         raise ProgramError(f"change {name!r} of {base.slug}: a change is named by a word (digits name variants)")
     args = tuple(base.args if args is None else args)

@@ -1,4 +1,4 @@
-"""Stage one: run JAX on a program and keep what it printed (a `Trace`).
+"""A `Trace`: JAX run on a program, and what it printed kept.
 
 The program is traced once and lowered once. Before lowering, each equation's
 name stack is extended with a tag naming it (`dgeqn<k>`, k in walk order), so the

@@ -1,4 +1,4 @@
-"""Stage three: the x-ray (attribution), linking each equation to the StableHLO lines it became.
+"""The x-ray (`XRay`): each equation linked to the StableHLO lines it became.
 
 Attribution is exact by construction: the trace stage lowered the program with
 every equation's name stack extended by a unique tag, so each operation's

@@ -69,8 +69,10 @@ def test_the_equations_read_are_the_ones_jax_printed():
     def every(jaxpr):
         for eqn in jaxpr.eqns:
             yield eqn.primitive.name
-            for sub in jax.core.jaxprs_in_params(eqn.params):
-                yield from every(sub)
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (tuple, list)) else (value,):
+                    if hasattr(sub, "eqns") or hasattr(sub, "consts"):  # a Jaxpr, or a ClosedJaxpr
+                        yield from every(getattr(sub, "jaxpr", sub))
 
     found = [p for _line, p in jaxpr_equations(text)]
     assert sorted(found) == sorted(every(closed.jaxpr))

@@ -276,3 +276,26 @@ def test_a_bidi_override_in_a_name_is_isolated_on_the_page_and_in_the_lesson(dum
     capsys.readouterr()
     lesson = json.loads((corpus / "dump-jit-step.json").read_text())["lesson"]
     assert f"\u2068{copy}\u2069" in lesson and "\u202e" not in re.sub("\u2068[^\u2069]*\u2069", "", lesson)
+
+
+def test_module_reads_only_the_files_of_the_modules_named(dumps, monkeypatch):
+    from dumpgym import dumpfolder
+
+    read = []
+    for name in ("parse_stablehlo", "parse_hlo"):
+        real = getattr(dumpfolder, name)
+        monkeypatch.setattr(dumpfolder, name, lambda text, path, *rest, real=real: read.append(path) or real(text, path, *rest))
+    folder = read_folder(dumps / "one", only=["jit_step"])
+    assert [m.name for m in folder.modules] == ["jit_step"]
+    assert read and all(".jit_step." in p.name or "_jit_step_" in p.name for p in read), read
+
+
+def test_the_corpus_refuses_two_records_of_one_slug_and_stays_readable(dumps, tmp_path):
+    from dumpgym import dump_corpus, usercorpus
+    from dumpgym.errors import GymError
+
+    folder = read_folder(dumps / "one", only=["jit_f_2", "jit-f"])
+    one, two = (dump_corpus.module_record(m, "dump-same", "here") for m in folder.modules[:2])
+    with pytest.raises(GymError, match="two of the programs to add have the slug dump-same"):
+        usercorpus.store_records([one, two], tmp_path / "corpus")
+    assert usercorpus.read_index(tmp_path / "corpus") == []

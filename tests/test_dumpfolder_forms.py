@@ -92,8 +92,10 @@ def test_helper_modules_never_block_and_the_users_come_first_biggest_first(dumps
     # add --dump takes the user's modules and leaves the helpers out; the corpus stays readable.
     corpus = tmp_path / "corpus"
     assert cli.main(["add", "--dump", str(dumps / "one"), "--corpus", str(corpus)]) == 0
-    added = [line.split(":", 1)[0].removeprefix("added ") for line in capsys.readouterr().out.splitlines()]
+    out = capsys.readouterr().out.splitlines()
+    added = [line.split(":", 1)[0].removeprefix("added ") for line in out if line.startswith("added ")]
     assert sorted(added) == sorted(f"dump-{m.slug}" for m in folder.modules if not m.helper)
+    assert out[-1].startswith(f"left out {sum(m.helper for m in folder.modules)} helper modules")
     assert json.loads((corpus / "index.json").read_text())["programs"] == added
     assert cli.main(["list", "--corpus", str(corpus)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == len(USER_MODULES)
@@ -246,14 +248,17 @@ def test_names_that_are_not_utf8_are_shown_and_refused_in_one_line(dumps, tmp_pa
     import os
 
     from dumpgym.dump_site import dump_files
+    from dumpgym.serve import Site
 
     copy = _copy(dumps, tmp_path, os.fsdecode(b"run\xff"))
     step = next(copy.glob("module_*.jit_step.before_optimizations.txt"))
     (copy / os.fsdecode(b"module_0999.jit_g\xfe.before_optimizations.txt")).write_bytes(step.read_bytes())
     folder = read_folder(copy)
-    for path, make in dump_files(folder).items():
-        make().decode("utf-8")  # every page answers, the undecodable bytes shown as U+FFFD
-    assert "run\ufffd" in dump_files(folder)["dump/index.html"]().decode()
+    site = Site.build(tmp_path / "gym", extra=dump_files(folder))
+    for path in dump_files(folder):
+        status, _headers, page = site.get(f"/{path}")
+        assert status == 200 and page.decode("utf-8"), path  # the undecodable bytes shown as U+FFFD
+    assert "run\ufffd" in site.get("/dump/index.html")[2].decode()
     corpus = tmp_path / "corpus"
     assert cli.main(["add", "--dump", str(copy), "--module", "jit_step", "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -238,6 +238,10 @@ def _add_dump(args) -> int:
         layer = next(iter(record.compiled.values()))
         print(printable(f"added {record.slug}: {layer.device_kind} · {layer.stats.instructions} HLO instructions · "
                         f"{record.xray_stats.stablehlo_op_lines} StableHLO op lines"))
+    helpers = [m.slug for m in folder.modules if m.helper] if not args.module else []
+    if helpers:
+        print(printable(f"left out {len(helpers)} helper modules JAX compiled itself ({' '.join(helpers[:4])}"
+                        f"{' ...' if len(helpers) > 4 else ''}); add one with --module SLUG"))
     return 0
 
 

@@ -146,7 +146,8 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         [m for m in folder.modules if not m.helper]
     if not chosen:
         raise DumpError(f"the dump holds only helper modules JAX compiled itself ({len(folder.modules)}: "
-                        f"{' '.join(m.slug for m in folder.modules[:5])}...); name one with --module to add it")
+                        f"{' '.join(m.slug for m in folder.modules[:5])}{' ...' if len(folder.modules) > 5 else ''}); "
+                        "name one with --module to add it")
     bad = [m for m in chosen if m.problem]
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""

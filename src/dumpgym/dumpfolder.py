@@ -87,6 +87,7 @@ class DumpFolder:
     paths: tuple[Path, ...]
     modules: list[DumpModule]
     ignored: int = 0  # files of the dumpers this reader does not use (pass dumps, LLVM IR, .o, ...)
+    unread: tuple[str, ...] = ()  # names of the modules left unread (`read_folder`'s `only`), from their files
 
     def module(self, name: str) -> DumpModule:
         """The module of slug `name`, or of that name as the files spell it (`jit_rnn_step`), where one has it."""
@@ -99,7 +100,8 @@ class DumpFolder:
         if named:
             raise DumpError(f"{len(named)} modules are named {name!r} (compiles of other shapes or code): "
                             f"pick one by its slug: {' '.join(m.slug for m in named)}")
-        raise DumpError(f"no module {name!r} in the dump; modules: {' '.join(m.slug for m in self.modules)}")
+        known = [m.slug for m in self.modules] + list(self.unread)  # slugs of those read, names of the rest
+        raise DumpError(f"no module {name!r} in the dump; modules: {' '.join(known)}")
 
     def shown(self) -> list[DumpModule]:
         """The modules as the index lists them: the user's first, biggest first, then JAX's own helpers."""
@@ -203,8 +205,11 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
                         "and XLA_FLAGS=--xla_dump_to=DIR")
     # Every name a module may take, from the files' names alone: no slug is given that another one's base is.
     reserved = {_base(e.name) for e in jaxprs + mlirs} | {_base(m.name) for m in xla.values()}
+    unread: tuple[str, ...] = ()
     if only:
         families = {_family(_base(name)) for name in only} | {_family(name) for name in only}
+        names = {m.name for m in xla.values()} | {e.name for e in mlirs} | {_function_module_name(e.name) for e in jaxprs}
+        unread = tuple(sorted(n for n in names if _family(_base(n)) not in families))
         jaxprs = [e for e in jaxprs if _family(_base(_function_module_name(e.name))) in families
                   or _family(_base(e.name)) in families]
         mlirs = [e for e in mlirs if _family(_base(e.name)) in families]
@@ -239,7 +244,7 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
             modules.append(DumpModule(entry.name, {"jaxpr": entry.path}, repeats=entry.repeats,
                                       problem=entry.problem))
     _finish(modules, reserved)
-    return DumpFolder(paths, modules, ignored)
+    return DumpFolder(paths, modules, ignored, unread)
 
 
 def _place_xla_file(module: DumpModule, path: Path, rest: re.Match) -> None:

@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dumpgym.dump_parse import (DumpError, function_names, hlo_op_names, ir_context, jaxpr_primitives, parse_hlo, parse_stablehlo,
-                                read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations, types_of_hlo,
-                                types_of_mlir)
+from dumpgym.dump_parse import (DumpError, function_names, hlo_op_names, ir_context, jaxpr_primitives, parse_hlo,
+                                parse_stablehlo, read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations,
+                                types_of_hlo, types_of_mlir)
 
 LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimisations",
@@ -208,7 +208,8 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     unread: tuple[str, ...] = ()
     if only:
         families = {_family(_base(name)) for name in only} | {_family(name) for name in only}
-        names = {m.name for m in xla.values()} | {e.name for e in mlirs} | {_function_module_name(e.name) for e in jaxprs}
+        names = ({m.name for m in xla.values()} | {e.name for e in mlirs}
+                 | {_function_module_name(e.name) for e in jaxprs})
         unread = tuple(sorted(n for n in names if _family(_base(n)) not in families))
         jaxprs = [e for e in jaxprs if _family(_base(_function_module_name(e.name))) in families
                   or _family(_base(e.name)) in families]

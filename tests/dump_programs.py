@@ -112,3 +112,56 @@ def make_dump(folder: Path, names, platform: str = "cpu") -> Path:
     assert run.returncode == 0, run.stderr[-3000:]
     return folder
 
+
+
+# A user's script as the tests of odd folders dump it: eager helpers outside `jit` (`jnp.zeros`, a random
+# normal, dtype conversions of one shape), `f` compiled at two shapes beside a function `f_2`, two names
+# that are one once cut to a slug's length, and a private function of the user's own.
+USER_SCRIPT = r'''
+import jax, jax.numpy as jnp
+
+def step(w, x):
+    h = jnp.tanh(x @ w)
+    return (h * h).sum()
+
+def f(x):
+    return jnp.sin(x) * 2
+
+def f_2(x):
+    return jnp.cos(x) + 1
+
+def _sgd(p, g):
+    return p - 0.1 * g
+
+def long_a(x):
+    return x + 1
+
+def long_b(x):
+    return x * 3
+
+long_a.__name__ = "a" * 66 + "_one"
+long_b.__name__ = "a" * 66 + "_two"
+
+w = jnp.zeros((16, 8))
+x = jax.random.normal(jax.random.key(0), (4, 16))
+g = jax.jit(jax.grad(step))(w, x)
+jax.jit(_sgd)(w, g)
+jax.jit(f)(jnp.ones(3)); jax.jit(f)(jnp.ones(5)); jax.jit(f_2)(jnp.ones(3))
+jax.jit(long_a)(1.0); jax.jit(long_b)(1.0)
+jnp.ones((4, 16)).astype(jnp.int32); jnp.ones((4, 16)).astype(jnp.bfloat16)
+'''
+# The functions of USER_SCRIPT it compiles under `jit` (their modules are the user's; the rest are JAX's own).
+USER_MODULES = ("jit_step", "jit__sgd", "jit_f", "jit_f", "jit_f_2", "jit_" + "a" * 66 + "_one",
+                "jit_" + "a" * 66 + "_two")
+
+
+def dump_script(script: str, jax_to: Path | None, xla_to: Path | None, proto: bool = False) -> None:
+    """Run `script` in a fresh process with JAX's dumper writing to `jax_to` and XLA's to `xla_to` (either
+    may be None: not dumped), XLA's HLO as protos instead of text where `proto`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_DUMP_IR_TO", "XLA_FLAGS")}
+    if jax_to is not None:
+        env.update(JAX_DUMP_IR_TO=str(jax_to), JAX_DUMP_IR_MODES="jaxpr,stablehlo")
+    if xla_to is not None:
+        env["XLA_FLAGS"] = f"--xla_dump_to={xla_to}" + (" --xla_dump_hlo_as_proto" if proto else "")
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]

@@ -63,10 +63,10 @@ def _cmd_serve(args) -> int:
     return 0
 
 
-def _read_dump(folders: list[str]):
+def _read_dump(folders: list[str], only=()):
     from dumpgym.dumps.folder import read_folder
 
-    return read_folder(*folders)
+    return read_folder(*folders, only=only)
 
 
 def _cmd_open(args) -> int:
@@ -233,13 +233,18 @@ def _add_dump(args) -> int:
     from dumpgym.dumps import record as dump_corpus
 
     if args.entry is not None or args.arg or args.args_from or args.hlo or args.slug or args.title:
-        raise UsageError("--dump adds the modules of a dump folder: it takes --module, --corpus and --wait only")
-    folder = _read_dump(args.dump)
+        raise UsageError("--dump adds the modules of dump folders (JAX's and XLA's in two: --dump A B): it takes "
+                         "--module, --corpus and --wait only")
+    folder = _read_dump(args.dump, only=args.module)
     added = dump_corpus.add_dump(folder, args.module, corpus_dir=args.corpus, wait=args.wait)
     for record in added:
         layer = next(iter(record.compiled.values()))
         print(printable(f"added {record.slug}: {layer.device_kind} · {layer.stats.instructions} HLO instructions · "
                         f"{record.xray_stats.stablehlo_op_lines} StableHLO op lines"))
+    helpers = [m.slug for m in folder.modules if m.helper] if not args.module else []
+    if helpers:
+        print(printable(f"left out {len(helpers)} helper modules JAX compiled itself ({' '.join(helpers[:4])}"
+                        f"{' ...' if len(helpers) > 4 else ''}); add one with --module SLUG"))
     return 0
 
 
@@ -314,10 +319,12 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("add", help="trace your own function (or read a dump folder) and add it to your corpus")
     p.add_argument("entry", nargs="?", metavar="FILE.py:FUNC|MODULE:FUNC", help="the function to trace")
-    p.add_argument("--dump", action="append", default=[], metavar="DIR",
-                   help="add the modules of this dump folder instead (JAX_DUMP_IR_TO and --xla_dump_to); repeatable")
+    p.add_argument("--dump", action="extend", nargs="+", default=[], metavar="DIR",
+                   help="add the modules of this dump folder instead (JAX_DUMP_IR_TO and --xla_dump_to; several, "
+                        "or a parent of the two, read as one: --dump A B), without JAX's own helper modules")
     p.add_argument("--module", action="append", default=[], metavar="NAME",
-                   help="with --dump: only this module (its name on the dump's page, e.g. jit-f; repeatable)")
+                   help="with --dump: only this module (its slug on the dump's page, e.g. jit-f-2, or its name as "
+                        "the files spell it, e.g. jit_f; repeatable)")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
                    help="one example argument in aval notation, e.g. bf16[64,128] or f32[] (repeat per argument)")
     p.add_argument("--args-from", metavar="FILE.py:MAKE|MODULE:MAKE",

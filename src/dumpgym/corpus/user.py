@@ -312,6 +312,10 @@ def _store(folder: Path, records: list[ProgramRecord], wait: float | None) -> No
         _clean_leftovers(folder)
         for record in records:
             _check_slug_free(record.slug, folder)
+        new = [record.slug for record in records]
+        if len(set(new)) != len(new):  # one would overwrite the other and the index list it twice
+            twice = next(slug for slug in new if new.count(slug) > 1)
+            raise ProgramError(f"two of the programs to add have the slug {twice}; nothing was added")
         slugs = read_index(folder)
         written = []
         try:

@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dumpgym.ir.parse import (DumpError, hlo_op_names, ir_context, jaxpr_primitives, parse_hlo, parse_stablehlo,
-                                read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations)
+from dumpgym.ir.parse import (DumpError, function_names, hlo_op_names, ir_context, jaxpr_primitives, parse_hlo,
+                                parse_stablehlo, read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations,
+                                types_of_hlo, types_of_mlir)
 
 LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimisations",
@@ -31,12 +32,13 @@ _XLA_FILE = re.compile(r"module_(\d+)\.([^.]+)\.(.+)")
 # What follows `module_NNNN.NAME.`: TPU's `cl_N.` compile id, then the backend's own prefix
 # (`cpu_`, `sm_9.0a_gpu_`, none for TPU) before `after_optimizations`.
 _XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<prefix>[\w.]*?)after_optimizations"
-                       r"(?P<what>-buffer-assignment|-memory-usage-report|-live-range)?)\.txt")
+                       r"(?P<what>-buffer-assignment|-memory-usage-report|-live-range)?)\.(?P<ext>txt|hlo\.pb)")
 _GPU_PREFIX = re.compile(r"sm_(\d+)\.(\d+)(a?)_gpu_")
-# The outermost jaxpr's first line names its constants (before `;`) and inputs; shared sub-jaxprs
-# hoisted into `let` blocks print before it, so it is the last line that starts with `{ lambda`.
-_JAXPR_HEAD = re.compile(r"^\{ lambda (.*?); (.*?)\. let", re.M | re.S)  # a long head wraps
-_JAXPR_AVAL = re.compile(r"\w+:([a-z][\w<>]*)\[([\w@, ]*)\]")  # a sharded axis prints `64@x`; a key `key<fry>`
+# A binder and its aval (`a:f32[8,16]`); a sharded axis prints `64@x`, a key `key<fry>`. Starting only at a
+# word's start keeps it linear: from inside a long word it would rescan the word.
+_JAXPR_AVAL = re.compile(r"(?<!\w)(\w+):([a-z][\w<>]*)\[([\w@, ]*)\]")
+# The slug of a module is at most this long, so that the record's `dump-SLUG` fits a slug's 64.
+SLUG_MAX = 58
 
 
 @dataclass
@@ -55,6 +57,19 @@ class DumpModule:
     repeats: int = 0  # older compiles with the same text, left out
     problem: str | None = None
     slug: str = ""
+    stacks: frozenset = frozenset()  # the name stacks its ops carry (StableHLO's, or else the HLO's op_names)
+    helper: bool = False  # JAX's own (an eager primitive, a private function), not a function the user wrote
+    functions: frozenset | None = None  # the functions its HLO's source tables name (None: no tables)
+
+    def size(self) -> int:
+        """The bytes of its largest compiler layer's file, to list big modules first."""
+        for layer in ("hlo_after", "hlo_before", "stablehlo", "jaxpr"):
+            if layer in self.files:
+                try:
+                    return self.files[layer].stat().st_size
+                except OSError:
+                    return 0
+        return 0
 
     def layers(self) -> list[str]:
         """The layers this module has, in pipeline order."""
@@ -72,13 +87,25 @@ class DumpFolder:
     paths: tuple[Path, ...]
     modules: list[DumpModule]
     ignored: int = 0  # files of the dumpers this reader does not use (pass dumps, LLVM IR, .o, ...)
+    unread: tuple[str, ...] = ()  # names of the modules left unread (`read_folder`'s `only`), from their files
 
-    def module(self, slug: str) -> DumpModule:
-        """The module named `slug`."""
+    def module(self, name: str) -> DumpModule:
+        """The module of slug `name`, or of that name as the files spell it (`jit_rnn_step`), where one has it."""
         for m in self.modules:
-            if m.slug == slug:
+            if m.slug == name:
                 return m
-        raise DumpError(f"no module {slug!r} in the dump; modules: {' '.join(m.slug for m in self.modules)}")
+        named = [m for m in self.modules if m.name == name]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise DumpError(f"{len(named)} modules are named {name!r} (compiles of other shapes or code): "
+                            f"pick one by its slug: {' '.join(m.slug for m in named)}")
+        known = [m.slug for m in self.modules] + list(self.unread)  # slugs of those read, names of the rest
+        raise DumpError(f"no module {name!r} in the dump; modules: {' '.join(known)}")
+
+    def shown(self) -> list[DumpModule]:
+        """The modules as the index lists them: the user's first, biggest first, then JAX's own helpers."""
+        return sorted(self.modules, key=lambda m: (m.helper, -m.size(), m.slug))
 
     def problems(self) -> list[str]:
         """One line per module that cannot be read."""
@@ -94,43 +121,77 @@ class _Ir:
     repeats: int = 0
     shapes: tuple | None = None
     names: frozenset = frozenset()
+    types: tuple | None = None
     problem: str | None = None
     paired: bool = False
 
 
 def _digest(path: Path) -> str:
+    """The file's hash; a file that cannot be read is its own (the module that needs it says why)."""
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as e:
-        raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
+    except OSError:
+        return f"unreadable {path}"
 
 
 def _newest(entries: list[_Ir]) -> list[_Ir]:
     """One entry per function and distinct text, the newest (highest number), counting the older repeats it
     stands for. A jaxpr's text does not name its function: two functions may print the same one."""
-    by_text: dict[tuple[str, str], _Ir] = {}
+    by_text: dict[tuple, _Ir] = {}
     for entry in sorted(entries, key=lambda e: e.number):
-        older = by_text.get((entry.name, entry.digest))
+        key = (entry.path.parent, entry.name, entry.digest)  # two folders given are two runs
+        older = by_text.get(key)
         if older is not None:
             entry.repeats = older.repeats + 1
-        by_text[(entry.name, entry.digest)] = entry
+        by_text[key] = entry
     return sorted(by_text.values(), key=lambda e: e.number)
 
 
-def read_folder(*folders: str | Path) -> DumpFolder:
-    """The modules of the dump folders: files paired across the dumpers, newest compile of each text."""
-    paths = tuple(Path(f) for f in folders)
-    jaxprs, mlirs, xla, ignored = [], [], {}, 0
-    for folder in paths:
+def _is_dump_file(name: str) -> bool:
+    return bool(_JAXPR_FILE.fullmatch(name) or _MLIR_FILE.fullmatch(name)
+                or ((m := _XLA_FILE.fullmatch(name)) and _XLA_REST.fullmatch(m.group(3))))
+
+
+def _files(folder: Path) -> list[Path]:
+    """The files of a folder, by name; a folder that cannot be listed is one line."""
+    try:
+        return sorted((p for p in folder.iterdir() if p.is_file()), key=lambda p: p.name)
+    except OSError as e:
+        raise DumpError(f"cannot read the folder {folder}: {e.strerror or e}") from None
+
+
+def dump_folders(folders) -> tuple[Path, ...]:
+    """The folders that hold the dump: each given folder that holds dump files, or else its subfolders that
+    do (a run that dumped JAX's files and XLA's into two folders of one parent)."""
+    out = []
+    for folder in (Path(f) for f in folders):
         if not folder.is_dir():
             raise DumpError(f"{folder} is not a folder")
-        for path in sorted(folder.iterdir(), key=lambda p: p.name):
-            if not path.is_file():
-                continue
+        if any(_is_dump_file(p.name) for p in _files(folder)):
+            out.append(folder)
+            continue
+        try:
+            subfolders = sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: p.name)
+        except OSError as e:
+            raise DumpError(f"cannot read the folder {folder}: {e.strerror or e}") from None
+        held = [sub for sub in subfolders if any(_is_dump_file(p.name) for p in _files(sub))]
+        out.extend(held or [folder])
+    return tuple(dict.fromkeys(out))
+
+
+def read_folder(*folders: str | Path, only=()) -> DumpFolder:
+    """The modules of the dump folders: files paired across the dumpers, newest compile of each text.
+
+    With `only` (slugs or module names), just the modules of those names are read and paired: slugs are
+    given from every file's name, so each is the slug a whole reading gives it."""
+    paths = dump_folders(folders)
+    jaxprs, mlirs, xla, ignored = [], [], {}, 0
+    for folder in paths:
+        for path in _files(folder):
             if m := _JAXPR_FILE.fullmatch(path.name):
-                jaxprs.append(_Ir(int(m.group(1)), m.group(2), path, _digest(path)))
+                jaxprs.append(_Ir(int(m.group(1)), m.group(2), path, ""))
             elif m := _MLIR_FILE.fullmatch(path.name):
-                mlirs.append(_Ir(int(m.group(1)), m.group(2), path, _digest(path)))
+                mlirs.append(_Ir(int(m.group(1)), m.group(2), path, ""))
             elif (m := _XLA_FILE.fullmatch(path.name)) and (rest := _XLA_REST.fullmatch(m.group(3))):
                 key = (folder, int(m.group(1)), m.group(2))  # numbers repeat across clients: the name too
                 module = xla.setdefault(key, DumpModule(m.group(2), xla_number=int(m.group(1))))
@@ -140,7 +201,22 @@ def read_folder(*folders: str | Path) -> DumpFolder:
     if not (jaxprs or mlirs or xla):
         names = ", ".join(str(p) for p in paths)
         raise DumpError(f"{names} holds no JAX or XLA dump (no jax_*.jaxpr.txt, jax_ir*_compile.mlir or "
-                        "module_*.txt files); dump with JAX_DUMP_IR_TO=DIR and XLA_FLAGS=--xla_dump_to=DIR")
+                        "module_*.txt files, nor a subfolder that holds them); dump with JAX_DUMP_IR_TO=DIR "
+                        "and XLA_FLAGS=--xla_dump_to=DIR")
+    # Every name a module may take, from the files' names alone: no slug is given that another one's base is.
+    reserved = {_base(e.name) for e in jaxprs + mlirs} | {_base(m.name) for m in xla.values()}
+    unread: tuple[str, ...] = ()
+    if only:
+        families = {_family(_base(name)) for name in only} | {_family(name) for name in only}
+        names = ({m.name for m in xla.values()} | {e.name for e in mlirs}
+                 | {_function_module_name(e.name) for e in jaxprs})
+        unread = tuple(sorted(n for n in names if _family(_base(n)) not in families))
+        jaxprs = [e for e in jaxprs if _family(_base(_function_module_name(e.name))) in families
+                  or _family(_base(e.name)) in families]
+        mlirs = [e for e in mlirs if _family(_base(e.name)) in families]
+        xla = {k: m for k, m in xla.items() if _family(_base(m.name)) in families}
+    for entry in jaxprs + mlirs:
+        entry.digest = _digest(entry.path)
     jaxprs, mlirs = _newest(jaxprs), _newest(mlirs)
     modules = _newest_xla(_join_renumbered(xla))
     context = ir_context() if mlirs else None
@@ -156,7 +232,8 @@ def read_folder(*folders: str | Path) -> DumpFolder:
     for entry in mlirs:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"stablehlo": entry.path}, ir_number=entry.number,
-                                      repeats=entry.repeats, problem=entry.problem))
+                                      repeats=entry.repeats, problem=entry.problem,
+                                      stacks=frozenset(n for n, _f in entry.names)))
     jaxprs_named: dict[str, list[_Ir]] = {}
     for entry in jaxprs:
         jaxprs_named.setdefault(_function_module_name(entry.name), []).append(entry)
@@ -167,11 +244,16 @@ def read_folder(*folders: str | Path) -> DumpFolder:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"jaxpr": entry.path}, repeats=entry.repeats,
                                       problem=entry.problem))
-    _finish(modules)
-    return DumpFolder(paths, modules, ignored)
+    _finish(modules, reserved)
+    return DumpFolder(paths, modules, ignored, unread)
 
 
 def _place_xla_file(module: DumpModule, path: Path, rest: re.Match) -> None:
+    """File one of XLA's files under its layer; a proto (`--xla_dump_hlo_as_proto`) where no text of it is."""
+    proto = rest.group("ext") != "txt"
+    layer = "hlo_before" if rest.group("before") else "hlo_after" if not rest.group("what") else None
+    if proto and (layer is None or layer in module.files):
+        return  # the text of the same layer is read instead; XLA's reports come as text only
     if rest.group("before"):
         module.files["hlo_before"] = path
         return
@@ -244,14 +326,33 @@ def _join_renumbered(xla: dict[tuple, DumpModule]) -> list[DumpModule]:
 
 def _newest_xla(modules: list[DumpModule]) -> list[DumpModule]:
     by_text: dict[tuple, DumpModule] = {}
+    by_size: dict[tuple, int] = {}
+    for module in modules:
+        layer = module.files.get("hlo_before") or module.files.get("hlo_after")
+        size = _size(layer) if layer else None
+        by_size[(module.name, size)] = by_size.get((module.name, size), 0) + 1
     for module in sorted(modules, key=lambda m: m.xla_number):
         layer = module.files.get("hlo_before") or module.files.get("hlo_after")
-        key = (module.name, _digest(layer)) if layer else (module.name, module.xla_number)
+        # Only a file of a size that another of its name has can repeat it: the rest are not hashed. Two
+        # folders given are two runs: a module of one never repeats one of the other.
+        if layer is None:
+            key = ("no HLO", id(module))
+        elif by_size[(module.name, _size(layer))] == 1:
+            key = (layer.parent, module.name, "alone", module.xla_number)
+        else:
+            key = (layer.parent, module.name, _digest(layer))
         older = by_text.get(key)
         if older is not None:
             module.repeats = older.repeats + 1
         by_text[key] = module
     return sorted(by_text.values(), key=lambda m: m.xla_number)
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 def _read_mlir(entry: _Ir, context) -> None:
@@ -263,6 +364,7 @@ def _read_mlir(entry: _Ir, context) -> None:
     entry.name = module.operation.attributes["sym_name"].value if "sym_name" in module.operation.attributes \
         else entry.name
     entry.shapes = shapes_of_mlir(module)
+    entry.types = types_of_mlir(module)
     entry.names = frozenset((name, frame) for _op, name, frame, _fine in stablehlo_locations(module) if name)
 
 
@@ -272,14 +374,42 @@ def _read_jaxpr(entry: _Ir) -> None:
     except DumpError as e:
         entry.problem = str(e)
         return
-    heads = list(_JAXPR_HEAD.finditer(text))
-    head = heads[-1] if heads else None
-    if head is None or not text.rstrip().endswith("}"):
+    inputs = _jaxpr_inputs(text)
+    if inputs is None or not text.rstrip().endswith("}"):
         entry.problem = f"{entry.path} is not a whole printed jaxpr (truncated?)"
         return
-    entry.shapes = (tuple(_aval_dims(dims, dtype) for dtype, dims in _JAXPR_AVAL.findall(head.group(2))),
-                    _jaxpr_results(text))
+    avals = _JAXPR_AVAL.findall(inputs)
+    entry.shapes = (tuple(_aval_dims(dims, dtype) for _name, dtype, dims in avals), _jaxpr_results(text))
+    entry.types = tuple(_aval_number(dtype) for _name, dtype, _dims in avals)
     entry.names = frozenset(jaxpr_primitives(text))
+
+
+def _jaxpr_inputs(text: str) -> str | None:
+    """The outermost jaxpr's inputs, as its first line prints them (a long one wraps). That line names its
+    constants (before `; `) and inputs (before `. let`); shared sub-jaxprs hoisted into `let` blocks print
+    before it, so it is the last line that starts with `{ lambda `. Found by searching, in linear time."""
+    at = text.rfind("\n{ lambda ")
+    start = at + 1 if at != -1 else 0 if text.startswith("{ lambda ") else -1
+    if start == -1:
+        return None
+    semicolon = text.find("; ", start)
+    end = text.find(". let", semicolon) if semicolon != -1 else -1
+    return text[semicolon + 2:end] if end != -1 else None
+
+
+# A jaxpr's kind of number as numpy names it (what `types_of_mlir` gives); a typed key is its key data's.
+_JAXPR_NUMBERS = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "bool": "bool",
+                  "c64": "complex64", "c128": "complex128"}
+
+
+def _aval_number(dtype: str) -> str:
+    if dtype in _JAXPR_NUMBERS:
+        return _JAXPR_NUMBERS[dtype]
+    if dtype.startswith("key<"):
+        return "uint32"
+    if dtype[:1] in "iu" and dtype[1:].isdigit():
+        return f"{'u' if dtype[0] == 'u' else ''}int{dtype[1:]}"
+    return dtype.lower()
 
 
 # A typed PRNG key lowers to its implementation's key data, a uint32 array with trailing dimensions of its
@@ -297,13 +427,13 @@ def _jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:
     tail = re.search(r"\bin \(([^()]*)\) \}\s*$", text)
     if tail is None:
         return None
-    shapes = []
-    for name in (n.strip() for n in tail.group(1).split(",") if n.strip()):
-        binder = re.search(rf"(?<![\w]){re.escape(name)}:[a-z]\w*\[([\w@, ]*)\]", text)
-        if binder is None:
-            return None  # a literal result: its shape is not printed
-        shapes.append(_aval_dims(binder.group(1)))
-    return tuple(shapes)
+    names = [n.strip() for n in tail.group(1).split(",") if n.strip()]
+    binders: dict[str, str] = {}  # each name's first binder, in one pass (a search per name is quadratic)
+    for name, _dtype, dims in _JAXPR_AVAL.findall(text):
+        binders.setdefault(name, dims)
+    if any(name not in binders for name in names):
+        return None  # a literal result: its shape is not printed
+    return tuple(_aval_dims(binders[name]) for name in names)
 
 
 def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
@@ -315,28 +445,33 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
         return
     path = module.files[layer]
     try:
-        hlo = parse_hlo(read_text(path), path)
+        text = read_text(path)
+        module.functions = function_names(text)
+        hlo = parse_hlo(text, path)
         if "hlo_after" in module.files and layer != "hlo_after":
             parse_hlo(read_text(module.files["hlo_after"]), module.files["hlo_after"])
     except DumpError as e:
         module.problem = str(e)
         return
-    shapes = shapes_of_hlo(hlo)
+    shapes, types = shapes_of_hlo(hlo), types_of_hlo(hlo)
     names = frozenset((n, frame) for _c, _i, n, frame in hlo_op_names(hlo) if "/" in n or "(" in n)
-    candidates = [e for e in mlirs if e.problem is None and e.name == module.name
-                  and (layer == "hlo_after" or e.shapes == shapes) and _covers(e.names, names)]
+    module.stacks = frozenset(n for n, _f in names)
+    candidates = [e for e in mlirs if e.problem is None and not e.paired and e.name == module.name
+                  and (layer == "hlo_after" or (e.shapes == shapes and e.types in (None, types)))
+                  and _covers(e.names, names)]
     if len(candidates) > 1:
         exact = [e for e in candidates if e.names == names]
-        candidates = exact if len(exact) == 1 else [max(candidates, key=lambda e: e.number)] \
-            if len({e.digest for e in candidates}) == 1 else candidates
-    if len(candidates) == 1:
-        entry = candidates[0]
+        candidates = exact or candidates
+    if candidates:
+        # What the texts cannot tell apart (an eager helper compiled again for another value of the same
+        # shapes) is paired in compile order: each dumper numbers its files in the order JAX compiled them,
+        # and XLA's modules are paired lowest number first.
+        here = path.parent
+        entry = min(candidates, key=lambda e: (e.path.parent != here, e.number))  # a run's own files first
         entry.paired = True
         module.files["stablehlo"] = entry.path
         module.ir_number = entry.number
-    elif len(candidates) > 1:
-        module.problem = module.problem or (f"{len(candidates)} StableHLO dumps match it equally "
-                                            f"({', '.join(e.path.name for e in candidates)}); none is shown")
+        module.stacks = frozenset(n for n, _f in entry.names)
 
 
 def _covers(stablehlo_names: frozenset, hlo_names: frozenset) -> bool:
@@ -360,18 +495,19 @@ def _pair_jaxpr(module: DumpModule, jaxprs: list[_Ir], mlir_at: dict[Path, _Ir])
     primitives = {p for p in primitives if re.fullmatch(r"[a-z_]\w*", p)}
     candidates = [j for j in jaxprs if not j.paired and j.problem is None
                   and _function_module_name(j.name) == module.name and j.shapes[0] == entry.shapes[0]
-                  and j.shapes[1] in (None, entry.shapes[1])]
+                  and j.shapes[1] in (None, entry.shapes[1])
+                  and (entry.types is None or j.types == entry.types[:len(j.types)])]
     if len(candidates) > 1:
         # Lowering adds primitives of its own (a scan's `while`, `lt`): the jaxpr sharing the most wins,
         # and only alone.
         shared = {j.path: len(primitives & j.names) for j in candidates}
         best = max(shared.values())
         candidates = [j for j in candidates if shared[j.path] == best]
-    if len(candidates) > 1 and len({c.digest for c in candidates}) == 1:
-        candidates = [max(candidates, key=lambda c: c.number)]
-    if len(candidates) == 1:
-        candidates[0].paired = True
-        module.files["jaxpr"] = candidates[0].path
+    if candidates:  # the rest, as for StableHLO, in compile order, a run's own files first
+        here = module.files["stablehlo"].parent
+        entry = min(candidates, key=lambda c: (c.path.parent != here, c.number))
+        entry.paired = True
+        module.files["jaxpr"] = entry.path
 
 
 def _function_module_name(function: str) -> str:
@@ -379,13 +515,49 @@ def _function_module_name(function: str) -> str:
     return "jit_" + re.sub(r"[^\w]", "_", function)
 
 
-def _finish(modules: list[DumpModule]) -> None:
+def _base(name: str) -> str:
+    """A module name as a slug: lowercase letters, digits and dashes, at most `SLUG_MAX`."""
+    return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:SLUG_MAX].rstrip("-") or "module"
+
+
+def _family(slug: str) -> str:
+    """What every slug given to modules of one base starts with: its first 50 characters without a `-N` tail
+    (a second module's slug is its base cut to leave room for `-N`, never below 50)."""
+    return re.sub(r"(-\d+)+$", "", slug[:50].rstrip("-"))
+
+
+def _is_helper(module: DumpModule) -> bool:
+    """Whether a module is JAX's own rather than a function the user wrote: no op of it was traced inside its
+    function (JAX's source frames are left out of the tables, so the ops of `jax.random.normal`'s `_normal`
+    or of `jnp.zeros` sit at the user's line that called them), and it is a private function of JAX's
+    (`jit__normal`), or one primitive that ran outside `jit` (`jit_broadcast_in_dim`, whose only name stack is
+    `jit(broadcast_in_dim)/broadcast_in_dim`), or a module whose ops carry no name stack at all."""
+    function = module.name.removeprefix("jit_")
+    if module.functions is not None and any(re.sub(r"[^\w]", "_", f) == function for f in module.functions):
+        return False  # the user's own function (`_sgd` too): its ops were traced in it
+    if function.startswith("_"):
+        return True
+    return all(stack in (f"jit({function})", f"jit({function})/{function}") for stack in module.stacks)
+
+
+def _finish(modules: list[DumpModule], reserved: set[str]) -> None:
+    """Order the modules as compiled, give each a slug no other has, and say what stops one being read.
+
+    A module's slug is its name's base (`jit-f`); a second module of that base gets the first `jit-f-N` that
+    is no module's base, so `jit_f` compiled twice beside a `jit_f_2` gives `jit-f`, `jit-f-3`, `jit-f-2`."""
     modules.sort(key=lambda m: (m.xla_number is None, m.xla_number or 0, m.ir_number or 0))
-    seen: dict[str, int] = {}
+    reserved = reserved | {_base(m.name) for m in modules}
+    taken: set[str] = set()
     for module in modules:
-        base = re.sub(r"[^a-z0-9-]+", "-", module.name.lower()).strip("-") or "module"
-        seen[base] = seen.get(base, 0) + 1
-        module.slug = base if seen[base] == 1 else f"{base}-{seen[base]}"
+        slug = base = _base(module.name)
+        n = 1
+        while slug in taken or (n > 1 and slug in reserved):
+            n += 1
+            slug = f"{base[:SLUG_MAX - len(str(n)) - 1].rstrip('-')}-{n}"
+        taken.add(slug)
+        module.slug = slug
         if module.problem is None and len(module.layers()) < 2:
             only = LAYER_NAMES[module.layers()[0]] if module.layers() else "no"
             module.problem = f"only one layer ({only}) in the folder: nothing to link it to"
+        # A module that cannot be read is not known to be JAX's own: it stays in front, with its note.
+        module.helper = module.problem is None and _is_helper(module)

@@ -66,12 +66,21 @@ def _peak(text: str) -> tuple[int | None, str, tuple[tuple[str, int], ...]]:
     sequence = dict(re.findall(r"^    (\d+):(\S+)$", text[:at.start()], re.M))
     live, cumulative = [], None
     for line in text[at.end():].splitlines()[1:]:
-        m = re.match(r"^    (\S+?)(?:\{[^}]*\})?: (\d+) bytes \(cumulative: (\d+) bytes\)$", line)
+        m = re.match(r"    (\S+): (\d+) bytes \(cumulative: (\d+) bytes\)$", line)
         if m is None:
             break
-        live.append((m.group(1), int(m.group(2))))
+        live.append((_buffer_name(m.group(1)), int(m.group(2))))
         cumulative = int(m.group(3))
     return cumulative, sequence.get(at.group(1), ""), tuple(live)
+
+
+def _buffer_name(printed: str) -> str:
+    """A live buffer's name without the shape index XLA prints after it (`fusion.3{0}` -> `fusion.3`), cut
+    by searching, not by a pattern that rescans a line of braces."""
+    if not printed.endswith("}"):
+        return printed
+    at = printed.find("{", max(printed.rfind("}", 0, len(printed) - 1) + 1, 1))
+    return printed[:at] if at > 0 else printed
 
 
 _KINDS = (("parameter", r"parameter \d+"), ("output", r"output shape"), ("maybe-live-out", r"maybe-live-out"),

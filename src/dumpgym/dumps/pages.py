@@ -34,7 +34,20 @@ table{border-collapse:collapse;margin:6px 0 12px}td,th{border:1px solid #d9d9d0;
 
 
 def _e(value) -> str:
-    return html.escape(str(value))
+    """A value as page text: escaped, and with what a file system handed over undecoded (a name's bytes that
+    are not UTF-8, which Python keeps as lone surrogates) shown as U+FFFD, so the page can be encoded."""
+    return html.escape(shown_text(value))
+
+
+def _name(value) -> str:
+    """A name from the dump (a module's, a path), escaped and isolated: a bidi override in it (U+202E) turns
+    only itself around, not the page's text after it."""
+    return f"<bdi>{_e(value)}</bdi>"
+
+
+def shown_text(value) -> str:
+    """`value` as text that encodes as UTF-8: bytes of a name that were not UTF-8 shown as U+FFFD."""
+    return str(value).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _page(title: str, body: str, depth: str = "../") -> bytes:
@@ -57,36 +70,51 @@ def _bytes(n: int | None) -> str:
 
 
 def index_page(folder: DumpFolder) -> bytes:
-    """The list of a dump's modules: target, layers, repeats, memory, and what stops any from being read."""
-    rows = []
-    for m in folder.modules:
-        name = f'<a href="{_e(m.slug)}.html">{_e(m.slug)}</a>' if not m.problem else _e(m.slug)
-        layers = ", ".join(LAYER_NAMES[layer] for layer in m.layers())
-        state = f'<span class="problem">{_e(m.problem)}</span>' if m.problem else ""
-        repeats = f"{m.repeats} older compile(s) of the same text left out" if m.repeats else ""
-        rows.append(f"<tr><td>{name}</td><td>{_e(m.name)}</td><td>{_e(m.target or '—')}</td><td>{_e(layers)}</td>"
-                    f"<td>{_e(repeats)}</td><td>{state}</td></tr>")
-    where = ", ".join(str(p) for p in folder.paths)
-    body = (f"<h1>Dump: {_e(where)}</h1>"
+    """The list of a dump's modules: the user's first, biggest first, with target, layers, size, repeats
+    and what stops any from being read; JAX's own helper modules folded away below them."""
+    head = ("<tr><th>module</th><th>name</th><th>target</th><th>layers</th><th>size</th><th>repeats</th>"
+            "<th>note</th></tr>")
+    shown = folder.shown()
+    users = [_index_row(m) for m in shown if not m.helper]
+    helpers = [_index_row(m) for m in shown if m.helper]
+    where = ", ".join(_name(p) for p in folder.paths)
+    folded = (f"<details><summary>{len(helpers)} helper modules JAX compiled itself (a primitive run outside "
+              "<code>jit</code>, as <code>jnp.zeros</code>; JAX's own private functions, as "
+              f"<code>jax.random.normal</code>'s)</summary><table>{head}{''.join(helpers)}</table></details>"
+              if helpers else "")
+    body = (f"<h1>Dump: {where}</h1>"
             f"<p>{len(folder.modules)} modules · {folder.ignored} other dump files not read "
             f'(pass dumps, LLVM IR, object files) · <a href="../index.html">the gym</a></p>'
-            "<table><tr><th>module</th><th>name</th><th>target</th><th>layers</th><th>repeats</th><th>note</th></tr>"
-            f"{''.join(rows)}</table>")
+            + (f"<table>{head}{''.join(users)}</table>" if users else "")
+            + folded)
     return _page("dump", body)
+
+
+def _index_row(m: DumpModule) -> str:
+    name = f'<a href="{_e(m.slug)}.html">{_e(m.slug)}</a>' if not m.problem else _e(m.slug)
+    layers = ", ".join(LAYER_NAMES[layer] for layer in m.layers())
+    state = f'<span class="problem">{_e(m.problem)}</span>' if m.problem else ""
+    repeats = f"{m.repeats} older compile(s) of the same text left out" if m.repeats else ""
+    return (f"<tr><td>{name}</td><td>{_name(m.name)}</td><td>{_e(m.target or '—')}</td><td>{_e(layers)}</td>"
+            f"<td>{_e(_bytes(m.size()))}</td><td>{_e(repeats)}</td><td>{state}</td></tr>")
 
 
 def module_page(module: DumpModule) -> bytes:
     """One module's x-ray: its layers linked, what is unlinked and why, its buffers and memory."""
     head = (f'<p><a href="index.html">all modules</a></p><h1>{_e(module.slug)}</h1>'
-            f"<p>{_e(module.name)} · {_e(module.target or 'no compiled layer')} · "
+            f"<p>{_name(module.name)} · {_e(module.target or 'no compiled layer')} · "
             f"{_e(', '.join(LAYER_NAMES[layer] for layer in module.layers()))}</p>")
     if module.problem:
         return _page(module.slug, head + f'<p class="problem">{_e(module.problem)}</p>')
     try:
         xray = xray_module(module)
     except DumpError as e:
-        return _page(module.slug, head + f'<p class="problem">{_e(e)}</p>')
-    body = head + _stats(module, xray) + _memory(module) + _columns(module, xray)
+        # The StableHLO cannot be read (truncated): XLA's layers are still shown, unlinked.
+        xray = ModuleXray(None, notes=[f"{shown_text(e)}: the layers are shown unlinked"])
+    try:
+        body = head + _stats(module, xray) + _memory(module) + _columns(module, xray)
+    except DumpError as e:  # a layer's file or a buffer report that cannot be read: said, nothing else lost
+        body = head + f'<p class="problem">{_e(e)}</p>'
     return _page(module.slug, body)
 
 
@@ -110,14 +138,17 @@ def _stats(module: DumpModule, xray: ModuleXray) -> str:
     for note in xray.notes:
         parts.append(f"<p>{_e(note)}</p>")
     if xray.sources:
-        files = ", ".join(f"{_e(name)} ({'here' if here else 'not on this machine'})"
+        files = ", ".join(f"{_name(name)} ({'here' if here else 'not on this machine'})"
                           for name, here in xray.sources.items())
         parts.append(f"<p>source files: {files}</p>")
     return "".join(parts)
 
 
 def _memory(module: DumpModule) -> str:
-    report = read_memory(module)
+    try:
+        report = read_memory(module)
+    except DumpError as e:  # a report that cannot be read: the rest of the page stands
+        return f'<h2>Buffers</h2><p class="problem">{_e(e)}</p>'
     if report is None:
         return "<p>XLA wrote no buffer assignment for this module.</p>"
     rows = "".join(f"<tr><td>{n}</td><td>{_e(_bytes(size))}</td><td>{_e(kind)}</td><td>{_e(value)}</td></tr>"
@@ -139,20 +170,27 @@ def _memory(module: DumpModule) -> str:
 
 def _columns(module: DumpModule, xray: ModuleXray) -> str:
     groups, lines_by_eqn = xray.groups()
-    columns = []
+    columns, notes = [], []
+
+    def listing(layer: str, key: str, title: str, lit: set[int]) -> None:
+        try:
+            columns.append(column(key, title, module.text(layer), lit))
+        except DumpError as e:  # that layer's file alone is lost
+            notes.append(f'<p class="problem">{_e(e)}</p>')
+
     if "jaxpr" in module.files:
-        columns.append(column("jaxpr", "jaxpr", module.text("jaxpr"), {n for g in groups for n in g["jaxpr_lines"]}))
-    columns.append(column("stablehlo", "StableHLO", xray.stablehlo,
-                           {n for g in groups for n in g["stablehlo_lines"]}))
+        listing("jaxpr", "jaxpr", "jaxpr", {n for g in groups for n in g["jaxpr_lines"]})
+    if xray.stablehlo is not None:
+        columns.append(column("stablehlo", "StableHLO", xray.stablehlo,
+                               {n for g in groups for n in g["stablehlo_lines"]}))
     if "hlo_after" in module.files:
-        columns.append(column("hlo", "optimised HLO", module.text("hlo_after"),
-                               {n for lines in lines_by_eqn.values() for n in lines}))
+        listing("hlo_after", "hlo", "optimised HLO", {n for lines in lines_by_eqn.values() for n in lines})
     if "hlo_before" in module.files:
         linked = {link.line for link in xray.hlo.get("hlo_before", ()) if link.stablehlo_lines}
-        columns.append(column("before", "HLO before optimisations", module.text("hlo_before"), linked))
+        listing("hlo_before", "before", "HLO before optimisations", linked)
     data = {"xray": groups, "eqns": [{"id": g["eqn"], "parent": None, "jaxpr_lines": g["jaxpr_lines"]} for g in groups],
             "hlo": {"lines_by_eqn": lines_by_eqn}}
-    return (f'<h2>X-ray</h2><div class="dgx n{len(columns)}" id="dump-xray">'
+    return (f'<h2>X-ray</h2>{"".join(notes)}<div class="dgx n{len(columns)}" id="dump-xray">'
             f'<div class="dgx-cols">{"".join(columns)}</div>'
             f'<script type="application/json">{script_json(data)}</script></div>'
             '<script type="module" src="dump.js"></script>')
@@ -166,8 +204,11 @@ def dump_files(folder: DumpFolder) -> dict[str, Callable[[], bytes]]:
         "dump/dump.js": lambda: _SCRIPT.encode("utf-8"),
         "dump/modules.json": lambda: json.dumps(
             [{"slug": m.slug, "name": m.name, "backend": m.backend, "target": m.target, "layers": m.layers(),
-              "repeats": m.repeats, "problem": m.problem} for m in folder.modules], indent=1).encode("utf-8"),
+              "bytes": m.size(), "helper": m.helper, "repeats": m.repeats, "problem": m.problem}
+             for m in folder.shown()], indent=1).encode("utf-8"),
     }
     for module in folder.modules:
         makers[f"dump/{module.slug}.html"] = partial(module_page, module)
+    if len(makers) != 4 + len(folder.modules):  # two modules of one slug would share one page
+        raise RuntimeError("two modules of the dump have one slug")
     return makers

@@ -29,27 +29,39 @@ def _aval(type_text: str) -> str:
     return f"{_ELEMENT.get(m.group(2), m.group(2))}[{','.join(dims)}]"
 
 
+def _isolated(name: str) -> str:
+    """A name from the dump inside plain text, isolated (U+2068 ... U+2069): a bidi override in it turns only
+    itself around, not the sentence it stands in."""
+    return f"\u2068{name}\u2069"
+
+
 def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
-    """The record of one dumped module (which must have StableHLO and optimised HLO)."""
+    """The record of one dumped module (which must have optimised HLO; its StableHLO and jaxpr where the folder
+    has them: an XLA-only dump gives the compiled layer alone)."""
     from dumpgym.ir.stablehlo import read_lowered
 
     if module.problem:
         raise DumpError(f"{module.slug}: {module.problem}")
-    if "stablehlo" not in module.files or "hlo_after" not in module.files:
-        raise DumpError(f"{module.slug}: the folder has no {'StableHLO' if 'stablehlo' not in module.files else 'optimised HLO'}"
-                        " for it; add --dump needs both")
-    xray = xray_module(module)
-    shown, ops = stablehlo_ops(module)
-    lowered = read_lowered(parse_stablehlo(shown, module.files["stablehlo"], ir_context()))
-    args = tuple(_aval(v.type) for v in lowered.main.args) if lowered.main else ()
+    if "hlo_after" not in module.files:
+        raise DumpError(f"{module.slug}: the folder has no optimised HLO for it (XLA's "
+                        "`*after_optimizations.txt`); add --dump needs it")
+    if "stablehlo" in module.files:
+        xray = xray_module(module)
+        shown, ops = stablehlo_ops(module)
+        lowered = read_lowered(parse_stablehlo(shown, module.files["stablehlo"], ir_context()))
+        args = tuple(_aval(v.type) for v in lowered.main.args) if lowered.main else ()
+        linked = {line for link in xray.hlo.get("hlo_after", ()) for line in link.stablehlo_lines}
+    else:  # XLA alone: the arguments as XLA's entry computation takes them
+        shown, ops, lowered, linked = "", [], None, set()
+        args = _hlo_args(module)
     jaxpr = module.text("jaxpr") if "jaxpr" in module.files else ""
-    linked = {line for link in xray.hlo.get("hlo_after", ()) for line in link.stablehlo_lines}
     op_lines = {op.line for op in ops}
     return ProgramRecord(
         slug=slug,
-        title=f"{module.name} (dump, {module.target})"[:200],
-        lesson=f"Your dump's module {module.name}, from {where}: compiled for {module.target}, not traced here.",
-        entry=str(module.files["stablehlo"]),
+        title=f"{_isolated(module.name[:150])} (dump, {module.target})",
+        lesson=f"Your dump's module {_isolated(module.name)}, from {_isolated(where)}: compiled for {module.target}, "
+               "not traced here.",
+        entry=str(module.files.get("stablehlo") or module.files["hlo_after"]),
         args=args,
         mesh=None,
         in_specs=None,
@@ -66,6 +78,26 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
         compiled={module.backend: _compiled_layer(module)},
         lowered=lowered,
     )
+
+
+# XLA's kinds of number (numpy's names, as `types_of_hlo` gives them) in the jaxpr's aval notation.
+_AVAL_NUMBER = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "bool": "bool",
+                "complex64": "c64", "complex128": "c128"}
+
+
+def _hlo_args(module: DumpModule) -> tuple[str, ...]:
+    """The entry computation's parameters of a module without StableHLO, as avals (`f32[8,16]`)."""
+    from dumpgym.ir.parse import shapes_of_hlo, types_of_hlo
+
+    layer = "hlo_before" if "hlo_before" in module.files else "hlo_after"
+    hlo = parse_hlo(module.text(layer), module.files[layer])
+    dims, _results = shapes_of_hlo(hlo)
+    kinds = types_of_hlo(hlo)[:len(dims)]
+    out = []
+    for shape, kind in zip(dims, kinds):
+        number = _AVAL_NUMBER.get(kind) or re.sub(r"^(u?)int(\d+)$", lambda m: f"{m.group(1) or 'i'}{m.group(2)}", kind)
+        out.append(f"{number}[{','.join(str(d) for d in shape)}]")
+    return tuple(out)
 
 
 def _compiled_layer(module: DumpModule) -> CompiledLayer:
@@ -106,16 +138,28 @@ def _compiled_layer(module: DumpModule) -> CompiledLayer:
 
 
 def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait: float | None = None) -> list[ProgramRecord]:
-    """Add the modules of a dump folder (all, or those named) to the user's corpus; all or none are written."""
+    """Add the modules of a dump folder (the user's, without JAX's own helper modules; or those named) to the
+    user's corpus; all or none are written."""
     from dumpgym.corpus.user import store_records
 
-    chosen = [folder.module(name) for name in modules] if modules else list(folder.modules)
+    chosen = list({m.slug: m for m in map(folder.module, modules)}.values()) if modules else \
+        [m for m in folder.modules if not m.helper]
+    if not chosen:
+        raise DumpError(f"the dump holds only helper modules JAX compiled itself ({len(folder.modules)}: "
+                        f"{' '.join(m.slug for m in folder.modules[:5])}{' ...' if len(folder.modules) > 5 else ''}); "
+                        "name one with --module to add it")
     bad = [m for m in chosen if m.problem]
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise DumpError(f"{bad[0].slug}: {bad[0].problem}{more}; nothing was added (pick modules with --module)")
+    for path in [*folder.paths, *(p for m in chosen for p in m.files.values())]:
+        if not _utf8(str(path)):
+            raise DumpError(f"{path}: the name is not UTF-8 (bytes of another encoding), which no "
+                            "record can hold; rename it; nothing was added")
     where = ", ".join(str(p) for p in folder.paths)
     records = [module_record(m, _slug(m), where) for m in chosen]
+    if len({r.slug for r in records}) != len(records):  # `_finish` gives every module its own slug
+        raise RuntimeError("two modules of the dump have one slug")
     for record in records:  # what the corpus reads back must be a valid record
         ProgramRecord.from_json(record.to_json())
     store_records(records, corpus_dir, wait)
@@ -123,4 +167,12 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
 
 
 def _slug(module: DumpModule) -> str:
-    return f"dump-{module.slug}"[:64].rstrip("-")
+    return f"dump-{module.slug}"  # a module's slug is at most SLUG_MAX, so this fits a slug's 64
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

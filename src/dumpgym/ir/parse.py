@@ -14,13 +14,14 @@ from pathlib import Path
 
 from dumpgym.errors import GymError
 
-# An equation: its output binders (`c:f32[8,4]`, `_:i32[]`), then `= primitive`; first on a line, or after `let`.
-_JAXPR_EQN = re.compile(r"(?:^\s*|\blet )(?:\S+:\S+ )+= ([a-z_]\w*)\b", re.M)
+# A primitive's name, as a jaxpr prints it after `=`.
+_PRIMITIVE = re.compile(r"[a-z_]\w*")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _STACK_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 # HLO's source tables (JAX 0.9 on): the bindings give no access to them, the printed module does.
 _TABLE_ROW = re.compile(r"^(\d+) (.*)$")
-_FIELD = re.compile(r"(\w+)=(\"[^\"]*\"|\S+)")
+# Starts only at a word's start: from inside a long word it would rescan the word (quadratic).
+_FIELD = re.compile(r"(?<!\w)(\w+)=(\"[^\"]*\"|\S+)")
 
 
 class DumpError(GymError):
@@ -33,12 +34,38 @@ def read_text(path: Path) -> str:
         data = path.read_bytes()
     except OSError as e:
         raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
+    if not data:
+        raise DumpError(f"{path} is empty")
+    if path.name.endswith(".hlo.pb"):
+        return _hlo_proto_text(data, path)
     if b"\x00" in data:
         raise DumpError(f"{path} is not text (a binary file)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise DumpError(f"{path} is not UTF-8 text") from None
+
+
+def _hlo_proto_text(data: bytes, path: Path) -> str:
+    """The HLO text of a module XLA dumped as a proto (`--xla_dump_hlo_as_proto`): an `HloProto`, whose field 1
+    is the `HloModuleProto`, printed by XLA's own printer with its metadata, as the text dump has it."""
+    from jaxlib import xla_client
+
+    module = data
+    if data[:1] == b"\x0a":  # field 1, length-delimited: the HloModuleProto inside an HloProto
+        size, shift, at = 0, 0, 1
+        while at < len(data):
+            byte = data[at]
+            size, shift, at = size | (byte & 0x7F) << shift, shift + 7, at + 1
+            if byte < 0x80:
+                break
+        module = data[at:at + size] if at + size <= len(data) else data
+    for candidate in (module, data):
+        try:
+            return xla_client.XlaComputation(candidate).get_hlo_module().to_string()
+        except Exception:  # noqa: BLE001 - XLA says only that it does not parse; the line below says which file
+            continue
+    raise DumpError(f"{path} does not parse as an HLO proto (truncated?)")
 
 
 @functools.cache
@@ -119,6 +146,23 @@ def source_tables(printed: str) -> dict[int, tuple[str, int]]:
     return out
 
 
+def function_names(printed: str) -> frozenset[str] | None:
+    """The functions an HLO module's source tables name (`FunctionNames`: the functions its ops were traced
+    in), or None where it prints no tables (JAX before 0.9)."""
+    names, inside = set(), False
+    for line in printed.split("\n"):
+        if line == "FunctionNames":
+            inside = True
+        elif inside:
+            row = _TABLE_ROW.match(line)
+            if row is None:
+                break
+            names.add(row.group(2).strip('"'))
+        elif line.startswith(("ENTRY", "%")):
+            return None
+    return frozenset(names) if inside else None
+
+
 def hlo_op_names(module) -> list[tuple[str, str, str, tuple[str, int] | None]]:
     """(computation, instruction, op_name, (file, line) of its stack frame) for every instruction with an op_name."""
     frames = source_tables(module.to_string())
@@ -131,9 +175,22 @@ def hlo_op_names(module) -> list[tuple[str, str, str, tuple[str, int] | None]]:
             if name is None:
                 continue
             frame = _STACK_FRAME_ID.search(meta)
-            out.append((computation.name, instruction.name, name.group(1),
+            out.append((computation.name, instruction.name, _unescaped(name.group(1)),
                         frames.get(int(frame.group(1))) if frame else None))
     return out
+
+
+def _unescaped(text: str) -> str:
+    """An HLO string attribute as it was given: XLA prints bytes outside ASCII as C escapes (`\\342\\200\\256`
+    for U+202E), which the StableHLO's locations hold as the characters themselves."""
+    if "\\" not in text:
+        return text
+    import codecs
+
+    try:
+        return codecs.escape_decode(text.encode("ascii", "backslashreplace"))[0].decode("utf-8", "replace")
+    except ValueError:
+        return text
 
 
 def stablehlo_locations(module) -> list[tuple]:
@@ -199,6 +256,52 @@ def shapes_of_mlir(module) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int
     return None
 
 
+def types_of_mlir(module) -> tuple[str, ...] | None:
+    """The kinds of number of `main`'s arguments and results in a parsed StableHLO module, as numpy names
+    them (`float32`, `int32`, `bool`; a token: `token`), to tell apart compiles of one shape."""
+    from jaxlib.mlir import ir
+
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and op.attributes["sym_name"].value == "main":
+            kinds = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            return tuple(_number_name(t) for t in (*kinds.inputs, *kinds.results))
+    return None
+
+
+_MLIR_NUMBERS = {"i1": "bool", "bf16": "bfloat16", "f16": "float16", "f32": "float32", "f64": "float64",
+                 "complex<f32>": "complex64", "complex<f64>": "complex128"}
+
+
+def _number_name(type_) -> str:
+    from jaxlib.mlir import ir
+
+    try:
+        element = str(ir.RankedTensorType(type_).element_type)
+    except ValueError:
+        return "token"
+    if element in _MLIR_NUMBERS:
+        return _MLIR_NUMBERS[element]
+    if element.startswith("ui") and element[2:].isdigit():
+        return f"uint{element[2:]}"
+    if element.startswith("i") and element[1:].isdigit():
+        return f"int{element[1:]}"
+    return element.lower()  # f8E4M3FN and kin: compared as MLIR spells them
+
+
+def types_of_hlo(module) -> tuple[str, ...]:
+    """The same for an HloModule's entry parameters and results, from XLA's program shape."""
+    from jaxlib import xla_client
+
+    shape = xla_client.XlaComputation(module.as_serialized_hlo_module_proto()).program_shape()
+
+    def kind(s):
+        return str(s.element_type()).lower() if s.is_array() else "token"
+
+    result = shape.result_shape()
+    results = tuple(kind(s) for s in result.tuple_shapes()) if result.is_tuple() else (kind(result),)
+    return tuple(kind(p) for p in shape.parameter_shapes()) + results
+
+
 def _dims(type_) -> tuple[int, ...]:
     from jaxlib.mlir import ir
 
@@ -224,4 +327,44 @@ def shapes_of_hlo(module) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int,
 
 def jaxpr_primitives(text: str) -> list[str]:
     """The primitive of each printed equation of a jaxpr, in print order."""
-    return _JAXPR_EQN.findall(text)
+    return [primitive for _line, primitive in jaxpr_equations(text)]
+
+
+def jaxpr_equations(text: str) -> list[tuple[int, str]]:
+    """(1-based line, primitive) of each printed equation of a jaxpr, in print order: output binders
+    (`c:f32[8,4]`, `_:i32[]`) then `= primitive`, first on a line or after `let `. Read token by token, in
+    time linear in the text (a pattern of repeated binders backtracks exponentially on `a:b:c:d` words)."""
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        starts = [len(line) - len(line.lstrip())]
+        at = line.find("let ")
+        while at != -1:
+            if at == 0 or not (line[at - 1].isalnum() or line[at - 1] == "_"):
+                starts.append(at + 4)
+            at = line.find("let ", at + 4)
+        done = 0  # equations do not overlap: a `let ` inside one already read starts none
+        for start in starts:
+            if start < done:
+                continue
+            found = _equation_at(line, start)
+            if found is not None:
+                out.append((number, found[0]))
+                done = found[1]
+    return out
+
+
+def _equation_at(line: str, start: int) -> tuple[str, int] | None:
+    """The primitive of an equation printed from `start` of a line (binders, `=`, primitive) and where it
+    ends, or None."""
+    binders, at = 0, start
+    while True:
+        end = line.find(" ", at)
+        if end == -1:
+            return None
+        token = line[at:end]
+        if token == "=":
+            m = _PRIMITIVE.match(line, end + 1)
+            return (m.group(0), m.end()) if binders and m else None
+        if ":" not in token[1:-1]:
+            return None
+        binders, at = binders + 1, end + 1

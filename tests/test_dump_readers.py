@@ -1,0 +1,81 @@
+"""Every reader of a dump's text reads it in time linear in its size: adversarial texts of growing size
+(the shapes that sent the old patterns into exponential or polynomial backtracking: `a:b:c:d` words, runs of
+`{ lambda ; a:f32[1]` lines, blank runs, lines of braces) are read 1x and 8x in one run, and the larger must
+cost about eight times the smaller (a generous ratio: quadratic work is 64 times, exponential never ends).
+What the readers find is checked against what JAX prints and says."""
+import time
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from dumpgym.dumps.memory import _peak
+from dumpgym.ir.parse import function_names, jaxpr_equations, source_tables
+from dumpgym.dumps.xray import _definition_lines, _reducer_regions
+from dumpgym.dumps.folder import _jaxpr_inputs, _jaxpr_results, _JAXPR_AVAL
+
+
+def _cost(work, text) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        work(text)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _grows_linearly(work, make, n: int) -> None:
+    small, large = make(n), make(8 * n)
+    assert len(large) >= 7 * len(small)
+    ratio = _cost(work, large) / max(_cost(work, small), 1e-6)
+    assert ratio < 24, f"8x the input cost {ratio:.0f}x the work"
+
+
+ADVERSARIAL = {
+    # Repeated binders before a missing `=`: the old equation pattern tried every split of each word.
+    "jaxpr_equations: a:b:c:d words": (jaxpr_equations, lambda n: " ".join(["a:b:c:d"] * n) + "\n", 4000),
+    "jaxpr_equations: let runs": (jaxpr_equations, lambda n: "let a:b " * n + "\n", 4000),
+    "jaxpr head: lambda lines": (_jaxpr_inputs, lambda n: "{ lambda ; a:f32[1]\n" * n, 4000),
+    "jaxpr avals: one long word": (lambda t: _JAXPR_AVAL.findall(t), lambda n: "a" * (40 * n), 2000),
+    "jaxpr results: binder per name": (_jaxpr_results,
+                                       lambda n: "".join(f"  v{i}:f32[2] = sin a\n" for i in range(n))
+                                       + "  in (" + ", ".join(f"v{i}" for i in range(n)) + ") }", 2000),
+    "reducer regions: blank runs": (_reducer_regions, lambda n: "%r = f32[] " + "\n" * (40 * n), 2000),
+    "reducer regions: one long line": (_reducer_regions, lambda n: "%r = f32[] " + "reduce(" * (10 * n), 2000),
+    "live ranges: a line of braces": (_peak, lambda n: "  Live ranges at 0 (peak):\n    x\n    " + "{" * (40 * n)
+                                      + ": 1 bytes (cumulative: 1 bytes)\n", 2000),
+    "source tables: long words": (source_tables, lambda n: "StackFrames\n1 " + "a" * (40 * n) + "\n", 2000),
+    "function names: long table": (function_names, lambda n: "FunctionNames\n" + "".join(
+        f'{i} "f{i}"\n' for i in range(n)), 4000),
+    "definition lines": (_definition_lines, lambda n: "  %a = f32[] add(%b, %c)\n" * n, 4000),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_a_dump_text_reader_is_linear_in_its_input(name):
+    work, make, n = ADVERSARIAL[name]
+    _grows_linearly(work, make, n)
+
+
+def test_the_equations_read_are_the_ones_jax_printed():
+    def f(x, w):
+        y = jnp.tanh(x @ w)
+        z = jax.lax.cond(y.sum() > 0, jnp.sin, jnp.cos, y)
+        return jax.lax.scan(lambda c, v: (c + v, c * v), z[0], z)[1].sum()
+
+    closed = jax.make_jaxpr(f)(jnp.ones((4, 3)), jnp.ones((3, 3)))
+    text = str(closed)
+
+    def every(jaxpr):
+        for eqn in jaxpr.eqns:
+            yield eqn.primitive.name
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (tuple, list)) else (value,):
+                    if hasattr(sub, "eqns") or hasattr(sub, "consts"):  # a Jaxpr, or a ClosedJaxpr
+                        yield from every(getattr(sub, "jaxpr", sub))
+
+    found = [p for _line, p in jaxpr_equations(text)]
+    assert sorted(found) == sorted(every(closed.jaxpr))
+    # The outermost jaxpr's inputs, as JAX lists them.
+    assert [a for _n, *a in _JAXPR_AVAL.findall(_jaxpr_inputs(text))] == \
+        [[v.aval.dtype.name.replace("float", "f"), ",".join(map(str, v.aval.shape))] for v in closed.jaxpr.invars]

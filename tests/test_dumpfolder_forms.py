@@ -1,0 +1,307 @@
+"""Every form of dump folder a run writes, on folders dumped in the tests from one user script (eager
+helpers, a function compiled at two shapes beside `f_2`, names one once cut): one folder, JAX's and
+XLA's files in two (given as two, or as their parent), XLA alone, XLA's HLO as protos. Pairings are
+checked against what the files themselves say (main's signature recounted here from the texts), the
+user's modules against the script; slugs, `--module` and the corpus against collisions."""
+import json
+import re
+import shutil
+from collections import Counter
+
+import pytest
+
+from dump_programs import USER_MODULES, USER_SCRIPT, dump_script
+from dumpgym import cli
+from dumpgym.dumps.folder import SLUG_MAX, read_folder
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("forms")
+    dump_script(USER_SCRIPT, root / "one", root / "one")
+    dump_script(USER_SCRIPT, root / "split" / "jax", root / "split" / "xla")
+    dump_script(USER_SCRIPT, None, root / "xla")
+    dump_script(USER_SCRIPT, None, root / "proto", proto=True)
+    return root
+
+
+# What the texts say of main's signature, recounted here: StableHLO `tensor<4x16xf32>`, HLO `f32[4,16]`,
+# jaxpr `a:f32[4,16]`, each as (kind of number, dims) with one spelling of the number.
+_NUMBER = {"i1": "pred", "pred": "pred", "bool": "pred", "f32": "f32", "bf16": "bf16", "s32": "i32", "i32": "i32",
+           "u32": "u32", "ui32": "u32", "f16": "f16", "f64": "f64"}
+
+
+def _mlir_signature(text: str) -> list[tuple]:
+    head = next(line for line in text.splitlines() if "func.func public @main(" in line)
+    out = []
+    for t in re.findall(r"tensor<([^>]*)>", head):
+        *dims, number = t.split("x")
+        out.append((_NUMBER.get(number, number), tuple(int(d) for d in dims)))
+    return out
+
+
+def _hlo_signature(text: str) -> list[tuple]:
+    rest, depth = text.split("entry_computation_layout={", 1)[1], 1
+    for end, char in enumerate(rest):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth == 0:
+            break
+    layout = re.sub(r"\{[\d,]*\}", "", rest[:end])
+    return [(_NUMBER.get(n, n), tuple(int(d) for d in dims.split(",") if d))
+            for n, dims in re.findall(r"(\w+)\[([\d,]*)\]", layout)]
+
+
+def _jaxpr_inputs(text: str) -> list[tuple]:
+    # The outermost jaxpr's head is the last line that starts a jaxpr (shared ones print before it).
+    head = text[text.rfind("{ lambda ") if text.startswith("{ lambda ") and "\n{ lambda " not in text
+                else text.rfind("\n{ lambda ") + 1:]
+    head = head.split(". let", 1)[0].split("; ", 1)[1]
+    out = []
+    for n, dims in re.findall(r"\w+:([\w<>]+)\[([\d,]*)\]", head):
+        shape = tuple(int(d) for d in dims.split(",") if d)
+        out.append(("u32", shape + (2,)) if n == "key<fry>" else (_NUMBER.get(n, n), shape))
+    return out
+
+
+def _check_pairing(folder) -> None:
+    for m in folder.modules:
+        assert m.problem is None, (m.slug, m.problem)
+        if "stablehlo" in m.files:
+            shlo = _mlir_signature(m.text("stablehlo"))
+            assert shlo == _hlo_signature(m.text("hlo_before")), m.slug
+            if "jaxpr" in m.files:
+                assert _jaxpr_inputs(m.text("jaxpr")) == shlo[:len(_jaxpr_inputs(m.text("jaxpr")))], m.slug
+
+
+def test_helper_modules_never_block_and_the_users_come_first_biggest_first(dumps, tmp_path, capsys):
+    from dumpgym.dumps.pages import index_page
+
+    folder = read_folder(dumps / "one")
+    _check_pairing(folder)
+    assert all(len(m.layers()) == 4 for m in folder.modules)
+    # The user's modules are the functions the script jits; everything else is JAX's own.
+    assert Counter(m.name for m in folder.modules if not m.helper) == Counter(USER_MODULES)
+    assert len([m for m in folder.modules if m.helper]) >= 5
+    page = index_page(folder).decode()
+    users, helpers = page.split("<details>", 1)
+    rows = re.findall(r'<a href="([^"./]+)\.html">', users)
+    sizes = {m.slug: (dumps / "one" / m.files["hlo_after"].name).stat().st_size for m in folder.modules}
+    assert sorted(rows) == sorted(m.slug for m in folder.modules if not m.helper)
+    assert [sizes[r] for r in rows] == sorted((sizes[r] for r in rows), reverse=True)
+    assert sorted(re.findall(r'<a href="([^"]+)\.html">', helpers)) == sorted(m.slug for m in folder.modules if m.helper)
+    # add --dump takes the user's modules and leaves the helpers out; the corpus stays readable.
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(dumps / "one"), "--corpus", str(corpus)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    added = [line.split(":", 1)[0].removeprefix("added ") for line in out if line.startswith("added ")]
+    assert sorted(added) == sorted(f"dump-{m.slug}" for m in folder.modules if not m.helper)
+    assert out[-1].startswith(f"left out {sum(m.helper for m in folder.modules)} helper modules")
+    assert json.loads((corpus / "index.json").read_text())["programs"] == added
+    assert cli.main(["list", "--corpus", str(corpus)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(USER_MODULES)
+
+
+def test_slugs_are_unique_and_the_same_whether_read_whole_or_by_module(dumps):
+    folder = read_folder(dumps / "one")
+    slugs = [m.slug for m in folder.modules]
+    assert len(set(slugs)) == len(slugs) and all(len(s) <= SLUG_MAX for s in slugs)
+    # `f` at two shapes beside `f_2`: three slugs; two 70-character names cut to one stay two.
+    assert len({m.slug for m in folder.modules if m.name in ("jit_f", "jit_f_2")}) == 3
+    assert len({m.slug for m in folder.modules if m.name.startswith("jit_aaaa")}) == 2
+    for m in folder.modules:
+        for asked in (m.slug, m.name):
+            if asked == m.name and sum(n.name == m.name for n in folder.modules) > 1:
+                continue
+            alone = read_folder(dumps / "one", only=[asked])
+            same = alone.module(asked)
+            assert (same.slug, same.files) == (m.slug, m.files), asked
+
+
+def test_module_takes_the_name_the_files_spell_and_an_ambiguous_one_is_one_line(dumps, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(dumps / "one"), "--module", "jit_step", "--corpus", str(corpus)]) == 0
+    assert capsys.readouterr().out.startswith("added dump-jit-step:")
+    before = (corpus / "index.json").read_text()
+    assert cli.main(["add", "--dump", str(dumps / "one"), "--module", "jit_f", "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 modules are named 'jit_f'" in err[0] and "jit-f-3" in err[0], err
+    assert (corpus / "index.json").read_text() == before
+
+
+def test_two_folders_given_as_two_or_as_their_parent_read_as_one(dumps, tmp_path, capsys, monkeypatch):
+    from dumpgym.serve import server as serve
+
+    one = read_folder(dumps / "one")
+    expected = sorted((m.slug, tuple(sorted(m.files))) for m in one.modules)
+    for given in ([dumps / "split" / "jax", dumps / "split" / "xla"], [dumps / "split"]):
+        folder = read_folder(*given)
+        _check_pairing(folder)
+        assert sorted((m.slug, tuple(sorted(m.files))) for m in folder.modules) == expected
+    served = []
+    monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
+    for command in (["open", str(dumps / "split")], ["open", str(dumps / "split" / "jax"), str(dumps / "split" / "xla")]):
+        assert cli.main(command) == 0
+        assert {k for k in served[-1]["extra"] if k.endswith(".html")} == \
+            {"dump/index.html", *(f"dump/{m.slug}.html" for m in one.modules)}
+    for n, dump in enumerate((["--dump", str(dumps / "split")],
+                              ["--dump", str(dumps / "split" / "jax"), "--dump", str(dumps / "split" / "xla")],
+                              ["--dump", str(dumps / "split" / "jax"), str(dumps / "split" / "xla")])):
+        assert cli.main(["add", *dump, "--module", "jit_step", "--corpus", str(tmp_path / f"c{n}")]) == 0, \
+            capsys.readouterr().err
+        record = json.loads((tmp_path / f"c{n}" / "dump-jit-step.json").read_text())
+        assert record["stablehlo"] and record["jaxpr"]
+
+
+def test_open_of_one_folder_twice_shows_distinct_rows_leading_to_distinct_pages(dumps, tmp_path):
+    from dumpgym.dumps.pages import dump_files
+
+    first, second = tmp_path / "d1", tmp_path / "d2"
+    shutil.copytree(dumps / "one", first)
+    shutil.copytree(dumps / "one", second)
+    folder = read_folder(first, second)
+    pages = dump_files(folder)
+    index = pages["dump/index.html"]().decode()
+    links = re.findall(r'<a href="([^"./]+)\.html">', index)
+    assert len(links) == len(set(links)) == 2 * len(read_folder(first).modules)
+    assert all(f"dump/{link}.html" in pages for link in links)
+    assert len({m.files["hlo_after"] for m in folder.modules}) == len(folder.modules)
+
+
+@pytest.mark.parametrize("form", ["xla", "proto"])
+def test_an_xla_only_folder_opens_and_adds_with_every_page_answering(form, dumps, tmp_path, capsys):
+    from dumpgym.dumps.pages import dump_files
+
+    folder = read_folder(dumps / form)
+    assert folder.modules and all(m.problem is None and set(m.layers()) == {"hlo_before", "hlo_after"}
+                                  for m in folder.modules)
+    assert Counter(m.name for m in folder.modules if not m.helper) == Counter(USER_MODULES)
+    one = {m.slug: m for m in read_folder(dumps / "one").modules}
+    for path, make in dump_files(folder).items():
+        page = make().decode()
+        if path.endswith(".html") and path != "dump/index.html":
+            slug = path.removeprefix("dump/").removesuffix(".html")
+            # The optimised HLO shown is the one XLA wrote (as text, or printed from its proto by XLA).
+            assert 'data-layer="hlo"' in page and 'data-layer="before"' in page, path
+            assert "ENTRY" in page and "metadata={op_name=" in page.replace("&quot;", '"'), path
+            assert one[slug].name == folder.module(slug).name
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(dumps / form), "--corpus", str(corpus)]) == 0, capsys.readouterr().err
+    step = json.loads((corpus / "dump-jit-step.json").read_text())
+    assert step["stablehlo"] == "" and step["args"] == ["f32[16,8]", "f32[4,16]"]
+    assert "ENTRY" in step["compiled"]["cpu"]["text"]
+
+
+def test_a_truncated_stablehlo_leaves_xla_layers_shown(dumps, tmp_path):
+    from dumpgym.dumps.pages import module_page
+
+    copy = tmp_path / "copy"
+    shutil.copytree(dumps / "one", copy)
+    mlir = next(copy.glob("jax_ir*_jit_step_compile.mlir"))
+    mlir.write_text(mlir.read_text()[: len(mlir.read_text()) // 2])
+    folder = read_folder(copy)
+    step = next(m for m in folder.modules if m.name == "jit_step" and "hlo_after" in m.files)
+    assert step.problem is None and "stablehlo" not in step.files
+    page = module_page(step).decode()
+    assert 'data-layer="hlo"' in page and 'data-layer="stablehlo"' not in page
+
+
+def _copy(dumps, tmp_path, name="copy"):
+    copy = tmp_path / name
+    shutil.copytree(dumps / "one", copy)
+    return copy
+
+
+def _outside_isolates(page: str) -> str:
+    return re.sub(r"<bdi>.*?</bdi>", "", page, flags=re.S)
+
+
+@pytest.mark.parametrize("kind", ["unreadable", "empty", "binary"])
+def test_one_bad_file_is_a_note_for_its_module_and_add_writes_nothing(kind, dumps, tmp_path, capsys, monkeypatch):
+    from dumpgym.serve import server as serve
+    from dumpgym.dumps.pages import index_page, module_page
+
+    copy = _copy(dumps, tmp_path)
+    path = next(copy.glob("module_*.jit_step.cpu_after_optimizations.txt"))
+    path.unlink()
+    if kind == "unreadable":  # as root nothing is unreadable by mode: a file whose reading fails (EIO)
+        path.symlink_to("/proc/self/mem")
+    else:
+        path.write_bytes(b"" if kind == "empty" else b"HloModule \x00\x01")
+    words = {"unreadable": "cannot read", "empty": "is empty", "binary": "is not text"}[kind]
+    folder = read_folder(copy)
+    bad = [m for m in folder.modules if m.problem]
+    assert [m.name for m in bad] == ["jit_step"] and words in bad[0].problem
+    assert words in module_page(bad[0]).decode() and words in index_page(folder).decode()
+    served = []
+    monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
+    assert cli.main(["open", str(copy)]) == 0 and served
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dumpgym: warning: ") and words in err[0], err
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(copy), "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0] and "nothing was added" in err[0], err
+    assert not corpus.exists()
+
+
+def test_names_that_are_not_utf8_are_shown_and_refused_in_one_line(dumps, tmp_path, capsys):
+    import os
+
+    from dumpgym.dumps.pages import dump_files
+    from dumpgym.serve.server import Site
+
+    copy = _copy(dumps, tmp_path, os.fsdecode(b"run\xff"))
+    step = next(copy.glob("module_*.jit_step.before_optimizations.txt"))
+    (copy / os.fsdecode(b"module_0999.jit_g\xfe.before_optimizations.txt")).write_bytes(step.read_bytes())
+    folder = read_folder(copy)
+    site = Site.build(tmp_path / "gym", extra=dump_files(folder))
+    for path in dump_files(folder):
+        status, _headers, page = site.get(f"/{path}")
+        assert status == 200 and page.decode("utf-8"), path  # the undecodable bytes shown as U+FFFD
+    assert "run\ufffd" in site.get("/dump/index.html")[2].decode()
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(copy), "--module", "jit_step", "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dumpgym: error: ") and "not UTF-8" in err[0], err
+    assert not corpus.exists()
+
+
+def test_a_bidi_override_in_a_name_is_isolated_on_the_page_and_in_the_lesson(dumps, tmp_path, capsys):
+    from dumpgym.dumps.pages import index_page, module_page
+
+    copy = _copy(dumps, tmp_path, "run\u202elive")
+    jaxpr = next(copy.glob("jax_*_f_2.jaxpr.txt"))
+    (copy / "jax_000999_evil\u202egnp.jaxpr.txt").write_text(jaxpr.read_text())
+    folder = read_folder(copy)
+    evil = next(m for m in folder.modules if "\u202e" in m.name)
+    for page in (index_page(folder).decode(), module_page(evil).decode()):
+        assert "\u202e" in page and "\u202e" not in _outside_isolates(page)
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(copy), "--module", "jit_step", "--corpus", str(corpus)]) == 0
+    capsys.readouterr()
+    lesson = json.loads((corpus / "dump-jit-step.json").read_text())["lesson"]
+    assert f"\u2068{copy}\u2069" in lesson and "\u202e" not in re.sub("\u2068[^\u2069]*\u2069", "", lesson)
+
+
+def test_module_reads_only_the_files_of_the_modules_named(dumps, monkeypatch):
+    from dumpgym.dumps import folder as dumpfolder
+
+    read = []
+    for name in ("parse_stablehlo", "parse_hlo"):
+        real = getattr(dumpfolder, name)
+        monkeypatch.setattr(dumpfolder, name, lambda text, path, *rest, real=real: read.append(path) or real(text, path, *rest))
+    folder = read_folder(dumps / "one", only=["jit_step"])
+    assert [m.name for m in folder.modules] == ["jit_step"]
+    assert read and all(".jit_step." in p.name or "_jit_step_" in p.name for p in read), read
+
+
+def test_the_corpus_refuses_two_records_of_one_slug_and_stays_readable(dumps, tmp_path):
+    from dumpgym.dumps import record as dump_corpus
+    from dumpgym.corpus import user as usercorpus
+    from dumpgym.errors import GymError
+
+    folder = read_folder(dumps / "one", only=["jit_f_2", "jit-f"])
+    one, two = (dump_corpus.module_record(m, "dump-same", "here") for m in folder.modules[:2])
+    with pytest.raises(GymError, match="two of the programs to add have the slug dump-same"):
+        usercorpus.store_records([one, two], tmp_path / "corpus")
+    assert usercorpus.read_index(tmp_path / "corpus") == []

@@ -9,6 +9,7 @@ import pytest
 from dumpgym.drills import build_pool
 from dumpgym.drills.answer import from_json
 from dumpgym.record import ProgramRecord
+from hlo_recount import Parsed
 from pool_checks import assert_choice_item, readable
 
 
@@ -160,10 +161,12 @@ def test_each_fate_and_origin_answer_is_right_equally_often_by_weight(items):
 @pytest.mark.compiled_hlo
 def test_a_kept_or_changed_row_has_its_counterpart_in_the_other_text_per_xla(items):
     """A row kept as it is has, in XLA's parse of the other compile's text, an instruction of its opcode with
-    its result shape; a changed row's counterpart is an instruction of the other text of its opcode."""
+    its result shape and the same fused body (the same opcodes over the same types, in the same dataflow); a
+    changed row's counterpart is an instruction of the other text of its opcode."""
     from dumpgym.hlo_graph import opcode_of
 
     diff, records = items
+    parsed = {}
     for item in (i for i in diff if i["step"] in ("fate", "origin") and i["answer"] < 2):
         mine = _by_name(records[item["program"]].compiled[item["layer"]].text)
         theirs = _by_name(records[item["partner"]].compiled[item["layer"]].text)
@@ -174,7 +177,14 @@ def test_a_kept_or_changed_row_has_its_counterpart_in_the_other_text_per_xla(ite
         def result(i):
             return i.to_string().split(" = ", 1)[1].split(" ", 1)[0]
         if item["answer"] == 0:
-            assert any(opcode_of(i) == opcode_of(ins) and result(i) == result(ins) for _, i in theirs.values()), item["card"]
+            key = (item["program"], item["partner"], item["layer"])
+            if key not in parsed:
+                parsed[key] = (Parsed(records[item["program"]].compiled[item["layer"]].text),
+                               Parsed(records[item["partner"]].compiled[item["layer"]].text), {})
+            here, there, ids = parsed[key]
+            body = here.body(name, ids)
+            assert any(opcode_of(i) == opcode_of(ins) and result(i) == result(ins) and there.body(n, ids) == body
+                       for n, (_, i) in theirs.items()), item["card"]
         else:
             assert opcode_of(theirs[item["counterpart"]][1]) == opcode_of(ins), item["card"]
 

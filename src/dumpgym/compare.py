@@ -65,7 +65,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Changed:
-    """The same work in both compiles, changed: the base's row and the changed compile's."""
+    """The same work in both compiles, the base's row and the changed compile's: changed (`LayerDiff.modified`),
+    or as it is (`LayerDiff.twins`)."""
 
     base: Row
     changed: Row
@@ -101,6 +102,7 @@ class LayerDiff:
     memory: dict[str, tuple[int, int]]  # memory_analysis() field -> (base, changed), those both report
     aliases: tuple[int, int]
     seconds: tuple[float, float] | None  # roofline time on the layer's chip, where cost.py knows the chip
+    twins: tuple[Changed, ...] = ()  # the kept rows, each with its twin, by the changed compile's line
 
     def of(self, kind: str) -> dict[str, tuple[Row, ...]]:
         """The appeared and vanished rows of one category."""
@@ -149,6 +151,13 @@ def running(layer: CompiledLayer) -> list[Instruction]:
     entry = next(c.name for c in layer.computations if c.entry)
     out = _reached(_members(layer), [entry], lambda ins: ins.control + (ins.calls if ins.opcode == "call" else ()))
     return sorted(out, key=lambda i: i.line)
+
+
+def body_opcodes(layer: CompiledLayer, line: int) -> Counter:
+    """The printed opcodes of what the row on `line` runs inside (a fusion's body, nested ones, a reducer), counted."""
+    ins = next(i for i in layer.instructions if i.line == line)
+    return Counter(layer.printed(i) or i.opcode for i in _reached(_members(layer), (*ins.calls, *ins.to_apply),
+                                                                  lambda i: (*i.calls, *i.to_apply)))
 
 
 def _members(layer: CompiledLayer) -> dict[str, list[Instruction]]:
@@ -310,6 +319,7 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
     a_left = [r for r in a_rows if r.line not in {a.line for a, _ in kept_pairs}]
     b_left = [r for r in b_rows if r.line not in {b.line for _, b in kept_pairs}]
     kept = len(kept_pairs)
+    twins = tuple(sorted((Changed(a, b) for a, b in kept_pairs), key=lambda pair: pair.changed.line))
     modified = [Changed(a, b) for a, b in _closest(a_left, b_left, akin, closeness)]
     a_left = [r for r in a_left if r.line not in {p.base.line for p in modified}]
     b_left = [r for r in b_left if r.line not in {p.changed.line for p in modified}]
@@ -322,7 +332,7 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
     pairs = _eqn_pairs(base, changed, to_changed, a_layer, b_layer)
     return LayerDiff(target, base.slug, changed.slug, changed.change or "", pairs, tuple(appeared), tuple(a_left),
                      tuple(modified), kept, counts, memory,
-                     (len(a_layer.aliases), len(b_layer.aliases)), seconds)
+                     (len(a_layer.aliases), len(b_layer.aliases)), seconds, twins)
 
 
 def _closest(a_rows: list[Row], b_rows: list[Row], allowed, closeness) -> list[tuple[Row, Row]]:

@@ -294,3 +294,69 @@ def test_the_reviews_cases_pair_by_what_the_rows_compute(parsed_pairs):
             assert all(a.dims(p.base.name) == b.dims(p.changed.name) for p in fused), target
             seen.add(changed.slug)
     assert seen == {"mlp-f32", "fsdp-step-replicated", "train-step-undonated"}
+
+
+def _from_export(record: ProgramRecord, axis_types=None):
+    """The function and example arguments of a record, made from its export alone: `entry` imported and called
+    as `call` says, `args` as avals, sharded over a mesh of `mesh`'s axes by `in_specs` where it has one. The
+    export does not say the mesh's axis types (`axis_types`: JAX's default, Explicit, where not given)."""
+    import math
+
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from dumpgym.program import called, load_entry, parse_arg
+
+    function = load_entry(record.entry)
+    if record.call is not None:
+        function = called(function, record.call)
+    structs = [parse_arg(a).to_struct() for a in record.args]
+    if record.mesh is not None:
+        mesh = jax.make_mesh(tuple(record.mesh.values()), tuple(record.mesh), axis_types=axis_types,
+                             devices=jax.devices()[: math.prod(record.mesh.values())])
+        structs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(
+            *(tuple(a) if isinstance(a, list) else a for a in spec)))) for s, spec in zip(structs, record.in_specs)]
+    return function, structs
+
+
+def test_each_change_is_traced_again_from_its_export_alone(pairs):
+    """Every compile with one change, traced again from what its record says (entry, call, args, mesh and
+    in_specs; not its declaration), prints the committed jaxpr and StableHLO byte for byte. The one thing the
+    export does not say, a mesh's axis types (jit's partitioner propagates over Auto axes), is read from the
+    base program's example arguments."""
+    from jax_reference import jaxpr_of, jit_of
+
+    called_otherwise = set()
+    for base, changed in pairs:
+        axis_types = None
+        if changed.mesh is not None:
+            axis_types = builtin_program(base.slug).example_args()[0].sharding.mesh.axis_types
+        function, args = _from_export(changed, axis_types)
+        assert str(jaxpr_of(function, args)) == changed.jaxpr, changed.slug
+        assert jit_of(function).lower(*args).as_text() == changed.stablehlo, changed.slug
+        if changed.call is not None:
+            called_otherwise.add(changed.slug)
+    assert {"train-step-undonated", "ckpt-policy-nothing"} <= called_otherwise
+
+
+def test_a_changed_call_is_typed_and_checked_in_the_record(whole_corpus):
+    """`call` reads back as it was written, and the record refuses a call without a change, one that changes
+    nothing, and keyword values `program.called` could not read."""
+    from dumpgym.program import ProgramError, change
+    from dumpgym.record import Call, RecordError
+
+    record = next(p for p in whole_corpus["programs"] if p["slug"] == "ckpt-policy-nothing")
+    typed = ProgramRecord.from_json(record)
+    assert isinstance(typed.call, Call) and typed.to_json() == record
+    assert record["call"] == {"keywords": {"policy": {"function": "jax:checkpoint_policies.nothing_saveable"}}}
+    plain = next(p for p in whole_corpus["programs"] if p["slug"] == "mlp")
+    for bad, said in (({**plain, "call": {"jit": {}}}, "only a compile with one change"),
+                      ({**record, "call": {}}, "changes nothing"),
+                      ({**record, "call": {"keywords": {"policy": {"function": "no colon"}}}}, "module:qualname"),
+                      ({**record, "call": {"keywords": {"out": {"partition_spec": [3]}}}}, "list of axes"),
+                      ({**record, "call": {"keywords": {"out": {"lambda": "x"}}}}, "JSON scalar"),
+                      ({**record, "call": {"keywords": {"not a name": 1}}}, "not a keyword")):
+        with pytest.raises(RecordError, match=said):
+            ProgramRecord.from_json(bad)
+    with pytest.raises(ProgramError, match="cannot be written down"):
+        change(builtin_program("ckpt-policy"), "lambda", "a policy made on the spot", keywords={"policy": lambda *a: 0})

@@ -6,18 +6,19 @@ from dumpgym.drills.item import Item, resolve
 from dumpgym.record.schema import ProgramRecord
 
 
-def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
+def readable(item: dict | Item, program: ProgramRecord | dict, others: dict | None = None) -> dict:
     """A `dumpgym.drills/2` item as the drill tests read it: its JSON, with `shown` its context resolved
     against the program (exactly the blocks the page shows), its answer form's fields beside its own
     (`options`, `answer` the right option's index, `reasons`, `rules`; or `answer_line`, `accepted_lines`,
     `explain`; or `answer_lines`; or `value`, `spelling`, `misread`; or `axes`, `dims`, `label`; and `form`,
-    the form's name, with any other field of it), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...)."""
+    the form's name, with any other field of it), `kind` for a decision's step, and its facts (`hlo_line`, `fusion`, ...).
+    `others`, records by slug, are read for a block that shows another program's listing (a change's partner)."""
     data = item.to_json() if isinstance(item, Item) else item
     record = program if isinstance(program, ProgramRecord) else ProgramRecord.from_json(program)
     form = data["answer"]
     out = {k: v for k, v in data.items() if k not in ("answer", "facts")}
     out.update(data.get("facts", {}))
-    out["shown"] = resolve(data["context"], record)
+    out["shown"] = resolve(data["context"], record, others)
     if form["form"] == "choice":
         out.update(options=form["options"], answer=form["index"], reasons=form["reasons"], rules=form["rules"])
     elif form["form"] == "line":
@@ -38,7 +39,7 @@ def readable(item: dict | Item, program: ProgramRecord | dict) -> dict:
 def readable_pool(pool: dict, corpus: dict) -> list[dict]:
     """Every item of a pool, `readable`."""
     records = {p["slug"]: ProgramRecord.from_json(p) for p in corpus["programs"]}
-    return [readable(i, records[i["program"]]) for i in pool["items"]]
+    return [readable(i, records[i["program"]], records) for i in pool["items"]]
 
 
 def assert_choice_item(item: dict) -> None:

@@ -10,6 +10,7 @@ from dumpgym import cli
 from dumpgym.cost import compare
 from dumpgym.programs import SLUGS, builtin_program
 from dumpgym.record.schema import ProgramRecord
+from hlo_recount import Parsed, computes, jaccard
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +195,170 @@ def test_a_change_is_named_by_a_word_and_its_record_names_its_base(whole_corpus)
     for bad in (without_base, {**record, "change": "  "}):
         with pytest.raises(RecordError, match="change"):
             ProgramRecord.from_json(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairing by what a row computes, recounted from XLA's parse of each text (not from the record's facts).
+
+
+@pytest.fixture(scope="module")
+def parsed_pairs(pairs):
+    """(base, changed, target, diff, base text parsed, changed text parsed) for every pair and target."""
+    out = []
+    for base, changed in pairs:
+        for target, diff in compare.compare(base, changed).items():
+            out.append((base, changed, target, diff, Parsed(base.compiled[target].text),
+                        Parsed(changed.compiled[target].text)))
+    return out
+
+
+@pytest.mark.compiled_hlo
+def test_no_kept_row_computes_otherwise_than_its_twin_per_xla(parsed_pairs):
+    """The rows kept as they are, on each side, are alike one for one by XLA's parse: the same printed opcode,
+    result, operands' types and fused body (the same opcodes over the same types, in the same dataflow)."""
+    for base, changed, target, diff, a, b in parsed_pairs:
+        ids: dict = {}
+        not_kept = {"a": {r.name for r in diff.vanished} | {p.base.name for p in diff.modified},
+                    "b": {r.name for r in diff.appeared} | {p.changed.name for p in diff.modified}}
+        kept = {}
+        for side, record, parsed in (("a", base, a), ("b", changed, b)):
+            names = [i.name for i in compare.running(record.compiled[target]) if i.name not in not_kept[side]]
+            kept[side] = Counter((parsed.op[n], parsed.value[n], tuple(parsed.value[o] for o in parsed.operands[n]),
+                                  tuple(sorted(parsed.body(n, ids).items()))) for n in names)
+        assert sum(kept["b"].values()) == diff.kept
+        assert kept["a"] == kept["b"], (changed.slug, target)
+
+
+@pytest.mark.compiled_hlo
+def test_no_changed_row_has_a_closer_partner_per_xla(parsed_pairs):
+    """Each changed pair is one printed opcode whose bodies (where they have them) share an operation, and no
+    row of the other side is closer to either by the test's own measure (the equations they share, then how
+    alike their fused bodies are by XLA's parse, then whether their results have the same dims) unless that
+    row went to a partner at least as close to it."""
+    for base, changed, target, diff, a, b in parsed_pairs:
+        back = {v: k for k, v in compare.align(base, changed).items()}
+
+        def shared(x, y):
+            return len(set(x.eqns) & {back.get(e, ("new", e)) for e in y.eqns})
+
+        def akin(x, y):
+            bodies = bool(a.called[x.name] or b.called[y.name])
+            return x.opcode == y.opcode and (not bodies or bool(computes(a, x.name) & computes(b, y.name))) and (
+                shared(x, y) > 0 or not (x.eqns or y.eqns) or x.shape == y.shape)
+
+        def close(x, y):
+            return shared(x, y), jaccard(a.ops(x.name), b.ops(y.name)), a.dims(x.name) == b.dims(y.name)
+
+        partner_of_a = {p.base.name: p.changed for p in diff.modified}
+        partner_of_b = {p.changed.name: p.base for p in diff.modified}
+        base_free = list(diff.vanished) + [p.base for p in diff.modified]
+        changed_free = list(diff.appeared) + [p.changed for p in diff.modified]
+        for pair in diff.modified:
+            x, y = pair.base, pair.changed
+            assert akin(x, y), (changed.slug, target, x.name, y.name)
+            mine = close(x, y)
+            for other in base_free:
+                if other.name != x.name and akin(other, y) and close(other, y) > mine:
+                    theirs = partner_of_a.get(other.name)
+                    assert theirs is not None and close(other, theirs) >= close(other, y), \
+                        (changed.slug, target, y.name, "pairs with", x.name, "not", other.name)
+            for other in changed_free:
+                if other.name != y.name and akin(x, other) and close(x, other) > mine:
+                    theirs = partner_of_b.get(other.name)
+                    assert theirs is not None and close(theirs, other) >= close(x, other), \
+                        (changed.slug, target, x.name, "pairs with", y.name, "not", other.name)
+        for x in diff.vanished:  # a row left out while an akin row of the other side is left out too
+            assert not any(akin(x, y) for y in diff.appeared), (changed.slug, target, x.name)
+
+
+@pytest.mark.compiled_hlo
+def test_the_reviews_cases_pair_by_what_the_rows_compute(parsed_pairs):
+    """mlp's fusions that convert (the GELU's 23 converts on the CPU) are changed in f32, not kept; the
+    dynamic-slice fusions that replicated weights bring to the CPU and GPU compiles of fsdp-step appeared
+    (no fusion of the base slices so); train-step's changed fusions keep their dims (w1's update with w1's)."""
+    seen = set()
+    for base, changed, target, diff, a, b in parsed_pairs:
+        gone = {r.name for r in diff.vanished} | {p.base.name for p in diff.modified}
+        if changed.slug == "mlp-f32":
+            converting = [i.name for i in compare.running(base.compiled[target])
+                          if any(a.op[k] == "convert" for k in a.inside(i.name))]
+            assert converting and set(converting) <= gone, target
+            seen.add(changed.slug)
+        if changed.slug == "fsdp-step-replicated" and target in ("cpu", "gpu"):
+            def slicing(parsed, record):
+                return {i.name for i in compare.running(record.compiled[target]) if parsed.op.get(i.name) == "fusion"
+                        and any(parsed.op[k] == "dynamic-slice" for k in parsed.inside(i.name))}
+            new = {n for n in slicing(b, changed) if b.ops(n) not in [a.ops(m) for m in slicing(a, base)]}
+            assert new and new <= {r.name for r in diff.appeared}, target
+            seen.add(changed.slug)
+        if changed.slug == "train-step-undonated":
+            fused = [p for p in diff.modified if p.base.opcode == "fusion"]
+            assert all(a.dims(p.base.name) == b.dims(p.changed.name) for p in fused), target
+            seen.add(changed.slug)
+    assert seen == {"mlp-f32", "fsdp-step-replicated", "train-step-undonated"}
+
+
+def _from_export(record: ProgramRecord, axis_types=None):
+    """The function and example arguments of a record, made from its export alone: `entry` imported and called
+    as `call` says, `args` as avals, sharded over a mesh of `mesh`'s axes by `in_specs` where it has one. The
+    export does not say the mesh's axis types (`axis_types`: JAX's default, Explicit, where not given)."""
+    import math
+
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from dumpgym.traced.program import called, load_entry, parse_arg
+
+    function = load_entry(record.entry)
+    if record.call is not None:
+        function = called(function, record.call)
+    structs = [parse_arg(a).to_struct() for a in record.args]
+    if record.mesh is not None:
+        mesh = jax.make_mesh(tuple(record.mesh.values()), tuple(record.mesh), axis_types=axis_types,
+                             devices=jax.devices()[: math.prod(record.mesh.values())])
+        structs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=NamedSharding(mesh, PartitionSpec(
+            *(tuple(a) if isinstance(a, list) else a for a in spec)))) for s, spec in zip(structs, record.in_specs)]
+    return function, structs
+
+
+def test_each_change_is_traced_again_from_its_export_alone(pairs):
+    """Every compile with one change, traced again from what its record says (entry, call, args, mesh and
+    in_specs; not its declaration), prints the committed jaxpr and StableHLO byte for byte. The one thing the
+    export does not say, a mesh's axis types (jit's partitioner propagates over Auto axes), is read from the
+    base program's example arguments."""
+    from jax_reference import jaxpr_of, jit_of
+
+    called_otherwise = set()
+    for base, changed in pairs:
+        axis_types = None
+        if changed.mesh is not None:
+            axis_types = builtin_program(base.slug).example_args()[0].sharding.mesh.axis_types
+        function, args = _from_export(changed, axis_types)
+        assert str(jaxpr_of(function, args)) == changed.jaxpr, changed.slug
+        assert jit_of(function).lower(*args).as_text() == changed.stablehlo, changed.slug
+        if changed.call is not None:
+            called_otherwise.add(changed.slug)
+    assert {"train-step-undonated", "ckpt-policy-nothing"} <= called_otherwise
+
+
+def test_a_changed_call_is_typed_and_checked_in_the_record(whole_corpus):
+    """`call` reads back as it was written, and the record refuses a call without a change, one that changes
+    nothing, and keyword values `program.called` could not read."""
+    from dumpgym.traced.program import ProgramError, change
+    from dumpgym.record.schema import Call, RecordError
+
+    record = next(p for p in whole_corpus["programs"] if p["slug"] == "ckpt-policy-nothing")
+    typed = ProgramRecord.from_json(record)
+    assert isinstance(typed.call, Call) and typed.to_json() == record
+    assert record["call"] == {"keywords": {"policy": {"function": "jax:checkpoint_policies.nothing_saveable"}}}
+    plain = next(p for p in whole_corpus["programs"] if p["slug"] == "mlp")
+    for bad, said in (({**plain, "call": {"jit": {}}}, "only a compile with one change"),
+                      ({**record, "call": {}}, "changes nothing"),
+                      ({**record, "call": {"keywords": {"policy": {"function": "no colon"}}}}, "module:qualname"),
+                      ({**record, "call": {"keywords": {"out": {"partition_spec": [3]}}}}, "list of axes"),
+                      ({**record, "call": {"keywords": {"out": {"lambda": "x"}}}}, "JSON scalar"),
+                      ({**record, "call": {"keywords": {"not a name": 1}}}, "not a keyword")):
+        with pytest.raises(RecordError, match=said):
+            ProgramRecord.from_json(bad)
+    with pytest.raises(ProgramError, match="cannot be written down"):
+        change(builtin_program("ckpt-policy"), "lambda", "a policy made on the spot", keywords={"policy": lambda *a: 0})

@@ -9,6 +9,7 @@ import pytest
 from dumpgym.drills import build_pool
 from dumpgym.drills.answer import from_json
 from dumpgym.record.schema import ProgramRecord
+from hlo_recount import Parsed
 from pool_checks import assert_choice_item, readable
 
 
@@ -26,7 +27,7 @@ def items(paired):
     corpus, pool = paired
     records = {p["slug"]: ProgramRecord.from_json(p) for p in corpus["programs"]}
     # `answer_form`: the answer form as the pool has it, beside the fields `readable` spreads out.
-    return [{**readable(i, records[i["program"]]), "answer_form": i["answer"]}
+    return [{**readable(i, records[i["program"]], records), "answer_form": i["answer"]}
             for i in pool["items"] if i["drill"] == "diff"], records
 
 
@@ -160,10 +161,12 @@ def test_each_fate_and_origin_answer_is_right_equally_often_by_weight(items):
 @pytest.mark.compiled_hlo
 def test_a_kept_or_changed_row_has_its_counterpart_in_the_other_text_per_xla(items):
     """A row kept as it is has, in XLA's parse of the other compile's text, an instruction of its opcode with
-    its result shape; a changed row's counterpart is an instruction of the other text of its opcode."""
+    its result shape and the same fused body (the same opcodes over the same types, in the same dataflow); a
+    changed row's counterpart is an instruction of the other text of its opcode."""
     from dumpgym.ir.hlo_graph import opcode_of
 
     diff, records = items
+    parsed = {}
     for item in (i for i in diff if i["step"] in ("fate", "origin") and i["answer"] < 2):
         mine = _by_name(records[item["program"]].compiled[item["layer"]].text)
         theirs = _by_name(records[item["partner"]].compiled[item["layer"]].text)
@@ -174,7 +177,14 @@ def test_a_kept_or_changed_row_has_its_counterpart_in_the_other_text_per_xla(ite
         def result(i):
             return i.to_string().split(" = ", 1)[1].split(" ", 1)[0]
         if item["answer"] == 0:
-            assert any(opcode_of(i) == opcode_of(ins) and result(i) == result(ins) for _, i in theirs.values()), item["card"]
+            key = (item["program"], item["partner"], item["layer"])
+            if key not in parsed:
+                parsed[key] = (Parsed(records[item["program"]].compiled[item["layer"]].text),
+                               Parsed(records[item["partner"]].compiled[item["layer"]].text), {})
+            here, there, ids = parsed[key]
+            body = here.body(name, ids)
+            assert any(opcode_of(i) == opcode_of(ins) and result(i) == result(ins) and there.body(n, ids) == body
+                       for n, (_, i) in theirs.items()), item["card"]
         else:
             assert opcode_of(theirs[item["counterpart"]][1]) == opcode_of(ins), item["card"]
 
@@ -199,3 +209,59 @@ def test_a_set_of_one_row_alone_of_its_opcode_is_not_asked_per_xla(items):
     for target in ("tpu", "cpu"):
         assert [r.opcode for r in pair[target].vanished] == ["all-reduce"] and target not in asked
     assert "gpu" in asked  # its all-reduce-start and -done: two rows, still asked
+
+
+def _strings(value):
+    """Every string inside an item's JSON."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_diff_feedback_says_what_the_change_did_in_plain_words(paired):
+    """Over the whole diff pool: no row "is vanished" or "is appeared", no doubled full stop, no choice reason
+    ending in one (the page puts one after it), and each row item's feedback says what the change did to the
+    row: with the change it became, appeared or vanished, or it is the same in both compiles."""
+    corpus, pool = paired
+    changes = {p["slug"]: p.get("change") for p in corpus["programs"]}
+    bad = re.compile(r"\b(?:is|are|was|were|be) (?:vanished|appeared)\b|(?<!\.)\.\.(?!\.)")
+    diff = [i for i in pool["items"] if i["drill"] == "diff"]
+    assert diff
+    for item in diff:
+        for s in _strings(item):
+            assert not bad.search(s), (item["card"], s)
+        if item["answer"]["form"] == "choice":
+            assert not any(r.rstrip().endswith((".", "!", "?")) for r in item["answer"]["reasons"]), item["card"]
+        change = changes[item["program"]] or changes[item["facts"]["partner"]]
+        if item["step"] in ("fate", "origin", "became", "was"):
+            said = item["feedback"]
+            assert f"With {change}, " in said or "is the same in both compiles" in said, (item["card"], said)
+            if item["facts"].get("counterpart"):
+                assert f"%{item['facts']['counterpart']}" in said, (item["card"], said)
+
+
+@pytest.mark.compiled_hlo
+def test_each_diff_item_shows_both_compiles_around_its_row_per_xla(items):
+    """Every item shows its own compile around what it asks (the rows to tap, or the row with its neighbours)
+    and the other compile's entry computation whole: every instruction XLA's parse puts in that computation
+    is on a shown line."""
+    diff, records = items
+    for item in diff:
+        theirs = [k for k, b in enumerate(item["context"]) if b.get("program") == item["partner"]]
+        assert len(theirs) == 1 and item["context"][theirs[0]]["layer"] == item["layer"], item["card"]
+        module = _module(records[item["partner"]].compiled[item["layer"]].text)
+        entry = re.search(r"^ENTRY %([\w.\-]+)", module.to_string(), re.M)[1]
+        (computation,) = [c for c in module.computations() if c.name == entry]
+        shown = item["shown"][theirs[0]]
+        for ins in computation.instructions():
+            assert re.search(rf"(?:^|\n)(?:ROOT )?%{re.escape(ins.name)} = ", shown), (item["card"], ins.name)
+        if item["step"] not in ("appeared", "vanished"):
+            row = item["shown"][0]
+            around = [s for b, s in zip(item["context"], item["shown"]) if "layer" in b and "program" not in b
+                      and row in s.split("\n") and s != row]
+            assert around and len(around[0].split("\n")) >= 3, item["card"]

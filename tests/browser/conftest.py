@@ -361,10 +361,15 @@ class Gym:
         read an item (`pool_checks.readable`: `shown` is its context as Python resolves it)."""
         from pool_checks import readable
 
+        from dumpgym.record import ProgramRecord
+
         _, slug, index = self.page.get_attribute(f"#drill-{kind}", "data-item").split("/")
         item = self.fetch_json(f"data/drills/{kind}/{slug}.json")["items"][int(index)]
+        # A block may show another program's listing (a change's partner): its record is fetched too.
+        others = {block["program"]: ProgramRecord.from_json(self.fetch_json(f"data/programs/{block['program']}.json"))
+                  for block in item["context"] if "program" in block}
         # `answer_form`: the answer form as the pool has it, beside the fields `readable` spreads out.
-        return {**readable(item, self.fetch_json(f"data/programs/{slug}.json")), "answer_form": item["answer"]}
+        return {**readable(item, self.fetch_json(f"data/programs/{slug}.json"), others), "answer_form": item["answer"]}
 
     def options(self, kind: str) -> list[str]:
         """The options on screen, in the order shown (a re-asked question shows them in a new order)."""

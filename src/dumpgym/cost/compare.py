@@ -3,20 +3,23 @@
 A pure function of two `ProgramRecord`s, a program and a compile of it with one change (`change`,
 `variant_of`: `mlp` and `mlp-f32`). Their equations are aligned by difflib on each one's primitive and
 name stack, in print order (what the change leaves alone keeps its place); each compiled instruction is
-then known, through the attribution the records keep (`Instruction.eqns`), by its printed opcode and the
-aligned equations it computes. Instructions of the two layers that agree on both and on their result
-shape are the same work, *kept*; those that agree on the opcode and share an equation, or are both
-the compiler's own, or have the same result shape, are that work *changed*: another shape, another set
-of equations fused, another attribution. The rest *appeared* in the changed compile or *vanished* from the base. Only the
-instructions that run are compared: the entry computation's and those its loops, branches and calls
-run, never a fusion's body or a reducer's region (a fusion is one row, as a launch is one). With them,
+then known by what it computes, read from the records' compiled facts: its printed opcode, the aligned
+equations it computes (`Instruction.eqns`), the body it runs (a fusion's fused computation: opcodes, dtypes,
+dims and dataflow), its operands and its users. Rows alike in opcode, equations, body, operands' types and
+result shape are the same work, *kept*; rows of one opcode that are not, whose bodies share an operation and which share an
+equation, are both the compiler's own or have the same result shape, are that work *changed*, each paired
+with its closest partner (`compare_layer`); the rest *appeared* in the changed compile or *vanished* from
+the base. Only the instructions that run are rows: the entry computation's and those its loops, branches
+and calls run, never a fusion's body or a reducer's region (a fusion is one row, as a launch is one). With them,
 per layer: the buffers XLA reported (`memory_analysis()`), the aliased outputs, and the roofline time
 cost/estimate.py estimates on the layer's chip.
 """
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from dataclasses import dataclass
+from fractions import Fraction
 
 from dumpgym.cost.estimate import layer_cost
 from dumpgym.errors import GymError
@@ -26,6 +29,8 @@ from dumpgym.record.schema import CompiledLayer, Instruction, ProgramRecord
 COLLECTIVES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                          "collective-broadcast", "ragged-all-to-all"})
 COPIES = frozenset({"copy"})
+# Opcodes that only name, pass on or reinterpret a value: a body made of them alone computes nothing alike.
+PLUMBING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
 CATEGORIES = ("collective", "copy", "fusion", "other")
 _PLURAL = {"collective": "collectives", "copy": "copies", "fusion": "fusions", "other": "others"}
 
@@ -60,7 +65,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Changed:
-    """The same work in both compiles, changed: the base's row and the changed compile's."""
+    """The same work in both compiles, the base's row and the changed compile's: changed (`LayerDiff.modified`),
+    or as it is (`LayerDiff.twins`)."""
 
     base: Row
     changed: Row
@@ -95,7 +101,8 @@ class LayerDiff:
     counts: dict[str, tuple[int, int]]  # category -> (base, changed) rows that run
     memory: dict[str, tuple[int, int]]  # memory_analysis() field -> (base, changed), those both report
     aliases: tuple[int, int]
-    seconds: tuple[float, float] | None  # roofline time on the layer's chip, where cost/estimate.py knows the chip
+    seconds: tuple[float, float] | None  # roofline time on the layer's chip, where cost.py knows the chip
+    twins: tuple[Changed, ...] = ()  # the kept rows, each with its twin, by the changed compile's line
 
     def of(self, kind: str) -> dict[str, tuple[Row, ...]]:
         """The appeared and vanished rows of one category."""
@@ -141,11 +148,29 @@ def align(base: ProgramRecord, changed: ProgramRecord) -> dict[int, int]:
 def running(layer: CompiledLayer) -> list[Instruction]:
     """The instructions that run as rows of their own: the entry computation's, and those of the computations
     its whiles and conditionals (`control`) and calls run; not a fusion's body, a region, an async body."""
+    entry = next(c.name for c in layer.computations if c.entry)
+    out = _reached(_members(layer), [entry], lambda ins: ins.control + (ins.calls if ins.opcode == "call" else ()))
+    return sorted(out, key=lambda i: i.line)
+
+
+def body_opcodes(layer: CompiledLayer, line: int) -> Counter:
+    """The printed opcodes of what the row on `line` runs inside (a fusion's body, nested ones, a reducer), counted."""
+    ins = next(i for i in layer.instructions if i.line == line)
+    return Counter(layer.printed(i) or i.opcode for i in _reached(_members(layer), (*ins.calls, *ins.to_apply),
+                                                                  lambda i: (*i.calls, *i.to_apply)))
+
+
+def _members(layer: CompiledLayer) -> dict[str, list[Instruction]]:
+    """Each computation's instructions, by its name."""
     members: dict[str, list[Instruction]] = {}
     for ins in layer.instructions:
         members.setdefault(ins.computation, []).append(ins)
-    entry = next(c.name for c in layer.computations if c.entry)
-    out, todo, seen = [], [entry], set()
+    return members
+
+
+def _reached(members: dict[str, list[Instruction]], names, follow) -> list[Instruction]:
+    """The instructions of the computations `names`, and of those `follow(instruction)` names from them, each once."""
+    out, todo, seen = [], list(names), set()
     while todo:
         name = todo.pop()
         if name in seen:
@@ -153,8 +178,8 @@ def running(layer: CompiledLayer) -> list[Instruction]:
         seen.add(name)
         for ins in members.get(name, ()):
             out.append(ins)
-            todo += ins.control + (ins.calls if ins.opcode == "call" else ())
-    return sorted(out, key=lambda i: i.line)
+            todo += follow(ins)
+    return out
 
 
 def _rows(layer: CompiledLayer) -> list[Row]:
@@ -165,6 +190,85 @@ def _rows(layer: CompiledLayer) -> list[Row]:
         shape = shapes[ins.shape].text if ins.shape is not None else ""
         out.append(Row(ins.line, ins.name, printed, category(printed), ins.eqns, shape))
     return out
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a row computes, read from the record's compiled facts: `body`, one id for the computations it runs
+    (a fusion's fused body, a reducer: the same opcodes over the same operand dtypes and dims in the same
+    dataflow get the same id, in either layer); `inputs`, its operands' dtypes and dims in order; `ops`, those
+    computations' instructions, each as its opcode and dims (result, then operands), dtypes left out so a
+    dtype change keeps them alike; its result's dims (dtypes left out, as in what follows); the dims of its
+    operands; and the printed opcodes of the rows that use it."""
+
+    body: int
+    inputs: tuple
+    ops: Counter
+    dims: tuple
+    operands: Counter
+    users: Counter
+
+
+class _Reader:
+    """Interns the computations of both layers, so that one id means one body in either (`Work.body`)."""
+
+    def __init__(self):
+        self.ids: dict[tuple, int] = {}
+
+    def works(self, layer: CompiledLayer) -> dict[int, Work]:
+        """Each running row's `Work`, by line."""
+        at = {i.line: i for i in layer.instructions}
+        roots = {c.name: c.root for c in layer.computations}
+        members = _members(layer)
+
+        def value(ins: Instruction, dtypes: bool = True) -> tuple:
+            if ins.shape is None:
+                return ()
+            bufs = [layer.buffers[b] for b in layer.shapes[ins.shape].buffers]
+            return tuple((b.dtype, b.dims) if dtypes else b.dims for b in bufs)
+
+        node_ids: dict[int, int] = {}
+
+        def node(line: int) -> int:  # memoised on the line: a fused body is a DAG, never walked twice
+            if line not in node_ids:
+                ins = at[line]
+                key = (layer.printed(ins) or ins.opcode, value(ins), ins.parameter, ins.dot, ins.convolution,
+                       ins.window, tuple(node(o) for o in ins.operands),
+                       tuple(computation(c) for c in (*ins.calls, *ins.to_apply)))
+                node_ids[line] = self.ids.setdefault(key, len(self.ids))
+            return node_ids[line]
+
+        def computation(name: str) -> int:
+            return node(roots[name])
+
+        def ops(names) -> Counter:
+            return Counter((layer.printed(ins) or ins.opcode, value(ins, False),
+                            tuple(value(at[o], False) for o in ins.operands))
+                           for ins in _reached(members, names, lambda ins: (*ins.calls, *ins.to_apply)))
+
+        rows = running(layer)
+        users: dict[int, Counter] = {i.line: Counter() for i in rows}
+        for ins in rows:
+            for o in ins.operands:
+                if o in users:
+                    users[o][layer.printed(ins) or ins.opcode] += 1
+        return {ins.line: Work(self.ids.setdefault((ins.parameter, *(computation(c) for c in (*ins.calls, *ins.to_apply))),
+                                                   len(self.ids)),
+                               tuple(value(at[o]) for o in ins.operands), ops((*ins.calls, *ins.to_apply)),
+                               value(ins, False),
+                               Counter(value(at[o], False) for o in ins.operands), users[ins.line])
+                for ins in rows}
+
+
+def _operations(work: Work) -> set[str]:
+    """The opcodes a row's body computes with, leaving out those that only name or pass on a value."""
+    return {op for op, _, _ in work.ops if op not in PLUMBING}
+
+
+def _overlap(a: Counter, b: Counter) -> Fraction:
+    """How alike two multisets are: what they share over what either holds (1 when both are empty)."""
+    union = sum((a | b).values())
+    return Fraction(sum((a & b).values()), union) if union else Fraction(1)
 
 
 def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> LayerDiff:
@@ -180,34 +284,45 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
     back = {v: k for k, v in to_changed.items()}
     a_rows, b_rows = _rows(a_layer), _rows(b_layer)
 
-    # Each row's work in the base's equation ids (a changed equation with no counterpart keeps a key of its own).
-    def work(row: Row, side: str) -> frozenset:
+    # Each row's equations in the base's ids (a changed equation with no counterpart keeps a key of its own).
+    def eqns(row: Row, side: str) -> frozenset:
         return frozenset(e if side == "a" else back.get(e, ("new", e)) for e in row.eqns)
 
-    a_left = list(a_rows)
-    b_left = []
-    for row in b_rows:  # the same opcode, the same work, the same result shape: kept (the earliest such base row)
-        twin = next((r for r in a_left if (r.opcode, r.shape) == (row.opcode, row.shape)
-                     and work(r, "a") == work(row, "b")), None)
-        if twin is None:
-            b_left.append(row)
-        else:
-            a_left.remove(twin)
-    kept = len(b_rows) - len(b_left)
-    # The same opcode sharing an equation, then both the compiler's own, then the same result shape: changed.
-    # Each rule pairs what it can before the next looser one is tried.
-    modified = []
-    for alike in (lambda a, b: bool(work(a, "a") & work(b, "b")), lambda a, b: not (a.eqns or b.eqns),
-                  lambda a, b: a.shape == b.shape):
-        unpaired = []
-        for row in b_left:
-            twin = next((r for r in a_left if r.opcode == row.opcode and alike(r, row)), None)
-            if twin is None:
-                unpaired.append(row)
-            else:
-                a_left.remove(twin)
-                modified.append(Changed(twin, row))
-        b_left = unpaired
+    reader = _Reader()
+    a_work, b_work = reader.works(a_layer), reader.works(b_layer)
+    a_at = {r.line: k for k, r in enumerate(a_rows)}
+    b_at = {r.line: k for k, r in enumerate(b_rows)}
+
+    def same(a: Row, b: Row) -> bool:  # the same work: kept
+        wa, wb = a_work[a.line], b_work[b.line]
+        return ((a.opcode, a.shape, wa.body, wa.inputs) == (b.opcode, b.shape, wb.body, wb.inputs)
+                and eqns(a, "a") == eqns(b, "b"))
+
+    def closeness(a: Row, b: Row) -> tuple:
+        """How alike two rows of one opcode are, compared in order: the equations they share, their bodies,
+        result dims, operands and users, parameter numbers, result shapes, and last their places in their listings."""
+        wa, wb = a_work[a.line], b_work[b.line]
+        place = abs(Fraction(a_at[a.line], len(a_rows)) - Fraction(b_at[b.line], len(b_rows)))
+        return (len(eqns(a, "a") & eqns(b, "b")), _overlap(wa.ops, wb.ops), wa.dims == wb.dims,
+                _overlap(wa.operands, wb.operands), _overlap(wa.users, wb.users), wa.body == wb.body,
+                a.shape == b.shape, -place)
+
+    def akin(a: Row, b: Row) -> bool:  # may be the same work changed: one opcode; bodies, where they have
+        # them, that share an operation; and a shared equation, both the compiler's own, or one result shape
+        wa, wb = a_work[a.line], b_work[b.line]
+        return (a.opcode == b.opcode and (not (wa.ops or wb.ops) or bool(_operations(wa) & _operations(wb)))
+                and (bool(eqns(a, "a") & eqns(b, "b")) or not (a.eqns or b.eqns) or a.shape == b.shape))
+
+    # Kept first, then changed: each time the closest pair of all that qualify, so no row is left with a
+    # partner closer to it than the one it got, unless that partner went to a row closer still.
+    kept_pairs = _closest(a_rows, b_rows, same, closeness)
+    a_left = [r for r in a_rows if r.line not in {a.line for a, _ in kept_pairs}]
+    b_left = [r for r in b_rows if r.line not in {b.line for _, b in kept_pairs}]
+    kept = len(kept_pairs)
+    twins = tuple(sorted((Changed(a, b) for a, b in kept_pairs), key=lambda pair: pair.changed.line))
+    modified = [Changed(a, b) for a, b in _closest(a_left, b_left, akin, closeness)]
+    a_left = [r for r in a_left if r.line not in {p.base.line for p in modified}]
+    b_left = [r for r in b_left if r.line not in {p.changed.line for p in modified}]
     appeared = b_left
     modified.sort(key=lambda pair: pair.changed.line)
     counts = {c: (sum(r.category == c for r in a_rows), sum(r.category == c for r in b_rows)) for c in CATEGORIES}
@@ -217,7 +332,20 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
     pairs = _eqn_pairs(base, changed, to_changed, a_layer, b_layer)
     return LayerDiff(target, base.slug, changed.slug, changed.change or "", pairs, tuple(appeared), tuple(a_left),
                      tuple(modified), kept, counts, memory,
-                     (len(a_layer.aliases), len(b_layer.aliases)), seconds)
+                     (len(a_layer.aliases), len(b_layer.aliases)), seconds, twins)
+
+
+def _closest(a_rows: list[Row], b_rows: list[Row], allowed, closeness) -> list[tuple[Row, Row]]:
+    """Pairs of `allowed` rows, the closest first (by `closeness`, ties by line), each row in at most one."""
+    ranked = sorted(((closeness(a, b), -a.line, -b.line, a, b) for a in a_rows for b in b_rows
+                     if allowed(a, b)), key=lambda t: t[:3], reverse=True)
+    out, used_a, used_b = [], set(), set()
+    for *_, a, b in ranked:
+        if a.line not in used_a and b.line not in used_b:
+            used_a.add(a.line)
+            used_b.add(b.line)
+            out.append((a, b))
+    return out
 
 
 def _eqn_pairs(base, changed, to_changed, a_layer, b_layer) -> tuple[EqnPair, ...]:

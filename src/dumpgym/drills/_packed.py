@@ -260,11 +260,13 @@ def _unpack_answer(packed: list, text) -> dict:
 
 def _pack_block(block: dict, ref):
     """A text block as its reference; lines of a listing as `{"n": [layer, first, last]}`, with its flags as
-    a fourth number when any is set (1 `cut`, 2 `strip`, 4 `numbered`, added)."""
+    a fourth number when any is set (1 `cut`, 2 `strip`, 4 `numbered`, added), and `"p"` the other program
+    whose listing it reads, where it names one."""
     if "text" in block:
         return ref(block["text"])
     flags = sum(1 << n for n, k in enumerate(_BLOCK_FLAGS) if block.get(k))
-    return {"n": [ref(block["layer"]), *block["lines"], *([flags] if flags else [])]}
+    return {"n": [ref(block["layer"]), *block["lines"], *([flags] if flags else [])],
+            **({"p": ref(block["program"])} if "program" in block else {})}
 
 
 def _unpack_block(packed, text) -> dict:
@@ -272,7 +274,8 @@ def _unpack_block(packed, text) -> dict:
         return {"text": text(packed)}
     layer, first, last, *flags = packed["n"]
     return {"layer": text(layer), "lines": [first, last],
-            **{k: True for n, k in enumerate(_BLOCK_FLAGS) if flags and flags[0] & 1 << n}}
+            **{k: True for n, k in enumerate(_BLOCK_FLAGS) if flags and flags[0] & 1 << n},
+            **({"program": text(packed["p"])} if "p" in packed else {})}
 
 
 def _splitter(item: dict, kept: set[str]) -> Callable[[str], tuple[tuple[str, ...], list[str]]]:

@@ -8,28 +8,32 @@ pure function of the two records. This kind asks, on each compile target, three 
   row of the base's compile matches (`lines` form over that computation's rows);
 - **vanished** (on the base record): tap every row of the base's compile that the changed compile has
   no counterpart of;
-- **became** and **was** (typed): a row the change kept but altered (another shape, other equations
-  fused), shown in one compile; type what its counterpart in the other compile returns (dtype and
+- **became** and **was** (typed): a row the change kept but altered (another shape, another fused body,
+  other equations fused), shown in one compile; type what its counterpart in the other compile returns (dtype and
   shape, per device, as `compare` pairs them);
 - **fate** (on the base) and **origin** (on the changed record), a `choice` among three fixed options:
   one row, and whether the other compile has it as it is, has it changed, or lacks it. Asked only in
   a compile where each of the three is some row's answer, each answer's rows sharing a third of the
   weight, so over the step every option is right equally often and the usual answer is a guess.
 
-The answers are `compare`'s, computed from the records' attribution (each row's printed opcode and the
-aligned equations it computes); no answer is chosen among options, so a reader who does not read the
+Every item shows both compiles: its own around what it asks, and the other's computation that stands for
+it, whole, read from the other record's listing; its feedback says what the change did to the row (what it
+became, that it appeared or vanished, or that it is the same in both).
+
+The answers are `compare`'s, computed from the records' compiled facts (each row's printed opcode, the
+aligned equations it computes, its fused body); no answer is chosen among options, so a reader who does not read the
 rows has a guess's chance. A set is asked only where it is small enough to tap (`MOST_ROWS`) and is not
 one row alone of its opcode in the computation (the row a change is known for, tapped by habit), and a
 row whose result is a tuple or a scalar is not asked to be typed.
 """
 from __future__ import annotations
 
-from dumpgym.cost.compare import LayerDiff, Row, compare
+from dumpgym.cost.compare import PLUMBING, LayerDiff, Row, align, body_opcodes, compare, running
 from dumpgym.drills import drill
 from dumpgym.drills._dot import numpy_dtype
 from dumpgym.drills._tpu import which_compile
 from dumpgym.drills.answer import Choice, LineSet, Misreading, Typed
-from dumpgym.drills.item import Item, Lines, Note
+from dumpgym.drills.item import Block, Item, Lines, Note
 from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.record.schema import CompiledLayer, ProgramRecord
 
@@ -39,6 +43,8 @@ MOST_ROWS = 8
 # base's rows are asked their fate in the changed compile, the changed compile's rows their origin.
 FATES = {"fate": ("kept as it is", "kept, but changed", "vanished"),
          "origin": ("there as it is", "there, but changed", "appeared")}
+# The rows shown either side of the one asked about, in its own compile (the other compile's is shown whole).
+AROUND = 4
 # Rows that only name, pass on or hold values (a parameter, a constant, a tuple's member) are not asked.
 _NAMING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
 
@@ -110,42 +116,83 @@ def _set_item(program, other, diff: LayerDiff, step: str, layer: CompiledLayer, 
                     f"this {diff.target.upper()} compile that the other compile has no counterpart of: what "
                     f"the change made vanish.")
     said = {r.line: _row_words(program, r) for r in rows}
-    explain = {str(line - first + 1): f"{words}: {step} ({'not in' if step == 'appeared' else 'gone from'} "
-                                      f"`{other.slug}`'s compile)" for line, words in said.items()}
+    explain = {str(line - first + 1): f"{words}: {'it appeared' if step == 'appeared' else 'it vanished'} "
+                                      f"(`{other.slug}`'s compile has no row that computes what it does)"
+               for line, words in said.items()}
     kept_or_changed = _counterparts(diff, step)
     for ins in layer.instructions:
         if ins.computation == computation and ins.line not in said and first <= ins.line <= last:
             was = kept_or_changed.get(ins.line)
             explain[str(ins.line - first + 1)] = (
-                f"%{ins.name} is in both compiles" + (f": `{other.slug}`'s is %{was}" if was else "")
+                f"%{ins.name} is in both compiles" + (f" (`{other.slug}`'s is %{was})" if was else "")
                 + f", so it did not {'appear' if step == 'appeared' else 'vanish'}")
     listed = ", ".join(f"%{r.name} ({r.opcode})" for r in rows)
-    feedback = (f"With {diff.change} (`{base}` -> `{changed}`), {len(rows)} row{'s' if len(rows) > 1 else ''} "
-                f"of {where} {'appeared' if step == 'appeared' else 'vanished'}: {listed}. "
+    many = len(rows) > 1
+    feedback = (f"With {diff.change} (`{base}` -> `{changed}`), {len(rows)} row{'s' if many else ''} of {where} "
+                f"{step}: {listed}; `{other.slug}`'s compile has no row that computes what "
+                f"{'they do' if many else 'it does'}. "
                 + "; ".join(said.values()) + ".")
     return Item(
         question=question,
         answer=LineSet(tuple(r.line - first + 1 for r in rows), explain),
         context=(Lines(diff.target, first, last, cut=True), Note(which_compile(layer)),
-                 Note(f"the change: {diff.change} (`{base}` -> `{changed}`)")),
+                 Note(f"the change: {diff.change} (`{base}` -> `{changed}`)"),
+                 *_other_compile(program, other, diff, computation)),
         card=(step, diff.target, other.slug, computation), layer=diff.target, step=step,
         skill=_skill(rows), feedback=feedback,
         facts={"partner": other.slug, "target": diff.target, "hlo_lines": [first, last],
                "rows": [r.name for r in rows]})
 
 
+def _other_compile(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, computation: str) -> tuple[Block, ...]:
+    """The other compile's computation that `computation` of `program`'s stands for (the entry for the entry, else
+    the one of its name, else the entry), whole, under a note naming it: both compiles, side by side."""
+    mine, theirs = program.compiled[diff.target], other.compiled[diff.target]
+    entry = next(c for c in theirs.computations if c.entry)
+    own = next(c for c in mine.computations if c.name == computation)
+    shown = entry if own.entry else next((c for c in theirs.computations if c.name == computation), entry)
+    role = "as written" if other.change is None else "with the change"
+    return (Note(f"`{other.slug}`'s {diff.target.upper()} compile, {role} ({'its entry computation' if shown.entry else '%' + shown.name}):"),
+            Lines(diff.target, *shown.lines, cut=True, program=other.slug))
+
+
+def _around(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, line: int) -> tuple[Block, ...]:
+    """The row on `line` of `program`'s compile, what its compile says, the change, the rows around it, and the
+    other compile's computation: what an item about one row shows."""
+    layer = program.compiled[diff.target]
+    computation = next(i.computation for i in layer.instructions if i.line == line)
+    first, last = next(c.lines for c in layer.computations if c.name == computation)
+    role = "with the change" if program.change is not None else "as written"
+    return (Lines(diff.target, line, line, cut=True), Note(which_compile(layer)), Note(f"the change: {diff.change}"),
+            Note(f"around it, `{program.slug}`'s {diff.target.upper()} compile, {role}:"),
+            Lines(diff.target, max(first, line - AROUND), min(last, line + AROUND), cut=True),
+            *_other_compile(program, other, diff, computation))
+
+
 def _counterparts(diff: LayerDiff, step: str) -> dict[int, str]:
-    """Line of a changed row on this side -> the other side's row name (kept rows are not listed by line)."""
+    """Line of a kept or changed row on this side -> the other side's row name."""
     return {(p.changed if step == "appeared" else p.base).line: (p.base if step == "appeared" else p.changed).name
-            for p in diff.modified}
+            for p in (*diff.modified, *diff.twins)}
 
 
 def _row_words(program: ProgramRecord, row: Row) -> str:
-    """A row as feedback names it: `%all-gather (all-gather, f32[64,32]{1,0}) computes jaxpr line 3's dot_general`."""
+    """A row as feedback names it: `%all-gather, an all-gather returning f32[64,32]{1,0}, computes jaxpr line 3's
+    `dot_general``."""
+    return f"%{row.name}, {_a(row.opcode)} returning {row.shape}, {_does(program, row)}"
+
+
+def _a(word: str) -> str:
+    """`word` after its indefinite article: `an all-gather`, `a fusion`."""
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
+def _does(program: ProgramRecord, row: Row) -> str:
+    """What a row computes, as a predicate: `computes jaxpr line 3's dot_general` or `is the compiler's own`."""
     does = [program.eqns[e] for e in row.eqns]
-    what = (" computes " + ", ".join(f"jaxpr line {e.jaxpr_lines[0]}'s `{e.primitive}`" for e in does[:2])
-            + (" and more" if len(does) > 2 else "")) if does else " is the compiler's own"
-    return f"%{row.name} ({row.opcode}, {row.shape}){what}"
+    if not does:
+        return "is the compiler's own"
+    return ("computes " + ", ".join(f"jaxpr line {e.jaxpr_lines[0]}'s `{e.primitive}`" for e in does[:2])
+            + (" and more" if len(does) > 2 else ""))
 
 
 def _skill(rows: list[Row]) -> str:
@@ -174,22 +221,50 @@ def _typed_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, 
         else:
             question = (f"`{program.slug}` is compiled again with one change, {diff.change}. What does this row's "
                         f"counterpart in that {diff.target.upper()} compile return (dtype and shape, per device)?")
-        same = "the same" if value == shown else f"not {shown}"
-        feedback = (f"%{mine.name} ({mine.opcode}) returns {shown} here; its counterpart %{theirs.name} in "
-                    f"`{other.slug}`'s compile returns {value}, {same}: "
-                    + ("it computes the same equations." if set(mine.eqns) == set(theirs.eqns) or not mine.eqns
-                       else "the change altered what it computes."))
+        what = _what_changed(program, other, diff, mine, theirs, changed_side)
+        feedback = (f"%{mine.name} ({mine.opcode}) returns {shown} here; its counterpart in `{other.slug}`'s compile, "
+                    f"%{theirs.name}, returns {value}{', the same' if value == shown else ''}. "
+                    f"With {diff.change}, {what}.")
         misread = {} if value == shown else {shown: _unchanged(shown, other.slug)}
         items.append(Item(
             question=question,
             answer=Typed("aval", value, misread=misread),
-            context=(Lines(diff.target, mine.line, mine.line, cut=True), Note(which_compile(layer)),
-                     Note(f"the change: {diff.change}")),
+            context=_around(program, other, diff, mine.line),
             card=(step, diff.target, other.slug, mine.name), layer=diff.target, step=step, skill=mine.category,
             eqn=mine.eqns[0] if mine.eqns else None, feedback=feedback,
             facts={"partner": other.slug, "target": diff.target, "hlo_line": mine.line,
                    "counterpart": theirs.name, "counterpart_line": theirs.line}))
     return items
+
+
+def _what_changed(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, mine: Row, theirs: Row,
+                  changed_side: bool) -> str:
+    """What the change did to a changed row, before to after, in a clause: `its result went from bf16[64,512] to
+    f32[64,512] and its body's convert instructions went from 23 to none`."""
+    base, changed = (other, program) if changed_side else (program, other)
+    before, after = (theirs, mine) if changed_side else (mine, theirs)
+    a_layer, b_layer = base.compiled[diff.target], changed.compiled[diff.target]
+    said = []
+    a_val, b_val = _aval(before.shape), _aval(after.shape)
+    if a_val != b_val:
+        said.append(f"its result went from {a_val or before.shape} to {b_val or after.shape}")
+    elif before.shape != after.shape:
+        said.append(f"its result's layout went from {before.shape} to {after.shape}")
+    a_ops, b_ops = body_opcodes(a_layer, before.line), body_opcodes(b_layer, after.line)
+    moved = sorted((op for op in a_ops.keys() | b_ops.keys() if op not in PLUMBING and a_ops[op] != b_ops[op]),
+                   key=lambda op: (-abs(a_ops[op] - b_ops[op]), op))
+    said += [f"its body's {op} instructions went from {a_ops[op] or 'none'} to {b_ops[op] or 'none'}"
+             for op in moved[:2]]
+    to_changed = align(base, changed)
+    kept = {to_changed.get(e) for e in before.eqns} & set(after.eqns)
+    if len(kept) < len(after.eqns):
+        said.append(f"it computes {len(after.eqns) - len(kept)} equation{'s' if len(after.eqns) - len(kept) > 1 else ''} more")
+    if len(kept) < len(before.eqns):
+        said.append(f"it no longer computes {len(before.eqns) - len(kept)} of its equations")
+    if not said:
+        said.append("its operands or its body's dtypes and dataflow differ, though its result and the opcodes inside "
+                    "are the same")
+    return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]
 
 
 def _unchanged(shown: str, other: str) -> Misreading:
@@ -210,11 +285,13 @@ def _aval(printed: str) -> str | None:
 def _fate_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, changed_side: bool) -> list[Item]:
     """One choice item per row of `program`'s compile that runs (not one that only names a value): kept, changed
     or gone in `other`'s. Only where each of the three answers some row; each answer's rows share a third."""
-    from dumpgym.cost.compare import running
-
     layer = program.compiled[diff.target]
     changed = {(p.changed if changed_side else p.base).line: (p.base if changed_side else p.changed) for p in diff.modified}
+    twins = {(p.changed if changed_side else p.base).line: (p.base if changed_side else p.changed) for p in diff.twins}
     gone = {r.line for r in (diff.appeared if changed_side else diff.vanished)}
+    rows = {r.line: r for r in (diff.appeared if changed_side else diff.vanished)}
+    rows.update({(p.changed if changed_side else p.base).line: (p.changed if changed_side else p.base)
+                 for p in (*diff.modified, *diff.twins)})
     groups: dict[int, list] = {0: [], 1: [], 2: []}
     for ins in running(layer):
         printed = layer.printed(ins) or ins.opcode
@@ -229,14 +306,12 @@ def _fate_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, c
     # the cap's 2 / n): weighed so, the compile's items hold the cap's share, a third per answer.
     asked = sum(map(len, groups.values()))
     items = []
-    for answer, rows in groups.items():
-        for ins in rows:
-            twin = changed.get(ins.line)
-            facts = {0: f"`{other.slug}`'s compile has a {layer.printed(ins) or ins.opcode} computing the same "
-                        "equations with the same result",
-                     1: f"`{other.slug}`'s counterpart is %{twin.name if twin else ''}, {twin.shape if twin else ''}",
-                     2: f"`{other.slug}`'s compile has no row computing what %{ins.name} does"}
-            reasons = tuple("" if k == answer else f"Not {options[k]}: {facts[answer]}." for k in range(3))
+    for answer, members in groups.items():
+        for ins in members:
+            row = rows[ins.line]
+            twin = changed.get(ins.line) or twins.get(ins.line)
+            fact, feedback = _fate_words(program, other, diff, row, twin, answer, changed_side)
+            reasons = tuple("" if k == answer else f"Not {options[k]}: {fact}" for k in range(3))
             rules = tuple("" if k == answer else f"not-{('kept', 'changed', 'gone')[k]}" for k in range(3))
             question = (f"`{diff.base}` compiled again with one change, {diff.change}, gives `{diff.changed}`. "
                         f"In `{other.slug}`'s {diff.target.upper()} compile, is this row of `{program.slug}`'s "
@@ -244,11 +319,30 @@ def _fate_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, c
             items.append(Item(
                 question=question,
                 answer=Choice(options, answer, reasons, rules),
-                context=(Lines(diff.target, ins.line, ins.line, cut=True), Note(which_compile(layer)),
-                         Note(f"the change: {diff.change}")),
+                context=_around(program, other, diff, ins.line),
                 card=(step, diff.target, other.slug, ins.name), layer=diff.target, step=step,
-                skill=("kept", "changed", "gone")[answer], weight=round(asked / (3 * len(rows)), 4),
-                feedback=f"%{ins.name} is {options[answer]}: {facts[answer]}.",
+                skill=("kept", "changed", "gone")[answer], weight=round(asked / (3 * len(members)), 4),
+                feedback=feedback,
                 facts={"partner": other.slug, "target": diff.target, "hlo_line": ins.line,
                        "counterpart": twin.name if twin else None}))
     return items
+
+
+def _fate_words(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, row: Row, twin: Row | None,
+                answer: int, changed_side: bool) -> tuple[str, str]:
+    """Why a row is kept, changed or gone, as a clause a wrong option's reason gives (no full stop: the page adds
+    one), and the feedback: what the change did to the row, in a sentence or two."""
+    if answer == 0:
+        fact = (f"`{other.slug}`'s %{twin.name} is the same {row.opcode}, with the same equations, body and "
+                f"operands and the same result, {twin.shape}")
+        return fact, f"%{row.name} is the same in both compiles: {fact}."
+    if answer == 1:
+        what = _what_changed(program, other, diff, row, twin, changed_side)
+        fact = f"its counterpart in `{other.slug}`'s compile is %{twin.name}, and {what}"
+        if changed_side:
+            return fact, f"With {diff.change}, `{other.slug}`'s %{twin.name} became %{row.name}: {what}."
+        return fact, f"With {diff.change}, %{row.name} became `{other.slug}`'s %{twin.name}: {what}."
+    fact = f"`{other.slug}`'s compile has no row that computes what %{row.name} does"
+    return fact, (f"With {diff.change}, %{row.name} {'appeared' if changed_side else 'vanished'}: this {row.opcode}, "
+                  f"returning {row.shape}, {_does(program, row)}, and `{other.slug}`'s compile has no row that "
+                  "computes what it does.")

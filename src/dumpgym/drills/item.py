@@ -60,7 +60,8 @@ class Note:
 class Lines:
     """Lines `first`..`last` (1-based, inclusive) of one of the program's listings, shown as they are, or
     each `strip`ped, `cut` (stripped, and without its metadata and other trailing attributes), or
-    `numbered` (`' 19  '` before each)."""
+    `numbered` (`' 19  '` before each). With `program`, the lines are of that program's listing instead:
+    the other compile of a change (`mlp-f32` beside `mlp`), shown beside the item's own."""
 
     layer: str
     first: int
@@ -68,34 +69,42 @@ class Lines:
     cut: bool = False
     strip: bool = False
     numbered: bool = False
+    program: str = ""
 
     def to_json(self) -> dict:
-        """The block as the pool writes it: `{"layer", "lines": [first, last]}` and the flags that are set."""
+        """The block as the pool writes it: `{"layer", "lines": [first, last]}`, the flags that are set, and
+        `program` where it reads another program's listing."""
         flags = {k: True for k in ("cut", "strip", "numbered") if getattr(self, k)}
-        return {"layer": self.layer, "lines": [self.first, self.last], **flags}
+        return {"layer": self.layer, "lines": [self.first, self.last], **flags,
+                **({"program": self.program} if self.program else {})}
 
 
 Block = Union[Note, Lines]
 
 
-def resolve(context: list[dict], program: ProgramRecord) -> list[str]:
-    """The blocks of text the page shows for an item's JSON `context`, read from the program's listings."""
-    cache: dict[str, list[str]] = {}
+def resolve(context: list[dict], program: ProgramRecord,
+            others: Mapping[str, ProgramRecord] | None = None) -> list[str]:
+    """The blocks of text the page shows for an item's JSON `context`, read from the program's listings (and,
+    for a block that names another `program`, from that one's, found in `others` by slug)."""
+    cache: dict[tuple[str, str], list[str]] = {}
     out = []
     for block in context:
         if "text" in block:
             out.append(block["text"])
             continue
-        layer = block["layer"]
-        if layer not in cache:
-            text = listing_text(program, layer)
+        layer, slug = block["layer"], block.get("program", program.slug)
+        if (slug, layer) not in cache:
+            source = program if slug == program.slug else (others or {}).get(slug)
+            if source is None:
+                raise ValueError(f"{program.slug}: a context block points into {slug!r}, which is not given")
+            text = listing_text(source, layer)
             if text is None:
-                raise ValueError(f"{program.slug}: a context block points into {layer!r}, which it does not have")
-            cache[layer] = text.split("\n")
+                raise ValueError(f"{slug}: a context block points into {layer!r}, which it does not have")
+            cache[slug, layer] = text.split("\n")
         first, last = block["lines"]
         rows = []
         for n in range(first, last + 1):
-            row = cache[layer][n - 1]
+            row = cache[slug, layer][n - 1]
             if block.get("cut"):
                 row = short(row)
             elif block.get("strip"):

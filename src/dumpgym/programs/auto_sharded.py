@@ -3,7 +3,7 @@ import jax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.traced.program import Program, change, on_mesh, sharded_structs, variant, with_keywords
+from dumpgym.traced.program import Program, change, on_mesh, sharded_structs, variant
 
 # Auto axes, the partitioner's to propagate (jax.make_mesh's default here is Explicit, where jnp's
 # matmul over a sharded contraction asks for an out_sharding instead).
@@ -49,7 +49,7 @@ VARIANTS = (
            in_specs=(("data", None), (), ()),
            lesson="every device holds the whole of both weights, so no contraction is split across devices"),
     change(PROGRAM, "gathered", "the output constrained replicated (out=P()) instead of by rows over data",
-           function=with_keywords(tensor_parallel_mlp, out=P()),
+           keywords={"out": P()},
            lesson="every device must end with every row of the result, not only its own"),
 )
 

@@ -4,7 +4,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from dumpgym.traced.program import Program, change, variant, with_keywords
+from dumpgym.traced.program import Program, change, variant
 
 
 def checkpointed_grads(x, w1, w2, policy=jax.checkpoint_policies.checkpoint_dots):
@@ -33,7 +33,7 @@ VARIANTS = (
     variant(PROGRAM, 2, ("f32[12,40]", "f32[40,56]", "f32[56,40]")),
     # The same code compiled with one change, set beside this one's compile (`dumpgym diff ckpt-policy-nothing`).
     change(PROGRAM, "nothing", "policy=nothing_saveable instead of checkpoint_dots",
-           function=with_keywords(checkpointed_grads, policy=jax.checkpoint_policies.nothing_saveable),
+           keywords={"policy": jax.checkpoint_policies.nothing_saveable},
            lesson=("no matmul result is saved, so the remat2 body computes both forward matmuls again and no "
                    "reduce_precision marks a saved residual; the forward outside remat2 feeds only a sum that is "
                    "not returned, so XLA drops it")),

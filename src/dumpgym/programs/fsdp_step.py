@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from dumpgym.traced.program import Program, change, on_mesh, sharded_structs, variant, with_keywords
+from dumpgym.traced.program import Program, change, on_mesh, sharded_structs, variant
 from dumpgym.programs.auto_sharded import auto_mesh
 
 # Auto axes, as in auto-sharded: the partitioner decides every collective.
@@ -52,7 +52,7 @@ VARIANTS = (
            in_specs=((), (), ("data", None), ("data", None)),
            lesson="no weight is gathered before it is used; the gradients are still cut to their shards"),
     change(PROGRAM, "whole-grads", "the gradients constrained replicated (g_specs=(P(), P())) instead of cut to the weights' shards",
-           function=with_keywords(fsdp_grads, g_specs=(P(), P())),
+           keywords={"g_specs": (P(), P())},
            lesson="every device must end with the whole of both gradients, not only its shard"),
 )
 

@@ -46,7 +46,7 @@ VARIANTS = (
                          "f32[12,24]", "f32[12,8]")),
     # The same step compiled with one change, set beside this one's compile (`dumpgym diff train-step-undonated`):
     # the function under the decorator, jitted without donate_argnums (its source is the same text).
-    change(PROGRAM, "undonated", "donation off", function=jax.jit(train_step.__wrapped__),
+    change(PROGRAM, "undonated", "donation off", jit={},
            lesson="no argument is donated, so no result may take an argument's buffer"),
 )
 

@@ -633,11 +633,58 @@ class LoweredModule(_Record):
                 _lines_within((row.line,), lines, f"{path}.{name}[{i}].line", "the StableHLO")
 
 
+# A keyword value as a `Call` writes it: a JSON scalar, or one of these tagged forms (`program.call_value`).
+CALL_FORMS = ("function", "partition_spec", "tuple")
+_FUNCTION_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+@dataclass(frozen=True)
+class Call(_Record):
+    """How a compile with one change calls the function `entry` names otherwise than its base does, so that it
+    can be traced again from the export alone (`program.called`): first, where `jit` is not None, the function
+    under `entry`'s own `jax.jit` (its `__wrapped__`) is jitted anew with those options (`{}`: jit's defaults,
+    so nothing donated); then it is called with `keywords` beside its positional arguments, each value a JSON
+    scalar or `{"function": "module:qualname"}`, `{"partition_spec": [axis, ...]}` (an axis a name, null or a
+    list of names) or `{"tuple": [value, ...]}`."""
+
+    OMIT_DEFAULT = frozenset({"keywords", "jit"})
+    keywords: dict = dataclasses.field(default_factory=dict)
+    jit: dict | None = None
+
+    def check(self, path: str) -> None:
+        """Every keyword value is one `program.called` reads, and something differs from the base's call."""
+        if not self.keywords and self.jit is None:
+            raise RecordError(f"{_at(path)}: a call that changes nothing (no keywords, no jit)")
+        for name, value in self.keywords.items():
+            if not name.isidentifier():
+                raise RecordError(f"{_at(_join(path, 'keywords'))}: {name!r} is not a keyword")
+            _check_call_value(value, f"{_join(path, 'keywords')}.{name}")
+
+
+def _check_call_value(value, path: str) -> None:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return
+    if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in CALL_FORMS:
+        raise RecordError(f"{_at(path)}: {value!r} is not a JSON scalar or one of {', '.join(CALL_FORMS)}")
+    (form, inner), = value.items()
+    if form == "function" and not (isinstance(inner, str) and _FUNCTION_REF.fullmatch(inner)):
+        raise RecordError(f"{_at(path)}.function: {inner!r} is not module:qualname")
+    if form == "partition_spec" and not (isinstance(inner, list) and all(
+            a is None or isinstance(a, str) or (isinstance(a, list) and all(isinstance(n, str) for n in a))
+            for a in inner)):
+        raise RecordError(f"{_at(path)}.partition_spec: {inner!r} is not a list of axes (a name, null or names)")
+    if form == "tuple":
+        if not isinstance(inner, list):
+            raise RecordError(f"{_at(path)}.tuple: {inner!r} is not a list")
+        for k, item in enumerate(inner):
+            _check_call_value(item, f"{path}.tuple[{k}]")
+
+
 @dataclass(frozen=True)
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of", "change"})
+    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of", "change", "call"})
     slug: str
     title: str
     lesson: str
@@ -674,6 +721,9 @@ class ProgramRecord(_Record):
     # For a compile of `variant_of` with one change (`mlp-f32`: "f32 instead of bf16"), that change in words;
     # None for every other record. `cost/compare.py` sets the two records' compiled layers side by side.
     change: str | None = None
+    # For a change that calls `entry` otherwise than the base (a keyword, jit's options): how, so that it is traced
+    # again from the export alone; None where it calls `entry` as the base does (other args or in_specs only).
+    call: Call | None = None
 
     @classmethod
     def from_json(cls, value, path: str = ""):
@@ -704,6 +754,10 @@ class ProgramRecord(_Record):
             raise RecordError(f"{_join(path, 'variant_of')}: {self.variant_of!r} is not another program's slug")
         if self.change is not None and (self.variant_of is None or not self.change.strip()):
             raise RecordError(f"{_join(path, 'change')}: a change names the program it changes (variant_of) and says what it is")
+        if self.call is not None:
+            if self.change is None:
+                raise RecordError(f"{_join(path, 'call')}: only a compile with one change (`change`) calls its entry otherwise")
+            self.call.check(_join(path, "call"))
         n = len(self.eqns)
         for i, e in enumerate(self.eqns):
             if e.id != i:

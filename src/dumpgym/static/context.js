@@ -1,5 +1,5 @@
 // An item's context ("dumpgym.drills/2"): blocks that are plain text, or references to lines of one of the
-// program's listings, resolved here into the text the page shows. The same rule as Python's
+// program's listings (or, where a block names another `program`, of that one's: a change's other compile), resolved here into the text the page shows. The same rule as Python's
 // `dumpgym.drills.item.resolve`, read from the listings the page already fetches; a browser test
 // compares the two.
 import { getJSON, hloURL, listingsURL } from './data.js';
@@ -24,8 +24,10 @@ export async function resolveContext(slug, context) {
   const out = [];
   for (const block of context ?? []) {
     if (typeof block.text === 'string') { out.push(block.text); continue; }
-    if (!layers.has(block.layer)) layers.set(block.layer, layerLines(slug, block.layer));
-    const lines = await layers.get(block.layer);
+    const source = block.program ?? slug;
+    const key = `${source}/${block.layer}`;
+    if (!layers.has(key)) layers.set(key, layerLines(source, block.layer));
+    const lines = await layers.get(key);
     const [first, last] = block.lines;
     const rows = [];
     for (let n = first; n <= last; n++) {

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from dumpgym.record.dtypes import is_extended, numpy_name
 from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.errors import ProgramError
-from dumpgym.record.schema import valid_slug
+from dumpgym.record.schema import Call, valid_slug
 
 # Dtypes the command line names in its errors; any dtype JAX knows is accepted.
 COMMON_DTYPES = "bf16 f16 f32 f64 i8 i16 i32 i64 u8 u32 bool int32 float32 key<fry>"
@@ -125,6 +125,8 @@ class Program:
     # For a compile with one change (`program.change`): that change in words ("f32 instead of bf16"),
     # the program it changes being `variant_of`; None for every other program.
     change: str | None = None
+    # For a change that calls the base's function otherwise (a keyword, jit's options): how (`called`).
+    call: Call | None = None
 
     def __post_init__(self):
         if not valid_slug(self.slug):
@@ -206,12 +208,14 @@ def variant(base: Program, number: int, args: tuple[str, ...], *, function: Call
     )
 
 
-def change(base: Program, name: str, words: str, *, args: tuple[str, ...] | None = None,
-           function: Callable[..., Any] | None = None, in_specs=None, lesson: str = "") -> Program:
+def change(base: Program, name: str, words: str, *, args: tuple[str, ...] | None = None, in_specs=None,
+           keywords: dict[str, Any] | None = None, jit: dict[str, Any] | None = None, lesson: str = "") -> Program:
     """`base` compiled again with one change, `words` saying which ("f32 instead of bf16"): other argument
-    dtypes (`args`), other input shardings (`in_specs`, for a program with a mesh), or another `function`
-    made from the base's (`with_keywords`: a checkpoint policy, a sharding constraint; or the same code
-    without `jax.jit`'s donation). Slug `BASE-NAME`; its two compiles are set side by side (`cost/compare.py`)."""
+    dtypes (`args`), other input shardings (`in_specs`, for a program with a mesh), or the base's function
+    called otherwise: with `keywords` beside its arguments (a checkpoint policy, a sharding constraint), or
+    the function under its `jax.jit` jitted anew with `jit`'s options (`{}`: without the base's donation).
+    The record says how (`Call`), so the change is traced again from the export alone. Slug `BASE-NAME`; its
+    two compiles are set side by side (`compare.py`)."""
     if not valid_slug(name) or name.isdigit():
         raise ProgramError(f"change {name!r} of {base.slug}: a change is named by a word (digits name variants)")
     args = tuple(base.args if args is None else args)
@@ -219,14 +223,85 @@ def change(base: Program, name: str, words: str, *, args: tuple[str, ...] | None
     structs = None
     if base.structs is not None:  # sharded by jit: the structs carry the shardings, on the base's mesh
         structs = sharded_structs(base.structs[0].sharding.mesh, args, in_specs)
+    call = None
+    if keywords or jit is not None:
+        call = Call(keywords={k: call_value(v) for k, v in (keywords or {}).items()}, jit=jit)
     return Program(
         slug=f"{base.slug}-{name}", title=f"{base.title}, {words}",
         lesson=(f"{base.slug} compiled again with one change, {words}" + (f": {lesson}" if lesson else "")
                 + f". Set its compiled layers beside {base.slug}'s to see what the change made appear or vanish."),
-        function=base.function if function is None else function, args=args, mesh=base.mesh,
+        function=base.function if call is None else called(base.function, call), args=args, mesh=base.mesh,
         in_specs=in_specs, entry=base.entry, structs=structs, platform=base.platform,
-        variant_of=base.slug, change=words,
+        variant_of=base.slug, change=words, call=call,
     )
+
+
+def called(function: Callable[..., Any], call: Call) -> Callable[..., Any]:
+    """`function` (what a record's `entry` names) called as `call` says: jitted anew, then with keywords."""
+    if call.jit is not None:
+        import jax
+
+        if not hasattr(function, "__wrapped__"):
+            raise ProgramError(f"{function.__name__} is not under jax.jit: there is no function to jit anew")
+        function = jax.jit(function.__wrapped__, **call.jit)
+    if call.keywords:
+        function = with_keywords(function, **{k: keyword_value(v) for k, v in call.keywords.items()})
+    return function
+
+
+def call_value(value) -> Any:
+    """A keyword's value as a `Call` writes it: a JSON scalar as it is, a function by `module:qualname`, a
+    `PartitionSpec` by its axes, a tuple by its members (`keyword_value` reads it back)."""
+    from jax.sharding import PartitionSpec
+
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, PartitionSpec):
+        return {"partition_spec": [list(a) if isinstance(a, tuple) else a for a in value]}
+    if isinstance(value, tuple):
+        return {"tuple": [call_value(v) for v in value]}
+    if callable(value) and getattr(value, "__qualname__", None) and "<" not in value.__qualname__:
+        return {"function": _public_name(value)}
+    raise ProgramError(f"a change's keyword value {value!r} cannot be written down: use a scalar, a function, a "
+                       "PartitionSpec or a tuple of them")
+
+
+def _public_name(function) -> str:
+    """`package:name` or `package:namespace.name` where the function's top package offers it publicly
+    (`jax:checkpoint_policies.nothing_saveable`, not its private module), else `module:qualname`."""
+    import warnings
+
+    top = importlib.import_module(function.__module__.split(".")[0])
+    name = function.__name__
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a package's deprecated names warn when read
+        if getattr(top, name, None) is function:
+            return f"{top.__name__}:{name}"
+        for space in sorted(n for n in dir(top) if not n.startswith("_")):
+            try:
+                if getattr(getattr(top, space), name, None) is function:
+                    return f"{top.__name__}:{space}.{name}"
+            except AttributeError:
+                continue
+    return f"{function.__module__}:{function.__qualname__}"
+
+
+def keyword_value(written) -> Any:
+    """A keyword's value from what `call_value` wrote."""
+    if not isinstance(written, dict):
+        return written
+    (form, inner), = written.items()
+    if form == "partition_spec":
+        from jax.sharding import PartitionSpec
+
+        return PartitionSpec(*(tuple(a) if isinstance(a, list) else a for a in inner))
+    if form == "tuple":
+        return tuple(keyword_value(v) for v in inner)
+    module, qualname = inner.split(":")
+    out = importlib.import_module(module)
+    for part in qualname.split("."):
+        out = getattr(out, part)
+    return out
 
 
 def _axes_words(axes: dict[str, int]) -> str:

@@ -62,7 +62,8 @@ class Served:
 
 
 def _timed_serve(tree: Path, env: dict, corpus_dir: Path | None) -> tuple[float, float, float, float]:
-    code = f"from dumpgym import serve; serve.serve(port=0, corpus_dir={str(corpus_dir) if corpus_dir else None!r})"
+    code = ("try:\n    from dumpgym.serve import server as serve\nexcept ImportError:\n    from dumpgym import serve\n"
+            f"serve.serve(port=0, corpus_dir={str(corpus_dir) if corpus_dir else None!r})")
     start = time.perf_counter()
     proc = subprocess.Popen([str(PYTHON), "-c", code],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=tree)

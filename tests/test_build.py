@@ -384,6 +384,6 @@ def test_the_cli_refuses_a_foreign_folder_in_one_line_and_changes_no_byte(user_b
 
 
 def test_the_build_does_not_import_jax():
-    code = ("import sys, tempfile; from dumpgym import build, site; c, d = site.load_inputs(); "
+    code = ("import sys, tempfile; from dumpgym.site import build, files as site; c, d = site.load_inputs(); "
             "build.build_site(tempfile.mkdtemp(), c, d); assert 'jax' not in sys.modules, 'jax imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

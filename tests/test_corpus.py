@@ -10,6 +10,7 @@ import pytest
 
 from dumpgym import cli
 from dumpgym.corpus import builtin as corpus_module
+from dumpgym.corpus import pipeline
 from dumpgym.compiled.layer import host, host_id
 from dumpgym.programs import SLUGS
 from dumpgym.corpus.pipeline import build_corpus
@@ -64,7 +65,7 @@ def committed_copy(tmp_path, monkeypatch, traced, traced_text):
     path = tmp_path / "corpus.json"
     path.write_text(traced_text, encoding="utf-8")
     monkeypatch.setattr(corpus_module, "BUILTIN_PATH", path)
-    monkeypatch.setattr(corpus_module, "build_corpus", lambda *a, **k: Corpus.from_json(traced))
+    monkeypatch.setattr(pipeline, "build_corpus", lambda *a, **k: Corpus.from_json(traced))
     return path
 
 

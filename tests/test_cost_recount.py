@@ -359,7 +359,8 @@ def test_a_kernels_own_cost_estimate_is_its_cost_as_libtpu_counts_it():
     from jax.experimental import pallas as pl
     from jax.sharding import SingleDeviceSharding
 
-    from dumpgym.record.targets import DEFAULT_TOPOLOGY, topology_devices
+    from dumpgym.record.targets import DEFAULT_TOPOLOGY
+    from dumpgym.traced.devices import topology_devices
     from test_cost_view import _compile_for_tpu
 
     def kernel(x_ref, y_ref, o_ref):

@@ -267,7 +267,7 @@ def test_the_code_digest_covers_every_module_the_drills_import():
         if module not in seen:
             seen.add(module)
             todo += graph[module] if module != "dumpgym" else []  # the package: read for its __version__ alone
-    hashed = {f"dumpgym.{name[:-3]}" for name in _stored.CODE} | {m for m in seen if m.startswith("dumpgym.drills")}
+    hashed = {"dumpgym." + name[:-3].replace("/", ".") for name in _stored.CODE} | {m for m in seen if m.startswith("dumpgym.drills")}
     outside = {m for m in seen - hashed if m != "dumpgym"}
     assert not outside, f"the drills import {sorted(outside)}, which _stored.CODE does not hash"
     assert all((PACKAGE / name).is_file() for name in _stored.CODE)

@@ -180,7 +180,7 @@ def test_importing_and_answering_does_not_import_jax():
 
 
 def test_serve_prints_its_url_and_serves_it(tmp_path):
-    code = "from dumpgym import serve; serve.serve(port=0, corpus_dir=r'%s')" % tmp_path
+    code = "from dumpgym.serve import server; server.serve(port=0, corpus_dir=r'%s')" % tmp_path
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT)
     try:
@@ -528,7 +528,7 @@ def test_a_start_with_no_items_kept_serves_the_page_at_once_and_then_the_whole_g
 
 
 def test_serve_prints_its_url_before_making_the_items_it_has_not_kept(tmp_path):
-    code = "from dumpgym import serve; serve.serve(port=0, corpus_dir=r'%s')" % (tmp_path / "corpus")
+    code = "from dumpgym.serve import server; server.serve(port=0, corpus_dir=r'%s')" % (tmp_path / "corpus")
     env = {**os.environ, "DUMPGYM_CACHE_DIR": str(tmp_path / "empty-cache")}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT, env=env)

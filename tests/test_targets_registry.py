@@ -122,8 +122,10 @@ def test_one_registry_entry_carries_a_layer_to_record_page_switch_and_drills(v6e
               "programs": [record.to_json()]}
     pool = build_pool(Corpus.from_json(corpus).to_json())
     layers = {(i["drill"], i["layer"]) for i in pool["items"] if "layer" in i}
-    assert ("layouts", "tpu-v6e") in layers and ("layouts", "tpu") in layers
-    assert ("fusions", "tpu-v6e") in layers
+    # Every kind that reads a TPU layer's facts asks about both (ffn's buffers all sit in HBM, so the layouts
+    # kind's memory-space step has no question on either layer: a fusion's intermediates hold no buffer).
+    for kind in ("fusions", "buffers", "units"):
+        assert (kind, "tpu-v6e") in layers and (kind, "tpu") in layers, kind
 
     files = site_files(corpus, pool)
     assert "data/compiled/tpu-v6e/ffn.json" in files and "data/compiled/tpu/ffn.json" in files

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from dumpgym.dumps.memory import _peak
+from dumpgym.ir.memory import _peak
 from dumpgym.ir.parse import function_names, jaxpr_equations, source_tables
 from dumpgym.dumps.xray import _definition_lines, _reducer_regions
-from dumpgym.dumps.folder import _jaxpr_inputs, _jaxpr_results, _JAXPR_AVAL
+from dumpgym.ir.parse import JAXPR_AVAL as _JAXPR_AVAL, jaxpr_inputs as _jaxpr_inputs, jaxpr_results as _jaxpr_results
 
 
 def _cost(work, text) -> float:

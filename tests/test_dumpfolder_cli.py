@@ -11,7 +11,7 @@ import pytest
 
 from dump_programs import load, make_dump, module_name
 from dumpgym import cli, drills
-from dumpgym.dumps.memory import read_memory
+from dumpgym.ir.memory import read_memory
 from dumpgym.dumps.folder import read_folder
 
 NAMES = ["basic", "sgd", "scan_rnn", "mlp"]

@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dumpgym.ir.parse import (DumpError, function_names, hlo_op_names, ir_context, jaxpr_primitives, parse_hlo,
-                                parse_stablehlo, read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations,
-                                types_of_hlo, types_of_mlir)
+from dumpgym.ir.parse import (JAXPR_AVAL, DumpError, aval_dims, aval_number, function_names, hlo_op_names, ir_context,
+                               jaxpr_inputs, jaxpr_primitives, jaxpr_results, parse_hlo, parse_stablehlo, read_text,
+                               shapes_of_hlo, shapes_of_mlir, stablehlo_locations, types_of_hlo, types_of_mlir)
 
 LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimisations",
@@ -34,9 +34,6 @@ _XLA_FILE = re.compile(r"module_(\d+)\.([^.]+)\.(.+)")
 _XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<prefix>[\w.]*?)after_optimizations"
                        r"(?P<what>-buffer-assignment|-memory-usage-report|-live-range)?)\.(?P<ext>txt|hlo\.pb)")
 _GPU_PREFIX = re.compile(r"sm_(\d+)\.(\d+)(a?)_gpu_")
-# A binder and its aval (`a:f32[8,16]`); a sharded axis prints `64@x`, a key `key<fry>`. Starting only at a
-# word's start keeps it linear: from inside a long word it would rescan the word.
-_JAXPR_AVAL = re.compile(r"(?<!\w)(\w+):([a-z][\w<>]*)\[([\w@, ]*)\]")
 # The slug of a module is at most this long, so that the record's `dump-SLUG` fits a slug's 64.
 SLUG_MAX = 58
 
@@ -374,66 +371,14 @@ def _read_jaxpr(entry: _Ir) -> None:
     except DumpError as e:
         entry.problem = str(e)
         return
-    inputs = _jaxpr_inputs(text)
+    inputs = jaxpr_inputs(text)
     if inputs is None or not text.rstrip().endswith("}"):
         entry.problem = f"{entry.path} is not a whole printed jaxpr (truncated?)"
         return
-    avals = _JAXPR_AVAL.findall(inputs)
-    entry.shapes = (tuple(_aval_dims(dims, dtype) for _name, dtype, dims in avals), _jaxpr_results(text))
-    entry.types = tuple(_aval_number(dtype) for _name, dtype, _dims in avals)
+    avals = JAXPR_AVAL.findall(inputs)
+    entry.shapes = (tuple(aval_dims(dims, dtype) for _name, dtype, dims in avals), jaxpr_results(text))
+    entry.types = tuple(aval_number(dtype) for _name, dtype, _dims in avals)
     entry.names = frozenset(jaxpr_primitives(text))
-
-
-def _jaxpr_inputs(text: str) -> str | None:
-    """The outermost jaxpr's inputs, as its first line prints them (a long one wraps). That line names its
-    constants (before `; `) and inputs (before `. let`); shared sub-jaxprs hoisted into `let` blocks print
-    before it, so it is the last line that starts with `{ lambda `. Found by searching, in linear time."""
-    at = text.rfind("\n{ lambda ")
-    start = at + 1 if at != -1 else 0 if text.startswith("{ lambda ") else -1
-    if start == -1:
-        return None
-    semicolon = text.find("; ", start)
-    end = text.find(". let", semicolon) if semicolon != -1 else -1
-    return text[semicolon + 2:end] if end != -1 else None
-
-
-# A jaxpr's kind of number as numpy names it (what `types_of_mlir` gives); a typed key is its key data's.
-_JAXPR_NUMBERS = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "bool": "bool",
-                  "c64": "complex64", "c128": "complex128"}
-
-
-def _aval_number(dtype: str) -> str:
-    if dtype in _JAXPR_NUMBERS:
-        return _JAXPR_NUMBERS[dtype]
-    if dtype.startswith("key<"):
-        return "uint32"
-    if dtype[:1] in "iu" and dtype[1:].isdigit():
-        return f"{'u' if dtype[0] == 'u' else ''}int{dtype[1:]}"
-    return dtype.lower()
-
-
-# A typed PRNG key lowers to its implementation's key data, a uint32 array with trailing dimensions of its
-# own (JAX's threefry2x32 keys are u32[2], its rbg and unsafe_rbg keys u32[4]).
-_KEY_DATA = {"key<fry>": (2,), "key<rbg>": (4,), "key<unsafe_rbg>": (4,)}
-
-
-def _aval_dims(dims: str, dtype: str = "") -> tuple[int, ...]:
-    """An aval's shape as StableHLO has it: a typed key's with its key data's dimensions after it."""
-    return tuple(int(d.split("@")[0]) for d in dims.split(",") if d.strip()) + _KEY_DATA.get(dtype, ())
-
-
-def _jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:
-    """The shapes of the outermost jaxpr's results, from the binders of the names its last line returns."""
-    tail = re.search(r"\bin \(([^()]*)\) \}\s*$", text)
-    if tail is None:
-        return None
-    names = [n.strip() for n in tail.group(1).split(",") if n.strip()]
-    binders: dict[str, str] = {}  # each name's first binder, in one pass (a search per name is quadratic)
-    for name, _dtype, dims in _JAXPR_AVAL.findall(text):
-        binders.setdefault(name, dims)
-    if any(name not in binders for name in names):
-        return None  # a literal result: its shape is not printed
-    return tuple(_aval_dims(binders[name]) for name in names)
 
 
 def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:

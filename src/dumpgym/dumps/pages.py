@@ -13,7 +13,7 @@ from functools import partial
 from typing import Callable
 
 from dumpgym.dumps.xray import ModuleXray, xray_module
-from dumpgym.dumps.memory import read_memory
+from dumpgym.ir.memory import read_memory
 from dumpgym.ir.parse import DumpError
 from dumpgym.dumps.folder import LAYER_NAMES, DumpFolder, DumpModule
 from dumpgym.notebook import STYLE, WIRING, column, script_json

@@ -9,24 +9,12 @@ that ask about equations draw nothing from it; those that read the compiled laye
 """
 from __future__ import annotations
 
-import re
-
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
-from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo
+from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo, tensor_aval
 from dumpgym.dumps.folder import DumpFolder, DumpModule
+from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.record.schema import CompiledLayer, Fusion, HloStats, Instruction, ProgramRecord, StablehloOp, XrayStats
-
-_ELEMENT = {"i1": "bool", "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64"}
-
-
-def _aval(type_text: str) -> str:
-    """`tensor<8x16xf32>` in the jaxpr's aval notation, `f32[8,16]`."""
-    m = re.fullmatch(r"tensor<(?:([\dx]*)x)?(\w+)>", type_text)
-    if m is None:
-        return type_text
-    dims = m.group(1).split("x") if m.group(1) else []
-    return f"{_ELEMENT.get(m.group(2), m.group(2))}[{','.join(dims)}]"
 
 
 def _isolated(name: str) -> str:
@@ -49,7 +37,7 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
         xray = xray_module(module)
         shown, ops = stablehlo_ops(module)
         lowered = read_lowered(parse_stablehlo(shown, module.files["stablehlo"], ir_context()))
-        args = tuple(_aval(v.type) for v in lowered.main.args) if lowered.main else ()
+        args = tuple(tensor_aval(v.type) for v in lowered.main.args) if lowered.main else ()
         linked = {line for link in xray.hlo.get("hlo_after", ()) for line in link.stablehlo_lines}
     else:  # XLA alone: the arguments as XLA's entry computation takes them
         shown, ops, lowered, linked = "", [], None, set()
@@ -81,8 +69,6 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
 
 
 # XLA's kinds of number (numpy's names, as `types_of_hlo` gives them) in the jaxpr's aval notation.
-_AVAL_NUMBER = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "bool": "bool",
-                "complex64": "c64", "complex128": "c128"}
 
 
 def _hlo_args(module: DumpModule) -> tuple[str, ...]:
@@ -95,8 +81,7 @@ def _hlo_args(module: DumpModule) -> tuple[str, ...]:
     kinds = types_of_hlo(hlo)[:len(dims)]
     out = []
     for shape, kind in zip(dims, kinds):
-        number = _AVAL_NUMBER.get(kind) or re.sub(r"^(u?)int(\d+)$", lambda m: f"{m.group(1) or 'i'}{m.group(2)}", kind)
-        out.append(f"{number}[{','.join(str(d) for d in shape)}]")
+        out.append(f"{short_dtype(kind)}[{','.join(str(d) for d in shape)}]")
     return tuple(out)
 
 
@@ -104,14 +89,13 @@ def _compiled_layer(module: DumpModule) -> CompiledLayer:
     """The dump's optimised HLO as a compiled layer: instructions and fusions with no equations (none was traced)."""
     import jaxlib
 
-    from dumpgym.dumps.xray import _definition_lines
     from dumpgym.compiled.layer import _fusion_kind
     from dumpgym.ir.hlo_facts import with_facts
-    from dumpgym.ir.hlo_graph import opcode_of
+    from dumpgym.ir.hlo_graph import definition_lines, opcode_of
 
     text = module.text("hlo_after")
     hlo = parse_hlo(text, module.files["hlo_after"])
-    lines = _definition_lines(text)
+    lines = definition_lines(text)[0]
     instructions, fusions, with_op_name = [], [], 0
     for computation in hlo.computations():
         for instruction in computation.instructions():

@@ -2,7 +2,7 @@
 (printed without locations), its name stacks made whole as XLA makes them when it inlines a private
 function or a region, the file, line and columns of its frame, and its place in the dataflow.
 
-Read through jaxlib's MLIR bindings (`ir/parse.py`); `dumps/xray.py` links HLO instructions and jaxpr
+Read through jaxlib's MLIR bindings (`ir/parse.py`: `located_ops`); `dumps/xray.py` links HLO instructions and jaxpr
 equations to these ops.
 """
 from __future__ import annotations
@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from dumpgym.dumps.dataflow import op_signature, result_dims, stablehlo_ancestors
-from dumpgym.ir.parse import ir_context, location_key, parse_stablehlo
+from dumpgym.ir.dataflow import op_signature, result_dims, stablehlo_ancestors
+from dumpgym.ir.parse import located_ops
 from dumpgym.dumps.folder import DumpModule
-from dumpgym.jax_internals import location_line
 
 # Ops that only hold a module together: no equation emits them.
 STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return", "stablehlo.return", "sdy.return",
@@ -41,31 +40,8 @@ class DumpOp:
 
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
     """The StableHLO as shown (printed without locations) and its ops, each with its line there and its keys."""
-    from jaxlib.mlir import ir
-
-    context = ir_context()
     path = module.files["stablehlo"]
-    dumped = parse_stablehlo(module.text("stablehlo"), path, context)
-    shown = dumped.operation.get_asm(enable_debug_info=False)
-    # Parsed again, the shown text gives each op its line in it; the ops come in the same order.
-    lined = parse_stablehlo(shown, path, context)
-    keyed, lines, walked = [], [], []
-
-    def visit_keys(op):
-        walked.append(op)
-        callee = op.attributes["callee"] if op.name == "func.call" and "callee" in op.attributes else None
-        keyed.append((op.name, *location_key(op.location), ir.FlatSymbolRefAttr(callee).value if callee else None,
-                      _depth(op)))
-        return ir.WalkResult.ADVANCE
-
-    def visit_lines(op):
-        lines.append((op.name, location_line(op.location), _function_of(op)))
-        return ir.WalkResult.ADVANCE
-
-    dumped.operation.walk(visit_keys, ir.WalkOrder.PRE_ORDER)
-    lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
-    if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
-        raise RuntimeError(f"{path}: printing without locations changed the ops")
+    shown, keyed, lines, walked = located_ops(module.text("stablehlo"), path)
     ops = _full_stacks(keyed, lines)
     upstream, operands, operands2 = stablehlo_ancestors(walked)
     for op in ops:
@@ -73,13 +49,6 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
         op.dims = result_dims(walked[op.index])
         op.signature = op_signature(walked[op.index])
     return shown, ops
-
-
-def _depth(op) -> int:
-    depth, parent = 0, op.parent
-    while parent is not None:
-        depth, parent = depth + 1, parent.parent
-    return depth
 
 
 def _full_stacks(keyed: list, lines: list) -> list[DumpOp]:
@@ -135,12 +104,3 @@ def _join(prefix: str, own: str) -> str:
     if not own:  # a call made without a name of its own (jit(_uniform) calling threefry2x32)
         return prefix
     return f"{prefix}/{own}" if prefix else own
-
-
-def _function_of(op) -> str:
-    parent = op.parent
-    while parent is not None:
-        if parent.name == "func.func":
-            return parent.attributes["sym_name"].value
-        parent = parent.parent
-    return ""

@@ -12,11 +12,12 @@ counted with its reason. Nothing here imports JAX; jaxlib's MLIR and HLO binding
 """
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from dumpgym.dumps.dataflow import combined, hlo_dims, hlo_inputs, hlo_signature, narrow
+from dumpgym.dumps.dataflow import narrow
+from dumpgym.ir.dataflow import combined, hlo_dims, hlo_inputs, hlo_signature
+from dumpgym.ir.hlo_graph import definition_lines, reducer_regions
 from dumpgym.ir.parse import hlo_op_names, jaxpr_equations, parse_hlo
 from dumpgym.dumps.stablehlo import DumpOp, stablehlo_ops
 from dumpgym.dumps.folder import DumpModule
@@ -139,16 +140,6 @@ def _jaxpr_eqns(text: str) -> list[tuple[int, str]]:
     return jaxpr_equations(text)
 
 
-def _definition_lines(text: str) -> dict[str, int]:
-    """The 1-based line on which each HLO instruction `%name = ...` is printed."""
-    out = {}
-    for n, line in enumerate(text.splitlines(), start=1):
-        head = line.strip().removeprefix("ROOT ")
-        if head.startswith("%") and " = " in head:
-            out.setdefault(head[1:].split(" = ", 1)[0], n)
-    return out
-
-
 def xray_module(module: DumpModule) -> ModuleXray:
     """Link a dumped module's layers; a module without StableHLO has nothing to link through."""
     if "stablehlo" not in module.files:
@@ -241,38 +232,19 @@ def _link_jaxpr(out: ModuleXray, text: str, eqns, keys, by_primitive, decided, o
 # A reduction's combiner region: XLA keeps one copy of equal regions for several reducers, so the tag its
 # instructions carry names one of them, not the one that applies it (docs/corpus.md, rule 5). Not linked.
 # It is linked, as a group, to what the reducers that apply it are linked to.
-_REDUCER = re.compile(r"\b(?:reduce|reduce-window|scatter|all-reduce|reduce-scatter)\(")
-_HLO_NAME = re.compile(r"[\w.\-]+")
 _REDUCERS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.select_and_scatter",
                        "stablehlo.all_reduce", "stablehlo.reduce_scatter", "stablehlo.sort"})
 _IN_A_REGION = "in a reducer's region, which XLA may share among reducers: linked to the reducers that apply it"
 _NO_REDUCER = "in a reducer's region, whose reducers are not linked"
 
 
-def _reducer_regions(text: str) -> list[tuple[str, str]]:
-    """(instruction, the region it applies) of each reducer of an HLO text, a line at a time (a pattern
-    spanning lines rescans blank runs and long lines: quadratic)."""
-    out = []
-    for line in text.split("\n"):
-        head = line.strip().removeprefix("ROOT").lstrip()
-        at = head.find("to_apply=%")
-        equals = head.find("=")
-        if at <= 0 or equals <= 0 or not head[at - 1].isspace() and head[at - 1] != ",":
-            continue
-        name = head[:equals].strip().removeprefix("%")
-        region = _HLO_NAME.match(head, at + len("to_apply=%"))
-        if _HLO_NAME.fullmatch(name) and region and _REDUCER.search(head, equals, at):
-            out.append((name, region.group(0)))
-    return out
-
-
 def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, decided) -> list[HloLink]:
     text = module.text(layer)
     hlo = parse_hlo(text, module.files[layer])
-    lines = _definition_lines(text)
+    lines = definition_lines(text)[0]
     named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
-    for caller, region in _reducer_regions(text):
+    for caller, region in reducer_regions(text):
         regions[region].append(caller)
     rows, candidates, opcodes, dims, signatures, inside_a_call, merged = [], {}, {}, {}, {}, set(), set()
     combined_ops: dict[str, tuple[list, list[str]]] = {}  # a combined collective -> (its ops, its operands)

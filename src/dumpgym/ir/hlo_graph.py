@@ -184,3 +184,25 @@ class CompiledGraph:
             else:
                 stack += self.operands[cur]
         return out, arguments, loops
+
+
+# What names a reducer (an instruction applying a region with `to_apply=`) and an instruction's name.
+_REDUCER = re.compile(r"\b(?:reduce|reduce-window|scatter|all-reduce|reduce-scatter)\(")
+_HLO_NAME = re.compile(r"[\w.\-]+")
+
+
+def reducer_regions(text: str) -> list[tuple[str, str]]:
+    """(instruction, the region it applies) of each reducer of an HLO text, a line at a time (a pattern
+    spanning lines rescans blank runs and long lines: quadratic)."""
+    out = []
+    for line in text.split("\n"):
+        head = line.strip().removeprefix("ROOT").lstrip()
+        at = head.find("to_apply=%")
+        equals = head.find("=")
+        if at <= 0 or equals <= 0 or not head[at - 1].isspace() and head[at - 1] != ",":
+            continue
+        name = head[:equals].strip().removeprefix("%")
+        region = _HLO_NAME.match(head, at + len("to_apply=%"))
+        if _HLO_NAME.fullmatch(name) and region and _REDUCER.search(head, equals, at):
+            out.append((name, region.group(0)))
+    return out

@@ -4,7 +4,7 @@ the HLO source tables (`FileNames`, `FileLocations`, `StackFrames`, which the bi
 and a jaxpr's equations (no parser exists outside a trace) with patterns.
 
 The dump's stages (`dumps/folder.py` lists and pairs the files, `dumps/xray.py` links the layers,
-`dumps/memory.py` reads XLA's buffer reports) read a listing only through these.
+`ir/memory.py` reads XLA's buffer reports) read a listing only through these.
 """
 from __future__ import annotations
 
@@ -368,3 +368,118 @@ def _equation_at(line: str, start: int) -> tuple[str, int] | None:
         if ":" not in token[1:-1]:
             return None
         binders, at = binders + 1, end + 1
+
+
+def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], list]:
+    """A dumped StableHLO module's ops, read twice: as dumped (each op's name, `location_key`, callee and depth),
+    and as shown (printed without locations, parsed again: each op's name, line there and function). Returns
+    the shown text, the two lists in the ops' walk order, and the dumped ops themselves (for their dataflow)."""
+    from jaxlib.mlir import ir
+
+    from dumpgym.jax_internals import location_line
+
+    context = ir_context()
+    dumped = parse_stablehlo(text, path, context)
+    shown = dumped.operation.get_asm(enable_debug_info=False)
+    # Parsed again, the shown text gives each op its line in it; the ops come in the same order.
+    lined = parse_stablehlo(shown, path, context)
+    keyed, lines, walked = [], [], []
+
+    def visit_keys(op):
+        walked.append(op)
+        callee = op.attributes["callee"] if op.name == "func.call" and "callee" in op.attributes else None
+        keyed.append((op.name, *location_key(op.location), ir.FlatSymbolRefAttr(callee).value if callee else None,
+                      _depth(op)))
+        return ir.WalkResult.ADVANCE
+
+    def visit_lines(op):
+        lines.append((op.name, location_line(op.location), _function_of(op)))
+        return ir.WalkResult.ADVANCE
+
+    dumped.operation.walk(visit_keys, ir.WalkOrder.PRE_ORDER)
+    lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
+    if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
+        raise RuntimeError(f"{path}: printing without locations changed the ops")
+    return shown, keyed, lines, walked
+
+
+def _depth(op) -> int:
+    depth, parent = 0, op.parent
+    while parent is not None:
+        depth, parent = depth + 1, parent.parent
+    return depth
+
+
+def _function_of(op) -> str:
+    parent = op.parent
+    while parent is not None:
+        if parent.name == "func.func":
+            return parent.attributes["sym_name"].value
+        parent = parent.parent
+    return ""
+
+
+# A binder and its aval (`a:f32[8,16]`); a sharded axis prints `64@x`, a key `key<fry>`. Starting only at a
+# word's start keeps it linear: from inside a long word it would rescan the word.
+JAXPR_AVAL = re.compile(r"(?<!\w)(\w+):([a-z][\w<>]*)\[([\w@, ]*)\]")
+
+
+def jaxpr_inputs(text: str) -> str | None:
+    """The outermost jaxpr's inputs, as its first line prints them (a long one wraps). That line names its
+    constants (before `; `) and inputs (before `. let`); shared sub-jaxprs hoisted into `let` blocks print
+    before it, so it is the last line that starts with `{ lambda `. Found by searching, in linear time."""
+    at = text.rfind("\n{ lambda ")
+    start = at + 1 if at != -1 else 0 if text.startswith("{ lambda ") else -1
+    if start == -1:
+        return None
+    semicolon = text.find("; ", start)
+    end = text.find(". let", semicolon) if semicolon != -1 else -1
+    return text[semicolon + 2:end] if end != -1 else None
+# A jaxpr's kind of number as numpy names it (what `types_of_mlir` gives); a typed key is its key data's.
+_JAXPR_NUMBERS = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "bool": "bool",
+                  "c64": "complex64", "c128": "complex128"}
+
+
+def aval_number(dtype: str) -> str:
+    """A jaxpr's short dtype (`bf16`, `i32`, `key<fry>`) as numpy names its kind of number."""
+    if dtype in _JAXPR_NUMBERS:
+        return _JAXPR_NUMBERS[dtype]
+    if dtype.startswith("key<"):
+        return "uint32"
+    if dtype[:1] in "iu" and dtype[1:].isdigit():
+        return f"{'u' if dtype[0] == 'u' else ''}int{dtype[1:]}"
+    return dtype.lower()
+# A typed PRNG key lowers to its implementation's key data, a uint32 array with trailing dimensions of its
+# own (JAX's threefry2x32 keys are u32[2], its rbg and unsafe_rbg keys u32[4]).
+_KEY_DATA = {"key<fry>": (2,), "key<rbg>": (4,), "key<unsafe_rbg>": (4,)}
+
+
+def aval_dims(dims: str, dtype: str = "") -> tuple[int, ...]:
+    """An aval's shape as StableHLO has it: a typed key's with its key data's dimensions after it."""
+    return tuple(int(d.split("@")[0]) for d in dims.split(",") if d.strip()) + _KEY_DATA.get(dtype, ())
+
+
+def jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:
+    """The shapes of the outermost jaxpr's results, from the binders of the names its last line returns."""
+    tail = re.search(r"\bin \(([^()]*)\) \}\s*$", text)
+    if tail is None:
+        return None
+    names = [n.strip() for n in tail.group(1).split(",") if n.strip()]
+    binders: dict[str, str] = {}  # each name's first binder, in one pass (a search per name is quadratic)
+    for name, _dtype, dims in JAXPR_AVAL.findall(text):
+        binders.setdefault(name, dims)
+    if any(name not in binders for name in names):
+        return None  # a literal result: its shape is not printed
+    return tuple(aval_dims(binders[name]) for name in names)
+
+
+_ELEMENT = {"i1": "bool", "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64"}
+
+
+def tensor_aval(type_text: str) -> str:
+    """`tensor<8x16xf32>` in the jaxpr's aval notation, `f32[8,16]`."""
+    m = re.fullmatch(r"tensor<(?:([\dx]*)x)?(\w+)>", type_text)
+    if m is None:
+        return type_text
+    dims = m.group(1).split("x") if m.group(1) else []
+    return f"{_ELEMENT.get(m.group(2), m.group(2))}[{','.join(dims)}]"

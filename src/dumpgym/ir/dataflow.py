@@ -1,0 +1,285 @@
+"""The dataflow of a dumped module's two graphs, as the texts and bindings give it: each StableHLO op's
+ancestors, result dims and slice/pad signature (jaxlib's MLIR bindings: operands, block arguments,
+regions), and each HLO instruction's inputs, fused computations and signature (XLA's HLO bindings for
+operands; which computations an instruction calls, a parameter's number and a tuple index are not
+reached by the bindings and are read from the printed instruction). `dumps/dataflow.py` narrows the
+links with it."""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from dumpgym.ir.hlo_graph import PARAMETER_RE
+
+# The attributes that tell ops of one kind apart where XLA keeps them as the StableHLO op had them (a
+# slice's bounds, a pad's widths): the MLIR attributes, in the order `hlo_signature` reads the HLO's.
+_SIGNATURES = {"stablehlo.slice": ("start_indices", "limit_indices", "strides"),
+               "stablehlo.pad": ("edge_padding_low", "edge_padding_high", "interior_padding")}
+
+
+# Results of a region-holding op come from its regions' terminators; a private function's from its return.
+_TERMINATORS = frozenset({"stablehlo.return", "func.return", "sdy.return"})
+# StableHLO op name -> the HLO opcode it converts to, where the two names differ beyond `_` and `-`.
+_OPCODE_OF = {"stablehlo.dot_general": "dot", "stablehlo.broadcast_in_dim": "broadcast",
+              "stablehlo.case": "conditional", "func.call": "call", "stablehlo.exponential": "exponential",
+              "stablehlo.round_nearest_even": "round-nearest-even", "stablehlo.count_leading_zeros": "clz",
+              "stablehlo.dynamic_update_slice": "dynamic-update-slice"}
+_CALLS = re.compile(r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%([\w.\-]+)")
+_BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
+_TUPLE_INDEX = re.compile(r"\bindex=(\d+)")
+# Collectives that XLA's combiners merge (one instruction for several ops' collectives, a tuple of their
+# results, the metadata of one of them); an async pair's done takes its start's tuple.
+_COMBINABLE = frozenset({"kAllReduce", "kAllGather", "kReduceScatter", "kAllReduceStart", "kAllGatherStart"})
+_ARRAY_SHAPE = re.compile(r"([a-z]\w*)\[([\d,]*)\](?:\{[^}]*\})? ")
+
+
+def result_dims(op) -> tuple | None:
+    """The kind of number and the shape of an MLIR op's one result (`("float", 64, 32)`), where it has one
+    and it is a ranked tensor."""
+    from jaxlib.mlir import ir
+
+    if len(op.results) != 1:
+        return None
+    try:
+        tensor = ir.RankedTensorType(op.results[0].type)
+    except ValueError:
+        return None
+    return (_number_kind(str(tensor.element_type)), *tensor.shape)
+
+
+_SLICE_BOUNDS = re.compile(r"\bslice=\{([^}]*)\}")
+_PADDING = re.compile(r"\bpadding=(-?[\d_x-]+)")
+
+
+def op_signature(op) -> tuple | None:
+    """A slice's or pad's operand shape and attributes, from jaxlib's MLIR bindings (None for other ops)."""
+    from jaxlib.mlir import ir
+
+    names = _SIGNATURES.get(op.name)
+    if names is None or not op.operands:
+        return None
+    try:
+        shape = tuple(ir.RankedTensorType(op.operands[0].type).shape)
+        attributes = [tuple(ir.DenseI64ArrayAttr(op.attributes[n])) for n in names]
+    except (ValueError, KeyError):
+        return None
+    return (op.name, shape, *(_slice_bounds(*attributes) if op.name == "stablehlo.slice" else attributes))
+
+
+def _slice_bounds(starts, limits, strides) -> tuple:
+    """A slice's bounds as what it takes, per dimension (start, count, stride): XLA drops the stride of a
+    dimension it takes one element of, and the limit past the last element taken."""
+    out = []
+    for start, limit, stride in zip(starts, limits, strides):
+        count = max(0, -(-(limit - start) // stride))
+        out.append((start, count, stride if count > 1 else 1))
+    return (tuple(out),)
+
+
+def hlo_signature(instruction) -> tuple | None:
+    """The same for an HLO slice or pad, as `op_signature` spells it; the bindings do not reach the bounds
+    or widths, so they are read from the printed instruction, and the operand's shape from its own."""
+    opcode = _opcode(instruction)
+    if opcode not in ("kSlice", "kPad") or not instruction.operands():
+        return None
+    operand = hlo_dims(instruction.operands()[0])
+    text = instruction.to_string().split(", metadata=", 1)[0]
+    if operand is None:
+        return None
+    if opcode == "kSlice" and (m := _SLICE_BOUNDS.search(text)):
+        bounds = [[int(n) for n in b.strip(" []").split(":")] for b in m.group(1).split(",")]
+        return ("stablehlo.slice", operand[1:], *_slice_bounds(tuple(b[0] for b in bounds), tuple(b[1] for b in bounds),
+                                                             tuple(b[2] if len(b) > 2 else 1 for b in bounds)))
+    if opcode == "kPad" and (m := _PADDING.search(text)):
+        widths = [[int(n) for n in w.split("_")] for w in m.group(1).split("x")]
+        return ("stablehlo.pad", operand[1:], *(tuple(w[k] if len(w) > k else 0 for w in widths) for k in range(3)))
+    return None
+
+
+def hlo_dims(instruction) -> tuple | None:
+    """The kind of number and the shape of an HLO instruction that yields one array (`f32[64,32]{1,0}`), from
+    its printed form: the bindings do not reach an instruction's shape."""
+    m = _ARRAY_SHAPE.match(instruction.to_string().split(" = ", 1)[-1])
+    return (_number_kind(m.group(1)), *(int(d) for d in m.group(2).split(",") if d)) if m else None
+
+
+def _number_kind(dtype: str) -> str:
+    """float, signed, unsigned, bool or complex, as MLIR (`bf16`, `i32`, `ui32`, `i1`) or HLO (`s32`, `u32`,
+    `pred`) spells the type: XLA may widen a float (bf16 to f32) but keeps its kind."""
+    if dtype in ("i1", "pred"):
+        return "bool"
+    if dtype.startswith(("ui", "u")):
+        return "unsigned"
+    if dtype.startswith(("i", "s")):
+        return "signed"
+    if dtype.startswith("c") or dtype.startswith("complex"):
+        return "complex"
+    return "float"
+
+
+def hlo_opcode(op_name: str) -> str:
+    """The HLO opcode a StableHLO op converts to (`stablehlo.dot_general` -> `dot`)."""
+    return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
+
+
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int]]:
+    """For each op of a pre-order walk, the walk indices of every op upstream of it, of the ops whose
+    results it takes as operands, and of their operands, as bit sets.
+
+    An op's inputs are its operands' defining ops; a block argument stands for the holding op's
+    operands and what its regions return (a loop carries values round), a private function's
+    argument for the operands of every call to it; a region-holding op's or a call's results for
+    what its regions or its callee return."""
+    from jaxlib.mlir import ir
+
+    index = {op: i for i, op in enumerate(walked)}
+    functions = {op.attributes["sym_name"].value: op for op in walked if op.name == "func.func"}
+    calls = defaultdict(list)
+    for op in walked:
+        if op.name == "func.call":
+            calls[ir.FlatSymbolRefAttr(op.attributes["callee"]).value].append(op)
+
+    def definers(op) -> set[int]:
+        return {i for value in op.operands for i in defined_by(value)}
+
+    def defined_by(value) -> set[int]:
+        owner = value.owner
+        if not isinstance(owner, ir.Block):
+            owner = owner.operation
+            return {index[owner]} if owner in index else set()
+        holder = owner.owner
+        if holder is None:
+            return set()
+        holder = holder.operation  # a `FuncOp` view's `.name` is its symbol, not `func.func`
+        if holder.name == "func.func":
+            return {i for call in calls.get(holder.attributes["sym_name"].value, ()) for i in definers(call)}
+        # Only a loop hands its regions' results back to their arguments.
+        return definers(holder) | (returned(holder) if holder.name == "stablehlo.while" else set())
+
+    def returned(holder) -> set[int]:
+        """The terminators of `holder`'s regions: what they return is what it yields (an edge, not a walk)."""
+        return {index[op] for region in holder.regions for block in region.blocks for op in block.operations
+                if op.name in _TERMINATORS and op in index}
+
+    inputs = []
+    for op in walked:
+        found = definers(op) if op.name not in ("func.func", "builtin.module") else set()
+        if op.regions and op.name not in ("func.func", "builtin.module"):
+            found |= returned(op)
+        if op.name == "func.call":
+            callee = functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+            if callee is not None:
+                found |= returned(callee)
+        inputs.append(sorted(found))
+    direct = [definers(op) for op in walked]
+    operands = [sum(1 << i for i in found) for found in direct]
+    operands2 = [0] * len(walked)
+    for i, found in enumerate(direct):
+        for j in found:
+            operands2[i] |= operands[j]
+    upstream = [0] * len(walked)
+    changed = True
+    while changed:  # a fixed point: loops make the graph cyclic
+        changed = False
+        for i, found in enumerate(inputs):
+            bits = upstream[i]
+            for j in found:
+                bits |= upstream[j] | (1 << j)
+            if bits != upstream[i]:
+                upstream[i], changed = bits, True
+    return upstream, operands, operands2
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A fusion instruction's fused computation: its root (the fusion's value) and the instructions it
+    holds, directly and inside nested fusions (one of them is the one whose metadata XLA gave the fusion)."""
+
+    root: str
+    members: tuple[str, ...]
+    nested: tuple[str, ...]
+
+
+def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, Fused]]:
+    """Each HLO instruction's inputs by name: its operands; for a called computation's parameter, the
+    caller's operands; for a caller (fusion, call, loop, branch), the roots of what it calls.
+    Reducers' regions (`to_apply`) stay apart: their instructions are scalar plumbing. Also each
+    fusion's fused computation (`Fused`)."""
+    roots, params = {}, defaultdict(dict)
+    printed = {}
+    held: dict[str, list[str]] = defaultdict(list)  # computation -> its instructions
+    for computation in hlo.computations():
+        for instruction in computation.instructions():
+            text = instruction.to_string()
+            printed[instruction.name] = (computation.name, instruction, text)
+            held[computation.name].append(instruction.name)
+            # The root: what nothing in its computation uses (the printed instruction does not say ROOT).
+            if not instruction.users() and not str(instruction.opcode).endswith("kParameter"):
+                roots[computation.name] = instruction.name
+            if str(instruction.opcode).endswith("kParameter") and (m := PARAMETER_RE.search(text)):
+                params[computation.name][int(m.group(1))] = instruction.name
+    inputs: dict[str, list[str]] = {}
+    callers_of: dict[str, list[list[str]]] = defaultdict(list)
+    bodies, fused_calls = set(), {}
+    for name, (_computation, instruction, text) in printed.items():
+        operands = [o.name for o in instruction.operands()]
+        inputs[name] = list(operands)
+        attributes = text.split(", metadata=", 1)[0]
+        called = [c for kind, c in _CALLS.findall(attributes) if kind != "to_apply"]
+        bodies.update(c for kind, c in _CALLS.findall(attributes) if kind == "body")
+        if m := _BRANCHES.search(attributes):
+            called += [c.strip().lstrip("%") for c in m.group(1).split(",") if c.strip()]
+        for computation in called:
+            callers_of[computation].append(operands)
+            if str(instruction.opcode).endswith("kFusion") and computation in roots:
+                fused_calls[name] = computation
+            if computation in roots:
+                inputs[name].append(roots[computation])
+    for computation, numbered in params.items():
+        for number, name in numbered.items():
+            for operands in callers_of.get(computation, ()):
+                inputs[name] += operands if len(operands) != len(numbered) else [operands[number]]
+            if computation in bodies and computation in roots:  # a loop hands its body's root round
+                inputs[name].append(roots[computation])
+    # A get-tuple-element takes one element, not the whole tuple, where the text says which instruction yields it.
+    for name, (_computation, instruction, text) in printed.items():
+        if _opcode(instruction) == "kGetTupleElement" and (m := _TUPLE_INDEX.search(text.split(", metadata=", 1)[0])):
+            element = _element(printed, fused_calls, roots, inputs[name][0], int(m.group(1)))
+            if element is not None:
+                inputs[name] = [element]
+
+    def nested(computation: str, seen: frozenset) -> tuple[str, ...]:
+        inner = [m for m in held[computation] if m in fused_calls and fused_calls[m] not in seen]
+        return tuple(n for m in inner for n in (*held[fused_calls[m]], *nested(fused_calls[m], seen | {computation})))
+
+    fused = {name: Fused(roots[computation], tuple(held[computation]), nested(computation, frozenset({computation})))
+             for name, computation in fused_calls.items()}
+    return inputs, fused
+
+
+def _opcode(instruction) -> str:
+    return str(instruction.opcode).rsplit(".", 1)[-1]
+
+
+def combined(instruction) -> bool:
+    """Whether an HLO instruction is a collective XLA combined from several ops' collectives (several
+    operands, a tuple of results): its metadata is one of theirs, it came from all of them."""
+    return _opcode(instruction) in _COMBINABLE and len(instruction.operands()) > 1
+
+
+def _element(printed: dict, fused_calls: dict, roots: dict, name: str, k: int, depth: int = 0) -> str | None:
+    """The instruction whose value is element `k` of the tuple `name` yields: a tuple's operand, a
+    multi-output fusion's root's operand, a combined collective's operand (reduced or gathered), an
+    async done's start's. None where the text does not say."""
+    if depth > 8 or name not in printed:
+        return None
+    instruction = printed[name][1]
+    opcode, operands = _opcode(instruction), [o.name for o in instruction.operands()]
+    if opcode == "kTuple" or combined(instruction):
+        return operands[k] if k < len(operands) else None
+    if opcode == "kFusion" and name in fused_calls:
+        return _element(printed, fused_calls, roots, roots[fused_calls[name]], k, depth + 1)
+    if opcode.endswith("Done") and operands:
+        return _element(printed, fused_calls, roots, operands[0], k, depth + 1)
+    return None

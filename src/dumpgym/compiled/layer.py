@@ -118,20 +118,9 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
     graph = CompiledGraph(listed, roots, _entry_name(text), facts.eqn_of_tag, compiles.names)
     eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
 
-    instructions, fusions, unattributed = [], [], 0
-    for computation, instruction in listed:
-        name = instruction.name
-        if name not in lines:
-            continue  # inside an async computation the text prints folded into its `-start` (GPU's reduce-scatter)
-        line = lines[name]
-        if graph.opcode[name] == "fusion":
-            fusions.append(Fusion(line, name, _fusion_kind(instruction.to_string()), tuple(sorted(eqns[name]))))
-        instructions.append(Instruction(line, name, graph.opcode[name], computation,
-                                        tuple(sorted(eqns[name])), via[name]))
-        # A fusion holds only the work its body does: a copy XLA wrapped under a dot's tag holds nothing.
-        unattributed += graph.tag[name] is not None and not eqns[name] and graph.opcode[name] != "fusion"
-    instructions.sort(key=lambda i: i.line)
-    fusions.sort(key=lambda f: f.line)
+    instructions, fusions = layer_rows(listed, lines, graph.opcode, eqns, via)
+    # A fusion holds only the work its body does: a copy XLA wrapped under a dot's tag holds nothing.
+    unattributed = sum(graph.tag[i.name] is not None and not eqns[i.name] and i.opcode != "fusion" for i in instructions)
     instructions, compiled_facts = with_facts(instructions, module, text)
 
     by_eqn: dict[int, set[int]] = defaultdict(set)
@@ -170,6 +159,26 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
         **compiled_facts,
         **xla_analyses(compiled),
     )
+
+
+def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict[str, set] | None = None,
+               via: dict[str, str] | None = None) -> tuple[list[Instruction], list[Fusion]]:
+    """The rows of a compiled layer, in line order: each instruction the text prints (`lines`), of `listed`
+    ((computation, instruction) pairs), with its equations and how they are known (none, XLA's own, where
+    nothing was traced: a dump), and each fusion with its kind. The one loop for a compile here and a dump."""
+    instructions, fusions = [], []
+    for computation, instruction in listed:
+        name = instruction.name
+        if name not in lines:
+            continue  # inside an async computation the text prints folded into its `-start` (GPU's reduce-scatter)
+        line, own = lines[name], tuple(sorted(eqns[name])) if eqns is not None else ()
+        if opcode[name] == "fusion":
+            fusions.append(Fusion(line, name, _fusion_kind(instruction.to_string()), own))
+        instructions.append(Instruction(line, name, opcode[name], computation, own,
+                                        via[name] if via is not None else "none"))
+    instructions.sort(key=lambda i: i.line)
+    fusions.sort(key=lambda f: f.line)
+    return instructions, fusions
 
 
 class Compiles(NamedTuple):

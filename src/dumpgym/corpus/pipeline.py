@@ -77,7 +77,7 @@ def _words(target: Target) -> str:
 
 def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs: int = 1) -> Corpus:
     """The whole corpus for `programs`, stamped with the JAX version that traced it (`compiled`: with
-    every built-in compiled layer of the registry, `target.builtin_targets`: today the default TPU,
+    every built-in compiled layer of the registry, `record/targets.py`: `builtin_targets`: today the default TPU,
     the default GPU and this host's CPU; the TPU needs libtpu and the GPU JAX's CUDA plugin).
 
     `jobs` > 1 builds built-in programs (found by slug) in that many worker processes: XLA compiles a

@@ -14,7 +14,7 @@ from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo, tensor_aval
 from dumpgym.dumps.folder import DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
-from dumpgym.record.schema import CompiledLayer, Fusion, HloStats, Instruction, ProgramRecord, StablehloOp, XrayStats
+from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, StablehloOp, XrayStats
 
 
 def _isolated(name: str) -> str:
@@ -89,26 +89,17 @@ def _compiled_layer(module: DumpModule) -> CompiledLayer:
     """The dump's optimised HLO as a compiled layer: instructions and fusions with no equations (none was traced)."""
     import jaxlib
 
-    from dumpgym.compiled.layer import _fusion_kind
+    from dumpgym.compiled.layer import layer_rows
     from dumpgym.ir.hlo_facts import with_facts
     from dumpgym.ir.hlo_graph import definition_lines, opcode_of
 
     text = module.text("hlo_after")
     hlo = parse_hlo(text, module.files["hlo_after"])
     lines = definition_lines(text)[0]
-    instructions, fusions, with_op_name = [], [], 0
-    for computation in hlo.computations():
-        for instruction in computation.instructions():
-            if instruction.name not in lines:
-                continue
-            printed = instruction.to_string()
-            with_op_name += "op_name=" in printed
-            line = lines[instruction.name]
-            instructions.append(Instruction(line, instruction.name, opcode_of(instruction), computation.name, (), "none"))
-            if opcode_of(instruction) == "fusion":
-                fusions.append(Fusion(line, instruction.name, _fusion_kind(printed), ()))
-    instructions.sort(key=lambda i: i.line)
-    fusions.sort(key=lambda f: f.line)
+    listed = [(c.name, i) for c in hlo.computations() for i in c.instructions()]
+    opcode = {i.name: opcode_of(i) for _c, i in listed}
+    instructions, fusions = layer_rows(listed, lines, opcode)
+    with_op_name = sum("op_name=" in i.to_string() for _c, i in listed if i.name in lines)
     instructions, facts = with_facts(instructions, hlo, text)
     return CompiledLayer(
         text=text, backend=module.backend, jaxlib_version=jaxlib.__version__, host="", host_id="",

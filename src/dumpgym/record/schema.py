@@ -700,7 +700,7 @@ class ProgramRecord(_Record):
     stablehlo_ops: tuple[StablehloOp, ...]
     lowered_to_nothing: tuple[LoweredToNothing, ...]
     xray_stats: XrayStats
-    # XLA's compiled HLO by compile target id (`target.TARGETS`: "tpu", "gpu", "cpu", ...), in the
+    # XLA's compiled HLO by compile target id (`record/targets.py`: `TARGETS`, "tpu", "gpu", "cpu", ...), in the
     # registry's order; empty for a program added without `--hlo`. Each layer names what compiled it.
     compiled: dict[str, CompiledLayer] = dataclasses.field(default_factory=dict)
     # The JAX that traced this program when it was traced apart from its corpus (an added program);
@@ -788,7 +788,7 @@ class ProgramRecord(_Record):
             layer.check_against(n, f"{_join(path, 'compiled')}.{target}")
 
 
-# A compile target's id as the registry allows it (`target.register_target`).
+# A compile target's id as the registry allows it (`record/targets.py`: `register_target`).
 _TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
 # "dumpgym.corpus/1" kept each compiled layer in a field of its own; the target id each one is now.
 _CORPUS1_LAYERS = (("hlo", None), ("hlo_tpu", "tpu"), ("hlo_gpu", "gpu"))

@@ -101,6 +101,31 @@ class ProgramIndex:
         return next((e for e in reversed(before) if names[operand] in self.binders(e)), None)
 
 
+    @functools.cached_property
+    def _stablehlo_op_line(self) -> dict[int, int]:
+        """Each equation's first StableHLO op line, by the equation's first jaxpr line (the x-ray's trace)."""
+        op_lines = {line for line, _ in self.ops}
+        first = {g.eqn: min(n for n in g.stablehlo_lines if n in op_lines)
+                 for g in self.record.xray if any(n in op_lines for n in g.stablehlo_lines)}
+        out: dict[int, int] = {}
+        for e in sorted(self.eqns, key=lambda e: e.jaxpr_lines[1] - e.jaxpr_lines[0]):  # innermost first
+            if e.id in first:
+                out.setdefault(e.jaxpr_lines[0], first[e.id])
+        return out
+
+    def in_stablehlo(self, text: str) -> str:
+        """Words written about the jaxpr, for an item that shows the StableHLO: each `(jaxpr) line N` becomes
+        the StableHLO line the x-ray traces that equation to, or, traced nowhere, the jaxpr named in words
+        (the jaxpr's line numbers are not on that item's screen)."""
+        def cite(m: re.Match) -> str:
+            line = self._stablehlo_op_line.get(int(m.group(2)))
+            return f"{m.group(1)} StableHLO line {line}" if line else f"{m.group(1)} the jaxpr"
+        return _JAXPR_LINE.sub(cite, text)
+
+
+_JAXPR_LINE = re.compile(r"\b(on|of|from) (?:jaxpr )?line (\d+)")
+
+
 def _run_order(eqns: tuple[EqnFact, ...]) -> tuple[int, ...]:
     # A hoisted `let` body is printed before its caller but runs inside the call: pre-order over
     # the parent tree, children in print order. (A `let` body called twice lists one caller as its

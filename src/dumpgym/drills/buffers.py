@@ -403,7 +403,7 @@ def _layout_item(layer: str, hlo: CompiledLayer, d, b: Buffer, step: str, k: int
         question=f"In `{b.plain}{lay}` (%{d.name}, compiled HLO line {d.line}), tap every axis laid out {side} "
                  f"of axis {k} (changing {pace} than it as memory is walked).",
         answer=AxisSet(b.plain, b.dims, answer, misread),
-        context=(Note(which_compile(hlo)), Lines(layer, d.line, d.line, cut=True)),
+        context=(Note(which_compile(hlo)), Lines(layer, d.line, d.line, cut=True, numbered=True)),
         card=(step, layer, b.text, f"axis={k}"), layer=layer, step=step, skill="layout-order",
         feedback=(f"XLA writes `minor_to_major`, minor first: `{lay}` names {_axes_text(answer)} {before} axis "
                   f"{k}, so {'they are' if len(answer) > 1 else 'it is'} {side} of it."),

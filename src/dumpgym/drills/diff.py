@@ -141,9 +141,11 @@ def _counterparts(diff: LayerDiff, step: str) -> dict[int, str]:
 
 
 def _row_words(program: ProgramRecord, row: Row) -> str:
-    """A row as feedback names it: `%all-gather (all-gather, f32[64,32]{1,0}) computes jaxpr line 3's dot_general`."""
+    """A row as feedback names it: `%all-gather (all-gather, f32[64,32]{1,0}) computes the jaxpr's `dot_general`
+    (result f32[64,32])`. The equation is told by its result, not its jaxpr line: the item shows no jaxpr."""
     does = [program.eqns[e] for e in row.eqns]
-    what = (" computes " + ", ".join(f"jaxpr line {e.jaxpr_lines[0]}'s `{e.primitive}`" for e in does[:2])
+    what = (" computes " + ", ".join(f"the jaxpr's `{e.primitive}`" + (f" (result `{e.outputs[0]}`)" if e.outputs else "")
+                                     for e in does[:2])
             + (" and more" if len(does) > 2 else "")) if does else " is the compiler's own"
     return f"%{row.name} ({row.opcode}, {row.shape}){what}"
 

@@ -145,7 +145,7 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
     split = [i for i in runs if i is not main]
     also = (f"; {', '.join('%' + i.name for i in split)} (GPU HLO line {split[0].line}) does part of it too: "
             "XLA split the contraction" if split else "")
-    feedback = (f"Line {dot.jaxpr_lines[0]}'s `dot_general` runs as %{main.name} (GPU HLO line {main.line}), "
+    feedback = (f"The `dot_general` on jaxpr line {dot.jaxpr_lines[0]} runs as %{main.name} (GPU HLO line {main.line}), "
                 f"{KERNEL_WORDS[skill].format(kind=kind, ops=_ops(c, main, dot))} ({printed}){also}.")
     why = _explain(c, dot, kernels)
     return Item(
@@ -154,7 +154,8 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
         answer=Choice(tuple(f"%{k.name} (GPU HLO line {k.line})" for k in kernels), kernels.index(main),
                       tuple(why.get(k.line, "") for k in kernels),
                       tuple("" if k is main else "another-dot" for k in kernels)),
-        context=(Lines(target, first, last, cut=True), Lines("jaxpr", *dot.jaxpr_lines), Note(which_compile(c.hlo))),
+        context=(Lines(target, first, last, cut=True, numbered=True), Lines("jaxpr", *dot.jaxpr_lines, numbered=True),
+                 Note(which_compile(c.hlo))),
         card=(str(dot.id), target), layer=target, eqn=dot.id, step="launch", skill=skill, primitive="dot_general",
         jaxpr_lines=tuple(dot.jaxpr_lines), feedback=feedback,
         facts={"hlo_line": main.line, "instruction": main.name, "hlo_lines": [first, last],
@@ -169,6 +170,8 @@ def _explain(c: _Compile, dot: EqnFact, kernels: list[Instruction]) -> dict[int,
         if dot.id in c.work(i):
             continue
         done = sorted((e for e in c.work(i) if eqns[e].primitive in CONTRACTIONS), key=lambda e: eqns[e].jaxpr_lines[0])
-        lines = ", ".join(str(eqns[e].jaxpr_lines[0]) for e in done)
-        out[i.line] = f"%{i.name} runs the `dot_general` on jaxpr line{'s' if len(done) > 1 else ''} {lines}, not this one."
+        # Those dots' lines are not on screen (the item shows this dot's): they are told by their operands.
+        operands = "; ".join(" and ".join(f"`{a}`" for a in eqns[e].input_avals) for e in done)
+        out[i.line] = (f"%{i.name} runs {'other `dot_general`s' if len(done) > 1 else 'another `dot_general`'} "
+                       f"of the jaxpr (of {operands}), not this one.")
     return out

@@ -126,3 +126,33 @@ def test_the_reader_catches_a_line_shown_without_its_number():
     assert [b[3] for b in stray_citations({"items": [item]})] == [62]
     item["context"][0]["numbered"] = True
     assert stray_citations({"items": [item]}) == []
+
+
+# `the reduce_sum on StableHLO line 6`, `` `ge` on StableHLO line 9 ``: an equation cited on a StableHLO line.
+_EQN_ON_LINE = re.compile(r"`?\b([a-z_]+)`? on StableHLO line (\d+)")
+
+
+def _does(primitive: str, line: str) -> bool:
+    """Whether a StableHLO line is the op a primitive lowers to, read from the line as printed."""
+    if primitive in ("eq", "ne", "lt", "le", "gt", "ge"):
+        return "stablehlo.compare" in line and f" {primitive.upper()}," in line
+    if primitive.startswith(("reduce_", "arg")):
+        return "stablehlo.reduce" in line
+    if primitive == "convert_element_type":
+        return "stablehlo.convert" in line
+    return f"stablehlo.{primitive}" in line
+
+
+def test_an_equation_cited_on_a_stablehlo_line_is_done_there(whole_pool, whole_corpus):
+    """Words read from the jaxpr and shown above the StableHLO cite the line that does the equation's op
+    (the `reduce`, not the constant it starts from), so a reader who looks there finds it."""
+    listings = {p["slug"]: p["stablehlo"].splitlines() for p in whole_corpus["programs"]}
+    found, wrong = 0, []
+    for item in whole_pool["items"]:
+        for where, text in _texts(item):
+            for m in _EQN_ON_LINE.finditer(text):
+                found += 1
+                line = listings[item["program"]][int(m.group(2)) - 1]
+                if not _does(m.group(1), line):
+                    wrong.append((item["card"], where, m.group(0), line.strip()[:80]))
+    assert found and not wrong, wrong[:5]

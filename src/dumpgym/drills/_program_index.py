@@ -5,6 +5,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from dumpgym.primitives import COMPARISONS, REDUCTIONS
 from dumpgym.record import EqnFact, ProgramRecord
 
 # A StableHLO `call` line's callee: a private function's ops run where it is called.
@@ -103,14 +104,17 @@ class ProgramIndex:
 
     @functools.cached_property
     def _stablehlo_op_line(self) -> dict[int, int]:
-        """Each equation's first StableHLO op line, by the equation's first jaxpr line (the x-ray's trace)."""
-        op_lines = {line for line, _ in self.ops}
-        first = {g.eqn: min(n for n in g.stablehlo_lines if n in op_lines)
-                 for g in self.record.xray if any(n in op_lines for n in g.stablehlo_lines)}
+        """The StableHLO op line that does each equation's own op, by the equation's first jaxpr line: of the
+        lines the x-ray traces to it, the one whose op the primitive lowers to (`reduce_sum` to
+        `stablehlo.reduce`, not the constant it starts from), else its last (the result comes last)."""
+        op_name = dict(self.ops)
         out: dict[int, int] = {}
+        groups = {g.eqn: sorted(n for n in g.stablehlo_lines if n in op_name) for g in self.record.xray}
         for e in sorted(self.eqns, key=lambda e: e.jaxpr_lines[1] - e.jaxpr_lines[0]):  # innermost first
-            if e.id in first:
-                out.setdefault(e.jaxpr_lines[0], first[e.id])
+            lines = groups.get(e.id)
+            if lines:
+                own = [n for n in lines if op_name[n].removeprefix("stablehlo.") == _lowers_to(e.primitive)]
+                out.setdefault(e.jaxpr_lines[0], (own or lines)[-1 if not own else 0])
         return out
 
     def in_stablehlo(self, text: str) -> str:
@@ -121,6 +125,15 @@ class ProgramIndex:
             line = self._stablehlo_op_line.get(int(m.group(2)))
             return f"{m.group(1)} StableHLO line {line}" if line else f"{m.group(1)} the jaxpr"
         return _JAXPR_LINE.sub(cite, text)
+
+
+def _lowers_to(primitive: str) -> str:
+    """The StableHLO op (without `stablehlo.`) a jaxpr primitive's own work lowers to, by name."""
+    if primitive in COMPARISONS:
+        return "compare"
+    if primitive in REDUCTIONS:
+        return "reduce"
+    return {"convert_element_type": "convert", "broadcast_in_dim": "broadcast_in_dim"}.get(primitive, primitive)
 
 
 _JAXPR_LINE = re.compile(r"\b(on|of|from) (?:jaxpr )?line (\d+)")

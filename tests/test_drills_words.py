@@ -3,16 +3,10 @@ of a layout that it does not have, a mask made by what makes it. Each reads the 
 it shows, never the code that wrote it."""
 import re
 
-import pytest
-
 from test_drills_cited_lines import _texts
 
 
-@pytest.fixture(scope="module")
-def whole_pool(whole_corpus):
-    from dumpgym.drills import build_pool
-
-    return build_pool(whole_corpus)
+from test_drills_cited_lines import whole_pool  # noqa: E402,F401 - the pool the page serves, none skipped
 
 
 def _said_on_a_miss(item: dict) -> list[str]:
@@ -83,3 +77,23 @@ def test_a_mask_is_made_by_the_comparison_not_compared_to(whole_pool):
              if re.search(r"compar\w* (it|them) (to|with) a (bool|boolean) mask", t)]
     masks = [t for i in whole_pool["items"] for _, t in _texts(i) if "bool mask" in t or "boolean mask" in t]
     assert masks and not wrong, wrong[:3]
+
+
+def test_a_gemm_whose_result_is_the_dot_transposed_says_why(whole_pool, whole_corpus):
+    """XLA may swap a dot's operands: the GEMM's result (read from its HLO line) is the jaxpr dot's (read
+    from the jaxpr's equation) with its last two axes exchanged. The feedback says so, and only then."""
+    records = {p["slug"]: p for p in whole_corpus["programs"]}
+    swapped = 0
+    for item in whole_pool["items"]:
+        if item["drill"] != "kernels":
+            continue
+        record = records[item["program"]]
+        line = record["compiled"][item["layer"]]["text"].splitlines()[item["facts"]["hlo_line"] - 1]
+        got = re.match(r"\s*(?:ROOT )?%\S+ = \w+\[([\d,]*)\]", line)
+        want = record["eqns"][item["eqn"]]["outputs"][0]["shape"]
+        dims = [int(d) for d in got.group(1).split(",") if d] if got else None
+        is_swapped = (dims is not None and len(want) >= 2 and want[-1] != want[-2]
+                      and dims == [*want[:-2], want[-1], want[-2]])
+        swapped += is_swapped
+        assert ("swapped the dot's operands" in item["feedback"]) == is_swapped, (item["card"], line, want)
+    assert swapped  # the corpus has such GEMMs (issue 45: f32[56,40] for an f32[40,56] dot)

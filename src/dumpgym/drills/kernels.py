@@ -147,6 +147,7 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
             "XLA split the contraction" if split else "")
     feedback = (f"The `dot_general` on jaxpr line {dot.jaxpr_lines[0]} runs as %{main.name} (GPU HLO line {main.line}), "
                 f"{KERNEL_WORDS[skill].format(kind=kind, ops=_ops(c, main, dot))} ({printed}){also}.")
+    feedback += _swapped(c, main, dot)
     why = _explain(c, dot, kernels)
     return Item(
         question=(f"Each of these instructions of {where} (its listing is shown) runs one or more of the "
@@ -160,6 +161,20 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
         jaxpr_lines=tuple(dot.jaxpr_lines), feedback=feedback,
         facts={"hlo_line": main.line, "instruction": main.name, "hlo_lines": [first, last],
                "runs": [i.name for i in runs]})
+
+
+def _swapped(c: _Compile, main: Instruction, dot: EqnFact) -> str:
+    """Why the kernel's result is the dot's with its last two axes exchanged (f32[56,40] for an f32[40,56] dot),
+    when it is: a reader comparing shapes would otherwise take it for another dot."""
+    d = c.listing.definition(main)
+    if d is None or len(d.buffers) != 1 or not dot.outputs:
+        return ""
+    got, want = tuple(d.buffers[0].dims), tuple(dot.outputs[0].shape)
+    if len(want) < 2 or want[-1] == want[-2] or got != (*want[:-2], want[-1], want[-2]):
+        return ""
+    return (f" Its result is {d.buffers[0].plain}, the dot's {dot.outputs[0]} with its last two axes exchanged: "
+            "XLA swapped the dot's operands, so the GEMM computes the product transposed, (A·B)ᵀ = Bᵀ·Aᵀ, the same "
+            "numbers with the output's two axes the other way round.")
 
 
 def _explain(c: _Compile, dot: EqnFact, kernels: list[Instruction]) -> dict[int, str]:

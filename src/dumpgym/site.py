@@ -166,6 +166,9 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     # Keyed by anchor: a compiled-HLO card may share its name with a jaxpr card (`copy`).
     cards = {card_anchor(card.name, card.layer): card for card in reference.cards()}
     anchors: dict[str, str] = {}
+    # A StableHLO card that compiled listings print under their own spelling: the card says so, and the
+    # search finds it by that spelling with "compiled" or "hlo" (a reader filtering for what a listing shows).
+    printed_as: dict[str, set[str]] = {}
     names = {p.slug: _op_names(p) for p in corpus.programs}
     for p in corpus.programs:  # variants too: a drill's listing links every op it prints to a card
         for name in names[p.slug]:
@@ -176,6 +179,8 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
                 card = reference.card_for(bare, layer) or reference.fallback_card(bare, layer)
                 anchors[name] = card_anchor(card.name, card.layer)
                 cards.setdefault(anchors[name], card)
+                if layer == "hlo" and card.name != bare:  # `dynamic-slice`, read from stablehlo.dynamic_slice
+                    printed_as.setdefault(anchors[name], set()).add(bare)
     named = {card.name for card in cards.values()}
     seen_in: dict[str, list[str]] = {anchor: [] for anchor in cards}
     for p in corpus.bases:  # a card counts the gym's programs, not their variants at other shapes
@@ -189,7 +194,10 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
         {
             **asdict(card), "anchor": anchor,
             "pairs": [[other, card_anchor(other)] for other in card.pairs if other in named],
-            "compiled": compiled(card), "search": reference.search_text(card),
+            "compiled": compiled(card), "hlo": sorted(printed_as.get(anchor, ())),
+            "search": reference.search_text(card) + (
+                " " + reference.fold(" ".join(["compiled", "hlo", *sorted(printed_as[anchor])]))
+                if anchor in printed_as else ""),
             "seen_in": seen_in[anchor],
         }
         for anchor, card in cards.items()

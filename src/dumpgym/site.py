@@ -300,6 +300,58 @@ def _group_items(pool: dict) -> dict[tuple[str, str], list[dict]]:
     return groups
 
 
+_LAYER_WORDS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO"}
+_EXAMPLE_CHARS = 1600  # a worked example's screen at most: a lesson's example is read, not scrolled
+
+
+def _answer_words(answer: dict) -> str:
+    """An item's right answer in words, as the drills' verdict says it (static/answer.js `answerText`)."""
+    form = answer["form"]
+    if form == "choice":
+        return str(answer["options"][answer["index"]])
+    if form == "typed":
+        return answer["value"]
+    if form == "axes":
+        axes = answer["axes"]
+        return f"{'axis' if len(axes) == 1 else 'axes'} {', '.join(map(str, axes))}" if axes else "no axis"
+    if form == "line":
+        return f"line {answer['line']}"
+    return f"lines {', '.join(map(str, answer['lines']))}"
+
+
+def path_examples(corpus: Corpus, pool: dict) -> dict[str, dict]:
+    """Each path step's worked example, by chapter id: the first item of the pool that its `Example` names,
+    from a program of the gym's own, with a small screen; its context (references into the program's
+    listings, which the page resolves), its question, its answer and its feedback, all as the drill computed
+    them (nothing typed here)."""
+    from dumpgym.drills.item import resolve
+
+    programs = {p.slug: p for p in corpus.bases}
+    out = {}
+    for ch in PATH:
+        want = ch.example
+        if want is None:
+            continue
+        for item in pool["items"]:
+            if (item["drill"] != want.drill or item["program"] not in programs or item.get("step") != want.step
+                    or (want.primitive and item.get("primitive") != want.primitive) or not item.get("feedback")
+                    or item["answer"]["form"] not in ("choice", "typed", "axes")):
+                continue
+            blocks = resolve(item["context"], programs[item["program"]])
+            if sum(map(len, blocks)) > _EXAMPLE_CHARS:
+                continue
+            layer = item["layer"]
+            # The page resolves the context from the listings it fetches (static/context.js), as a drill does:
+            # it holds no listing itself.
+            out[ch.id] = {"program": item["program"], "card": item["card"], "layer_id": layer,
+                          "context": json.dumps(item["context"]),
+                          "layer": _LAYER_WORDS.get(layer, f"compiled HLO, {layer.upper()}"),
+                          "question": item["question"], "answer": _answer_words(item["answer"]),
+                          "feedback": item["feedback"]}
+            break
+    return out
+
+
 def totals(corpus: Corpus, pool: dict) -> dict:
     """Counts shown on the page, all computed from the data: of the gym's programs, not their variants
     (the items are every record's)."""
@@ -451,7 +503,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
                  for k in kinds}
         return _environment().get_template("index.html").render(
             corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
-            first=first_step(kinds),
+            first=first_step(kinds), examples=path_examples(record, drills),
             totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (),
         ).encode("utf-8")

@@ -30,7 +30,7 @@ def test_ten_right_answers_in_a_row_check_off_a_path_target(page, gym):
             gym.next("shapes", key="Enter" if n % 3 else "Space")
     assert target.get_attribute("data-reached") == ""
     assert target.locator("[data-target-state]").inner_text() == "reached"
-    assert page.locator(".notice.good").first.inner_text().startswith("Target reached: chapter")
+    assert page.locator(".notice.good").first.inner_text().startswith("Target reached: step 1, ")
     stored = json.loads(page.evaluate(f"localStorage.getItem('{KEY}')"))
     assert key in stored["reached"]
 

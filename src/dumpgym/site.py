@@ -476,7 +476,7 @@ def _given(body: bytes) -> bytes:
 
 
 def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None,
-               pending: tuple[str, ...] | None = None, *, kept=False) -> SiteFiles:
+               pending: tuple[str, ...] | None = None, *, kept=False, news: str = "") -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
     its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder). With `kept`,
     the JSON files made from the corpus (not the pool's) are read from the cache where an earlier start
@@ -485,7 +485,8 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
 
     With `pending` (`serve` while it makes the items an add or an upgrade left unkept), `drills` holds the
     other programs' items only: the page says whose are still being made, and `data/drills/pending.json`
-    lists them (empty in the site `serve` swaps in once they are made), which the page asks until it is."""
+    lists them (empty in the site `serve` swaps in once they are made), which the page asks until it is.
+    `news` is a line the page shows at its top, as a notice (`serve`: the added programs changed while it ran)."""
     # Callers hold the corpus as the JSON they loaded; it is read (and validated) here, once.
     record = corpus if isinstance(corpus, Corpus) else Corpus.from_json(corpus)
     cards, anchors = _op_cards(record)
@@ -505,7 +506,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
             corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
             first=first_step(kinds), examples=path_examples(record, drills),
             totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
-            progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (),
+            progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (), news=news,
         ).encode("utf-8")
 
     makers: dict[str, Callable[[], bytes]] = {

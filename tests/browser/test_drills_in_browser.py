@@ -70,7 +70,7 @@ def test_the_fusion_drill_shows_the_compiled_line_it_asks_about(page, gym, fetch
     text = fetch_json(f"data/programs/{item['program']}.json")["compiled"][item["layer"]]["text"].split("\n")[item["hlo_line"] - 1]
     asked = next(k for k, block in enumerate(item["context"])
                  if block.get("layer") == item["layer"] and block.get("lines") == [item["hlo_line"]] * 2)
-    assert item["shown"][asked] == text.strip()
+    assert item["shown"][asked] == f"{item['hlo_line']:>3}  {text.strip()}"  # beside its number, as the question cites it
 
 
 @pytest.mark.parametrize("kind", ["shapes", "decoder", "decisions", "fusions", "partitioner", "loops", "backward",

@@ -256,7 +256,7 @@ def test_next_starts_at_the_first_chapter_and_the_path_says_where_you_stand(page
     assert nxt.groups() == ("shapes", "shapes", f"{first.label}: shape on sight, {first.targets[0].streak} in a row")
     assert re.findall(r'<li class="chapter" data-chapter="([^"]+)"[^>]*data-here', page) == [first.id]
     n = sum(len(ch.targets) for ch in curriculum.PATH)
-    assert f"{n} targets in {len(curriculum.PATH)} chapters, none reached yet" in page
+    assert f"{n} targets in {len(curriculum.PATH)} steps, none reached yet" in page
 
 
 def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):

@@ -46,7 +46,7 @@ def test_next_walks_a_fresh_profile_along_the_path(page, gym, fetch_json):
     first, target = targets[0]
     assert next_step(page) == ("target", target.drill, f"{first.label}: {titles[target.drill]}, {target.streak} in a row")
     assert here(page) == [first.id]
-    assert page.inner_text("[data-path-standing]") == f"0 of {total} targets reached · 0 of {len(curriculum.PATH)} chapters done"
+    assert page.inner_text("[data-path-standing]") == f"0 of {total} targets reached · 0 of {len(curriculum.PATH)} steps done"
 
     # Through the first four chapters (three of the course's, then the gym's first), one answer short of each
     # target: "next" opens that drill, the answer reaches the target, and "next" moves to the following one.
@@ -81,7 +81,7 @@ def test_next_walks_a_fresh_profile_along_the_path(page, gym, fetch_json):
     assert next_step(page)[0] == "done" and "every target is reached" in next_step(page)[2]
     assert here(page) == []
     assert page.inner_text("[data-path-standing]") == (f"{total} of {total} targets reached · "
-                                                       f"{len(curriculum.PATH)} of {len(curriculum.PATH)} chapters done")
+                                                       f"{len(curriculum.PATH)} of {len(curriculum.PATH)} steps done")
 
 
 def card(due):

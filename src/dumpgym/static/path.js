@@ -98,7 +98,7 @@ export function registerPath(root, summary, progress, notify) {
     }
     const reached = targets.filter((el) => el.hasAttribute('data-reached')).length;
     standing.textContent = `${reached} of ${plural(targets.length, 'target')} reached · ${done} of ${
-      plural(chapters.length, 'chapter')} done`;
+      plural(chapters.length, 'step')} done`;
   }
 
   function update(announce) {

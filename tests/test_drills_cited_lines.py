@@ -130,12 +130,16 @@ def test_the_reader_catches_a_line_shown_without_its_number():
     assert stray_citations({"items": [item]}) == []
 
 
-# `the reduce_sum on StableHLO line 6`, `` `ge` on StableHLO line 9 ``: an equation cited on a StableHLO line.
-_EQN_ON_LINE = re.compile(r"`?\b([a-z_]+)`? on StableHLO line (\d+)")
+# `the reduce_sum on StableHLO line 6`, `` `ge` on line 9 ``: an equation cited on a line, by its primitive.
+_EQN_ON_LINE = re.compile(r"(?:`([a-z_][a-z0-9_]*)`|\bthe ([a-z_][a-z0-9_]*)) on (?:(jaxpr|StableHLO) )?[Ll]ine (\d+)")
+_REF_PRIMITIVES = {"get", "swap"}  # a Pallas ref's read and write, printed `x <- ref[...]`
 
 
-def _does(primitive: str, line: str) -> bool:
-    """Whether a StableHLO line is the op a primitive lowers to, read from the line as printed."""
+def _does(primitive: str, line: str, layer: str) -> bool:
+    """Whether a line, as printed, is the equation of this primitive (jaxpr) or the op it lowers to (StableHLO)."""
+    if layer == "jaxpr":
+        return re.search(rf"= {re.escape(primitive)}\b", line) is not None or (
+            primitive in _REF_PRIMITIVES and " <- " in line)
     if primitive in ("eq", "ne", "lt", "le", "gt", "ge"):
         return "stablehlo.compare" in line and f" {primitive.upper()}," in line
     if primitive.startswith(("reduce_", "arg")):
@@ -145,16 +149,22 @@ def _does(primitive: str, line: str) -> bool:
     return f"stablehlo.{primitive}" in line
 
 
-def test_an_equation_cited_on_a_stablehlo_line_is_done_there(whole_pool, whole_corpus):
-    """Words read from the jaxpr and shown above the StableHLO cite the line that does the equation's op
-    (the `reduce`, not the constant it starts from), so a reader who looks there finds it."""
-    listings = {p["slug"]: p["stablehlo"].splitlines() for p in whole_corpus["programs"]}
-    found, wrong = 0, []
+def test_an_equation_cited_on_a_line_is_the_one_on_that_line(whole_pool, whole_corpus):
+    """Words that cite an equation by its primitive and a line cite the line that does it, in the layer
+    meant: a jaxpr line read from the jaxpr, and, above the StableHLO, the StableHLO line of the op it
+    lowers to (the `reduce`, not the constant it starts from), never the jaxpr's number in its place."""
+    records = {p["slug"]: p for p in whole_corpus["programs"]}
+    found, wrong = Counter(), []
     for item in whole_pool["items"]:
+        primitives = {e["primitive"] for e in records[item["program"]]["eqns"]}
         for where, text in _texts(item):
             for m in _EQN_ON_LINE.finditer(text):
-                found += 1
-                line = listings[item["program"]][int(m.group(2)) - 1]
-                if not _does(m.group(1), line):
+                primitive, words, n = m.group(1) or m.group(2), m.group(3), int(m.group(4))
+                layer = _layer_named(words, item)
+                if primitive not in primitives or layer not in ("jaxpr", "stablehlo"):
+                    continue  # "the one on line 3": no primitive named
+                found[layer] += 1
+                line = records[item["program"]][layer].splitlines()[n - 1]
+                if not _does(primitive, line, layer):
                     wrong.append((item["card"], where, m.group(0), line.strip()[:80]))
-    assert found and not wrong, wrong[:5]
+    assert found["jaxpr"] > 100 and found["stablehlo"] > 100 and not wrong, (found, wrong[:5])

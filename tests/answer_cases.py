@@ -29,6 +29,11 @@ CASES = [
     (_AVAL, "[64,512]", False, False),
     (_AVAL, "half[64,512]", False, False),
     (_AVAL, "", False, False),
+    (_AVAL, "tensor<64x512xbf16>", True, True),  # the listings' own notation: StableHLO's
+    (_AVAL, "bf16[64,512]{1,0:T(8,128)(2,1)}", True, True),  # and a compiled one's, its layout aside
+    (_AVAL, "tensor<512x64xbf16>", False, True),
+    (_AVAL, "tensor<64x512xhalf>", False, False),
+    (_SCALAR, "tensor<f32>", True, True),
     (_SCALAR, "f32[]", True, True),
     (_SCALAR, "float32", True, True),
     (_SCALAR, "f32 ()", True, True),
@@ -52,6 +57,11 @@ CASES = [
     (_SHAPE, "[8,32,]", True, True),
     (_SHAPE, "[32,8]", False, True),
     (_SHAPE, "8;32", False, False),
+    (_SHAPE, "f32[8,32]", True, True),  # a shape asked, typed as the listing prints the type
+    (_SHAPE, "f32[8,32]{1,0}", True, True),
+    (_SHAPE, "tensor<8x32xf32>", True, True),
+    (_SHAPE, "tensor<32x8xf32>", False, True),
+    (_SHAPE, "q32[8,32]", False, False),
     (_DTYPE, "float8_e4m3fn", True, True),
     (_DTYPE, "f8_e4m3fn", True, True),
     (_DTYPE, "f8_e5m2", False, True),

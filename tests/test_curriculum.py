@@ -33,13 +33,23 @@ def test_no_drill_kind_may_take_the_x_rays_number():
         drills.drill("newcomer", number=drills.XRAY_SECTION, title="t", aim="a")
 
 
-def test_the_course_keeps_its_numbers_and_the_gyms_chapters_are_named():
+def test_the_steps_are_numbered_from_one_and_name_the_guide_chapter_they_serve():
+    assert [ch.step for ch in curriculum.PATH] == list(range(1, len(curriculum.PATH) + 1))
     assert [ch.id for ch in curriculum.PATH] == ["02", "03", "04", "loops", "backward", "sharding", "buffers", "tpu",
                                                  "12"]
     assert [ch.number for ch in curriculum.PATH if ch.number] == ["02", "03", "04", "12"]
-    assert curriculum.PATH[0].label == "chapter 02, jaxprs on sight"
-    assert curriculum.PATH[3].label == "gym chapter, loops"
+    assert curriculum.PATH[0].label == "step 1, jaxprs on sight (guide chapter 02)"
+    assert curriculum.PATH[3].label == "step 4, loops"
+    assert curriculum.PATH[-1].label == f"step {len(curriculum.PATH)}, the bar (guide chapter 12)"
     assert not any(ch.title[:1].isdigit() for ch in curriculum.PATH)
+
+
+def test_every_step_opens_with_a_lesson_and_each_teaching_step_names_its_worked_example():
+    """A lesson in our words for every step; an example from the drill the step sets its first target in."""
+    for ch in curriculum.PATH:
+        assert ch.lesson and 1 <= ch.lesson.count(". ") + 1 <= 4, ch.id
+    for ch in curriculum.PATH[:-1]:  # the bar teaches nothing new
+        assert ch.example is not None and ch.example.drill == ch.targets[0].drill, ch.id
 
 
 def test_every_path_target_names_a_registered_drill_kind():

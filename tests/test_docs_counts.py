@@ -300,10 +300,16 @@ def test_the_path_in_site_md_is_curriculum_path_with_each_chapters_drills():
     from dumpgym.site.curriculum import FLUENCY, PATH
 
     text = doc("docs/site.md")
-    said = re.search(r"\*\*path\*\* \(`curriculum.PATH`, heading `([^`]*)`\), in order: (.*?)\. One numbering", text)
+    said = re.search(r"\*\*path\*\* \(`curriculum.PATH`, heading `([^`]*)`\): steps numbered 1 to (\d+) in\s+"
+                     r"order, without gaps: (.*?)\. A step", text, re.S)
     assert said[1] == f"from {PATH[0].title} to {PATH[-1].title}"
-    # A course chapter is its number and title; one of the gym's own, its title alone, in italics.
-    assert said[2].split(" · ") == [f"{c.number} {c.title}" if c.number else f"*{c.title}*" for c in PATH]
+    # Each step is its number and title, in order; the guide's chapters are named after them.
+    assert int(said[2]) == len(PATH)
+    assert " ".join(said[3].split()).split(" · ") == [f"{c.step} {c.title}" for c in PATH]
+    serve = re.search(r"(\d+(?:, \d+)*) and (\d+)\s+serve chapters (\d+(?:, \d+)*) and (\d+)", text)
+    assert serve, "site.md says which steps serve which guide chapters"
+    assert [int(n) for n in (*serve[1].split(", "), serve[2])] == [c.step for c in PATH if c.number]
+    assert [*serve[3].split(", "), serve[4]] == [c.number for c in PATH if c.number]
     listed = re.search(r"each naming its drill \((.*?)\)\. ", text).group(1).split("; ")
     *chapters, bar = PATH
     assert listed == [f"{c.id}: " + " · ".join(f"`{t.drill}`" for t in c.targets) for c in chapters] + [

@@ -11,8 +11,12 @@ import pytest
 
 from dumpgym.ir.memory import _peak
 from dumpgym.ir.parse import function_names, jaxpr_equations, source_tables
-from dumpgym.dumps.xray import _definition_lines, _reducer_regions
+from dumpgym.ir.hlo_graph import definition_lines, reducer_regions as _reducer_regions
 from dumpgym.ir.parse import JAXPR_AVAL as _JAXPR_AVAL, jaxpr_inputs as _jaxpr_inputs, jaxpr_results as _jaxpr_results
+
+
+def _definition_lines(text: str) -> dict[str, int]:
+    return definition_lines(text)[0]
 
 
 def _cost(work, text) -> float:

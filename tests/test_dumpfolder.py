@@ -7,7 +7,6 @@ import pytest
 from dump_programs import CPU_ONLY, PROGRAMS, load, make_dump, module_name
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
-from dumpgym.ir.memory import read_memory
 from dumpgym.ir.parse import ir_context, parse_stablehlo
 from dumpgym.dumps.folder import read_folder
 

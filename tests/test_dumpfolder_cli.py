@@ -11,7 +11,6 @@ import pytest
 
 from dump_programs import load, make_dump, module_name
 from dumpgym import cli, drills
-from dumpgym.ir.memory import read_memory
 from dumpgym.dumps.folder import read_folder
 
 NAMES = ["basic", "sgd", "scan_rnn", "mlp"]
@@ -41,7 +40,7 @@ def test_the_buffers_shown_are_what_jax_says_the_compiled_module_holds(dump):
         program = load(name)
         function = program.function if hasattr(program.function, "lower") else jax.jit(program.function)
         stats = function.lower(*program.example_args()).compile().memory_analysis()
-        report = read_memory(_module(dump, name))
+        report = _module(dump, name).memory()
         assert report.bytes_of("parameter") == stats.argument_size_in_bytes, name
         assert report.bytes_of("output") == stats.output_size_in_bytes, name
         assert report.bytes_of("temp") == stats.temp_size_in_bytes, name

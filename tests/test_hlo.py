@@ -485,9 +485,11 @@ def test_fusion_items_show_the_jaxpr_then_the_call_line_the_body_and_the_backend
             assert f"XLA for {hlo['device_kind']} ({hlo['topology']}), without a GPU" in what
         else:
             assert f"XLA for {hlo['backend'].upper()}" in what and hlo["host"] in what
-        assert shown_call == call.strip()
-        assert body.startswith(f"%{called} (") and body.endswith("}")
-        assert all(b in hlo["text"] for b in (body, *rest))
+        # the call line and the bodies beside their listing's numbers: the question and feedback cite them
+        unnumbered = [re.sub(r"(?m)^ *\d+  ", "", b) for b in (shown_call, body, *rest)]
+        assert shown_call == f"{item['hlo_line']:>3}  {call.strip()}"
+        assert unnumbered[1].startswith(f"%{called} (") and body.endswith("}")
+        assert all(b in hlo["text"] for b in unnumbered[1:])
         assert not re.search(r"line \d", item["question"].split("(")[0])  # the question names no jaxpr line
 
 

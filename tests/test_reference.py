@@ -339,6 +339,11 @@ QUERIES = {
     "kernel": {"pallas_call", "stablehlo.custom_call", "hlo:custom-call"},
     "shard_map": {"shard_map", "sdy.manual_computation"},
     "topk": {"top_k", "chlo.top_k"},
+    # A GPU's matmuls print as `gemm_fusion_*` (Triton) or a cuBLAS custom-call; a TPU's as `convolution`.
+    "gemm": {"dot_general", "stablehlo.dot_general", "hlo:fusion", "hlo:custom-call", "hlo:dot", "hlo:convolution"},
+    "cublas": {"hlo:custom-call"},
+    "triton": {"hlo:fusion"},
+    "reduce-scatter-start": {"hlo:reduce-scatter-start", "hlo:reduce-scatter-done", "stablehlo.reduce_scatter"},
 }
 
 

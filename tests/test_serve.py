@@ -571,3 +571,33 @@ def test_a_start_whose_item_making_breaks_says_so_in_one_line_and_stops_saying_p
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["dumpgym: error: making the drill items stopped (RuntimeError: a bug in making items); "
                    "the gym serves the items made before"]
+
+
+def test_the_watcher_reads_what_an_add_or_a_remove_changed_and_never_waits_on_one(tmp_path):
+    """`serve` looks at the folder of added programs every second (`corpus_state`): the index and the records
+    it lists, never the kept items a start writes beside them; `what_changed` says it by slug; while an add
+    holds the folder's lock the look is `busy`, and is made again a second later."""
+    from dumpgym.corpus.user import INDEX_SCHEMA, locked
+
+    folder = tmp_path / "added"
+    assert serve.corpus_state(folder) == ()
+    folder.mkdir()
+
+    def write(slugs, **records):
+        for slug, text in records.items():
+            (folder / f"{slug}.json").write_text(text)
+        (folder / "index.json").write_text(json.dumps({"schema": INDEX_SCHEMA, "programs": slugs}))
+        return serve.corpus_state(folder)
+
+    empty = write([])
+    one = write(["a"], a="{}")
+    assert [name for name, *_ in one] == ["index.json", "a.json"]
+    (folder / "a.drills.json").write_text("kept items")  # what a start writes: not a change
+    assert serve.corpus_state(folder) == one
+    assert serve.what_changed(empty, one) == "The added programs changed while the gym ran: added `a`."
+    two = write(["a", "b"], a='{"edited": 1}', b="{}")
+    assert serve.what_changed(one, two) == ("The added programs changed while the gym ran: added `b`; "
+                                            "replaced `a`.")
+    assert serve.what_changed(two, write(["b"])) == "The added programs changed while the gym ran: removed `a`."
+    with locked(folder, exclusive=True):
+        assert serve.corpus_state(folder) == ("busy",)

@@ -233,14 +233,15 @@ def test_counts_on_the_page_are_computed(page, small):
         assert f"{n} items from" in page
 
 
-def test_the_page_numbers_only_the_courses_chapters(page, small):
-    # One numbering: a number on the page's badges and drill labels is a course chapter's; the gym's own
-    # chapters are named, the drills are named by their skill, the x-ray by what it shows.
+def test_the_path_numbers_its_steps_from_one_and_names_the_guide_chapters(page, small):
+    # The steps are numbered 1..N, in order, without gaps; a step that serves a chapter of the guide names
+    # it after its number; the drills are named by their skill, the x-ray by what it shows.
     _, pool = small
+    steps = re.findall(r'<span class="num" data-step="(\d+)">(\d+)</span>', page)
+    assert [int(a) for a, _ in steps] == [int(b) for _, b in steps] == list(range(1, len(curriculum.PATH) + 1))
+    assert re.findall(r'data-guide="(\d+)"', page) == [ch.number for ch in curriculum.PATH if ch.number]
     badges = re.findall(r'<span class="num">([^<]*)</span>', page)
-    numbered = [b for b in badges if re.search(r"\d", b)]
-    assert numbered == [f"ch {ch.number}" for ch in curriculum.PATH if ch.number]
-    assert badges.count("gym") == sum(1 for ch in curriculum.PATH if not ch.number)
+    assert not [b for b in badges if re.search(r"\d", b)]  # no other number on a badge
     tabs = [(k, html.unescape(t)) for k, t in re.findall(r'data-drill-tab="([a-z-]+)">([^<]*)</button>', page)]
     titles = {k["name"]: k["title"] for k in pool["kinds"]}
     assert tabs == [(k.name, titles[k.name]) for k in curriculum.drill_kinds(pool)]
@@ -259,7 +260,7 @@ def test_next_starts_at_the_first_chapter_and_the_path_says_where_you_stand(page
     assert nxt.groups() == ("shapes", "shapes", f"{first.label}: shape on sight, {first.targets[0].streak} in a row")
     assert re.findall(r'<li class="chapter" data-chapter="([^"]+)"[^>]*data-here', page) == [first.id]
     n = sum(len(ch.targets) for ch in curriculum.PATH)
-    assert f"{n} targets in {len(curriculum.PATH)} chapters, none reached yet" in page
+    assert f"{n} targets in {len(curriculum.PATH)} steps, none reached yet" in page
 
 
 def test_a_compiled_hlo_tab_only_where_the_program_has_one(page, small):
@@ -445,3 +446,29 @@ def test_a_change_whose_base_is_missing_is_not_offered(whole_corpus):
     assert "mlp-f32" in {v.slug for v in change_views(Corpus.from_json(whole_corpus))}
     data = {**whole_corpus, "programs": [p for p in whole_corpus["programs"] if p["slug"] != "mlp"]}
     assert "mlp-f32" not in {v.slug for v in change_views(Corpus.from_json(data))}
+
+
+def test_each_path_step_has_a_worked_example_taken_live_from_the_pool(whole_corpus):
+    """Every step but the bar shows an item of its own drill, answered: the pool's item with that card, its
+    question, answer and feedback as the drill computed them, and its context (which the page resolves)."""
+    from dumpgym.drills import build_pool
+    from dumpgym.drills.item import resolve
+
+    record = Corpus.from_json(whole_corpus)
+    pool = build_pool(whole_corpus)
+    examples = site.path_examples(record, pool)
+    assert set(examples) == {ch.id for ch in curriculum.PATH if ch.example}
+    items = {(i["card"], i["layer"]): i for i in pool["items"]}  # a decoder card is asked at every layer
+    programs = {p.slug: p for p in record.bases}
+    for ch in curriculum.PATH[:-1]:
+        ex = examples[ch.id]
+        item = items[ex["card"], ex["layer_id"]]
+        assert item["drill"] == ch.example.drill and item["program"] == ex["program"] in programs
+        assert json.loads(ex["context"]) == item["context"]
+        assert (ex["question"], ex["feedback"]) == (item["question"], item["feedback"])
+        answer = item["answer"]
+        right = {"choice": lambda: str(answer["options"][answer["index"]]), "typed": lambda: answer["value"],
+                 "axes": lambda: f"ax{'is' if len(answer['axes']) == 1 else 'es'} "
+                                 + ", ".join(map(str, answer["axes"]))}[answer["form"]]()
+        assert ex["answer"] == right
+        assert sum(map(len, resolve(item["context"], programs[ex["program"]]))) <= 1600

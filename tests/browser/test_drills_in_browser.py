@@ -30,7 +30,7 @@ def test_ten_right_answers_in_a_row_check_off_a_path_target(page, gym):
             gym.next("shapes", key="Enter" if n % 3 else "Space")
     assert target.get_attribute("data-reached") == ""
     assert target.locator("[data-target-state]").inner_text() == "reached"
-    assert page.locator(".notice.good").first.inner_text().startswith("Target reached: chapter")
+    assert page.locator(".notice.good").first.inner_text().startswith("Target reached: step 1, ")
     stored = json.loads(page.evaluate(f"localStorage.getItem('{KEY}')"))
     assert key in stored["reached"]
 
@@ -70,7 +70,7 @@ def test_the_fusion_drill_shows_the_compiled_line_it_asks_about(page, gym, fetch
     text = fetch_json(f"data/programs/{item['program']}.json")["compiled"][item["layer"]]["text"].split("\n")[item["hlo_line"] - 1]
     asked = next(k for k, block in enumerate(item["context"])
                  if block.get("layer") == item["layer"] and block.get("lines") == [item["hlo_line"]] * 2)
-    assert item["shown"][asked] == text.strip()
+    assert item["shown"][asked] == f"{item['hlo_line']:>3}  {text.strip()}"  # beside its number, as the question cites it
 
 
 @pytest.mark.parametrize("kind", ["shapes", "decoder", "decisions", "fusions", "partitioner", "loops", "backward",

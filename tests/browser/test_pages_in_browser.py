@@ -119,6 +119,19 @@ def test_the_reference_filter_finds_ops_and_says_when_none_match(page):
     assert shown.count() == total
 
 
+def test_the_reference_finds_a_matmul_by_gemm_and_a_compiled_opcode_by_its_own_spelling(page):
+    """Issue 45: "gemm" found nothing, and compiled `dynamic-slice` seemed to have no card."""
+    open_reference(page)
+    box = page.locator("[data-ref-filter]")
+    shown = page.locator("#reference [data-op]:visible")
+    box.fill("gemm")
+    ops = set(shown.evaluate_all("els => els.map(e => e.id)"))
+    assert {"op-hlo-fusion", "op-hlo-custom-call", "op-hlo-dot", "op-dot_general"} <= ops, ops
+    box.fill("compiled dynamic-slice")
+    card = page.locator("#reference [data-op='stablehlo.dynamic_slice']")
+    assert card.is_visible() and "compiled HLO prints it dynamic-slice" in " ".join(card.inner_text().split())
+
+
 def test_op_names_in_listings_link_to_their_cards(page):
     page.locator("#p-mlp").scroll_into_view_if_needed()
     link = page.locator("#p-mlp [data-layer-panel=jaxpr] a.o", has_text="dot_general").first

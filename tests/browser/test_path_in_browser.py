@@ -46,7 +46,7 @@ def test_next_walks_a_fresh_profile_along_the_path(page, gym, fetch_json):
     first, target = targets[0]
     assert next_step(page) == ("target", target.drill, f"{first.label}: {titles[target.drill]}, {target.streak} in a row")
     assert here(page) == [first.id]
-    assert page.inner_text("[data-path-standing]") == f"0 of {total} targets reached · 0 of {len(curriculum.PATH)} chapters done"
+    assert page.inner_text("[data-path-standing]") == f"0 of {total} targets reached · 0 of {len(curriculum.PATH)} steps done"
 
     # Through the first four chapters (three of the course's, then the gym's first), one answer short of each
     # target: "next" opens that drill, the answer reaches the target, and "next" moves to the following one.
@@ -81,7 +81,7 @@ def test_next_walks_a_fresh_profile_along_the_path(page, gym, fetch_json):
     assert next_step(page)[0] == "done" and "every target is reached" in next_step(page)[2]
     assert here(page) == []
     assert page.inner_text("[data-path-standing]") == (f"{total} of {total} targets reached · "
-                                                       f"{len(curriculum.PATH)} of {len(curriculum.PATH)} chapters done")
+                                                       f"{len(curriculum.PATH)} of {len(curriculum.PATH)} steps done")
 
 
 def card(due):
@@ -110,12 +110,15 @@ def test_next_points_at_the_most_overdue_review_when_reviews_are_due(page, fetch
     assert next_step(page)[:2] == ("target", "shapes")
 
 
-def test_every_chapter_and_drill_label_on_the_page_uses_one_numbering(page, fetch_json):
-    course = {ch.number for ch in curriculum.PATH if ch.number}
-    badges = page.locator("h2 > .num, h3 > .num").evaluate_all("els => els.map(el => el.textContent.trim())")
+def test_every_step_and_drill_label_on_the_page_uses_one_numbering(page, fetch_json):
+    # The steps are numbered 1..N in order, the guide's chapters named after them; no other badge is numbered.
+    steps = page.locator("#path h3 > .num").evaluate_all("els => els.map(el => el.textContent.trim())")
+    assert steps == [str(n) for n in range(1, len(curriculum.PATH) + 1)]
+    guides = page.locator("#path h3 [data-guide]").evaluate_all("els => els.map(el => el.textContent.trim())")
+    assert guides == [f"guide ch {ch.number}" for ch in curriculum.PATH if ch.number]
+    badges = page.locator("h2 > .num, h3 > .num:not(#path *)").evaluate_all("els => els.map(el => el.textContent.trim())")
     for badge in badges:
-        digits = re.findall(r"\d+", badge)
-        assert not digits or (badge.startswith("ch ") and digits[0] in course), badge
+        assert not re.findall(r"\d+", badge), badge
     titles = [k["title"] for k in fetch_json("drills.json")["kinds"]]
     for where in ("[data-drill-tab]", "[data-summary] a", "#path [data-target] a"):
         labels = page.locator(where).evaluate_all("els => els.map(el => el.textContent.trim())")
@@ -189,3 +192,42 @@ def test_a_program_with_one_compiled_layer_names_it_and_offers_no_switch(page, f
     panel.locator("[data-line]").first.wait_for()
     assert "without a TPU" in panel.locator("[data-compiled-backend]").inner_text()
     assert panel.locator("[data-compiled-target]").count() == 0
+
+
+@pytest.mark.parametrize("device", ["desktop", "phone"])
+def test_each_step_opens_with_its_lesson_and_a_worked_example_before_its_drills(kept_context, base_url, fetch_json,
+                                                                               device, tmp_path):
+    """Steps 1..N, each a lesson, then (but the bar) a worked example, then its targets; the first step's
+    example is open for a fresh profile, its blocks resolved from the program's listings as a drill's are
+    (context.js), and another step's resolves when opened. On a desktop and on a 390×844 phone."""
+    import os
+
+    from conftest import DESKTOP, checked_page
+
+    phone = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "has_touch": True, "is_mobile": True}
+    with checked_page(kept_context(**(DESKTOP if device == "desktop" else phone)), base_url) as pg:
+        steps = pg.locator("#path [data-chapter]")
+        assert steps.count() == len(curriculum.PATH)
+        for k, chapter in enumerate(curriculum.PATH):
+            li = steps.nth(k)
+            assert li.get_attribute("data-chapter") == chapter.id
+            order = li.evaluate("el => [...el.querySelectorAll('[data-lesson], [data-example], .targets')]"
+                                ".map((e) => e.dataset.lesson !== undefined ? 'lesson' : e.dataset.example ? 'example' : 'targets')")
+            assert order == (["lesson", "example", "targets"] if chapter.example else ["lesson", "targets"]), chapter.id
+        first = steps.nth(0).locator("[data-example]")
+        assert first.get_attribute("open") is not None
+        pg.wait_for_selector('#path [data-chapter="02"] [data-example-blocks][data-state=shown]')
+        card, program = first.get_attribute("data-example"), first.get_attribute("data-example-program")
+        item = next(i for i in fetch_json(f"data/drills/shapes/{program}.json")["items"] if i["card"] == card)
+        shown = first.locator("[data-shown]").all_inner_texts()
+        assert shown and item["question"].replace("`", "") == first.locator(".q").inner_text()
+        assert first.locator("[data-example-answer]").inner_text() == item["answer"]["value"]
+        later = steps.nth(3).locator("[data-example]")  # loops: closed until opened
+        assert later.get_attribute("open") is None
+        later.locator("summary").click()
+        pg.wait_for_selector('#path [data-chapter="loops"] [data-example-blocks][data-state=shown]')
+        assert later.locator("[data-shown]").count() >= 1
+        assert later.locator("summary").bounding_box()["height"] >= 40  # a tap target on a phone
+        if os.environ.get("DUMPGYM_SHOTS"):
+            steps.nth(0).screenshot(path=f"{os.environ['DUMPGYM_SHOTS']}/path-step1-{device}.png")
+            steps.nth(3).screenshot(path=f"{os.environ['DUMPGYM_SHOTS']}/path-step4-{device}.png")

@@ -73,3 +73,51 @@ def test_a_serve_with_no_items_kept_says_so_and_the_page_loads_them_when_made(ke
         srv.shutdown()
         srv.server_close()
         thread.join(timeout=10)
+
+
+def test_a_program_added_or_removed_while_serve_runs_shows_on_the_next_reload(kept_context, tmp_path):
+    """Issue 45: after `dumpgym add`, a running `serve` still showed the gym it started with. Now it looks at
+    the folder of added programs, starts the gym again from it, and the page, reloaded, shows the program
+    and says what changed; the same for `dumpgym remove`."""
+    import time
+    from pathlib import Path
+
+    corpus_dir = tmp_path / "added"
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "dumpgym", "serve", "--port", str(port), "--corpus", str(corpus_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    source = Path(__file__).resolve().parents[1] / "user_programs.py"
+
+    def dumpgym(*args):
+        done = subprocess.run([sys.executable, "-m", "dumpgym", *args, "--corpus", str(corpus_dir)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+
+    def reload_until(page, ready, what):
+        for _ in range(120):  # a start after a change takes a second or two; a minute at most
+            page.reload()
+            page.wait_for_selector("html[data-ready]")
+            if ready():
+                return
+            time.sleep(0.5)
+        pytest.fail(f"the page never showed {what}")
+
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(f"dumpgym: the gym is at http://127.0.0.1:{port}/"), line + proc.stderr.read()
+        url = f"http://127.0.0.1:{port}/"
+        with checked_page(kept_context(**DESKTOP), url) as page:
+            assert page.locator("#p-my-dot").count() == 0 and page.locator("[data-corpus-news]").count() == 0
+            dumpgym("add", f"{source}:vmapped_dot", "--arg", "f32[4,8]", "--arg", "f32[4,8]", "--slug", "my-dot")
+            reload_until(page, lambda: page.locator("#p-my-dot").count() == 1, "the added program")
+            news = page.locator("[data-corpus-news]").inner_text()
+            assert "added my-dot" in news, news
+            assert page.locator('#xray [data-xray-pick] option[value="my-dot"]').count() == 1
+            dumpgym("remove", "my-dot")
+            reload_until(page, lambda: page.locator("#p-my-dot").count() == 0, "the program removed")
+            assert "removed my-dot" in page.locator("[data-corpus-news]").inner_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    said = proc.stderr.read()
+    assert "added `my-dot`" in said and "removed `my-dot`" in said and "reload the page" in said

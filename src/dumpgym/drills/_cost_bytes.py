@@ -23,7 +23,7 @@ def _context(target: str, hlo: CompiledLayer, ins: Instruction) -> tuple:
     """Which compile this is, the instruction's line, then the line defining each operand (once each, in order):
     HLO prints an operand by name only, so its shape and layout are on its own line."""
     lines = [ins.line, *dict.fromkeys(o for o in ins.operands if o != ins.line)]
-    return (Note(which_compile(hlo)), *(Lines(target, n, n, cut=True) for n in lines))
+    return (Note(which_compile(hlo)), *(Lines(target, n, n, cut=True, numbered=True) for n in lines))
 
 
 def _shared_by_value(items: list[Item]) -> list[Item]:

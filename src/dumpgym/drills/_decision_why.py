@@ -153,7 +153,7 @@ def _mark(eqn: EqnFact, pf: ProgramIndex):
         if cmp is None:
             return None
         return "iota-mask", (f"it is an iota along axis {eqn.param('dimension')}, and the {cmp.primitive} on "
-                             f"jaxpr line {cmp.jaxpr_lines[0]} compares it to a bool mask")
+                             f"jaxpr line {cmp.jaxpr_lines[0]} compares it with other positions, making a bool mask")
     if eqn.primitive in REMATS:
         return "remat", f"it is `{eqn.primitive}`, the mark jax.checkpoint writes around a region"
     return "collective", f"it is `{eqn.primitive}`, an exchange between devices over a mesh axis"

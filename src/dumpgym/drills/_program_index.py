@@ -5,6 +5,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from dumpgym.record.primitives import COMPARISONS, REDUCTIONS
 from dumpgym.record.schema import EqnFact, ProgramRecord
 
 # A StableHLO `call` line's callee: a private function's ops run where it is called.
@@ -99,6 +100,43 @@ class ProgramIndex:
             return None
         before = [e for e in self._children.get(eqn.parent, ()) if e.id < eqn.id]
         return next((e for e in reversed(before) if names[operand] in self.binders(e)), None)
+
+
+    @functools.cached_property
+    def _stablehlo_op_line(self) -> dict[int, int]:
+        """The StableHLO op line that does each equation's own op, by the equation's first jaxpr line: of the
+        lines the x-ray traces to it, the one whose op the primitive lowers to (`reduce_sum` to
+        `stablehlo.reduce`, not the constant it starts from), else its last (the result comes last)."""
+        op_name = dict(self.ops)
+        out: dict[int, int] = {}
+        groups = {g.eqn: sorted(n for n in g.stablehlo_lines if n in op_name) for g in self.record.xray}
+        for e in sorted(self.eqns, key=lambda e: e.jaxpr_lines[1] - e.jaxpr_lines[0]):  # innermost first
+            lines = groups.get(e.id)
+            if lines:
+                own = [n for n in lines if op_name[n].removeprefix("stablehlo.") == _lowers_to(e.primitive)]
+                out.setdefault(e.jaxpr_lines[0], (own or lines)[-1 if not own else 0])
+        return out
+
+    def in_stablehlo(self, text: str) -> str:
+        """Words written about the jaxpr, for an item that shows the StableHLO: each `(jaxpr) line N` becomes
+        the StableHLO line the x-ray traces that equation to, or, traced nowhere, the jaxpr named in words
+        (the jaxpr's line numbers are not on that item's screen)."""
+        def cite(m: re.Match) -> str:
+            line = self._stablehlo_op_line.get(int(m.group(2)))
+            return f"{m.group(1)} StableHLO line {line}" if line else f"{m.group(1)} the jaxpr"
+        return _JAXPR_LINE.sub(cite, text)
+
+
+def _lowers_to(primitive: str) -> str:
+    """The StableHLO op (without `stablehlo.`) a jaxpr primitive's own work lowers to, by name."""
+    if primitive in COMPARISONS:
+        return "compare"
+    if primitive in REDUCTIONS:
+        return "reduce"
+    return {"convert_element_type": "convert", "broadcast_in_dim": "broadcast_in_dim"}.get(primitive, primitive)
+
+
+_JAXPR_LINE = re.compile(r"\b(on|of|from) (?:jaxpr )?line (\d+)")
 
 
 def _run_order(eqns: tuple[EqnFact, ...]) -> tuple[int, ...]:

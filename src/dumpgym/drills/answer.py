@@ -82,8 +82,28 @@ def read_dtype(text: str) -> str | None:
     return name if _DTYPE.fullmatch(name) else None
 
 
+# The listings' own spellings of an array type: StableHLO's `tensor<16x32xf32>` (`tensor<f32>` a scalar), and
+# a compiled listing's `f32[24,12]{1,0:T(8,128)}`, whose layout in braces says nothing of the shape.
+_TENSOR = re.compile(r"tensor<((?:[0-9]+x)*)([a-z][a-z0-9_]*)>")
+_LAYOUT = re.compile(r"\{[^{}]*\}$")
+
+
+def _listing_type(text: str) -> tuple[str, str] | None:
+    """(dtype as written, shape as `[16,32]`) of a type the way a listing prints it, or None."""
+    body = _LAYOUT.sub("", text.strip()).strip()
+    tensor = _TENSOR.fullmatch(body)
+    if tensor:
+        return tensor[2], "[" + ",".join(tensor[1].rstrip("x").split("x")) + "]" if tensor[1] else "[]"
+    typed = re.fullmatch(r"([A-Za-z][A-Za-z0-9_]*)\s*(\[[0-9,\s]*\])", body)
+    return (typed[1], typed[2]) if typed else None
+
+
 def read_shape(text: str) -> str | None:
-    """A shape as `[64,512]` from `[64, 512]`, `(64, 512)`, `64x512`, `64 512` (`[]`, `()`: a scalar), or None."""
+    """A shape as `[64,512]` from `[64, 512]`, `(64, 512)`, `64x512`, `64 512` (`[]`, `()`: a scalar), or as a
+    listing prints it with its dtype (`f32[64,512]`, `f32[64,512]{1,0}`, `tensor<64x512xf32>`), or None."""
+    listed = _listing_type(text)
+    if listed is not None and read_dtype(listed[0]) is not None:
+        return read_shape(listed[1])
     body = text.strip()
     if body[:1] + body[-1:] in ("[]", "()"):
         body = body[1:-1].strip()
@@ -100,8 +120,10 @@ def read_shape(text: str) -> str | None:
 
 def read_aval(text: str) -> str | None:
     """An array type as the jaxpr prints it (`bf16[64,512]`) from `bfloat16[64, 512]`, `bf16 (64, 512)`,
-    `f32[]` or a bare `f32` (a scalar), or None."""
-    body = text.strip()
+    `f32[]` or a bare `f32` (a scalar), or as the other listings print it (`tensor<64x512xbf16>`,
+    `bf16[64,512]{1,0}`), or None."""
+    listed = _listing_type(text)
+    body = listed[0] + listed[1] if listed is not None else text.strip()
     match = re.fullmatch(r"([A-Za-z][A-Za-z0-9_]*(?:<[a-z0-9_]+>)?)\s*(.*)", body, re.S)
     if not match:
         return None

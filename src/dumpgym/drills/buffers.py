@@ -13,6 +13,8 @@ A program that donates nothing is asked once, at StableHLO, so that "none" stays
 """
 from __future__ import annotations
 
+import math
+
 from dumpgym.drills import drill
 from dumpgym.drills._avals import choice_item, order
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
@@ -200,17 +202,21 @@ def _same_order(m: Move) -> bool:
 
 def _why_free(m: Move) -> str:
     """Why a bitcast moves nothing, in the buffers' own sizes and tiles."""
-    tiled = "tiled the same" if m.src.tiles == m.dst.tiles else \
-        f"tiled {_tiling(m.src)} and {_tiling(m.dst)}, which store the same {m.dst.padded_bytes():,} bytes"
-    laid = f"read major to minor, the operand is laid out {_physical(m.src)} and the result {_physical(m.dst)}, {tiled}"
-    if _same_order(m):
-        same = f"{laid}: the same bytes in the same order, so XLA only relabels the buffer"
+    if not m.src.tiles and not m.dst.tiles:
+        tiled = "neither tiled"  # a CPU's layouts have no tiles: "tiled the same" would invent them
+    elif m.src.tiles == m.dst.tiles:
+        tiled = f"both tiled {_tiling(m.src)}"
     else:
-        # Tiled sizes that change at the minor end reorder elements in a plain array; they stay put only
-        # because each tile still holds the same elements (the sizes are multiples of the tile).
-        same = (f"{laid}: in a plain array that would reorder the elements, but here the tiling makes the stored "
-                "bytes come out the same, so XLA only relabels the buffer")
-    return same
+        tiled = f"tiled {_tiling(m.src)} and {_tiling(m.dst)}, which store the same {m.dst.padded_bytes():,} bytes"
+    laid = f"read major to minor, the operand is laid out {_physical(m.src)} and the result {_physical(m.dst)}, {tiled}"
+    if math.prod(m.src.dims) <= 1:  # `s32[1]` to `s32[]`: one element, which no layout can put elsewhere
+        return f"{laid}: a single element, in the same bytes, so XLA only relabels the buffer"
+    if _same_order(m):
+        return f"{laid}: the same bytes in the same order, so XLA only relabels the buffer"
+    # The tiles differ over the minor sizes, which in general regroups the elements; XLA found that these
+    # sizes leave every element where it was (it printed a bitcast), which is what the reader is told.
+    return (f"{laid}: retiled like this, every element still sits at the same byte, so XLA only relabels "
+            "the buffer")
 
 
 def _as_copy(m: Move) -> tuple[str, str]:
@@ -235,6 +241,18 @@ def _as_free(m: Move) -> tuple[str, str]:
     return "space-move-as-free", (f"same dims and layout, but the operand lives in {_space(s.memory_space)} and the "
                                   f"result in {_space(d.memory_space)}: bytes cannot change memory without being "
                                   "copied")
+
+
+# What a reader who picked the wrong side took the move for, by the misreading's rule: a miss shows this, then
+# the feedback's why (which would otherwise be printed twice).
+_THOUGHT = {
+    "relayout-as-free": "took the new layout for a relabelling; a new minor axis moves every element",
+    "retile-as-free": "took the new tiling for a relabelling; other tiles mean writing the elements anew",
+    "space-move-as-free": "took a move between memories for a relabelling",
+    "relayout-as-copy": "took the changed layout text for moved bytes",
+    "transpose-as-copy": "took the reordered axes for moved bytes",
+    "reshape-as-copy": "took the changed dims for moved bytes",
+}
 
 
 def _distinct_moves(found: list[Move]) -> list[Move]:
@@ -289,7 +307,8 @@ def _layer_moves(hlo: CompiledLayer) -> list[Move]:
 
 def _move_item(target: str, hlo: CompiledLayer, m: Move, weight: float) -> Item:
     """"Does this instruction move bytes, or only relabel them?", shown as its operand's and result's buffers."""
-    rule, reason = _as_free(m) if m.copies else _as_copy(m)
+    rule, why = _as_free(m) if m.copies else _as_copy(m)
+    reason = _THOUGHT[rule]  # what the pick took it for; the why is the feedback's, said once
     options, right = (COPIES, FREE), 0 if m.copies else 1
     if order(2, hlo.backend, m.label)[0]:  # a fixed shuffle: the right answer's place is not a habit either
         options, right = options[::-1], 1 - right
@@ -301,7 +320,7 @@ def _move_item(target: str, hlo: CompiledLayer, m: Move, weight: float) -> Item:
         context=(Note(which_compile(hlo)), Note(f"operand  {m.src.text}\nresult   {m.dst.text}")),
         card=("copy-or-bitcast", target, m.ins.name), layer=target, step="copy-or-bitcast", skill="copy-or-bitcast",
         weight=weight,
-        feedback=("It is a copy: " + _as_free(m)[1] if m.copies else "It is a bitcast: " + _why_free(m)) + ".",
+        feedback=("It is a copy: " if m.copies else "It is a bitcast: ") + why + ".",
         facts={"hlo_line": m.ins.line, "instruction": m.ins.name, "copies": m.copies})
 
 
@@ -402,7 +421,7 @@ def _layout_item(layer: str, hlo: CompiledLayer, d, b: Buffer, step: str, k: int
         question=f"In `{b.plain}{lay}` (%{d.name}, compiled HLO line {d.line}), tap every axis laid out {side} "
                  f"of axis {k} (changing {pace} than it as memory is walked).",
         answer=AxisSet(b.plain, b.dims, answer, misread),
-        context=(Note(which_compile(hlo)), Lines(layer, d.line, d.line, cut=True)),
+        context=(Note(which_compile(hlo)), Lines(layer, d.line, d.line, cut=True, numbered=True)),
         card=(step, layer, b.text, f"axis={k}"), layer=layer, step=step, skill="layout-order",
         feedback=(f"XLA writes `minor_to_major`, minor first: `{lay}` names {_axes_text(answer)} {before} axis "
                   f"{k}, so {'they are' if len(answer) > 1 else 'it is'} {side} of it."),

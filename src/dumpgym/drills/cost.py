@@ -153,7 +153,7 @@ def _bound_item(target: str, hlo: CompiledLayer, chip: Chip, c: InstructionCost,
                   "bytes it reads and writes at the layouts XLA chose?"),
         answer=Choice(BOUNDS, index, tuple("" if k == index else wrong for k in range(2)),
                       tuple("" if k == index else "wrong-side-of-ridge" for k in range(2))),
-        context=(Lines(target, c.line, c.line, cut=True), Note(which_compile(hlo))),
+        context=(Lines(target, c.line, c.line, cut=True, numbered=True), Note(which_compile(hlo))),
         card=("bound", c.name, target), layer=target, step="bound", weight=weight, feedback=why + ".",
         facts={"hlo_line": c.line, "instruction": c.name, "intensity": intensity, "ridge": chip.ridge})
 

@@ -117,13 +117,13 @@ def _stablehlo_item(rule: Decision, pf: ProgramIndex) -> DecisionItem | None:
             explain[str(other)] = f"Line {other} is also {rule.noun}, but line {line} runs first."
         elif by is not None:
             if by.primitive in rule.lookalikes:
-                what = f"which {rule.why_not(by, pf)}"
+                what = f"which {pf.in_stablehlo(rule.why_not(by, pf))}"
             elif by.has_subjaxpr:
                 what = "a call, not to an equation inside it that shows the decision"
             else:
                 what = f"whose lowering writes it as a step of its own, not as {rule.noun}"
-            explain[str(other)] = (f"Line {other} is a {other_name}, but the x-ray traces it to `{by.primitive}` on "
-                                   f"jaxpr line {by.jaxpr_lines[0]}, {what}.")
+            explain[str(other)] = (f"Line {other} is a {other_name}, but the x-ray traces it to a `{by.primitive}` "
+                                   f"of the jaxpr, {what}.")
     function = next(op.function for op in pf.record.stablehlo_ops if op.line == line)
     for other, other_name in pf.ops:
         callee = CALL.search(pf.stablehlo[other - 1]) if other_name == "func.call" else None
@@ -133,8 +133,8 @@ def _stablehlo_item(rule: Decision, pf: ProgramIndex) -> DecisionItem | None:
     if writer is None:
         why = f"The x-ray traces this {name} to no equation."
     else:
-        why = (f"The x-ray traces it to `{writer.primitive}` on jaxpr line {writer.jaxpr_lines[0]}: "
-               f"{rule.explain(writer, pf)}{rule.hlo_note}")
+        why = (f"The x-ray traces it to a `{writer.primitive}` of the jaxpr: "
+               f"{pf.in_stablehlo(rule.explain(writer, pf))}{rule.hlo_note}")
     return DecisionItem(
         eqn=None, question=f"Tap the first StableHLO line, in the order the program runs, where the framework "
         f"{rule.asks}.", kind=rule.kind, layer="stablehlo", answer_line=line, accepted_lines=sorted(accepted),
@@ -181,6 +181,8 @@ def _why_items(pf: ProgramIndex) -> list[Item]:
 
 def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Item:
     step, key, facts = got
+    if layer == "stablehlo":  # the facts are read from the jaxpr; this item shows the StableHLO
+        facts = pf.in_stablehlo(facts)
     keys = list(step.answers)
     options = tuple(step.answers.values())
     right = keys.index(key)

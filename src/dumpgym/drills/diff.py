@@ -176,8 +176,8 @@ def _counterparts(diff: LayerDiff, step: str) -> dict[int, str]:
 
 
 def _row_words(program: ProgramRecord, row: Row) -> str:
-    """A row as feedback names it: `%all-gather, an all-gather returning f32[64,32]{1,0}, computes jaxpr line 3's
-    `dot_general``."""
+    """A row as feedback names it: `%all-gather, an all-gather returning f32[64,32]{1,0}, computes the jaxpr's
+    `dot_general` (result `f32[64,32]`)`. The equation is told by its result, not its jaxpr line: the item shows no jaxpr."""
     return f"%{row.name}, {_a(row.opcode)} returning {row.shape}, {_does(program, row)}"
 
 
@@ -187,11 +187,13 @@ def _a(word: str) -> str:
 
 
 def _does(program: ProgramRecord, row: Row) -> str:
-    """What a row computes, as a predicate: `computes jaxpr line 3's dot_general` or `is the compiler's own`."""
+    """What a row computes, as a predicate: "computes the jaxpr's `dot_general` (result `f32[8,16]`)", or "is the
+    compiler's own"."""
     does = [program.eqns[e] for e in row.eqns]
     if not does:
         return "is the compiler's own"
-    return ("computes " + ", ".join(f"jaxpr line {e.jaxpr_lines[0]}'s `{e.primitive}`" for e in does[:2])
+    return ("computes " + ", ".join(f"the jaxpr's `{e.primitive}`" + (f" (result `{e.outputs[0]}`)" if e.outputs else "")
+                                    for e in does[:2])
             + (" and more" if len(does) > 2 else ""))
 
 

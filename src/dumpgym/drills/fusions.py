@@ -115,21 +115,21 @@ class _Compile(Listing):
         return sorted(found, key=rank)
 
     def where_else(self, e: int, fusion: Fusion) -> str:
-        """Where this compile put an equation that is not in `fusion`, in words ("" if nowhere)."""
+        """Where this compile put an equation that is not in `fusion`, in words ("" if nowhere). The item
+        shows the fusion and its body only, so the instruction is named, not cited by a line not on screen."""
         others = [f for f in self._fusions_of.get(e, ()) if f.name != fusion.name]
         named = _named(self.program.eqns[e])
         if others:
             more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
-            return f"{named} stayed outside: this compile put it in %{others[0].name} (HLO line {others[0].line}){more}"
+            return f"{named} stayed outside: this compile put it in %{others[0].name}{more}"
         own = self._own.get(e, [])
         if not own:
             return ""
         users = self.users(own[0])
         if len(users) > 1:
-            return (f"{named} stayed outside: it is %{own[0].name} (HLO line {own[0].line}), which feeds "
+            return (f"{named} stayed outside: it is %{own[0].name}, which feeds "
                     f"{len(users)} instructions ({', '.join('%' + u.name for u in users[:3])})")
-        return (f"{named} stayed outside: this compile gave it an instruction of its own, "
-                f"%{own[0].name} (HLO line {own[0].line})")
+        return f"{named} stayed outside: this compile gave it an instruction of its own, %{own[0].name}"
 
 
 def does_work(opcode: str, primitive: str) -> bool:
@@ -178,9 +178,9 @@ def _twin_outside(c: _Compile, answer: set[int]) -> int | None:
 def _context(c: _Compile, layer: str, fusion: Fusion) -> tuple:
     """What the page shows: the whole jaxpr first (its rows are what is tapped), which compile, the fusion's
     call line and its computations (references into the listings, not copies)."""
-    bodies = [Lines(layer, *c.computations[n]) for n in c.body(fusion.line)]
+    bodies = [Lines(layer, *c.computations[n], numbered=True) for n in c.body(fusion.line)]
     return (Lines("jaxpr", 1, len(c.program.jaxpr.split("\n"))), Note(which_compile(c.hlo)),
-            Lines(layer, fusion.line, fusion.line, strip=True), *bodies)
+            Lines(layer, fusion.line, fusion.line, strip=True, numbered=True), *bodies)
 
 
 # Programs with many look-alike fusions (an unrolled scan) should not crowd out the others.

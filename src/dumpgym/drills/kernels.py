@@ -145,8 +145,9 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
     split = [i for i in runs if i is not main]
     also = (f"; {', '.join('%' + i.name for i in split)} (GPU HLO line {split[0].line}) does part of it too: "
             "XLA split the contraction" if split else "")
-    feedback = (f"Line {dot.jaxpr_lines[0]}'s `dot_general` runs as %{main.name} (GPU HLO line {main.line}), "
+    feedback = (f"The `dot_general` on jaxpr line {dot.jaxpr_lines[0]} runs as %{main.name} (GPU HLO line {main.line}), "
                 f"{KERNEL_WORDS[skill].format(kind=kind, ops=_ops(c, main, dot))} ({printed}){also}.")
+    feedback += _swapped(c, main, dot)
     why = _explain(c, dot, kernels)
     return Item(
         question=(f"Each of these instructions of {where} (its listing is shown) runs one or more of the "
@@ -154,11 +155,26 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
         answer=Choice(tuple(f"%{k.name} (GPU HLO line {k.line})" for k in kernels), kernels.index(main),
                       tuple(why.get(k.line, "") for k in kernels),
                       tuple("" if k is main else "another-dot" for k in kernels)),
-        context=(Lines(target, first, last, cut=True), Lines("jaxpr", *dot.jaxpr_lines), Note(which_compile(c.hlo))),
+        context=(Lines(target, first, last, cut=True, numbered=True), Lines("jaxpr", *dot.jaxpr_lines, numbered=True),
+                 Note(which_compile(c.hlo))),
         card=(str(dot.id), target), layer=target, eqn=dot.id, step="launch", skill=skill, primitive="dot_general",
         jaxpr_lines=tuple(dot.jaxpr_lines), feedback=feedback,
         facts={"hlo_line": main.line, "instruction": main.name, "hlo_lines": [first, last],
                "runs": [i.name for i in runs]})
+
+
+def _swapped(c: _Compile, main: Instruction, dot: EqnFact) -> str:
+    """Why the kernel's result is the dot's with its last two axes exchanged (f32[56,40] for an f32[40,56] dot),
+    when it is: a reader comparing shapes would otherwise take it for another dot."""
+    d = c.listing.definition(main)
+    if d is None or len(d.buffers) != 1 or not dot.outputs:
+        return ""
+    got, want = tuple(d.buffers[0].dims), tuple(dot.outputs[0].shape)
+    if len(want) < 2 or want[-1] == want[-2] or got != (*want[:-2], want[-1], want[-2]):
+        return ""
+    return (f" Its result is {d.buffers[0].plain}, the dot's {dot.outputs[0]} with its last two axes exchanged: "
+            "XLA swapped the dot's operands, so the GEMM computes the product transposed, (A·B)ᵀ = Bᵀ·Aᵀ, the same "
+            "numbers with the output's two axes the other way round.")
 
 
 def _explain(c: _Compile, dot: EqnFact, kernels: list[Instruction]) -> dict[int, str]:
@@ -169,6 +185,8 @@ def _explain(c: _Compile, dot: EqnFact, kernels: list[Instruction]) -> dict[int,
         if dot.id in c.work(i):
             continue
         done = sorted((e for e in c.work(i) if eqns[e].primitive in CONTRACTIONS), key=lambda e: eqns[e].jaxpr_lines[0])
-        lines = ", ".join(str(eqns[e].jaxpr_lines[0]) for e in done)
-        out[i.line] = f"%{i.name} runs the `dot_general` on jaxpr line{'s' if len(done) > 1 else ''} {lines}, not this one."
+        # Those dots' lines are not on screen (the item shows this dot's): they are told by their operands.
+        operands = "; ".join(" and ".join(f"`{a}`" for a in eqns[e].input_avals) for e in done)
+        out[i.line] = (f"%{i.name} runs {'other `dot_general`s' if len(done) > 1 else 'another `dot_general`'} "
+                       f"of the jaxpr (of {operands}), not this one.")
     return out

@@ -286,7 +286,7 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
                 by_step[step].append(Item(
                     question=_typed_question(step, d, k), layer=target, step=step, card=(key[1], step, target),
                     answer=Typed(spelling, answer, misread=misread), feedback=feedback,
-                    context=(Note(which_compile(hlo)), Lines(target, d.line, d.line, cut=True)),
+                    context=(Note(which_compile(hlo)), Lines(target, d.line, d.line, cut=True, numbered=True)),
                     facts={"hlo_line": d.line, "buffer": b.text, "one_tile": one_tile(b)}))
     typed = [item for step_items in by_step.values() for item in _shared_by_value(step_items)]
     return typed + (_space_items(program, target, hlo, listing) if hlo.has_facts else [])

@@ -333,8 +333,8 @@ def trip_item(program: ProgramRecord, target: str, listing: HloListing, c: Count
         "eqn": eqn.id, "layer": target, "step": "trips", "hlo_line": c.line, "instruction": c.name,
         "form": Typed("int", str(n), misread=misread), "feedback": why,
         # "At most" for every loop: an exact count is its own bound, and the words give away no early exit.
-        "question": f"At most how many times does the body of %{c.name} run (TPU compiled HLO line {c.line})? "
-                    "Type the number.",
+        # %while is named, not cited by its line: the excerpts below are cut from the listing, not numbered.
+        "question": f"At most how many times does the body of %{c.name} run? Type the number.",
         "shown": [which_compile(listing.hlo), _excerpt(listing, c.start),
                   _excerpt(listing, tuple(range(c.condition[0], c.condition[1] + 1))), _excerpt(listing, c.update)],
         "jaxpr_lines": list(eqn.jaxpr_lines),

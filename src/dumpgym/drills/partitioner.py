@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from dumpgym.drills import drill
 from dumpgym.drills import _sharding as sh
 from dumpgym.drills._tpu import Buffer, Listing, which_compile
-from dumpgym.drills.item import AxisSet, Item, Misreading, Typed, refer
+from dumpgym.drills.item import AxisSet, Item, Lines, Misreading, Typed, refer
 from dumpgym.drills.answer import axes_key
 from dumpgym.record.schema import CompiledLayer, Instruction, ProgramRecord
 
@@ -40,7 +40,12 @@ def _item(program: ProgramRecord, draft: dict) -> Item:
     facts = {k: v for k, v in draft.items() if k not in _DRAFT_KEYS}
     return Item(question=draft["question"], answer=draft["form"], feedback=draft["feedback"], eqn=draft["eqn"],
                 step=draft["step"], skill=draft["skill"], card=(draft["step"], layer, about), layer=layer,
-                context=refer(program, (layer, "jaxpr"), draft["shown"]), facts=facts)
+                context=_numbered(refer(program, (layer, "jaxpr"), draft["shown"])), facts=facts)
+
+
+def _numbered(context: tuple) -> tuple:
+    """Listing lines shown beside their numbers: a question names its StableHLO line by number."""
+    return tuple(replace(b, numbered=True) if isinstance(b, Lines) else b for b in context)
 
 
 _DRAFT_KEYS = ("question", "form", "feedback", "eqn", "step", "skill", "layer", "shown")
@@ -278,7 +283,8 @@ def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module:
         items.append({
             "eqn": ins.eqns[0] if len(ins.eqns) == 1 else None, "layer": target, "step": "group-axis",
             "skill": "collective", "hlo_line": ins.line, "instruction": ins.name,
-            "question": _group_question(d.opcode, f"TPU compiled HLO line {ins.line}"),
+            # named, not cited by line: the block below is the line made shorter, not a numbered listing line
+            "question": _group_question(d.opcode, f"%{ins.name}"),
             "shown": [which_compile(hlo), _mesh_note(module), _short_line(text)],
             "form": made[0], "feedback": made[1],
         })

@@ -148,7 +148,7 @@ def _item(target: str, hlo: CompiledLayer, listing: Listing, run: list[int], row
     after = next(k for k, r in enumerate(reversed(rows)) if r.ins is not None)
     opened = [c for r in rows if r.ins is not None and r.ins.opcode == "fusion" for c in listing.body(r.ins.line)]
     context = (Lines(target, first, last, cut=True), Note(which_compile(hlo)),
-               *(Lines(target, *listing.computations[c]) for c in dict.fromkeys(opened)))
+               *(Lines(target, *listing.computations[c], numbered=True) for c in dict.fromkeys(opened)))
     names = ", ".join(f"%{rows[k - 1].ins.name}" for k in right)
     explain = {str(k): r.why if r.ins is not None else "not an instruction: nothing runs on this line"
                for k, r in enumerate(rows, start=1)}
@@ -223,6 +223,6 @@ def _shape_item(target: str, hlo: CompiledLayer, listing: Listing, fusion: Instr
         layer=target, step="mxu-shape", skill="epilogue" if differs else "as-returned",
         card=(fusion.name, "mxu-shape", target),
         answer=Typed("aval", answer, misread=misread), feedback=feedback,
-        context=(Note(which_compile(hlo)), Lines(target, fusion.line, fusion.line, cut=True),
-                 *(Lines(target, *listing.computations[c]) for c in body)),
+        context=(Note(which_compile(hlo)), Lines(target, fusion.line, fusion.line, cut=True, numbered=True),
+                 *(Lines(target, *listing.computations[c], numbered=True) for c in body)),
         facts={"hlo_line": fusion.line, "instruction": fusion.name, "matmul": matmul.name})

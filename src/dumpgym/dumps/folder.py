@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dumpgym.ir.memory import MemoryReport, read_memory
 from dumpgym.ir.parse import (JAXPR_AVAL, DumpError, aval_dims, aval_number, function_names, hlo_op_names, ir_context,
                                jaxpr_inputs, jaxpr_primitives, jaxpr_results, parse_hlo, parse_stablehlo, read_text,
                                shapes_of_hlo, shapes_of_mlir, stablehlo_locations, types_of_hlo, types_of_mlir)
@@ -75,6 +76,10 @@ class DumpModule:
     def text(self, layer: str) -> str:
         """One layer's text, as the dumper wrote it."""
         return read_text(self.files[layer])
+
+    def memory(self) -> MemoryReport | None:
+        """What XLA's buffer assignment, memory-usage report and live ranges say of it, where it wrote them."""
+        return read_memory(self.buffer_assignment, self.memory_report, self.live_range)
 
 
 @dataclass

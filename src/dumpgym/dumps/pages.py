@@ -13,7 +13,6 @@ from functools import partial
 from typing import Callable
 
 from dumpgym.dumps.xray import ModuleXray, xray_module
-from dumpgym.ir.memory import read_memory
 from dumpgym.ir.parse import DumpError
 from dumpgym.dumps.folder import LAYER_NAMES, DumpFolder, DumpModule
 from dumpgym.notebook import STYLE, WIRING, column, script_json
@@ -146,7 +145,7 @@ def _stats(module: DumpModule, xray: ModuleXray) -> str:
 
 def _memory(module: DumpModule) -> str:
     try:
-        report = read_memory(module)
+        report = module.memory()
     except DumpError as e:  # a report that cannot be read: the rest of the page stands
         return f'<h2>Buffers</h2><p class="problem">{_e(e)}</p>'
     if report is None:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from dumpgym.ir.parse import read_text
 
-if TYPE_CHECKING:
-    from dumpgym.dumps.folder import DumpModule
 
 
 @dataclass(frozen=True)
@@ -35,14 +33,15 @@ class MemoryReport:
         return sum(a[1] for a in self.allocations if any(w in a[2] for w in words))
 
 
-def read_memory(module: DumpModule) -> MemoryReport | None:
+def read_memory(buffer_assignment: Path | None, memory_report: Path | None,
+                live_range: Path | None) -> MemoryReport | None:
     """The buffer assignment, memory-usage report and peak live buffers of a module, where XLA wrote them."""
-    if module.buffer_assignment is None and module.memory_report is None and module.live_range is None:
+    if buffer_assignment is None and memory_report is None and live_range is None:
         return None
     allocations = []
-    if module.buffer_assignment is not None:
+    if buffer_assignment is not None:
         current = None
-        for line in read_text(module.buffer_assignment).splitlines():
+        for line in read_text(buffer_assignment).splitlines():
             if m := re.match(r"allocation (\d+): size (\d+), (.*):$", line):
                 current = [int(m.group(1)), int(m.group(2)), _allocation_kind(m.group(3)), "", -1]
                 allocations.append(current)
@@ -50,11 +49,11 @@ def read_memory(module: DumpModule) -> MemoryReport | None:
                 if int(m.group(2)) > current[4]:
                     current[3], current[4] = m.group(1), int(m.group(2))
     total = None
-    if module.memory_report is not None:
-        m = re.search(r"^Total bytes: (\d+)", read_text(module.memory_report), re.M)
+    if memory_report is not None:
+        m = re.search(r"^Total bytes: (\d+)", read_text(memory_report), re.M)
         total = int(m.group(1)) if m else None
     rows = tuple(sorted(((a[0], a[1], a[2], a[3]) for a in allocations), key=lambda a: (-a[1], a[0])))
-    peak = _peak(read_text(module.live_range)) if module.live_range is not None else (None, "", ())
+    peak = _peak(read_text(live_range)) if live_range is not None else (None, "", ())
     return MemoryReport(total, rows, *peak)
 
 

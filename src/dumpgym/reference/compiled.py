@@ -45,7 +45,8 @@ CARDS = (
                  "`tf.aliasing_output` attribute on @main's arguments."),
     # --- structure of a compiled module ---
     Card("fusion", "hlo", "structure",
-         words=("fused", "kernel", "kLoop", "kInput", "kOutput", "kCustom", "fused_computation"),
+         words=("fused", "kernel", "kLoop", "kInput", "kOutput", "kCustom", "fused_computation",
+                "gemm", "gemm_fusion", "triton", "matmul"),
          what="Runs a computation XLA built by merging instructions, so that the values between them stay on "
               "chip instead of going through memory.",
          looks="`%fusion.14 = bf16[64,128]{...} fusion(%copy-done, %x.1, ...), kind=kOutput, "
@@ -130,7 +131,7 @@ CARDS = (
                  "opcode, not the name; its StableHLO counterpart is `stablehlo.broadcast_in_dim`."),
 
     Card("convolution", "hlo", "contraction",
-         compiled_from=("stablehlo.convolution", "stablehlo.dot_general"),
+         words=("matmul", "gemm", "mxu"), compiled_from=("stablehlo.convolution", "stablehlo.dot_general"),
          what="On a TPU, XLA writes matrix multiplies as convolutions, so a dot_general of yours usually "
               "prints as this opcode and runs on the MXU, the matrix unit.",
          looks="`%convolution.11 = bf16[64,512]{...} convolution(%fusion.21, %fusion.23), dim_labels=bf_io->bf`: "
@@ -139,7 +140,7 @@ CARDS = (
          misread="With no `window=` attribute nothing slides: it is a matmul, not an image convolution; its "
                  "StableHLO counterpart is usually `stablehlo.dot_general`, not `stablehlo.convolution`."),
     Card("dot", "hlo", "contraction",
-         compiled_from=("stablehlo.dot_general",),
+         words=("matmul", "gemm"), compiled_from=("stablehlo.dot_general",),
          what="A matrix multiply with its axes spelled out, how the CPU compile prints a dot_general.",
          looks="`%dot_general.0 = f32[64,128]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, "
                "rhs_contracting_dims={0}`, plus `lhs_batch_dims` and `rhs_batch_dims` when there are batch axes.",
@@ -147,7 +148,8 @@ CARDS = (
                  "same work usually prints as `convolution`, and its StableHLO counterpart is "
                  "`stablehlo.dot_general`."),
     Card("custom-call", "hlo", "control",
-         words=("kernel", "cublas", "custom call"), compiled_from=("stablehlo.custom_call",),
+         words=("kernel", "cublas", "custom call", "gemm", "__cublas$gemm", "cudnn", "pallas", "mosaic"),
+         compiled_from=("stablehlo.custom_call",),
          what="Runs a kernel XLA does not generate from HLO, named by `custom_call_target`; on a TPU "
               "`tpu_custom_call` is a Mosaic kernel, which Pallas writes and XLA's TPU compiler also uses for "
               "its own.",
@@ -252,6 +254,23 @@ CARDS = (
          looks="`%all-gather-done = f32[8,4]{...} all-gather-done(%all-gather-start)`.",
          misread="It gathers nothing itself: the data moved between its start and it; the jaxpr knows only "
                  "`all_gather`, so it has no counterpart there."),
+    Card("reduce-scatter-start", "hlo", "collective",
+         words=("async", "overlap"), compiled_from=("stablehlo.reduce_scatter",),
+         what="Begins a reduce-scatter without waiting for it: each device's block of the sum over the group "
+              "is being filled while other work runs; `reduce-scatter-done` yields it.",
+         looks="`%reduce-scatter-start = ((f32[64,32]{1,0}, f32[64,32]{1,0}), (f32[32,32]{1,0}, f32[32,32]{1,0})) "
+               "reduce-scatter-start(%a, %b), replica_groups=[4,2]<=[2,4]T(1,0), dimensions={0}, to_apply=%add`: "
+               "a tuple of the operands (whole) and the results (each device's block, cut along `dimensions`); "
+               "XLA may combine several reduce-scatters into one start.",
+         misread="Read the second member of its tuple for the results' shapes; the asynchronous split itself has "
+                 "no counterpart in StableHLO, and the jaxpr's `reduce_scatter` (`psum_scatter`) is one step."),
+    Card("reduce-scatter-done", "hlo", "collective",
+         compiled_from=("stablehlo.reduce_scatter",),
+         what="Waits for a reduce-scatter-start and yields each device's block of the summed result.",
+         looks="`%reduce-scatter-done = (f32[32,32]{1,0}, f32[32,32]{1,0}) reduce-scatter-done(%reduce-scatter-start)`: "
+               "one block per combined reduce-scatter; `get-tuple-element` picks each out.",
+         misread="It sums nothing itself: the data moved and was added between its start and it; the jaxpr knows "
+                 "only `reduce_scatter`, so it has no counterpart there."),
     Card("collective-permute-start", "hlo", "collective",
          words=("async", "overlap"), compiled_from=("stablehlo.collective_permute",),
          what="Begins sending buffers between devices along fixed pairs, without waiting for them to arrive.",

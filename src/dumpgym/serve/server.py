@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
 import socket
 import sys
 import threading
@@ -27,6 +28,11 @@ from email.utils import formatdate
 from functools import lru_cache
 from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
+
+try:
+    import fcntl
+except ImportError:  # no flock on this platform: the folder is read unlocked, as `corpus/user.py`'s `locked` does
+    fcntl = None
 
 from dumpgym.record import dtypes
 from dumpgym.serve.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
@@ -78,18 +84,19 @@ class Site:
         return cls._rendered(start.corpus, start.whole_pool(), extra)
 
     @classmethod
-    def start(cls, corpus_dir=None, extra=None) -> tuple["Site", Callable[..., "Site"] | None]:
+    def start(cls, corpus_dir=None, extra=None, news: str = "") -> tuple["Site", Callable[..., "Site"] | None]:
         """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
         (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
         makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
         of each stage before (the built-in programs' items, then each added program's). Until the whole
-        is there the page says whose items are being made, and asks `data/drills/pending.json`."""
+        is there the page says whose items are being made, and asks `data/drills/pending.json`. `news`: a
+        line the page shows at its top (what changed in the added programs while `serve` ran)."""
         start = gym_start(corpus_dir)
         from dumpgym.site.kept import KeptFiles
 
         kept = KeptFiles(start.corpus)  # one for every stage: a render worker's files serve each (`render_pool`)
         if not start.pending:
-            return cls._rendered(start.corpus, start.pool, extra, kept=kept), None
+            return cls._rendered(start.corpus, start.pool, extra, kept=kept, news=news), None
         # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second
         # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
         dtypes.is_numpy("bfloat16")
@@ -100,19 +107,19 @@ class Site:
             def staged(pool: dict, pending: tuple[str, ...]) -> None:
                 made[0] = pool
                 if ready is not None:
-                    ready(cls._rendered(start.corpus, pool, extra, pending, kept))
+                    ready(cls._rendered(start.corpus, pool, extra, pending, kept, news))
             try:
                 whole = start.whole_pool(staged)
             except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
                 print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
                       "the gym serves the items made before", file=sys.stderr, flush=True)
                 whole = made[0]
-            return cls._rendered(start.corpus, whole, extra, (), kept)
-        return cls._rendered(start.corpus, start.pool, extra, start.pending, kept), rest
+            return cls._rendered(start.corpus, whole, extra, (), kept, news)
+        return cls._rendered(start.corpus, start.pool, extra, start.pending, kept, news), rest
 
     @classmethod
-    def _rendered(cls, corpus, drills, extra, pending=None, kept=True) -> "Site":
-        files = site_files(corpus, drills, extra, pending, kept=kept)  # the JSON a start before made is read back
+    def _rendered(cls, corpus, drills, extra, pending=None, kept=True, news="") -> "Site":
+        files = site_files(corpus, drills, extra, pending, kept=kept, news=news)  # the JSON a start made is read back
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         site = cls(files, programs=len(corpus.bases))
@@ -457,12 +464,15 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     """
     server = _bind(Site({}), host, port)
     try:
+        seen = corpus_state(corpus_dir)  # before the start reads the folder: a change during it is seen after
         server.site, rest = Site.start(corpus_dir) if extra is None else Site.start(corpus_dir, extra)
         # Forked now, before any thread runs: from here on they make the files a first start has not kept.
         server.renderers = RenderPool.fork(server.site, close=[server.socket])
         _announce(server, host, start)
+        generation = [0]  # bumped by each swap of the corpus: a stage of an older one is not swapped in
         if rest is not None:
-            _finish_later(server, rest)
+            _finish_later(server, rest, lambda: generation[0] == 0)
+        _watch_corpus(server, corpus_dir, extra, seen, generation)
         if open_browser:
             webbrowser.open(url_of(server) + start)
         server.serve_forever()
@@ -472,16 +482,107 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         server.server_close()
 
 
-def _finish_later(server: GymServer, rest: Callable[..., Site]) -> None:
+def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callable[[], bool] = lambda: True) -> None:
     """Make the rest of the gym in a thread and swap it in, stage by stage (one assignment: a request in
-    flight keeps the site it began with); said on stderr when it starts and when it is done."""
+    flight keeps the site it began with), while `current()` (no newer corpus has been swapped in since);
+    said on stderr when it starts and when it is done."""
     print("dumpgym: making the drill items that are not kept yet (the first start after an add or an upgrade); "
           "the page says so until they are ready", file=sys.stderr, flush=True)
 
+    def swap(site: Site) -> None:
+        if current():
+            server.site = site
+
     def finish() -> None:
         began = time.perf_counter()
-        server.site = rest(lambda site: setattr(server, "site", site))
-        print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr, flush=True)
+        swap(rest(swap))
+        if current():
+            print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
+                  flush=True)
 
     # A daemon: Ctrl-C does not wait for it, and a kept file is written whole or not at all (atomic writes).
     threading.Thread(target=finish, name="dumpgym-drills", daemon=True).start()
+
+
+WATCH_INTERVAL = 1.0  # seconds between looks at the folder of added programs
+
+
+def corpus_state(corpus_dir=None) -> tuple:
+    """What an add or a remove changes in the folder of added programs: its index and each program record it
+    lists, by size and modification time (not the kept drill items beside them, which a start writes
+    itself); `("busy",)` while an add or a remove holds the folder's lock, which is not waited for."""
+    from dumpgym.errors import CorpusFolderError
+    from dumpgym.corpus.user import read_index, user_corpus_dir
+
+    folder = user_corpus_dir(corpus_dir)
+    if not (folder / "index.json").exists():
+        return ()
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return ()
+    try:
+        if fcntl is not None:
+            try:  # the shared lock a reader takes (`corpus/user.py`'s `locked`), only if free: a watcher never waits
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return ("busy",)
+        try:
+            slugs = read_index(folder)
+        except CorpusFolderError:
+            slugs = []  # a damaged index: its own size and time say when it changes
+        out = []
+        for path in (folder / "index.json", *(folder / f"{slug}.json" for slug in slugs)):
+            try:
+                st = path.stat()
+                out.append((path.name, st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((path.name, None, None))
+        return tuple(out)
+    finally:
+        os.close(fd)  # and its lock with it
+
+
+def what_changed(before: tuple, after: tuple) -> str:
+    """In words, what an add or a remove did between two `corpus_state`s: the programs added, removed and
+    added again (replaced), by slug."""
+    def records(state: tuple) -> dict[str, tuple]:
+        return {name.removesuffix(".json"): rest for name, *rest in state[1:]} if state and state[0][0] == "index.json" \
+            else {}
+    old, new = records(before), records(after)
+    said = [f"{what} {', '.join(f'`{slug}`' for slug in sorted(slugs))}" for what, slugs in (
+        ("added", new.keys() - old.keys()), ("removed", old.keys() - new.keys()),
+        ("replaced", {slug for slug in old.keys() & new.keys() if old[slug] != new[slug]})) if slugs]
+    return (f"The added programs changed while the gym ran: {'; '.join(said)}." if said
+            else "The added programs changed while the gym ran.")
+
+
+def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation: list[int]) -> None:
+    """Look at the folder of added programs every `WATCH_INTERVAL` in a thread; when an add or a remove
+    changed it, start the gym again from it (`Site.start`: kept items read, new ones made after) and swap
+    it in, so the next reload of the page shows it; said on stderr. A start that fails is said in one line
+    and the gym before it goes on being served."""
+    def watch() -> None:
+        last = seen
+        while True:
+            time.sleep(WATCH_INTERVAL)
+            now = corpus_state(corpus_dir)
+            if now == last or now == ("busy",):
+                continue
+            news, last = what_changed(last, now), now
+            try:
+                site, rest = Site.start(corpus_dir, extra, news)
+            except Exception as e:  # a record that cannot be read, say: the gym before stays
+                print(f"dumpgym: warning: the added programs changed, but the gym could not be started from them "
+                      f"({printable(f'{type(e).__name__}: {e}')}); serving the gym before", file=sys.stderr, flush=True)
+                continue
+            generation[0] += 1
+            mine = generation[0]
+            server.site = site
+            print(f"dumpgym: {news[:1].lower()}{news[1:]} The gym now has {site.programs} programs: reload the page.",
+                  file=sys.stderr, flush=True)
+            if rest is not None:
+                _finish_later(server, rest, lambda: generation[0] == mine)
+
+    # A daemon: Ctrl-C does not wait for it.
+    threading.Thread(target=watch, name="dumpgym-watch", daemon=True).start()

@@ -166,6 +166,9 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     # Keyed by anchor: a compiled-HLO card may share its name with a jaxpr card (`copy`).
     cards = {card_anchor(card.name, card.layer): card for card in reference.cards()}
     anchors: dict[str, str] = {}
+    # A StableHLO card that compiled listings print under their own spelling: the card says so, and the
+    # search finds it by that spelling with "compiled" or "hlo" (a reader filtering for what a listing shows).
+    printed_as: dict[str, set[str]] = {}
     names = {p.slug: _op_names(p) for p in corpus.programs}
     for p in corpus.programs:  # variants too: a drill's listing links every op it prints to a card
         for name in names[p.slug]:
@@ -176,6 +179,8 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
                 card = reference.card_for(bare, layer) or reference.fallback_card(bare, layer)
                 anchors[name] = card_anchor(card.name, card.layer)
                 cards.setdefault(anchors[name], card)
+                if layer == "hlo" and card.name != bare:  # `dynamic-slice`, read from stablehlo.dynamic_slice
+                    printed_as.setdefault(anchors[name], set()).add(bare)
     named = {card.name for card in cards.values()}
     seen_in: dict[str, list[str]] = {anchor: [] for anchor in cards}
     for p in corpus.bases:  # a card counts the gym's programs, not their variants at other shapes
@@ -189,7 +194,10 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
         {
             **asdict(card), "anchor": anchor,
             "pairs": [[other, card_anchor(other)] for other in card.pairs if other in named],
-            "compiled": compiled(card), "search": reference.search_text(card),
+            "compiled": compiled(card), "hlo": sorted(printed_as.get(anchor, ())),
+            "search": reference.search_text(card) + (
+                " " + reference.fold(" ".join(["compiled", "hlo", *sorted(printed_as[anchor])]))
+                if anchor in printed_as else ""),
             "seen_in": seen_in[anchor],
         }
         for anchor, card in cards.items()
@@ -290,6 +298,58 @@ def _group_items(pool: dict) -> dict[tuple[str, str], list[dict]]:
             raise ValueError(f"drill item names {item['drill']!r}/{item['program']!r}: only a-z, 0-9 and '-'")
         groups.setdefault((item["drill"], item["program"]), []).append(item)
     return groups
+
+
+_LAYER_WORDS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO"}
+_EXAMPLE_CHARS = 1600  # a worked example's screen at most: a lesson's example is read, not scrolled
+
+
+def _answer_words(answer: dict) -> str:
+    """An item's right answer in words, as the drills' verdict says it (static/answer.js `answerText`)."""
+    form = answer["form"]
+    if form == "choice":
+        return str(answer["options"][answer["index"]])
+    if form == "typed":
+        return answer["value"]
+    if form == "axes":
+        axes = answer["axes"]
+        return f"{'axis' if len(axes) == 1 else 'axes'} {', '.join(map(str, axes))}" if axes else "no axis"
+    if form == "line":
+        return f"line {answer['line']}"
+    return f"lines {', '.join(map(str, answer['lines']))}"
+
+
+def path_examples(corpus: Corpus, pool: dict) -> dict[str, dict]:
+    """Each path step's worked example, by chapter id: the first item of the pool that its `Example` names,
+    from a program of the gym's own, with a small screen; its context (references into the program's
+    listings, which the page resolves), its question, its answer and its feedback, all as the drill computed
+    them (nothing typed here)."""
+    from dumpgym.drills.item import resolve
+
+    programs = {p.slug: p for p in corpus.bases}
+    out = {}
+    for ch in PATH:
+        want = ch.example
+        if want is None:
+            continue
+        for item in pool["items"]:
+            if (item["drill"] != want.drill or item["program"] not in programs or item.get("step") != want.step
+                    or (want.primitive and item.get("primitive") != want.primitive) or not item.get("feedback")
+                    or item["answer"]["form"] not in ("choice", "typed", "axes")):
+                continue
+            blocks = resolve(item["context"], programs[item["program"]])
+            if sum(map(len, blocks)) > _EXAMPLE_CHARS:
+                continue
+            layer = item["layer"]
+            # The page resolves the context from the listings it fetches (static/context.js), as a drill does:
+            # it holds no listing itself.
+            out[ch.id] = {"program": item["program"], "card": item["card"], "layer_id": layer,
+                          "context": json.dumps(item["context"]),
+                          "layer": _LAYER_WORDS.get(layer, f"compiled HLO, {layer.upper()}"),
+                          "question": item["question"], "answer": _answer_words(item["answer"]),
+                          "feedback": item["feedback"]}
+            break
+    return out
 
 
 def totals(corpus: Corpus, pool: dict) -> dict:
@@ -416,7 +476,7 @@ def _given(body: bytes) -> bytes:
 
 
 def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None,
-               pending: tuple[str, ...] | None = None, *, kept=False) -> SiteFiles:
+               pending: tuple[str, ...] | None = None, *, kept=False, news: str = "") -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
     its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder). With `kept`,
     the JSON files made from the corpus (not the pool's) are read from the cache where an earlier start
@@ -425,7 +485,8 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
 
     With `pending` (`serve` while it makes the items an add or an upgrade left unkept), `drills` holds the
     other programs' items only: the page says whose are still being made, and `data/drills/pending.json`
-    lists them (empty in the site `serve` swaps in once they are made), which the page asks until it is."""
+    lists them (empty in the site `serve` swaps in once they are made), which the page asks until it is.
+    `news` is a line the page shows at its top, as a notice (`serve`: the added programs changed while it ran)."""
     # Callers hold the corpus as the JSON they loaded; it is read (and validated) here, once.
     record = corpus if isinstance(corpus, Corpus) else Corpus.from_json(corpus)
     cards, anchors = _op_cards(record)
@@ -443,9 +504,9 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
                  for k in kinds}
         return _environment().get_template("index.html").render(
             corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
-            first=first_step(kinds),
+            first=first_step(kinds), examples=path_examples(record, drills),
             totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
-            progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (),
+            progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (), news=news,
         ).encode("utf-8")
 
     makers: dict[str, Callable[[], bytes]] = {
@@ -505,7 +566,7 @@ def _corpus_json(record: Corpus, written: Callable[[], dict]) -> bytes:
 
 
 def _exported(program: dict) -> dict:
-    """A program's JSON as `dumpgym export` prints it: `usercorpus.load_corpus` marks an added one last."""
+    """A program's JSON as `dumpgym export` prints it: `corpus/user.py`'s `load_corpus` marks an added one last."""
     if "added" not in program:
         return program
     return {**{k: v for k, v in program.items() if k != "added"}, "added": program["added"]}

@@ -16,8 +16,25 @@ export function readDtype(text) {
   return DTYPE.test(name) ? name : null;
 }
 
-/** A shape as `[64,512]` from `[64, 512]`, `(64, 512)`, `64x512`, `64 512` (`[]`, `()`: a scalar), or null. */
+// The listings' own spellings of an array type: StableHLO's `tensor<16x32xf32>` (`tensor<f32>` a scalar), and
+// a compiled listing's `f32[24,12]{1,0:T(8,128)}`, whose layout in braces says nothing of the shape.
+const TENSOR = /^tensor<((?:[0-9]+x)*)([a-z][a-z0-9_]*)>$/;
+const LAYOUT = /\{[^{}]*\}$/;
+
+/** [dtype as written, shape as `[16,32]`] of a type the way a listing prints it, or null. */
+function listingType(text) {
+  const body = String(text).trim().replace(LAYOUT, '').trim();
+  const tensor = TENSOR.exec(body);
+  if (tensor) return [tensor[2], tensor[1] ? `[${tensor[1].replace(/x$/, '').split('x').join(',')}]` : '[]'];
+  const typed = /^([A-Za-z][A-Za-z0-9_]*)\s*(\[[0-9,\s]*\])$/.exec(body);
+  return typed ? [typed[1], typed[2]] : null;
+}
+
+/** A shape as `[64,512]` from `[64, 512]`, `(64, 512)`, `64x512`, `64 512` (`[]`, `()`: a scalar), or as a
+ *  listing prints it with its dtype (`f32[64,512]`, `f32[64,512]{1,0}`, `tensor<64x512xf32>`), or null. */
 export function readShape(text) {
+  const listed = listingType(text);
+  if (listed && readDtype(listed[0]) !== null) return readShape(listed[1]);
   let body = String(text).trim();
   const ends = body.slice(0, 1) + body.slice(-1);
   if (ends === '[]' || ends === '()') body = body.slice(1, -1).trim();
@@ -30,9 +47,11 @@ export function readShape(text) {
 }
 
 /** An array type as the jaxpr prints it (`bf16[64,512]`) from `bfloat16[64, 512]`, `bf16 (64, 512)`,
- *  `f32[]` or a bare `f32` (a scalar), or null. */
+ *  `f32[]` or a bare `f32` (a scalar), or as the other listings print it (`tensor<64x512xbf16>`,
+ *  `bf16[64,512]{1,0}`), or null. */
 export function readAval(text) {
-  const match = /^([A-Za-z][A-Za-z0-9_]*(?:<[a-z0-9_]+>)?)\s*([\s\S]*)$/.exec(String(text).trim());
+  const listed = listingType(text);
+  const match = /^([A-Za-z][A-Za-z0-9_]*(?:<[a-z0-9_]+>)?)\s*([\s\S]*)$/.exec(listed ? listed.join('') : String(text).trim());
   if (!match) return null;
   const dtype = readDtype(match[1]);
   const shape = match[2].trim() ? readShape(match[2]) : '[]';

@@ -8,7 +8,7 @@ import { check } from './answer.js';
 import { gradeAxes, renderAxes, renderTyped } from './answer-view.js';
 import { resolveContext } from './context.js';
 import { drillURL, getJSON, onScreen, programTitle, typing } from './data.js';
-import { lineKey, renderLines } from './line-view.js';
+import { LAYERS, lineKey, renderLines } from './line-view.js';
 import { markCuts } from './cuts.js';
 import { weightOf } from './sample.js';
 import { loadScheduler, optionOrder, pickNext, skillOf } from './schedule.js';
@@ -163,12 +163,18 @@ class Panel {
     this.shownAt = performance.now();  // the answer's time rates its card (schedule.js's ratingOf)
   }
 
+  /**
+   * The caption above a question: the program, the layer whose listing it shows (a compiled one with its
+   * target), and for a jaxpr item the equation's jaxpr lines. Never jaxpr lines above another layer's line:
+   * they are not the numbers of what is shown.
+   */
   header(slug, extra, { lines = true } = {}) {
-    const span = this.item.jaxpr_lines;
-    const where = lines && Array.isArray(span) && span.length
-      ? (span[span.length - 1] > span[0] ? ` · jaxpr lines ${span[0]}–${span[span.length - 1]}` : ` · jaxpr line ${span[0]}`)
+    const { layer, jaxpr_lines: span } = this.item;
+    const named = ` · ${LAYERS[layer] ?? (layer ? `compiled HLO, ${layer}` : 'jaxpr')}`;
+    const where = lines && layer === 'jaxpr' && Array.isArray(span) && span.length
+      ? (span[span.length - 1] > span[0] ? ` lines ${span[0]}–${span[span.length - 1]}` : ` line ${span[0]}`)
       : '';
-    return html`<p class="where"><a href="#p-${slug}"><bdi>${programTitle(slug)}</bdi></a>${where}${extra}</p>`;
+    return html`<p class="where" data-caption><a href="#p-${slug}"><bdi>${programTitle(slug)}</bdi></a>${named}${where}${extra}</p>`;
   }
 
   /** The question's context: each block its `context` resolves to, as text, and nothing else. */

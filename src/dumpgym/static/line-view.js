@@ -9,8 +9,8 @@ import { verdictMessage } from './answer-view.js';
 import { lineElements } from './data.js';
 import { scrollIntoBox } from './scroll.js';
 
-// How the line view names the layer of its listing.
-const LAYERS = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', cpu: 'compiled HLO, CPU', tpu: 'compiled HLO, TPU', gpu: 'compiled HLO, GPU' };
+// How the page names a listing's layer: the drills' captions (drill.js) and the line view's listing.
+export const LAYERS = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', cpu: 'compiled HLO, CPU', tpu: 'compiled HLO, TPU', gpu: 'compiled HLO, GPU' };
 
 /**
  * The rows (from 0) of a listing that hold an operation, the line view's keyed shortlist: a jaxpr line
@@ -24,17 +24,26 @@ export function candidateLines(lines, layer) {
   return lines.flatMap((line, i) => (op(line) && !structural(line) ? [i] : []));
 }
 
+/**
+ * The number the listing gives row `row` (from 1) of the line view: the first block may be lines 223–232 of
+ * a compiled listing, and the rows show 223–232, the numbers the item's words and the x-ray use. Answers
+ * and their keys count rows from 1 (answer.js grades rows); only what is shown is numbered as the listing.
+ */
+export function listingNumber(item, row) {
+  const first = item.context?.[0]?.lines?.[0];
+  return Number.isInteger(first) ? first + row - 1 : row;
+}
+
 /** Ask a `line` or `lines` question: the first context block as rows to tap, the rest shown above it. */
 export function renderLines(panel, slug, blocks) {
   const item = panel.item;
   const multi = item.answer.form === 'lines';
-  const layer = LAYERS[item.layer] ?? item.layer ?? 'jaxpr';
   // The help says tap on a touch screen and keys on a keyboard (gym.css shows one: `.on-touch`, `.on-keys`).
   const help = multi
     ? html`<span class="on-touch">tap every line of the set (tap again to drop one), then check</span><span class="on-keys">click every line of the set; or type the key number beside an operation's line, or step with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓); <kbd>Space</kbd> adds or drops the line, Enter checks</span>`
     : html`<span class="on-touch">tap the line</span><span class="on-keys">click a line; or type the key number beside an operation's line, or step through them with <kbd>j</kbd>/<kbd>k</kbd> (every line with ↑/↓), then press Enter</span>`;
   render(panel.body, html`
-    <div class="ctx">${panel.header(slug, html` · ${layer}${item.step ? html` · <span class="tag">${item.step}</span>` : ''}`, { lines: false })}${
+    <div class="ctx">${panel.header(slug, item.step ? html` · <span class="tag">${item.step}</span>` : '', { lines: false })}${
       panel.shownBlocks(blocks.slice(1))}</div>
     <p class="q" tabindex="-1" id="q-${panel.kind}">${item.question}</p>
     <div class="pick" data-pick tabindex="0" role="group" aria-labelledby="q-${panel.kind}" aria-describedby="pick-help-${panel.kind}"${multi ? html` data-multi` : ''}></div>
@@ -46,7 +55,7 @@ export function renderLines(panel, slug, blocks) {
   // The first block is the whole listing the question is about: its lines are the rows to tap.
   const lines = String(blocks[0] ?? '').replace(/\n$/, '').split('\n');
   render(pick, html`<pre class="ls" data-layer="${item.layer === 'stablehlo' ? 'stablehlo' : item.layer in LAYERS ? item.layer : 'jaxpr'}"><code>${
-    lines.map((line, i) => html`<span data-line="${i + 1}">${line}\n</span>`)}</code></pre>`);
+    lines.map((line, i) => html`<span data-line="${i + 1}" data-n="${listingNumber(item, i + 1)}">${line}\n</span>`)}</code></pre>`);
   panel.rows = lineElements(pick.querySelector('pre'));
   panel.cursor = 0;
   panel.placed = false;  // whether a key has put the cursor anywhere yet
@@ -150,7 +159,10 @@ export function submitLines(panel) {
   const first = panel.rows[(verdict.missing[0] ?? verdict.extra[0] ?? item.answer.lines[0]) - 1];
   if (first) scrollIntoBox(panel.body.querySelector('[data-pick]'), first);
   panel.body.querySelector('[data-submit]').disabled = true;
-  panel.finish(verdict.right, verdictMessage(item, verdict, { noun: 'line' }));
+  // Told in the listing's numbers, as the rows show them.
+  const shown = (ns) => ns.map((n) => listingNumber(item, n));
+  panel.finish(verdict.right, verdictMessage({ ...item, answer: { ...item.answer, lines: shown(item.answer.lines) } },
+    { ...verdict, missing: shown(verdict.missing), extra: shown(verdict.extra) }, { noun: 'line' }));
 }
 
 /** Grade a tapped row (from 1) of a `line` answer. */
@@ -166,10 +178,12 @@ export function answerLine(panel, line) {
   const pick = panel.body.querySelector('[data-pick]');
   if (answer) scrollIntoBox(pick, answer);
   const text = answer ? answer.textContent.trim() : '';
-  const why = item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>` : html`<p>Line ${framework}: <code>${text}</code></p>`;
+  const why = item.feedback ? html`<p data-why>${ticks(item.feedback)}</p>`
+    : html`<p>Line ${listingNumber(item, framework)}: <code>${text}</code></p>`;
   const explain = explained?.[String(line)];
   panel.finish(right, right
     ? html`<p><b class="ok">right.</b></p>${why}`
-    : html`<p><b class="no">not that line.</b> You picked line ${line}; the framework's line is ${framework}.</p>${
+    : html`<p><b class="no">not that line.</b> You picked line ${listingNumber(item, line)}; the framework's line is ${
+      listingNumber(item, framework)}.</p>${
       explain ? html`<p data-explain>${ticks(explain)}</p>` : why}`);
 }

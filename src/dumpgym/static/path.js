@@ -1,7 +1,24 @@
 // The path: chapters whose targets tick themselves off when a streak first reaches them, a "next" that
 // says what to do now, and where the learner stands.
-import { plural } from './html.js';
+import { html, plural, render } from './html.js';
 import { isDue } from './schedule.js';
+import { resolveContext } from './context.js';
+
+/** Show a step's worked example when it is opened: its context resolved from the listings, as a drill's is. */
+function showExample(details) {
+  const box = details.querySelector('[data-example-blocks]');
+  if (box.dataset.state) return;
+  box.dataset.state = 'loading';
+  resolveContext(details.dataset.exampleProgram, JSON.parse(details.dataset.exampleContext))
+    .then((blocks) => {
+      render(box, html`${blocks.map((block) => html`<pre class="eqn shown" data-shown>${block}</pre>`)}`);
+      box.dataset.state = 'shown';
+    })
+    .catch((e) => {
+      render(box, html`<p class="empty">Could not load the example's listing (${e.message}).</p>`);
+      box.dataset.state = 'failed';
+    });
+}
 
 /** Where a target's notice goes: under the feedback of its drill when that drill is on screen, else the page's notices. */
 function noticeSpot(drill) {
@@ -81,7 +98,7 @@ export function registerPath(root, summary, progress, notify) {
     }
     const reached = targets.filter((el) => el.hasAttribute('data-reached')).length;
     standing.textContent = `${reached} of ${plural(targets.length, 'target')} reached · ${done} of ${
-      plural(chapters.length, 'chapter')} done`;
+      plural(chapters.length, 'step')} done`;
   }
 
   function update(announce) {
@@ -113,6 +130,10 @@ export function registerPath(root, summary, progress, notify) {
     }
   }
 
+  for (const details of root.querySelectorAll('[data-example]')) {
+    if (details.open) showExample(details);
+    details.addEventListener('toggle', () => { if (details.open) showExample(details); });
+  }
   progress.addEventListener('change', (e) => { if (!e.detail.reached) update(true); });
   setInterval(() => update(false), 60 * 1000);  // cards fall due with time, not only on answers
   update(false);

@@ -13,6 +13,7 @@ function card(c) {
   const rows = [['does', c.what], ['prints as', c.looks], ['misread', c.misread]].filter(([, v]) => v);
   const compiled = c.layer === 'hlo' ? 'compiled from' : 'compiled as';
   const parts = [c.pairs.length && links('pairs with', c.pairs), c.compiled.length && links(compiled, c.compiled),
+    c.hlo?.length && html`compiled HLO prints it ${c.hlo.map((name) => html`<code>${name}</code> `)}`,
     c.seen_in.length && html`in ${c.seen_in.map((slug) => html`<a href="#p-${slug}">${slug}</a> `)}`].filter(Boolean);
   return html`<article class="card" id="${c.anchor}" data-op="${c.name}" data-search="${c.search}">
     <h3><code>${c.name}</code> <span class="tag">${c.layer}</span>${c.family ? html` <span class="tag">${c.family}</span>` : ''}</h3>

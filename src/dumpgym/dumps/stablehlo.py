@@ -41,13 +41,14 @@ class DumpOp:
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
     """The StableHLO as shown (printed without locations) and its ops, each with its line there and its keys."""
     path = module.files["stablehlo"]
-    shown, keyed, lines, walked = located_ops(module.text("stablehlo"), path)
+    shown, keyed, lines, walked, dumped = located_ops(module.text("stablehlo"), path)  # `dumped` holds the ops
     ops = _full_stacks(keyed, lines)
     upstream, operands, operands2 = stablehlo_ancestors(walked)
     for op in ops:
         op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
         op.dims = result_dims(walked[op.index])
         op.signature = op_signature(walked[op.index])
+    del dumped  # read to the end: the ops may go with it
     return shown, ops
 
 

@@ -370,10 +370,11 @@ def _equation_at(line: str, start: int) -> tuple[str, int] | None:
         binders, at = binders + 1, end + 1
 
 
-def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], list]:
+def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], list, object]:
     """A dumped StableHLO module's ops, read twice: as dumped (each op's name, `location_key`, callee and depth),
     and as shown (printed without locations, parsed again: each op's name, line there and function). Returns
-    the shown text, the two lists in the ops' walk order, and the dumped ops themselves (for their dataflow)."""
+    the shown text, the two lists in the ops' walk order, the dumped ops themselves (for their dataflow), and
+    the dumped module: the ops are views into it, so the caller holds it for as long as it reads them."""
     from jaxlib.mlir import ir
 
     from dumpgym.jax_internals import location_line
@@ -400,7 +401,7 @@ def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], l
     lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
     if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
         raise RuntimeError(f"{path}: printing without locations changed the ops")
-    return shown, keyed, lines, walked
+    return shown, keyed, lines, walked, dumped
 
 
 def _depth(op) -> int:

@@ -204,3 +204,31 @@ def test_key_avals_print_as_jax_prints_them(name, args):
     if name == "dropout_raw":
         wrap = next(e for e in facts.eqns if e.primitive == "random_wrap")
         assert wrap.params == {"impl": "fry"} and "random_wrap[impl=fry]" in text
+
+
+@pytest.mark.parametrize("slug", builtin_slugs())
+def test_printed_binders_and_operands_follow_jaxs_dataflow(slug, by_slug):
+    """Each equation's binders print its outputs (at the columns they say), and each operand it prints is
+    the name its source's binder printed (JAX's dataflow, `sources`) or the literal JAX holds."""
+    from dumpgym.record.schema import EqnFact, Literal
+
+    eqns = [EqnFact.from_json(e) for e in by_slug[slug]["eqns"]]
+    lines = by_slug[slug]["jaxpr"].splitlines()
+    for e in eqns:
+        line = lines[e.jaxpr_lines[0] - 1]
+        for binder, aval in zip(e.binders, e.outputs):
+            start, end = binder.type_span
+            assert line[start:end] == binder.type and line[binder.column:start] == binder.name + ":"
+            assert re.sub(r"\{[^}]*\}$", "", re.sub(r"@\w+", "", binder.type)) == str(aval)
+        assert not e.binders or len(e.binders) == len(e.outputs)
+        assert not e.operand_names or len(e.operand_names) == len(e.inputs)
+        for name, x, src in zip(e.operand_names, e.inputs, e.sources or [None] * len(e.inputs)):
+            if isinstance(x, Literal):
+                assert name == str(x)
+            elif src is not None and src.eqn is not None and eqns[src.eqn].binders:
+                assert name == eqns[src.eqn].binders[src.index].name, (e, name)
+    # Read for nearly every equation: only one printed inside a one-line jaxpr, with its binders wrapped, or as a
+    # Pallas kernel's Ref read or write (`x <- ref[...]`, no ` = `) is not.
+    named = [e for e in eqns if e.primitive not in ("get", "swap", "addupdate")]
+    assert sum(bool(e.binders) for e in named) >= 0.8 * len(named)
+    assert sum(bool(e.operand_names) or not e.inputs for e in named) >= 0.8 * len(named)

@@ -8,10 +8,11 @@ equations to these ops.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dumpgym.dumps.dataflow import op_signature, result_dims, stablehlo_ancestors
 from dumpgym.ir.parse import ir_context, location_key, parse_stablehlo
+from dumpgym.ir.stablehlo import asm_names, op_facts
 from dumpgym.dumps.folder import DumpModule
 from dumpgym.jax_internals import location_line
 
@@ -37,6 +38,7 @@ class DumpOp:
     operands2: int = 0  # and of their operands
     dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
     signature: tuple | None = None  # a slice's or pad's operand shape and attributes (`op_signature`)
+    facts: dict = field(default_factory=dict)  # what the record keeps of it beside its name and line (`op_facts`)
 
 
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
@@ -58,8 +60,12 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
                       _depth(op)))
         return ir.WalkResult.ADVANCE
 
+    printed = asm_names(lined)
+    facts = []
+
     def visit_lines(op):
         lines.append((op.name, location_line(op.location), _function_of(op)))
+        facts.append(op_facts(op, printed))
         return ir.WalkResult.ADVANCE
 
     dumped.operation.walk(visit_keys, ir.WalkOrder.PRE_ORDER)
@@ -72,6 +78,7 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
         op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
         op.dims = result_dims(walked[op.index])
         op.signature = op_signature(walked[op.index])
+        op.facts = facts[op.index]
     return shown, ops
 
 

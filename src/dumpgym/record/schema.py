@@ -93,11 +93,26 @@ class Source(_Record):
 
 
 @dataclass(frozen=True)
+class Binder(_Record):
+    """An output variable as the jaxpr prints it on its equation's first line: `c:bf16[64,512]` at `column`."""
+
+    name: str
+    type: str  # as printed, sharding marks included: `f32[64@x,32]`, `f32[8,32]{V:x}`
+    column: int  # where its name starts on the line (0-based)
+
+    @property
+    def type_span(self) -> tuple[int, int]:
+        """The columns of its printed type on the line, start and end."""
+        start = self.column + len(self.name) + 1
+        return start, start + len(self.type)
+
+
+@dataclass(frozen=True)
 class EqnFact(_Record):
     """One printed equation: what it is, what goes in and out, and the jaxpr lines that print it."""
 
-    # Both defaults are omitted from the export, so records written before these fields still read.
-    OMIT_DEFAULT = frozenset({"sources", "name_stack"})
+    # The defaults are omitted from the export, so records written before these fields still read.
+    OMIT_DEFAULT = frozenset({"sources", "name_stack", "binders", "operand_names"})
     id: int
     parent: int | None
     primitive: str
@@ -109,6 +124,11 @@ class EqnFact(_Record):
     sources: tuple[Source | None, ...] = ()
     # JAX's name stack for the equation, e.g. `transpose(jvp())` in a gradient's backward pass.
     name_stack: str = ""
+    # How the jaxpr prints it (`ir/jaxpr.py`, read once when the record is made): its output binders, where the
+    # equation starts a line of its own and prints one binder per output there (else empty), and its operands
+    # as printed after its params (names, literals as `0.5:f32[]`), where they are one per input (else empty).
+    binders: tuple[Binder, ...] = ()
+    operand_names: tuple[str, ...] = ()
 
     @property
     def arrays(self) -> tuple[Aval, ...]:
@@ -155,12 +175,41 @@ class Group(_Record):
 
 
 @dataclass(frozen=True)
-class StablehloOp(_Record):
-    """One StableHLO op line: the op's name, its line, and the function it sits in."""
+class StablehloValue(_Record):
+    """An operand or result of a StableHLO op as MLIR reads it: its SSA name and type as printed, shape and element type."""
 
+    name: str  # %arg0, %3 (a result's name is its op's)
+    type: str  # tensor<8x16xbf16>
+    shape: tuple[int, ...]
+    dtype: str  # the element type as MLIR prints it: bf16, f32, i8, ui32, i1
+
+
+@dataclass(frozen=True)
+class StablehloDot(_Record):
+    """A `stablehlo.dot_general`'s dimension numbers and its two operands and result, read by MLIR's bindings."""
+
+    lhs_batch: tuple[int, ...]
+    lhs_contracting: tuple[int, ...]
+    rhs_batch: tuple[int, ...]
+    rhs_contracting: tuple[int, ...]
+    lhs: StablehloValue
+    rhs: StablehloValue
+    result: StablehloValue
+
+
+@dataclass(frozen=True)
+class StablehloOp(_Record):
+    """One StableHLO op line: the op's name, its line, and the function it sits in; for some ops, what MLIR
+    reads of them when the record is made (`ir/stablehlo.py`)."""
+
+    OMIT_DEFAULT = frozenset({"dot", "callee"})
     name: str
     line: int
     function: str
+    # A dot_general whose operands and result are static tensors without an encoding (what an aval holds).
+    dot: StablehloDot | None = None
+    # A `func.call`'s callee: the function it runs.
+    callee: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,10 +243,14 @@ class XrayStats(_Record):
 class DotDims(_Record):
     """A compiled dot's dimension numbers as printed (`lhs_batch_dims={0}, lhs_contracting_dims={2}, ...`)."""
 
+    OMIT_DEFAULT = frozenset({"printed_end"})
     lhs_batch: tuple[int, ...]
     lhs_contracting: tuple[int, ...]
     rhs_batch: tuple[int, ...]
     rhs_contracting: tuple[int, ...]
+    # The column on its line just past its last dims attribute (past `dot(%a, %b)` where none is printed):
+    # where a page cuts the line before its metadata (0 in a record written before it).
+    printed_end: int = 0
 
 
 @dataclass(frozen=True)
@@ -243,7 +296,7 @@ class Instruction(_Record):
 
     # The compiled facts (`hlo_facts.py`) are omitted where empty, so records written before them still read.
     OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode", "dot", "convolution",
-                              "window", "control", "parameter"})
+                              "window", "control", "parameter", "custom_call_target", "backend_kind"})
     line: int
     name: str
     opcode: str
@@ -269,6 +322,10 @@ class Instruction(_Record):
     parameter: int | None = None
     # The computations a while (its condition, then its body) or a conditional (its branches, in order) runs.
     control: tuple[str, ...] = ()
+    # A custom call's `custom_call_target` (`__cublas$gemm`), and the `"kind"` its backend_config names where
+    # that is one of XLA's own (`__triton_gemm`): which kernel XLA chose for it.
+    custom_call_target: str = ""
+    backend_kind: str = ""
 
 
 VIAS = ("tag", "inferred", "region", "none")

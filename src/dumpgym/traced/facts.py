@@ -68,10 +68,13 @@ def build_facts(source) -> Facts:
     from dumpgym.jax_internals import jaxprs_in_params, name_stack_of
     from dumpgym.traced.trace import Trace, print_with_spans, walk_eqns
 
+    from dumpgym.ir.jaxpr import read_equation
+
     if isinstance(source, Trace):
-        spans, originals, closed = source.jaxpr_spans, list(source.tagged_eqns), source.closed_jaxpr
+        text, spans, originals, closed = source.jaxpr, source.jaxpr_spans, list(source.tagged_eqns), source.closed_jaxpr
     else:
-        spans, originals, closed = print_with_spans(source)[1], walk_eqns(source), source
+        (text, spans), originals, closed = print_with_spans(source), walk_eqns(source), source
+    lines = text.splitlines()
 
     # Ids follow print order: by first line, then column (one-line branches share a line).
     order = sorted(spans, key=lambda i: (spans[i][0], spans[i][2], i))
@@ -91,6 +94,7 @@ def build_facts(source) -> Facts:
     for n, i in enumerate(order):
         eqn = originals[i]
         parents = callers.get(n)
+        binders, operand_names = read_equation(lines, spans[i], len(eqn.outvars), len(eqn.invars))
         eqns.append(EqnFact(
             id=n,
             parent=min(parents) if parents else None,
@@ -101,6 +105,8 @@ def build_facts(source) -> Facts:
             jaxpr_lines=(spans[i][0], spans[i][1]),
             sources=tuple(source_of.get(id(v)) for v in eqn.invars),
             name_stack=name_stack_of(eqn),
+            binders=binders,
+            operand_names=operand_names,
         ))
     return Facts(
         eqns=tuple(eqns),

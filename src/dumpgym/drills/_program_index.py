@@ -2,13 +2,9 @@
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 
 from dumpgym.record.schema import EqnFact, ProgramRecord
-
-# A StableHLO `call` line's callee: a private function's ops run where it is called.
-CALL = re.compile(r"\bcall @([\w.$-]+)\(")
 
 
 @dataclass(frozen=True)
@@ -21,6 +17,8 @@ class ProgramIndex:
     order: tuple[int, ...]
     ops: tuple[tuple[int, str], ...]
     owners: dict[int, tuple[int, ...]]
+    # Each `func.call` op's function by its line (`StablehloOp.callee`): a private function's ops run where it is called.
+    callees: dict[int, str]
 
     @classmethod
     def of(cls, record: ProgramRecord) -> ProgramIndex:
@@ -29,14 +27,15 @@ class ProgramIndex:
         for group in record.xray:
             for line in group.stablehlo_lines:
                 owners.setdefault(line, []).append(group.eqn)
-        stablehlo = tuple(record.stablehlo.splitlines())
+        callees = {op.line: op.callee for op in record.stablehlo_ops if op.callee}
         return cls(
             record=record,
             jaxpr=tuple(record.jaxpr.splitlines()),
-            stablehlo=stablehlo,
+            stablehlo=tuple(record.stablehlo.splitlines()),
             order=_run_order(record.eqns),
-            ops=_run_order_ops(record, stablehlo),
+            ops=_run_order_ops(record, callees),
             owners={line: tuple(ids) for line, ids in owners.items()},
+            callees=callees,
         )
 
     @property
@@ -118,7 +117,7 @@ def _run_order(eqns: tuple[EqnFact, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _run_order_ops(record: ProgramRecord, stablehlo: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+def _run_order_ops(record: ProgramRecord, callees: dict[int, str]) -> tuple[tuple[int, str], ...]:
     # `main` runs; a private function's ops run at its `call`, once (the first call decides "first").
     by_function: dict[str, list[tuple[int, str]]] = {}
     for op in sorted(record.stablehlo_ops, key=lambda op: op.line):
@@ -130,9 +129,9 @@ def _run_order_ops(record: ProgramRecord, stablehlo: tuple[str, ...]) -> tuple[t
         seen.add(function)
         for line, name in by_function.get(function, ()):
             out.append((line, name))
-            callee = CALL.search(stablehlo[line - 1]) if name == "func.call" else None
-            if callee and callee.group(1) not in seen:
-                run(callee.group(1))
+            callee = callees.get(line)
+            if callee and callee not in seen:
+                run(callee)
     run("main")
     for function in by_function:  # functions nothing reaches by a call stay in print order, last
         if function not in seen:

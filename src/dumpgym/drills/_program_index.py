@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from dumpgym.record.schema import EqnFact, ProgramRecord
+from dumpgym.record.schema import EqnFact, Literal, ProgramRecord
 
 
 @dataclass(frozen=True)
@@ -76,28 +76,17 @@ class ProgramIndex:
         """Equations printed after `eqn` in the same jaxpr (same parent), in print order."""
         return [e for e in self._children.get(eqn.parent, ()) if e.id > eqn.id]
 
-    def binders(self, eqn: EqnFact) -> tuple[str, ...]:
-        """The variable names `eqn` binds, read off its first line (`d:bf16[64,128] = ...` gives `d`)."""
-        left = self.jaxpr[eqn.jaxpr_lines[0] - 1].split(" = ", 1)[0]
-        return tuple(token.split(":", 1)[0] for token in left.split())
-
     def operands(self, eqn: EqnFact) -> tuple[str, ...]:
-        """The variable names `eqn` reads, off the end of its last line (`] a d`, `transpose[...] b`)."""
-        last = self.jaxpr[eqn.jaxpr_lines[1] - 1]
-        if eqn.jaxpr_lines[0] == eqn.jaxpr_lines[1]:
-            last = last.split(f"= {eqn.primitive}", 1)[-1]
-            last = last.rsplit("] ", 1)[-1] if last.startswith("[") else last
-        else:
-            last = last.rsplit("] ", 1)[-1]
-        return tuple(t for t in last.split() if ":" not in t)
+        """The variable names `eqn` reads as the jaxpr prints them (`EqnFact.operand_names`), literals left out."""
+        return tuple(name for name, x in zip(eqn.operand_names, eqn.inputs) if not isinstance(x, Literal))
 
     def producer(self, eqn: EqnFact, operand: int = 0) -> EqnFact | None:
-        """The equation in the same jaxpr that binds `eqn`'s operand, or None for an input or a literal."""
-        names = self.operands(eqn)
-        if operand >= len(names):
+        """The equation in the same jaxpr that makes `eqn`'s variable operand number `operand` (literals not
+        counted), by JAX's dataflow (`EqnFact.sources`); None for an input of the jaxpr or past the last."""
+        made = [s for s, x in zip(eqn.sources, eqn.inputs) if not isinstance(x, Literal)]
+        if operand >= len(made) or made[operand] is None or made[operand].eqn is None:
             return None
-        before = [e for e in self._children.get(eqn.parent, ()) if e.id < eqn.id]
-        return next((e for e in reversed(before) if names[operand] in self.binders(e)), None)
+        return self.record.eqns[made[operand].eqn]
 
 
 def _run_order(eqns: tuple[EqnFact, ...]) -> tuple[int, ...]:

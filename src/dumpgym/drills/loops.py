@@ -286,10 +286,11 @@ def branch_items(program: ProgramRecord, index: ProgramIndex, names: JaxprListin
         if any(item["index_value"] == value for item in items):
             continue
         explain = {}
+        branch_of = {branch_text(k): k for k in range(len(rows))}
         for option, rule, reason in wrong:
-            k = re.match(r"branches\[(\d+)\]", option)
-            if k is not None and int(k[1]) != answer:
-                explain.update({str(r): reason for r in range(rows[int(k[1])][0], rows[int(k[1])][1] + 1)})
+            k = branch_of.get(option)
+            if k is not None and k != answer:
+                explain.update({str(r): reason for r in range(rows[k][0], rows[k][1] + 1)})
         first, last = rows[answer]
         shown = [text, equation_text(program, producer, fold=False) or "", names.operand_block(eqn, operands)]
         why = _branch_feedback(producer, value, answer)

@@ -215,8 +215,9 @@ def test_printed_binders_and_operands_follow_jaxs_dataflow(slug, by_slug):
     eqns = [EqnFact.from_json(e) for e in by_slug[slug]["eqns"]]
     lines = by_slug[slug]["jaxpr"].splitlines()
     for e in eqns:
-        line = lines[e.jaxpr_lines[0] - 1]
         for binder, aval in zip(e.binders, e.outputs):
+            line = lines[binder.line - 1]
+            assert e.jaxpr_lines[0] <= binder.line <= e.jaxpr_lines[1]
             start, end = binder.type_span
             assert line[start:end] == binder.type and line[binder.column:start] == binder.name + ":"
             assert re.sub(r"\{[^}]*\}$", "", re.sub(r"@\w+", "", binder.type)) == str(aval)
@@ -232,3 +233,28 @@ def test_printed_binders_and_operands_follow_jaxs_dataflow(slug, by_slug):
     named = [e for e in eqns if e.primitive not in ("get", "swap", "addupdate")]
     assert sum(bool(e.binders) for e in named) >= 0.8 * len(named)
     assert sum(bool(e.operand_names) or not e.inputs for e in named) >= 0.8 * len(named)
+
+
+@pytest.mark.parametrize("slug", builtin_slugs())
+def test_printed_arguments_and_bodies_are_jaxs(slug, by_slug, programs):
+    """The top-level binders the record read are JAX's invars (their avals, in order, on lines before the
+    first top-level equation); each body it read is a whole `{ lambda ... }`, and an equation holding a
+    sub-jaxpr printed on its lines has one for each."""
+    from dumpgym.record.schema import ProgramRecord
+
+    record = ProgramRecord.from_json(by_slug[slug], slug)
+    lines = record.jaxpr.splitlines()
+    closed = jaxpr_of(programs[slug].function, programs[slug].example_args())
+    assert [b.type for b in record.arg_binders] == \
+        [v.aval.str_short(short_dtypes=True) for v in closed.jaxpr.invars]
+    first = min(e.jaxpr_lines[0] for e in record.eqns if e.parent is None)
+    assert all(lines[b.line - 1][b.column:].startswith(f"{b.name}:{b.type}") and b.line < first
+               for b in record.arg_binders)
+    for e in record.eqns:
+        text = "\n".join(lines[e.jaxpr_lines[0] - 1:e.jaxpr_lines[1]])
+        for body in e.bodies:
+            shown = "\n".join(lines[body.first - 1:body.last])
+            shown = shown[body.column:len(shown) - len(lines[body.last - 1]) + body.end]
+            assert shown.startswith("{ lambda") and shown.endswith("}")
+            assert shown.count("{") == shown.count("}")
+        assert len(e.bodies) >= (text.count("{ lambda") > 0)

@@ -232,11 +232,14 @@ def test_a_record_without_the_compiled_facts_gets_fewer_drills_not_an_error(corp
 
 
 def _without_printed_facts(record: dict) -> dict:
-    """A program's record as the release before the printed facts (binders, operands, dots, callees, kernels) wrote it."""
+    """A program's record as the release before the printed facts (binders, operands, bodies, dots, callees,
+    kernels) wrote it."""
     record = copy.deepcopy(record)
+    record.pop("arg_binders", None)
     for e in record["eqns"]:
         e.pop("binders", None)
         e.pop("operand_names", None)
+        e.pop("bodies", None)
     for op in record["stablehlo_ops"]:
         op.pop("dot", None)
         op.pop("callee", None)

@@ -64,6 +64,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
         lowered=xray.lowered,
         variant_of=program.variant_of,
         change=program.change,
+        arg_binders=facts.arguments,
     )
 
 

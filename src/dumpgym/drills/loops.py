@@ -23,7 +23,6 @@ Every misreading is a wrong option's reason, a typed value's `misread` entry, or
 """
 from __future__ import annotations
 
-import re
 from collections import Counter as Tally
 
 from dumpgym.drills import drill
@@ -58,31 +57,25 @@ WHILE_ROLES = {
 # ---------------------------------------------------------------------------------------------
 # The equation as shown: its printed lines with every sub-jaxpr folded away.
 
-def fold_bodies(text: str) -> str:
-    """The printed equation with each `{ lambda ... }` sub-jaxpr written `{ … }`: its binders print the answers."""
-    out, at = [], 0
-    for start in (m.start() for m in re.finditer(r"\{ lambda", text)):
-        if start < at:
-            continue
-        depth = 0
-        for end in range(start, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[end], 0)
-            if depth == 0:
-                break
-        out += [text[at:start], "{ … }"]
-        at = end + 1
-    return "".join(out) + text[at:]
+def fold_bodies(lines: list[str], eqn: EqnFact) -> list[str]:
+    """The equation's printed lines with each `{ lambda ... }` sub-jaxpr on them (`EqnFact.bodies`) written
+    `{ … }`: its binders print the answers."""
+    out = list(lines)
+    for body in reversed(eqn.bodies):
+        top, bottom = body.first - eqn.jaxpr_lines[0], body.last - eqn.jaxpr_lines[0]
+        out[top:bottom + 1] = [out[top][:body.column] + "{ … }" + out[bottom][body.end:]]
+    return out
 
 
 def equation_text(program: ProgramRecord, eqn: EqnFact, fold: bool = True) -> str | None:
-    """The equation's lines, dedented (bodies folded unless told); None when they do not read `... = primitive`."""
+    """The equation's lines, dedented (bodies folded unless told); None when the record did not read its
+    binders (it does not print `binders = primitive ...`)."""
     first, last = eqn.jaxpr_lines
     lines = text_lines(program.jaxpr)[first - 1:last]
-    if not re.search(rf" = {eqn.primitive}\b", "\n".join(lines)):
+    if not eqn.binders:
         return None
     indent = len(lines[0]) - len(lines[0].lstrip())
-    text = "\n".join(line[indent:] for line in lines)
-    return fold_bodies(text) if fold else text
+    return "\n".join(line[indent:] for line in (fold_bodies(lines, eqn) if fold else lines))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -94,10 +94,11 @@ class Source(_Record):
 
 @dataclass(frozen=True)
 class Binder(_Record):
-    """An output variable as the jaxpr prints it on its equation's first line: `c:bf16[64,512]` at `column`."""
+    """A variable as the jaxpr binds it, `c:bf16[64,512]`, and where: its line and the column its name starts at."""
 
     name: str
     type: str  # as printed, sharding marks included: `f32[64@x,32]`, `f32[8,32]{V:x}`
+    line: int  # 1-based, in the jaxpr
     column: int  # where its name starts on the line (0-based)
 
     @property
@@ -108,11 +109,22 @@ class Binder(_Record):
 
 
 @dataclass(frozen=True)
+class TextSpan(_Record):
+    """A stretch of a listing: from `first` line's `column` to `last` line's `end` (1-based lines, 0-based
+    columns, `end` exclusive)."""
+
+    first: int
+    column: int
+    last: int
+    end: int
+
+
+@dataclass(frozen=True)
 class EqnFact(_Record):
     """One printed equation: what it is, what goes in and out, and the jaxpr lines that print it."""
 
     # The defaults are omitted from the export, so records written before these fields still read.
-    OMIT_DEFAULT = frozenset({"sources", "name_stack", "binders", "operand_names"})
+    OMIT_DEFAULT = frozenset({"sources", "name_stack", "binders", "operand_names", "bodies"})
     id: int
     parent: int | None
     primitive: str
@@ -124,11 +136,14 @@ class EqnFact(_Record):
     sources: tuple[Source | None, ...] = ()
     # JAX's name stack for the equation, e.g. `transpose(jvp())` in a gradient's backward pass.
     name_stack: str = ""
-    # How the jaxpr prints it (`ir/jaxpr.py`, read once when the record is made): its output binders, where the
-    # equation starts a line of its own and prints one binder per output there (else empty), and its operands
-    # as printed after its params (names, literals as `0.5:f32[]`), where they are one per input (else empty).
+    # How the jaxpr prints it (`ir/jaxpr.py`, read once when the record is made): its output binders (empty
+    # where they are not one `name:type` per output before its ` = `), its operands as printed after its params
+    # (names, literals as `0.5:f32[]`; empty where the equation does not start a line of its own or they are
+    # not one per input), and each `{ lambda ... }` printed on its lines (a sub-jaxpr inline, or the one-line
+    # jaxpr it sits in), outermost ones only.
     binders: tuple[Binder, ...] = ()
     operand_names: tuple[str, ...] = ()
+    bodies: tuple[TextSpan, ...] = ()
 
     @property
     def arrays(self) -> tuple[Aval, ...]:
@@ -694,7 +709,7 @@ class LoweredModule(_Record):
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of", "change"})
+    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of", "change", "arg_binders"})
     slug: str
     title: str
     lesson: str
@@ -731,6 +746,9 @@ class ProgramRecord(_Record):
     # For a compile of `variant_of` with one change (`mlp-f32`: "f32 instead of bf16"), that change in words;
     # None for every other record. `compare.py` sets the two records' compiled layers side by side.
     change: str | None = None
+    # The top-level jaxpr's arguments (its invars) as it binds them, `{ lambda ; a:f32[8] b:...`, with their
+    # lines (`ir/jaxpr.py`); empty in a record written before them or without a jaxpr.
+    arg_binders: tuple[Binder, ...] = ()
 
     @classmethod
     def from_json(cls, value, path: str = ""):
@@ -775,6 +793,10 @@ class ProgramRecord(_Record):
         jaxpr_n, shlo_n = _line_count(self.jaxpr), _line_count(self.stablehlo)
         for i, e in enumerate(self.eqns):
             _lines_within(e.jaxpr_lines, jaxpr_n, f"{_join(path, 'eqns')}[{i}].jaxpr_lines", "the jaxpr")
+            _lines_within([b.line for b in e.binders], jaxpr_n, f"{_join(path, 'eqns')}[{i}].binders", "the jaxpr")
+            _lines_within([n for s in e.bodies for n in (s.first, s.last)], jaxpr_n,
+                          f"{_join(path, 'eqns')}[{i}].bodies", "the jaxpr")
+        _lines_within([b.line for b in self.arg_binders], jaxpr_n, _join(path, "arg_binders"), "the jaxpr")
         for i, g in enumerate(self.xray):
             _eqn_within(g.eqn, n, f"{_join(path, 'xray')}[{i}].eqn")
             _lines_within(g.jaxpr_lines, jaxpr_n, f"{_join(path, 'xray')}[{i}].jaxpr_lines", "the jaxpr")

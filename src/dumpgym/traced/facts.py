@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dumpgym.record.schema import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal, Source
+from dumpgym.record.schema import JAXPR_PLACEHOLDER, Aval, Binder, EqnFact, Literal, Source
 from dumpgym.gcpause import with_collector_paused
 from dumpgym.traced.trace import jaxpr_types
 
@@ -32,6 +32,8 @@ class Facts:
     eqn_of_tag: tuple[int | None, ...] = field(repr=False, default=())
     # Equations whose outputs reach no result of the program (looking through jit boundaries).
     dead: frozenset[int] = field(repr=False, default=frozenset())
+    # The top-level jaxpr's arguments as it prints them (`ProgramRecord.arg_binders`).
+    arguments: tuple[Binder, ...] = ()
 
     def to_json(self) -> list[dict]:
         """The `eqns` list of the corpus export."""
@@ -68,7 +70,7 @@ def build_facts(source) -> Facts:
     from dumpgym.jax_internals import jaxprs_in_params, name_stack_of
     from dumpgym.traced.trace import Trace, print_with_spans, walk_eqns
 
-    from dumpgym.ir.jaxpr import read_equation
+    from dumpgym.ir.jaxpr import read_arguments, read_equation
 
     if isinstance(source, Trace):
         text, spans, originals, closed = source.jaxpr, source.jaxpr_spans, list(source.tagged_eqns), source.closed_jaxpr
@@ -94,7 +96,8 @@ def build_facts(source) -> Facts:
     for n, i in enumerate(order):
         eqn = originals[i]
         parents = callers.get(n)
-        binders, operand_names = read_equation(lines, spans[i], len(eqn.outvars), len(eqn.invars))
+        binders, operand_names, bodies = read_equation(lines, spans[i], eqn.primitive.name, len(eqn.outvars),
+                                                       len(eqn.invars))
         eqns.append(EqnFact(
             id=n,
             parent=min(parents) if parents else None,
@@ -107,6 +110,7 @@ def build_facts(source) -> Facts:
             name_stack=name_stack_of(eqn),
             binders=binders,
             operand_names=operand_names,
+            bodies=bodies,
         ))
     return Facts(
         eqns=tuple(eqns),
@@ -114,6 +118,7 @@ def build_facts(source) -> Facts:
         jax_eqns=jax_eqns,
         eqn_of_tag=tuple(id_of.get(id(eqn)) for eqn in originals),
         dead=frozenset(jax_eqns) - live_eqns(jax_eqns, closed.jaxpr.outvars, subs),
+        arguments=read_arguments(lines),
     )
 
 

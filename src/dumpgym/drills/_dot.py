@@ -8,8 +8,10 @@ Each layer spells the same four axis lists its own way:
     HLO        lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
 
 A `DotView` is one dot as one layer prints it: its dims, its operands' and output's types in
-that layer's notation, and its line(s) with the output type masked where the record says it stands, ready
-to be shown. Nothing here reads the listing's text for a fact.
+that layer's notation, and its line(s) with the output type masked, ready to be shown. Nothing here
+parses a listing: every fact is the record's, and a line is only cut where the record places its parts
+(a binder's column, the column past a compiled dot's dims, the printed result type that ends a StableHLO
+line or follows an instruction's `%name = `).
 """
 from __future__ import annotations
 

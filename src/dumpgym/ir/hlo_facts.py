@@ -7,8 +7,9 @@ prints; the bindings expose no attributes, so the rest is read from each instruc
 narrowly: the result shape between ` = ` and the opcode, `calls=`/`to_apply=`, an entry parameter's
 `parameter(n)`, op_name and `sharding={...}`, a collective's `replica_groups`, the module header's
 `input_output_alias`, a computation's lines from its signature to its closing brace, a parameter's
-number, a dot's dimension numbers, a convolution's `dim_labels`, window and group counts, and what a
-while or conditional runs. A while's counter (start, step, bound) is read by walking the graph from its
+number, a dot's dimension numbers (and the column past them, where a page cuts its line), a convolution's
+`dim_labels`, window and group counts, what a while or conditional runs, and which kernel XLA chose: a
+custom call's `custom_call_target` and a backend_config's emitter `"kind"`. A while's counter (start, step, bound) is read by walking the graph from its
 condition's ROOT, as XLA links it.
 """
 from __future__ import annotations

@@ -4,7 +4,9 @@
 main's signature (`function_type`, each argument's `tf.aliasing_output` and `sdy.sharding`, each
 result's `sdy.sharding`), every `sdy.mesh`, every `sdy.sharding_constraint` and every op with
 `replica_groups`, each with its printed line. Shardy's attributes are read through its own bindings
-(`jaxlib.mlir.dialects.sdy`).
+(`jaxlib.mlir.dialects.sdy`). `op_facts` reads what the record keeps on each op's own row
+(`StablehloOp`): a `func.call`'s callee, and a `stablehlo.dot_general`'s dimension numbers
+(`stablehlo.DotDimensionNumbers`) with its operands' and result's names and types.
 """
 from __future__ import annotations
 

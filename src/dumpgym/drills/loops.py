@@ -246,18 +246,15 @@ def branch_question(index: ProgramIndex, eqn: EqnFact, seed: int) -> tuple | Non
     return f"At run time `{name}` is {value}: which branch does this cond run?", value, answer, wrong
 
 
-def branch_rows(text: str, n: int) -> list[tuple[int, int]] | None:
-    """The rows (1-based, inclusive) of each of a cond's `n` branches in its printed text, or None."""
-    rows = text.split("\n")
-    starts = [k for k, row in enumerate(rows, 1) if row.lstrip().startswith("{ lambda")]
-    if not starts:
+def branch_rows(eqn: EqnFact) -> list[tuple[int, int]] | None:
+    """The rows (1-based, inclusive, in the cond's printed lines) of each of its branches: from a branch's
+    `{ lambda` (`EqnFact.bodies`) to the row before the next one's, the last to its closing brace; None
+    where the record does not hold one body per branch."""
+    first = eqn.jaxpr_lines[0]
+    if not eqn.bodies or len(eqn.bodies) != len(eqn.params["branches"]):
         return None
-    indent = min(len(rows[k - 1]) - len(rows[k - 1].lstrip()) for k in starts)
-    starts = [k for k in starts if len(rows[k - 1]) - len(rows[k - 1].lstrip()) == indent]
-    close = next((k for k in range(starts[-1], len(rows) + 1) if rows[k - 1].strip() == ")"), None)
-    if len(starts) != n or close is None:
-        return None
-    return [(a, b - 1) for a, b in zip(starts, [*starts[1:], close])]
+    starts = [b.first - first + 1 for b in eqn.bodies]
+    return [(a, b - 1) for a, b in zip(starts, [*starts[1:], eqn.bodies[-1].last - first + 2])]
 
 
 def branch_items(program: ProgramRecord, index: ProgramIndex, names: JaxprListing, eqn: EqnFact) -> list[dict]:
@@ -267,7 +264,7 @@ def branch_items(program: ProgramRecord, index: ProgramIndex, names: JaxprListin
         return []
     operands, text = names.operands(eqn), equation_text(program, eqn, fold=False)
     producer = index.producer(eqn, 0)
-    rows = branch_rows(text, len(eqn.params["branches"])) if text is not None else None
+    rows = branch_rows(eqn) if text is not None else None
     if operands is None or rows is None or producer is None:
         return []
     items = []

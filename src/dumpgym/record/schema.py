@@ -24,11 +24,19 @@ READS = (SCHEMA, "dumpgym.corpus/1")
 # What the export writes for a parameter that is a jaxpr (see `facts.to_json`, the parameter writer).
 JAXPR_PLACEHOLDER = "<jaxpr>"
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+# A compile target's id as the registry allows it (`targets.register_target`) and the record keys `compiled` by.
+_TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 
 def valid_slug(slug: object) -> bool:
     """Whether `slug` may name a program: lowercase letters, digits and dashes, at most 64."""
     return isinstance(slug, str) and SLUG.fullmatch(slug) is not None
+
+
+def valid_target_id(name: object) -> bool:
+    """Whether `name` may be a compile target's id (a key of `compiled`): a lowercase letter, then up to 31
+    lowercase letters, digits and dashes."""
+    return isinstance(name, str) and _TARGET_ID.fullmatch(name) is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -808,13 +816,11 @@ class ProgramRecord(_Record):
         if self.lowered is not None:
             self.lowered.check_against(shlo_n, _join(path, "lowered"))
         for target, layer in self.compiled.items():
-            if not _TARGET_ID.fullmatch(target):
+            if not valid_target_id(target):
                 raise RecordError(f"{_join(path, 'compiled')}: {target!r} is not a compile target id")
             layer.check_against(n, f"{_join(path, 'compiled')}.{target}")
 
 
-# A compile target's id as the registry allows it (`target.register_target`).
-_TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
 # "dumpgym.corpus/1" kept each compiled layer in a field of its own; the target id each one is now.
 _CORPUS1_LAYERS = (("hlo", None), ("hlo_tpu", "tpu"), ("hlo_gpu", "gpu"))
 

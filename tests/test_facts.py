@@ -258,3 +258,21 @@ def test_printed_arguments_and_bodies_are_jaxs(slug, by_slug, programs):
             assert shown.startswith("{ lambda") and shown.endswith("}")
             assert shown.count("{") == shown.count("}")
         assert len(e.bodies) >= (text.count("{ lambda") > 0)
+
+
+@pytest.mark.parametrize("slug", ["sharded", "psum"])
+def test_partition_specs_are_the_ones_jax_holds(slug, by_slug, programs):
+    """A shard_map's recorded `in_specs` and `out_specs`, made back into PartitionSpecs, equal JAX's own."""
+    from jax.sharding import PartitionSpec
+
+    from dumpgym.record.schema import EqnFact
+
+    recorded = [EqnFact.from_json(e) for e in by_slug[slug]["eqns"] if e["primitive"] == "shard_map"]
+    closed = jaxpr_of(programs[slug].function, programs[slug].example_args())
+    jaxs = [e for e in _printed_eqns(closed.jaxpr) if e.primitive.name == "shard_map"]
+    assert recorded and len(recorded) == len(jaxs)
+    for fact, eqn in zip(recorded, jaxs):
+        for key in ("in_specs", "out_specs"):
+            made = tuple(PartitionSpec(*(None if n is None else n[0] if len(n) == 1 else n for n in spec))
+                         for spec in fact.partition_specs[key])
+            assert made == tuple(eqn.params[key]), (slug, key)

@@ -240,6 +240,7 @@ def _without_printed_facts(record: dict) -> dict:
         e.pop("binders", None)
         e.pop("operand_names", None)
         e.pop("bodies", None)
+        e.pop("partition_specs", None)
     for op in record["stablehlo_ops"]:
         op.pop("dot", None)
         op.pop("callee", None)

@@ -132,7 +132,7 @@ class EqnFact(_Record):
     """One printed equation: what it is, what goes in and out, and the jaxpr lines that print it."""
 
     # The defaults are omitted from the export, so records written before these fields still read.
-    OMIT_DEFAULT = frozenset({"sources", "name_stack", "binders", "operand_names", "bodies"})
+    OMIT_DEFAULT = frozenset({"sources", "name_stack", "binders", "operand_names", "bodies", "partition_specs"})
     id: int
     parent: int | None
     primitive: str
@@ -152,6 +152,11 @@ class EqnFact(_Record):
     binders: tuple[Binder, ...] = ()
     operand_names: tuple[str, ...] = ()
     bodies: tuple[TextSpan, ...] = ()
+    # Its PartitionSpec params (a shard_map's `in_specs`, `out_specs`) as JAX holds them, one spec per operand or
+    # result: per array axis the mesh axes it is split over (None: not split), or None for a spec naming more
+    # than mesh axes (`P.UNCONSTRAINED`). `params` keeps each as printed, `P('x', None)`.
+    partition_specs: dict[str, tuple[tuple[tuple[str, ...] | None, ...] | None, ...]] = \
+        dataclasses.field(default_factory=dict)
 
     @property
     def arrays(self) -> tuple[Aval, ...]:

@@ -111,6 +111,7 @@ def build_facts(source) -> Facts:
             binders=binders,
             operand_names=operand_names,
             bodies=bodies,
+            partition_specs=_partition_specs(eqn.params),
         ))
     return Facts(
         eqns=tuple(eqns),
@@ -120,6 +121,28 @@ def build_facts(source) -> Facts:
         dead=frozenset(jax_eqns) - live_eqns(jax_eqns, closed.jaxpr.outvars, subs),
         arguments=read_arguments(lines),
     )
+
+
+def _partition_specs(params: dict) -> dict[str, tuple]:
+    """The params that are tuples of PartitionSpecs, each spec as per-axis mesh axis names (None where a
+    spec holds something else)."""
+    from jax.sharding import PartitionSpec
+
+    def spec(p) -> tuple | None:
+        out = []
+        for entry in p:
+            if entry is None:
+                out.append(None)
+            elif isinstance(entry, str):
+                out.append((entry,))
+            elif isinstance(entry, tuple) and entry and all(isinstance(n, str) for n in entry):
+                out.append(entry)
+            else:
+                return None
+        return tuple(out)
+
+    return {k: tuple(spec(p) for p in v) for k, v in sorted(params.items())
+            if isinstance(v, tuple) and v and all(isinstance(p, PartitionSpec) for p in v)}
 
 
 def _sources(top, subs, jax_eqns: dict[int, Any]) -> dict[int, Source]:

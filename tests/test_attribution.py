@@ -351,3 +351,36 @@ def test_recorded_constraints_and_collectives_stand_on_their_ops(corpus):
             assert ops[c.line] == c.name and c.replica_groups, (p["slug"], c)
             found += 1
     assert found >= 3
+
+
+@pytest.mark.parametrize("slug", builtin_slugs())
+def test_recorded_dots_and_calls_are_the_ones_jax_lowered(slug, by_slug):
+    """Each `stablehlo.dot_general` MLIR read carries the dimension numbers and avals of the equation the x-ray
+    links it to (JAX's params), and is the line that prints it; each `func.call`'s callee is a function of
+    the module, named on its line."""
+    import re
+
+    from dumpgym.record.schema import ProgramRecord
+
+    record = ProgramRecord.from_json(by_slug[slug], slug)
+    lines = record.stablehlo.splitlines()
+    owners = {}
+    for g in record.xray:
+        for n in g.stablehlo_lines:
+            owners.setdefault(n, []).append(record.eqns[g.eqn])
+    functions = {op.function for op in record.stablehlo_ops}
+    for op in record.stablehlo_ops:
+        line = lines[op.line - 1]
+        if op.name == "func.call":
+            assert op.callee in functions and f"call @{op.callee}(" in line, (slug, op)
+        if op.dot is None:
+            assert op.name != "stablehlo.dot_general" or "?" in line, (slug, op)
+            continue
+        d = op.dot
+        assert re.search(rf"stablehlo\.dot_general {re.escape(d.lhs.name)}, {re.escape(d.rhs.name)},.* : "
+                         rf"\({re.escape(d.lhs.type)}, {re.escape(d.rhs.type)}\) -> {re.escape(d.result.type)}$", line)
+        dots = [e for e in owners.get(op.line, ()) if e.primitive == "dot_general"]
+        for e in dots[:1]:
+            (lc, rc), (lb, rb) = e.params["dimension_numbers"]
+            assert (d.lhs_contracting, d.rhs_contracting, d.lhs_batch, d.rhs_batch) == tuple(map(tuple, (lc, rc, lb, rb)))
+            assert (d.lhs.shape, d.rhs.shape, d.result.shape) == (e.arrays[0].shape, e.arrays[1].shape, e.outputs[0].shape)

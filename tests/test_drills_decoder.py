@@ -213,9 +213,21 @@ def check_form(form: dict, step: str):
         assert key != (",".join(map(str, form["axes"])) if expected == "axes" else form["value"])
 
 
-def stablehlo_line(case) -> str:
-    text = jax.jit(dot_fn(case["dims"], case["preferred"])).lower(*specs(case)).as_text()
-    return next(line for line in text.splitlines() if "stablehlo.dot_general" in line)
+def traced_case(case):
+    """The case traced as the corpus traces a program, and its facts."""
+    from dumpgym.traced.trace import trace
+
+    traced = trace(dot_fn(case["dims"], case["preferred"]), specs(case))
+    return traced, build_facts(traced)
+
+
+def stablehlo_op(case):
+    """The case's `stablehlo.dot_general` op as the x-ray records it, and its printed line."""
+    from dumpgym.traced.xray import build_xray
+
+    traced, facts = traced_case(case)
+    op = next(op for op in build_xray(traced, facts).ops if op.name == "stablehlo.dot_general")
+    return op, traced.stablehlo.splitlines()[op.line - 1]
 
 
 @PROPERTY
@@ -234,8 +246,10 @@ def test_jaxpr_answers_are_what_jax_computes(case):
 @given(case=dot_cases())
 def test_stablehlo_dims_are_the_ones_jax_was_given_and_answers_hold(case):
     eqn, _ = case_eqn(case)
-    view = stablehlo_view(stablehlo_line(case))
+    op, line = stablehlo_op(case)
+    view = stablehlo_view(op, line)
     assert view is not None and jax_dims(view) == case["dims"]
+    assert "stablehlo.dot_general" in line and view.shown()[0] == line.strip().removesuffix(view.out) + MASK
     assert view.dims.lhs.shape == case["lhs"] and view.dims.rhs.shape == case["rhs"]
     out = jax.eval_shape(dot_fn(case["dims"], case["preferred"]), *specs(case))
     assert view.out == type_text("stablehlo", out.shape, view.out_dtype)
@@ -247,14 +261,22 @@ def test_stablehlo_dims_are_the_ones_jax_was_given_and_answers_hold(case):
 @given(case=dot_cases())
 def test_compiled_dot_is_read_as_jax_reads_it(case):
     # Compiled text depends on the host: XLA may rewrite or drop the dot. Whatever dot it printed,
-    # the dims and shapes read off its line must give, in JAX, the output type printed on it.
-    text = jax.jit(dot_fn(case["dims"], case["preferred"])).lower(*specs(case)).compile().as_text()
-    numbers = [n for n, line in enumerate(text.splitlines(), 1) if re.search(r" dot\(", line)]
+    # the dims and shapes the record holds for it must give, in JAX, the output type printed on its line.
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.record.targets import CPU
+
+    traced, facts = traced_case(case)
+    layer = hlo.compile_layer(traced, facts, CPU)
+    lines = layer.text.splitlines()
+    numbers = [n for n, line in enumerate(lines, 1) if re.search(r" dot\(", line)]
     assume(numbers)
     eqn, _ = case_eqn(case)
+    dots = {i.line: i for i in layer.instructions if i.opcode == "dot"}
+    assert sorted(dots) == numbers
     for n in numbers:
-        view = hlo_view(text, n)
+        view = hlo_view(layer, dots[n])
         assert view is not None
+        assert re.search(rf"%{re.escape(dots[n].name)} = {re.escape(view.out)} dot\(", lines[n - 1])
         out = jax.eval_shape(dot_fn(jax_dims(view)), jax.ShapeDtypeStruct(view.dims.lhs.shape, jnp.float32),
                              jax.ShapeDtypeStruct(view.dims.rhs.shape, jnp.float32))
         assert view.out.split("{")[0] == type_text("jaxpr", out.shape, view.out_dtype)
@@ -485,7 +507,7 @@ def test_a_dot_xla_rewrote_is_not_asked_at_the_compiled_layer(by_slug):
     line = program.compiled["cpu"].text.splitlines()[decoder.hlo_line(program.compiled["cpu"], eqn) - 1]
     assert _hlo_dims(line) == (((1,), (1,)), ((), ())) != (((1,), (0,)), ((), ()))
     assert [v.layer for v in decoder.views(program, eqn)] == ["jaxpr", "stablehlo"]
-    assert hlo_view(program.compiled["cpu"].text, decoder.hlo_line(program.compiled["cpu"], eqn)).dims.rhs_contracting == (1,)
+    assert hlo_view(program.compiled["cpu"], decoder.hlo_dot(program.compiled["cpu"], eqn)).dims.rhs_contracting == (1,)
 
 
 # (lhs shape, rhs shape, dimension numbers): a batched dot, x.T @ g, x @ w.T; sizes large enough that XLA
@@ -512,7 +534,7 @@ def test_a_fresh_h100_compile_is_decoded_as_jax_reads_it(lhs, rhs, dims):
     assert dot is not None
     fusion = next(i for i in layer.instructions if dot.computation in i.calls)
     assert '"kind":"__triton' in layer.text.splitlines()[fusion.line - 1]
-    view = hlo_view(layer.text, dot.line, dot.operands, "hlo-gpu")
+    view = hlo_view(layer, dot, "hlo-gpu")
     assert view is not None
     # XLA may swap the operands (then the corpus asks nothing of that line: `_same_dot`); whatever dot it
     # printed, the dims and operand types read off it must give, in JAX, the output type printed on it.

@@ -137,6 +137,18 @@ def check_body_aval(item, eqn) -> None:
     assert eqn.invars[i].aval.shape[0] == eqn.params["length"]
 
 
+def _branch_rows(text: str, n: int) -> list[tuple[int, int]]:
+    """Each branch's rows in the shown cond, counted from the text itself: from a row that starts `{ lambda`
+    (at the branches' indent) to the row before the next, the last to the row before the closing `)`."""
+    rows = text.split("\n")
+    starts = [k for k, row in enumerate(rows, 1) if row.lstrip().startswith("{ lambda")]
+    indent = min(len(rows[k - 1]) - len(rows[k - 1].lstrip()) for k in starts)
+    starts = [k for k in starts if len(rows[k - 1]) - len(rows[k - 1].lstrip()) == indent]
+    close = next(k for k in range(starts[-1], len(rows) + 1) if rows[k - 1].strip() == ")")
+    assert len(starts) == n
+    return [(a, b - 1) for a, b in zip(starts, [*starts[1:], close])]
+
+
 def check_branch(item, eqn, producer) -> None:
     """JAX's cond, bound with the index the producer makes of the value asked, returns the answer's branch."""
     import jax
@@ -152,7 +164,7 @@ def check_branch(item, eqn, producer) -> None:
     ran = eqn.primitive.bind(index, *operands, **eqn.params)
     outputs = [jax.core.eval_jaxpr(b.jaxpr, b.consts, *operands) for b in eqn.params["branches"]]
     matches = [k for k, out in enumerate(outputs) if all(np.allclose(a, b) for a, b in zip(out, ran))]
-    rows = loops.branch_rows(item["shown"][0], len(eqn.params["branches"]))
+    rows = _branch_rows(item["shown"][0], len(eqn.params["branches"]))
     tapped = [k for k, (first, last) in enumerate(rows) if first <= item["answer_line"] <= last]
     assert matches == tapped
     assert set(item["accepted_lines"]) == set(range(rows[tapped[0]][0], rows[tapped[0]][1] + 1))

@@ -110,6 +110,14 @@ def test_add_dump_puts_the_modules_in_the_corpus_and_drills_come_from_them(dump,
     assert [a["aliasing_output"] if "aliasing_output" in a else None for a in sgd["lowered"]["main"]["args"]] == \
         [a.aliasing_output for a in lowered.main.args] == [0, None]
     assert sgd["compiled"]["cpu"]["text"] == _module(dump, "sgd").text("hlo_after")
+    # Each dot MLIR read in the dumped StableHLO has the dims and operand shapes JAX traced for it.
+    mlp, program = exported[f"dump-{_module(dump, 'mlp').slug}"], load("mlp")
+    dumped = sorted((d["lhs_contracting"], d["rhs_contracting"], d["lhs_batch"], d["rhs_batch"], d["lhs"]["shape"],
+                     d["rhs"]["shape"]) for d in (op.get("dot") for op in mlp["stablehlo_ops"]) if d)
+    traced = sorted(([*lc], [*rc], [*lb], [*rb], [*e.invars[0].aval.shape], [*e.invars[1].aval.shape])
+                    for e in jax.make_jaxpr(program.function)(*program.example_args()).eqns
+                    if e.primitive.name == "dot_general" for (lc, rc), (lb, rb) in [e.params["dimension_numbers"]])
+    assert dumped == traced and len(traced) == 2
     assert cli.main(["drills", "--corpus", str(corpus)]) == 0
     pool = drills.read_pool(json.loads(capsys.readouterr().out))
     drawn = {(i["drill"], i["program"]) for i in pool["items"] if i["program"].startswith("dump-")}

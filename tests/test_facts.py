@@ -204,3 +204,75 @@ def test_key_avals_print_as_jax_prints_them(name, args):
     if name == "dropout_raw":
         wrap = next(e for e in facts.eqns if e.primitive == "random_wrap")
         assert wrap.params == {"impl": "fry"} and "random_wrap[impl=fry]" in text
+
+
+@pytest.mark.parametrize("slug", builtin_slugs())
+def test_printed_binders_and_operands_follow_jaxs_dataflow(slug, by_slug):
+    """Each equation's binders print its outputs (at the columns they say), and each operand it prints is
+    the name its source's binder printed (JAX's dataflow, `sources`) or the literal JAX holds."""
+    from dumpgym.record.schema import EqnFact, Literal
+
+    eqns = [EqnFact.from_json(e) for e in by_slug[slug]["eqns"]]
+    lines = by_slug[slug]["jaxpr"].splitlines()
+    for e in eqns:
+        for binder, aval in zip(e.binders, e.outputs):
+            line = lines[binder.line - 1]
+            assert e.jaxpr_lines[0] <= binder.line <= e.jaxpr_lines[1]
+            start, end = binder.type_span
+            assert line[start:end] == binder.type and line[binder.column:start] == binder.name + ":"
+            assert re.sub(r"\{[^}]*\}$", "", re.sub(r"@\w+", "", binder.type)) == str(aval)
+        assert not e.binders or len(e.binders) == len(e.outputs)
+        assert not e.operand_names or len(e.operand_names) == len(e.inputs)
+        for name, x, src in zip(e.operand_names, e.inputs, e.sources or [None] * len(e.inputs)):
+            if isinstance(x, Literal):
+                assert name == str(x)
+            elif src is not None and src.eqn is not None and eqns[src.eqn].binders:
+                assert name == eqns[src.eqn].binders[src.index].name, (e, name)
+    # Read for nearly every equation: only one printed inside a one-line jaxpr, with its binders wrapped, or as a
+    # Pallas kernel's Ref read or write (`x <- ref[...]`, no ` = `) is not.
+    named = [e for e in eqns if e.primitive not in ("get", "swap", "addupdate")]
+    assert sum(bool(e.binders) for e in named) >= 0.8 * len(named)
+    assert sum(bool(e.operand_names) or not e.inputs for e in named) >= 0.8 * len(named)
+
+
+@pytest.mark.parametrize("slug", builtin_slugs())
+def test_printed_arguments_and_bodies_are_jaxs(slug, by_slug, programs):
+    """The top-level binders the record read are JAX's invars (their avals, in order, on lines before the
+    first top-level equation); each body it read is a whole `{ lambda ... }`, and an equation holding a
+    sub-jaxpr printed on its lines has one for each."""
+    from dumpgym.record.schema import ProgramRecord
+
+    record = ProgramRecord.from_json(by_slug[slug], slug)
+    lines = record.jaxpr.splitlines()
+    closed = jaxpr_of(programs[slug].function, programs[slug].example_args())
+    assert [b.type for b in record.arg_binders] == \
+        [v.aval.str_short(short_dtypes=True) for v in closed.jaxpr.invars]
+    first = min(e.jaxpr_lines[0] for e in record.eqns if e.parent is None)
+    assert all(lines[b.line - 1][b.column:].startswith(f"{b.name}:{b.type}") and b.line < first
+               for b in record.arg_binders)
+    for e in record.eqns:
+        text = "\n".join(lines[e.jaxpr_lines[0] - 1:e.jaxpr_lines[1]])
+        for body in e.bodies:
+            shown = "\n".join(lines[body.first - 1:body.last])
+            shown = shown[body.column:len(shown) - len(lines[body.last - 1]) + body.end]
+            assert shown.startswith("{ lambda") and shown.endswith("}")
+            assert shown.count("{") == shown.count("}")
+        assert len(e.bodies) >= (text.count("{ lambda") > 0)
+
+
+@pytest.mark.parametrize("slug", ["sharded", "psum"])
+def test_partition_specs_are_the_ones_jax_holds(slug, by_slug, programs):
+    """A shard_map's recorded `in_specs` and `out_specs`, made back into PartitionSpecs, equal JAX's own."""
+    from jax.sharding import PartitionSpec
+
+    from dumpgym.record.schema import EqnFact
+
+    recorded = [EqnFact.from_json(e) for e in by_slug[slug]["eqns"] if e["primitive"] == "shard_map"]
+    closed = jaxpr_of(programs[slug].function, programs[slug].example_args())
+    jaxs = [e for e in _printed_eqns(closed.jaxpr) if e.primitive.name == "shard_map"]
+    assert recorded and len(recorded) == len(jaxs)
+    for fact, eqn in zip(recorded, jaxs):
+        for key in ("in_specs", "out_specs"):
+            made = tuple(PartitionSpec(*(None if n is None else n[0] if len(n) == 1 else n for n in spec))
+                         for spec in fact.partition_specs[key])
+            assert made == tuple(eqn.params[key]), (slug, key)

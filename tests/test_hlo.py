@@ -658,6 +658,32 @@ def test_recorded_shapes_and_printed_opcodes_are_what_xla_prints_for_each_instru
 
 
 @pytest.mark.compiled_hlo
+def test_recorded_kernel_choices_and_dot_columns_are_what_xla_prints(layers):
+    """A custom call's target and a backend_config's emitter kind are what XLA's own printing of the
+    instruction says; a dot's `printed_end` is the end of its last dims attribute on its line."""
+    import re
+
+    targets = kinds = dots = 0
+    for slug, name, layer, module, _ in layers:
+        bound = {i.name: i for c in module.computations() for i in c.instructions()}
+        lines = layer.text.splitlines()
+        for ins in layer.instructions:
+            printed = bound[ins.name].to_string()
+            target = re.search(r'custom_call_target="([^"]+)"', printed)
+            assert ins.custom_call_target == (target.group(1) if target and ins.opcode == "customcall" else ""), \
+                (slug, name, ins.name)
+            kind = re.search(r'backend_config=.*?"kind":"(__[^"]+)"', printed)
+            assert ins.backend_kind == (kind.group(1) if kind else ""), (slug, name, ins.name)
+            targets, kinds = targets + bool(ins.custom_call_target), kinds + bool(ins.backend_kind)
+            if ins.dot is not None:
+                line = lines[ins.line - 1]
+                cut = ins.dot.printed_end
+                assert re.search(r"_dims=\{[\d,]*\}$", line[:cut]) and "_dims=" not in line[cut:], (slug, name, line)
+                dots += 1
+    assert targets and kinds and dots
+
+
+@pytest.mark.compiled_hlo
 def test_recorded_computations_are_xlas_with_their_roots(layers):
     for slug, name, layer, module, _ in layers:
         spans = {c.name: c for c in layer.computations}

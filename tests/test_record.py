@@ -221,7 +221,45 @@ def test_a_record_without_the_compiled_facts_gets_fewer_drills_not_an_error(corp
     before, now = Counter(i["drill"] for i in old["items"]), Counter(i["drill"] for i in pool["items"])
     assert {k for k in _NEEDS_FACTS if before[k]} == set()
     assert all(now[k] for k in _NEEDS_FACTS)
-    assert {k: n for k, n in before.items() if k != "loops"} == {k: n for k, n in now.items() if k not in _NEEDS_FACTS
-                                                                 and k != "loops"}
+    partly = ("loops", "decoder")  # kinds of which only some questions read the compiled facts
+    assert {k: n for k, n in before.items() if k not in partly} == {k: n for k, n in now.items() if k not in _NEEDS_FACTS
+                                                                    and k not in partly}
     assert before["loops"] == now["loops"] - sum(1 for i in pool["items"] if i.get("step") == "trips")
+    # The decoder reads a compiled dot's operand types from the record's instruction facts.
+    assert before["decoder"] == now["decoder"] - sum(1 for i in pool["items"] if i["drill"] == "decoder"
+                                                     and i["layer"] in ("cpu", "gpu"))
 
+
+
+def _without_printed_facts(record: dict) -> dict:
+    """A program's record as the release before the printed facts (binders, operands, bodies, dots, callees,
+    kernels) wrote it."""
+    record = copy.deepcopy(record)
+    record.pop("arg_binders", None)
+    for e in record["eqns"]:
+        e.pop("binders", None)
+        e.pop("operand_names", None)
+        e.pop("bodies", None)
+        e.pop("partition_specs", None)
+    for op in record["stablehlo_ops"]:
+        op.pop("dot", None)
+        op.pop("callee", None)
+    for layer in record.get("compiled", {}).values():
+        for ins in layer["instructions"]:
+            ins.pop("custom_call_target", None)
+            ins.pop("backend_kind", None)
+            if "dot" in ins:
+                ins["dot"].pop("printed_end", None)
+    return record
+
+
+def test_a_record_written_before_the_printed_facts_reads_back_and_its_dots_are_not_decoded(corpus, pool):
+    from collections import Counter
+
+    from dumpgym.drills import build_pool
+
+    old = [_without_printed_facts(p) for p in corpus["programs"]]
+    assert old != corpus["programs"]
+    assert [ProgramRecord.from_json(p, p["slug"]).to_json() for p in old] == old
+    before = Counter(i["drill"] for i in build_pool({**corpus, "programs": old})["items"])
+    assert before["decoder"] == 0 < Counter(i["drill"] for i in pool["items"])["decoder"]

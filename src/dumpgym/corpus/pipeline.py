@@ -65,6 +65,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
         variant_of=program.variant_of,
         change=program.change,
         call=program.call,
+        arg_binders=facts.arguments,
     )
 
 

@@ -71,7 +71,7 @@ def drill(name: str, *, number: str, title: str, aim: str, per_program: float | 
     """Register `fn(program) -> list[Item]` as the drill kind `name`, shown as GYM·`number` `title`, with
     its per-program weight cap (`per_program` shared by each group of items alike in `cap_by`); with
     `partners`, `fn(program, partners)`, given the records the program forms a change pair with."""
-    if not re.fullmatch(r"\d\d", number) or number == XRAY_SECTION:
+    if not (len(number) == 2 and number.isascii() and number.isdigit()) or number == XRAY_SECTION:
         raise ValueError(f"drill kind {name!r}: number {number!r} is not two digits, or is the x-ray's")
 
     def register(fn: DrillFn) -> DrillFn:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 from typing import Sequence
 
 from dumpgym.record.dtypes import short as short_dtype
@@ -80,26 +79,6 @@ def choice_item(answer: str, wrong: Sequence[tuple[str, str, str]], *seed: objec
         "reasons": [e[2] for e in shuffled],
         "rules": [e[1] for e in shuffled],
     }
-
-
-def partition_spec(text: str) -> list[tuple[str, ...] | None] | None:
-    """A PartitionSpec as the dump prints it, `P('x', None)` -> `[('x',), None]`; None when unreadable."""
-    m = re.fullmatch(r"P\((.*)\)", text.strip())
-    if m is None:
-        return None
-    spec: list[tuple[str, ...] | None] = []
-    for entry in re.findall(r"\([^)]*\)|[^,]+", m.group(1)):
-        entry = entry.strip()
-        if not entry:
-            continue
-        names = tuple(re.findall(r"'([^']*)'", entry))
-        if entry == "None":
-            spec.append(None)
-        elif names:
-            spec.append(names)
-        else:
-            return None
-    return spec
 
 
 def per_device_shape(shape: Sequence[int], spec: Sequence[tuple[str, ...] | None],

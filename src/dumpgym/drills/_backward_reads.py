@@ -7,14 +7,11 @@ jaxpr's lines), since the reader has to find the other end of the pairing in it.
 """
 from __future__ import annotations
 
-import re
-
 from dumpgym.drills._dataflow import Dataflow, Value
 from dumpgym.drills._pairs import SIDES, Pair, line, residual_value, shown, span
 from dumpgym.drills.answer import LinePick, Misreading, Typed
 from dumpgym.record.schema import EqnFact, ProgramRecord
 
-_BINDER = re.compile(r"(?<![\w.:-])([a-z_]+):\S+?\[")
 
 
 def listing(program: ProgramRecord) -> list:
@@ -61,17 +58,9 @@ def gradient_item(program: ProgramRecord, pair: Pair, paired: list[Pair], backwa
 
 
 def declared(program: ProgramRecord, index: int) -> int | None:
-    """The line that declares top-level argument `index`: the binders before the first top-level equation."""
-    first = min((e.jaxpr_lines[0] for e in program.eqns if e.parent is None), default=None)
-    if first is None:
-        return None
-    text = program.jaxpr.splitlines()
-    start = first - 1
-    while start > 1 and "{ lambda" not in text[start - 1]:
-        start -= 1
-    names = [(n, m[1]) for n in range(start, first) for m in _BINDER.finditer(text[n - 1].split(". let")[0]
-                                                                               .split("; ", 1)[-1])]
-    return names[index][0] if len(names) == len(program.args) else None
+    """The line that declares top-level argument `index` (`ProgramRecord.arg_binders`)."""
+    names = program.arg_binders
+    return names[index].line if len(names) == len(program.args) else None
 
 
 def value_rows(program: ProgramRecord, flow: Dataflow, value: Value) -> tuple[int, ...] | None:

@@ -1,4 +1,5 @@
-"""A dot_general's dimension numbers, read at each layer: the equation's params, its StableHLO line, its compiled line.
+"""A dot_general's dimension numbers at each layer, read from the record: the equation's params, its StableHLO
+op's (`StablehloOp.dot`, read by MLIR), its compiled instruction's (`Instruction.dot`).
 
 Each layer spells the same four axis lists its own way:
 
@@ -7,19 +8,21 @@ Each layer spells the same four axis lists its own way:
     HLO        lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
 
 A `DotView` is one dot as one layer prints it: its dims, its operands' and output's types in
-that layer's notation, and its line(s) with the output type masked, ready to be shown.
+that layer's notation, and its line(s) with the output type masked, ready to be shown. Nothing here
+parses a listing: every fact is the record's, and a line is only cut where the record places its parts
+(a binder's column, the column past a compiled dot's dims, the printed result type that ends a StableHLO
+line or follows an instruction's `%name = `).
 """
 from __future__ import annotations
 
-import functools
-import re
 import textwrap
 from dataclasses import dataclass
 from math import prod
 
 from dumpgym.drills._avals import axis_list
+from dumpgym.drills._layers import text_lines
 from dumpgym.record.dtypes import long as long_dtype
-from dumpgym.record.schema import Aval, EqnFact
+from dumpgym.record.schema import Aval, CompiledLayer, EqnFact, Instruction, StablehloOp
 
 # What the page shows where the output type was: the drills ask for it, or read it off for the size-matching shortcut.
 MASK = "?"
@@ -146,10 +149,6 @@ def type_text(layer: str, shape: tuple[int, ...], dtype: str) -> str:
     return dims
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(t) for t in re.findall(r"\d+", text))
-
-
 # The compiled text's own dtype names where they differ from the jaxpr's short ones.
 _HLO_DTYPES = {"pred": "bool", "s4": "int4", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64"}
 
@@ -163,114 +162,69 @@ def _aval(shape: tuple[int, ...], dtype: str) -> Aval:
     return Aval(shape, numpy_dtype(dtype))
 
 
-_JAXPR_OUT = re.compile(r"^(\s*\w+):(\S+)( = dot_general\[)")
-_JAXPR_OPERANDS = re.compile(r"\]\s+(\w+)\s+(\w+)\s*$")
-
-
 def jaxpr_view(eqn: EqnFact, jaxpr: str) -> DotView | None:
-    """The equation as the jaxpr prints it, its output aval masked; None when its lines are not one dot_general's."""
+    """The equation as the jaxpr prints it, its output aval masked (where the record says its binder's type
+    stands); None when the record does not hold one binder and two operands for it."""
     d = dot_dims(eqn)
     first, last = eqn.jaxpr_lines
-    lines = jaxpr.splitlines()[first - 1:last]
-    if d is None or len(eqn.outputs) != 1 or not lines:
+    lines = text_lines(jaxpr)[first - 1:last]
+    if d is None or len(eqn.outputs) != 1 or not lines or len(eqn.binders) != 1 or len(eqn.operand_names) != 2:
         return None
-    # The printer wraps long equations, so the operands may sit on lines of their own.
-    head, ops = _JAXPR_OUT.match(lines[0]), _JAXPR_OPERANDS.search("\n".join(lines))
-    out = str(eqn.outputs[0])
+    binder, out = eqn.binders[0], str(eqn.outputs[0])
     # Inside shard_map the type carries its varying mesh axes: `f32[8,16]{V:x}`.
-    if head is None or ops is None or head.group(2).split("{")[0] != out:
+    if binder.type.split("{")[0] != out:
         return None
-    masked = textwrap.dedent("\n".join((f"{head.group(1)}:{MASK}{head.group(3)}{lines[0][head.end():]}",
-                                         *lines[1:]))).splitlines()
-    operands = (f"{ops.group(1)}:{d.lhs}", f"{ops.group(2)}:{d.rhs}")
-    return DotView("jaxpr", d, tuple(masked), operands, out, out.split("[")[0])
+    start, end = binder.type_span
+    masked = textwrap.dedent("\n".join((lines[0][:start] + MASK + lines[0][end:], *lines[1:]))).splitlines()
+    lhs, rhs = eqn.operand_names
+    return DotView("jaxpr", d, tuple(masked), (f"{lhs}:{d.lhs}", f"{rhs}:{d.rhs}"), out, out.split("[")[0])
 
 
-_TENSOR = r"tensor<[^>]*>"
-_SHLO = re.compile(r"stablehlo\.dot_general (%[\w#.]+), (%[\w#.]+),(.*?) : \((" + _TENSOR + r"), (" + _TENSOR
-                   + r")\) -> (" + _TENSOR + r")\s*$")
-
-
-def _tensor(text: str) -> tuple[tuple[int, ...], str]:
-    parts = text[len("tensor<"):-1].split("x")
-    return tuple(int(p) for p in parts[:-1]), parts[-1]
-
-
-def _pair(attrs: str, name: str, sep: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    found = re.search(name + r" = \[([\d, ]*)\]" + sep + r"\[([\d, ]*)\]", attrs)
-    return (_ints(found.group(1)), _ints(found.group(2))) if found else ((), ())
-
-
-def stablehlo_view(line: str) -> DotView | None:
-    """A `stablehlo.dot_general` line read: dims from `batching_dims`/`contracting_dims`, types from its signature."""
-    found = _SHLO.search(line)
-    # Dynamic sizes (`?`) and encodings (`tensor<8x16xf32, #enc>`) have no aval to drill.
-    if found is None or re.search(r"[?,]", found.group(4) + found.group(5) + found.group(6)):
+def stablehlo_view(op: StablehloOp, line: str) -> DotView | None:
+    """A `stablehlo.dot_general` op as its `line` prints it, its result type (which ends the line) masked; its
+    dims and types as MLIR read them (`StablehloOp.dot`: None where a type is dynamic or has an encoding)."""
+    dot, line = op.dot, line.rstrip()
+    if dot is None or not line.endswith(dot.result.type):
         return None
-    attrs = found.group(3)
-    (lb, rb), (lc, rc) = _pair(attrs, "batching_dims", " x "), _pair(attrs, "contracting_dims", " x ")
-    (ls, ldt), (rs, rdt), (_, odt) = (_tensor(found.group(i)) for i in (4, 5, 6))
-    d = DotDims(lc, rc, lb, rb, _aval(ls, ldt), _aval(rs, rdt))
-    masked = line[:found.start(6)].rstrip() + " " + MASK
-    operands = (f"{found.group(1)}: {found.group(4)}", f"{found.group(2)}: {found.group(5)}")
-    return DotView("stablehlo", d, (masked.strip(),), operands, found.group(6), odt)
+    d = DotDims(dot.lhs_contracting, dot.rhs_contracting, dot.lhs_batch, dot.rhs_batch,
+                _aval(dot.lhs.shape, dot.lhs.dtype), _aval(dot.rhs.shape, dot.rhs.dtype))
+    masked = line[:-len(dot.result.type)].rstrip() + " " + MASK
+    operands = (f"{dot.lhs.name}: {dot.lhs.type}", f"{dot.rhs.name}: {dot.rhs.type}")
+    return DotView("stablehlo", d, (masked.strip(),), operands, dot.result.type, dot.result.dtype)
 
 
-_HLO = re.compile(r"^\s*(?:ROOT )?(%[\w.\-]+) = (\S+) dot\((%[\w.\-]+), (%[\w.\-]+)\)")
-_HLO_DIMS = re.compile(r"(lhs|rhs)_(batch|contracting)_dims=\{([\d,]*)\}")
-_HLO_TYPE = re.compile(r"^(\w+)\[([\d,]*)\](\{[^}]*\})?$")
-
-
-def hlo_dims(line: str) -> dict[str, tuple[int, ...]]:
-    """The four axis lists of a compiled `dot` line, e.g. `{"lhs_contracting": (1,), "lhs_batch": (), ...}`."""
-    dims = {f"{s}_{r}": () for s in ("lhs", "rhs") for r in ("batch", "contracting")}
-    for side, role, axes in _HLO_DIMS.findall(line):
-        dims[f"{side}_{role}"] = _ints(axes)
-    return dims
-
-
-def _hlo_type(text: str) -> tuple[tuple[int, ...], str] | None:
-    found = _HLO_TYPE.match(text)
-    return (_ints(found.group(2)), found.group(1)) if found else None
-
-
-_DEFINES = re.compile(r"^\s*(?:ROOT )?(%[\w.\-]+) = (\S+) ", re.M)
-
-
-@functools.lru_cache(maxsize=4)
-def _listing(text: str) -> tuple[list[str], dict[str, str]]:
-    """A compiled text's lines, and each instruction's type by its name (the first line defining it), read once."""
-    types: dict[str, str] = {}
-    for m in _DEFINES.finditer(text):
-        types.setdefault(m.group(1), m.group(2))
-    return text.splitlines(), types
-
-
-def hlo_view(text: str, line_no: int, operand_lines: tuple[int, ...] = (), layer: str = "hlo") -> DotView | None:
-    """The compiled `dot` on line `line_no` of `text`, its operands' types read from their own lines: the
-    ones `operand_lines` names where given (inside a fusion, `%parameter_0` is defined once per computation),
-    else the first line defining each name."""
-    lines, defined = _listing(text)
-    line = lines[line_no - 1]
-    found = _HLO.match(line)
-    if found is None:
+def _array(hlo: CompiledLayer, ins: Instruction) -> tuple[str, tuple[int, ...], str] | None:
+    """An instruction's result as printed, its dims and its dtype, where it is one array with a layout."""
+    if ins.shape is None:
         return None
-    if len(operand_lines) == 2:
-        own = {m.group(1): m.group(2) for n in operand_lines if (m := _DEFINES.match(lines[n - 1]))}
-        defined = {**defined, **own}
-    types = {name: defined.get(name) for name in (found.group(3), found.group(4))}
-    parsed = [_hlo_type(t) if t else None for t in (types[found.group(3)], types[found.group(4)], found.group(2))]
+    shape = hlo.shapes[ins.shape]
+    if len(shape.buffers) != 1 or hlo.buffers[shape.buffers[0]].text != shape.text:
+        return None
+    buffer = hlo.buffers[shape.buffers[0]]
+    return shape.text, buffer.dims, buffer.dtype
+
+
+def hlo_view(hlo: CompiledLayer, dot: Instruction, layer: str = "hlo") -> DotView | None:
+    """The compiled `dot` instruction as its line prints it, output type masked and cut past its dims (the
+    metadata's op_name often spells the einsum, `bhqd,bhkd->bhqk`); its dims, its result's and its two
+    operands' types from the record (`Instruction.dot`, `shape`, `operands`)."""
+    if dot.dot is None or not dot.dot.printed_end or len(dot.operands) != 2:
+        return None
+    at = {i.line: i for i in hlo.instructions if i.line in dot.operands}
+    lhs, rhs = at[dot.operands[0]], at[dot.operands[1]]
+    parsed = [_array(hlo, i) for i in (lhs, rhs, dot)]
     if None in parsed:
         return None
-    (ls, ldt), (rs, rdt), (_, odt) = parsed
-    dims = hlo_dims(line)
-    d = DotDims(dims["lhs_contracting"], dims["rhs_contracting"], dims["lhs_batch"], dims["rhs_batch"],
+    (lt, ls, ldt), (rt, rs, rdt), (out, _, odt) = parsed
+    d = DotDims(dot.dot.lhs_contracting, dot.dot.rhs_contracting, dot.dot.lhs_batch, dot.dot.rhs_batch,
                 _aval(ls, ldt), _aval(rs, rdt))
-    # Cut after the last dims attribute: the metadata's op_name often spells the einsum (`bhqd,bhkd->bhqk`).
-    spans = [m.end() for m in _HLO_DIMS.finditer(line)] or [found.end()]
-    kept = line[:max(spans)]
-    masked = kept[:found.start(2)] + MASK + kept[found.end(2):]
+    line = text_lines(hlo.text)[dot.line - 1]
+    head = f"%{dot.name} = "  # a line prints `[ROOT ]%name = type opcode(...)`
+    start = line.index(head) + len(head)
+    kept = line[:dot.dot.printed_end]
+    masked = kept[:start] + MASK + kept[start + len(out):]
     if len(kept) < len(line.rstrip()):
         masked += ", …"
-    operands = tuple(f"{name} = {types[name]}" for name in (found.group(3), found.group(4)))
-    return DotView(layer, d, (masked.strip(),), operands, found.group(2), odt)
+    operands = (f"%{lhs.name} = {lt}", f"%{rhs.name} = {rt}")
+    return DotView(layer, d, (masked.strip(),), operands, out, odt)
+

@@ -5,7 +5,7 @@ hand: its operands, its literals, its output's axes.
 """
 from __future__ import annotations
 
-from dumpgym.drills._avals import partition_spec, per_device_shape, short, widened
+from dumpgym.drills._avals import per_device_shape, short, widened
 from dumpgym.drills._dot import dot_dims
 from dumpgym.drills._shape_feedback import broadcasts
 from dumpgym.drills._distractor_rules import GENERIC, WHERE, Found, Where, rule
@@ -179,10 +179,10 @@ def _spec_text(spec: list) -> str:
 @rule("shard_map")
 def per_device_result(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Gave a per-device block where shard_map hands back the global array."""
-    out_specs = eqn.param("out_specs")
-    if not where.mesh or not isinstance(out_specs, list) or len(out_specs) != 1:
+    out_specs = eqn.partition_specs.get("out_specs")
+    if not where.mesh or out_specs is None or len(out_specs) != 1:
         return None
-    out = partition_spec(out_specs[0])
+    out = out_specs[0]
     if out is None:
         return None
     shape = per_device_shape(answer.shape, out, where.mesh)
@@ -193,8 +193,8 @@ def per_device_result(eqn: EqnFact, answer: Aval, where: Where) -> Found:
                 f"gave the per device block the body returns; out_specs={_spec_text(out)} lays the {k} "
                 f"blocks side by side along axis {axis}, so globally it is {shape[axis]} x {k} = {answer.shape[axis]}")
     # A replicated result: the slip is to keep an operand's split.
-    for spec_text in eqn.param("in_specs") or ():
-        spec = partition_spec(spec_text) or []
+    for spec in eqn.partition_specs.get("in_specs", ()):
+        spec = spec or ()
         for axis, names in enumerate(spec):
             if names and axis < answer.rank:
                 split = per_device_shape(answer.shape, [None] * axis + [names], where.mesh)
@@ -209,10 +209,10 @@ def per_device_result(eqn: EqnFact, answer: Aval, where: Where) -> Found:
 @rule("shard_map")
 def stacked_device_results(eqn: EqnFact, answer: Aval, where: Where) -> Found:
     """Stacked the per-device results of a replicated shard_map output along a new leading stretch."""
-    out_specs = eqn.param("out_specs")
-    if not where.mesh or not isinstance(out_specs, list) or len(out_specs) != 1 or not answer.rank:
+    out_specs = eqn.partition_specs.get("out_specs")
+    if not where.mesh or out_specs is None or len(out_specs) != 1 or not answer.rank:
         return None
-    out = partition_spec(out_specs[0])
+    out = out_specs[0]
     if out is None or any(out):
         return None
     n = 1

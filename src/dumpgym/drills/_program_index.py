@@ -6,10 +6,7 @@ import re
 from dataclasses import dataclass
 
 from dumpgym.record.primitives import COMPARISONS, REDUCTIONS
-from dumpgym.record.schema import EqnFact, ProgramRecord
-
-# A StableHLO `call` line's callee: a private function's ops run where it is called.
-CALL = re.compile(r"\bcall @([\w.$-]+)\(")
+from dumpgym.record.schema import EqnFact, Literal, ProgramRecord
 
 
 @dataclass(frozen=True)
@@ -22,6 +19,8 @@ class ProgramIndex:
     order: tuple[int, ...]
     ops: tuple[tuple[int, str], ...]
     owners: dict[int, tuple[int, ...]]
+    # Each `func.call` op's function by its line (`StablehloOp.callee`): a private function's ops run where it is called.
+    callees: dict[int, str]
 
     @classmethod
     def of(cls, record: ProgramRecord) -> ProgramIndex:
@@ -30,14 +29,15 @@ class ProgramIndex:
         for group in record.xray:
             for line in group.stablehlo_lines:
                 owners.setdefault(line, []).append(group.eqn)
-        stablehlo = tuple(record.stablehlo.splitlines())
+        callees = {op.line: op.callee for op in record.stablehlo_ops if op.callee}
         return cls(
             record=record,
             jaxpr=tuple(record.jaxpr.splitlines()),
-            stablehlo=stablehlo,
+            stablehlo=tuple(record.stablehlo.splitlines()),
             order=_run_order(record.eqns),
-            ops=_run_order_ops(record, stablehlo),
+            ops=_run_order_ops(record, callees),
             owners={line: tuple(ids) for line, ids in owners.items()},
+            callees=callees,
         )
 
     @property
@@ -78,28 +78,17 @@ class ProgramIndex:
         """Equations printed after `eqn` in the same jaxpr (same parent), in print order."""
         return [e for e in self._children.get(eqn.parent, ()) if e.id > eqn.id]
 
-    def binders(self, eqn: EqnFact) -> tuple[str, ...]:
-        """The variable names `eqn` binds, read off its first line (`d:bf16[64,128] = ...` gives `d`)."""
-        left = self.jaxpr[eqn.jaxpr_lines[0] - 1].split(" = ", 1)[0]
-        return tuple(token.split(":", 1)[0] for token in left.split())
-
     def operands(self, eqn: EqnFact) -> tuple[str, ...]:
-        """The variable names `eqn` reads, off the end of its last line (`] a d`, `transpose[...] b`)."""
-        last = self.jaxpr[eqn.jaxpr_lines[1] - 1]
-        if eqn.jaxpr_lines[0] == eqn.jaxpr_lines[1]:
-            last = last.split(f"= {eqn.primitive}", 1)[-1]
-            last = last.rsplit("] ", 1)[-1] if last.startswith("[") else last
-        else:
-            last = last.rsplit("] ", 1)[-1]
-        return tuple(t for t in last.split() if ":" not in t)
+        """The variable names `eqn` reads as the jaxpr prints them (`EqnFact.operand_names`), literals left out."""
+        return tuple(name for name, x in zip(eqn.operand_names, eqn.inputs) if not isinstance(x, Literal))
 
     def producer(self, eqn: EqnFact, operand: int = 0) -> EqnFact | None:
-        """The equation in the same jaxpr that binds `eqn`'s operand, or None for an input or a literal."""
-        names = self.operands(eqn)
-        if operand >= len(names):
+        """The equation in the same jaxpr that makes `eqn`'s variable operand number `operand` (literals not
+        counted), by JAX's dataflow (`EqnFact.sources`); None for an input of the jaxpr or past the last."""
+        made = [s for s, x in zip(eqn.sources, eqn.inputs) if not isinstance(x, Literal)]
+        if operand >= len(made) or made[operand] is None or made[operand].eqn is None:
             return None
-        before = [e for e in self._children.get(eqn.parent, ()) if e.id < eqn.id]
-        return next((e for e in reversed(before) if names[operand] in self.binders(e)), None)
+        return self.record.eqns[made[operand].eqn]
 
 
     @functools.cached_property
@@ -156,7 +145,7 @@ def _run_order(eqns: tuple[EqnFact, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _run_order_ops(record: ProgramRecord, stablehlo: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+def _run_order_ops(record: ProgramRecord, callees: dict[int, str]) -> tuple[tuple[int, str], ...]:
     # `main` runs; a private function's ops run at its `call`, once (the first call decides "first").
     by_function: dict[str, list[tuple[int, str]]] = {}
     for op in sorted(record.stablehlo_ops, key=lambda op: op.line):
@@ -168,9 +157,9 @@ def _run_order_ops(record: ProgramRecord, stablehlo: tuple[str, ...]) -> tuple[t
         seen.add(function)
         for line, name in by_function.get(function, ()):
             out.append((line, name))
-            callee = CALL.search(stablehlo[line - 1]) if name == "func.call" else None
-            if callee and callee.group(1) not in seen:
-                run(callee.group(1))
+            callee = callees.get(line)
+            if callee and callee not in seen:
+                run(callee)
     run("main")
     for function in by_function:  # functions nothing reaches by a call stay in print order, last
         if function not in seen:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from dumpgym.drills import drill
 from dumpgym.drills._decision_rules import Decision, decision_rules
 from dumpgym.drills._decision_why import reading_of, why_steps
-from dumpgym.drills._program_index import CALL, ProgramIndex
+from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills.item import Choice, Item, LinePick, Lines
 from dumpgym.record.schema import EqnFact, ProgramRecord
 
@@ -126,8 +126,7 @@ def _stablehlo_item(rule: Decision, pf: ProgramIndex) -> DecisionItem | None:
                                    f"of the jaxpr, {what}.")
     function = next(op.function for op in pf.record.stablehlo_ops if op.line == line)
     for other, other_name in pf.ops:
-        callee = CALL.search(pf.stablehlo[other - 1]) if other_name == "func.call" else None
-        if callee and callee.group(1) == function:
+        if other_name == "func.call" and pf.callees.get(other) == function:
             explain.setdefault(str(other), f"Line {other} calls @{function}, which holds the answer; the op itself "
                                            f"is on line {line}.")
     if writer is None:

@@ -32,7 +32,7 @@ from dumpgym.drills._dot import DotDims, DotView, hlo_view, jaxpr_view, numpy_dt
 from dumpgym.drills._dot_choices import habit, place_options, place_question, role_question, shares
 from dumpgym.drills.answer import Answer, AxisSet, Choice, Misreading, Typed, axes_key
 from dumpgym.drills.item import Item, Note
-from dumpgym.record.schema import Aval, CompiledLayer, EqnFact, Instruction, ProgramRecord
+from dumpgym.record.schema import Aval, CompiledLayer, EqnFact, Instruction, ProgramRecord, StablehloOp
 
 # Every misreading rule the decoder's misread entries name (documented in docs/drills.md, GYM·01).
 AXIS_MISREADINGS = ("contracted-for-free", "batch-for-free", "swapped-operands", "matmul-habit", "other-end",
@@ -250,14 +250,14 @@ def view_items(eqn: EqnFact, view: DotView, steps=STEPS, seed: str = "") -> list
 # Where each layer shows the dot.
 
 
-def shlo_line(program: ProgramRecord, eqn: EqnFact) -> str | None:
-    """The `stablehlo.dot_general` line the x-ray gives this equation, if any."""
-    lines = text_lines(program.stablehlo)
+def shlo_op(program: ProgramRecord, eqn: EqnFact) -> StablehloOp | None:
+    """The `stablehlo.dot_general` op on the lines the x-ray gives this equation, if any."""
+    dots = {op.line: op for op in program.stablehlo_ops if op.name == "stablehlo.dot_general"}
     for group in program.xray:
         if group.eqn == eqn.id:
             for n in group.stablehlo_lines:
-                if "stablehlo.dot_general" in lines[n - 1]:
-                    return lines[n - 1]
+                if n in dots:
+                    return dots[n]
     return None
 
 
@@ -278,8 +278,8 @@ def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
     if base is None:
         return
     yield base
-    line = shlo_line(program, eqn)
-    shlo = stablehlo_view(line) if line is not None else None
+    op = shlo_op(program, eqn)
+    shlo = stablehlo_view(op, text_lines(program.stablehlo)[op.line - 1]) if op is not None else None
     if shlo is not None and _same_dot(shlo, base):
         yield shlo
     # XLA's CPU spelling, and the H100's: a `dot` inside the Triton GEMM fusion XLA makes of it (a TPU writes
@@ -287,7 +287,7 @@ def views(program: ProgramRecord, eqn: EqnFact) -> Iterator[DotView]:
     for backend, layer in (("cpu", "hlo"), ("gpu", "hlo-gpu")):
         for hlo in program.layers(backend).values():
             dot = hlo_dot(hlo, eqn)
-            compiled = hlo_view(hlo.text, dot.line, dot.operands, layer) if dot is not None else None
+            compiled = hlo_view(hlo, dot, layer) if dot is not None else None
             holder = next((i for i in hlo.instructions if dot is not None and dot.computation in i.calls), None)
             if compiled is not None and backend == "gpu" and holder is not None:
                 compiled = replace(compiled, where=f"inside the fusion %{holder.name} "

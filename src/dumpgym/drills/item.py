@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Union
 
 from dumpgym.drills._tpu import short
 from dumpgym.drills.answer import FORMS, Answer, AxisSet, Choice, LinePick, LineSet, Misreading, Typed  # noqa: F401
-from dumpgym.record.schema import ProgramRecord
+from dumpgym.record.schema import ProgramRecord, valid_target_id
 
 SCHEMA = "dumpgym.drills/2"
 MAX_CARD_PART = 120  # characters of one part of a card; a longer one is kept as its digest
@@ -25,7 +24,6 @@ MAX_CARD_PART = 120  # characters of one part of a card; a longer one is kept as
 # The listings an item can point into, by layer id: the two lowered texts, then each compiled layer by its
 # compile target id (`target.TARGETS`: cpu, tpu, gpu, ..., the keys of the record's `compiled`).
 LOWERED = ("jaxpr", "stablehlo")
-_TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 
 def listing_text(program: ProgramRecord, layer: str) -> str | None:
@@ -145,7 +143,7 @@ class Item:
     program: str = ""
 
     def __post_init__(self):
-        if self.layer not in LOWERED and not _TARGET_ID.fullmatch(self.layer or ""):
+        if self.layer not in LOWERED and not valid_target_id(self.layer or ""):
             raise ValueError(f"drill item layer {self.layer!r} is neither jaxpr, stablehlo nor a compile target id")
         parts = [str(p) for p in self.card]
         if not parts or any(not p or "/" in p or any(c.isspace() for c in p) for p in parts):

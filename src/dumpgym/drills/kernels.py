@@ -14,8 +14,6 @@ products, then a reduce fusion summing them), both rows are right. The kernel's 
 """
 from __future__ import annotations
 
-import re
-
 from dumpgym.drills import drill
 from dumpgym.drills._tpu import Listing, which_compile
 from dumpgym.drills.answer import Choice
@@ -28,11 +26,6 @@ CONTRACTIONS = frozenset({"dot_general"})
 # A computation is asked about only where it launches at least this many kernels: where it launches two,
 # knowing that a kernel is a fusion or custom-call row picks the dot's half the time without reading it.
 MIN_LAUNCHES = 5
-# The backend_config's kind of a fusion and a custom call's target, on the line XLA prints: the record
-# keeps a fusion's `kind` (kCustom) but not which emitter XLA chose, so this one attribute is read from the
-# launching line itself (the drill reads no other listing text).
-_BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
-_TARGET = re.compile(r'custom_call_target="([^"]+)"')
 KERNEL_WORDS = {
     "triton-gemm": "a GEMM fusion XLA emitted with Triton",
     "cublas": "a call into cuBLAS",
@@ -46,14 +39,13 @@ def _kernel(c: "_Compile", ins: Instruction, dot: EqnFact) -> tuple[str, str]:
     it runs this dot: a dot or convolution inside it makes it a GEMM kernel; without one, the dot was folded
     into it as other arithmetic (an outer product's multiply in another GEMM's prologue is folded too)."""
     listing = c.listing
-    line = listing.lines[ins.line - 1]
     if ins.opcode == "customcall":
-        target = (_TARGET.search(line) or [None, ""])[1]
+        target = ins.custom_call_target
         return ("cublas" if target.startswith("__cublas") else "other"), f"custom-call to `{target}`"
     if not ins.calls:  # a dot or convolution XLA left unfused: a kernel of its own, neither Triton's nor cuBLAS's
         return "other", f"an unfused `{c.hlo.printed_opcodes.get(ins.opcode, ins.opcode)}`"
     kind = next((f.kind for f in listing.hlo.fusions if f.line == ins.line), ins.opcode)
-    backend = (_BACKEND_KIND.search(line) or [None, ""])[1]
+    backend = ins.backend_kind  # which emitter XLA chose (`__triton_gemm`): the fusion's kind does not say
     doing = c.doing(ins, dot)
     if {i.opcode for i in doing} & {"dot", "convolution"}:
         if backend.startswith("__triton"):

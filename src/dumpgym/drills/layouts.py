@@ -13,7 +13,6 @@ misreading of this very buffer's notation gives gets that misreading's reason.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import replace
 
@@ -164,7 +163,6 @@ _TYPED = (("padded-shape", _padded, "shape"), ("bytes", _bytes, "int"))
 
 # --- memory-space -------------------------------------------------------------------------------
 
-_SPACE_MARK = re.compile(r"S\(\d+\)")
 ROWS = 8  # instruction lines shown at most in one memory-space question
 
 
@@ -271,7 +269,8 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
             continue
         for k, b in enumerate(d.buffers):
             for step, make, spelling in _TYPED:
-                key = (step, _SPACE_MARK.sub("", b.text))  # the memory space does not change these answers
+                # The memory space does not change these answers: the buffer as printed but for its `S(n)`.
+                key = (step, b.text.replace(f"S({b.memory_space})", "") if b.memory_space else b.text)
                 if key in seen:
                     continue
                 made = make(b)

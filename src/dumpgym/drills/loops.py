@@ -23,7 +23,6 @@ Every misreading is a wrong option's reason, a typed value's `misread` entry, or
 """
 from __future__ import annotations
 
-import re
 from collections import Counter as Tally
 
 from dumpgym.drills import drill
@@ -58,31 +57,25 @@ WHILE_ROLES = {
 # ---------------------------------------------------------------------------------------------
 # The equation as shown: its printed lines with every sub-jaxpr folded away.
 
-def fold_bodies(text: str) -> str:
-    """The printed equation with each `{ lambda ... }` sub-jaxpr written `{ … }`: its binders print the answers."""
-    out, at = [], 0
-    for start in (m.start() for m in re.finditer(r"\{ lambda", text)):
-        if start < at:
-            continue
-        depth = 0
-        for end in range(start, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[end], 0)
-            if depth == 0:
-                break
-        out += [text[at:start], "{ … }"]
-        at = end + 1
-    return "".join(out) + text[at:]
+def fold_bodies(lines: list[str], eqn: EqnFact) -> list[str]:
+    """The equation's printed lines with each `{ lambda ... }` sub-jaxpr on them (`EqnFact.bodies`) written
+    `{ … }`: its binders print the answers."""
+    out = list(lines)
+    for body in reversed(eqn.bodies):
+        top, bottom = body.first - eqn.jaxpr_lines[0], body.last - eqn.jaxpr_lines[0]
+        out[top:bottom + 1] = [out[top][:body.column] + "{ … }" + out[bottom][body.end:]]
+    return out
 
 
 def equation_text(program: ProgramRecord, eqn: EqnFact, fold: bool = True) -> str | None:
-    """The equation's lines, dedented (bodies folded unless told); None when they do not read `... = primitive`."""
+    """The equation's lines, dedented (bodies folded unless told); None when the record did not read its
+    binders (it does not print `binders = primitive ...`)."""
     first, last = eqn.jaxpr_lines
     lines = text_lines(program.jaxpr)[first - 1:last]
-    if not re.search(rf" = {eqn.primitive}\b", "\n".join(lines)):
+    if not eqn.binders:
         return None
     indent = len(lines[0]) - len(lines[0].lstrip())
-    text = "\n".join(line[indent:] for line in lines)
-    return fold_bodies(text) if fold else text
+    return "\n".join(line[indent:] for line in (fold_bodies(lines, eqn) if fold else lines))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,18 +246,15 @@ def branch_question(index: ProgramIndex, eqn: EqnFact, seed: int) -> tuple | Non
     return f"At run time `{name}` is {value}: which branch does this cond run?", value, answer, wrong
 
 
-def branch_rows(text: str, n: int) -> list[tuple[int, int]] | None:
-    """The rows (1-based, inclusive) of each of a cond's `n` branches in its printed text, or None."""
-    rows = text.split("\n")
-    starts = [k for k, row in enumerate(rows, 1) if row.lstrip().startswith("{ lambda")]
-    if not starts:
+def branch_rows(eqn: EqnFact) -> list[tuple[int, int]] | None:
+    """The rows (1-based, inclusive, in the cond's printed lines) of each of its branches: from a branch's
+    `{ lambda` (`EqnFact.bodies`) to the row before the next one's, the last to its closing brace; None
+    where the record does not hold one body per branch."""
+    first = eqn.jaxpr_lines[0]
+    if not eqn.bodies or len(eqn.bodies) != len(eqn.params["branches"]):
         return None
-    indent = min(len(rows[k - 1]) - len(rows[k - 1].lstrip()) for k in starts)
-    starts = [k for k in starts if len(rows[k - 1]) - len(rows[k - 1].lstrip()) == indent]
-    close = next((k for k in range(starts[-1], len(rows) + 1) if rows[k - 1].strip() == ")"), None)
-    if len(starts) != n or close is None:
-        return None
-    return [(a, b - 1) for a, b in zip(starts, [*starts[1:], close])]
+    starts = [b.first - first + 1 for b in eqn.bodies]
+    return [(a, b - 1) for a, b in zip(starts, [*starts[1:], eqn.bodies[-1].last - first + 2])]
 
 
 def branch_items(program: ProgramRecord, index: ProgramIndex, names: JaxprListing, eqn: EqnFact) -> list[dict]:
@@ -274,7 +264,7 @@ def branch_items(program: ProgramRecord, index: ProgramIndex, names: JaxprListin
         return []
     operands, text = names.operands(eqn), equation_text(program, eqn, fold=False)
     producer = index.producer(eqn, 0)
-    rows = branch_rows(text, len(eqn.params["branches"])) if text is not None else None
+    rows = branch_rows(eqn) if text is not None else None
     if operands is None or rows is None or producer is None:
         return []
     items = []
@@ -286,10 +276,11 @@ def branch_items(program: ProgramRecord, index: ProgramIndex, names: JaxprListin
         if any(item["index_value"] == value for item in items):
             continue
         explain = {}
+        branch_of = {branch_text(k): k for k in range(len(rows))}
         for option, rule, reason in wrong:
-            k = re.match(r"branches\[(\d+)\]", option)
-            if k is not None and int(k[1]) != answer:
-                explain.update({str(r): reason for r in range(rows[int(k[1])][0], rows[int(k[1])][1] + 1)})
+            k = branch_of.get(option)
+            if k is not None and k != answer:
+                explain.update({str(r): reason for r in range(rows[k][0], rows[k][1] + 1)})
         first, last = rows[answer]
         shown = [text, equation_text(program, producer, fold=False) or "", names.operand_block(eqn, operands)]
         why = _branch_feedback(producer, value, answer)

@@ -273,7 +273,7 @@ def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module:
     for ins in hlo.instructions:
         text = listing.lines[ins.line - 1]
         d, printed = listing.definition(ins), groups[ins.line].printed if ins.line in groups else None
-        seen = (d.opcode, printed, re.sub(r"\{[^}]*\}", "", d.shape)) if d is not None else None
+        seen = (d.opcode, printed, tuple(b.plain for b in d.buffers)) if d is not None else None
         if d is None or printed is None or d.opcode.endswith("-done") or seen in asked:
             continue  # the same collective fused into several computations (layouts aside) is asked once
         asked.add(seen)

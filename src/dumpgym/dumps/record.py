@@ -58,7 +58,7 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
         stablehlo=shown,
         eqns=(),
         xray=(),
-        stablehlo_ops=tuple(StablehloOp(op.name, op.line, op.function) for op in ops),
+        stablehlo_ops=tuple(StablehloOp(op.name, op.line, op.function, **op.facts) for op in ops),
         lowered_to_nothing=(),
         xray_stats=XrayStats(equations=0, mapped_equations=0, jaxpr_lines=len(jaxpr.splitlines()), mapped_jaxpr_lines=0,
                              stablehlo_lines=len(shown.splitlines()), stablehlo_op_lines=len(op_lines),

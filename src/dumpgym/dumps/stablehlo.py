@@ -8,7 +8,7 @@ equations to these ops.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dumpgym.ir.dataflow import op_signature, result_dims, stablehlo_ancestors
 from dumpgym.ir.parse import located_ops
@@ -36,18 +36,20 @@ class DumpOp:
     operands2: int = 0  # and of their operands
     dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
     signature: tuple | None = None  # a slice's or pad's operand shape and attributes (`op_signature`)
+    facts: dict = field(default_factory=dict)  # what the record keeps of it beside its name and line (`op_facts`)
 
 
 def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
     """The StableHLO as shown (printed without locations) and its ops, each with its line there and its keys."""
     path = module.files["stablehlo"]
-    shown, keyed, lines, walked, dumped = located_ops(module.text("stablehlo"), path)  # `dumped` holds the ops
+    shown, keyed, lines, walked, facts, dumped = located_ops(module.text("stablehlo"), path)  # `dumped` holds the ops
     ops = _full_stacks(keyed, lines)
     upstream, operands, operands2 = stablehlo_ancestors(walked)
     for op in ops:
         op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
         op.dims = result_dims(walked[op.index])
         op.signature = op_signature(walked[op.index])
+        op.facts = facts[op.index]
     del dumped  # read to the end: the ops may go with it
     return shown, ops
 

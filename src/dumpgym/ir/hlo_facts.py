@@ -7,8 +7,9 @@ prints; the bindings expose no attributes, so the rest is read from each instruc
 narrowly: the result shape between ` = ` and the opcode, `calls=`/`to_apply=`, an entry parameter's
 `parameter(n)`, op_name and `sharding={...}`, a collective's `replica_groups`, the module header's
 `input_output_alias`, a computation's lines from its signature to its closing brace, a parameter's
-number, a dot's dimension numbers, a convolution's `dim_labels`, window and group counts, and what a
-while or conditional runs. A while's counter (start, step, bound) is read by walking the graph from its
+number, a dot's dimension numbers (and the column past them, where a page cuts its line), a convolution's
+`dim_labels`, window and group counts, what a while or conditional runs, and which kernel XLA chose: a
+custom call's `custom_call_target` and a backend_config's emitter `"kind"`. A while's counter (start, step, bound) is read by walking the graph from its
 condition's ROOT, as XLA links it.
 """
 from __future__ import annotations
@@ -40,6 +41,11 @@ _WINDOW = re.compile(r"\bwindow=\{([^}]*)\}")
 _CONTROL = re.compile(r"\b(?:condition|body|true_computation|false_computation)=%([\w.\-]+)"
                       r"|\bbranch_computations=\{([^}]*)\}")
 _GROUP_COUNT = re.compile(r"\b(feature|batch)_group_count=(\d+)")
+# A dot's operand list, where its line's dims would end were none printed.
+_DOT_OPERANDS = re.compile(r" dot\(%[\w.\-]+, %[\w.\-]+\)")
+_CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]+)"')
+# The kind a backend_config names where it is one of XLA's own emitters (`"kind":"__triton_gemm"`).
+_BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 
 
 def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list[Instruction], dict]:
@@ -69,7 +75,9 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
             convolution=read_convolution(line) if ins.opcode == "convolution" else None,
             window=read_window(line) if ins.opcode == "reducewindow" else (),
             parameter=int(PARAMETER_RE.search(line).group(1)) if ins.opcode == "parameter" else None,
-            control=control_computations(line) if ins.opcode in ("while", "conditional") else ()))
+            control=control_computations(line) if ins.opcode in ("while", "conditional") else (),
+            custom_call_target=_first(_CUSTOM_CALL_TARGET, line) if ins.opcode == "customcall" else "",
+            backend_kind=_first(_BACKEND_KIND, line) if "backend_config=" in line else ""))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
     facts = {
@@ -154,9 +162,18 @@ def control_computations(line: str) -> tuple[str, ...]:
 
 
 def read_dot(line: str) -> DotDims:
-    """A dot's dimension numbers from its printed line (a list not printed is empty)."""
-    dims = {kind: _ints(found) for kind, found in _DOT_DIMS.findall(line)}
-    return DotDims(*(dims.get(kind, ()) for kind in ("lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting")))
+    """A dot's dimension numbers from its printed line (a list not printed is empty), and the column past them."""
+    found = list(_DOT_DIMS.finditer(line))
+    dims = {m.group(1): _ints(m.group(2)) for m in found}
+    operands = _DOT_OPERANDS.search(line)
+    end = max((m.end() for m in found), default=operands.end() if operands else 0)
+    return DotDims(*(dims.get(kind, ()) for kind in ("lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting")),
+                   printed_end=end)
+
+
+def _first(pattern: re.Pattern, line: str) -> str:
+    found = pattern.search(line)
+    return found.group(1) if found else ""
 
 
 def read_window(line: str, rank: int | None = None) -> tuple[WindowDim, ...]:

@@ -370,13 +370,15 @@ def _equation_at(line: str, start: int) -> tuple[str, int] | None:
         binders, at = binders + 1, end + 1
 
 
-def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], list, object]:
+def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], list, list, object]:
     """A dumped StableHLO module's ops, read twice: as dumped (each op's name, `location_key`, callee and depth),
     and as shown (printed without locations, parsed again: each op's name, line there and function). Returns
-    the shown text, the two lists in the ops' walk order, the dumped ops themselves (for their dataflow), and
-    the dumped module: the ops are views into it, so the caller holds it for as long as it reads them."""
+    the shown text, the two lists in the ops' walk order, the dumped ops themselves (for their dataflow), each
+    op's facts as shown (`ir/stablehlo.op_facts`: a dot's operands and types, a call's callee), and the dumped
+    module: the ops are views into it, so the caller holds it for as long as it reads them."""
     from jaxlib.mlir import ir
 
+    from dumpgym.ir.stablehlo import asm_names, op_facts
     from dumpgym.jax_internals import location_line
 
     context = ir_context()
@@ -393,15 +395,19 @@ def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], l
                       _depth(op)))
         return ir.WalkResult.ADVANCE
 
+    printed = asm_names(lined)
+    facts = []
+
     def visit_lines(op):
         lines.append((op.name, location_line(op.location), _function_of(op)))
+        facts.append(op_facts(op, printed))
         return ir.WalkResult.ADVANCE
 
     dumped.operation.walk(visit_keys, ir.WalkOrder.PRE_ORDER)
     lined.operation.walk(visit_lines, ir.WalkOrder.PRE_ORDER)
     if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
         raise RuntimeError(f"{path}: printing without locations changed the ops")
-    return shown, keyed, lines, walked, dumped
+    return shown, keyed, lines, walked, facts, dumped
 
 
 def _depth(op) -> int:

@@ -4,11 +4,14 @@
 main's signature (`function_type`, each argument's `tf.aliasing_output` and `sdy.sharding`, each
 result's `sdy.sharding`), every `sdy.mesh`, every `sdy.sharding_constraint` and every op with
 `replica_groups`, each with its printed line. Shardy's attributes are read through its own bindings
-(`jaxlib.mlir.dialects.sdy`).
+(`jaxlib.mlir.dialects.sdy`). `op_facts` reads what the record keeps on each op's own row
+(`StablehloOp`): a `func.call`'s callee, and a `stablehlo.dot_general`'s dimension numbers
+(`stablehlo.DotDimensionNumbers`) with its operands' and result's names and types.
 """
 from __future__ import annotations
 
-from dumpgym.record.schema import LoweredModule, MainSignature, MainValue, SdyMesh, ShardingConstraint, StablehloCollective
+from dumpgym.record.schema import (LoweredModule, MainSignature, MainValue, SdyMesh, ShardingConstraint, StablehloCollective,
+                                   StablehloDot, StablehloValue)
 
 
 def read_lowered(module) -> LoweredModule:
@@ -88,3 +91,44 @@ def _value(type_, attrs) -> MainValue:
     alias = ir.IntegerAttr(attrs["tf.aliasing_output"]).value if attrs is not None and "tf.aliasing_output" in attrs \
         else None
     return MainValue(str(type_), _shape(type_), sharding, alias)
+
+
+def op_facts(op, names) -> dict:
+    """What the record keeps of one op beside its name and line (`StablehloOp`'s `dot` and `callee`), as
+    keyword arguments: a dot_general's dimension numbers, operands and result, a `func.call`'s callee.
+    `names` is an `AsmState` of the module, which names each value as the module prints it."""
+    from jaxlib.mlir import ir
+
+    name = op.name
+    if name == "func.call" and "callee" in op.attributes:
+        return {"callee": ir.FlatSymbolRefAttr(op.attributes["callee"]).value}
+    if name == "stablehlo.dot_general" and len(op.operands) == 2 and len(op.results) == 1:
+        from jaxlib.mlir.dialects import stablehlo
+
+        values = [_tensor_value(v, names) for v in (*op.operands, op.results[0])]
+        if None in values:
+            return {}
+        d = stablehlo.DotDimensionNumbers(op.attributes["dot_dimension_numbers"])
+        return {"dot": StablehloDot(tuple(d.lhs_batching_dimensions), tuple(d.lhs_contracting_dimensions),
+                                    tuple(d.rhs_batching_dimensions), tuple(d.rhs_contracting_dimensions), *values)}
+    return {}
+
+
+def _tensor_value(value, names) -> StablehloValue | None:
+    """A value of a static ranked tensor type without an encoding, or None (what an aval cannot hold)."""
+    from jaxlib.mlir import ir
+
+    try:
+        type_ = ir.RankedTensorType(value.type)
+    except ValueError:  # not a ranked tensor
+        return None
+    if not type_.has_static_shape or type_.encoding is not None:
+        return None
+    return StablehloValue(value.get_name(names), str(value.type), tuple(type_.shape), str(type_.element_type))
+
+
+def asm_names(module):
+    """The names MLIR prints each value of `module` with, worked out once for the whole module."""
+    from jaxlib.mlir import ir
+
+    return ir.AsmState(module.operation)

@@ -24,11 +24,19 @@ READS = (SCHEMA, "dumpgym.corpus/1")
 # What the export writes for a parameter that is a jaxpr (see `facts.to_json`, the parameter writer).
 JAXPR_PLACEHOLDER = "<jaxpr>"
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+# A compile target's id as the registry allows it (`targets.register_target`) and the record keys `compiled` by.
+_TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 
 def valid_slug(slug: object) -> bool:
     """Whether `slug` may name a program: lowercase letters, digits and dashes, at most 64."""
     return isinstance(slug, str) and SLUG.fullmatch(slug) is not None
+
+
+def valid_target_id(name: object) -> bool:
+    """Whether `name` may be a compile target's id (a key of `compiled`): a lowercase letter, then up to 31
+    lowercase letters, digits and dashes."""
+    return isinstance(name, str) and _TARGET_ID.fullmatch(name) is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,11 +101,38 @@ class Source(_Record):
 
 
 @dataclass(frozen=True)
+class Binder(_Record):
+    """A variable as the jaxpr binds it, `c:bf16[64,512]`, and where: its line and the column its name starts at."""
+
+    name: str
+    type: str  # as printed, sharding marks included: `f32[64@x,32]`, `f32[8,32]{V:x}`
+    line: int  # 1-based, in the jaxpr
+    column: int  # where its name starts on the line (0-based)
+
+    @property
+    def type_span(self) -> tuple[int, int]:
+        """The columns of its printed type on the line, start and end."""
+        start = self.column + len(self.name) + 1
+        return start, start + len(self.type)
+
+
+@dataclass(frozen=True)
+class TextSpan(_Record):
+    """A stretch of a listing: from `first` line's `column` to `last` line's `end` (1-based lines, 0-based
+    columns, `end` exclusive)."""
+
+    first: int
+    column: int
+    last: int
+    end: int
+
+
+@dataclass(frozen=True)
 class EqnFact(_Record):
     """One printed equation: what it is, what goes in and out, and the jaxpr lines that print it."""
 
-    # Both defaults are omitted from the export, so records written before these fields still read.
-    OMIT_DEFAULT = frozenset({"sources", "name_stack"})
+    # The defaults are omitted from the export, so records written before these fields still read.
+    OMIT_DEFAULT = frozenset({"sources", "name_stack", "binders", "operand_names", "bodies", "partition_specs"})
     id: int
     parent: int | None
     primitive: str
@@ -109,6 +144,19 @@ class EqnFact(_Record):
     sources: tuple[Source | None, ...] = ()
     # JAX's name stack for the equation, e.g. `transpose(jvp())` in a gradient's backward pass.
     name_stack: str = ""
+    # How the jaxpr prints it (`ir/jaxpr.py`, read once when the record is made): its output binders (empty
+    # where they are not one `name:type` per output before its ` = `), its operands as printed after its params
+    # (names, literals as `0.5:f32[]`; empty where the equation does not start a line of its own or they are
+    # not one per input), and each `{ lambda ... }` printed on its lines (a sub-jaxpr inline, or the one-line
+    # jaxpr it sits in), outermost ones only.
+    binders: tuple[Binder, ...] = ()
+    operand_names: tuple[str, ...] = ()
+    bodies: tuple[TextSpan, ...] = ()
+    # Its PartitionSpec params (a shard_map's `in_specs`, `out_specs`) as JAX holds them, one spec per operand or
+    # result: per array axis the mesh axes it is split over (None: not split), or None for a spec naming more
+    # than mesh axes (`P.UNCONSTRAINED`). `params` keeps each as printed, `P('x', None)`.
+    partition_specs: dict[str, tuple[tuple[tuple[str, ...] | None, ...] | None, ...]] = \
+        dataclasses.field(default_factory=dict)
 
     @property
     def arrays(self) -> tuple[Aval, ...]:
@@ -155,12 +203,41 @@ class Group(_Record):
 
 
 @dataclass(frozen=True)
-class StablehloOp(_Record):
-    """One StableHLO op line: the op's name, its line, and the function it sits in."""
+class StablehloValue(_Record):
+    """An operand or result of a StableHLO op as MLIR reads it: its SSA name and type as printed, shape and element type."""
 
+    name: str  # %arg0, %3 (a result's name is its op's)
+    type: str  # tensor<8x16xbf16>
+    shape: tuple[int, ...]
+    dtype: str  # the element type as MLIR prints it: bf16, f32, i8, ui32, i1
+
+
+@dataclass(frozen=True)
+class StablehloDot(_Record):
+    """A `stablehlo.dot_general`'s dimension numbers and its two operands and result, read by MLIR's bindings."""
+
+    lhs_batch: tuple[int, ...]
+    lhs_contracting: tuple[int, ...]
+    rhs_batch: tuple[int, ...]
+    rhs_contracting: tuple[int, ...]
+    lhs: StablehloValue
+    rhs: StablehloValue
+    result: StablehloValue
+
+
+@dataclass(frozen=True)
+class StablehloOp(_Record):
+    """One StableHLO op line: the op's name, its line, and the function it sits in; for some ops, what MLIR
+    reads of them when the record is made (`ir/stablehlo.py`)."""
+
+    OMIT_DEFAULT = frozenset({"dot", "callee"})
     name: str
     line: int
     function: str
+    # A dot_general whose operands and result are static tensors without an encoding (what an aval holds).
+    dot: StablehloDot | None = None
+    # A `func.call`'s callee: the function it runs.
+    callee: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,10 +271,14 @@ class XrayStats(_Record):
 class DotDims(_Record):
     """A compiled dot's dimension numbers as printed (`lhs_batch_dims={0}, lhs_contracting_dims={2}, ...`)."""
 
+    OMIT_DEFAULT = frozenset({"printed_end"})
     lhs_batch: tuple[int, ...]
     lhs_contracting: tuple[int, ...]
     rhs_batch: tuple[int, ...]
     rhs_contracting: tuple[int, ...]
+    # The column on its line just past its last dims attribute (past `dot(%a, %b)` where none is printed):
+    # where a page cuts the line before its metadata (0 in a record written before it).
+    printed_end: int = 0
 
 
 @dataclass(frozen=True)
@@ -243,7 +324,7 @@ class Instruction(_Record):
 
     # The compiled facts (`ir/hlo_facts.py`) are omitted where empty, so records written before them still read.
     OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode", "dot", "convolution",
-                              "window", "control", "parameter"})
+                              "window", "control", "parameter", "custom_call_target", "backend_kind"})
     line: int
     name: str
     opcode: str
@@ -269,6 +350,10 @@ class Instruction(_Record):
     parameter: int | None = None
     # The computations a while (its condition, then its body) or a conditional (its branches, in order) runs.
     control: tuple[str, ...] = ()
+    # A custom call's `custom_call_target` (`__cublas$gemm`), and the `"kind"` its backend_config names where
+    # that is one of XLA's own (`__triton_gemm`): which kernel XLA chose for it.
+    custom_call_target: str = ""
+    backend_kind: str = ""
 
 
 VIAS = ("tag", "inferred", "region", "none")
@@ -684,7 +769,8 @@ def _check_call_value(value, path: str) -> None:
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
-    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of", "change", "call"})
+    OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of", "change", "call",
+                              "arg_binders"})
     slug: str
     title: str
     lesson: str
@@ -724,6 +810,9 @@ class ProgramRecord(_Record):
     # For a change that calls `entry` otherwise than the base (a keyword, jit's options): how, so that it is traced
     # again from the export alone; None where it calls `entry` as the base does (other args or in_specs only).
     call: Call | None = None
+    # The top-level jaxpr's arguments (its invars) as it binds them, `{ lambda ; a:f32[8] b:...`, with their
+    # lines (`ir/jaxpr.py`); empty in a record written before them or without a jaxpr.
+    arg_binders: tuple[Binder, ...] = ()
 
     @classmethod
     def from_json(cls, value, path: str = ""):
@@ -772,6 +861,10 @@ class ProgramRecord(_Record):
         jaxpr_n, shlo_n = _line_count(self.jaxpr), _line_count(self.stablehlo)
         for i, e in enumerate(self.eqns):
             _lines_within(e.jaxpr_lines, jaxpr_n, f"{_join(path, 'eqns')}[{i}].jaxpr_lines", "the jaxpr")
+            _lines_within([b.line for b in e.binders], jaxpr_n, f"{_join(path, 'eqns')}[{i}].binders", "the jaxpr")
+            _lines_within([n for s in e.bodies for n in (s.first, s.last)], jaxpr_n,
+                          f"{_join(path, 'eqns')}[{i}].bodies", "the jaxpr")
+        _lines_within([b.line for b in self.arg_binders], jaxpr_n, _join(path, "arg_binders"), "the jaxpr")
         for i, g in enumerate(self.xray):
             _eqn_within(g.eqn, n, f"{_join(path, 'xray')}[{i}].eqn")
             _lines_within(g.jaxpr_lines, jaxpr_n, f"{_join(path, 'xray')}[{i}].jaxpr_lines", "the jaxpr")
@@ -783,13 +876,11 @@ class ProgramRecord(_Record):
         if self.lowered is not None:
             self.lowered.check_against(shlo_n, _join(path, "lowered"))
         for target, layer in self.compiled.items():
-            if not _TARGET_ID.fullmatch(target):
+            if not valid_target_id(target):
                 raise RecordError(f"{_join(path, 'compiled')}: {target!r} is not a compile target id")
             layer.check_against(n, f"{_join(path, 'compiled')}.{target}")
 
 
-# A compile target's id as the registry allows it (`record/targets.py`: `register_target`).
-_TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
 # "dumpgym.corpus/1" kept each compiled layer in a field of its own; the target id each one is now.
 _CORPUS1_LAYERS = (("hlo", None), ("hlo_tpu", "tpu"), ("hlo_gpu", "gpu"))
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from dumpgym.errors import GymError
+from dumpgym.record.schema import valid_target_id
 
 # The generations libtpu 0.0.42 names and compiles for; each gives different compiled text
 # (checked: tests/test_target.py). `v7x` is refused by this libtpu; a topology's size changes
@@ -87,7 +87,6 @@ GPU = Target("gpu", DEFAULT_GPU)
 
 # Ids that name a program's other listings: a compiled layer may not take them.
 _LISTING_NAMES = frozenset({"source", "jaxpr", "stablehlo"})
-_TARGET_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,7 @@ TARGETS: dict[str, CompileTarget] = {}
 
 def register_target(entry: CompileTarget) -> CompileTarget:
     """Add a compiled layer to the registry (after the ones there); refused if its id is taken or not an id."""
-    if not _TARGET_ID.fullmatch(entry.id) or entry.id in _LISTING_NAMES:
+    if not valid_target_id(entry.id) or entry.id in _LISTING_NAMES:
         raise ValueError(f"compile target id {entry.id!r}: lowercase letters, digits and dashes, not a listing's name")
     if entry.id in TARGETS:
         raise ValueError(f"compile target {entry.id!r} is registered twice")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dumpgym.record.schema import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal, Source
+from dumpgym.record.schema import JAXPR_PLACEHOLDER, Aval, Binder, EqnFact, Literal, Source
 from dumpgym.gcpause import with_collector_paused
 from dumpgym.traced.trace import jaxpr_types
 
@@ -32,6 +32,8 @@ class Facts:
     eqn_of_tag: tuple[int | None, ...] = field(repr=False, default=())
     # Equations whose outputs reach no result of the program (looking through jit boundaries).
     dead: frozenset[int] = field(repr=False, default=frozenset())
+    # The top-level jaxpr's arguments as it prints them (`ProgramRecord.arg_binders`).
+    arguments: tuple[Binder, ...] = ()
 
     def to_json(self) -> list[dict]:
         """The `eqns` list of the corpus export."""
@@ -68,10 +70,13 @@ def build_facts(source) -> Facts:
     from dumpgym.jax_internals import jaxprs_in_params, name_stack_of
     from dumpgym.traced.trace import Trace, print_with_spans, walk_eqns
 
+    from dumpgym.ir.jaxpr import read_arguments, read_equation
+
     if isinstance(source, Trace):
-        spans, originals, closed = source.jaxpr_spans, list(source.tagged_eqns), source.closed_jaxpr
+        text, spans, originals, closed = source.jaxpr, source.jaxpr_spans, list(source.tagged_eqns), source.closed_jaxpr
     else:
-        spans, originals, closed = print_with_spans(source)[1], walk_eqns(source), source
+        (text, spans), originals, closed = print_with_spans(source), walk_eqns(source), source
+    lines = text.splitlines()
 
     # Ids follow print order: by first line, then column (one-line branches share a line).
     order = sorted(spans, key=lambda i: (spans[i][0], spans[i][2], i))
@@ -91,6 +96,8 @@ def build_facts(source) -> Facts:
     for n, i in enumerate(order):
         eqn = originals[i]
         parents = callers.get(n)
+        binders, operand_names, bodies = read_equation(lines, spans[i], eqn.primitive.name, len(eqn.outvars),
+                                                       len(eqn.invars))
         eqns.append(EqnFact(
             id=n,
             parent=min(parents) if parents else None,
@@ -101,6 +108,10 @@ def build_facts(source) -> Facts:
             jaxpr_lines=(spans[i][0], spans[i][1]),
             sources=tuple(source_of.get(id(v)) for v in eqn.invars),
             name_stack=name_stack_of(eqn),
+            binders=binders,
+            operand_names=operand_names,
+            bodies=bodies,
+            partition_specs=_partition_specs(eqn.params),
         ))
     return Facts(
         eqns=tuple(eqns),
@@ -108,7 +119,30 @@ def build_facts(source) -> Facts:
         jax_eqns=jax_eqns,
         eqn_of_tag=tuple(id_of.get(id(eqn)) for eqn in originals),
         dead=frozenset(jax_eqns) - live_eqns(jax_eqns, closed.jaxpr.outvars, subs),
+        arguments=read_arguments(lines),
     )
+
+
+def _partition_specs(params: dict) -> dict[str, tuple]:
+    """The params that are tuples of PartitionSpecs, each spec as per-axis mesh axis names (None where a
+    spec holds something else)."""
+    from jax.sharding import PartitionSpec
+
+    def spec(p) -> tuple | None:
+        out = []
+        for entry in p:
+            if entry is None:
+                out.append(None)
+            elif isinstance(entry, str):
+                out.append((entry,))
+            elif isinstance(entry, tuple) and entry and all(isinstance(n, str) for n in entry):
+                out.append(entry)
+            else:
+                return None
+        return tuple(out)
+
+    return {k: tuple(spec(p) for p in v) for k, v in sorted(params.items())
+            if isinstance(v, tuple) and v and all(isinstance(p, PartitionSpec) for p in v)}
 
 
 def _sources(top, subs, jax_eqns: dict[int, Any]) -> dict[int, Source]:

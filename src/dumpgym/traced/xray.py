@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dumpgym.traced.facts import Facts
 from dumpgym.record.schema import Group, LoweredModule, LoweredToNothing, StablehloOp, XrayStats
 from dumpgym.ir.mlir import OpTree, ops_in_order, parse_lowered
-from dumpgym.ir.stablehlo import read_lowered
+from dumpgym.ir.stablehlo import asm_names, op_facts, read_lowered
 from dumpgym.gcpause import with_collector_paused
 from dumpgym.ir.tags import innermost_tag
 
@@ -67,7 +67,8 @@ def build_xray(trace, facts: Facts) -> XRay:
     if [op.name for op in plain_ops] != names:
         raise RuntimeError("the tagged lowering differs from the plain one; cannot attribute by construction")
 
-    ops = [StablehloOp(name, location_line(op.location), function)
+    printed = asm_names(plain)
+    ops = [StablehloOp(name, location_line(op.location), function, **op_facts(op, printed))
            for op, name, function in zip(plain_ops, names, functions)]
     eqn_of_tag = facts.eqn_of_tag
     owners: list[set[int]] = [set() for _ in ops]  # by op index: the equations it belongs to

@@ -68,7 +68,7 @@ def test_the_filter_finds_the_card_of_every_op_an_item_shows(whole_corpus, views
     records = {p["slug"]: ProgramRecord.from_json(p) for p in whole_corpus["programs"]}
     shown: dict[tuple[str, str], str] = {}
     for item in pool["items"]:
-        for op in shown_ops(item, resolve(item["context"], records[item["program"]])):
+        for op in shown_ops(item, resolve(item["context"], records[item["program"]], records)):
             shown.setdefault(op, item["card"])
     layers = defaultdict(set)
     for layer, op in shown:

@@ -147,7 +147,9 @@ def _bound_item(target: str, hlo: CompiledLayer, chip: Chip, c: InstructionCost,
     side = "above" if index == 0 else "below"
     why = (f"%{c.name} does {w.flops + w.transcendentals:,} FLOPs on {w.hbm_bytes:,} HBM bytes: {intensity:.3g} "
            f"FLOP/B, {side} {chip.name}'s ridge of {chip.ridge:.0f} FLOP/B ({peaks(chip)})")
-    wrong = f"{why}, so it is {bound}"
+    other = BOUNDS[1 - index]  # the option a miss picks: its reason says what that reading needs, the feedback why not
+    wrong = (f"{other} would need {'more' if other == BOUNDS[0] else 'fewer'} FLOPs per HBM byte than the ridge's "
+             f"{chip.ridge:.0f}")
     return Item(
         question=(f"Is %{c.name} (line {c.line}) compute-bound or memory-bound on {peaks(chip)}, counting the HBM "
                   "bytes it reads and writes at the layouts XLA chose?"),

@@ -329,7 +329,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="one example argument in aval notation, e.g. bf16[64,128] or f32[] (repeat per argument)")
     p.add_argument("--args-from", metavar="FILE.py:MAKE|MODULE:MAKE",
                    help="a function returning the example arguments (a tuple, or {\"args\": ..., \"kwargs\": ...}): "
-                        "arrays, ShapeDtypeStructs, pytrees and models; other leaves are static")
+                        "arrays, ShapeDtypeStructs, pytrees and models; Python scalars traced as jax.jit traces them, "
+                        "other leaves static")
     p.add_argument("--slug", help="its name in the gym (default: from the function name)")
     p.add_argument("--title", help="its title in the gym, at most 200 characters (default: the function name)")
     p.add_argument("--hlo", nargs="?", const="cpu", default=None, metavar="TARGET",

@@ -39,12 +39,7 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
     import jax
 
     args = tuple(args)
-    # A function already under jax.jit is traced by its own jit: its donation, shardings and static
-    # arguments are the user's, as `function.lower(*args)` prints them. Wrapped in a second jit they
-    # would vanish into an inner `jit` equation (an outer jit donates nothing).
-    jitted = function if callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None)) \
-        else jax.jit(function)
-    traced = jitted.trace(*args)
+    traced = staged(function, args)
     with collector_paused():
         lowered, tagged_eqns = _lower_tagged(traced)
         text, spans = print_with_spans(traced.jaxpr)
@@ -60,6 +55,39 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
         jaxpr=text,
         stablehlo=_plain_text(traced, lowered, tagged_eqns),
     )
+
+
+def staged(function: Callable[..., Any], args: tuple):
+    """`function` traced on `args` by its own staging, as a `jax.stages.Traced`: `jax.jit`'s own `.trace`
+    for a function under `jax.jit`; for one under another staging with its own `.lower` (`nnx.jit`,
+    `eqx.filter_jit`), the `Traced` that `.lower` lowers; else `jax.jit(function)`'s. So its donation,
+    shardings, static arguments and the state its staging threads through (an NNX module's) are its own,
+    as `function.lower(*args).as_text()` prints them: wrapped in a second jit they would vanish into an
+    inner `jit` equation (an outer jit donates nothing)."""
+    import jax
+
+    if own_jit(function):
+        return function.trace(*args)
+    if has_own_staging(function):
+        from dumpgym.jax_internals import traced_by_own_lower
+
+        traced = traced_by_own_lower(function, args, {})
+        if traced is None:
+            raise TypeError(f"{getattr(function, '__name__', function)}.lower(...) lowered no jax.stages.Traced")
+        return traced
+    return jax.jit(function).trace(*args)
+
+
+def own_jit(function) -> bool:
+    """Whether `function` is under `jax.jit` itself (it traces and lowers as `jax.stages` say), not under a
+    wrapper of another library's (nnx.jit, eqx.filter_jit), whose `.trace` means something else."""
+    return (callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None))
+            and type(function).__module__.startswith(("jaxlib", "jax.")))
+
+
+def has_own_staging(function) -> bool:
+    """Whether `function` stages itself: it is under `jax.jit`, or a wrapper with its own `.lower`."""
+    return not isinstance(function, type) and callable(getattr(function, "lower", None))
 
 
 # Primitives whose lowering serializes their own body, source locations included, into the module

@@ -116,3 +116,37 @@ def test_an_equinox_mlp_under_filter_jit_is_its_own_lowering(tmp_path):
     assert record["stablehlo"] == own.as_text()
     assert "2.000000e+00" in record["stablehlo"]  # Equinox makes a Python float static: its convention, kept
     assert record["args"] == ["f32[32,16]", "f32[32]", "f32[32,32]", "f32[32]", "f32[4,32]", "f32[4]", "f32[8,16]"]
+
+
+def kalman_step(cov, obs):
+    """A Kalman-style update: a Cholesky factor's log-determinant and a solve (jnp.linalg's diagonal picks a
+    per-platform branch with `platform_index`)."""
+    chol = jnp.linalg.cholesky(cov)
+    return jnp.sum(jnp.log(jnp.diagonal(chol))) + jnp.linalg.solve(cov, obs).sum()
+
+
+def fft_spectrum(x):
+    return jnp.diagonal(jnp.abs(jnp.fft.fft2(x)))
+
+
+@pytest.mark.parametrize("function, args", [(kalman_step, ((8, 8), (8,))), (fft_spectrum, ((16, 16),))],
+                         ids=["cholesky-solve", "fft"])
+def test_a_constant_is_owned_by_the_equation_that_emitted_it_platform_index_too(function, args, tmp_path):
+    dtype = jnp.complex64 if function is fft_spectrum else jnp.float32
+    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape in args]
+    traced = jax.jit(function).trace(*structs)
+    record = _judged(dumpgym.add(function, *structs, corpus=tmp_path), traced)
+    # Independently: the `case` JAX lowers `platform_index`'s cond to reads a constant; that constant's line
+    # is platform_index's, as the location JAX wrote for it says (the oracle's first rule checked it above).
+    eqns = {e["id"]: e["primitive"] for e in record["eqns"]}
+    owners = {}
+    for group in record["xray"]:
+        for line in group["stablehlo_lines"]:
+            owners.setdefault(line, set()).add(eqns[group["eqn"]])
+    lines = record["stablehlo"].splitlines()
+    cases = [n for n, text in enumerate(lines, 1) if '"stablehlo.case"(%c' in text]
+    assert cases
+    for n in cases:
+        name = lines[n - 1].split('"stablehlo.case"(')[1].split(")")[0]
+        defined = next(m for m in range(n - 1, 0, -1) if lines[m - 1].strip().startswith(f"{name} = stablehlo.constant"))
+        assert "platform_index" in owners[defined] and "cond" not in owners[defined]

@@ -255,8 +255,9 @@ def walk_eqns(closed_jaxpr) -> list:
 def mesh_of(traced: Trace) -> tuple[dict[str, int] | None, list | None]:
     """The mesh a traced program runs on, as the record writes it (`{"x": 8}`), and each argument's partition
     spec (one entry per axis, `None` where it is whole), for a program whose `Program` names no mesh: the mesh
-    its arguments' `NamedSharding`s share, else the one its first `shard_map` binds (specs then unknown:
-    None); `(None, None)` for a program on one device."""
+    its arguments' `NamedSharding`s share, else the first an equation names (a `shard_map`'s mesh, a
+    `with_sharding_constraint`'s `NamedSharding`, a mesh `jit` was traced under; specs then unknown: None);
+    `(None, None)` for a program on one device."""
     from jax.sharding import NamedSharding
 
     import jax
@@ -272,9 +273,11 @@ def mesh_of(traced: Trace) -> tuple[dict[str, int] | None, list | None]:
             specs.append([list(p) if isinstance(p, tuple) else p for p in spec] + [None] * (len(arg.shape) - len(spec)))
         return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), specs
     for eqn in walk_eqns(traced.closed_jaxpr):
-        mesh = eqn.params.get("mesh") if eqn.primitive.name == "shard_map" else None
-        if mesh is not None and getattr(mesh, "axis_names", None):
-            return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), None
+        for value in eqn.params.values():  # shard_map's `mesh`, with_sharding_constraint's `sharding`, ...
+            for one in value if isinstance(value, (tuple, list)) else (value,):
+                mesh = one.mesh if isinstance(one, NamedSharding) else one
+                if getattr(mesh, "axis_names", None) and hasattr(mesh, "axis_sizes"):
+                    return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), None
     return None, None
 
 

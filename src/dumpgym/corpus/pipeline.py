@@ -36,7 +36,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     layers = {}
     for n, target in enumerate(targets):
         say(f"{program.slug}: compiling with XLA{_words(target)}")  # the first began with the facts
-        layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None)
+        layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None, program.slug)
     # In the registry's order, whatever order the targets were given in.
     compiled = {t: layers[t] for t in TARGETS if t in layers}
     if program.mesh is not None:

@@ -370,24 +370,16 @@ def _first_line(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Partitioned:
-    """A function on example values, split as `eqx.filter_jit` splits it: array leaves traced, the rest static."""
+    """A function on example values, split as `jax.jit` stages it: array leaves and Python scalars traced, the
+    rest static (or left to a staging of its own)."""
 
-    # Takes the traced leaves, flat, in the order jax.tree.flatten gives them; or, for a function already
-    # under `jax.jit`, that function itself, on its own arguments.
+    # Takes the traced leaves, flat, in the order jax.tree.flatten gives them; or, for a function with a
+    # staging of its own (jax.jit, nnx.jit, eqx.filter_jit), that function itself, on its own arguments.
     function: Callable[..., Any]
     # The positional arguments to trace it on: one jax.ShapeDtypeStruct per traced leaf (a concrete
-    # array's values are dropped), or the jitted function's own pytrees with their arrays as structs.
+    # array's values are dropped), or the jitted function's own pytrees with their arrays as structs, or,
+    # under another library's staging, the arguments as given (that staging decides what it traces).
     structs: tuple
-
-    @property
-    def avals(self) -> tuple[str, ...]:
-        """Each traced leaf's aval as the jaxpr prints it (`f32[64,128]`), in order."""
-        import jax
-
-        from dumpgym.traced.facts import dtype_name
-
-        leaves = [s for s in jax.tree.leaves(self.structs) if isinstance(s, jax.ShapeDtypeStruct)]
-        return tuple(str(ArgSpec(tuple(s.shape), dtype_name(s.dtype))) for s in leaves)
 
 
 def is_traced_leaf(leaf) -> bool:

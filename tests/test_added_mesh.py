@@ -43,3 +43,20 @@ def test_a_shard_map_over_unsharded_inputs_records_the_mesh_it_binds(tmp_path):
 def test_a_program_on_one_device_has_no_mesh(tmp_path):
     record = dumpgym.add(jnp.tanh, jax.ShapeDtypeStruct((8,), jnp.float32), slug="one", corpus=tmp_path / "c")
     assert record.mesh is None and record.in_specs is None
+
+
+def test_a_sharding_constraint_inside_a_function_with_unsharded_inputs_records_its_mesh(tmp_path):
+    mesh = _mesh(jax.sharding.AxisType.Auto)
+
+    def constrained(x, w):
+        h = jax.lax.with_sharding_constraint(x @ w, NamedSharding(mesh, P("data", "model")))
+        return jnp.tanh(h)
+
+    x, w = jax.ShapeDtypeStruct((16, 32), jnp.float32), jax.ShapeDtypeStruct((32, 64), jnp.float32)
+    record = dumpgym.add(constrained, x, w, slug="constrained", corpus=tmp_path / "c")
+    lowered = jax.jit(constrained).lower(x, w).as_text()
+    assert record.stablehlo == lowered and "sharding_constraint" in lowered  # the program states its mesh there
+    assert record.mesh == dict(zip(mesh.axis_names, mesh.axis_sizes)) == {"data": 2, "model": 4}
+    assert record.in_specs is None  # the arguments are whole: only the constraint names the mesh
+    pool = build_pool({"programs": [record.to_json()]})
+    assert any(i["drill"] == "partitioner" and i["program"] == "constrained" for i in pool["items"])

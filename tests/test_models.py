@@ -48,10 +48,11 @@ def _is_input(leaf) -> bool:
 
 
 def reference(function, args, kwargs):
-    """The partitioned function and its traced inputs, by Equinox: arrays traced, the rest static.
+    """The partitioned function and its traced inputs, by Equinox: arrays traced, the rest static (these
+    programs' Python scalars are all read as values, `range(k)` and `not train`, so static as jit needs them).
 
-    Like `nnx.jit`, it also returns the arrays the call put into its arguments (an NNX optimizer's update).
-    """
+    As under `jax.jit`, the arrays the call put into its arguments (an NNX dropout's advanced `Rngs`) are
+    not returned."""
     dynamic, static = eqx.partition((args, kwargs), _is_input)
     leaves, treedef = jax.tree.flatten(dynamic)
     structs = [x if isinstance(x, jax.ShapeDtypeStruct) else jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves]
@@ -59,12 +60,21 @@ def reference(function, args, kwargs):
     @functools.wraps(function)
     def partitioned(*xs):
         call_args, call_kwargs = eqx.combine(jax.tree.unflatten(treedef, xs), static)
-        out = function(*call_args, **call_kwargs)
-        new = [x for x in jax.tree.leaves(eqx.filter((call_args, call_kwargs), eqx.is_array))
-               if not any(x is y for y in xs)]
-        return (out, new) if new else out
+        return function(*call_args, **call_kwargs)
 
     return partitioned, structs
+
+
+def own_staging(function, args):
+    """What a function under `nnx.jit` or `eqx.filter_jit` traces, as JAX's `Traced`, by that library's own API
+    (NNX's `.trace(...).traced`; Equinox's jit on the arguments its own `_preprocess` splits)."""
+    import equinox._jit as eqx_jit
+
+    if hasattr(function, "trace"):
+        return function.trace(*args).traced
+    info = (function._signature, function._dynamic_fun, function._static_fun, function.donate_first,
+            function.donate_rest)
+    return function._cached.trace(*eqx_jit._preprocess(info, args, {}, return_static=True))
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +87,14 @@ def test_models_go_in_three_ways_exactly_as_jax_traces_them(name, make, corpus_d
     cli_dir, api_dir = corpus_dirs
     function = getattr(model_programs, name)
     args, kwargs = _made(getattr(model_programs, make))
-    ref, structs = reference(function, args, kwargs)
-    jaxpr = jax.make_jaxpr(ref)(*structs)
-    lowered = jax.jit(ref).lower(*structs)
+    if hasattr(function, "lower"):  # nnx.jit, eqx.filter_jit: shown as their own staging lowers them
+        jaxpr = own_staging(function, args).jaxpr
+        lowered = function.lower(*args, **kwargs)
+        lowered = getattr(lowered, "lowered", None) or lowered._inner_obj  # Equinox's, NNX's: JAX's Lowered
+    else:
+        ref, structs = reference(function, args, kwargs)
+        jaxpr = jax.make_jaxpr(ref)(*structs)
+        lowered = jax.jit(ref).lower(*structs)
 
     argv = ["add", f"{PROGRAMS}:{name}", "--args-from", f"{PROGRAMS}:{make}", "--corpus", str(cli_dir)]
     assert cli.main(argv) == 0, capsys.readouterr().err
@@ -110,16 +125,17 @@ def test_models_go_in_three_ways_exactly_as_jax_traces_them(name, make, corpus_d
         assert [p for p in problems if not p.endswith("attributed to nothing")] == []
         assert len(problems) <= 1
         stats = record["xray_stats"]
-        assert stats["mapped_stablehlo_op_lines"] >= 0.99 * stats["stablehlo_op_lines"]
+        # Every op line of an equation is mapped; an op of none (a literal the jaxpr returns, as Equinox's jit
+        # returns its 0 marker) is the one the oracle finds attributed to nothing.
+        assert stats["mapped_stablehlo_op_lines"] >= stats["stablehlo_op_lines"] - len(problems)
     assert from_cli["eqns"] == from_python["eqns"] and from_cli["xray"] == from_python["xray"]
     assert (view.jaxpr, view.stablehlo, view.groups) == (str(jaxpr), lowered.as_text(), from_python["xray"])
 
 
-def test_a_users_own_jit_is_kept_as_jaxs_jit_equation():
+def test_an_nnx_train_step_is_its_own_staging_not_inside_one_more_jit():
     view = dumpgym.xray(model_programs.gpt_train_step, *model_programs.make_gpt_train())
     top = [e for e in view.eqns if e.parent is None]
-    assert [e.primitive for e in top] == ["jit"]  # nnx.jit's own, as JAX traced it; the outer jit is ours
-    assert top[0].params["name"] == "gpt_train_step"
+    assert len(top) > 1 and not (top[0].primitive == "jit" and top[0].params["name"] == "gpt_train_step")
 
 
 def test_dead_code_behind_a_jit_boundary_is_called_dead():

@@ -208,7 +208,7 @@ def _fresh_layer(record, target_id: str):
     if program is None:
         raise UsageError(f"--compile compiles built-in programs only; {record.slug} was added")
     traced = trace(program.function, program.example_args())
-    return compile_layer(traced, build_facts(traced), TARGETS[target_id].target)
+    return compile_layer(traced, build_facts(traced), TARGETS[target_id].target, what=record.slug)
 
 
 def _cmd_add(args) -> int:
@@ -329,7 +329,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="one example argument in aval notation, e.g. bf16[64,128] or f32[] (repeat per argument)")
     p.add_argument("--args-from", metavar="FILE.py:MAKE|MODULE:MAKE",
                    help="a function returning the example arguments (a tuple, or {\"args\": ..., \"kwargs\": ...}): "
-                        "arrays, ShapeDtypeStructs, pytrees and models; other leaves are static")
+                        "arrays, ShapeDtypeStructs, pytrees and models; Python scalars traced as jax.jit traces them, "
+                        "other leaves static")
     p.add_argument("--slug", help="its name in the gym (default: from the function name)")
     p.add_argument("--title", help="its title in the gym, at most 200 characters (default: the function name)")
     p.add_argument("--hlo", nargs="?", const="cpu", default=None, metavar="TARGET",
@@ -384,6 +385,18 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _end_if_compiling() -> None:
+    """End the process at once (status 130) when an XLA compile is still running on its thread: Ctrl-C
+    stopped the wait for it, and XLA cannot be stopped halfway, nor should the exit wait for it."""
+    import threading
+
+    layer = sys.modules.get("dumpgym.compiled.layer")  # not imported: nothing was ever compiled
+    if layer is not None and any(t.name == layer.COMPILE_THREAD and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
@@ -410,4 +423,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dumpgym: error: {printable(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        _end_if_compiling()
         return 130

@@ -214,3 +214,42 @@ def require_hlo_bindings() -> None:
     if installed < HLO_BINDINGS_JAXLIB:
         needed = ".".join(map(str, HLO_BINDINGS_JAXLIB))
         raise JaxVersionError(f"the compiled HLO layer needs jaxlib {needed} or later (this is jaxlib {jaxlib.__version__})")
+
+
+class _Captured(BaseException):
+    """Raised out of a wrapper's `.lower` once JAX's own `Traced` is in hand (a BaseException, so no
+    `except Exception` of the wrapper's swallows it)."""
+
+    def __init__(self, traced):
+        super().__init__()
+        self.traced = traced
+
+
+_capture_lock = threading.Lock()
+
+
+def traced_by_own_lower(function, args: tuple, kwargs: dict):
+    """The `jax.stages.Traced` a function with its own staging lowers (`nnx.jit`, `eqx.filter_jit`, any
+    wrapper whose `.lower` ends in `jax.jit`'s): `function.lower(*args, **kwargs)` is called with
+    `jax.stages.Traced.lower` caught, so the jaxpr is the one its staging traces, on the arguments
+    its staging makes of ours, and lowering it prints what its own `.lower(...).as_text()` prints.
+
+    Why private: a wrapper's `.lower` returns its own object around JAX's `Lowered`, which keeps no jaxpr,
+    and nothing public names the `Traced` it came from. None when its `.lower` never lowers a `Traced`.
+    """
+    from jax._src import stages
+
+    with _capture_lock:
+        lower = stages.Traced.lower
+
+        def caught(self, *a, **k):
+            raise _Captured(self)
+
+        stages.Traced.lower = caught
+        try:
+            function.lower(*args, **kwargs)
+        except _Captured as captured:
+            return captured.traced
+        finally:
+            stages.Traced.lower = lower
+    return None

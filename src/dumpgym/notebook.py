@@ -169,7 +169,8 @@ def xray(function, *example_args, compiled: bool | str = False, **example_kwargs
     target as `dumpgym add --hlo` names it, "tpu", "gpu:a100", ...).
 
     The arguments are pytrees as `dumpgym.add` takes them (`program.partition`): arrays,
-    ShapeDtypeStructs, aval strings such as 'bf16[64,128]', models; other leaves are static.
+    ShapeDtypeStructs, aval strings such as 'bf16[64,128]', models; Python scalars are traced as `jax.jit`
+    traces them, other leaves are static.
     """
     from dumpgym.corpus.pipeline import function_record
     from dumpgym.record.targets import CPU, parse_target

@@ -14,7 +14,9 @@ XLA's own plumbing ("none"). This module compiles, `ir/hlo_graph.py` reads the g
 `compiled/attribution.py` decides each instruction's equations from it.
 
 The compile runs on a thread of its own (`start_compiles`) from as soon as the plain lowering is
-made; the caller's thread makes the facts, the x-ray and the jaxpr's dataflow meanwhile.
+made; the caller's thread makes the facts, the x-ray and the jaxpr's dataflow meanwhile. A compile
+still running after `SAY_COMPILING_AFTER` seconds is said on stderr, and again every
+`SAY_COMPILING_EVERY`; Ctrl-C stops the wait (`compiled_when_done`), the thread being a daemon.
 
 The HLO Python bindings give computations, instruction names, opcodes, operands and
 users, but not metadata, called computations or parameter numbers: those are read from
@@ -27,7 +29,9 @@ from __future__ import annotations
 
 import platform
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import NamedTuple
 
@@ -97,19 +101,21 @@ def start_compiles(trace, target: Target = CPU) -> Compiles:
 # The layer builds the compiled graph and the instructions by the ten thousand and keeps them: with the
 # garbage collector on, its walks of the whole heap (JAX's too) cost the GPT's add more than the layer's own work.
 @with_collector_paused
-def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles | None = None) -> CompiledLayer:
+def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles | None = None,
+                  what: str = "the program") -> CompiledLayer:
     """The compiled HLO text, its instructions, fusions and per-equation lines, as the export carries them.
 
     `target` is this host's CPU (the default), a TPU topology (`Target("tpu", "v5e:2x2")`; needs libtpu)
     or a GPU (`Target("gpu", "h100")`; needs JAX's CUDA plugin). `compiles` is `start_compiles(trace,
-    target)`'s, if the caller set it going; else it starts here.
+    target)`'s, if the caller set it going; else it starts here. `what` names the program in the lines a
+    long compile prints (`compiled_when_done`).
     """
     import jaxlib
 
     compiles = compiles if compiles is not None else start_compiles(trace, target)
     # Python's work of the layer that needs no compile, done while XLA compiles (and lets go of Python's lock).
     flow = dataflow(facts, trace.closed_jaxpr)
-    compiled = compiles.compiled.result()
+    compiled = compiled_when_done(compiles.compiled, f"{what} for {target.platform}")
     module = compiled.runtime_executable().hlo_modules()[0]
     printed = compiled.as_text()
     text = shown_text(printed)
@@ -181,6 +187,37 @@ def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict
     return instructions, fusions
 
 
+# A compile still running this many seconds after the wait for it began is said on stderr, and again
+# every SAY_COMPILING_EVERY seconds: XLA can take minutes, or never finish (jax#10621).
+SAY_COMPILING_AFTER = 5.0
+SAY_COMPILING_EVERY = 5.0
+# The name of the thread each compile runs on (`cli.py` ends the process at once on Ctrl-C while one runs).
+COMPILE_THREAD = "dumpgym-compile"
+
+
+def compiled_when_done(compiled: Future, what: str):
+    """The `jax.stages.Compiled` of a compile under way, waited for: a line on stderr once it has taken
+    `SAY_COMPILING_AFTER` seconds, then every `SAY_COMPILING_EVERY`, saying what it waits for and how long
+    so far. Ctrl-C stops the wait with one line (KeyboardInterrupt raised on): nothing is written, since
+    a record is written only once it is whole."""
+    import sys
+    import time
+
+    start, say_at = time.monotonic(), SAY_COMPILING_AFTER
+    try:
+        while True:
+            try:
+                return compiled.result(timeout=max(0.0, start + say_at - time.monotonic()))
+            except FutureTimeout:
+                waited = time.monotonic() - start
+                print(f"dumpgym: waiting for XLA to compile {what}: {waited:.0f} s so far (Ctrl-C stops it, "
+                      "nothing written)", file=sys.stderr, flush=True)
+                say_at = waited + SAY_COMPILING_EVERY
+    except KeyboardInterrupt:
+        print(f"dumpgym: stopped while XLA compiled {what}; nothing was written", file=sys.stderr, flush=True)
+        raise
+
+
 class Compiles(NamedTuple):
     """A target's compile under way (a `concurrent.futures.Future` of a `jax.stages.Compiled`), and
     what the record says compiled it."""
@@ -211,11 +248,18 @@ def _compile_tagged(tagged, plain) -> tuple[Future, Names]:
     # `compiler_ir()` is the very module `compile()` hands XLA, so the tags set on it are compiled
     # (`tests/test_hlo_tags.py` finds them in what XLA prints).
     names = carry_tags(tagged.compiler_ir("stablehlo"), plain.compiler_ir("stablehlo"))
-    pool = ThreadPoolExecutor(max_workers=1)
-    try:
-        return pool.submit(plain.compile), names
-    finally:
-        pool.shutdown(wait=False)  # the thread ends when its compile does
+    future: Future = Future()
+
+    def run():
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(plain.compile())
+        except BaseException as e:  # noqa: BLE001 (handed to whoever waits for it)
+            future.set_exception(e)
+
+    # A daemon: a compile stopped with Ctrl-C (or one that never finishes) does not hold the process at exit.
+    threading.Thread(target=run, name=COMPILE_THREAD, daemon=True).start()
+    return future, names
 
 
 def _compile_for_topology(trace, target: Target) -> Compiles:

@@ -36,7 +36,7 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     layers = {}
     for n, target in enumerate(targets):
         say(f"{program.slug}: compiling with XLA{_words(target)}")  # the first began with the facts
-        layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None)
+        layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None, program.slug)
     # In the registry's order, whatever order the targets were given in.
     compiled = {t: layers[t] for t in TARGETS if t in layers}
     if program.mesh is not None:
@@ -48,7 +48,8 @@ def program_record(program, progress: Callable[[str], None] | None = None,
         title=program.title,
         lesson=program.lesson,
         entry=program.entry,
-        args=tuple(program.args),
+        # An added program's are the jaxpr's inputs, as its staging traced them.
+        args=tuple(program.args) if program.args else in_avals(traced),
         mesh=mesh,
         in_specs=in_specs,
         source=traced.source,
@@ -67,6 +68,14 @@ def program_record(program, progress: Callable[[str], None] | None = None,
         call=program.call,
         arg_binders=facts.arguments,
     )
+
+
+def in_avals(traced) -> tuple[str, ...]:
+    """Each input of the traced jaxpr as the jaxpr prints its aval (`f32[64,128]`), in order."""
+    from dumpgym.traced.facts import dtype_name
+    from dumpgym.traced.program import ArgSpec
+
+    return tuple(str(ArgSpec(tuple(a.shape), dtype_name(a.dtype))) for a in traced.closed_jaxpr.in_avals)
 
 
 def _words(target: Target) -> str:
@@ -134,20 +143,51 @@ def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str,
     """The record of a user's `function` on example values (pytrees, models, static leaves): `dumpgym add`'s and
     the notebook's. A failure while JAX traces it becomes one ProgramError saying whose fault it is."""
     from dumpgym.errors import ProgramError
-    from dumpgym.traced.program import Program, partition, trace_failure
+    from dumpgym.traced.program import partition, trace_failure
 
-    partitioned = partition(function, args, kwargs)
+    # A Python scalar the function reads as a value (`range(k)`, `if train:`) cannot be traced: it is then
+    # static, as `jax.jit(f, static_argnums=...)` makes it, tried again once with every Python scalar static.
+    for static_scalars in (False, True) if _python_scalars(function, args, kwargs) else (False,):
+        partitioned = partition(function, args, kwargs, static_scalars=static_scalars)
+        try:
+            return _partitioned_record(partitioned, slug, title, entry, name, targets, progress)
+        except ProgramError:
+            raise
+        except Exception as e:
+            if not _raised_while_tracing(e):
+                raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
+            failure = e
+            if not _needs_concrete(e):
+                break
+    # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
+    raise trace_failure(failure, function, partitioned, args=args, kwargs=kwargs) from failure
+
+
+def _partitioned_record(partitioned, slug, title, entry, name, targets, progress) -> ProgramRecord:
+    from dumpgym.traced.program import Program
+
+    # Its `args` are read from the jaxpr it traces (`in_avals`): only its staging knows its inputs.
     program = Program(slug=slug, title=title, lesson=f"Your program {name}.", function=partitioned.function,
-                      args=partitioned.avals, entry=entry, structs=partitioned.structs)
-    try:
-        return program_record(program, progress, targets)
-    except ProgramError:
-        raise
-    except Exception as e:
-        if not _raised_while_tracing(e):
-            raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
-        # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
-        raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
+                      args=(), entry=entry, structs=partitioned.structs)
+    return program_record(program, progress, targets)
+
+
+def _python_scalars(function, args, kwargs) -> bool:
+    """Whether `partition` traced Python scalars of the arguments (it does unless the function stages itself)."""
+    import jax
+
+    from dumpgym.traced.program import is_python_scalar
+    from dumpgym.traced.trace import has_own_staging
+
+    return not has_own_staging(function) and any(is_python_scalar(v) for v in jax.tree.leaves((args, kwargs)))
+
+
+def _needs_concrete(error: BaseException) -> bool:
+    """Whether tracing failed because the function needed a traced value concretely (a Python int or bool)."""
+    import jax
+
+    return isinstance(error, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
+                              jax.errors.TracerBoolConversionError, jax.errors.TracerArrayConversionError))
 
 
 def _raised_while_tracing(error: BaseException) -> bool:

@@ -370,24 +370,16 @@ def _first_line(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Partitioned:
-    """A function on example values, split as `eqx.filter_jit` splits it: array leaves traced, the rest static."""
+    """A function on example values, split as `jax.jit` stages it: array leaves and Python scalars traced, the
+    rest static (or left to a staging of its own)."""
 
-    # Takes the traced leaves, flat, in the order jax.tree.flatten gives them; or, for a function already
-    # under `jax.jit`, that function itself, on its own arguments.
+    # Takes the traced leaves, flat, in the order jax.tree.flatten gives them; or, for a function with a
+    # staging of its own (jax.jit, nnx.jit, eqx.filter_jit), that function itself, on its own arguments.
     function: Callable[..., Any]
     # The positional arguments to trace it on: one jax.ShapeDtypeStruct per traced leaf (a concrete
-    # array's values are dropped), or the jitted function's own pytrees with their arrays as structs.
+    # array's values are dropped), or the jitted function's own pytrees with their arrays as structs, or,
+    # under another library's staging, the arguments as given (that staging decides what it traces).
     structs: tuple
-
-    @property
-    def avals(self) -> tuple[str, ...]:
-        """Each traced leaf's aval as the jaxpr prints it (`f32[64,128]`), in order."""
-        import jax
-
-        from dumpgym.traced.facts import dtype_name
-
-        leaves = [s for s in jax.tree.leaves(self.structs) if isinstance(s, jax.ShapeDtypeStruct)]
-        return tuple(str(ArgSpec(tuple(s.shape), dtype_name(s.dtype))) for s in leaves)
 
 
 def is_traced_leaf(leaf) -> bool:
@@ -398,30 +390,42 @@ def is_traced_leaf(leaf) -> bool:
     return isinstance(leaf, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
 
 
-def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = None) -> Partitioned:
+def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = None, *,
+              static_scalars: bool = False) -> Partitioned:
     """Split `function(*args, **kwargs)` into a function of its array leaves, everything else closed over.
 
     `args` and `kwargs` are pytrees (models included: an NNX or Equinox module, a Linen variable dict);
     a positional argument given as a string is an aval spec (`"bf16[64,128]"`). Array leaves become
-    `ShapeDtypeStruct`s, so weights are never inlined as constants. The function returns what
-    `function` returns, its leaves that JAX cannot return left out (None in their place), and, when the call replaced arrays inside its arguments (an NNX module or
-    optimizer updated in place), those new arrays too: `(result, [updated arrays])`, as `nnx.jit` does.
+    `ShapeDtypeStruct`s, so weights are never inlined as constants. A Python scalar (`bool`, `int`,
+    `float`, `complex`) is traced as `jax.jit` traces it, a weak-typed scalar, unless `static_scalars`.
+    The function returns what `function` returns, its leaves that JAX cannot return left out (None in
+    their place), as `jax.jit` would stage it: arrays the call put into its arguments (an NNX module's
+    `Rngs` advanced, an optimizer updated in place) are not returned, as they are not under `jax.jit`.
+    A function with a staging of its own (`jax.jit`, `nnx.jit`, `eqx.filter_jit`) is left to it.
     """
     import jax
+
+    from dumpgym.traced.trace import has_own_staging, own_jit
 
     kwargs = dict(kwargs or {})
     args = tuple(parse_arg(a).to_struct() if isinstance(a, str) else a for a in args)
     check_call(function, args, kwargs)
+    if not kwargs and has_own_staging(function) and not own_jit(function):
+        # Under another library's staging (nnx.jit, eqx.filter_jit): its `.lower` is given the arguments as
+        # they are, since it decides itself what is traced (Equinox traces arrays, not ShapeDtypeStructs).
+        return Partitioned(function, args)
     try:
         leaves, treedef = jax.tree.flatten((args, kwargs))
     except Exception as e:  # a pytree node whose flatten rule raises
         raise ProgramError(f"cannot flatten the example arguments: {type(e).__name__}: {_first_line(e)}") from e
-    traced_at = [i for i, leaf in enumerate(leaves) if is_traced_leaf(leaf)]
+    # A function under jax.jit traces its scalars itself, unless its static_argnums say otherwise.
+    scalars = not static_scalars and not own_jit(function)
+    traced_at = [i for i, leaf in enumerate(leaves) if is_traced_leaf(leaf) or (scalars and is_python_scalar(leaf))]
     structs = tuple(_struct(leaves[i]) for i in traced_at)
     if not kwargs and len(args) == len(leaves) == len(traced_at):
         # Flat arrays only: the function itself, so JAX names its parameters as the user wrote them.
         return Partitioned(function, structs)
-    if not kwargs and _own_jit(function):
+    if not kwargs and own_jit(function):
         # Already under jax.jit: traced by its own jit on its own pytrees (arrays as structs), so the listing
         # is what its `.lower()` prints, with no jit of ours around it; what is static is its own business.
         structs_at = dict(zip(traced_at, structs))
@@ -437,12 +441,8 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
         call_args, call_kwargs = jax.tree.unflatten(treedef, values)
         # A leaf of the result that JAX cannot return (an Equinox model's activation functions, a config
         # object) is static, as `eqx.filter_jit` treats it: the traced program returns the rest.
-        result = jax.tree.map(lambda v: v if is_traced_leaf(v) or isinstance(v, (bool, int, float, complex)) else None,
-                              function(*call_args, **call_kwargs))
-        inputs = {id(v) for v in traced}
-        updated = [v for v in jax.tree.leaves((call_args, call_kwargs))
-                   if is_traced_leaf(v) and not isinstance(v, jax.ShapeDtypeStruct) and id(v) not in inputs]
-        return (result, updated) if updated else result
+        return jax.tree.map(lambda v: v if is_traced_leaf(v) or is_python_scalar(v) else None,
+                            function(*call_args, **call_kwargs))
 
     # JAX reads a function's signature (following __wrapped__) to name its arguments; this one takes the leaves.
     partitioned.__signature__ = inspect.Signature(
@@ -450,11 +450,9 @@ def partition(function: Callable[..., Any], args: tuple, kwargs: dict | None = N
     return Partitioned(partitioned, structs)
 
 
-def _own_jit(function) -> bool:
-    """Whether `function` is under `jax.jit` itself (it traces and lowers as `jax.stages` say), not under a
-    wrapper of another library's (nnx.jit, eqx.filter_jit), whose `.trace` means something else."""
-    return (callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None))
-            and type(function).__module__.startswith(("jaxlib", "jax.")))
+def is_python_scalar(value) -> bool:
+    """Whether a pytree leaf is a Python scalar, which `jax.jit` traces as a weak-typed scalar."""
+    return isinstance(value, (bool, int, float, complex))
 
 
 def _struct(leaf):
@@ -463,6 +461,9 @@ def _struct(leaf):
 
     if isinstance(leaf, jax.ShapeDtypeStruct):
         return leaf
+    if is_python_scalar(leaf):  # as jax.jit traces it: bool[], i32[] or f32[] (weak-typed but the bool)
+        aval = jax.typeof(leaf)
+        return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
     sharding = getattr(leaf, "sharding", None)
     if sharding is not None and len(sharding.device_set) < 2:
         sharding = None
@@ -540,10 +541,10 @@ def trace_failure(error: BaseException, function: Callable[..., Any], partitione
     import jax
 
     name = getattr(function, "__name__", type(function).__name__)
-    traced = partitioned.function
-    own = callable(getattr(traced, "trace", None)) and callable(getattr(traced, "lower", None))
+    from dumpgym.traced.trace import staged
+
     try:
-        plain = (traced if own else jax.jit(traced)).trace(*partitioned.structs)
+        plain = staged(partitioned.function, partitioned.structs)
         plain.lower()
     except Exception as refused:  # JAX refuses it too
         return ProgramError(f"{name} raised {type(refused).__name__} while tracing: {jax_message(refused)} "

@@ -39,12 +39,7 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
     import jax
 
     args = tuple(args)
-    # A function already under jax.jit is traced by its own jit: its donation, shardings and static
-    # arguments are the user's, as `function.lower(*args)` prints them. Wrapped in a second jit they
-    # would vanish into an inner `jit` equation (an outer jit donates nothing).
-    jitted = function if callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None)) \
-        else jax.jit(function)
-    traced = jitted.trace(*args)
+    traced = staged(function, args)
     with collector_paused():
         lowered, tagged_eqns = _lower_tagged(traced)
         text, spans = print_with_spans(traced.jaxpr)
@@ -60,6 +55,39 @@ def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
         jaxpr=text,
         stablehlo=_plain_text(traced, lowered, tagged_eqns),
     )
+
+
+def staged(function: Callable[..., Any], args: tuple):
+    """`function` traced on `args` by its own staging, as a `jax.stages.Traced`: `jax.jit`'s own `.trace`
+    for a function under `jax.jit`; for one under another staging with its own `.lower` (`nnx.jit`,
+    `eqx.filter_jit`), the `Traced` that `.lower` lowers; else `jax.jit(function)`'s. So its donation,
+    shardings, static arguments and the state its staging threads through (an NNX module's) are its own,
+    as `function.lower(*args).as_text()` prints them: wrapped in a second jit they would vanish into an
+    inner `jit` equation (an outer jit donates nothing)."""
+    import jax
+
+    if own_jit(function):
+        return function.trace(*args)
+    if has_own_staging(function):
+        from dumpgym.jax_internals import traced_by_own_lower
+
+        traced = traced_by_own_lower(function, args, {})
+        if traced is None:
+            raise TypeError(f"{getattr(function, '__name__', function)}.lower(...) lowered no jax.stages.Traced")
+        return traced
+    return jax.jit(function).trace(*args)
+
+
+def own_jit(function) -> bool:
+    """Whether `function` is under `jax.jit` itself (it traces and lowers as `jax.stages` say), not under a
+    wrapper of another library's (nnx.jit, eqx.filter_jit), whose `.trace` means something else."""
+    return (callable(getattr(function, "trace", None)) and callable(getattr(function, "lower", None))
+            and type(function).__module__.startswith(("jaxlib", "jax.")))
+
+
+def has_own_staging(function) -> bool:
+    """Whether `function` stages itself: it is under `jax.jit`, or a wrapper with its own `.lower`."""
+    return not isinstance(function, type) and callable(getattr(function, "lower", None))
 
 
 # Primitives whose lowering serializes their own body, source locations included, into the module
@@ -227,8 +255,9 @@ def walk_eqns(closed_jaxpr) -> list:
 def mesh_of(traced: Trace) -> tuple[dict[str, int] | None, list | None]:
     """The mesh a traced program runs on, as the record writes it (`{"x": 8}`), and each argument's partition
     spec (one entry per axis, `None` where it is whole), for a program whose `Program` names no mesh: the mesh
-    its arguments' `NamedSharding`s share, else the one its first `shard_map` binds (specs then unknown:
-    None); `(None, None)` for a program on one device."""
+    its arguments' `NamedSharding`s share, else the first an equation names (a `shard_map`'s mesh, a
+    `with_sharding_constraint`'s `NamedSharding`, a mesh `jit` was traced under; specs then unknown: None);
+    `(None, None)` for a program on one device."""
     from jax.sharding import NamedSharding
 
     import jax
@@ -244,9 +273,11 @@ def mesh_of(traced: Trace) -> tuple[dict[str, int] | None, list | None]:
             specs.append([list(p) if isinstance(p, tuple) else p for p in spec] + [None] * (len(arg.shape) - len(spec)))
         return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), specs
     for eqn in walk_eqns(traced.closed_jaxpr):
-        mesh = eqn.params.get("mesh") if eqn.primitive.name == "shard_map" else None
-        if mesh is not None and getattr(mesh, "axis_names", None):
-            return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), None
+        for value in eqn.params.values():  # shard_map's `mesh`, with_sharding_constraint's `sharding`, ...
+            for one in value if isinstance(value, (tuple, list)) else (value,):
+                mesh = one.mesh if isinstance(one, NamedSharding) else one
+                if getattr(mesh, "axis_names", None) and hasattr(mesh, "axis_sizes"):
+                    return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), None
     return None, None
 
 

@@ -70,7 +70,7 @@ def build_xray(trace, facts: Facts) -> XRay:
     printed = asm_names(plain)
     ops = [StablehloOp(name, location_line(op.location), function, **op_facts(op, printed))
            for op, name, function in zip(plain_ops, names, functions)]
-    eqn_of_tag = facts.eqn_of_tag
+    eqn_of_tag, containers = facts.eqn_of_tag, facts.children
     owners: list[set[int]] = [set() for _ in ops]  # by op index: the equations it belongs to
     pending_constants = []
     calls_by_function: dict[str, list[int]] = defaultdict(list)
@@ -81,9 +81,11 @@ def build_xray(trace, facts: Facts) -> XRay:
         own = innermost_tag(str(location) if bare is None else bare)
         own = None if own is None else eqn_of_tag[own]
         name = names[i]
-        if name == "stablehlo.constant":
-            # A literal is materialised where the enclosing body is lowered, so its
-            # location names the body, not the equation that reads it.
+        if name == "stablehlo.constant" and (own is None or own in containers):
+            # A literal is materialised where the enclosing body is lowered, so its location names
+            # the body (an equation holding a sub-jaxpr, or none at the top), not the equation that
+            # reads it. A constant a leaf equation's lowering emits names that equation, its owner
+            # even when another reads it (`platform_index` lowers to the branch index a `case` reads).
             pending_constants.append((i, own))
         elif own is not None:
             owners[i].add(own)
@@ -99,7 +101,7 @@ def build_xray(trace, facts: Facts) -> XRay:
     _inherit_from_calls(ops, owners, calls_by_function)
     for i, holder in untagged:  # again: a holder may have just inherited its owners from a call
         owners[i] |= owners[holder]
-    # A constant belongs to its first user (or to its own mark when nothing reads it).
+    # A constant of a body belongs to its first user (or to its own mark when nothing reads it).
     index_of = {op: i for i, op in enumerate(tagged.ops)} if pending_constants else {}
     for i, own in pending_constants:
         users = sorted(index_of[u.owner] for u in tagged.ops[i].result.uses if u.owner in index_of)

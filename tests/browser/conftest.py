@@ -361,7 +361,7 @@ class Gym:
         read an item (`pool_checks.readable`: `shown` is its context as Python resolves it)."""
         from pool_checks import readable
 
-        from dumpgym.record import ProgramRecord
+        from dumpgym.record.schema import ProgramRecord
 
         _, slug, index = self.page.get_attribute(f"#drill-{kind}", "data-item").split("/")
         item = self.fetch_json(f"data/drills/{kind}/{slug}.json")["items"][int(index)]

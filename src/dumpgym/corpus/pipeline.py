@@ -5,6 +5,7 @@ its stages, `traced_program` and `compiled_layers`), so that a record is made on
 """
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Iterable
 
 from dumpgym.record.schema import SCHEMA, Corpus, ProgramRecord
@@ -136,7 +137,7 @@ def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str,
     from dumpgym.traced.program import Program, partition, trace_failure
 
     partitioned = partition(function, args, kwargs)
-    program = Program(slug=slug, title=title, lesson=f"Your program {name}.", function=partitioned.function,
+    program = Program(slug=slug, title=title, lesson=docstring_lesson(function, name), function=partitioned.function,
                       args=partitioned.avals, entry=entry, structs=partitioned.structs)
     try:
         return program_record(program, progress, targets)
@@ -147,6 +148,23 @@ def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str,
             raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
         # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
         raise trace_failure(e, function, partitioned, args=args, kwargs=kwargs) from e
+
+
+LESSON_MAX = 600  # characters of a docstring's first paragraph a card shows
+
+
+def docstring_lesson(function: Callable, name: str) -> str:
+    """What an added program's card says of it: the first paragraph of the function's own docstring (its lines
+    joined, at most `LESSON_MAX` characters, cut at a word with "…"), else `Your program NAME.`. A callable
+    whose `__doc__` is only its type's (a `functools.partial`, a model without one) has none of its own."""
+    doc = getattr(function, "__doc__", None)
+    if not isinstance(doc, str) or doc == getattr(type(function), "__doc__", None):
+        doc = ""
+    first = inspect.cleandoc(doc).split("\n\n", 1)[0]
+    words = " ".join(first.split())
+    if len(words) > LESSON_MAX:
+        words = words[:LESSON_MAX - 1].rsplit(" ", 1)[0] + "…"
+    return words or f"Your program {name}."
 
 
 def _raised_while_tracing(error: BaseException) -> bool:

@@ -8,6 +8,7 @@ import { registerDueCounts } from './schedule.js';
 import { registerMastery } from './mastery.js';
 import { registerCorpus } from './corpus.js';
 import { registerReference } from './reference.js';
+import { registerYours } from './yours.js';
 import { rememberXray } from './data.js';
 
 const $ = (selector) => document.querySelector(selector);
@@ -70,6 +71,7 @@ registerMastery($('#mastery'), progress, drills);
 wireXrayLater($('#xray'));
 wireChangeLater($('#change'));
 registerCorpus($('#corpus'));
+registerYours($('#path [data-yours-path]'), $('#corpus'));
 registerReference($('#reference'));
 document.documentElement.dataset.ready = '';
 performance.mark('dumpgym:ready');

@@ -601,3 +601,10 @@ def test_replace_never_replaces_a_built_in_program(corpus_dir, capsys):
     assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "mlp", "--replace") == 2
     assert "'mlp' is already in the corpus" in capsys.readouterr().err
     assert not corpus_dir.exists()
+
+
+def test_replace_is_for_a_traced_function_not_a_dump(tmp_path, capsys):
+    assert cli.main(["add", "--dump", str(tmp_path), "--replace", "--corpus", str(tmp_path / "corpus")]) == 2
+    err = capsys.readouterr().err
+    assert "--dump adds the modules of dump folders" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "corpus").exists()

@@ -72,7 +72,9 @@ def test_on_a_phone_no_listing_scrolls_sideways_and_every_tap_target_is_40px(pho
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
 
 
-def test_on_a_phone_the_line_a_question_cites_is_in_the_viewport(phone, fetch_json):
+@pytest.mark.parametrize("device", ["phone", "desktop"])
+def test_the_line_a_question_cites_is_in_the_viewport(open_fresh, base_url, fetch_json, device):
+    phone = open_fresh(base_url, **(PHONE if device == "phone" else DESKTOP))
     gym = Gym(phone, fetch_json)
     seen = 0
     for kind in (k for k in CITING if k in kinds(fetch_json)):
@@ -107,7 +109,9 @@ def test_on_a_phone_the_line_a_question_cites_is_in_the_viewport(phone, fetch_js
             # Its first row is in its own box's view and in the window's, below the sticky header.
             assert at["boxTop"] - 1 <= at["top"] <= at["boxBottom"], (kind, question, at)
             assert at["header"] - 1 <= at["top"] and at["top"] + 16 <= at["height"], (kind, question, at)
-        shot(phone, f"phone-cited-{kind}")
+        shot(phone, f"{device}-cited-{kind}")
+    close_pages(phone.context)
+    assert phone.console.errors == [], phone.console.errors
     assert seen >= 6, seen
 
 

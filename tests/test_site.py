@@ -472,3 +472,48 @@ def test_each_path_step_has_a_worked_example_taken_live_from_the_pool(whole_corp
                                  + ", ".join(map(str, answer["axes"]))}[answer["form"]]()
         assert ex["answer"] == right
         assert sum(map(len, resolve(item["context"], programs[ex["program"]]))) <= 1600
+
+
+@pytest.fixture(scope="module")
+def with_yours(corpus):
+    from yours_corpus import with_an_added_program
+
+    data = with_an_added_program(corpus)
+    pool = build_pool(data)
+    return data, pool, site.render_site(data, pool)["index.html"].decode("utf-8")
+
+
+def test_your_programs_come_first_and_marked_in_the_picker_and_the_corpus(with_yours):
+    data, pool, page = with_yours
+    parsed = Parsed(page)
+    options = [a["value"] for tag, a in parsed.tags if tag == "option" and "value" in a]
+    assert options == ["mine", "mlp", "ckpt-policy"]  # in the x-ray's picker, first
+    groups = re.findall(r'<optgroup label="([^"]+)"', page)
+    assert groups == ["your programs", "built-in"]
+    assert "mine · \u2068my block\u2069" in [t.strip() for t in parsed.text]
+    cards = [a["data-program"] for tag, a in parsed.tags if tag == "article" and "data-program" in a]
+    assert cards == ["mine", "mlp", "ckpt-policy"]  # in the corpus section, first
+    assert [a for tag, a in parsed.tags if "data-yours-path" in a]  # the path's box, filled in the browser
+
+
+def test_the_page_says_what_each_compile_would_add_to_an_added_programs_drills(with_yours):
+    """Once, as data the added cards' lines are written from in the browser (yours.js; the browser test reads
+    them): per compile target, its flag and the drill kinds whose items read that target's compile."""
+    data, pool, page = with_yours
+    card = page[page.index('id="p-mine"'):page.index("</article>", page.index('id="p-mine"'))]
+    assert 'data-compiled="cpu:' in card and "tpu:" not in card and "Two dots and a gelu" in card
+    section = next(a for tag, a in Parsed(page).tags if a.get("id") == "corpus")
+    adds = {t: (label, flag, kinds) for t, label, flag, kinds in json.loads(section["data-hlo-adds"])}
+    assert {t: flag for t, (_, flag, _) in adds.items()} == {"tpu": "--hlo tpu", "gpu": "--hlo gpu", "cpu": "--hlo"}
+    # The TPU's own drills come with `--hlo tpu`, the GPU's kernels with `--hlo gpu` and not with the TPU's.
+    assert {"layouts", "units"} <= set(adds["tpu"][2]) and "kernels" in adds["gpu"][2] and "kernels" not in adds["tpu"][2]
+    # and exactly the kinds with items on that compile in the pool (the built-in programs'), but those that need
+    # another program's compile beside it (a change's: `diff`), which one add cannot make
+    assert "diff" not in {k for _, _, kinds in adds.values() for k in kinds}
+    for target, (_, _, kinds) in adds.items():
+        on = {i["drill"] for i in pool["items"] if not any("program" in b for b in i["context"])
+              and (i["layer"] == target or any(b.get("layer") == target for b in i["context"]))}
+        assert set(kinds) == on, target
+    # without added programs the page carries none of it
+    plain = site.render_site({**data, "programs": data["programs"][:2]}, build_pool({**data, "programs": data["programs"][:2]}))
+    assert b"data-hlo-adds" not in plain["index.html"] and b"data-yours-path" not in plain["index.html"]

@@ -523,3 +523,88 @@ def test_a_write_that_fails_names_the_file(code, kept_folder, corpus_dir, monkey
     err = capfd.readouterr().err
     assert err == f"dumpgym: error: cannot write {corpus_dir / 'index.json'}: {os.strerror(code)}; nothing was changed\n"
     assert snapshot(corpus_dir) == before
+
+
+# `add --replace` and the card's words.
+
+def test_the_card_says_the_first_paragraph_of_the_functions_docstring(corpus_dir, capsys):
+    import inspect
+
+    import user_programs
+
+    assert add(corpus_dir, "documented_scale", ["f32[4,8]"], "--slug", "doc") == 0
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "nodoc") == 0
+    lessons = {p["slug"]: p["lesson"] for p in usercorpus.load_user_programs(corpus_dir)}
+    first = inspect.getdoc(user_programs.documented_scale).split("\n\n")[0]
+    assert lessons["doc"] == " ".join(first.split()) == "Scale each row by its own maximum, so that every row peaks at one."
+    assert lessons["nodoc"] == "Your program while_halving."
+    page = render_site(*_gym(corpus_dir))["index.html"].decode("utf-8")
+    assert "Scale each row by its own maximum, so that every row peaks at one." in page
+
+
+def _gym(corpus_dir):
+    from dumpgym.site.inputs import gym_inputs
+
+    return gym_inputs(corpus_dir)
+
+
+def test_a_taken_slug_is_refused_without_replace_and_replaced_in_place_with_it(corpus_dir, capsys):
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "a") == 0
+    assert add(corpus_dir, "cond_branch", ["f32[]", "f32[3]"], "--slug", "mine") == 0
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "z") == 0
+    (corpus_dir / "mine.drills.json").write_text("{}")  # items kept for the program to be replaced
+    capsys.readouterr()
+    before = snapshot(corpus_dir)
+    assert add(corpus_dir, "scan_rnn", ["f32[6,4]", "f32[4,4]"], "--slug", "mine") == 2
+    err = capsys.readouterr().err
+    assert "'mine' is already in the corpus" in err and "--replace" in err and len(err.strip().splitlines()) == 1
+    assert snapshot(corpus_dir) == before
+    assert add(corpus_dir, "scan_rnn", ["f32[6,4]", "f32[4,4]"], "--slug", "mine", "--replace") == 0
+    assert capsys.readouterr().out.startswith("replaced mine: ")
+    assert _listed(corpus_dir) == ["a", "mine", "z"]  # in its place
+    record = json.loads((corpus_dir / "mine.json").read_text())
+    assert record["entry"].endswith(":scan_rnn") and "scan" in {e["primitive"] for e in record["eqns"]}
+    assert not (corpus_dir / "mine.drills.json").exists()
+    # --replace of a slug nothing has is an add
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "new", "--replace") == 0
+    assert capsys.readouterr().out.startswith("added new: ")
+    assert _listed(corpus_dir) == ["a", "mine", "z", "new"]
+
+
+def test_a_replace_that_fails_leaves_the_old_program_whole(corpus_dir, monkeypatch, capsys):
+    assert add(corpus_dir, "cond_branch", ["f32[]", "f32[3]"], "--slug", "mine") == 0
+    before = snapshot(corpus_dir)
+    # It fails while tracing: nothing written.
+    assert cli.main(["add", f"{PROGRAMS}:raises_while_tracing", "--arg", "f32[3,4]", "--slug", "mine", "--replace",
+                     "--corpus", str(corpus_dir)]) == 2
+    assert snapshot(corpus_dir) == before
+    capsys.readouterr()
+    # It fails as the record is written (a full disk): the old record is still there, whole, and listed.
+    from dumpgym.corpus import builtin
+
+    def full(path, text):
+        Path(f"{path}.tmp-full").write_text(text[:10])  # what a write cut short would leave beside it
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(builtin, "write_atomic", full)
+    assert add(corpus_dir, "scan_rnn", ["f32[6,4]", "f32[4,4]"], "--slug", "mine", "--replace") == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and len(err.strip().splitlines()) == 1
+    monkeypatch.undo()
+    after = {k: v for k, v in snapshot(corpus_dir).items() if not k.endswith(".tmp-full")}
+    assert after == before
+    assert _listed(corpus_dir) == ["mine"]
+    assert json.loads((corpus_dir / "mine.json").read_text())["entry"].endswith(":cond_branch")
+
+
+def test_replace_never_replaces_a_built_in_program(corpus_dir, capsys):
+    assert add(corpus_dir, "while_halving", ["f32[5]"], "--slug", "mlp", "--replace") == 2
+    assert "'mlp' is already in the corpus" in capsys.readouterr().err
+    assert not corpus_dir.exists()
+
+
+def test_replace_is_for_a_traced_function_not_a_dump(tmp_path, capsys):
+    assert cli.main(["add", "--dump", str(tmp_path), "--replace", "--corpus", str(tmp_path / "corpus")]) == 2
+    err = capsys.readouterr().err
+    assert "--dump adds the modules of dump folders" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "corpus").exists()

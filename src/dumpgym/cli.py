@@ -223,16 +223,20 @@ def _cmd_add(args) -> int:
 
     # Progress only for a person watching: a script reading stderr gets just the result or one error line.
     say = (lambda msg: print(printable(msg), file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
+    from dumpgym.corpus import user as usercorpus
+
+    before = usercorpus.read_index(usercorpus.user_corpus_dir(args.corpus)) if args.replace else []
     record = add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
-                 progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait)
-    print(f"added {record.slug}: {len(record.eqns)} equations · {record.xray_stats.line()}")
+                 progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait, replace=args.replace)
+    print(f"{'replaced' if record.slug in before else 'added'} {record.slug}: {len(record.eqns)} equations · "
+          f"{record.xray_stats.line()}")
     return 0
 
 
 def _add_dump(args) -> int:
     from dumpgym.dumps import record as dump_corpus
 
-    if args.entry is not None or args.arg or args.args_from or args.hlo or args.slug or args.title:
+    if args.entry is not None or args.arg or args.args_from or args.hlo or args.slug or args.title or args.replace:
         raise UsageError("--dump adds the modules of dump folders (JAX's and XLA's in two: --dump A B): it takes "
                          "--module, --corpus and --wait only")
     folder = _read_dump(args.dump, only=args.module)
@@ -337,6 +341,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="also compile it with XLA and add the compiled HLO layer: cpu (the default, this host), "
                         "tpu (a v5e slice, compiled without a TPU; needs dumpgym[tpu]), tpu:GEN:SHAPE (tpu:v6e:2x2), "
                         "gpu or gpu:a100 (an H100 or A100, compiled without a GPU, GEMMs not autotuned; needs dumpgym[gpu])")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the program you added under the same slug (swapped in one step once the new one "
+                        "has traced: a failure leaves the old one whole); without it a taken slug is refused")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
     _wait_option(p)
     p.set_defaults(run=_cmd_add)

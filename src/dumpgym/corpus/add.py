@@ -36,11 +36,12 @@ def _check_arity(function, entry: str, count: int) -> None:
 
 def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: str | None = None,
         corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool | str = False,
-        args_from: str | None = None, wait: float | None = None) -> ProgramRecord:
+        args_from: str | None = None, wait: float | None = None, replace: bool = False) -> ProgramRecord:
     """`dumpgym add`: import `entry`, make its example arguments (`--arg` specs or `--args-from` MAKE), trace and store it.
 
     `compiled`: False, True or "cpu" (this host's XLA), "tpu" or "tpu:GEN:SHAPE" (a TPU, without one),
-    "gpu" or "gpu:NAME" (an H100 or A100, without one).
+    "gpu" or "gpu:NAME" (an H100 or A100, without one). `replace`: an added program of the same slug is
+    replaced (`add_function`).
     """
     from dumpgym.traced.program import load_entry, load_examples, parse_arg
 
@@ -64,7 +65,7 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
     else:
         args, kwargs = load_examples(_resolved(args_from)[0], files)
     return add_function(function, args, kwargs, entry=entry, name=name, slug=slug, title=title,
-                        corpus_dir=corpus_dir, progress=progress, compiled=compiled, wait=wait)
+                        corpus_dir=corpus_dir, progress=progress, compiled=compiled, wait=wait, replace=replace)
 
 
 def _compile_target(compiled):
@@ -80,12 +81,13 @@ def _compile_target(compiled):
 
 def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, name: str, slug: str | None = None,
                  title: str | None = None, corpus_dir=None, progress: Callable[[str], None] | None = None,
-                 compiled: bool | str = False, wait: float | None = None) -> ProgramRecord:
+                 compiled: bool | str = False, wait: float | None = None, replace: bool = False) -> ProgramRecord:
     """Trace `function` on example values (pytrees, models, static leaves), build its record, and store it.
 
     The one path of every added program, from the command line and from Python (`dumpgym.add`).
     Nothing is written until it has traced; the write holds the folder's lock (waiting for it at most
-    `wait` seconds, default `WAIT`).
+    `wait` seconds, default `WAIT`). With `replace`, an added program of the same slug is replaced in one
+    step once the new one has traced (a failure before leaves it as it was); a built-in slug is refused.
     """
     import jax
 
@@ -98,14 +100,14 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     folder = user_corpus_dir(corpus_dir)
     slug = slug or _default_slug(name)
     with locked(folder, exclusive=False, wait=wait):
-        _check_slug_free(slug, folder)  # fail before the slow part; checked again under the write lock
+        _check_slug_free(slug, folder, replace)  # fail before the slow part; checked again under the write lock
     target = _compile_target(compiled)
     _check_writable(folder)
     record = function_record(function, args, kwargs, slug=slug, title=title or name, entry=entry, name=name,
                              targets=[target] if target is not None else [], progress=progress)
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
-    _store(folder, [record], wait)
+    _store(folder, [record], wait, replace)
     return record
 
 

@@ -5,6 +5,7 @@ its stages, `traced_program` and `compiled_layers`), so that a record is made on
 """
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Iterable
 
 from dumpgym.record.schema import SCHEMA, Corpus, ProgramRecord
@@ -150,7 +151,8 @@ def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str,
     for static_scalars in (False, True) if _python_scalars(function, args, kwargs) else (False,):
         partitioned = partition(function, args, kwargs, static_scalars=static_scalars)
         try:
-            return _partitioned_record(partitioned, slug, title, entry, name, targets, progress)
+            return _partitioned_record(partitioned, slug, title, entry, docstring_lesson(function, name), targets,
+                                       progress)
         except ProgramError:
             raise
         except Exception as e:
@@ -163,11 +165,11 @@ def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str,
     raise trace_failure(failure, function, partitioned, args=args, kwargs=kwargs) from failure
 
 
-def _partitioned_record(partitioned, slug, title, entry, name, targets, progress) -> ProgramRecord:
+def _partitioned_record(partitioned, slug, title, entry, lesson, targets, progress) -> ProgramRecord:
     from dumpgym.traced.program import Program
 
     # Its `args` are read from the jaxpr it traces (`in_avals`): only its staging knows its inputs.
-    program = Program(slug=slug, title=title, lesson=f"Your program {name}.", function=partitioned.function,
+    program = Program(slug=slug, title=title, lesson=lesson, function=partitioned.function,
                       args=(), entry=entry, structs=partitioned.structs)
     return program_record(program, progress, targets)
 
@@ -188,6 +190,23 @@ def _needs_concrete(error: BaseException) -> bool:
 
     return isinstance(error, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                               jax.errors.TracerBoolConversionError, jax.errors.TracerArrayConversionError))
+
+
+LESSON_MAX = 600  # characters of a docstring's first paragraph a card shows
+
+
+def docstring_lesson(function: Callable, name: str) -> str:
+    """What an added program's card says of it: the first paragraph of the function's own docstring (its lines
+    joined, at most `LESSON_MAX` characters, cut at a word with "…"), else `Your program NAME.`. A callable
+    whose `__doc__` is only its type's (a `functools.partial`, a model without one) has none of its own."""
+    doc = getattr(function, "__doc__", None)
+    if not isinstance(doc, str) or doc == getattr(type(function), "__doc__", None):
+        doc = ""
+    first = inspect.cleandoc(doc).split("\n\n", 1)[0]
+    words = " ".join(first.split())
+    if len(words) > LESSON_MAX:
+        words = words[:LESSON_MAX - 1].rsplit(" ", 1)[0] + "…"
+    return words or f"Your program {name}."
 
 
 def _raised_while_tracing(error: BaseException) -> bool:

@@ -276,9 +276,13 @@ def _make_folder(folder: Path) -> None:
         raise CorpusFolderError(f"cannot write to the corpus folder {folder}: {e.strerror or e}") from e
 
 
-def _check_slug_free(slug: str, folder: Path) -> None:
-    if slug in _builtin_slugs() or slug in read_index(folder):
+def _check_slug_free(slug: str, folder: Path, replace: bool = False) -> None:
+    """Refuse a slug the corpus has: a built-in program's always, an added program's unless it is to be replaced."""
+    if slug in _builtin_slugs():
         raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug")
+    if slug in read_index(folder) and not replace:
+        raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug, "
+                           "or give --replace to replace the program you added under it")
 
 
 @functools.cache
@@ -304,19 +308,25 @@ def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | N
     _store(folder, records, wait)
 
 
-def _store(folder: Path, records: list[ProgramRecord], wait: float | None) -> None:
-    """Write each record and the index under the folder's lock; a failure removes what it wrote."""
+def _store(folder: Path, records: list[ProgramRecord], wait: float | None, replace: bool = False) -> list[str]:
+    """Write each record and the index under the folder's lock; a failure removes what it wrote.
+
+    With `replace`, a record whose slug an added program has takes that program's place: its file is swapped
+    in one step (`write_atomic`), the index keeps its order, and its kept drill items go. A failure leaves the
+    old program whole. Returns the slugs replaced."""
     from dumpgym.gcpause import collector_paused
 
     with locked(folder, exclusive=True, wait=wait):
         _clean_leftovers(folder)
+        slugs = read_index(folder)
+        replaced = [r.slug for r in records if replace and r.slug in slugs and r.slug not in _builtin_slugs()]
         for record in records:
-            _check_slug_free(record.slug, folder)
+            if record.slug not in replaced:
+                _check_slug_free(record.slug, folder)
         new = [record.slug for record in records]
         if len(set(new)) != len(new):  # one would overwrite the other and the index list it twice
             twice = next(slug for slug in new if new.count(slug) > 1)
             raise ProgramError(f"two of the programs to add have the slug {twice}; nothing was added")
-        slugs = read_index(folder)
         written = []
         try:
             for record in records:
@@ -324,12 +334,18 @@ def _store(folder: Path, records: list[ProgramRecord], wait: float | None) -> No
                 with collector_paused():  # the record's JSON is made of objects by the hundred thousand, freed at once
                     text = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
                 _write(path, text)
-                written.append(path)
-            _write_index(folder, [*slugs, *(record.slug for record in records)])
+                if record.slug not in replaced:  # a replaced file is whole, old or new: never removed
+                    written.append(path)
+            added = [record.slug for record in records if record.slug not in replaced]
+            if added:
+                _write_index(folder, [*slugs, *added])
         except BaseException:
             for path in written:
                 path.unlink(missing_ok=True)
             raise
+        for slug in replaced:  # the items kept for the program replaced (drills/_stored.py) are not the new one's
+            (folder / f"{slug}.drills.json").unlink(missing_ok=True)
+        return replaced
 
 
 def _check_slug_syntax(slug: str | None) -> None:

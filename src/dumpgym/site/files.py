@@ -83,6 +83,31 @@ class ProgramView:
     variants: tuple[VariantView, ...] = ()  # the same program at other shapes, drawn in drills only
 
 
+def kinds_by_target(pool: dict) -> dict[str, set[str]]:
+    """For each compile target id, the drill kinds some item of the pool reads its compile in (the item's
+    `layer`, or a block of its context): what compiling a program for that target lets the drills ask. An
+    item that also shows another program's listing (a compile with one change beside its base's) is not
+    counted: one program compiled once cannot make it."""
+    found: dict[str, set[str]] = {}
+    for item in pool["items"]:
+        if any("program" in b for b in item["context"]):
+            continue
+        layers = {item.get("layer")} | {b.get("layer") for b in item["context"]}
+        for layer in layers & TARGETS.keys():
+            found.setdefault(layer, set()).add(item["drill"])
+    return found
+
+
+def hlo_adds(pool: dict, kinds) -> list[list]:
+    """What compiling an added program for each registered target would let the drills ask: the target's id and
+    label, the `dumpgym add` flag that asks for it (`--hlo tpu`), and the drill kinds (in tab order) whose items
+    read that target's compile somewhere in the pool. The page carries it once, as data; an added program's
+    card says the lines of the targets it lacks (`static/yours.js`)."""
+    reads = kinds_by_target(pool)
+    return [[t.id, t.label, "--hlo" if t.id == "cpu" else f"--hlo {t.id}", [k.name for k in kinds if k.name in reads[t.id]]]
+            for t in TARGETS.values() if reads.get(t.id)]
+
+
 @dataclass(frozen=True)
 class ChangeView:
     """A compile of a program with one change, as the "one change" section's picker offers it: the changed
@@ -494,17 +519,18 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
 
     def page() -> bytes:
         # The corpus and x-ray sections list the gym's programs; variants are drawn in drills only.
-        programs = [program_view(p, tuple(v for v in record.programs if v.variant_of == p.slug))
-                    for p in record.bases]
         groups = _group_items(drills)
         kinds = drill_kinds(drills)
+        views = [program_view(p, tuple(v for v in record.programs if v.variant_of == p.slug)) for p in record.bases]
+        # The learner's own programs come first (the corpus section, the x-ray's picker).
+        programs = [v for v in views if v.added] + [v for v in views if not v.added]
         # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.
         pools = {k.name: " ".join(f"{slug}:{len(items)}:{_weight(items):g}" for (kind, slug), items in groups.items()
                                   if kind == k.name)
                  for k in kinds}
         return _environment().get_template("index.html").render(
             corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
-            first=first_step(kinds), examples=path_examples(record, drills),
+            first=first_step(kinds), examples=path_examples(record, drills), hlo_adds=hlo_adds(drills, kinds),
             totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (), news=news,
         ).encode("utf-8")

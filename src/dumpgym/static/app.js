@@ -8,17 +8,36 @@ import { registerDueCounts } from './schedule.js';
 import { registerMastery } from './mastery.js';
 import { registerCorpus } from './corpus.js';
 import { registerReference } from './reference.js';
+import { registerYours } from './yours.js';
+import { rememberXray } from './data.js';
 
 const $ = (selector) => document.querySelector(selector);
 
 // The x-ray's code and data come when its section nears the viewport: most visits start at the drills.
 // Its "open in the x-ray" links work before then too: they set the picker, which the x-ray reads as it loads.
+// The program the URL names (`?xray=SLUG`, written here when the learner picks one, by the picker or an "open in
+// the x-ray" link, before the x-ray's code may have come) is the picker's from the start,
+// so a reload or a shared link opens the same program; a slug the picker lacks is said once, in its place.
 function wireXrayLater(root) {
   const pick = root.querySelector('[data-xray-pick]');
+  const named = new URLSearchParams(location.search).get('xray');
+  if (named !== null) {
+    if ([...pick.options].some((o) => o.value === named)) pick.value = named;
+    else {
+      const note = document.createElement('p');
+      note.className = 'fine';
+      note.dataset.xrayMissing = '';
+      note.textContent = `The link names a program this gym does not hold (${named}); showing ${pick.value}.`;
+      root.querySelector('.xray-bar').after(note);
+    }
+  }
   document.addEventListener('click', (e) => {
     const open = e.target.closest('[data-xray-open]');
-    if (open) pick.value = open.dataset.xrayOpen;
+    if (!open) return;
+    pick.value = open.dataset.xrayOpen;
+    rememberXray(pick.value);
   }, { capture: true });
+  pick.addEventListener('change', () => rememberXray(pick.value));
   const near = new IntersectionObserver((entries) => {
     if (!entries.some((en) => en.isIntersecting)) return;
     near.disconnect();
@@ -52,6 +71,7 @@ registerMastery($('#mastery'), progress, drills);
 wireXrayLater($('#xray'));
 wireChangeLater($('#change'));
 registerCorpus($('#corpus'));
+registerYours($('#path [data-yours-path]'), $('#corpus'));
 registerReference($('#reference'));
 document.documentElement.dataset.ready = '';
 performance.mark('dumpgym:ready');

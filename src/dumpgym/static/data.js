@@ -17,6 +17,15 @@ export function getJSON(url) {
   return cache.get(url);
 }
 
+/** Put the program the learner chose for the x-ray in the URL (`?xray=SLUG#xray`, replacing this entry of the
+ * history): a reload or the link shared opens the x-ray on it (app.js reads it back). */
+export function rememberXray(slug) {
+  const url = new URL(location.href);
+  url.searchParams.set('xray', slug);
+  url.hash = 'xray';
+  history.replaceState(history.state, '', url);
+}
+
 /** The URL of one program's corpus record. */
 export const programURL = (slug) => `data/programs/${encodeURIComponent(slug)}.json`;
 

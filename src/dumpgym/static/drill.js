@@ -10,6 +10,7 @@ import { resolveContext } from './context.js';
 import { drillURL, getJSON, onScreen, programTitle, typing } from './data.js';
 import { LAYERS, lineKey, renderLines } from './line-view.js';
 import { markCuts } from './cuts.js';
+import { showCited } from './scroll.js';
 import { weightOf } from './sample.js';
 import { loadScheduler, optionOrder, pickNext, skillOf } from './schedule.js';
 import { schedulerTrouble } from './progress-check.js';
@@ -159,7 +160,9 @@ class Panel {
       if (q.getBoundingClientRect().top < header || first.getBoundingClientRect().top > innerHeight - 40) {
         q.scrollIntoView({ block: 'start' });
       }
-    }
+      // A line the question cites ("compiled HLO line 148") is in view too, with the question when both fit.
+      showCited(this.body, this.item.question, { page: true, with: q });
+    } else showCited(this.body, this.item.question);
     this.shownAt = performance.now();  // the answer's time rates its card (schedule.js's ratingOf)
   }
 

@@ -1,7 +1,7 @@
 // The x-ray's hover, the one copy of it: which groups each line lights, and lighting them in every
 // column (hover lights, click pins, j/k walk). The page's x-ray section and the notebook view both run
 // this file; the notebook inlines it, so it imports nothing but scroll.js and keeps to `import {…}` lines.
-import { scrollTarget } from './scroll.js';
+import { scrollTarget, settleScroll } from './scroll.js';
 
 export const LAYERS = ['jaxpr', 'stablehlo', 'hlo'];
 
@@ -117,7 +117,7 @@ export class Lights {
     }
     // Every position is read before any column scrolls, so the hover forces one layout, not one per column.
     const moves = targets.map(([layer, row]) => scrollTarget(this.cols[layer], row));
-    for (const move of moves) if (move) move.box.scrollTop = move.top;
+    moves.forEach((move, i) => settleScroll(move, targets[i][1]));
   }
 
   /** Light what `row` of `layer` lights, unless a group is pinned. */

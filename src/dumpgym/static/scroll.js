@@ -1,5 +1,6 @@
 // Scrolling a line into view inside its own scrolling box (a listing column, a drill's line picker),
-// never the page: the page stays where the reader put it.
+// never the page: the page stays where the reader put it. One exception: a question just asked brings the
+// line it cites into the viewport (`showCited`, with `page`), as it brings itself.
 
 /** Where `box` should scroll to bring `child` into view (a third of the way down), or null if it is in view. */
 export function scrollTarget(box, child) {
@@ -9,8 +10,88 @@ export function scrollTarget(box, child) {
   return inView ? null : { box, top: top - box.clientHeight / 3 };
 }
 
+const settling = new WeakMap();  // box -> the animation frame of its settle
+
+/**
+ * Scroll `box` as `move` says (a `scrollTarget`), then, for a few frames, again while `child` is still out of
+ * view: a listing's blocks off screen are not laid out (`content-visibility`) and count at an estimate, which
+ * a wrapped line makes short, so a first scroll lands near the line and the next, once laid out, on it.
+ */
+export function settleScroll(move, child) {
+  if (!move) return;
+  const { box } = move;
+  box.scrollTop = move.top;
+  cancelAnimationFrame(settling.get(box));
+  let frames = 8;
+  const again = () => {
+    const next = child.isConnected ? scrollTarget(box, child) : null;
+    if (!next || --frames < 0) return settling.delete(box);
+    box.scrollTop = next.top;
+    settling.set(box, requestAnimationFrame(again));
+  };
+  settling.set(box, requestAnimationFrame(again));
+}
+
 /** Keep `child` in view inside the scrolling `box`, without scrolling the page. */
 export function scrollIntoBox(box, child) {
-  const move = scrollTarget(box, child);
-  if (move) box.scrollTop = move.top;
+  settleScroll(scrollTarget(box, child), child);
+}
+
+/** The line numbers a question cites ("line 15", "compiled HLO line 148"), in the order it says them. */
+export function citedLines(question) {
+  return [...String(question).matchAll(/\blines? (\d+)\b/gi)].map((m) => Number(m[1]));
+}
+
+/**
+ * The box on screen of line `n` among the question's context: a line-view row numbered `n`, or the line of a
+ * numbered block (`' 15  …'`) that starts with it. Returns {box, rect()} or null when no block shows it.
+ */
+function citedLine(root, n) {
+  const row = root.querySelector(`[data-pick] [data-n="${n}"]`);
+  if (row) return { box: row.closest('[data-pick]'), child: row, rect: () => row.getBoundingClientRect() };
+  const start = new RegExp(`^ {0,3}${n}  `);
+  for (const pre of root.querySelectorAll('[data-shown]')) {
+    const text = pre.firstChild;
+    if (!text || text.nodeType !== Node.TEXT_NODE) continue;
+    let offset = 0;
+    for (const line of text.data.split('\n')) {
+      if (start.test(line)) {
+        const range = document.createRange();
+        range.setStart(text, offset);
+        range.setEnd(text, offset + line.length);
+        return { box: pre, rect: () => range.getBoundingClientRect() };
+      }
+      offset += line.length + 1;
+    }
+  }
+  return null;
+}
+
+/**
+ * Bring the lines a question cites into view: each scrolling block that shows one scrolls to the first it
+ * shows, and with `page`, when the first cited line is not in the viewport below the sticky header, the page
+ * scrolls to show it: with the element `with` (the question) below it when both fit, else just under the
+ * header. Returns the first cited line's place, or null.
+ */
+export function showCited(root, question, { page = false, with: below = null } = {}) {
+  const found = citedLines(question).map((n) => citedLine(root, n)).filter(Boolean);
+  const done = new Set();
+  for (const line of found) {
+    if (done.has(line.box)) continue;
+    done.add(line.box);
+    const r = line.rect();
+    const top = r.top - line.box.getBoundingClientRect().top + line.box.scrollTop;
+    if (top < line.box.scrollTop || top + r.height > line.box.scrollTop + line.box.clientHeight) {
+      line.box.scrollTop = top - line.box.clientHeight / 3;
+    }
+  }
+  const first = found[0];
+  if (!first || !page) return first ?? null;
+  const header = document.querySelector('.top')?.getBoundingClientRect().bottom ?? 0;
+  const r = first.rect();
+  if (r.top >= header && r.bottom <= innerHeight) return first;
+  const under = r.top - header - 12;  // the line just under the header
+  const both = below ? below.getBoundingClientRect().bottom - (innerHeight - 12) : under;  // the question at the bottom
+  scrollBy(0, both > under || r.bottom - both > innerHeight ? under : both);
+  return first;
 }

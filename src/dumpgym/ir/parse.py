@@ -383,7 +383,8 @@ def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], l
     shown = dumped.operation.get_asm(enable_debug_info=False)
     # Parsed again, the shown text gives each op its line in it; the ops come in the same order.
     lined = parse_stablehlo(shown, path, context)
-    keyed, lines, walked = [], [], []
+    keyed, lines, walked = [], [], _Walked()
+    walked.module = dumped  # the ops live only as long as their module: freed with it, reading one crashes
 
     def visit_keys(op):
         walked.append(op)
@@ -401,6 +402,12 @@ def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], l
     if [k[0] for k in keyed] != [n for n, _l, _f in lines]:
         raise RuntimeError(f"{path}: printing without locations changed the ops")
     return shown, keyed, lines, walked
+
+
+class _Walked(list):
+    """A module's ops in walk order, holding the module they live in."""
+
+    module = None
 
 
 def _depth(op) -> int:

@@ -19,7 +19,10 @@ import dataclasses
 from dumpgym.record.dtypes import long as long_dtype
 from dumpgym.record.schema import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal
 
-_MAX_DEPTH = 64  # sub-jaxprs nested deeper than any program JAX prints: the text is not a jaxpr
+_MAX_DEPTH = 200  # sub-jaxprs and params nested deeper than any program JAX prints: the text is not a jaxpr
+# Words JAX's printer writes among a primitive's params that are none of its params (a custom rule's `name=`,
+# the function's): not kept, so every param read is one the equation has.
+_PRINTED_ONLY = {"custom_vjp_call": frozenset({"name"}), "custom_jvp_call": frozenset({"name"})}
 _OPENERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _STOP = " \t\n,()[]{}<>"
 
@@ -55,7 +58,7 @@ def jaxpr_eqn_facts(text: str) -> tuple[EqnFact, ...] | None:
         reader.skip_space()
         if reader.at < len(text):
             return None  # something after the one jaxpr
-    except (_NotAJaxpr, IndexError, ValueError):
+    except (_NotAJaxpr, IndexError, ValueError, RecursionError):
         return None
     eqns = []
     for eqn in reader.eqns:
@@ -191,6 +194,8 @@ class _Reader:
         own = len(self.eqns)
         self.eqns.append(None)  # its id before those of the equations inside its params: print order
         params = self.params(own, depth) if text.startswith("[", self.at) else {}
+        for key in _PRINTED_ONLY.get(primitive, ()):
+            params.pop(key, None)
         inputs, known = [], True
         while True:
             self.skip_space(newlines=False)
@@ -244,6 +249,8 @@ class _Reader:
             self.jaxpr(own, depth + 1)
             return JAXPR_PLACEHOLDER
         if c in "([":
+            if depth > _MAX_DEPTH:
+                raise _NotAJaxpr
             close = _OPENERS[c]
             self.at += 1
             items, plain = [], True
@@ -255,7 +262,7 @@ class _Reader:
                 if text[self.at] == ",":
                     self.at += 1
                     continue
-                item = self.value(own, depth, may_name_jaxpr)
+                item = self.value(own, depth + 1, may_name_jaxpr)
                 plain = plain and item is not _UNPLAIN
                 items.append(item)
             return items if plain else _UNPLAIN

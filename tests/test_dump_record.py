@@ -1,0 +1,152 @@
+"""A dumped module's record in a traced program's shape (`add --dump`): its equations read from the dumped
+jaxpr, its x-ray linking them to StableHLO op lines by structure, its compiled instructions reaching them.
+Judged against `dumpgym add` of the same function (a trace here, whose links are exact by construction):
+equal equations, at least 90% of the op lines each equation emitted reaching it, no link to another."""
+import difflib
+from collections import defaultdict
+
+import pytest
+
+from dump_programs import load, make_dump, module_name
+from dumpgym.corpus.pipeline import program_record
+from dumpgym.dumps.folder import read_folder
+from dumpgym.dumps.record import module_record
+from dumpgym.ir.jaxpr_text import jaxpr_eqn_facts
+from dumpgym.record.schema import JAXPR_PLACEHOLDER, Literal, ProgramRecord
+from dumpgym.record.targets import CPU
+
+# Loops, a cond, a custom VJP with a jit inside, jits JAX hoists (`jnp.var`'s), library calls making many
+# ops on one line (`jax.nn.gelu`), a Python loop of one primitive: the shapes structure must get right.
+NAMES = ("basic", "repeated", "scan_rnn", "cond_branch", "custom_vjp_grad", "mlp", "layernorm")
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory):
+    folder = read_folder(make_dump(tmp_path_factory.mktemp("dump") / "cpu", list(NAMES)))
+    out = {}
+    for name in NAMES:
+        module = next(m for m in folder.modules if m.name == module_name(name))
+        out[name] = (module, module_record(module, f"dump-{module.slug}", str(folder.paths[0])),
+                     program_record(load(name), targets=(CPU,)))
+    return out
+
+
+def _twins(dumped_eqns, traced_eqns) -> dict[int, int]:
+    """Each dumped equation's twin in the trace. The dump prints the jaxpr before dead code is dropped, so
+    they are aligned by their primitives where the two differ (`custom_vjp_grad`'s)."""
+    matcher = difflib.SequenceMatcher(None, [e.primitive for e in dumped_eqns], [e.primitive for e in traced_eqns],
+                                      autojunk=False)
+    return {b.a + k: b.b + k for b in matcher.get_matching_blocks() for k in range(b.size)}
+
+
+def _same_literal(a: Literal, b: Literal) -> bool:
+    import math
+
+    x, y = float(a.literal), float(b.literal)
+    return a.dtype == b.dtype and (x == y or (math.isnan(x) and math.isnan(y)))
+
+
+def _own_lines(record) -> dict[int, set[int]]:
+    """The StableHLO op lines each equation emitted itself: its group's, less those of the equations inside it."""
+    lines = {g.eqn: set(g.stablehlo_lines) for g in record.xray}
+    inside = defaultdict(set)
+    for e in record.eqns:
+        for ancestor in record.ancestors(e):
+            inside[ancestor.id].add(e.id)
+    return {e: own - set().union(*(lines.get(d, set()) for d in inside[e])) for e, own in lines.items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_equations_read_from_the_text_are_the_traced_ones(dumped, name):
+    module, record, traced = dumped[name]
+    twins = _twins(record.eqns, traced.eqns)
+    assert len(twins) >= len(traced.eqns) - 3  # all but the dead code the trace dropped
+    same_text = record.jaxpr.rstrip() == traced.jaxpr.rstrip()
+    assert same_text or name == "custom_vjp_grad"
+    for e in record.eqns:
+        if e.id not in twins:
+            continue
+        t = traced.eqns[twins[e.id]]
+        assert e.primitive == t.primitive
+        assert len(e.outputs) == len(t.outputs) and all(a.same(b) for a, b in zip(e.outputs, t.outputs))
+        assert len(e.inputs) == len(t.inputs)
+        for a, b in zip(e.inputs, t.inputs):
+            assert type(a) is type(b)
+            assert a.same(b) if not isinstance(a, Literal) else _same_literal(a, b)
+        for key, value in e.params.items():  # what the text holds, as the trace has it
+            assert value == t.params[key], (e.primitive, key)
+        if e.primitive == "dot_general":
+            assert e.params["dimension_numbers"] == t.params["dimension_numbers"]
+        assert (e.parent is None) == (t.parent is None)
+        if e.parent is not None:
+            assert twins.get(e.parent) == t.parent
+        if same_text:
+            assert e.jaxpr_lines == t.jaxpr_lines
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_record_is_valid_and_reads_back(dumped, name):
+    _module, record, _traced = dumped[name]
+    again = ProgramRecord.from_json(record.to_json())
+    again.check("record")
+    assert again == record
+    assert record.eqns and record.xray
+
+
+def test_ninety_percent_of_each_equations_op_lines_reach_it_and_none_another(dumped):
+    reached = total = 0
+    for name in NAMES:
+        _module, record, traced = dumped[name]
+        twins = _twins(record.eqns, traced.eqns)
+        assert record.stablehlo == traced.stablehlo  # so lines are compared as lines (their content is equal)
+        truth = {line: e for e, lines in _own_lines(traced).items() for line in lines}
+        for e, lines in _own_lines(record).items():
+            for line in lines:
+                assert truth.get(line) == twins.get(e), (name, e, record.stablehlo.splitlines()[line - 1])
+                reached += 1
+        total += len(truth)
+    assert reached >= 0.9 * total, f"{reached} of {total} op lines reach their equation"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_compiled_instructions_reach_equations_the_trace_agrees_with(dumped, name):
+    module, record, traced = dumped[name]
+    layer, truth = record.compiled[module.backend], traced.compiled["cpu"]
+    twins = _twins(record.eqns, traced.eqns)
+    theirs = {i.name: set(i.eqns) for i in truth.instructions}
+    linked = [i for i in layer.instructions if i.eqns]
+    assert linked and all(i.via == "inferred" for i in linked)
+    assert {i.via for i in layer.instructions if not i.eqns} <= {"none"}
+    agreed = 0
+    for ins in linked:
+        if theirs.get(ins.name):  # an instruction of the same name that the trace tied to equations
+            ours = {twins.get(e) for e in ins.eqns}
+            assert ours & theirs[ins.name], (name, ins.name, ins.eqns)
+            agreed += 1
+    assert agreed
+    for ins in layer.instructions:  # every equation's lines hold its instructions, and a container its body's
+        for e in ins.eqns:
+            assert ins.line in layer.lines_by_eqn[str(e)]
+            for ancestor in record.ancestors(record.eqns[e]):
+                assert ins.line in layer.lines_by_eqn[str(ancestor.id)]
+    fused = {f.name: set(f.eqns) for f in layer.fusions}
+    for f in layer.fusions:
+        members = [i for i in layer.instructions if i.computation in next(
+            x.calls for x in layer.instructions if x.name == f.name)]
+        assert set().union(*(set(i.eqns) for i in members if i.opcode != "fusion")) <= fused[f.name]
+
+
+def test_what_the_text_does_not_hold_is_left_out():
+    text = ("{ lambda ; a:f32[3]. let\n"
+            "    b:f32[3] = custom_jvp_call[name=f jvp=<function g at 0x1> call_jaxpr={ lambda ; c:f32[3]. let\n"
+            "        d:f32[3] = sin c in (d,) } symbolic_zeros=False] a\n"
+            "    e:f32[3] = mul b z\n"
+            "  in (e,) }")
+    eqns = jaxpr_eqn_facts(text)
+    assert [e.primitive for e in eqns] == ["custom_jvp_call", "sin", "mul"]
+    # The printer's `name=` is none of custom_jvp_call's params; `jvp=<function ...>` is not plain.
+    assert eqns[0].params == {"call_jaxpr": JAXPR_PLACEHOLDER, "symbolic_zeros": False}
+    assert eqns[1].parent == 0 and eqns[1].jaxpr_lines == (3, 3) and eqns[0].jaxpr_lines == (2, 3)
+    assert eqns[2].inputs == ()  # `z` is bound nowhere: no input is made up
+    assert jaxpr_eqn_facts("a:b:c:d " * 50) is None
+    assert jaxpr_eqn_facts("{ lambda ; a:f32[1]. let b:f32[1] = x[k=" + "(" * 5000 + "] a in (b,) }") is None

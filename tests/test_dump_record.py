@@ -150,3 +150,29 @@ def test_what_the_text_does_not_hold_is_left_out():
     assert eqns[2].inputs == ()  # `z` is bound nowhere: no input is made up
     assert jaxpr_eqn_facts("a:b:c:d " * 50) is None
     assert jaxpr_eqn_facts("{ lambda ; a:f32[1]. let b:f32[1] = x[k=" + "(" * 5000 + "] a in (b,) }") is None
+
+
+def test_open_shows_the_dumps_modules_as_programs_of_the_gym_in_front(dumped, tmp_path):
+    import json
+
+    from dumpgym.dumps.pages import dump_files
+    from dumpgym.dumps.record import shown_records
+    from dumpgym.serve.server import Site
+
+    module = dumped["scan_rnn"][0]
+    folder = read_folder(module.files["jaxpr"].parent)
+    records, notes = shown_records(folder)
+    assert not notes and {r.slug for r in records} == {f"dump-{m.slug}" for m in folder.modules if not m.helper}
+    assert all(r.added for r in records)
+    site = Site.build(tmp_path / "corpus", extra=dump_files(folder), shown=tuple(records))
+    index = site.get("/index.html")[2].decode()
+    pick = index.split("data-xray-pick", 1)[1]
+    first_builtin = pick.find('value="mlp"')
+    assert all(0 <= pick.find(f'value="{r.slug}"') < first_builtin for r in records)
+    slug = f"dump-{module.slug}"
+    status, _, body = site.get(f"/data/programs/{slug}.json")
+    program = json.loads(body)
+    assert status == 200 and program["eqns"] and program["xray"]
+    assert site.get(f"/data/listings/{slug}.json")[0] == 200
+    assert site.get(f"/data/compiled/{module.backend}/{slug}.json")[0] == 200
+    assert site.get(f"/dump/{module.slug}.html")[0] == 200  # the dump's own page stays

@@ -17,7 +17,7 @@ from dumpgym.dumps.folder import DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.dumps.structure import link_equations
 from dumpgym.ir.jaxpr_text import jaxpr_eqn_facts
-from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, StablehloOp, XrayStats
+from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, RecordError, StablehloOp, XrayStats
 
 
 def _isolated(name: str) -> str:
@@ -203,6 +203,26 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         ProgramRecord.from_json(record.to_json())
     store_records(records, corpus_dir, wait)
     return records
+
+
+def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:
+    """`dumpgym open`'s programs: the record of each module the user wrote (as `add --dump` makes it, marked
+    added), biggest first as the index lists them, and one line for each that cannot be made (its note)."""
+    import dataclasses
+
+    where = ", ".join(str(p) for p in folder.paths)
+    records, notes = [], []
+    for module in folder.modules:
+        if module.helper or module.problem:
+            continue  # a helper is folded away; a problem was said already, and its page says it
+        try:
+            record = module_record(module, _slug(module), where)
+            record.check(record.slug)
+        except (DumpError, RecordError) as e:
+            notes.append(f"{module.slug}: {e}; only its dump page shows it")
+            continue
+        records.append(dataclasses.replace(record, added=True))
+    return records, notes
 
 
 def _slug(module: DumpModule) -> str:

@@ -213,8 +213,8 @@ def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:
     where = ", ".join(str(p) for p in folder.paths)
     records, notes = [], []
     for module in folder.modules:
-        if module.helper or module.problem:
-            continue  # a helper is folded away; a problem was said already, and its page says it
+        if module.helper or module.problem or "hlo_after" not in module.files:
+            continue  # a helper is folded away; a problem was said already; without optimised HLO, its dump page
         try:
             record = module_record(module, _slug(module), where)
             record.check(record.slug)

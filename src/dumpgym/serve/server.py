@@ -467,7 +467,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     server = _bind(Site({}), host, port)
     try:
         seen = corpus_state(corpus_dir)  # before the start reads the folder: a change during it is seen after
-        server.site, rest = Site.start(corpus_dir, extra, shown=shown)
+        server.site, rest = (Site.start(corpus_dir) if extra is None and not shown
+                             else Site.start(corpus_dir, extra, shown=shown))
         # Forked now, before any thread runs: from here on they make the files a first start has not kept.
         server.renderers = RenderPool.fork(server.site, close=[server.socket])
         _announce(server, host, start)

@@ -14,8 +14,8 @@ primitive are paired with its equations by every largest order-keeping pairing i
 ops can make the equation's outputs (one of them yields an output's kind of number and shape), and
 a run is linked only where all those pairings give it the same equation, inside the equation its
 holder is linked to. A run no equation of its holder's body can have made (a scan's counter, the
-`dynamic_slice` that reads a scan's input) is its holder's, as a traced program's ops are; a
-constant is its first user's. Anything else stays unlinked and counted: never a guess.
+`dynamic_slice` that reads a scan's input, outside the call of its body) is its holder's, as a traced
+program's ops are; a constant is its first user's. Anything else stays unlinked and counted: never a guess.
 """
 from __future__ import annotations
 
@@ -42,7 +42,16 @@ _ONE_OP = {
     "log1p": "log_plus_one", "expm1": "exponential_minus_one", "select_n": "select", "eq": "compare",
     "ne": "compare", "lt": "compare", "le": "compare", "gt": "compare", "ge": "compare",
     "convert_element_type": "convert", "atan2": "atan2", "is_finite": "is_finite", "clamp": "clamp",
+    "slice": "slice", "pad": "pad", "concatenate": "concatenate", "reshape": "reshape", "squeeze": "reshape",
+    "transpose": "transpose", "rev": "reverse", "iota": "iota", "broadcast_in_dim": "broadcast_in_dim",
+    "dynamic_slice": "dynamic_slice", "dynamic_update_slice": "dynamic_update_slice",
 }
+# Containers whose lowering emits ops of its own inside its stack (a scan's counter and its compare, the
+# slices that read and write its sequences: `while/body/add`), beside the call of its body (`closed_call`),
+# under which every op is a body equation's. Elsewhere (a `jit`'s function) an op no equation of the body
+# names came from one whose lowering names its ops otherwise (`random_bits` as threefry's): not linked.
+_OWN_LOWERING = frozenset({"scan"})
+_BODY_CALL = "closed_call"
 UNDECIDED = ("the order of its primitive's equations and op runs leaves it to more than one equation "
              "(one that emitted nothing, or a run no equation made, in between)")
 
@@ -68,7 +77,7 @@ class StructureLinks:
     lines: dict[int, set[int]]  # equation -> the op lines it emitted itself
     undecided: int  # op runs left unlinked because their equation could not be decided
     groups: tuple[Group, ...]
-    owner: dict[int, int]  # StableHLO op line -> the equation that emitted it
+    owner: dict[int, int]  # StableHLO op line (not a constant) -> the equation that emitted it
 
 
 def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLinks:
@@ -90,12 +99,14 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLin
         forced.update(_forced(run_ids, candidates[name], runs, eqns))
     undecided = 0
     for i, run in enumerate(runs):  # holders come before what they hold
-        holder = runs[run.holder].eqn if run.holder is not None else None
+        held_by = runs[run.holder] if run.holder is not None else None
+        holder = held_by.eqn if held_by is not None else None
         inside = descendants.get(holder, ()) if holder is not None else None
         eqn = forced.get(i)
         if eqn is not None and (inside is None or eqn in inside):
             run.eqn = eqn
-        elif holder is not None and not any(_names(eqns[e], run.name) and _fits(eqns[e], run) for e in inside):
+        elif (holder is not None and eqns[holder].primitive in _OWN_LOWERING and held_by.name != _BODY_CALL
+              and not any(_names(eqns[e], run.name) and _fits(eqns[e], run) for e in inside)):
             run.eqn = holder  # no equation of its holder's body makes it: the holder's lowering did
         elif candidates[run.name]:
             undecided += 1
@@ -106,9 +117,8 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLin
     for op, users in constants:
         first = min((position[u] for u in users if u in position and u in run_of), default=None)
         eqn = runs[run_of[order[first][0].index]].eqn if first is not None else None
-        if eqn is not None:
+        if eqn is not None:  # in the x-ray; not an owner an HLO constant may take (XLA shares constants)
             lines[eqn].add(op.line)
-            owner.setdefault(op.line, eqn)
     for run in runs:
         if run.eqn is not None:
             for op in run.ops:
@@ -150,7 +160,8 @@ def _stack_at(op: DumpOp, base: str | None) -> str | None:
 
 def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
     """The op runs in emission order, each held by the open run whose stack is a prefix of its own; and
-    the constants (and ops with no name below the module's), each with the indices of its users."""
+    the constants, each with the indices of its users (a literal is made where its body is lowered, so
+    its name stack names the body, not the equation that reads it)."""
     users: dict[int, list[int]] = defaultdict(list)
     for op, _stack in order:
         bits = op.operands
@@ -163,9 +174,11 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
     open_runs: list[int] = []
     for op, stack in order:
         name = _named(stack)
-        if op.name == "stablehlo.constant" or name is None:
+        if op.name == "stablehlo.constant":
             constants.append((op, users.get(op.index, [])))
             continue
+        if name is None:
+            continue  # named by no primitive (the module's own name: a sharding constraint on an argument)
         while open_runs and not (stack == runs[open_runs[-1]].stack
                                  or stack.startswith(runs[open_runs[-1]].stack + "/")):
             open_runs.pop()
@@ -185,7 +198,11 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
 
 
 def _main_op(name) -> str | None:
-    one = _ONE_OP.get(name) if isinstance(name, str) else None
+    """The op that ends an equation's run of `name`: a `jit`'s call (a call the function makes without a name
+    of its own carries the same stack), or the one op of a `_ONE_OP` primitive."""
+    if isinstance(name, tuple):
+        return "func.call"
+    one = _ONE_OP.get(name)
     return f"stablehlo.{one}" if one else None
 
 

@@ -22,7 +22,7 @@ from dumpgym.record.schema import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal
 _MAX_DEPTH = 200  # sub-jaxprs and params nested deeper than any program JAX prints: the text is not a jaxpr
 # Words JAX's printer writes among a primitive's params that are none of its params (a custom rule's `name=`,
 # the function's): not kept, so every param read is one the equation has.
-_PRINTED_ONLY = {"custom_vjp_call": frozenset({"name"}), "custom_jvp_call": frozenset({"name"})}
+_PRINTED_ONLY = {"custom_vjp_call": frozenset({"name", "fwd", "bwd"}), "custom_jvp_call": frozenset({"name", "jvp"})}
 _OPENERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _STOP = " \t\n,()[]{}<>"
 
@@ -70,7 +70,11 @@ def jaxpr_eqn_facts(text: str) -> tuple[EqnFact, ...] | None:
 
 
 def _aval(binder: str) -> Aval | None:
-    """`f32[8,16]` (or `key<fry>[]`, a sharded `f32[64@x]`) as an aval, or None."""
+    """`f32[8,16]` (or `key<fry>[]`, a sharded `f32[64@x]`, one varying over manual axes `f32[8,32]{V:x}`) as
+    an aval, or None."""
+    marks = binder.find("]{")
+    if marks != -1 and binder.endswith("}"):
+        binder = binder[:marks + 1]
     open_at = binder.find("[")
     if open_at <= 0 or not binder.endswith("]"):
         return None
@@ -278,6 +282,8 @@ class _Reader:
             return _UNPLAIN
         if not word:
             raise _NotAJaxpr
+        if len(word) >= 2 and word[0] in "'\"" and word[-1] == word[0] and word.count(word[0]) == 2:
+            return word[1:-1]  # a quoted string: its text (a mesh axis, 'x')
         if may_name_jaxpr and word in self.hoisted:  # a hoisted sub-jaxpr, called by this equation
             self.hoisted[word].append(own)
             return JAXPR_PLACEHOLDER

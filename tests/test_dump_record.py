@@ -186,3 +186,35 @@ def test_open_shows_the_dumps_modules_as_programs_of_the_gym_in_front(dumped, tm
     assert site.get(f"/data/listings/{slug}.json")[0] == 200
     assert site.get(f"/data/compiled/{module.backend}/{slug}.json")[0] == 200
     assert site.get(f"/dump/{module.slug}.html")[0] == 200  # the dump's own page stays
+
+
+@pytest.mark.needs_tpu
+def test_a_tpu_dumps_record_reaches_the_equations_as_the_trace_does(tmp_path):
+    """libtpu's dump of programs compiled without a TPU: the same bar, the record valid, its TPU layer's
+    instructions reaching equations the trace agrees with."""
+    from dumpgym.record.targets import Target
+
+    names = ("basic", "scan_rnn", "cond_branch", "mlp", "layernorm")
+    folder = read_folder(make_dump(tmp_path / "tpu", list(names), "tpu"))
+    reached = total = agreed = 0
+    for name in names:
+        module = next(m for m in folder.modules if m.name == module_name(name))
+        record = module_record(module, f"dump-{module.slug}", str(folder.paths[0]))
+        ProgramRecord.from_json(record.to_json()).check("record")
+        traced = program_record(load(name), targets=(Target("tpu"),))
+        twins = _twins(record.eqns, traced.eqns)
+        truth = {line: e for e, lines in _own_lines(traced).items() for line in lines}
+        assert record.stablehlo == traced.stablehlo
+        for e, lines in _own_lines(record).items():
+            for line in lines:
+                assert truth.get(line) == twins.get(e), (name, e, record.stablehlo.splitlines()[line - 1])
+                reached += 1
+        total += len(truth)
+        theirs = {i.name: set(i.eqns) for i in traced.compiled["tpu"].instructions}
+        for ins in record.compiled["tpu"].instructions:
+            if ins.eqns and theirs.get(ins.name):
+                ours = {twins.get(e) for e in ins.eqns}
+                around = {a.id for e in ours if e is not None for a in traced.ancestors(traced.eqns[e])}
+                assert (ours | around) & theirs[ins.name], (name, ins.name)
+                agreed += 1
+    assert reached >= 0.9 * total and agreed, (reached, total, agreed)

@@ -97,18 +97,32 @@ def test_the_record_is_valid_and_reads_back(dumped, name):
     assert record.eqns and record.xray
 
 
+def _judged(name, record, traced) -> tuple[int, int]:
+    """(op lines reaching the equation that emitted them, op lines the trace gives an equation), asserting that
+    no line is given another equation: a line in a container's group alone (the dump cannot say which of
+    its body's equations made it) must be one of its body's."""
+    twins = _twins(record.eqns, traced.eqns)
+    assert record.stablehlo == traced.stablehlo  # so lines are compared as lines (their content is equal)
+    truth = {line: e for e, lines in _own_lines(traced).items() for line in lines}
+    reached = 0
+    for e, lines in _own_lines(record).items():
+        for line in lines:
+            said = twins.get(e)
+            if truth.get(line) == said:
+                reached += 1
+                continue
+            inside = truth.get(line) is not None and said in {a.id for a in traced.ancestors(traced.eqns[truth[line]])}
+            assert inside, (name, e, record.stablehlo.splitlines()[line - 1])
+    return reached, len(truth)
+
+
 def test_ninety_percent_of_each_equations_op_lines_reach_it_and_none_another(dumped):
     reached = total = 0
     for name in NAMES:
         _module, record, traced = dumped[name]
-        twins = _twins(record.eqns, traced.eqns)
-        assert record.stablehlo == traced.stablehlo  # so lines are compared as lines (their content is equal)
-        truth = {line: e for e, lines in _own_lines(traced).items() for line in lines}
-        for e, lines in _own_lines(record).items():
-            for line in lines:
-                assert truth.get(line) == twins.get(e), (name, e, record.stablehlo.splitlines()[line - 1])
-                reached += name not in PRECISION_ONLY
-        total += len(truth) if name not in PRECISION_ONLY else 0
+        got, out_of = _judged(name, record, traced)
+        if name not in PRECISION_ONLY:
+            reached, total = reached + got, total + out_of
     assert reached >= 0.9 * total, f"{reached} of {total} op lines reach their equation"
 
 
@@ -203,13 +217,8 @@ def test_a_tpu_dumps_record_reaches_the_equations_as_the_trace_does(tmp_path):
         ProgramRecord.from_json(record.to_json()).check("record")
         traced = program_record(load(name), targets=(Target("tpu"),))
         twins = _twins(record.eqns, traced.eqns)
-        truth = {line: e for e, lines in _own_lines(traced).items() for line in lines}
-        assert record.stablehlo == traced.stablehlo
-        for e, lines in _own_lines(record).items():
-            for line in lines:
-                assert truth.get(line) == twins.get(e), (name, e, record.stablehlo.splitlines()[line - 1])
-                reached += 1
-        total += len(truth)
+        got, out_of = _judged(name, record, traced)
+        reached, total = reached + got, total + out_of
         theirs = {i.name: set(i.eqns) for i in traced.compiled["tpu"].instructions}
         for ins in record.compiled["tpu"].instructions:
             if ins.eqns and theirs.get(ins.name):

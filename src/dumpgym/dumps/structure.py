@@ -13,7 +13,9 @@ came from no equation of the jaxpr (a scan's counter), the text does not say; so
 primitive are paired with its equations by every largest order-keeping pairing in which a run's
 ops can make the equation's outputs (one of them yields an output's kind of number and shape), and
 a run is linked only where all those pairings give it the same equation, inside the equation its
-holder is linked to. A run no equation of its holder's body can have made (a scan's counter, the
+holder is linked to. A run left undecided inside a container (a `jit`'s function, a loop's body) is in
+the container's group, which holds its body's lines, and in no equation's of the body: the group says
+no more than the text does. A run no equation of its holder's body can have made (a scan's counter, the
 `dynamic_slice` that reads a scan's input, outside the call of its body) is its holder's, as a traced
 program's ops are; a constant is its first user's. Anything else stays unlinked and counted: never a guess.
 """
@@ -119,12 +121,19 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLin
         eqn = runs[run_of[order[first][0].index]].eqn if first is not None else None
         if eqn is not None:  # in the x-ray; not an owner an HLO constant may take (XLA shares constants)
             lines[eqn].add(op.line)
+    held: dict[int, set[int]] = defaultdict(set)  # a container -> lines of its body no equation of it is known for
     for run in runs:
         if run.eqn is not None:
             for op in run.ops:
                 lines[run.eqn].add(op.line)
                 owner.setdefault(op.line, run.eqn)
-    return StructureLinks(dict(lines), undecided, _groups(eqns, lines, descendants), owner)
+            continue
+        up = run.holder
+        while up is not None and runs[up].eqn is None:
+            up = runs[up].holder
+        if up is not None:  # some equation of that container's body made it: its group holds it, no child's does
+            held[runs[up].eqn].update(op.line for op in run.ops)
+    return StructureLinks(dict(lines), undecided, _groups(eqns, lines, descendants, held), owner)
 
 
 def _emission_order(ops: list[DumpOp]) -> list[tuple[DumpOp, str | None]]:
@@ -298,13 +307,13 @@ def _descendants(children: dict, eqns) -> dict[int, set[int]]:
     return out
 
 
-def _groups(eqns, lines: dict[int, set[int]], descendants: dict[int, set[int]]) -> tuple[Group, ...]:
+def _groups(eqns, lines: dict[int, set[int]], descendants: dict[int, set[int]], held: dict[int, set[int]]) -> tuple[Group, ...]:
     """One group per equation that emitted something: a container's holds its body's lines too (jaxpr and
-    StableHLO), as a traced program's do."""
+    StableHLO), as a traced program's do, with those of its body whose equation is not known (`held`)."""
     out = []
     for e in eqns:
         family = [e.id, *sorted(descendants.get(e.id, ()))]
-        hlo = set().union(*(lines.get(f, ()) for f in family))
+        hlo = set().union(*(lines.get(f, ()) for f in family), *(held.get(f, ()) for f in family))
         if not hlo:
             continue
         jaxpr = set()

@@ -39,7 +39,7 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
     jaxpr = module.text("jaxpr") if "jaxpr" in module.files else ""
     eqns = (jaxpr_eqn_facts(jaxpr) or ()) if jaxpr else ()
     owner: dict[int, int] = {}  # StableHLO op line -> the equation that emitted it
-    groups, hlo_links = (), {}
+    groups, hlo_links, held = (), {}, {}
     if "stablehlo" in module.files:
         xray = xray_module(module)
         shown, ops = stablehlo_ops(module)
@@ -47,7 +47,7 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
         args = tuple(tensor_aval(v.type) for v in lowered.main.args) if lowered.main else ()
         if eqns:
             links = link_equations(eqns, ops)
-            groups, owner = links.groups, links.owner
+            groups, owner, held = links.groups, links.owner, links.held
         hlo_links = {link.name: link for link in xray.hlo.get("hlo_after", ())}
     else:  # XLA alone: the arguments as XLA's entry computation takes them
         shown, ops, lowered = "", [], None
@@ -74,19 +74,40 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
                              mapped_jaxpr_lines=len({line for g in groups for line in g.jaxpr_lines}),
                              stablehlo_lines=len(shown.splitlines()), stablehlo_op_lines=len(op_lines),
                              mapped_stablehlo_op_lines=len(linked & op_lines)),
-        compiled={module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner), eqns)},
+        compiled={module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns)},
         lowered=lowered,
     )
 
 
-def _instruction_eqns(hlo_links: dict, owner: dict[int, int]) -> dict[str, set[int]]:
+def _instruction_eqns(hlo_links: dict, owner: dict[int, int], held: dict[int, set[int]] | None = None,
+                      eqns=()) -> dict[str, set[int]]:
     """Each optimised instruction's equation, where its StableHLO ops (`dumps/xray.py`) are all one equation's
-    (a group link too, when every op it may have come from is that one equation's)."""
+    (a group link too, when every op it may have come from is that one equation's); else the innermost
+    container whose body made them all (what XLA inlined from a `jit` under the call's name), which
+    computes it, where the text knows one."""
+    in_container = {line: c for c, lines in (held or {}).items() for line in lines}
+
+    def around(line: int) -> list[int]:
+        """The equations that made the line or hold what made it, innermost first."""
+        e = owner.get(line, in_container.get(line))
+        out = []
+        while e is not None:
+            out.append(e)
+            e = eqns[e].parent if e < len(eqns) else None
+        return out
+
     out = {}
     for name, link in hlo_links.items():
+        if not link.stablehlo_lines:
+            continue
         found = {owner.get(line) for line in link.stablehlo_lines}
         if len(found) == 1 and None not in found:
             out[name] = found
+            continue
+        chains = [around(line) for line in link.stablehlo_lines]
+        common = set(chains[0]).intersection(*map(set, chains[1:])) if all(chains) else set()
+        if common:
+            out[name] = {next(e for e in chains[0] if e in common)}
     return out
 
 

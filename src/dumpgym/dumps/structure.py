@@ -80,6 +80,7 @@ class StructureLinks:
     undecided: int  # op runs left unlinked because their equation could not be decided
     groups: tuple[Group, ...]
     owner: dict[int, int]  # StableHLO op line (not a constant) -> the equation that emitted it
+    held: dict[int, set[int]] = field(default_factory=dict)  # container -> body lines of no known equation of it
 
 
 def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLinks:
@@ -133,7 +134,7 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLin
             up = runs[up].holder
         if up is not None:  # some equation of that container's body made it: its group holds it, no child's does
             held[runs[up].eqn].update(op.line for op in run.ops)
-    return StructureLinks(dict(lines), undecided, _groups(eqns, lines, descendants, held), owner)
+    return StructureLinks(dict(lines), undecided, _groups(eqns, lines, descendants, held), owner, dict(held))
 
 
 def _emission_order(ops: list[DumpOp]) -> list[tuple[DumpOp, str | None]]:

@@ -96,7 +96,7 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLin
     for i, run in enumerate(runs):
         if not run.partial:
             by_name[run.name].append(i)
-    candidates = {run.name: [e for e in emitted if _names(eqns[e], run.name)] for run in runs}
+    candidates = {name: [e for e in emitted if _names(eqns[e], name)] for name in {run.name for run in runs}}
     forced: dict[int, int] = {}
     for name, run_ids in by_name.items():
         forced.update(_forced(run_ids, candidates[name], runs, eqns))
@@ -252,12 +252,23 @@ def _kind(dtype: str) -> str:
 def _fits(eqn: EqnFact, run: _Run) -> bool:
     """Whether the run's ops can make the equation's outputs: one of them yields one of the outputs' kind
     of number and shape (where the text gives both; a typed key's data has dimensions of its own)."""
-    shown = [op.dims for op in run.ops if op.dims is not None]
-    outputs = [o for o in eqn.outputs if "<" not in o.dtype]
-    if not shown or not outputs or len(outputs) < len(eqn.outputs):
-        return True
-    wanted = {(_kind(o.dtype), *o.shape) for o in outputs}
-    return any(dims in wanted for dims in shown)
+    return _can_make(_yields(run), _wanted(eqn))
+
+
+def _wanted(eqn: EqnFact) -> frozenset | None:
+    """The equation's outputs as (kind of number, *shape), or None where one is a typed key's."""
+    if not eqn.outputs or any("<" in o.dtype for o in eqn.outputs):
+        return None
+    return frozenset((_kind(o.dtype), *o.shape) for o in eqn.outputs)
+
+
+def _yields(run: _Run) -> frozenset | None:
+    shown = frozenset(op.dims for op in run.ops if op.dims is not None)
+    return shown or None
+
+
+def _can_make(yields: frozenset | None, wanted: frozenset | None) -> bool:
+    return yields is None or wanted is None or not yields.isdisjoint(wanted)
 
 
 def _forced(run_ids: list[int], eqn_ids: list[int], runs: list[_Run], eqns) -> dict[int, int]:
@@ -265,7 +276,8 @@ def _forced(run_ids: list[int], eqn_ids: list[int], runs: list[_Run], eqns) -> d
     n, m = len(eqn_ids), len(run_ids)
     if not n or not m or n * m > _MAX_CELLS:
         return {}
-    fits = [[_fits(eqns[e], runs[r]) for r in run_ids] for e in eqn_ids]
+    yields = [_yields(runs[r]) for r in run_ids]
+    fits = [[_can_make(y, wanted) for y in yields] for wanted in (_wanted(eqns[e]) for e in eqn_ids)]
     # before[i][j]: most pairs among the first i equations and j runs; after[i][j]: among the rest.
     before = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n):

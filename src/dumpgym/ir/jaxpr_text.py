@@ -190,7 +190,7 @@ class _Reader:
             word = self.token()
         self.skip_space()
         start, text = self.at, self.text
-        while self.at < len(text) and (text[self.at].isalnum() or text[self.at] == "_"):
+        while self.at < len(text) and (text[self.at].isalnum() or text[self.at] in "_-"):  # `scatter-add`
             self.at += 1
         primitive = text[start:self.at]
         if not primitive:

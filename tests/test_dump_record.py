@@ -231,3 +231,14 @@ def test_a_tpu_dumps_record_reaches_the_equations_as_the_trace_does(tmp_path):
                 assert _related({twins.get(e) for e in ins.eqns}, theirs[ins.name], traced), (name, ins.name)
                 agreed += 1
     assert reached >= 0.9 * total and agreed, (reached, total, agreed)
+
+
+def test_open_leaves_a_module_too_long_to_link_at_start_to_its_dump_page(dumped, monkeypatch):
+    from dumpgym.dumps import record as dump_record
+
+    folder = read_folder(dumped["basic"][0].files["jaxpr"].parent)
+    monkeypatch.setattr(dump_record, "SHOWN_MAX_LINES", 1)
+    records, notes = dump_record.shown_records(folder)
+    users = [m for m in folder.modules if not m.helper]
+    assert not records and len(notes) == len(users)
+    assert all("longer than 1 lines" in note and "dump page alone" in note for note in notes)

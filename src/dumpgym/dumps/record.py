@@ -226,6 +226,11 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
     return records
 
 
+# `open` makes its programs before it serves: a module whose optimised HLO is longer than this is left to its
+# dump page (linking its HLO takes minutes today; `add --dump` makes its record all the same).
+SHOWN_MAX_LINES = 10_000
+
+
 def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:
     """`dumpgym open`'s programs: the record of each module the user wrote (as `add --dump` makes it, marked
     added), biggest first as the index lists them, and one line for each that cannot be made (its note)."""
@@ -236,6 +241,10 @@ def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:
     for module in folder.modules:
         if module.helper or module.problem or "hlo_after" not in module.files:
             continue  # a helper is folded away; a problem was said already; without optimised HLO, its dump page
+        if module.text("hlo_after").count("\n") > SHOWN_MAX_LINES:
+            notes.append(f"{module.slug}: its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, so it is shown "
+                         "on its dump page alone (add it with add --dump to see it as a program)")
+            continue
         try:
             record = module_record(module, _slug(module), where)
             record.check(record.slug)

@@ -11,6 +11,7 @@ import pytest
 
 from dumpgym.ir.memory import _peak
 from dumpgym.ir.parse import function_names, jaxpr_equations, source_tables
+from dumpgym.ir.jaxpr_text import jaxpr_eqn_facts
 from dumpgym.ir.hlo_graph import definition_lines, reducer_regions as _reducer_regions
 from dumpgym.ir.parse import JAXPR_AVAL as _JAXPR_AVAL, jaxpr_inputs as _jaxpr_inputs, jaxpr_results as _jaxpr_results
 
@@ -48,6 +49,12 @@ ADVERSARIAL = {
     # Repeated binders before a missing `=`: the old equation pattern tried every split of each word.
     "jaxpr_equations: a:b:c:d words": (jaxpr_equations, lambda n: " ".join(["a:b:c:d"] * n) + "\n", 4000),
     "jaxpr_equations: let runs": (jaxpr_equations, lambda n: "let a:b " * n + "\n", 4000),
+    "jaxpr equations read whole: a:b:c:d words": (jaxpr_eqn_facts, lambda n: "{ lambda ; " + " ".join(["a:b:c:d"] * n), 4000),
+    "jaxpr equations read whole: lambda lines": (jaxpr_eqn_facts, lambda n: "{ lambda ; a:f32[1]\n" * n, 4000),
+    "jaxpr equations read whole: many equations": (jaxpr_eqn_facts, lambda n: "{ lambda ; a:f32[2]. let\n" + "".join(
+        f"  v{i}:f32[2] = dot_general[dimension_numbers=(([0], [0]), ([], []))] a a\n" for i in range(n)) + "  in (a,) }", 1000),
+    "jaxpr equations read whole: nested params": (jaxpr_eqn_facts, lambda n: "{ lambda ; a:f32[1]. let b:f32[1] = x[k="
+                                                  + "((" * 20 + "1, " * (10 * n) + "))" * 20 + "] a in (b,) }", 2000),
     "jaxpr head: lambda lines": (_jaxpr_inputs, lambda n: "{ lambda ; a:f32[1]\n" * n, 4000),
     "jaxpr avals: one long word": (lambda t: _JAXPR_AVAL.findall(t), lambda n: "a" * (40 * n), 2000),
     "jaxpr results: binder per name": (_jaxpr_results,

@@ -1,11 +1,12 @@
 """`dumpgym add --dump`: a dumped module as a program record of the user's corpus, without a re-trace.
 
-The record holds what the folder holds: the jaxpr as dumped, the StableHLO (printed without its
-location tables, as the gym shows every StableHLO), and the optimised HLO as the compiled layer of
-the dump's backend, with the compiled facts read from it by XLA's parser (`ir/hlo_facts.py`), the same
-reading a compile here gets. It has no equations (nothing was traced here), so the drill kinds
-that ask about equations draw nothing from it; those that read the compiled layer's facts
-(buffers and donation, layouts, HLO spelling) draw from it as from any program.
+The record holds what the folder holds, in the shape of a traced program's: the jaxpr as dumped with
+its equations read from the text (`ir/jaxpr_text.py`), the StableHLO (printed without its location
+tables, as the gym shows every StableHLO) with the x-ray linking those equations to its op lines by
+structure (`dumps/structure.py`), and the optimised HLO as the compiled layer of the dump's backend,
+with the compiled facts read from it by XLA's parser (`ir/hlo_facts.py`), the same reading a compile
+here gets, and each instruction's equations where its link to the StableHLO (`dumps/xray.py`) reaches
+one equation's ops (`via` "inferred": nothing carried a tag). What the texts do not hold is left out.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo, tensor_aval
 from dumpgym.dumps.folder import DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
-from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, StablehloOp, XrayStats
+from dumpgym.dumps.structure import link_equations
+from dumpgym.ir.jaxpr_text import jaxpr_eqn_facts
+from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, RecordError, StablehloOp, XrayStats
 
 
 def _isolated(name: str) -> str:
@@ -33,17 +36,24 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
     if "hlo_after" not in module.files:
         raise DumpError(f"{module.slug}: the folder has no optimised HLO for it (XLA's "
                         "`*after_optimizations.txt`); add --dump needs it")
+    jaxpr = module.text("jaxpr") if "jaxpr" in module.files else ""
+    eqns = (jaxpr_eqn_facts(jaxpr) or ()) if jaxpr else ()
+    owner: dict[int, int] = {}  # StableHLO op line -> the equation that emitted it
+    groups, hlo_links, held = (), {}, {}
     if "stablehlo" in module.files:
         xray = xray_module(module)
         shown, ops = stablehlo_ops(module)
         lowered = read_lowered(parse_stablehlo(shown, module.files["stablehlo"], ir_context()))
         args = tuple(tensor_aval(v.type) for v in lowered.main.args) if lowered.main else ()
-        linked = {line for link in xray.hlo.get("hlo_after", ()) for line in link.stablehlo_lines}
+        if eqns:
+            links = link_equations(eqns, ops)
+            groups, owner, held = links.groups, links.owner, links.held
+        hlo_links = {link.name: link for link in xray.hlo.get("hlo_after", ())}
     else:  # XLA alone: the arguments as XLA's entry computation takes them
-        shown, ops, lowered, linked = "", [], None, set()
+        shown, ops, lowered = "", [], None
         args = _hlo_args(module)
-    jaxpr = module.text("jaxpr") if "jaxpr" in module.files else ""
     op_lines = {op.line for op in ops}
+    linked = {line for g in groups for line in g.stablehlo_lines}
     return ProgramRecord(
         slug=slug,
         title=f"{_isolated(module.name[:150])} (dump, {module.target})",
@@ -56,16 +66,49 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
         source="",
         jaxpr=jaxpr,
         stablehlo=shown,
-        eqns=(),
-        xray=(),
+        eqns=eqns,
+        xray=groups,
         stablehlo_ops=tuple(StablehloOp(op.name, op.line, op.function, **op.facts) for op in ops),
         lowered_to_nothing=(),
-        xray_stats=XrayStats(equations=0, mapped_equations=0, jaxpr_lines=len(jaxpr.splitlines()), mapped_jaxpr_lines=0,
+        xray_stats=XrayStats(equations=len(eqns), mapped_equations=len(groups), jaxpr_lines=len(jaxpr.splitlines()),
+                             mapped_jaxpr_lines=len({line for g in groups for line in g.jaxpr_lines}),
                              stablehlo_lines=len(shown.splitlines()), stablehlo_op_lines=len(op_lines),
                              mapped_stablehlo_op_lines=len(linked & op_lines)),
-        compiled={module.backend: _compiled_layer(module)},
+        compiled={module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns)},
         lowered=lowered,
     )
+
+
+def _instruction_eqns(hlo_links: dict, owner: dict[int, int], held: dict[int, set[int]] | None = None,
+                      eqns=()) -> dict[str, set[int]]:
+    """Each optimised instruction's equation, where its StableHLO ops (`dumps/xray.py`) are all one equation's
+    (a group link too, when every op it may have come from is that one equation's); else the innermost
+    container whose body made them all (what XLA inlined from a `jit` under the call's name), which
+    computes it, where the text knows one."""
+    in_container = {line: c for c, lines in (held or {}).items() for line in lines}
+
+    def around(line: int) -> list[int]:
+        """The equations that made the line or hold what made it, innermost first."""
+        e = owner.get(line, in_container.get(line))
+        out = []
+        while e is not None:
+            out.append(e)
+            e = eqns[e].parent if e < len(eqns) else None
+        return out
+
+    out = {}
+    for name, link in hlo_links.items():
+        if not link.stablehlo_lines:
+            continue
+        found = {owner.get(line) for line in link.stablehlo_lines}
+        if len(found) == 1 and None not in found:
+            out[name] = found
+            continue
+        chains = [around(line) for line in link.stablehlo_lines]
+        common = set(chains[0]).intersection(*map(set, chains[1:])) if all(chains) else set()
+        if common:
+            out[name] = {next(e for e in chains[0] if e in common)}
+    return out
 
 
 # XLA's kinds of number (numpy's names, as `types_of_hlo` gives them) in the jaxpr's aval notation.
@@ -85,8 +128,10 @@ def _hlo_args(module: DumpModule) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _compiled_layer(module: DumpModule) -> CompiledLayer:
-    """The dump's optimised HLO as a compiled layer: instructions and fusions with no equations (none was traced)."""
+def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) -> CompiledLayer:
+    """The dump's optimised HLO as a compiled layer: each instruction with the equations `linked` gives it
+    (`via` "inferred"; a fusion also those of the instructions it fuses), and each equation's lines (a
+    container's include its body's)."""
     import jaxlib
 
     from dumpgym.compiled.layer import layer_rows
@@ -98,18 +143,58 @@ def _compiled_layer(module: DumpModule) -> CompiledLayer:
     lines = definition_lines(text)[0]
     listed = [(c.name, i) for c in hlo.computations() for i in c.instructions()]
     opcode = {i.name: opcode_of(i) for _c, i in listed}
-    instructions, fusions = layer_rows(listed, lines, opcode)
+    own = {i.name: set(linked.get(i.name, ())) for _c, i in listed}
+    via = {name: "inferred" if found else "none" for name, found in own.items()}
+    instructions, fusions = layer_rows(listed, lines, opcode, own, via)
     with_op_name = sum("op_name=" in i.to_string() for _c, i in listed if i.name in lines)
     instructions, facts = with_facts(instructions, hlo, text)
+    instructions, fusions = _with_fused(instructions, fusions)
+    by_eqn: dict[int, set[int]] = {}
+    for ins in instructions:
+        for e in ins.eqns:
+            while e is not None:  # a container owns what its body became
+                by_eqn.setdefault(e, set()).add(ins.line)
+                e = eqns[e].parent if e < len(eqns) else None
+    inferred = sum(1 for i in instructions if i.eqns)
     return CompiledLayer(
         text=text, backend=module.backend, jaxlib_version=jaxlib.__version__, host="", host_id="",
-        instructions=tuple(instructions), fusions=tuple(fusions), lines_by_eqn={},
-        stats=HloStats(instructions=len(instructions), with_op_name=with_op_name, arguments=0, attributed=0,
-                       unattributed_with_op_name=0, compiler_own=len(instructions), fusions=len(fusions), by_tag=0,
-                       inferred=0, in_regions=0),
+        instructions=tuple(instructions), fusions=tuple(fusions),
+        lines_by_eqn={str(e): tuple(sorted(v)) for e, v in sorted(by_eqn.items())},
+        stats=HloStats(instructions=len(instructions), with_op_name=with_op_name, arguments=0, attributed=inferred,
+                       unattributed_with_op_name=0, compiler_own=len(instructions) - inferred, fusions=len(fusions),
+                       by_tag=0, inferred=inferred, in_regions=0),
         device_kind=module.target,
         **facts,
     )
+
+
+def _with_fused(instructions, fusions) -> tuple[list, list]:
+    """A fusion's equations are those of what it fuses (through nested fusions) as well as its own."""
+    import dataclasses
+
+    held: dict[str, list] = {}
+    for ins in instructions:
+        held.setdefault(ins.computation, []).append(ins)
+    fused: dict[str, set[int]] = {}
+
+    def gather(ins, depth: int = 0) -> set[int]:
+        if ins.opcode != "fusion" or depth > 32:
+            return set(ins.eqns)
+        if ins.name not in fused:
+            found = set(ins.eqns)
+            for computation in ins.calls:
+                for member in held.get(computation, ()):
+                    found |= gather(member, depth + 1)
+            fused[ins.name] = found
+        return fused[ins.name]
+
+    out = []
+    for ins in instructions:
+        found = gather(ins)
+        if found != set(ins.eqns):
+            ins = dataclasses.replace(ins, eqns=tuple(sorted(found)), via="inferred")
+        out.append(ins)
+    return out, [dataclasses.replace(f, eqns=tuple(sorted(fused.get(f.name, f.eqns)))) for f in fusions]
 
 
 def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait: float | None = None) -> list[ProgramRecord]:
@@ -139,6 +224,35 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         ProgramRecord.from_json(record.to_json())
     store_records(records, corpus_dir, wait)
     return records
+
+
+# `open` makes its programs before it serves: a module whose optimised HLO is longer than this is left to its
+# dump page (linking its HLO takes minutes today; `add --dump` makes its record all the same).
+SHOWN_MAX_LINES = 10_000
+
+
+def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:
+    """`dumpgym open`'s programs: the record of each module the user wrote (as `add --dump` makes it, marked
+    added), biggest first as the index lists them, and one line for each that cannot be made (its note)."""
+    import dataclasses
+
+    where = ", ".join(str(p) for p in folder.paths)
+    records, notes = [], []
+    for module in folder.modules:
+        if module.helper or module.problem or "hlo_after" not in module.files:
+            continue  # a helper is folded away; a problem was said already; without optimised HLO, its dump page
+        if module.text("hlo_after").count("\n") > SHOWN_MAX_LINES:
+            notes.append(f"{module.slug}: its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, so it is shown "
+                         "on its dump page alone (add it with add --dump to see it as a program)")
+            continue
+        try:
+            record = module_record(module, _slug(module), where)
+            record.check(record.slug)
+        except (DumpError, RecordError) as e:
+            notes.append(f"{module.slug}: {e}; only its dump page shows it")
+            continue
+        records.append(dataclasses.replace(record, added=True))
+    return records, notes
 
 
 def _slug(module: DumpModule) -> str:

@@ -6,8 +6,9 @@ HLO instruction's candidates are the StableHLO ops that carry its name stack and
 by the two graphs' dataflow (`dumps/dataflow.py`). It is linked to one equation's ops where one op
 is left, or the text proves one equation made all that are left (the jaxpr has one equation of
 the primitive and the StableHLO one location for it); otherwise to the group, with the reason.
-A jaxpr equation is linked to its primitive's key when that pairing is one-to-one and in print
-order (a jaxpr without sub-jaxprs, whose StableHLO has only `main`). Every link not drawn is
+A jaxpr equation is linked to the op lines it emitted by structure (`dumps/structure.py`), at its first
+line; where the jaxpr text cannot be read whole, to its primitive's key when that pairing is one-to-one
+and in print order (a jaxpr without sub-jaxprs, whose StableHLO has only `main`). Every link not drawn is
 counted with its reason. Nothing here imports JAX; jaxlib's MLIR and HLO bindings read the texts.
 """
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dumpgym.ir.dataflow import combined, hlo_dims, hlo_inputs, hlo_signature
 from dumpgym.ir.hlo_graph import definition_lines, reducer_regions
 from dumpgym.ir.parse import hlo_op_names, jaxpr_equations, parse_hlo
 from dumpgym.dumps.stablehlo import DumpOp, stablehlo_ops
+from dumpgym.dumps.structure import link_equations
+from dumpgym.ir.jaxpr_text import jaxpr_eqn_facts
 from dumpgym.dumps.folder import DumpModule
 
 @dataclass(frozen=True)
@@ -160,7 +163,16 @@ def xray_module(module: DumpModule) -> ModuleXray:
         by_primitive[_primitive(key[0])].append(key)
     eqns = _jaxpr_eqns(module.text("jaxpr")) if "jaxpr" in module.files else None
     decided = _decided_keys(keys, by_primitive, eqns)
-    if eqns is not None:
+    facts = jaxpr_eqn_facts(module.text("jaxpr")) if eqns is not None else None
+    if facts:  # by structure (`dumps/structure.py`): each equation's own op lines, at its first line
+        links = link_equations(facts, ops)
+        for e, lines in sorted(links.lines.items()):
+            out.jaxpr_links.setdefault(facts[e].jaxpr_lines[0], tuple(sorted(lines)))
+        missing = len(facts) - len(links.lines)
+        if missing:
+            out.jaxpr_unlinked["emitted no op of its own, or its ops are not told apart from another equation's "
+                               "by the order of its primitive's equations and op runs"] += missing
+    elif eqns is not None:
         _link_jaxpr(out, module.text("jaxpr"), eqns, keys, by_primitive, decided, ops)
     else:
         out.notes.append("no jaxpr in the folder for this module: a name stack shared by two ops of one kind "

@@ -76,22 +76,24 @@ class Site:
         self.programs = programs
 
     @classmethod
-    def build(cls, corpus_dir=None, extra=None) -> "Site":
+    def build(cls, corpus_dir=None, extra=None, shown: tuple = ()) -> "Site":
         """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
-        files, made when first asked for), every program's drill items made if not kept: the page is
-        rendered now, each listing when it is first asked for (`site.SiteFiles`)."""
-        start = gym_start(corpus_dir)
+        files, made when first asked for; `shown`'s records, in memory, in front), every program's drill
+        items made if not kept: the page is rendered now, each listing when it is first asked for
+        (`site.SiteFiles`)."""
+        start = gym_start(corpus_dir, shown=shown)
         return cls._rendered(start.corpus, start.whole_pool(), extra)
 
     @classmethod
-    def start(cls, corpus_dir=None, extra=None, news: str = "") -> tuple["Site", Callable[..., "Site"] | None]:
+    def start(cls, corpus_dir=None, extra=None, news: str = "", shown: tuple = ()) -> tuple["Site", Callable[..., "Site"] | None]:
         """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
         (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
         makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
         of each stage before (the built-in programs' items, then each added program's). Until the whole
         is there the page says whose items are being made, and asks `data/drills/pending.json`. `news`: a
-        line the page shows at its top (what changed in the added programs while `serve` ran)."""
-        start = gym_start(corpus_dir)
+        line the page shows at its top (what changed in the added programs while `serve` ran); `shown`:
+        records in memory shown first (`gym_start`)."""
+        start = gym_start(corpus_dir, shown=shown)
         from dumpgym.site.kept import KeptFiles
 
         kept = KeptFiles(start.corpus)  # one for every stage: a render worker's files serve each (`render_pool`)
@@ -451,9 +453,9 @@ def _announce(server: GymServer, host: str, start: str = "") -> None:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None,
-          extra=None, start: str = "") -> None:
-    """Serve the gym (built-in corpus plus added programs, and `extra`'s files) until interrupted,
-    printing its URL (with `start`, the path of the page to open first).
+          extra=None, start: str = "", shown: tuple = ()) -> None:
+    """Serve the gym (built-in corpus plus added programs, and `extra`'s files; `shown`'s records, held in
+    memory, in front) until interrupted, printing its URL (with `start`, the path of the page to open first).
 
     The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
     browser that connects early waits in the listen backlog until the gym is there. Drill items that
@@ -465,14 +467,15 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     server = _bind(Site({}), host, port)
     try:
         seen = corpus_state(corpus_dir)  # before the start reads the folder: a change during it is seen after
-        server.site, rest = Site.start(corpus_dir) if extra is None else Site.start(corpus_dir, extra)
+        server.site, rest = (Site.start(corpus_dir) if extra is None and not shown
+                             else Site.start(corpus_dir, extra, shown=shown))
         # Forked now, before any thread runs: from here on they make the files a first start has not kept.
         server.renderers = RenderPool.fork(server.site, close=[server.socket])
         _announce(server, host, start)
         generation = [0]  # bumped by each swap of the corpus: a stage of an older one is not swapped in
         if rest is not None:
             _finish_later(server, rest, lambda: generation[0] == 0)
-        _watch_corpus(server, corpus_dir, extra, seen, generation)
+        _watch_corpus(server, corpus_dir, extra, seen, generation, shown)
         if open_browser:
             webbrowser.open(url_of(server) + start)
         server.serve_forever()
@@ -557,7 +560,7 @@ def what_changed(before: tuple, after: tuple) -> str:
             else "The added programs changed while the gym ran.")
 
 
-def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation: list[int]) -> None:
+def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation: list[int], shown: tuple = ()) -> None:
     """Look at the folder of added programs every `WATCH_INTERVAL` in a thread; when an add or a remove
     changed it, start the gym again from it (`Site.start`: kept items read, new ones made after) and swap
     it in, so the next reload of the page shows it; said on stderr. A start that fails is said in one line
@@ -571,7 +574,7 @@ def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation:
                 continue
             news, last = what_changed(last, now), now
             try:
-                site, rest = Site.start(corpus_dir, extra, news)
+                site, rest = Site.start(corpus_dir, extra, news, shown=shown)
             except Exception as e:  # a record that cannot be read, say: the gym before stays
                 print(f"dumpgym: warning: the added programs changed, but the gym could not be started from them "
                       f"({printable(f'{type(e).__name__}: {e}')}); serving the gym before", file=sys.stderr, flush=True)

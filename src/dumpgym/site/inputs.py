@@ -116,14 +116,22 @@ class GymStart:
         return self._whole
 
 
-def gym_start(corpus_dir=None, warn: Callable[[str], None] | None = None) -> GymStart:
+def gym_start(corpus_dir=None, warn: Callable[[str], None] | None = None, shown: tuple = ()) -> GymStart:
     """The typed corpus, each record parsed once, and the pool of the programs whose items are kept; the
     rest (after an add, or an upgrade: no items kept) are made by `GymStart.whole_pool`, when asked.
+    `shown`: records held in memory only (`dumpgym open`'s dump modules), first, as added programs; an
+    added program of the same slug is not shown beside one (said through `warn`).
 
     Warnings as `gym_inputs`'s (a kind skipped on a program is told once, by whichever pool holds it)."""
     warn = warn or (lambda line: print(f"dumpgym: warning: {printable(line)}", file=sys.stderr))
     sources, records = [], []
-    for source in load_sources(corpus_dir, warn):
+    mine = [ProgramSource(r.slug, True, "", None, (lambda r=r: r)) for r in shown]
+    taken = {r.slug for r in shown}
+    rest = load_sources(corpus_dir, warn)
+    for source in rest:
+        if source.slug in taken:
+            warn(f"not showing your added program {source.slug}: the dump's module of that slug is shown instead")
+    for source in [*mine, *(s for s in rest if s.slug not in taken)]:
         try:
             records.append(source.record())
         except CorpusFolderError as e:  # a damaged added record: the rest are served

@@ -63,7 +63,9 @@ def test_a_wrong_answer_names_the_right_one_and_the_misreading(page, gym, kind):
         if misread:
             assert misread["reason"].split("`")[0].strip() in feedback
     elif form["form"] == "line":  # the right line, and why the tapped one is wrong (else the line of why)
-        assert f"the framework's line is {form['line']}" in feedback
+        # Rows are named by the number the listing gives them (an excerpt of lines 237-250 shows 237-250).
+        shown = page.locator(f"#drill-{kind} [data-pick] [data-line='{form['line']}']").get_attribute("data-n")
+        assert f"the framework's line is {shown}" in feedback
         rows = page.locator(f"#drill-{kind} [data-pick] [data-line]").count()
         tapped = next(n for n in range(1, rows + 1) if n not in form["accepted"])  # as Gym.answer taps
         said = form.get("explain", {}).get(str(tapped))

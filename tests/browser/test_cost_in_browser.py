@@ -10,13 +10,14 @@ pytestmark = pytest.mark.browser
 
 
 def _one_of_each(pool: dict) -> dict:
-    """The pool's first cost item of each (step, layer kind): a choice of lines on a TPU and a GPU, a typed
-    padding and a typed collective's bytes."""
+    """The pool's first cost item of each (step, layer kind): a choice of lines on a TPU and a GPU, a choice of
+    compute- or memory-bound, a typed padding and a typed collective's bytes."""
     wanted = {}
     for item in pool["items"]:
         if item["drill"] == "cost":
             wanted.setdefault((item["step"], item["layer"] if item["step"] == "dominant" else ""), item)
-    assert set(wanted) == {("dominant", "tpu"), ("dominant", "gpu"), ("padding", ""), ("sends", "")}, set(wanted)
+    assert set(wanted) == {("dominant", "tpu"), ("dominant", "gpu"), ("bound", ""), ("padding", ""), ("sends", "")}, \
+        set(wanted)
     return {"schema": pool["schema"], "kinds": [k for k in pool["kinds"] if k["name"] == "cost"],
             "items": list(wanted.values())}
 

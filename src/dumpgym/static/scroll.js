@@ -70,8 +70,9 @@ function citedLine(root, n) {
 /**
  * Bring the lines a question cites into view: each scrolling block that shows one scrolls to the first it
  * shows, and with `page`, when the first cited line is not in the viewport below the sticky header, the page
- * scrolls to show it: with the element `with` (the question) below it when both fit, else just under the
- * header. Returns the first cited line's place, or null.
+ * scrolls to show it: with the element `with` (the question) when both fit; else, on a narrow window, the line
+ * just under the header, and on a wide one not at all (the question is read first); without `with`, just under
+ * the header. Returns the first cited line's place, or null.
  */
 export function showCited(root, question, { page = false, with: below = null } = {}) {
   const found = citedLines(question).map((n) => citedLine(root, n)).filter(Boolean);
@@ -91,7 +92,16 @@ export function showCited(root, question, { page = false, with: below = null } =
   const r = first.rect();
   if (r.top >= header && r.bottom <= innerHeight) return first;
   const under = r.top - header - 12;  // the line just under the header
-  const both = below ? below.getBoundingClientRect().bottom - (innerHeight - 12) : under;  // the question at the bottom
-  scrollBy(0, both > under || r.bottom - both > innerHeight ? under : both);
+  if (!below) {
+    scrollBy(0, under);
+    return first;
+  }
+  // With the question: both in view where they fit. Where they do not, a wide window keeps the question where
+  // it is (it is read first, its options beside it, the line in view in its own block); a narrow one, whose
+  // blocks do not scroll on their own, shows the line just under the header.
+  const q = below.getBoundingClientRect();
+  const span = Math.max(r.bottom, q.bottom) - Math.min(r.top, q.top);
+  if (span <= innerHeight - header - 24) scrollBy(0, Math.min(r.top, q.top) - header - 12);
+  else if (innerWidth <= 700) scrollBy(0, under);
   return first;
 }

@@ -99,11 +99,16 @@ def test_the_line_a_question_cites_is_in_the_viewport(open_fresh, base_url, fetc
                     r = range.getBoundingClientRect(); box = pre; break;
                 }
                 if (!r) return null;
-                const b = box.getBoundingClientRect();
-                return {top: r.top, bottom: r.bottom, boxTop: b.top, boxBottom: b.bottom,
+                const b = box.getBoundingClientRect(), q = panel.querySelector('.q').getBoundingClientRect();
+                return {top: r.top, bottom: r.bottom, boxTop: b.top, boxBottom: b.bottom, qTop: q.top, qBottom: q.bottom,
                         header: document.querySelector('.top').getBoundingClientRect().bottom, height: innerHeight};
             }""", [kind, cited[0]]) if cited else None
             if at is None:
+                continue
+            span = max(at["bottom"], at["qBottom"]) - min(at["top"], at["qTop"])
+            if device == "desktop" and span > at["height"] - at["header"] - 24:
+                # The line and the question do not fit together: a wide window keeps the question in view.
+                assert at["header"] - 1 <= at["qTop"] < at["height"], (kind, question, at)
                 continue
             seen += 1
             # Its first row is in its own box's view and in the window's, below the sticky header.

@@ -276,3 +276,61 @@ def test_partition_specs_are_the_ones_jax_holds(slug, by_slug, programs):
             made = tuple(PartitionSpec(*(None if n is None else n[0] if len(n) == 1 else n for n in spec))
                          for spec in fact.partition_specs[key])
             assert made == tuple(eqn.params[key]), (slug, key)
+
+
+def _printed_programs():
+    """Small programs whose jaxprs print params, inline bodies and one-line jaxprs in every way the printer does."""
+    x = jnp.ones((3,), jnp.float32)
+
+    def cond(a):  # two branches, each printed as a one-line jaxpr inside the cond's params
+        return jax.lax.cond(a[0] > 0, lambda v: v * 2.0, lambda v: v + 1.0, a)
+
+    def scan(a):  # a multi-line body inside `jaxpr={ lambda ...}`, with consts and carries
+        return jax.lax.scan(lambda c, v: (c + v * a[0], jnp.sin(c)), a[0], a)[1]
+
+    def nested(a):  # a jit inside a jit, a while inside it
+        return jax.jit(lambda v: jax.lax.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] * 2.0), (0, v))[1])(a)
+
+    return {"one-line": (lambda a: jnp.max(a), x), "cond": (cond, x), "scan": (scan, x), "nested": (nested, x)}
+
+
+@pytest.mark.parametrize("name", sorted(_printed_programs()))
+def test_printed_params_bodies_and_ends_are_jaxs(name):
+    """Each param the record says an equation prints is a param JAX holds for it, cut as `name=value` inside its
+    bracketed group; each inline body's invars are the sub-jaxpr's invars (JAX's avals, in order); an equation of
+    a jaxpr printed on one line ends where that jaxpr's ` in (` begins, with one operand per JAX input."""
+    fn, x = _printed_programs()[name]
+    closed = jax.make_jaxpr(fn)(x)
+    facts = build_facts(closed)
+    lines = str(closed).splitlines()
+
+    def cut(span):
+        if span.first == span.last:
+            return lines[span.first - 1][span.column:span.end]
+        return "\n".join([lines[span.first - 1][span.column:], *lines[span.first:span.last - 1],
+                          lines[span.last - 1][:span.end]])
+
+    for e in facts.eqns:
+        jax_eqn = facts.jax_eqns[e.id]
+        if e.printed_params:
+            group = cut(e.printed_params[0])
+            assert group.startswith("[") and group.endswith("]"), group
+            for entry in e.printed_params[1:]:
+                key, eq, _ = cut(entry).partition("=")
+                assert eq and key in jax_eqn.params, (key, sorted(jax_eqn.params))
+                assert cut(entry) in group
+        subs = list(jaxprs_in_params(jax_eqn.params))
+        if e.bodies and len(e.bodies) == len(subs):
+            assert [b.type for b in e.body_binders] == \
+                [v.aval.str_short(short_dtypes=True) for sub in subs for v in sub.invars]
+        if e.printed_end:
+            line = lines[e.jaxpr_lines[0] - 1]
+            assert line[e.printed_end:].startswith(" in (") and e.binders
+            assert len(e.operand_names) == len(jax_eqn.invars)
+            assert line[e.binders[0].column:e.printed_end].split(" = ")[1].split()[-len(e.operand_names):] == \
+                list(e.operand_names)
+    assert any(e.printed_params for e in facts.eqns)
+    if name in ("cond", "scan", "nested"):
+        assert any(e.body_binders for e in facts.eqns)
+    if name in ("one-line", "cond"):
+        assert any(e.printed_end for e in facts.eqns)

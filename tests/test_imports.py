@@ -325,3 +325,30 @@ def scripts_graph(folder: Path) -> dict[str, set[str]]:
 def test_the_benchmarks_have_no_import_circles():
     graph = scripts_graph(PACKAGE.parents[1] / "benchmarks")
     assert graph and not knots(graph), _report(graph)
+
+
+def regex_calls(path: Path) -> int:
+    """Calls into `re` in one module: `re.compile(...)`, `re.sub(...)`, ..., and of any name imported from it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "re"
+                for a in n.names}
+    modules = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+               for a in n.names if a.name == "re"}
+    return sum(1 for n in ast.walk(tree) if isinstance(n, ast.Call) and (
+        (isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id in modules)
+        or (isinstance(n.func, ast.Name) and n.func.id in imported)))
+
+
+def test_regex_calls_counts_every_spelling(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("import re\nimport re as r2\nfrom re import sub\nre.compile('a')\nr2.match('a', 'b')\n"
+                    "sub('a', 'b', 'c')\nx = re.S\n")
+    assert regex_calls(path) == 3
+
+
+def test_the_drills_read_no_text_with_regular_expressions():
+    """The drills read facts from the record: a regular expression there reads what a person typed
+    (`answer.py`) or splits the pool's own sentences for packing (`_packed.py`), nothing else, five at most."""
+    found = {p.name: n for p in sorted((PACKAGE / "drills").glob("*.py")) if (n := regex_calls(p))}
+    assert set(found) <= {"answer.py", "_packed.py"}, found
+    assert sum(found.values()) <= 5, found

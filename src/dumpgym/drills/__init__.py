@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dumpgym.drills._tpu import Buffer, Listing, short
+from dumpgym.drills._tpu import Buffer, Listing
 from dumpgym.record.schema import CompiledLayer, Instruction, ProgramRecord
 
 # Opcodes (the record's spelling) that either move a buffer's bytes or only relabel them.
@@ -80,7 +80,7 @@ def compiled(hlo: CompiledLayer) -> Compiled | None:
     outputs = tuple(b.plain for b in d.buffers) if d.shape.startswith("(") else (d.shape.split("{", 1)[0],)
     # An alias into part of a tuple parameter is not asked.
     aliasing = {(a.output[0] if a.output else 0): a.parameter for a in hlo.aliases if not a.parameter_index}
-    return Compiled(bool(hlo.aliases), tuple(params), short(listing.lines[entry.root - 1]), entry.root, outputs,
+    return Compiled(bool(hlo.aliases), tuple(params), listing.short(entry.root), entry.root, outputs,
                     aliasing)
 
 

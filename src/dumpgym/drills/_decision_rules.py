@@ -6,7 +6,9 @@ ops carry it. It registers decision kinds, not drill kinds.
 """
 from __future__ import annotations
 
-import re
+import functools
+import io
+import tokenize
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,11 +19,72 @@ from dumpgym.record.schema import EqnFact, Literal
 
 # What in a program's own source makes JAX write transposes the user did not: autodiff transposes
 # every dot_general (and every `.T`) of the forward pass; einsum reorders dot_general's output.
-AUTODIFF = re.compile(r"\b(grad|value_and_grad|vjp|jacrev|jacfwd|linear_transpose|hessian)\b")
-EINSUM = re.compile(r"\beinsum\b")
+AUTODIFF = frozenset({"grad", "value_and_grad", "vjp", "jacrev", "jacfwd", "linear_transpose", "hessian"})
 # Ways a source spells a transpose; `NAME.T` on a parameter is the only one that cannot be a
 # transposed product, so it is the only spelling that leaves dot_general's transposes unambiguous.
-SPELLED_TRANSPOSE = re.compile(r"[\w)\]]+\.m?T\b|\btranspose\(|\bswapaxes\(|\bmoveaxis\(|\bpermute_dims\(")
+TRANSPOSE_CALLS = frozenset({"transpose", "swapaxes", "moveaxis", "permute_dims"})
+
+
+@dataclass(frozen=True)
+class SourceWords:
+    """What a program's source says, read from Python's own tokens (comments and strings are not code): the
+    names it uses, how it spells transposes (`k.T`, `transpose(`), and its first function's parameters."""
+
+    names: frozenset[str]
+    spelled: tuple[str, ...]
+    parameters: frozenset[str]
+
+    @staticmethod
+    @functools.lru_cache(maxsize=64)
+    def of(source: str) -> SourceWords:
+        tokens = _tokens(source)
+        names = frozenset(t.string for t in tokens if t.type == tokenize.NAME)
+        spelled = []
+        for k, t in enumerate(tokens):
+            after = tokens[k + 1] if k + 1 < len(tokens) else None
+            if t.type == tokenize.NAME and t.string in TRANSPOSE_CALLS and after and after.string == "(" \
+                    and after.start == t.end:
+                spelled.append(t.string + "(")
+            elif t.string in ("T", "mT") and k and tokens[k - 1].string == "." and tokens[k - 1].end == t.start:
+                line, at = t.line, tokens[k - 1].start[1]
+                start = at
+                while start and (line[start - 1].isalnum() or line[start - 1] in "_)]"):
+                    start -= 1
+                if start < at:
+                    spelled.append(line[start:at] + "." + t.string)
+        return SourceWords(names, tuple(spelled), _parameters(tokens))
+
+
+def _tokens(source: str) -> list[tokenize.TokenInfo]:
+    """Python's tokens of `source`, as far as it reads (a snippet may end inside a bracket)."""
+    out = []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(source).readline):
+            out.append(t)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return out
+
+
+def _parameters(tokens: list[tokenize.TokenInfo]) -> frozenset[str]:
+    """The parameter names of the first `def` (`*args`, `**kw` and annotated ones included)."""
+    start = next((k for k, t in enumerate(tokens[:-2]) if t.string == "def" and tokens[k + 2].string == "("), None)
+    if start is None:
+        return frozenset()
+    out, depth, expect = set(), 0, True
+    for t in tokens[start + 3:]:
+        if t.string in "([{" and t.type == tokenize.OP:
+            depth += 1
+        elif t.string in ")]}" and t.type == tokenize.OP:
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and t.string == ",":
+            expect = True
+        elif depth == 0 and expect and t.type == tokenize.NAME:
+            out.add(t.string)
+            expect = False
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -106,7 +169,7 @@ def _accumulator(eqn: EqnFact, pf: ProgramIndex) -> EqnFact | None:
 def _explain_upcast(eqn: EqnFact, pf: ProgramIndex) -> str:
     src, out = eqn.input_avals[0], eqn.outputs[0]
     then = _accumulator(eqn, pf)
-    follow = f"; the {then.primitive} on line {then.jaxpr_lines[0]} then adds up in {short(out.dtype)}" if then else ""
+    follow = f"; the {then.primitive} on {pf.cite(then.jaxpr_lines[0])} then adds up in {short(out.dtype)}" if then else ""
     return (f"convert_element_type widens {src} to {out}{follow}. jnp's sums, means and variances of 16-bit "
             f"floats accumulate in f32 so rounding does not pile up.{_inside(eqn, pf)}")
 
@@ -150,7 +213,7 @@ def _mask_compare(eqn: EqnFact, pf: ProgramIndex) -> EqnFact | None:
 def _explain_iota(eqn: EqnFact, pf: ProgramIndex) -> str:
     cmp = _mask_compare(eqn, pf)
     dim = eqn.param("dimension")
-    where = f"the `{cmp.primitive}` on line {cmp.jaxpr_lines[0]}" if cmp else "a comparison"
+    where = f"the `{cmp.primitive}` on {pf.cite(cmp.jaxpr_lines[0])}" if cmp else "a comparison"
     return (f"iota numbers the positions along axis {dim} of {eqn.outputs[0]}; {where} turns those numbers "
             f"into a boolean mask, which is how tril, one_hot and causal masks are built.{_inside(eqn, pf)}")
 
@@ -162,9 +225,9 @@ def _not_iota_mask(eqn: EqnFact, pf: ProgramIndex) -> str:
 def transpose_author(eqn: EqnFact, pf: ProgramIndex) -> str:
     """Who wrote a transpose: "autodiff", "einsum", "user", or "unsure" (then no item asks about it)."""
     source = pf.record.source
-    autodiff, einsum = bool(AUTODIFF.search(source)), bool(EINSUM.search(source))
-    params = _parameters(source)
-    spelled = SPELLED_TRANSPOSE.findall(source)
+    words = SourceWords.of(source)
+    autodiff, einsum = bool(AUTODIFF & words.names), "einsum" in words.names
+    params, spelled = words.parameters, words.spelled
     # Every spelling transposes a parameter: then no spelled transpose can stand after a dot_general.
     only_params = all(s.endswith(".T") and s[:-2] in params for s in spelled)
     made_by = pf.producer(eqn)
@@ -180,31 +243,26 @@ def transpose_author(eqn: EqnFact, pf: ProgramIndex) -> str:
     return "unsure"
 
 
-def _parameters(source: str) -> set[str]:
-    found = re.search(r"def \w+\(([^)]*)\)", source)
-    return {p.strip().split("=")[0].split(":")[0].strip(" *") for p in found.group(1).split(",")} if found else set()
-
-
 def _explain_transpose(eqn: EqnFact, pf: ProgramIndex) -> str:
     src, out = eqn.input_avals[0], eqn.outputs[0]
     perm = eqn.ints("permutation") or ()
     made_by = pf.producer(eqn)
     line = made_by.jaxpr_lines[0] if made_by else 0
     if transpose_author(eqn, pf) == "einsum":
-        why = (f"the einsum's output spec asks for an axis order that the dot_general on line {line} does not "
+        why = (f"the einsum's output spec asks for an axis order that the dot_general on {pf.cite(line)} does not "
                "produce (it yields batch axes, then lhs's free axes, then rhs's), so jnp appends this transpose")
     elif made_by is not None and made_by.primitive == "transpose":
-        why = (f"it is the backward pass of a `.T`: autodiff transposes the cotangent of line {line} back by the "
+        why = (f"it is the backward pass of a `.T`: autodiff transposes the cotangent of {pf.cite(line)} back by the "
                "inverse permutation")
     else:
         why = (f"it belongs to the backward pass: autodiff's rule for a matmul computes the gradient with the "
-               f"dot_general on line {line} and then reorders its axes to the operand's shape")
+               f"dot_general on {pf.cite(line)} and then reorders its axes to the operand's shape")
     return f"transpose[permutation={axis_list(perm)}] turns {src} into {out}: {why}.{_inside(eqn, pf)}"
 
 
 def _not_framework_transpose(eqn: EqnFact, pf: ProgramIndex) -> str:
     if transpose_author(eqn, pf) == "user":
-        spelled = sorted(set(SPELLED_TRANSPOSE.findall(pf.record.source)))
+        spelled = sorted(set(SourceWords.of(pf.record.source).spelled))
         where = (f"from `{spelled[0]}`" if len(spelled) == 1 else
                  "from one of " + ", ".join(f"`{s}`" for s in spelled) if spelled else
                  "a `.T` in the code your function calls")

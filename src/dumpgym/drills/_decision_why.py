@@ -108,7 +108,7 @@ def _convert(eqn: EqnFact, pf: ProgramIndex):
         return None
     then = _accumulator(eqn, pf)
     if then is not None:
-        return "accumulate", cast + f", and the {then.primitive} on jaxpr line {then.jaxpr_lines[0]} reads it"
+        return "accumulate", cast + f", and the {then.primitive} on {pf.cite(then.jaxpr_lines[0], 'jaxpr line')} reads it"
     return "astype", cast + ", and no reduction in the same jaxpr reads it"
 
 
@@ -125,7 +125,7 @@ def _transpose(eqn: EqnFact, pf: ProgramIndex):
     perm = axis_list(eqn.ints("permutation") or ())
     facts = f"its permutation is {perm}"
     if made_by is not None:
-        facts += f" and its operand comes from the {made_by.primitive} on jaxpr line {made_by.jaxpr_lines[0]}"
+        facts += f" and its operand comes from the {made_by.primitive} on {pf.cite(made_by.jaxpr_lines[0], 'jaxpr line')}"
     else:
         facts += " and its operand is an input, not a product"
     if author == "einsum":
@@ -153,7 +153,7 @@ def _mark(eqn: EqnFact, pf: ProgramIndex):
         if cmp is None:
             return None
         return "iota-mask", (f"it is an iota along axis {eqn.param('dimension')}, and the {cmp.primitive} on "
-                             f"jaxpr line {cmp.jaxpr_lines[0]} compares it with other positions, making a bool mask")
+                             f"{pf.cite(cmp.jaxpr_lines[0], 'jaxpr line')} compares it with other positions, making a bool mask")
     if eqn.primitive in REMATS:
         return "remat", f"it is `{eqn.primitive}`, the mark jax.checkpoint writes around a region"
     return "collective", f"it is `{eqn.primitive}`, an exchange between devices over a mesh axis"

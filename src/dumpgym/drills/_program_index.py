@@ -1,8 +1,8 @@
 """The lookups the decisions drill makes in one program record: run order, lines, StableHLO ops, x-ray owners."""
 from __future__ import annotations
 
+import dataclasses
 import functools
-import re
 from dataclasses import dataclass
 
 from dumpgym.record.primitives import COMPARISONS, REDUCTIONS
@@ -21,6 +21,8 @@ class ProgramIndex:
     owners: dict[int, tuple[int, ...]]
     # Each `func.call` op's function by its line (`StablehloOp.callee`): a private function's ops run where it is called.
     callees: dict[int, str]
+    # Which listing the item whose words these lookups write shows: "jaxpr" or "stablehlo" (`cite`).
+    layer: str = "jaxpr"
 
     @classmethod
     def of(cls, record: ProgramRecord) -> ProgramIndex:
@@ -106,14 +108,19 @@ class ProgramIndex:
                 out.setdefault(e.jaxpr_lines[0], (own or lines)[-1 if not own else 0])
         return out
 
-    def in_stablehlo(self, text: str) -> str:
-        """Words written about the jaxpr, for an item that shows the StableHLO: each `(jaxpr) line N` becomes
-        the StableHLO line the x-ray traces that equation to, or, traced nowhere, the jaxpr named in words
-        (the jaxpr's line numbers are not on that item's screen)."""
-        def cite(m: re.Match) -> str:
-            line = self._stablehlo_op_line.get(int(m.group(2)))
-            return f"{m.group(1)} StableHLO line {line}" if line else f"{m.group(1)} the jaxpr"
-        return _JAXPR_LINE.sub(cite, text)
+    @functools.cached_property
+    def on_stablehlo(self) -> ProgramIndex:
+        """These lookups for the words of an item that shows the StableHLO (`cite`)."""
+        return dataclasses.replace(self, layer="stablehlo")
+
+    def cite(self, line: int, words: str = "line") -> str:
+        """An equation named by its first jaxpr `line`: `line 12` (or `jaxpr line 12`, `words` saying so); for an
+        item that shows the StableHLO, where the jaxpr's numbers are not on screen, the StableHLO line the
+        x-ray traces it to, or, traced nowhere, the jaxpr named in words."""
+        if self.layer == "jaxpr":
+            return f"{words} {line}"
+        found = self._stablehlo_op_line.get(line)
+        return f"StableHLO line {found}" if found else "the jaxpr"
 
 
 def _lowers_to(primitive: str) -> str:
@@ -123,9 +130,6 @@ def _lowers_to(primitive: str) -> str:
     if primitive in REDUCTIONS:
         return "reduce"
     return {"convert_element_type": "convert", "broadcast_in_dim": "broadcast_in_dim"}.get(primitive, primitive)
-
-
-_JAXPR_LINE = re.compile(r"\b(on|of|from) (?:jaxpr )?line (\d+)")
 
 
 def _run_order(eqns: tuple[EqnFact, ...]) -> tuple[int, ...]:

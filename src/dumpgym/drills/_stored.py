@@ -23,7 +23,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,17 +208,20 @@ class BuiltinStore(StoredItems):
             write_atomic(self.folder / "index.json", (text + "\n").encode("utf-8"))
         except OSError:
             return
-        remove_older(self.folder, _POOL, KEEP_BUILTIN_POOLS)
+        remove_older(self.folder, _is_pool, KEEP_BUILTIN_POOLS)
 
 
-_POOL = re.compile(r"builtin-[0-9a-f]{16}")
+def _is_pool(name: str) -> bool:
+    """Whether a folder's name is a built-in pool's, `builtin-` and the 16 hex digits of its code's digest."""
+    digest = name.removeprefix("builtin-")
+    return len(name) - len(digest) == 8 and len(digest) == 16 and all(c in "0123456789abcdef" for c in digest)
 
 
-def remove_older(folder: Path, names: re.Pattern, keep: int) -> None:
-    """Remove the folders beside `folder` whose names match `names` (of other code), all but the `keep` newest."""
+def remove_older(folder: Path, named: Callable[[str], object], keep: int) -> None:
+    """Remove the folders beside `folder` whose names are `named` (of other code), all but the `keep` newest."""
     others = {}
     for p in folder.parent.iterdir():
-        if p != folder and names.fullmatch(p.name):
+        if p != folder and named(p.name):
             try:
                 others[p] = p.stat().st_mtime
             except OSError:  # another start removed it just now

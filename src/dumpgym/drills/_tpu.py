@@ -1,13 +1,13 @@
 """Reading a compiled layer for the drills: its instructions' shapes and layouts, buffer sizes, memory spaces,
 fusion bodies and computations, all as the compile stage recorded them (`ir/hlo_facts.py`), never from the text.
 
-The text is only cut for display (`short`, `Listing.computation_text`).
+The text is only cut for display, where the record says (`short_rows`, `Listing.short`, `Listing.computation_text`).
 """
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from dumpgym.record.schema import Buffer, CompiledLayer, Instruction, padded_elements  # noqa: F401 (the drills' names)
 
@@ -21,7 +21,6 @@ MEMORY_SPACES = {
     4: "SMEM, the scalar unit's small on-chip memory",
     5: "host memory, off the chip (JAX's pinned_host memory kind)",
 }
-_TAIL = re.compile(r", (?:metadata|backend_config|frontend_attributes|sharding|operand_layout_constraints)=")
 # Opcodes that multiply matrices: on a TPU these run on the MXU, the systolic matrix unit.
 MATMUL_OPCODES = frozenset({"convolution", "dot"})
 
@@ -37,9 +36,15 @@ class Definition:
     buffers: tuple[Buffer, ...]  # the result's arrays with their layouts: the result, or each member of a tuple
 
 
-def short(text_line: str) -> str:
-    """An instruction line without its metadata, backend config and other trailing attributes."""
-    return _TAIL.split(text_line.strip(), maxsplit=1)[0]
+def short_rows(hlo: CompiledLayer | None) -> Callable[[int, str], str]:
+    """How rows of a listing are shortened: a compiled instruction's without its metadata, backend config and
+    other trailing attributes (`Instruction.tail`, read in `ir/`); any other row stripped."""
+    at = {i.line: i for i in hlo.instructions} if hlo is not None else {}
+
+    def cut(number: int, row: str) -> str:
+        ins = at.get(number)
+        return ins.short(row) if ins is not None else row.strip()
+    return cut
 
 
 def which_compile(hlo: CompiledLayer) -> str:
@@ -78,6 +83,11 @@ class Listing:
     def at(self) -> dict[int, Instruction]:
         """The instruction printed on each line."""
         return {i.line: i for i in self.hlo.instructions}
+
+    def short(self, line: int) -> str:
+        """The instruction on `line` without its trailing attributes (any other line stripped)."""
+        ins = self.at.get(line)
+        return ins.short(self.lines[line - 1]) if ins is not None else self.lines[line - 1].strip()
 
     def computation_text(self, name: str) -> str:
         """The printed computation `name`, signature to closing brace."""

@@ -69,7 +69,6 @@ def _misread_json(misread: Mapping[str, Misreading]) -> dict:
 
 _LONG = (("bfloat", "bf"), ("float", "f"), ("uint", "u"), ("complex", "c"), ("int", "i"))
 _DTYPE = re.compile(r"bool|float0|(?:bf|f|u|i|c)[0-9]+(?:_[a-z0-9]+)*|key<[a-z0-9_]+>")
-_DIMS_SPLIT = re.compile(r"\s*(?:,|x|×|\*|\s)\s*")
 
 
 def read_dtype(text: str) -> str | None:
@@ -85,17 +84,31 @@ def read_dtype(text: str) -> str | None:
 # The listings' own spellings of an array type: StableHLO's `tensor<16x32xf32>` (`tensor<f32>` a scalar), and
 # a compiled listing's `f32[24,12]{1,0:T(8,128)}`, whose layout in braces says nothing of the shape.
 _TENSOR = re.compile(r"tensor<((?:[0-9]+x)*)([a-z][a-z0-9_]*)>")
-_LAYOUT = re.compile(r"\{[^{}]*\}$")
+_DIGITS = frozenset("0123456789")
+_KEY_IMPL = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _word(text: str) -> bool:
+    """Whether `text` is a name: an ASCII letter, then ASCII letters, digits and underscores."""
+    return bool(text) and text[0].isascii() and text[0].isalpha() and all(
+        c.isascii() and (c.isalnum() or c == "_") for c in text)
 
 
 def _listing_type(text: str) -> tuple[str, str] | None:
     """(dtype as written, shape as `[16,32]`) of a type the way a listing prints it, or None."""
-    body = _LAYOUT.sub("", text.strip()).strip()
+    body = text.strip()
+    brace = body.rfind("{") if body.endswith("}") else -1
+    if brace >= 0 and "}" not in body[brace + 1:-1]:  # a layout in braces at the end says nothing of the shape
+        body = body[:brace].strip()
     tensor = _TENSOR.fullmatch(body)
     if tensor:
         return tensor[2], "[" + ",".join(tensor[1].rstrip("x").split("x")) + "]" if tensor[1] else "[]"
-    typed = re.fullmatch(r"([A-Za-z][A-Za-z0-9_]*)\s*(\[[0-9,\s]*\])", body)
-    return (typed[1], typed[2]) if typed else None
+    name, bracket, dims = body.partition("[")
+    name = name.rstrip()
+    if bracket and _word(name) and dims.endswith("]") and all(c in _DIGITS or c == "," or c.isspace()
+                                                               for c in dims[:-1]):
+        return name, "[" + dims
+    return None
 
 
 def read_shape(text: str) -> str | None:
@@ -112,10 +125,31 @@ def read_shape(text: str) -> str | None:
     body = body.rstrip(",").strip()
     if not body:
         return "[]"
-    dims = _DIMS_SPLIT.split(body)
-    if not all(d.isdigit() and d.isascii() for d in dims):
-        return None
-    return "[" + ",".join(str(int(d)) for d in dims) + "]"
+    dims = _numbers(body)
+    return None if dims is None else "[" + ",".join(str(int(d)) for d in dims) + "]"
+
+
+def _numbers(body: str) -> list[str] | None:
+    """The whole numbers of `64, 512`, `64x512`, `64 × 512`, `64 512`: between each two, spaces and at most one
+    separator (`,` `x` `×` `*`); None for anything else."""
+    numbers, gaps, at = [], [], 0
+    while at < len(body):
+        end = at
+        while end < len(body) and body[end] in _DIGITS:
+            end += 1
+        if end == at:
+            return None
+        numbers.append(body[at:end])
+        at = end
+        while end < len(body) and body[end] not in _DIGITS:
+            end += 1
+        gaps.append(body[at:end])
+        at = end
+    for k, gap in enumerate(gaps):
+        last = k == len(gaps) - 1
+        if last != (gap == "") or sum(c in ",x×*" for c in gap) > 1 or not all(c in ",x×*" or c.isspace() for c in gap):
+            return None
+    return numbers
 
 
 def read_aval(text: str) -> str | None:
@@ -124,20 +158,29 @@ def read_aval(text: str) -> str | None:
     `bf16[64,512]{1,0}`), or None."""
     listed = _listing_type(text)
     body = listed[0] + listed[1] if listed is not None else text.strip()
-    match = re.fullmatch(r"([A-Za-z][A-Za-z0-9_]*(?:<[a-z0-9_]+>)?)\s*(.*)", body, re.S)
-    if not match:
+    at = 0
+    while at < len(body) and body[at].isascii() and (body[at].isalnum() or body[at] == "_"):
+        at += 1
+    close = body.find(">", at) if body[at:at + 1] == "<" else -1
+    if close > at + 1 and all(c in _KEY_IMPL for c in body[at + 1:close]):  # a typed key's `<fry>`
+        at = close + 1
+    if not _word(body[:at].partition("<")[0]):
         return None
-    dtype = read_dtype(match[1])
-    shape = read_shape(match[2]) if match[2].strip() else "[]"
+    dtype, rest = read_dtype(body[:at]), body[at:]
+    shape = read_shape(rest) if rest.strip() else "[]"
     return None if dtype is None or shape is None else dtype + shape
 
 
 def read_int(text: str) -> str | None:
     """A whole number from `1024`, `1,024`, `1_024` or `1 024`, or None."""
     body = text.strip()
-    if not re.fullmatch(r"[+-]?[0-9]{1,3}(?:[,_ ][0-9]{3})+|[+-]?[0-9]+", body):
+    sign = body[:1] if body[:1] in ("+", "-") else ""
+    groups = body[len(sign):].replace("_", ",").replace(" ", ",").split(",")  # one separator between groups
+    if not all(g and set(g) <= _DIGITS for g in groups):
         return None
-    return str(int(re.sub(r"[,_ ]", "", body)))
+    if len(groups) > 1 and (len(groups[0]) > 3 or any(len(g) != 3 for g in groups[1:])):
+        return None
+    return str(int(sign + "".join(groups)))
 
 
 def read_tile(text: str) -> str | None:
@@ -148,7 +191,14 @@ def read_tile(text: str) -> str | None:
     if "(" not in body:
         shape = read_shape(body)
         return None if shape in (None, "[]") else "(" + shape[1:-1] + ")"
-    parts = re.fullmatch(r"(?:\s*\([^()]*\)\s*)+", body) and re.findall(r"\(([^()]*)\)", body)
+    parts, rest = [], body
+    while rest.strip():  # `(8,128)(2,1)`: groups in parentheses, nothing between them but spaces
+        rest = rest.lstrip()
+        close = rest.find(")")
+        if rest[:1] != "(" or close < 0 or "(" in rest[1:close]:
+            return None
+        parts.append(rest[1:close])
+        rest = rest[close + 1:]
     if not parts:
         return None
     out = ""

@@ -117,7 +117,7 @@ def _stablehlo_item(rule: Decision, pf: ProgramIndex) -> DecisionItem | None:
             explain[str(other)] = f"Line {other} is also {rule.noun}, but line {line} runs first."
         elif by is not None:
             if by.primitive in rule.lookalikes:
-                what = f"which {pf.in_stablehlo(rule.why_not(by, pf))}"
+                what = f"which {rule.why_not(by, pf.on_stablehlo)}"
             elif by.has_subjaxpr:
                 what = "a call, not to an equation inside it that shows the decision"
             else:
@@ -133,7 +133,7 @@ def _stablehlo_item(rule: Decision, pf: ProgramIndex) -> DecisionItem | None:
         why = f"The x-ray traces this {name} to no equation."
     else:
         why = (f"The x-ray traces it to a `{writer.primitive}` of the jaxpr: "
-               f"{pf.in_stablehlo(rule.explain(writer, pf))}{rule.hlo_note}")
+               f"{rule.explain(writer, pf.on_stablehlo)}{rule.hlo_note}")
     return DecisionItem(
         eqn=None, question=f"Tap the first StableHLO line, in the order the program runs, where the framework "
         f"{rule.asks}.", kind=rule.kind, layer="stablehlo", answer_line=line, accepted_lines=sorted(accepted),
@@ -171,7 +171,7 @@ def _why_items(pf: ProgramIndex) -> list[Item]:
         owners = [e for e in (pf.by_id(i) for i in pf.owners.get(line, ())) if e is not None]
         mine = [e for e in owners if e.primitive in step.primitives]
         writer = min(mine, key=lambda e: (e.jaxpr_lines[1] - e.jaxpr_lines[0], -e.id), default=None)
-        got = reading_of(writer, pf) if writer is not None and writer.id not in asked else None
+        got = reading_of(writer, pf.on_stablehlo) if writer is not None and writer.id not in asked else None
         if got is not None and got[0] is step:
             asked.add(writer.id)
             out.append(_why_item(got, writer, line, "stablehlo", pf))
@@ -180,8 +180,6 @@ def _why_items(pf: ProgramIndex) -> list[Item]:
 
 def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Item:
     step, key, facts = got
-    if layer == "stablehlo":  # the facts are read from the jaxpr; this item shows the StableHLO
-        facts = pf.in_stablehlo(facts)
     keys = list(step.answers)
     options = tuple(step.answers.values())
     right = keys.index(key)

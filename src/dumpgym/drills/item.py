@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Union
 
-from dumpgym.drills._tpu import short
+from dumpgym.drills._tpu import short_rows
 from dumpgym.drills.answer import FORMS, Answer, AxisSet, Choice, LinePick, LineSet, Misreading, Typed  # noqa: F401
 from dumpgym.record.schema import ProgramRecord, valid_target_id
 
@@ -85,6 +85,7 @@ def resolve(context: list[dict], program: ProgramRecord,
     """The blocks of text the page shows for an item's JSON `context`, read from the program's listings (and,
     for a block that names another `program`, from that one's, found in `others` by slug)."""
     cache: dict[tuple[str, str], list[str]] = {}
+    cuts = {}
     out = []
     for block in context:
         if "text" in block:
@@ -99,12 +100,13 @@ def resolve(context: list[dict], program: ProgramRecord,
             if text is None:
                 raise ValueError(f"{slug}: a context block points into {layer!r}, which it does not have")
             cache[slug, layer] = text.split("\n")
+            cuts[slug, layer] = short_rows(source.compiled.get(layer))
         first, last = block["lines"]
         rows = []
         for n in range(first, last + 1):
             row = cache[slug, layer][n - 1]
             if block.get("cut"):
-                row = short(row)
+                row = cuts[slug, layer](n, row)
             elif block.get("strip"):
                 row = row.strip()
             if block.get("numbered"):
@@ -212,9 +214,10 @@ def _line_index(program: ProgramRecord, layer: str) -> tuple[str, int, dict]:
     """A layer's id, its number of lines, and the first line number of each line as printed, stripped and cut."""
     text = listing_text(program, layer)
     rows = text.split("\n") if text is not None else []
+    cut = short_rows(program.compiled.get(layer))
     where: dict[tuple[str, str], int] = {}
     for n, row in enumerate(rows, start=1):
-        for how, shown in (("", row), ("strip", row.strip()), ("cut", short(row))):
+        for how, shown in (("", row), ("strip", row.strip()), ("cut", cut(n, row))):
             where.setdefault((how, shown), n)
     return layer, len(rows), where
 

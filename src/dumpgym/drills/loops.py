@@ -32,7 +32,7 @@ from dumpgym.drills._loops import Counter, counters, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills._roles import (operand_range, pick_wrong, scan_layout, scan_misreadings, while_layout,
                                   while_misreadings)
-from dumpgym.drills._tpu import Listing as HloListing, short, which_compile
+from dumpgym.drills._tpu import Listing as HloListing, which_compile
 from dumpgym.drills.answer import LinePick, Misreading, Typed
 from dumpgym.drills.item import Item, from_draft, refer
 from dumpgym.drills.shapes import Listing as JaxprListing
@@ -338,7 +338,7 @@ def _excerpt(listing: HloListing, lines: tuple[int, ...]) -> str:
     for k, line in enumerate(lines):
         if k and line != lines[k - 1] + 1:
             out.append("  ⋮")
-        out.append(short(listing.lines[line - 1]))
+        out.append(listing.short(line))
     return "\n".join(out)
 
 
@@ -379,7 +379,7 @@ _ITEM_FIELDS = ("question", "eqn", "step", "weight", "feedback", "jaxpr_lines")
            "cond runs, and count a compiled while's runs.", per_program=4, cap_by=("step",))
 def loop_items(program: ProgramRecord) -> list[Item]:
     """`role` and `body-aval` items for every scan and while, `branch` items for conds, `trips` for compiled whiles."""
-    names, index = JaxprListing(program.jaxpr, program.eqns), ProgramIndex.of(program)
+    names, index = JaxprListing(program.jaxpr, program.eqns, program.arg_binders), ProgramIndex.of(program)
     items = []
     for eqn in program.eqns:
         if eqn.primitive in LOOPS:

@@ -14,7 +14,6 @@ coordinates its positions differ in.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, replace
 
@@ -259,10 +258,13 @@ _COLLECTIVE_PRIMITIVES = frozenset({"psum", "psum2", "psum_invariant", "pmax", "
                                     "ppermute", "pbroadcast"})
 
 
-def _short_line(text: str) -> str:
-    """A compiled line without its backend config and frontend attributes (the metadata names the argument)."""
-    text = re.sub(r", backend_config=.*$", "", text.strip())
-    return re.sub(r", frontend_attributes=\{[^}]*\}", "", text)
+# What a partitioner item's line leaves out (its metadata names the argument; its sharding is the question's).
+_NOT_SHOWN = frozenset({"backend_config", "frontend_attributes"})
+
+
+def _short_line(ins: Instruction, text: str) -> str:
+    """A compiled line without its backend config and frontend attributes."""
+    return ins.without(text, _NOT_SHOWN)
 
 
 def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module: sh.SdyModule) -> list[dict]:
@@ -285,7 +287,7 @@ def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module:
             "skill": "collective", "hlo_line": ins.line, "instruction": ins.name,
             # named, not cited by line: the block below is the line made shorter, not a numbered listing line
             "question": _group_question(d.opcode, f"%{ins.name}"),
-            "shown": [which_compile(hlo), _mesh_note(module), _short_line(text)],
+            "shown": [which_compile(hlo), _mesh_note(module), _short_line(ins, text)],
             "form": made[0], "feedback": made[1],
         })
     return items
@@ -346,9 +348,8 @@ class _Param:
         return f"{self.buffer.dtype}[{','.join(str(d) for d in shape)}]"
 
     def _shown(self) -> list[str]:
-        masked = self.text.strip().replace(self.buffer.text, f"{self.buffer.dtype}[?]", 1)
-        return [which_compile(self.hlo), f"`{self.name}` is {self.global_text} (its global shape)",
-                _short_line(masked)]
+        masked = _short_line(self.ins, self.text).replace(self.buffer.text, f"{self.buffer.dtype}[?]", 1)
+        return [which_compile(self.hlo), f"`{self.name}` is {self.global_text} (its global shape)", masked]
 
     def block_item(self) -> dict | None:
         """Which block does each device hold? Skipped where XLA's own parameter shape disagrees."""
@@ -445,7 +446,7 @@ class _Param:
         return axes if len(positions) == math.prod(sizes[a] for a in axes) else None
 
     def _item(self, step: str, skill: str, question: str, form, feedback: str, masked: bool = True) -> dict:
-        shown = self._shown() if masked else [which_compile(self.hlo), _mesh_note_of(self.mesh), _short_line(self.text)]
+        shown = self._shown() if masked else [which_compile(self.hlo), _mesh_note_of(self.mesh), _short_line(self.ins, self.text)]
         return {"eqn": None, "layer": self.target, "step": step, "skill": skill, "hlo_line": self.ins.line,
                 "instruction": self.ins.name, "argument": self.value.index, "question": question, "shown": shown,
                 "form": form, "feedback": feedback}

@@ -14,7 +14,6 @@ output (`_shape_feedback`).
 """
 from __future__ import annotations
 
-import re
 import textwrap
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -27,7 +26,7 @@ from dumpgym.drills._misreadings import (FILLER, GENERIC, NOWHERE, Misreading, W
                                          misreadings, pick)
 from dumpgym.record.dtypes import is_extended
 from dumpgym.record.primitives import COLLECTIVES, COMPARISONS, REDUCTIONS
-from dumpgym.record.schema import Aval, EqnFact, Literal, ProgramRecord
+from dumpgym.record.schema import Aval, Binder, EqnFact, Literal, ProgramRecord, TextSpan
 
 __all__ = ["FILLER", "GENERIC", "Misreading", "ShapesItem", "distractor_rules", "shapes_item", "shapes_items",
            "skill_of", "WEIGHTS"]
@@ -88,125 +87,93 @@ class ShapesItem:
 
 # -- the jaxpr text ---------------------------------------------------------------------------
 
-# A type as the jaxpr prints it: `f32[8,32]`, `f8_e4m3fn[4]`, a typed key `key<fry>[]`, sharding marks after.
-_TYPE = r"[a-z]\w*(?:<\w+>)?\[[^\]]*\](?:\{[^}]*\})?"
-_BINDER = re.compile(rf"(?<![\w.:-])([a-z_]+):({_TYPE})")
-_HEAD = re.compile(r"^(\s*)(.*?) = ([\w-]+)")
-
-
-def plain_type(text: str) -> str:
-    """A printed type without its sharding marks: `f32[64@x,32]` and `f32[8,32]{V:x}` -> `f32[64,32]`, `f32[8,32]`."""
-    return re.sub(r"\{[^}]*\}$", "", re.sub(r"@\w+", "", text))
-
-
-def _nesting(text: str):
-    """Each character of a printed param group with its bracket depth after it, quotes honoured."""
-    depth, quote = 0, False
-    for i, c in enumerate(text):
-        if c == "'":
-            quote = not quote
-        elif not quote and c in "([{":
-            depth += 1
-        elif not quote and c in ")]}":
-            depth -= 1
-        yield i, c, depth, quote
-
-
-def _close(text: str, start: int) -> int | None:
-    """The index of the bracket that closes the one at `start`, or None."""
-    for i, c, depth, quote in _nesting(text[start:]):
-        if not quote and c in ")]}" and depth == 0:
-            return start + i
-    return None
-
-
-def _entries(params: str) -> list[str] | None:
-    """The `name=value` entries of a param group, split at whitespace outside brackets; None if one is not."""
-    out, cur = [], ""
-    for _, c, depth, quote in _nesting(params):
-        if c.isspace() and depth == 0 and not quote:
-            if cur:
-                out.append(cur)
-            cur = ""
-        else:
-            cur += c
-    if cur:
-        out.append(cur)
-    return out if all(re.match(r"[A-Za-z_]\w*=", e) for e in out) else None
-
-
-def _mask_binders(head: str, masked: str | None) -> str:
-    """The head line with every binder whose type prints `masked` (every binder, for None) written `name:?`."""
-    binders, eq, rest = head.partition(" = ")
-    fixed = _BINDER.sub(lambda m: f"{m[1]}:?" if masked is None or plain_type(m[2]) == masked else m[0], binders)
-    return fixed + eq + rest
-
-
 class Listing:
-    """A program's jaxpr text, read for the lines of one equation at a time."""
+    """A program's jaxpr lines, cut by what the record says each equation prints (`EqnFact.binders`,
+    `printed_params`, `operand_names`, `body_binders`, read once in `ir/jaxpr.py`): no text is parsed here."""
 
-    def __init__(self, jaxpr: str, eqns: Sequence[EqnFact]):
+    def __init__(self, jaxpr: str, eqns: Sequence[EqnFact], arguments: Sequence[Binder] = ()):
         self.lines = jaxpr.splitlines()
         self.children: dict[int, list[EqnFact]] = {}
         for e in eqns:
             if e.parent is not None:
                 self.children.setdefault(e.parent, []).append(e)
-        self.types: dict[str, list[str]] = {}
-        for m in _BINDER.finditer(jaxpr):
-            self.types.setdefault(m[1], []).append(m[2])
+        # Every name's types as its binders print them, in the listing's order (names repeat across bodies).
+        bound = [*arguments, *(b for e in eqns for b in (*e.binders, *e.body_binders))]
+        self.types: dict[str, list[Binder]] = {}
+        self.bound_on: dict[int, list[Binder]] = {}  # each line's binders, left to right
+        for b in sorted(set(bound), key=lambda b: (b.line, b.column)):
+            self.types.setdefault(b.name, []).append(b)
+            self.bound_on.setdefault(b.line, []).append(b)
 
-    def span(self, eqn: EqnFact) -> list[str]:
-        """The lines that print the equation; of a jaxpr printed on one line, only the equation's part."""
-        first, last = eqn.jaxpr_lines
-        lines = self.lines[first - 1:last]
-        one_line = re.fullmatch(r"\{ lambda ; .*?\. let (.*?) in \(.*\) \}", lines[0]) if len(lines) == 1 else None
-        return [one_line[1]] if one_line else lines
+    def param_name(self, entry: TextSpan) -> str:
+        """The name of a printed `name=value` param."""
+        return self.lines[entry.first - 1][entry.column:].partition("=")[0]
+
+    def _cut(self, start: tuple[int, int], end: tuple[int, int], inner: dict[int, tuple[int, list[str]]]) -> str | None:
+        """The text from (line, column) `start` to `end`, each `inner` equation's lines (first line -> (last
+        line, its lines)) strictly between them put in place of its own; None where one crosses the cut."""
+        (first, column), (last, stop) = start, end
+        if first == last:
+            return self.lines[first - 1][column:stop]
+        out, n = [self.lines[first - 1][column:]], first + 1
+        while n < last:
+            if n in inner:
+                hi, lines = inner[n]
+                if hi >= last:
+                    return None
+                out += lines
+                n = hi + 1
+            else:
+                out.append(self.lines[n - 1])
+                n += 1
+        out.append(self.lines[last - 1][:stop])
+        return "\n".join(out)
 
     def text(self, eqn: EqnFact, answer: str, top: bool = True) -> str | None:
         """The equation's printed lines with noise params dropped and its binders masked (on top, all of
-        them; in a body, those whose type prints `answer`); None when the text does not read as expected."""
+        them; in a body, those whose type prints `answer`); None when the record does not say how it prints."""
         first, last = eqn.jaxpr_lines
-        lines = self.span(eqn)
-        for child in sorted(self.children.get(eqn.id, ()), key=lambda c: -c.jaxpr_lines[0]):
+        if not eqn.outputs or len(eqn.binders) != len(eqn.outputs) or len(eqn.printed_params) == 1:
+            return None
+        inner = {}
+        for child in self.children.get(eqn.id, ()):
             lo, hi = child.jaxpr_lines
             if first < lo and hi <= last:
-                inner = self.text(child, answer, top=False)
-                if inner is None:
+                text = self.text(child, answer, top=False)
+                if text is None:
                     return None
-                lines[lo - first:hi - first + 1] = inner.split("\n")
-        head = _HEAD.match(lines[0])
-        if head is None or head[3] != eqn.primitive:
+                inner[lo] = (hi, text.split("\n"))
+        if top and eqn.printed_end and eqn.parent is not None:
+            return None  # inside a body printed on one line: asked with its container
+        one_line = top and eqn.printed_end  # the jaxpr is printed on one line: only this equation's part
+        head, end = self.lines[first - 1], eqn.printed_end if one_line else len(self.lines[last - 1])
+        start = eqn.binders[0].column if one_line else 0
+        bare = end if first == last else len(head)  # no params: the head runs to the line's (or the equation's) end
+        group = eqn.printed_params[0] if eqn.printed_params else TextSpan(first, bare, first, bare)
+        prefix = head[:group.column if group.first == first else len(head)]
+        equals = eqn.binders[-1].type_span[1]  # the head's ` = `: what is bound before it is masked
+        for b in reversed(self.bound_on.get(first, ())):
+            if start <= b.column < equals and (top or b.aval_text == answer):
+                at, stop = b.type_span
+                prefix = prefix[:at] + "?" + prefix[stop:]
+        prefix = prefix[start:]
+        tail = self._cut((group.last, group.end), (last, end), inner)
+        if not eqn.printed_params:
+            return None if tail is None else prefix + tail
+        kept = [self._cut((e.first, e.column), (e.last, e.end), inner) for e in eqn.printed_params[1:]
+                if self.param_name(e) not in NOISE_PARAMS]
+        if tail is None or None in kept:
             return None
-        lines[0] = _mask_binders(lines[0], None if top else answer)
-        joined = "\n".join(lines)
-        at = _HEAD.match(joined).end()
-        if joined[at:at + 1] != "[":
-            return joined
-        end = _close(joined, at)
-        entries = _entries(joined[at + 1:end]) if end is not None else None
-        if entries is None:
-            return None
-        kept = [e for e in entries if e.split("=", 1)[0] not in NOISE_PARAMS]
-        indent, tail = head[1], joined[end + 1:]
         if not kept:
-            return joined[:at] + tail
-        if "\n" in joined[at:end]:
-            return joined[:at] + "[\n" + "\n".join(f"{indent}  {e}" for e in kept) + f"\n{indent}]" + tail
-        return joined[:at] + "[" + " ".join(kept) + "]" + tail
+            return prefix + tail
+        if group.first != group.last:
+            indent = head[:len(head) - len(head.lstrip())]
+            return prefix + "[\n" + "\n".join(f"{indent}  {e}" for e in kept) + f"\n{indent}]" + tail
+        return prefix + "[" + " ".join(kept) + "]" + tail
 
     def operands(self, eqn: EqnFact) -> list[str] | None:
-        """The equation's operands as printed on its last line, after the params; None if they do not match its inputs."""
-        joined = "\n".join(self.span(eqn))
-        at = _HEAD.match(joined).end() if _HEAD.match(joined) else None
-        if at is None:
-            return None
-        if joined[at:at + 1] == "[":
-            end = _close(joined, at)
-            if end is None:
-                return None
-            at = end + 1
-        names = joined[at:].split()
-        return names if len(names) == len(eqn.inputs) else None
+        """The equation's operands as printed after its params; None if the record holds none for its inputs."""
+        return list(eqn.operand_names) if eqn.operand_names or not eqn.inputs else None
 
     def operand_block(self, eqn: EqnFact, names: list[str]) -> str:
         """Each operand as `name:type` (the type as its binder prints it), literals as printed: `a:bf16[64,128]  0.5:bf16[]`."""
@@ -215,7 +182,7 @@ class Listing:
             if isinstance(x, Literal) or ":" in name:
                 out.append(name)
                 continue
-            printed = [t for t in self.types.get(name, ()) if plain_type(t) == str(x)]
+            printed = [b.type for b in self.types.get(name, ()) if b.aval_text == str(x)]
             out.append(f"{name}:{printed[0] if printed else x}")
         return "  ".join(out)
 
@@ -250,9 +217,7 @@ def where_of(program: ProgramRecord, listing: Listing, eqn: EqnFact) -> Where:
     outer = _shard_map_of(eqn, program.eqns)
     if outer is None:
         return Where(mesh=mesh)
-    first, last = outer.jaxpr_lines
-    lam = re.search(r"\{ lambda ; (.*?)\. let", "\n".join(listing.lines[first - 1:last]))
-    invars = [m[1] for m in _BINDER.finditer(lam[1])] if lam else []
+    invars = [b.name for b in outer.body_binders]
     global_of = {n: g for n, g in zip(invars, outer.inputs) if isinstance(g, Aval)}
     names = listing.operands(eqn) or []
     glob = tuple(global_of[n] if n in global_of and not global_of[n].same(x) else None
@@ -277,8 +242,8 @@ def _hidden_size(listing: Listing, body: Sequence[EqnFact]) -> bool:
     printer writes `broadcast_in_dim 0.0:f32[]` without `shape=`): then nothing shown decides the answer."""
     for e in body:
         if e.primitive in STATES_THE_ANSWER and SIZE_PARAMS & e.params.keys():
-            printed = "\n".join(listing.span(e))
-            if not any(f"{k}=" in printed for k in SIZE_PARAMS & e.params.keys()):
+            printed = {listing.param_name(p) for p in e.printed_params[1:]}
+            if not SIZE_PARAMS & e.params.keys() & printed:
                 return True
     return False
 
@@ -333,7 +298,7 @@ def shapes_items(program: ProgramRecord) -> list[Item]:
     """A shape-oracle item for every equation whose output the reader must infer from what is shown.
     Its card is the equation: one question per equation. Its context is computed text (the equation
     masked, its operands), not a listing's lines."""
-    listing = Listing(program.jaxpr, program.eqns)
+    listing = Listing(program.jaxpr, program.eqns, program.arg_binders)
     made = (shapes_item(e, program.jaxpr, program.slug, where_of(program, listing, e), listing)
             for e in program.eqns)
     return [Item(question=s.question, layer="jaxpr", eqn=s.eqn, skill=s.skill, weight=s.weight, card=(s.eqn,),

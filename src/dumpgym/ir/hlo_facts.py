@@ -77,7 +77,7 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
             parameter=int(PARAMETER_RE.search(line).group(1)) if ins.opcode == "parameter" else None,
             control=control_computations(line) if ins.opcode in ("while", "conditional") else (),
             custom_call_target=_first(_CUSTOM_CALL_TARGET, line) if ins.opcode == "customcall" else "",
-            backend_kind=_first(_BACKEND_KIND, line) if "backend_config=" in line else ""))
+            backend_kind=_first(_BACKEND_KIND, line) if "backend_config=" in line else "", tail=read_tail(line)))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
     facts = {
@@ -169,6 +169,18 @@ def read_dot(line: str) -> DotDims:
     end = max((m.end() for m in found), default=operands.end() if operands else 0)
     return DotDims(*(dims.get(kind, ()) for kind in ("lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting")),
                    printed_end=end)
+
+
+# The attributes XLA prints after an instruction's own (`, metadata={...}`): what a shortened line leaves out.
+_TAIL = re.compile(r", (metadata|backend_config|frontend_attributes|sharding|operand_layout_constraints)=")
+
+
+def read_tail(line: str) -> dict[str, int]:
+    """Where each trailing attribute starts on the line (the column of its `, `), first of each name, in order."""
+    seen: dict[str, int] = {}
+    for m in _TAIL.finditer(line):
+        seen.setdefault(m[1], m.start())
+    return seen
 
 
 def _first(pattern: re.Pattern, line: str) -> str:

@@ -11,6 +11,7 @@ empty rather than guessed.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from dumpgym.record.schema import Binder, TextSpan
 
@@ -19,22 +20,82 @@ _BINDER = re.compile(r"([a-z_]\w*):([a-z]\w*(?:<\w+>)?\[[^\]]*\](?:\{[^}]*\})?)"
 _PRIMITIVE = re.compile(r"[\w-]+")
 _BODY = re.compile(r"\{ lambda")
 _LAMBDA = "{ lambda"
+_ENTRY = re.compile(r"[A-Za-z_]\w*=")
+
+
+@dataclass(frozen=True)
+class Printed:
+    """How the jaxpr prints one equation (the `EqnFact` fields of the same names)."""
+
+    binders: tuple[Binder, ...] = ()
+    operand_names: tuple[str, ...] = ()
+    bodies: tuple[TextSpan, ...] = ()
+    printed_params: tuple[TextSpan, ...] = ()
+    body_binders: tuple[Binder, ...] = ()
+    printed_end: int = 0
 
 
 def read_equation(lines: list[str], span: tuple[int, int, int], primitive: str, outputs: int,
-                  inputs: int) -> tuple[tuple[Binder, ...], tuple[str, ...], tuple[TextSpan, ...]]:
-    """The binders, operand names and `{ lambda ... }` bodies of the equation of `primitive` printed on `span`
-    (first line, last line, start column) of the jaxpr's `lines`: binders empty where the text does not read
-    `name:type ... = primitive` with one binder per output, operands where they are not one per input."""
+                  inputs: int) -> Printed:
+    """How the equation of `primitive` printed on `span` (first line, last line, start column) of the jaxpr's
+    `lines` prints: its binders (empty where the text does not read `name:type ... = primitive` with one binder
+    per output), operands (empty where they are not one per input), `{ lambda ... }` bodies and the invars they
+    bind, and its params: the bracketed group, then each `name=value` in it (empty where one is not)."""
     first, last, column = span
     line = lines[first - 1]
     head, sep, rest = line[column:].partition(" = ")
     named = sep and outputs and _PRIMITIVE.match(rest) and _PRIMITIVE.match(rest).group() == primitive
     found = _binders(head, first, column) if named else ()
     binders = found if found is not None and len(found) == outputs else ()
-    # Inside a jaxpr printed on one line the operands run into its `in (...)`: they are not read.
-    operands = () if line[:column].strip() else _operands("\n".join([line[column:], *lines[first:last]]), inputs)
-    return binders, operands, bodies("\n".join(lines[first - 1:last]), first)
+    joined = "\n".join([line[column:], *lines[first:last]])
+    one_line = bool(line[:column].strip())  # inside a jaxpr printed on one line: it ends at its ` in (`
+    operands, end = _operands(joined, inputs, one_line)
+    found_bodies = bodies("\n".join(lines[first - 1:last]), first)
+    return Printed(binders, operands, found_bodies, _params(joined, first, column) if named else (),
+                   _body_invars(lines, found_bodies), column + end if one_line and end and first == last else 0)
+
+
+def _params(joined: str, first: int, column: int) -> tuple[TextSpan, ...]:
+    """The param group printed after the primitive (`[...]`, brackets included) and each `name=value` entry
+    in it, split at whitespace outside brackets and quotes; () without a group, the group alone where an entry
+    does not read `name=value` (JAX prints no empty group)."""
+    _, _, rest = joined.partition(" = ")
+    at = len(joined) - len(rest) + _PRIMITIVE.match(rest).end()
+    if joined[at:at + 1] != "[":
+        return ()
+    end = close_bracket(joined, at)
+    if end is None:
+        return ()
+    entries, start = [], None
+    for i, c, depth, quote in nesting(joined[at + 1:end]):
+        if c.isspace() and depth == 0 and not quote:
+            if start is not None:
+                entries.append((start, at + 1 + i))
+            start = None
+        elif start is None:
+            start = at + 1 + i
+    if start is not None:
+        entries.append((start, end))
+
+    def place(offset: int) -> tuple[int, int]:
+        line, col = _place(joined, offset, first)
+        return line, col + column if line == first else col
+
+    readable = all(_ENTRY.match(joined, a) for a, _ in entries)
+    return tuple(TextSpan(*place(a), *place(b)) for a, b in [(at, end + 1), *(entries if readable else ())])
+
+
+def _body_invars(lines: list[str], spans: tuple[TextSpan, ...]) -> tuple[Binder, ...]:
+    """The invars each body binds (`{ lambda ; a:f32[8] b:f32[8]. let`, the head on the body's first line), in
+    order; a body whose head does not read so adds none."""
+    out: list[Binder] = []
+    for span in spans:
+        text = lines[span.first - 1]
+        at = text.find(";", span.column)
+        head, done, _ = text[at + 1:].partition(". let") if at >= 0 else ("", "", "")
+        found = _binders(head, span.first, at + 1) if done else None
+        out += found or ()
+    return tuple(out)
 
 
 def read_arguments(lines: list[str]) -> tuple[Binder, ...]:
@@ -98,20 +159,25 @@ def _place(text: str, offset: int, first: int) -> tuple[int, int]:
     return first + text.count("\n", 0, offset), offset - before - 1
 
 
-def _operands(text: str, inputs: int) -> tuple[str, ...]:
-    """The operands printed after an equation's primitive and params, or () when they are not `inputs` of them."""
+def _operands(text: str, inputs: int, one_line: bool) -> tuple[tuple[str, ...], int]:
+    """The operands printed after an equation's primitive and params, or () when they are not `inputs` of them;
+    and where they end in `text`. In a jaxpr printed on one line (`let EQN in (...) }`, one equation) they end
+    at its ` in (`."""
     _, sep, rest = text.partition(" = ")
     primitive = _PRIMITIVE.match(rest)
     if not sep or primitive is None:
-        return ()
+        return (), 0
     at = primitive.end()
     if rest[at:at + 1] == "[":
         end = close_bracket(rest, at)
         if end is None:
-            return ()
+            return (), 0
         at = end + 1
-    names = tuple(rest[at:].split())
-    return names if len(names) == inputs else ()
+    stop = rest.find(" in (", at) if one_line else len(rest)
+    if stop < 0:
+        return (), 0
+    names = tuple(rest[at:stop].split())
+    return (names if len(names) == inputs else ()), len(text) - len(rest) + stop
 
 
 def nesting(text: str):

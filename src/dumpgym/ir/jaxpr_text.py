@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 
+from dumpgym.ir.jaxpr import read_equation
 from dumpgym.record.dtypes import long as long_dtype
 from dumpgym.record.schema import JAXPR_PLACEHOLDER, Aval, EqnFact, Literal
 
@@ -110,6 +111,7 @@ class _Reader:
         self.eqns: list[EqnFact | None] = []
         self.hoisted: dict[str, list[int]] = {}  # a hoisted sub-jaxpr's name -> the equations that call it
         self._newlines = [i for i, c in enumerate(text) if c == "\n"]
+        self.lines = text.split("\n")
 
     def line(self, at: int) -> int:
         """The 1-based line of offset `at`."""
@@ -180,6 +182,8 @@ class _Reader:
     def equation(self, env: dict, parent: int | str | None, depth: int) -> None:
         first = self.line(self.at)
         outputs, out_names = [], []
+        self.skip_space()
+        column = self.at - (self.text.rfind("\n", 0, self.at) + 1)
         word = self.token()
         while word != "=":
             if not word or word == "}":
@@ -218,10 +222,14 @@ class _Reader:
         for name, aval in zip(out_names, outputs):
             if name != "_":
                 env[name] = aval
-        last = self.line(max(self.at - 1, 0))
+        last = max(first, self.line(max(self.at - 1, 0)))
+        printed = read_equation(self.lines, (first, last, column), primitive, len(outputs), len(inputs))
         self.eqns[own] = EqnFact(id=own, parent=parent, primitive=primitive, params=params,
                                  inputs=tuple(inputs) if known else (), outputs=tuple(outputs),
-                                 jaxpr_lines=(first, max(first, last)))
+                                 jaxpr_lines=(first, last), binders=printed.binders,
+                                 operand_names=printed.operand_names if known else (), bodies=printed.bodies,
+                                 printed_params=printed.printed_params, body_binders=printed.body_binders,
+                                 printed_end=printed.printed_end)
 
     def params(self, own: int, depth: int) -> dict:
         """`[key=value ...]`, each plain value kept (a sub-jaxpr as the record's placeholder)."""

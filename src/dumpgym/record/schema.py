@@ -110,6 +110,13 @@ class Binder(_Record):
     column: int  # where its name starts on the line (0-based)
 
     @property
+    def aval_text(self) -> str:
+        """Its type without sharding marks, as the aval prints: `f32[64@x,32]` and `f32[8,32]{V:x}` -> `f32[64,32]`, `f32[8,32]`."""
+        head, _, dims = self.type.partition("[")
+        dims, _, _ = dims.partition("]")
+        return f"{head}[{','.join(d.partition('@')[0] for d in dims.split(','))}]" if dims else f"{head}[]"
+
+    @property
     def type_span(self) -> tuple[int, int]:
         """The columns of its printed type on the line, start and end."""
         start = self.column + len(self.name) + 1
@@ -132,7 +139,8 @@ class EqnFact(_Record):
     """One printed equation: what it is, what goes in and out, and the jaxpr lines that print it."""
 
     # The defaults are omitted from the export, so records written before these fields still read.
-    OMIT_DEFAULT = frozenset({"sources", "name_stack", "binders", "operand_names", "bodies", "partition_specs"})
+    OMIT_DEFAULT = frozenset({"sources", "name_stack", "binders", "operand_names", "bodies", "partition_specs",
+                              "printed_params", "body_binders", "printed_end"})
     id: int
     parent: int | None
     primitive: str
@@ -147,8 +155,9 @@ class EqnFact(_Record):
     # How the jaxpr prints it (`ir/jaxpr.py`, read once when the record is made): its output binders (empty
     # where they are not one `name:type` per output before its ` = `), its operands as printed after its params
     # (names, literals as `0.5:f32[]`; empty where the equation does not start a line of its own or they are
-    # not one per input), and each `{ lambda ... }` printed on its lines (a sub-jaxpr inline, or the one-line
-    # jaxpr it sits in), outermost ones only.
+    # not one per input), each `{ lambda ... }` printed on its lines (a sub-jaxpr inline, or the one-line
+    # jaxpr it sits in), outermost ones only, and the invars those bodies bind; its params as printed: the
+    # bracketed group, then each `name=value` entry (the group alone where one does not read so).
     binders: tuple[Binder, ...] = ()
     operand_names: tuple[str, ...] = ()
     bodies: tuple[TextSpan, ...] = ()
@@ -157,6 +166,10 @@ class EqnFact(_Record):
     # than mesh axes (`P.UNCONSTRAINED`). `params` keeps each as printed, `P('x', None)`.
     partition_specs: dict[str, tuple[tuple[tuple[str, ...] | None, ...] | None, ...]] = \
         dataclasses.field(default_factory=dict)
+    printed_params: tuple[TextSpan, ...] = ()
+    body_binders: tuple[Binder, ...] = ()
+    # Where its text ends on its line, for an equation inside a jaxpr printed on one line (0: at the line's end).
+    printed_end: int = 0
 
     @property
     def arrays(self) -> tuple[Aval, ...]:
@@ -324,7 +337,7 @@ class Instruction(_Record):
 
     # The compiled facts (`ir/hlo_facts.py`) are omitted where empty, so records written before them still read.
     OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode", "dot", "convolution",
-                              "window", "control", "parameter", "custom_call_target", "backend_kind"})
+                              "window", "control", "parameter", "custom_call_target", "backend_kind", "tail"})
     line: int
     name: str
     opcode: str
@@ -354,6 +367,22 @@ class Instruction(_Record):
     # that is one of XLA's own (`__triton_gemm`): which kernel XLA chose for it.
     custom_call_target: str = ""
     backend_kind: str = ""
+    # Where its trailing attributes start on its line (`metadata`, `backend_config`, `frontend_attributes`,
+    # `sharding`, `operand_layout_constraints`): each name, first of each, with the column of its `, `, in order.
+    tail: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def short(self, line: str) -> str:
+        """Its printed `line` without the trailing attributes, stripped."""
+        return (line[:min(self.tail.values())] if self.tail else line).strip()
+
+    def without(self, line: str, names: frozenset[str]) -> str:
+        """Its printed `line`, stripped, without the trailing attributes `names` (each to the next, or the line's end)."""
+        starts = sorted(self.tail.items(), key=lambda kv: kv[1])
+        ends = [at for _, at in starts[1:]] + [len(line)]
+        for (name, at), end in reversed(list(zip(starts, ends))):
+            if name in names:
+                line = line[:at] + line[end:]
+        return line.strip()
 
 
 VIAS = ("tag", "inferred", "region", "none")

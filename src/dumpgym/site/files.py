@@ -313,7 +313,10 @@ _COMPILED_BY = ("backend", "jaxlib_version", "host", "device_kind", "topology", 
 
 def _compiled_file(layer: CompiledLayer, anchors: dict[str, str]) -> dict:
     compiled_links = {line: [(op, anchors[f"hlo:{op}"])] for line, op in compiled_ops(layer).items()}
-    return {**hlo_listing(layer.text, compiled_links), "compiled_by": {f: getattr(layer, f) for f in _COMPILED_BY}}
+    # Where each instruction's trailing attributes start (`Instruction.tail`): a context block `cut` there.
+    cuts = {str(i.line): min(i.tail.values()) for i in layer.instructions if i.tail}
+    return {**hlo_listing(layer.text, compiled_links), "cuts": cuts,
+            "compiled_by": {f: getattr(layer, f) for f in _COMPILED_BY}}
 
 
 def _group_items(pool: dict) -> dict[tuple[str, str], list[dict]]:

@@ -160,7 +160,7 @@ class KeptFiles:
             os.utime(self.folder)
         except OSError:
             return
-        remove_older(self.folder, _KEY, KEEP_SITES)
+        remove_older(self.folder, _KEY.fullmatch, KEEP_SITES)
 
 
 _KEY = re.compile(r"[0-9a-f]{16}-[0-9a-f]{16}")

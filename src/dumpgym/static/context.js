@@ -4,18 +4,23 @@
 // compares the two.
 import { getJSON, hloURL, listingsURL } from './data.js';
 
-// A compiled line's trailing attributes, which a `cut` block leaves out (as `_tpu.short` does).
-const TAIL = /, (?:metadata|backend_config|frontend_attributes|sharding|operand_layout_constraints)=/;
 const COMPILED = new Set(['cpu', 'tpu', 'gpu']);
 
 /** A highlighted line (a list of runs: text, or [class, text, anchor?]) as plain text. */
 const plain = (runs) => runs.map((r) => (typeof r === 'string' ? r : r[1])).join('');
 
-/** A layer's lines as plain text, fetched once per program and layer. */
+/** A layer's lines as plain text, and where a `cut` block cuts each (a compiled instruction's trailing
+ * attributes start there, in code points, as the record says: `Instruction.tail`), fetched once per program and layer. */
 async function layerLines(slug, layer) {
-  const data = COMPILED.has(layer) ? (await getJSON(hloURL(slug, layer))).lines : (await getJSON(listingsURL(slug)))[layer];
+  const file = COMPILED.has(layer) ? await getJSON(hloURL(slug, layer)) : null;
+  const data = file ? file.lines : (await getJSON(listingsURL(slug)))[layer];
   if (!Array.isArray(data)) throw new Error(`${slug} has no ${layer} listing`);
-  return data.map(plain);
+  return { lines: data.map(plain), cuts: (file && file.cuts) || {} };
+}
+
+/** A row as a `cut` block shows it: without its trailing attributes, stripped (as `Instruction.short` does). */
+function cutRow(row, at) {
+  return (at === undefined ? row : Array.from(row).slice(0, at).join('')).trim();
 }
 
 /** The blocks of text an item's `context` shows, in order. */
@@ -27,12 +32,12 @@ export async function resolveContext(slug, context) {
     const source = block.program ?? slug;
     const key = `${source}/${block.layer}`;
     if (!layers.has(key)) layers.set(key, layerLines(source, block.layer));
-    const lines = await layers.get(key);
+    const { lines, cuts } = await layers.get(key);
     const [first, last] = block.lines;
     const rows = [];
     for (let n = first; n <= last; n++) {
       let row = lines[n - 1] ?? '';
-      if (block.cut) row = row.trim().split(TAIL)[0];
+      if (block.cut) row = cutRow(row, cuts[n]);
       else if (block.strip) row = row.trim();
       if (block.numbered) row = `${String(n).padStart(3)}  ${row}`;
       rows.push(row);

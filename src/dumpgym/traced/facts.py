@@ -96,8 +96,7 @@ def build_facts(source) -> Facts:
     for n, i in enumerate(order):
         eqn = originals[i]
         parents = callers.get(n)
-        binders, operand_names, bodies = read_equation(lines, spans[i], eqn.primitive.name, len(eqn.outvars),
-                                                       len(eqn.invars))
+        printed = read_equation(lines, spans[i], eqn.primitive.name, len(eqn.outvars), len(eqn.invars))
         eqns.append(EqnFact(
             id=n,
             parent=min(parents) if parents else None,
@@ -108,10 +107,13 @@ def build_facts(source) -> Facts:
             jaxpr_lines=(spans[i][0], spans[i][1]),
             sources=tuple(source_of.get(id(v)) for v in eqn.invars),
             name_stack=name_stack_of(eqn),
-            binders=binders,
-            operand_names=operand_names,
-            bodies=bodies,
+            binders=printed.binders,
+            operand_names=printed.operand_names,
+            bodies=printed.bodies,
             partition_specs=_partition_specs(eqn.params),
+            printed_params=printed.printed_params,
+            body_binders=printed.body_binders,
+            printed_end=printed.printed_end,
         ))
     return Facts(
         eqns=tuple(eqns),

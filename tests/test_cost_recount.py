@@ -253,10 +253,8 @@ def test_fsdp_step_on_a_tpu_sends_61440_bytes_per_device_each_collective_once():
     assert channels.count("3") == 3  # the one async all-gather, printed in its start, continuation and done
 
 
-# The record's gap the recount finds: the compile stage (hlo_facts._GROUPS) does not read replica groups printed
-# as a mesh with its device order (`mesh['axis_0'=4,...], device_ids=([2,4]T(1,0)) {'axis_0'}`), so cost/estimate.py sees
-# no group for two all-gathers and counts them sending nothing. Fixed there, it needs the corpus rebuilt.
-RECORD_GAPS = {("fsdp-step-whole-grads", "cpu"): "two all-gathers' replica groups printed with device_ids"}
+# Gaps in the record the recount finds, each a strict expected failure until fixed (none today).
+RECORD_GAPS: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("slug, target", [

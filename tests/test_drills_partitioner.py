@@ -271,3 +271,36 @@ def test_the_mesh_axes_of_groups_follow_row_major_positions():
     assert _sharding.group_axes([[0, 4], [1, 5], [2, 6], [3, 7]], (2, 4)) == (0,)
     assert _sharding.group_axes([list(range(8))], (2, 4)) == (0, 1)
     assert _sharding.group_axes([[0, 1], [2, 3], [4, 5], [6, 7]], (2, 4)) is None  # half a row: no whole axis
+
+
+def test_mesh_groups_with_a_device_order_are_the_groups_other_backends_print_for_that_collective(whole_corpus):
+    """XLA prints some CPU collectives' groups as a mesh with its device order (`mesh['axis_0'=4,'axis_1'=1,
+    'axis_2'=2], device_ids=([2,4]T(1,0)) {'axis_0'}`); the TPU or GPU compile of the same program prints the
+    same collective (same opcode, same op_name) as a list or an iota, which XLA's own sharding parser reads.
+    Read both ways, the groups are the same sets of devices."""
+    from dumpgym.record.schema import ProgramRecord
+
+    def collectives(layer):
+        lines = layer.text.splitlines()
+        for g in layer.replica_groups:
+            line = lines[g.line - 1]
+            op = re.search(r'op_name="([^"]*)"', line)
+            yield g, re.search(r" ([a-z-]+)\(", line.split("=", 1)[1]).group(1), op.group(1) if op else None
+
+    checked = 0
+    for data in whole_corpus["programs"]:  # the compiles with one change too
+        record = ProgramRecord.from_json(data, data["slug"])
+        if "cpu" not in record.compiled:
+            continue
+        others = {}
+        for target in ("tpu", "gpu"):
+            if target in record.compiled:
+                for g, opcode, op in collectives(record.compiled[target]):
+                    if not g.printed.startswith("mesh"):
+                        others.setdefault((opcode.removesuffix("-start"), op), set()).add(
+                            frozenset(map(frozenset, hlo_facts.read_groups(g.printed))))
+        for g, opcode, op in collectives(record.compiled["cpu"]):
+            if "device_ids=" in g.printed and (opcode, op) in others:
+                assert frozenset(map(frozenset, g.groups)) in others[opcode, op], (record.slug, g.printed)
+                checked += 1
+    assert checked >= 1

@@ -28,9 +28,12 @@ _OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
 _SHARDING = re.compile(r"sharding=(\{.*?\})(?=, [a-z_]+=|$)")
 _IOTA = re.compile(r"<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _GROUPS = re.compile(r"replica_groups=(\{(?:\{[\d,]*\},?)*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?"
-                     r"|mesh\[[^\]]*\] \{[^}]*\})")
-# The mesh-axes form, `mesh['axis_0'=2,'axis_1'=4] {'axis_0'}`: a group for each place on the axes not named.
-_MESH_GROUPS = re.compile(r"mesh\[([^\]]*)\] \{([^}]*)\}")
+                     r"|mesh\[[^\]]*\](?:, device_ids=\([\[\]\d,T()]*\))? \{[^}]*\})")
+# The mesh-axes form, `mesh['axis_0'=2,'axis_1'=4] {'axis_0'}`: a group for each place on the axes not named; the
+# mesh's devices in order where they are not 0, 1, 2, ...: `device_ids=([2,4]T(1,0))` (an iota reshaped and
+# transposed, as a tile assignment prints it) or `device_ids=(0,4,1,5)`.
+_MESH_GROUPS = re.compile(r"mesh\[([^\]]*)\](?:, device_ids=\(((?:\[[\d,]+\](?:T\([\d,]+\))?)|[\d,]+)\))? \{([^}]*)\}")
+_IOTA_IDS = re.compile(r"\[([\d,]+)\](?:T\(([\d,]+)\))?")
 # `{1}: (1, {}, may-alias)`: output index, parameter number, index inside that parameter, kind.
 _ALIAS_ENTRY = re.compile(r"\{([\d,\s]*)\}: \((\d+), \{([\d,\s]*)\}, ([\w-]+)\)")
 _ALIAS_TABLE = re.compile(r"input_output_alias=\{ (.*?) \}(?:, [a-z_]+=|$)")
@@ -265,16 +268,7 @@ def read_groups(text: str) -> tuple[tuple[int, ...], ...]:
     place on the axes not named, holding the devices along the named ones)."""
     mesh = _MESH_GROUPS.fullmatch(text)
     if mesh:
-        import numpy as np
-
-        axes = [(name.strip().strip("'"), int(size)) for name, size in
-                (a.split("=") for a in mesh.group(1).split(","))]
-        named = [a.strip().strip("'") for a in mesh.group(2).split(",")]
-        ids = np.arange(math.prod(size for _, size in axes)).reshape([size for _, size in axes])
-        inside = [k for k, (name, _) in enumerate(axes) if name in named]
-        outside = [k for k in range(len(axes)) if k not in inside]
-        grouped = ids.transpose(outside + inside).reshape(-1, math.prod(axes[k][1] for k in inside))
-        return tuple(tuple(int(d) for d in group) for group in grouped)
+        return _mesh_groups(mesh)
     if text.startswith("["):
         from jaxlib import xla_client  # the iota form is a tile assignment's: XLA's sharding parser reads it
 
@@ -283,6 +277,34 @@ def read_groups(text: str) -> tuple[tuple[int, ...], ...]:
         per_group = math.prod(shape[1:])
         return tuple(tuple(devices[k:k + per_group]) for k in range(0, len(devices), per_group))
     return tuple(_ints(g) for g in re.findall(r"\{([\d,]*)\}", text[1:-1]))
+
+
+def _mesh_groups(mesh: re.Match) -> tuple[tuple[int, ...], ...]:
+    """XLA's rule for the mesh-axes form: the mesh's devices laid out over its axes, the axes not named put
+    first and the named ones after, in the order named; each run of the named axes' size is a group. A named
+    axis that is not one of the mesh's whole axes (a sub-axis, `'a':(1)2`) is not read: no groups."""
+    import numpy as np
+
+    axes = [(name.strip().strip("'"), int(size)) for name, size in (a.split("=") for a in mesh.group(1).split(","))]
+    names = [name for name, _ in axes]
+    named = [a.strip().strip("'") for a in mesh.group(3).split(",") if a.strip()]
+    if any(a not in names for a in named):
+        return ()
+    count = math.prod(size for _, size in axes)
+    ids = np.arange(count)
+    if mesh.group(2) and mesh.group(2).startswith("["):
+        iota = _IOTA_IDS.fullmatch(mesh.group(2))
+        shape = _ints(iota.group(1))
+        ids = ids.reshape(shape).transpose(_ints(iota.group(2)) if iota.group(2) else range(len(shape))).reshape(-1)
+    elif mesh.group(2):
+        ids = np.array(_ints(mesh.group(2)))
+    if ids.size != count:
+        return ()
+    inside = [names.index(a) for a in named]
+    outside = [k for k in range(len(axes)) if k not in inside]
+    grouped = ids.reshape([size for _, size in axes]).transpose(outside + inside).reshape(
+        -1, math.prod(axes[k][1] for k in inside))
+    return tuple(tuple(int(d) for d in group) for group in grouped)
 
 
 def _aliases(header: str) -> tuple[Alias, ...]:

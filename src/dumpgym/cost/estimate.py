@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass, field
 
 from dumpgym.cost.chips import CHIPS, Chip
 from dumpgym.errors import GymError
-from dumpgym.record.schema import CompiledLayer, ConvDims, Instruction, ProgramRecord, WhileCounter
+from dumpgym.record.schema import CompiledLayer, ConvDims, Instruction, ProgramRecord, ResultShape, WhileCounter
 
 
 class CostError(GymError):
@@ -216,18 +215,11 @@ class _Layer:
         self.counters = {c.line: c for c in layer.while_counters}
         self.entry = next(c.name for c in layer.computations if c.entry)
         self.roots = {c.name: c.root for c in layer.computations}
-        self.lines = layer.text.splitlines()
 
     def custom_call(self, ins: Instruction) -> tuple[str, dict[str, int] | None]:
-        """A custom call's target and the cost estimate its kernel carries (a Pallas `CostEstimate`: JAX writes
-        it into the call's backend_config as `"cost_estimate":{"flops":"…",…}`), None where it carries none.
-        The record keeps neither as a fact: they are read off the call's own line."""
-        text = self.lines[ins.line - 1] if 0 < ins.line <= len(self.lines) else ""
-        target = re.search(r'custom_call_target="([^"]*)"', text)
-        found = re.search(r'"cost_estimate":\{([^{}]*)\}', text)
-        estimate = None if found is None else {
-            k: int(v) for k, v in re.findall(r'"(\w+)":"?(\d+)"?', found.group(1))}
-        return (target.group(1) if target else ""), estimate
+        """A custom call's target and the cost estimate its kernel carries (a Pallas `CostEstimate`), None where
+        it carries none: the record's `custom_call_target` and `cost_estimate`."""
+        return ins.custom_call_target, (ins.cost_estimate or None)
 
     def collectives_in(self, fusion: Instruction) -> list[Instruction]:
         """The collectives inside a fusion's body, nested fusions' included."""
@@ -277,7 +269,7 @@ class _Layer:
     def dims(self, line: int) -> tuple[int, ...]:
         """An instruction's (first) result array's dims, as its shape prints them (a scalar printed without a
         layout, as a region's are, has no buffer)."""
-        members = _members(self.layer.shapes[self.by_line[line].shape].text)
+        members = _members(self.layer.shapes[self.by_line[line].shape], self.layer)
         return members[0][1] if members else ()
 
     def bytes_of(self, ins: Instruction) -> dict[int, int]:
@@ -285,7 +277,7 @@ class _Layer:
         printed without a layout takes its element's width."""
         found = iter(self.buffers(ins))
         out: dict[int, int] = {}
-        for dtype, dims, laid_out in _members(self.layer.shapes[ins.shape].text):
+        for dtype, dims, laid_out in _members(self.layer.shapes[ins.shape], self.layer):
             b = next(found) if laid_out else None
             space, size = ((b.memory_space, b.padded_bytes()) if b
                            else (0, -(-math.prod(dims) * _BITS.get(dtype, 0) // 8)))
@@ -343,17 +335,12 @@ class _Layer:
         return "entry" if computation == self.entry else "control"
 
 
-def _members(text: str) -> list[tuple[str, tuple[int, ...], bool]]:
-    """The arrays of a recorded result shape, in order: (element type, dims, whether a layout is printed).
-
-    The record's buffers hold the arrays printed with a layout; a scalar printed without one (`f32[]`, as
-    regions and some tuples print them) is only in the shape's text, and read from it here.
-    """
-    out = []
-    for found in re.finditer(r"([a-z][a-z0-9]*)\[([\d,]*)\](\{[^}]*\})?", text):
-        dtype, dims, layout = found.groups()
-        out.append((dtype, tuple(int(d) for d in dims.split(",") if d), layout is not None))
-    return out
+def _members(shape: ResultShape, layer: CompiledLayer) -> tuple[tuple[str, tuple[int, ...], bool], ...]:
+    """The arrays of a recorded result shape, in order: (element type, dims, whether a layout is printed); a
+    record written before `ResultShape.arrays` has only those with a layout (its buffers)."""
+    if shape.arrays:
+        return shape.arrays
+    return tuple((b.dtype, b.dims, True) for b in (layer.buffers[k] for k in shape.buffers))
 
 
 def _flops(layer: _Layer, ins: Instruction) -> Work:

@@ -80,13 +80,14 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
             parameter=int(PARAMETER_RE.search(line).group(1)) if ins.opcode == "parameter" else None,
             control=control_computations(line) if ins.opcode in ("while", "conditional") else (),
             custom_call_target=_first(_CUSTOM_CALL_TARGET, line) if ins.opcode == "customcall" else "",
-            backend_kind=_first(_BACKEND_KIND, line) if "backend_config=" in line else "", tail=read_tail(line)))
+            backend_kind=_first(_BACKEND_KIND, line) if "backend_config=" in line else "", tail=read_tail(line),
+            cost_estimate=read_cost_estimate(line) if ins.opcode == "customcall" else {}))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
     facts = {
         "computations": tuple(computations),
-        "shapes": tuple(ResultShape(shape, tuple(buffers.setdefault(b, len(buffers)) for b in _buffers(shape)))
-                        for shape in shapes),
+        "shapes": tuple(ResultShape(shape, tuple(buffers.setdefault(b, len(buffers)) for b in _buffers(shape)),
+                                    read_arrays(shape)) for shape in shapes),
         "buffers": tuple(buffers),
         "printed_opcodes": dict(sorted(printed.items())),
         "entry_parameters": tuple(_entry_parameter(ins, lines[ins.line - 1]) for ins in out
@@ -176,6 +177,23 @@ def read_dot(line: str) -> DotDims:
 
 # The attributes XLA prints after an instruction's own (`, metadata={...}`): what a shortened line leaves out.
 _TAIL = re.compile(r", (metadata|backend_config|frontend_attributes|sharding|operand_layout_constraints)=")
+
+
+_COST_ESTIMATE = re.compile(r'"cost_estimate":\{([^{}]*)\}')
+_COUNT = re.compile(r'"(\w+)":"?(\d+)"?')
+_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([\d,]*)\](\{[^}]*\})?")
+
+
+def read_cost_estimate(line: str) -> dict[str, int]:
+    """The cost estimate a custom call's backend_config carries (`"cost_estimate":{"flops":"…",…}`), or {}."""
+    found = _COST_ESTIMATE.search(line)
+    return {} if found is None else {k: int(v) for k, v in _COUNT.findall(found.group(1))}
+
+
+def read_arrays(shape: str) -> tuple[tuple[str, tuple[int, ...], bool], ...]:
+    """The arrays of a printed result shape, in order: element type, dims, whether a layout is printed."""
+    return tuple((dtype, tuple(int(d) for d in dims.split(",") if d), layout != "")
+                 for dtype, dims, layout in _ARRAY.findall(shape))
 
 
 def read_tail(line: str) -> dict[str, int]:

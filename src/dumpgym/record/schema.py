@@ -337,7 +337,8 @@ class Instruction(_Record):
 
     # The compiled facts (`ir/hlo_facts.py`) are omitted where empty, so records written before them still read.
     OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode", "dot", "convolution",
-                              "window", "control", "parameter", "custom_call_target", "backend_kind", "tail"})
+                              "window", "control", "parameter", "custom_call_target", "backend_kind", "tail",
+                              "cost_estimate"})
     line: int
     name: str
     opcode: str
@@ -370,6 +371,9 @@ class Instruction(_Record):
     # Where its trailing attributes start on its line (`metadata`, `backend_config`, `frontend_attributes`,
     # `sharding`, `operand_layout_constraints`): each name, first of each, with the column of its `, `, in order.
     tail: dict[str, int] = dataclasses.field(default_factory=dict)
+    # The cost estimate a custom call's kernel carries (a Pallas `CostEstimate`, written into its backend_config as
+    # `"cost_estimate":{"flops":"…",…}`): each count by name.
+    cost_estimate: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def short(self, line: str) -> str:
         """Its printed `line` without the trailing attributes, stripped."""
@@ -438,8 +442,12 @@ class ResultShape(_Record):
     """An instruction's result shape as printed, and its arrays with layouts (a tuple's members, in order),
     as indices into its layer's `buffers`."""
 
+    OMIT_DEFAULT = frozenset({"arrays"})
     text: str
     buffers: tuple[int, ...]
+    # Every array it prints, in order: element type, dims, and whether it prints a layout (then it is the next of
+    # `buffers`); a scalar printed without one (`f32[]`, as regions print them) is only here.
+    arrays: tuple[tuple[str, tuple[int, ...], bool], ...] = ()
 
 
 @dataclass(frozen=True)

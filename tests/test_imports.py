@@ -352,3 +352,10 @@ def test_the_drills_read_no_text_with_regular_expressions():
     found = {p.name: n for p in sorted((PACKAGE / "drills").glob("*.py")) if (n := regex_calls(p))}
     assert set(found) <= {"answer.py", "_packed.py"}, found
     assert sum(found.values()) <= 5, found
+
+
+def test_cost_reads_the_record_not_the_text():
+    """cost/ reads what the compile stage recorded (shapes, buffers, custom calls' targets and estimates):
+    no regular expression over a listing."""
+    found = {p.name: n for p in sorted((PACKAGE / "cost").glob("*.py")) if (n := regex_calls(p))}
+    assert not found, found

@@ -291,7 +291,13 @@ def _printed_programs():
     def nested(a):  # a jit inside a jit, a while inside it
         return jax.jit(lambda v: jax.lax.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] * 2.0), (0, v))[1])(a)
 
-    return {"one-line": (lambda a: jnp.max(a), x), "cond": (cond, x), "scan": (scan, x), "nested": (nested, x)}
+    def many_carries(a):  # so many results that the printer wraps the scan's binders over two lines
+        def body(c, _):
+            return tuple(v * 1.5 for v in c), None
+        return jax.lax.scan(body, tuple(a * k for k in range(16)), None, length=3)[0]
+
+    return {"one-line": (lambda a: jnp.max(a), x), "cond": (cond, x), "scan": (scan, x), "nested": (nested, x),
+            "wrapped": (many_carries, x)}
 
 
 @pytest.mark.parametrize("name", sorted(_printed_programs()))
@@ -334,3 +340,10 @@ def test_printed_params_bodies_and_ends_are_jaxs(name):
         assert any(e.body_binders for e in facts.eqns)
     if name in ("one-line", "cond"):
         assert any(e.printed_end for e in facts.eqns)
+    for e in facts.eqns:  # every binder read where the printer wrote it, one per JAX output
+        jax_eqn = facts.jax_eqns[e.id]
+        assert [b.type for b in e.binders] == [v.aval.str_short(short_dtypes=True) for v in jax_eqn.outvars]
+        assert all(lines[b.line - 1][b.column:].startswith(f"{b.name}:{b.type}") for b in e.binders)
+    if name == "wrapped":
+        scan = next(e for e in facts.eqns if e.primitive == "scan")
+        assert scan.binders[0].line < scan.binders[-1].line and len(scan.operand_names) == len(scan.inputs)

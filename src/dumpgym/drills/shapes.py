@@ -135,6 +135,8 @@ class Listing:
         first, last = eqn.jaxpr_lines
         if not eqn.outputs or len(eqn.binders) != len(eqn.outputs) or len(eqn.printed_params) == 1:
             return None
+        if eqn.binders[-1].line != first:
+            return None  # binders wrapped over lines: not asked
         inner = {}
         for child in self.children.get(eqn.id, ()):
             lo, hi = child.jaxpr_lines

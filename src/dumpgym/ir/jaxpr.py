@@ -43,11 +43,13 @@ def read_equation(lines: list[str], span: tuple[int, int, int], primitive: str, 
     bind, and its params: the bracketed group, then each `name=value` in it (empty where one is not)."""
     first, last, column = span
     line = lines[first - 1]
-    head, sep, rest = line[column:].partition(" = ")
-    named = sep and outputs and _PRIMITIVE.match(rest) and _PRIMITIVE.match(rest).group() == primitive
-    found = _binders(head, first, column) if named else ()
-    binders = found if found is not None and len(found) == outputs else ()
     joined = "\n".join([line[column:], *lines[first:last]])
+    head, sep, rest = joined.partition(" = ")
+    named = sep and outputs and _PRIMITIVE.match(rest) and _PRIMITIVE.match(rest).group() == primitive
+    found = _wrapped_binders(head, first, column) if named else ()
+    if named and found is None and "\n" in head:
+        named = False  # the first ` = ` is not this equation's: its head is not binders wrapped over lines
+    binders = found if found is not None and len(found) == outputs else ()
     one_line = bool(line[:column].strip())  # inside a jaxpr printed on one line: it ends at its ` in (`
     operands, end = _operands(joined, inputs, one_line)
     found_bodies = bodies("\n".join(lines[first - 1:last]), first)
@@ -86,15 +88,28 @@ def _params(joined: str, first: int, column: int) -> tuple[TextSpan, ...]:
 
 
 def _body_invars(lines: list[str], spans: tuple[TextSpan, ...]) -> tuple[Binder, ...]:
-    """The invars each body binds (`{ lambda ; a:f32[8] b:f32[8]. let`, the head on the body's first line), in
-    order; a body whose head does not read so adds none."""
+    """The invars each body binds (`{ lambda ; a:f32[8] b:f32[8]. let`, the head wrapped over lines where the
+    printer wraps it), in order; a body whose head does not read so adds none."""
     out: list[Binder] = []
     for span in spans:
-        text = lines[span.first - 1]
-        at = text.find(";", span.column)
-        head, done, _ = text[at + 1:].partition(". let") if at >= 0 else ("", "", "")
-        found = _binders(head, span.first, at + 1) if done else None
-        out += found or ()
+        at = lines[span.first - 1].find(";", span.column)
+        found: list[Binder] = []
+        for n in range(span.first, span.last + 1) if at >= 0 else ():
+            text = lines[n - 1]
+            begin = at + 1 if n == span.first else 0
+            part, done, _ = text[begin:].partition(". let")
+            if not done and text.endswith("."):  # `let` on a line of its own
+                part, done = text[begin:-1], True
+            read = _binders(part, n, begin)
+            if read is None:
+                found = []
+                break
+            found += read
+            if done:
+                break
+        else:
+            found = []
+        out += found
     return tuple(out)
 
 
@@ -121,6 +136,18 @@ def read_arguments(lines: list[str]) -> tuple[Binder, ...]:
         if done:
             return tuple(out)
     return ()
+
+
+def _wrapped_binders(head: str, first: int, column: int) -> tuple[Binder, ...] | None:
+    """The binders of an equation's head, which the printer wraps over lines when they are many; None where
+    a line of it is not `name:type` tokens."""
+    out: list[Binder] = []
+    for k, part in enumerate(head.split("\n")):
+        found = _binders(part, first + k, column if k == 0 else 0)
+        if found is None:
+            return None
+        out += found
+    return tuple(out)
 
 
 def _binders(text: str, line: int, column: int) -> tuple[Binder, ...] | None:

@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = {"no": 0, "half": 0.5, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
          "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "sixteen": 16, "seventeen": 17,
-         "twenty-nine": 29}
+         "twenty-nine": 29, "thirty": 30}
 
 
 def number(text: str):
@@ -221,7 +221,7 @@ ROWS = [
     ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `role`", lambda f: len(f.items("loops"))),
     ("docs/drills.md", r"gives \d+ items: (\d+ `role`, \d+ `body-aval`, \d+ `branch`, \d+ `trips`)",
      lambda f: f.count("loops", "step")),
-    ("docs/drills.md", r"`trips` \((scan-layers \d+, decode-loop \d+, rnn-bptt \d+, cond-switch \d+)\)",
+    ("docs/drills.md", r"`trips` \((scan-layers \d+, decode-loop \d+, rnn-bptt \d+, cond-switch \d+, grad-accum \d+)\)",
      lambda f: f.count("loops", "program")),
     # GYM·08, backward
     ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `wrt`", lambda f: len(f.items("backward"))),

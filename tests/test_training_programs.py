@@ -9,7 +9,7 @@ import pytest
 from dumpgym.programs import SLUGS, builtin_program
 
 TRAINING = ("scan-layers", "decode-loop", "cond-switch", "train-step", "ckpt-policy", "auto-sharded",
-            "embed-xent", "dropout", "sdpa", "rnn-bptt", "fsdp-step", "pallas-matmul")
+            "embed-xent", "dropout", "sdpa", "rnn-bptt", "grad-accum", "fsdp-step", "pallas-matmul")
 
 
 def _normals(seed: int, *shapes, dtype=np.float32) -> list:

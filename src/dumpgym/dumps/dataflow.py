@@ -93,14 +93,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             return bool((c.operands | c.operands2) >> o.index & 1)
         return how != "=" and bool(c.upstream >> o.index & 1)
 
-    rewritten: set = set()  # instructions at either end of an edge that no pair of candidates satisfies
-    while True:
-        narrowed = _consistent(cands, [e for e in edges if not rewritten & set(e)], relation, beside)
-        if isinstance(narrowed, dict):
-            return narrowed
-        # XLA rewrote the graph there (merged a common subexpression, moved an op): neither end says
-        # anything of its neighbours, keeps all its candidates, and what the edge pruned is undone.
-        rewritten.update(narrowed)
+    return _consistent(cands, edges, relation, beside)
 
 
 def _hero(fusion: str, computation: Fused, candidates: dict[str, list]) -> str | None:
@@ -122,25 +115,47 @@ def _hero(fusion: str, computation: Fused, candidates: dict[str, list]) -> str |
 
 
 def _consistent(cands, edges, relation, beside):
-    """The candidates left once every edge has a pair beside each kept one, or the edge that left none."""
+    """The candidates left once every edge has a pair beside each kept one. Where an edge leaves an
+    instruction no candidate, XLA rewrote the graph there (merged a common subexpression, moved an op):
+    neither end says anything of its neighbours and both keep all their candidates, and what had been
+    pruned is rewound: each instruction narrowed so far starts again from its own candidates, and only
+    the edges that touch one are looked at again. (An edge whose two ends were never narrowed was
+    satisfied by those same candidates before and still is.) The narrowing that is left is the same as
+    starting afresh without the broken edges; rewinding only what moved keeps a big module's many
+    breaks from each costing a pass over every edge."""
+    start = cands
     cands = dict(cands)
+    rewritten: set = set()
     touching = defaultdict(list)
     for edge in edges:
         touching[edge[0]].append(edge)
         touching[edge[1]].append(edge)
+    narrowed: set = set()  # instructions whose candidates differ from `start`
     # In the edges' order, so that which edge is found broken does not depend on hashing.
     pending, queued = deque(edges), set(edges)
     while pending:
         j, i = edge = pending.popleft()
         queued.discard(edge)
+        if j in rewritten or i in rewritten:
+            continue
         s = relation[edge]
         keep_i = [c for c in cands[i] if any(beside(o, c, s) for o in cands[j])]
         keep_j = [o for o in cands[j] if any(beside(o, c, s) for c in keep_i)]
+        if not keep_i or not keep_j:
+            rewritten.update(edge)
+            for name in narrowed | set(edge):
+                cands[name] = start[name]
+            for name in sorted(narrowed - rewritten):  # sorted: the order does not hang on hashing
+                for e in touching[name]:
+                    if e not in queued and not rewritten & set(e):
+                        pending.append(e)
+                        queued.add(e)
+            narrowed = set()
+            continue
         for name, keep in ((i, keep_i), (j, keep_j)):
-            if not keep:
-                return edge
             if len(keep) < len(cands[name]):
                 cands[name] = keep
+                narrowed.add(name)
                 for e in touching[name]:
                     if e != edge and e not in queued:
                         pending.append(e)

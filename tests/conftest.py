@@ -86,6 +86,22 @@ def by_slug(corpus):
     return {p["slug"]: p for p in corpus["programs"]}
 
 
+@pytest.fixture(scope="session")
+def fresh_module():
+    """(slug, target) -> (facts re-traced by JAX, XLA's module of a fresh compile for the target), compiled as
+    the corpus build compiles (`test_hlo_fresh._fresh`), once each."""
+    cache = {}
+
+    def get(slug, target):
+        if (slug, target) not in cache:
+            from test_hlo_fresh import _fresh
+
+            facts, _layer, made = _fresh(slug, target)
+            cache[slug, target] = facts, made.compiled.result().runtime_executable().hlo_modules()[0]
+        return cache[slug, target]
+    return get
+
+
 def pytest_runtest_setup(item):
     """Skip `compiled_hlo` tests on a jaxlib without HLO bindings (scripts/test-compat's oldest JAX), and
     `needs_tpu` / `needs_gpu` tests where that extra is missing (failing them under CI instead)."""

@@ -88,12 +88,6 @@ def _partitioned_programs(f: Facts) -> str:
     return ", ".join(p["slug"] for p in f.programs if p["slug"] in having)
 
 
-def _group_axis_items(f: Facts) -> int | str:
-    """The `group-axis` items, when all of them are the TPU compile's."""
-    items = f.items("partitioner", step="group-axis")
-    return len(items) if all(i["layer"] == "tpu" for i in items) else "not all TPU"
-
-
 def _backward_forms(f: Facts, step: str) -> dict[str, int]:
     """How many of a backward step's items each answer form holds."""
     return dict(Counter(_form(i) for i in f.items("backward", step=step)))
@@ -178,7 +172,7 @@ ROWS = [
      lambda f: len({i["program"] for i in f.items("fusions", layer="gpu")})),
     # GYM·12, kernels
     ("docs/drills.md", r"The built-in corpus gives (\d+) items \(\d+ `triton-gemm`", lambda f: len(f.items("kernels"))),
-    ("docs/drills.md", r"items \((\d+ `triton-gemm`, \d+\s`folded`)\)", lambda f: f.count("kernels", "skill")),
+    ("docs/drills.md", r"items \((\d+ `triton-gemm`, \d+ `mxu`, \d+\s`folded`)\)", lambda f: f.count("kernels", "skill")),
     ("docs/drills.md", r"`folded`\) from (\d+) programs, with 2 to 6 options",
      lambda f: len({i["program"] for i in f.items("kernels")})),
     # GYM·13, cost
@@ -202,12 +196,16 @@ ROWS = [
     ("docs/drills.md", r"the drill gives (\d+) items: \d+ `shard-shape`", lambda f: len(f.items("partitioner"))),
     ("docs/drills.md", r"(\d+)\s`shard-shape` \(\d+ StableHLO",
      lambda f: len(f.items("partitioner", step="shard-shape"))),
-    ("docs/drills.md", r"`shard-shape` \((\d+) StableHLO, \d+ TPU\)",
+    ("docs/drills.md", r"`shard-shape` \((\d+) StableHLO, \d+ TPU, \d+ GPU\)",
      lambda f: len(f.items("partitioner", step="shard-shape", layer="stablehlo"))),
-    ("docs/drills.md", r"`shard-shape` \(\d+ StableHLO, (\d+) TPU\)",
+    ("docs/drills.md", r"`shard-shape` \(\d+ StableHLO, (\d+) TPU, \d+ GPU\)",
      lambda f: len(f.items("partitioner", step="shard-shape", layer="tpu"))),
-    ("docs/drills.md", r"(\d+) `group-axis` \(all TPU", _group_axis_items),
-    ("docs/drills.md", r"`group-axis` \(all TPU: (\d+) collectives",
+    ("docs/drills.md", r"`shard-shape` \(\d+ StableHLO, \d+ TPU, (\d+) GPU\)",
+     lambda f: len(f.items("partitioner", step="shard-shape", layer="gpu"))),
+    ("docs/drills.md", r"(\d+) `group-axis` \(\d+ TPU, \d+ GPU:", lambda f: len(f.items("partitioner", step="group-axis"))),
+    ("docs/drills.md", r"`group-axis` \((\d+) TPU, \d+ GPU:", lambda f: len(f.items("partitioner", step="group-axis", layer="tpu"))),
+    ("docs/drills.md", r"`group-axis` \(\d+ TPU, (\d+) GPU:", lambda f: len(f.items("partitioner", step="group-axis", layer="gpu"))),
+    ("docs/drills.md", r"\d+ GPU: (\d+) collectives",
      lambda f: len(f.items("partitioner", step="group-axis", skill="collective"))),
     ("docs/drills.md", r"collectives, (\d+) copies;", lambda f: len(f.items("partitioner", step="group-axis", skill="copies"))),
     ("docs/drills.md", r"copies; (fsdp-step \d+, auto-sharded \d+)\)",
@@ -215,7 +213,7 @@ ROWS = [
     ("docs/drills.md", r"meshes of `sharded` and `psum` give (no) group items",
      lambda f: sum(i["program"] in ("sharded", "psum") for i in f.items("partitioner", step="group-axis"))),
     # GYM·07, loops
-    ("docs/drills.md", r"every `while` of the TPU compile\. (\w+) questions \(`step`\)",
+    ("docs/drills.md", r"every `while` of the TPU and GPU compiles\. (\w+) questions \(`step`\)",
      lambda f: len(f.count("loops", "step"))),
     ("docs/drills.md", r"\(rnn-bptt's backward scan alone has (\w+) operands\)", _backward_scan_operands),
     ("docs/drills.md", r"The built-in corpus gives (\d+) items: \d+ `role`", lambda f: len(f.items("loops"))),
@@ -273,7 +271,18 @@ ROWS = [
     ("docs/drills.md", r"items: \d+ `mxu`, (\d+) `mxu-shape` \(", lambda f: f.count("units", "step")["mxu-shape"]),
     ("docs/drills.md", r"items: (\d+) `mxu`, \d+ `mxu-shape` \(", lambda f: f.count("units", "step").get("mxu", 0)),
     ("docs/drills.md", r"\(\d+ `fusion-bodies`, (\d+ `as-returned`, \d+ `epilogue`)\) from",
-     lambda f: f.count("units", "skill")),
+     lambda f: f.count("units", "skill", step="mxu-shape")),
+    ("docs/drills.md", r"`epilogue`\) from (\d+) programs \(the programs",
+     lambda f: len({i["program"] for i in f.items("units", step="mxu-shape")})),
+    ("docs/drills.md", r"and (\d+) `unit` \(\d+ `mxu`", lambda f: len(f.items("units", step="unit"))),
+    ("docs/drills.md", r"`unit` \((\d+ `mxu`, \d+ `vpu`, \d+ `dma`, \d+ `tensor`, \d+ `cuda`)\)",
+     lambda f: f.count("units", "skill", step="unit")),
+    ("docs/drills.md", r"`cuda`\) from (\d+) programs, \d+ of the TPU",
+     lambda f: len({i["program"] for i in f.items("units", step="unit")})),
+    ("docs/drills.md", r"programs, (\d+) of the TPU compile, \d+ of the GPU's",
+     lambda f: len(f.items("units", step="unit", layer="tpu"))),
+    ("docs/drills.md", r"\d+ of the TPU compile, (\d+) of the GPU's;",
+     lambda f: len(f.items("units", step="unit", layer="gpu"))),
 ]
 
 

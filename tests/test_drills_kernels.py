@@ -1,5 +1,6 @@
-"""The GPU kernel drill (`kernels`): which instruction of the GPU compile runs a dot_general, checked against a
-fresh compile for the described H100, read with jaxlib's own HLO bindings, and the dot re-traced by JAX."""
+"""The kernel drill (`kernels`): which instruction of the GPU or TPU compile runs a dot_general, checked against
+a fresh compile for the described H100 or TPU v5e, read with jaxlib's own HLO bindings, and the dot re-traced
+by JAX."""
 from __future__ import annotations
 
 import math
@@ -16,17 +17,17 @@ def kernel_items(read_pool):
 
 
 def _option(item: dict, k: int) -> tuple[str, int]:
-    """(instruction name, GPU HLO line) of option k: `%name (GPU HLO line N)`."""
-    name, line = re.fullmatch(r"%([\w.\-]+) \(GPU HLO line (\d+)\)", item["options"][k]).groups()
+    """(instruction name, line) of option k: `%name (GPU HLO line N)`, `%name (TPU HLO line N)`."""
+    name, line = re.fullmatch(rf"%([\w.\-]+) \({item['layer'].upper()} HLO line (\d+)\)", item["options"][k]).groups()
     return name, int(line)
 
 
 def test_kernel_items_offer_the_launches_of_the_shown_computation_that_run_dots(kernel_items, by_slug):
     """The options are two or more kernels the shown computation launches, each running some dot_general of the
     jaxpr (its body holds a dot, or the dot's multiply), in print order; the right one is the named instruction."""
-    assert kernel_items and {i["layer"] for i in kernel_items} == {"gpu"}
+    assert kernel_items and {i["layer"] for i in kernel_items} == {"gpu", "tpu"}
     for item in kernel_items:
-        hlo = by_slug[item["program"]]["compiled"]["gpu"]
+        hlo = by_slug[item["program"]]["compiled"][item["layer"]]
         first, last = item["hlo_lines"]
         text = hlo["text"].splitlines()
         rows = text[first - 1:last]
@@ -43,7 +44,8 @@ def test_kernel_items_offer_the_launches_of_the_shown_computation_that_run_dots(
         assert item["shown"][1] == "\n".join(f"{n:>3}  {row}" for n, row in enumerate(
             record["jaxpr"].splitlines()[first_dot - 1:last_dot], start=first_dot))
         assert "dot_general[" in item["shown"][1] and not any(f"%{name} " in item["question"] for name, _ in offered)
-        assert item["skill"] in ("triton-gemm", "cublas", "folded", "other")
+        assert item["skill"] in (("triton-gemm", "cublas", "folded", "other") if item["layer"] == "gpu"
+                                 else ("mxu", "custom", "folded", "other"))
         assert item["feedback"].startswith(
             f"The `dot_general` on jaxpr line {item['jaxpr_lines'][0]} runs as %{item['instruction']} ")
 
@@ -76,7 +78,7 @@ def test_kernel_items_come_from_computations_that_launch_several_kernels(kernel_
 
     for item in kernel_items:
         first, last = item["hlo_lines"]
-        rows = by_slug[item["program"]]["compiled"]["gpu"]["text"].splitlines()[first:last - 1]
+        rows = by_slug[item["program"]]["compiled"][item["layer"]]["text"].splitlines()[first:last - 1]
         launches = [r for r in rows if re.search(rf" = .*?[\s}})](?:{'|'.join(KERNEL_OPCODES)})\(", r)]
         assert len(launches) >= MIN_LAUNCHES, (item["program"], len(launches))
 
@@ -118,47 +120,35 @@ def _sizes_match(jaxpr_sizes: list[int], hlo_sizes: list[int], devices: int) -> 
     return any(shard(a, x) and shard(b, y) for x, y in (hlo_sizes, hlo_sizes[::-1]))
 
 
-@pytest.fixture(scope="module")
-def fresh_gpu():
-    """slug -> (facts re-traced by JAX, XLA's module of a fresh GPU compile), made once per program."""
-    cache = {}
-
-    def get(slug):
-        if slug not in cache:
-            from test_hlo_fresh import _fresh
-
-            facts, _layer, made = _fresh(slug, "gpu")
-            cache[slug] = facts, made.compiled.result().runtime_executable().hlo_modules()[0]
-        return cache[slug]
-    return get
-
-
 @pytest.mark.compiled_hlo
-@pytest.mark.needs_gpu
-def test_the_answer_runs_the_dot_in_a_fresh_h100_compile(kernel_items, by_slug, fresh_gpu):
-    """The right option's instruction, found by name in XLA's fresh module, sits in the shown computation and runs
-    the dot JAX traced: a GEMM item's kernel holds a `dot` whose operands have as many elements as the
-    jaxpr dot's (a Triton one says so in its backend config); a folded item's holds no dot, but a multiply."""
+@pytest.mark.parametrize("target", [pytest.param("gpu", marks=pytest.mark.needs_gpu),
+                                    pytest.param("tpu", marks=pytest.mark.needs_tpu)])
+def test_the_answer_runs_the_dot_in_a_fresh_compile(target, kernel_items, by_slug, fresh_module):
+    """The right option's instruction, found by name in XLA's fresh module (for the H100, or the TPU v5e), sits in
+    the shown computation and runs the dot JAX traced: a GEMM item's kernel holds a `dot` (a TPU's: a `dot` or
+    `convolution`) whose operands have as many elements as the jaxpr dot's (a Triton one says so in its backend
+    config); a folded item's holds no dot, but a multiply."""
     import numpy as np
 
+    items = [i for i in kernel_items if i["layer"] == target]
     checked = 0
-    for item in kernel_items:
-        if item["program"] not in by_slug:
-            continue
-        facts, module = fresh_gpu(item["program"])
+    for item in items:
+        facts, module = fresh_module(item["program"], target)
         eqn = facts.jax_eqns[item["eqn"]]
         assert eqn.primitive.name == "dot_general"
         sizes = [int(np.prod(v.aval.shape)) for v in eqn.invars]
         (computation,) = [c for c in module.computations()
                           if any(i.name == item["instruction"] for i in c.instructions())]
-        header = by_slug[item["program"]]["compiled"]["gpu"]["text"].splitlines()[item["hlo_lines"][0] - 1]
+        header = by_slug[item["program"]]["compiled"][target]["text"].splitlines()[item["hlo_lines"][0] - 1]
         assert re.match(rf"(ENTRY )?%{re.escape(computation.name)} \(", header)
         (kernel,) = [i for i in computation.instructions() if i.name == item["instruction"]]
         assert item["options"][item["answer"]].startswith(f"%{kernel.name} ")
         inside = [i for c in _called(module, kernel) for i in c.instructions()]
         dots = [i for i in inside if str(i.opcode) in ("HloOpcode.kDot", "HloOpcode.kConvolution")]
-        if item["skill"] == "triton-gemm":
-            assert str(kernel.opcode) == "HloOpcode.kFusion" and '"kind":"__triton' in kernel.to_string()
+        if item["skill"] in ("triton-gemm", "mxu"):
+            assert str(kernel.opcode) == "HloOpcode.kFusion"
+            if item["skill"] == "triton-gemm":
+                assert '"kind":"__triton' in kernel.to_string()
             operand_sizes = [[math.prod(_shape_of(o)) for o in d.operands()] for d in dots]
             devices = math.prod((by_slug[item["program"]]["mesh"] or {}).values())
             assert any(_sizes_match(sizes, found, devices) for found in operand_sizes), \
@@ -166,4 +156,4 @@ def test_the_answer_runs_the_dot_in_a_fresh_h100_compile(kernel_items, by_slug, 
         elif item["skill"] == "folded":
             assert not dots and any(str(i.opcode) == "HloOpcode.kMultiply" for i in inside)
         checked += 1
-    assert checked == len(kernel_items)
+    assert checked == len(items) > 0

@@ -57,7 +57,7 @@ def test_loop_items_have_the_fields_the_drills_need(items, by_slug):
         program = by_slug[item["program"]]
         assert item["step"] in STEPS and item["question"].endswith(("?", "Type it.", "Type the number.", "runs."))
         assert program["eqns"][item["eqn"]]["primitive"] in ("scan", "while", "cond")
-        assert item["layer"] == ("tpu" if item["step"] == "trips" else "jaxpr")
+        assert item["layer"] in (("tpu", "gpu") if item["step"] == "trips" else ("jaxpr",))
         assert item["feedback"] and "\n" not in item["feedback"]
         if item["step"] == "role":  # a small closed category: a choice of all three roles
             assert_choice_item(item)
@@ -253,6 +253,19 @@ def test_trip_counts_of_compiled_scans_are_their_length(items, retraced):
             assert item["value"] == str(eqn.params["length"])
             checked += 1
     assert checked >= 1
+
+
+def test_gpu_trip_counts_are_what_xla_itself_knows(items, by_slug):
+    """On the GPU, XLA writes the trip count it proved into the while's backend_config (`known_trip_count`),
+    which the item's shown lines leave out: every GPU `trips` answer is that count, and each of the scans'
+    GPU whiles is asked."""
+    gpu = [i for i in items if i["step"] == "trips" and i["layer"] == "gpu"]
+    for item in gpu:
+        line = by_slug[item["program"]]["compiled"]["gpu"]["text"].splitlines()[item["hlo_line"] - 1]
+        assert line.lstrip().startswith(f"%{item['instruction']} = ")
+        assert item["value"] == re.search(r'"known_trip_count":\{"n":"(\d+)"\}', line).group(1)
+        assert "known_trip_count" not in "\n".join(item["shown"])
+    assert {i["program"] for i in gpu} >= {"scan-layers", "rnn-bptt", "grad-accum"}
 
 
 def test_the_decoding_while_runs_at_most_its_answer_and_reaches_it(items, programs):

@@ -1,8 +1,8 @@
 """The partitioner drill, its answers checked against JAX and XLA.
 
 Blocks: `NamedSharding(mesh, spec).shard_shape(global_shape)` with the mesh built as the program builds
-it, and, on the TPU compile, the parameter shape XLA prints in a fresh compile for the topology.
-Copies and device groups: the mesh's own `devices` on the TPU topology (`compiled.input_shardings`
+it, and, on the TPU and GPU compiles, the parameter shape XLA prints in a fresh compile for the topology.
+Copies and device groups: the mesh's own `devices` on the TPU or GPU topology (`compiled.input_shardings`
 of that fresh compile), read as XLA's logical device numbers (positions in the mesh's device order).
 """
 from __future__ import annotations
@@ -18,8 +18,11 @@ from dumpgym.drills import _sharding
 from dumpgym.traced.program import parse_arg
 from jax_reference import jaxpr_of, jit_of
 
-needs_libtpu = pytest.mark.needs_tpu
 TOPOLOGY = "v5e:2x4"
+# The compiled layers the drill reads, each with its topology (as the corpus build compiles mesh programs)
+# and the marker that skips a test where its compiler is missing.
+TOPOLOGIES = {"tpu": TOPOLOGY, "gpu": "h100"}  # eight H100s: the build sizes a GPU topology to the mesh
+COMPILED = [pytest.param("tpu", marks=pytest.mark.needs_tpu), pytest.param("gpu", marks=pytest.mark.needs_gpu)]
 
 
 @pytest.fixture(scope="session")
@@ -38,17 +41,24 @@ def _mesh_on(program, devices):
 
 
 @pytest.fixture(scope="session")
-def tpu_compiles(programs):
-    """slug -> the compile of each mesh program for the v5e:2x4 topology, as the corpus build makes it."""
+def fresh_compiles(programs):
+    """target -> slug -> the compile of each mesh program for that target's topology (v5e:2x4, or eight
+    H100s), as the corpus build makes it; made when first asked for."""
     from dumpgym.compiled.layer import _compile_for_topology  # the same retargeting the corpus build used
     from dumpgym.record.targets import Target
     from dumpgym.traced.trace import trace
-    out = {}
-    for program in programs.values():
-        if program.mesh:
-            traced = trace(program.function, program.example_args())
-            out[program.slug] = _compile_for_topology(traced, Target("tpu", TOPOLOGY)).compiled.result()
-    return out
+    made = {}
+
+    def get(target):
+        if target not in made:
+            made[target] = {}
+            for program in programs.values():
+                if program.mesh:
+                    traced = trace(program.function, program.example_args())
+                    made[target][program.slug] = _compile_for_topology(
+                        traced, Target(target, TOPOLOGIES[target])).compiled.result()
+        return made[target]
+    return get
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -78,7 +88,7 @@ def test_the_partitioner_has_at_least_thirty_items_over_the_built_in_corpus(item
 
 def test_partitioner_items_have_the_fields_the_page_needs(items, by_slug):
     for item in items:
-        assert item["layer"] in ("stablehlo", "tpu") and item["question"].endswith("?")
+        assert item["layer"] in ("stablehlo", "tpu", "gpu") and item["question"].endswith("?")
         assert item["eqn"] is None or 0 <= item["eqn"] < len(by_slug[item["program"]]["eqns"])
         assert item["feedback"] and 0 < item["weight"] <= 1
         if item["step"] == "shard-shape":
@@ -90,9 +100,10 @@ def test_partitioner_items_have_the_fields_the_page_needs(items, by_slug):
 
 def test_no_item_reads_the_cpu_compile(items, by_slug):
     for item in items:
-        if item["layer"] == "tpu":
-            hlo = by_slug[item["program"]]["compiled"]["tpu"]
-            assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite")
+        if item["layer"] in ("tpu", "gpu"):
+            hlo = by_slug[item["program"]]["compiled"][item["layer"]]
+            assert item["shown"][0].startswith(f"compiled by libtpu {hlo['libtpu_version']} for TPU v5 lite"
+                                               if item["layer"] == "tpu" else "compiled by XLA for NVIDIA H100")
             if "instruction" in item:  # a StableHLO-read item names no compiled instruction
                 assert f"%{item['instruction']} = " in hlo["text"].splitlines()[item["hlo_line"] - 1]
         assert not any("for CPU" in block for block in item["shown"])
@@ -175,17 +186,17 @@ def test_stablehlo_blocks_are_jaxs_shard_shape(items, programs):
     assert checked >= 10
 
 
-@needs_libtpu
-def test_tpu_blocks_are_jaxs_shard_shape_and_xlas_parameter_shape(items, programs, tpu_compiles):
+@pytest.mark.parametrize("target", COMPILED)
+def test_compiled_blocks_are_jaxs_shard_shape_and_xlas_parameter_shape(target, items, programs, fresh_compiles):
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     checked = 0
     for item in items:
-        if item["step"] != "shard-shape" or item["layer"] != "tpu":
+        if item["step"] != "shard-shape" or item["layer"] != target:
             continue
         program, k = programs[item["program"]], item["argument"]
-        compiled = tpu_compiles[item["program"]]
+        compiled = fresh_compiles(target)[item["program"]]
         global_shape = parse_arg(program.args[k]).shape
         mesh = compiled.input_shardings[0][k].mesh
         assert _shape(_answer(item)) == NamedSharding(mesh, P(*program.in_specs[k])).shard_shape(global_shape)
@@ -208,14 +219,15 @@ def _xla_parameter_dims(compiled, number: int) -> tuple[int, ...]:
 
 # --- copies and groups against the mesh -------------------------------------------------------
 
-@needs_libtpu
-def test_copies_answers_are_the_mesh_axes_of_the_devices_jax_gives_the_same_index(items, programs, tpu_compiles):
+@pytest.mark.parametrize("target", COMPILED)
+def test_copies_answers_are_the_mesh_axes_of_the_devices_jax_gives_the_same_index(target, items, programs,
+                                                                                  fresh_compiles):
     checked = 0
     for item in items:
-        if item.get("skill") != "copies":
+        if item.get("skill") != "copies" or item["layer"] != target:
             continue
         program, k = programs[item["program"]], item["argument"]
-        sharding = tpu_compiles[item["program"]].input_shardings[0][k]
+        sharding = fresh_compiles(target)[item["program"]].input_shardings[0][k]
         mesh_devices = sharding.mesh.devices
         order = list(mesh_devices.flat)  # XLA's device numbers are positions in this order
         indices = sharding.devices_indices_map(parse_arg(program.args[k]).shape)
@@ -228,13 +240,13 @@ def test_copies_answers_are_the_mesh_axes_of_the_devices_jax_gives_the_same_inde
     assert checked >= 3
 
 
-@needs_libtpu
-def test_group_answers_are_the_mesh_axes_the_groups_run_along(items, programs, tpu_compiles):
+@pytest.mark.parametrize("target", COMPILED)
+def test_group_answers_are_the_mesh_axes_the_groups_run_along(target, items, programs, fresh_compiles):
     checked = 0
     for item in items:
-        if item["step"] != "group-axis" or item["skill"] != "collective":
+        if item["step"] != "group-axis" or item["skill"] != "collective" or item["layer"] != target:
             continue
-        compiled = tpu_compiles[item["program"]]
+        compiled = fresh_compiles(target)[item["program"]]
         mesh = compiled.input_shardings[0][0].mesh
         assert tuple(mesh.axis_names) == tuple(programs[item["program"]].mesh)
         line = _xla_line(compiled, item["instruction"])  # the same collective in a fresh compile

@@ -97,10 +97,11 @@ def test_kinds_are_listed_by_number_with_their_titles(pool):
         {"name": "layouts", "number": "10", "title": "TPU layouts, read",
          "aim": "Read a TPU buffer's layout: the shape its tile pads it to, the bytes it takes, and where it lives."},
         {"name": "units", "number": "11", "title": "which unit runs it",
-         "aim": "Read the MXU, the TPU's matrix unit, in a compile: which instructions run on it, and what its multiply makes inside a fusion."},
+         "aim": "Say which unit does an instruction's work (a TPU's MXU, VPU or DMA engines, a GPU's tensor or "
+                "CUDA cores), and what the MXU's multiply makes inside a fusion."},
         {"name": "kernels", "number": "12", "title": "which kernel runs a dot",
-         "aim": "Find the instruction of the GPU compile that runs a dot_general: a Triton GEMM fusion, a cuBLAS "
-                "call, or a fusion it was folded into."},
+         "aim": "Find the instruction of the GPU or TPU compile that runs a dot_general: a Triton GEMM fusion, a "
+                "cuBLAS call, a fusion around the MXU's multiply, or a fusion it was folded into."},
         {"name": "cost", "number": "13", "title": "where the time goes",
          "aim": "Read a compiled program's costs on a named chip: which instruction takes the longest, whether it "
                 "is compute- or memory-bound, the bytes its tiles waste, and what a collective sends."},

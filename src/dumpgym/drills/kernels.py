@@ -1,11 +1,12 @@
-"""Which kernel runs a dot: tap the instruction of the GPU compile that runs one dot_general of the jaxpr.
+"""Which kernel runs a dot: pick the instruction of the GPU or TPU compile that runs one dot_general of the jaxpr.
 
 XLA's GPU compiler turns each dot into a kernel of one of a few kinds: a GEMM fusion it emits with Triton
 (a `kCustom` fusion whose backend_config kind is `__triton_gemm` or `__triton_nested_gemm_fusion`), a cuBLAS
 call (a `custom-call` to `__cublas$gemm` or `__cublas$lt$matmul`), or, for a dot too small to be worth a
-GEMM, multiplies and a reduce folded into a loop or input fusion. Each item shows the computation that
-launches the kernel (the entry, or a loop's body) and the dot's jaxpr line, and asks which instruction
-runs it (`line` form). The answer is every instruction of that computation whose body does the dot's
+GEMM, multiplies and a reduce folded into a loop or input fusion. The TPU compiler makes a fusion around the
+`convolution` (or `dot`) its MXU runs, or folds a small dot into other arithmetic the same way. Each item
+shows the computation that launches the kernel (the entry, or a loop's body) and the dot's jaxpr line, and
+asks which of the instructions there that run dots runs it (`choice` form). The answer is every instruction of that computation whose body does the dot's
 contraction, read from the compiled layer's attribution (`program.compiled`): an instruction credited
 with the dot whose opcode can do its arithmetic (`fusions.does_work`), never a bitcast, copy or layout
 transpose that only serves it. Where XLA split the contraction (split-K: a GEMM fusion of partial
@@ -30,8 +31,15 @@ KERNEL_WORDS = {
     "triton-gemm": "a GEMM fusion XLA emitted with Triton",
     "cublas": "a call into cuBLAS",
     "folded": "no GEMM of its own: XLA rewrote it as {ops} inside a {kind} fusion",
+    "mxu": "a fusion built around the matrix multiply the MXU runs",
+    "custom": "a kernel of its own",
     "other": "a kernel of another kind",
 }
+
+
+def _line_words(hlo: CompiledLayer) -> str:
+    """How the item cites a line of this compile: `GPU HLO line`, `TPU HLO line`."""
+    return f"{hlo.backend.upper()} HLO line"
 
 
 def _kernel(c: "_Compile", ins: Instruction, dot: EqnFact) -> tuple[str, str]:
@@ -41,7 +49,8 @@ def _kernel(c: "_Compile", ins: Instruction, dot: EqnFact) -> tuple[str, str]:
     listing = c.listing
     if ins.opcode == "customcall":
         target = ins.custom_call_target
-        return ("cublas" if target.startswith("__cublas") else "other"), f"custom-call to `{target}`"
+        kind = "cublas" if target.startswith("__cublas") else "custom" if c.hlo.backend == "tpu" else "other"
+        return kind, f"custom-call to `{target}`"
     if not ins.calls:  # a dot or convolution XLA left unfused: a kernel of its own, neither Triton's nor cuBLAS's
         return "other", f"an unfused `{c.hlo.printed_opcodes.get(ins.opcode, ins.opcode)}`"
     kind = next((f.kind for f in listing.hlo.fusions if f.line == ins.line), ins.opcode)
@@ -50,6 +59,9 @@ def _kernel(c: "_Compile", ins: Instruction, dot: EqnFact) -> tuple[str, str]:
     if {i.opcode for i in doing} & {"dot", "convolution"}:
         if backend.startswith("__triton"):
             return "triton-gemm", f"`{kind}` fusion, backend_config kind `{backend}`"
+        if c.hlo.backend == "tpu":
+            matmul = sorted({i.opcode for i in doing} & {"dot", "convolution"})[0]
+            return "mxu", f"a `{kind}` fusion whose body holds the `{matmul}`"
         return "other", f"`{kind}` fusion" + (f", backend_config kind `{backend}`" if backend else "")
     return "folded", ", ".join(dict.fromkeys(f"%{i.name}" for i in doing))
 
@@ -61,7 +73,7 @@ def _ops(c: "_Compile", ins: Instruction, dot: EqnFact) -> str:
 
 
 class _Compile:
-    """One GPU layer read for the drill: which computations launch kernels, and what each launch runs."""
+    """One GPU or TPU layer read for the drill: which computations launch kernels, and what each launch runs."""
 
     def __init__(self, program: ProgramRecord, hlo: CompiledLayer):
         self.program, self.hlo, self.listing = program, hlo, Listing(hlo)
@@ -94,13 +106,13 @@ class _Compile:
 
 
 @drill("kernels", number="12", title="which kernel runs a dot",
-       aim="Find the instruction of the GPU compile that runs a dot_general: a Triton GEMM fusion, a cuBLAS "
-           "call, or a fusion it was folded into.",
+       aim="Find the instruction of the GPU or TPU compile that runs a dot_general: a Triton GEMM fusion, a "
+           "cuBLAS call, a fusion around the MXU's multiply, or a fusion it was folded into.",
        per_program=4, cap_by=("layer",))
 def kernel_items(program: ProgramRecord) -> list[Item]:
-    """One item per dot_general and GPU layer whose contraction one computation's instructions run. Its card
-    is the dot's equation and the layer's target."""
-    return [item for target, hlo in program.layers("gpu").items() if hlo.has_facts
+    """One item per dot_general and GPU or TPU layer whose contraction one computation's instructions run. Its
+    card is the dot's equation and the layer's target."""
+    return [item for target, hlo in {**program.layers("gpu"), **program.layers("tpu")}.items() if hlo.has_facts
             for item in _layer_items(program, target, hlo)]
 
 
@@ -135,16 +147,17 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
     where = "the entry computation" if any(x.entry and x.name == computation for x in c.hlo.computations) \
         else f"%{computation}"
     split = [i for i in runs if i is not main]
-    also = (f"; {', '.join('%' + i.name for i in split)} (GPU HLO line {split[0].line}) does part of it too: "
+    cite = _line_words(c.hlo)
+    also = (f"; {', '.join('%' + i.name for i in split)} ({cite} {split[0].line}) does part of it too: "
             "XLA split the contraction" if split else "")
-    feedback = (f"The `dot_general` on jaxpr line {dot.jaxpr_lines[0]} runs as %{main.name} (GPU HLO line {main.line}), "
+    feedback = (f"The `dot_general` on jaxpr line {dot.jaxpr_lines[0]} runs as %{main.name} ({cite} {main.line}), "
                 f"{KERNEL_WORDS[skill].format(kind=kind, ops=_ops(c, main, dot))} ({printed}){also}.")
     feedback += _swapped(c, main, dot)
     why = _explain(c, dot, kernels)
     return Item(
         question=(f"Each of these instructions of {where} (its listing is shown) runs one or more of the "
                   f"jaxpr's `dot_general`s. Which runs the one on jaxpr line {dot.jaxpr_lines[0]}?"),
-        answer=Choice(tuple(f"%{k.name} (GPU HLO line {k.line})" for k in kernels), kernels.index(main),
+        answer=Choice(tuple(f"%{k.name} ({cite} {k.line})" for k in kernels), kernels.index(main),
                       tuple(why.get(k.line, "") for k in kernels),
                       tuple("" if k is main else "another-dot" for k in kernels)),
         context=(Lines(target, first, last, cut=True, numbered=True), Lines("jaxpr", *dot.jaxpr_lines, numbered=True),
@@ -165,12 +178,12 @@ def _swapped(c: _Compile, main: Instruction, dot: EqnFact) -> str:
     if len(want) < 2 or want[-1] == want[-2] or got != (*want[:-2], want[-1], want[-2]):
         return ""
     return (f" Its result is {d.buffers[0].plain}, the dot's {dot.outputs[0]} with its last two axes exchanged: "
-            "XLA swapped the dot's operands, so the GEMM computes the product transposed, (A·B)ᵀ = Bᵀ·Aᵀ, the same "
+            "XLA swapped the dot's operands, so the kernel computes the product transposed, (A·B)ᵀ = Bᵀ·Aᵀ, the same "
             "numbers with the output's two axes the other way round.")
 
 
 def _explain(c: _Compile, dot: EqnFact, kernels: list[Instruction]) -> dict[int, str]:
-    """Why each other kernel offered is not it: the dots it runs instead (by GPU HLO line)."""
+    """Why each other kernel offered is not it: the dots it runs instead (told by their operands)."""
     eqns = c.program.eqns
     out = {}
     for i in kernels:

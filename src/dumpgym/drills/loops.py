@@ -326,10 +326,19 @@ def trip_item(program: ProgramRecord, target: str, listing: HloListing, c: Count
         # "At most" for every loop: an exact count is its own bound, and the words give away no early exit.
         # %while is named, not cited by its line: the excerpts below are cut from the listing, not numbered.
         "question": f"At most how many times does the body of %{c.name} run? Type the number.",
-        "shown": [which_compile(listing.hlo), _excerpt(listing, c.start),
-                  _excerpt(listing, tuple(range(c.condition[0], c.condition[1] + 1))), _excerpt(listing, c.update)],
+        "shown": [which_compile(listing.hlo), _excerpt(listing, c.start), _excerpt(listing, _test_lines(listing, c)),
+                  _excerpt(listing, c.update)],
         "jaxpr_lines": list(eqn.jaxpr_lines),
     }
+
+
+def _test_lines(listing: HloListing, c: Counter) -> tuple[int, ...]:
+    """The condition's lines, with those of the computations its fusions call: a GPU compile fuses the compare
+    with the bound's constant, so the bound is printed inside the fused computation."""
+    own = range(c.condition[0], c.condition[1] + 1)
+    called = (n for line in own if line in listing.at for name in listing.body(line)
+              for n in range(listing.computations[name][0], listing.computations[name][1] + 1))
+    return tuple(sorted({*own, *called}))
 
 
 def _excerpt(listing: HloListing, lines: tuple[int, ...]) -> str:
@@ -343,9 +352,9 @@ def _excerpt(listing: HloListing, lines: tuple[int, ...]) -> str:
 
 
 def trip_items(program: ProgramRecord) -> list[dict]:
-    """One `trips` item per compiled while of each TPU layer whose counter XLA's graph shows."""
+    """One `trips` item per compiled while of each TPU and GPU layer whose counter XLA's graph shows."""
     items = []
-    for target, hlo in program.layers("tpu").items():
+    for target, hlo in {**program.layers("tpu"), **program.layers("gpu")}.items():
         listing = HloListing(hlo)
         owner = {i.name: i.eqns for i in hlo.instructions}
         for c in counters(hlo):
@@ -359,7 +368,7 @@ def trip_items(program: ProgramRecord) -> list[dict]:
 def _item(program: ProgramRecord, draft: dict) -> Item:
     """The pool's item for a draft; its card is the loop equation and the step, and for `role` and
     `body-aval` the operand asked about (for `trips`, the compiled while)."""
-    layer = draft["layer"]  # jaxpr, or a TPU layer's compile target id (`trips`)
+    layer = draft["layer"]  # jaxpr, or a TPU or GPU layer's compile target id (`trips`)
     about = [draft[k] for k in ("operand", "instruction", "value") if k in draft]
     card = (draft["eqn"], draft["step"], *about, *((layer,) if layer != "jaxpr" else ()))
     context = refer(program, layer, draft["shown"])

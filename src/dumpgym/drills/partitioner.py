@@ -2,7 +2,7 @@
 
 Read from the record of the StableHLO (`lowered`: main's `sdy.sharding` attributes,
 `sdy.sharding_constraint`, collectives' `replica_groups`, as MLIR's Shardy bindings read them when the
-program was lowered) and of the TPU compile (each TPU layer: entry parameters' `sharding={...}` as
+program was lowered) and of the TPU and GPU compiles (each such layer: entry parameters' `sharding={...}` as
 XLA's `HloSharding` read them, collectives' `replica_groups`, when it was compiled). The CPU
 compile is never used: its text depends on the host. Two questions (`step`), each answered by
 building the answer: `shard-shape` (type the shape of each device's block of a sharded value) and
@@ -32,7 +32,7 @@ _ABOUT = ("argument", "result", "instruction", "stablehlo_line")
 def _item(program: ProgramRecord, draft: dict) -> Item:
     """The pool's item for a draft; its card is the step, the layer and what it asks about (`argument=0`,
     `instruction=param.3`, `stablehlo_line=41`, or the equation)."""
-    layer = draft["layer"]  # stablehlo, or a TPU layer's compile target id
+    layer = draft["layer"]  # stablehlo, or a TPU or GPU layer's compile target id
     about = next((f"{k}={draft[k]}" for k in _ABOUT if k in draft), f"eqn={draft['eqn']}")
     if draft["skill"] == "copies":
         about = "copies-" + about  # a parameter's block and its copies are two questions
@@ -74,7 +74,7 @@ def _mesh_axes(mesh, axes, misread: dict) -> AxisSet:
        aim="Read a sharding down to each device's block, and a collective's device groups back to mesh axes.",
        per_program=6)
 def partitioner_items(program: ProgramRecord) -> list[Item]:
-    """Per-device blocks of every sharded argument (StableHLO and TPU compile), copies under
+    """Per-device blocks of every sharded argument (StableHLO, TPU and GPU compiles), copies under
     `last_tile_dim_replicate`, and the mesh axes of every collective's device groups."""
     if not program.mesh:
         return []
@@ -82,7 +82,7 @@ def partitioner_items(program: ProgramRecord) -> list[Item]:
     if module is None:
         return []
     items = [*_stablehlo_blocks(program, module), *_stablehlo_groups(program, module)]
-    for target, hlo in program.layers("tpu").items():
+    for target, hlo in {**program.layers("tpu"), **program.layers("gpu")}.items():
         if not hlo.has_facts:
             continue
         items += [*_tpu_parameters(program, target, hlo, module), *_tpu_groups(program, target, hlo, module)]
@@ -268,7 +268,7 @@ def _short_line(ins: Instruction, text: str) -> str:
 
 
 def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module: sh.SdyModule) -> list[dict]:
-    """One item per distinct collective of a TPU compile (fused copies of one all-gather are asked once)."""
+    """One item per distinct collective of a TPU or GPU compile (fused copies of one all-gather are asked once)."""
     listing = Listing(hlo)
     groups = {g.line: g for g in hlo.replica_groups}
     items, asked = [], set()

@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
+from dumpgym.drills._which_unit import unit_items as _unit_items
 from dumpgym.drills._tpu import MATMUL_OPCODES, Buffer, Definition, Listing, placed_evenly, which_compile
 from dumpgym.drills.answer import read_aval
 from dumpgym.drills.item import Item, Lines, LineSet, Misreading, Note, Typed
@@ -84,15 +85,18 @@ def _row(program: ProgramRecord, listing: Listing, ins: Instruction) -> _Row | N
 
 
 @drill("units", number="11", title="which unit runs it",
-       aim="Read the MXU, the TPU's matrix unit, in a compile: which instructions run on it, and what its multiply makes inside a fusion.",
+       aim="Say which unit does an instruction's work (a TPU's MXU, VPU or DMA engines, a GPU's tensor or CUDA "
+           "cores), and what the MXU's multiply makes inside a fusion.",
        per_program=4, cap_by=("layer", "step"))
 def unit_items(program: ProgramRecord) -> list[Item]:
     """Per TPU layer: `mxu`, every run of `ROWS` lines holding an MXU instruction and two rows of one opcode
     on both sides of the answer, every MXU instruction among them in the answer (its card: the run's first
     and last instructions); and `mxu-shape`, one per fusion holding one matrix multiply (its card: the
     fusion). The step and the layer's target end each card."""
-    return [item for target, hlo in program.layers("tpu").items()
-            for item in (*_layer_items(program, target, hlo), *_shape_items(target, hlo))]
+    return [*(item for target, hlo in program.layers("tpu").items()
+              for item in (*_layer_items(program, target, hlo), *_shape_items(target, hlo))),
+            *(item for target, hlo in {**program.layers("tpu"), **program.layers("gpu")}.items()
+              for item in _unit_items(target, hlo))]
 
 
 def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:

@@ -378,8 +378,8 @@ def _slot(ins) -> int | None:
 class _Loops:
     """Every while of a compiled module whose counter can be read: a condition test `slot <op> constant`,
     a constant start and a constant step, the test and the step seen through a fusion that wraps each alone
-    (as CPU and GPU compile them). The bindings expose no attributes, so five things are read from an
-    instruction's printed form: a while's `condition=`/`body=`, a fusion's `calls=`, a constant's value, a
+    (as CPU and GPU compile them; a GPU's holds the bound's constant inside). The bindings expose no
+    attributes, so five things are read from an instruction's printed form: a while's `condition=`/`body=`, a fusion's `calls=`, a constant's value, a
     get-tuple-element's `index=`, a parameter's number and a compare's `direction=`."""
 
     def __init__(self, module, computations: list[Computation], line_of: dict[str, int]):
@@ -437,9 +437,11 @@ class _Loops:
         if _opcode(ins) == "fusion":
             inner = self.root(_attribute(ins, "calls"))
             params = inner.operands()
-            if params and all(_opcode(p) == "parameter" for p in params):
+            # a GPU compile folds the loop's bound (or step) into the fusion: a constant operand stays as it is
+            if params and all(_opcode(p) == "parameter" or _constant(p) is not None for p in params):
                 outer = ins.operands()
-                return _opcode(inner), [outer[int(PARAMETER_RE.search(p.to_string()).group(1))] for p in params], inner
+                return _opcode(inner), [outer[int(PARAMETER_RE.search(p.to_string()).group(1))]
+                                        if _opcode(p) == "parameter" else p for p in params], inner
         return _opcode(ins), list(ins.operands()), ins
 
     def _compare(self, test) -> tuple[int, str, int] | None:

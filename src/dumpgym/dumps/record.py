@@ -22,6 +22,17 @@ from dumpgym.ir.jaxpr_text import read_jaxpr
 from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, RecordError, StablehloOp, XrayStats
 
 
+# libtpu's names for the TPU versions it compiles for (its `target_arguments.txt`, as `dumps/folder.py` reads
+# them) and the device kind JAX names each such chip, which the cost stage knows chips by (`cost/chips.py`);
+# tests/test_dump_drills.py compiles for each generation without a TPU and reads both.
+LIBTPU_DEVICE_KINDS = {
+    "TPU (TPU_VERSION_PUFFERFISH)": "TPU v4",
+    "TPU (TPU_VERSION_VIPERFISH)": "TPU v5",
+    "TPU (TPU_VERSION_VIPERFISH lite)": "TPU v5 lite",
+    "TPU (TPU_VERSION_GHOSTLITE)": "TPU v6 lite",
+}
+
+
 def _isolated(name: str) -> str:
     """A name from the dump inside plain text, isolated (U+2068 ... U+2069): a bidi override in it turns only
     itself around, not the sentence it stands in."""
@@ -171,7 +182,7 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) ->
         stats=HloStats(instructions=len(instructions), with_op_name=with_op_name, arguments=0, attributed=inferred,
                        unattributed_with_op_name=0, compiler_own=len(instructions) - inferred, fusions=len(fusions),
                        by_tag=0, inferred=inferred, in_regions=0),
-        device_kind=module.target,
+        device_kind=LIBTPU_DEVICE_KINDS.get(module.target, module.target),
         **facts,
     )
 

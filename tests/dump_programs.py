@@ -61,7 +61,7 @@ import json, sys
 sys.path.insert(0, {here!r})
 import dumpgym
 import jax
-from dump_programs import load
+from {module} import load
 from dumpgym.record.targets import Target
 from dumpgym.traced.devices import topology_devices
 
@@ -81,13 +81,13 @@ for name in {names!r}:
 '''
 
 
-def load(name: str):
-    """The `Program` of a dumped program's name."""
+def load(name: str, programs: dict | None = None):
+    """The `Program` of a dumped program's name (in `programs`, of the same form as PROGRAMS, where given)."""
     import importlib
 
     from dumpgym.traced.program import Program
 
-    where, args = PROGRAMS[name]
+    where, args = (programs or PROGRAMS)[name]
     module, _, attr = where.partition(":")
     if module == "builtin":
         return importlib.import_module(f"dumpgym.programs.{attr.replace('-', '_')}").PROGRAM
@@ -101,13 +101,14 @@ def module_name(name: str) -> str:
     return "jit_" + getattr(function, "__name__", name)
 
 
-def make_dump(folder: Path, names, platform: str = "cpu") -> Path:
-    """Dump `names` into `folder` from a fresh process, as a run with the dump flags set would."""
+def make_dump(folder: Path, names, platform: str = "cpu", module: str = "dump_programs") -> Path:
+    """Dump `names` into `folder` from a fresh process, as a run with the dump flags set would (`module`: the
+    test module whose `load` gives them)."""
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "JAX_DUMP_IR_TO": str(folder), "JAX_DUMP_IR_MODES": "jaxpr,stablehlo",
            "XLA_FLAGS": f"--xla_dump_to={folder} --xla_force_host_platform_device_count=8",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    script = _SCRIPT.format(here=str(HERE), platform=platform, names=list(names))
+    script = _SCRIPT.format(here=str(HERE), platform=platform, names=list(names), module=module)
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     return folder

@@ -59,3 +59,35 @@ def kind_items(program: ProgramRecord, kind: str) -> list[dict]:
     from dumpgym.drills import items_for
 
     return [readable(i, program) for i in items_for(program) if i.drill == kind]
+
+
+def assert_pool_item(item: dict, eqn_ids: set[int]) -> None:
+    """What every item of a `dumpgym.drills/2` pool must be (`eqn_ids`: its program's equations): a registered kind
+    and layer, a card of its kind and program, a question, a context and a weight, and an answer form that is
+    whole: a choice with a reason for each wrong option only, or a built answer that reads back as itself and
+    grades its own answer right."""
+    from dumpgym.drills import kinds
+    from dumpgym.drills.answer import from_json as answer_from_json
+    from dumpgym.drills.item import FORMS, LOWERED
+    from dumpgym.record.targets import TARGETS
+
+    assert item["drill"] in kinds() and item["layer"] in (*LOWERED, *TARGETS)
+    assert item["card"].startswith(f"{item['drill']}/{item['program']}/")
+    assert item["eqn"] is None or item["eqn"] in eqn_ids
+    assert item["question"].endswith("?") or item["question"].endswith(".")
+    assert item["context"] and 0 < item["weight"]
+    form = item["answer"]
+    assert form["form"] in FORMS
+    if item["drill"] == "decisions" and form["form"] != "choice":  # its spot items: picking a line
+        assert form["form"] == "line" and item["layer"] in ("jaxpr", "stablehlo") and item["step"]
+        assert form["line"] >= 1 and form["line"] in form["accepted"]
+    elif form["form"] == "choice":
+        assert 0 <= form["index"] < len(form["options"]) == len(form["reasons"]) == len(form["rules"])
+        assert len(set(form["options"])) == len(form["options"]) >= 2
+        assert all(bool(r) == (k != form["index"]) for k, r in enumerate(form["reasons"]))
+    else:  # a built answer: it reads back as itself, and its own answer grades right
+        built = answer_from_json(form)
+        assert built.to_json() == form
+        right = {"typed": lambda: form["value"], "axes": lambda: form["axes"], "lines": lambda: form["lines"],
+                 "line": lambda: form["line"]}[form["form"]]()
+        assert built.check(right).right, item["card"]

@@ -13,11 +13,8 @@ from dumpgym.drills import build_pool, kinds
 from dumpgym.drills._misreadings import distractor_rules, rule_name
 from dumpgym.drills.decisions import decision_rules
 from dumpgym.drills.decoder import AXIS_MISREADINGS
-from dumpgym.drills.answer import from_json as answer_from_json
-from dumpgym.drills.item import FORMS, LOWERED
-from dumpgym.drills.answer import from_json as answer_from_json
-from dumpgym.record.targets import TARGETS
 from dumpgym.record.schema import RecordError
+from pool_checks import assert_pool_item
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "drills.md"
 
@@ -30,26 +27,7 @@ def test_pool_follows_the_schema(corpus, pool):
     assert pool["schema"] == "dumpgym.drills/2"
     ids = {p["slug"]: {e["id"] for e in p["eqns"]} for p in corpus["programs"]}
     for item in pool["items"]:
-        assert item["drill"] in kinds() and item["layer"] in (*LOWERED, *TARGETS)
-        assert item["card"].startswith(f"{item['drill']}/{item['program']}/")
-        assert item["eqn"] is None or item["eqn"] in ids[item["program"]]
-        assert item["question"].endswith("?") or item["question"].endswith(".")
-        assert item["context"] and 0 < item["weight"]
-        form = item["answer"]
-        assert form["form"] in FORMS
-        if item["drill"] == "decisions" and form["form"] != "choice":  # its spot items: picking a line
-            assert form["form"] == "line" and item["layer"] in ("jaxpr", "stablehlo") and item["step"]
-            assert form["line"] >= 1 and form["line"] in form["accepted"]
-        elif form["form"] == "choice":
-            assert 0 <= form["index"] < len(form["options"]) == len(form["reasons"]) == len(form["rules"])
-            assert len(set(form["options"])) == len(form["options"]) >= 2
-            assert all(bool(r) == (k != form["index"]) for k, r in enumerate(form["reasons"]))
-        else:  # a built answer: it reads back as itself, and its own answer grades right
-            built = answer_from_json(form)
-            assert built.to_json() == form
-            right = {"typed": lambda: form["value"], "axes": lambda: form["axes"], "lines": lambda: form["lines"],
-                     "line": lambda: form["line"]}[form["form"]]()
-            assert built.check(right).right, item["card"]
+        assert_pool_item(item, ids[item["program"]])
     assert {i["drill"] for i in pool["items"]} >= {"decoder", "shapes", "decisions", "fusions", "layouts", "units",
                                                    "partitioner", "loops", "backward", "buffers"}
     json.dumps(pool)

@@ -223,8 +223,14 @@ def _not_iota_mask(eqn: EqnFact, pf: ProgramIndex) -> str:
 
 
 def transpose_author(eqn: EqnFact, pf: ProgramIndex) -> str:
-    """Who wrote a transpose: "autodiff", "einsum", "user", or "unsure" (then no item asks about it)."""
+    """Who wrote a transpose: "autodiff", "einsum", "user", or "unsure" (then no item asks about it). Without
+    the program's source (a dump's record), only the name stacks speak: a transpose of a product (a dot's, or a
+    transpose's) in the backward pass is autodiff's; of any other, no one can say."""
     source = pf.record.source
+    if not source:
+        made_by = pf.producer(eqn)
+        by_autodiff = made_by is not None and made_by.primitive in ("dot_general", "transpose")
+        return "autodiff" if by_autodiff and pf.record.in_backward(eqn) else "unsure"
     words = SourceWords.of(source)
     autodiff, einsum = bool(AUTODIFF & words.names), "einsum" in words.names
     params, spelled = words.parameters, words.spelled

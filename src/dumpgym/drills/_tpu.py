@@ -48,7 +48,10 @@ def short_rows(hlo: CompiledLayer | None) -> Callable[[int, str], str]:
 
 
 def which_compile(hlo: CompiledLayer) -> str:
-    """The first block of every compiled item: what compiled this, for what, and on which machine."""
+    """The first block of every compiled item: what compiled this, for what, and on which machine (a dump's
+    layer, which names no machine it was compiled on here, says it was read from the dump)."""
+    if not hlo.host_id:
+        return f"compiled for {hlo.device_kind or hlo.backend.upper()} by the run that wrote your dump, read from it"
     if hlo.backend == "tpu":
         return (f"compiled by libtpu {hlo.libtpu_version} for {hlo.device_kind} ({hlo.topology}), without a TPU "
                 f"(jaxlib {hlo.jaxlib_version})")

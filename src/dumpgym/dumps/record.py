@@ -10,14 +10,27 @@ one equation's ops (`via` "inferred": nothing carried a tag). What the texts do 
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo, tensor_aval
 from dumpgym.dumps.folder import DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.dumps.structure import link_equations
-from dumpgym.ir.jaxpr_text import jaxpr_eqn_facts
+from dumpgym.ir.jaxpr_text import read_jaxpr
 from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, RecordError, StablehloOp, XrayStats
+
+
+# libtpu's names for the TPU versions it compiles for (its `target_arguments.txt`, as `dumps/folder.py` reads
+# them) and the device kind JAX names each such chip, which the cost stage knows chips by (`cost/chips.py`);
+# tests/test_dump_drills.py compiles for each generation without a TPU and reads both.
+LIBTPU_DEVICE_KINDS = {
+    "TPU (TPU_VERSION_PUFFERFISH)": "TPU v4",
+    "TPU (TPU_VERSION_VIPERFISH)": "TPU v5",
+    "TPU (TPU_VERSION_VIPERFISH lite)": "TPU v5 lite",
+    "TPU (TPU_VERSION_GHOSTLITE)": "TPU v6 lite",
+}
 
 
 def _isolated(name: str) -> str:
@@ -37,7 +50,8 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
         raise DumpError(f"{module.slug}: the folder has no optimised HLO for it (XLA's "
                         "`*after_optimizations.txt`); add --dump needs it")
     jaxpr = module.text("jaxpr") if "jaxpr" in module.files else ""
-    eqns = (jaxpr_eqn_facts(jaxpr) or ()) if jaxpr else ()
+    read = read_jaxpr(jaxpr) if jaxpr else None
+    eqns = read.eqns if read is not None else ()
     owner: dict[int, int] = {}  # StableHLO op line -> the equation that emitted it
     groups, hlo_links, held = (), {}, {}
     if "stablehlo" in module.files:
@@ -46,8 +60,12 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
         lowered = read_lowered(parse_stablehlo(shown, module.files["stablehlo"], ir_context()))
         args = tuple(tensor_aval(v.type) for v in lowered.main.args) if lowered.main else ()
         if eqns:
-            links = link_equations(eqns, ops)
+            links = link_equations(eqns, ops, read.held_in)
             groups, owner, held = links.groups, links.owner, links.held
+            # A top-level equation's name stack, as its ops carry it (`transpose(jvp())` in a backward pass); a
+            # body's equations are read through their container's (`ProgramRecord.in_backward`).
+            eqns = tuple(dataclasses.replace(e, name_stack=links.name_stacks[e.id]) if e.id in links.name_stacks
+                         else e for e in eqns)
         hlo_links = {link.name: link for link in xray.hlo.get("hlo_after", ())}
     else:  # XLA alone: the arguments as XLA's entry computation takes them
         shown, ops, lowered = "", [], None
@@ -76,6 +94,7 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
                              mapped_stablehlo_op_lines=len(linked & op_lines)),
         compiled={module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns)},
         lowered=lowered,
+        arg_binders=read.arguments if read is not None else (),
     )
 
 
@@ -163,14 +182,13 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) ->
         stats=HloStats(instructions=len(instructions), with_op_name=with_op_name, arguments=0, attributed=inferred,
                        unattributed_with_op_name=0, compiler_own=len(instructions) - inferred, fusions=len(fusions),
                        by_tag=0, inferred=inferred, in_regions=0),
-        device_kind=module.target,
+        device_kind=LIBTPU_DEVICE_KINDS.get(module.target, module.target),
         **facts,
     )
 
 
 def _with_fused(instructions, fusions) -> tuple[list, list]:
     """A fusion's equations are those of what it fuses (through nested fusions) as well as its own."""
-    import dataclasses
 
     held: dict[str, list] = {}
     for ins in instructions:
@@ -234,7 +252,6 @@ SHOWN_MAX_LINES = 10_000
 def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:
     """`dumpgym open`'s programs: the record of each module the user wrote (as `add --dump` makes it, marked
     added), biggest first as the index lists them, and one line for each that cannot be made (its note)."""
-    import dataclasses
 
     where = ", ".join(str(p) for p in folder.paths)
     records, notes = [], []

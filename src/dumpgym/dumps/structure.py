@@ -54,6 +54,9 @@ _ONE_OP = {
 # names came from one whose lowering names its ops otherwise (`random_bits` as threefry's): not linked.
 _OWN_LOWERING = frozenset({"scan"})
 _BODY_CALL = "closed_call"
+# A container whose sub-jaxprs JAX lowers in another order than it prints them (params print sorted by name):
+# a `while`'s `cond_jaxpr` is lowered into the loop's first region, before its `body_jaxpr`.
+_LOWERED_FIRST = {"while": "cond_jaxpr"}
 UNDECIDED = ("the order of its primitive's equations and op runs leaves it to more than one equation "
              "(one that emitted nothing, or a run no equation made, in between)")
 
@@ -81,15 +84,24 @@ class StructureLinks:
     groups: tuple[Group, ...]
     owner: dict[int, int]  # StableHLO op line (not a constant) -> the equation that emitted it
     held: dict[int, set[int]] = field(default_factory=dict)  # container -> body lines of no known equation of it
+    # A top-level equation -> its name stack, as a trace's equation holds it (`transpose(jvp())`), read from the
+    # full stack of the first op run linked to it (`jit(f)/transpose(jvp())/dot_general`).
+    name_stacks: dict[int, str] = field(default_factory=dict)
 
 
-def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLinks:
-    """Link `eqns` (read from the dumped jaxpr) to `ops` (the module's StableHLO ops) by structure."""
+def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp],
+                   held_in: dict[int, str] | None = None) -> StructureLinks:
+    """Link `eqns` (read from the dumped jaxpr) to `ops` (the module's StableHLO ops) by structure; `held_in`
+    (`ir/jaxpr_text.py`) names the param of its container each inner equation sits in."""
     order = _emission_order(ops)
     runs, constants = _runs(order)
     children: dict[int | None, list[int]] = defaultdict(list)
     for e in eqns:
         children[e.parent].append(e.id)
+    for container, inside in children.items():
+        first = _LOWERED_FIRST.get(eqns[container].primitive) if container is not None else None
+        if first is not None:  # stable: print order within each param's sub-jaxpr
+            inside.sort(key=lambda e: (held_in or {}).get(e) != first)
     emitted = _eqn_order(children)
     descendants = _descendants(children, eqns)
     by_name: dict = defaultdict(list)
@@ -123,7 +135,12 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLin
         if eqn is not None:  # in the x-ray; not an owner an HLO constant may take (XLA shares constants)
             lines[eqn].add(op.line)
     held: dict[int, set[int]] = defaultdict(set)  # a container -> lines of its body no equation of it is known for
+    name_stacks: dict[int, str] = {}
     for run in runs:
+        if run.eqn is not None and eqns[run.eqn].parent is None and run.eqn not in name_stacks:
+            stack = _own_stack(run)
+            if stack is not None:
+                name_stacks[run.eqn] = stack
         if run.eqn is not None:
             for op in run.ops:
                 lines[run.eqn].add(op.line)
@@ -134,7 +151,26 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp]) -> StructureLin
             up = runs[up].holder
         if up is not None:  # some equation of that container's body made it: its group holds it, no child's does
             held[runs[up].eqn].update(op.line for op in run.ops)
-    return StructureLinks(dict(lines), undecided, _groups(eqns, lines, descendants, held), owner, dict(held))
+    return StructureLinks(dict(lines), undecided, _groups(eqns, lines, descendants, held), owner, dict(held),
+                          name_stacks)
+
+
+def _own_stack(run: _Run) -> str | None:
+    """A top-level equation's name stack from its run's full stack: what stands between the module's root and
+    the run's name (`jit(f)/transpose(jvp())/dot_general` -> `transpose(jvp())`), the transforms wrapping a
+    call's name kept empty (`jit(f)/jvp(jit(g))` -> `jvp()`); None where the stack does not read so."""
+    parts = run.stack.split("/")
+    own = f"jit({run.name[1]})" if isinstance(run.name, tuple) else run.name
+    last = parts[-1]
+    if len(parts) < 2:
+        return None
+    if last != own:
+        at = last.rfind(own + ")")
+        closing = last[at + len(own):] if at > 0 else ""
+        if not closing or closing.strip(")"):
+            return None
+        return "/".join([*parts[1:-1], last[:at] + closing])
+    return "/".join(parts[1:-1])
 
 
 def _emission_order(ops: list[DumpOp]) -> list[tuple[DumpOp, str | None]]:

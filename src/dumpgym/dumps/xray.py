@@ -22,7 +22,7 @@ from dumpgym.ir.hlo_graph import definition_lines, reducer_regions
 from dumpgym.ir.parse import hlo_op_names, jaxpr_equations, parse_hlo
 from dumpgym.dumps.stablehlo import DumpOp, stablehlo_ops
 from dumpgym.dumps.structure import link_equations
-from dumpgym.ir.jaxpr_text import jaxpr_eqn_facts
+from dumpgym.ir.jaxpr_text import read_jaxpr
 from dumpgym.dumps.folder import DumpModule
 
 @dataclass(frozen=True)
@@ -163,9 +163,10 @@ def xray_module(module: DumpModule) -> ModuleXray:
         by_primitive[_primitive(key[0])].append(key)
     eqns = _jaxpr_eqns(module.text("jaxpr")) if "jaxpr" in module.files else None
     decided = _decided_keys(keys, by_primitive, eqns)
-    facts = jaxpr_eqn_facts(module.text("jaxpr")) if eqns is not None else None
+    read = read_jaxpr(module.text("jaxpr")) if eqns is not None else None
+    facts = read.eqns if read is not None else None
     if facts:  # by structure (`dumps/structure.py`): each equation's own op lines, at its first line
-        links = link_equations(facts, ops)
+        links = link_equations(facts, ops, read.held_in)
         for e, lines in sorted(links.lines.items()):
             out.jaxpr_links.setdefault(facts[e].jaxpr_lines[0], tuple(sorted(lines)))
         missing = len(facts) - len(links.lines)

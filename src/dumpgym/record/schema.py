@@ -564,7 +564,8 @@ class CompiledLayer(_Record):
 
     A CPU layer names the host (XLA targets its CPU); a TPU layer names the device kind, topology and
     libtpu version it was compiled for without a TPU, and a GPU layer the device kind, `NAME:1x1xN`
-    and CUDA plugin version it was compiled for without a GPU; both leave `host` empty.
+    and CUDA plugin version it was compiled for without a GPU; both leave `host` empty. A layer read from a
+    user's dump (`add --dump`) was compiled by the run that wrote it: it names no host (`host_id` empty).
     """
 
     OMIT_DEFAULT = frozenset({"device_kind", "topology", "libtpu_version", "cuda_plugin_version", *_COMPILED_FACTS})

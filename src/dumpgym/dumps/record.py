@@ -245,8 +245,9 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
 
 
 # `open` makes its programs before it serves: a module whose optimised HLO is longer than this is left to its
-# dump page (linking its HLO takes minutes today; `add --dump` makes its record all the same).
-SHOWN_MAX_LINES = 10_000
+# dump page (a 12-layer GPT train step's 39,000 lines take about 20 s to link here, benchmarks/gpt_dump.py;
+# `add --dump` makes its record all the same).
+SHOWN_MAX_LINES = 50_000
 
 
 def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:

@@ -341,7 +341,10 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                                                    _COMBINED)
     # The StableHLO ops that hold a reducer's region, each with its region's ops (what links to it).
     holders = [op for op in ops if op.name in _REDUCERS]
-    reducers = [[h] + [op for op in ops if h.upstream >> op.index & 1 and op.line == h.line] for h in holders]
+    on_line = defaultdict(list)
+    for op in ops:
+        on_line[op.line].append(op)
+    reducers = [[h] + [op for op in on_line[h.line] if h.upstream >> op.index & 1] for h in holders]
     for i, link in enumerate(links):
         if link.why in regions:
             callers = [by_name[caller] for caller in regions[link.why] if caller in by_name]

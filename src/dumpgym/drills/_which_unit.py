@@ -150,7 +150,7 @@ def _item(target: str, hlo: CompiledLayer, listing: Listing, ins: Instruction, a
                   "(shown with any computation it calls)?"),
         layer=target, step="unit", skill=answer.unit, card=(ins.name, "unit", target), weight=weight,
         answer=Choice(tuple(u.option for u in asked), right,
-                      tuple("" if k == right else f"{u.misread.format(name=ins.name)}; {answer.why}."
+                      tuple("" if k == right else f"{u.misread.format(name=ins.name)}."
                             for k, u in enumerate(asked)),
                       tuple("" if k == right else u.rule for k, u in enumerate(asked))),
         feedback=why,

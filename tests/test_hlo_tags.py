@@ -114,10 +114,7 @@ def test_what_a_name_stack_tagged_compile_tags_is_attributed_to_that_equation_or
         row = rows.get(mine.name)
         if row is None or row.opcode == "fusion" or row.via in ("region", "inferred") or not row.eqns:
             continue  # a fusion holds its body's work; regions, rewritten reductions: docs/corpus.md's rules
-        # Or, for a constant XLA kept once for a call's literal and an equal one of a function the call's
-        # body calls (named after the call alone), an equation inside that call whose ops read it (docs/xray.md).
-        inside = row.opcode in ("constant", "broadcast") and all(own in enclosing(facts, e) for e in row.eqns)
-        assert around & set(row.eqns) or inside, (slug, row.name, row.eqns, own)
+        assert around & set(row.eqns), (slug, row.name, row.eqns, own)
     assert exact > 0
 
 

@@ -11,7 +11,7 @@ import functools
 import re
 from collections import defaultdict
 
-from dumpgym.ir.tags import tag_choices
+from dumpgym.ir.tags import tag_of
 
 # What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
 CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
@@ -85,17 +85,14 @@ class CompiledGraph:
         self.callers: dict[str, list[str]] = defaultdict(list)  # fused computation -> fusion instructions
         self.holders: dict[str, list[str]] = defaultdict(list)  # region -> instructions applying it
         self.loop_of: dict[str, str] = {}  # a while's body or condition computation -> the while
-        open_choices: dict[str, list[int]] = {}  # instruction -> the two equations its op_name may name
         for computation, instruction in listed:
             name = instruction.name
             # Metadata, called computations and parameter numbers are not in the bindings: read
             # from the instruction's own printed form.
             printed = instruction.to_string()
             meta = printed.split(", metadata={", 1)[1] if ", metadata={" in printed else ""
-            choices = [eqn_of_tag[t] for t in tag_choices(printed, names)] if meta else []
-            self.tag[name] = choices[0] if len(choices) == 1 else None
-            if len(choices) == 2:
-                open_choices[name] = choices
+            tag_number = tag_of(printed, names) if meta else None
+            self.tag[name] = eqn_of_tag[tag_number] if tag_number is not None else None
             self.has_op_name[name] = "op_name=" in meta
             self.opcode[name] = opcode_of(instruction)
             head = defined(printed)
@@ -122,12 +119,6 @@ class CompiledGraph:
         for region in self.holders:
             for name in self.members[region]:
                 self.region_of[name] = region
-        # An op_name that may name a call's own literal or its nameless callee's (`tag_choices`): the
-        # callee's where every tagged instruction its result reaches first is the callee's, else the call's.
-        # Read with all such instructions untagged, so that a constant and the broadcast of it are read alike.
-        decided = {name: (inner if self.after(name) == {inner} else outer)
-                   for name, (outer, inner) in open_choices.items()}
-        self.tag.update(decided)
 
     def own(self, name: str) -> int | None:
         """The equation an instruction's own tag names (fusions and region instructions: none)."""

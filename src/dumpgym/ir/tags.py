@@ -62,74 +62,31 @@ def carry_tags(tagged_module, plain_module) -> Names:
     tagged_ops, plain_ops = ops_in_order(tagged_module), ops_in_order(plain_module)
     if [op.name for op in tagged_ops] != [op.name for op in plain_ops]:
         raise RuntimeError("the tagged lowering differs from the plain one; cannot carry its tags")
-    own = _own_tags(tagged_ops, plain_ops)
-    inherited = _inherited_tags(plain_ops, own)
     ops: dict[str, set] = {}
     calls: dict[str, dict[str, set]] = {}
     function = ""
     with plain_module.context:
         files: dict[int, object] = {}
-        for k, plain in enumerate(plain_ops):
+        for tagged, plain in zip(tagged_ops, plain_ops):
             if plain.name == "func.func":  # functions are the module's own ops: each op is in the last one begun
                 function = plain.attributes["sym_name"].value
                 continue
-            tag = own[k] if own[k] is not None else inherited.get(function)
+            location = tagged.location
+            bare = bare_location_name(location)
+            tag = innermost_tag(str(location) if bare is None else bare)
             if tag is None:
                 continue
             if tag not in files:
                 files[tag] = ir.Location.file(f"{TAG}{tag}", 1, 1)
-            location = plain.location
-            name = bare_location_name(location)
+            own = plain.location
+            name = bare_location_name(own)
             if name is not None:
-                if own[k] is not None:
-                    ops.setdefault(name, set()).add(tag)
+                ops.setdefault(name, set()).add(tag)
                 if plain.name == "func.call":  # XLA puts its name before the op_names of what it inlines
                     calls.setdefault(function, {}).setdefault(name, set()).add(
                         (tag, plain.attributes["callee"].value))
-            plain.location = ir.Location.fused([location, files[tag]])
+            plain.location = ir.Location.fused([own, files[tag]])
     return Names(_frozen(ops), {f: _frozen(t) for f, t in calls.items()})
-
-
-def _own_tags(tagged_ops, plain_ops) -> list[int | None]:
-    """Each op's own tag: the innermost tag in its twin's location in the tagged lowering (None for a function)."""
-    from dumpgym.jax_internals import bare_location_name
-
-    out: list[int | None] = []
-    for tagged, plain in zip(tagged_ops, plain_ops):
-        if plain.name == "func.func":
-            out.append(None)
-            continue
-        bare = bare_location_name(tagged.location)
-        out.append(innermost_tag(str(tagged.location) if bare is None else bare))
-    return out
-
-
-def _inherited_tags(plain_ops, own: list[int | None]) -> dict[str, int]:
-    """The tag an op with none of its own takes, per private function: that of the calls to the function,
-    where they all carry one tag (or inherit it).
-
-    A lowering rule's own function (threefry's `threefry2x32`, which `random_bits` calls) and a jit
-    body's literals carry no tag: their locations name no equation. XLA inlines them and writes the
-    call's op_name before theirs, so a compile with the tags in the name stack credits them to the
-    calling equation; given that tag as a source file here, they are credited the same, where the
-    op_name alone would stop at the call and not tell the callee's ops from the caller's literals."""
-    callers: dict[str, list[tuple[str, int | None]]] = {}  # callee -> (calling function, the call's own tag)
-    function = ""
-    for k, op in enumerate(plain_ops):
-        if op.name == "func.func":
-            function = op.attributes["sym_name"].value
-        elif op.name == "func.call":
-            callers.setdefault(op.attributes["callee"].value, []).append((function, own[k]))
-    memo: dict[str, int | None] = {}
-
-    def inherited(f: str) -> int | None:
-        if f not in memo:
-            memo[f] = None  # a function reached again while its tag is sought (recursion) inherits none
-            tags = {t if t is not None else inherited(g) for g, t in callers.get(f, ())}
-            memo[f] = next(iter(tags)) if len(tags) == 1 else None
-        return memo[f]
-
-    return {f: t for f in callers if (t := inherited(f)) is not None}
 
 
 def _frozen(table: dict) -> dict:
@@ -159,36 +116,24 @@ def _read_metadata(text: str, start: int) -> tuple[list[tuple[str, str]], int]:
 
 def tag_of(printed: str, names: Names) -> int | None:
     """The tag number an instruction's printed form carries: in its metadata's source file; else,
-    where XLA kept only the op_name, read from the name (`names`, `carry_tags`'s); `tag_choices`' first."""
-    choices = tag_choices(printed, names)
-    return choices[0] if choices else None
-
-
-def tag_choices(printed: str, names: Names) -> tuple[int, ...]:
-    """The tag numbers an instruction's printed form may carry, the one it names first: one, or none;
-    or two, where the op_name leaves the choice open (read below), for the dataflow to decide.
+    where XLA kept only the op_name, read from the name (`names`, `carry_tags`'s).
 
     XLA keeps only the op_name on what it inlines from a call, the call's own name put before it
     (calls in private functions are named from their body: `jit(f)/jit(g)` then `jit(h)`): the name
     is read as a chain of call names, and the instruction is the innermost call's equation, where
     that call's name stands for one tag alone. That is true but can be coarse: the equation inside
     the call that emitted the op is not named (its own name, after the chain, is too common to tell).
-    A name that ends at the last call of the chain, in a function that itself calls a function with no
-    name of its own (threefry's `random_bits` calls `threefry2x32` so), is the last call's own literal
-    or a literal of the nameless callee, which XLA made anew and named after the call (a constant and
-    its broadcast): both are given, the last call's first. A name that is no chain stands for the tag
-    of the ops bearing it, if they all bear the same."""
+    A name that is no chain stands for the tag of the ops bearing it, if they all bear the same."""
     fields = metadata_fields(printed)
     file = fields.get("source_file")
     if file is not None and TAG in file:
-        return (innermost_tag(file),)
+        return innermost_tag(file)
     op_name = fields.get("op_name")
     if op_name is None:
-        return ()
+        return None
     # JAX names a module's entry function `main`; an inlined instruction's name starts at one of its calls
     rest, tag, function, chained = _unquoted(op_name), None, "main", False
     seen = set()
-    table: dict = {}
     while function not in seen:
         seen.add(function)
         table = names.calls.get(function, {})
@@ -208,12 +153,9 @@ def tag_choices(printed: str, names: Names) -> tuple[int, ...]:
             break
         function = next(iter(callees))
     if chained:
-        inner = {t for t, _ in table.get("", ())} if not rest and function in seen else set()
-        if tag is not None and len(inner) == 1 and inner != {tag}:
-            return (tag, next(iter(inner)))
-        return (tag,) if tag is not None else ()
+        return tag
     tags = names.ops.get(rest, ())
-    return (next(iter(tags)),) if len(tags) == 1 else ()
+    return next(iter(tags)) if len(tags) == 1 else None
 
 
 def _unquoted(value: str) -> str:

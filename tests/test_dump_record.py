@@ -3,6 +3,7 @@ jaxpr, its x-ray linking them to StableHLO op lines by structure, its compiled i
 Judged against `dumpgym add` of the same function (a trace here, whose links are exact by construction):
 equal equations, at least 90% of the op lines each equation emitted reaching it, no link to another."""
 import difflib
+import json
 from collections import defaultdict
 
 import pytest
@@ -242,3 +243,47 @@ def test_open_leaves_a_module_too_long_to_link_at_start_to_its_dump_page(dumped,
     users = [m for m in folder.modules if not m.helper]
     assert not records and len(notes) == len(users)
     assert all("longer than 1 lines" in note and "dump page alone" in note for note in notes)
+
+
+def test_open_makes_the_first_modules_before_it_serves_and_the_rest_while_it_serves(dumped, tmp_path):
+    """A folder of hundreds of modules, or one of a big train step, took `open` as long to start as making
+    every module's program (500 small modules: 15 s here). It makes the first ones, in the index's order, up
+    to a budget of optimised lines, and the rest in a thread after the URL, swapped in when made."""
+    import time
+
+    from dumpgym.dumps import record as dump_record
+    from dumpgym.dumps.pages import dump_files
+    from dumpgym.serve import server as serve
+
+    folder = read_folder(dumped["scan_rnn"][0].files["jaxpr"].parent)
+    whole, notes = dump_record.shown_records(folder)
+    assert len(whole) >= 2 and not notes
+    first, notes, later = dump_record.shown_in_two(folder, first_lines=0)
+    assert first == [] and not notes and later is not None
+    rest, notes = later()
+    assert [r.to_json() for r in rest] == [r.to_json() for r in whole] and not notes
+    lines = [m.text("hlo_after").count("\n") for m in folder.modules if not m.helper]
+    first, _, later = dump_record.shown_in_two(folder, first_lines=lines[0])
+    assert [r.slug for r in first] == [whole[0].slug] and [r.slug for r in later()[0]] == [r.slug for r in whole[1:]]
+    assert dump_record.shown_in_two(folder, first_lines=sum(lines))[2] is None  # nothing left for later
+
+    # Served: the first program at once, the others on a reload once made, and the gym says so.
+    first, _, later = dump_record.shown_in_two(folder, first_lines=lines[0])
+    corpus_dir, extra = tmp_path / "corpus", dump_files(folder)
+    site, _ = serve.Site.start(corpus_dir, extra, shown=tuple(first))
+    server = serve.make_server(site, "127.0.0.1", 0)
+    try:
+        assert server.site.get(f"/data/programs/{whole[1].slug}.json")[0] == 404
+        showing = [tuple(first)]
+        serve._show_later(server, corpus_dir, extra, later, [0], showing)
+        for _ in range(600):
+            if server.site.get(f"/data/programs/{whole[1].slug}.json")[0] == 200:
+                break
+            time.sleep(0.1)
+        for record in whole:
+            status, _, body = server.site.get(f"/data/programs/{record.slug}.json")
+            assert status == 200 and json.loads(body)["slug"] == record.slug
+        assert [r.slug for r in showing[0]] == [r.slug for r in whole]
+        assert "made programs of the gym while it ran" in server.site.get("/index.html")[2].decode()
+    finally:
+        server.server_close()

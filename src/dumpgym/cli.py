@@ -72,7 +72,7 @@ def _read_dump(folders: list[str], only=()):
 def _cmd_open(args) -> int:
     from dumpgym.serve import server as serve
     from dumpgym.dumps.pages import dump_files
-    from dumpgym.dumps.record import shown_records
+    from dumpgym.dumps.record import shown_in_two
 
     folder = _read_dump(args.folders)
     problems = folder.problems()
@@ -81,13 +81,14 @@ def _cmd_open(args) -> int:
         raise UsageError(f"{problems[0]}{more}; no module of the dump can be shown")
     for line in problems:  # the others are shown; each of these says why on its own page too
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
-    records, notes = shown_records(folder)
+    # The first modules' programs are made now, the rest's while the gym is served (a big one takes seconds).
+    records, notes, later = shown_in_two(folder)
     for line in notes:
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
     # The user's modules are programs of the gym, in front (its x-ray, cost and drills); every module's
     # dump page (helpers too) stays under dump/.
     serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus,
-                extra=dump_files(folder), start="#xray" if records else "dump/", shown=tuple(records))
+                extra=dump_files(folder), start="#xray" if records else "dump/", shown=tuple(records), later=later)
     return 0
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from dumpgym.ir.memory import MemoryReport, read_memory
 from dumpgym.ir.parse import (JAXPR_AVAL, DumpError, aval_dims, aval_number, function_names, hlo_op_names, ir_context,
                                jaxpr_inputs, jaxpr_primitives, jaxpr_results, parse_hlo, parse_stablehlo, read_text,
-                               shapes_of_hlo, shapes_of_mlir, stablehlo_locations, types_of_hlo, types_of_mlir)
+                               shapes_of_hlo, shapes_of_mlir, stablehlo_locations, tpu_target_words, types_of_hlo,
+                               types_of_mlir)
 
 LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimisations",
@@ -295,9 +296,7 @@ def _tpu_version(path: Path) -> str:
         text = arguments.read_text(errors="replace")
     except OSError:
         return "TPU"
-    version = re.search(r"version: (\w+)", text)
-    variant = re.search(r'variant: "(\w+)"', text)
-    words = " ".join(w for w in (version and version.group(1), variant and variant.group(1)) if w)
+    words = tpu_target_words(text)
     return f"TPU ({words})" if words else "TPU"
 
 

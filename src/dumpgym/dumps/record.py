@@ -11,6 +11,8 @@ one equation's ops (`via` "inferred": nothing carried a tag). What the texts do 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from functools import partial
 
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
@@ -244,33 +246,58 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
     return records
 
 
-# `open` makes its programs before it serves: a module whose optimised HLO is longer than this is left to its
-# dump page (a 12-layer GPT train step's 39,000 lines take about 20 s to link here, benchmarks/gpt_dump.py;
-# `add --dump` makes its record all the same).
+# `open` makes a module's program only up to this many optimised lines (a 12-layer GPT train step's 39,000
+# take about 20 s to link here, benchmarks/gpt_dump.py; `add --dump` makes the record of a bigger one all the same).
 SHOWN_MAX_LINES = 50_000
+# What `open` makes before it serves: the first modules, in the index's order, up to this many optimised lines
+# and this many modules (about a second here); the rest are made while it serves, and swapped in when made.
+FIRST_LINES = 2_000
+FIRST_MODULES = 40
 
 
 def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:
     """`dumpgym open`'s programs: the record of each module the user wrote (as `add --dump` makes it, marked
     added), biggest first as the index lists them, and one line for each that cannot be made (its note)."""
+    first, notes, _ = shown_in_two(folder, first_lines=None)
+    return first, notes
 
+
+def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, first_modules: int = FIRST_MODULES
+                 ) -> tuple[list[ProgramRecord], list[str], Callable[[], tuple[list[ProgramRecord], list[str]]] | None]:
+    """`shown_records` in two parts: the records (and notes) of the first modules, in the index's order, while
+    their optimised HLO adds up to at most `first_lines` lines and `first_modules` modules (None: all), and a
+    function that makes the rest's (None when none is left), for `open` to call while it serves."""
     where = ", ".join(str(p) for p in folder.paths)
-    records, notes = [], []
+    notes: list[str] = []
+    todo: list[tuple[DumpModule, int]] = []
     for module in folder.modules:
         if module.helper or module.problem or "hlo_after" not in module.files:
             continue  # a helper is folded away; a problem was said already; without optimised HLO, its dump page
-        if module.text("hlo_after").count("\n") > SHOWN_MAX_LINES:
+        lines = module.text("hlo_after").count("\n")
+        if lines > SHOWN_MAX_LINES:
             notes.append(f"{module.slug}: its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, so it is shown "
                          "on its dump page alone (add it with add --dump to see it as a program)")
             continue
-        try:
-            record = module_record(module, _slug(module), where)
-            record.check(record.slug)
-        except (DumpError, RecordError) as e:
-            notes.append(f"{module.slug}: {e}; only its dump page shows it")
-            continue
-        records.append(dataclasses.replace(record, added=True))
-    return records, notes
+        todo.append((module, lines))
+    cut, total = 0, 0
+    while cut < len(todo) and (first_lines is None or (cut < first_modules and total + todo[cut][1] <= first_lines)):
+        total += todo[cut][1]
+        cut += 1
+
+    def made(modules: list[tuple[DumpModule, int]]) -> tuple[list[ProgramRecord], list[str]]:
+        records, said = [], []
+        for module, _ in modules:
+            try:
+                record = module_record(module, _slug(module), where)
+                record.check(record.slug)
+            except (DumpError, RecordError) as e:
+                said.append(f"{module.slug}: {e}; only its dump page shows it")
+                continue
+            records.append(dataclasses.replace(record, added=True))
+        return records, said
+
+    first, said = made(todo[:cut])
+    return first, notes + said, (partial(made, todo[cut:]) if cut < len(todo) else None)
 
 
 def _slug(module: DumpModule) -> str:

@@ -76,17 +76,27 @@ def _ir():
     return ir
 
 
-def ir_context():
-    """An MLIR context with the dialects JAX's lowerings print (stablehlo, chlo, sdy, func), without JAX."""
+@functools.cache
+def _registry():
+    """The dialects JAX's lowerings print, registered once per process."""
     from jaxlib.mlir import ir
     from jaxlib.mlir._mlir_libs import _jax_mlir_ext
-    from jaxlib.mlir.dialects import chlo, sdy, stablehlo
 
     registry = ir.DialectRegistry()
     _jax_mlir_ext.register_dialects(registry)
+    return registry
+
+
+def ir_context():
+    """An MLIR context with the dialects JAX's lowerings print (stablehlo, chlo, sdy, func), without JAX.
+
+    The registry's dialects are loaded as the parser meets them, not all up front: loading every one
+    took 5 ms a context, most of what listing a folder of hundreds of small modules cost."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import chlo, sdy, stablehlo
+
     context = ir.Context()
-    context.append_dialect_registry(registry)
-    context.load_all_available_dialects()
+    context.append_dialect_registry(_registry())
     for dialect in (stablehlo, chlo, sdy):
         dialect.register_dialect(context)
     context.allow_unregistered_dialects = True  # a dialect of a newer JAX still parses
@@ -490,3 +500,14 @@ def tensor_aval(type_text: str) -> str:
         return type_text
     dims = m.group(1).split("x") if m.group(1) else []
     return f"{_ELEMENT.get(m.group(2), m.group(2))}[{','.join(dims)}]"
+
+
+_TPU_VERSION = re.compile(r"version: (\w+)")
+_TPU_VARIANT = re.compile(r'variant: "(\w+)"')
+
+
+def tpu_target_words(text: str) -> str:
+    """The chip libtpu compiled for, as its `target_arguments.txt` names it (`VIPERFISH lite`): its
+    `version:` and `variant:` fields, joined; "" where neither is there."""
+    found = (_TPU_VERSION.search(text), _TPU_VARIANT.search(text))
+    return " ".join(m.group(1) for m in found if m)

@@ -453,9 +453,11 @@ def _announce(server: GymServer, host: str, start: str = "") -> None:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None,
-          extra=None, start: str = "", shown: tuple = ()) -> None:
+          extra=None, start: str = "", shown: tuple = (), later=None) -> None:
     """Serve the gym (built-in corpus plus added programs, and `extra`'s files; `shown`'s records, held in
     memory, in front) until interrupted, printing its URL (with `start`, the path of the page to open first).
+    `later()`, when given, makes more records to show (and notes to say) while the gym is served: a thread
+    calls it after the URL is printed and starts the gym again with them in front (`_show_later`).
 
     The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
     browser that connects early waits in the listen backlog until the gym is there. Drill items that
@@ -475,7 +477,10 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         generation = [0]  # bumped by each swap of the corpus: a stage of an older one is not swapped in
         if rest is not None:
             _finish_later(server, rest, lambda: generation[0] == 0)
-        _watch_corpus(server, corpus_dir, extra, seen, generation, shown)
+        showing = [tuple(shown)]  # the records in front: `later`'s join them when made
+        _watch_corpus(server, corpus_dir, extra, seen, generation, showing)
+        if later is not None:
+            _show_later(server, corpus_dir, extra, later, generation, showing)
         if open_browser:
             webbrowser.open(url_of(server) + start)
         server.serve_forever()
@@ -560,7 +565,46 @@ def what_changed(before: tuple, after: tuple) -> str:
             else "The added programs changed while the gym ran.")
 
 
-def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation: list[int], shown: tuple = ()) -> None:
+def _show_later(server: GymServer, corpus_dir, extra, later, generation: list[int], showing: list[tuple]) -> None:
+    """Make `later`'s records in a thread, then start the gym again with them in front beside those shown
+    (`showing[0]`) and swap it in, so the next reload of the page shows them; said on stderr, as is each
+    note. A failure is said in one line and the gym before it goes on being served."""
+    print("dumpgym: making the programs of the dump's other modules while the gym is served; the page shows them "
+          "when reloaded after they are made", file=sys.stderr, flush=True)
+
+    def make() -> None:
+        began = time.perf_counter()
+        try:
+            records, notes = later()
+            for line in notes:
+                print(f"dumpgym: warning: {printable(line)}", file=sys.stderr, flush=True)
+            if not records:
+                return
+            news = (f"{len(records)} more of the dump's modules were made programs of the gym while it ran: "
+                    f"{', '.join(f'`{r.slug}`' for r in records[:5])}{' and more' if len(records) > 5 else ''}.")
+            shown = showing[0] + tuple(records)
+            site, rest = Site.start(corpus_dir, extra, news, shown=shown)
+        except Exception as e:  # a bug: the gym before stays
+            print(f"dumpgym: warning: the dump's other modules could not be made programs "
+                  f"({printable(f'{type(e).__name__}: {e}')}); they are on their dump pages", file=sys.stderr,
+                  flush=True)
+            return
+        showing[0] = shown
+        generation[0] += 1
+        mine = generation[0]
+        server.site = site
+        print(f"dumpgym: {len(records)} more modules of the dump are programs of the gym "
+              f"({time.perf_counter() - began:.1f} s); it now has {site.programs} programs: reload the page.",
+              file=sys.stderr, flush=True)
+        if rest is not None:
+            _finish_later(server, rest, lambda: generation[0] == mine)
+
+    # A daemon: Ctrl-C does not wait for it; nothing is written.
+    threading.Thread(target=make, name="dumpgym-dump-records", daemon=True).start()
+
+
+def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation: list[int],
+                  showing: list[tuple] = ((),)) -> None:
     """Look at the folder of added programs every `WATCH_INTERVAL` in a thread; when an add or a remove
     changed it, start the gym again from it (`Site.start`: kept items read, new ones made after) and swap
     it in, so the next reload of the page shows it; said on stderr. A start that fails is said in one line
@@ -574,7 +618,7 @@ def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation:
                 continue
             news, last = what_changed(last, now), now
             try:
-                site, rest = Site.start(corpus_dir, extra, news, shown=shown)
+                site, rest = Site.start(corpus_dir, extra, news, shown=showing[0])
             except Exception as e:  # a record that cannot be read, say: the gym before stays
                 print(f"dumpgym: warning: the added programs changed, but the gym could not be started from them "
                       f"({printable(f'{type(e).__name__}: {e}')}); serving the gym before", file=sys.stderr, flush=True)

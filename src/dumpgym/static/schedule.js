@@ -123,7 +123,7 @@ const turns = new Map(); // kind -> questions picked in this page
 
 /** A program's base in `pool`: the program it is a variant of (`base`, from `data-pool`), else itself.
  *  A program and its variants (`mlp`, `mlp-2`, `mlp-f32`) share one base. */
-export function baseOf(pool, slug) {
+function baseOf(pool, slug) {
   return pool.find((p) => p.slug === slug)?.base ?? slug;
 }
 
@@ -134,7 +134,7 @@ export function baseOf(pool, slug) {
  * has more than MAX_SHARE of the draw (`capShares`). Never two questions in a row from one program and its
  * variants (one `base`) while a program of another base has weight: the whole order (due, new, ahead) is
  * tried without the last base first, and with it only when nothing else is left (a focus, a drill of one
- * program). So a due card of the last base waits one question, unless a sibling from elsewhere stands in.
+ * family). So a due card of the last base waits one question, unless a sibling from elsewhere stands in.
  * `pool` is the panel's [{slug, base}], `masses` each program's summed weight, `last` the item just asked
  * ({slug, index, weight, family, base}), `split(slug)` fetches a program's items, `weight(item)` an item's
  * weight (weightOf, or 0 outside a focus the panel has).

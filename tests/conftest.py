@@ -72,6 +72,14 @@ def pool(corpus):
 
 
 @pytest.fixture(scope="session")
+def whole_pool(whole_corpus):
+    """The drill pool of the whole committed corpus, its variants' items included, built once per session."""
+    from dumpgym.drills import build_pool
+
+    return build_pool(whole_corpus)
+
+
+@pytest.fixture(scope="session")
 def read_pool(corpus, pool):
     """The pool's items as the drill tests read them (`pool_checks.readable`: context resolved, answer
     form's fields beside the item's own), in pool order."""

@@ -111,7 +111,7 @@ def test_each_drill_panel_names_its_splits_with_item_counts_and_weights(page, sm
     for kind in {item["drill"] for item in pool["items"]}:
         pool_attr = re.search(rf'data-drill="{kind}" data-pool="([^"]*)"', page)[1]
         for entry in pool_attr.split():
-            slug, n, weight = entry.split(":")
+            slug, n, weight, *_base = entry.split(":")
             mine = [i for i in pool["items"] if i["drill"] == kind and i["program"] == slug]
             assert int(n) == len(mine)
             assert float(weight) == pytest.approx(sum(i["weight"] for i in mine), rel=1e-5)
@@ -446,6 +446,32 @@ def test_a_change_whose_base_is_missing_is_not_offered(whole_corpus):
     assert "mlp-f32" in {v.slug for v in change_views(Corpus.from_json(whole_corpus))}
     data = {**whole_corpus, "programs": [p for p in whole_corpus["programs"] if p["slug"] != "mlp"]}
     assert "mlp-f32" not in {v.slug for v in change_views(Corpus.from_json(data))}
+
+
+def test_a_variants_pool_entries_name_the_program_it_is_a_variant_of(whole_corpus, whole_pool):
+    """Each drill panel's `data-pool` gives a variant's entry a fourth field, `slug:count:weight:base`, the
+    corpus's `variant_of` (the page draws no family twice in a row from it); a program's own entry has none."""
+    page = site.site_files(whole_corpus, whole_pool)["index.html"].decode()
+    variant_of = {p["slug"]: p.get("variant_of") for p in whole_corpus["programs"]}
+    assert not any(variant_of[base] for base in variant_of.values() if base)  # no variant of a variant: one step
+    named = {}
+    for kind, attr in re.findall(r'data-drill="([a-z0-9-]+)" data-pool="([^"]*)"', page):
+        for entry in attr.split():
+            slug, _n, _weight, *base = entry.split(":")
+            assert base == [variant_of[slug]] * bool(variant_of[slug]), (kind, entry)
+            named[slug] = base
+    assert {slug for slug, base in named.items() if base} == {slug for slug, base in variant_of.items() if base}
+
+
+def test_a_variant_of_a_variant_is_of_the_first_programs_family(whole_corpus):
+    data = copy.deepcopy(whole_corpus)
+    for p in data["programs"]:
+        if p["slug"] == "mlp-3":
+            p["variant_of"] = "mlp-2"
+    bases = site.variant_bases(Corpus.from_json(data))
+    assert bases["mlp-3"] == bases["mlp-2"] == bases["mlp-f32"] == "mlp"
+    assert bases == {p["slug"]: (p["variant_of"] if p["slug"] != "mlp-3" else "mlp")
+                     for p in whole_corpus["programs"] if p.get("variant_of")}
 
 
 def test_each_path_step_has_a_worked_example_taken_live_from_the_pool(whole_corpus):

@@ -260,3 +260,109 @@ def test_the_progress_key_a_card_is_kept_under_is_the_items_own(page):
               'layouts/mlp/bf16[64,128]{1,0:T(8,128)(2,1)}/bytes'].map(currentCard); }""")
     assert keys == ["shapes/mlp/0", None, None, "decoder/mlp/0/output-axis", "units/mlp/none",
                     "layouts/mlp/bf16[64,128]{1,0:T(8,128)(2,1)}/bytes"]
+
+
+# A learner's run of the scheduler, without the view: `draws` questions of a drill `kind` through `pickNext`,
+# over the panel's own `data-pool` (read as the panel reads it) and its splits, each answered (one in four
+# wrong, by a seeded source) and rated as the page rates it. `slugs` narrows the pool (as "only your programs"
+# does) and `focus` filters the items (as the mastery map's focus does). Per draw: the program, its base (as
+# the scheduler said), its reason, whether a program of another base than the last had weight, and how many
+# due cards of other bases than the last waited.
+RUN = """async ([kind, draws, slugs, focus]) => {
+  const { pickNext, noteAnswer, nextCard, loadScheduler, dueFamilies, Rating } = await import('./static/schedule.js');
+  const { focusMatches, readPool } = await import('./static/drill.js');
+  const { drillURL, getJSON } = await import('./static/data.js');
+  const { weightOf } = await import('./static/sample.js');
+  await loadScheduler();
+  let s = 20261205;  // mulberry32: a seeded source, so the run does not depend on the machine
+  const random = () => { s = (s + 0x6D2B79F5) | 0; let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t; return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
+  const all = readPool(document.querySelector(`section[data-drill="${kind}"]`).dataset.pool);
+  const pool = slugs ? all.filter((p) => slugs.includes(p.slug)) : all;
+  const split = (slug) => getJSON(drillURL(kind, slug));
+  const weight = (item) => (focusMatches(item, focus) ? weightOf(item) : 0);
+  const masses = await Promise.all(pool.map(async (p) => (await split(p.slug)).items.reduce((a, i) => a + weight(i), 0)));
+  const baseOf = new Map(pool.map((p) => [p.slug, p.base]));
+  const cards = {};
+  const out = [];
+  let last = null;
+  for (let n = 0; n < draws; n++) {
+    const other = pool.some((p, i) => masses[i] > 0 && (!last || p.base !== last.base));
+    const waiting = dueFamilies(cards, kind).filter((f) => (!last || (f !== last.family && baseOf.get(f.split('/')[1]) !== last.base))).length;
+    const picked = await pickNext({ kind, pool, masses, last, cards, split, weight, random });
+    if (!picked) return out.concat([null]);
+    const item = picked.split.items[picked.index];
+    out.push([picked.slug, picked.base, picked.reason, other, waiting, picked.index]);
+    const rating = random() < 0.25 ? Rating.Again : Rating.Good;
+    cards[item.card] = nextCard(cards[item.card], rating);
+    if (picked.standsFor) cards[picked.standsFor] = nextCard(cards[picked.standsFor], rating);
+    noteAnswer(item, picked.standsFor);
+    last = { slug: picked.slug, index: picked.index, weight: picked.weight, family: item.card, base: picked.base };
+  }
+  return out;
+}"""
+
+
+@pytest.fixture(scope="module")
+def variants_url(serve_pool, whole_corpus, whole_pool):
+    """The gym of the whole committed corpus, the programs' variants and their items included."""
+    with serve_pool("variants-site", whole_corpus, whole_pool) as url:
+        yield url
+
+
+@pytest.fixture
+def variants_page(checked_on, variants_url):
+    with checked_on(variants_url) as pg:
+        yield pg
+
+
+def _family(whole_corpus):
+    return {p["slug"]: p.get("variant_of") or p["slug"] for p in whole_corpus["programs"]}
+
+
+@pytest.mark.parametrize("kind", ["shapes", "partitioner", "diff", "loops"])
+def test_no_two_draws_in_a_row_come_from_one_program_and_its_variants(variants_page, whole_corpus, kind):
+    """300 questions of a drill over the whole corpus: each from another family (a program and its variants)
+    than the last while one had weight, the family the one the corpus's `variant_of` gives; due reviews first."""
+    family = _family(whole_corpus)
+    run = variants_page.evaluate(RUN, [kind, 300, None, None])
+    assert None not in run
+    assert all(base == family[slug] for slug, base, *_ in run)
+    for (_, before, *_), (slug, base, reason, other, waiting, _) in zip(run, run[1:]):
+        if other:
+            assert base != before, (kind, before, slug)
+    assert sum(slug != base for slug, *_ in run) >= 10  # variants are drawn, not only their programs
+    reasons = [reason for _, _, reason, *_ in run]
+    assert reasons.count("due") >= 30 and reasons.count("new") >= 30, reasons
+    # Due cards of another family keep their priority: never three draws in a row past them (one new per two
+    # due), and never one asked ahead while they wait.
+    waited = [(reason, waiting) for _, _, reason, _, waiting, _ in run]
+    assert not any(reason == "ahead" and waiting for reason, waiting in waited)
+    assert not any(all(w and r != "due" for r, w in waited[i:i + 3]) for i in range(len(waited) - 2))
+
+
+def test_one_family_alone_is_drawn_again_but_never_the_same_item(variants_page, whole_corpus):
+    """With only one family's programs in the pool, or a focus only one family matches, the drill goes on from
+    that family (never nothing to ask), and never asks the item just asked while its family has another."""
+    family = _family(whole_corpus)
+    mlp = [slug for slug, base in family.items() if base == "mlp"]
+    run = variants_page.evaluate(RUN, ["shapes", 60, mlp, None])
+    assert None not in run and {base for _, base, *_ in run} == {"mlp"} and len({slug for slug, *_ in run}) > 1
+    assert not any(other for _, _, _, other, *_ in run[1:])  # after the first, no other family had weight
+    assert all((a[0], a[5]) != (b[0], b[5]) for a, b in zip(run, run[1:]))
+    # A focus on a primitive of one family's programs only, over the whole pool.
+    items = variants_page.evaluate("""async () => { const { drillURL, getJSON } = await import('./static/data.js');
+      const { readPool } = await import('./static/drill.js');
+      const pool = readPool(document.querySelector('section[data-drill="shapes"]').dataset.pool);
+      return (await Promise.all(pool.map((p) => getJSON(drillURL('shapes', p.slug)))))
+        .flatMap((s) => s.items.map((i) => [i.primitive ?? null, i.program, i.weight]));
+    }""")
+    families = {}
+    for primitive, slug, weight in items:
+        if weight > 0:
+            families.setdefault(primitive, set()).add(slug)
+    primitive, slugs = next((p, s) for p, s in sorted(families.items(), key=str)
+                            if p and len({family[x] for x in s}) == 1 and len(s) > 1)
+    run = variants_page.evaluate(RUN, ["shapes", 40, None, {"primitive": primitive}])
+    assert None not in run and {slug for slug, *_ in run} <= slugs and len({base for _, base, *_ in run}) == 1
+    assert all((a[0], a[5]) != (b[0], b[5]) for a, b in zip(run, run[1:]))

@@ -242,6 +242,20 @@ def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[
     return {"source": None, "jaxpr": eqn_links, "stablehlo": stablehlo_links}
 
 
+def variant_bases(corpus: Corpus) -> dict[str, str]:
+    """The base of each traced variant (`mlp-2`, `mlp-f32` → `mlp`): the program its `variant_of` chain ends
+    at, which the drill panels' `data-pool` names so that the page never draws one family twice in a row."""
+    of = {p.slug: p.variant_of for p in corpus.programs if p.variant_of is not None}
+    bases = {}
+    for slug in of:
+        base, seen = of[slug], {slug}
+        while base in of and base not in seen:  # a variant of a variant (none today), never round a loop
+            seen.add(base)
+            base = of[base]
+        bases[slug] = base
+    return bases
+
+
 def program_view(program: ProgramRecord, variants: tuple[ProgramRecord, ...] = ()) -> ProgramView:
     """What the corpus and x-ray sections show of one program in the page: its words and computed counts,
     and the slugs and titles of its traced `variants`."""
@@ -527,9 +541,11 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
         views = [program_view(p, tuple(v for v in record.programs if v.variant_of == p.slug)) for p in record.bases]
         # The learner's own programs come first (the corpus section, the x-ray's picker).
         programs = [v for v in views if v.added] + [v for v in views if not v.added]
-        # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split.
-        pools = {k.name: " ".join(f"{slug}:{len(items)}:{_weight(items):g}" for (kind, slug), items in groups.items()
-                                  if kind == k.name)
+        # `slug:count:weight`: the page draws a program by its items' summed weight without fetching its split;
+        # a variant's entry adds `:base`, the program it is a variant of (schedule.js: one family, not twice in a row).
+        bases = variant_bases(record)
+        pools = {k.name: " ".join(f"{slug}:{len(items)}:{_weight(items):g}" + (f":{bases[slug]}" if slug in bases else "")
+                                  for (kind, slug), items in groups.items() if kind == k.name)
                  for k in kinds}
         return _environment().get_template("index.html").render(
             corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),

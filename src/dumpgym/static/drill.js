@@ -35,21 +35,29 @@ export function focusMatches(item, filter) {
   return true;
 }
 
+/**
+ * A drill panel's `data-pool` as [{slug, count, weight, base}]: each entry `slug:count`, or `slug:count:weight`
+ * when the build sums the split's weights for us, and `slug:count:weight:base` for a variant of program
+ * `base` (a program's own base is itself: schedule.js never draws one base twice in a row while another has weight).
+ */
+export function readPool(text) {
+  return (text || '').split(' ').filter(Boolean).map((entry) => {
+    const [slug, count, weight, base] = entry.split(':');
+    return { slug, count: Number(count), weight: weight === undefined ? null : Number(weight), base: base ?? slug };
+  });
+}
+
 class Panel {
   constructor(el, progress) {
     this.el = el;
     this.kind = el.dataset.drill;
     this.progress = progress;
     this.body = el.querySelector('[data-drill-body]');
-    // `slug:count`, or `slug:count:weight` when the build sums the split's weights for us.
-    this.pool = (el.dataset.pool || '').split(' ').filter(Boolean).map((s) => {
-      const [slug, count, weight] = s.split(':');
-      return { slug, count: Number(count), weight: weight === undefined ? null : Number(weight) };
-    });
+    this.pool = readPool(el.dataset.pool);
     this.total = this.pool.reduce((a, p) => a + p.count, 0);
     this.item = null;
     this.answered = false;
-    this.last = null;  // { slug, index, weight } of the item just asked
+    this.last = null;  // { slug, index, weight, family, base } of the item just asked
     this.focusFilter = null;  // {skill} or {primitive}: draw only matching items (set by the mastery map)
     this.yours = new Set();  // slugs of the learner's added programs (registerDrills sets them)
     this.yoursOnly = false;
@@ -132,7 +140,7 @@ class Panel {
       return;
     }
     this.item = split.items[index];
-    this.last = { slug, index, weight: picked.weight, family: this.item.card };
+    this.last = { slug, index, weight: picked.weight, family: this.item.card, base: picked.base };
     this.standsFor = picked.standsFor ?? null;  // the due card a sibling is asked in place of (schedule.js)
     this.answered = false;
     this.el.dataset.item = `${this.kind}/${slug}/${index}`;

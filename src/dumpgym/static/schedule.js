@@ -121,13 +121,23 @@ export function capShares(masses, limit = MAX_SHARE) {
 const NEW_EVERY = 3;
 const turns = new Map(); // kind -> questions picked in this page
 
+/** A program's base in `pool`: the program it is a variant of (`base`, from `data-pool`), else itself.
+ *  A program and its variants (`mlp`, `mlp-2`, `mlp-f32`) share one base. */
+function baseOf(pool, slug) {
+  return pool.find((p) => p.slug === slug)?.base ?? slug;
+}
+
 /**
- * The next question of a drill kind: {slug, index, weight, split, reason}, reason 'due' (a card whose time
- * has come), 'new' (a card never answered, drawn by weight) or 'ahead' (nothing due, nothing new: any
+ * The next question of a drill kind: {slug, index, weight, split, reason, base}, reason 'due' (a card whose
+ * time has come), 'new' (a card never answered, drawn by weight) or 'ahead' (nothing due, nothing new: any
  * item by weight); null when no item has weight. A program is drawn by its summed weight, capped so that none
- * has more than MAX_SHARE of the draw (`capShares`). `pool` is the panel's [{slug}], `masses` each program's
- * summed weight, `last` the item just asked ({slug, index, weight, family}), `split(slug)` fetches a program's
- * items, `weight(item)` an item's weight (weightOf, or 0 outside a focus the panel has).
+ * has more than MAX_SHARE of the draw (`capShares`). Never two questions in a row from one program and its
+ * variants (one `base`) while a program of another base has weight: the whole order (due, new, ahead) is
+ * tried without the last base first, and with it only when nothing else is left (a focus, a drill of one
+ * family). So a due card of the last base waits one question, unless a sibling from elsewhere stands in.
+ * `pool` is the panel's [{slug, base}], `masses` each program's summed weight, `last` the item just asked
+ * ({slug, index, weight, family, base}), `split(slug)` fetches a program's items, `weight(item)` an item's
+ * weight (weightOf, or 0 outside a focus the panel has).
  */
 export async function pickNext({ kind, pool, masses, last, cards, split, weight = weightOf, random = Math.random }) {
   const turn = turns.get(kind) ?? 0;
@@ -135,9 +145,14 @@ export async function pickNext({ kind, pool, masses, last, cards, split, weight 
   const due = dueFamilies(cards, kind).filter((f) => !last || f !== last.family);
   const preferNew = !due.length || turn % NEW_EVERY === NEW_EVERY - 1;
   const order = preferNew ? [pickNew, pickDue, pickAny] : [pickDue, pickNew, pickAny];
-  for (const how of order) {
-    const picked = await how({ kind, pool, masses, last, cards, split, weight, random, due });
-    if (picked) return picked;
+  const lastBase = last ? last.base ?? baseOf(pool, last.slug) : null;
+  for (const avoid of lastBase === null ? [null] : [lastBase, null]) {
+    // `open(slug)`: whether a program may give this question (not of the base just asked, on the first pass).
+    const open = (slug) => avoid === null || baseOf(pool, slug) !== avoid;
+    for (const how of order) {
+      const picked = await how({ kind, pool, masses, last, cards, split, weight, random, due, open });
+      if (picked) return { ...picked, base: baseOf(pool, picked.slug) };
+    }
   }
   return null;
 }
@@ -148,7 +163,9 @@ const choice = (slug, index, s, reason, weight) => ({ slug, index, weight: weigh
 // still being learnt after a miss), a sibling is asked in its place (`pickSibling`), and the answer to
 // the sibling rates the due card too (`standsFor`); without a sibling, the panel re-spells it
 // (`optionOrder`: a choice's options in an order not shown before).
-async function pickDue({ pool, last, cards, split, weight, random, due }) {
+// A due card of a program that is not `open` (the base just asked) is asked only through a sibling of
+// an open program; else it waits for the next question.
+async function pickDue({ pool, last, cards, split, weight, random, due, open }) {
   const slugs = new Set(pool.map((p) => p.slug));
   for (const family of due) {
     const slug = family.split('/')[1];
@@ -158,10 +175,10 @@ async function pickDue({ pool, last, cards, split, weight, random, due }) {
     const index = pickWeighted(weights, last && last.slug === slug ? last.index : -1, random);
     if (index < 0) continue;
     if (answerShown(family) || learning(cards[family])) {
-      const sibling = await pickSibling({ of: s.items[index], slug, pool, last, split, weight, random });
+      const sibling = await pickSibling({ of: s.items[index], slug, pool, last, split, weight, random, open });
       if (sibling) return { ...sibling, standsFor: family };
     }
-    return choice(slug, index, s, 'due', weight);
+    if (open(slug)) return choice(slug, index, s, 'due', weight);
   }
   return null;
 }
@@ -174,15 +191,16 @@ export function isSibling(a, b) {
 
 /**
  * A sibling of item `of` (of program `slug`) whose answer was not shown this run, by weight: from the same
- * program if it has one, else from another program of the pool (in random order); null when none has.
+ * program if it has one, else from another program of the pool (in random order), of `open` programs
+ * only; null when none has.
  */
-async function pickSibling({ of, slug, pool, last, split, weight, random }) {
+async function pickSibling({ of, slug, pool, last, split, weight, random, open }) {
   const others = pool.map((p) => p.slug).filter((s) => s !== slug);
   for (let i = others.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
     [others[i], others[j]] = [others[j], others[i]];
   }
-  for (const from of [slug, ...others]) {
+  for (const from of [slug, ...others].filter(open)) {
     const s = await split(from);
     const weights = s.items.map((item, i) => (isSibling(of, item) && !answerShown(item.card) &&
       !(last && last.slug === from && last.index === i) ? weight(item) : 0));
@@ -223,8 +241,9 @@ export function optionOrder(card, n, askedBefore, random = Math.random) {
   return order;
 }
 
-async function pickNew({ pool, masses, last, cards, split, weight, random }) {
-  const left = capShares(masses);
+async function pickNew({ pool, masses, last, cards, split, weight, random, open }) {
+  // Capped over the whole pool, then the closed programs taken out: the cap is a program's share of the drill.
+  const left = capShares(masses).map((m, p) => (open(pool[p].slug) ? m : 0));
   for (let tries = 0; tries < pool.length; tries++) {
     const p = pickWeighted(left, -1, random);
     if (p < 0) return null;
@@ -239,15 +258,16 @@ async function pickNew({ pool, masses, last, cards, split, weight, random }) {
   return null;
 }
 
-// Any item by weight, never the one just asked unless no other has weight.
-async function pickAny({ pool, masses, last, split, weight, random }) {
+// Any item of an open program by weight, never the one just asked unless no other has weight (and
+// then only when every program is open: the last pass).
+async function pickAny({ pool, masses, last, split, weight, random, open }) {
   // (What rounding leaves of a sum less its only weighted item counts as nothing.)
   const rest = masses.map((w, i) => {
     const r = last && pool[i].slug === last.slug ? w - last.weight : w;
     return r > 1e-9 * w ? r : 0;
   });
-  const p = pickWeighted(capShares(rest), -1, random);
-  if (p < 0) return last ? { ...last, split: await split(last.slug), reason: 'ahead' } : null;
+  const p = pickWeighted(capShares(rest).map((m, i) => (open(pool[i].slug) ? m : 0)), -1, random);
+  if (p < 0) return last && open(last.slug) ? { ...last, split: await split(last.slug), reason: 'ahead' } : null;
   const slug = pool[p].slug;
   const s = await split(slug);
   const skip = last && last.slug === slug ? last.index : -1;

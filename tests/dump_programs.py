@@ -116,7 +116,8 @@ def make_dump(folder: Path, names, platform: str = "cpu", module: str = "dump_pr
 
 
 # A user's script as the tests of odd folders dump it: eager helpers outside `jit` (`jnp.zeros`, a random
-# normal, dtype conversions of one shape), `f` compiled at two shapes beside a function `f_2`, two names
+# normal, a key split and indexed, dtype conversions of one shape), a jitted
+# method and lambda, `f` compiled at two shapes beside a function `f_2`, two names
 # that are one once cut to a slug's length, and a private function of the user's own.
 USER_SCRIPT = r'''
 import jax, jax.numpy as jnp
@@ -143,8 +144,15 @@ def long_b(x):
 long_a.__name__ = "a" * 66 + "_one"
 long_b.__name__ = "a" * 66 + "_two"
 
+class Model:
+    def apply(self, x):
+        return jnp.tanh(x) * 2
+
 w = jnp.zeros((16, 8))
+k1 = jax.random.split(jax.random.key(1), 3)[1]  # a key split and indexed outside jit: eager slices of keys
 x = jax.random.normal(jax.random.key(0), (4, 16))
+b = jax.random.normal(k1, (8,))
+jax.jit(Model().apply)(b); jax.jit(lambda v: v - 1)(b)
 g = jax.jit(jax.grad(step))(w, x)
 jax.jit(_sgd)(w, g)
 jax.jit(f)(jnp.ones(3)); jax.jit(f)(jnp.ones(5)); jax.jit(f_2)(jnp.ones(3))
@@ -152,8 +160,8 @@ jax.jit(long_a)(1.0); jax.jit(long_b)(1.0)
 jnp.ones((4, 16)).astype(jnp.int32); jnp.ones((4, 16)).astype(jnp.bfloat16)
 '''
 # The functions of USER_SCRIPT it compiles under `jit` (their modules are the user's; the rest are JAX's own).
-USER_MODULES = ("jit_step", "jit__sgd", "jit_f", "jit_f", "jit_f_2", "jit_" + "a" * 66 + "_one",
-                "jit_" + "a" * 66 + "_two")
+USER_MODULES = ("jit_step", "jit__sgd", "jit_f", "jit_f", "jit_f_2", "jit_apply", "jit__lambda",
+                "jit_" + "a" * 66 + "_one", "jit_" + "a" * 66 + "_two")
 
 
 def dump_script(script: str, jax_to: Path | None, xla_to: Path | None, proto: bool = False) -> None:

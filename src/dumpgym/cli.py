@@ -79,7 +79,7 @@ def _cmd_open(args) -> int:
     if len(problems) == len(folder.modules):
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise UsageError(f"{problems[0]}{more}; no module of the dump can be shown")
-    for line in problems:  # the others are shown; each of these says why on its own page too
+    for line in folder.problems(helpers=False):  # the others are shown; each says why on its own page too
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
     # The first modules' programs are made now, the rest's while the gym is served (a big one takes seconds).
     records, notes, later = shown_in_two(folder)

@@ -59,6 +59,7 @@ class DumpModule:
     stacks: frozenset = frozenset()  # the name stacks its ops carry (StableHLO's, or else the HLO's op_names)
     helper: bool = False  # JAX's own (an eager primitive, a private function), not a function the user wrote
     functions: frozenset | None = None  # the functions its HLO's source tables name (None: no tables)
+    primitives: frozenset = frozenset()  # a jaxpr's alone: the primitives of its equations
 
     def size(self) -> int:
         """The bytes of its largest compiler layer's file, to list big modules first."""
@@ -110,9 +111,9 @@ class DumpFolder:
         """The modules as the index lists them: the user's first, biggest first, then JAX's own helpers."""
         return sorted(self.modules, key=lambda m: (m.helper, -m.size(), m.slug))
 
-    def problems(self) -> list[str]:
-        """One line per module that cannot be read."""
-        return [f"{m.slug}: {m.problem}" for m in self.modules if m.problem]
+    def problems(self, helpers: bool = True) -> list[str]:
+        """One line per module that cannot be read (JAX's own helpers left out unless `helpers`)."""
+        return [f"{m.slug}: {m.problem}" for m in self.modules if m.problem and (helpers or not m.helper)]
 
 
 @dataclass
@@ -246,7 +247,7 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     for entry in jaxprs:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"jaxpr": entry.path}, repeats=entry.repeats,
-                                      problem=entry.problem))
+                                      problem=entry.problem, primitives=entry.names or frozenset()))
     _finish(modules, reserved)
     return DumpFolder(paths, modules, ignored, unread)
 
@@ -460,8 +461,9 @@ def _pair_jaxpr(module: DumpModule, jaxprs: list[_Ir], mlir_at: dict[Path, _Ir])
 
 
 def _function_module_name(function: str) -> str:
-    """The module name `jax.jit` gives a function's lowering (`f` -> `jit_f`)."""
-    return "jit_" + re.sub(r"[^\w]", "_", function)
+    """The module name `jax.jit` gives a function's lowering as XLA prints it (`f` -> `jit_f`, `<lambda>` ->
+    `jit__lambda`: JAX's `jit(<lambda>)` with what is not a word character made `_`, trailing ones dropped)."""
+    return ("jit_" + re.sub(r"[^\w.-]", "_", function)).rstrip("_")
 
 
 def _base(name: str) -> str:
@@ -482,11 +484,19 @@ def _is_helper(module: DumpModule) -> bool:
     (`jit__normal`), or one primitive that ran outside `jit` (`jit_broadcast_in_dim`, whose only name stack is
     `jit(broadcast_in_dim)/broadcast_in_dim`), or a module whose ops carry no name stack at all."""
     function = module.name.removeprefix("jit_")
-    if module.functions is not None and any(re.sub(r"[^\w]", "_", f) == function for f in module.functions):
-        return False  # the user's own function (`_sgd` too): its ops were traced in it
+    if module.functions is not None and any(_same_function(f, function) for f in module.functions):
+        return False  # the user's own function (`_sgd`, a method `M.apply`, a lambda too): its ops were traced in it
     if function.startswith("_"):
         return True
     return all(stack in (f"jit({function})", f"jit({function})/{function}") for stack in module.stacks)
+
+
+def _same_function(traced_in: str, function: str) -> bool:
+    """Whether a function the source tables name (`M.apply`, `<lambda>`) is the one a module is named for
+    (`apply`, `_lambda`): by its last dotted part, word characters only, as JAX makes a module's name."""
+    def words(name: str) -> str:
+        return re.sub(r"[^\w]+", "_", name).strip("_")
+    return words(traced_in.rsplit(".", 1)[-1]) == words(function)
 
 
 def _finish(modules: list[DumpModule], reserved: set[str]) -> None:
@@ -508,5 +518,7 @@ def _finish(modules: list[DumpModule], reserved: set[str]) -> None:
         if module.problem is None and len(module.layers()) < 2:
             only = LAYER_NAMES[module.layers()[0]] if module.layers() else "no"
             module.problem = f"only one layer ({only}) in the folder: nothing to link it to"
-        # A module that cannot be read is not known to be JAX's own: it stays in front, with its note.
-        module.helper = module.problem is None and _is_helper(module)
+        # A module that cannot be read is not known to be JAX's own: it stays in front, with its note; but a
+        # jaxpr alone of one primitive's equations, named for it, is an eager primitive's (`squeeze` of a key).
+        module.helper = (module.problem is None and _is_helper(module)) or (
+            set(module.files) == {"jaxpr"} and module.primitives == {module.name})

@@ -482,12 +482,12 @@ def jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:
     if tail is None:
         return None
     names = [n.strip() for n in tail.group(1).split(",") if n.strip()]
-    binders: dict[str, str] = {}  # each name's first binder, in one pass (a search per name is quadratic)
-    for name, _dtype, dims in JAXPR_AVAL.findall(text):
-        binders.setdefault(name, dims)
+    binders: dict[str, tuple[str, str]] = {}  # each name's first binder, in one pass (a search per name is quadratic)
+    for name, dtype, dims in JAXPR_AVAL.findall(text):
+        binders.setdefault(name, (dims, dtype))
     if any(name not in binders for name in names):
         return None  # a literal result: its shape is not printed
-    return tuple(aval_dims(binders[name]) for name in names)
+    return tuple(aval_dims(*binders[name]) for name in names)  # a typed key's with its key data's
 
 
 _ELEMENT = {"i1": "bool", "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64"}

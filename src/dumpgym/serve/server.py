@@ -328,7 +328,7 @@ class GymServer:
             slots.release()
             if writer is None:
                 conn.close()
-            else:
+            elif not writer.transport.is_closing():  # closed already (the client, or the loop stopping): done
                 writer.transport.abort()  # whatever is left unsent to a client that stopped reading
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

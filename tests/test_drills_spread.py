@@ -42,6 +42,7 @@ def test_the_spread_is_the_number_of_built_in_programs_whose_items_give_each_ans
 
 
 def test_the_spread_counted_afresh_is_the_one_read(whole_corpus):
+    kinds()
     records = [ProgramRecord.from_json(p, f"programs[{k}]") for k, p in enumerate(whole_corpus["programs"])]
     assert count_answers(records) == builtin_answers()
 

@@ -241,6 +241,7 @@ def kept_pool(sources, warn: Callable[[str], None] | None = None, parts: list | 
         out.append(kept)
     store = next((s.store for s in sources if isinstance(s.store, BuiltinStore)), None)
     if store is not None and store.index() is None:  # the first start of this code: keep what lists the built-ins
+        kinds()  # every kind module registers its steps' spreads on import
         store.write_index([p.slug for p in builtin_corpus().programs], builtin_spread(), builtin_answers())
     return out
 

@@ -11,8 +11,9 @@ this item's answer, so that over the built-in pool each answer is right in about
 step keeps about the weight it had. An answer no built-in program gives (an added program's own sizes)
 weighs as if one did.
 
-The spread is counted once per process over the built-in corpus by the steps' own functions, or read
-from the built-in store's index, where `kept_pool` keeps it beside the decisions' spread.
+A step's spread is counted once per process over the built-in corpus by its own function, or read from
+the built-in store's index, where `kept_pool` keeps every step's beside the decisions' spread. It
+imports no kind: each kind module registers its steps when `drills.kinds()` imports it.
 """
 from __future__ import annotations
 
@@ -36,17 +37,15 @@ def answer_step(name: str) -> Callable[[AnswersFn], AnswersFn]:
     return register
 
 
-def count_answers(programs) -> dict[tuple[str, str], int]:
-    """(kind/step, answer) -> how many of `programs` (typed records) give that answer. A kind that fails on a
-    program asks nothing of it (the pool skips it), so it counts nothing there either."""
-    from dumpgym.drills import kinds
-
-    kinds()  # every kind module registers its steps on import
+def count_answers(programs, steps=None) -> dict[tuple[str, str], int]:
+    """(kind/step, answer) -> how many of `programs` (typed records) give that answer, for `steps` (by default
+    every registered one). A kind that fails on a program asks nothing of it (the pool skips it), so it
+    counts nothing there either."""
     spread: dict[tuple[str, str], int] = {}
     for program in programs:
-        for step, answers in sorted(answer_steps.items()):
+        for step in sorted(answer_steps if steps is None else steps):
             try:
-                given = set(answers(program))
+                given = set(answer_steps[step](program))
             except Exception:  # the pool lists that kind as skipped on this program
                 continue
             for key in given:
@@ -55,24 +54,30 @@ def count_answers(programs) -> dict[tuple[str, str], int]:
 
 
 @functools.cache
-def builtin_answers() -> dict[tuple[str, str], int]:
-    """(kind/step, answer) -> how many built-in programs give it: kept in the built-in store's index, else
-    counted over the built-in records, once per process."""
+def step_spread(step: str) -> dict[str, int]:
+    """answer -> how many built-in programs give it, for one registered step: kept in the built-in store's
+    index, else counted over the built-in records, once per process."""
     from dumpgym.drills._stored import builtin_corpus, builtin_store
 
     index = builtin_store().index()
     if index is not None and isinstance(index.get("answers"), list):
-        return {(step, key): n for step, key, n in index["answers"]}
-    return count_answers(builtin_corpus().programs)
+        return {key: n for s, key, n in index["answers"] if s == step}
+    return {key: n for (_, key), n in count_answers(builtin_corpus().programs, [step]).items()}
+
+
+def builtin_answers() -> dict[tuple[str, str], int]:
+    """(kind/step, answer) -> how many built-in programs give it, for every registered step (every kind
+    module's, once `drills.kinds()` has imported them)."""
+    return {(step, key): n for step in sorted(answer_steps) for key, n in step_spread(step).items()}
 
 
 @functools.cache
 def _typical(step: str) -> float:
-    counts = [n for (s, _), n in builtin_answers().items() if s == step]
+    counts = list(step_spread(step).values())
     return sum(counts) / len(counts) if counts else 1.0
 
 
 def spread_weight(step: str, key: str) -> float:
     """The factor an item of `step` (`kind/step`) whose answer is `key` is weighted by: the step's typical
     spread over the number of built-in programs giving `key` (at least one)."""
-    return _typical(step) / max(1, builtin_answers().get((step, key), 0))
+    return _typical(step) / max(1, step_spread(step).get(key, 0))

@@ -81,6 +81,9 @@ STEPS_UNDER_THE_BAR = [
     ("diff", "appeared"),
     ("decoder", "output-axis"),
     ("decoder", "rhs-free"),
+    ("decoder", "contracted-size"),
+    ("layouts", "padded-shape"),
+    ("partitioner", "group-axis"),
 ]
 
 

@@ -223,12 +223,16 @@ def test_kept_items_equal_freshly_made_ones(folder):
 
 def test_the_built_in_index_keeps_the_decisions_spread(made):
     from dumpgym.drills._decision_why import count_spread
+    from dumpgym.drills._spread import count_answers
 
     kept_pool([_source("mlp")])
     index = _stored.builtin_store().index()
     assert index["slugs"] == [p.slug for p in _stored.builtin_corpus().programs]
     spread = count_spread(_stored.builtin_corpus().programs)  # counted afresh over the typed records
     assert {(step, key): n for step, key, n in index["spread"]} == spread
+    # and the typed and tapped steps' spread (drills/_spread.py)
+    answers = count_answers(_stored.builtin_corpus().programs)
+    assert {(step, key): n for step, key, n in index["answers"]} == answers
 
 
 def test_build_pool_keeps_added_items_by_the_records_json(folder, made):

@@ -14,6 +14,7 @@ import pytest
 
 from dumpgym.ir import hlo_facts
 from dumpgym.drills import _tpu, layouts
+from dumpgym.drills._spread import spread_weight
 from jax_reference import jit_of
 
 pytestmark = pytest.mark.needs_tpu
@@ -83,7 +84,9 @@ def test_tpu_items_have_the_fields_the_drills_need(tpu_items, corpus, kind):
             assert_choice_item(item)
         else:  # what the learner builds: a typed value or a set of tapped lines, and one line of why
             assert "value" in item or "answer_lines" in item
-            assert item["feedback"] and 0 < item["weight"] <= 1
+            # at most 1, a padded shape's times its spread (drills/_spread.py: a shape few programs pad weighs more)
+            most = spread_weight(layouts.SHAPE_STEP, item["value"]) if item.get("step") == "padded-shape" else 1
+            assert item["feedback"] and 0 < item["weight"] <= round(most, 3)
 
 
 def test_tpu_fusion_items_name_the_compile_after_the_jaxpr(tpu_items, corpus):

@@ -17,7 +17,9 @@ the answer form or a wrong option's rule, and every item has one line of `feedba
 
 Dots that read alike (same axis lists and ranks) are asked once per program, layer and question; the
 plain `x @ w` matmul gets one question per layer, harder skeletons weigh more, and a step's one-axis
-items share their dot's weight so that no right option, nor the habit's pick, weighs much more.
+items share their dot's weight so that no right option, nor the habit's pick, weighs much more. A
+contracted size is weighted over the number of built-in programs that ask it (`_spread`), so that
+typing the usual size of small models is no habit that pays.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from dumpgym.drills._avals import order, short
 from dumpgym.drills._layers import text_lines
 from dumpgym.drills._dot import DotDims, DotView, hlo_view, jaxpr_view, numpy_dtype, stablehlo_view
 from dumpgym.drills._dot_choices import habit, place_options, place_question, role_question, shares
+from dumpgym.drills._spread import answer_step, spread_weight
 from dumpgym.drills.answer import Answer, AxisSet, Choice, Misreading, Typed, axes_key
 from dumpgym.drills.item import Item, Note
 from dumpgym.record.schema import Aval, CompiledLayer, EqnFact, Instruction, ProgramRecord, StablehloOp
@@ -322,7 +325,22 @@ def _item(d: DecoderItem) -> Item:
 @drill("decoder", number="01", title="dot_general, decoded",
        aim="Read dimension_numbers and name the contracted and batch axes of each side.")
 def decoder_pool(program: ProgramRecord) -> list[Item]:
-    """Decoder items for the program's dot_generals: one per skeleton, layer and question."""
+    """Decoder items for the program's dot_generals: one per skeleton, layer and question; a contracted size
+    weighted by how many built-in programs ask it (`_spread`: `16` or `32` must not be the habit that pays)."""
+    return [_item(replace(d, weight=round(d.weight * spread_weight(SIZE_STEP, d.form.value), 3))
+                  if d.step == "contracted-size" else d) for d in _asked(program)]
+
+
+SIZE_STEP = "decoder/contracted-size"
+
+
+@answer_step(SIZE_STEP)
+def _sizes_asked(program: ProgramRecord) -> list[str]:
+    return [d.form.value for d in _asked(program) if d.step == "contracted-size"]
+
+
+def _asked(program: ProgramRecord) -> list[DecoderItem]:
+    """The program's decoder questions, weighted by their dots alone."""
     out, asked = [], set()
     for eqn in program.eqns:
         if eqn.primitive != "dot_general":
@@ -340,5 +358,5 @@ def decoder_pool(program: ProgramRecord) -> list[Item]:
                 first = [i for i in items if i.step == items[0].step]
                 items = [replace(first[order(len(first), program.slug, first[0].step, "axis")[0]], weight=1.0,
                                  about="")]
-            out.extend(_item(item) for item in items)
+            out.extend(items)
     return out

@@ -19,6 +19,7 @@ from dataclasses import replace
 from dumpgym.cost.estimate import buffer_computations
 from dumpgym.drills import drill
 from dumpgym.drills._avals import order
+from dumpgym.drills._spread import answer_step, spread_weight
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Definition, Listing, placed_evenly, which_compile
 from dumpgym.drills.item import Item, Lines, LineSet, Misreading, Note, Typed
 from dumpgym.record.schema import CompiledLayer, ProgramRecord, padded_elements
@@ -261,6 +262,21 @@ def layout_items(program: ProgramRecord) -> list[Item]:
 
 def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> list[Item]:
     listing = Listing(hlo)
+    typed = [item for step_items in _typed_items(target, hlo, listing).values() for item in _shared_by_value(step_items)]
+    return typed + (_space_items(program, target, hlo, listing) if hlo.has_facts else [])
+
+
+SHAPE_STEP = "layouts/padded-shape"
+
+
+@answer_step(SHAPE_STEP)
+def _shapes_asked(program: ProgramRecord) -> list[str]:
+    return [item.answer.value for target, hlo in program.layers("tpu").items()
+            for item in _typed_items(target, hlo, Listing(hlo))["padded-shape"]]
+
+
+def _typed_items(target: str, hlo: CompiledLayer, listing: Listing) -> dict[str, list[Item]]:
+    """The layer's `padded-shape` and `bytes` items by step, one per distinct buffer, not yet weighted."""
     seen: set[tuple[str, str]] = set()
     by_step: dict[str, list[Item]] = {step: [] for step, _, _ in _TYPED}
     for ins in hlo.instructions:
@@ -287,16 +303,18 @@ def _layer_items(program: ProgramRecord, target: str, hlo: CompiledLayer) -> lis
                     answer=Typed(spelling, answer, misread=misread), feedback=feedback,
                     context=(Note(which_compile(hlo)), Lines(target, d.line, d.line, cut=True, numbered=True)),
                     facts={"hlo_line": d.line, "buffer": b.text, "one_tile": one_tile(b)}))
-    typed = [item for step_items in by_step.values() for item in _shared_by_value(step_items)]
-    return typed + (_space_items(program, target, hlo, listing) if hlo.has_facts else [])
+    return by_step
 
 
 def _shared_by_value(items: list[Item]) -> list[Item]:
     """Items of one step whose answers are the same value share one item's weight: a program's many
     `f32[8,128]` buffers are one lesson, and a habit must not be what the sampler asks most. A buffer that
-    fits in one tile (its answer is the tile itself, whatever its sizes) is asked a fifth as often."""
+    fits in one tile (its answer is the tile itself, whatever its sizes) is asked a fifth as often. A padded
+    shape is weighted, besides, over the number of built-in programs that ask it (`_spread`): many small
+    models pad `[16,128]`, and typing it must not pay."""
     counts = Counter(i.answer.value for i in items)
-    return [replace(i, weight=round((ONE_TILE_WEIGHT if i.facts["one_tile"] else 1) / counts[i.answer.value], 3))
+    return [replace(i, weight=round((ONE_TILE_WEIGHT if i.facts["one_tile"] else 1) / counts[i.answer.value]
+                                    * (spread_weight(SHAPE_STEP, i.answer.value) if i.step == "padded-shape" else 1), 3))
             for i in items]
 
 

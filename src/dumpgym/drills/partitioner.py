@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
 from dumpgym.drills import _sharding as sh
+from dumpgym.drills._spread import answer_step, spread_weight
 from dumpgym.drills._tpu import Buffer, Listing, which_compile
 from dumpgym.drills.item import AxisSet, Item, Lines, Misreading, Typed, refer
 from dumpgym.drills.answer import axes_key
@@ -72,10 +73,15 @@ def _mesh_axes(mesh, axes, misread: dict) -> AxisSet:
 # A program with more items shares 6 of weight among them.
 @drill("partitioner", number="06", title="the partitioner",
        aim="Read a sharding down to each device's block, and a collective's device groups back to mesh axes.",
-       per_program=6)
+       per_program=6, cap_by=("step",))
 def partitioner_items(program: ProgramRecord) -> list[Item]:
     """Per-device blocks of every sharded argument (StableHLO, TPU and GPU compiles), copies under
     `last_tile_dim_replicate`, and the mesh axes of every collective's device groups."""
+    return _shared_by_answer(_asked(program))
+
+
+def _asked(program: ProgramRecord) -> list[Item]:
+    """The program's items, not yet weighted."""
     if not program.mesh:
         return []
     module = sh.sdy_module(program)
@@ -86,16 +92,27 @@ def partitioner_items(program: ProgramRecord) -> list[Item]:
         if not hlo.has_facts:
             continue
         items += [*_tpu_parameters(program, target, hlo, module), *_tpu_groups(program, target, hlo, module)]
-    return _shared_by_answer([_item(program, item) for item in items])
+    return [_item(program, item) for item in items]
+
+
+GROUP_STEP = "partitioner/group-axis"
+
+
+@answer_step(GROUP_STEP)
+def _groups_asked(program: ProgramRecord) -> list[str]:
+    return [axes_key(i.answer.axes) for i in _asked(program) if i.step == "group-axis"]
 
 
 def _shared_by_answer(items: list[Item]) -> list[Item]:
     """Items of one step with the same answer share one item's weight, so that no answer (`model` alone,
-    say) is what the sampler asks most because one program asks it of many values."""
+    say) is what the sampler asks most because one program asks it of many values; and a set of mesh axes
+    is weighted over the number of built-in programs that ask it (`_spread`): every two-axis mesh has
+    collectives over its last axis, and tapping it must not pay."""
     def key(item: Item):
         return (item.step, getattr(item.answer, "value", None) or getattr(item.answer, "axes", None))
     counts = Counter(key(i) for i in items)
-    return [replace(i, weight=round(1 / counts[key(i)], 3)) for i in items]
+    return [replace(i, weight=round(1 / counts[key(i)] * (
+        spread_weight(GROUP_STEP, axes_key(i.answer.axes)) if i.step == "group-axis" else 1), 3)) for i in items]
 
 
 # --- shared wording ---------------------------------------------------------------------------

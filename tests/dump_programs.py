@@ -116,7 +116,7 @@ def make_dump(folder: Path, names, platform: str = "cpu", module: str = "dump_pr
 
 
 # A user's script as the tests of odd folders dump it: eager helpers outside `jit` (`jnp.zeros`, a random
-# normal, a key split and indexed, dtype conversions of one shape), a jitted
+# normal, a key split and indexed, a product by a Python float, dtype conversions of one shape), a jitted
 # method and lambda, `f` compiled at two shapes beside a function `f_2`, two names
 # that are one once cut to a slug's length, and a private function of the user's own.
 USER_SCRIPT = r'''
@@ -151,7 +151,7 @@ class Model:
 w = jnp.zeros((16, 8))
 k1 = jax.random.split(jax.random.key(1), 3)[1]  # a key split and indexed outside jit: eager slices of keys
 x = jax.random.normal(jax.random.key(0), (4, 16))
-b = jax.random.normal(k1, (8,))
+b = jax.random.normal(k1, (8,)) * 0.02  # an eager multiply, at the user's line
 jax.jit(Model().apply)(b); jax.jit(lambda v: v - 1)(b)
 g = jax.jit(jax.grad(step))(w, x)
 jax.jit(_sgd)(w, g)

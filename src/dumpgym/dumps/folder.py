@@ -13,6 +13,7 @@ result binders and its equations' primitives.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -488,7 +489,25 @@ def _is_helper(module: DumpModule) -> bool:
         return False  # the user's own function (`_sgd`, a method `M.apply`, a lambda too): its ops were traced in it
     if function.startswith("_"):
         return True
-    return all(stack in (f"jit({function})", f"jit({function})/{function}") for stack in module.stacks)
+    if all(stack in (f"jit({function})", f"jit({function})/{function}") for stack in module.stacks):
+        return True
+    # Source tables that name no function of its name, every op at its top (`jit(multiply)/mul`, and a weak
+    # type's convert), and the name one of JAX's public functions: one run outside `jit` (`x * 0.02`).
+    return (module.functions is not None and bool(module.stacks)
+            and all(s == f"jit({function})" or (s.startswith(f"jit({function})/") and s.count("/") == 1)
+                    for s in module.stacks)
+            and function in _jax_public_names())
+
+
+@functools.cache
+def _jax_public_names() -> frozenset[str]:
+    """The names of JAX's public array functions, whose eager calls JAX compiles as `jit_<name>` modules:
+    read from JAX itself, imported only when a module could be one (reading a folder needs no JAX)."""
+    import jax
+    import jax.numpy as jnp
+
+    spaces = (jnp, jnp.linalg, jnp.fft, jax.lax, jax.nn, jax.random)
+    return frozenset(name for space in spaces for name in dir(space) if not name.startswith("_"))
 
 
 def _same_function(traced_in: str, function: str) -> bool:

@@ -222,13 +222,15 @@ def test_kept_items_equal_freshly_made_ones(folder):
 
 
 def test_the_built_in_index_keeps_the_decisions_spread(made):
-    from dumpgym.drills._decision_why import count_spread
+    from dumpgym.drills._decision_why import count_asked, count_spread
 
     kept_pool([_source("mlp")])
     index = _stored.builtin_store().index()
     assert index["slugs"] == [p.slug for p in _stored.builtin_corpus().programs]
     spread = count_spread(_stored.builtin_corpus().programs)  # counted afresh over the typed records
     assert {(step, key): n for step, key, n in index["spread"]} == spread
+    asked = count_asked(_stored.builtin_corpus().programs)
+    assert {(step, key, layer, line): n for step, key, layer, line, n in index["asked"]} == asked
 
 
 def test_build_pool_keeps_added_items_by_the_records_json(folder, made):

@@ -2,7 +2,8 @@
 the built-in programs' in the user's cache folder; made again only when the record or the code changes.
 
 A program's items depend on its record, on the code that makes items (`CODE`: the drills and the modules
-they import), and on the built-in corpus (the decisions' weights count its answers: `builtin_spread`).
+they import), and on the built-in corpus (the decisions' weights count its answers and questions:
+`builtin_spread`, `builtin_asked`).
 So a kept file names the digest of the bytes its record was read from and `code_digest()`, which covers
 the code, dumpgym's version, the numpy and ml_dtypes that name dtypes, and the built-in corpus's bytes;
 either differing, the items are made again and the file rewritten. A stale file is never read; a broken
@@ -183,27 +184,31 @@ def cache_dir() -> Path:
 
 class BuiltinStore(StoredItems):
     """The built-in programs' kept items, in a cache folder of this code's own (`builtin-CODE`), with an
-    index of the built-in slugs in order and the decisions' spread, so that a start with everything kept
-    parses no built-in record."""
+    index of the built-in slugs in order and the decisions' spread and questions, so that a start with
+    everything kept parses no built-in record."""
 
     def __init__(self, warn: Callable[[str], None] | None = None):
         super().__init__(cache_dir() / "drills" / f"builtin-{code_digest()}", warn)
 
     def index(self) -> dict | None:
-        """The kept index (`slugs`, `spread`) of this code, or None."""
+        """The kept index (`slugs`, `spread`, `asked`) of this code, or None."""
         try:
             value = json.loads((self.folder / "index.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         if not (isinstance(value, dict) and value.get("schema") == INDEX_SCHEMA and value.get("code") == code_digest()
-                and isinstance(value.get("slugs"), list) and isinstance(value.get("spread"), list)):
+                and all(isinstance(value.get(k), list) for k in ("slugs", "spread", "asked"))):
             return None
         return value
 
-    def write_index(self, slugs: list[str], spread: dict[tuple[str, str], int]) -> None:
-        """Keep the built-in slugs and the spread, and remove the built-in pools of all but the newest other code."""
+    def write_index(self, slugs: list[str], spread: dict[tuple[str, str], int],
+                    asked: dict[tuple[str, str, str, int], int]) -> None:
+        """Keep the built-in slugs, the spread and what the decisions ask (`_decision_why.builtin_asked`), and
+        remove the built-in pools of all but the newest other code."""
         rows = [[step, key, n] for (step, key), n in sorted(spread.items())]
-        text = json.dumps({"schema": INDEX_SCHEMA, "code": code_digest(), "slugs": slugs, "spread": rows})
+        questions = [[*key, n] for key, n in sorted(asked.items())]
+        text = json.dumps({"schema": INDEX_SCHEMA, "code": code_digest(), "slugs": slugs, "spread": rows,
+                           "asked": questions})
         try:
             write_atomic(self.folder / "index.json", (text + "\n").encode("utf-8"))
         except OSError:

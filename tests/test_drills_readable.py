@@ -81,6 +81,8 @@ STEPS_UNDER_THE_BAR = [
     ("diff", "appeared"),
     ("decoder", "output-axis"),
     ("decoder", "rhs-free"),
+    ("backward", "cotangent"),  # +17: tapping the first dot_general, typing the usual hidden aval
+    ("decisions", "transpose"),  # +22: "line 2 is your own transpose", tapping the first transpose
 ]
 
 

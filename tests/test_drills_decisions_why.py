@@ -11,7 +11,7 @@ import pytest
 
 from dumpgym.corpus.pipeline import program_record
 from dumpgym.drills import decisions
-from dumpgym.drills._decision_why import builtin_spread, why_steps
+from dumpgym.drills._decision_why import builtin_asked, builtin_spread, why_steps
 from dumpgym.traced.program import Program
 from dumpgym.record.schema import ProgramRecord
 from jax_reference import jaxpr_of
@@ -196,3 +196,23 @@ def test_over_the_built_in_pool_every_answer_of_a_step_is_about_equally_often_ri
     for step in why_steps:
         shares = [w for (s, _), w in weight.items() if s == step]
         assert max(shares) <= 1.1 * min(shares), (step, shares)
+
+
+def test_a_question_several_programs_ask_alike_is_one_question_of_its_answer(whole_corpus):
+    """Each answer's weight is shared evenly by the distinct questions (layer and line) that give it, whatever
+    the number of programs that ask each: the attention family's own `k.T`, asked on jaxpr line 2 by attention,
+    causal and grads, weighs as much as embed-xent's own transpose on line 15, asked by it alone."""
+    weight, programs = defaultdict(float), defaultdict(set)
+    for program in whole_corpus["programs"]:
+        for item in _why(ProgramRecord.from_json(program)):
+            key = item["step"], item["why"], item["layer"], item["line"]
+            weight[key] += item["weight"]
+            programs[key].add(program["slug"])
+    for (step, why, layer, line), n in programs.items():
+        assert builtin_asked()[step, why, layer, line] == len(n)
+    for step, why in {k[:2] for k in weight}:
+        shares = [w for k, w in weight.items() if k[:2] == (step, why)]
+        assert max(shares) <= 1.1 * min(shares), (step, why, shares)
+    line_2 = ("transpose", "user", "jaxpr", 2)
+    assert {"attention", "causal", "grads"} <= programs[line_2]
+    assert abs(weight[line_2] - weight["transpose", "user", "jaxpr", 15]) < 0.05

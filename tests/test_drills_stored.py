@@ -222,7 +222,7 @@ def test_kept_items_equal_freshly_made_ones(folder):
 
 
 def test_the_built_in_index_keeps_the_decisions_spread(made):
-    from dumpgym.drills._decision_why import count_spread
+    from dumpgym.drills._decision_why import count_asked, count_spread
     from dumpgym.drills._spread import count_answers
 
     kept_pool([_source("mlp")])
@@ -233,6 +233,8 @@ def test_the_built_in_index_keeps_the_decisions_spread(made):
     # and the typed and tapped steps' spread (drills/_spread.py)
     answers = count_answers(_stored.builtin_corpus().programs)
     assert {(step, key): n for step, key, n in index["answers"]} == answers
+    asked = count_asked(_stored.builtin_corpus().programs)
+    assert {(step, key, layer, line): n for step, key, layer, line, n in index["asked"]} == asked
 
 
 def test_build_pool_keeps_added_items_by_the_records_json(folder, made):

@@ -220,7 +220,7 @@ def kept_pool(sources, warn: Callable[[str], None] | None = None, parts: list | 
     made (parsing the record then, once) and kept. `sources` are `_stored.ProgramSource`s; one whose
     record turns out damaged is skipped with a line to `warn` (raised without it). `parts`: what
     `kept_parts(sources)` read already (its Nones are made)."""
-    from dumpgym.drills._decision_why import builtin_spread
+    from dumpgym.drills._decision_why import builtin_asked, builtin_spread
     from dumpgym.drills._spread import builtin_answers
     from dumpgym.drills._stored import BuiltinStore, builtin_corpus
     from dumpgym.errors import CorpusFolderError
@@ -242,7 +242,8 @@ def kept_pool(sources, warn: Callable[[str], None] | None = None, parts: list | 
     store = next((s.store for s in sources if isinstance(s.store, BuiltinStore)), None)
     if store is not None and store.index() is None:  # the first start of this code: keep what lists the built-ins
         kinds()  # every kind module registers its steps' spreads on import
-        store.write_index([p.slug for p in builtin_corpus().programs], builtin_spread(), builtin_answers())
+        store.write_index([p.slug for p in builtin_corpus().programs], builtin_spread(), builtin_asked(),
+                          builtin_answers())
     return out
 
 

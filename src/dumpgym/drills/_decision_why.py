@@ -27,7 +27,7 @@ class WhyStep:
     """One step of "what is this line for": the primitives it asks about, its StableHLO ops, its answers
     (key -> option text, in the order the options show), the question, the function that files an
     equation under an answer (None: not asked) with a sentence of the facts that decide it, and each
-    answer's weight in one program (`weight`)."""
+    question's weight in one program (`weight`)."""
 
     step: str
     primitives: frozenset[str]
@@ -36,12 +36,17 @@ class WhyStep:
     question: str
     reading: Callable[[EqnFact, ProgramIndex], tuple[str, str] | None]
 
-    def weight(self, key: str) -> float:
-        """What one program's items of answer `key` weigh together: SHARE over the number of built-in programs
-        that give it (`builtin_spread`), so that over the built-in pool every answer of a step is about equally
-        often right (a blind reader's usual answer is no better than a guess); a program's own answer counts
-        once, and an answer no built-in program gives weighs as if one did."""
-        return SHARE / max(1, builtin_spread().get((self.step, key), 0))
+    def weight(self, key: str, layer: str, line: int) -> float:
+        """What one program's items of answer `key` asked of `line` of `layer` weigh together: SHARE over the
+        number of distinct questions (a layer and a line) the built-in programs ask with that answer, then
+        over the built-in programs that ask that very question (`builtin_asked`). So over the built-in pool
+        every answer of a step is about equally often right (a blind reader's usual answer is no better than
+        a guess), and a question that several programs ask word for word with one answer (the attention
+        family's own `k.T` on line 2) is one question, not a habit that pays: a reader who remembers it from
+        one program knows it in the next without reading. A question or answer no built-in program gives
+        weighs as if one did."""
+        questions = _questions().get((self.step, key), 0)
+        return SHARE / max(1, questions) / max(1, builtin_asked().get((self.step, key, layer, line), 0))
 
 
 # What each answer of a step weighs over the whole built-in pool, on the scale of the spot items' weights.
@@ -181,6 +186,38 @@ def count_spread(programs) -> dict[tuple[str, str], int]:
         for key in given:
             spread[key] = spread.get(key, 0) + 1
     return spread
+
+
+@functools.cache
+def builtin_asked() -> dict[tuple[str, str, str, int], int]:
+    """(step, answer key, layer, line) -> how many built-in programs (traced variants counted) ask that line
+    of that layer and file it under that answer; kept with the built-in items like `builtin_spread`."""
+    from dumpgym.drills._stored import builtin_corpus, builtin_store
+
+    index = builtin_store().index()
+    if index is not None:
+        return {(step, key, layer, line): n for step, key, layer, line, n in index["asked"]}
+    return count_asked(builtin_corpus().programs)
+
+
+@functools.cache
+def _questions() -> dict[tuple[str, str], int]:
+    """(step, answer key) -> how many distinct questions (a layer and a line) the built-in programs ask with it."""
+    out: dict[tuple[str, str], int] = {}
+    for step, key, _, _ in builtin_asked():
+        out[(step, key)] = out.get((step, key), 0) + 1
+    return out
+
+
+def count_asked(programs) -> dict[tuple[str, str, str, int], int]:
+    """(step, answer key, layer, line) -> how many of `programs` (typed records) ask it (`decisions.asked`)."""
+    from dumpgym.drills.decisions import asked  # the module that asks them imports this one
+
+    out: dict[tuple[str, str, str, int], int] = {}
+    for program in programs:
+        for key in set(asked(ProgramIndex.of(program))):
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def reading_of(eqn: EqnFact, pf: ProgramIndex) -> tuple[WhyStep, str, str] | None:

@@ -2,8 +2,9 @@
 the built-in programs' in the user's cache folder; made again only when the record or the code changes.
 
 A program's items depend on its record, on the code that makes items (`CODE`: the drills and the modules
-they import), and on the built-in corpus (the decisions' weights count its answers, `builtin_spread`, and
-so do some typed and tapped steps', `_spread.builtin_answers`).
+they import), and on the built-in corpus (the decisions' weights count its answers and questions,
+`builtin_spread` and `builtin_asked`, and some typed and tapped steps' count their answers,
+`_spread.builtin_answers`).
 So a kept file names the digest of the bytes its record was read from and `code_digest()`, which covers
 the code, dumpgym's version, the numpy and ml_dtypes that name dtypes, and the built-in corpus's bytes;
 either differing, the items are made again and the file rewritten. A stale file is never read; a broken
@@ -184,29 +185,32 @@ def cache_dir() -> Path:
 
 class BuiltinStore(StoredItems):
     """The built-in programs' kept items, in a cache folder of this code's own (`builtin-CODE`), with an
-    index of the built-in slugs in order and the steps' spreads, so that a start with everything kept
-    parses no built-in record."""
+    index of the built-in slugs in order, the decisions' spread and questions and the other steps'
+    spreads, so that a start with everything kept parses no built-in record."""
 
     def __init__(self, warn: Callable[[str], None] | None = None):
         super().__init__(cache_dir() / "drills" / f"builtin-{code_digest()}", warn)
 
     def index(self) -> dict | None:
-        """The kept index (`slugs`, `spread`, `answers`) of this code, or None."""
+        """The kept index (`slugs`, `spread`, `asked`, `answers`) of this code, or None."""
         try:
             value = json.loads((self.folder / "index.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         if not (isinstance(value, dict) and value.get("schema") == INDEX_SCHEMA and value.get("code") == code_digest()
-                and isinstance(value.get("slugs"), list) and isinstance(value.get("spread"), list)):
+                and all(isinstance(value.get(k), list) for k in ("slugs", "spread", "asked"))):
             return None
         return value
 
     def write_index(self, slugs: list[str], spread: dict[tuple[str, str], int],
+                    asked: dict[tuple[str, str, str, int], int],
                     answers: dict[tuple[str, str], int] | None = None) -> None:
-        """Keep the built-in slugs, the decisions' spread and the other steps' (`_spread.builtin_answers`), and
-        remove the built-in pools of all but the newest other code."""
+        """Keep the built-in slugs, the spread, what the decisions ask (`_decision_why.builtin_asked`) and the
+        other steps' spreads (`_spread.builtin_answers`), and remove the built-in pools of all but the newest
+        other code."""
         rows = [[step, key, n] for (step, key), n in sorted(spread.items())]
-        kept = {"schema": INDEX_SCHEMA, "code": code_digest(), "slugs": slugs, "spread": rows}
+        questions = [[*key, n] for key, n in sorted(asked.items())]
+        kept = {"schema": INDEX_SCHEMA, "code": code_digest(), "slugs": slugs, "spread": rows, "asked": questions}
         if answers is not None:
             kept["answers"] = [[step, key, n] for (step, key), n in sorted(answers.items())]
         text = json.dumps(kept)

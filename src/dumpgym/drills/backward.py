@@ -6,10 +6,14 @@ again inside a remat body). The forward dot that has the residual as an operand 
 differentiated, and the result is the gradient with respect to its other operand (`_pairs`). Three
 questions (`step`), each asked more than one way:
 
-- `cotangent`: tap the forward dot_general whose result's cotangent the backward dot reads (a `line`
-  of the whole listing), or type that cotangent's aval (`typed`); each asked of the first backward dot
-  of each forward dot only, since the second would have the same answer. (Which operand is the
-  cotangent is no question: JAX's transpose rule always puts it first.)
+- `cotangent`: which forward dot_general's result is the cotangent the backward dot reads the gradient
+  of? A choice of the program's forward dots, asked of the first backward dot of each forward dot only,
+  since the second would have the same answer, and only where there are two forward dots or more: the
+  odds of a pick among a program's two forward dots are one in two, whatever the listing's length,
+  and a tap of the whole listing hid them. And type that cotangent's aval (`typed`), once per program,
+  at the backward pass's first dot: the deeper layers' cotangents have the hidden sizes the corpus's
+  programs share, so the usual one was a habit that paid. (Which operand is the cotangent is no
+  question: JAX's transpose rule always puts it first.)
 - `wrt`: the gradient with respect to which operand of the forward dot? A choice of its lhs and rhs
   (each right in half of a program's choice weight, the right one taking turns between the two
   places), or, the other way round, tap the backward dot that makes one operand's gradient (`line`).
@@ -32,8 +36,7 @@ from dumpgym.drills._avals import order
 from dumpgym.drills._backward_reads import cotangent_aval_item, gradient_item, listing, residual_item
 from dumpgym.drills._checkpoint import residual_items
 from dumpgym.drills._dataflow import Dataflow
-from dumpgym.drills._pairs import SIDES, Pair, line, operand_label, pairs, result_label, shown, span
-from dumpgym.drills.answer import LinePick
+from dumpgym.drills._pairs import SIDES, Pair, line, operand_label, pairs, result_label, shown
 from dumpgym.drills.item import Item, from_draft
 from dumpgym.record.schema import EqnFact, ProgramRecord
 
@@ -77,24 +80,29 @@ def wrt_item(program: ProgramRecord, pair: Pair, forward: list[EqnFact]) -> dict
             "reasons": reasons, "rules": rules, "feedback": why, "side": pair.target}
 
 
-def cotangent_item(program: ProgramRecord, pair: Pair, forward: list[EqnFact]) -> dict:
-    """Whose result's cotangent does this backward dot read? Tap that forward dot_general in the listing."""
+def cotangent_item(program: ProgramRecord, pair: Pair, forward: list[EqnFact]) -> dict | None:
+    """Whose result's cotangent does this backward dot read? A choice of the program's forward dot_generals
+    (at most four: the right one and the others, those whose result has the cotangent's aval first), in the
+    order of the listing; None for a program with one forward dot."""
     b, f, back = line(pair.back), line(pair.fwd), pair.back
-    explain = {}
-    for other, _ in _others(pair, forward, back.inputs[pair.cotangent], True):
-        _, rule, reason = _other_wrong(pair, other, None, back.inputs[pair.cotangent])
-        explain.update({str(n): reason for n in span(other)})
-    explain.update({str(n): f"that is line {b}'s own dot_general, in the backward pass; its cotangent comes "
-                            "from a forward one's result" for n in span(back)})
+    like = back.inputs[pair.cotangent]
+    others = [other for other, _ in _others(pair, forward, like, True)][:3]
+    if not others:
+        return None
+    dots = sorted([pair.fwd, *others], key=line)
+    options, reasons, rules = [], [], []
+    for dot in dots:
+        options.append(f"the dot_general on line {line(dot)}")
+        _, rule, reason = ("", "", "") if dot is pair.fwd else _other_wrong(pair, dot, None, like)
+        reasons.append(reason)
+        rules.append(rule)
     question = (f"The dot_general on line {b} runs in the backward pass, and one of its operands is a cotangent. "
-                "Tap the forward dot_general whose result that cotangent is the gradient of.")
+                "Which forward dot_general's result is that cotangent the gradient of?")
     why = (f"line {b}'s {SIDES[pair.residual]} is line {f}'s {SIDES[pair.matched]}{pair.via}, a forward value; its "
-           f"{SIDES[pair.cotangent]} ({back.inputs[pair.cotangent]}) comes from the backward pass with the shape of "
+           f"{SIDES[pair.cotangent]} ({like}) comes from the backward pass with the shape of "
            f"line {f}'s result ({pair.fwd.outputs[0]}): the cotangent of line {f}")
-    rows = tuple(sorted(span(pair.fwd)))
-    return {**_item(program, pair, "cotangent", question), "feedback": why,
-            "form": LinePick(rows[0], rows, explain),
-            "shown": listing(program)}
+    return {**_item(program, pair, "cotangent", question), "options": options, "answer": dots.index(pair.fwd),
+            "reasons": reasons, "rules": rules, "feedback": why, "shown": listing(program)}
 
 
 def _item(program: ProgramRecord, pair: Pair, step: str, question: str) -> dict:
@@ -128,8 +136,9 @@ def _balanced(items: list[dict], *seed) -> list[dict]:
            "cotangent, and name what a checkpoint policy saves.", per_program=4)
 def backward_items(program: ProgramRecord) -> list[Item]:
     """For each paired backward dot: a `wrt` choice, a `wrt` tap of the gradient's dot, a `residual` tap, and
-    for the first of each forward dot a `cotangent` tap and a typed cotangent aval; a `residual` choice per
-    backward remat under a policy. Its card is the backward equation, the step and what it asks."""
+    for the first of each forward dot a `cotangent` choice of the forward dots; a typed cotangent aval at the
+    first pair; a `residual` choice per backward remat under a policy. Its card is the backward equation, the
+    step and what it asks."""
     flow = Dataflow(program)
     forward = [e for e in program.eqns if e.primitive == "dot_general" and e.id not in flow.backward]
     backward = [e for e in program.eqns if e.primitive == "dot_general" and e.id in flow.backward]
@@ -146,7 +155,11 @@ def backward_items(program: ProgramRecord) -> list[Item]:
         # given by the first. The first backward dot asks it.
         if pair.fwd.id not in tapped:
             tapped.add(pair.fwd.id)
-            items += [cotangent_item(program, pair, forward), cotangent_aval_item(program, pair)]
+            items += [i for i in [cotangent_item(program, pair, forward)] if i is not None]
+        # The cotangent's aval once, at the backward pass's first dot (the loss's cotangent): the deeper
+        # layers' have the hidden sizes the corpus's programs share, and typing the usual one paid.
+        if pair is paired[0]:
+            items.append(cotangent_aval_item(program, pair))
     items += [{**i, "step": "residual", "about": ("saved",)} for i in residual_items(program, flow)]
     return [_pool_item(i) for i in _balanced(items, program.slug)]
 

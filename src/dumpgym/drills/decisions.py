@@ -3,7 +3,8 @@
 "What is this line for" names a line of the numbered listing and asks which of its step's answers it
 is (`_decision_why.why_steps`: which broadcast, whose cast, whose transpose, which mark); it holds most
 of the weight, since spotting a line by its operation needs no reading. "Spot the line" asks for the
-first line, in the order the program runs, of one decision kind, and is weighted down (`SPOT_SCALE`).
+first line, in the order the program runs, of one decision kind, and is weighted down (`SPOT_SCALE`), the
+more so where the first line of its operation is the answer (`PLAIN_SCALE`).
 
 Each kind in `decision_rules` says which equations show the decision (a predicate over the
 facts), which look like it but are not it (with the sentence that says why), and which StableHLO
@@ -154,16 +155,32 @@ def decision_items(program: ProgramRecord) -> list[DecisionItem]:
 
 # Each spot item keeps its decision kind's weight times SPOT_SCALE (the "what for" items' weights: _decision_why).
 SPOT_SCALE = 0.1
+# And one whose answer is the listing's first line of its operation, times PLAIN_SCALE: tapping the first
+# `transpose` finds it with no reading past the name (in a program with no transpose of its own), so that must
+# not be the habit that pays; one where a lookalike comes first (your own `k.T`) needs the reading.
+PLAIN_SCALE = 0.1
 
 
-def _why_items(pf: ProgramIndex) -> list[Item]:
-    """One "what is this line for" item per equation a step files, per layer that shows it."""
+def _plain(d: DecisionItem, program: ProgramRecord) -> bool:
+    """Whether a spot item's answer is the first line, in print order, of the operation on its answer line."""
+    if d.layer == "jaxpr":
+        primitive = program.eqns[d.eqn].primitive
+        first = min(e.jaxpr_lines[0] for e in program.eqns if e.primitive == primitive)
+    else:
+        name = next(op.name for op in program.stablehlo_ops if op.line == d.answer_line)
+        first = min(op.line for op in program.stablehlo_ops if op.name == name)
+    return first in d.accepted_lines
+
+
+def _readings(pf: ProgramIndex) -> list[tuple]:
+    """Each "what is this line for" question of the program: (the step's reading of the equation, the
+    equation, the line, the layer), once per equation a step files, per layer that shows it."""
     out = []
     for e in pf.running():
         got = reading_of(e, pf)
         if got is not None:
-            out.append(_why_item(got, e, e.jaxpr_lines[0], "jaxpr", pf))
-    asked: set[int] = set()
+            out.append((got, e, e.jaxpr_lines[0], "jaxpr"))
+    done: set[int] = set()
     for line, name in pf.ops:
         step = next((s for s in why_steps.values() if name in s.hlo_ops), None)
         if step is None:
@@ -171,11 +188,21 @@ def _why_items(pf: ProgramIndex) -> list[Item]:
         owners = [e for e in (pf.by_id(i) for i in pf.owners.get(line, ())) if e is not None]
         mine = [e for e in owners if e.primitive in step.primitives]
         writer = min(mine, key=lambda e: (e.jaxpr_lines[1] - e.jaxpr_lines[0], -e.id), default=None)
-        got = reading_of(writer, pf.on_stablehlo) if writer is not None and writer.id not in asked else None
+        got = reading_of(writer, pf.on_stablehlo) if writer is not None and writer.id not in done else None
         if got is not None and got[0] is step:
-            asked.add(writer.id)
-            out.append(_why_item(got, writer, line, "stablehlo", pf))
+            done.add(writer.id)
+            out.append((got, writer, line, "stablehlo"))
     return out
+
+
+def asked(pf: ProgramIndex) -> list[tuple[str, str, str, int]]:
+    """What each "what is this line for" item of the program asks and answers: (step, answer key, layer, line)."""
+    return [(got[0].step, got[1], layer, line) for got, _, line, layer in _readings(pf)]
+
+
+def _why_items(pf: ProgramIndex) -> list[Item]:
+    """One "what is this line for" item per equation a step files, per layer that shows it."""
+    return [_why_item(got, e, line, layer, pf) for got, e, line, layer in _readings(pf)]
 
 
 def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Item:
@@ -199,12 +226,14 @@ def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Ite
 
 
 def _balanced(items: list[Item]) -> list[Item]:
-    """Each answer of a step shares its weight in a program, however many items give it there."""
+    """Each question of a step (its answer, layer and line) shares its weight in a program, however many
+    items ask it there (`WhyStep.weight`)."""
+    def key(i: Item) -> tuple:
+        return i.step, i.facts["why"], i.layer, i.facts["line"]
     count: dict[tuple, int] = {}
     for i in items:
-        count[(i.step, i.facts["why"])] = count.get((i.step, i.facts["why"]), 0) + 1
-    return [replace(i, weight=round(why_steps[i.step].weight(i.facts["why"]) / count[(i.step, i.facts["why"])], 3))
-            for i in items]
+        count[key(i)] = count.get(key(i), 0) + 1
+    return [replace(i, weight=round(why_steps[i.step].weight(*key(i)[1:]) / count[key(i)], 3)) for i in items]
 
 
 def step_of(kind: str) -> str:
@@ -223,7 +252,8 @@ def decisions_pool(program: ProgramRecord) -> list[Item]:
     for d in decision_items(program):
         about = d.eqn if d.eqn is not None else d.source_eqn
         out.append(Item(
-            question=d.question, layer=d.layer, eqn=d.eqn, step=step_of(d.kind), weight=d.weight * SPOT_SCALE,
+            question=d.question, layer=d.layer, eqn=d.eqn, step=step_of(d.kind),
+            weight=d.weight * SPOT_SCALE * (PLAIN_SCALE if _plain(d, program) else 1.0),
             feedback=d.feedback,
             card=(str(about) if about is not None else "untraced", d.kind),
             answer=LinePick(d.answer_line, tuple(d.accepted_lines), d.explain),

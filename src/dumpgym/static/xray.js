@@ -7,7 +7,7 @@ import {
   backendNote, compiledLayer, compiledStats, fusionList, hloListing, indexCompiled, instructionNote, whyCompiled,
 } from './compiled.js';
 import { LAYERS, Lights } from './hover.js';
-import { scrollIntoBox } from './scroll.js';
+import { scrollIntoBox, settleScroll } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 import { costNote, costPanel, layerCost, markShares, sortCostTable } from './xray-cost.js';
 import { NAMES, indexProgram, litLines, stats, where, whyUnmapped } from './xray-index.js';
@@ -49,6 +49,16 @@ async function compiledSource(slug, hlo, target) {
   } catch (e) {
     return { source: null, error: e.message };
   }
+}
+
+/** A compiled listing that opens on a dump's source tables (`FileNames` ... `StackFrames`, dozens of lines
+ * before any computation) is scrolled to its first computation; the tables stay above it. */
+function skipTables(box, rows, hlo) {
+  const first = Math.min(...hlo.instructions.map((i) => i.line));
+  const header = rows[first - 2];  // the computation's signature, just above its first instruction
+  if (!(first > 12 && header)) return;
+  const top = header.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+  settleScroll({ box, top }, header);
 }
 
 /** Class each line by what it lights: its first group's band, else XLA's own or dim; fusions bold. */
@@ -164,6 +174,8 @@ class XraySection {
     const record = program;
     program = { ...program, hlo };
     const [jaxpr, stablehlo] = sources;
+    // A dump of XLA alone has no JAX layers: its compiled column is the x-ray, alone (said in the stats line).
+    this.root.toggleAttribute('data-xla-only', Boolean(hloSource) && !record.jaxpr && !record.stablehlo);
     const rows = this.swapColumns({ jaxpr, stablehlo, hlo: hloSource });
     const index = indexProgram(program);
     const compiled = hloSource ? indexCompiled(program.hlo) : null;
@@ -173,7 +185,10 @@ class XraySection {
     this.shown = { slug, program, index, compiled, rows, target, cost: compiled ? cost : null };
     this.showTargets(target, record);
     this.lights.show(index, rows, compiled?.bodies);
-    this.statsEl.textContent = stats(program);
+    if (compiled) skipTables(this.cols.hlo, rows.hlo, program.hlo);
+    this.statsEl.textContent = this.root.hasAttribute('data-xla-only')
+      ? 'XLA\'s layers alone: the dump holds no jaxpr or StableHLO of this module (JAX_DUMP_IR_TO writes them)'
+      : stats(program);
     this.showCompiled(error);
     if ((program.xray || []).length) this.idle();
     else render(this.status, html`This program has no x-ray groups yet: every line shows dimmed.`);
@@ -195,6 +210,12 @@ class XraySection {
     this.root.toggleAttribute('data-compiled', Boolean(hloSource));
     this.hloCol.hidden = !hloSource;
     this.tabs.find((t) => t.dataset.xrayTab === 'hlo').hidden = !hloSource;
+    const xlaOnly = this.root.hasAttribute('data-xla-only');
+    for (const layer of ['jaxpr', 'stablehlo']) {
+      this.cols[layer].closest('.col').hidden = xlaOnly;
+      this.tabs.find((t) => t.dataset.xrayTab === layer).hidden = xlaOnly;
+    }
+    if (xlaOnly && this.layer !== 'hlo') this.showLayer('hlo');
     this.cursor = null;
     this.litNow = null;
     if (this.layer === 'hlo' && !hloSource) this.showLayer('jaxpr');

@@ -1,0 +1,88 @@
+"""A dump's module as a program of the gym's x-ray, in Chromium: a dump of JAX and XLA opens its compiled
+column at its first computation, not on the dozens of lines of source tables XLA prints first; a dump of
+XLA alone shows its compiled column alone, the width of the x-ray, and says why the JAX layers are not there."""
+import threading
+
+import pytest
+from conftest import DESKTOP, checked_page
+
+from dump_programs import dump_script
+from dumpgym import cli
+from dumpgym.serve import server as serve
+from test_xray_in_browser import open_xray
+
+pytestmark = pytest.mark.browser
+
+SCRIPT = r'''
+import jax, jax.numpy as jnp
+
+def {name}(w, x):
+    h = jnp.tanh(x @ w)
+    return (h * h).sum()
+
+jax.jit(jax.grad({name}))(jnp.ones((16, 8)), jnp.ones((4, 16)))
+'''
+
+
+@pytest.fixture(scope="module")
+def gym(tmp_path_factory):
+    """The gym served with two dumped programs added: `dump-jit-both` (JAX's and XLA's dumps, one
+    folder) and `dump-jit-alone` (XLA's alone); yields its URL."""
+    root = tmp_path_factory.mktemp("dumps")
+    dump_script(SCRIPT.format(name="both"), root / "both", root / "both")
+    dump_script(SCRIPT.format(name="alone"), None, root / "alone")
+    corpus = root / "corpus"
+    for folder in ("both", "alone"):
+        assert cli.main(["add", "--dump", str(root / folder), "--corpus", str(corpus)]) == 0
+    site, _ = serve.Site.start(corpus)
+    server = serve.make_server(site, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield serve.url_of(server)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _in_view(page, layer: str, line: int) -> bool:
+    return page.eval_on_selector(
+        f"[data-xray-col={layer}]",
+        """(box, n) => { const row = box.querySelector(`[data-line="${n}"]`); const b = box.getBoundingClientRect();
+                         const r = row.getBoundingClientRect(); return r.top >= b.top && r.bottom <= b.bottom; }""",
+        line)
+
+
+def _first_computation(page) -> int:
+    """The line of the compiled listing's first computation signature (`%name (` or `ENTRY`), as shown."""
+    return page.eval_on_selector(
+        "[data-xray-col=hlo]",
+        """box => Number([...box.querySelectorAll('[data-line]')]
+                   .find((r) => /^(ENTRY )?%[\\w.-]+ \\(/.test(r.textContent.trim())).dataset.line)""")
+
+
+def test_a_dumps_compiled_column_opens_at_its_first_computation(kept_context, gym):
+    with checked_page(kept_context(**DESKTOP), gym) as page:
+        open_xray(page, "dump-jit-both")
+        first = _first_computation(page)
+        assert first > 12  # XLA printed its source tables first: the case this is about
+        page.wait_for_timeout(300)  # the scroll settles over a few frames
+        assert _in_view(page, "hlo", first) and not _in_view(page, "hlo", 1)
+        for layer in ("jaxpr", "stablehlo"):  # the JAX layers are there, beside it
+            assert page.locator(f"[data-xray-col={layer}]").is_visible()
+
+
+def test_a_dump_of_xla_alone_shows_its_compiled_column_alone_and_says_why(kept_context, gym):
+    with checked_page(kept_context(**DESKTOP), gym) as page:
+        open_xray(page, "dump-jit-alone")
+        assert page.locator("[data-xray-stats]").inner_text().startswith("XLA's layers alone")
+        for layer in ("jaxpr", "stablehlo"):
+            assert not page.locator(f"[data-xray-col={layer}]").is_visible()
+        hlo = page.locator("[data-xray-col=hlo]").bounding_box()
+        cols = page.locator("#xray .xray-cols").bounding_box()
+        assert hlo["width"] > 0.9 * cols["width"]
+        # A program of the gym's own, shown next, has its three columns again.
+        open_xray(page, "mlp")
+        for layer in ("jaxpr", "stablehlo", "hlo"):
+            assert page.locator(f"[data-xray-col={layer}]").is_visible()

@@ -305,3 +305,26 @@ def test_the_corpus_refuses_two_records_of_one_slug_and_stays_readable(dumps, tm
     with pytest.raises(GymError, match="two of the programs to add have the slug dump-same"):
         usercorpus.store_records([one, two], tmp_path / "corpus")
     assert usercorpus.read_index(tmp_path / "corpus") == []
+
+
+@pytest.mark.parametrize("name, stacks, functions, helper", [
+    # JAX before 0.9: no source tables, and its inner `jit(main)` in every stack (as JAX 0.6 dumps them).
+    ("jit_squeeze", {"jit(squeeze)/jit(main)/squeeze"}, None, True),
+    ("jit_multiply", {"jit(multiply)/jit(main)/mul", "jit(multiply)/jit(main)/convert_element_type"}, None, True),
+    ("jit_softmax", {"jit(softmax)/jit(main)/exp", "jit(softmax)/jit(main)/reduce_max",
+                     "jit(softmax)/jit(main)/div"}, None, False),  # several primitives, no tables: the user's
+    ("jit_step", {"jit(step)/jit(main)/jvp(jit(layer))/dot_general"}, None, False),
+    # With tables (JAX 0.9 and later): they name the functions the ops were traced in.
+    ("jit_multiply", {"jit(multiply)/mul", "jit(multiply)/convert_element_type"}, {"<module>", "init"}, True),
+    ("jit_" + "a" * 66 + "_one", {"jit(" + "a" * 66 + "_one)/add"}, {"<module>", "long_a"}, False),
+    ("jit_apply", {"jit(apply)/tanh", "jit(apply)/mul"}, {"<module>", "M.apply"}, False),
+    ("jit__lambda", {"jit(_lambda)/sub"}, {"<module>", "<lambda>"}, False),
+    ("jit_norm", {"jit(norm)/sqrt"}, {"<module>", "norm"}, False),  # a function of the user's named as JAX's
+])
+def test_a_helper_is_told_by_its_name_stacks_and_tables(name, stacks, functions, helper):
+    """The rule `_finish` applies, on name stacks and tables in the forms JAX 0.6 and 0.10 print them (the
+    helpers' as a dump of USER_SCRIPT under each gave them)."""
+    from dumpgym.dumps.folder import DumpModule, _is_helper
+
+    module = DumpModule(name, stacks=frozenset(stacks), functions=None if functions is None else frozenset(functions))
+    assert _is_helper(module) is helper

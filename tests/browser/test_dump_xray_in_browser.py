@@ -26,13 +26,17 @@ jax.jit(jax.grad({name}))(jnp.ones((16, 8)), jnp.ones((4, 16)))
 
 @pytest.fixture(scope="module")
 def gym(tmp_path_factory):
-    """The gym served with two dumped programs added: `dump-jit-both` (JAX's and XLA's dumps, one
-    folder) and `dump-jit-alone` (XLA's alone); yields its URL."""
+    """The gym served with three dumped programs added: `dump-jit-both` (JAX's and XLA's dumps, one
+    folder), `dump-jit-alone` (XLA's alone) and `dump-jit-nojaxpr` (StableHLO and XLA's, no jaxpr);
+    yields its URL."""
     root = tmp_path_factory.mktemp("dumps")
     dump_script(SCRIPT.format(name="both"), root / "both", root / "both")
     dump_script(SCRIPT.format(name="alone"), None, root / "alone")
+    dump_script(SCRIPT.format(name="nojaxpr"), root / "nojaxpr", root / "nojaxpr")
+    for jaxpr in (root / "nojaxpr").glob("*.jaxpr.txt"):  # as JAX_DUMP_IR_MODES=stablehlo (the default) writes it
+        jaxpr.unlink()
     corpus = root / "corpus"
-    for folder in ("both", "alone"):
+    for folder in ("both", "alone", "nojaxpr"):
         assert cli.main(["add", "--dump", str(root / folder), "--corpus", str(corpus)]) == 0
     site, _ = serve.Site.start(corpus)
     server = serve.make_server(site, "127.0.0.1", 0)
@@ -86,3 +90,14 @@ def test_a_dump_of_xla_alone_shows_its_compiled_column_alone_and_says_why(kept_c
         open_xray(page, "mlp")
         for layer in ("jaxpr", "stablehlo", "hlo"):
             assert page.locator(f"[data-xray-col={layer}]").is_visible()
+
+
+def test_a_dump_without_a_jaxpr_shows_its_stablehlo_and_compiled_columns_and_says_why(kept_context, gym):
+    with checked_page(kept_context(**DESKTOP), gym) as page:
+        open_xray(page, "dump-jit-nojaxpr")
+        assert "no jaxpr" in page.locator("[data-xray-stats]").inner_text()
+        assert not page.locator("[data-xray-col=jaxpr]").is_visible()
+        cols = page.locator("#xray .xray-cols").bounding_box()
+        for layer in ("stablehlo", "hlo"):
+            box = page.locator(f"[data-xray-col={layer}]").bounding_box()
+            assert 0.4 * cols["width"] < box["width"] < 0.6 * cols["width"], layer

@@ -489,14 +489,20 @@ def _is_helper(module: DumpModule) -> bool:
         return False  # the user's own function (`_sgd`, a method `M.apply`, a lambda too): its ops were traced in it
     if function.startswith("_"):
         return True
-    if all(stack in (f"jit({function})", f"jit({function})/{function}") for stack in module.stacks):
+    # JAX before 0.9 puts its inner `jit(main)` in every stack: `jit(squeeze)/jit(main)/squeeze`.
+    top = f"jit({function})"
+    stacks = {s.replace(f"{top}/jit(main)", top, 1) for s in module.stacks}
+    if all(stack in (top, f"{top}/{function}") for stack in stacks):
         return True
-    # Source tables that name no function of its name, every op at its top (`jit(multiply)/mul`, and a weak
-    # type's convert), and the name one of JAX's public functions: one run outside `jit` (`x * 0.02`).
-    return (module.functions is not None and bool(module.stacks)
-            and all(s == f"jit({function})" or (s.startswith(f"jit({function})/") and s.count("/") == 1)
-                    for s in module.stacks)
-            and function in _jax_public_names())
+    # Every op at its top (`jit(multiply)/mul`, and a weak type's convert), its name one of JAX's public array
+    # functions: one run outside `jit` (`x * 0.02`), where the source tables name no function of its name;
+    # without tables (JAX before 0.9), only where it is one primitive's (a function of the user's is rarely).
+    ops = {s.removeprefix(f"{top}/") for s in stacks if s != top}
+    if not stacks or not all(s == top or (s.startswith(f"{top}/") and s.count("/") == 1) for s in stacks):
+        return False
+    if module.functions is None and len(ops - {"convert_element_type"}) > 1:
+        return False
+    return function in _jax_public_names()
 
 
 @functools.cache

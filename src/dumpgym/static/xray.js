@@ -174,7 +174,9 @@ class XraySection {
     const record = program;
     program = { ...program, hlo };
     const [jaxpr, stablehlo] = sources;
-    // A dump of XLA alone has no JAX layers: its compiled column is the x-ray, alone (said in the stats line).
+    // A dump of XLA alone has no JAX layers, and one of JAX before its jaxpr dumps no jaxpr: the columns it
+    // has are the x-ray (said in the stats line).
+    this.root.toggleAttribute('data-no-jaxpr', Boolean(hloSource) && !record.jaxpr);
     this.root.toggleAttribute('data-xla-only', Boolean(hloSource) && !record.jaxpr && !record.stablehlo);
     const rows = this.swapColumns({ jaxpr, stablehlo, hlo: hloSource });
     const index = indexProgram(program);
@@ -188,7 +190,9 @@ class XraySection {
     if (compiled) skipTables(this.cols.hlo, rows.hlo, program.hlo);
     this.statsEl.textContent = this.root.hasAttribute('data-xla-only')
       ? 'XLA\'s layers alone: the dump holds no jaxpr or StableHLO of this module (JAX_DUMP_IR_TO writes them)'
-      : stats(program);
+      : this.root.hasAttribute('data-no-jaxpr')
+        ? 'StableHLO and XLA\'s layers: the dump holds no jaxpr of this module (a JAX that dumps jaxprs writes it with JAX_DUMP_IR_MODES=jaxpr,stablehlo)'
+        : stats(program);
     this.showCompiled(error);
     if ((program.xray || []).length) this.idle();
     else render(this.status, html`This program has no x-ray groups yet: every line shows dimmed.`);
@@ -210,12 +214,12 @@ class XraySection {
     this.root.toggleAttribute('data-compiled', Boolean(hloSource));
     this.hloCol.hidden = !hloSource;
     this.tabs.find((t) => t.dataset.xrayTab === 'hlo').hidden = !hloSource;
-    const xlaOnly = this.root.hasAttribute('data-xla-only');
+    const missing = { jaxpr: this.root.hasAttribute('data-no-jaxpr'), stablehlo: this.root.hasAttribute('data-xla-only') };
     for (const layer of ['jaxpr', 'stablehlo']) {
-      this.cols[layer].closest('.col').hidden = xlaOnly;
-      this.tabs.find((t) => t.dataset.xrayTab === layer).hidden = xlaOnly;
+      this.cols[layer].closest('.col').hidden = missing[layer];
+      this.tabs.find((t) => t.dataset.xrayTab === layer).hidden = missing[layer];
     }
-    if (xlaOnly && this.layer !== 'hlo') this.showLayer('hlo');
+    if (missing[this.layer]) this.showLayer(missing.stablehlo ? 'hlo' : 'stablehlo');
     this.cursor = null;
     this.litNow = null;
     if (this.layer === 'hlo' && !hloSource) this.showLayer('jaxpr');

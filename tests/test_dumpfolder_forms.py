@@ -328,3 +328,46 @@ def test_a_helper_is_told_by_its_name_stacks_and_tables(name, stacks, functions,
 
     module = DumpModule(name, stacks=frozenset(stacks), functions=None if functions is None else frozenset(functions))
     assert _is_helper(module) is helper
+
+
+def test_the_heads_of_a_dumps_files_say_what_parsing_them_whole_says(dumps):
+    """`hlo_head` and `mlir_head` read a big file's name, entry shapes, kinds of number and source tables from
+    its first lines; on every file of a real dump they agree with XLA's and MLIR's parsers on the whole."""
+    from dumpgym.ir.parse import (function_names, hlo_head, ir_context, mlir_head, parse_hlo, parse_stablehlo,
+                                  read_text, shapes_of_hlo, shapes_of_mlir, types_of_hlo, types_of_mlir)
+
+    hlos = [p for p in (dumps / "one").glob("module_*optimizations.txt") if "-" not in p.name.split("optimizations")[1]]
+    mlirs = list((dumps / "one").glob("*.mlir"))
+    assert len(hlos) > 10 and len(mlirs) > 5
+    for path in hlos:
+        text = read_text(path)
+        hlo = parse_hlo(text, path)
+        assert hlo_head(path) == (hlo.name, shapes_of_hlo(hlo), types_of_hlo(hlo), function_names(text)), path.name
+    context = ir_context()
+    for path in mlirs:
+        module = parse_stablehlo(read_text(path), path, context)
+        assert mlir_head(path, context) == (module.operation.attributes["sym_name"].value, shapes_of_mlir(module),
+                                            types_of_mlir(module)), path.name
+
+
+def test_a_module_too_big_to_parse_is_listed_and_paired_by_its_head_and_its_page_answers(dumps, monkeypatch):
+    """A 300 MB optimised HLO took `open` minutes and gigabytes before it served anything, and its page held
+    the server: a file of `BIG_FILE` or more is read by its head alone (name, shapes, tables), paired as
+    the whole reading pairs it, and its page says where its files are without reading them."""
+    from dumpgym.dumps import record as dump_record
+    from dumpgym.dumps.pages import dump_files
+    from dumpgym.ir import parse
+
+    whole = read_folder(dumps / "one")
+    step = next(m for m in whole.modules if m.name == "jit_step")
+    monkeypatch.setattr(parse, "BIG_FILE", min(p.stat().st_size for p in step.files.values()))
+    headed = read_folder(dumps / "one")
+    big = [m for m in headed.modules if m.big]
+    assert "jit_step" in {m.name for m in big}
+    assert [(m.slug, m.files) for m in headed.modules] == [(m.slug, m.files) for m in whole.modules]
+    assert all(m.helper == (w.helper and not m.big) for m, w in zip(headed.modules, whole.modules))
+    first, notes, later = dump_record.shown_in_two(headed, first_lines=None)
+    assert all(f"dump-{m.slug}" not in {r.slug for r in first} for m in big)
+    assert any(n.startswith(f"{m.slug}: a file of it is") for m in big for n in notes)
+    page = dump_files(headed)[f"dump/{step.slug}.html"]().decode()
+    assert "too big to list and link here" in page and 'data-layer="hlo"' not in page

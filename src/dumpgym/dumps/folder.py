@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dumpgym.ir.memory import MemoryReport, read_memory
-from dumpgym.ir.parse import (JAXPR_AVAL, DumpError, aval_dims, aval_number, function_names, hlo_op_names, ir_context,
-                               jaxpr_inputs, jaxpr_primitives, jaxpr_results, parse_hlo, parse_stablehlo, read_text,
-                               shapes_of_hlo, shapes_of_mlir, stablehlo_locations, tpu_target_words, types_of_hlo,
-                               types_of_mlir)
+from dumpgym.ir.parse import (JAXPR_AVAL, DumpError, aval_dims, aval_number, function_names, hlo_head, hlo_op_names,
+                               ir_context, is_big, jaxpr_inputs, jaxpr_primitives, jaxpr_results, mlir_head, parse_hlo,
+                               parse_stablehlo, read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations,
+                               tpu_target_words, types_of_hlo, types_of_mlir)
 
 LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimisations",
@@ -61,6 +61,7 @@ class DumpModule:
     helper: bool = False  # JAX's own (an eager primitive, a private function), not a function the user wrote
     functions: frozenset | None = None  # the functions its HLO's source tables name (None: no tables)
     primitives: frozenset = frozenset()  # a jaxpr's alone: the primitives of its equations
+    big: bool = False  # a layer's file is `BIG_FILE` or more: listed and paired by its head alone, not shown
 
     def size(self) -> int:
         """The bytes of its largest compiler layer's file, to list big modules first."""
@@ -75,6 +76,10 @@ class DumpModule:
     def layers(self) -> list[str]:
         """The layers this module has, in pipeline order."""
         return [layer for layer in LAYERS if layer in self.files]
+
+    def size_of_biggest(self) -> int:
+        """The bytes of its biggest file, of any layer."""
+        return max((_size(path) or 0 for path in self.files.values()), default=0)
 
     def text(self, layer: str) -> str:
         """One layer's text, as the dumper wrote it."""
@@ -129,12 +134,14 @@ class _Ir:
     types: tuple | None = None
     problem: str | None = None
     paired: bool = False
+    big: bool = False  # read by its head alone: its name stacks are not known
 
 
 def _digest(path: Path) -> str:
     """The file's hash; a file that cannot be read is its own (the module that needs it says why)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()  # streamed: a big file is not held whole
     except OSError:
         return f"unreadable {path}"
 
@@ -238,7 +245,7 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"stablehlo": entry.path}, ir_number=entry.number,
                                       repeats=entry.repeats, problem=entry.problem,
-                                      stacks=frozenset(n for n, _f in entry.names)))
+                                      stacks=frozenset(n for n, _f in entry.names), big=entry.big))
     jaxprs_named: dict[str, list[_Ir]] = {}
     for entry in jaxprs:
         jaxprs_named.setdefault(_function_module_name(entry.name), []).append(entry)
@@ -359,6 +366,14 @@ def _size(path: Path) -> int | None:
 
 
 def _read_mlir(entry: _Ir, context) -> None:
+    if is_big(entry.path):  # its head alone: a parse would hold the whole file, and more, in memory
+        try:
+            name, entry.shapes, entry.types = mlir_head(entry.path, context)
+        except DumpError as e:
+            entry.problem = str(e)
+            return
+        entry.name, entry.big = name or entry.name, True
+        return
     try:
         module = parse_stablehlo(read_text(entry.path), entry.path, context)
     except DumpError as e:
@@ -395,22 +410,29 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
                                            "after_optimizations file)"
         return
     path = module.files[layer]
+    module.big = any(is_big(p) for p in module.files.values())
     try:
-        text = read_text(path)
-        module.functions = function_names(text)
-        hlo = parse_hlo(text, path)
-        if "hlo_after" in module.files and layer != "hlo_after":
-            parse_hlo(read_text(module.files["hlo_after"]), module.files["hlo_after"])
+        if module.big:  # its head alone: names, shapes and tables (its name stacks are not read)
+            _name, shapes, types, module.functions = hlo_head(path)
+            if "hlo_after" in module.files and layer != "hlo_after":
+                hlo_head(module.files["hlo_after"])
+            names = None
+        else:
+            text = read_text(path)
+            module.functions = function_names(text)
+            hlo = parse_hlo(text, path)
+            if "hlo_after" in module.files and layer != "hlo_after":
+                parse_hlo(read_text(module.files["hlo_after"]), module.files["hlo_after"])
+            shapes, types = shapes_of_hlo(hlo), types_of_hlo(hlo)
+            names = frozenset((n, frame) for _c, _i, n, frame in hlo_op_names(hlo) if "/" in n or "(" in n)
+            module.stacks = frozenset(n for n, _f in names)
     except DumpError as e:
         module.problem = str(e)
         return
-    shapes, types = shapes_of_hlo(hlo), types_of_hlo(hlo)
-    names = frozenset((n, frame) for _c, _i, n, frame in hlo_op_names(hlo) if "/" in n or "(" in n)
-    module.stacks = frozenset(n for n, _f in names)
     candidates = [e for e in mlirs if e.problem is None and not e.paired and e.name == module.name
                   and (layer == "hlo_after" or (e.shapes == shapes and e.types in (None, types)))
-                  and _covers(e.names, names)]
-    if len(candidates) > 1:
+                  and (names is None or e.big or _covers(e.names, names))]
+    if len(candidates) > 1 and names is not None:
         exact = [e for e in candidates if e.names == names]
         candidates = exact or candidates
     if candidates:
@@ -422,7 +444,9 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
         entry.paired = True
         module.files["stablehlo"] = entry.path
         module.ir_number = entry.number
-        module.stacks = frozenset(n for n, _f in entry.names)
+        module.big = module.big or entry.big
+        if not entry.big:
+            module.stacks = frozenset(n for n, _f in entry.names)
 
 
 def _covers(stablehlo_names: frozenset, hlo_names: frozenset) -> bool:
@@ -545,5 +569,5 @@ def _finish(modules: list[DumpModule], reserved: set[str]) -> None:
             module.problem = f"only one layer ({only}) in the folder: nothing to link it to"
         # A module that cannot be read is not known to be JAX's own: it stays in front, with its note; but a
         # jaxpr alone of one primitive's equations, named for it, is an eager primitive's (`squeeze` of a key).
-        module.helper = (module.problem is None and _is_helper(module)) or (
+        module.helper = (module.problem is None and not module.big and _is_helper(module)) or (
             set(module.files) == {"jaxpr"} and module.primitives == {module.name})

@@ -13,7 +13,7 @@ from functools import partial
 from typing import Callable
 
 from dumpgym.dumps.xray import ModuleXray, xray_module
-from dumpgym.ir.parse import DumpError
+from dumpgym.ir.parse import BIG_FILE, DumpError
 from dumpgym.dumps.folder import LAYER_NAMES, DumpFolder, DumpModule
 from dumpgym.notebook import STYLE, WIRING, column, script_json
 
@@ -105,6 +105,13 @@ def module_page(module: DumpModule) -> bytes:
             f"{_e(', '.join(LAYER_NAMES[layer] for layer in module.layers()))}</p>")
     if module.problem:
         return _page(module.slug, head + f'<p class="problem">{_e(module.problem)}</p>')
+    if module.big:  # read by its head alone: the page says where its files are, and what XLA's reports say
+        files = "".join(f"<li>{_e(LAYER_NAMES[layer])}: {_name(str(path))} ({_e(_bytes(path.stat().st_size))})</li>"
+                        for layer, path in module.files.items() if path.exists())
+        note = (f"<p>Its files are too big to list and link here (a file of {BIG_FILE // 2**20} MiB or more is read "
+                f"by its head alone): open them in an editor; <code>dumpgym add --dump</code> with "
+                f"<code>--module {_e(module.name)}</code> makes it a program of the gym, in a while.</p>")
+        return _page(module.slug, head + note + f"<ul>{files}</ul>" + _memory(module))
     try:
         xray = xray_module(module)
     except DumpError as e:

@@ -273,6 +273,10 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
     for module in folder.modules:
         if module.helper or module.problem or "hlo_after" not in module.files:
             continue  # a helper is folded away; a problem was said already; without optimised HLO, its dump page
+        if module.big:  # not read whole to count its lines
+            notes.append(f"{module.slug}: a file of it is {_megabytes(module)} MB, so it is shown on its dump page alone, "
+                         "by its head (add it with add --dump to see it as a program)")
+            continue
         lines = module.text("hlo_after").count("\n")
         if lines > SHOWN_MAX_LINES:
             notes.append(f"{module.slug}: its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, so it is shown "
@@ -298,6 +302,11 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
 
     first, said = made(todo[:cut])
     return first, notes + said, (partial(made, todo[cut:]) if cut < len(todo) else None)
+
+
+def _megabytes(module: DumpModule) -> int:
+    """Its biggest file's size in megabytes, rounded."""
+    return round(module.size_of_biggest() / 1e6)
 
 
 def _slug(module: DumpModule) -> str:

@@ -511,3 +511,169 @@ def tpu_target_words(text: str) -> str:
     `version:` and `variant:` fields, joined; "" where neither is there."""
     found = (_TPU_VERSION.search(text), _TPU_VARIANT.search(text))
     return " ".join(m.group(1) for m in found if m)
+
+
+# A dump file at least this big is read by its head alone where only its head is needed (pairing, listing):
+# its signature, its source tables; a 300 MB optimised HLO (a model's constants printed) is not parsed to list it.
+BIG_FILE = 32 * 1024 * 1024
+
+
+def is_big(path: Path) -> bool:
+    """Whether a dump file is read by its head alone to list and pair it (a text file of `BIG_FILE` or more)."""
+    try:
+        return not path.name.endswith(".pb") and path.stat().st_size >= BIG_FILE
+    except OSError:
+        return False
+
+
+def _head_lines(path: Path, stop) -> list[str]:
+    """A text file's lines, streamed, up to the first for which `stop(line)` holds (that one included), or
+    all; a `DumpError` where it cannot be read or a line is not UTF-8 text."""
+    out = []
+    try:
+        with path.open("rb") as f:
+            for raw in f:
+                if b"\x00" in raw:
+                    raise DumpError(f"{path} is not text (a binary file)")
+                try:
+                    line = raw.decode("utf-8").rstrip("\n")
+                except UnicodeDecodeError:
+                    raise DumpError(f"{path} is not UTF-8 text") from None
+                out.append(line)
+                if stop(line):
+                    break
+    except OSError as e:
+        raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
+    if not out:
+        raise DumpError(f"{path} is empty")
+    return out
+
+
+def _closing(text: str, at: int, pairs: str = "(){}[]") -> int:
+    """The index just past the bracket that closes the one at `at` (nesting every kind of `pairs`, skipping
+    quoted strings), or -1."""
+    opens, closes = pairs[0::2], pairs[1::2]
+    depth, quoted = 0, False
+    for i in range(at, len(text)):
+        c = text[i]
+        if quoted:
+            quoted = not (c == '"' and text[i - 1] != "\\")
+        elif c == '"':
+            quoted = True
+        elif c in opens:
+            depth += 1
+        elif c in closes:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def hlo_head(path: Path) -> tuple[str, tuple, tuple[str, ...], frozenset[str] | None]:
+    """An HLO text dump's module name, entry shapes and kinds of number (as `shapes_of_hlo` and
+    `types_of_hlo` give them) and source tables' function names (as `function_names`), read from its head
+    alone: the header line and the tables XLA prints before the first computation."""
+    from jaxlib import xla_client
+
+    lines = _head_lines(path, lambda line: line.startswith(("ENTRY", "%")))
+    header = lines[0]
+    if not header.startswith("HloModule "):
+        raise DumpError(f"{path} does not start as an HLO module does (HloModule ...)")
+    name = header[len("HloModule "):].split(",", 1)[0].strip()
+    at = header.find("entry_computation_layout={")
+    end = _closing(header, at + len("entry_computation_layout=")) if at >= 0 else -1
+    if end < 0:
+        raise DumpError(f"{path}: its header names no entry computation layout")
+    layout = re.sub(r"/\*.*?\*/", "", header[at + len("entry_computation_layout={"):end - 1])
+    params_end = _closing(layout, 0, "(){}[]")
+    if not layout.startswith("(") or layout[params_end:params_end + 2] != "->":
+        raise DumpError(f"{path}: its entry computation layout is not (parameters)->result")
+    try:
+        params = xla_client.Shape(layout[:params_end]).tuple_shapes()
+        result = xla_client.Shape(layout[params_end + 2:])
+    except Exception:  # XLA's parser: a layout it cannot read
+        raise DumpError(f"{path}: its entry computation layout does not parse") from None
+    results = result.tuple_shapes() if result.is_tuple() else [result]
+
+    def dims(s):
+        return tuple(s.dimensions()) if s.is_array() else (-1,)
+
+    def kind(s):
+        return str(s.element_type()).lower() if s.is_array() else "token"
+    shapes = (tuple(dims(p) for p in params), tuple(dims(r) for r in results))
+    types = tuple(kind(s) for s in (*params, *results))
+    return name, shapes, types, function_names("\n".join(lines))
+
+
+def mlir_head(path: Path, context) -> tuple[str | None, tuple, tuple[str, ...]]:
+    """A StableHLO dump's module name and `main`'s argument and result shapes and kinds of number (as
+    `shapes_of_mlir` and `types_of_mlir` give them), read from its head alone: its lines up to `main`'s."""
+    from jaxlib.mlir import ir
+
+    lines = _head_lines(path, lambda line: "func.func public @main(" in line)
+    module = next((line for line in lines if line.startswith("module @")), "")
+    name = module[len("module @"):].split(" ", 1)[0] or None
+    line = lines[-1]
+    at = line.find("@main(")
+    if at < 0:
+        raise DumpError(f"{path}: no public main function in its head")
+    args_end = _closing(line, at + len("@main"))
+    types = []
+    i = at + len("@main(")
+    while args_end > 0 and (colon := line.find(": ", i, args_end)) >= 0:  # `%arg0: TYPE {attrs} loc(...)`
+        t, i = _type_at(line, colon + 2)
+        types.append(t)
+    results = []
+    rest = line[args_end:].lstrip() if args_end > 0 else ""
+    if rest.startswith("->"):
+        rest = rest[2:].lstrip()
+        if rest.startswith("("):
+            inner = rest[1:_closing(rest, 0) - 1]
+            i = 0
+            while i < len(inner):
+                t, i = _type_at(inner, i)
+                results.append(t)
+                nxt = _next_item(inner, i)
+                if nxt < 0:
+                    break
+                i = nxt
+        else:
+            results.append(_type_at(rest, 0)[0])
+    try:
+        parsed = [ir.Type.parse(t, context) for t in (*types, *results)]
+    except Exception:
+        raise DumpError(f"{path}: main's signature does not parse") from None
+    args, outs = parsed[:len(types)], parsed[len(types):]
+    return (name, (tuple(_dims(t) for t in args), tuple(_dims(t) for t in outs)),
+            tuple(_number_name(t) for t in parsed))
+
+
+def _type_at(text: str, i: int) -> tuple[str, int]:
+    """The MLIR type written at `text[i:]` (`tensor<...>` with its nesting, or a word like `!stablehlo.token`)
+    and the index past it."""
+    while i < len(text) and text[i] == " ":
+        i += 1
+    j = i
+    while j < len(text) and (text[j].isalnum() or text[j] in "!._"):
+        j += 1
+    if j < len(text) and text[j] == "<":
+        j = _closing(text, j, "<>")
+    return text[i:j], j
+
+
+def _next_item(text: str, i: int) -> int:
+    """The index after the next comma at depth 0 from `i` (past a result's `{attributes}`), or -1."""
+    depth, quoted = 0, False
+    for k in range(i, len(text)):
+        c = text[k]
+        if quoted:
+            quoted = not (c == '"' and text[k - 1] != "\\")
+        elif c == '"':
+            quoted = True
+        elif c in "({[<":
+            depth += 1
+        elif c in ")}]>":
+            depth -= 1
+        elif c == "," and depth == 0:
+            return k + 1
+    return -1

@@ -549,18 +549,26 @@ def _head_lines(path: Path, stop) -> list[str]:
     return out
 
 
-def _closing(text: str, at: int, pairs: str = "(){}[]") -> int:
-    """The index just past the bracket that closes the one at `at` (nesting every kind of `pairs`, skipping
-    quoted strings), or -1."""
-    opens, closes = pairs[0::2], pairs[1::2]
-    depth, quoted = 0, False
-    for i in range(at, len(text)):
+def _unquoted(text: str, start: int):
+    """(index, character) of `text` from `start`, leaving out what is inside double quotes."""
+    quoted = False
+    for i in range(start, len(text)):
         c = text[i]
         if quoted:
             quoted = not (c == '"' and text[i - 1] != "\\")
         elif c == '"':
             quoted = True
-        elif c in opens:
+        else:
+            yield i, c
+
+
+def _closing(text: str, at: int, pairs: str = "(){}[]") -> int:
+    """The index just past the bracket that closes the one at `at` (nesting every kind of `pairs`, skipping
+    quoted strings), or -1."""
+    opens, closes = pairs[0::2], pairs[1::2]
+    depth = 0
+    for i, c in _unquoted(text, at):
+        if c in opens:
             depth += 1
         elif c in closes:
             depth -= 1
@@ -663,14 +671,9 @@ def _type_at(text: str, i: int) -> tuple[str, int]:
 
 def _next_item(text: str, i: int) -> int:
     """The index after the next comma at depth 0 from `i` (past a result's `{attributes}`), or -1."""
-    depth, quoted = 0, False
-    for k in range(i, len(text)):
-        c = text[k]
-        if quoted:
-            quoted = not (c == '"' and text[k - 1] != "\\")
-        elif c == '"':
-            quoted = True
-        elif c in "({[<":
+    depth = 0
+    for k, c in _unquoted(text, i):
+        if c in "({[<":
             depth += 1
         elif c in ")}]>":
             depth -= 1

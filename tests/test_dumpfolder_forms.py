@@ -180,8 +180,9 @@ def test_an_xla_only_folder_opens_and_adds_with_every_page_answering(form, dumps
         page = make().decode()
         if path.endswith(".html") and path != "dump/index.html":
             slug = path.removeprefix("dump/").removesuffix(".html")
-            # The optimised HLO shown is the one XLA wrote (as text, or printed from its proto by XLA).
-            assert 'data-layer="hlo"' in page and 'data-layer="before"' in page, path
+            # The optimised HLO shown is the one XLA wrote (as text, or printed from its proto by XLA), beside
+            # the HLO before optimisations and the source lines both name (dumps/source.py).
+            assert 'data-layer="hlo"' in page and "HLO before optimisations" in page, path
             assert "ENTRY" in page and "metadata={op_name=" in page.replace("&quot;", '"'), path
             assert one[slug].name == folder.module(slug).name
     corpus = tmp_path / "corpus"
@@ -371,3 +372,45 @@ def test_a_module_too_big_to_parse_is_listed_and_paired_by_its_head_and_its_page
     assert any(n.startswith(f"{m.slug}: a file of it is") for m in big for n in notes)
     page = dump_files(headed)[f"dump/{step.slug}.html"]().decode()
     assert "too big to list and link here" in page and 'data-layer="hlo"' not in page
+
+
+def test_a_dump_of_xla_alone_links_its_instructions_to_their_source_lines_and_before_optimisations(dumps):
+    """Without JAX's layers, the dump page's x-ray is source lines · HLO before optimisations · optimised HLO.
+    Judged by the script itself: an instruction that XLA says came from `tanh` or the dot is linked to the
+    line that wrote `jnp.tanh(x @ w)`, one from the product or the sum to `(h * h).sum()` (the forward pass's)."""
+    from dumpgym.dumps.pages import module_page
+    from dumpgym.dumps.source import source_xray
+    from dumpgym.ir.hlo_graph import definition_lines
+    from dumpgym.ir.parse import hlo_op_names, parse_hlo
+
+    folder = read_folder(dumps / "xla")
+    script = USER_SCRIPT.split("\n")  # `python -c` numbers the script's lines from its first, as here
+
+    def line_of(code: str) -> int:
+        return next(n for n, t in enumerate(script, 1) if code in t)
+    wrote = {"jit_step": {"tanh": line_of("jnp.tanh(x @ w)"), "dot_general": line_of("jnp.tanh(x @ w)"),
+                          "mul": line_of("(h * h).sum()"), "reduce_sum": line_of("(h * h).sum()")},
+             "jit_f": {"sin": line_of("jnp.sin(x) * 2"), "mul": line_of("jnp.sin(x) * 2")},
+             "jit_f_2": {"cos": line_of("jnp.cos(x) + 1"), "add": line_of("jnp.cos(x) + 1")}}
+    judged = 0
+    for module in (m for m in folder.modules if m.name in wrote):
+        x = source_xray(module)
+        assert x.framed and x.linked >= 0.95 * x.framed, module.slug
+        place = {g["eqn"]: int(x.source.split("\n")[g["jaxpr_lines"][0] - 1].split("  ", 1)[0].rsplit(":", 1)[1])
+                 for g in x.groups}
+        text = module.text("hlo_after")
+        lines = definition_lines(text)[0]
+        for _c, name, op_name, frame in hlo_op_names(parse_hlo(text, module.files["hlo_after"])):
+            primitive = op_name.rsplit("/", 1)[-1]
+            if frame is None or primitive not in wrote[module.name] or name not in lines or "transpose(" in op_name:
+                continue  # the backward pass's ops sit at the line of the forward op they differentiate
+            groups = [e for e, hlo in x.lines_by_eqn.items() if lines[name] in hlo]
+            assert [place[int(e)] for e in groups] == [wrote[module.name][primitive]], (module.slug, name, op_name)
+            judged += 1
+    assert judged >= 6
+    step = next(m for m in folder.modules if m.name == "jit_step")
+    x = source_xray(step)
+    before = x.groups[0]["stablehlo_lines"]
+    assert before and all(n in x.before_lines for n in before)
+    page = module_page(step).decode()
+    assert 'data-layer="jaxpr"' in page and "source lines" in page and "HLO before optimisations" in page

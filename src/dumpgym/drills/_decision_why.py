@@ -210,9 +210,7 @@ def _questions() -> dict[tuple[str, str], int]:
 
 
 def count_asked(programs) -> dict[tuple[str, str, str, int], int]:
-    """(step, answer key, layer, line) -> how many of `programs` (typed records) ask it (`decisions.asked`)."""
-    from dumpgym.drills.decisions import asked  # the module that asks them imports this one
-
+    """(step, answer key, layer, line) -> how many of `programs` (typed records) ask it (`asked`)."""
     out: dict[tuple[str, str, str, int], int] = {}
     for program in programs:
         for key in set(asked(ProgramIndex.of(program))):
@@ -227,3 +225,31 @@ def reading_of(eqn: EqnFact, pf: ProgramIndex) -> tuple[WhyStep, str, str] | Non
             got = step.reading(eqn, pf)
             return (step, *got) if got is not None else None
     return None
+
+
+def readings(pf: ProgramIndex) -> list[tuple]:
+    """Each "what is this line for" question of the program: (the step's reading of the equation, the
+    equation, the line, the layer), once per equation a step files, per layer that shows it."""
+    out = []
+    for e in pf.running():
+        got = reading_of(e, pf)
+        if got is not None:
+            out.append((got, e, e.jaxpr_lines[0], "jaxpr"))
+    done: set[int] = set()
+    for line, name in pf.ops:
+        step = next((s for s in why_steps.values() if name in s.hlo_ops), None)
+        if step is None:
+            continue
+        owners = [e for e in (pf.by_id(i) for i in pf.owners.get(line, ())) if e is not None]
+        mine = [e for e in owners if e.primitive in step.primitives]
+        writer = min(mine, key=lambda e: (e.jaxpr_lines[1] - e.jaxpr_lines[0], -e.id), default=None)
+        got = reading_of(writer, pf.on_stablehlo) if writer is not None and writer.id not in done else None
+        if got is not None and got[0] is step:
+            done.add(writer.id)
+            out.append((got, writer, line, "stablehlo"))
+    return out
+
+
+def asked(pf: ProgramIndex) -> list[tuple[str, str, str, int]]:
+    """What each "what is this line for" item of the program asks and answers: (step, answer key, layer, line)."""
+    return [(got[0].step, got[1], layer, line) for got, _, line, layer in readings(pf)]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
 from dumpgym.drills._decision_rules import Decision, decision_rules
-from dumpgym.drills._decision_why import reading_of, why_steps
+from dumpgym.drills._decision_why import readings as _readings, why_steps
 from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills.item import Choice, Item, LinePick, Lines
 from dumpgym.record.schema import EqnFact, ProgramRecord
@@ -170,34 +170,6 @@ def _plain(d: DecisionItem, program: ProgramRecord) -> bool:
         name = next(op.name for op in program.stablehlo_ops if op.line == d.answer_line)
         first = min(op.line for op in program.stablehlo_ops if op.name == name)
     return first in d.accepted_lines
-
-
-def _readings(pf: ProgramIndex) -> list[tuple]:
-    """Each "what is this line for" question of the program: (the step's reading of the equation, the
-    equation, the line, the layer), once per equation a step files, per layer that shows it."""
-    out = []
-    for e in pf.running():
-        got = reading_of(e, pf)
-        if got is not None:
-            out.append((got, e, e.jaxpr_lines[0], "jaxpr"))
-    done: set[int] = set()
-    for line, name in pf.ops:
-        step = next((s for s in why_steps.values() if name in s.hlo_ops), None)
-        if step is None:
-            continue
-        owners = [e for e in (pf.by_id(i) for i in pf.owners.get(line, ())) if e is not None]
-        mine = [e for e in owners if e.primitive in step.primitives]
-        writer = min(mine, key=lambda e: (e.jaxpr_lines[1] - e.jaxpr_lines[0], -e.id), default=None)
-        got = reading_of(writer, pf.on_stablehlo) if writer is not None and writer.id not in done else None
-        if got is not None and got[0] is step:
-            done.add(writer.id)
-            out.append((got, writer, line, "stablehlo"))
-    return out
-
-
-def asked(pf: ProgramIndex) -> list[tuple[str, str, str, int]]:
-    """What each "what is this line for" item of the program asks and answers: (step, answer key, layer, line)."""
-    return [(got[0].step, got[1], layer, line) for got, _, line, layer in _readings(pf)]
 
 
 def _why_items(pf: ProgramIndex) -> list[Item]:

@@ -12,6 +12,7 @@ import json
 from functools import partial
 from typing import Callable
 
+from dumpgym.dumps.source import source_xray
 from dumpgym.dumps.xray import ModuleXray, xray_module
 from dumpgym.ir.parse import BIG_FILE, DumpError
 from dumpgym.dumps.folder import LAYER_NAMES, DumpFolder, DumpModule
@@ -175,6 +176,8 @@ def _memory(module: DumpModule) -> str:
 
 
 def _columns(module: DumpModule, xray: ModuleXray) -> str:
+    if xray.stablehlo is None and {"hlo_before", "hlo_after"} <= set(module.files):
+        return _source_columns(module)
     groups, lines_by_eqn = xray.groups()
     columns, notes = [], []
 
@@ -198,6 +201,24 @@ def _columns(module: DumpModule, xray: ModuleXray) -> str:
             "hlo": {"lines_by_eqn": lines_by_eqn}}
     return (f'<h2>X-ray</h2>{"".join(notes)}<div class="dgx n{len(columns)}" id="dump-xray">'
             f'<div class="dgx-cols">{"".join(columns)}</div>'
+            f'<script type="application/json">{script_json(data)}</script></div>'
+            '<script type="module" src="dump.js"></script>')
+
+
+def _source_columns(module: DumpModule) -> str:
+    """Without JAX's layers: the source lines the HLO's tables name, the HLO before optimisations and the
+    optimised HLO, a source line lighting the instructions of both that name it (`dumps/source.py`)."""
+    x = source_xray(module)
+    files = ", ".join(f"{_name(name)} ({'here' if here else 'not on this machine'})" for name, here in x.files.items())
+    columns = [column("jaxpr", "source lines", x.source, {n + 1 for n in range(len(x.groups))}),
+               column("stablehlo", "HLO before optimisations", module.text("hlo_before"), x.before_lines),
+               column("hlo", "optimised HLO", module.text("hlo_after"),
+                      {n for lines in x.lines_by_eqn.values() for n in lines})]
+    data = {"xray": x.groups, "eqns": [{"id": g["eqn"], "parent": None, "jaxpr_lines": g["jaxpr_lines"]} for g in x.groups],
+            "hlo": {"lines_by_eqn": x.lines_by_eqn}}
+    return (f"<h2>X-ray</h2><p>No JAX layers in the dump: {_e(x.line())}. Source files: {files or 'none named'}. "
+            "Hover a source line: the instructions that name it light before and after optimisation.</p>"
+            f'<div class="dgx n3" id="dump-xray"><div class="dgx-cols">{"".join(columns)}</div>'
             f'<script type="application/json">{script_json(data)}</script></div>'
             '<script type="module" src="dump.js"></script>')
 

@@ -1,0 +1,173 @@
+"""A dump with XLA's per-pass files (`--xla_dump_hlo_pass_re`, `ir/passes.py`, `dumps/passes.py`): the pass named
+for each fusion is the first per-pass file XLA wrote that prints it, the texts before and after are XLA's own
+lines, and `open` and `add --dump` read such a folder as they read any other."""
+import json
+import re
+
+import pytest
+
+from dump_programs import dump_script
+from dumpgym import cli
+from dumpgym.dumps.folder import read_folder
+from dumpgym.dumps.record import module_record, shown_records
+from dumpgym.ir.passes import pass_dump
+from dumpgym.record.schema import PassDump, ProgramRecord
+
+# A jitted function with fusions on the CPU: the dot XLA's dot library takes, the elementwise tail a loop
+# fusion, the sum a reduction.
+SCRIPT = r'''
+import jax, jax.numpy as jnp
+
+def layer(x, w):
+    return (jnp.tanh(x @ w + 1.0) * 2.0).sum(axis=0)
+
+jax.jit(layer)(jnp.ones((4, 8)), jnp.ones((8, 16)))
+'''
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    """The script dumped three ways: every pass that changed the module, the passes named like `fusion`, and
+    (for the folder's reading) JAX's files beside every pass."""
+    root = tmp_path_factory.mktemp("passes")
+    dump_script(SCRIPT, None, root / "all", pass_re=".*")
+    dump_script(SCRIPT, None, root / "fusion", pass_re="fusion")
+    dump_script(SCRIPT, root / "both", root / "both", pass_re=".*")
+    return root
+
+
+def _layer(folder):
+    module = read_folder(folder).module("jit_layer")
+    return module, module_record(module, "dump-jit-layer", str(folder)).compiled["cpu"]
+
+
+def _pass_files(module) -> list:
+    """XLA's per-pass files of the module, in the order of the step number its names carry (read here apart
+    from the reader under test: the four digits after the module's name)."""
+    prefix = f"module_{module.xla_number:04d}.{module.name}."
+    files = next(iter(module.files.values())).parent.glob(prefix + "[0-9][0-9][0-9][0-9].*.txt")
+    return sorted(files, key=lambda p: int(p.name[len(prefix):len(prefix) + 4]))
+
+
+def _line_of(text: str, name: str) -> str | None:
+    """The line of `text` that defines `%name`, by plain search."""
+    for line in text.splitlines():
+        if line.strip().removeprefix("ROOT ").startswith(f"%{name} = "):
+            return line
+    return None
+
+
+def _fusions(layer) -> list:
+    return [i for i in layer.instructions if i.opcode == "fusion"]
+
+
+@pytest.mark.parametrize("form", ["all", "fusion"])
+def test_the_pass_named_for_a_fusion_is_the_first_dump_that_prints_it(dumps, form):
+    module, layer = _layer(dumps / form)
+    files = _pass_files(module)
+    origins = {o.line: o for o in layer.passes.origins}
+    assert len(layer.passes.dumps) == len(files) and _fusions(layer)
+    for fusion in _fusions(layer):
+        texts = [p.read_text() for p in files]
+        first = next(k for k, t in enumerate(texts) if f"%{fusion.name} = " in t)
+        o = origins[fusion.line]
+        assert layer.passes.dumps[o.made].step == int(files[first].name.split(".")[2]), fusion.name
+        assert o.made == first
+        if first:
+            assert f"%{fusion.name} " not in texts[first - 1], fusion.name
+        # The line shown after is XLA's own line in that dump.
+        assert o.made == 0 or o.after[0] == _line_of(texts[first], fusion.name)
+
+
+def test_the_loop_fusion_is_made_by_the_fusion_pass_for_certain_in_both_forms(dumps):
+    for form in ("all", "fusion"):
+        _module, layer = _layer(dumps / form)
+        loops = [i for i in layer.instructions if i.opcode == "fusion" and "kind=kLoop" in
+                 layer.text.splitlines()[i.line - 1]]
+        assert loops, form
+        for fusion in loops:
+            o = next(o for o in layer.passes.origins if o.line == fusion.line)
+            made = layer.passes.dumps[o.made]
+            assert (made.after, o.exact) == ("fusion", True), (form, made)
+            assert made.pipeline.startswith("HLO_passes"), made
+
+
+def test_a_fusion_s_before_text_is_what_xla_s_dump_before_lost_as_many_as_its_body_computes(dumps):
+    from dumpgym.ir.hlo_graph import opcode_of
+    from dumpgym.ir.parse import parse_hlo
+
+    module, layer = _layer(dumps / "all")
+    files = _pass_files(module)
+    hlo = parse_hlo(layer.text, module.files["hlo_after"])
+    bodies = {c.name: [opcode_of(i) for i in c.instructions()] for c in hlo.computations()}
+    told = 0
+    for fusion in _fusions(layer):
+        o = next(o for o in layer.passes.origins if o.line == fusion.line)
+        if not o.before or o.made == 0:
+            continue
+        before, after = files[o.made - 1].read_text(), files[o.made].read_text()
+        called = re.search(r"calls=%([\w.\-]+)", layer.text.splitlines()[fusion.line - 1]).group(1)
+        body = [op for op in bodies[called] if op != "parameter"]
+        names = [line.strip().removeprefix("ROOT ").split(" = ")[0][1:] for line in o.before]
+        assert len(names) == len(body), (fusion.name, names, body)
+        for name, line in zip(names, o.before):
+            assert _line_of(before, name) == line and _line_of(after, name) is None, name
+        told += 1
+    assert told >= 2  # the dot's fusion and the loop fusion at least
+
+
+def test_the_passes_that_changed_an_instruction_are_those_whose_line_of_it_differs(dumps):
+    module, layer = _layer(dumps / "all")
+    texts = [p.read_text() for p in _pass_files(module)]
+    names = {i.line: i.name for i in layer.instructions}
+    for o in layer.passes.origins:
+        lines = [_line_of(t, names[o.line]) for t in texts]
+        expected = tuple(k for k in range(o.made + 1, len(texts))
+                         if lines[k] is not None and lines[k] != lines[k - 1])
+        assert o.changed == expected, names[o.line]
+
+
+def test_the_record_keeps_its_passes_within_one_program_s_bytes_and_reads_back(dumps):
+    module, layer = _layer(dumps / "all")
+    record = module_record(module, "dump-jit-layer", "here")
+    back = ProgramRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert back == record and back.compiled["cpu"].passes.pass_re == ".*"
+    kept = sum(len(line) for o in layer.passes.origins for line in (*o.before, *o.after))
+    assert 0 < kept <= len(layer.text)
+
+
+def test_a_per_pass_folder_opens_and_adds_with_no_file_taken_for_a_module(dumps, tmp_path, capsys, monkeypatch):
+    from dumpgym.serve import server as serve
+
+    folder = dumps / "both"
+    numbers = {p.name.split(".")[0] for p in folder.glob("module_*after_optimizations.txt")}
+    read = read_folder(folder)
+    assert len(read.modules) == len(numbers) and not read.problems()
+    assert all(m.pass_files for m in read.modules if m.xla_number is not None)
+    # Only what no layer reads is counted unread (LLVM IR, object files, the buffers' values), never a pass's text.
+    assert read.ignored == sum(1 for p in folder.iterdir() if p.is_file() and p.name.startswith("module_")
+                               and (p.suffix in (".ll", ".o") or p.name.endswith("-values.txt")))
+    records, notes = shown_records(read)
+    assert [r.slug for r in records] == ["dump-jit-layer"] and not notes
+    served = []
+    monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
+    assert cli.main(["open", str(folder)]) == 0 and served
+    assert capsys.readouterr().err == ""
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(folder), "--corpus", str(corpus)]) == 0, capsys.readouterr().err
+    added = json.loads((corpus / "dump-jit-layer.json").read_text())
+    assert added["compiled"]["cpu"]["passes"]["dumps"]
+
+
+def test_per_pass_file_names_are_read_as_xla_writes_them():
+    assert pass_dump("0014.HLO_passes_after_layout_assignment.after_fusion.before_fusion-wrapper.txt") == \
+        PassDump(14, "HLO_passes_after_layout_assignment", "fusion", "fusion-wrapper")
+    # A pipeline whose own name starts `after_`: the names are split from the right.
+    assert pass_dump("0013.after_layout_assignment.after_pipeline-start.before_pipeline-end.txt") == \
+        PassDump(13, "after_layout_assignment", "pipeline-start", "pipeline-end")
+    # A dump written inside a pass (copy insertion's steps).
+    assert pass_dump("0016.copy-insertion.after_adding_copies_to_resolve_interference.txt") == \
+        PassDump(16, "", "copy-insertion", "", "after_adding_copies_to_resolve_interference")
+    for other in ("cpu_after_optimizations.txt", "before_optimizations.txt", "cl_3.after_optimizations.txt",
+                  "debug_options", "0014.x.after_a.before_b.hlo.pb", "ir-no-opt.ll", "12.a.after_b.before_c.txt"):
+        assert pass_dump(other) is None, other

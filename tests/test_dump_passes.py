@@ -147,6 +147,15 @@ def test_a_per_pass_folder_opens_and_adds_with_no_file_taken_for_a_module(dumps,
     # Only what no layer reads is counted unread (LLVM IR, object files, the buffers' values), never a pass's text.
     assert read.ignored == sum(1 for p in folder.iterdir() if p.is_file() and p.name.startswith("module_")
                                and (p.suffix in (".ll", ".o") or p.name.endswith("-values.txt")))
+    # The same modules, of the same slugs and layers, as the folder gives without its per-pass files.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for p in folder.iterdir():
+        if p.is_file() and pass_dump(p.name.split(".", 2)[-1]) is None:
+            (plain / p.name).write_bytes(p.read_bytes())
+    assert len(list(plain.iterdir())) < len(list(folder.iterdir()))
+    without = read_folder(plain)
+    assert [(m.slug, m.layers()) for m in read.modules] == [(m.slug, m.layers()) for m in without.modules]
     records, notes = shown_records(read)
     assert [r.slug for r in records] == ["dump-jit-layer"] and not notes
     served = []

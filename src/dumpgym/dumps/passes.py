@@ -9,12 +9,14 @@ dump at a pipeline's start that first prints it says only that it was made betwe
 
 What it replaced is told by dataflow, never by likeness: its users that were there before read, at its
 place among their operands, an instruction that is gone now (or, for a computation's root, the root
-before); from that one, the instructions gone with it that fed it. For a fusion those must be one for one
-what its body computes (the same opcodes, as many): else only the one it took the place of is shown.
+before). A fusion's body is walked from its root beside the dump before from that instruction: where each
+body instruction has its partner's opcode and operand count, down to the body's parameters (each the
+fusion's operand there, or one gone now), the partners are what it fused (some copied in, still there for
+other users); else only the one it took the place of is shown, and the note says the rest cannot be told.
 """
 from __future__ import annotations
 
-from collections import Counter
+import heapq
 from pathlib import Path
 
 from dumpgym.ir.passes import PassText, read_pass_text
@@ -22,54 +24,64 @@ from dumpgym.record.schema import PassDump, PassHistory, PassOrigin
 
 # Each snippet line is cut to this many characters, and a snippet to this many lines: a fusion of a
 # thousand instructions shows its first lines and how many more it has.
-LINE_MAX = 320
-SNIPPET_LINES = 24
+LINE_MAX = 240
+SNIPPET_LINES = 20
 _START, _END = "pipeline-start", "pipeline-end"
 
 
 def pass_history(files: list[tuple[PassDump, Path]], optimised: dict[str, int], pass_re: str,
                  budget: int) -> PassHistory:
     """The pipeline of a module's per-pass dumps (`files`), and the origin of each optimised instruction (by name:
-    its line) some dump prints; the before and after texts kept in all come to at most `budget` characters."""
+    its line) some dump prints; the before and after texts kept in all come to at most `budget` characters, given
+    to fusions first, then to the rest, each in the optimised listing's order."""
     files = sorted(files, key=lambda f: f[0].step)
     dumps = tuple(d for d, _path in files)
     first: dict[str, int] = {}
     changed: dict[str, list[int]] = {}
     snippets: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {}
-    last: dict[str, str] = {}
+    kept: list[tuple[int, int, str]] = []  # the texts kept, the last to give up first (heap[0])
+    dropped: set[str] = set()
     spent = 0
+    last: dict[str, str] = {}
     prev: PassText | None = None
     for k, (_dump, path) in enumerate(files):
         cur = read_pass_text(path)
-        exact = _exact(dumps, k, pass_re)
         for name, ins in cur.instructions.items():
             if name not in optimised:
                 continue
+            last_text, last[name] = last.get(name), ins.text
             if name not in first:
                 first[name] = k
-                if k and prev is not None:
-                    before, after, note = _around(name, prev, cur, exact)
-                    size = sum(map(len, before)) + sum(map(len, after))
-                    if spent + size > budget:
-                        before, after = (), ()
-                        note = (f"{note} " if note else "") + "(its texts are left out: this module's are kept up " \
-                            "to the size of its optimised HLO)"
-                    spent += sum(map(len, before)) + sum(map(len, after))
-                    snippets[name] = (before, after, note)
-            elif name not in prev.instructions or last.get(name) != ins.text:
+                if prev is None:
+                    continue
+                snippets[name] = _around(name, prev, cur)
+                size = _size(snippets[name])
+                if size:
+                    heapq.heappush(kept, (-(ins.opcode != "fusion"), -optimised[name], name))
+                    spent += size
+                while spent > budget:
+                    _rank, _line, worst = heapq.heappop(kept)
+                    spent -= _size(snippets[worst])
+                    before, after, note = snippets[worst]
+                    snippets[worst] = ((), (), note)
+                    dropped.add(worst)
+            elif name not in prev.instructions or last_text != ins.text:
                 changed.setdefault(name, []).append(k)
-            last[name] = ins.text
         prev = cur
     origins = []
     for name, k in sorted(first.items(), key=lambda item: optimised[item[0]]):
-        before, after, note = snippets.get(name, ((), (), _first_note(dumps, k)))
+        before, after, note = snippets.get(name, ((), (), ""))
+        if name in dropped:
+            note = (f"{note} " if note else "") + "(its texts are left out: a module keeps them up to the size of " \
+                "its optimised HLO, fusions first)"
         origins.append(PassOrigin(line=optimised[name], made=k, exact=bool(k) and _exact(dumps, k, pass_re),
                                   changed=tuple(changed.get(name, ())), before=before, after=after, note=note))
     return PassHistory(dumps=dumps, pass_re=pass_re, origins=tuple(origins))
 
 
-def _first_note(dumps, k: int) -> str:
-    return "in the module as its first pass dump prints it: made before the passes it records" if k == 0 else ""
+def _size(snippet) -> int:
+    before, after, _note = snippet
+    return sum(map(len, before)) + sum(map(len, after))
 
 
 def _exact(dumps: tuple[PassDump, ...], k: int, pass_re: str) -> bool:
@@ -82,7 +94,7 @@ def _exact(dumps: tuple[PassDump, ...], k: int, pass_re: str) -> bool:
         return True
     p = dumps[k - 1]
     if d.during:  # inside a pass: the dump before is that pass's own step, or the one just before it
-        return (p.during and p.after == d.after) or (not p.during and p.before == d.after)
+        return (bool(p.during) and p.after == d.after) or (not p.during and p.before == d.after)
     return not p.during and p.pipeline == d.pipeline and p.before == d.after
 
 
@@ -94,7 +106,7 @@ def _cut(lines) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _around(name: str, prev: PassText, cur: PassText, exact: bool) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+def _around(name: str, prev: PassText, cur: PassText) -> tuple[tuple[str, ...], tuple[str, ...], str]:
     """The lines `name` replaced in the dump before (as far as dataflow tells them), its own lines in the dump
     that first prints it (a fusion's with its body), and a note on how the first were told or why they cannot."""
     ins = cur.instructions[name]
@@ -102,28 +114,66 @@ def _around(name: str, prev: PassText, cur: PassText, exact: bool) -> tuple[tupl
               for line in cur.computations.get(called, ())]
     after = _cut([ins.text, *bodies])
     where = ins.computation
-    if where not in prev.computations:
-        callers = cur.callers.get(where, ())
-        by = f", which %{callers[0]} calls" if len(callers) == 1 else ""
-        return (), (), f"made with %{where}{by} (new in this dump)"
+    if where not in prev.computations:  # made with its computation (a fusion's body): no text of its own, no note
+        return (), (), ""
     replaced = _taken_over(name, prev, cur)
     if len(replaced) != 1:
         why = "it took the place of no instruction that is gone" if not replaced else \
             f"it took the place of {len(replaced)} instructions that are gone"
         return (), after, f"what it replaced cannot be told: {why}"
     (r,) = replaced
-    region = _gone_with(r, prev, cur)
-    if ins.opcode == "fusion" and bodies:
-        fused = Counter(cur.instructions[n].opcode for called in ins.calls if called not in prev.computations
-                        for n in cur.members.get(called, ()) if cur.instructions[n].opcode != "parameter")
-        if Counter(prev.instructions[n].opcode for n in region) == fused:
-            lines = [prev.instructions[n].text for n in sorted(region, key=prev.order.__getitem__)]
-            what = "the instruction" if len(region) == 1 else f"the {len(region)} instructions"
-            return _cut(lines), after, f"{what} it fused (its body computes them one for one)"
+    new_bodies = [called for called in ins.calls if called not in prev.computations]
+    if ins.opcode == "fusion" and len(new_bodies) == 1:
+        fused = _fused_from(ins, new_bodies[0], r, prev, cur)
+        if fused is not None:
+            copied = sum(n in cur.instructions for n in fused)
+            lines = [prev.instructions[n].text for n in sorted(fused, key=prev.order.__getitem__)]
+            what = "the instruction" if len(fused) == 1 else f"the {len(fused)} instructions"
+            also = f"; {copied} of them copied in, kept for their other users" if copied else ""
+            return _cut(lines), after, f"{what} it fused: its body computes them one for one, from %{r} up{also}"
         return _cut([prev.instructions[r].text]), after, \
-            f"it took the place of %{r}; which other instructions it fused cannot be told (the instructions gone " \
-            "with it are not its body's one for one)"
+            f"it took the place of %{r}; which other instructions it fused cannot be told (its body is not the " \
+            "graph above it one for one)"
     return _cut([prev.instructions[r].text]), after, f"it took the place of %{r}"
+
+
+def _fused_from(ins, body: str, root: str, prev: PassText, cur: PassText) -> set[str] | None:
+    """The instructions of the dump before that the fusion `ins` holds copies of, walking its body from its root
+    and the dump before from `root` (the instruction it took the place of) side by side: each body instruction
+    must have the opcode and operand count of its partner, and a body parameter `k` stands for the fusion's
+    operand `k` (the same instruction where it is still there, else one gone now). None where they differ."""
+    start = cur.roots.get(body)
+    if start is None:
+        return None
+    paired: dict[str, str] = {}
+    todo = [(start, root)]
+    while todo:
+        b, p = todo.pop()
+        if paired.get(b, p) != p:
+            return None
+        if b in paired:
+            continue
+        bi, pi = cur.instructions.get(b), prev.instructions.get(p)
+        if bi is None or pi is None or bi.computation != body or pi.computation != ins.computation:
+            return None
+        if bi.opcode == "parameter":
+            k = bi.parameter
+            if k is None or k >= len(ins.operands):
+                return None
+            operand = ins.operands[k]
+            if (operand in prev.instructions and p != operand) or (operand not in prev.instructions and p in cur.instructions):
+                return None
+            paired[b] = p
+            continue
+        if bi.opcode != pi.opcode or len(bi.operands) != len(pi.operands):
+            return None
+        paired[b] = p
+        todo.extend(zip(bi.operands, pi.operands))
+    fused = [p for b, p in paired.items() if cur.instructions[b].opcode != "parameter"]
+    if len(set(fused)) != len(fused) or len(fused) != sum(
+            cur.instructions[n].opcode != "parameter" for n in cur.members.get(body, ())):
+        return None  # two body instructions for one before, or a body instruction the walk never reached
+    return set(fused)
 
 
 def _taken_over(name: str, prev: PassText, cur: PassText) -> set[str]:
@@ -146,14 +196,3 @@ def _taken_over(name: str, prev: PassText, cur: PassText) -> set[str]:
     return out
 
 
-def _gone_with(start: str, prev: PassText, cur: PassText) -> set[str]:
-    """`start` and the instructions of its computation, gone now too, that fed it through gone ones."""
-    where = prev.instructions[start].computation
-    seen, todo = {start}, [start]
-    while todo:
-        for operand in prev.instructions[todo.pop()].operands:
-            o = prev.instructions.get(operand)
-            if o is not None and operand not in seen and operand not in cur.instructions and o.computation == where:
-                seen.add(operand)
-                todo.append(operand)
-    return seen

@@ -61,6 +61,7 @@ class PassInstruction:
     opcode: str
     operands: tuple[str, ...]
     calls: tuple[str, ...]
+    parameter: int | None = None  # a parameter's number (`parameter(2)`)
 
 
 @dataclass
@@ -73,7 +74,6 @@ class PassText:
     order: dict[str, int] = field(default_factory=dict)  # name -> its place in print order
     users: dict[str, list[str]] = field(default_factory=dict)  # name -> the instructions naming it as an operand
     members: dict[str, list[str]] = field(default_factory=dict)  # computation -> its instructions, in order
-    callers: dict[str, list[str]] = field(default_factory=dict)  # computation -> the instructions that call it
 
 
 def read_pass_text(path: Path) -> PassText:
@@ -106,12 +106,14 @@ def hlo_text_parts(text: str) -> PassText:
             continue
         opcode, operands, calls = _right_side(rhs)
         out.order[name] = len(out.order)
-        out.instructions[name] = PassInstruction(line, computation, opcode, operands, calls)
+        number = None
+        if opcode == "parameter":
+            digits = rhs[rhs.find(" parameter(") + 11:].partition(")")[0]
+            number = int(digits) if digits.isdigit() else None
+        out.instructions[name] = PassInstruction(line, computation, opcode, operands, calls, number)
         out.members.setdefault(computation, []).append(name)
         for operand in dict.fromkeys(operands):
             out.users.setdefault(operand, []).append(name)
-        for called in calls:
-            out.callers.setdefault(called, []).append(name)
         if root:
             out.roots[computation] = name
     return out
@@ -156,17 +158,20 @@ def _right_side(rhs: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
 
 
 def _closing(text: str, start: int) -> int:
-    """Where the parenthesis opened at `start` closes (the text's end if it never does)."""
-    depth = 0
-    for i in range(start, len(text)):
-        c = text[i]
-        if c == "(":
+    """Where the parenthesis opened at `start` closes (the text's end if it never does): each search only moves on."""
+    depth, at = 0, start
+    opening = text.find("(", start)
+    while True:
+        close = text.find(")", at)
+        while opening >= 0 and (close < 0 or opening < close):
             depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(text)
+            opening = text.find("(", opening + 1)
+        if close < 0:
+            return len(text)
+        depth -= 1
+        if depth == 0:
+            return close
+        at = close + 1
 
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")

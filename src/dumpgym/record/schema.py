@@ -575,7 +575,8 @@ class PassOrigin(_Record):
     prints its name (an index into `PassHistory.dumps`), and `exact`, whether that dump's pass made it for
     certain; `changed`, the later dumps whose printed line of it differs from the one before; and around it, from
     the dump before `made` and from `made` itself, the lines it replaced (`before`, as far as the texts tell
-    them: `note` says how, or why they cannot be told) and its own line, a fusion's with its body (`after`)."""
+    them: `note` says how, or why they cannot be told) and its own line, a fusion's with its body (`after`). An
+    instruction made with its computation (a new fusion's body) has neither, nor a note: its fusion shows them."""
 
     OMIT_DEFAULT = frozenset({"changed", "before", "after", "note"})
     line: int

@@ -36,10 +36,11 @@ function snippet(label, lines, which) {
 
 /** What the per-pass dumps say of compiled line `n`: the pass that made it, the ones that changed it after, and
  * before / after texts; null where the layer has no per-pass dumps or the line is no instruction. */
-export function passPanel(hlo, origins, n, name) {
+export function passPanel(hlo, origins, n, ins) {
   const passes = hlo?.passes;
   if (!passes) return null;
   const o = origins.get(n);
+  const name = ins?.name;
   if (!o) {
     if (!name) return null;
     const last = passes.dumps[passes.dumps.length - 1];
@@ -49,7 +50,9 @@ export function passPanel(hlo, origins, n, name) {
   const later = o.changed ?? [];
   const changed = later.length
     ? html`<p data-xray-pass-changed>changed after by ${later.map((k, i) => html`${i ? ', ' : ''}${passWords(passes.dumps[k])}`)}</p>` : '';
-  return html`<p data-xray-pass-made>${made(passes, o)}${o.note ? html` · <span class="fine">${o.note}</span>` : ''}</p>
+  // An instruction with no texts and no note was made with its computation (a new fusion's body): its fusion has them.
+  const note = o.note ?? (o.made && !o.before && !o.after ? `made with its computation %${ins?.computation}, new in this dump` : '');
+  return html`<p data-xray-pass-made>${made(passes, o)}${note ? html` · <span class="fine">${note}</span>` : ''}</p>
     ${snippet(`before (dump ${passes.dumps[Math.max(0, o.made - 1)].step})`, o.before ?? [], 'before')}
     ${snippet(`after (dump ${passes.dumps[o.made].step})`, o.after ?? [], 'after')}${changed}`;
 }

@@ -252,7 +252,7 @@ class XraySection {
    * fold it away). Only a dump read with its per-pass files has anything to say. */
   showPass(n) {
     const panel = n === null || n === this.passLine || !this.shown?.compiled
-      ? null : passPanel(this.shown.program.hlo, this.shown.origins, n, this.shown.compiled.instructions.get(n)?.name);
+      ? null : passPanel(this.shown.program.hlo, this.shown.origins, n, this.shown.compiled.instructions.get(n));
     this.passLine = panel ? n : null;
     this.passEl.hidden = !panel;
     if (panel) render(this.passEl, panel);

@@ -13,6 +13,8 @@ before). A fusion's body is walked from its root beside the dump before from tha
 body instruction has its partner's opcode and operand count, down to the body's parameters (each the
 fusion's operand there, or one gone now), the partners are what it fused (some copied in, still there for
 other users); else only the one it took the place of is shown, and the note says the rest cannot be told.
+A fusion whose users are new too (made in the same pass) is walked beside every instruction gone of its
+root's opcode: where exactly one graph of the text before matches, it is that one; else none is named.
 """
 from __future__ import annotations
 
@@ -117,24 +119,64 @@ def _around(name: str, prev: PassText, cur: PassText) -> tuple[tuple[str, ...], 
     if where not in prev.computations:  # made with its computation (a fusion's body): no text of its own, no note
         return (), (), ""
     replaced = _taken_over(name, prev, cur)
+    new_bodies = [called for called in ins.calls if called not in prev.computations]
+    body = new_bodies[0] if ins.opcode == "fusion" and len(new_bodies) == 1 else None
     if len(replaced) != 1:
         why = "it took the place of no instruction that is gone" if not replaced else \
             f"it took the place of {len(replaced)} instructions that are gone"
-        return (), after, f"what it replaced cannot be told: {why}"
+        found = _fused_anywhere(ins, body, prev, cur) if body is not None else []
+        if len(found) != 1:
+            more = f"; {len(found)} graphs of the text before match its body" if found else ""
+            return (), after, f"what it replaced cannot be told: {why}{more}"
+        (r, fused), = found
+        return _cut(_lines(prev, fused)), after, \
+            f"{_fused_words(fused, cur)}: its body computes them one for one, from %{r} up (its users are new in " \
+            "this dump too: the only graph of the text before that it copies)"
     (r,) = replaced
-    new_bodies = [called for called in ins.calls if called not in prev.computations]
-    if ins.opcode == "fusion" and len(new_bodies) == 1:
-        fused = _fused_from(ins, new_bodies[0], r, prev, cur)
+    if body is not None:
+        fused = _fused_from(ins, body, r, prev, cur)
         if fused is not None:
-            copied = sum(n in cur.instructions for n in fused)
-            lines = [prev.instructions[n].text for n in sorted(fused, key=prev.order.__getitem__)]
-            what = "the instruction" if len(fused) == 1 else f"the {len(fused)} instructions"
-            also = f"; {copied} of them copied in, kept for their other users" if copied else ""
-            return _cut(lines), after, f"{what} it fused: its body computes them one for one, from %{r} up{also}"
+            return _cut(_lines(prev, fused)), after, \
+                f"{_fused_words(fused, cur)}: its body computes them one for one, from %{r} up"
         return _cut([prev.instructions[r].text]), after, \
             f"it took the place of %{r}; which other instructions it fused cannot be told (its body is not the " \
             "graph above it one for one)"
     return _cut([prev.instructions[r].text]), after, f"it took the place of %{r}"
+
+
+# A fusion whose place cannot be told by its users (all made in the same pass) is looked for among this many
+# instructions gone of its root's opcode, at most: past it, it is said not to be told.
+_CANDIDATES = 256
+
+
+def _fused_anywhere(ins, body: str, prev: PassText, cur: PassText) -> list[tuple[str, set[str]]]:
+    """Each instruction gone since the dump before, in the fusion's computation, from which its body's graph is
+    the graph of the text before one for one (`_fused_from`), with what it fused; none where there are too many
+    to try."""
+    root = cur.roots.get(body)
+    if root is None:
+        return []
+    opcode = cur.instructions[root].opcode
+    candidates = [p for p in prev.members.get(ins.computation, ())
+                  if prev.instructions[p].opcode == opcode and p not in cur.instructions]
+    if len(candidates) > _CANDIDATES:
+        return []
+    out = []
+    for p in candidates:
+        fused = _fused_from(ins, body, p, prev, cur)
+        if fused is not None:
+            out.append((p, fused))
+    return out
+
+
+def _lines(prev: PassText, names) -> list[str]:
+    return [prev.instructions[n].text for n in sorted(names, key=prev.order.__getitem__)]
+
+
+def _fused_words(fused: set[str], cur: PassText) -> str:
+    copied = sum(n in cur.instructions for n in fused)
+    what = "the instruction it fused" if len(fused) == 1 else f"the {len(fused)} instructions it fused"
+    return what + (f" ({copied} copied in, kept for their other users)" if copied else "")
 
 
 def _fused_from(ins, body: str, root: str, prev: PassText, cur: PassText) -> set[str] | None:

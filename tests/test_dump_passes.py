@@ -207,3 +207,42 @@ def test_a_pass_is_named_for_certain_only_where_nothing_else_ran_since_the_dump_
     assert not _exact((later, start), 1, ".*") and not _exact((after_fusion,), 0, ".*")
     assert _exact((PassDump(3, "P", "dce", "copy-insertion"), copies), 1, "copy")
     assert not _exact((later, copies), 1, "copy")
+
+
+# The same function compiled for a GPU without one (JAX's CUDA plugin, as tests/test_dumpfolder.py does).
+GPU_SCRIPT = r'''
+import jax, jax.numpy as jnp
+from dumpgym.record.targets import Target
+from dumpgym.traced.devices import topology_devices
+
+def layer(x, w):
+    return (jnp.tanh(x @ w + 1.0) * 2.0).sum(axis=0)
+
+with jax.default_device(topology_devices(Target("gpu").topology_for(1))[0]):
+    args = [jax.ShapeDtypeStruct((4, 8), jnp.float32), jax.ShapeDtypeStruct((8, 16), jnp.float32)]
+    jax.jit(layer).trace(*args).lower(lowering_platforms=("cuda",)).compile()
+'''
+
+
+def test_a_gpu_fusion_renamed_by_a_later_pass_names_the_pass_that_made_it_first(tmp_path):
+    folder = tmp_path / "gpu"
+    dump_script(GPU_SCRIPT, None, folder, pass_re=".*")
+    read = read_folder(folder)
+    module = read.module("jit_layer")
+    layer = module_record(module, "dump-jit-layer", str(folder)).compiled["gpu"]
+    files = _pass_files(module)
+    texts = [p.read_text() for p in files]
+    renamed = 0
+    for fusion in _fusions(layer):
+        o = next(o for o in layer.passes.origins if o.line == fusion.line)
+        first = next(k for k, t in enumerate(texts) if f"%{fusion.name} = " in t)
+        assert o.made == first and f"%{fusion.name} " not in texts[first - 1], fusion.name
+        if o.note.startswith("a new name for %"):
+            # XLA's own texts: the old name is gone where the new one appears, and was first printed by the pass
+            # the note names.
+            old = o.note.removeprefix("a new name for %").split(",")[0]
+            assert _line_of(texts[first - 1], old) and _line_of(texts[first], old) is None, old
+            made = next(k for k, t in enumerate(texts) if _line_of(t, old))
+            assert f"which pass {files[made].name.split('.after_')[1].split('.before_')[0]} " in o.note, o.note
+            renamed += 1
+    assert renamed  # XLA's GPU pipeline renames its fusions after it makes them (rename_fusions)

@@ -218,6 +218,7 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     # Every name a module may take, from the files' names alone: no slug is given that another one's base is.
     reserved = {_base(e.name) for e in jaxprs + mlirs} | {_base(m.name) for m in xla.values()}
     unread: tuple[str, ...] = ()
+    numbered = {(folder, number) for folder, number, _name in xla}  # the modules XLA wrote layers of
     if only:
         families = {_family(_base(name)) for name in only} | {_family(name) for name in only}
         names = ({m.name for m in xla.values()} | {e.name for e in mlirs}
@@ -233,8 +234,10 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     modules = _newest_xla(_join_renumbered(xla))
     for module in modules:
         where = (next(iter(module.files.values())).parent, module.xla_number) if module.files else None
-        module.pass_files = per_pass.get(where, [])
+        module.pass_files = per_pass.pop(where, [])
         module.debug_options = options.get(where)
+    # Per-pass files of a module XLA wrote nothing else for (a GPU autotuner's own small modules) are not read.
+    ignored += sum(len(files) for where, files in per_pass.items() if where not in numbered)
     context = ir_context() if mlirs else None
     for entry in mlirs:
         _read_mlir(entry, context)

@@ -45,10 +45,12 @@ def pass_history(files: list[tuple[PassDump, Path]], optimised: dict[str, int], 
     dropped: set[str] = set()
     spent = 0
     last: dict[str, str] = {}
+    seen: dict[str, int] = {}  # every name printed -> the first dump that prints it (what a rename names)
     prev: PassText | None = None
     for k, (_dump, path) in enumerate(files):
         cur = read_pass_text(path)
         for name, ins in cur.instructions.items():
+            seen.setdefault(name, k)
             if name not in optimised:
                 continue
             last_text, last[name] = last.get(name), ins.text
@@ -56,7 +58,7 @@ def pass_history(files: list[tuple[PassDump, Path]], optimised: dict[str, int], 
                 first[name] = k
                 if prev is None:
                     continue
-                snippets[name] = _around(name, prev, cur)
+                snippets[name] = _around(name, prev, cur, lambda gone: _pass_words(dumps[seen[gone]]))
                 size = _size(snippets[name])
                 if size:
                     heapq.heappush(kept, (-(ins.opcode != "fusion"), -optimised[name], name))
@@ -108,9 +110,19 @@ def _cut(lines) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _around(name: str, prev: PassText, cur: PassText) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+def _pass_words(d: PassDump) -> str:
+    """A dump as the pass it follows: `pass fusion (pipeline P)`, a step of a pass, or a pipeline's start."""
+    if d.during:
+        return f"pass {d.after} (its step {d.during})"
+    if d.after == _START:
+        return f"the start of pipeline {d.pipeline}"
+    return f"pass {d.after} (pipeline {d.pipeline})"
+
+
+def _around(name: str, prev: PassText, cur: PassText, made_by) -> tuple[tuple[str, ...], tuple[str, ...], str]:
     """The lines `name` replaced in the dump before (as far as dataflow tells them), its own lines in the dump
-    that first prints it (a fusion's with its body), and a note on how the first were told or why they cannot."""
+    that first prints it (a fusion's with its body), and a note on how the first were told or why they cannot
+    (`made_by(name)`: the pass that first printed an instruction gone now, for one it renames)."""
     ins = cur.instructions[name]
     bodies = [line for called in ins.calls if called not in prev.computations
               for line in cur.computations.get(called, ())]
@@ -133,6 +145,10 @@ def _around(name: str, prev: PassText, cur: PassText) -> tuple[tuple[str, ...], 
             f"{_fused_words(fused, cur)}: its body computes them one for one, from %{r} up (its users are new in " \
             "this dump too: the only graph of the text before that it copies)"
     (r,) = replaced
+    if _renames(ins, body, r, prev, cur):
+        return _cut([prev.instructions[r].text]), after, \
+            f"a new name for %{r}, the same {ins.opcode}{' of the same body' if body else ''} on the same operands, " \
+            f"which {made_by(r)} made"
     if body is not None:
         fused = _fused_from(ins, body, r, prev, cur)
         if fused is not None:
@@ -177,6 +193,45 @@ def _fused_words(fused: set[str], cur: PassText) -> str:
     copied = sum(n in cur.instructions for n in fused)
     what = "the instruction it fused" if len(fused) == 1 else f"the {len(fused)} instructions it fused"
     return what + (f" ({copied} copied in, kept for their other users)" if copied else "")
+
+
+def _renames(ins, body: str | None, r: str, prev: PassText, cur: PassText) -> bool:
+    """Whether `ins` is `r` of the dump before under a new name: the same opcode on the same operands (each the
+    same instruction, or both new and gone), and for a fusion a body of the same graph (its own name new too)."""
+    pr = prev.instructions[r]
+    if pr.opcode != ins.opcode or len(pr.operands) != len(ins.operands):
+        return False
+    for o_new, o_old in zip(ins.operands, pr.operands):
+        if o_new != o_old and (o_new in prev.instructions or o_old in cur.instructions):
+            return False
+    if body is None:
+        return not ins.calls and not pr.calls
+    if len(pr.calls) != 1 or pr.calls[0] not in prev.computations:
+        return False
+    return _same_graph(cur, body, prev, pr.calls[0])
+
+
+def _same_graph(cur: PassText, body: str, prev: PassText, old: str) -> bool:
+    """Whether computation `body` of this dump and `old` of the one before are one graph: walked from their roots,
+    each pair of the same opcode and operand count, parameters of the same number, instructions paired one to one."""
+    a, b = cur.roots.get(body), prev.roots.get(old)
+    if a is None or b is None:
+        return False
+    paired: dict[str, str] = {}
+    todo = [(a, b)]
+    while todo:
+        x, y = todo.pop()
+        if x in paired:
+            if paired[x] != y:
+                return False
+            continue
+        xi, yi = cur.instructions.get(x), prev.instructions.get(y)
+        if xi is None or yi is None or xi.computation != body or yi.computation != old or xi.opcode != yi.opcode \
+                or len(xi.operands) != len(yi.operands) or xi.parameter != yi.parameter:
+            return False
+        paired[x] = y
+        todo.extend(zip(xi.operands, yi.operands))
+    return len(set(paired.values())) == len(paired) == len(cur.members.get(body, ())) == len(prev.members.get(old, ()))
 
 
 def _fused_from(ins, body: str, root: str, prev: PassText, cur: PassText) -> set[str] | None:

@@ -198,15 +198,16 @@ def test_a_pass_is_named_for_certain_only_where_nothing_else_ran_since_the_dump_
     start = PassDump(3, "Q", "pipeline-start", "algsimp")
     copies = PassDump(4, "", "copy-insertion", "", "after_adding_copies")
     # Under `.*` XLA dumps after every pass that changed the module: the pass of the dump is the one.
-    assert _exact((before_fusion, later), 1, ".*")
-    # Under a narrower pattern, only where the dump before was written just before that pass, in its pipeline.
-    assert _exact((before_fusion, after_fusion), 1, "fusion")
-    assert not _exact((before_fusion, later), 1, "fusion|algsimp")
-    assert not _exact((PassDump(0, "R", "x", "fusion"), after_fusion), 1, "fusion")
+    assert _exact((before_fusion, later), 1, every_pass=True)
+    # Under a narrower pattern (of passes or of pipelines), only where the dump before was written just before
+    # that pass, in its pipeline.
+    assert _exact((before_fusion, after_fusion), 1, every_pass=False)
+    assert not _exact((before_fusion, later), 1, every_pass=False)
+    assert not _exact((PassDump(0, "R", "x", "fusion"), after_fusion), 1, every_pass=False)
     # A pipeline's start names no pass; the first dump has none before it.
-    assert not _exact((later, start), 1, ".*") and not _exact((after_fusion,), 0, ".*")
-    assert _exact((PassDump(3, "P", "dce", "copy-insertion"), copies), 1, "copy")
-    assert not _exact((later, copies), 1, "copy")
+    assert not _exact((later, start), 1, every_pass=True) and not _exact((after_fusion,), 0, every_pass=True)
+    assert _exact((PassDump(3, "P", "dce", "copy-insertion"), copies), 1, every_pass=False)
+    assert not _exact((later, copies), 1, every_pass=False)
 
 
 # The same function compiled for a GPU without one (JAX's CUDA plugin, as tests/test_dumpfolder.py does).
@@ -246,3 +247,23 @@ def test_a_gpu_fusion_renamed_by_a_later_pass_names_the_pass_that_made_it_first(
             assert f"which pass {files[made].name.split('.after_')[1].split('.before_')[0]} " in o.note, o.note
             renamed += 1
     assert renamed  # XLA's GPU pipeline renames its fusions after it makes them (rename_fusions)
+
+
+def test_a_pipeline_pattern_leaves_a_pass_named_for_certain_only_beside_the_dump_just_before_it(tmp_path):
+    folder = tmp_path / "pipeline"
+    # XLA matches the pipeline's own name (`HLO passes after layout assignment`), spaces and all.
+    dump_script(SCRIPT, None, folder, pass_re=".* --xla_dump_hlo_pipeline_re=HLO.passes.after")
+    module, layer = _layer(folder)
+    files = _pass_files(module)
+    # The pattern leaves out the other pipelines (not copy insertion's own steps, which name no pipeline).
+    assert files and all(".HLO_passes_after" in p.name for p in files if ".before_" in p.name)
+    texts = [p.read_text() for p in files]
+    made_later = 0
+    for fusion in _fusions(layer):
+        o = next(o for o in layer.passes.origins if o.line == fusion.line)
+        assert o.made == next(k for k, t in enumerate(texts) if f"%{fusion.name} = " in t), fusion.name
+        made_later += o.made > 0
+        # Passes of the pipelines left out changed the module unseen: certain only beside `before_PASS`.
+        made, before = layer.passes.dumps[o.made], layer.passes.dumps[o.made - 1] if o.made else None
+        assert o.exact == (before is not None and before.before == made.after and made.after != "pipeline-start")
+    assert made_later  # the loop fusion: after `fusion`, with the dump before at the pipeline's start, not certain

@@ -28,14 +28,16 @@ from dumpgym.record.schema import PassDump, PassHistory, PassOrigin
 # thousand instructions shows its first lines and how many more it has.
 LINE_MAX = 240
 SNIPPET_LINES = 20
-_START, _END = "pipeline-start", "pipeline-end"
+_START = "pipeline-start"
 
 
 def pass_history(files: list[tuple[PassDump, Path]], optimised: dict[str, int], pass_re: str,
-                 budget: int) -> PassHistory:
-    """The pipeline of a module's per-pass dumps (`files`), and the origin of each optimised instruction (by name:
-    its line) some dump prints; the before and after texts kept in all come to at most `budget` characters, given
-    to fusions first, then to the rest, each in the optimised listing's order."""
+                 budget: int, every_pipeline: bool = True) -> PassHistory:
+    """The pipeline of a module's per-pass dumps (`files`, dumped with `pass_re`, in every pipeline unless a
+    pipeline pattern narrowed them), and the origin of each optimised instruction (by name: its line) some dump
+    prints; the before and after texts kept in all come to at most `budget` characters, given to fusions first,
+    then to the rest, each in the optimised listing's order."""
+    every_pass = pass_re == ".*" and every_pipeline
     files = sorted(files, key=lambda f: f[0].step)
     dumps = tuple(d for d, _path in files)
     first: dict[str, int] = {}
@@ -66,8 +68,7 @@ def pass_history(files: list[tuple[PassDump, Path]], optimised: dict[str, int], 
                 while spent > budget:
                     _rank, _line, worst = heapq.heappop(kept)
                     spent -= _size(snippets[worst])
-                    before, after, note = snippets[worst]
-                    snippets[worst] = ((), (), note)
+                    snippets[worst] = ((), (), snippets[worst][2])
                     dropped.add(worst)
             elif name not in prev.instructions or last_text != ins.text:
                 changed.setdefault(name, []).append(k)
@@ -78,7 +79,7 @@ def pass_history(files: list[tuple[PassDump, Path]], optimised: dict[str, int], 
         if name in dropped:
             note = (f"{note} " if note else "") + "(its texts are left out: a module keeps them up to the size of " \
                 "its optimised HLO, fusions first)"
-        origins.append(PassOrigin(line=optimised[name], made=k, exact=bool(k) and _exact(dumps, k, pass_re),
+        origins.append(PassOrigin(line=optimised[name], made=k, exact=bool(k) and _exact(dumps, k, every_pass),
                                   changed=tuple(changed.get(name, ())), before=before, after=after, note=note))
     return PassHistory(dumps=dumps, pass_re=pass_re, origins=tuple(origins))
 
@@ -88,13 +89,14 @@ def _size(snippet) -> int:
     return sum(map(len, before)) + sum(map(len, after))
 
 
-def _exact(dumps: tuple[PassDump, ...], k: int, pass_re: str) -> bool:
+def _exact(dumps: tuple[PassDump, ...], k: int, every_pass: bool) -> bool:
     """Whether dump `k`'s own pass made what it prints first: it was written after a pass (not at a pipeline's
-    start), and nothing that changed the module ran since the dump before."""
+    start), and nothing that changed the module ran since the dump before (`every_pass`: the run dumped after
+    every pass of every pipeline that changed the module, `.*` with no pipeline pattern)."""
     d = dumps[k]
     if not k or d.after == _START:
         return False
-    if pass_re == ".*":  # XLA then dumps after every pass that says it changed the module
+    if every_pass:  # XLA then dumps after every pass that says it changed the module
         return True
     p = dumps[k - 1]
     if d.during:  # inside a pass: the dump before is that pass's own step, or the one just before it

@@ -20,7 +20,7 @@ from dumpgym.dumps.folder import DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.dumps.structure import link_equations
 from dumpgym.ir.jaxpr_text import read_jaxpr
-from dumpgym.ir.passes import dump_pass_re
+from dumpgym.ir.passes import dump_options
 from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, RecordError, StablehloOp, XrayStats
 
 
@@ -179,7 +179,9 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) ->
     inferred = sum(1 for i in instructions if i.eqns)
     passes = None
     if module.pass_files:  # the texts around each instruction cost at most what the optimised text does
-        passes = pass_history(module.pass_files, lines, dump_pass_re(module.debug_options), len(text))
+        options = dump_options(module.debug_options)
+        passes = pass_history(module.pass_files, lines, options.get("xla_dump_hlo_pass_re", ""), len(text),
+                              every_pipeline=not options.get("xla_dump_hlo_pipeline_re"))
     return CompiledLayer(
         text=text, backend=module.backend, jaxlib_version=jaxlib.__version__, host="", host_id="",
         instructions=tuple(instructions), fusions=tuple(fusions),

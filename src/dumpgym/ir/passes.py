@@ -35,21 +35,22 @@ def pass_dump(rest: str) -> PassDump | None:
     return None
 
 
-def dump_pass_re(path: Path | None) -> str:
-    """The `xla_dump_hlo_pass_re` a module's `debug_options` file names (XLA writes it beside the module when a
-    flag is set), or "" where the folder has none or it names none."""
+def dump_options(path: Path | None) -> dict[str, str]:
+    """The options a module's `debug_options` file sets to a string (XLA writes the file beside the module when a
+    flag is set: `xla_dump_hlo_pass_re: ".*"`); none where the folder has no such file or it cannot be read."""
     if path is None:
-        return ""
+        return {}
     try:
         text = read_text(path)
     except Exception:  # a damaged options file leaves the dumps unjudged, not the module unread
-        return ""
+        return {}
+    out = {}
     for line in text.splitlines():
         key, colon, value = line.partition(":")
         value = value.strip()
-        if colon and key.strip() == "xla_dump_hlo_pass_re" and len(value) >= 2 and value[0] == value[-1] == '"':
-            return value[1:-1].replace('\\\\', '\\')
-    return ""
+        if colon and len(value) >= 2 and value[0] == value[-1] == '"':
+            out[key.strip()] = value[1:-1].replace('\\\\', '\\')
+    return out
 
 
 @dataclass

@@ -267,3 +267,22 @@ def test_a_pipeline_pattern_leaves_a_pass_named_for_certain_only_beside_the_dump
         made, before = layer.passes.dumps[o.made], layer.passes.dumps[o.made - 1] if o.made else None
         assert o.exact == (before is not None and before.before == made.after and made.after != "pipeline-start")
     assert made_later  # the loop fusion: after `fusion`, with the dump before at the pipeline's start, not certain
+
+
+def test_a_per_pass_file_that_cannot_be_read_is_one_line_and_nothing_is_added(dumps, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(dumps / "all", copy)
+    module, _layer_of_it = _layer(copy)
+    broken = _pass_files(module)[3]
+    broken.write_bytes(b"")
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(copy), "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and broken.name in err[0] and "is empty" in err[0], err
+    assert not corpus.exists()
+    # `open` serves the rest, and says in one line that the module shows on its dump page alone.
+    records, notes = shown_records(read_folder(copy))
+    assert "dump-jit-layer" not in [r.slug for r in records]
+    assert len([n for n in notes if broken.name in n and "only its dump page shows it" in n]) == 1, notes

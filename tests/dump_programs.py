@@ -164,13 +164,16 @@ USER_MODULES = ("jit_step", "jit__sgd", "jit_f", "jit_f", "jit_f_2", "jit_apply"
                 "jit_" + "a" * 66 + "_one", "jit_" + "a" * 66 + "_two")
 
 
-def dump_script(script: str, jax_to: Path | None, xla_to: Path | None, proto: bool = False) -> None:
+def dump_script(script: str, jax_to: Path | None, xla_to: Path | None, proto: bool = False,
+                pass_re: str | None = None) -> None:
     """Run `script` in a fresh process with JAX's dumper writing to `jax_to` and XLA's to `xla_to` (either
-    may be None: not dumped), XLA's HLO as protos instead of text where `proto`."""
+    may be None: not dumped), XLA's HLO as protos instead of text where `proto`, and the module after each
+    pass whose name `pass_re` matches (`--xla_dump_hlo_pass_re`) where given."""
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_DUMP_IR_TO", "XLA_FLAGS")}
     if jax_to is not None:
         env.update(JAX_DUMP_IR_TO=str(jax_to), JAX_DUMP_IR_MODES="jaxpr,stablehlo")
     if xla_to is not None:
-        env["XLA_FLAGS"] = f"--xla_dump_to={xla_to}" + (" --xla_dump_hlo_as_proto" if proto else "")
+        env["XLA_FLAGS"] = f"--xla_dump_to={xla_to}" + (" --xla_dump_hlo_as_proto" if proto else "") + (
+            f" --xla_dump_hlo_pass_re={pass_re}" if pass_re is not None else "")
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from dumpgym.ir.memory import _peak
+from dumpgym.ir.passes import hlo_text_parts, pass_dump
 from dumpgym.ir.parse import function_names, jaxpr_equations, source_tables
 from dumpgym.ir.jaxpr_text import jaxpr_eqn_facts
 from dumpgym.ir.hlo_graph import definition_lines, reducer_regions as _reducer_regions
@@ -68,6 +69,17 @@ ADVERSARIAL = {
     "function names: long table": (function_names, lambda n: "FunctionNames\n" + "".join(
         f'{i} "f{i}"\n' for i in range(n)), 4000),
     "definition lines": (_definition_lines, lambda n: "  %a = f32[] add(%b, %c)\n" * n, 4000),
+    # A per-pass dump's text (`ir/passes.py`): an unclosed tuple shape, an operand list that never closes, `%`s.
+    "pass dump: one unclosed line": (hlo_text_parts, lambda n: "%c (p: f32[]) -> f32[] {\n  %a = (" + "(f32[], " * (10 * n)
+                                     + "\n}\n", 2000),
+    "pass dump: open operands": (hlo_text_parts, lambda n: "%c () -> f32[] {\n  %a = f32[] add(" + "%b, %" * (10 * n)
+                                 + "\n}\n", 2000),
+    "pass dump: many calls=": (hlo_text_parts, lambda n: "%c () -> f32[] {\n  %a = f32[] fusion(), " + "calls=%" * (10 * n)
+                               + "\n}\n", 2000),
+    "pass dump: many instructions": (hlo_text_parts, lambda n: "%c () -> f32[] {\n" + "".join(
+        f"  %a{i} = f32[] add(%a{i - 1}, %b), metadata={{op_name=\"x\"}}\n" for i in range(n)) + "}\n", 2000),
+    "pass file names": (lambda t: [pass_dump(w) for w in t.split()],
+                        lambda n: " ".join(["0001." + "x.after_" * 20 + "y.before_z.txt"] * n), 2000),
 }
 
 

@@ -24,6 +24,7 @@ from dumpgym.ir.parse import (JAXPR_AVAL, DumpError, aval_dims, aval_number, fun
                                ir_context, is_big, jaxpr_inputs, jaxpr_primitives, jaxpr_results, mlir_head, parse_hlo,
                                parse_stablehlo, read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations,
                                tpu_target_words, types_of_hlo, types_of_mlir)
+from dumpgym.ir.passes import pass_dump
 
 LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimisations",
@@ -62,6 +63,10 @@ class DumpModule:
     functions: frozenset | None = None  # the functions its HLO's source tables name (None: no tables)
     primitives: frozenset = frozenset()  # a jaxpr's alone: the primitives of its equations
     big: bool = False  # a layer's file is `BIG_FILE` or more: listed and paired by its head alone, not shown
+    # Its per-pass dumps (`--xla_dump_hlo_pass_re`), each with where XLA wrote it, and the options file XLA
+    # wrote beside it (which names the pattern the passes were dumped with).
+    pass_files: list = field(default_factory=list)
+    debug_options: Path | None = None
 
     def size(self) -> int:
         """The bytes of its largest compiler layer's file, to list big modules first."""
@@ -96,7 +101,7 @@ class DumpFolder:
 
     paths: tuple[Path, ...]
     modules: list[DumpModule]
-    ignored: int = 0  # files of the dumpers this reader does not use (pass dumps, LLVM IR, .o, ...)
+    ignored: int = 0  # files of the dumpers this reader does not use (LLVM IR, .o, protos of passes, ...)
     unread: tuple[str, ...] = ()  # names of the modules left unread (`read_folder`'s `only`), from their files
 
     def module(self, name: str) -> DumpModule:
@@ -198,13 +203,18 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     given from every file's name, so each is the slug a whole reading gives it."""
     paths = dump_folders(folders)
     jaxprs, mlirs, xla, ignored = [], [], {}, 0
+    per_pass, options = {}, {}  # (folder, module number) -> its per-pass dumps, its options file
     for folder in paths:
         for path in _files(folder):
             if m := _JAXPR_FILE.fullmatch(path.name):
                 jaxprs.append(_Ir(int(m.group(1)), m.group(2), path, ""))
             elif m := _MLIR_FILE.fullmatch(path.name):
                 mlirs.append(_Ir(int(m.group(1)), m.group(2), path, ""))
-            elif (m := _XLA_FILE.fullmatch(path.name)) and (rest := _XLA_REST.fullmatch(m.group(3))):
+            elif (m := _XLA_FILE.fullmatch(path.name)) and (dumped := _pass_file(m)) is not None:
+                per_pass.setdefault((folder, int(m.group(1))), []).append((dumped, path))
+            elif m and m.group(3) == "debug_options":
+                options[(folder, int(m.group(1)))] = path
+            elif m and (rest := _XLA_REST.fullmatch(m.group(3))):
                 key = (folder, int(m.group(1)), m.group(2))  # numbers repeat across clients: the name too
                 module = xla.setdefault(key, DumpModule(m.group(2), xla_number=int(m.group(1))))
                 _place_xla_file(module, path, rest)
@@ -218,6 +228,7 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     # Every name a module may take, from the files' names alone: no slug is given that another one's base is.
     reserved = {_base(e.name) for e in jaxprs + mlirs} | {_base(m.name) for m in xla.values()}
     unread: tuple[str, ...] = ()
+    numbered = {(folder, number) for folder, number, _name in xla}  # the modules XLA wrote layers of
     if only:
         families = {_family(_base(name)) for name in only} | {_family(name) for name in only}
         names = ({m.name for m in xla.values()} | {e.name for e in mlirs}
@@ -231,6 +242,12 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
         entry.digest = _digest(entry.path)
     jaxprs, mlirs = _newest(jaxprs), _newest(mlirs)
     modules = _newest_xla(_join_renumbered(xla))
+    for module in modules:
+        where = (next(iter(module.files.values())).parent, module.xla_number) if module.files else None
+        module.pass_files = per_pass.pop(where, [])
+        module.debug_options = options.get(where)
+    # Per-pass files of a module XLA wrote nothing else for (a GPU autotuner's own small modules) are not read.
+    ignored += sum(len(files) for where, files in per_pass.items() if where not in numbered)
     context = ir_context() if mlirs else None
     for entry in mlirs:
         _read_mlir(entry, context)
@@ -258,6 +275,15 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
                                       problem=entry.problem, primitives=entry.names or frozenset()))
     _finish(modules, reserved)
     return DumpFolder(paths, modules, ignored, unread)
+
+
+def _pass_file(m: re.Match):
+    """Where one of XLA's per-pass files was written (`ir/passes.py`), or None for any other file of a module. XLA
+    leaves the module's name out of a name that would be longer than 255 characters (`module_0006.0014.…`)."""
+    dumped = pass_dump(m.group(3))
+    if dumped is None and m.group(2).isdigit():
+        dumped = pass_dump(f"{m.group(2)}.{m.group(3)}")
+    return dumped
 
 
 def _place_xla_file(module: DumpModule, path: Path, rest: re.Match) -> None:

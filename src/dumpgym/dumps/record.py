@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from functools import partial
 
+from dumpgym.dumps.passes import pass_history
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo, tensor_aval
@@ -21,6 +22,7 @@ from dumpgym.dumps.folder import DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.dumps.structure import link_equations
 from dumpgym.ir.jaxpr_text import read_jaxpr
+from dumpgym.ir.passes import dump_options
 from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, RecordError, StablehloOp, XrayStats
 
 
@@ -177,6 +179,11 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) ->
                 by_eqn.setdefault(e, set()).add(ins.line)
                 e = eqns[e].parent if e < len(eqns) else None
     inferred = sum(1 for i in instructions if i.eqns)
+    passes = None
+    if module.pass_files:  # the texts around each instruction cost at most what the optimised text does
+        options = dump_options(module.debug_options)
+        passes = pass_history(module.pass_files, lines, options.get("xla_dump_hlo_pass_re", ""), len(text),
+                              every_pipeline=not options.get("xla_dump_hlo_pipeline_re"))
     return CompiledLayer(
         text=text, backend=module.backend, jaxlib_version=jaxlib.__version__, host="", host_id="",
         instructions=tuple(instructions), fusions=tuple(fusions),
@@ -185,6 +192,7 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) ->
                        unattributed_with_op_name=0, compiler_own=len(instructions) - inferred, fusions=len(fusions),
                        by_tag=0, inferred=inferred, in_regions=0),
         device_kind=LIBTPU_DEVICE_KINDS.get(module.target, module.target),
+        passes=passes,
         **facts,
     )
 

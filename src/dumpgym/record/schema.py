@@ -554,6 +554,59 @@ class HloStats(_Record):
     in_regions: int  # via "region"
 
 
+@dataclass(frozen=True)
+class PassDump(_Record):
+    """One of XLA's per-pass dumps of a module (`--xla_dump_hlo_pass_re`), as its file name says where it was
+    written: in `pipeline`, after pass `after` had run (`pipeline-start`: none yet) and before `before` runs
+    (`pipeline-end`: none is left); a dump written inside a pass (copy insertion's steps) names the pass as
+    `after`, the step as `during`, and no pipeline."""
+
+    OMIT_DEFAULT = frozenset({"during"})
+    step: int  # XLA's step number for the module (the file's `NNNN`), in the order it wrote them
+    pipeline: str
+    after: str
+    before: str
+    during: str = ""
+
+
+@dataclass(frozen=True)
+class PassOrigin(_Record):
+    """Where one optimised instruction (by `line`) came from in the per-pass dumps: `made`, the first dump that
+    prints its name (an index into `PassHistory.dumps`), and `exact`, whether that dump's pass made it for
+    certain; `changed`, the later dumps whose printed line of it differs from the one before; and around it, from
+    the dump before `made` and from `made` itself, the lines it replaced (`before`, as far as the texts tell
+    them: `note` says how, or why they cannot be told) and its own line, a fusion's with its body (`after`). An
+    instruction made with its computation (a new fusion's body) has neither, nor a note: its fusion shows them."""
+
+    OMIT_DEFAULT = frozenset({"changed", "before", "after", "note"})
+    line: int
+    made: int
+    exact: bool
+    changed: tuple[int, ...] = ()
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PassHistory(_Record):
+    """A module's pass pipeline as its per-pass dumps show it (`dumps/passes.py`): each dump in XLA's order, the
+    `--xla_dump_hlo_pass_re` it was dumped with where the folder says it, and each optimised instruction's origin
+    that some dump prints (the lines of the texts around each are cut to a budget: the optimised text's size)."""
+
+    dumps: tuple[PassDump, ...]
+    pass_re: str
+    origins: tuple[PassOrigin, ...]
+
+    def check_against(self, lines: int, path: str) -> None:
+        """Every origin is a line of the compiled text and names dumps that exist."""
+        for i, o in enumerate(self.origins):
+            _lines_within((o.line,), lines, f"{path}.origins[{i}].line", "the compiled HLO")
+            for k in (o.made, *o.changed):
+                if not 0 <= k < len(self.dumps):
+                    raise RecordError(f"{_at(f'{path}.origins[{i}]')}: no dump {k} of {len(self.dumps)}")
+
+
 _COMPILED_FACTS = ("computations", "shapes", "buffers", "printed_opcodes", "entry_parameters", "aliases",
                    "replica_groups", "while_counters", "xla_cost", "xla_memory")
 
@@ -568,7 +621,8 @@ class CompiledLayer(_Record):
     user's dump (`add --dump`) was compiled by the run that wrote it: it names no host (`host_id` empty).
     """
 
-    OMIT_DEFAULT = frozenset({"device_kind", "topology", "libtpu_version", "cuda_plugin_version", *_COMPILED_FACTS})
+    OMIT_DEFAULT = frozenset({"device_kind", "topology", "libtpu_version", "cuda_plugin_version", "passes",
+                              *_COMPILED_FACTS})
     text: str
     backend: str
     jaxlib_version: str
@@ -601,6 +655,8 @@ class CompiledLayer(_Record):
     # compiled without one gives none), and `memory_analysis()`'s sizes in bytes.
     xla_cost: dict[str, float] = dataclasses.field(default_factory=dict)
     xla_memory: dict[str, int] = dataclasses.field(default_factory=dict)
+    # A dump read with its per-pass files (`--xla_dump_hlo_pass_re`): the pass that made each instruction.
+    passes: PassHistory | None = None
 
     def printed(self, ins: Instruction) -> str | None:
         """An instruction's opcode as its line prints it (`all-reduce`), or None without the compiled facts."""
@@ -615,6 +671,8 @@ class CompiledLayer(_Record):
         """Every line is in the compiled text and every equation id exists."""
         lines = _line_count(self.text)
         self._check_facts(path, lines)
+        if self.passes is not None:
+            self.passes.check_against(lines, f"{path}.passes")
         for name, rows in (("instructions", self.instructions), ("fusions", self.fusions)):
             for i, row in enumerate(rows):
                 _lines_within((row.line,), lines, f"{path}.{name}[{i}].line", "the compiled HLO")

@@ -10,6 +10,7 @@ import { LAYERS, Lights } from './hover.js';
 import { scrollIntoBox, settleScroll } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 import { costNote, costPanel, layerCost, markShares, sortCostTable } from './xray-cost.js';
+import { indexPasses, passPanel, passesNote } from './xray-passes.js';
 import { NAMES, indexProgram, litLines, stats, where, whyUnmapped } from './xray-index.js';
 
 const BANDS = 8;
@@ -82,6 +83,8 @@ class XraySection {
     this.pick = root.querySelector('[data-xray-pick]');
     this.statsEl = root.querySelector('[data-xray-stats]');
     this.status = root.querySelector('[data-xray-status]');
+    this.passEl = root.querySelector('[data-xray-pass]');
+    this.passLine = null; // the compiled line whose passes the panel shows
     this.compiledEl = root.querySelector('[data-xray-compiled]');
     this.byEl = root.querySelector('[data-xray-backend]');
     this.targetsEl = root.querySelector('[data-xray-targets]');
@@ -184,7 +187,9 @@ class XraySection {
     markRows(rows, index, compiled);
     if (compiled) markShares(rows.hlo, cost);
     this.root.toggleAttribute('data-costed', Boolean(compiled && cost?.chip));
-    this.shown = { slug, program, index, compiled, rows, target, cost: compiled ? cost : null };
+    this.shown = { slug, program, index, compiled, rows, target, cost: compiled ? cost : null,
+                   origins: compiled ? indexPasses(hlo) : new Map() };
+    this.showPass(null);
     this.showTargets(target, record);
     this.lights.show(index, rows, compiled?.bodies);
     if (compiled) skipTables(this.cols.hlo, rows.hlo, program.hlo);
@@ -262,10 +267,21 @@ class XraySection {
     const only = this.shown.program.platform === 'tpu'
       ? html` <span data-xray-platform-note>No CPU or GPU compile: this program lowers for TPU only (a Mosaic kernel has no other lowering).</span>` : '';
     render(this.compiledEl, html`<p class="note" data-xray-hlo-note>${backendNote(hlo)}.${only}
-      <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}</span>
+      <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}${passesNote(hlo)}</span>
       <span class="legend"><span class="key fz">bold number</span> a fusion (hover it: every equation it absorbed lights) · <span class="key x">dotted</span> XLA's own</span></p>
       ${costPanel(cost, this.costSort)}
       ${hlo.fusions.length ? fusionList(hlo, index.groupOf, index.eqns, (g) => g % BANDS) : ''}`);
+  }
+
+  /** Under the status line, what the per-pass dumps say of compiled line `n` (null, or the line shown again:
+   * fold it away). Only a dump read with its per-pass files has anything to say. */
+  showPass(n) {
+    const panel = n === null || n === this.passLine || !this.shown?.compiled
+      ? null : passPanel(this.shown.program.hlo, this.shown.origins, n, this.shown.compiled.instructions.get(n));
+    this.passLine = panel ? n : null;
+    this.passEl.hidden = !panel;
+    if (panel) render(this.passEl, panel);
+    else this.passEl.replaceChildren();
   }
 
   /** A group as the status line names it: its equation, primitive (linked to its op card) and lines. */
@@ -383,6 +399,7 @@ class XraySection {
       } else if ((e.key === 'Enter' || e.key === ' ') && this.cursor?.layer === layer) {
         e.preventDefault();
         this.lights.click(layer, this.cursor.n);
+        this.showPass(layer === 'hlo' ? this.cursor.n : null);
       }
     });
   }
@@ -419,6 +436,7 @@ class XraySection {
         if (e.target.closest('a') && (e.ctrlKey || e.metaKey)) return;
         e.preventDefault();
         lights.click(layer, Number(row.dataset.line));
+        this.showPass(layer === 'hlo' ? Number(row.dataset.line) : null);
       });
     }
     // A fusion in the fusion list, or an instruction in the cost table: the compiled line it stands for, and
@@ -451,6 +469,7 @@ class XraySection {
         this.standOn('hlo', at.n);
       }
       lights.click('hlo', at.n, null, at.focus);
+      this.showPass(at.n);
     });
     this.targetsEl.addEventListener('click', (e) => {
       const target = e.target.closest('[data-xray-target]')?.dataset.xrayTarget;
@@ -460,7 +479,10 @@ class XraySection {
       if (typing(e) || !this.shown || !onScreen(this.root)) return;
       if (e.key === 'j') { e.preventDefault(); lights.walk(1); }
       else if (e.key === 'k') { e.preventDefault(); lights.walk(-1); }
-      else if (e.key === 'Escape' && lights.pinned) lights.unpin();
+      else if (e.key === 'Escape' && (lights.pinned || this.passLine !== null)) {
+        if (lights.pinned) lights.unpin();
+        this.showPass(null);
+      }
     });
   }
 

@@ -203,7 +203,9 @@ def test_a_truncated_stablehlo_leaves_xla_layers_shown(dumps, tmp_path):
     step = next(m for m in folder.modules if m.name == "jit_step" and "hlo_after" in m.files)
     assert step.problem is None and "stablehlo" not in step.files
     page = module_page(step).decode()
-    assert 'data-layer="hlo"' in page and 'data-layer="stablehlo"' not in page
+    # XLA's two layers, linked by their source lines (dumps/source.py); none of the StableHLO's text
+    assert 'data-layer="hlo"' in page and "HLO before optimisations" in page and "source lines" in page
+    assert "func.func" not in page and "stablehlo.tanh" not in page
 
 
 def _copy(dumps, tmp_path, name="copy"):

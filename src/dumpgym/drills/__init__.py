@@ -44,13 +44,15 @@ class DrillKind:
     partners: bool = False  # called as make(program, partners): the records it forms a change pair with
 
     def capped(self, items: list[Item]) -> list[float]:
-        """Each item's weight under the cap: its own weight times min(1, per_program / its group's size),
-        all scaled so the program's sum stays under `program_cap`, rounded to three places."""
-        groups: dict[tuple, int] = {}
+        """Each item's weight under the cap: its own weight times min(1, per_program / its group's size, or its
+        group's summed weight where that is more: a step weighed up by its answers' spread stays under the
+        cap too), all scaled so the program's sum stays under `program_cap`, rounded to three places."""
+        groups: dict[tuple, list[float]] = {}
         for item in items:
             key = tuple(getattr(item, name) for name in self.cap_by)
-            groups[key] = groups.get(key, 0) + 1
-        weights = [item.weight * (min(1.0, self.per_program / groups[tuple(getattr(item, n) for n in self.cap_by)])
+            count, mass = groups.get(key, [0, 0.0])
+            groups[key] = [count + 1, mass + item.weight]
+        weights = [item.weight * (min(1.0, self.per_program / max(groups[tuple(getattr(item, n) for n in self.cap_by)]))
                                   if self.per_program is not None else 1.0) for item in items]
         total = sum(weights)
         scale = min(1.0, self.program_cap / total) if self.program_cap is not None and total else 1.0

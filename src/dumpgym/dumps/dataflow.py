@@ -50,7 +50,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         if signatures.get(name) is not None:  # and then of its own bounds or widths
             own = [op for op in own if op.signature == signatures[name]] or own
         if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from
-            own = [op for op in own if op.arguments == arguments[name]] or own
+            # (an op of a private function called twice is computed from both calls' arguments: kept)
+            own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)

@@ -6,6 +6,7 @@ reached by the bindings and are read from the printed instruction). `dumps/dataf
 links with it."""
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -118,6 +119,7 @@ def _number_kind(dtype: str) -> str:
     return "float"
 
 
+@functools.lru_cache(maxsize=None)  # asked of every candidate of every instruction: a 12-layer step's millions
 def hlo_opcode(op_name: str) -> str:
     """The HLO opcode a StableHLO op converts to (`stablehlo.dot_general` -> `dot`)."""
     return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")

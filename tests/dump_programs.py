@@ -177,3 +177,76 @@ def dump_script(script: str, jax_to: Path | None, xla_to: Path | None, proto: bo
             f" --xla_dump_hlo_pass_re={pass_re}" if pass_re is not None else "")
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+# A transformer's train step as users write one: a Python loop calling one `layer` function, two matmuls on one
+# line, and an Adam-like update mapped over the parameters' pytree. Its twin is the same step with a
+# `jax.named_scope` per layer, per matmul of that line and per parameter leaf: the same compile apart from
+# metadata, whose name stacks say which layer's and which leaf's ops each instruction came from.
+def _unscoped(_name, f):
+    return f()
+
+
+def _scoped(name, f):
+    with jax.named_scope(name):
+        return f()
+
+
+def _layer(p, x, scope):
+    q, k = scope("q", lambda: x @ p["wq"]), scope("k", lambda: x @ p["wk"])
+    a = jax.nn.softmax(q @ k.T / jnp.sqrt(q.shape[-1]), axis=-1)
+    x = x + a @ x
+    return x + jax.nn.gelu(x @ p["w1"]) @ p["w2"]
+
+
+def _train_step(p, m, v, tok, tgt, scope):
+    def loss(p):
+        x = p["emb"][tok]
+        for i, lp in enumerate(p["layers"]):
+            x = scope(f"layer{i}", lambda: _layer(lp, x, scope))
+        logits = x @ p["emb"].T
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), tgt[:, None], axis=-1))
+
+    def leaf(path):
+        return "leaf" + "".join(f"_{getattr(k, 'key', getattr(k, 'idx', k))}" for k in path)
+
+    l, g = jax.value_and_grad(loss)(p)
+    with_path = jax.tree_util.tree_map_with_path
+    m = with_path(lambda k, m, g: scope(leaf(k), lambda: 0.9 * m + 0.1 * g), m, g)
+    v = with_path(lambda k, v, g: scope(leaf(k), lambda: 0.999 * v + 0.001 * g * g), v, g)
+    p = with_path(lambda k, p, m, v: scope(leaf(k), lambda: p - 1e-3 * m / (jnp.sqrt(v) + 1e-8)), p, m, v)
+    return p, m, v, l
+
+
+def train_step(p, m, v, tok, tgt):
+    return _train_step(p, m, v, tok, tgt, _unscoped)
+
+
+def train_step_twin(p, m, v, tok, tgt):
+    return _train_step(p, m, v, tok, tgt, _scoped)
+
+
+def train_step_args(layers: int = 2, d: int = 32, vocab: int = 64, tokens: int = 16) -> tuple:
+    """`train_step`'s arguments as `jax.ShapeDtypeStruct`s: parameters, two moments of their pytree, tokens."""
+    f32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+    p = {"emb": f32(vocab, d), "layers": [{"wq": f32(d, d), "wk": f32(d, d), "w1": f32(d, 4 * d), "w2": f32(4 * d, d)}
+                                          for _ in range(layers)]}
+    tok = jax.ShapeDtypeStruct((tokens,), jnp.int32)
+    return p, p, p, tok, tok
+
+
+_TRAIN_SCRIPT = r'''
+import sys
+sys.path.insert(0, {here!r})
+import jax
+from dump_programs import {function}, train_step_args
+
+jax.jit({function}).lower(*train_step_args()).compile()
+'''
+
+
+def dump_train_step(folder: Path, twin: bool = False) -> Path:
+    """Dump `train_step` (or its twin) into `folder` from a fresh process."""
+    function = "train_step_twin" if twin else "train_step"
+    dump_script(_TRAIN_SCRIPT.format(here=str(HERE), function=function), folder, folder)
+    return folder

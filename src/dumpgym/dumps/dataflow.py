@@ -6,7 +6,8 @@ three `tanh`s of a Python loop), and XLA keeps no columns, so metadata alone lin
 the group. The graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
 instructions without a name stack, fusion parameters, calls and loops), the op `i` came from must
 be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
-its own kind where its opcode names one), and a candidate is dropped while some neighbour has no
+its own kind where its opcode names one, and computed from the same entry parameters where some are:
+layer 1's ops are computed from layer 1's weights, layer 0's are not), and a candidate is dropped while some neighbour has no
 candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
 leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
@@ -32,9 +33,11 @@ _ELEMENTWISE = frozenset({
 
 
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
-           signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused]) -> dict[str, list]:
-    """Each keyed instruction's candidate ops (with `.name`, `.index` and `.upstream`, the bit set of
-    `stablehlo_ancestors`), narrowed by dataflow. Where an
+           signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
+           arguments: dict[str, int] | None = None) -> dict[str, list]:
+    """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream` and `.arguments`, the bit
+    sets of `stablehlo_ancestors`), narrowed by dataflow; `arguments`: each instruction's entry parameters
+    upstream (`entry_dependence`), where the text names its entry computation. Where an
     edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
     every candidate), and what rested on them is undone."""
     cands = {}
@@ -46,6 +49,9 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             own = [op for op in own if op.dims == dims[name]] or own
         if signatures.get(name) is not None:  # and then of its own bounds or widths
             own = [op for op in own if op.signature == signatures[name]] or own
+        if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from
+            # (an op of a private function called twice is computed from both calls' arguments: kept)
+            own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dumpgym.dumps.dataflow import narrow
-from dumpgym.ir.dataflow import combined, hlo_dims, hlo_inputs, hlo_signature
+from dumpgym.ir.dataflow import combined, entry_dependence, hlo_dims, hlo_inputs, hlo_signature
 from dumpgym.ir.hlo_graph import definition_lines, reducer_regions
 from dumpgym.ir.parse import hlo_op_names, jaxpr_equations, parse_hlo
 from dumpgym.dumps.stablehlo import DumpOp, stablehlo_ops
@@ -128,6 +128,19 @@ def _made_for(linked: list, key_of: dict) -> set[int]:
         if not made:
             out.add(op.index)
     return out
+
+
+_EQUAL = ("computed from constants alone, as other ops with its name stack and line are: XLA merges equal "
+          "computations into one instruction, which keeps the metadata of one of them")
+
+
+def _with_equal(linked: list, found: list) -> tuple[list, bool]:
+    """`linked` and the ops of `found` that compute what one of them computes from constants alone (a
+    broadcast of 0.5 in each of two layers), and whether there were any: the instruction may be theirs."""
+    contents = {op.content for op in linked if op.content is not None}
+    have = {op.index for op in linked}
+    more = [op for op in found if op.content in contents and op.index not in have]
+    return (linked + more, True) if more else (linked, False)
 
 
 def _is_stack(op_name: str) -> bool:
@@ -308,7 +321,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                     else:
                         candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
-    narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused)
+    narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs))
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:
@@ -319,10 +332,12 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
         elif name in combined_ops:
             found, group = (), _COMBINED  # its operands' ops, once they are linked
         elif name in candidates:
-            linked = narrowed[name]
+            linked, equal = _with_equal(narrowed[name], candidates[name])
             found = tuple(sorted({op.line for op in linked}))
             held = {key_of[op.index] for op in linked if op.index in key_of} or set(found_keys)
-            if len(_made_for(linked, key_of)) == 1:
+            if equal:
+                group = _EQUAL
+            elif len(_made_for(linked, key_of)) == 1:
                 group = ""
             elif name in inside_a_call:
                 group = _INSIDE_A_CALL

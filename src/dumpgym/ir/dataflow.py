@@ -6,6 +6,7 @@ reached by the bindings and are read from the printed instruction). `dumps/dataf
 links with it."""
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -118,14 +119,16 @@ def _number_kind(dtype: str) -> str:
     return "float"
 
 
+@functools.lru_cache(maxsize=None)  # asked of every candidate of every instruction: a 12-layer step's millions
 def hlo_opcode(op_name: str) -> str:
     """The HLO opcode a StableHLO op converts to (`stablehlo.dot_general` -> `dot`)."""
     return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
 
 
-def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int]]:
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int]]:
     """For each op of a pre-order walk, the walk indices of every op upstream of it, of the ops whose
-    results it takes as operands, and of their operands, as bit sets.
+    results it takes as operands, and of their operands, as bit sets; and the numbers of `main`'s
+    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`).
 
     An op's inputs are its operands' defining ops; a block argument stands for the holding op's
     operands and what its regions return (a loop carries values round), a private function's
@@ -135,6 +138,7 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int]]:
 
     index = {op: i for i, op in enumerate(walked)}
     functions = {op.attributes["sym_name"].value: op for op in walked if op.name == "func.func"}
+    main = functions.get("main")
     calls = defaultdict(list)
     for op in walked:
         if op.name == "func.call":
@@ -162,6 +166,26 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int]]:
         return {index[op] for region in holder.regions for block in region.blocks for op in block.operations
                 if op.name in _TERMINATORS and op in index}
 
+    def arguments(op, seen=frozenset()) -> int:
+        """`main`'s arguments among `op`'s operands: directly, or as what a block argument of a region or
+        a private function stands for (its holder's or its calls' operands)."""
+        bits = 0
+        for value in op.operands:
+            owner = value.owner
+            if not isinstance(owner, ir.Block) or owner.owner is None:
+                continue
+            holder = owner.owner.operation
+            if holder == main:
+                bits |= 1 << ir.BlockArgument(value).arg_number
+            elif holder not in seen:
+                if holder.name == "func.func":
+                    stands_for = calls.get(holder.attributes["sym_name"].value, ())
+                else:
+                    stands_for = (holder,)
+                for other in stands_for:
+                    bits |= arguments(other, seen | {holder})
+        return bits
+
     inputs = []
     for op in walked:
         found = definers(op) if op.name not in ("func.func", "builtin.module") else set()
@@ -179,16 +203,18 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int]]:
         for j in found:
             operands2[i] |= operands[j]
     upstream = [0] * len(walked)
+    args = [arguments(op) if op.name not in ("func.func", "builtin.module") else 0 for op in walked]
     changed = True
     while changed:  # a fixed point: loops make the graph cyclic
         changed = False
         for i, found in enumerate(inputs):
-            bits = upstream[i]
+            bits, held = upstream[i], args[i]
             for j in found:
                 bits |= upstream[j] | (1 << j)
-            if bits != upstream[i]:
-                upstream[i], changed = bits, True
-    return upstream, operands, operands2
+                held |= args[j]
+            if bits != upstream[i] or held != args[i]:
+                upstream[i], args[i], changed = bits, held, True
+    return upstream, operands, operands2, args
 
 
 @dataclass(frozen=True)
@@ -283,3 +309,60 @@ def _element(printed: dict, fused_calls: dict, roots: dict, name: str, k: int, d
     if opcode.endswith("Done") and operands:
         return _element(printed, fused_calls, roots, operands[0], k, depth + 1)
     return None
+
+
+_ENTRY = re.compile(r"^ENTRY %([\w.\-]+)", re.MULTILINE)
+
+
+def entry_dependence(hlo, text: str, inputs: dict[str, list[str]]) -> dict[str, int] | None:
+    """Each HLO instruction's entry parameters upstream of it, by number, as a bit set (through `inputs`:
+    fusion parameters, calls and loops); None where the text names no entry computation."""
+    found = _ENTRY.search(text)
+    if found is None:
+        return None
+    out: dict[str, int] = {}
+    order = []
+    for computation in hlo.computations():
+        entry = computation.name == found.group(1)
+        for instruction in computation.instructions():
+            order.append(instruction.name)
+            out[instruction.name] = 0
+            if entry and _opcode(instruction) == "kParameter":
+                number = PARAMETER_RE.search(instruction.to_string())
+                if number:
+                    out[instruction.name] = 1 << int(number.group(1))
+    changed = True
+    while changed:  # a fixed point: fused parameters take their callers' operands, loops carry values round
+        changed = False
+        for name in order:
+            bits = out[name]
+            for j in inputs.get(name, ()):
+                bits |= out.get(j, 0)
+            if bits != out[name]:
+                out[name], changed = bits, True
+    return out
+
+
+def constant_contents(walked: list, arguments: list[int]) -> list[int | None]:
+    """For each op of a pre-order walk computed from constants alone (no argument of `main` upstream, no
+    region), what it computes, as a number equal for two ops that compute the same (their names,
+    attributes, result types and operands' contents); None for every other op. XLA merges such equal
+    computations into one instruction, which keeps the metadata of one of them."""
+    from jaxlib.mlir import ir
+
+    index = {op: i for i, op in enumerate(walked)}
+    out: list[int | None] = [None] * len(walked)
+    for i, op in enumerate(walked):  # pre-order: an operand's op comes before its user
+        if arguments[i] or op.regions or op.name in ("func.func", "builtin.module", "func.call"):
+            continue
+        operands = []
+        for value in op.operands:
+            owner = value.owner
+            j = None if isinstance(owner, ir.Block) else index.get(owner.operation)
+            if j is None or out[j] is None:
+                break
+            operands.append(out[j])
+        else:
+            attributes = tuple(sorted((a, str(op.attributes[a])) for a in op.attributes))
+            out[i] = hash((op.name, attributes, tuple(str(r.type) for r in op.results), tuple(operands)))
+    return out

@@ -15,7 +15,7 @@ from pathlib import Path
 from dumpgym.errors import GymError
 
 # A primitive's name, as a jaxpr prints it after `=`.
-_PRIMITIVE = re.compile(r"[a-z_]\w*")
+_PRIMITIVE = re.compile(r"[a-z_][\w-]*")  # `scatter-add`
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _STACK_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 # HLO's source tables (JAX 0.9 on): the bindings give no access to them, the printed module does.

@@ -580,7 +580,9 @@ def _show_later(server: GymServer, corpus_dir, extra, later, generation: list[in
                 print(f"dumpgym: warning: {printable(line)}", file=sys.stderr, flush=True)
             if not records:
                 return
-            news = (f"{len(records)} more of the dump's modules were made programs of the gym while it ran: "
+            one = len(records) == 1
+            news = (f"{len(records)} more of the dump's modules {'was made a program' if one else 'were made programs'} "
+                    f"of the gym while it ran: "
                     f"{', '.join(f'`{r.slug}`' for r in records[:5])}{' and more' if len(records) > 5 else ''}.")
             shown = showing[0] + tuple(records)
             site, rest = Site.start(corpus_dir, extra, news, shown=shown)
@@ -593,7 +595,8 @@ def _show_later(server: GymServer, corpus_dir, extra, later, generation: list[in
         generation[0] += 1
         mine = generation[0]
         server.site = site
-        print(f"dumpgym: {len(records)} more modules of the dump are programs of the gym "
+        made = "module of the dump is a program" if len(records) == 1 else "modules of the dump are programs"
+        print(f"dumpgym: {len(records)} more {made} of the gym "
               f"({time.perf_counter() - began:.1f} s); it now has {site.programs} programs: reload the page.",
               file=sys.stderr, flush=True)
         if rest is not None:

@@ -51,3 +51,21 @@ def worktrees(refs):
             for tree in trees.values():
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                                capture_output=True)
+
+
+@contextlib.contextmanager
+def serving_open(folder, corpus, env=None):
+    """`dumpgym open FOLDER` started and read until it prints the gym's URL: yields (its process, the line it
+    printed, the seconds that took); stopped on leaving."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([PYTHON, "-m", "dumpgym", "open", str(folder), "--port", "0", "--corpus", str(corpus)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        took = time.perf_counter() - start
+        if " at http" not in line:
+            raise SystemExit(f"open printed no URL: {line!r}")
+        yield proc, line, took
+    finally:
+        proc.terminate()
+        proc.wait()

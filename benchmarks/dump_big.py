@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import PYTHON, ROOT  # noqa: E402
+from _timing import PYTHON, ROOT, serving_open  # noqa: E402
 
 MAKE = """
 import numpy as np, jax, jax.numpy as jnp
@@ -52,14 +52,7 @@ def make(folder: Path, megabytes: int) -> None:
 def open_once(folder: Path, corpus: Path, env: dict, probe: bool = False) -> tuple[float, int, dict]:
     """Seconds until `open` prints its URL, its peak resident memory then (bytes), and with `probe`, the
     seconds the big module's page and the index took when asked at once."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([PYTHON, "-m", "dumpgym", "open", str(folder), "--port", "0", "--corpus", str(corpus)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    try:
-        line = proc.stdout.readline()
-        took = time.perf_counter() - start
-        if " at http" not in line:
-            raise SystemExit(f"open printed no URL: {line!r}")
+    with serving_open(folder, corpus, env) as (proc, line, took):
         status = Path(f"/proc/{proc.pid}/status").read_text()
         peak = int(next(r for r in status.splitlines() if r.startswith("VmHWM:")).split()[1]) * 1024
         asked = {}
@@ -79,9 +72,6 @@ def open_once(folder: Path, corpus: Path, env: dict, probe: bool = False) -> tup
             for t in threads:
                 t.join()
         return took, peak, asked
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def main() -> None:

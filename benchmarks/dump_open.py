@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import PYTHON, ROOT, compare, time_process  # noqa: E402
+from _timing import PYTHON, ROOT, compare, serving_open, time_process  # noqa: E402
 
 MAKE = """
 import dumpgym  # quiets libtpu where it is installed without a TPU
@@ -52,18 +52,8 @@ def make(folder: Path, n: int) -> None:
 
 def until_url(folder: Path, corpus: Path, env: dict) -> float:
     """Seconds from starting `dumpgym open FOLDER` to its printing the gym's URL (then it is stopped)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([PYTHON, "-m", "dumpgym", "open", str(folder), "--port", "0", "--corpus", str(corpus)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    try:
-        line = proc.stdout.readline()
-        took = time.perf_counter() - start
-        if " at http" not in line:
-            raise SystemExit(f"open printed no URL: {line!r}")
+    with serving_open(folder, corpus, env) as (_proc, _line, took):
         return took
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def main() -> None:

@@ -60,3 +60,60 @@ def test_a_sharding_constraint_inside_a_function_with_unsharded_inputs_records_i
     assert record.in_specs is None  # the arguments are whole: only the constraint names the mesh
     pool = build_pool({"programs": [record.to_json()]})
     assert any(i["drill"] == "partitioner" and i["program"] == "constrained" for i in pool["items"])
+
+
+def _devices_jax_compiles_onto(function, *args) -> int:
+    """How many devices JAX's own compile of the program spans (its executable's argument and result shardings)."""
+    compiled = function.lower(*args).compile() if hasattr(function, "lower") else jax.jit(function).lower(*args).compile()
+    shardings = jax.tree.leaves([compiled.input_shardings, compiled.output_shardings])
+    return max(len(s.device_set) for s in shardings)
+
+
+def _stated_mesh(lowered) -> dict[str, int]:
+    """The mesh JAX's lowering states, read from its module's one `sdy.mesh` op by MLIR's own bindings."""
+    from jaxlib.mlir.dialects import sdy
+
+    module = lowered.compiler_ir("stablehlo")
+    meshes = [op for op in module.body.operations if op.operation.name == "sdy.mesh"]
+    assert len(meshes) == 1, lowered.as_text()[:400]
+    axes = [sdy.MeshAxisAttr(a) for a in sdy.MeshAttr(meshes[0].attributes["mesh"]).axes]
+    return {a.name: a.size for a in axes}
+
+
+def test_a_jitted_functions_in_and_out_shardings_record_their_mesh_and_specs(tmp_path):
+    from dumpgym.compiled.layer import devices_needed
+    from dumpgym.traced.trace import trace
+
+    mesh = _mesh(jax.sharding.AxisType.Auto)
+    jitted = jax.jit(lambda x, w: jnp.tanh(x @ w), in_shardings=(NamedSharding(mesh, P("data")), None),
+                     out_shardings=NamedSharding(mesh, P(None, "model")))
+    x, w = jax.ShapeDtypeStruct((16, 32), jnp.float32), jax.ShapeDtypeStruct((32, 64), jnp.float32)
+    record = dumpgym.add(jitted, x, w, slug="jit-sharded", corpus=tmp_path / "c")
+    lowered = jitted.lower(x, w)
+    assert record.stablehlo == lowered.as_text()
+    assert record.mesh == _stated_mesh(lowered) == {"data": 2, "model": 4}
+    assert record.in_specs == [list(NamedSharding(mesh, P("data")).spec) + [None], [None, None]]
+    assert devices_needed(trace(jitted, (x, w))) == _devices_jax_compiles_onto(jitted, x, w) == 8
+
+
+def test_a_function_traced_under_set_mesh_records_the_mesh_jit_states(tmp_path):
+    mesh = _mesh()  # Explicit axes: jit writes the context mesh into the StableHLO
+    x = jax.ShapeDtypeStruct((16, 32), jnp.float32)
+    with jax.set_mesh(mesh):
+        record = dumpgym.add(lambda x: jnp.tanh(x) * 2, x, slug="in-mesh", corpus=tmp_path / "c")
+        lowered = jax.jit(lambda x: jnp.tanh(x) * 2).lower(x)
+    assert record.stablehlo == lowered.as_text()
+    assert record.mesh == _stated_mesh(lowered) == {"data": 2, "model": 4}
+
+
+def test_a_sharding_constraint_counts_its_mesh_among_the_devices_the_program_needs():
+    from dumpgym.compiled.layer import devices_needed
+    from dumpgym.traced.trace import trace
+
+    mesh = _mesh(jax.sharding.AxisType.Auto)
+
+    def constrained(x):
+        return jax.lax.with_sharding_constraint(x * 2, NamedSharding(mesh, P("data", "model")))
+
+    x = jax.ShapeDtypeStruct((16, 32), jnp.float32)
+    assert devices_needed(trace(constrained, (x,))) == _devices_jax_compiles_onto(constrained, x) == 8

@@ -111,6 +111,26 @@ def lower_with_jaxpr(traced, closed_jaxpr, retarget=None):
     return twin.lower()
 
 
+def jit_shardings(traced) -> tuple[tuple, tuple, Any]:
+    """The shardings `jit` was given for each flat argument and result (`in_shardings`, `out_shardings`;
+    None where unspecified) and the mesh it was traced under (`jax.set_mesh`, `jax.sharding.use_mesh`;
+    None where none), as a `jax.stages.Traced` lowers them.
+
+    Why private: `jax.stages.Traced` keeps jit's parameters in `_params` alone (JAX 0.7.2 onward); `Lowered`
+    names shardings only once lowered, and nothing public names the context mesh. Earlier JAX: none known.
+    """
+    from jax.sharding import Sharding
+
+    params = getattr(traced, "_params", None) or {}
+
+    def given(shardings):
+        return tuple(s if isinstance(s, Sharding) else None for s in shardings or ())
+
+    mesh = params.get("ctx_mesh")
+    return (given(params.get("in_shardings")), given(params.get("out_shardings")),
+            mesh if mesh is not None and not getattr(mesh, "empty", False) else None)
+
+
 def name_stack_of(eqn) -> str:
     """The scopes an equation was traced under, as its name stack prints them (`jvp()`, `transpose(jvp())`; "" for none).
 

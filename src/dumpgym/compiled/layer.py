@@ -309,16 +309,16 @@ def _compile_for_topology(trace, target: Target) -> Compiles:
 
 
 def devices_needed(trace) -> int:
-    """How many devices the program spans: its sharded arguments' and any mesh its equations name."""
-    from jax.sharding import Mesh
-
+    """How many devices the program spans: its sharded arguments' and every mesh it states (its arguments',
+    jit's `in_shardings`/`out_shardings`, its equations' and a `jax.set_mesh` one: `stated_meshes`)."""
     import jax
+
+    from dumpgym.traced.trace import stated_meshes
 
     sizes = [len(a.sharding.device_set) for a in jax.tree.leaves(trace.args)
              if getattr(a, "sharding", None) is not None]
-    for eqn in trace.tagged_eqns:
-        sizes += [v.size for v in eqn.params.values() if isinstance(v, Mesh)]
-    return max((s for s in sizes if s), default=1)  # a jit of no mesh names an empty one
+    sizes += [int(mesh.size) for mesh in stated_meshes(trace)]
+    return max((s for s in sizes if s), default=1)
 
 
 def _entry_name(text: str) -> str:

@@ -13,7 +13,7 @@ import functools
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from dumpgym.gcpause import collector_paused
 from dumpgym.ir.tags import TAG
@@ -254,31 +254,72 @@ def walk_eqns(closed_jaxpr) -> list:
 
 def mesh_of(traced: Trace) -> tuple[dict[str, int] | None, list | None]:
     """The mesh a traced program runs on, as the record writes it (`{"x": 8}`), and each argument's partition
-    spec (one entry per axis, `None` where it is whole), for a program whose `Program` names no mesh: the mesh
-    its arguments' `NamedSharding`s share, else the first an equation names (a `shard_map`'s mesh, a
-    `with_sharding_constraint`'s `NamedSharding`, a mesh `jit` was traced under; specs then unknown: None);
+    spec (one entry per axis, `None` where it is whole), for a program whose `Program` names no mesh: the first
+    of `stated_meshes`; specs where its arguments' `NamedSharding`s or jit's `in_shardings` name it, else None.
     `(None, None)` for a program on one device."""
+    import jax
+
+    mesh = next(stated_meshes(traced), None)
+    if mesh is None:
+        return None, None
+    sizes = _sizes(mesh)
+    leaves = [a for a in jax.tree.leaves(traced.args) if hasattr(a, "shape")]  # a jitted function's pytrees too
+    specs = _specs_on(sizes, [(len(a.shape), getattr(a, "sharding", None)) for a in leaves])
+    if specs is None:
+        from dumpgym.jax_internals import jit_shardings
+
+        in_shardings = jit_shardings(traced.jax_traced)[0]
+        avals = traced.closed_jaxpr.in_avals
+        if len(in_shardings) == len(avals):
+            specs = _specs_on(sizes, [(len(a.shape), s) for a, s in zip(avals, in_shardings)])
+    return sizes, specs
+
+
+def _sizes(mesh) -> dict[str, int]:
+    return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes)))
+
+
+def _specs_on(sizes: dict[str, int], inputs: list) -> list | None:
+    """Each input's spec over the mesh of `sizes` (`[]`-padded with None to its rank), given (rank, sharding)
+    pairs; None when no input is a `NamedSharding` on that mesh."""
+    from jax.sharding import NamedSharding
+
+    on = [isinstance(s, NamedSharding) and _sizes(s.mesh) == sizes for _, s in inputs]
+    if not any(on):
+        return None
+    specs = []
+    for (rank, sharding), named in zip(inputs, on):
+        spec = list(sharding.spec) if named else []
+        specs.append([list(p) if isinstance(p, tuple) else p for p in spec] + [None] * (rank - len(spec)))
+    return specs
+
+
+def stated_meshes(traced: Trace) -> Iterator[Any]:
+    """Every mesh of more than one device the program states, first found first: its arguments'
+    `NamedSharding`s', jit's `in_shardings` and `out_shardings`', its equations' (a `shard_map`'s mesh, a
+    `with_sharding_constraint`'s `NamedSharding`), and the mesh jit was traced under (`jax.set_mesh`) where
+    an axis of it is Explicit: over Auto axes alone, a context mesh no sharding names leaves no mark in the
+    StableHLO."""
     from jax.sharding import NamedSharding
 
     import jax
 
-    leaves = [a for a in jax.tree.leaves(traced.args) if hasattr(a, "shape")]  # a jitted function's pytrees too
-    shardings = [getattr(a, "sharding", None) for a in leaves]
-    named = [s for s in shardings if isinstance(s, NamedSharding) and s.mesh.size > 1]
-    if named:
-        mesh = named[0].mesh
-        specs = []
-        for arg, sharding in zip(leaves, shardings):
-            spec = list(sharding.spec) if isinstance(sharding, NamedSharding) and sharding.mesh == mesh else []
-            specs.append([list(p) if isinstance(p, tuple) else p for p in spec] + [None] * (len(arg.shape) - len(spec)))
-        return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), specs
-    for eqn in walk_eqns(traced.closed_jaxpr):
-        for value in eqn.params.values():  # shard_map's `mesh`, with_sharding_constraint's `sharding`, ...
-            for one in value if isinstance(value, (tuple, list)) else (value,):
-                mesh = one.mesh if isinstance(one, NamedSharding) else one
-                if getattr(mesh, "axis_names", None) and hasattr(mesh, "axis_sizes"):
-                    return dict(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes))), None
-    return None, None
+    from dumpgym.jax_internals import jit_shardings
+
+    def mesh(value):
+        value = value.mesh if isinstance(value, NamedSharding) else value
+        if getattr(value, "axis_names", None) and hasattr(value, "axis_sizes") and value.size > 1:
+            return value
+        return None
+
+    in_shardings, out_shardings, context = jit_shardings(traced.jax_traced)
+    found = [getattr(a, "sharding", None) for a in jax.tree.leaves(traced.args) if hasattr(a, "shape")]
+    found += [*in_shardings, *out_shardings]
+    found += [one for eqn in traced.tagged_eqns for value in eqn.params.values()
+              for one in (value if isinstance(value, (tuple, list)) else (value,))]
+    if context is not None and "Explicit" in {getattr(t, "name", str(t)) for t in getattr(context, "axis_types", ())}:
+        found.append(context)
+    return (m for m in map(mesh, found) if m is not None)
 
 
 def source_of(function: Callable[..., Any]) -> str:

@@ -13,5 +13,10 @@ class CorpusFolderError(GymError):
     """The folder of added programs is damaged, locked out, or cannot be written."""
 
 
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a command, which has said so in one line and written nothing; the
+    command line exits with status 130 (a KeyboardInterrupt, so whatever catches those catches it)."""
+
+
 class ProgramError(GymError):
     """Bad input naming a program or its arguments; the message is one line for the user."""

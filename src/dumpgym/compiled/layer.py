@@ -198,7 +198,7 @@ COMPILE_THREAD = "dumpgym-compile"
 def compiled_when_done(compiled: Future, what: str):
     """The `jax.stages.Compiled` of a compile under way, waited for: a line on stderr once it has taken
     `SAY_COMPILING_AFTER` seconds, then every `SAY_COMPILING_EVERY`, saying what it waits for and how long
-    so far. Ctrl-C stops the wait with one line (KeyboardInterrupt raised on): nothing is written, since
+    so far. Ctrl-C stops the wait with one line (`errors.Stopped` raised on): nothing is written, since
     a record is written only once it is whole."""
     import sys
     import time
@@ -214,8 +214,10 @@ def compiled_when_done(compiled: Future, what: str):
                       "nothing written)", file=sys.stderr, flush=True)
                 say_at = waited + SAY_COMPILING_EVERY
     except KeyboardInterrupt:
+        from dumpgym.errors import Stopped
+
         print(f"dumpgym: stopped while XLA compiled {what}; nothing was written", file=sys.stderr, flush=True)
-        raise
+        raise Stopped from None
 
 
 class Compiles(NamedTuple):

@@ -2,15 +2,17 @@
 and stored in the folder of added programs (`user.py`)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import re
+import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from dumpgym.corpus.user import (_check_slug_free, _check_slug_syntax, _check_text, _check_title, _check_writable,
-                                 _make_folder, _store, locked, user_corpus_dir)
-from dumpgym.errors import ProgramError
+                                 _make_folder, _store, locked, sigterm_interrupts, user_corpus_dir)
+from dumpgym.errors import ProgramError, Stopped
 from dumpgym.record.schema import ProgramRecord
 
 
@@ -103,12 +105,29 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
         _check_slug_free(slug, folder, replace)  # fail before the slow part; checked again under the write lock
     target = _compile_target(compiled)
     _check_writable(folder)
-    record = function_record(function, args, kwargs, slug=slug, title=title or name, entry=entry, name=name,
-                             targets=[target] if target is not None else [], progress=progress)
+    with _stoppable(name):
+        record = function_record(function, args, kwargs, slug=slug, title=title or name, entry=entry, name=name,
+                                 targets=[target] if target is not None else [], progress=progress)
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
     _store(folder, [record], wait, replace)
     return record
+
+
+@contextlib.contextmanager
+def _stoppable(name: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM while the program traces, lowers, compiles or its record is built stops with one
+    line and `errors.Stopped`, before anything is written (a long compile's wait says its own line)."""
+    from dumpgym.terminal import printable
+
+    try:
+        with sigterm_interrupts():
+            yield
+    except Stopped:
+        raise
+    except KeyboardInterrupt:
+        print(f"dumpgym: stopped while adding {printable(name)}; nothing was written", file=sys.stderr, flush=True)
+        raise Stopped from None
 
 
 def _resolved(entry: str) -> tuple[str, str]:

@@ -84,7 +84,7 @@ def _acquire(fd: int, mode: int, folder: Path, wait: float) -> None:
         pass
     start, said = time.monotonic(), False
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             while True:
                 waited = time.monotonic() - start
                 if not said and waited >= min(_SAY_WAITING_AFTER, wait):
@@ -107,7 +107,7 @@ def _acquire(fd: int, mode: int, folder: Path, wait: float) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (a `timeout` running us) raises KeyboardInterrupt for this block, in place of the handler
     jaxlib installs once JAX is imported, which prints a native stack trace before dying."""
     import signal

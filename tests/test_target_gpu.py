@@ -222,3 +222,92 @@ def test_the_built_in_gpu_layer_is_what_jax_compiles_for_that_gpu(slug, by_slug,
     with jax.default_device(topology_devices("h100:1x1x1")[0]), no_traceback_locations():
         fresh = jit_of(program.function).lower(*program.example_args()).compile().as_text()
     assert by_slug[slug]["compiled"]["gpu"]["text"] == fresh
+
+
+KERNEL_SHAPE = (16, 128)
+
+
+def _pallas_add(x, y):
+    """A Pallas kernel with no interpret mode: Triton lowers it for a GPU, and a CPU refuses it."""
+    import jax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as pltriton
+
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          compiler_params=pltriton.CompilerParams())(x, y)
+
+
+def _kernel_args(device=None):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import SingleDeviceSharding
+
+    sharding = SingleDeviceSharding(device) if device is not None else None
+    return [jax.ShapeDtypeStruct(KERNEL_SHAPE, jnp.float32, sharding=sharding) for _ in range(2)]
+
+
+def _refusal(function, args) -> str:
+    """The first line of what JAX raises tracing and lowering `function` on `args` itself."""
+    import jax
+
+    with pytest.raises(Exception) as refused:
+        jax.jit(function).trace(*args).lower()
+    return str(refused.value).splitlines()[0]
+
+
+@pytest.mark.needs_gpu
+def test_a_pallas_gpu_kernel_added_with_hlo_gpu_is_lowered_and_compiled_for_the_gpu(tmp_path):
+    import jax
+
+    import dumpgym
+    from dumpgym.jax_internals import no_traceback_locations
+
+    cpu_refusal = _refusal(_pallas_add, _kernel_args())  # this host's CPU cannot lower it
+    record = dumpgym.add(_pallas_add, *_kernel_args(), slug="kernel", corpus=tmp_path / "c", compiled="gpu")
+    chip = topology_devices(GPU.topology_for(1))[0]
+    jax.clear_caches()  # a lowering cached with source locations on would come back
+    with no_traceback_locations():
+        own = jax.jit(_pallas_add).trace(*_kernel_args(chip)).lower()
+        text = own.as_text()
+        compiled = own.compile().as_text()
+    assert "Only interpret mode" in cpu_refusal
+    assert record.platform == "gpu" and list(record.compiled) == ["gpu"]
+    assert record.stablehlo == text and "__gpu$xla.gpu.triton" in text  # JAX's own GPU lowering: a Triton kernel
+    assert record.compiled["gpu"].text == compiled
+
+
+@pytest.mark.needs_gpu
+@pytest.mark.needs_tpu
+def test_a_kernel_the_gpu_refuses_too_is_refused_with_the_gpus_error_not_the_cpus(tmp_path):
+    import jax.numpy as jnp
+    import jax
+
+    import dumpgym
+    from dumpgym.errors import ProgramError
+    from dumpgym.programs.pallas_matmul import kernel_layer
+    from jax.sharding import SingleDeviceSharding
+
+    shapes = (((256, 512), jnp.float32), ((512, 256), jnp.bfloat16), ((), jnp.float32), ((256,), jnp.float32))
+    chip = SingleDeviceSharding(topology_devices(GPU.topology_for(1))[0])
+    on_cpu = [jax.ShapeDtypeStruct(s, d) for s, d in shapes]
+    gpu_refusal = _refusal(kernel_layer, [jax.ShapeDtypeStruct(s, d, sharding=chip) for s, d in shapes])
+    cpu_refusal = _refusal(kernel_layer, on_cpu)
+    assert gpu_refusal != cpu_refusal
+    with pytest.raises(ProgramError) as refused:
+        dumpgym.add(kernel_layer, *on_cpu, slug="tpu-kernel", corpus=tmp_path / "c", compiled="gpu")
+    assert gpu_refusal in str(refused.value) and cpu_refusal not in str(refused.value)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_pallas_gpu_kernel_added_for_the_cpu_keeps_the_cpus_refusal(tmp_path):
+    import dumpgym
+    from dumpgym.errors import ProgramError
+
+    cpu_refusal = _refusal(_pallas_add, _kernel_args())
+    with pytest.raises(ProgramError) as refused:
+        dumpgym.add(_pallas_add, *_kernel_args(), slug="kernel", corpus=tmp_path / "c", compiled="cpu")
+    assert cpu_refusal in str(refused.value)
+    assert not (tmp_path / "c").exists()

@@ -5,6 +5,7 @@ its stages, `traced_program` and `compiled_layers`), so that a record is made on
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Callable, Iterable
 
@@ -146,32 +147,70 @@ def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str,
     from dumpgym.errors import ProgramError
     from dumpgym.traced.program import partition, trace_failure
 
-    # A Python scalar the function reads as a value (`range(k)`, `if train:`) cannot be traced: it is then
-    # static, as `jax.jit(f, static_argnums=...)` makes it, tried again once with every Python scalar static.
-    for static_scalars in (False, True) if _python_scalars(function, args, kwargs) else (False,):
-        partitioned = partition(function, args, kwargs, static_scalars=static_scalars)
+    targets = list(targets)
+
+    def attempt(partitioned, targets, platform="cpu"):
+        """The record, or the error JAX raised while tracing (a later stage's failure propagates: a dumpgym
+        bug, not the user's, and it keeps its traceback)."""
         try:
             return _partitioned_record(partitioned, slug, title, entry, docstring_lesson(function, name), targets,
-                                       progress)
+                                       progress, platform), None
         except ProgramError:
             raise
         except Exception as e:
             if not _raised_while_tracing(e):
-                raise  # a later stage of ours failed: a dumpgym bug, not the user's, and it keeps its traceback
-            failure = e
-            if not _needs_concrete(e):
-                break
+                raise
+            return None, e
+
+    # A Python scalar the function reads as a value (`range(k)`, `if train:`) cannot be traced: it is then
+    # static, as `jax.jit(f, static_argnums=...)` makes it, tried again once with every Python scalar static.
+    for static_scalars in (False, True) if _python_scalars(function, args, kwargs) else (False,):
+        partitioned = partition(function, args, kwargs, static_scalars=static_scalars)
+        record, failure = attempt(partitioned, targets)
+        if record is not None:
+            return record
+        if not _needs_concrete(failure):
+            break
+    # A program this CPU cannot lower (a Pallas kernel for GPU or TPU) when a GPU or TPU is asked for: traced
+    # and lowered for that chip, as `Program.platform` has the built-in Mosaic kernel; if it fails there too,
+    # the refusal quoted is that chip's, not the CPU's.
+    chip = [t for t in targets if t.platform != "cpu"][:1]
+    on_chip = _on_chip(partitioned.structs, chip[0]) if chip else None
+    if on_chip is not None:
+        partitioned = dataclasses.replace(partitioned, structs=on_chip)
+        record, failure = attempt(partitioned, chip, chip[0].platform)
+        if record is not None:
+            return record
     # JAX alone says whose fault it is: the program's, with JAX's advice, or dumpgym's.
     raise trace_failure(failure, function, partitioned, args=args, kwargs=kwargs) from failure
 
 
-def _partitioned_record(partitioned, slug, title, entry, lesson, targets, progress) -> ProgramRecord:
+def _partitioned_record(partitioned, slug, title, entry, lesson, targets, progress, platform="cpu") -> ProgramRecord:
     from dumpgym.traced.program import Program
 
     # Its `args` are read from the jaxpr it traces (`in_avals`): only its staging knows its inputs.
     program = Program(slug=slug, title=title, lesson=lesson, function=partitioned.function,
-                      args=(), entry=entry, structs=partitioned.structs)
+                      args=(), entry=entry, structs=partitioned.structs, platform=platform)
     return program_record(program, progress, targets)
+
+
+def _on_chip(structs: tuple, target: Target) -> tuple | None:
+    """`structs` with every array placed on the first chip of `target`'s topology (a libtpu or CUDA plugin
+    description, no chip attached); None where an argument is sharded over several devices, or a leaf is
+    not an array (another library's staging traces its own arguments)."""
+    import jax
+    from jax.sharding import SingleDeviceSharding
+
+    from dumpgym.traced.devices import topology_devices
+
+    leaves = jax.tree.leaves(structs)
+    if not leaves or not all(isinstance(a, jax.ShapeDtypeStruct) for a in leaves):
+        return None
+    if any(a.sharding is not None and len(a.sharding.device_set) > 1 for a in leaves):
+        return None
+    chip = SingleDeviceSharding(topology_devices(target.topology_for(1))[0])
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=chip, weak_type=a.weak_type),
+                        structs)
 
 
 def _python_scalars(function, args, kwargs) -> bool:

@@ -263,9 +263,12 @@ class XraySection {
     }
     this.byEl.textContent = `XLA · ${hlo.device_kind || hlo.backend}`;  // a TPU's or GPU's model, else cpu
     this.byEl.title = `${backendNote(hlo)}${hlo.host ? ` · host ${hlo.host}` : ''}`;
-    // A program lowered for TPU alone (a Pallas kernel) has no CPU compile to switch to: say why.
-    const only = this.shown.program.platform === 'tpu'
-      ? html` <span data-xray-platform-note>No CPU or GPU compile: this program lowers for TPU only (a Mosaic kernel has no other lowering).</span>` : '';
+    // A program lowered for a TPU or a GPU alone (a Pallas kernel) has no CPU compile to switch to: say why.
+    const platform = this.shown.program.platform;
+    const only = platform === 'tpu'
+      ? html` <span data-xray-platform-note>No CPU or GPU compile: this program lowers for TPU only (a Mosaic kernel has no other lowering).</span>`
+      : platform === 'gpu'
+        ? html` <span data-xray-platform-note>No CPU compile: this program lowers for a GPU only (its Pallas kernel has no CPU lowering).</span>` : '';
     render(this.compiledEl, html`<p class="note" data-xray-hlo-note>${backendNote(hlo)}.${only}
       <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}${passesNote(hlo)}</span>
       <span class="legend"><span class="key fz">bold number</span> a fusion (hover it: every equation it absorbed lights) · <span class="key x">dotted</span> XLA's own</span></p>

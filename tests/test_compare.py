@@ -10,7 +10,7 @@ from dumpgym import cli
 from dumpgym.cost import compare
 from dumpgym.programs import SLUGS, builtin_program
 from dumpgym.record.schema import ProgramRecord
-from hlo_recount import Parsed, computes, jaccard
+from hlo_recount import Canonical, Parsed, computes, jaccard
 
 
 @pytest.fixture(scope="module")
@@ -227,6 +227,62 @@ def test_no_kept_row_computes_otherwise_than_its_twin_per_xla(parsed_pairs):
                                   tuple(sorted(parsed.body(n, ids).items()))) for n in names)
         assert sum(kept["b"].values()) == diff.kept
         assert kept["a"] == kept["b"], (changed.slug, target)
+
+
+@pytest.mark.compiled_hlo
+def test_each_kept_pair_computes_the_same_by_xlas_own_parse(pairs):
+    """Each kept row and its twin, re-read through XLA's parse of the two texts and compared by the tests' own
+    canonical form (names ignored; opcode, result shape with its layout, every attribute but metadata,
+    backend configuration and channel ids; fused and called computations compared as dataflow graphs, a
+    constant by its value, a parameter by its number, a tuple element by its index), are the same: no kept
+    fusion has another body, no kept constant another value, no kept collective other groups."""
+    kept = {"fusion": 0, "other": 0}
+    for base, changed in pairs:
+        for target, diff in compare.compare(base, changed).items():
+            ids: dict = {}
+            a, b = Canonical(base.compiled[target].text, ids), Canonical(changed.compiled[target].text, ids)
+            assert len(diff.twins) == diff.kept
+            for pair in diff.twins:
+                assert a.row(pair.base.name) == b.row(pair.changed.name), \
+                    (changed.slug, target, pair.base.name, pair.changed.name)
+                kept["fusion" if pair.base.opcode == "fusion" else "other"] += 1
+    assert kept["fusion"] and kept["other"]
+
+
+def test_the_canonical_form_tells_what_kept_would_miss():
+    """The tests' canonical form is not blind to what a shape-only comparison misses: a slice's bounds, a
+    constant's value, a comparison's direction and a tuple element's index each make two rows differ, while
+    other names and metadata do not."""
+    from hlo_recount import Canonical
+
+    def module(slice_at, value, direction, index, name):
+        return f"""HloModule m, entry_computation_layout={{(f32[8]{{0}})->f32[4]{{0}}}}
+
+%body (p: f32[8]) -> f32[4] {{
+  %p = f32[8]{{0}} parameter(0)
+  %{name} = f32[4]{{0}} slice(%p), slice={{[{slice_at}:{slice_at + 4}]}}, metadata={{op_name="{name}"}}
+  %c = f32[] constant({value})
+  %b = f32[4]{{0}} broadcast(%c), dimensions={{}}
+  %lt = pred[4]{{0}} compare(%{name}, %b), direction={direction}
+  ROOT %s = f32[4]{{0}} select(%lt, %{name}, %b)
+}}
+
+ENTRY %main (x: f32[8]) -> f32[4] {{
+  %x = f32[8]{{0}} parameter(0)
+  %t = (f32[8]{{0}}, f32[8]{{0}}) tuple(%x, %x)
+  %g = f32[8]{{0}} get-tuple-element(%t), index={index}
+  ROOT %f = f32[4]{{0}} fusion(%g), kind=kLoop, calls=%body
+}}
+"""
+    ids: dict = {}
+    plain = (0, 1.5, "LT", 0, "sl")
+    first = Canonical(module(*plain), ids)
+    assert Canonical(module(*plain[:4], "other"), ids).row("f") == first.row("f")
+    for k, other in ((0, 2), (1, 2.5), (2, "GT")):
+        changed = list(plain)
+        changed[k] = other
+        assert Canonical(module(*changed), ids).row("f") != first.row("f"), changed
+    assert Canonical(module(*plain[:3], 1, "sl"), ids).row("g") != first.row("g")
 
 
 @pytest.mark.compiled_hlo

@@ -4,8 +4,8 @@ A pure function of two `ProgramRecord`s, a program and a compile of it with one 
 `variant_of`: `mlp` and `mlp-f32`). Their equations are aligned by difflib on each one's primitive and
 name stack, in print order (what the change leaves alone keeps its place); each compiled instruction is
 then known by what it computes, read from the records' compiled facts: its printed opcode, the aligned
-equations it computes (`Instruction.eqns`), the body it runs (a fusion's fused computation: opcodes, dtypes,
-dims and dataflow), its operands and its users. Rows alike in opcode, equations, body, operands' types and
+equations it computes (`Instruction.eqns`), its printed line and the body it runs (a fusion's fused
+computation: each line's opcode, shape, attributes and dataflow, names left out), its operands and its users. Rows alike in opcode, equations, body, operands' shapes and
 result shape are the same work, *kept*; rows of one opcode that are not, whose bodies share an operation and which share an
 equation, are both the compiler's own or have the same result shape, are that work *changed*, each paired
 with its closest partner (`compare_layer`); the rest *appeared* in the changed compile or *vanished* from
@@ -194,9 +194,10 @@ def _rows(layer: CompiledLayer) -> list[Row]:
 
 @dataclass(frozen=True)
 class Work:
-    """What a row computes, read from the record's compiled facts: `body`, one id for the computations it runs
-    (a fusion's fused body, a reducer: the same opcodes over the same operand dtypes and dims in the same
-    dataflow get the same id, in either layer); `inputs`, its operands' dtypes and dims in order; `ops`, those
+    """What a row computes, read from the record's compiled facts and its printed line: `body`, one id for its
+    own line read canonically (`_attributes`) and the computations it runs (a fusion's fused body, a reducer,
+    a loop's: the same lines in the same dataflow, names left out, get the same id, in either layer);
+    `inputs`, its operands' shapes as printed (layouts included) in order; `ops`, those
     computations' instructions, each as its opcode and dims (result, then operands), dtypes left out so a
     dtype change keeps them alike; its result's dims (dtypes left out, as in what follows); the dims of its
     operands; and the printed opcodes of the rows that use it."""
@@ -207,6 +208,51 @@ class Work:
     dims: tuple
     operands: Counter
     users: Counter
+
+
+# Attributes of a printed instruction that say where it came from or how a backend tunes it, not what it
+# computes (XLA's canonical print leaves them out too), and those naming the computations it runs, read as
+# those computations' ids instead. A custom call's backend_config is its kernel, so it counts there.
+_UNREAD = frozenset({"metadata", "backend_config", "frontend_attributes", "statistics", "origin",
+                     "control-predecessors", "channel_id"})
+_NAMING = frozenset({"calls", "to_apply", "condition", "body", "branch_computations", "called_computations"})
+
+
+def _attributes(printed_line: str, opcode: str) -> tuple:
+    """What a printed instruction says beyond its operands' names: what its parentheses hold when it has no
+    operand to name (a parameter's number, a constant's value), then its `key=value` attributes in order,
+    less `_UNREAD` and `_NAMING` ones (a `get-tuple-element`'s index, a slice's bounds, a comparison's
+    direction, a collective's groups stay)."""
+    head = printed_line.find(f" {opcode}(", printed_line.find(" = "))
+    if head < 0:
+        return ()
+    pieces, depth, quoted, start = [], 0, False, head + len(opcode) + 2
+    for k in range(start, len(printed_line)):
+        ch = printed_line[k]
+        if ch == '"' and printed_line[k - 1] != "\\":
+            quoted = not quoted
+        if quoted:
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:  # the parentheses close: what they held, then the attributes
+                held = printed_line[start:k]
+                pieces.append("" if "%" in held else held)
+                start = k + 1
+                depth = 0
+        elif ch == "," and depth == 0 and pieces:
+            pieces.append(printed_line[start:k])
+            start = k + 1
+    pieces.append(printed_line[start:])
+    out = []
+    for k, piece in enumerate(pieces):
+        key, _, value = piece.strip().partition("=")
+        if k and key and not (key in _NAMING or (key in _UNREAD and not (key == "backend_config"
+                                                                            and opcode == "custom-call"))):
+            out.append((key, value))
+    return (pieces[0], *out)
 
 
 class _Reader:
@@ -229,13 +275,20 @@ class _Reader:
 
         node_ids: dict[int, int] = {}
 
+        printed_lines = layer.text.splitlines()
+
+        def said(ins: Instruction) -> tuple:
+            """Its printed opcode, result shape as printed (layout included), attributes, and the ids of the
+            computations it runs (a fusion's body, a reducer, a loop's condition and body, branches)."""
+            printed = layer.printed(ins) or ins.opcode
+            return (printed, layer.shapes[ins.shape].text if ins.shape is not None else "",
+                    _attributes(printed_lines[ins.line - 1], printed),
+                    tuple(computation(c) for c in (*ins.calls, *ins.to_apply, *ins.control)))
+
         def node(line: int) -> int:  # memoised on the line: a fused body is a DAG, never walked twice
             if line not in node_ids:
                 ins = at[line]
-                key = (layer.printed(ins) or ins.opcode, value(ins), ins.parameter, ins.dot, ins.convolution,
-                       ins.window, tuple(node(o) for o in ins.operands),
-                       tuple(computation(c) for c in (*ins.calls, *ins.to_apply)))
-                node_ids[line] = self.ids.setdefault(key, len(self.ids))
+                node_ids[line] = self.ids.setdefault((*said(ins), tuple(node(o) for o in ins.operands)), len(self.ids))
             return node_ids[line]
 
         def computation(name: str) -> int:
@@ -252,9 +305,9 @@ class _Reader:
             for o in ins.operands:
                 if o in users:
                     users[o][layer.printed(ins) or ins.opcode] += 1
-        return {ins.line: Work(self.ids.setdefault((ins.parameter, *(computation(c) for c in (*ins.calls, *ins.to_apply))),
-                                                   len(self.ids)),
-                               tuple(value(at[o]) for o in ins.operands), ops((*ins.calls, *ins.to_apply)),
+        return {ins.line: Work(self.ids.setdefault(("row", *said(ins)), len(self.ids)),
+                               tuple(layer.shapes[at[o].shape].text if at[o].shape is not None else ""
+                                     for o in ins.operands), ops((*ins.calls, *ins.to_apply)),
                                value(ins, False),
                                Counter(value(at[o], False) for o in ins.operands), users[ins.line])
                 for ins in rows}

@@ -1,6 +1,7 @@
 """Two compiles side by side (`cost/compare.py`, `dumpgym diff`): the built-in compiles with one change, and what
 compare says appeared, vanished and changed between each and its base, checked against XLA itself: the
 compiled texts read through jaxlib's HLO bindings, and a fresh compile's own `memory_analysis()`."""
+import re
 from collections import Counter
 
 import pytest
@@ -27,8 +28,6 @@ def pairs(records):
 
 def _entry(text: str):
     """XLA's parse of a compiled text, and its entry computation (the one the module's `ENTRY` names)."""
-    import re
-
     from jaxlib import xla_client
 
     module = xla_client.hlo.hlo_module_from_text(text)
@@ -285,25 +284,44 @@ ENTRY %main (x: f32[8]) -> f32[4] {{
     assert Canonical(module(*plain[:3], 1, "sl"), ids).row("g") != first.row("g")
 
 
+def _interface(text: str) -> dict:
+    """The entry computation's parameters by name -> their number, and its root -> "root", as XLA prints the
+    module it parses from `text`: the function's own arguments and result."""
+    module, entry = _entry(text)
+    printed = module.to_string()
+    root = re.search(rf"^ENTRY %{re.escape(entry.name)} .*?^\s*ROOT %([\w.\-]+) = ", printed, re.M | re.S)[1]
+    out = {}
+    for i in entry.instructions():
+        number = re.match(r"(?:ROOT )?%\S+ = .*? parameter\((\d+)\)", i.to_string())
+        if number:
+            out[i.name] = int(number[1])
+    return {**out, root: "root"}
+
+
 @pytest.mark.compiled_hlo
 def test_no_changed_row_has_a_closer_partner_per_xla(parsed_pairs):
-    """Each changed pair is one printed opcode whose bodies (where they have them) share an operation, and no
-    row of the other side is closer to either by the test's own measure (the equations they share, then how
-    alike their fused bodies are by XLA's parse, then whether their results have the same dims) unless that
-    row went to a partner at least as close to it."""
+    """Each changed pair is one printed opcode whose bodies (where they have them) share an operation, an
+    argument of the entry computation only with the argument of its number, and no row of the other side is
+    closer to either by the test's own measure (the same argument or both the result, the equations they
+    share, then how alike their fused bodies are by XLA's parse, then whether their results have the same
+    dims) unless that row went to a partner at least as close to it."""
     for base, changed, target, diff, a, b in parsed_pairs:
         back = {v: k for k, v in compare.align(base, changed).items()}
+        a_role, b_role = (_interface(r.compiled[target].text) for r in (base, changed))
 
         def shared(x, y):
             return len(set(x.eqns) & {back.get(e, ("new", e)) for e in y.eqns})
 
         def akin(x, y):
             bodies = bool(a.called[x.name] or b.called[y.name])
+            arguments = {a_role.get(x.name), b_role.get(y.name)} - {None, "root"}
             return x.opcode == y.opcode and (not bodies or bool(computes(a, x.name) & computes(b, y.name))) and (
-                shared(x, y) > 0 or not (x.eqns or y.eqns) or x.shape == y.shape)
+                shared(x, y) > 0 or not (x.eqns or y.eqns) or x.shape == y.shape) and (
+                not arguments or a_role.get(x.name) == b_role.get(y.name))
 
         def close(x, y):
-            return shared(x, y), jaccard(a.ops(x.name), b.ops(y.name)), a.dims(x.name) == b.dims(y.name)
+            return (a_role.get(x.name) is not None and a_role.get(x.name) == b_role.get(y.name), shared(x, y),
+                    jaccard(a.ops(x.name), b.ops(y.name)), a.dims(x.name) == b.dims(y.name))
 
         partner_of_a = {p.base.name: p.changed for p in diff.modified}
         partner_of_b = {p.changed.name: p.base for p in diff.modified}

@@ -66,10 +66,13 @@ class Row:
 @dataclass(frozen=True)
 class Changed:
     """The same work in both compiles, the base's row and the changed compile's: changed (`LayerDiff.modified`),
-    or as it is (`LayerDiff.twins`)."""
+    or as it is (`LayerDiff.twins`). `uncertain`: another row was as close a partner to either as the one it got
+    (two elements of one tuple alike in all the record holds), so which of them is this row's counterpart is a
+    guess."""
 
     base: Row
     changed: Row
+    uncertain: bool = False
 
 
 @dataclass(frozen=True)
@@ -255,6 +258,20 @@ def _attributes(printed_line: str, opcode: str) -> tuple:
     return (pieces[0], *out)
 
 
+def attributes(layer: CompiledLayer, line: int) -> dict[str, str]:
+    """The attributes that count of the instruction printed on `line` (`_attributes`), by key; what its
+    parentheses hold when it names no operand (a parameter's number, a constant's value) under `""`."""
+    ins = next(i for i in layer.instructions if i.line == line)
+    held, *pairs = _attributes(layer.text.splitlines()[line - 1], layer.printed(ins) or ins.opcode) or ("",)
+    return {"": held, **dict(pairs)}
+
+
+def operand_shapes(layer: CompiledLayer, line: int) -> tuple[str, ...]:
+    """The shapes, as printed, of the operands of the instruction on `line`."""
+    at = {i.line: i for i in layer.instructions}
+    return tuple(layer.shapes[at[o].shape].text if at[o].shape is not None else "" for o in at[line].operands)
+
+
 class _Reader:
     """Interns the computations of both layers, so that one id means one body in either (`Work.body`)."""
 
@@ -351,19 +368,26 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
         return ((a.opcode, a.shape, wa.body, wa.inputs) == (b.opcode, b.shape, wb.body, wb.inputs)
                 and eqns(a, "a") == eqns(b, "b"))
 
+    a_role, b_role = _roles(a_layer), _roles(b_layer)
+
     def closeness(a: Row, b: Row) -> tuple:
-        """How alike two rows of one opcode are, compared in order: the equations they share, their bodies,
-        result dims, operands and users, parameter numbers, result shapes, and last their places in their listings."""
+        """How alike two rows of one opcode are, compared in order: the same role in the entry computation (its
+        parameter of one number, its root), the equations they share, their bodies, result dims, operands and
+        users, the same body or parameter number, result shapes, and last their places in their listings."""
         wa, wb = a_work[a.line], b_work[b.line]
         place = abs(Fraction(a_at[a.line], len(a_rows)) - Fraction(b_at[b.line], len(b_rows)))
-        return (len(eqns(a, "a") & eqns(b, "b")), _overlap(wa.ops, wb.ops), wa.dims == wb.dims,
+        role = a_role.get(a.line)
+        return (role is not None and role == b_role.get(b.line), len(eqns(a, "a") & eqns(b, "b")),
+                _overlap(wa.ops, wb.ops), wa.dims == wb.dims,
                 _overlap(wa.operands, wb.operands), _overlap(wa.users, wb.users), wa.body == wb.body,
                 a.shape == b.shape, -place)
 
     def akin(a: Row, b: Row) -> bool:  # may be the same work changed: one opcode; bodies, where they have
         # them, that share an operation; and a shared equation, both the compiler's own, or one result shape
         wa, wb = a_work[a.line], b_work[b.line]
-        return (a.opcode == b.opcode and (not (wa.ops or wb.ops) or bool(_operations(wa) & _operations(wb)))
+        params = {a_role.get(a.line), b_role.get(b.line)} - {None, ("root",)}  # an argument is only itself
+        return (a.opcode == b.opcode and (not params or a_role.get(a.line) == b_role.get(b.line))
+                and (not (wa.ops or wb.ops) or bool(_operations(wa) & _operations(wb)))
                 and (bool(eqns(a, "a") & eqns(b, "b")) or not (a.eqns or b.eqns) or a.shape == b.shape))
 
     # Kept first, then changed: each time the closest pair of all that qualify, so no row is left with a
@@ -373,7 +397,7 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
     b_left = [r for r in b_rows if r.line not in {b.line for _, b in kept_pairs}]
     kept = len(kept_pairs)
     twins = tuple(sorted((Changed(a, b) for a, b in kept_pairs), key=lambda pair: pair.changed.line))
-    modified = [Changed(a, b) for a, b in _closest(a_left, b_left, akin, closeness)]
+    modified = [Changed(a, b, tie) for a, b, tie in _closest(a_left, b_left, akin, closeness, ties=True)]
     a_left = [r for r in a_left if r.line not in {p.base.line for p in modified}]
     b_left = [r for r in b_left if r.line not in {p.changed.line for p in modified}]
     appeared = b_left
@@ -388,16 +412,34 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
                      (len(a_layer.aliases), len(b_layer.aliases)), seconds, twins)
 
 
-def _closest(a_rows: list[Row], b_rows: list[Row], allowed, closeness) -> list[tuple[Row, Row]]:
-    """Pairs of `allowed` rows, the closest first (by `closeness`, ties by line), each row in at most one."""
+def _roles(layer: CompiledLayer) -> dict[int, tuple]:
+    """The rows that stand for the function's own interface, by line: the entry computation's parameters
+    (`("parameter", number)`) and its root (`("root",)`)."""
+    entry = next(c for c in layer.computations if c.entry)
+    out = {i.line: ("parameter", i.parameter) for i in layer.instructions
+           if i.computation == entry.name and i.parameter is not None}
+    out[entry.root] = ("root",)
+    return out
+
+
+def _closest(a_rows: list[Row], b_rows: list[Row], allowed, closeness, ties: bool = False) -> list[tuple]:
+    """Pairs of `allowed` rows, the closest first (by `closeness`, ties by line), each row in at most one. With
+    `ties`, each pair carries whether a row still free when it was made was as close to either of its rows by
+    all but the last measure (`closeness` ends with the rows' places in their listings, which only breaks ties)."""
     ranked = sorted(((closeness(a, b), -a.line, -b.line, a, b) for a in a_rows for b in b_rows
                      if allowed(a, b)), key=lambda t: t[:3], reverse=True)
     out, used_a, used_b = [], set(), set()
-    for *_, a, b in ranked:
+    for k, (near, _, _, a, b) in enumerate(ranked):
         if a.line not in used_a and b.line not in used_b:
             used_a.add(a.line)
             used_b.add(b.line)
-            out.append((a, b))
+            if not ties:
+                out.append((a, b))
+                continue
+            tie = any(other[0][:-1] == near[:-1] and (other[3].line == a.line) != (other[4].line == b.line)
+                      and other[3].line not in used_a - {a.line} and other[4].line not in used_b - {b.line}
+                      for other in ranked[k + 1:])
+            out.append((a, b, tie))
     return out
 
 

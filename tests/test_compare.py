@@ -395,24 +395,53 @@ def _from_export(record: ProgramRecord, axis_types=None):
     return function, structs
 
 
+def _unsourced(text: str) -> str:
+    """A compiled text as XLA prints it again without metadata: the source lines each instruction was traced
+    from (which name the caller's frames) left out, everything it computes kept."""
+    from jaxlib import xla_client
+
+    options = xla_client.hlo.HloPrintOptions()
+    options.print_metadata = False
+    return xla_client.hlo.hlo_module_from_text(text).to_string(options)
+
+
 def test_each_change_is_traced_again_from_its_export_alone(pairs):
     """Every compile with one change, traced again from what its record says (entry, call, args, mesh and
     in_specs; not its declaration), prints the committed jaxpr and StableHLO byte for byte. The one thing the
-    export does not say, a mesh's axis types (jit's partitioner propagates over Auto axes), is read from the
-    base program's example arguments."""
+    export does not say, a mesh's axis types, is what docs/corpus.md says of them: Auto, over which jit's
+    partitioner propagates."""
     from jax_reference import jaxpr_of, jit_of
+
+    from jax.sharding import AxisType
 
     called_otherwise = set()
     for base, changed in pairs:
         axis_types = None
-        if changed.mesh is not None:
-            axis_types = builtin_program(base.slug).example_args()[0].sharding.mesh.axis_types
+        if changed.mesh is not None:  # docs/corpus.md: programs sharded by jit use Auto axes
+            axis_types = (AxisType.Auto,) * len(changed.mesh)
         function, args = _from_export(changed, axis_types)
         assert str(jaxpr_of(function, args)) == changed.jaxpr, changed.slug
         assert jit_of(function).lower(*args).as_text() == changed.stablehlo, changed.slug
         if changed.call is not None:
             called_otherwise.add(changed.slug)
     assert {"train-step-undonated", "ckpt-policy-nothing"} <= called_otherwise
+
+
+@pytest.mark.compiled_hlo
+def test_each_change_compiles_from_its_export_as_its_declaration_does(pairs):
+    """Compiled on this host (the committed compiled texts name another), every change made from its export
+    alone compiles to what its declaration compiles to, as XLA prints both without metadata: donation,
+    policies and shardings included."""
+    from jax.sharding import AxisType
+
+    from jax_reference import jit_of
+
+    for _, changed in pairs:
+        axis_types = None if changed.mesh is None else (AxisType.Auto,) * len(changed.mesh)
+        function, args = _from_export(changed, axis_types)
+        program = builtin_program(changed.slug)
+        declared = jit_of(program.function).lower(*program.example_args()).compile().as_text()
+        assert _unsourced(jit_of(function).lower(*args).compile().as_text()) == _unsourced(declared), changed.slug
 
 
 def test_a_changed_call_is_typed_and_checked_in_the_record(whole_corpus):

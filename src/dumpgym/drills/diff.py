@@ -28,8 +28,8 @@ row whose result is a tuple or a scalar is not asked to be typed.
 """
 from __future__ import annotations
 
-from dumpgym.cost.compare import (PLUMBING, LayerDiff, Row, align, attributes, body_opcodes, compare,
-                                  operand_shapes, running)
+from dumpgym.cost.compare import LayerDiff, align, compare
+from dumpgym.cost.rows import PLUMBING, Row, attributes, body_opcodes, operand_shapes, running
 from dumpgym.drills import drill
 from dumpgym.drills._dot import numpy_dtype
 from dumpgym.drills._tpu import which_compile

@@ -202,5 +202,6 @@ def text(diff: LayerDiff) -> str:
                        + (f"  (eqns {', '.join(map(str, r.eqns))})" if r.eqns else "  (the compiler's own)"))
     for pair in diff.modified:
         a, b = pair.base, pair.changed
-        out.append(f"  changed   line {a.line} -> {b.line}  %{a.name} -> %{b.name} {a.opcode} {a.shape} -> {b.shape}")
+        out.append(f"  changed   line {a.line} -> {b.line}  %{a.name} -> %{b.name} {a.opcode} {a.shape} -> {b.shape}"
+                   + ("  (a guess: another row is as alike)" if pair.uncertain else ""))
     return "\n".join(out)

@@ -73,3 +73,99 @@ def computes(parsed: Parsed, name: str) -> set[str]:
     """The opcodes of what `name` runs inside, less those that only name or pass on a value."""
     return {parsed.op[i] for i in parsed.inside(name)} - {"parameter", "constant", "get-tuple-element", "tuple",
                                                            "bitcast"}
+
+
+# Attributes that say where an instruction came from or how a backend tunes it, not what it computes: XLA's
+# canonical print (`HloPrintOptions.canonical()`) leaves them out too.
+_NOT_COMPUTED = ("metadata", "backend_config", "frontend_attributes", "statistics", "origin", "control-predecessors",
+                 "channel_id")
+_CALLING = ("calls", "to_apply", "condition", "body", "branch_computations", "called_computations",
+            "async_execution_thread")
+
+
+def _split(text: str, sep: str = ",") -> list[str]:
+    """`text` cut at each top-level `sep` (outside brackets, braces, parentheses and quotes)."""
+    out, depth, quoted, start = [], 0, False, 0
+    for k, ch in enumerate(text):
+        if ch == '"' and (k == 0 or text[k - 1] != "\\"):
+            quoted = not quoted
+        elif not quoted and ch in "([{":
+            depth += 1
+        elif not quoted and ch in ")]}":
+            depth -= 1
+        elif not quoted and depth == 0 and ch == sep:
+            out.append(text[start:k])
+            start = k + 1
+    out.append(text[start:])
+    return [piece.strip() for piece in out if piece.strip()]
+
+
+def _printed(printed: str) -> tuple[str, str, str, list[str]]:
+    """An instruction as XLA prints it, cut into its result shape, opcode, what its parentheses hold and its
+    attributes (`key=value`), each as printed."""
+    found = re.match(r"(?:ROOT )?%\S+ = (.*?) ([a-z][a-z0-9\-]*)\(", printed)
+    depth, quoted, k = 1, False, found.end()
+    while depth:
+        ch = printed[k]
+        if ch == '"' and printed[k - 1] != "\\":
+            quoted = not quoted
+        elif not quoted and ch in "([{":
+            depth += 1
+        elif not quoted and ch in ")]}":
+            depth -= 1
+        k += 1
+    return found[1], found[2], printed[found.end():k - 1], _split(printed[k:].lstrip(", "))
+
+
+class Canonical:
+    """What an instruction computes, by a definition of the tests' own over XLA's parse of the text, names
+    ignored: its printed opcode, result shape (layout included), the attributes that say what it computes
+    (all but metadata and backend configuration, a called computation's name replaced by what that
+    computation computes), and its operands: for a row, each operand's shape; inside a called computation,
+    each operand's own canonical form, a parameter by its number, a constant by its value. Two instructions
+    compute the same when their forms are equal (`same`); `ids` is shared by the texts compared."""
+
+    def __init__(self, text: str, ids: dict):
+        from jaxlib import xla_client
+
+        self.ids, self.instructions, self.roots = ids, {}, {}
+        module = xla_client.hlo.hlo_module_from_text(text)
+        for c in module.computations():
+            for i in c.instructions():
+                self.instructions[i.name] = (i.to_string(), [o.name for o in i.operands()])
+        computation = None
+        for line in module.to_string().splitlines():  # each computation's root, as XLA prints the module
+            header = re.match(r"(?:ENTRY )?%([\w.\-]+) ", line)
+            if header and line.rstrip().endswith("{"):
+                computation = header[1]
+            root = re.match(r"\s*ROOT %([\w.\-]+) = ", line)
+            if root:
+                self.roots[computation] = root[1]
+        self.memo: dict[str, int] = {}
+
+    def _attributes(self, attributes: list[str]) -> tuple:
+        out = []
+        for attribute in attributes:
+            key, _, value = attribute.partition("=")
+            if key in _NOT_COMPUTED:
+                continue
+            if key in _CALLING:
+                value = tuple(self.node(self.roots[n]) for n in re.findall(r"%([\w.\-]+)", value))
+            out.append((key, value))
+        return tuple(out)
+
+    def node(self, name: str) -> int:
+        """The canonical form of an instruction inside a called computation, interned."""
+        if name not in self.memo:
+            printed, operands = self.instructions[name]
+            shape, opcode, inside, attributes = _printed(printed)
+            held = inside if not operands else tuple(self.node(o) for o in operands)
+            self.memo[name] = self.ids.setdefault((opcode, shape, held, self._attributes(attributes)), len(self.ids))
+        return self.memo[name]
+
+    def row(self, name: str) -> int:
+        """The canonical form of a row: as `node`, but its operands known by their shapes alone."""
+        printed, operands = self.instructions[name]
+        shape, opcode, inside, attributes = _printed(printed)
+        held = inside if not operands else tuple(_printed(self.instructions[o][0])[0] for o in operands)
+        return self.ids.setdefault(("row", opcode, shape, held, self._attributes(attributes)), len(self.ids))

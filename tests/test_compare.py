@@ -1,6 +1,7 @@
 """Two compiles side by side (`cost/compare.py`, `dumpgym diff`): the built-in compiles with one change, and what
 compare says appeared, vanished and changed between each and its base, checked against XLA itself: the
 compiled texts read through jaxlib's HLO bindings, and a fresh compile's own `memory_analysis()`."""
+import re
 from collections import Counter
 
 import pytest
@@ -10,7 +11,7 @@ from dumpgym import cli
 from dumpgym.cost import compare
 from dumpgym.programs import SLUGS, builtin_program
 from dumpgym.record.schema import ProgramRecord
-from hlo_recount import Parsed, computes, jaccard
+from hlo_recount import Canonical, Parsed, computes, jaccard
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +28,6 @@ def pairs(records):
 
 def _entry(text: str):
     """XLA's parse of a compiled text, and its entry computation (the one the module's `ENTRY` names)."""
-    import re
-
     from jaxlib import xla_client
 
     module = xla_client.hlo.hlo_module_from_text(text)
@@ -230,24 +229,99 @@ def test_no_kept_row_computes_otherwise_than_its_twin_per_xla(parsed_pairs):
 
 
 @pytest.mark.compiled_hlo
+def test_each_kept_pair_computes_the_same_by_xlas_own_parse(pairs):
+    """Each kept row and its twin, re-read through XLA's parse of the two texts and compared by the tests' own
+    canonical form (names ignored; opcode, result shape with its layout, every attribute but metadata,
+    backend configuration and channel ids; fused and called computations compared as dataflow graphs, a
+    constant by its value, a parameter by its number, a tuple element by its index), are the same: no kept
+    fusion has another body, no kept constant another value, no kept collective other groups."""
+    kept = {"fusion": 0, "other": 0}
+    for base, changed in pairs:
+        for target, diff in compare.compare(base, changed).items():
+            ids: dict = {}
+            a, b = Canonical(base.compiled[target].text, ids), Canonical(changed.compiled[target].text, ids)
+            assert len(diff.twins) == diff.kept
+            for pair in diff.twins:
+                assert a.row(pair.base.name) == b.row(pair.changed.name), \
+                    (changed.slug, target, pair.base.name, pair.changed.name)
+                kept["fusion" if pair.base.opcode == "fusion" else "other"] += 1
+    assert kept["fusion"] and kept["other"]
+
+
+def test_the_canonical_form_tells_what_kept_would_miss():
+    """The tests' canonical form is not blind to what a shape-only comparison misses: a slice's bounds, a
+    constant's value, a comparison's direction and a tuple element's index each make two rows differ, while
+    other names and metadata do not."""
+    from hlo_recount import Canonical
+
+    def module(slice_at, value, direction, index, name):
+        return f"""HloModule m, entry_computation_layout={{(f32[8]{{0}})->f32[4]{{0}}}}
+
+%body (p: f32[8]) -> f32[4] {{
+  %p = f32[8]{{0}} parameter(0)
+  %{name} = f32[4]{{0}} slice(%p), slice={{[{slice_at}:{slice_at + 4}]}}, metadata={{op_name="{name}"}}
+  %c = f32[] constant({value})
+  %b = f32[4]{{0}} broadcast(%c), dimensions={{}}
+  %lt = pred[4]{{0}} compare(%{name}, %b), direction={direction}
+  ROOT %s = f32[4]{{0}} select(%lt, %{name}, %b)
+}}
+
+ENTRY %main (x: f32[8]) -> f32[4] {{
+  %x = f32[8]{{0}} parameter(0)
+  %t = (f32[8]{{0}}, f32[8]{{0}}) tuple(%x, %x)
+  %g = f32[8]{{0}} get-tuple-element(%t), index={index}
+  ROOT %f = f32[4]{{0}} fusion(%g), kind=kLoop, calls=%body
+}}
+"""
+    ids: dict = {}
+    plain = (0, 1.5, "LT", 0, "sl")
+    first = Canonical(module(*plain), ids)
+    assert Canonical(module(*plain[:4], "other"), ids).row("f") == first.row("f")
+    for k, other in ((0, 2), (1, 2.5), (2, "GT")):
+        changed = list(plain)
+        changed[k] = other
+        assert Canonical(module(*changed), ids).row("f") != first.row("f"), changed
+    assert Canonical(module(*plain[:3], 1, "sl"), ids).row("g") != first.row("g")
+
+
+def _interface(text: str) -> dict:
+    """The entry computation's parameters by name -> their number, and its root -> "root", as XLA prints the
+    module it parses from `text`: the function's own arguments and result."""
+    module, entry = _entry(text)
+    printed = module.to_string()
+    root = re.search(rf"^ENTRY %{re.escape(entry.name)} .*?^\s*ROOT %([\w.\-]+) = ", printed, re.M | re.S)[1]
+    out = {}
+    for i in entry.instructions():
+        number = re.match(r"(?:ROOT )?%\S+ = .*? parameter\((\d+)\)", i.to_string())
+        if number:
+            out[i.name] = int(number[1])
+    return {**out, root: "root"}
+
+
+@pytest.mark.compiled_hlo
 def test_no_changed_row_has_a_closer_partner_per_xla(parsed_pairs):
-    """Each changed pair is one printed opcode whose bodies (where they have them) share an operation, and no
-    row of the other side is closer to either by the test's own measure (the equations they share, then how
-    alike their fused bodies are by XLA's parse, then whether their results have the same dims) unless that
-    row went to a partner at least as close to it."""
+    """Each changed pair is one printed opcode whose bodies (where they have them) share an operation, an
+    argument of the entry computation only with the argument of its number, and no row of the other side is
+    closer to either by the test's own measure (the same argument or both the result, the equations they
+    share, then how alike their fused bodies are by XLA's parse, then whether their results have the same
+    dims) unless that row went to a partner at least as close to it."""
     for base, changed, target, diff, a, b in parsed_pairs:
         back = {v: k for k, v in compare.align(base, changed).items()}
+        a_role, b_role = (_interface(r.compiled[target].text) for r in (base, changed))
 
         def shared(x, y):
             return len(set(x.eqns) & {back.get(e, ("new", e)) for e in y.eqns})
 
         def akin(x, y):
             bodies = bool(a.called[x.name] or b.called[y.name])
+            arguments = {a_role.get(x.name), b_role.get(y.name)} - {None, "root"}
             return x.opcode == y.opcode and (not bodies or bool(computes(a, x.name) & computes(b, y.name))) and (
-                shared(x, y) > 0 or not (x.eqns or y.eqns) or x.shape == y.shape)
+                shared(x, y) > 0 or not (x.eqns or y.eqns) or x.shape == y.shape) and (
+                not arguments or a_role.get(x.name) == b_role.get(y.name))
 
         def close(x, y):
-            return shared(x, y), jaccard(a.ops(x.name), b.ops(y.name)), a.dims(x.name) == b.dims(y.name)
+            return (a_role.get(x.name) is not None and a_role.get(x.name) == b_role.get(y.name), shared(x, y),
+                    jaccard(a.ops(x.name), b.ops(y.name)), a.dims(x.name) == b.dims(y.name))
 
         partner_of_a = {p.base.name: p.changed for p in diff.modified}
         partner_of_b = {p.changed.name: p.base for p in diff.modified}
@@ -321,24 +395,53 @@ def _from_export(record: ProgramRecord, axis_types=None):
     return function, structs
 
 
+def _unsourced(text: str) -> str:
+    """A compiled text as XLA prints it again without metadata: the source lines each instruction was traced
+    from (which name the caller's frames) left out, everything it computes kept."""
+    from jaxlib import xla_client
+
+    options = xla_client.hlo.HloPrintOptions()
+    options.print_metadata = False
+    return xla_client.hlo.hlo_module_from_text(text).to_string(options)
+
+
 def test_each_change_is_traced_again_from_its_export_alone(pairs):
     """Every compile with one change, traced again from what its record says (entry, call, args, mesh and
     in_specs; not its declaration), prints the committed jaxpr and StableHLO byte for byte. The one thing the
-    export does not say, a mesh's axis types (jit's partitioner propagates over Auto axes), is read from the
-    base program's example arguments."""
+    export does not say, a mesh's axis types, is what docs/corpus.md says of them: Auto, over which jit's
+    partitioner propagates."""
     from jax_reference import jaxpr_of, jit_of
+
+    from jax.sharding import AxisType
 
     called_otherwise = set()
     for base, changed in pairs:
         axis_types = None
-        if changed.mesh is not None:
-            axis_types = builtin_program(base.slug).example_args()[0].sharding.mesh.axis_types
+        if changed.mesh is not None:  # docs/corpus.md: programs sharded by jit use Auto axes
+            axis_types = (AxisType.Auto,) * len(changed.mesh)
         function, args = _from_export(changed, axis_types)
         assert str(jaxpr_of(function, args)) == changed.jaxpr, changed.slug
         assert jit_of(function).lower(*args).as_text() == changed.stablehlo, changed.slug
         if changed.call is not None:
             called_otherwise.add(changed.slug)
     assert {"train-step-undonated", "ckpt-policy-nothing"} <= called_otherwise
+
+
+@pytest.mark.compiled_hlo
+def test_each_change_compiles_from_its_export_as_its_declaration_does(pairs):
+    """Compiled on this host (the committed compiled texts name another), every change made from its export
+    alone compiles to what its declaration compiles to, as XLA prints both without metadata: donation,
+    policies and shardings included."""
+    from jax.sharding import AxisType
+
+    from jax_reference import jit_of
+
+    for _, changed in pairs:
+        axis_types = None if changed.mesh is None else (AxisType.Auto,) * len(changed.mesh)
+        function, args = _from_export(changed, axis_types)
+        program = builtin_program(changed.slug)
+        declared = jit_of(program.function).lower(*program.example_args()).compile().as_text()
+        assert _unsourced(jit_of(function).lower(*args).compile().as_text()) == _unsourced(declared), changed.slug
 
 
 def test_a_changed_call_is_typed_and_checked_in_the_record(whole_corpus):

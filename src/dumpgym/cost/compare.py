@@ -2,35 +2,29 @@
 
 A pure function of two `ProgramRecord`s, a program and a compile of it with one change (`change`,
 `variant_of`: `mlp` and `mlp-f32`). Their equations are aligned by difflib on each one's primitive and
-name stack, in print order (what the change leaves alone keeps its place); each compiled instruction is
-then known by what it computes, read from the records' compiled facts: its printed opcode, the aligned
-equations it computes (`Instruction.eqns`), the body it runs (a fusion's fused computation: opcodes, dtypes,
-dims and dataflow), its operands and its users. Rows alike in opcode, equations, body, operands' types and
-result shape are the same work, *kept*; rows of one opcode that are not, whose bodies share an operation and which share an
-equation, are both the compiler's own or have the same result shape, are that work *changed*, each paired
-with its closest partner (`compare_layer`); the rest *appeared* in the changed compile or *vanished* from
-the base. Only the instructions that run are rows: the entry computation's and those its loops, branches
-and calls run, never a fusion's body or a reducer's region (a fusion is one row, as a launch is one). With them,
+name stack, in print order (what the change leaves alone keeps its place); the rows of the two layers are
+then paired by what they compute (`cost/rows.py`): the same printed line and body, names left out, are
+the same work, *kept*; rows of one opcode alike enough are that work *changed*, each with its closest
+partner; the rest *appeared* in the changed compile or *vanished* from the base. Only the instructions
+that run are rows: the entry computation's and those its loops, branches and calls run, never a fusion's
+body or a reducer's region (a fusion is one row, as a launch is one). With them,
 per layer: the buffers XLA reported (`memory_analysis()`), the aliased outputs, and the roofline time
 cost/estimate.py estimates on the layer's chip.
 """
 from __future__ import annotations
 
 import difflib
-from collections import Counter
 from dataclasses import dataclass
-from fractions import Fraction
 
 from dumpgym.cost.estimate import layer_cost
+from dumpgym.cost.rows import Changed, Row, pair_rows, running
 from dumpgym.errors import GymError
-from dumpgym.record.schema import CompiledLayer, Instruction, ProgramRecord
+from dumpgym.record.schema import CompiledLayer, ProgramRecord
 
 # Opcodes as printed, by what the diff calls them. A collective's -start and -done halves are each a row.
 COLLECTIVES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                          "collective-broadcast", "ragged-all-to-all"})
 COPIES = frozenset({"copy"})
-# Opcodes that only name, pass on or reinterpret a value: a body made of them alone computes nothing alike.
-PLUMBING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
 CATEGORIES = ("collective", "copy", "fusion", "other")
 _PLURAL = {"collective": "collectives", "copy": "copies", "fusion": "fusions", "other": "others"}
 
@@ -48,28 +42,6 @@ def category(printed: str) -> str:
     if stem in COPIES:
         return "copy"
     return "fusion" if printed == "fusion" else "other"
-
-
-@dataclass(frozen=True)
-class Row:
-    """One compiled instruction as the diff shows it: its line, name, printed opcode and category, the
-    equations it computes (its own record's ids) and its result shape as printed."""
-
-    line: int
-    name: str
-    opcode: str
-    category: str
-    eqns: tuple[int, ...]
-    shape: str
-
-
-@dataclass(frozen=True)
-class Changed:
-    """The same work in both compiles, the base's row and the changed compile's: changed (`LayerDiff.modified`),
-    or as it is (`LayerDiff.twins`)."""
-
-    base: Row
-    changed: Row
 
 
 @dataclass(frozen=True)
@@ -145,43 +117,6 @@ def align(base: ProgramRecord, changed: ProgramRecord) -> dict[int, int]:
     return out
 
 
-def running(layer: CompiledLayer) -> list[Instruction]:
-    """The instructions that run as rows of their own: the entry computation's, and those of the computations
-    its whiles and conditionals (`control`) and calls run; not a fusion's body, a region, an async body."""
-    entry = next(c.name for c in layer.computations if c.entry)
-    out = _reached(_members(layer), [entry], lambda ins: ins.control + (ins.calls if ins.opcode == "call" else ()))
-    return sorted(out, key=lambda i: i.line)
-
-
-def body_opcodes(layer: CompiledLayer, line: int) -> Counter:
-    """The printed opcodes of what the row on `line` runs inside (a fusion's body, nested ones, a reducer), counted."""
-    ins = next(i for i in layer.instructions if i.line == line)
-    return Counter(layer.printed(i) or i.opcode for i in _reached(_members(layer), (*ins.calls, *ins.to_apply),
-                                                                  lambda i: (*i.calls, *i.to_apply)))
-
-
-def _members(layer: CompiledLayer) -> dict[str, list[Instruction]]:
-    """Each computation's instructions, by its name."""
-    members: dict[str, list[Instruction]] = {}
-    for ins in layer.instructions:
-        members.setdefault(ins.computation, []).append(ins)
-    return members
-
-
-def _reached(members: dict[str, list[Instruction]], names, follow) -> list[Instruction]:
-    """The instructions of the computations `names`, and of those `follow(instruction)` names from them, each once."""
-    out, todo, seen = [], list(names), set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for ins in members.get(name, ()):
-            out.append(ins)
-            todo += follow(ins)
-    return out
-
-
 def _rows(layer: CompiledLayer) -> list[Row]:
     shapes = layer.shapes
     out = []
@@ -190,85 +125,6 @@ def _rows(layer: CompiledLayer) -> list[Row]:
         shape = shapes[ins.shape].text if ins.shape is not None else ""
         out.append(Row(ins.line, ins.name, printed, category(printed), ins.eqns, shape))
     return out
-
-
-@dataclass(frozen=True)
-class Work:
-    """What a row computes, read from the record's compiled facts: `body`, one id for the computations it runs
-    (a fusion's fused body, a reducer: the same opcodes over the same operand dtypes and dims in the same
-    dataflow get the same id, in either layer); `inputs`, its operands' dtypes and dims in order; `ops`, those
-    computations' instructions, each as its opcode and dims (result, then operands), dtypes left out so a
-    dtype change keeps them alike; its result's dims (dtypes left out, as in what follows); the dims of its
-    operands; and the printed opcodes of the rows that use it."""
-
-    body: int
-    inputs: tuple
-    ops: Counter
-    dims: tuple
-    operands: Counter
-    users: Counter
-
-
-class _Reader:
-    """Interns the computations of both layers, so that one id means one body in either (`Work.body`)."""
-
-    def __init__(self):
-        self.ids: dict[tuple, int] = {}
-
-    def works(self, layer: CompiledLayer) -> dict[int, Work]:
-        """Each running row's `Work`, by line."""
-        at = {i.line: i for i in layer.instructions}
-        roots = {c.name: c.root for c in layer.computations}
-        members = _members(layer)
-
-        def value(ins: Instruction, dtypes: bool = True) -> tuple:
-            if ins.shape is None:
-                return ()
-            bufs = [layer.buffers[b] for b in layer.shapes[ins.shape].buffers]
-            return tuple((b.dtype, b.dims) if dtypes else b.dims for b in bufs)
-
-        node_ids: dict[int, int] = {}
-
-        def node(line: int) -> int:  # memoised on the line: a fused body is a DAG, never walked twice
-            if line not in node_ids:
-                ins = at[line]
-                key = (layer.printed(ins) or ins.opcode, value(ins), ins.parameter, ins.dot, ins.convolution,
-                       ins.window, tuple(node(o) for o in ins.operands),
-                       tuple(computation(c) for c in (*ins.calls, *ins.to_apply)))
-                node_ids[line] = self.ids.setdefault(key, len(self.ids))
-            return node_ids[line]
-
-        def computation(name: str) -> int:
-            return node(roots[name])
-
-        def ops(names) -> Counter:
-            return Counter((layer.printed(ins) or ins.opcode, value(ins, False),
-                            tuple(value(at[o], False) for o in ins.operands))
-                           for ins in _reached(members, names, lambda ins: (*ins.calls, *ins.to_apply)))
-
-        rows = running(layer)
-        users: dict[int, Counter] = {i.line: Counter() for i in rows}
-        for ins in rows:
-            for o in ins.operands:
-                if o in users:
-                    users[o][layer.printed(ins) or ins.opcode] += 1
-        return {ins.line: Work(self.ids.setdefault((ins.parameter, *(computation(c) for c in (*ins.calls, *ins.to_apply))),
-                                                   len(self.ids)),
-                               tuple(value(at[o]) for o in ins.operands), ops((*ins.calls, *ins.to_apply)),
-                               value(ins, False),
-                               Counter(value(at[o], False) for o in ins.operands), users[ins.line])
-                for ins in rows}
-
-
-def _operations(work: Work) -> set[str]:
-    """The opcodes a row's body computes with, leaving out those that only name or pass on a value."""
-    return {op for op, _, _ in work.ops if op not in PLUMBING}
-
-
-def _overlap(a: Counter, b: Counter) -> Fraction:
-    """How alike two multisets are: what they share over what either holds (1 when both are empty)."""
-    union = sum((a | b).values())
-    return Fraction(sum((a & b).values()), union) if union else Fraction(1)
 
 
 def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> LayerDiff:
@@ -281,71 +137,17 @@ def compare_layer(base: ProgramRecord, changed: ProgramRecord, target: str) -> L
     if not a_layer.has_facts or not b_layer.has_facts:
         raise CompareError(f"{target}: a layer recorded before the compiled facts; run `dumpgym corpus build`")
     to_changed = align(base, changed)
-    back = {v: k for k, v in to_changed.items()}
     a_rows, b_rows = _rows(a_layer), _rows(b_layer)
 
-    # Each row's equations in the base's ids (a changed equation with no counterpart keeps a key of its own).
-    def eqns(row: Row, side: str) -> frozenset:
-        return frozenset(e if side == "a" else back.get(e, ("new", e)) for e in row.eqns)
-
-    reader = _Reader()
-    a_work, b_work = reader.works(a_layer), reader.works(b_layer)
-    a_at = {r.line: k for k, r in enumerate(a_rows)}
-    b_at = {r.line: k for k, r in enumerate(b_rows)}
-
-    def same(a: Row, b: Row) -> bool:  # the same work: kept
-        wa, wb = a_work[a.line], b_work[b.line]
-        return ((a.opcode, a.shape, wa.body, wa.inputs) == (b.opcode, b.shape, wb.body, wb.inputs)
-                and eqns(a, "a") == eqns(b, "b"))
-
-    def closeness(a: Row, b: Row) -> tuple:
-        """How alike two rows of one opcode are, compared in order: the equations they share, their bodies,
-        result dims, operands and users, parameter numbers, result shapes, and last their places in their listings."""
-        wa, wb = a_work[a.line], b_work[b.line]
-        place = abs(Fraction(a_at[a.line], len(a_rows)) - Fraction(b_at[b.line], len(b_rows)))
-        return (len(eqns(a, "a") & eqns(b, "b")), _overlap(wa.ops, wb.ops), wa.dims == wb.dims,
-                _overlap(wa.operands, wb.operands), _overlap(wa.users, wb.users), wa.body == wb.body,
-                a.shape == b.shape, -place)
-
-    def akin(a: Row, b: Row) -> bool:  # may be the same work changed: one opcode; bodies, where they have
-        # them, that share an operation; and a shared equation, both the compiler's own, or one result shape
-        wa, wb = a_work[a.line], b_work[b.line]
-        return (a.opcode == b.opcode and (not (wa.ops or wb.ops) or bool(_operations(wa) & _operations(wb)))
-                and (bool(eqns(a, "a") & eqns(b, "b")) or not (a.eqns or b.eqns) or a.shape == b.shape))
-
-    # Kept first, then changed: each time the closest pair of all that qualify, so no row is left with a
-    # partner closer to it than the one it got, unless that partner went to a row closer still.
-    kept_pairs = _closest(a_rows, b_rows, same, closeness)
-    a_left = [r for r in a_rows if r.line not in {a.line for a, _ in kept_pairs}]
-    b_left = [r for r in b_rows if r.line not in {b.line for _, b in kept_pairs}]
-    kept = len(kept_pairs)
-    twins = tuple(sorted((Changed(a, b) for a, b in kept_pairs), key=lambda pair: pair.changed.line))
-    modified = [Changed(a, b) for a, b in _closest(a_left, b_left, akin, closeness)]
-    a_left = [r for r in a_left if r.line not in {p.base.line for p in modified}]
-    b_left = [r for r in b_left if r.line not in {p.changed.line for p in modified}]
-    appeared = b_left
-    modified.sort(key=lambda pair: pair.changed.line)
+    twins, modified, vanished, appeared = pair_rows(a_layer, b_layer, a_rows, b_rows, to_changed)
     counts = {c: (sum(r.category == c for r in a_rows), sum(r.category == c for r in b_rows)) for c in CATEGORIES}
     memory = {k: (a_layer.xla_memory[k], b_layer.xla_memory[k]) for k in a_layer.xla_memory if k in b_layer.xla_memory}
     times = [layer_cost(layer, target).time() for layer in (a_layer, b_layer)]
     seconds = (times[0][0], times[1][0]) if all(times) else None
     pairs = _eqn_pairs(base, changed, to_changed, a_layer, b_layer)
-    return LayerDiff(target, base.slug, changed.slug, changed.change or "", pairs, tuple(appeared), tuple(a_left),
-                     tuple(modified), kept, counts, memory,
+    return LayerDiff(target, base.slug, changed.slug, changed.change or "", pairs, appeared, vanished,
+                     modified, len(twins), counts, memory,
                      (len(a_layer.aliases), len(b_layer.aliases)), seconds, twins)
-
-
-def _closest(a_rows: list[Row], b_rows: list[Row], allowed, closeness) -> list[tuple[Row, Row]]:
-    """Pairs of `allowed` rows, the closest first (by `closeness`, ties by line), each row in at most one."""
-    ranked = sorted(((closeness(a, b), -a.line, -b.line, a, b) for a in a_rows for b in b_rows
-                     if allowed(a, b)), key=lambda t: t[:3], reverse=True)
-    out, used_a, used_b = [], set(), set()
-    for *_, a, b in ranked:
-        if a.line not in used_a and b.line not in used_b:
-            used_a.add(a.line)
-            used_b.add(b.line)
-            out.append((a, b))
-    return out
 
 
 def _eqn_pairs(base, changed, to_changed, a_layer, b_layer) -> tuple[EqnPair, ...]:
@@ -400,5 +202,6 @@ def text(diff: LayerDiff) -> str:
                        + (f"  (eqns {', '.join(map(str, r.eqns))})" if r.eqns else "  (the compiler's own)"))
     for pair in diff.modified:
         a, b = pair.base, pair.changed
-        out.append(f"  changed   line {a.line} -> {b.line}  %{a.name} -> %{b.name} {a.opcode} {a.shape} -> {b.shape}")
+        out.append(f"  changed   line {a.line} -> {b.line}  %{a.name} -> %{b.name} {a.opcode} {a.shape} -> {b.shape}"
+                   + ("  (a guess: another row is as alike)" if pair.uncertain else ""))
     return "\n".join(out)

@@ -28,7 +28,8 @@ row whose result is a tuple or a scalar is not asked to be typed.
 """
 from __future__ import annotations
 
-from dumpgym.cost.compare import PLUMBING, LayerDiff, Row, align, body_opcodes, compare, running
+from dumpgym.cost.compare import LayerDiff, align, compare
+from dumpgym.cost.rows import PLUMBING, Row, attributes, body_opcodes, operand_shapes, running
 from dumpgym.drills import drill
 from dumpgym.drills._dot import numpy_dtype
 from dumpgym.drills._tpu import which_compile
@@ -128,7 +129,7 @@ def _set_item(program, other, diff: LayerDiff, step: str, layer: CompiledLayer, 
                 + f", so it did not {'appear' if step == 'appeared' else 'vanish'}")
     listed = ", ".join(f"%{r.name} ({r.opcode})" for r in rows)
     many = len(rows) > 1
-    feedback = (f"With {diff.change} (`{base}` -> `{changed}`), {len(rows)} row{'s' if many else ''} of {where} "
+    feedback = (f"{_with(diff)} (`{base}` -> `{changed}`), {len(rows)} row{'s' if many else ''} of {where} "
                 f"{step}: {listed}; `{other.slug}`'s compile has no row that computes what "
                 f"{'they do' if many else 'it does'}. "
                 + "; ".join(said.values()) + ".")
@@ -181,6 +182,12 @@ def _row_words(program: ProgramRecord, row: Row) -> str:
     return f"%{row.name}, {_a(row.opcode)} returning {row.shape}, {_does(program, row)}"
 
 
+def _with(diff: LayerDiff) -> str:
+    """The change as a sentence's opening, whatever its words' grammar (`donation off`, `both weights arrive
+    replicated`): "With the change, donation off"."""
+    return f"With the change, {diff.change}"
+
+
 def _a(word: str) -> str:
     """`word` after its indefinite article: `an all-gather`, `a fusion`."""
     return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
@@ -213,8 +220,8 @@ def _typed_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, 
     for pair in diff.modified:
         mine, theirs = (pair.changed, pair.base) if changed_side else (pair.base, pair.changed)
         value, shown = _aval(theirs.shape), _aval(mine.shape)
-        if value is None or shown is None or value.endswith("[]"):
-            continue
+        if value is None or shown is None or value.endswith("[]") or pair.uncertain:
+            continue  # no array to type, or which row is its counterpart is a guess
         step = "was" if changed_side else "became"
         if changed_side:
             question = (f"This row is of `{program.slug}`, `{other.slug}` compiled again with one change, "
@@ -226,7 +233,7 @@ def _typed_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, 
         what = _what_changed(program, other, diff, mine, theirs, changed_side)
         feedback = (f"%{mine.name} ({mine.opcode}) returns {shown} here; its counterpart in `{other.slug}`'s compile, "
                     f"%{theirs.name}, returns {value}{', the same' if value == shown else ''}. "
-                    f"With {diff.change}, {what}.")
+                    f"{_with(diff)}, {what}.")
         misread = {} if value == shown else {shown: _unchanged(shown, other.slug)}
         items.append(Item(
             question=question,
@@ -264,9 +271,20 @@ def _what_changed(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff,
     if len(kept) < len(before.eqns):
         said.append(f"it no longer computes {len(before.eqns) - len(kept)} of its equations")
     if not said:
-        said.append("its operands or its body's dtypes and dataflow differ, though its result and the opcodes inside "
-                    "are the same")
+        said += _what_else(a_layer, b_layer, before.line, after.line)
     return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]
+
+
+def _what_else(a_layer: CompiledLayer, b_layer: CompiledLayer, before: int, after: int) -> list[str]:
+    """What differs between two rows of one result and the same opcodes inside, in clauses: an attribute
+    (`its index went from 3 to 5`), its operands' shapes, or else the dataflow and layouts of its body."""
+    a_said, b_said = attributes(a_layer, before), attributes(b_layer, after)
+    said = [f"its {key or 'value'} went from {a_said.get(key) or 'none'} to {b_said.get(key) or 'none'}"
+            for key in sorted(a_said.keys() | b_said.keys()) if a_said.get(key) != b_said.get(key)]
+    a_in, b_in = operand_shapes(a_layer, before), operand_shapes(b_layer, after)
+    if a_in != b_in:
+        said.append(f"its operands went from {', '.join(a_in) or 'none'} to {', '.join(b_in) or 'none'}")
+    return said[:2] or ["its body's dataflow or layouts differ, though its result and the opcodes inside are the same"]
 
 
 def _unchanged(shown: str, other: str) -> Misreading:
@@ -291,13 +309,14 @@ def _fate_items(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, c
     changed = {(p.changed if changed_side else p.base).line: (p.base if changed_side else p.changed) for p in diff.modified}
     twins = {(p.changed if changed_side else p.base).line: (p.base if changed_side else p.changed) for p in diff.twins}
     gone = {r.line for r in (diff.appeared if changed_side else diff.vanished)}
+    uncertain = {(p.changed if changed_side else p.base).line for p in diff.modified if p.uncertain}
     rows = {r.line: r for r in (diff.appeared if changed_side else diff.vanished)}
     rows.update({(p.changed if changed_side else p.base).line: (p.changed if changed_side else p.base)
                  for p in (*diff.modified, *diff.twins)})
     groups: dict[int, list] = {0: [], 1: [], 2: []}
     for ins in running(layer):
         printed = layer.printed(ins) or ins.opcode
-        if printed in _NAMING:
+        if printed in _NAMING or ins.line in uncertain:
             continue
         groups[2 if ins.line in gone else 1 if ins.line in changed else 0].append(ins)
     if not all(groups.values()):
@@ -342,9 +361,9 @@ def _fate_words(program: ProgramRecord, other: ProgramRecord, diff: LayerDiff, r
         what = _what_changed(program, other, diff, row, twin, changed_side)
         fact = f"its counterpart in `{other.slug}`'s compile is %{twin.name}, and {what}"
         if changed_side:
-            return fact, f"With {diff.change}, `{other.slug}`'s %{twin.name} became %{row.name}: {what}."
-        return fact, f"With {diff.change}, %{row.name} became `{other.slug}`'s %{twin.name}: {what}."
+            return fact, f"{_with(diff)}, `{other.slug}`'s %{twin.name} became %{row.name}: {what}."
+        return fact, f"{_with(diff)}, %{row.name} became `{other.slug}`'s %{twin.name}: {what}."
     fact = f"`{other.slug}`'s compile has no row that computes what %{row.name} does"
-    return fact, (f"With {diff.change}, %{row.name} {'appeared' if changed_side else 'vanished'}: this {row.opcode}, "
+    return fact, (f"{_with(diff)}, %{row.name} {'appeared' if changed_side else 'vanished'}: this {row.opcode}, "
                   f"returning {row.shape}, {_does(program, row)}, and `{other.slug}`'s compile has no row that "
                   "computes what it does.")

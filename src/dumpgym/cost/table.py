@@ -37,6 +37,8 @@ def table(cost: LayerCost, layer: CompiledLayer, sort: str = "line", fused: bool
                                  f"(ridge {chip.ridge:.0f} FLOP/B)" + (
                                      f", {_n(chip.interconnect_bytes_per_s)}B/s sent on its interconnect"
                                      if chip.interconnect_bytes_per_s else "")
+                                 + (f", f32 dots at {_n(chip.f32_flops_per_s)}FLOP/s (TF32, ridge {chip.f32_ridge:.0f} "
+                                    "FLOP/B)" if chip.f32_flops_per_s else "")
                                  if chip else "no chip peaks: no roofline time")
     out = [head, f"{'line':>5} {'opcode':<18} {'name':<24} {'runs':>5} {'flops':>7} {'transc':>7} {'read':>13} "
                  f"{'written':>13} {'sends':>6} {'FLOP/B':>7} {'time':>9} {'share':>6} bound"]

@@ -40,7 +40,7 @@ class Line:
     text: str
     computation: str
     root: bool
-    users: list["Line"] = field(default_factory=list)
+    users: list["Line"] = field(default_factory=list, repr=False)  # its users print by name alone
 
     def attr(self, key: str) -> str | None:
         found = re.search(rf"\b{key}=%?([\w.\-]+)", self.text)

@@ -8,7 +8,7 @@ beyond ours, the operands it reads in several passes), its rate against the publ
 interconnect terms where one of them is the longest. A FLOP count that differs from XLA's is pinned to the
 instructions a stated rule names (`pinned`), or said to be pinned to none.
 
-A pure function of a `LayerCost`; docs/cost.md states each rule.
+A pure function of a `LayerCost` and the compiled layer it was counted from; docs/cost.md states each rule.
 """
 from __future__ import annotations
 

@@ -229,3 +229,28 @@ def test_an_h100s_f32_dots_take_the_tf32_peak_and_the_rest_the_bf16_one():
             assert c.work.compute_seconds(chip) == pytest.approx(
                 (flops + transcendentals - f32) / 989e12 + f32 / 494.7e12, rel=1e-12), (slug, c.line)
     assert kinds == {"f32", "other"}
+
+
+def test_no_kernel_shows_a_silent_zero():
+    """Every custom call of every layer that is a kernel (not one of the calls XLA itself inserts around a gather,
+    an allocation or an async collective, which compute nothing) either carries its own cost estimate, whose FLOPs
+    are its row's, or is counted unknown in its row and in the one outside fusions that runs it."""
+    helpers = {"AllocateBuffer", "AsyncCollectiveStart", "AsyncCollectiveDone", "AssumeGatherIndicesInBound",
+               "GatherScatterIndicesBitpacked"}
+    from test_cost_recount import _holder
+
+    kernels = 0
+    for (slug, target), layer in _layers().items():
+        module = _recount(slug, target).module
+        rows = {c.line: c for c in cost.layer_cost(layer, target).instructions}
+        for ins in module.by_line.values():
+            called = re.search(r'custom_call_target="([^"]+)"', ins.text)
+            if ins.opcode != "custom-call" or called.group(1) in helpers:
+                continue
+            kernels += 1
+            row = rows[ins.line].work
+            if '"cost_estimate"' in ins.text:
+                assert row.kernel == _recount(slug, target).own(ins)[0] and not row.unknown, (slug, ins.line)
+            else:
+                assert row.unknown == 1 and rows[_holder(module, ins).line].work.unknown >= 1, (slug, ins.line)
+    assert kernels >= 5

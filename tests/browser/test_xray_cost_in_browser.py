@@ -191,7 +191,8 @@ def test_an_h100_rows_f32_dots_are_set_against_their_own_ridge_point(page, recor
     top = next(c for c in costs.instructions if c.line == max(shares, key=lambda line: (shares[line], -line)))
     assert top.work.f32_matmul and top.work.f32_matmul == top.work.matmul
     sentence = page.locator("[data-xray-bound]").inner_text()
-    facts = dict(page.eval_on_selector_all("[data-xray-bound] data", "els => els.map(e => [e.dataset.costFact, Number(e.value)])"))
+    facts = dict(page.eval_on_selector_all("[data-xray-bound] data",
+                                           "els => els.map(e => [e.dataset.costFact, Number(e.value)])"))
     work = top.work
     computed = work.flops + work.transcendentals
     ridge = computed / ((computed - work.f32_matmul) / 989e12 + work.f32_matmul / 494.7e12) / 3.35e12

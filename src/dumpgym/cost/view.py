@@ -129,7 +129,8 @@ def cost_view(layer: CompiledLayer, target: str) -> CostView:
     top = max(timed, key=lambda r: (r.share, -r.line)).line if timed and any(r.share for r in timed) else None
     seconds = sum(r.seconds for r in timed) if cost.chip else None
     return CostView(COST_SCHEMA, target, "", layer.backend, layer.device_kind, _chip(cost.chip), seconds, rows, top,
-                    len(outside) - len(busy), cost.unknown_trips, cost.total.unknown, cost.total.sends, gap(cost, layer))
+                    len(outside) - len(busy), cost.unknown_trips, cost.total.unknown, cost.total.sends,
+                    gap(cost, layer))
 
 
 def cost_file(layer: CompiledLayer, target: str) -> dict:

@@ -209,7 +209,7 @@ def test_the_dominant_answer_takes_the_longest_and_the_others_clearly_less(cost_
             costs = cost.layer_cost(layer)
             layers[key] = costs.chip, {c.name: c.work for c in costs.instructions}
         chip, works = layers[key]
-        times = [max((works[n].flops + works[n].transcendentals) / chip.flops_per_s,
+        times = [max(works[n].compute_seconds(chip),  # an H100's f32 dots at its TF32 rate
                      (works[n].read.get(0, 0) + works[n].written.get(0, 0)) / chip.hbm_bytes_per_s,
                      works[n].sends / chip.interconnect_bytes_per_s)
                  for n in item["option_names"]]

@@ -180,3 +180,21 @@ def test_a_kernel_of_unknown_cost_reads_unknown_never_zero(page, records):
     assert row.locator("[data-cost-share]").inner_text() == "unknown"
     head = page.locator("[data-xray-cost-head]").inner_text()
     assert head.startswith("Estimated time at least ") and "1 kernel of unknown cost" in head
+
+
+def test_an_h100_rows_f32_dots_are_set_against_their_own_ridge_point(page, records):
+    """sharded on the GPU: its top instruction is an f32 dot, timed at the TF32 rate; the sentence sets it against
+    the ridge point of that rate (TF32 over the HBM bandwidth, as the datasheet's figures give it), not the bf16 one."""
+    open_xray(page, "sharded", "gpu")
+    costs = cost.layer_cost(records["sharded"].compiled["gpu"], "gpu")
+    shares = timed(costs)
+    top = next(c for c in costs.instructions if c.line == max(shares, key=lambda line: (shares[line], -line)))
+    assert top.work.f32_matmul and top.work.f32_matmul == top.work.matmul
+    sentence = page.locator("[data-xray-bound]").inner_text()
+    facts = dict(page.eval_on_selector_all("[data-xray-bound] data",
+                                           "els => els.map(e => [e.dataset.costFact, Number(e.value)])"))
+    work = top.work
+    computed = work.flops + work.transcendentals
+    ridge = computed / ((computed - work.f32_matmul) / 989e12 + work.f32_matmul / 494.7e12) / 3.35e12
+    assert facts["ridge"] == pytest.approx(ridge, rel=1e-12) and ridge < costs.chip.ridge
+    assert "TF32" in sentence and f"%{top.name}" in sentence

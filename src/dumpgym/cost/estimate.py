@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 
 from dumpgym.cost.chips import CHIPS, Chip
@@ -46,6 +47,8 @@ _PRINTED_RING = {"reduce-scatter-start": "reducescatter", "all-gather-start": "a
                  "all-reduce-start": "allreduce", "all-to-all-start": "alltoall"}
 
 
+# A dot's printed algorithm (`algorithm=dot_bf16_bf16_f32`): the operand type its multiplies run in.
+_ALGORITHM = re.compile(r"\balgorithm=dot_([a-z0-9]+?)_")
 _POINTER = 8  # bytes of a pointer in a tuple's index table, as XLA's CPU and GPU compilers size it
 # Bits per element of each XLA element type, for a scalar printed without a layout (an array's are its Buffer's).
 _BITS = {"pred": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32,
@@ -65,6 +68,7 @@ class Work:
     sends: int = 0  # bytes each device sends to others (collectives)
     kernel: int = 0  # a custom kernel's FLOPs, as its own cost estimate gives them (a Pallas `CostEstimate`)
     unknown: int = 0  # custom kernels whose FLOPs nothing gives: the FLOPs here are at least the rest's
+    f32_matmul: int = 0  # of `matmul`, the FLOPs of f32 dots, which a chip may run at a rate of its own (TF32)
 
     @property
     def flops(self) -> int:
@@ -86,32 +90,49 @@ class Work:
         return Work(self.matmul + other.matmul, self.elementwise + other.elementwise,
                     self.reduction + other.reduction, self.transcendentals + other.transcendentals,
                     _add(self.read, other.read), _add(self.written, other.written), self.sends + other.sends,
-                    self.kernel + other.kernel, self.unknown + other.unknown)
+                    self.kernel + other.kernel, self.unknown + other.unknown, self.f32_matmul + other.f32_matmul)
 
     def times(self, n: int) -> Work:
         """This work done n times (a kernel of unknown cost is still one kernel, however often it runs)."""
         return Work(self.matmul * n, self.elementwise * n, self.reduction * n, self.transcendentals * n,
                     {k: v * n for k, v in self.read.items()}, {k: v * n for k, v in self.written.items()},
-                    self.sends * n, self.kernel * n, self.unknown if n else 0)
+                    self.sends * n, self.kernel * n, self.unknown if n else 0, self.f32_matmul * n)
 
     def most(self, other: Work) -> Work:
         """The larger of each count (a conditional runs one branch: XLA charges each figure's largest)."""
         return Work(max(self.matmul, other.matmul), max(self.elementwise, other.elementwise),
                     max(self.reduction, other.reduction), max(self.transcendentals, other.transcendentals),
                     _most(self.read, other.read), _most(self.written, other.written), max(self.sends, other.sends),
-                    max(self.kernel, other.kernel), max(self.unknown, other.unknown))
+                    max(self.kernel, other.kernel), max(self.unknown, other.unknown),
+                    max(self.f32_matmul, other.f32_matmul))
 
     def intensity(self) -> float | None:
         """FLOPs per HBM byte (None when it moves no HBM bytes)."""
         return self.flops / self.hbm_bytes if self.hbm_bytes else None
 
+    def compute_seconds(self, chip: Chip) -> float:
+        """FLOPs and transcendentals at the chip's matmul peak, f32 dots' FLOPs at its f32 rate where it has one."""
+        if chip.f32_flops_per_s is None:
+            return (self.flops + self.transcendentals) / chip.flops_per_s
+        return ((self.flops + self.transcendentals - self.f32_matmul) / chip.flops_per_s
+                + self.f32_matmul / chip.f32_flops_per_s)
+
+    def ridge(self, chip: Chip) -> float:
+        """The FLOPs (and transcendentals) per HBM byte at which this work's compute and memory take equally long:
+        the chip's ridge point, or an f32 dot's (TF32 on an H100), or between the two for a mix."""
+        computed = self.flops + self.transcendentals
+        if not computed:
+            return chip.ridge
+        return computed / self.compute_seconds(chip) / chip.hbm_bytes_per_s
+
     def roofline(self, chip: Chip | None) -> tuple[float, str] | None:
         """(seconds, "compute", "memory" or "interconnect"): the longest of FLOPs and transcendentals at the chip's
-        matmul peak, HBM bytes at its bandwidth and bytes sent at its interconnect's; None without a chip. Where
-        `unknown`, a lower bound: a kernel of unknown cost adds its bytes and no FLOPs."""
+        matmul peak (f32 dots at its f32 rate where it has one), HBM bytes at its bandwidth and bytes sent at its
+        interconnect's; None without a chip. Where `unknown`, a lower bound: a kernel of unknown cost adds its bytes
+        and no FLOPs."""
         if chip is None:
             return None
-        compute = (self.flops + self.transcendentals) / chip.flops_per_s
+        compute = self.compute_seconds(chip)
         memory = self.hbm_bytes / chip.hbm_bytes_per_s
         network = self.sends / chip.interconnect_bytes_per_s if chip.interconnect_bytes_per_s else 0.0
         if network > max(compute, memory):
@@ -258,6 +279,24 @@ class _Layer:
         users = self.users.get(ins.line, ())
         return bool(users) and all(u.opcode == "dynamicslice" for u in users)
 
+    def f32_dot(self, ins: Instruction) -> bool:
+        """Whether a dot or convolution multiplies f32 by f32 at JAX's default precision: both operands f32 and no
+        `algorithm=` naming another (`algorithm=dot_bf16_bf16_f32` runs at the bf16 rate), read off its line."""
+        if any(self.dtype(line) != "f32" for line in ins.operands[:2]):
+            return False
+        printed = self.lines[ins.line - 1] if 0 < ins.line <= len(self.lines) else ""
+        found = _ALGORITHM.search(printed)
+        return found is None or found.group(1) in ("tf32", "f32")
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        return self.layer.text.splitlines()
+
+    def dtype(self, line: int) -> str:
+        """An instruction's (first) result array's element type, as its shape prints it."""
+        members = _members(self.layer.shapes[self.by_line[line].shape], self.layer)
+        return members[0][0] if members else ""
+
     def buffers(self, ins: Instruction):
         shape = self.layer.shapes[ins.shape]
         return [self.layer.buffers[b] for b in shape.buffers]
@@ -352,10 +391,12 @@ def _flops(layer: _Layer, ins: Instruction) -> Work:
         return Work(elementwise=layer.elements(ins))
     if op == "dot":
         lhs = layer.dims(ins.operands[0])
-        return Work(matmul=2 * layer.elements(ins) * math.prod(lhs[d] for d in ins.dot.lhs_contracting))
+        flops = 2 * layer.elements(ins) * math.prod(lhs[d] for d in ins.dot.lhs_contracting)
+        return Work(matmul=flops, f32_matmul=flops if layer.f32_dot(ins) else 0)
     if op == "convolution":
-        return Work(matmul=convolution_flops(ins.convolution, layer.dims(ins.operands[0]),
-                                             layer.dims(ins.operands[1]), layer.dims(ins.line)))
+        flops = convolution_flops(ins.convolution, layer.dims(ins.operands[0]), layer.dims(ins.operands[1]),
+                                  layer.dims(ins.line))
+        return Work(matmul=flops, f32_matmul=flops if layer.f32_dot(ins) else 0)
     if op == "reduce":
         combine = _region_flops(layer, ins)
         count = math.prod(layer.dims(ins.operands[0])) - layer.elements(ins)

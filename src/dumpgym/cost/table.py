@@ -3,6 +3,7 @@ beside XLA's own totals (cost/estimate.py computes every figure; this module onl
 from __future__ import annotations
 
 from dumpgym.cost.estimate import LayerCost
+from dumpgym.cost.gap import gap as explain_gap
 from dumpgym.record.schema import CompiledLayer
 
 _SORTS = {"line": lambda c: c.line, "flops": lambda c: -c.work.flops, "bytes": lambda c: -c.work.bytes,
@@ -37,6 +38,8 @@ def table(cost: LayerCost, layer: CompiledLayer, sort: str = "line", fused: bool
                                  f"(ridge {chip.ridge:.0f} FLOP/B)" + (
                                      f", {_n(chip.interconnect_bytes_per_s)}B/s sent on its interconnect"
                                      if chip.interconnect_bytes_per_s else "")
+                                 + (f", f32 dots at {_n(chip.f32_flops_per_s)}FLOP/s (TF32, ridge {chip.f32_ridge:.0f} "
+                                    "FLOP/B)" if chip.f32_flops_per_s else "")
                                  if chip else "no chip peaks: no roofline time")
     out = [head, f"{'line':>5} {'opcode':<18} {'name':<24} {'runs':>5} {'flops':>7} {'transc':>7} {'read':>13} "
                  f"{'written':>13} {'sends':>6} {'FLOP/B':>7} {'time':>9} {'share':>6} bound"]
@@ -53,7 +56,7 @@ def table(cost: LayerCost, layer: CompiledLayer, sort: str = "line", fused: bool
                    f"{'' if intensity is None else f'{intensity:.3g}':>7} "
                    f"{'unknown' if c.work.unknown else '' if not timed else f'{timed[0] * 1e6:.3g}us':>9} "
                    f"{'' if share is None else f'{share:.0%}':>6} {timed[1] if timed else ''}")
-    out.append(_sums(cost))
+    out.append(_sums(cost, layer))
     return "\n".join(out)
 
 
@@ -70,21 +73,13 @@ def _at_least(work) -> str:
             "of unknown cost")
 
 
-def gap(cost: LayerCost) -> str:
-    """Why our roofline time and XLA's `optimal_seconds` differ, in a line; empty where XLA gives none."""
-    timed, xla = cost.time(), cost.xla_cost.get("optimal_seconds")
-    if not timed or not xla:
-        return ""
-    ours = timed[0]
-    ratio = f"{xla / ours:.3g}x" if xla >= ours else f"{ours / xla:.3g} times less than"
-    tpu = cost.chip is not None and cost.chip.name.startswith("TPU")
-    return (f"XLA's optimal_seconds ({xla * 1e6:.3g}us) is {ratio} the roofline of the program's sums "
-            f"({ours * 1e6:.3g}us), a bound from the chip's published peaks that leaves out each op's and each "
-            "collective's latency, VMEM traffic and the vector unit's rate; XLA's figure is "
-            + ("libtpu's own model, which it does not publish" if tpu else "XLA's own model of each op"))
+def gap(cost: LayerCost, layer: CompiledLayer) -> str:
+    """Why our roofline time and XLA's `optimal_seconds` differ, in a line of figures; empty where XLA gives none."""
+    found = explain_gap(cost, layer)
+    return found.line() if found else ""
 
 
-def _sums(cost: LayerCost) -> str:
+def _sums(cost: LayerCost, layer: CompiledLayer) -> str:
     """The program's sums (loops at their trip counts, and once each as XLA counts) beside XLA's own totals."""
     xla, memory = cost.xla_cost, cost.xla_memory
 
@@ -106,8 +101,8 @@ def _sums(cost: LayerCost) -> str:
         lines.append(f"roofline: {'at least ' if cost.total.unknown else ''}{timed[0] * 1e6:.3g}us, {timed[1]}-bound"
                      + (f" (XLA's optimal_seconds: {xla['optimal_seconds'] * 1e6:.3g}us)" if "optimal_seconds" in xla
                         else ""))
-        if gap(cost):
-            lines.append(gap(cost))
+        if gap(cost, layer):
+            lines.append(gap(cost, layer))
     if cost.unknown_trips:
         lines.append("trip count not known (counted once): the whiles on lines "
                      + ", ".join(map(str, cost.unknown_trips)))

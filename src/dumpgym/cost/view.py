@@ -30,6 +30,9 @@ class ChipView:
     source: str
     interconnect_bytes_per_s: float | None = None  # what one chip sends to the others (ICI, NVLink)
     interconnect_source: str = ""
+    f32_flops_per_s: float | None = None  # an f32 dot's own rate (an H100's TF32); None: the bf16 peak
+    f32_ridge: float | None = None
+    f32_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class CostRow:
     count; counted once where the record gives none, as `LayerCost.share` counts it); `share` is that
     time's part of the program's summed instruction times. Both are None on a layer without a chip.
     `per_byte` is (FLOPs + transcendentals) per HBM byte: what the roofline sets against the ridge point
-    (`intensity`, FLOPs alone per HBM byte, is what docs/cost.md calls arithmetic intensity).
+    (`intensity`, FLOPs alone per HBM byte, is what docs/cost.md calls arithmetic intensity); `ridge` is the
+    point it is set against: the chip's, or an f32 dot's own where the chip runs those at another rate (TF32).
     """
 
     line: int
@@ -59,6 +63,7 @@ class CostRow:
     seconds: float | None
     bound: str  # "compute", "memory", "interconnect", or "" without a chip (or without time: a copy-done writes only VMEM)
     share: float | None
+    ridge: float | None = None
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,10 @@ class CostView:
 
 
 def _chip(chip: Chip | None) -> ChipView | None:
-    return None if chip is None else ChipView(chip.name, chip.flops_per_s, chip.hbm_bytes_per_s, chip.ridge, chip.source,
-                                              chip.interconnect_bytes_per_s, chip.interconnect_source)
+    return None if chip is None else ChipView(
+        chip.name, chip.flops_per_s, chip.hbm_bytes_per_s, chip.ridge, chip.source, chip.interconnect_bytes_per_s,
+        chip.interconnect_source, chip.f32_flops_per_s, chip.f32_ridge if chip.f32_flops_per_s else None,
+        chip.f32_source)
 
 
 def _row(cost: LayerCost, c: InstructionCost, printed: str) -> CostRow:
@@ -103,7 +110,7 @@ def _row(cost: LayerCost, c: InstructionCost, printed: str) -> CostRow:
         # weighted as LayerCost.share weighs a row: one run's time times its runs (once where not known)
         seconds=None if timed is None else timed[0] * (c.runs or 1),
         bound=timed[1] if timed and timed[0] else "",  # a row that takes no time is bound by nothing
-        share=cost.share(c) if timed else None)
+        share=cost.share(c) if timed else None, ridge=None if cost.chip is None else work.ridge(cost.chip))
 
 
 def cost_view(layer: CompiledLayer, target: str) -> CostView:
@@ -122,7 +129,8 @@ def cost_view(layer: CompiledLayer, target: str) -> CostView:
     top = max(timed, key=lambda r: (r.share, -r.line)).line if timed and any(r.share for r in timed) else None
     seconds = sum(r.seconds for r in timed) if cost.chip else None
     return CostView(COST_SCHEMA, target, "", layer.backend, layer.device_kind, _chip(cost.chip), seconds, rows, top,
-                    len(outside) - len(busy), cost.unknown_trips, cost.total.unknown, cost.total.sends, gap(cost))
+                    len(outside) - len(busy), cost.unknown_trips, cost.total.unknown, cost.total.sends,
+                    gap(cost, layer))
 
 
 def cost_file(layer: CompiledLayer, target: str) -> dict:

@@ -41,9 +41,11 @@ def seconds(t: float) -> str:
 
 
 def peaks(chip: Chip) -> str:
-    """A chip's peaks as the questions quote them: `TPU v5e (197 TFLOP/s, 819 GB/s HBM, 200 GB/s interconnect)`."""
+    """A chip's peaks as the questions quote them: `TPU v5e (197 TFLOP/s, 819 GB/s HBM, 200 GB/s interconnect)`; an
+    H100's with its f32 dots' TF32 rate."""
     link = f", {chip.interconnect_bytes_per_s / 1e9:g} GB/s interconnect" if chip.interconnect_bytes_per_s else ""
-    return f"{chip.name} ({chip.flops_per_s / 1e12:g} TFLOP/s, {chip.hbm_bytes_per_s / 1e9:g} GB/s HBM{link})"
+    f32 = f", f32 dots {chip.f32_flops_per_s / 1e12:g} TFLOP/s as TF32" if chip.f32_flops_per_s else ""
+    return f"{chip.name} ({chip.flops_per_s / 1e12:g} TFLOP/s{f32}, {chip.hbm_bytes_per_s / 1e9:g} GB/s HBM{link})"
 
 
 def _work_words(c: InstructionCost, chip: Chip) -> str:
@@ -145,11 +147,13 @@ def _bound_item(target: str, hlo: CompiledLayer, chip: Chip, c: InstructionCost,
     w = c.work
     intensity = (w.flops + w.transcendentals) / w.hbm_bytes
     side = "above" if index == 0 else "below"
+    ridge = w.ridge(chip)  # the chip's, or its f32 dots' own (TF32 on an H100)
+    whose = f"{chip.name}'s ridge" if abs(ridge - chip.ridge) <= 1e-9 * chip.ridge else "the ridge of its work"
     why = (f"%{c.name} does {w.flops + w.transcendentals:,} FLOPs on {w.hbm_bytes:,} HBM bytes: {intensity:.3g} "
-           f"FLOP/B, {side} {chip.name}'s ridge of {chip.ridge:.0f} FLOP/B ({peaks(chip)})")
+           f"FLOP/B, {side} {whose} of {ridge:.0f} FLOP/B ({peaks(chip)})")
     other = BOUNDS[1 - index]  # the option a miss picks: its reason says what that reading needs, the feedback why not
     wrong = (f"{other} would need {'more' if other == BOUNDS[0] else 'fewer'} FLOPs per HBM byte than the ridge's "
-             f"{chip.ridge:.0f}")
+             f"{ridge:.0f}")
     return Item(
         question=(f"Is %{c.name} (line {c.line}) compute-bound or memory-bound on {peaks(chip)}, counting the HBM "
                   "bytes it reads and writes at the layouts XLA chose?"),
@@ -157,7 +161,7 @@ def _bound_item(target: str, hlo: CompiledLayer, chip: Chip, c: InstructionCost,
                       tuple("" if k == index else "wrong-side-of-ridge" for k in range(2))),
         context=(Lines(target, c.line, c.line, cut=True, numbered=True), Note(which_compile(hlo))),
         card=("bound", c.name, target), layer=target, step="bound", weight=weight, feedback=why + ".",
-        facts={"hlo_line": c.line, "instruction": c.name, "intensity": intensity, "ridge": chip.ridge})
+        facts={"hlo_line": c.line, "instruction": c.name, "intensity": intensity, "ridge": ridge})
 
 
 # --- the kind -----------------------------------------------------------------------------------

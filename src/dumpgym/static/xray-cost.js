@@ -83,8 +83,14 @@ export function boundSentence(cost) {
   const runs = r.runs === 1 ? '' : html`, in a loop body that runs ${r.runs ?? 'an unknown number of'} times; the figures are one run's`;
   const work = html`${fact('flops', r.flops, si(r.flops, 'FLOP'))}${r.transcendentals
     ? html` and ${fact('transcendentals', r.transcendentals, `${si(r.transcendentals, '')} transcendentals`)}` : ''}`;
-  const ridge = html`${chip.name}'s ridge point of ${fact('ridge', chip.ridge, `${Number(chip.ridge.toPrecision(3))} FLOP/B`)} (${
-    si(chip.flops_per_s, 'FLOP/s')} ÷ ${si(chip.hbm_bytes_per_s, 'B/s')})`;
+  // an f32 dot's own ridge where the chip runs those at a rate of its own (an H100's TF32)
+  const own = r.ridge != null && chip.f32_flops_per_s && Math.abs(r.ridge - chip.ridge) > 1e-9 * chip.ridge;
+  const ridgeAt = own ? r.ridge : chip.ridge;
+  const ridge = own
+    ? html`the ridge point of its work on ${chip.name}, its f32 dots at ${si(chip.f32_flops_per_s, 'FLOP/s')} (<span title="${
+      chip.f32_source}">TF32</span>), ${fact('ridge', ridgeAt, `${Number(ridgeAt.toPrecision(3))} FLOP/B`)}`
+    : html`${chip.name}'s ridge point of ${fact('ridge', chip.ridge, `${Number(chip.ridge.toPrecision(3))} FLOP/B`)} (${
+      si(chip.flops_per_s, 'FLOP/s')} ÷ ${si(chip.hbm_bytes_per_s, 'B/s')})`;
   const compute = r.bound === 'compute';
   if (r.bound === 'interconnect') {
     return html`<p class="bound" data-xray-bound>The top instruction, <code>%${r.name}</code> (${r.opcode}, HLO ${r.line}${runs}), takes ${

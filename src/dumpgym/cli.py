@@ -70,8 +70,9 @@ def _read_dump(folders: list[str], only=()):
 
 
 def _cmd_open(args) -> int:
+    from urllib.parse import quote
+
     from dumpgym.serve import server as serve
-    from dumpgym.dumps.pages import dump_files
     from dumpgym.dumps.record import shown_in_two
 
     folder = _read_dump(args.folders)
@@ -79,16 +80,18 @@ def _cmd_open(args) -> int:
     if len(problems) == len(folder.modules):
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise UsageError(f"{problems[0]}{more}; no module of the dump can be shown")
-    for line in folder.problems(helpers=False):  # the others are shown; each says why on its own page too
+    for line in folder.problems(helpers=False):  # the others are shown
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
     # The first modules' programs are made now, the rest's while the gym is served (a big one takes seconds).
     records, notes, later = shown_in_two(folder)
+    if not records:
+        more = f" (and {len(notes) - 1} more)" if len(notes) > 1 else ""
+        raise UsageError(f"{notes[0] if notes else 'the dump holds no module'}{more}; no module of the dump can be shown")
     for line in notes:
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
-    # The user's modules are programs of the gym, in front (its x-ray, cost and drills); every module's
-    # dump page (helpers too) stays under dump/.
+    # The modules are programs of the gym, in front (their x-ray, cost and drills); the page opens on the first.
     serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus,
-                extra=dump_files(folder), start="#xray" if records else "dump/", shown=tuple(records), later=later)
+                start=f"?xray={quote(records[0].slug)}#xray", shown=tuple(records), later=later)
     return 0
 
 

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import re
 import socket
 import sys
 import threading
@@ -148,6 +149,9 @@ class Site:
         if rel is None:
             return _plain(HTTPStatus.BAD_REQUEST, "refused: that path leaves the site\n")
         if rel not in self.files:
+            moved = moved_dump_page(rel)
+            if moved is not None:
+                return _moved(moved)
             return _plain(HTTPStatus.NOT_FOUND, f"not found: /{rel}\n")
         body = self.files[rel]
         headers = {"Content-Type": TYPES.get(_suffix(rel), "application/octet-stream"), **HEADERS}
@@ -184,6 +188,24 @@ def _compressible(rel: str, length: int) -> bool:
 def _suffix(rel: str) -> str:
     dot = rel.rfind(".")
     return rel[dot:] if dot > rel.rfind("/") else ""
+
+
+# The pages a dump's modules had before they were programs of the gym (`dump/SLUG.html`, `dump/index.html`): the
+# module's program in the x-ray now, so that links kept from then still lead to it.
+_DUMP_PAGE = re.compile(r"dump/([a-z0-9-]{1,58})\.html")
+
+
+def moved_dump_page(rel: str) -> str | None:
+    """Where an old dump page's path `rel` is now (`/?xray=dump-SLUG#xray`, the gym for its index), or None."""
+    if rel in ("dump/index.html", "dump"):
+        return "/#corpus"
+    m = _DUMP_PAGE.fullmatch(rel)
+    return f"/?xray=dump-{m.group(1)}#xray" if m else None
+
+
+def _moved(location: str) -> tuple[int, dict[str, str], bytes]:
+    status, headers, body = _plain(HTTPStatus.FOUND, f"moved to {location}\n")
+    return status, {**headers, "Location": location}, body
 
 
 def _plain(status: HTTPStatus, text: str) -> tuple[int, dict[str, str], bytes]:

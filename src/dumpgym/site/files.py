@@ -145,8 +145,12 @@ def change_file(base: ProgramRecord, changed: ProgramRecord, target: str) -> dic
 
 
 def _listings(program: ProgramRecord) -> dict[str, str]:
-    """The three listings of a program, by layer."""
-    return {"source": program.source, "jaxpr": program.jaxpr, "stablehlo": program.stablehlo}
+    """The listings of a program, by layer: its source, jaxpr and StableHLO; for a dump's module, the HLO before
+    optimisations (`hlo_before`, highlighted as HLO) and the source lines its stack frames name (`dump_source`)."""
+    out = {"source": program.source, "jaxpr": program.jaxpr, "stablehlo": program.stablehlo}
+    if program.dump is not None:
+        out.update(hlo_before=program.dump.hlo_before, dump_source=program.dump.source)
+    return out
 
 
 def _line_count(text: str) -> int:
@@ -316,8 +320,10 @@ def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, Ca
 
 def _listings_file(program: ProgramRecord, anchors: dict[str, str]) -> dict:
     links = op_links(program, anchors)
+    lexers = {"hlo_before": "hlo", "dump_source": "text"}
     return {"schema": LISTINGS_SCHEMA,
-            **{layer: listing_lines(text, layer, links[layer]) for layer, text in _listings(program).items()}}
+            **{layer: listing_lines(text, lexers.get(layer, layer), links.get(layer))
+               for layer, text in _listings(program).items()}}
 
 
 # What compiled a layer, as its record says: the listing file carries it, so that a section showing the

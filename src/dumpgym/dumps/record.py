@@ -44,18 +44,21 @@ def _isolated(name: str) -> str:
     return f"\u2068{name}\u2069"
 
 
-def module_record(module: DumpModule, slug: str, folders: tuple[str, ...]) -> ProgramRecord:
-    """The record of one dumped module (which must have optimised HLO; its StableHLO and jaxpr where the folder
-    has them: an XLA-only dump gives the compiled layer alone)."""
+def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compiled: bool = True) -> ProgramRecord:
+    """The record of one dumped module: its StableHLO and jaxpr where the folder has them, its optimised HLO as
+    the compiled layer (with `compiled`, as `add --dump` asks, it must have one; without, as `open` asks, a
+    module without one is shown with a note saying so)."""
     from dumpgym.ir.stablehlo import read_lowered
 
     where = ", ".join(folders)
     if module.problem:
         raise DumpError(f"{module.slug}: {module.problem}")
-    if "hlo_after" not in module.files:
-        raise DumpError(f"{module.slug}: the folder has no optimised HLO for it (XLA's "
-                        "`*after_optimizations.txt`); add --dump needs it")
     notes: list[str] = []
+    if "hlo_after" not in module.files:
+        missing = "the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`)"
+        if compiled:
+            raise DumpError(f"{module.slug}: {missing}; add --dump needs it")
+        notes.append(f"{missing}: no compiled layer")
     jaxpr, read = "", None
     if "jaxpr" in module.files:
         try:
@@ -92,10 +95,11 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...]) -> Pr
     linked = {line for g in groups for line in g.stablehlo_lines}
     return ProgramRecord(
         slug=slug,
-        title=f"{_isolated(shown_text(module.name)[:150])} (dump, {module.target})",
-        lesson=f"Your dump's module {_isolated(shown_text(module.name))}, from {_isolated(where)}: compiled for {module.target}, "
+        title=f"{_isolated(shown_text(module.name)[:150])} (dump, {module.target or 'not compiled'})",
+        lesson=f"Your dump's module {_isolated(shown_text(module.name))}, from {_isolated(where)}: compiled for {module.target or 'no target the folder names'}, "
                "not traced here.",
-        entry=shown_text(str(module.files.get("stablehlo") or module.files["hlo_after"])),
+        entry=shown_text(str(next(module.files[k] for k in ("stablehlo", "hlo_after", "hlo_before", "jaxpr")
+                                  if k in module.files))),
         args=args,
         mesh=None,
         in_specs=None,
@@ -110,7 +114,8 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...]) -> Pr
                              mapped_jaxpr_lines=len({line for g in groups for line in g.jaxpr_lines}),
                              stablehlo_lines=len(shown.splitlines()), stablehlo_op_lines=len(op_lines),
                              mapped_stablehlo_op_lines=len(linked & op_lines)),
-        compiled={module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns)},
+        compiled={module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns)}
+        if "hlo_after" in module.files else {},
         lowered=lowered,
         arg_binders=read.arguments if read is not None else (),
         dump=dump_facts(module, folders, xray, tuple(notes)),
@@ -156,8 +161,12 @@ def _hlo_args(module: DumpModule) -> tuple[str, ...]:
     """The entry computation's parameters of a module without StableHLO, as avals (`f32[8,16]`)."""
     from dumpgym.ir.parse import shapes_of_hlo, types_of_hlo
 
-    layer = "hlo_before" if "hlo_before" in module.files else "hlo_after"
-    hlo = parse_hlo(module.text(layer), module.files[layer])
+    try:  # before optimisations: global shapes (a partitioned module's optimised entry takes one device's)
+        hlo = parse_hlo(module.text("hlo_before"), module.files["hlo_before"])
+    except (DumpError, KeyError):  # none, or it cannot be read (said in the record's `dump` notes)
+        if "hlo_after" not in module.files:
+            return ()
+        hlo = parse_hlo(module.text("hlo_after"), module.files["hlo_after"])
     dims, _results = shapes_of_hlo(hlo)
     kinds = types_of_hlo(hlo)[:len(dims)]
     out = []
@@ -298,9 +307,8 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
     # JAX's helper modules (an eager `jnp.zeros`, `jax.random.normal`'s) are shown only when nothing else is.
     chosen = [m for m in usable if not m.helper] or usable
     for module in chosen:
-        if "hlo_after" not in module.files:
-            notes.append(f"{module.slug}: the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`), "
-                         "so it is not shown")
+        if "hlo_after" not in module.files:  # shown without a compiled layer, its note says why
+            todo.append((module, 0))
             continue
         if module.big:  # not read whole to count its lines
             notes.append(f"{module.slug}: a file of it is {_megabytes(module)} MB, too big to show here; "
@@ -326,7 +334,7 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
         records, said = [], []
         for module, _ in modules:
             try:
-                record = module_record(module, _slug(module), folders)
+                record = module_record(module, _slug(module), folders, compiled=False)
                 record.check(record.slug)
             except (DumpError, RecordError) as e:
                 said.append(f"{module.slug}: {e}; it is not shown")

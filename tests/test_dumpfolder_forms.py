@@ -304,7 +304,7 @@ def test_the_corpus_refuses_two_records_of_one_slug_and_stays_readable(dumps, tm
     from dumpgym.errors import GymError
 
     folder = read_folder(dumps / "one", only=["jit_f_2", "jit-f"])
-    one, two = (dump_corpus.module_record(m, "dump-same", "here") for m in folder.modules[:2])
+    one, two = (dump_corpus.module_record(m, "dump-same", ("here",)) for m in folder.modules[:2])
     with pytest.raises(GymError, match="two of the programs to add have the slug dump-same"):
         usercorpus.store_records([one, two], tmp_path / "corpus")
     assert usercorpus.read_index(tmp_path / "corpus") == []

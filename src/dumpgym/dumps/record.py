@@ -92,6 +92,9 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
     else:  # XLA alone: the arguments as XLA's entry computation takes them
         args = _hlo_args(module)
     op_lines = {op.line for op in ops}
+    # `add --dump` refuses a per-pass file that cannot be read; `open` shows the module without its passes, said.
+    layers = {module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns,
+                                              None if compiled else notes)} if "hlo_after" in module.files else {}
     linked = {line for g in groups for line in g.stablehlo_lines}
     return ProgramRecord(
         slug=slug,
@@ -114,8 +117,7 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
                              mapped_jaxpr_lines=len({line for g in groups for line in g.jaxpr_lines}),
                              stablehlo_lines=len(shown.splitlines()), stablehlo_op_lines=len(op_lines),
                              mapped_stablehlo_op_lines=len(linked & op_lines)),
-        compiled={module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns)}
-        if "hlo_after" in module.files else {},
+        compiled=layers,
         lowered=lowered,
         arg_binders=read.arguments if read is not None else (),
         dump=dump_facts(module, folders, xray, tuple(notes)),
@@ -175,10 +177,12 @@ def _hlo_args(module: DumpModule) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) -> CompiledLayer:
+def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=(), notes: list[str] | None = None
+                    ) -> CompiledLayer:
     """The dump's optimised HLO as a compiled layer: each instruction with the equations `linked` gives it
     (`via` "inferred"; a fusion also those of the instructions it fuses), and each equation's lines (a
-    container's include its body's)."""
+    container's include its body's). A per-pass file that cannot be read is said in `notes`
+    and its passes left out; without `notes`, it raises."""
     import jaxlib
 
     from dumpgym.compiled.layer import layer_rows
@@ -206,8 +210,13 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) ->
     passes = None
     if module.pass_files:  # the texts around each instruction cost at most what the optimised text does
         options = dump_options(module.debug_options)
-        passes = pass_history(module.pass_files, lines, options.get("xla_dump_hlo_pass_re", ""), len(text),
-                              every_pipeline=not options.get("xla_dump_hlo_pipeline_re"))
+        try:
+            passes = pass_history(module.pass_files, lines, options.get("xla_dump_hlo_pass_re", ""), len(text),
+                                  every_pipeline=not options.get("xla_dump_hlo_pipeline_re"))
+        except DumpError as e:
+            if notes is None:
+                raise
+            notes.append(f"the per-pass dumps are left out: {e}")
     return CompiledLayer(
         text=text, backend=module.backend, jaxlib_version=jaxlib.__version__, host="", host_id="",
         instructions=tuple(instructions), fusions=tuple(fusions),

@@ -610,7 +610,7 @@ def _show_later(server: GymServer, corpus_dir, extra, later, generation: list[in
             site, rest = Site.start(corpus_dir, extra, news, shown=shown)
         except Exception as e:  # a bug: the gym before stays
             print(f"dumpgym: warning: the dump's other modules could not be made programs "
-                  f"({printable(f'{type(e).__name__}: {e}')}); they are on their dump pages", file=sys.stderr,
+                  f"({printable(f'{type(e).__name__}: {e}')}); the gym goes on without them", file=sys.stderr,
                   flush=True)
             return
         showing[0] = shown

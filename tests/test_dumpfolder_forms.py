@@ -422,3 +422,33 @@ def test_a_dump_of_xla_alone_links_its_instructions_to_their_source_lines_and_be
     assert dump.source == x.source and dump.hlo_before == step.text("hlo_before")
     assert [(s.row, list(s.before), list(s.hlo)) for s in dump.source_lines] == \
         [(g["jaxpr_lines"][0], g["stablehlo_lines"], x.lines_by_eqn[str(g["eqn"])]) for g in x.groups]
+
+
+@pytest.mark.parametrize("kind", ["empty-before", "binary-buffers", "empty-live-range", "truncated-jaxpr"])
+def test_a_truncated_or_empty_file_is_a_note_on_the_modules_page_and_the_rest_is_served(kind, dumps, tmp_path):
+    from dumpgym.serve.server import Site
+
+    copy = _copy(dumps, tmp_path)
+    pattern, data = {"empty-before": ("module_*.jit_step.before_optimizations.txt", b""),
+                     "binary-buffers": ("module_*.jit_step.cpu_after_optimizations-buffer-assignment.txt", b"\0\1"),
+                     "empty-live-range": ("module_*.jit_step.cpu_after_optimizations-live-range.txt", b""),
+                     "truncated-jaxpr": ("jax_*_step.jaxpr.txt", None)}[kind]
+    path = next(copy.glob(pattern))
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2] if data is None else data)
+    records, _notes = _shown(copy)
+    step = [r for r in records if r.dump.module == "jit_step"]
+    assert len(step) == 1
+    record = step[0]
+    site = Site.build(tmp_path / "gym", shown=tuple(records))
+    for data_file in (f"programs/{record.slug}", f"listings/{record.slug}"):
+        assert site.get(f"/data/{data_file}.json")[0] == 200
+    assert site.get("/")[0] == 200
+    if kind == "truncated-jaxpr":  # the jaxpr left out, its StableHLO and XLA's layers linked
+        assert not record.jaxpr and record.stablehlo and record.compiled["cpu"].instructions
+        assert any("no jaxpr" in n for n in record.dump.notes)
+    elif kind == "empty-before":  # XLA's module cannot be read: JAX's layers are shown, the missing one said
+        assert record.xray and not record.compiled and any("no optimised HLO" in n for n in record.dump.notes)
+    else:  # the buffer reports left out and said, naming the file; every layer shown
+        assert record.dump.buffers is None and record.compiled and record.xray
+        assert any(path.name in n for n in record.dump.notes), record.dump.notes

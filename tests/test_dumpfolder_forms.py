@@ -452,3 +452,34 @@ def test_a_truncated_or_empty_file_is_a_note_on_the_modules_page_and_the_rest_is
     else:  # the buffer reports left out and said, naming the file; every layer shown
         assert record.dump.buffers is None and record.compiled and record.xray
         assert any(path.name in n for n in record.dump.notes), record.dump.notes
+
+
+@pytest.mark.parametrize("form", ["one", "xla"])
+def test_a_dump_modules_record_round_trips_and_a_traced_programs_has_no_dump_field(form, dumps, corpus):
+    from dumpgym.record.schema import ProgramRecord, RecordError
+
+    records, _ = _shown(dumps / form)
+    for record in records:
+        assert ProgramRecord.from_json(json.loads(json.dumps(record.to_json()))) == record, record.slug
+    assert all("dump" not in p for p in corpus["programs"])  # the built-in corpus, as committed
+    # A source line's row must be one of the rows held.
+    xla = next(r for r in records if r.dump.source_lines) if form == "xla" else None
+    if xla is not None:
+        broken = xla.to_json()
+        broken["dump"]["source_lines"][0]["row"] = xla.dump.source.count("\n") + 2
+        with pytest.raises(RecordError, match=r"dump\.source_lines\[0\]\.row"):
+            ProgramRecord.from_json(broken)
+
+
+def test_a_module_without_optimised_hlo_is_shown_with_a_note_and_add_refuses_it_in_one_line(dumps, tmp_path, capsys):
+    copy = _copy(dumps, tmp_path)
+    for path in copy.glob("module_*.jit_step.cpu_after_optimizations*"):
+        path.unlink()
+    records, _ = _shown(copy)
+    step = next(r for r in records if r.dump.module == "jit_step")
+    assert not step.compiled and step.xray and any("no optimised HLO" in n for n in step.dump.notes)
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(copy), "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dumpgym: error: ") and "no optimised HLO" in err[0], err
+    assert not corpus.exists()

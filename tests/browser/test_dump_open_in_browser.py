@@ -91,6 +91,13 @@ def test_open_lands_on_the_dumps_module_in_the_gyms_xray_with_the_dumps_facts(fo
             assert page.locator("#xray[data-by-source]").count() == 1
             if screen == "phone":
                 assert page.locator("[data-xray-tab=jaxpr]").inner_text().startswith("source")
+            else:  # the HLO before optimisations opens at its first computation, XLA's source tables above it
+                page.wait_for_timeout(300)  # the scroll settles over a few frames
+                top = page.eval_on_selector("[data-xray-col=stablehlo]", """box => {
+                  const b = box.getBoundingClientRect();
+                  return [...box.querySelectorAll('[data-line]')].find((r) => r.getBoundingClientRect().top >= b.top)
+                    .textContent; }""")
+                assert top.startswith("ENTRY") or top.startswith("%"), top
             _hover_line(page, "jaxpr", f"<string>:{TANH_LINE} ")
         else:
             _hover_line(page, "jaxpr", "tanh")

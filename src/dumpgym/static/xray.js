@@ -63,6 +63,15 @@ function skipTables(box, rows, hlo) {
   settleScroll({ box, top }, header);
 }
 
+/** A dump's HLO before optimisations, shown in the second column, opens at its first computation too (the
+ * line that starts one: `%name (` or `ENTRY %name (`), its source tables above it. */
+function skipBeforeTables(box, rows) {
+  const header = [...rows].find((r) => /^(ENTRY )?%[\w.-]+ \(/.test(r.textContent));
+  if (!header || Number(header.dataset.line) <= 12) return;
+  const top = header.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+  settleScroll({ box, top }, header);
+}
+
 /** Class each line by what it lights: its first group's band, else XLA's own or dim; fusions bold. */
 function markRows(rows, index, compiled) {
   for (const layer of LAYERS) {
@@ -207,6 +216,7 @@ class XraySection {
     this.showTargets(target, record);
     this.lights.show(index, rows, compiled?.bodies);
     if (compiled) skipTables(this.cols.hlo, rows.hlo, program.hlo);
+    if (this.shown.bySource) skipBeforeTables(this.cols.stablehlo, rows.stablehlo);
     const panel = dumpPanel(record);
     this.dumpEl.hidden = !panel;
     if (panel) render(this.dumpEl, panel);

@@ -107,6 +107,9 @@ def test_open_lands_on_the_dumps_module_in_the_gyms_xray_with_the_dumps_facts(fo
         assert any(" tanh(" in t for t in lit_hlo), lit_hlo
         if form == "xla":
             assert all("stack_frame_id=" in t for t in lit_mid) and any(" tanh(" in t for t in lit_mid), lit_mid
+            # The fusion list names the source lines a fusion absorbed, as a traced program's names equations.
+            fusions = page.eval_on_selector_all("[data-fusion-line]", "els => els.map(e => e.textContent)")
+            assert any("source line" in f and f"<string>:{TANH_LINE} · source " in f for f in fusions), fusions
         else:
             assert any("stablehlo.tanh" in t for t in lit_mid), lit_mid
         # Under the x-ray, what only the dump says: the module, its buffers, the files it was read from.

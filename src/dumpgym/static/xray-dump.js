@@ -21,13 +21,19 @@ export function sourceListings(slug) {
  * column, the instructions before optimisations that name it in the second, the optimised ones in the third. */
 export function sourceProgram(program) {
   const lines = program.dump.source_lines;
+  const rows = program.dump.source.split('\n');
+  // A fusion absorbed the source lines that light it: the fusion list names them as a traced program's equations.
+  const fusions = (program.hlo?.fusions ?? []).map((f) => ({
+    ...f, eqns: lines.flatMap((s, i) => (s.hlo.includes(f.line) ? [i] : [])) }));
   return {
     ...program,
     xray: lines.map((s, i) => ({ eqn: i, jaxpr_lines: [s.row], stablehlo_lines: s.before })),
-    eqns: lines.map((s, i) => ({ id: i, parent: null, primitive: 'source line', jaxpr_lines: [s.row, s.row] })),
+    // Each source line's "primitive" is its place, `file:line`, as its row starts.
+    eqns: lines.map((s, i) => ({ id: i, parent: null, primitive: rows[s.row - 1].split('  ')[0], jaxpr_lines: [s.row, s.row] })),
     stablehlo_ops: [],
     lowered_to_nothing: [],
-    hlo: program.hlo && { ...program.hlo, lines_by_eqn: Object.fromEntries(lines.map((s, i) => [String(i), s.hlo])) },
+    hlo: program.hlo && { ...program.hlo, fusions,
+                          lines_by_eqn: Object.fromEntries(lines.map((s, i) => [String(i), s.hlo])) },
   };
 }
 

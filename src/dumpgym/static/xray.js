@@ -310,7 +310,8 @@ class XraySection {
       <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}${passesNote(hlo)}</span>
       <span class="legend"><span class="key fz">bold number</span> a fusion (hover it: every equation it absorbed lights) · <span class="key x">dotted</span> XLA's own</span></p>
       ${costPanel(cost, this.costSort)}
-      ${hlo.fusions.length ? fusionList(hlo, index.groupOf, index.eqns, (g) => g % BANDS) : ''}`);
+      ${hlo.fusions.length ? fusionList(hlo, index.groupOf, index.eqns, (g) => g % BANDS,
+    ...(this.shown.bySource ? ['source line', 'source'] : [])) : ''}`);
   }
 
   /** Under the status line, what the per-pass dumps say of compiled line `n` (null, or the line shown again:

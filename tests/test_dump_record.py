@@ -272,13 +272,13 @@ def test_open_makes_the_first_modules_before_it_serves_and_the_rest_while_it_ser
 
     # Served: the first program at once, the others on a reload once made, and the gym says so.
     first, _, later = dump_record.shown_in_two(folder, first_lines=lines[0])
-    corpus_dir, extra = tmp_path / "corpus", None
-    site, _ = serve.Site.start(corpus_dir, extra, shown=tuple(first))
+    corpus_dir = tmp_path / "corpus"
+    site, _ = serve.Site.start(corpus_dir, shown=tuple(first))
     server = serve.make_server(site, "127.0.0.1", 0)
     try:
         assert server.site.get(f"/data/programs/{whole[1].slug}.json")[0] == 404
         showing = [tuple(first)]
-        serve._show_later(server, corpus_dir, extra, later, [0], showing)
+        serve._show_later(server, corpus_dir, later, [0], showing)
         for _ in range(600):
             if server.site.get(f"/data/programs/{whole[1].slug}.json")[0] == 200:
                 break

@@ -244,3 +244,20 @@ def test_a_folder_that_is_not_a_dump_is_one_line(make, tmp_path, capsys, monkeyp
         assert cli.main(command) == 2
         _one_error_line(capsys, str(folder))
     assert not (tmp_path / "c").exists()
+
+
+def test_add_dump_keeps_what_open_shows_and_build_writes_it_as_served(dump, tmp_path, monkeypatch, capsys):
+    served = _opened([dump], monkeypatch)
+    shown = {r.slug: r.to_json() for r in served["shown"]}
+    corpus, out = tmp_path / "corpus", tmp_path / "site"
+    assert cli.main(["add", "--dump", str(dump), "--corpus", str(corpus)]) == 0
+    assert cli.main(["build", "--out", str(out), "--corpus", str(corpus)]) == 0
+    capsys.readouterr()
+    for slug, record in shown.items():
+        added = json.loads((corpus / f"{slug}.json").read_text())
+        # The same record, apart from `open`'s mark that it is shown as the user's.
+        assert {**added, "added": True} == record, slug
+        built = json.loads((out / "data" / "programs" / f"{slug}.json").read_text())
+        assert built["dump"] == record["dump"]
+        listings = json.loads((out / "data" / "listings" / f"{slug}.json").read_text())
+        assert len(listings["hlo_before"]) == record["dump"]["hlo_before"].count("\n") + 1

@@ -7,7 +7,7 @@ a large table (a model's constants): with `--xla_dump_large_constants`, XLA prin
 before and after optimisations, and JAX's StableHLO holds it too. Then, each run a fresh process,
 alternating: reading every file of the folder in Python (`Path.read_bytes`, what reading the dump costs
 at the least), and `dumpgym open FOLDER` until it prints the gym's URL, with its peak memory then
-(VmHWM). Last, with `open` serving: the big module's dump page and the gym's index asked at once, each
+(VmHWM). Last, with `open` serving: the big module's old page and the gym's index asked at once, each
 timed. The issue's bars: opened within 2x the time to read it, in memory proportional to one module,
 other pages answering meanwhile.
 """
@@ -58,7 +58,7 @@ def open_once(folder: Path, corpus: Path, env: dict, probe: bool = False) -> tup
         asked = {}
         if probe:
             parts = urlsplit(line.split(" at ", 1)[1].split()[0])
-            url = f"{parts.scheme}://{parts.netloc}/"  # it prints the page to open first (`dump/`, `#xray`)
+            url = f"{parts.scheme}://{parts.netloc}/"  # it prints the page to open first (`?xray=...#xray`)
 
             def get(name, path):
                 t = time.perf_counter()
@@ -66,7 +66,7 @@ def open_once(folder: Path, corpus: Path, env: dict, probe: bool = False) -> tup
                     r.read()
                 asked[name] = time.perf_counter() - t
             threads = [threading.Thread(target=get, args=a) for a in
-                       (("its dump page", "dump/jit-lookup.html"), ("the gym's index", ""))]
+                       (("its old page (redirected to the gym)", "dump/jit-lookup.html"), ("the gym's index", ""))]
             for t in threads:
                 t.start()
             for t in threads:

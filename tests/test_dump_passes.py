@@ -38,7 +38,7 @@ def dumps(tmp_path_factory):
 
 def _layer(folder):
     module = read_folder(folder).module("jit_layer")
-    return module, module_record(module, "dump-jit-layer", str(folder)).compiled["cpu"]
+    return module, module_record(module, "dump-jit-layer", (str(folder),)).compiled["cpu"]
 
 
 def _pass_files(module) -> list:
@@ -136,7 +136,7 @@ def test_the_passes_that_changed_an_instruction_are_those_whose_line_of_it_diffe
 
 def test_the_record_keeps_its_passes_within_one_program_s_bytes_and_reads_back(dumps):
     module, layer = _layer(dumps / "all")
-    record = module_record(module, "dump-jit-layer", "here")
+    record = module_record(module, "dump-jit-layer", ("here",))
     back = ProgramRecord.from_json(json.loads(json.dumps(record.to_json())))
     assert back == record and back.compiled["cpu"].passes.pass_re == ".*"
     kept = sum(len(line) for o in layer.passes.origins for line in (*o.before, *o.after))
@@ -230,7 +230,7 @@ def test_a_gpu_fusion_renamed_by_a_later_pass_names_the_pass_that_made_it_first(
     dump_script(GPU_SCRIPT, None, folder, pass_re=".*")
     read = read_folder(folder)
     module = read.module("jit_layer")
-    layer = module_record(module, "dump-jit-layer", str(folder)).compiled["gpu"]
+    layer = module_record(module, "dump-jit-layer", (str(folder),)).compiled["gpu"]
     files = _pass_files(module)
     texts = [p.read_text() for p in files]
     renamed = 0
@@ -282,7 +282,8 @@ def test_a_per_pass_file_that_cannot_be_read_is_one_line_and_nothing_is_added(du
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and broken.name in err[0] and "is empty" in err[0], err
     assert not corpus.exists()
-    # `open` serves the rest, and says in one line that the module shows on its dump page alone.
+    # `open` shows the module without its passes, and its page says why in one note.
     records, notes = shown_records(read_folder(copy))
-    assert "dump-jit-layer" not in [r.slug for r in records]
-    assert len([n for n in notes if broken.name in n and "only its dump page shows it" in n]) == 1, notes
+    record = next(r for r in records if r.slug == "dump-jit-layer")
+    assert record.compiled["cpu"].passes is None and not notes
+    assert len([n for n in record.dump.notes if broken.name in n and "is empty" in n]) == 1, record.dump.notes

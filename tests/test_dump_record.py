@@ -32,7 +32,7 @@ def dumped(tmp_path_factory):
     out = {}
     for name in NAMES:
         module = next(m for m in folder.modules if m.name == module_name(name))
-        out[name] = (module, module_record(module, f"dump-{module.slug}", str(folder.paths[0])),
+        out[name] = (module, module_record(module, f"dump-{module.slug}", (str(folder.paths[0]),)),
                      program_record(load(name), targets=(CPU,)))
     return out
 
@@ -186,7 +186,6 @@ def test_what_the_text_does_not_hold_is_left_out():
 def test_open_shows_the_dumps_modules_as_programs_of_the_gym_in_front(dumped, tmp_path):
     import json
 
-    from dumpgym.dumps.pages import dump_files
     from dumpgym.dumps.record import shown_records
     from dumpgym.serve.server import Site
 
@@ -195,7 +194,7 @@ def test_open_shows_the_dumps_modules_as_programs_of_the_gym_in_front(dumped, tm
     records, notes = shown_records(folder)
     assert not notes and {r.slug for r in records} == {f"dump-{m.slug}" for m in folder.modules if not m.helper}
     assert all(r.added for r in records)
-    site = Site.build(tmp_path / "corpus", extra=dump_files(folder), shown=tuple(records))
+    site = Site.build(tmp_path / "corpus", shown=tuple(records))
     index = site.get("/index.html")[2].decode()
     pick = index.split("data-xray-pick", 1)[1]
     first_builtin = pick.find('value="mlp"')
@@ -206,7 +205,11 @@ def test_open_shows_the_dumps_modules_as_programs_of_the_gym_in_front(dumped, tm
     assert status == 200 and program["eqns"] and program["xray"]
     assert site.get(f"/data/listings/{slug}.json")[0] == 200
     assert site.get(f"/data/compiled/{module.backend}/{slug}.json")[0] == 200
-    assert site.get(f"/dump/{module.slug}.html")[0] == 200  # the dump's own page stays
+    # The module's old page is its program in the x-ray now: a link kept from then leads there.
+    status, headers, _ = site.get(f"/dump/{module.slug}.html")
+    assert status == 302 and headers["Location"] == f"/?xray={slug}#xray"
+    # What only the dump says comes with the program: the files it was read from, as they are.
+    assert {f["path"] for f in program["dump"]["files"]} >= {str(p) for p in module.files.values()}
 
 
 @pytest.mark.needs_tpu
@@ -220,7 +223,7 @@ def test_a_tpu_dumps_record_reaches_the_equations_as_the_trace_does(tmp_path):
     reached = total = agreed = 0
     for name in names:
         module = next(m for m in folder.modules if m.name == module_name(name))
-        record = module_record(module, f"dump-{module.slug}", str(folder.paths[0]))
+        record = module_record(module, f"dump-{module.slug}", (str(folder.paths[0]),))
         ProgramRecord.from_json(record.to_json()).check("record")
         traced = program_record(load(name), targets=(Target("tpu"),))
         twins = _twins(record.eqns, traced.eqns)
@@ -234,7 +237,7 @@ def test_a_tpu_dumps_record_reaches_the_equations_as_the_trace_does(tmp_path):
     assert reached >= 0.9 * total and agreed, (reached, total, agreed)
 
 
-def test_open_leaves_a_module_too_long_to_link_at_start_to_its_dump_page(dumped, monkeypatch):
+def test_open_leaves_out_a_module_too_long_to_link_at_start_and_says_so(dumped, monkeypatch):
     from dumpgym.dumps import record as dump_record
 
     folder = read_folder(dumped["basic"][0].files["jaxpr"].parent)
@@ -242,7 +245,7 @@ def test_open_leaves_a_module_too_long_to_link_at_start_to_its_dump_page(dumped,
     records, notes = dump_record.shown_records(folder)
     users = [m for m in folder.modules if not m.helper]
     assert not records and len(notes) == len(users)
-    assert all("longer than 1 lines" in note and "dump page alone" in note for note in notes)
+    assert all("longer than 1 lines" in note and "add --dump" in note for note in notes)
 
 
 def test_open_makes_the_first_modules_before_it_serves_and_the_rest_while_it_serves(dumped, tmp_path):
@@ -252,30 +255,30 @@ def test_open_makes_the_first_modules_before_it_serves_and_the_rest_while_it_ser
     import time
 
     from dumpgym.dumps import record as dump_record
-    from dumpgym.dumps.pages import dump_files
     from dumpgym.serve import server as serve
 
     folder = read_folder(dumped["scan_rnn"][0].files["jaxpr"].parent)
     whole, notes = dump_record.shown_records(folder)
     assert len(whole) >= 2 and not notes
+    # The first (the biggest) is made before serving whatever the budget: `open` lands on it.
     first, notes, later = dump_record.shown_in_two(folder, first_lines=0)
-    assert first == [] and not notes and later is not None
+    assert [r.slug for r in first] == [whole[0].slug] and not notes and later is not None
     rest, notes = later()
-    assert [r.to_json() for r in rest] == [r.to_json() for r in whole] and not notes
-    lines = [m.text("hlo_after").count("\n") for m in folder.modules if not m.helper]
+    assert [r.to_json() for r in first + rest] == [r.to_json() for r in whole] and not notes
+    lines = [m.text("hlo_after").count("\n") for m in folder.shown() if not m.helper]
     first, _, later = dump_record.shown_in_two(folder, first_lines=lines[0])
     assert [r.slug for r in first] == [whole[0].slug] and [r.slug for r in later()[0]] == [r.slug for r in whole[1:]]
     assert dump_record.shown_in_two(folder, first_lines=sum(lines))[2] is None  # nothing left for later
 
     # Served: the first program at once, the others on a reload once made, and the gym says so.
     first, _, later = dump_record.shown_in_two(folder, first_lines=lines[0])
-    corpus_dir, extra = tmp_path / "corpus", dump_files(folder)
-    site, _ = serve.Site.start(corpus_dir, extra, shown=tuple(first))
+    corpus_dir = tmp_path / "corpus"
+    site, _ = serve.Site.start(corpus_dir, shown=tuple(first))
     server = serve.make_server(site, "127.0.0.1", 0)
     try:
         assert server.site.get(f"/data/programs/{whole[1].slug}.json")[0] == 404
         showing = [tuple(first)]
-        serve._show_later(server, corpus_dir, extra, later, [0], showing)
+        serve._show_later(server, corpus_dir, later, [0], showing)
         for _ in range(600):
             if server.site.get(f"/data/programs/{whole[1].slug}.json")[0] == 200:
                 break

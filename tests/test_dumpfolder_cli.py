@@ -1,4 +1,4 @@
-"""`dumpgym open DIR` and `dumpgym add --dump DIR` on dump folders made in the tests: the pages, the
+"""`dumpgym open DIR` and `dumpgym add --dump DIR` on dump folders made in the tests: the gym's programs, the
 buffers checked against JAX's own memory analysis, viewing without JAX, and every bad input one line,
 exit status 2, nothing written."""
 import json
@@ -48,26 +48,54 @@ def test_the_buffers_shown_are_what_jax_says_the_compiled_module_holds(dump):
         assert report.peak_bytes == sum(size for _buffer, size in report.live_at_peak) > 0, name
 
 
-def test_open_serves_an_index_and_one_xray_page_per_module(dump, tmp_path):
-    from dumpgym.dumps.pages import dump_files
+def _opened(folders, monkeypatch):
+    """What `dumpgym open FOLDERS` hands the server: its keyword arguments."""
+    from dumpgym.serve import server as serve
+
+    served = []
+    monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
+    assert cli.main(["open", *map(str, folders)]) == 0
+    assert len(served) == 1
+    return served[0]
+
+
+def test_open_is_the_gym_with_the_dumps_modules_in_front_biggest_first(dump, tmp_path, monkeypatch):
+    import jax
+
     from dumpgym.serve.server import Site
 
-    folder = read_folder(dump)
-    site = Site.build(tmp_path / "corpus", extra=dump_files(folder))
-    status, headers, index = site.get("/dump/index.html")
-    assert status == 200 and headers["Content-Type"].startswith("text/html")
-    for module in folder.modules:
-        assert f'href="{module.slug}.html"'.encode() in index
-    module = _module(dump, "basic")
-    status, _, page = site.get(f"/dump/{module.slug}.html")
-    text = page.decode()
-    assert status == 200
-    assert "peak (XLA's live-range report)" in text and "X-ray" in text
-    # The page's data: each group's StableHLO lines, and the optimised HLO lines linked to them.
-    data = json.loads(text.split('<script type="application/json">', 1)[1].split("</script>", 1)[0])
-    assert data["xray"] and data["hlo"]["lines_by_eqn"]
-    assert site.get("/dump/dump.js")[0] == 200 and site.get("/static/hover.js")[0] == 200
-    assert site.get("/index.html")[0] == 200  # the gym itself, beside the dump
+    served = _opened([dump], monkeypatch)
+    records = list(served["shown"])
+    if served["later"] is not None:
+        records += served["later"]()[0]
+    # Every program dumped is a program of the gym, the biggest optimised HLO (as the files are) first, where
+    # the page lands.
+    modules = {r.dump.module: r for r in records}
+    assert set(modules) == {module_name(name) for name in NAMES}
+    sizes = [_module(dump, name).files["hlo_after"].stat().st_size for name in NAMES]
+    biggest = module_name(NAMES[sizes.index(max(sizes))])
+    assert served["start"] == f"?xray={modules[biggest].slug}#xray" and served["shown"][0] is modules[biggest]
+    site = Site.build(tmp_path / "corpus", shown=tuple(records))
+    assert site.get("/")[0] == 200
+    for name in NAMES:
+        record = modules[module_name(name)]
+        program = json.loads(site.get(f"/data/programs/{record.slug}.json")[2])
+        assert program["added"] and program["compiled"]["cpu"]["text"]
+        # The buffers the page shows are what JAX's own memory analysis says the compiled module holds.
+        loaded = load(name)
+        function = loaded.function if hasattr(loaded.function, "lower") else jax.jit(loaded.function)
+        stats = function.lower(*loaded.example_args()).compile().memory_analysis()
+        kinds = program["dump"]["buffers"]["bytes_by_kind"]
+        assert (kinds["parameter"], kinds["output"], kinds["temp"]) == (
+            stats.argument_size_in_bytes, stats.output_size_in_bytes, stats.temp_size_in_bytes), name
+        # The HLO before optimisations is XLA's file, and the listings the x-ray fetches hold it.
+        before = _module(dump, name).files["hlo_before"].read_text()
+        assert program["dump"]["hlo_before"] == before
+        listings = json.loads(site.get(f"/data/listings/{record.slug}.json")[2])
+        assert len(listings["hlo_before"]) == len(before.split("\n"))  # a line after the last newline too
+        # A link kept from the module's old page leads to its program in the x-ray.
+        status, headers, _ = site.get(f"/dump/{record.slug.removeprefix('dump-')}.html")
+        assert status == 302 and headers["Location"] == f"/?xray={record.slug}#xray"
 
 
 def test_viewing_a_dump_imports_no_jax_and_needs_no_tpu_compiler(dump, tmp_path):
@@ -76,18 +104,19 @@ def test_viewing_a_dump_imports_no_jax_and_needs_no_tpu_compiler(dump, tmp_path)
     script = (
         "import sys\n"
         "from dumpgym.dumps.folder import read_folder\n"
-        "from dumpgym.dumps.pages import dump_files\n"
+        "from dumpgym.dumps.record import shown_records\n"
         "from dumpgym.serve.server import Site\n"
-        f"site = Site.build({str(tmp_path / 'corpus')!r}, extra=dump_files(read_folder({str(dump)!r})))\n"
-        "pages = [p for p in site.files if p.startswith('dump/')]\n"
+        f"records, notes = shown_records(read_folder({str(dump)!r}))\n"
+        f"site = Site.build({str(tmp_path / 'corpus')!r}, shown=tuple(records))\n"
+        "pages = [p for r in records for p in site.files if p.endswith('/' + r.slug + '.json')]\n"
         "assert all(site.get('/' + p)[0] == 200 for p in pages), pages\n"
-        "print(len(pages), sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))\n"
+        "print(len(records), sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "block"), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     count, modules = run.stdout.split(" ", 1)
-    assert int(count) == len(NAMES) + 4 and modules.strip() == "[]"
+    assert int(count) == len(NAMES) and modules.strip() == "[]"
 
 
 def test_add_dump_puts_the_modules_in_the_corpus_and_drills_come_from_them(dump, tmp_path, capsys):
@@ -174,7 +203,6 @@ def _damaged(kind, dump, tmp_path):
 @pytest.mark.parametrize("kind", ["truncated", "binary", "one-layer", "unknown-backend"])
 def test_a_damaged_module_is_one_line_and_changes_nothing(kind, dump, tmp_path, capsys, monkeypatch):
     from dumpgym.serve import server as serve
-    from dumpgym.dumps.pages import module_page
 
     served = []
     monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
@@ -185,18 +213,21 @@ def test_a_damaged_module_is_one_line_and_changes_nothing(kind, dump, tmp_path, 
     assert not corpus.exists()
     modules = read_folder(folder).modules
     bad = [m for m in modules if m.problem]
-    damaged = next(m for m in bad if words in m.problem)
-    # The page of that module says it, in one line of its own.
-    assert words.replace("'", "&#x27;") in module_page(damaged).decode()
+    assert any(words in m.problem for m in bad)
     status = cli.main(["open", str(folder)])
     err = capsys.readouterr().err.strip().splitlines()
     assert words in err[0], err
     if len(bad) == len(modules):  # nothing else to show: one line, exit status 2, nothing served
         assert status == 2 and len(err) == 1 and err[0].startswith("dumpgym: error: ") and not served
-    else:  # what the folder still holds is served (a truncated StableHLO leaves XLA's two layers), one
-        # warning line per module that is not
+    else:  # what the folder still holds is served (a truncated StableHLO leaves XLA's two layers, linked by
+        # their source lines), one warning line per module that is not
         assert status == 0 and len(served) == 1
         assert len(err) == len(bad) and all(line.startswith("dumpgym: warning: ") for line in err)
+        shown = served[0]["shown"][0]
+        if kind == "truncated":  # XLA's layers, linked by their source lines
+            assert not shown.stablehlo and shown.dump.source_lines and shown.dump.hlo_before and shown.compiled
+        else:  # JAX's layers, linked, without a compiled layer: a note says why
+            assert shown.xray and not shown.compiled and any("no optimised HLO" in n for n in shown.dump.notes)
 
 
 @pytest.mark.parametrize("make", ["empty", "missing", "other-files"])
@@ -213,3 +244,20 @@ def test_a_folder_that_is_not_a_dump_is_one_line(make, tmp_path, capsys, monkeyp
         assert cli.main(command) == 2
         _one_error_line(capsys, str(folder))
     assert not (tmp_path / "c").exists()
+
+
+def test_add_dump_keeps_what_open_shows_and_build_writes_it_as_served(dump, tmp_path, monkeypatch, capsys):
+    served = _opened([dump], monkeypatch)
+    shown = {r.slug: r.to_json() for r in served["shown"]}
+    corpus, out = tmp_path / "corpus", tmp_path / "site"
+    assert cli.main(["add", "--dump", str(dump), "--corpus", str(corpus)]) == 0
+    assert cli.main(["build", "--out", str(out), "--corpus", str(corpus)]) == 0
+    capsys.readouterr()
+    for slug, record in shown.items():
+        added = json.loads((corpus / f"{slug}.json").read_text())
+        # The same record, apart from `open`'s mark that it is shown as the user's.
+        assert {**added, "added": True} == record, slug
+        built = json.loads((out / "data" / "programs" / f"{slug}.json").read_text())
+        assert built["dump"] == record["dump"]
+        listings = json.loads((out / "data" / "listings" / f"{slug}.json").read_text())
+        assert len(listings["hlo_before"]) == record["dump"]["hlo_before"].count("\n") + 1

@@ -73,22 +73,30 @@ def _check_pairing(folder) -> None:
                 assert _jaxpr_inputs(m.text("jaxpr")) == shlo[:len(_jaxpr_inputs(m.text("jaxpr")))], m.slug
 
 
-def test_helper_modules_never_block_and_the_users_come_first_biggest_first(dumps, tmp_path, capsys):
-    from dumpgym.dumps.pages import index_page
+def _shown(*folders, only=()):
+    """`open`'s programs of the folders (of the modules named `only`), all of them, and its notes."""
+    from dumpgym.dumps.record import shown_records
 
+    return shown_records(read_folder(*folders, only=only))
+
+
+def test_helper_modules_never_block_and_the_users_come_first_biggest_first(dumps, tmp_path, capsys):
     folder = read_folder(dumps / "one")
     _check_pairing(folder)
     assert all(len(m.layers()) == 4 for m in folder.modules)
     # The user's modules are the functions the script jits; everything else is JAX's own.
     assert Counter(m.name for m in folder.modules if not m.helper) == Counter(USER_MODULES)
     assert len([m for m in folder.modules if m.helper]) >= 5
-    page = index_page(folder).decode()
-    users, helpers = page.split("<details>", 1)
-    rows = re.findall(r'<a href="([^"./]+)\.html">', users)
+    # `open` shows the user's modules, biggest optimised HLO first (as the files are); the helpers only when
+    # nothing else is there (a folder read for one helper's name).
+    records, notes = _shown(dumps / "one")
+    rows = [r.slug.removeprefix("dump-") for r in records]
     sizes = {m.slug: (dumps / "one" / m.files["hlo_after"].name).stat().st_size for m in folder.modules}
-    assert sorted(rows) == sorted(m.slug for m in folder.modules if not m.helper)
+    assert not notes and sorted(rows) == sorted(m.slug for m in folder.modules if not m.helper)
     assert [sizes[r] for r in rows] == sorted((sizes[r] for r in rows), reverse=True)
-    assert sorted(re.findall(r'<a href="([^"]+)\.html">', helpers)) == sorted(m.slug for m in folder.modules if m.helper)
+    helper = next(m for m in folder.modules if m.helper)
+    alone, _ = _shown(dumps / "one", only=[helper.slug])
+    assert alone and {r.dump.module for r in alone} == {helper.name}
     # add --dump takes the user's modules and leaves the helpers out; the corpus stays readable.
     corpus = tmp_path / "corpus"
     assert cli.main(["add", "--dump", str(dumps / "one"), "--corpus", str(corpus)]) == 0
@@ -141,8 +149,9 @@ def test_two_folders_given_as_two_or_as_their_parent_read_as_one(dumps, tmp_path
     monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
     for command in (["open", str(dumps / "split")], ["open", str(dumps / "split" / "jax"), str(dumps / "split" / "xla")]):
         assert cli.main(command) == 0
-        assert {k for k in served[-1]["extra"] if k.endswith(".html")} == \
-            {"dump/index.html", *(f"dump/{m.slug}.html" for m in one.modules)}
+        made = list(served[-1]["shown"]) + (served[-1]["later"]()[0] if served[-1]["later"] else [])
+        assert sorted(r.slug for r in made) == sorted(f"dump-{m.slug}" for m in one.modules if not m.helper)
+        assert all(r.jaxpr and r.stablehlo and r.xray and r.compiled for r in made)
     for n, dump in enumerate((["--dump", str(dumps / "split")],
                               ["--dump", str(dumps / "split" / "jax"), "--dump", str(dumps / "split" / "xla")],
                               ["--dump", str(dumps / "split" / "jax"), str(dumps / "split" / "xla")])):
@@ -152,39 +161,41 @@ def test_two_folders_given_as_two_or_as_their_parent_read_as_one(dumps, tmp_path
         assert record["stablehlo"] and record["jaxpr"]
 
 
-def test_open_of_one_folder_twice_shows_distinct_rows_leading_to_distinct_pages(dumps, tmp_path):
-    from dumpgym.dumps.pages import dump_files
-
+def test_open_of_one_folder_twice_shows_distinct_programs(dumps, tmp_path):
     first, second = tmp_path / "d1", tmp_path / "d2"
     shutil.copytree(dumps / "one", first)
     shutil.copytree(dumps / "one", second)
     folder = read_folder(first, second)
-    pages = dump_files(folder)
-    index = pages["dump/index.html"]().decode()
-    links = re.findall(r'<a href="([^"./]+)\.html">', index)
-    assert len(links) == len(set(links)) == 2 * len(read_folder(first).modules)
-    assert all(f"dump/{link}.html" in pages for link in links)
+    records, _ = _shown(first, second)
+    users = [m for m in read_folder(first).modules if not m.helper]
+    assert len(records) == len({r.slug for r in records}) == 2 * len(users)
+    assert len({r.entry for r in records}) == len(records)  # each from its own files
     assert len({m.files["hlo_after"] for m in folder.modules}) == len(folder.modules)
 
 
 @pytest.mark.parametrize("form", ["xla", "proto"])
 def test_an_xla_only_folder_opens_and_adds_with_every_page_answering(form, dumps, tmp_path, capsys):
-    from dumpgym.dumps.pages import dump_files
+    from dumpgym.serve.server import Site
 
     folder = read_folder(dumps / form)
     assert folder.modules and all(m.problem is None and set(m.layers()) == {"hlo_before", "hlo_after"}
                                   for m in folder.modules)
     assert Counter(m.name for m in folder.modules if not m.helper) == Counter(USER_MODULES)
     one = {m.slug: m for m in read_folder(dumps / "one").modules}
-    for path, make in dump_files(folder).items():
-        page = make().decode()
-        if path.endswith(".html") and path != "dump/index.html":
-            slug = path.removeprefix("dump/").removesuffix(".html")
-            # The optimised HLO shown is the one XLA wrote (as text, or printed from its proto by XLA), beside
-            # the HLO before optimisations and the source lines both name (dumps/source.py).
-            assert 'data-layer="hlo"' in page and "HLO before optimisations" in page, path
-            assert "ENTRY" in page and "metadata={op_name=" in page.replace("&quot;", '"'), path
-            assert one[slug].name == folder.module(slug).name
+    records, notes = _shown(dumps / form)
+    assert records and not notes
+    site = Site.build(tmp_path / "gym", shown=tuple(records))
+    for record in records:
+        slug = record.slug.removeprefix("dump-")
+        assert one[slug].name == folder.module(slug).name == record.dump.module
+        # The optimised HLO shown is the one XLA wrote (as text, or printed from its proto by XLA), beside
+        # the HLO before optimisations and the source lines both name (dumps/source.py), each fetched.
+        program = json.loads(site.get(f"/data/programs/{record.slug}.json")[2])
+        assert "ENTRY" in program["compiled"]["cpu"]["text"] and "metadata={op_name=" in program["dump"]["hlo_before"]
+        assert program["dump"]["source_lines"] and not program["stablehlo"]
+        listings = json.loads(site.get(f"/data/listings/{record.slug}.json")[2])
+        assert len(listings["dump_source"]) == len(program["dump"]["source_lines"])
+        assert site.get(f"/data/compiled/cpu/{record.slug}.json")[0] == 200
     corpus = tmp_path / "corpus"
     assert cli.main(["add", "--dump", str(dumps / form), "--corpus", str(corpus)]) == 0, capsys.readouterr().err
     step = json.loads((corpus / "dump-jit-step.json").read_text())
@@ -193,8 +204,6 @@ def test_an_xla_only_folder_opens_and_adds_with_every_page_answering(form, dumps
 
 
 def test_a_truncated_stablehlo_leaves_xla_layers_shown(dumps, tmp_path):
-    from dumpgym.dumps.pages import module_page
-
     copy = tmp_path / "copy"
     shutil.copytree(dumps / "one", copy)
     mlir = next(copy.glob("jax_ir*_jit_step_compile.mlir"))
@@ -202,9 +211,11 @@ def test_a_truncated_stablehlo_leaves_xla_layers_shown(dumps, tmp_path):
     folder = read_folder(copy)
     step = next(m for m in folder.modules if m.name == "jit_step" and "hlo_after" in m.files)
     assert step.problem is None and "stablehlo" not in step.files
-    page = module_page(step).decode()
+    records, notes = _shown(copy)
+    record = next(r for r in records if r.dump.module == "jit_step" and r.compiled)
     # XLA's two layers, linked by their source lines (dumps/source.py); none of the StableHLO's text
-    assert 'data-layer="hlo"' in page and "HLO before optimisations" in page and "source lines" in page
+    assert record.dump.hlo_before == step.text("hlo_before") and record.dump.source_lines
+    page = json.dumps(record.to_json())
     assert "func.func" not in page and "stablehlo.tanh" not in page
 
 
@@ -214,14 +225,9 @@ def _copy(dumps, tmp_path, name="copy"):
     return copy
 
 
-def _outside_isolates(page: str) -> str:
-    return re.sub(r"<bdi>.*?</bdi>", "", page, flags=re.S)
-
-
 @pytest.mark.parametrize("kind", ["unreadable", "empty", "binary"])
 def test_one_bad_file_is_a_note_for_its_module_and_add_writes_nothing(kind, dumps, tmp_path, capsys, monkeypatch):
     from dumpgym.serve import server as serve
-    from dumpgym.dumps.pages import index_page, module_page
 
     copy = _copy(dumps, tmp_path)
     path = next(copy.glob("module_*.jit_step.cpu_after_optimizations.txt"))
@@ -234,7 +240,6 @@ def test_one_bad_file_is_a_note_for_its_module_and_add_writes_nothing(kind, dump
     folder = read_folder(copy)
     bad = [m for m in folder.modules if m.problem]
     assert [m.name for m in bad] == ["jit_step"] and words in bad[0].problem
-    assert words in module_page(bad[0]).decode() and words in index_page(folder).decode()
     served = []
     monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
     assert cli.main(["open", str(copy)]) == 0 and served
@@ -250,18 +255,20 @@ def test_one_bad_file_is_a_note_for_its_module_and_add_writes_nothing(kind, dump
 def test_names_that_are_not_utf8_are_shown_and_refused_in_one_line(dumps, tmp_path, capsys):
     import os
 
-    from dumpgym.dumps.pages import dump_files
     from dumpgym.serve.server import Site
 
     copy = _copy(dumps, tmp_path, os.fsdecode(b"run\xff"))
     step = next(copy.glob("module_*.jit_step.before_optimizations.txt"))
     (copy / os.fsdecode(b"module_0999.jit_g\xfe.before_optimizations.txt")).write_bytes(step.read_bytes())
     folder = read_folder(copy)
-    site = Site.build(tmp_path / "gym", extra=dump_files(folder))
-    for path in dump_files(folder):
-        status, _headers, page = site.get(f"/{path}")
-        assert status == 200 and page.decode("utf-8"), path  # the undecodable bytes shown as U+FFFD
-    assert "run\ufffd" in site.get("/dump/index.html")[2].decode()
+    records, _ = _shown(copy)
+    assert "jit_step" in {r.dump.module for r in records}
+    site = Site.build(tmp_path / "gym", shown=tuple(records))
+    assert site.get("/")[0] == 200
+    for record in records:  # the undecodable bytes shown as U+FFFD
+        status, _headers, page = site.get(f"/data/programs/{record.slug}.json")
+        assert status == 200 and "run\ufffd" in json.loads(page)["dump"]["folders"][0]
+    assert len(folder.modules) >= len(records)
     corpus = tmp_path / "corpus"
     assert cli.main(["add", "--dump", str(copy), "--module", "jit_step", "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -270,15 +277,14 @@ def test_names_that_are_not_utf8_are_shown_and_refused_in_one_line(dumps, tmp_pa
 
 
 def test_a_bidi_override_in_a_name_is_isolated_on_the_page_and_in_the_lesson(dumps, tmp_path, capsys):
-    from dumpgym.dumps.pages import index_page, module_page
-
     copy = _copy(dumps, tmp_path, "run\u202elive")
     jaxpr = next(copy.glob("jax_*_f_2.jaxpr.txt"))
     (copy / "jax_000999_evil\u202egnp.jaxpr.txt").write_text(jaxpr.read_text())
     folder = read_folder(copy)
-    evil = next(m for m in folder.modules if "\u202e" in m.name)
-    for page in (index_page(folder).decode(), module_page(evil).decode()):
-        assert "\u202e" in page and "\u202e" not in _outside_isolates(page)
+    assert any("\u202e" in m.name for m in folder.modules)
+    records, notes = _shown(copy)
+    for said in [*(line for r in records for line in (r.title, r.lesson)), *notes]:
+        assert "\u202e" not in re.sub("\u2068[^\u2069]*\u2069", "", said), said
     corpus = tmp_path / "corpus"
     assert cli.main(["add", "--dump", str(copy), "--module", "jit_step", "--corpus", str(corpus)]) == 0
     capsys.readouterr()
@@ -304,7 +310,7 @@ def test_the_corpus_refuses_two_records_of_one_slug_and_stays_readable(dumps, tm
     from dumpgym.errors import GymError
 
     folder = read_folder(dumps / "one", only=["jit_f_2", "jit-f"])
-    one, two = (dump_corpus.module_record(m, "dump-same", "here") for m in folder.modules[:2])
+    one, two = (dump_corpus.module_record(m, "dump-same", ("here",)) for m in folder.modules[:2])
     with pytest.raises(GymError, match="two of the programs to add have the slug dump-same"):
         usercorpus.store_records([one, two], tmp_path / "corpus")
     assert usercorpus.read_index(tmp_path / "corpus") == []
@@ -353,12 +359,11 @@ def test_the_heads_of_a_dumps_files_say_what_parsing_them_whole_says(dumps):
                                             types_of_mlir(module)), path.name
 
 
-def test_a_module_too_big_to_parse_is_listed_and_paired_by_its_head_and_its_page_answers(dumps, monkeypatch):
+def test_a_module_too_big_to_parse_is_listed_and_paired_by_its_head_and_said(dumps, monkeypatch):
     """A 300 MB optimised HLO took `open` minutes and gigabytes before it served anything, and its page held
     the server: a file of `BIG_FILE` or more is read by its head alone (name, shapes, tables), paired as
-    the whole reading pairs it, and its page says where its files are without reading them."""
+    the whole reading pairs it, and `open` says it is not shown (add --dump makes its program)."""
     from dumpgym.dumps import record as dump_record
-    from dumpgym.dumps.pages import dump_files
     from dumpgym.ir import parse
 
     whole = read_folder(dumps / "one")
@@ -371,16 +376,14 @@ def test_a_module_too_big_to_parse_is_listed_and_paired_by_its_head_and_its_page
     assert all(m.helper == (w.helper and not m.big) for m, w in zip(headed.modules, whole.modules))
     first, notes, later = dump_record.shown_in_two(headed, first_lines=None)
     assert all(f"dump-{m.slug}" not in {r.slug for r in first} for m in big)
-    assert any(n.startswith(f"{m.slug}: a file of it is") for m in big for n in notes)
-    page = dump_files(headed)[f"dump/{step.slug}.html"]().decode()
-    assert "too big to list and link here" in page and 'data-layer="hlo"' not in page
+    assert any(n.startswith(f"{m.slug}: a file of it is") and "add --dump" in n for m in big for n in notes)
 
 
 def test_a_dump_of_xla_alone_links_its_instructions_to_their_source_lines_and_before_optimisations(dumps):
-    """Without JAX's layers, the dump page's x-ray is source lines · HLO before optimisations · optimised HLO.
+    """Without JAX's layers, the module's x-ray is source lines · HLO before optimisations · optimised HLO.
     Judged by the script itself: an instruction that XLA says came from `tanh` or the dot is linked to the
     line that wrote `jnp.tanh(x @ w)`, one from the product or the sum to `(h * h).sum()` (the forward pass's)."""
-    from dumpgym.dumps.pages import module_page
+    from dumpgym.dumps.record import module_record
     from dumpgym.dumps.source import source_xray
     from dumpgym.ir.hlo_graph import definition_lines
     from dumpgym.ir.parse import hlo_op_names, parse_hlo
@@ -414,5 +417,69 @@ def test_a_dump_of_xla_alone_links_its_instructions_to_their_source_lines_and_be
     x = source_xray(step)
     before = x.groups[0]["stablehlo_lines"]
     assert before and all(n in x.before_lines for n in before)
-    page = module_page(step).decode()
-    assert 'data-layer="jaxpr"' in page and "source lines" in page and "HLO before optimisations" in page
+    # The record holds that x-ray as read: each source row's instructions before and after optimisations.
+    dump = module_record(step, "dump-jit-step", (str(dumps / "xla"),)).dump
+    assert dump.source == x.source and dump.hlo_before == step.text("hlo_before")
+    assert [(s.row, list(s.before), list(s.hlo)) for s in dump.source_lines] == \
+        [(g["jaxpr_lines"][0], g["stablehlo_lines"], x.lines_by_eqn[str(g["eqn"])]) for g in x.groups]
+
+
+@pytest.mark.parametrize("kind", ["empty-before", "binary-buffers", "empty-live-range", "truncated-jaxpr"])
+def test_a_truncated_or_empty_file_is_a_note_on_the_modules_page_and_the_rest_is_served(kind, dumps, tmp_path):
+    from dumpgym.serve.server import Site
+
+    copy = _copy(dumps, tmp_path)
+    pattern, data = {"empty-before": ("module_*.jit_step.before_optimizations.txt", b""),
+                     "binary-buffers": ("module_*.jit_step.cpu_after_optimizations-buffer-assignment.txt", b"\0\1"),
+                     "empty-live-range": ("module_*.jit_step.cpu_after_optimizations-live-range.txt", b""),
+                     "truncated-jaxpr": ("jax_*_step.jaxpr.txt", None)}[kind]
+    path = next(copy.glob(pattern))
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2] if data is None else data)
+    records, _notes = _shown(copy)
+    step = [r for r in records if r.dump.module == "jit_step"]
+    assert len(step) == 1
+    record = step[0]
+    site = Site.build(tmp_path / "gym", shown=tuple(records))
+    for data_file in (f"programs/{record.slug}", f"listings/{record.slug}"):
+        assert site.get(f"/data/{data_file}.json")[0] == 200
+    assert site.get("/")[0] == 200
+    if kind == "truncated-jaxpr":  # the jaxpr left out, its StableHLO and XLA's layers linked
+        assert not record.jaxpr and record.stablehlo and record.compiled["cpu"].instructions
+        assert any("no jaxpr" in n for n in record.dump.notes)
+    elif kind == "empty-before":  # XLA's module cannot be read: JAX's layers are shown, the missing one said
+        assert record.xray and not record.compiled and any("no optimised HLO" in n for n in record.dump.notes)
+    else:  # the buffer reports left out and said, naming the file; every layer shown
+        assert record.dump.buffers is None and record.compiled and record.xray
+        assert any(path.name in n for n in record.dump.notes), record.dump.notes
+
+
+@pytest.mark.parametrize("form", ["one", "xla"])
+def test_a_dump_modules_record_round_trips_and_a_traced_programs_has_no_dump_field(form, dumps, corpus):
+    from dumpgym.record.schema import ProgramRecord, RecordError
+
+    records, _ = _shown(dumps / form)
+    for record in records:
+        assert ProgramRecord.from_json(json.loads(json.dumps(record.to_json()))) == record, record.slug
+    assert all("dump" not in p for p in corpus["programs"])  # the built-in corpus, as committed
+    # A source line's row must be one of the rows held.
+    xla = next(r for r in records if r.dump.source_lines) if form == "xla" else None
+    if xla is not None:
+        broken = xla.to_json()
+        broken["dump"]["source_lines"][0]["row"] = xla.dump.source.count("\n") + 2
+        with pytest.raises(RecordError, match=r"dump\.source_lines\[0\]\.row"):
+            ProgramRecord.from_json(broken)
+
+
+def test_a_module_without_optimised_hlo_is_shown_with_a_note_and_add_refuses_it_in_one_line(dumps, tmp_path, capsys):
+    copy = _copy(dumps, tmp_path)
+    for path in copy.glob("module_*.jit_step.cpu_after_optimizations*"):
+        path.unlink()
+    records, _ = _shown(copy)
+    step = next(r for r in records if r.dump.module == "jit_step")
+    assert not step.compiled and step.xray and any("no optimised HLO" in n for n in step.dump.notes)
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(copy), "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dumpgym: error: ") and "no optimised HLO" in err[0], err
+    assert not corpus.exists()

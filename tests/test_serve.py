@@ -601,3 +601,22 @@ def test_the_watcher_reads_what_an_add_or_a_remove_changed_and_never_waits_on_on
     assert serve.what_changed(two, write(["b"])) == "The added programs changed while the gym ran: removed `a`."
     with locked(folder, exclusive=True):
         assert serve.corpus_state(folder) == ("busy",)
+
+
+def test_a_dump_modules_old_page_answers_with_a_redirect_to_its_program_in_the_xray(server):
+    """`open` showed each module on a page of its own (`/dump/SLUG.html`); its program is in the gym's x-ray
+    now, and a link kept from then is redirected there (over HTTP, as a browser asks)."""
+    host, port = server.server_address[:2]
+    for path, location in (("/dump/jit-train-step.html", "/?xray=dump-jit-train-step#xray"),
+                           ("/dump/", "/#corpus"), ("/dump/index.html", "/#corpus")):
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        conn.request("GET", path)
+        answer = conn.getresponse()
+        answer.read()
+        conn.close()
+        assert (answer.status, answer.getheader("Location")) == (302, location), path
+    for path in ("/dump/Not-A-Slug.html", "/dump/a/b.html"):  # nothing a module's slug can be: not found
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        conn.request("GET", path)
+        assert conn.getresponse().status == 404, path
+        conn.close()

@@ -70,8 +70,9 @@ def _read_dump(folders: list[str], only=()):
 
 
 def _cmd_open(args) -> int:
+    from urllib.parse import quote
+
     from dumpgym.serve import server as serve
-    from dumpgym.dumps.pages import dump_files
     from dumpgym.dumps.record import shown_in_two
 
     folder = _read_dump(args.folders)
@@ -79,16 +80,16 @@ def _cmd_open(args) -> int:
     if len(problems) == len(folder.modules):
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise UsageError(f"{problems[0]}{more}; no module of the dump can be shown")
-    for line in folder.problems(helpers=False):  # the others are shown; each says why on its own page too
+    for line in folder.problems(helpers=False):  # the others are shown
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
     # The first modules' programs are made now, the rest's while the gym is served (a big one takes seconds).
     records, notes, later = shown_in_two(folder)
-    for line in notes:
+    for line in notes:  # a module too big to show here, or one whose record cannot be made
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
-    # The user's modules are programs of the gym, in front (its x-ray, cost and drills); every module's
-    # dump page (helpers too) stays under dump/.
+    # The modules are programs of the gym, in front (their x-ray, cost and drills); the page opens on the first.
+    start = f"?xray={quote(records[0].slug)}#xray" if records else ""
     serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus,
-                extra=dump_files(folder), start="#xray" if records else "dump/", shown=tuple(records), later=later)
+                start=start, shown=tuple(records), later=later)
     return 0
 
 
@@ -325,7 +326,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("open", help="serve the gym with the x-ray of a dump folder (JAX_DUMP_IR_TO, --xla_dump_to)")
     p.add_argument("folders", nargs="+", metavar="DIR", help="a folder JAX and XLA dumped into (several: read as one)")
-    _serve_options(p, "the dump's page")
+    _serve_options(p, "the x-ray of the dump's biggest module")
     p.set_defaults(run=_cmd_open)
 
     p = sub.add_parser("add", help="trace your own function (or read a dump folder) and add it to your corpus")

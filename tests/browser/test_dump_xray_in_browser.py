@@ -1,6 +1,6 @@
 """A dump's module as a program of the gym's x-ray, in Chromium: a dump of JAX and XLA opens its compiled
 column at its first computation, not on the dozens of lines of source tables XLA prints first; a dump of
-XLA alone shows its compiled column alone, the width of the x-ray, and says why the JAX layers are not there."""
+XLA alone, added, shows what `open` shows: its source lines, HLO before optimisations and compiled HLO."""
 import threading
 
 import pytest
@@ -77,19 +77,19 @@ def test_a_dumps_compiled_column_opens_at_its_first_computation(kept_context, gy
             assert page.locator(f"[data-xray-col={layer}]").is_visible()
 
 
-def test_a_dump_of_xla_alone_shows_its_compiled_column_alone_and_says_why(kept_context, gym):
+def test_an_added_dump_of_xla_alone_shows_its_source_lines_and_both_hlo_layers(kept_context, gym):
     with checked_page(kept_context(**DESKTOP), gym) as page:
         open_xray(page, "dump-jit-alone")
-        assert page.locator("[data-xray-stats]").inner_text().startswith("XLA's layers alone")
-        for layer in ("jaxpr", "stablehlo"):
-            assert not page.locator(f"[data-xray-col={layer}]").is_visible()
-        hlo = page.locator("[data-xray-col=hlo]").bounding_box()
-        cols = page.locator("#xray .xray-cols").bounding_box()
-        assert hlo["width"] > 0.9 * cols["width"]
-        # A program of the gym's own, shown next, has its three columns again.
-        open_xray(page, "mlp")
+        assert page.locator("[data-xray-stats]").inner_text().startswith("XLA's layers and the source lines")
+        assert page.locator("#xray-col-jaxpr h3").inner_text().lower() == "source lines"
+        assert page.locator("#xray-col-stablehlo h3").inner_text().lower() == "hlo before optimisations"
         for layer in ("jaxpr", "stablehlo", "hlo"):
             assert page.locator(f"[data-xray-col={layer}]").is_visible()
+        # A program of the gym's own, shown next, has its own columns again.
+        open_xray(page, "mlp")
+        assert page.locator("#xray-col-jaxpr h3").inner_text().lower() == "jaxpr"
+        assert page.locator("#xray-col-stablehlo h3").inner_text().lower() == "stablehlo"
+        assert page.locator("[data-xray-dump]").is_hidden()
 
 
 def test_a_dump_without_a_jaxpr_shows_its_stablehlo_and_compiled_columns_and_says_why(kept_context, gym):

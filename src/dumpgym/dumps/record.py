@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from functools import partial
 
+from dumpgym.dumps.facts import dump_facts, shown_text
 from dumpgym.dumps.passes import pass_history
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
@@ -43,25 +44,42 @@ def _isolated(name: str) -> str:
     return f"\u2068{name}\u2069"
 
 
-def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
-    """The record of one dumped module (which must have optimised HLO; its StableHLO and jaxpr where the folder
-    has them: an XLA-only dump gives the compiled layer alone)."""
+def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compiled: bool = True) -> ProgramRecord:
+    """The record of one dumped module: its StableHLO and jaxpr where the folder has them, its optimised HLO as
+    the compiled layer (with `compiled`, as `add --dump` asks, it must have one; without, as `open` asks, a
+    module without one is shown with a note saying so)."""
     from dumpgym.ir.stablehlo import read_lowered
 
+    where = ", ".join(folders)
     if module.problem:
         raise DumpError(f"{module.slug}: {module.problem}")
+    notes: list[str] = []
     if "hlo_after" not in module.files:
-        raise DumpError(f"{module.slug}: the folder has no optimised HLO for it (XLA's "
-                        "`*after_optimizations.txt`); add --dump needs it")
-    jaxpr = module.text("jaxpr") if "jaxpr" in module.files else ""
-    read = read_jaxpr(jaxpr) if jaxpr else None
+        missing = "the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`)"
+        if compiled:
+            raise DumpError(f"{module.slug}: {missing}; add --dump needs it")
+        notes.append(f"{missing}: no compiled layer")
+    jaxpr, read = "", None
+    if "jaxpr" in module.files:
+        try:
+            jaxpr = module.text("jaxpr")
+            read = read_jaxpr(jaxpr)
+        except DumpError as e:  # the other layers are kept
+            jaxpr, read = "", None
+            notes.append(f"the jaxpr is left out: {e}")
     eqns = read.eqns if read is not None else ()
     owner: dict[int, int] = {}  # StableHLO op line -> the equation that emitted it
     groups, hlo_links, held = (), {}, {}
+    shown, ops, lowered, xray = "", [], None, None
     if "stablehlo" in module.files:
-        xray = xray_module(module)
-        shown, ops = stablehlo_ops(module)
-        lowered = read_lowered(parse_stablehlo(shown, module.files["stablehlo"], ir_context()))
+        try:
+            xray = xray_module(module)
+            shown, ops = stablehlo_ops(module)
+            lowered = read_lowered(parse_stablehlo(shown, module.files["stablehlo"], ir_context()))
+        except DumpError as e:  # a truncated StableHLO: XLA's layers are shown, linked by their source lines
+            notes.append(f"the StableHLO is left out: {e}")
+            shown, ops, lowered, xray, eqns, jaxpr, read = "", [], None, None, (), "", None
+    if xray is not None:
         args = tuple(tensor_aval(v.type) for v in lowered.main.args) if lowered.main else ()
         if eqns:
             links = link_equations(eqns, ops, read.held_in)
@@ -72,16 +90,19 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
                          else e for e in eqns)
         hlo_links = {link.name: link for link in xray.hlo.get("hlo_after", ())}
     else:  # XLA alone: the arguments as XLA's entry computation takes them
-        shown, ops, lowered = "", [], None
         args = _hlo_args(module)
     op_lines = {op.line for op in ops}
+    # `add --dump` refuses a per-pass file that cannot be read; `open` shows the module without its passes, said.
+    layers = {module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns,
+                                              None if compiled else notes)} if "hlo_after" in module.files else {}
     linked = {line for g in groups for line in g.stablehlo_lines}
     return ProgramRecord(
         slug=slug,
-        title=f"{_isolated(module.name[:150])} (dump, {module.target})",
-        lesson=f"Your dump's module {_isolated(module.name)}, from {_isolated(where)}: compiled for {module.target}, "
+        title=f"{_isolated(shown_text(module.name)[:150])} (dump, {module.target or 'not compiled'})",
+        lesson=f"Your dump's module {_isolated(shown_text(module.name))}, from {_isolated(where)}: compiled for {module.target or 'no target the folder names'}, "
                "not traced here.",
-        entry=str(module.files.get("stablehlo") or module.files["hlo_after"]),
+        entry=shown_text(str(next(module.files[k] for k in ("stablehlo", "hlo_after", "hlo_before", "jaxpr")
+                                  if k in module.files))),
         args=args,
         mesh=None,
         in_specs=None,
@@ -96,9 +117,10 @@ def module_record(module: DumpModule, slug: str, where: str) -> ProgramRecord:
                              mapped_jaxpr_lines=len({line for g in groups for line in g.jaxpr_lines}),
                              stablehlo_lines=len(shown.splitlines()), stablehlo_op_lines=len(op_lines),
                              mapped_stablehlo_op_lines=len(linked & op_lines)),
-        compiled={module.backend: _compiled_layer(module, _instruction_eqns(hlo_links, owner, held, eqns), eqns)},
+        compiled=layers,
         lowered=lowered,
         arg_binders=read.arguments if read is not None else (),
+        dump=dump_facts(module, folders, xray, tuple(notes)),
     )
 
 
@@ -141,8 +163,12 @@ def _hlo_args(module: DumpModule) -> tuple[str, ...]:
     """The entry computation's parameters of a module without StableHLO, as avals (`f32[8,16]`)."""
     from dumpgym.ir.parse import shapes_of_hlo, types_of_hlo
 
-    layer = "hlo_before" if "hlo_before" in module.files else "hlo_after"
-    hlo = parse_hlo(module.text(layer), module.files[layer])
+    try:  # before optimisations: global shapes (a partitioned module's optimised entry takes one device's)
+        hlo = parse_hlo(module.text("hlo_before"), module.files["hlo_before"])
+    except (DumpError, KeyError):  # none, or it cannot be read (said in the record's `dump` notes)
+        if "hlo_after" not in module.files:
+            return ()
+        hlo = parse_hlo(module.text("hlo_after"), module.files["hlo_after"])
     dims, _results = shapes_of_hlo(hlo)
     kinds = types_of_hlo(hlo)[:len(dims)]
     out = []
@@ -151,10 +177,12 @@ def _hlo_args(module: DumpModule) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) -> CompiledLayer:
+def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=(), notes: list[str] | None = None
+                    ) -> CompiledLayer:
     """The dump's optimised HLO as a compiled layer: each instruction with the equations `linked` gives it
     (`via` "inferred"; a fusion also those of the instructions it fuses), and each equation's lines (a
-    container's include its body's)."""
+    container's include its body's). A per-pass file that cannot be read is said in `notes`
+    and its passes left out; without `notes`, it raises."""
     import jaxlib
 
     from dumpgym.compiled.layer import layer_rows
@@ -182,8 +210,13 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=()) ->
     passes = None
     if module.pass_files:  # the texts around each instruction cost at most what the optimised text does
         options = dump_options(module.debug_options)
-        passes = pass_history(module.pass_files, lines, options.get("xla_dump_hlo_pass_re", ""), len(text),
-                              every_pipeline=not options.get("xla_dump_hlo_pipeline_re"))
+        try:
+            passes = pass_history(module.pass_files, lines, options.get("xla_dump_hlo_pass_re", ""), len(text),
+                                  every_pipeline=not options.get("xla_dump_hlo_pipeline_re"))
+        except DumpError as e:
+            if notes is None:
+                raise
+            notes.append(f"the per-pass dumps are left out: {e}")
     return CompiledLayer(
         text=text, backend=module.backend, jaxlib_version=jaxlib.__version__, host="", host_id="",
         instructions=tuple(instructions), fusions=tuple(fusions),
@@ -244,8 +277,8 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         if not _utf8(str(path)):
             raise DumpError(f"{path}: the name is not UTF-8 (bytes of another encoding), which no "
                             "record can hold; rename it; nothing was added")
-    where = ", ".join(str(p) for p in folder.paths)
-    records = [module_record(m, _slug(m), where) for m in chosen]
+    folders = tuple(str(p) for p in folder.paths)
+    records = [module_record(m, _slug(m), folders) for m in chosen]
     if len({r.slug for r in records}) != len(records):  # `_finish` gives every module its own slug
         raise RuntimeError("two modules of the dump have one slug")
     for record in records:  # what the corpus reads back must be a valid record
@@ -265,7 +298,8 @@ FIRST_MODULES = 40
 
 def shown_records(folder: DumpFolder) -> tuple[list[ProgramRecord], list[str]]:
     """`dumpgym open`'s programs: the record of each module the user wrote (as `add --dump` makes it, marked
-    added), biggest first as the index lists them, and one line for each that cannot be made (its note)."""
+    added), biggest first (JAX's helper modules only when there is nothing else), and one line for each that
+    cannot be made (its note)."""
     first, notes, _ = shown_in_two(folder, first_lines=None)
     return first, notes
 
@@ -275,23 +309,32 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
     """`shown_records` in two parts: the records (and notes) of the first modules, in the index's order, while
     their optimised HLO adds up to at most `first_lines` lines and `first_modules` modules (None: all), and a
     function that makes the rest's (None when none is left), for `open` to call while it serves."""
-    where = ", ".join(str(p) for p in folder.paths)
+    folders = tuple(shown_text(str(p)) for p in folder.paths)  # `open` shows a name that is not UTF-8 too
     notes: list[str] = []
     todo: list[tuple[DumpModule, int]] = []
-    for module in folder.modules:
-        if module.helper or module.problem or "hlo_after" not in module.files:
-            continue  # a helper is folded away; a problem was said already; without optimised HLO, its dump page
-        if module.big:  # not read whole to count its lines
-            notes.append(f"{module.slug}: a file of it is {_megabytes(module)} MB, so it is shown on its dump page alone, "
-                         "by its head (add it with add --dump to see it as a program)")
+    usable = [m for m in folder.shown() if not m.problem]  # the user's first, biggest first; a problem is said already
+    # JAX's helper modules (an eager `jnp.zeros`, `jax.random.normal`'s) are shown only when nothing else is.
+    chosen = [m for m in usable if not m.helper] or usable
+    for module in chosen:
+        if "hlo_after" not in module.files:  # shown without a compiled layer, its note says why
+            todo.append((module, 0))
             continue
-        lines = module.text("hlo_after").count("\n")
+        if module.big:  # not read whole to count its lines
+            notes.append(f"{module.slug}: a file of it is {_megabytes(module)} MB, too big to show here; "
+                         "add it with add --dump to see it as a program")
+            continue
+        try:
+            lines = module.text("hlo_after").count("\n")
+        except DumpError as e:
+            notes.append(f"{module.slug}: {e}; it is not shown")
+            continue
         if lines > SHOWN_MAX_LINES:
-            notes.append(f"{module.slug}: its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, so it is shown "
-                         "on its dump page alone (add it with add --dump to see it as a program)")
+            notes.append(f"{module.slug}: its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, too long to show "
+                         "here; add it with add --dump to see it as a program")
             continue
         todo.append((module, lines))
-    cut, total = 0, 0
+    # The first (the biggest of the user's) is always made before serving: `open` lands on it.
+    cut, total = min(1, len(todo)), todo[0][1] if todo else 0
     while cut < len(todo) and (first_lines is None or (cut < first_modules and total + todo[cut][1] <= first_lines)):
         total += todo[cut][1]
         cut += 1
@@ -300,10 +343,10 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
         records, said = [], []
         for module, _ in modules:
             try:
-                record = module_record(module, _slug(module), where)
+                record = module_record(module, _slug(module), folders, compiled=False)
                 record.check(record.slug)
             except (DumpError, RecordError) as e:
-                said.append(f"{module.slug}: {e}; only its dump page shows it")
+                said.append(f"{module.slug}: {e}; it is not shown")
                 continue
             records.append(dataclasses.replace(record, added=True))
         return records, said

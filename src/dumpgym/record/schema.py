@@ -862,11 +862,82 @@ def _check_call_value(value, path: str) -> None:
 
 
 @dataclass(frozen=True)
+class DumpFile(_Record):
+    """One file of a dump folder that the module was read from: its layer (`jaxpr`, `stablehlo`, `hlo_before`,
+    `hlo_after`, `buffers`, ...), its path as the folder gives it, and its size (None: unreadable)."""
+
+    layer: str
+    path: str
+    bytes: int | None
+
+
+@dataclass(frozen=True)
+class DumpAllocation(_Record):
+    """One allocation of XLA's buffer assignment: its number, size, what it holds and its largest value."""
+
+    number: int
+    bytes: int
+    kind: str
+    value: str
+
+
+@dataclass(frozen=True)
+class DumpBuffers(_Record):
+    """What XLA's buffer reports say of a module: its allocations (the largest, and how many in all), their
+    bytes by kind, the memory-usage report's total, and the live-range report's peak with what is live then."""
+
+    total_bytes: int | None
+    allocations: tuple[DumpAllocation, ...]
+    allocation_count: int
+    allocated_bytes: int
+    bytes_by_kind: dict[str, int]
+    peak_bytes: int | None = None
+    peak_at: str = ""
+    live_at_peak: dict[str, int] = dataclasses.field(default_factory=dict)  # buffer -> bytes, as XLA lists them
+
+
+@dataclass(frozen=True)
+class DumpSourceLine(_Record):
+    """One source line of a module dumped without JAX's layers: its row in `DumpFacts.source`, and the lines of
+    the HLO before optimisations (`before`) and of the optimised HLO (`hlo`) whose stack frame names it."""
+
+    row: int
+    before: tuple[int, ...]
+    hlo: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DumpFacts(_Record):
+    """What only a dump folder says of a module (`dumps/facts.py`): the files it was read from, what could not be
+    read (`notes`), the links in words (`counts`), XLA's HLO before optimisations, its buffers, and for a module
+    without JAX's layers the source lines its stack frames name, linked to both HLO layers."""
+
+    module: str
+    folders: tuple[str, ...]
+    target: str
+    files: tuple[DumpFile, ...]
+    notes: tuple[str, ...] = ()
+    counts: tuple[str, ...] = ()
+    hlo_before: str = ""
+    buffers: DumpBuffers | None = None
+    source: str = ""
+    source_files: dict[str, bool] = dataclasses.field(default_factory=dict)
+    source_lines: tuple[DumpSourceLine, ...] = ()
+
+    def check(self, path: str) -> None:
+        """Each source line's rows and before-optimisation lines point into the texts held."""
+        rows, before = _line_count(self.source) if self.source else 0, _line_count(self.hlo_before) if self.hlo_before else 0
+        for i, s in enumerate(self.source_lines):
+            _lines_within((s.row,), rows, f"{_join(path, 'source_lines')}[{i}].row", "the source rows")
+            _lines_within(s.before, before, f"{_join(path, 'source_lines')}[{i}].before", "the HLO before optimisations")
+
+
+@dataclass(frozen=True)
 class ProgramRecord(_Record):
     """Everything the export says about one program."""
 
     OMIT_DEFAULT = frozenset({"jax_version", "added", "platform", "lowered", "variant_of", "change", "call",
-                              "arg_binders"})
+                              "arg_binders", "dump"})
     slug: str
     title: str
     lesson: str
@@ -909,6 +980,9 @@ class ProgramRecord(_Record):
     # The top-level jaxpr's arguments (its invars) as it binds them, `{ lambda ; a:f32[8] b:...`, with their
     # lines (`ir/jaxpr.py`); empty in a record written before them or without a jaxpr.
     arg_binders: tuple[Binder, ...] = ()
+    # For a module read from a dump folder (`dumps/facts.py`), what only the dump says of it; None for a traced
+    # program, and left out of its JSON then.
+    dump: DumpFacts | None = None
 
     @classmethod
     def from_json(cls, value, path: str = ""):
@@ -975,6 +1049,8 @@ class ProgramRecord(_Record):
             if not valid_target_id(target):
                 raise RecordError(f"{_join(path, 'compiled')}: {target!r} is not a compile target id")
             layer.check_against(n, f"{_join(path, 'compiled')}.{target}")
+        if self.dump is not None:
+            self.dump.check(_join(path, "dump"))
 
 
 # "dumpgym.corpus/1" kept each compiled layer in a field of its own; the target id each one is now.

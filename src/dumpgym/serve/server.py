@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import re
 import socket
 import sys
 import threading
@@ -76,16 +77,16 @@ class Site:
         self.programs = programs
 
     @classmethod
-    def build(cls, corpus_dir=None, extra=None, shown: tuple = ()) -> "Site":
-        """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `extra`'s
-        files, made when first asked for; `shown`'s records, in memory, in front), every program's drill
+    def build(cls, corpus_dir=None, shown: tuple = ()) -> "Site":
+        """The gym for the built-in corpus plus the programs added under `corpus_dir` (and `shown`'s records,
+        in memory, in front), every program's drill
         items made if not kept: the page is rendered now, each listing when it is first asked for
         (`site.SiteFiles`)."""
         start = gym_start(corpus_dir, shown=shown)
-        return cls._rendered(start.corpus, start.whole_pool(), extra)
+        return cls._rendered(start.corpus, start.whole_pool())
 
     @classmethod
-    def start(cls, corpus_dir=None, extra=None, news: str = "", shown: tuple = ()) -> tuple["Site", Callable[..., "Site"] | None]:
+    def start(cls, corpus_dir=None, news: str = "", shown: tuple = ()) -> tuple["Site", Callable[..., "Site"] | None]:
         """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
         (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
         makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
@@ -98,7 +99,7 @@ class Site:
 
         kept = KeptFiles(start.corpus)  # one for every stage: a render worker's files serve each (`render_pool`)
         if not start.pending:
-            return cls._rendered(start.corpus, start.pool, extra, kept=kept, news=news), None
+            return cls._rendered(start.corpus, start.pool, kept=kept, news=news), None
         # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second
         # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
         dtypes.is_numpy("bfloat16")
@@ -109,19 +110,19 @@ class Site:
             def staged(pool: dict, pending: tuple[str, ...]) -> None:
                 made[0] = pool
                 if ready is not None:
-                    ready(cls._rendered(start.corpus, pool, extra, pending, kept, news))
+                    ready(cls._rendered(start.corpus, pool, pending, kept, news))
             try:
                 whole = start.whole_pool(staged)
             except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
                 print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
                       "the gym serves the items made before", file=sys.stderr, flush=True)
                 whole = made[0]
-            return cls._rendered(start.corpus, whole, extra, (), kept, news)
-        return cls._rendered(start.corpus, start.pool, extra, start.pending, kept, news), rest
+            return cls._rendered(start.corpus, whole, (), kept, news)
+        return cls._rendered(start.corpus, start.pool, start.pending, kept, news), rest
 
     @classmethod
-    def _rendered(cls, corpus, drills, extra, pending=None, kept=True, news="") -> "Site":
-        files = site_files(corpus, drills, extra, pending, kept=kept, news=news)  # the JSON a start made is read back
+    def _rendered(cls, corpus, drills, pending=None, kept=True, news="") -> "Site":
+        files = site_files(corpus, drills, pending, kept=kept, news=news)  # the JSON a start made is read back
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         site = cls(files, programs=len(corpus.bases))
@@ -148,6 +149,9 @@ class Site:
         if rel is None:
             return _plain(HTTPStatus.BAD_REQUEST, "refused: that path leaves the site\n")
         if rel not in self.files:
+            moved = moved_dump_page(rel)
+            if moved is not None:
+                return _moved(moved)
             return _plain(HTTPStatus.NOT_FOUND, f"not found: /{rel}\n")
         body = self.files[rel]
         headers = {"Content-Type": TYPES.get(_suffix(rel), "application/octet-stream"), **HEADERS}
@@ -184,6 +188,24 @@ def _compressible(rel: str, length: int) -> bool:
 def _suffix(rel: str) -> str:
     dot = rel.rfind(".")
     return rel[dot:] if dot > rel.rfind("/") else ""
+
+
+# The pages a dump's modules had before they were programs of the gym (`dump/SLUG.html`, `dump/index.html`): the
+# module's program in the x-ray now, so that links kept from then still lead to it.
+_DUMP_PAGE = re.compile(r"dump/([a-z0-9-]{1,58})\.html")
+
+
+def moved_dump_page(rel: str) -> str | None:
+    """Where an old dump page's path `rel` is now (`/?xray=dump-SLUG#xray`, the gym for its index), or None."""
+    if rel in ("dump/index.html", "dump"):
+        return "/#corpus"
+    m = _DUMP_PAGE.fullmatch(rel)
+    return f"/?xray=dump-{m.group(1)}#xray" if m else None
+
+
+def _moved(location: str) -> tuple[int, dict[str, str], bytes]:
+    status, headers, body = _plain(HTTPStatus.FOUND, f"moved to {location}\n")
+    return status, {**headers, "Location": location}, body
 
 
 def _plain(status: HTTPStatus, text: str) -> tuple[int, dict[str, str], bytes]:
@@ -453,9 +475,8 @@ def _announce(server: GymServer, host: str, start: str = "") -> None:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None,
-          extra=None, start: str = "", shown: tuple = (), later=None) -> None:
-    """Serve the gym (built-in corpus plus added programs, and `extra`'s files; `shown`'s records, held in
-    memory, in front) until interrupted, printing its URL (with `start`, the path of the page to open first).
+          start: str = "", shown: tuple = (), later=None) -> None:
+    """Serve the gym (built-in corpus plus added programs; `shown`'s records, held in memory, in front) until interrupted, printing its URL (with `start`, the path of the page to open first).
     `later()`, when given, makes more records to show (and notes to say) while the gym is served: a thread
     calls it after the URL is printed and starts the gym again with them in front (`_show_later`).
 
@@ -469,8 +490,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     server = _bind(Site({}), host, port)
     try:
         seen = corpus_state(corpus_dir)  # before the start reads the folder: a change during it is seen after
-        server.site, rest = (Site.start(corpus_dir) if extra is None and not shown
-                             else Site.start(corpus_dir, extra, shown=shown))
+        server.site, rest = Site.start(corpus_dir, shown=shown) if shown else Site.start(corpus_dir)
         # Forked now, before any thread runs: from here on they make the files a first start has not kept.
         server.renderers = RenderPool.fork(server.site, close=[server.socket])
         _announce(server, host, start)
@@ -478,9 +498,9 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         if rest is not None:
             _finish_later(server, rest, lambda: generation[0] == 0)
         showing = [tuple(shown)]  # the records in front: `later`'s join them when made
-        _watch_corpus(server, corpus_dir, extra, seen, generation, showing)
+        _watch_corpus(server, corpus_dir, seen, generation, showing)
         if later is not None:
-            _show_later(server, corpus_dir, extra, later, generation, showing)
+            _show_later(server, corpus_dir, later, generation, showing)
         if open_browser:
             webbrowser.open(url_of(server) + start)
         server.serve_forever()
@@ -565,7 +585,7 @@ def what_changed(before: tuple, after: tuple) -> str:
             else "The added programs changed while the gym ran.")
 
 
-def _show_later(server: GymServer, corpus_dir, extra, later, generation: list[int], showing: list[tuple]) -> None:
+def _show_later(server: GymServer, corpus_dir, later, generation: list[int], showing: list[tuple]) -> None:
     """Make `later`'s records in a thread, then start the gym again with them in front beside those shown
     (`showing[0]`) and swap it in, so the next reload of the page shows them; said on stderr, as is each
     note. A failure is said in one line and the gym before it goes on being served."""
@@ -585,10 +605,10 @@ def _show_later(server: GymServer, corpus_dir, extra, later, generation: list[in
                     f"of the gym while it ran: "
                     f"{', '.join(f'`{r.slug}`' for r in records[:5])}{' and more' if len(records) > 5 else ''}.")
             shown = showing[0] + tuple(records)
-            site, rest = Site.start(corpus_dir, extra, news, shown=shown)
+            site, rest = Site.start(corpus_dir, news, shown=shown)
         except Exception as e:  # a bug: the gym before stays
             print(f"dumpgym: warning: the dump's other modules could not be made programs "
-                  f"({printable(f'{type(e).__name__}: {e}')}); they are on their dump pages", file=sys.stderr,
+                  f"({printable(f'{type(e).__name__}: {e}')}); the gym goes on without them", file=sys.stderr,
                   flush=True)
             return
         showing[0] = shown
@@ -606,7 +626,7 @@ def _show_later(server: GymServer, corpus_dir, extra, later, generation: list[in
     threading.Thread(target=make, name="dumpgym-dump-records", daemon=True).start()
 
 
-def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation: list[int],
+def _watch_corpus(server: GymServer, corpus_dir, seen: tuple, generation: list[int],
                   showing: list[tuple] = ((),)) -> None:
     """Look at the folder of added programs every `WATCH_INTERVAL` in a thread; when an add or a remove
     changed it, start the gym again from it (`Site.start`: kept items read, new ones made after) and swap
@@ -621,7 +641,7 @@ def _watch_corpus(server: GymServer, corpus_dir, extra, seen: tuple, generation:
                 continue
             news, last = what_changed(last, now), now
             try:
-                site, rest = Site.start(corpus_dir, extra, news, shown=showing[0])
+                site, rest = Site.start(corpus_dir, news, shown=showing[0])
             except Exception as e:  # a record that cannot be read, say: the gym before stays
                 print(f"dumpgym: warning: the added programs changed, but the gym could not be started from them "
                       f"({printable(f'{type(e).__name__}: {e}')}); serving the gym before", file=sys.stderr, flush=True)

@@ -145,8 +145,12 @@ def change_file(base: ProgramRecord, changed: ProgramRecord, target: str) -> dic
 
 
 def _listings(program: ProgramRecord) -> dict[str, str]:
-    """The three listings of a program, by layer."""
-    return {"source": program.source, "jaxpr": program.jaxpr, "stablehlo": program.stablehlo}
+    """The listings of a program, by layer: its source, jaxpr and StableHLO; for a dump's module, the HLO before
+    optimisations (`hlo_before`, highlighted as HLO) and the source lines its stack frames name (`dump_source`)."""
+    out = {"source": program.source, "jaxpr": program.jaxpr, "stablehlo": program.stablehlo}
+    if program.dump is not None:
+        out.update(hlo_before=program.dump.hlo_before, dump_source=program.dump.source)
+    return out
 
 
 def _line_count(text: str) -> int:
@@ -316,8 +320,10 @@ def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, Ca
 
 def _listings_file(program: ProgramRecord, anchors: dict[str, str]) -> dict:
     links = op_links(program, anchors)
+    lexers = {"hlo_before": "hlo", "dump_source": "text"}
     return {"schema": LISTINGS_SCHEMA,
-            **{layer: listing_lines(text, layer, links[layer]) for layer, text in _listings(program).items()}}
+            **{layer: listing_lines(text, lexers.get(layer, layer), links.get(layer))
+               for layer, text in _listings(program).items()}}
 
 
 # What compiled a layer, as its record says: the listing file carries it, so that a section showing the
@@ -517,10 +523,10 @@ def _given(body: bytes) -> bytes:
     return body
 
 
-def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[], bytes]] | None = None,
-               pending: tuple[str, ...] | None = None, *, kept=False, news: str = "") -> SiteFiles:
+def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | None = None, *, kept=False,
+               news: str = "") -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
-    its ES modules and CSS (and `extra`'s files: `dumpgym open`'s pages of a dump folder). With `kept`,
+    its ES modules and CSS. With `kept`,
     the JSON files made from the corpus (not the pool's) are read from the cache where an earlier start
     made them, and kept there when made (`site/kept.py`); `kept` may be the `kept_files.KeptFiles` of
     this corpus to share (the stages of one `serve` start share one).
@@ -563,8 +569,7 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
     for path, make in _splits(record, drills, anchors).items():
         makers[path] = partial(lambda make: _json(make()), make)
     # The JSON files made from the corpus and the code alone; not the pool's (quick to split, and `serve` may
-    # serve a pool still being made), the page (made at start-up), the package's own files (read as they
-    # are) or `extra`'s (made from a dump folder).
+    # serve a pool still being made), the page (made at start-up) or the package's own files (read as they are).
     keep = frozenset(path for path in makers if path.endswith(".json") and path != "drills.json"
                      and not path.startswith("data/drills/"))
     static = resources.files("dumpgym") / "static"
@@ -576,12 +581,11 @@ def site_files(corpus: Corpus | dict, drills: dict, extra: dict[str, Callable[[]
             makers[f"static/vendor/{entry.name}"] = entry.read_bytes
     if pending is not None:
         makers["data/drills/pending.json"] = lambda: _json({"schema": PENDING_SCHEMA, "pending": list(pending)})
-    makers.update(extra or {})
     if not kept:
         return SiteFiles(makers)
     from dumpgym.site.kept import KeptFiles
 
-    return SiteFiles(makers, kept if isinstance(kept, KeptFiles) else KeptFiles(record), keep - (extra or {}).keys())
+    return SiteFiles(makers, kept if isinstance(kept, KeptFiles) else KeptFiles(record), keep)
 
 
 def render_site(corpus: Corpus | dict, drills: dict) -> dict[str, bytes]:

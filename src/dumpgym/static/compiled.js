@@ -111,14 +111,14 @@ export function whyCompiled(compiled, n, text) {
 }
 
 /** The fusion list: each fusion, its kind and line, and the equations it absorbed (or that XLA made it). */
-export function fusionList(hlo, groupOf, eqns, band) {
+export function fusionList(hlo, groupOf, eqns, band, unit = 'equation', layer = 'jaxpr') {
   return html`<ol class="fusions" aria-label="fusions">${hlo.fusions.map((f) => html`<li><button type="button" data-fusion-line="${f.line}">
     <code>%${f.name}</code> <span class="tag">${f.kind}</span> <span class="count">HLO ${f.line}</span> ${
     f.eqns.length
-      ? html`<span class="count">absorbed ${plural(f.eqns.length, 'equation')}:</span> ${f.eqns.map((id) => {
+      ? html`<span class="count">absorbed ${plural(f.eqns.length, unit)}:</span> ${f.eqns.map((id) => {
         const e = eqns.get(id);
         const g = groupOf.get(id);
-        const where = e ? `${e.primitive} · jaxpr ${e.jaxpr_lines[0]}` : `equation ${id}`;
+        const where = e ? `${e.primitive} · ${layer} ${e.jaxpr_lines[0]}` : `${unit} ${id}`;
         return html`<span class="grp${g === undefined ? '' : ` b${band(g)}`}">${where}</span>`;
       })}`
       : html`<span class="own">XLA's own: no equation wrote this</span>`}</button></li>`)}</ol>`;

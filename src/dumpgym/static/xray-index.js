@@ -3,7 +3,14 @@
 import { html, plural } from './html.js';
 import { LAYERS, first, indexGroups } from './hover.js';
 
-export const NAMES = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', hlo: 'HLO' };
+const LAYER_NAMES = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', hlo: 'HLO' };
+/** The layers' names as the status line says them: the program on show may name its columns otherwise. */
+export const NAMES = { ...LAYER_NAMES };
+
+/** Name the layers as `names` says (null: as the page prints them). */
+export function nameLayers(names) {
+  Object.assign(NAMES, names ?? LAYER_NAMES);
+}
 
 /** The hover's index, plus what explains a dim line: the innermost equation printed on each jaxpr
  * line, and the StableHLO lines that start an operation (the record's `stablehlo_ops`). */

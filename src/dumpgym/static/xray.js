@@ -11,7 +11,8 @@ import { scrollIntoBox, settleScroll } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 import { costNote, costPanel, layerCost, markShares, sortCostTable } from './xray-cost.js';
 import { indexPasses, passPanel, passesNote } from './xray-passes.js';
-import { NAMES, indexProgram, litLines, stats, where, whyUnmapped } from './xray-index.js';
+import { NAMES, indexProgram, litLines, nameLayers, stats, where, whyUnmapped } from './xray-index.js';
+import { SOURCE_NAMES, dumpPanel, sourceListings, sourceProgram, sourceXray, whySourceDim } from './xray-dump.js';
 
 const BANDS = 8;
 const CHUNK = 64;
@@ -62,6 +63,15 @@ function skipTables(box, rows, hlo) {
   settleScroll({ box, top }, header);
 }
 
+/** A dump's HLO before optimisations, shown in the second column, opens at its first computation too (the
+ * line that starts one: `%name (` or `ENTRY %name (`), its source tables above it. */
+function skipBeforeTables(box, rows) {
+  const header = [...rows].find((r) => /^(ENTRY )?%[\w.-]+ \(/.test(r.textContent));
+  if (!header || Number(header.dataset.line) <= 12) return;
+  const top = header.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+  settleScroll({ box, top }, header);
+}
+
 /** Class each line by what it lights: its first group's band, else XLA's own or dim; fusions bold. */
 function markRows(rows, index, compiled) {
   for (const layer of LAYERS) {
@@ -86,6 +96,13 @@ class XraySection {
     this.passEl = root.querySelector('[data-xray-pass]');
     this.passLine = null; // the compiled line whose passes the panel shows
     this.compiledEl = root.querySelector('[data-xray-compiled]');
+    this.dumpEl = root.querySelector('[data-xray-dump]');
+    // Each column's heading and tab label, as the page prints them: a source x-ray names them otherwise.
+    this.headings = Object.fromEntries(['jaxpr', 'stablehlo'].map((l) => {
+      const h = root.querySelector(`#xray-col-${l} h3`);
+      const tab = root.querySelector(`[data-xray-tab="${l}"]`).firstChild;
+      return [l, { h, tab, words: [h.textContent, tab.textContent] }];
+    }));
     this.byEl = root.querySelector('[data-xray-backend]');
     this.targetsEl = root.querySelector('[data-xray-targets]');
     // The compile targets the corpus has, in the registry's order (the page's switch lists them so):
@@ -161,8 +178,10 @@ class XraySection {
       return;
     }
     let sources;
+    const bySource = sourceXray(program);
     try {
-      sources = await Promise.all(['jaxpr', 'stablehlo'].map((layer) => listing(slug, layer)));
+      sources = await (bySource ? sourceListings(slug)
+        : Promise.all(['jaxpr', 'stablehlo'].map((layer) => listing(slug, layer))));
     } catch (e) {
       if (this.loading === slug) this.statsEl.textContent = `could not load ${slug}'s listings: ${e.message}`;
       return;
@@ -176,11 +195,15 @@ class XraySection {
     if (this.loading !== slug) return;
     const record = program;
     program = { ...program, hlo };
+    // A dump of XLA alone whose frames name source lines: its x-ray is those lines and XLA's two layers.
+    if (bySource && hloSource) program = sourceProgram(program);
+    this.nameColumns(bySource && hloSource);
     const [jaxpr, stablehlo] = sources;
     // A dump of XLA alone has no JAX layers, and one of JAX before its jaxpr dumps no jaxpr: the columns it
     // has are the x-ray (said in the stats line).
-    this.root.toggleAttribute('data-no-jaxpr', Boolean(hloSource) && !record.jaxpr);
-    this.root.toggleAttribute('data-xla-only', Boolean(hloSource) && !record.jaxpr && !record.stablehlo);
+    this.root.toggleAttribute('data-no-jaxpr', Boolean(hloSource) && !record.jaxpr && !bySource);
+    this.root.toggleAttribute('data-xla-only', Boolean(hloSource) && !record.jaxpr && !record.stablehlo && !bySource);
+    this.root.toggleAttribute('data-by-source', Boolean(hloSource) && bySource);
     const rows = this.swapColumns({ jaxpr, stablehlo, hlo: hloSource });
     const index = indexProgram(program);
     const compiled = hloSource ? indexCompiled(program.hlo) : null;
@@ -188,12 +211,19 @@ class XraySection {
     if (compiled) markShares(rows.hlo, cost);
     this.root.toggleAttribute('data-costed', Boolean(compiled && cost?.chip));
     this.shown = { slug, program, index, compiled, rows, target, cost: compiled ? cost : null,
-                   origins: compiled ? indexPasses(hlo) : new Map() };
+                   origins: compiled ? indexPasses(hlo) : new Map(), bySource: this.root.hasAttribute('data-by-source') };
     this.showPass(null);
     this.showTargets(target, record);
     this.lights.show(index, rows, compiled?.bodies);
     if (compiled) skipTables(this.cols.hlo, rows.hlo, program.hlo);
-    this.statsEl.textContent = this.root.hasAttribute('data-xla-only')
+    if (this.shown.bySource) skipBeforeTables(this.cols.stablehlo, rows.stablehlo);
+    const panel = dumpPanel(record);
+    this.dumpEl.hidden = !panel;
+    if (panel) render(this.dumpEl, panel);
+    else this.dumpEl.replaceChildren();
+    this.statsEl.textContent = this.shown.bySource
+      ? `XLA's layers and the source lines their stack frames name (the dump holds no jaxpr or StableHLO of this module): ${record.dump.counts.join(' · ')}`
+      : this.root.hasAttribute('data-xla-only')
       ? 'XLA\'s layers alone: the dump holds no jaxpr or StableHLO of this module (JAX_DUMP_IR_TO writes them)'
       : this.root.hasAttribute('data-no-jaxpr')
         ? 'StableHLO and XLA\'s layers: the dump holds no jaxpr of this module (a JAX that dumps jaxprs writes it with JAX_DUMP_IR_MODES=jaxpr,stablehlo)'
@@ -203,6 +233,16 @@ class XraySection {
     else render(this.status, html`This program has no x-ray groups yet: every line shows dimmed.`);
     this.root.dataset.program = slug;
     this.root.setAttribute('data-ready', '');
+  }
+
+  /** Name the first two columns as a source x-ray has them (source lines, HLO before optimisations), or as
+   * the page prints them (jaxpr, StableHLO). */
+  nameColumns(bySource) {
+    nameLayers(bySource ? SOURCE_NAMES : null);
+    const words = { jaxpr: ['source lines', 'source'], stablehlo: ['HLO before optimisations', 'HLO before'] };
+    for (const [layer, { h, tab, words: own }] of Object.entries(this.headings)) {
+      [h.textContent, tab.textContent] = bySource ? words[layer] : own;
+    }
   }
 
   /** Put a program's listings (new `<pre>`s, by layer) in the columns (the compiled one hidden if it has none); its line elements. */
@@ -273,7 +313,8 @@ class XraySection {
       <span class="stats" data-xray-hlo-stats>${compiledStats(hlo)}${passesNote(hlo)}</span>
       <span class="legend"><span class="key fz">bold number</span> a fusion (hover it: every equation it absorbed lights) · <span class="key x">dotted</span> XLA's own</span></p>
       ${costPanel(cost, this.costSort)}
-      ${hlo.fusions.length ? fusionList(hlo, index.groupOf, index.eqns, (g) => g % BANDS) : ''}`);
+      ${hlo.fusions.length ? fusionList(hlo, index.groupOf, index.eqns, (g) => g % BANDS,
+    ...(this.shown.bySource ? ['source line', 'source'] : [])) : ''}`);
   }
 
   /** Under the status line, what the per-pass dumps say of compiled line `n` (null, or the line shown again:
@@ -294,6 +335,7 @@ class XraySection {
     const l = index.lines[i];
     const op = rows.jaxpr[e.jaxpr_lines[0] - 1]?.querySelector('a.o');
     const name = op ? html`<a href="${op.getAttribute('href')}">${e.primitive}</a>` : e.primitive;
+    if (this.shown.bySource) return html`<span class="grp b${i % BANDS}">${where(l.jaxpr, 'jaxpr')} · ${where(l.stablehlo, 'stablehlo')} · ${where(l.hlo, 'hlo')}</span>`;
     if (short) return html`<span class="grp b${i % BANDS}">${name} · ${where(l.jaxpr, 'jaxpr')}</span>`;
     return html`<span class="grp b${i % BANDS}">equation ${e.id} · ${name} · ${where(l.jaxpr, 'jaxpr')} · ${where(l.stablehlo, 'stablehlo')} (${plural(l.stablehlo.length, 'line')})${
       compiled ? html` · ${where(l.hlo, 'hlo')}` : ''}</span>`;
@@ -341,16 +383,18 @@ class XraySection {
     if (fusion) {
       const body = compiled.bodies.get(n);
       const head = html`${tag}fusion <code>%${fusion.name}</code> <span class="tag">${fusion.kind}</span>${body ? html` runs %${body.name}` : ''}`;
-      if (!fusion.eqns.length) {
+      if (!fusion.eqns.length && !groups.length) {
         row.title = whyCompiled(compiled, n, row.textContent);
         render(this.status, html`${head}: <span class="own">XLA's own: no equation wrote this</span>${cost}${pin}`);
       } else {
-        render(this.status, html`${head}, absorbing ${plural(fusion.eqns.length, 'equation')}: ${this.chips(groups, lines)}${cost}${pin}`);
+        const absorbed = this.shown.bySource ? plural(groups.length, 'source line') : plural(fusion.eqns.length, 'equation');
+        render(this.status, html`${head}, absorbing ${absorbed}: ${this.chips(groups, lines)}${cost}${pin}`);
       }
       return;
     }
     if (!groups.length) {
-      const why = layer === 'hlo' ? whyCompiled(compiled, n, row.textContent) : whyUnmapped(index, program, layer, n, row.textContent);
+      const why = layer === 'hlo' ? whyCompiled(compiled, n, row.textContent)
+        : this.shown.bySource ? whySourceDim(layer, row.textContent) : whyUnmapped(index, program, layer, n, row.textContent);
       row.title = why;
       render(this.status, html`${tag}<span data-xray-why>${why}</span>${cost}`);
       return;

@@ -1,0 +1,133 @@
+"""`dumpgym open` in Chromium, on desktop and phone screens, on real dump folders made here in a subprocess
+(XLA alone; JAX and XLA in one folder; in two folders): the gym's page lands on the dump's module in the
+x-ray, its hover lights what XLA's own text ties together, the dump's facts are under it, and a link to the
+module's old page leads to the same place."""
+import threading
+
+import pytest
+from conftest import DESKTOP, checked_page
+
+from dump_programs import dump_script
+from dumpgym import cli
+from dumpgym.serve import server as serve
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True}
+
+SCRIPT = r'''
+import jax, jax.numpy as jnp
+
+def step(w, x):
+    h = jnp.tanh(x @ w)
+    return (h * h).sum()
+
+jax.jit(jax.grad(step))(jnp.ones((16, 8)), jnp.ones((4, 16)))
+'''
+FORMS = ("xla", "one", "two")
+# The script's line that writes the tanh, as `python -c` numbers it (from the script's first line).
+TANH_LINE = SCRIPT.split("\n").index("    h = jnp.tanh(x @ w)") + 1
+
+
+@pytest.fixture(scope="module")
+def opened(tmp_path_factory):
+    """Each form's folders dumped, opened with `dumpgym open` (its server call caught) and served; yields
+    form -> (URL of the page `open` starts at, the base URL, the folders)."""
+    root = tmp_path_factory.mktemp("open")
+    folders = {"xla": [root / "xla"], "one": [root / "one"], "two": [root / "two" / "jax", root / "two" / "xla"]}
+    dump_script(SCRIPT, None, root / "xla")
+    dump_script(SCRIPT, root / "one", root / "one")
+    dump_script(SCRIPT, root / "two" / "jax", root / "two" / "xla")
+    out, servers = {}, []
+    with pytest.MonkeyPatch.context() as mp:
+        for form, given in folders.items():
+            caught = []
+            mp.setattr(serve, "serve", lambda **kwargs: caught.append(kwargs))
+            assert cli.main(["open", *map(str, given)]) == 0
+            kwargs = caught[0]
+            site, _ = serve.Site.start(root / f"corpus-{form}", shown=kwargs["shown"])
+            server = serve.make_server(site, "127.0.0.1", 0)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append(server)
+            base = serve.url_of(server)
+            out[form] = (f"{base}/{kwargs['start']}", base, given)
+    try:
+        yield out
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _ready(page, slug="dump-jit-step"):
+    page.wait_for_selector(f"#xray[data-ready][data-program='{slug}']", timeout=30000)
+
+
+def _lit(page, layer):
+    return page.eval_on_selector_all(f"[data-xray-col={layer}] .on", "els => els.map(e => e.textContent)")
+
+
+def _hover_line(page, layer, has_text):
+    """Hover (or on a touch screen, tap) the first line of `layer` holding `has_text`; its text."""
+    row = page.locator(f"[data-xray-col={layer}] [data-line]", has_text=has_text).first
+    row.scroll_into_view_if_needed()
+    if page.evaluate("matchMedia('(hover: none), (pointer: coarse)').matches"):
+        row.tap()
+    else:
+        row.hover()
+    return row.inner_text()
+
+
+@pytest.mark.parametrize("screen", ["desktop", "phone"])
+@pytest.mark.parametrize("form", FORMS)
+def test_open_lands_on_the_dumps_module_in_the_gyms_xray_with_the_dumps_facts(form, screen, opened, kept_context):
+    start, _base, given = opened[form]
+    options = DESKTOP if screen == "desktop" else PHONE
+    with checked_page(kept_context(**options), start) as page:
+        _ready(page)
+        assert page.locator("[data-xray-pick]").input_value() == "dump-jit-step"
+        if form == "xla":
+            # Its x-ray: the source lines XLA's stack frames name, the HLO before optimisations, the optimised HLO.
+            assert page.locator("#xray[data-by-source]").count() == 1
+            if screen == "phone":
+                assert page.locator("[data-xray-tab=jaxpr]").inner_text().startswith("source")
+            else:  # the HLO before optimisations opens at its first computation, XLA's source tables above it
+                page.wait_for_timeout(300)  # the scroll settles over a few frames
+                top = page.eval_on_selector("[data-xray-col=stablehlo]", """box => {
+                  const b = box.getBoundingClientRect();
+                  return [...box.querySelectorAll('[data-line]')].find((r) => r.getBoundingClientRect().top >= b.top)
+                    .textContent; }""")
+                assert top.startswith("ENTRY") or top.startswith("%"), top
+            _hover_line(page, "jaxpr", f"<string>:{TANH_LINE} ")
+        else:
+            _hover_line(page, "jaxpr", "tanh")
+        # What is lit is what XLA's text ties to it: a tanh among the compiled instructions, and in the middle
+        # column a tanh op (StableHLO) or instructions XLA says came from a source line, one of them a tanh.
+        lit_hlo, lit_mid = _lit(page, "hlo"), _lit(page, "stablehlo")
+        assert any(" tanh(" in t for t in lit_hlo), lit_hlo
+        if form == "xla":
+            assert all("stack_frame_id=" in t for t in lit_mid) and any(" tanh(" in t for t in lit_mid), lit_mid
+            # The fusion list names the source lines a fusion absorbed, as a traced program's names equations.
+            fusions = page.eval_on_selector_all("[data-fusion-line]", "els => els.map(e => e.textContent)")
+            assert any("source line" in f and f"<string>:{TANH_LINE} · source " in f for f in fusions), fusions
+        else:
+            assert any("stablehlo.tanh" in t for t in lit_mid), lit_mid
+        # Under the x-ray, what only the dump says: the module, its buffers, the files it was read from.
+        panel = page.locator("[data-xray-dump]")
+        panel.scroll_into_view_if_needed()
+        assert panel.is_visible() and "jit_step" in page.locator("[data-dump-module]").inner_text()
+        assert page.locator("[data-dump-peak]").is_visible()
+        files = [p for folder in given for p in folder.iterdir() if ".jit_step." in p.name or "_jit_step_" in p.name
+                 or p.name.endswith("_step.jaxpr.txt")]
+        said = page.locator("[data-dump-files] summary").inner_text()
+        assert int(said.split()[0]) <= len(files) and int(said.split()[0]) >= 4
+        # Nothing is wider than the screen.
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= options["viewport"]["width"] + 1
+
+
+@pytest.mark.parametrize("form", ["xla", "two"])
+def test_a_link_to_a_modules_old_page_leads_to_its_program_in_the_xray(form, opened, kept_context):
+    _start, base, _given = opened[form]
+    with checked_page(kept_context(**DESKTOP), f"{base}/dump/jit-step.html") as page:
+        _ready(page)
+        assert page.url.endswith("?xray=dump-jit-step#xray")

@@ -37,7 +37,7 @@ PROGRAM = Program(
             "columns over x. Instead of all-gathering x, each device multiplies the row block it holds, writes "
             "the product at that block's rows and passes the block to its neighbour on the ring with ppermute: "
             "four matmuls, three ppermutes, unrolled in the jaxpr. Each product is a partial sum over y, so "
-            "psum_scatter over y adds them and leaves each device a slice of the columns."),
+            "psum_scatter over y adds them and leaves each device its share of the columns."),
     function=collective_matmul,
     args=("f32[32,64]", "f32[64,64]"),
     mesh={"x": 4, "y": 2},

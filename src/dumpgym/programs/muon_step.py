@@ -28,7 +28,7 @@ PROGRAM = Program(
             "with no carry), and for each matrix a fori_loop with static bounds 0 and 5 runs five Newton-Schulz "
             "iterations: with a trip count known when tracing, fori_loop is traced as a scan of length 5 inside "
             "the map's. StableHLO and the compiled HLO turn both into while loops, one inside the other's body; "
-            "the compiled whiles record their known trip counts, 6 and 5."),
+            "the CPU and GPU compiles record their known trip counts, 6 and 5 (the TPU compile does not)."),
     function=muon_step,
     args=("f32[6,32,64]", "f32[6,32,64]", "f32[6,32,64]"),
 )

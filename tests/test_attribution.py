@@ -334,8 +334,9 @@ def test_recorded_shardings_and_mesh_are_the_ones_jax_compiles_with(slug, by_slu
 
 def test_recorded_constraints_and_collectives_stand_on_their_ops(corpus):
     """Each sharding constraint and collective recorded stands on the line of an op of its kind, and each
-    constraint of a program with a mesh has the global shape of a `sharding_constraint` equation (JAX
-    also constrains a PRNG key's data, dropout's, with none)."""
+    constraint of a program with a mesh has the global shape of a `sharding_constraint` equation or of an
+    argument or result a jit equation gives a sharding (its `in_shardings`, `out_shardings`; JAX also
+    constrains a PRNG key's data, dropout's, with none)."""
     from dumpgym.record.schema import ProgramRecord
 
     found = 0
@@ -343,6 +344,10 @@ def test_recorded_constraints_and_collectives_stand_on_their_ops(corpus):
         record = ProgramRecord.from_json(p, p["slug"])
         ops = {op.line: op.name for op in record.stablehlo_ops}
         shapes = {e.outputs[0].shape for e in record.eqns if e.primitive == "sharding_constraint"}
+        for e in record.eqns:
+            if e.primitive == "jit":
+                shapes |= _given_shardings(e.input_avals, e.param("in_shardings"))
+                shapes |= _given_shardings(e.outputs, e.param("out_shardings"))
         for c in record.lowered.sharding_constraints:
             assert ops[c.line] == "sdy.sharding_constraint", (p["slug"], c)
             assert c.shape in shapes or not record.mesh, (p["slug"], c)
@@ -351,6 +356,11 @@ def test_recorded_constraints_and_collectives_stand_on_their_ops(corpus):
             assert ops[c.line] == c.name and c.replica_groups, (p["slug"], c)
             found += 1
     assert found >= 3
+
+
+def _given_shardings(avals, shardings) -> set:
+    """The shapes of those of `avals` whose sharding (as the jaxpr's params print it) is a NamedSharding."""
+    return {a.shape for a, s in zip(avals, shardings or ()) if str(s).startswith("NamedSharding(")}
 
 
 @pytest.mark.parametrize("slug", builtin_slugs())

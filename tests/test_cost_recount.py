@@ -179,20 +179,21 @@ def _holder(module: Module, ins: Line) -> Line:
 def recount_sends(module: Module) -> dict[int, int]:
     """By line of the instruction outside fusions that first runs it, what each collective sends, each channel once."""
     out: dict[int, int] = {}
-    seen: set[tuple] = set()
+    seen: dict[tuple, str] = {}  # a collective's key -> the computation it was first counted in
     found = [i for i in module.by_line.values()
              if i.opcode.removesuffix("-start") in COLLECTIVES and i.computation not in module.regions]
     for ins in sorted(found, key=lambda i: (_holder(module, i).line, i.line)):
         base = ins.opcode.removesuffix("-start")
         # One collective's copies (an async start, continuation, done) share its channel, op, groups and shapes;
         # a channel number alone does not say it (a TPU's halo exchange prints two permutes on one channel).
+        # The copies stand in other computations than the first (the fusions that continue it); alike ones in
+        # one computation are collectives of their own (a ppermute ring's steps, each on channel 1).
         channel = ins.attr("channel_id")
         if channel is not None:
             key = (channel, base, re.search(r"replica_groups=\S+|source_target_pairs=\S+", ins.text).group(0),
                    tuple(_plain(module.by_name[n].shape) for n in ins.operands), _plain(ins.shape))
-            if key in seen:
+            if seen.setdefault(key, ins.computation) != ins.computation:
                 continue
-            seen.add(key)
         n = _devices(ins.text)
         operands = sum(_tiled_bytes(a) for name in ins.operands for a in _arrays(module.by_name[name].shape))
         if base == "collective-permute":

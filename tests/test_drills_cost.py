@@ -251,9 +251,10 @@ def test_the_tiling_rule_here_is_xlas_on_a_known_buffer():
 
 def _group_size(text: str) -> int:
     """The devices in each replica group, from the printed `replica_groups=`: a list `{{0,4},{1,5}}`, an
-    iota `[4,2]<=[2,4]T(1,0)` (groups by devices per group), or a mesh's named axes `mesh[...] {'axis_0'}`."""
-    printed = re.search(r"replica_groups=(\{\{[^=]*?\}\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?|mesh\[[^\]]*\] \{[^}]*\})",
-                        text).group(1)
+    iota `[4,2]<=[2,4]T(1,0)` (groups by devices per group), or a mesh's named axes `mesh[...] {'axis_0'}`
+    (with the mesh's device order between, `mesh[...], device_ids=([2,4]T(1,0)) {'axis_0'}`)."""
+    printed = re.search(r"replica_groups=(\{\{[^=]*?\}\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?"
+                        r"|mesh\[[^\]]*\](?:, device_ids=\(\[[\d,]+\](?:T\([\d,]+\))?\))? \{[^}]*\})", text).group(1)
     if printed.startswith("{{"):
         return len(printed[2:].split("}")[0].split(","))
     if printed.startswith("["):

@@ -147,12 +147,29 @@ def _expected_block(item, program, jaxpr_eqns):
         return NamedSharding(mesh, P(*program.in_specs[k])).shard_shape(parse_arg(program.args[k]).shape)
     if "stablehlo_line" in item:  # a sharding_constraint: the equation's own NamedSharding
         eqn = jaxpr_eqns[item["eqn"]]
+        if eqn.primitive.name in ("jit", "pjit"):  # a jit's given sharding of an argument or result of that shape
+            shape = _constrained_shape(item, program)
+            given = zip((*eqn.params["in_shardings"], *eqn.params["out_shardings"]), (*eqn.invars, *eqn.outvars))
+            (block,) = {s.shard_shape(v.aval.shape) for s, v in given
+                        if isinstance(s, NamedSharding) and v.aval.shape == shape}
+            return block
         assert eqn.primitive.name == "sharding_constraint"
         return eqn.params["sharding"].shard_shape(eqn.outvars[0].aval.shape)
     # A result: the sharding jit gives it (JAX's sharding object; the compiled text is not read).
     compiled = jit_of(program.function).lower(*program.example_args()).compile()
     k = item["result"]
     return jax.tree.leaves(compiled.output_shardings)[k].shard_shape(jax.tree.leaves(compiled.out_info)[k].shape)
+
+
+def _constrained_shape(item, program) -> tuple[int, ...]:
+    """The global shape of the value an `sdy.sharding_constraint` line constrains, as JAX's lowering prints it."""
+    import re
+
+    lowered = jit_of(program.function).lower(*program.example_args()).as_text()
+    line = lowered.splitlines()[item["stablehlo_line"] - 1]
+    assert "sdy.sharding_constraint" in line
+    dims = re.search(r": tensor<([\dx]*)x?[a-z]\w*>$", line.strip()).group(1)
+    return tuple(int(d) for d in dims.split("x") if d)
 
 
 def _printed_eqns(closed_jaxpr):

@@ -42,6 +42,19 @@ def test_answers_are_not_always_in_the_same_place(pool):
     assert places >= {0, 1, 2, 3}
 
 
+def test_every_kind_has_150_items_from_six_programs(whole_corpus, whole_pool):
+    """The pool `dumpgym drills` prints (the built-in programs with their variants and changes) asks every kind
+    at least 150 times, from at least six programs, a program and its variants counted as one."""
+    base = {p["slug"]: p.get("variant_of") or p["slug"] for p in whole_corpus["programs"]}
+    items, programs = {}, {}
+    for item in whole_pool["items"]:
+        items[item["drill"]] = items.get(item["drill"], 0) + 1
+        programs.setdefault(item["drill"], set()).add(base[item["program"]])
+    assert set(items) == set(kinds())
+    thin = {kind: (n, sorted(programs[kind])) for kind, n in items.items() if n < 150 or len(programs[kind]) < 6}
+    assert not thin, thin
+
+
 def test_a_kind_registered_twice_is_an_error():
     kinds()  # the built-in kinds are registered first
     with pytest.raises(ValueError, match="registered twice"):

@@ -33,7 +33,8 @@ def made(whole_corpus):
 
 def test_the_registered_steps_are_the_typed_and_tapped_ones_the_blind_reader_beat():
     kinds()
-    assert set(answer_steps) == {"decoder/contracted-size", "layouts/padded-shape", "partitioner/group-axis"}
+    assert set(answer_steps) == {"decoder/contracted-size", "layouts/padded-shape", "loops/trips",
+                                 "partitioner/group-axis"}
 
 
 def test_the_spread_is_the_number_of_built_in_programs_whose_items_give_each_answer(made):

@@ -220,7 +220,8 @@ def test_printed_binders_and_operands_follow_jaxs_dataflow(slug, by_slug):
             assert e.jaxpr_lines[0] <= binder.line <= e.jaxpr_lines[1]
             start, end = binder.type_span
             assert line[start:end] == binder.type and line[binder.column:start] == binder.name + ":"
-            assert re.sub(r"\{[^}]*\}$", "", re.sub(r"@\w+", "", binder.type)) == str(aval)
+            # An explicit sharding prints after the dimension it cuts: `@x`, or `@(x,y)` for two mesh axes.
+            assert re.sub(r"\{[^}]*\}$", "", re.sub(r"@(\w+|\([\w,]*\))", "", binder.type)) == str(aval)
         assert not e.binders or len(e.binders) == len(e.outputs)
         assert not e.operand_names or len(e.operand_names) == len(e.inputs)
         for name, x, src in zip(e.operand_names, e.inputs, e.sources or [None] * len(e.inputs)):
@@ -347,3 +348,41 @@ def test_printed_params_bodies_and_ends_are_jaxs(name):
     if name == "wrapped":
         scan = next(e for e in facts.eqns if e.primitive == "scan")
         assert scan.binders[0].line < scan.binders[-1].line and len(scan.operand_names) == len(scan.inputs)
+
+
+_SET_PARAMS = """
+import json
+from dumpgym.programs import builtin_program
+from dumpgym.traced.facts import build_facts
+from jax_reference import jaxpr_of
+
+program = builtin_program("collective-matmul")
+closed = jaxpr_of(program.function, program.example_args())
+(eqn,) = [e for e in build_facts(closed).eqns if e.primitive == "shard_map"]
+(jax_eqn,) = [e for e in closed.eqns if e.primitive.name == "shard_map"]
+print(json.dumps([eqn.params["newly_manual_axes"], sorted(jax_eqn.params["newly_manual_axes"])]))
+"""
+
+
+def test_a_set_valued_param_is_written_the_same_under_any_hash_seed():
+    """A frozenset param (shard_map's `newly_manual_axes` over two mesh axes) prints in hash order, which
+    PYTHONHASHSEED changes: the record writes it with its members sorted, the same in every process."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    written = set()
+    for seed in ("0", "1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed,
+               "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])}
+        run = subprocess.run([sys.executable, "-c", _SET_PARAMS], env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        text, axes = json.loads(run.stdout.splitlines()[-1])
+        assert len(axes) == 2
+        assert text == "frozenset({" + ", ".join(map(repr, axes)) + "})"
+        written.add(text)
+    assert len(written) == 1

@@ -212,3 +212,29 @@ def test_rule_7_on_a_fresh_cpu_compile_bitcasts_and_copies_do_not_compute_a_dot(
         (fusion,) = [f for f in layer["fusions"] if {div, convert} <= set(f["eqns"]) and
                      "transpose" in {i["opcode"] for i in _body(layer, _called(layer, f))}]
         assert not any(record["eqns"][e]["primitive"] == "dot_general" for e in fusion["eqns"])
+
+
+def test_rule_8_an_untagged_all_reduce_computes_the_collective_its_combiner_is_tagged_with(by_slug, traced):
+    """collective-matmul's TPU compile does its one reduce_scatter as an all-reduce with no metadata; the
+    jaxpr has exactly one combining collective, over mesh axis y, and the all-reduce's replica groups are
+    the mesh's devices grouped along y: it is that equation's work, inferred."""
+    from dumpgym.programs.collective_matmul import MESH
+
+    record = by_slug["collective-matmul"]
+    _, facts = traced("collective-matmul")
+    (scatter,) = [e for e, eqn in facts.jax_eqns.items() if eqn.primitive.name in ("reduce_scatter", "psum", "psum2")]
+    assert facts.jax_eqns[scatter].params["axis_name"] == ("y",)
+    assert MESH.axis_names == ("x", "y")
+    ids = np.vectorize(lambda d: d.id)(MESH.devices)  # a row is one group along y
+    along_y = sorted(sorted(int(i) for i in row) for row in ids)
+    layer = record["compiled"]["tpu"]
+    lines = layer["text"].splitlines()
+    reduces = [i for i in layer["instructions"] if i["opcode"] == "allreduce"]
+    assert reduces
+    for ins in reduces:
+        line = lines[ins["line"] - 1]
+        assert "op_name=" not in line  # no metadata of its own
+        written = re.search(r"replica_groups=\{((?:\{[\d,]+\},?)+)\}", line).group(1)
+        groups = sorted(sorted(int(n) for n in g.split(",")) for g in re.findall(r"\{([\d,]+)\}", written))
+        assert groups == along_y
+        assert (ins["eqns"], ins["via"]) == ([scatter], "inferred")

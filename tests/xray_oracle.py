@@ -158,8 +158,12 @@ def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
             ok = bool(users) and got == specific(users[0])
         elif function not in (None, "main") and not _jit_function(function, jit_functions) and function in calls:
             # the body of a private function belongs to every equation that calls it (forward and
-            # backward scans share `dynamic_index_in_dim`): the union of its call sites' owners
-            ok = got == set().union(*(specific(c) for c in calls[function]))
+            # backward scans share `dynamic_index_in_dim`): the union of its call sites' owners, or, where
+            # the function is a loop's body holding a loop of its own (a fori_loop inside lax.map), an
+            # equation inside those owners whose user source line the op's location names
+            callers = set().union(*(specific(c) for c in calls[function]))
+            ok = got == callers or (all(_inside(e, callers, eqns) for e in got)
+                                    and _at_user_line(got, files, jax_eqns))
         elif holder is not None and holder in line_of:
             # A region's op belongs to its holder's owners, or (a branch of a `case`, a loop body) to an
             # equation inside it whose own lowering emits that op under that name (logistic's `neg`).
@@ -168,12 +172,26 @@ def judge(record: dict, lowered_module, jax_eqns: dict) -> list[str]:
         elif not files:
             ok = _emitted_alone(op, last, got, jax_eqns)
         else:
-            user_lines = set()
-            for e in got:
-                frame = _user_frame(jax_eqns[e].source_info)
-                if frame is not None:
-                    user_lines.add((frame.file_name, frame.start_line))
-            ok = bool(user_lines & files)
+            ok = _at_user_line(got, files, jax_eqns)
         if not ok:
             problems.append(f"line {line}: {op.name} at {last!r} attributed to {sorted(prims)}")
     return problems
+
+
+def _at_user_line(got, files, jax_eqns) -> bool:
+    """Whether the user source line of one of the equations `got` is among the op's location's `files`."""
+    user_lines = set()
+    for e in got:
+        frame = _user_frame(jax_eqns[e].source_info)
+        if frame is not None:
+            user_lines.add((frame.file_name, frame.start_line))
+    return bool(user_lines & files)
+
+
+def _inside(eqn: int, containers: set[int], eqns: list[dict]) -> bool:
+    """Whether equation `eqn` is one of `containers` or sits, at any depth, inside one of them."""
+    while eqn is not None:
+        if eqn in containers:
+            return True
+        eqn = eqns[eqn]["parent"]
+    return False

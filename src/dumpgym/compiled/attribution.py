@@ -16,6 +16,7 @@ from collections import defaultdict
 from dumpgym.traced.facts import Facts
 from dumpgym.ir.hlo_graph import CompiledGraph
 from dumpgym.record.opcodes import DATA_MOVEMENT, computes
+from dumpgym.record.primitives import COLLECTIVE_REDUCTIONS
 
 
 # Plumbing XLA adds around the work: never an equation's own, whatever its neighbours.
@@ -50,6 +51,7 @@ def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr,
     _rewritten_reductions(graph, flow, facts, eqns, via)
     _merged_equations(graph, flow, facts, eqns, via)
     _common_subexpressions(flow, eqns)
+    _collectives_by_combiner(graph, facts, eqns, via)
     # A reducer or comparator region computes its holders' equations, not the tag it carries: XLA keeps
     # one copy of equal regions for all the reducers applying them, tagged after the first (the own tag
     # stands only where no holder names an equation). Twice, for a region applied inside another
@@ -65,6 +67,24 @@ def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr,
         if opcode == "fusion":
             eqns[name], via[name] = _fusion_equations(graph, facts, name, eqns, via)
     return eqns, via
+
+
+# Collectives that combine over a group with a combiner region: XLA may compile any of them as an all-reduce.
+_COMBINING = COLLECTIVE_REDUCTIONS | frozenset({"reduce_scatter", "psum_scatter"})
+_ALL_REDUCES = frozenset({"allreduce", "allreducestart"})
+
+
+def _collectives_by_combiner(graph: CompiledGraph, facts: Facts, eqns, via) -> None:
+    """Rule 8: an all-reduce that carries no tag, and that dataflow could not place, computes the one
+    collective whose tag its combiner region carries (a TPU compiles a reduce_scatter as an untagged
+    all-reduce and a dynamic-slice, and keeps the reduce_scatter's tag only on the combiner it lowered)."""
+    for name, opcode in graph.opcode.items():
+        if opcode not in _ALL_REDUCES or eqns.get(name) or name in graph.region_of:
+            continue
+        regions = [region for region, holders in graph.holders.items() if name in holders]
+        tags = {graph.tag[m] for region in regions for m in graph.members[region] if graph.tag[m] is not None}
+        if len(tags) == 1 and facts.eqns[next(iter(tags))].primitive in _COMBINING:
+            eqns[name], via[name] = tags, "inferred"
 
 
 # The primitives that contract (a matrix multiply, a convolution), and the opcodes that do a contraction's

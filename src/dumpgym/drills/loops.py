@@ -30,6 +30,7 @@ from dumpgym.drills._avals import order
 from dumpgym.drills._layers import text_lines
 from dumpgym.drills._loops import Counter, counters, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
+from dumpgym.drills._spread import answer_step, spread_weight
 from dumpgym.drills._roles import (operand_range, pick_wrong, scan_layout, scan_misreadings, while_layout,
                                   while_misreadings)
 from dumpgym.drills._tpu import Listing as HloListing, which_compile
@@ -394,5 +395,15 @@ def loop_items(program: ProgramRecord) -> list[Item]:
         if eqn.primitive in LOOPS:
             items += role_items(program, names, eqn) + body_aval_items(program, names, eqn)
         items += branch_items(program, index, names, eqn)
-    items += trip_items(program)
+    # A trip count weighted by how many built-in programs ask it (`_spread`): a loop of 5 in every
+    # variant of one program must not make `5` the habit that pays.
+    items += [{**item, "weight": round(spread_weight(TRIPS_STEP, item["form"].value), 3)} for item in trip_items(program)]
     return [_item(program, item) for item in items]
+
+
+TRIPS_STEP = "loops/trips"
+
+
+@answer_step(TRIPS_STEP)
+def _trips_asked(program: ProgramRecord) -> list[str]:
+    return [item["form"].value for item in trip_items(program)]

@@ -182,8 +182,9 @@ def _stablehlo_blocks(program: ProgramRecord, module: sh.SdyModule) -> list[dict
         if answer is None or answer == value.shape:
             continue  # a replicated value's block is its printed type: nothing to read
         if value.what == "constraint":
+            # A sharding_constraint's, or the jit's whose in_shardings or out_shardings constrain its body.
             where, eqn = lines[value.index - 1].strip(), _eqn_at_stablehlo_line(
-                program, value.index, {"sharding_constraint"})
+                program, value.index, {"sharding_constraint", "jit", "pjit"})
             name = f"the constrained value (StableHLO line {value.index})"
         else:
             where, eqn = sh.signature_part(lines, value), None

@@ -219,6 +219,15 @@ CARDS = (
                "shift by one.",
          misread="A device that is no pair's target receives zeros; the StableHLO counterpart is "
                  "`stablehlo.collective_permute`, from `ppermute`."),
+    Card("replica-id", "hlo", "collective",
+         words=("device id", "replica"),
+         what="The index of the replica this copy of the program runs as: a u32 scalar, the same on every "
+              "device of one replica.",
+         looks="`%replica-id = u32[]{:S(6)} replica-id()`, often multiplied by the partition count and added "
+               "to a `partition-id()` to make a global device id (a collective-permute's sender on a TPU).",
+         misread="A program partitioned over a mesh (num_replicas = 1) has one replica, so it is 0 there and the "
+                 "device's position is the `partition-id`; no equation emits it: XLA adds it for its own "
+                 "indexing, so it has no tag and no counterpart in the jaxpr or StableHLO JAX wrote."),
     Card("all-to-all", "hlo", "collective",
          compiled_from=("stablehlo.all_to_all",),
          what="Splits each device's buffer into pieces and sends piece i to the group's i-th device, which "

@@ -291,6 +291,10 @@ def to_json(value):
         return value.name
     if isinstance(value, dict):
         return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        # Written as it prints, but its members sorted: a set prints in hash order, which differs by process.
+        members = ", ".join(sorted(map(repr, value)))
+        return f"{type(value).__name__}({{{members}}})" if value else f"{type(value).__name__}()"
     if isinstance(value, jaxpr_types()):
         return JAXPR_PLACEHOLDER
     if callable(value) and hasattr(value, "__name__"):

@@ -237,7 +237,7 @@ def test_the_chip_a_tpu_dump_names_is_the_device_kind_jax_gives_it(tmp_path):
     import os
 
     from dumpgym.dumps.folder import read_folder
-    from dumpgym.dumps.record import LIBTPU_DEVICE_KINDS
+    from dumpgym.dumps.record import LIBTPU_DEVICE_KINDS, module_record
     from dumpgym.record.targets import GENERATIONS
 
     for generation in GENERATIONS:
@@ -248,4 +248,8 @@ def test_the_chip_a_tpu_dump_names_is_the_device_kind_jax_gives_it(tmp_path):
                              text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-2000:]
         (module,) = [m for m in read_folder(folder).modules if m.backend == "tpu"]
-        assert LIBTPU_DEVICE_KINDS[module.target] == run.stdout.strip().splitlines()[-1], generation
+        kind = run.stdout.strip().splitlines()[-1]
+        assert LIBTPU_DEVICE_KINDS[module.target] == kind, generation
+        # The program's title and lesson name the chip as JAX does, not by libtpu's code name.
+        record = module_record(module, "dump-x", (str(folder),))
+        assert f"(dump, {kind})" in record.title and "TPU_VERSION" not in record.title + record.lesson

@@ -51,6 +51,8 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
     from dumpgym.ir.stablehlo import read_lowered
 
     where = ", ".join(folders)
+    # The chip as JAX names its device kind ("TPU v5 lite"), not libtpu's code name for it.
+    target = LIBTPU_DEVICE_KINDS.get(module.target, module.target) if module.target else None
     if module.problem:
         raise DumpError(f"{module.slug}: {module.problem}")
     notes: list[str] = []
@@ -98,8 +100,8 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
     linked = {line for g in groups for line in g.stablehlo_lines}
     return ProgramRecord(
         slug=slug,
-        title=f"{_isolated(shown_text(module.name)[:150])} (dump, {module.target or 'not compiled'})",
-        lesson=f"Your dump's module {_isolated(shown_text(module.name))}, from {_isolated(where)}: compiled for {module.target or 'no target the folder names'}, "
+        title=f"{_isolated(shown_text(module.name)[:150])} (dump, {target or 'not compiled'})",
+        lesson=f"Your dump's module {_isolated(shown_text(module.name))}, from {_isolated(where)}: compiled for {target or 'no target the folder names'}, "
                "not traced here.",
         entry=shown_text(str(next(module.files[k] for k in ("stablehlo", "hlo_after", "hlo_before", "jaxpr")
                                   if k in module.files))),

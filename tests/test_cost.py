@@ -25,7 +25,7 @@ MARKS = {"tpu": [pytest.mark.needs_tpu], "gpu": [pytest.mark.needs_gpu], "cpu": 
 # with windows), scans' whiles (with in-place updates), a conditional, collectives, a scatter, gathers and
 # windowed reduces.
 PROGRAMS = ("mlp", "gqa", "scan-layers", "decode-loop", "rnn-bptt", "cond-switch", "psum", "fsdp-step", "moe",
-            "embed-xent", "sdpa")
+            "embed-xent", "sdpa", "sp-mlp-3", "sp-mlp-4")
 
 
 @functools.cache

@@ -60,7 +60,7 @@ def test_every_flop_gap_is_pinned_or_named_in_the_docs():
             unpinned.add(base)
         else:
             assert -found.flops_gap <= found.pinned.flops, slug
-    assert unpinned <= {"fsdp-step"}
+    assert unpinned <= {"fsdp-step", "sp-mlp"}  # the docs' table says which of their compiles, and that none is pinned
 
 
 def _fresh_tpu(f, *args):

@@ -862,3 +862,21 @@ def test_each_instructions_tail_is_where_its_line_prints_those_attributes(by_slu
                 assert ", backend_config=" not in kept and kept.count(", metadata=") == line.count(", metadata=")
                 checked += bool(ins.tail)
     assert checked > 1000
+
+
+def test_a_dots_printed_algorithm_is_recorded_and_nothing_else_is(whole_corpus):
+    """The cost stage times a dot by the algorithm it prints (`algorithm=dot_bf16_bf16_f32` runs at the bf16
+    rate): the record carries it for every dot that prints one among its own attributes, and no other dot
+    has one; some built-in compile prints one."""
+    printed = 0
+    for program in whole_corpus["programs"]:
+        for target, layer in program["compiled"].items():
+            lines = layer["text"].splitlines()
+            for ins in layer["instructions"]:
+                if ins["opcode"] != "dot":
+                    continue
+                own = lines[ins["line"] - 1].split(", metadata=")[0]
+                said = re.search(r", algorithm=(\w+)", own)
+                assert ins["dot"].get("algorithm", "") == (said.group(1) if said else ""), (program["slug"], target)
+                printed += bool(said)
+    assert printed

@@ -1,6 +1,7 @@
 """The TPU layer (`compiled.tpu`), compiled by libtpu for a named topology without a TPU: its text is what
 `jax.jit(f).lower(*args).compile()` prints on that topology, every instruction whose op_name carries
 an equation's tag is attributed to it, and each fusion lists what XLA put in it."""
+import functools
 import importlib.util
 import os
 import re
@@ -36,7 +37,7 @@ def _fresh_text(program, topology):
 
     devices = _devices(topology)
     function, args = program.function, program.example_args()
-    if program.slug in ("auto-sharded", "fsdp-step"):
+    if program.slug in ("auto-sharded", "fsdp-step", "sp-mlp"):
         function, args = _auto_sharded_on(devices, program)
     elif program.mesh is not None:
         mesh = jax.make_mesh(tuple(program.mesh.values()), tuple(program.mesh), devices=list(devices[:8]),
@@ -53,7 +54,7 @@ def _fresh_text(program, topology):
 
 
 def _auto_sharded_on(devices, program):
-    """A program sharded by jit (auto-sharded, fsdp-step) as a TPU user writes it: its mesh (Auto axes)
+    """A program sharded by jit (auto-sharded, fsdp-step, sp-mlp) as a TPU user writes it: its mesh (Auto axes)
     over the topology's chips."""
     import jax
     from jax.sharding import AxisType, NamedSharding, PartitionSpec
@@ -65,6 +66,8 @@ def _auto_sharded_on(devices, program):
         from jax_reference import with_mesh
 
         return with_mesh(program.function, mesh), args
+    if program.slug == "sp-mlp":  # its inner jit's in_shardings and out_shardings name the mesh it is given
+        return functools.partial(program.function, mesh=mesh), args
 
     def tensor_parallel_mlp(x, w_up, w_down):
         h = jax.nn.relu(x @ w_up)

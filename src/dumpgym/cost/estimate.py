@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass, field
 
 from dumpgym.cost.chips import CHIPS, Chip
@@ -47,8 +46,6 @@ _PRINTED_RING = {"reduce-scatter-start": "reducescatter", "all-gather-start": "a
                  "all-reduce-start": "allreduce", "all-to-all-start": "alltoall"}
 
 
-# A dot's printed algorithm (`algorithm=dot_bf16_bf16_f32`): the operand type its multiplies run in.
-_ALGORITHM = re.compile(r"\balgorithm=dot_([a-z0-9]+?)_")
 _POINTER = 8  # bytes of a pointer in a tuple's index table, as XLA's CPU and GPU compilers size it
 # Bits per element of each XLA element type, for a scalar printed without a layout (an array's are its Buffer's).
 _BITS = {"pred": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32,
@@ -281,16 +278,12 @@ class _Layer:
 
     def f32_dot(self, ins: Instruction) -> bool:
         """Whether a dot or convolution multiplies f32 by f32 at JAX's default precision: both operands f32 and no
-        `algorithm=` naming another (`algorithm=dot_bf16_bf16_f32` runs at the bf16 rate), read off its line."""
+        `algorithm=` naming another (`algorithm=dot_bf16_bf16_f32` runs at the bf16 rate), as the compile stage
+        recorded it (a convolution prints none the gym reads: default precision)."""
         if any(self.dtype(line) != "f32" for line in ins.operands[:2]):
             return False
-        printed = self.lines[ins.line - 1] if 0 < ins.line <= len(self.lines) else ""
-        found = _ALGORITHM.search(printed)
-        return found is None or found.group(1) in ("tf32", "f32")
-
-    @functools.cached_property
-    def lines(self) -> list[str]:
-        return self.layer.text.splitlines()
+        algorithm = ins.dot.algorithm if ins.dot else ""
+        return not algorithm or algorithm.removeprefix("dot_").split("_")[0] in ("tf32", "f32")
 
     def dtype(self, line: int) -> str:
         """An instruction's (first) result array's element type, as its shape prints it."""

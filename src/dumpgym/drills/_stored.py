@@ -43,7 +43,7 @@ _ROOT = Path(__file__).resolve().parents[1]  # src/dumpgym
 # Every module whose code decides a program's items: the drills package and what it imports (the test
 # `test_the_code_digest_covers_every_module_the_drills_import` walks the imports to hold this true).
 CODE = ("record/schema.py", "record/typedjson.py", "record/primitives.py", "record/dtypes.py", "record/opcodes.py",
-        "errors.py", "atomic.py", "cost/estimate.py", "cost/chips.py", "cost/compare.py",
+        "errors.py", "atomic.py", "cost/estimate.py", "cost/chips.py", "cost/compare.py", "cost/rows.py",
         "__init__.py")  # the package's: it holds dumpgym's `__version__`
 # The committed built-in corpus (`corpus.BUILTIN_PATH`), named here so that the drills import nothing of the
 # stage that builds it.

@@ -165,14 +165,21 @@ def control_computations(line: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+# A dot's printed algorithm (`algorithm=dot_bf16_bf16_f32`), among its own attributes.
+_DOT_ALGORITHM = re.compile(r", algorithm=(\w+)")
+
+
 def read_dot(line: str) -> DotDims:
-    """A dot's dimension numbers from its printed line (a list not printed is empty), and the column past them."""
+    """A dot's dimension numbers from its printed line (a list not printed is empty), the column past them, and
+    the algorithm it prints (read before the attributes XLA appends, `metadata=` and the rest)."""
     found = list(_DOT_DIMS.finditer(line))
     dims = {m.group(1): _ints(m.group(2)) for m in found}
     operands = _DOT_OPERANDS.search(line)
     end = max((m.end() for m in found), default=operands.end() if operands else 0)
+    tail = _TAIL.search(line, end)
+    algorithm = _DOT_ALGORITHM.search(line, end, tail.start() if tail else len(line))
     return DotDims(*(dims.get(kind, ()) for kind in ("lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting")),
-                   printed_end=end)
+                   printed_end=end, algorithm=algorithm.group(1) if algorithm else "")
 
 
 # The attributes XLA prints after an instruction's own (`, metadata={...}`): what a shortened line leaves out.

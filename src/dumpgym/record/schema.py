@@ -284,7 +284,7 @@ class XrayStats(_Record):
 class DotDims(_Record):
     """A compiled dot's dimension numbers as printed (`lhs_batch_dims={0}, lhs_contracting_dims={2}, ...`)."""
 
-    OMIT_DEFAULT = frozenset({"printed_end"})
+    OMIT_DEFAULT = frozenset({"printed_end", "algorithm"})
     lhs_batch: tuple[int, ...]
     lhs_contracting: tuple[int, ...]
     rhs_batch: tuple[int, ...]
@@ -292,6 +292,9 @@ class DotDims(_Record):
     # The column on its line just past its last dims attribute (past `dot(%a, %b)` where none is printed):
     # where a page cuts the line before its metadata (0 in a record written before it).
     printed_end: int = 0
+    # The algorithm it prints, where it prints one (`dot_bf16_bf16_f32`: the type its multiplies run in);
+    # "" for none, the default precision.
+    algorithm: str = ""
 
 
 @dataclass(frozen=True)

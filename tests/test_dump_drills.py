@@ -167,6 +167,26 @@ def test_a_dumped_jaxpr_reads_its_names_as_jax_binds_them():
                 assert source.eqn is None and source.index == arguments[var]
 
 
+def test_a_jaxpr_sharded_over_two_mesh_axes_reads_as_jax_printed_it(programs):
+    """A dimension cut over two mesh axes prints `64@(x,y)` (collective-matmul's shard_map result): its comma is
+    not a dimension's. The dumped text reads whole, each equation's results the shapes JAX gave them."""
+    import jax
+
+    from dumpgym.ir.jaxpr_text import read_jaxpr
+    from dumpgym.ir.parse import jaxpr_results
+
+    program = programs["collective-matmul"]
+    closed = jax.make_jaxpr(program.function)(*program.example_args())
+    text = str(closed)
+    assert "@(x,y)]" in text
+    read = read_jaxpr(text)
+    assert read is not None
+    (ours,) = [e for e in read.eqns if e.primitive == "shard_map"]
+    (theirs,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "shard_map"]
+    assert [o.shape for o in ours.outputs] == [v.aval.shape for v in theirs.outvars]
+    assert jaxpr_results(text) == tuple(v.aval.shape for v in closed.jaxpr.outvars)
+
+
 def test_a_while_loops_cond_and_body_are_linked_as_a_trace_links_them(cpu):
     """fit_while's loop: every equation of its cond and body that `dumpgym add` of the same function links to
     StableHLO ops is linked in the dump's record too (JAX lowers the cond first, though it prints second)."""

@@ -24,6 +24,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from dumpgym.ir.jaxpr import read_arguments, read_equation
+from dumpgym.ir.parse import printed_dims
 from dumpgym.record.dtypes import long as long_dtype
 from dumpgym.record.schema import JAXPR_PLACEHOLDER, Aval, Binder, EqnFact, Literal, Source
 
@@ -112,8 +113,8 @@ def read_jaxpr(text: str) -> DumpedJaxpr | None:
 
 
 def _aval(binder: str) -> Aval | None:
-    """`f32[8,16]` (or `key<fry>[]`, a sharded `f32[64@x]`, one varying over manual axes `f32[8,32]{V:x}`) as
-    an aval, or None."""
+    """`f32[8,16]` (or `key<fry>[]`, a sharded `f32[64@x]` or `f32[32,64@(x,y)]`, one varying over manual axes
+    `f32[8,32]{V:x}`) as an aval, or None."""
     marks = binder.find("]{")
     if marks != -1 and binder.endswith("}"):
         binder = binder[:marks + 1]
@@ -122,7 +123,7 @@ def _aval(binder: str) -> Aval | None:
         return None
     dtype, dims = binder[:open_at], binder[open_at + 1:-1]
     try:
-        shape = tuple(int(d.split("@")[0]) for d in dims.split(",") if d.strip())
+        shape = printed_dims(dims)
     except ValueError:
         return None
     return Aval(shape, long_dtype(dtype) or dtype)

@@ -438,7 +438,7 @@ def _function_of(op) -> str:
 
 # A binder and its aval (`a:f32[8,16]`); a sharded axis prints `64@x`, a key `key<fry>`. Starting only at a
 # word's start keeps it linear: from inside a long word it would rescan the word.
-JAXPR_AVAL = re.compile(r"(?<!\w)(\w+):([a-z][\w<>]*)\[([\w@, ]*)\]")
+JAXPR_AVAL = re.compile(r"(?<!\w)(\w+):([a-z][\w<>]*)\[([\w@(), ]*)\]")
 
 
 def jaxpr_inputs(text: str) -> str | None:
@@ -471,9 +471,20 @@ def aval_number(dtype: str) -> str:
 _KEY_DATA = {"key<fry>": (2,), "key<rbg>": (4,), "key<unsafe_rbg>": (4,)}
 
 
+# A printed dimension's sharding: over one mesh axis (`64@x`) or several (`64@(x,y)`, whose comma is not a
+# dimension's).
+_DIM_SHARDING = re.compile(r"@(\([^()]*\)|\w+)")
+
+
+def printed_dims(dims: str) -> tuple[int, ...]:
+    """The sizes of a printed shape's dimensions (`32,64@(x,y)` -> (32, 64)), their shardings left out; raises
+    ValueError where one is not a size."""
+    return tuple(int(d) for d in _DIM_SHARDING.sub("", dims).split(",") if d.strip())
+
+
 def aval_dims(dims: str, dtype: str = "") -> tuple[int, ...]:
     """An aval's shape as StableHLO has it: a typed key's with its key data's dimensions after it."""
-    return tuple(int(d.split("@")[0]) for d in dims.split(",") if d.strip()) + _KEY_DATA.get(dtype, ())
+    return printed_dims(dims) + _KEY_DATA.get(dtype, ())
 
 
 def jaxpr_results(text: str) -> tuple[tuple[int, ...], ...] | None:

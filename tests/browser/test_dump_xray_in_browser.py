@@ -73,6 +73,11 @@ def test_a_dumps_compiled_column_opens_at_its_first_computation(kept_context, gy
         assert first > 12  # XLA printed its source tables first: the case this is about
         page.wait_for_timeout(300)  # the scroll settles over a few frames
         assert _in_view(page, "hlo", first) and not _in_view(page, "hlo", 1)
+        # It is the column's first line, not some lines down with source tables above it.
+        top = page.eval_on_selector("[data-xray-col=hlo]", """box => { const b = box.getBoundingClientRect();
+          return Number([...box.querySelectorAll('[data-line]')]
+                        .find((r) => r.getBoundingClientRect().top >= b.top - 1).dataset.line); }""")
+        assert top == first, (top, first)
         for layer in ("jaxpr", "stablehlo"):  # the JAX layers are there, beside it
             assert page.locator(f"[data-xray-col={layer}]").is_visible()
 

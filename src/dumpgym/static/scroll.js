@@ -32,6 +32,22 @@ export function settleScroll(move, child) {
   settling.set(box, requestAnimationFrame(again));
 }
 
+/** Scroll `box` so that `child` is its first line (a listing opened at a computation), again on the next frames
+ * while the blocks above it are laid out and move it (see `settleScroll`). */
+export function settleAtTop(box, child) {
+  const topOf = () => child.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+  box.scrollTop = topOf();
+  cancelAnimationFrame(settling.get(box));
+  let frames = 8;
+  const again = () => {
+    const top = child.isConnected ? topOf() : box.scrollTop;
+    if (Math.abs(top - box.scrollTop) < 1 || --frames < 0) return settling.delete(box);
+    box.scrollTop = top;
+    settling.set(box, requestAnimationFrame(again));
+  };
+  settling.set(box, requestAnimationFrame(again));
+}
+
 /** Keep `child` in view inside the scrolling `box`, without scrolling the page. */
 export function scrollIntoBox(box, child) {
   settleScroll(scrollTarget(box, child), child);

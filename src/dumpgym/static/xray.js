@@ -7,7 +7,7 @@ import {
   backendNote, compiledLayer, compiledStats, fusionList, hloListing, indexCompiled, instructionNote, whyCompiled,
 } from './compiled.js';
 import { LAYERS, Lights } from './hover.js';
-import { scrollIntoBox, settleScroll } from './scroll.js';
+import { scrollIntoBox, settleAtTop } from './scroll.js';
 import { onTabKeys, selectTab } from './tabs.js';
 import { costNote, costPanel, layerCost, markShares, sortCostTable } from './xray-cost.js';
 import { indexPasses, passPanel, passesNote } from './xray-passes.js';
@@ -59,8 +59,7 @@ function skipTables(box, rows, hlo) {
   const first = Math.min(...hlo.instructions.map((i) => i.line));
   const header = rows[first - 2];  // the computation's signature, just above its first instruction
   if (!(first > 12 && header)) return;
-  const top = header.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
-  settleScroll({ box, top }, header);
+  settleAtTop(box, header);
 }
 
 /** A dump's HLO before optimisations, shown in the second column, opens at its first computation too (the
@@ -68,8 +67,7 @@ function skipTables(box, rows, hlo) {
 function skipBeforeTables(box, rows) {
   const header = [...rows].find((r) => /^(ENTRY )?%[\w.-]+ \(/.test(r.textContent));
   if (!header || Number(header.dataset.line) <= 12) return;
-  const top = header.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
-  settleScroll({ box, top }, header);
+  settleAtTop(box, header);
 }
 
 /** Class each line by what it lights: its first group's band, else XLA's own or dim; fusions bold. */

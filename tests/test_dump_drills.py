@@ -257,7 +257,8 @@ def test_the_chip_a_tpu_dump_names_is_the_device_kind_jax_gives_it(tmp_path):
     import os
 
     from dumpgym.dumps.folder import read_folder
-    from dumpgym.dumps.record import LIBTPU_DEVICE_KINDS, module_record
+    from dumpgym.dumps.facts import LIBTPU_DEVICE_KINDS
+    from dumpgym.dumps.record import module_record
     from dumpgym.record.targets import GENERATIONS
 
     for generation in GENERATIONS:
@@ -273,3 +274,4 @@ def test_the_chip_a_tpu_dump_names_is_the_device_kind_jax_gives_it(tmp_path):
         # The program's title and lesson name the chip as JAX does, not by libtpu's code name.
         record = module_record(module, "dump-x", (str(folder),))
         assert f"(dump, {kind})" in record.title and "TPU_VERSION" not in record.title + record.lesson
+        assert record.dump.target == kind  # the panel under the x-ray says it the same way

@@ -18,6 +18,23 @@ ALLOCATIONS_KEPT = 12
 _KINDS = ("parameter", "output", "temp", "constant")
 
 
+# libtpu's names for the TPU versions it compiles for (its `target_arguments.txt`, as `dumps/folder.py` reads
+# them) and the device kind JAX names each such chip, which the cost stage knows chips by (`cost/chips.py`);
+# tests/test_dump_drills.py compiles for each generation without a TPU and reads both.
+LIBTPU_DEVICE_KINDS = {
+    "TPU (TPU_VERSION_PUFFERFISH)": "TPU v4",
+    "TPU (TPU_VERSION_VIPERFISH)": "TPU v5",
+    "TPU (TPU_VERSION_VIPERFISH lite)": "TPU v5 lite",
+    "TPU (TPU_VERSION_GHOSTLITE)": "TPU v6 lite",
+}
+
+
+def chip_of(target: str | None) -> str:
+    """The chip a dump names, as JAX names its device kind ("TPU v5 lite"), not by libtpu's code name; other
+    targets as the dump says them; "" for none."""
+    return LIBTPU_DEVICE_KINDS.get(target, target) if target else ""
+
+
 def dump_facts(module: DumpModule, folders: tuple[str, ...], xray: ModuleXray | None,
                notes: tuple[str, ...] = ()) -> DumpFacts:
     """The dump's own facts of `module` (`xray`: its links to the StableHLO, None where it has none or it
@@ -42,7 +59,7 @@ def dump_facts(module: DumpModule, folders: tuple[str, ...], xray: ModuleXray | 
             source, source_files, counts = x.source, dict(x.files), (x.line(),)
             source_lines = tuple(DumpSourceLine(g["jaxpr_lines"][0], tuple(g["stablehlo_lines"]),
                                                 tuple(x.lines_by_eqn[str(g["eqn"])])) for g in x.groups)
-    return DumpFacts(module=shown_text(module.name), folders=tuple(folders), target=module.target or "",
+    return DumpFacts(module=shown_text(module.name), folders=tuple(folders), target=chip_of(module.target),
                      files=_files(module), notes=tuple(map(shown_text, [*said, *_buffer_note(module)])), counts=counts, hlo_before=before,
                      buffers=_buffers(module), source=source, source_files=source_files, source_lines=source_lines)
 

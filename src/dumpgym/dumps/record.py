@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from functools import partial
 
-from dumpgym.dumps.facts import dump_facts, shown_text
+from dumpgym.dumps.facts import chip_of, dump_facts, shown_text
 from dumpgym.dumps.passes import pass_history
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
@@ -25,17 +25,6 @@ from dumpgym.dumps.structure import link_equations
 from dumpgym.ir.jaxpr_text import read_jaxpr
 from dumpgym.ir.passes import dump_options
 from dumpgym.record.schema import CompiledLayer, HloStats, ProgramRecord, RecordError, StablehloOp, XrayStats
-
-
-# libtpu's names for the TPU versions it compiles for (its `target_arguments.txt`, as `dumps/folder.py` reads
-# them) and the device kind JAX names each such chip, which the cost stage knows chips by (`cost/chips.py`);
-# tests/test_dump_drills.py compiles for each generation without a TPU and reads both.
-LIBTPU_DEVICE_KINDS = {
-    "TPU (TPU_VERSION_PUFFERFISH)": "TPU v4",
-    "TPU (TPU_VERSION_VIPERFISH)": "TPU v5",
-    "TPU (TPU_VERSION_VIPERFISH lite)": "TPU v5 lite",
-    "TPU (TPU_VERSION_GHOSTLITE)": "TPU v6 lite",
-}
 
 
 def _isolated(name: str) -> str:
@@ -51,8 +40,7 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
     from dumpgym.ir.stablehlo import read_lowered
 
     where = ", ".join(folders)
-    # The chip as JAX names its device kind ("TPU v5 lite"), not libtpu's code name for it.
-    target = LIBTPU_DEVICE_KINDS.get(module.target, module.target) if module.target else None
+    target = chip_of(module.target) or None
     if module.problem:
         raise DumpError(f"{module.slug}: {module.problem}")
     notes: list[str] = []
@@ -226,7 +214,7 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=(), no
         stats=HloStats(instructions=len(instructions), with_op_name=with_op_name, arguments=0, attributed=inferred,
                        unattributed_with_op_name=0, compiler_own=len(instructions) - inferred, fusions=len(fusions),
                        by_tag=0, inferred=inferred, in_regions=0),
-        device_kind=LIBTPU_DEVICE_KINDS.get(module.target, module.target),
+        device_kind=chip_of(module.target),
         passes=passes,
         **facts,
     )

@@ -1,5 +1,26 @@
-"""Compiles the heavy tests would otherwise make twice, and the tags a compile carries."""
+"""Compiles the heavy tests would otherwise make twice, the tags a compile carries, and the (program, target)
+cases the tests that compile every built-in program for every target run."""
 from unittest import mock
+
+import pytest
+
+from dumpgym.programs import SLUGS, builtin_program
+from dumpgym.record.targets import CPU, GPU, TPU
+
+TARGETS = {"cpu": CPU, "tpu": TPU, "gpu": GPU}
+MARKS = {"tpu": [pytest.mark.needs_tpu], "gpu": [pytest.mark.needs_gpu], "cpu": []}
+
+
+def program_target_cases(targets=tuple(TARGETS)):
+    """(slug, target id) for each built-in program that compiles for each of `targets`, marked with its extra."""
+    out = []
+    for target in targets:
+        for slug in SLUGS:
+            platform = builtin_program(slug).platform
+            if platform == "cpu" or platform == target:  # a Mosaic kernel compiles for a TPU alone
+                marks = MARKS[target] + MARKS.get(platform, [])
+                out.append(pytest.param(slug, target, marks=marks, id=f"{slug}-{target}"))
+    return out
 
 
 def layer_and_its_compile(traced, facts, target):

@@ -12,20 +12,12 @@ import pytest
 
 from compiled_oracle import fresh_layer_and_oracle, judge
 from merge_proofs import Work, proven_merged, proven_reduction_window
+from _heavy_compiles import TARGETS, program_target_cases
 from dumpgym.programs import builtin_program
-from dumpgym.record.targets import CPU, GPU, TPU
 
 pytestmark = pytest.mark.compiled_hlo
 
-# The programs the issue found misattributed (dropout's inlined random_bits; moe, decode-loop and mha's
-# fusions on the GPU; the broadcasts and iotas merged into the equation they feed), and one plain one.
-SLUGS = ["dropout", "moe", "decode-loop", "mha", "softmax", "layernorm", "mlp", "sdpa"]
-TARGETS = [pytest.param(CPU, id="cpu"), pytest.param(TPU, id="tpu", marks=pytest.mark.needs_tpu),
-           pytest.param(GPU, id="gpu", marks=pytest.mark.needs_gpu)]
-
-
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("slug", SLUGS)
+@pytest.mark.parametrize("slug, target", program_target_cases())
 def test_every_tagged_instruction_is_its_oracle_equation_or_a_proven_merge(slug, target):
     from dumpgym.traced.facts import build_facts
     from dumpgym.traced.trace import trace
@@ -33,7 +25,7 @@ def test_every_tagged_instruction_is_its_oracle_equation_or_a_proven_merge(slug,
     program = builtin_program(slug)
     traced = trace(program.function, program.example_args())
     facts = build_facts(traced)
-    layer, compiled, oracle = fresh_layer_and_oracle(traced, facts, target)
+    layer, compiled, oracle = fresh_layer_and_oracle(traced, facts, TARGETS[target])
     found = judge(layer, compiled, oracle, facts)
     assert found["count"]["exact"] > 0
     assert found["missing"] == [], f"{slug}: fusions missing an equation their body is tagged with"

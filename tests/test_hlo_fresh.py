@@ -10,27 +10,10 @@ from unittest import mock
 
 import pytest
 
-from dumpgym.programs import SLUGS, builtin_program
-from dumpgym.record.targets import CPU, GPU, TPU
-from _heavy_compiles import tagged_instructions
+from dumpgym.programs import builtin_program
+from _heavy_compiles import TARGETS, program_target_cases, tagged_instructions
 from fusion_work import fusion_work
 from merge_proofs import Work, proven_merged
-
-TARGETS = {"cpu": CPU, "tpu": TPU, "gpu": GPU}
-MARKS = {"tpu": [pytest.mark.needs_tpu], "gpu": [pytest.mark.needs_gpu], "cpu": []}
-
-
-def _cases(targets):
-    """(slug, target id) for each built-in program that compiles for the target, marked with its extra."""
-    out = []
-    for target in targets:
-        for slug in SLUGS:
-            platform = builtin_program(slug).platform
-            if platform == "cpu" or platform == target:  # a Mosaic kernel compiles for a TPU alone
-                marks = MARKS[target] + MARKS.get(platform, [])
-                out.append(pytest.param(slug, target, marks=marks, id=f"{slug}-{target}"))
-    return out
-
 
 pytestmark = pytest.mark.compiled_hlo
 
@@ -58,7 +41,7 @@ def _fresh(slug, target):
     return facts, layer, made
 
 
-@pytest.mark.parametrize("slug, target", _cases(("cpu", "tpu", "gpu")))
+@pytest.mark.parametrize("slug, target", program_target_cases(("cpu", "tpu", "gpu")))
 def test_a_fresh_compile_is_attributed_by_its_tags_and_the_documented_rules(slug, target, by_slug):
     """One compile per program and target, judged three ways (each compile is the costly part)."""
     facts, layer, compiled = _fresh(slug, target)

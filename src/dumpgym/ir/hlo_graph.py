@@ -11,7 +11,7 @@ import functools
 import re
 from collections import defaultdict
 
-from dumpgym.ir.tags import tag_of
+from dumpgym.ir.tags import tag_choices
 
 # What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
 CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
@@ -85,14 +85,17 @@ class CompiledGraph:
         self.callers: dict[str, list[str]] = defaultdict(list)  # fused computation -> fusion instructions
         self.holders: dict[str, list[str]] = defaultdict(list)  # region -> instructions applying it
         self.loop_of: dict[str, str] = {}  # a while's body or condition computation -> the while
+        nameless: dict[str, int] = {}  # instruction -> the equation of the nameless call its op_name may stand for
         for computation, instruction in listed:
             name = instruction.name
             # Metadata, called computations and parameter numbers are not in the bindings: read
             # from the instruction's own printed form.
             printed = instruction.to_string()
             meta = printed.split(", metadata={", 1)[1] if ", metadata={" in printed else ""
-            tag_number = tag_of(printed, names) if meta else None
+            tag_number, call_tag = tag_choices(printed, names) if meta else (None, None)
             self.tag[name] = eqn_of_tag[tag_number] if tag_number is not None else None
+            if call_tag is not None:
+                nameless[name] = eqn_of_tag[call_tag]
             self.has_op_name[name] = "op_name=" in meta
             self.opcode[name] = opcode_of(instruction)
             head = defined(printed)
@@ -119,6 +122,20 @@ class CompiledGraph:
         for region in self.holders:
             for name in self.members[region]:
                 self.region_of[name] = region
+        self._read_nameless(nameless)
+
+    def _read_nameless(self, nameless: dict[str, int]) -> None:
+        """An op_name ending at a call chain whose function makes a nameless call (`tags.tag_choices`) names
+        either a nameless op of that function's body (JAX lowers a literal with no location: its tag is the
+        chain's) or one of the nameless call's body (threefry's constants under `random_bits`). It is the
+        call's when everything tagged it reaches first is the call's equation: it works for that call alone."""
+        chain = {name: self.tag[name] for name in nameless}
+        for name in nameless:
+            self.tag[name] = None  # while each is read: what one such op feeds is read through the others
+        for name, call in nameless.items():
+            reached = self.after(name)
+            chain[name] = call if reached and reached <= {call} else chain[name]
+        self.tag.update(chain)
 
     def own(self, name: str) -> int | None:
         """The equation an instruction's own tag names (fusions and region instructions: none)."""

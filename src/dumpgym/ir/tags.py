@@ -121,16 +121,28 @@ def tag_of(printed: str, names: Names) -> int | None:
     XLA keeps only the op_name on what it inlines from a call, the call's own name put before it
     (calls in private functions are named from their body: `jit(f)/jit(g)` then `jit(h)`): the name
     is read as a chain of call names, and the instruction is the innermost call's equation, where
-    that call's name stands for one tag alone. That is true but can be coarse: the equation inside
-    the call that emitted the op is not named (its own name, after the chain, is too common to tell).
-    A name that is no chain stands for the tag of the ops bearing it, if they all bear the same."""
+    that call's name stands for one tag alone. A call with no name of its own (a lowering rule's
+    private function, as `random_bits` calls `threefry2x32`) adds nothing to the names of what it
+    inlines: a name going on past the chain is that call's body's. That is true but can be coarse: the
+    equation inside the call that emitted the op is not named (its own name, after the chain, is too
+    common to tell). A name that is no chain stands for the tag of the ops bearing it, if they all
+    bear the same. A name that ends at the chain where a nameless call stands is read as the chain's
+    own tag (`tag_choices` gives the nameless call's too)."""
+    return tag_choices(printed, names)[0]
+
+
+def tag_choices(printed: str, names: Names) -> tuple[int | None, int | None]:
+    """`tag_of`'s tag, and, where the name ends at a call chain whose last function makes a call with no
+    name of its own, that call's tag: a nameless op of the function's own body (a literal JAX lowered
+    with no location) and a nameless op of the body the nameless call inlined print the same op_name,
+    and only what the instruction feeds tells them apart (`CompiledGraph` reads it)."""
     fields = metadata_fields(printed)
     file = fields.get("source_file")
     if file is not None and TAG in file:
-        return innermost_tag(file)
+        return innermost_tag(file), None
     op_name = fields.get("op_name")
     if op_name is None:
-        return None
+        return None, None
     # JAX names a module's entry function `main`; an inlined instruction's name starts at one of its calls
     rest, tag, function, chained = _unquoted(op_name), None, "main", False
     seen = set()
@@ -143,8 +155,11 @@ def tag_of(printed: str, names: Names) -> int | None:
         if cut > 0:
             made, rest = table[rest[:cut]], rest[cut + 1:]
         elif rest and "" in table:  # a call with no name of its own (its equation's name stack is empty) adds
-            # none; a name that ends at the call before it is that call's own (a literal its body made)
+            # none to what it inlines
             made = table[""]
+        elif chained and "" in table:
+            nameless = {t for t, _ in table[""]}
+            return tag, (next(iter(nameless)) if len(nameless) == 1 else None)
         else:
             break
         tags, callees = {t for t, _ in made}, {c for _, c in made}
@@ -153,9 +168,9 @@ def tag_of(printed: str, names: Names) -> int | None:
             break
         function = next(iter(callees))
     if chained:
-        return tag
+        return tag, None
     tags = names.ops.get(rest, ())
-    return next(iter(tags)) if len(tags) == 1 else None
+    return (next(iter(tags)) if len(tags) == 1 else None), None
 
 
 def _unquoted(value: str) -> str:

@@ -48,6 +48,9 @@ _ONE_OP = {
     "transpose": "transpose", "rev": "reverse", "iota": "iota", "broadcast_in_dim": "broadcast_in_dim",
     "dynamic_slice": "dynamic_slice", "dynamic_update_slice": "dynamic_update_slice",
 }
+# Primitives lowered as a chain of ops each reading the one before (`integer_pow`'s products): two equations
+# of one on one line (`x ** 3`, `x ** 2` of `jax.nn.gelu`) are two chains, the second not reading the first.
+_CHAINED = frozenset({"integer_pow"})
 # Containers whose lowering emits ops of its own inside its stack (a scan's counter and its compare, the
 # slices that read and write its sequences: `while/body/add`), beside the call of its body (`closed_call`),
 # under which every op is a body equation's. Elsewhere (a `jit`'s function) an op no equation of the body
@@ -112,7 +115,6 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp],
     forced: dict[int, int] = {}
     for name, run_ids in by_name.items():
         forced.update(_forced(run_ids, candidates[name], runs, eqns))
-    undecided = 0
     for i, run in enumerate(runs):  # holders come before what they hold
         held_by = runs[run.holder] if run.holder is not None else None
         holder = held_by.eqn if held_by is not None else None
@@ -123,14 +125,17 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp],
         elif (holder is not None and eqns[holder].primitive in _OWN_LOWERING and held_by.name != _BODY_CALL
               and not any(_names(eqns[e], run.name) and _fits(eqns[e], run) for e in inside)):
             run.eqn = holder  # no equation of its holder's body makes it: the holder's lowering did
-        elif candidates[run.name]:
-            undecided += 1
+    _before_own_loops(runs, eqns)
+    undecided = sum(1 for run in runs if run.eqn is None and candidates[run.name])
     lines: dict[int, set[int]] = defaultdict(set)
     owner: dict[int, int] = {}
     position = {op.index: k for k, (op, _stack) in enumerate(order)}
     run_of = {op.index: i for i, run in enumerate(runs) for op in run.ops}
     for op, users in constants:
-        first = min((position[u] for u in users if u in position and u in run_of), default=None)
+        # Its first user emitted after it: what reads it through a private function's arguments may have been
+        # emitted before, at that function's first call, by another equation.
+        at = position[op.index]
+        first = min((position[u] for u in users if position.get(u, -1) > at and u in run_of), default=None)
         eqn = runs[run_of[order[first][0].index]].eqn if first is not None else None
         if eqn is not None:  # in the x-ray; not an owner an HLO constant may take (XLA shares constants)
             lines[eqn].add(op.line)
@@ -153,6 +158,29 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp],
             held[runs[up].eqn].update(op.line for op in run.ops)
     return StructureLinks(dict(lines), undecided, _groups(eqns, lines, descendants, held), owner, dict(held),
                           name_stacks)
+
+
+def _before_own_loops(runs: list[_Run], eqns) -> None:
+    """Give a scan the runs its lowering emits right before its `while` (the buffers its stacked outputs are
+    written into: `broadcast_in_dim`s of zeros under the scan's own stack, at its place): unlinked runs
+    beside that `while`, at the same place, each feeding the `while` (or a run between that does)."""
+    for i, run in enumerate(runs):
+        if run.eqn is not None or run.fine is None:
+            continue
+        j = i + 1
+        while j < len(runs) and runs[j].eqn is None and runs[j].holder == run.holder and runs[j].fine == run.fine:
+            j += 1
+        loop = runs[j] if j < len(runs) else None
+        if (loop is None or loop.name != "while" or loop.holder != run.holder or loop.fine != run.fine
+                or loop.eqn is None or eqns[loop.eqn].primitive not in _OWN_LOWERING
+                or run.stack.rsplit("/", 1)[0] != loop.stack.rsplit("/", 1)[0]):
+            continue
+        fed = 0
+        for between in [loop, *runs[i + 1:j]]:
+            for op in between.ops:
+                fed |= op.operands
+        if all(fed >> op.index & 1 for op in run.ops):
+            run.eqn = loop.eqn
 
 
 def _own_stack(run: _Run) -> str | None:
@@ -217,6 +245,10 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
             bits ^= low
     runs: list[_Run] = []
     constants = []
+    constant_ids = 0  # the walk indices of the constants, as a bit set
+    for op, _stack in order:
+        if op.name == "stablehlo.constant":
+            constant_ids |= 1 << op.index
     open_runs: list[int] = []
     for op, stack in order:
         name = _named(stack)
@@ -230,7 +262,7 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
             open_runs.pop()
         top = runs[open_runs[-1]] if open_runs else None
         if top is not None and top.stack == stack:
-            if top.fine == op.fine and not top.ended:
+            if top.fine == op.fine and not top.ended and not _starts_chain(name, op, top, constant_ids):
                 top.ops.append(op)
                 top.ended = op.name == _main_op(name)
                 continue
@@ -241,6 +273,18 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
     for run in runs:
         run.partial = _main_op(run.name) is not None and not run.ended
     return runs, constants
+
+
+def _starts_chain(name, op: DumpOp, run: _Run, constant_ids: int) -> bool:
+    """Whether `op` starts another equation of a primitive lowered as a chain of ops, each reading the one
+    before (`_CHAINED`: `x ** 3` is `multiply x, x` then `multiply` of that and `x`): it reads no op of the
+    run, and something besides constants (a broadcast of a literal is the chain's too)."""
+    if name not in _CHAINED:
+        return False
+    made = 0
+    for earlier in run.ops:
+        made |= 1 << earlier.index
+    return not op.operands & made and bool(op.operands & ~constant_ids)
 
 
 def _main_op(name) -> str | None:

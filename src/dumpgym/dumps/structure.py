@@ -37,8 +37,8 @@ _MAX_CELLS = 4_000_000
 # before it): a run of one name and place holding several of these ops is that many equations' (three
 # `tanh`s of a Python loop, the `mul`s of one `jax.nn.gelu` call), each ending at its op.
 _ONE_OP = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "max": "maximum", "min": "minimum",
-    "pow": "power", "rem": "remainder", "and": "and", "or": "or", "xor": "xor", "not": "not", "neg": "negate",
+    "add": "add", "add_any": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "max": "maximum",
+    "min": "minimum", "dot_general": "dot_general", "pow": "power", "rem": "remainder", "and": "and", "or": "or", "xor": "xor", "not": "not", "neg": "negate",
     "exp": "exponential", "log": "log", "tanh": "tanh", "sin": "sine", "cos": "cosine", "sqrt": "sqrt",
     "rsqrt": "rsqrt", "abs": "abs", "sign": "sign", "floor": "floor", "ceil": "ceil", "logistic": "logistic",
     "log1p": "log_plus_one", "expm1": "exponential_minus_one", "select_n": "select", "eq": "compare",
@@ -51,6 +51,16 @@ _ONE_OP = {
 # Primitives lowered as a chain of ops each reading the one before (`integer_pow`'s products): two equations
 # of one on one line (`x ** 3`, `x ** 2` of `jax.nn.gelu`) are two chains, the second not reading the first.
 _CHAINED = frozenset({"integer_pow"})
+# Primitives JAX lowers, for some params, through the primitives of their implementation (`mlir.lower_fun`),
+# whose ops carry those primitives' names at the equation's place, each name once: `x ** -2` as `mul`,
+# `broadcast_in_dim` (a literal 1) and `div`; a gather that fills what is out of bounds (`take_along_axis`'s) as
+# the mask's `ge`, `le`, `and`, `reduce_and` and the `select_n` that applies it (its broadcasts, of which it makes
+# several, are left to the pairing of broadcasts). primitive -> (whether its params lower so, the names).
+_LOWERED_THROUGH = {
+    "integer_pow": (lambda params: params.get("y") == -2, ("mul", "broadcast_in_dim", "div")),
+    "gather": (lambda params: str(params.get("mode", "")).endswith("FILL_OR_DROP"),
+               ("ge", "le", "and", "reduce_and", "select_n")),
+}
 # Containers whose lowering emits ops of its own inside its stack (a scan's counter and its compare, the
 # slices that read and write its sequences: `while/body/add`), beside the call of its body (`closed_call`),
 # under which every op is a body equation's. Elsewhere (a `jit`'s function) an op no equation of the body
@@ -317,7 +327,10 @@ def _names(eqn: EqnFact, name) -> bool:
     """Whether a run named `name` may be `eqn`'s."""
     if isinstance(name, tuple):
         return eqn.primitive in _LOWERED_AS["jit"] and eqn.params.get("name") == name[1]
-    return eqn.primitive in _LOWERED_AS.get(name, (name,))
+    if eqn.primitive in _LOWERED_AS.get(name, (name,)):
+        return True
+    through = _LOWERED_THROUGH.get(eqn.primitive)
+    return through is not None and through[0](eqn.params) and name in through[1]
 
 
 def _kind(dtype: str) -> str:
@@ -357,7 +370,12 @@ def _forced(run_ids: list[int], eqn_ids: list[int], runs: list[_Run], eqns) -> d
     if not n or not m or n * m > _MAX_CELLS:
         return {}
     yields = [_yields(runs[r]) for r in run_ids]
-    fits = [[_can_make(y, wanted) for y in yields] for wanted in (_wanted(eqns[e]) for e in eqn_ids)]
+    name = runs[run_ids[0]].name
+    # An equation lowered through other primitives (`_LOWERED_THROUGH`) makes its outputs in one of those runs
+    # at most: the others may yield anything.
+    made_by = [isinstance(name, tuple) or eqns[e].primitive in _LOWERED_AS.get(name, (name,)) for e in eqn_ids]
+    fits = [[_can_make(y, wanted) for y in yields]
+            for wanted in (_wanted(eqns[e]) if direct else None for e, direct in zip(eqn_ids, made_by))]
     # before[i][j]: most pairs among the first i equations and j runs; after[i][j]: among the rest.
     before = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n):

@@ -6,7 +6,9 @@ the last name of its name stack (`jit(f)/dot_general`; a `jit` call's `jit(g)`, 
 transforms it went through, `jvp(jit(g))`). So, walking the StableHLO in that order (a private
 function's ops where its first call is), an equation's ops are one run of ops carrying one name
 stack and location (a container's run stays open across its body's ops), and the n-th run of a
-primitive is the n-th equation of it that emitted anything.
+primitive is the n-th equation of it that emitted anything. A primitive lowered through others'
+(`mlir.lower_fun`: `x ** -2` as `mul` and `div`) names its ops after those, so its equation is one that
+their runs may be paired with too.
 
 Which equations emitted nothing (a no-op conversion, dead code the dump still prints), and which runs
 came from no equation of the jaxpr (a scan's counter), the text does not say; so the runs of a
@@ -17,7 +19,8 @@ holder is linked to. A run left undecided inside a container (a `jit`'s function
 the container's group, which holds its body's lines, and in no equation's of the body: the group says
 no more than the text does. A run no equation of its holder's body can have made (a scan's counter, the
 `dynamic_slice` that reads a scan's input, outside the call of its body) is its holder's, as a traced
-program's ops are; a constant is its first user's. Anything else stays unlinked and counted: never a guess.
+program's ops are, and so are the runs at a scan's place that feed its `while` (its outputs' buffers);
+a constant is its first user's emitted after it. Anything else stays unlinked and counted: never a guess.
 """
 from __future__ import annotations
 

@@ -89,6 +89,7 @@ class _Run:
     eqn: int | None = None
     ended: bool = False  # it holds the one op its primitive lowers to (`_ONE_OP`): what follows is another's
     partial: bool = False  # of a `_ONE_OP` primitive, without its op: part of an equation's ops, not paired
+    made: int = 0  # of a `_CHAINED` primitive, the walk indices of its ops as a bit set (what reads them)
 
 
 @dataclass
@@ -176,24 +177,31 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp],
 def _before_own_loops(runs: list[_Run], eqns) -> None:
     """Give a scan the runs its lowering emits right before its `while` (the buffers its stacked outputs are
     written into: `broadcast_in_dim`s of zeros under the scan's own stack, at its place): unlinked runs
-    beside that `while`, at the same place, each feeding the `while` (or a run between that does)."""
-    for i, run in enumerate(runs):
+    beside that `while`, at the same place, each feeding the `while` (or a run between that does). Each run
+    is looked at once: a stretch of unlinked runs of one holder and place, then what follows it."""
+    i = 0
+    while i < len(runs):
+        run = runs[i]
         if run.eqn is not None or run.fine is None:
+            i += 1
             continue
         j = i + 1
         while j < len(runs) and runs[j].eqn is None and runs[j].holder == run.holder and runs[j].fine == run.fine:
             j += 1
         loop = runs[j] if j < len(runs) else None
-        if (loop is None or loop.name != "while" or loop.holder != run.holder or loop.fine != run.fine
-                or loop.eqn is None or eqns[loop.eqn].primitive not in _OWN_LOWERING
-                or run.stack.rsplit("/", 1)[0] != loop.stack.rsplit("/", 1)[0]):
-            continue
-        fed = 0
-        for between in [loop, *runs[i + 1:j]]:
-            for op in between.ops:
+        if (loop is not None and loop.name == "while" and loop.holder == run.holder and loop.fine == run.fine
+                and loop.eqn is not None and eqns[loop.eqn].primitive in _OWN_LOWERING):
+            fed = 0
+            for op in loop.ops:
                 fed |= op.operands
-        if all(fed >> op.index & 1 for op in run.ops):
-            run.eqn = loop.eqn
+            for k in range(j - 1, i - 1, -1):  # from the `while` back: what feeds it, or feeds what does
+                before = runs[k]
+                if (before.stack.rsplit("/", 1)[0] == loop.stack.rsplit("/", 1)[0]
+                        and all(fed >> op.index & 1 for op in before.ops)):
+                    before.eqn = loop.eqn
+                    for op in before.ops:
+                        fed |= op.operands
+        i = j
 
 
 def _own_stack(run: _Run) -> str | None:
@@ -277,11 +285,13 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
         if top is not None and top.stack == stack:
             if top.fine == op.fine and not top.ended and not _starts_chain(name, op, top, constant_ids):
                 top.ops.append(op)
+                if name in _CHAINED:
+                    top.made |= 1 << op.index
                 top.ended = op.name == _main_op(name)
                 continue
             open_runs.pop()  # the same name at another place (or a next equation): a run beside it
         runs.append(_Run(name, stack, op.fine, [op], open_runs[-1] if open_runs else None,
-                         ended=op.name == _main_op(name)))
+                         ended=op.name == _main_op(name), made=1 << op.index if name in _CHAINED else 0))
         open_runs.append(len(runs) - 1)
     for run in runs:
         run.partial = _main_op(run.name) is not None and not run.ended
@@ -294,10 +304,7 @@ def _starts_chain(name, op: DumpOp, run: _Run, constant_ids: int) -> bool:
     run, and something besides constants (a broadcast of a literal is the chain's too)."""
     if name not in _CHAINED:
         return False
-    made = 0
-    for earlier in run.ops:
-        made |= 1 << earlier.index
-    return not op.operands & made and bool(op.operands & ~constant_ids)
+    return not op.operands & run.made and bool(op.operands & ~constant_ids)
 
 
 def _main_op(name) -> str | None:

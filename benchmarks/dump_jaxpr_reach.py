@@ -2,7 +2,9 @@
 
 - jaxpr reach: of the StableHLO op lines each equation emitted (`dumpgym add` of the same function says which,
   exactly, by tags), the share that the dumped module's record (`add --dump`, linking the dumped jaxpr to the
-  StableHLO by structure) gives that same equation, and how many it gives another equation (wrong);
+  StableHLO by structure) gives that same equation, and how many it gives another equation (wrong); and of
+  the optimised instructions the trace ties to equations, how many reach one in the record (not judged here:
+  `tests/test_dump_record.py` judges which);
 - XLA alone: of the optimised instructions whose metadata names a source line, the share linked to that line
   and to HLO before optimisations (`dumps/source.py`), for a dump with `--xla_dump_to` only, on the CPU and
   (`--tpu`) compiled for a TPU v5e through libtpu with no chip attached.
@@ -51,6 +53,10 @@ def main() -> None:
         print(f"{name}: jaxpr reach {reached}/{total} = {reached / max(total, 1):.3f}, wrong {len(wrong)}", flush=True)
         for w in wrong[:5]:
             print("   wrong:", w)
+        theirs = {i.name for i in traced.compiled["cpu"].instructions if i.eqns}
+        ours = {i.name for i in record.compiled[module.backend].instructions if i.eqns}
+        print(f"{name}: optimised instructions the trace ties to equations that reach one in the dump's record "
+              f"{len(theirs & ours)}/{len(theirs)}", flush=True)
         for platform in ("cpu", "tpu") if args.tpu else ("cpu",):
             if platform == "tpu" and name == "sharded_step":
                 continue  # a TPU dump compiles for one chip

@@ -64,6 +64,9 @@ _LOWERED_THROUGH = {
     "gather": (lambda params: str(params.get("mode", "")).endswith("FILL_OR_DROP"),
                ("ge", "le", "and", "reduce_and", "select_n")),
 }
+# Reductions, whose reducer's ops may carry the reduction's name once more (`reduce_and/reduce_and/and`): that
+# region is the reduction's own run, not another equation's.
+_REDUCING = ("reduce_", "argmax", "argmin", "cum")
 # Containers whose lowering emits ops of its own inside its stack (a scan's counter and its compare, the
 # slices that read and write its sequences: `while/body/add`), beside the call of its body (`closed_call`),
 # under which every op is a body equation's. Elsewhere (a `jit`'s function) an op no equation of the body
@@ -290,6 +293,10 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
                 top.ended = op.name == _main_op(name)
                 continue
             open_runs.pop()  # the same name at another place (or a next equation): a run beside it
+        elif (top is not None and name == top.name and isinstance(name, str) and name.startswith(_REDUCING)
+              and stack == f"{top.stack}/{name}"):
+            top.ops.append(op)  # its reducer's region, under its own name again (`reduce_and/reduce_and`)
+            continue
         runs.append(_Run(name, stack, op.fine, [op], open_runs[-1] if open_runs else None,
                          ended=op.name == _main_op(name), made=1 << op.index if name in _CHAINED else 0))
         open_runs.append(len(runs) - 1)

@@ -2,13 +2,12 @@
 jaxpr, its x-ray linking them to StableHLO op lines by structure, its compiled instructions reaching them.
 Judged against `dumpgym add` of the same function (a trace here, whose links are exact by construction):
 equal equations, at least 90% of the op lines each equation emitted reaching it, no link to another."""
-import difflib
 import json
-from collections import defaultdict
 
 import pytest
 
 from dump_programs import load, make_dump, module_name
+from dump_reach import own_lines as _own_lines, twins as _twins
 from dumpgym.corpus.pipeline import program_record
 from dumpgym.dumps.folder import read_folder
 from dumpgym.dumps.record import module_record
@@ -37,29 +36,11 @@ def dumped(tmp_path_factory):
     return out
 
 
-def _twins(dumped_eqns, traced_eqns) -> dict[int, int]:
-    """Each dumped equation's twin in the trace. The dump prints the jaxpr before dead code is dropped, so
-    they are aligned by their primitives where the two differ (`custom_vjp_grad`'s)."""
-    matcher = difflib.SequenceMatcher(None, [e.primitive for e in dumped_eqns], [e.primitive for e in traced_eqns],
-                                      autojunk=False)
-    return {b.a + k: b.b + k for b in matcher.get_matching_blocks() for k in range(b.size)}
-
-
 def _same_literal(a: Literal, b: Literal) -> bool:
     import math
 
     x, y = float(a.literal), float(b.literal)
     return a.dtype == b.dtype and (x == y or (math.isnan(x) and math.isnan(y)))
-
-
-def _own_lines(record) -> dict[int, set[int]]:
-    """The StableHLO op lines each equation emitted itself: its group's, less those of the equations inside it."""
-    lines = {g.eqn: set(g.stablehlo_lines) for g in record.xray}
-    inside = defaultdict(set)
-    for e in record.eqns:
-        for ancestor in record.ancestors(e):
-            inside[ancestor.id].add(e.id)
-    return {e: own - set().union(*(lines.get(d, set()) for d in inside[e])) for e, own in lines.items()}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -6,7 +6,9 @@ the last name of its name stack (`jit(f)/dot_general`; a `jit` call's `jit(g)`, 
 transforms it went through, `jvp(jit(g))`). So, walking the StableHLO in that order (a private
 function's ops where its first call is), an equation's ops are one run of ops carrying one name
 stack and location (a container's run stays open across its body's ops), and the n-th run of a
-primitive is the n-th equation of it that emitted anything.
+primitive is the n-th equation of it that emitted anything. A primitive lowered through others'
+(`mlir.lower_fun`: `x ** -2` as `mul` and `div`) names its ops after those, so its equation is one that
+their runs may be paired with too.
 
 Which equations emitted nothing (a no-op conversion, dead code the dump still prints), and which runs
 came from no equation of the jaxpr (a scan's counter), the text does not say; so the runs of a
@@ -17,7 +19,8 @@ holder is linked to. A run left undecided inside a container (a `jit`'s function
 the container's group, which holds its body's lines, and in no equation's of the body: the group says
 no more than the text does. A run no equation of its holder's body can have made (a scan's counter, the
 `dynamic_slice` that reads a scan's input, outside the call of its body) is its holder's, as a traced
-program's ops are; a constant is its first user's. Anything else stays unlinked and counted: never a guess.
+program's ops are, and so are the runs at a scan's place that feed its `while` (its outputs' buffers);
+a constant is its first user's emitted after it. Anything else stays unlinked and counted: never a guess.
 """
 from __future__ import annotations
 
@@ -37,8 +40,8 @@ _MAX_CELLS = 4_000_000
 # before it): a run of one name and place holding several of these ops is that many equations' (three
 # `tanh`s of a Python loop, the `mul`s of one `jax.nn.gelu` call), each ending at its op.
 _ONE_OP = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "max": "maximum", "min": "minimum",
-    "pow": "power", "rem": "remainder", "and": "and", "or": "or", "xor": "xor", "not": "not", "neg": "negate",
+    "add": "add", "add_any": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "max": "maximum",
+    "min": "minimum", "dot_general": "dot_general", "pow": "power", "rem": "remainder", "and": "and", "or": "or", "xor": "xor", "not": "not", "neg": "negate",
     "exp": "exponential", "log": "log", "tanh": "tanh", "sin": "sine", "cos": "cosine", "sqrt": "sqrt",
     "rsqrt": "rsqrt", "abs": "abs", "sign": "sign", "floor": "floor", "ceil": "ceil", "logistic": "logistic",
     "log1p": "log_plus_one", "expm1": "exponential_minus_one", "select_n": "select", "eq": "compare",
@@ -48,6 +51,22 @@ _ONE_OP = {
     "transpose": "transpose", "rev": "reverse", "iota": "iota", "broadcast_in_dim": "broadcast_in_dim",
     "dynamic_slice": "dynamic_slice", "dynamic_update_slice": "dynamic_update_slice",
 }
+# Primitives lowered as a chain of ops each reading the one before (`integer_pow`'s products): two equations
+# of one on one line (`x ** 3`, `x ** 2` of `jax.nn.gelu`) are two chains, the second not reading the first.
+_CHAINED = frozenset({"integer_pow"})
+# Primitives JAX lowers, for some params, through the primitives of their implementation (`mlir.lower_fun`),
+# whose ops carry those primitives' names at the equation's place, each name once: `x ** -2` as `mul`,
+# `broadcast_in_dim` (a literal 1) and `div`; a gather that fills what is out of bounds (`take_along_axis`'s) as
+# the mask's `ge`, `le`, `and`, `reduce_and` and the `select_n` that applies it (its broadcasts, of which it makes
+# several, are left to the pairing of broadcasts). primitive -> (whether its params lower so, the names).
+_LOWERED_THROUGH = {
+    "integer_pow": (lambda params: params.get("y") == -2, ("mul", "broadcast_in_dim", "div")),
+    "gather": (lambda params: str(params.get("mode", "")).endswith("FILL_OR_DROP"),
+               ("ge", "le", "and", "reduce_and", "select_n")),
+}
+# Reductions, whose reducer's ops may carry the reduction's name once more (`reduce_and/reduce_and/and`): that
+# region is the reduction's own run, not another equation's.
+_REDUCING = ("reduce_", "argmax", "argmin", "cum")
 # Containers whose lowering emits ops of its own inside its stack (a scan's counter and its compare, the
 # slices that read and write its sequences: `while/body/add`), beside the call of its body (`closed_call`),
 # under which every op is a body equation's. Elsewhere (a `jit`'s function) an op no equation of the body
@@ -73,6 +92,7 @@ class _Run:
     eqn: int | None = None
     ended: bool = False  # it holds the one op its primitive lowers to (`_ONE_OP`): what follows is another's
     partial: bool = False  # of a `_ONE_OP` primitive, without its op: part of an equation's ops, not paired
+    made: int = 0  # of a `_CHAINED` primitive, the walk indices of its ops as a bit set (what reads them)
 
 
 @dataclass
@@ -112,7 +132,6 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp],
     forced: dict[int, int] = {}
     for name, run_ids in by_name.items():
         forced.update(_forced(run_ids, candidates[name], runs, eqns))
-    undecided = 0
     for i, run in enumerate(runs):  # holders come before what they hold
         held_by = runs[run.holder] if run.holder is not None else None
         holder = held_by.eqn if held_by is not None else None
@@ -123,14 +142,17 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp],
         elif (holder is not None and eqns[holder].primitive in _OWN_LOWERING and held_by.name != _BODY_CALL
               and not any(_names(eqns[e], run.name) and _fits(eqns[e], run) for e in inside)):
             run.eqn = holder  # no equation of its holder's body makes it: the holder's lowering did
-        elif candidates[run.name]:
-            undecided += 1
+    _before_own_loops(runs, eqns)
+    undecided = sum(1 for run in runs if run.eqn is None and candidates[run.name])
     lines: dict[int, set[int]] = defaultdict(set)
     owner: dict[int, int] = {}
     position = {op.index: k for k, (op, _stack) in enumerate(order)}
     run_of = {op.index: i for i, run in enumerate(runs) for op in run.ops}
     for op, users in constants:
-        first = min((position[u] for u in users if u in position and u in run_of), default=None)
+        # Its first user emitted after it: what reads it through a private function's arguments may have been
+        # emitted before, at that function's first call, by another equation.
+        at = position[op.index]
+        first = min((position[u] for u in users if position.get(u, -1) > at and u in run_of), default=None)
         eqn = runs[run_of[order[first][0].index]].eqn if first is not None else None
         if eqn is not None:  # in the x-ray; not an owner an HLO constant may take (XLA shares constants)
             lines[eqn].add(op.line)
@@ -153,6 +175,36 @@ def link_equations(eqns: tuple[EqnFact, ...], ops: list[DumpOp],
             held[runs[up].eqn].update(op.line for op in run.ops)
     return StructureLinks(dict(lines), undecided, _groups(eqns, lines, descendants, held), owner, dict(held),
                           name_stacks)
+
+
+def _before_own_loops(runs: list[_Run], eqns) -> None:
+    """Give a scan the runs its lowering emits right before its `while` (the buffers its stacked outputs are
+    written into: `broadcast_in_dim`s of zeros under the scan's own stack, at its place): unlinked runs
+    beside that `while`, at the same place, each feeding the `while` (or a run between that does). Each run
+    is looked at once: a stretch of unlinked runs of one holder and place, then what follows it."""
+    i = 0
+    while i < len(runs):
+        run = runs[i]
+        if run.eqn is not None or run.fine is None:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(runs) and runs[j].eqn is None and runs[j].holder == run.holder and runs[j].fine == run.fine:
+            j += 1
+        loop = runs[j] if j < len(runs) else None
+        if (loop is not None and loop.name == "while" and loop.holder == run.holder and loop.fine == run.fine
+                and loop.eqn is not None and eqns[loop.eqn].primitive in _OWN_LOWERING):
+            fed = 0
+            for op in loop.ops:
+                fed |= op.operands
+            for k in range(j - 1, i - 1, -1):  # from the `while` back: what feeds it, or feeds what does
+                before = runs[k]
+                if (before.stack.rsplit("/", 1)[0] == loop.stack.rsplit("/", 1)[0]
+                        and all(fed >> op.index & 1 for op in before.ops)):
+                    before.eqn = loop.eqn
+                    for op in before.ops:
+                        fed |= op.operands
+        i = j
 
 
 def _own_stack(run: _Run) -> str | None:
@@ -217,6 +269,10 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
             bits ^= low
     runs: list[_Run] = []
     constants = []
+    constant_ids = 0  # the walk indices of the constants, as a bit set
+    for op, _stack in order:
+        if op.name == "stablehlo.constant":
+            constant_ids |= 1 << op.index
     open_runs: list[int] = []
     for op, stack in order:
         name = _named(stack)
@@ -230,17 +286,32 @@ def _runs(order) -> tuple[list[_Run], list[tuple[DumpOp, list[int]]]]:
             open_runs.pop()
         top = runs[open_runs[-1]] if open_runs else None
         if top is not None and top.stack == stack:
-            if top.fine == op.fine and not top.ended:
+            if top.fine == op.fine and not top.ended and not _starts_chain(name, op, top, constant_ids):
                 top.ops.append(op)
+                if name in _CHAINED:
+                    top.made |= 1 << op.index
                 top.ended = op.name == _main_op(name)
                 continue
             open_runs.pop()  # the same name at another place (or a next equation): a run beside it
+        elif (top is not None and name == top.name and isinstance(name, str) and name.startswith(_REDUCING)
+              and stack == f"{top.stack}/{name}"):
+            top.ops.append(op)  # its reducer's region, under its own name again (`reduce_and/reduce_and`)
+            continue
         runs.append(_Run(name, stack, op.fine, [op], open_runs[-1] if open_runs else None,
-                         ended=op.name == _main_op(name)))
+                         ended=op.name == _main_op(name), made=1 << op.index if name in _CHAINED else 0))
         open_runs.append(len(runs) - 1)
     for run in runs:
         run.partial = _main_op(run.name) is not None and not run.ended
     return runs, constants
+
+
+def _starts_chain(name, op: DumpOp, run: _Run, constant_ids: int) -> bool:
+    """Whether `op` starts another equation of a primitive lowered as a chain of ops, each reading the one
+    before (`_CHAINED`: `x ** 3` is `multiply x, x` then `multiply` of that and `x`): it reads no op of the
+    run, and something besides constants (a broadcast of a literal is the chain's too)."""
+    if name not in _CHAINED:
+        return False
+    return not op.operands & run.made and bool(op.operands & ~constant_ids)
 
 
 def _main_op(name) -> str | None:
@@ -273,7 +344,10 @@ def _names(eqn: EqnFact, name) -> bool:
     """Whether a run named `name` may be `eqn`'s."""
     if isinstance(name, tuple):
         return eqn.primitive in _LOWERED_AS["jit"] and eqn.params.get("name") == name[1]
-    return eqn.primitive in _LOWERED_AS.get(name, (name,))
+    if eqn.primitive in _LOWERED_AS.get(name, (name,)):
+        return True
+    through = _LOWERED_THROUGH.get(eqn.primitive)
+    return through is not None and through[0](eqn.params) and name in through[1]
 
 
 def _kind(dtype: str) -> str:
@@ -313,7 +387,12 @@ def _forced(run_ids: list[int], eqn_ids: list[int], runs: list[_Run], eqns) -> d
     if not n or not m or n * m > _MAX_CELLS:
         return {}
     yields = [_yields(runs[r]) for r in run_ids]
-    fits = [[_can_make(y, wanted) for y in yields] for wanted in (_wanted(eqns[e]) for e in eqn_ids)]
+    name = runs[run_ids[0]].name
+    # An equation lowered through other primitives (`_LOWERED_THROUGH`) makes its outputs in one of those runs
+    # at most: the others may yield anything.
+    made_by = [isinstance(name, tuple) or eqns[e].primitive in _LOWERED_AS.get(name, (name,)) for e in eqn_ids]
+    fits = [[_can_make(y, wanted) for y in yields]
+            for wanted in (_wanted(eqns[e]) if direct else None for e, direct in zip(eqn_ids, made_by))]
     # before[i][j]: most pairs among the first i equations and j runs; after[i][j]: among the rest.
     before = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n):

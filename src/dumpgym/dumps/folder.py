@@ -32,7 +32,7 @@ LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO be
 
 _JAXPR_FILE = re.compile(r"jax_(\d+)_(.+)\.jaxpr\.txt")
 _MLIR_FILE = re.compile(r"jax_ir(\d+)_(.+)_compile\.mlir")
-_XLA_FILE = re.compile(r"module_(\d+)\.([^.]+)\.(.+)")
+_XLA_FILE = re.compile(r"module_(\d+)\.(.+)")
 # What follows `module_NNNN.NAME.`: TPU's `cl_N.` compile id, then the backend's own prefix
 # (`cpu_`, `sm_9.0a_gpu_`, none for TPU) before `after_optimizations`.
 _XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<prefix>[\w.]*?)after_optimizations"
@@ -166,7 +166,30 @@ def _newest(entries: list[_Ir]) -> list[_Ir]:
 
 def _is_dump_file(name: str) -> bool:
     return bool(_JAXPR_FILE.fullmatch(name) or _MLIR_FILE.fullmatch(name)
-                or ((m := _XLA_FILE.fullmatch(name)) and _XLA_REST.fullmatch(m.group(3))))
+                or ((m := _xla_file(name)) and _XLA_REST.fullmatch(m[2])))
+
+
+def _xla_file(name: str) -> tuple[int, str, str] | None:
+    """(number, module name, what follows it) of one of XLA's files, `module_NNNN.NAME.REST`, or None. A module's
+    name may hold dots (JAX keeps them: a function named `evil.txt` is `jit_evil.txt`), so the name ends at the
+    first dot whose rest is a layer of a known backend, a per-pass file or the options file; failing that, at
+    the first whose rest is any layer, else at the first dot."""
+    m = _XLA_FILE.fullmatch(name)
+    if m is None:
+        return None
+    tail, best = m.group(2), None
+    for dot in (i for i, char in enumerate(tail) if char == "."):
+        module, rest = tail[:dot], tail[dot + 1:]
+        if not module:
+            continue
+        layer = _XLA_REST.fullmatch(rest)
+        rank = 2 if (rest == "debug_options" or pass_dump(rest) is not None or (layer is not None and (
+            layer.group("before") or _known_prefix(layer.group("prefix"), rest)))) else 1 if layer else 0
+        if best is None or rank > best[0]:
+            best = (rank, module, rest)
+        if rank == 2:
+            break
+    return None if best is None else (int(m.group(1)), best[1], best[2])
 
 
 def _files(folder: Path) -> list[Path]:
@@ -210,13 +233,13 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
                 jaxprs.append(_Ir(int(m.group(1)), m.group(2), path, ""))
             elif m := _MLIR_FILE.fullmatch(path.name):
                 mlirs.append(_Ir(int(m.group(1)), m.group(2), path, ""))
-            elif (m := _XLA_FILE.fullmatch(path.name)) and (dumped := _pass_file(m)) is not None:
-                per_pass.setdefault((folder, int(m.group(1))), []).append((dumped, path))
-            elif m and m.group(3) == "debug_options":
-                options[(folder, int(m.group(1)))] = path
-            elif m and (rest := _XLA_REST.fullmatch(m.group(3))):
-                key = (folder, int(m.group(1)), m.group(2))  # numbers repeat across clients: the name too
-                module = xla.setdefault(key, DumpModule(m.group(2), xla_number=int(m.group(1))))
+            elif (m := _xla_file(path.name)) and (dumped := _pass_file(*m[1:])) is not None:
+                per_pass.setdefault((folder, m[0]), []).append((dumped, path))
+            elif m and m[2] == "debug_options":
+                options[(folder, m[0])] = path
+            elif m and (rest := _XLA_REST.fullmatch(m[2])):
+                key = (folder, m[0], m[1])  # numbers repeat across clients: the name too
+                module = xla.setdefault(key, DumpModule(m[1], xla_number=m[0]))
                 _place_xla_file(module, path, rest)
             elif path.name.startswith(("jax_", "module_")):
                 ignored += 1
@@ -277,12 +300,12 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     return DumpFolder(paths, modules, ignored, unread)
 
 
-def _pass_file(m: re.Match):
+def _pass_file(name: str, rest: str):
     """Where one of XLA's per-pass files was written (`ir/passes.py`), or None for any other file of a module. XLA
     leaves the module's name out of a name that would be longer than 255 characters (`module_0006.0014.…`)."""
-    dumped = pass_dump(m.group(3))
-    if dumped is None and m.group(2).isdigit():
-        dumped = pass_dump(f"{m.group(2)}.{m.group(3)}")
+    dumped = pass_dump(rest)
+    if dumped is None and name.isdigit():
+        dumped = pass_dump(f"{name}.{rest}")
     return dumped
 
 
@@ -309,6 +332,12 @@ def _place_xla_file(module: DumpModule, path: Path, rest: re.Match) -> None:
         module.problem = f"unknown backend {rest.group('prefix')[:-1]!r} in {path.name}"
     else:
         module.backend, module.target = backend, target
+
+
+def _known_prefix(prefix: str, rest: str) -> bool:
+    """Whether an `after_optimizations` file's prefix (and what follows the module's name, `rest`) names a
+    backend: the CPU's, a GPU's, or none after a TPU's compile id."""
+    return prefix == "cpu_" or _GPU_PREFIX.fullmatch(prefix) is not None or (prefix == "" and rest.startswith("cl_"))
 
 
 def _backend(prefix: str, path: Path) -> tuple[str | None, str]:

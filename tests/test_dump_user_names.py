@@ -1,0 +1,101 @@
+"""Dumps of small user functions as a run writes them: a function whose name holds a dot (JAX keeps it in the
+module's name, `jit_evil.txt`, and in every file name XLA writes for it) and one whose jaxpr JAX prints on one
+line (`let b = exp a; c = sub b 1.0 in (c,)`). Checked against JAX itself: the module names its lowering gives,
+and the equations `jax.make_jaxpr` traces."""
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from dump_programs import dump_script
+from dumpgym import cli
+from dumpgym.dumps.folder import read_folder
+from dumpgym.ir.jaxpr_text import read_jaxpr
+
+SCRIPT = r'''
+import jax, jax.numpy as jnp
+from test_dump_user_names import FUNCTIONS, example
+
+for f in FUNCTIONS:
+    jax.jit(f)(*example(f))
+'''
+
+
+def loss(w, x):
+    return jnp.sum(jnp.tanh(x @ w) ** 2)
+
+
+def small(x):
+    return jnp.exp(x) - 1
+
+
+def dotted(x):
+    return jnp.sin(x) * 2 + jnp.cos(x)
+
+
+def overridden(x):
+    return jnp.log1p(x * x)
+
+
+dotted.__name__ = "model.apply"
+overridden.__name__ = "evil\u202eexe.txt"
+FUNCTIONS = (loss, small, dotted, overridden)
+
+
+def example(f):
+    return (jnp.ones((8, 4)), jnp.ones((2, 8))) if f is loss else (jnp.ones(5),)
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("names")
+    dump_script(f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n" + SCRIPT, folder, folder)
+    return folder
+
+
+def _module_name(f) -> str:
+    """The module name JAX's lowering gives `f` (`module @NAME` of its StableHLO)."""
+    text = jax.jit(f).lower(*example(f)).as_text()
+    return text.split("module @", 1)[1].split(" ", 1)[0]
+
+
+def test_a_module_whose_name_holds_a_dot_reads_whole_and_adds(dumped, tmp_path, capsys):
+    folder = read_folder(dumped)
+    users = {m.name: m for m in folder.modules if not m.helper}
+    assert {_module_name(f) for f in FUNCTIONS} == set(users)
+    assert any("." in name for name in users)  # what the test is about: JAX kept the dots
+    for name, module in users.items():
+        assert module.problem is None, (name, module.problem)
+        assert set(module.layers()) == {"jaxpr", "stablehlo", "hlo_before", "hlo_after"}, name
+        assert module.backend == "cpu" and module.memory() is not None, name
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(dumped), "--corpus", str(corpus)]) == 0, capsys.readouterr().err
+    added = json.loads((corpus / "index.json").read_text())["programs"]
+    assert sorted(added) == sorted(f"dump-{m.slug}" for m in users.values())
+    for slug in added:
+        record = json.loads((corpus / f"{slug}.json").read_text())
+        assert record["compiled"]["cpu"]["text"] and record["stablehlo"], slug
+
+
+def test_a_jaxpr_printed_on_one_line_reads_each_equation_as_jax_traced_it(dumped):
+    folder = read_folder(dumped)
+    for f in FUNCTIONS:
+        module = next(m for m in folder.modules if m.name == _module_name(f))
+        text = module.text("jaxpr")
+        read = [e for e in read_jaxpr(text).eqns if e.parent is None]
+        traced = jax.make_jaxpr(f)(*example(f)).eqns
+        assert [e.primitive for e in read] == [e.primitive.name for e in traced], f.__name__
+        for ours, theirs in zip(read, traced):
+            assert len(ours.operand_names) == len(theirs.invars), (f.__name__, ours.primitive)
+            assert [o.shape for o in ours.outputs] == [v.aval.shape for v in theirs.outvars]
+    # A jaxpr JAX printed on one line: each equation's own text ends where the next one starts.
+    one_line = [f for f in FUNCTIONS if "\n" not in folder.module(_module_name(f)).text("jaxpr").strip()]
+    assert one_line, "no jaxpr was printed on one line"
+    for f in one_line:
+        text = folder.module(_module_name(f)).text("jaxpr")
+        for eqn in read_jaxpr(text).eqns:
+            own = text[eqn.binders[0].column:eqn.printed_end]
+            assert own.count(" = ") == 1 and ";" not in own and own.split(" = ")[1].startswith(eqn.primitive), own
+            assert own.split()[-len(eqn.operand_names):] == list(eqn.operand_names), own

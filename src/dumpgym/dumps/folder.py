@@ -57,6 +57,9 @@ class DumpModule:
     ir_number: int | None = None
     repeats: int = 0  # older compiles with the same text, left out
     problem: str | None = None
+    # A layer whose file cannot be read (empty, truncated, unreadable) while the module can do without it: left
+    # out of `files`, the reason kept here and said on its page.
+    unread: dict[str, str] = field(default_factory=dict)
     slug: str = ""
     stacks: frozenset = frozenset()  # the name stacks its ops carry (StableHLO's, or else the HLO's op_names)
     helper: bool = False  # JAX's own (an eager primitive, a private function), not a function the user wrote
@@ -281,6 +284,7 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
         mlirs_named.setdefault(entry.name, []).append(entry)
     for module in modules:
         _pair_xla(module, mlirs_named.get(module.name, []))
+    _unread_stablehlo(modules, mlirs)
     for entry in mlirs:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"stablehlo": entry.path}, ir_number=entry.number,
@@ -292,6 +296,11 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     mlir_at = {entry.path: entry for entry in mlirs}
     for module in modules:
         _pair_jaxpr(module, jaxprs_named.get(module.name, []), mlir_at)
+    for module in modules:  # the one jaxpr of a function whose StableHLO cannot be read: left out, said
+        named = [e for e in jaxprs_named.get(module.name, []) if not e.paired]
+        if "stablehlo" in module.unread and "jaxpr" not in module.files and len(named) == 1:
+            module.unread["jaxpr"] = f"{named[0].path} is linked through its StableHLO, left out"
+            named[0].paired = True
     for entry in jaxprs:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"jaxpr": entry.path}, repeats=entry.repeats,
@@ -473,14 +482,14 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
                 hlo_head(module.files["hlo_after"])
             names = None
         else:
-            text = read_text(path)
+            layer, text, hlo = _readable_hlo(module)
+            path = module.files[layer]
             module.functions = function_names(text)
-            hlo = parse_hlo(text, path)
-            if "hlo_after" in module.files and layer != "hlo_after":
-                parse_hlo(read_text(module.files["hlo_after"]), module.files["hlo_after"])
             shapes, types = shapes_of_hlo(hlo), types_of_hlo(hlo)
             names = frozenset((n, frame) for _c, _i, n, frame in hlo_op_names(hlo) if "/" in n or "(" in n)
             module.stacks = frozenset(n for n, _f in names)
+            if "hlo_before" in module.unread:
+                names = None  # the optimised HLO's names are XLA's after inlining calls: not the StableHLO's
     except DumpError as e:
         module.problem = str(e)
         return
@@ -502,6 +511,39 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
         module.big = module.big or entry.big
         if not entry.big:
             module.stacks = frozenset(n for n, _f in entry.names)
+
+
+def _readable_hlo(module: DumpModule) -> tuple[str, str, object]:
+    """The HLO layer a module is paired by (before optimisations, else the optimised), its text and its parse. A
+    layer that cannot be read while the other can is left out of `files`, its reason kept in `unread`, so the
+    module is shown with a note; a `DumpError` where neither can."""
+    read, failed = {}, {}
+    for layer in ("hlo_before", "hlo_after"):
+        if layer in module.files:
+            try:
+                text = read_text(module.files[layer])
+                read[layer] = (text, parse_hlo(text, module.files[layer]))
+            except DumpError as e:
+                failed[layer] = e
+    if not read:
+        raise next(iter(failed.values()))
+    for layer, error in failed.items():
+        module.unread[layer] = str(error)
+        del module.files[layer]
+    layer = next(iter(read))
+    return (layer, *read[layer])
+
+
+def _unread_stablehlo(modules: list[DumpModule], mlirs: list[_Ir]) -> None:
+    """A StableHLO that cannot be read (empty, truncated) is said on the page of the one module of its name that
+    has no StableHLO, where only one has its name, instead of standing as a module of its own."""
+    for entry in mlirs:
+        if entry.problem is None or entry.paired or sum(e.name == entry.name for e in mlirs) != 1:
+            continue
+        named = [m for m in modules if m.name == entry.name]
+        if len(named) == 1 and "stablehlo" not in named[0].files and named[0].problem is None:
+            named[0].unread["stablehlo"] = entry.problem
+            entry.paired = True
 
 
 def _covers(stablehlo_names: frozenset, hlo_names: frozenset) -> bool:
@@ -621,7 +663,8 @@ def _finish(modules: list[DumpModule], reserved: set[str]) -> None:
         module.slug = slug
         if module.problem is None and len(module.layers()) < 2:
             only = LAYER_NAMES[module.layers()[0]] if module.layers() else "no"
-            module.problem = f"only one layer ({only}) in the folder: nothing to link it to"
+            module.problem = next(iter(module.unread.values()), None) or \
+                f"only one layer ({only}) in the folder: nothing to link it to"
         # A module that cannot be read is not known to be JAX's own: it stays in front, with its note; but a
         # jaxpr alone of one primitive's equations, named for it, is an eager primitive's (`squeeze` of a key).
         module.helper = (module.problem is None and not module.big and _is_helper(module)) or (

@@ -19,7 +19,7 @@ from dumpgym.dumps.passes import pass_history
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo, tensor_aval
-from dumpgym.dumps.folder import DumpFolder, DumpModule
+from dumpgym.dumps.folder import LAYER_NAMES, DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.dumps.structure import link_equations
 from dumpgym.ir.jaxpr_text import read_jaxpr
@@ -45,10 +45,12 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
         raise DumpError(f"{module.slug}: {module.problem}")
     notes: list[str] = []
     if "hlo_after" not in module.files:
-        missing = "the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`)"
+        missing = module.unread.get("hlo_after") or "the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`)"
         if compiled:
             raise DumpError(f"{module.slug}: {missing}; add --dump needs it")
         notes.append(f"{missing}: no compiled layer")
+    notes.extend(f"the {LAYER_NAMES[layer]} is left out: {why}" for layer, why in module.unread.items()
+                 if layer != "hlo_after")
     jaxpr, read = "", None
     if "jaxpr" in module.files:
         try:
@@ -259,10 +261,11 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         raise DumpError(f"the dump holds only helper modules JAX compiled itself ({len(folder.modules)}: "
                         f"{' '.join(m.slug for m in folder.modules[:5])}{' ...' if len(folder.modules) > 5 else ''}); "
                         "name one with --module to add it")
-    bad = [m for m in chosen if m.problem]
+    bad = [m for m in chosen if m.problem or m.unread]  # `open` shows one with a file left out, said; add keeps none
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raise DumpError(f"{bad[0].slug}: {bad[0].problem}{more}; nothing was added (pick modules with --module)")
+        why = bad[0].problem or "its {} cannot be read: {}".format(*next((LAYER_NAMES[k], v) for k, v in bad[0].unread.items()))
+        raise DumpError(f"{bad[0].slug}: {why}{more}; nothing was added (pick modules with --module)")
     for path in [*folder.paths, *(p for m in chosen for p in m.files.values())]:
         if not _utf8(str(path)):
             raise DumpError(f"{path}: the name is not UTF-8 (bytes of another encoding), which no "
@@ -306,6 +309,9 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
     # JAX's helper modules (an eager `jnp.zeros`, `jax.random.normal`'s) are shown only when nothing else is.
     chosen = [m for m in usable if not m.helper] or usable
     for module in chosen:
+        if module.unread:
+            notes.append(f"{module.slug}: " + "; ".join(f"its {LAYER_NAMES[layer]} is left out: {why}"
+                                                        for layer, why in module.unread.items()))
         if "hlo_after" not in module.files:  # shown without a compiled layer, its note says why
             todo.append((module, 0))
             continue

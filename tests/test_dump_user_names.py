@@ -16,10 +16,11 @@ from dumpgym.ir.jaxpr_text import read_jaxpr
 
 SCRIPT = r'''
 import jax, jax.numpy as jnp
-from test_dump_user_names import FUNCTIONS, example
+from test_dump_user_names import AGAIN, FUNCTIONS, example, small
 
 for f in FUNCTIONS:
     jax.jit(f)(*example(f))
+jax.jit(small)(*AGAIN)  # the same function at another shape: a second module of its name
 '''
 
 
@@ -42,6 +43,7 @@ def overridden(x):
 dotted.__name__ = "model.apply"
 overridden.__name__ = "evil\u202eexe.txt"
 FUNCTIONS = (loss, small, dotted, overridden)
+AGAIN = (jnp.ones((2, 3)),)
 
 
 def example(f):
@@ -63,9 +65,9 @@ def _module_name(f) -> str:
 
 def test_a_module_whose_name_holds_a_dot_reads_whole_and_adds(dumped, tmp_path, capsys):
     folder = read_folder(dumped)
-    users = {m.name: m for m in folder.modules if not m.helper}
-    assert {_module_name(f) for f in FUNCTIONS} == set(users)
-    assert any("." in name for name in users)  # what the test is about: JAX kept the dots
+    users = {m.slug: m for m in folder.modules if not m.helper}
+    assert {_module_name(f) for f in FUNCTIONS} == {m.name for m in folder.modules if not m.helper}
+    assert any("." in m.name for m in users.values())  # what the test is about: JAX kept the dots
     for name, module in users.items():
         assert module.problem is None, (name, module.problem)
         assert set(module.layers()) == {"jaxpr", "stablehlo", "hlo_before", "hlo_after"}, name
@@ -82,7 +84,8 @@ def test_a_module_whose_name_holds_a_dot_reads_whole_and_adds(dumped, tmp_path, 
 def test_a_jaxpr_printed_on_one_line_reads_each_equation_as_jax_traced_it(dumped):
     folder = read_folder(dumped)
     for f in FUNCTIONS:
-        module = next(m for m in folder.modules if m.name == _module_name(f))
+        module = next(m for m in folder.modules if m.name == _module_name(f) and m.xla_number == min(
+            n.xla_number for n in folder.modules if n.name == m.name))  # its first compile, at `example`
         text = module.text("jaxpr")
         read = [e for e in read_jaxpr(text).eqns if e.parent is None]
         traced = jax.make_jaxpr(f)(*example(f)).eqns
@@ -91,11 +94,25 @@ def test_a_jaxpr_printed_on_one_line_reads_each_equation_as_jax_traced_it(dumped
             assert len(ours.operand_names) == len(theirs.invars), (f.__name__, ours.primitive)
             assert [o.shape for o in ours.outputs] == [v.aval.shape for v in theirs.outvars]
     # A jaxpr JAX printed on one line: each equation's own text ends where the next one starts.
-    one_line = [f for f in FUNCTIONS if "\n" not in folder.module(_module_name(f)).text("jaxpr").strip()]
+    one_line = [m for m in folder.modules if not m.helper and "\n" not in m.text("jaxpr").strip()]
     assert one_line, "no jaxpr was printed on one line"
-    for f in one_line:
-        text = folder.module(_module_name(f)).text("jaxpr")
+    for module in one_line:
+        text = module.text("jaxpr")
         for eqn in read_jaxpr(text).eqns:
             own = text[eqn.binders[0].column:eqn.printed_end]
             assert own.count(" = ") == 1 and ";" not in own and own.split(" = ")[1].startswith(eqn.primitive), own
             assert own.split()[-len(eqn.operand_names):] == list(eqn.operand_names), own
+
+
+def test_compiles_of_one_function_at_two_shapes_are_told_apart_by_their_arguments(dumped):
+    from dumpgym.dumps.record import shown_records
+
+    records, _ = shown_records(read_folder(dumped))
+    twice = [r for r in records if r.dump.module == _module_name(small)]
+    assert len(twice) == 2 and len({r.title for r in twice}) == 2
+    # Each title names the arguments JAX lowered that compile for; a function compiled once keeps its name alone.
+    for args in (example(small), AGAIN):
+        said = ", ".join(f"f32[{','.join(map(str, a.shape))}]" for a in jax.jit(small).lower(*args).args_info[0])
+        assert sum(f"({said})" in r.title for r in twice) == 1, (said, [r.title for r in twice])
+    once = next(r for r in records if r.dump.module == _module_name(loss))
+    assert "(f32" not in once.title

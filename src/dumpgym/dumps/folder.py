@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +63,7 @@ class DumpModule:
     unread: dict[str, str] = field(default_factory=dict)
     slug: str = ""
     stacks: frozenset = frozenset()  # the name stacks its ops carry (StableHLO's, or else the HLO's op_names)
+    namesakes: int = 0  # other modules of its name (a function compiled at other shapes): its title says its arguments
     helper: bool = False  # JAX's own (an eager primitive, a private function), not a function the user wrote
     functions: frozenset | None = None  # the functions its HLO's source tables name (None: no tables)
     primitives: frozenset = frozenset()  # a jaxpr's alone: the primitives of its equations
@@ -653,7 +655,9 @@ def _finish(modules: list[DumpModule], reserved: set[str]) -> None:
     modules.sort(key=lambda m: (m.xla_number is None, m.xla_number or 0, m.ir_number or 0))
     reserved = reserved | {_base(m.name) for m in modules}
     taken: set[str] = set()
+    named = Counter(m.name for m in modules)
     for module in modules:
+        module.namesakes = named[module.name] - 1
         slug = base = _base(module.name)
         n = 1
         while slug in taken or (n > 1 and slug in reserved):

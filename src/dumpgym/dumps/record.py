@@ -45,7 +45,9 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
         raise DumpError(f"{module.slug}: {module.problem}")
     notes: list[str] = []
     if "hlo_after" not in module.files:
-        missing = module.unread.get("hlo_after") or "the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`)"
+        why = module.unread.get("hlo_after", "").rstrip(": ")  # XLA's parser may end its first line with a colon
+        missing = f"the optimised HLO is left out ({why})" if why else \
+            "the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`)"
         if compiled:
             raise DumpError(f"{module.slug}: {missing}; add --dump needs it")
         notes.append(f"{missing}: no compiled layer")
@@ -90,7 +92,8 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
     linked = {line for g in groups for line in g.stablehlo_lines}
     return ProgramRecord(
         slug=slug,
-        title=f"{_isolated(shown_text(module.name)[:150])} (dump, {target or 'not compiled'})",
+        title=f"{_isolated(shown_text(module.name)[:150])}{_arguments(args) if module.namesakes else ''} "
+              f"(dump, {target or 'not compiled'})",
         lesson=f"Your dump's module {_isolated(shown_text(module.name))}, from {_isolated(where)}: compiled for {target or 'no target the folder names'}, "
                "not traced here.",
         entry=shown_text(str(next(module.files[k] for k in ("stablehlo", "hlo_after", "hlo_before", "jaxpr")
@@ -149,6 +152,11 @@ def _instruction_eqns(hlo_links: dict, owner: dict[int, int], held: dict[int, se
 
 
 # XLA's kinds of number (numpy's names, as `types_of_hlo` gives them) in the jaxpr's aval notation.
+
+
+def _arguments(args: tuple[str, ...], most: int = 4) -> str:
+    """A module's arguments in its title (`(f32[7])`), which tell apart the compiles of one function at other shapes."""
+    return f"({', '.join(args[:most])}{', …' if len(args) > most else ''})"
 
 
 def _hlo_args(module: DumpModule) -> tuple[str, ...]:

@@ -116,3 +116,22 @@ def test_compiles_of_one_function_at_two_shapes_are_told_apart_by_their_argument
         assert sum(f"({said})" in r.title for r in twice) == 1, (said, [r.title for r in twice])
     once = next(r for r in records if r.dump.module == _module_name(loss))
     assert "(f32" not in once.title
+
+
+def test_a_dump_added_again_is_refused_in_one_line_or_replaced_with_replace(dumped, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    add = ["add", "--dump", str(dumped), "--module", _module_name(loss), "--corpus", str(corpus)]
+    assert cli.main(add) == 0
+    assert capsys.readouterr().out.startswith("added dump-jit-loss:")
+    index = (corpus / "index.json").read_text()
+    # Again: its slug is taken, and a dump's module has no --slug to choose another: --replace is what to give.
+    assert cli.main(add) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--replace" in err[0] and "--slug" not in err[0], err
+    assert (corpus / "index.json").read_text() == index
+    (corpus / "dump-jit-loss.json").write_text("{}")  # what the new dump's record swaps out
+    assert cli.main([*add, "--replace"]) == 0
+    assert capsys.readouterr().out.startswith("replaced dump-jit-loss:")
+    assert (corpus / "index.json").read_text() == index
+    record = json.loads((corpus / "dump-jit-loss.json").read_text())
+    assert record["dump"]["module"] == _module_name(loss) and record["compiled"]["cpu"]["text"]

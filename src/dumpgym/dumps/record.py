@@ -258,9 +258,11 @@ def _with_fused(instructions, fusions) -> tuple[list, list]:
     return out, [dataclasses.replace(f, eqns=tuple(sorted(fused.get(f.name, f.eqns)))) for f in fusions]
 
 
-def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait: float | None = None) -> list[ProgramRecord]:
+def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait: float | None = None,
+             replace: bool = False) -> list[ProgramRecord]:
     """Add the modules of a dump folder (the user's, without JAX's own helper modules; or those named) to the
-    user's corpus; all or none are written."""
+    user's corpus; all or none are written. With `replace`, a module added before under its slug (a dump of the
+    same job run again) is swapped for the new one."""
     from dumpgym.corpus.user import store_records
 
     chosen = list({m.slug: m for m in map(folder.module, modules)}.values()) if modules else \
@@ -284,7 +286,7 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         raise RuntimeError("two modules of the dump have one slug")
     for record in records:  # what the corpus reads back must be a valid record
         ProgramRecord.from_json(record.to_json())
-    store_records(records, corpus_dir, wait)
+    store_records(records, corpus_dir, wait, replace=replace)
     return records
 
 

@@ -13,6 +13,7 @@ from dump_programs import dump_script
 from dumpgym import cli
 from dumpgym.dumps.folder import read_folder
 from dumpgym.ir.jaxpr_text import read_jaxpr
+from dumpgym.ir.parse import jaxpr_equations
 
 SCRIPT = r'''
 import jax, jax.numpy as jnp
@@ -90,6 +91,8 @@ def test_a_jaxpr_printed_on_one_line_reads_each_equation_as_jax_traced_it(dumped
         read = [e for e in read_jaxpr(text).eqns if e.parent is None]
         traced = jax.make_jaxpr(f)(*example(f)).eqns
         assert [e.primitive for e in read] == [e.primitive.name for e in traced], f.__name__
+        # The line reader the x-ray counts a primitive's equations with (`dumps/xray.py`) finds the same ones.
+        assert [p for _line, p in jaxpr_equations(text)] == [e.primitive.name for e in traced], f.__name__
         for ours, theirs in zip(read, traced):
             assert len(ours.operand_names) == len(theirs.invars), (f.__name__, ours.primitive)
             assert [o.shape for o in ours.outputs] == [v.aval.shape for v in theirs.outvars]

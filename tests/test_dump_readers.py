@@ -50,6 +50,8 @@ ADVERSARIAL = {
     # Repeated binders before a missing `=`: the old equation pattern tried every split of each word.
     "jaxpr_equations: a:b:c:d words": (jaxpr_equations, lambda n: " ".join(["a:b:c:d"] * n) + "\n", 4000),
     "jaxpr_equations: let runs": (jaxpr_equations, lambda n: "let a:b " * n + "\n", 4000),
+    # A jaxpr printed on one line separates its equations by `; `: each is a start, read only to the next.
+    "jaxpr_equations: one-line runs": (jaxpr_equations, lambda n: "; a:b" * n + " \n", 4000),
     "jaxpr equations read whole: a:b:c:d words": (jaxpr_eqn_facts, lambda n: "{ lambda ; " + " ".join(["a:b:c:d"] * n), 4000),
     "jaxpr equations read whole: lambda lines": (jaxpr_eqn_facts, lambda n: "{ lambda ; a:f32[1]\n" * n, 4000),
     "jaxpr equations read whole: many equations": (jaxpr_eqn_facts, lambda n: "{ lambda ; a:f32[2]. let\n" + "".join(

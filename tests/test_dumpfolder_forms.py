@@ -213,8 +213,11 @@ def test_a_truncated_stablehlo_leaves_xla_layers_shown(dumps, tmp_path):
     assert step.problem is None and "stablehlo" not in step.files
     records, notes = _shown(copy)
     record = next(r for r in records if r.dump.module == "jit_step" and r.compiled)
-    # XLA's two layers, linked by their source lines (dumps/source.py); none of the StableHLO's text
+    # XLA's two layers, linked by their source lines (dumps/source.py); none of the StableHLO's text, which the
+    # page says was left out, as is the jaxpr linked through it (neither stands as a module of its own)
     assert record.dump.hlo_before == step.text("hlo_before") and record.dump.source_lines
+    assert any(mlir.name in n and "does not parse" in n for n in record.dump.notes), record.dump.notes
+    assert not [m for m in folder.modules if m.problem] and set(step.unread) == {"stablehlo", "jaxpr"}
     page = json.dumps(record.to_json())
     assert "func.func" not in page and "stablehlo.tanh" not in page
 
@@ -238,13 +241,17 @@ def test_one_bad_file_is_a_note_for_its_module_and_add_writes_nothing(kind, dump
         path.write_bytes(b"" if kind == "empty" else b"HloModule \x00\x01")
     words = {"unreadable": "cannot read", "empty": "is empty", "binary": "is not text"}[kind]
     folder = read_folder(copy)
-    bad = [m for m in folder.modules if m.problem]
-    assert [m.name for m in bad] == ["jit_step"] and words in bad[0].problem
+    bad = [m for m in folder.modules if m.problem or m.unread]
+    assert [m.name for m in bad] == ["jit_step"] and words in bad[0].unread["hlo_after"]
+    assert not [m for m in folder.modules if m.problem]  # its StableHLO and jaxpr stay its own, not a module apart
     served = []
     monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
     assert cli.main(["open", str(copy)]) == 0 and served
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dumpgym: warning: ") and words in err[0], err
+    # Its page: JAX's layers linked, no compiled layer, and a note that names the file and why.
+    step = next(r for r in served[0]["shown"] if r.dump.module == "jit_step")
+    assert step.xray and not step.compiled and any(path.name in n and words in n for n in step.dump.notes)
     corpus = tmp_path / "corpus"
     assert cli.main(["add", "--dump", str(copy), "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -447,8 +454,9 @@ def test_a_truncated_or_empty_file_is_a_note_on_the_modules_page_and_the_rest_is
     if kind == "truncated-jaxpr":  # the jaxpr left out, its StableHLO and XLA's layers linked
         assert not record.jaxpr and record.stablehlo and record.compiled["cpu"].instructions
         assert any("no jaxpr" in n for n in record.dump.notes)
-    elif kind == "empty-before":  # XLA's module cannot be read: JAX's layers are shown, the missing one said
-        assert record.xray and not record.compiled and any("no optimised HLO" in n for n in record.dump.notes)
+    elif kind == "empty-before":  # the layers the record needs are shown, linked; the one left out is said
+        assert record.xray and record.compiled["cpu"].instructions and not record.dump.hlo_before
+        assert any(path.name in n and "is empty" in n for n in record.dump.notes), record.dump.notes
     else:  # the buffer reports left out and said, naming the file; every layer shown
         assert record.dump.buffers is None and record.compiled and record.xray
         assert any(path.name in n for n in record.dump.notes), record.dump.notes

@@ -603,8 +603,9 @@ def test_replace_never_replaces_a_built_in_program(corpus_dir, capsys):
     assert not corpus_dir.exists()
 
 
-def test_replace_is_for_a_traced_function_not_a_dump(tmp_path, capsys):
-    assert cli.main(["add", "--dump", str(tmp_path), "--replace", "--corpus", str(tmp_path / "corpus")]) == 2
+def test_slug_is_for_a_traced_function_not_a_dump(tmp_path, capsys):
+    # A dump's module takes its slug from its name (--replace swaps in a dump added again: test_dump_user_names.py).
+    assert cli.main(["add", "--dump", str(tmp_path), "--slug", "s", "--corpus", str(tmp_path / "corpus")]) == 2
     err = capsys.readouterr().err
     assert "--dump adds the modules of dump folders" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "corpus").exists()

@@ -244,14 +244,17 @@ def _cmd_add(args) -> int:
 def _add_dump(args) -> int:
     from dumpgym.dumps import record as dump_corpus
 
-    if args.entry is not None or args.arg or args.args_from or args.hlo or args.slug or args.title or args.replace:
+    if args.entry is not None or args.arg or args.args_from or args.hlo or args.slug or args.title:
         raise UsageError("--dump adds the modules of dump folders (JAX's and XLA's in two: --dump A B): it takes "
-                         "--module, --corpus and --wait only")
+                         "--module, --replace, --corpus and --wait only")
+    from dumpgym.corpus import user as usercorpus
+
     folder = _read_dump(args.dump, only=args.module)
-    added = dump_corpus.add_dump(folder, args.module, corpus_dir=args.corpus, wait=args.wait)
+    before = usercorpus.read_index(usercorpus.user_corpus_dir(args.corpus)) if args.replace else []
+    added = dump_corpus.add_dump(folder, args.module, corpus_dir=args.corpus, wait=args.wait, replace=args.replace)
     for record in added:
         layer = next(iter(record.compiled.values()))
-        print(printable(f"added {record.slug}: {layer.device_kind} · {layer.stats.instructions} HLO instructions · "
+        print(printable(f"{'replaced' if record.slug in before else 'added'} {record.slug}: {layer.device_kind} · {layer.stats.instructions} HLO instructions · "
                         f"{record.xray_stats.stablehlo_op_lines} StableHLO op lines"))
     helpers = [m.slug for m in folder.modules if m.helper] if not args.module else []
     if helpers:
@@ -351,7 +354,8 @@ def make_parser() -> argparse.ArgumentParser:
                         "gpu or gpu:a100 (an H100 or A100, compiled without a GPU, GEMMs not autotuned; needs dumpgym[gpu])")
     p.add_argument("--replace", action="store_true",
                    help="replace the program you added under the same slug (swapped in one step once the new one "
-                        "has traced: a failure leaves the old one whole); without it a taken slug is refused")
+                        "has traced: a failure leaves the old one whole; with --dump, the modules of a dump added "
+                        "before); without it a taken slug is refused")
     p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
     _wait_option(p)
     p.set_defaults(run=_cmd_add)

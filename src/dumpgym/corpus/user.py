@@ -296,16 +296,21 @@ def _builtin_slugs() -> frozenset[str]:
         return frozenset(p["slug"] for p in load_builtin()["programs"])
 
 
-def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | None = None) -> None:
+def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | None = None,
+                  replace: bool = False) -> None:
     """Write records made elsewhere (a dump's modules, `dumps/record.py`) into the folder of added programs:
-    all of them or, on any failure, none."""
+    all of them or, on any failure, none; with `replace`, each in the place of the one added under its slug."""
     folder = user_corpus_dir(corpus_dir)
     with locked(folder, exclusive=False, wait=wait):
+        taken = [r.slug for r in records if r.slug in read_index(folder)]
+        if taken and not replace:  # a dump's module takes its slug from its name: no --slug to choose another
+            raise ProgramError(f"slug {taken[0]!r} is already in the corpus (added before); give --replace to replace "
+                               f"what you added under it, or remove it with 'dumpgym remove {taken[0]}'")
         for record in records:
-            _check_slug_free(record.slug, folder)
+            _check_slug_free(record.slug, folder, replace)
     _check_writable(folder)
     _make_folder(folder)
-    _store(folder, records, wait)
+    _store(folder, records, wait, replace)
 
 
 def _store(folder: Path, records: list[ProgramRecord], wait: float | None, replace: bool = False) -> list[str]:

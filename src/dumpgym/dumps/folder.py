@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ LAYER_NAMES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO be
 
 _JAXPR_FILE = re.compile(r"jax_(\d+)_(.+)\.jaxpr\.txt")
 _MLIR_FILE = re.compile(r"jax_ir(\d+)_(.+)_compile\.mlir")
-_XLA_FILE = re.compile(r"module_(\d+)\.([^.]+)\.(.+)")
+_XLA_FILE = re.compile(r"module_(\d+)\.(.+)")
 # What follows `module_NNNN.NAME.`: TPU's `cl_N.` compile id, then the backend's own prefix
 # (`cpu_`, `sm_9.0a_gpu_`, none for TPU) before `after_optimizations`.
 _XLA_REST = re.compile(r"(?:cl_\d+\.)?(?:(?P<before>before_optimizations)|(?P<prefix>[\w.]*?)after_optimizations"
@@ -57,8 +58,12 @@ class DumpModule:
     ir_number: int | None = None
     repeats: int = 0  # older compiles with the same text, left out
     problem: str | None = None
+    # A layer whose file cannot be read (empty, truncated, unreadable) while the module can do without it: left
+    # out of `files`, the reason kept here and said on its page.
+    unread: dict[str, str] = field(default_factory=dict)
     slug: str = ""
     stacks: frozenset = frozenset()  # the name stacks its ops carry (StableHLO's, or else the HLO's op_names)
+    namesakes: int = 0  # other modules of its name (a function compiled at other shapes): its title says its arguments
     helper: bool = False  # JAX's own (an eager primitive, a private function), not a function the user wrote
     functions: frozenset | None = None  # the functions its HLO's source tables name (None: no tables)
     primitives: frozenset = frozenset()  # a jaxpr's alone: the primitives of its equations
@@ -166,7 +171,30 @@ def _newest(entries: list[_Ir]) -> list[_Ir]:
 
 def _is_dump_file(name: str) -> bool:
     return bool(_JAXPR_FILE.fullmatch(name) or _MLIR_FILE.fullmatch(name)
-                or ((m := _XLA_FILE.fullmatch(name)) and _XLA_REST.fullmatch(m.group(3))))
+                or ((m := _xla_file(name)) and _XLA_REST.fullmatch(m[2])))
+
+
+def _xla_file(name: str) -> tuple[int, str, str] | None:
+    """(number, module name, what follows it) of one of XLA's files, `module_NNNN.NAME.REST`, or None. A module's
+    name may hold dots (JAX keeps them: a function named `evil.txt` is `jit_evil.txt`), so the name ends at the
+    first dot whose rest is a layer of a known backend, a per-pass file or the options file; failing that, at
+    the first whose rest is any layer, else at the first dot."""
+    m = _XLA_FILE.fullmatch(name)
+    if m is None:
+        return None
+    tail, best = m.group(2), None
+    for dot in (i for i, char in enumerate(tail) if char == "."):
+        module, rest = tail[:dot], tail[dot + 1:]
+        if not module:
+            continue
+        layer = _XLA_REST.fullmatch(rest)
+        rank = 2 if (rest == "debug_options" or pass_dump(rest) is not None or (layer is not None and (
+            layer.group("before") or _known_prefix(layer.group("prefix"), rest)))) else 1 if layer else 0
+        if best is None or rank > best[0]:
+            best = (rank, module, rest)
+        if rank == 2:
+            break
+    return None if best is None else (int(m.group(1)), best[1], best[2])
 
 
 def _files(folder: Path) -> list[Path]:
@@ -210,13 +238,13 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
                 jaxprs.append(_Ir(int(m.group(1)), m.group(2), path, ""))
             elif m := _MLIR_FILE.fullmatch(path.name):
                 mlirs.append(_Ir(int(m.group(1)), m.group(2), path, ""))
-            elif (m := _XLA_FILE.fullmatch(path.name)) and (dumped := _pass_file(m)) is not None:
-                per_pass.setdefault((folder, int(m.group(1))), []).append((dumped, path))
-            elif m and m.group(3) == "debug_options":
-                options[(folder, int(m.group(1)))] = path
-            elif m and (rest := _XLA_REST.fullmatch(m.group(3))):
-                key = (folder, int(m.group(1)), m.group(2))  # numbers repeat across clients: the name too
-                module = xla.setdefault(key, DumpModule(m.group(2), xla_number=int(m.group(1))))
+            elif (m := _xla_file(path.name)) and (dumped := _pass_file(*m[1:])) is not None:
+                per_pass.setdefault((folder, m[0]), []).append((dumped, path))
+            elif m and m[2] == "debug_options":
+                options[(folder, m[0])] = path
+            elif m and (rest := _XLA_REST.fullmatch(m[2])):
+                key = (folder, m[0], m[1])  # numbers repeat across clients: the name too
+                module = xla.setdefault(key, DumpModule(m[1], xla_number=m[0]))
                 _place_xla_file(module, path, rest)
             elif path.name.startswith(("jax_", "module_")):
                 ignored += 1
@@ -258,6 +286,7 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
         mlirs_named.setdefault(entry.name, []).append(entry)
     for module in modules:
         _pair_xla(module, mlirs_named.get(module.name, []))
+    _unread_stablehlo(modules, mlirs)
     for entry in mlirs:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"stablehlo": entry.path}, ir_number=entry.number,
@@ -269,6 +298,11 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     mlir_at = {entry.path: entry for entry in mlirs}
     for module in modules:
         _pair_jaxpr(module, jaxprs_named.get(module.name, []), mlir_at)
+    for module in modules:  # the one jaxpr of a function whose StableHLO cannot be read: left out, said
+        named = [e for e in jaxprs_named.get(module.name, []) if not e.paired]
+        if "stablehlo" in module.unread and "jaxpr" not in module.files and len(named) == 1:
+            module.unread["jaxpr"] = f"{named[0].path} is linked through its StableHLO, left out"
+            named[0].paired = True
     for entry in jaxprs:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"jaxpr": entry.path}, repeats=entry.repeats,
@@ -277,12 +311,12 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
     return DumpFolder(paths, modules, ignored, unread)
 
 
-def _pass_file(m: re.Match):
+def _pass_file(name: str, rest: str):
     """Where one of XLA's per-pass files was written (`ir/passes.py`), or None for any other file of a module. XLA
     leaves the module's name out of a name that would be longer than 255 characters (`module_0006.0014.…`)."""
-    dumped = pass_dump(m.group(3))
-    if dumped is None and m.group(2).isdigit():
-        dumped = pass_dump(f"{m.group(2)}.{m.group(3)}")
+    dumped = pass_dump(rest)
+    if dumped is None and name.isdigit():
+        dumped = pass_dump(f"{name}.{rest}")
     return dumped
 
 
@@ -309,6 +343,12 @@ def _place_xla_file(module: DumpModule, path: Path, rest: re.Match) -> None:
         module.problem = f"unknown backend {rest.group('prefix')[:-1]!r} in {path.name}"
     else:
         module.backend, module.target = backend, target
+
+
+def _known_prefix(prefix: str, rest: str) -> bool:
+    """Whether an `after_optimizations` file's prefix (and what follows the module's name, `rest`) names a
+    backend: the CPU's, a GPU's, or none after a TPU's compile id."""
+    return prefix == "cpu_" or _GPU_PREFIX.fullmatch(prefix) is not None or (prefix == "" and rest.startswith("cl_"))
 
 
 def _backend(prefix: str, path: Path) -> tuple[str | None, str]:
@@ -444,14 +484,14 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
                 hlo_head(module.files["hlo_after"])
             names = None
         else:
-            text = read_text(path)
+            layer, text, hlo = _readable_hlo(module)
+            path = module.files[layer]
             module.functions = function_names(text)
-            hlo = parse_hlo(text, path)
-            if "hlo_after" in module.files and layer != "hlo_after":
-                parse_hlo(read_text(module.files["hlo_after"]), module.files["hlo_after"])
             shapes, types = shapes_of_hlo(hlo), types_of_hlo(hlo)
             names = frozenset((n, frame) for _c, _i, n, frame in hlo_op_names(hlo) if "/" in n or "(" in n)
             module.stacks = frozenset(n for n, _f in names)
+            if "hlo_before" in module.unread:
+                names = None  # the optimised HLO's names are XLA's after inlining calls: not the StableHLO's
     except DumpError as e:
         module.problem = str(e)
         return
@@ -473,6 +513,39 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
         module.big = module.big or entry.big
         if not entry.big:
             module.stacks = frozenset(n for n, _f in entry.names)
+
+
+def _readable_hlo(module: DumpModule) -> tuple[str, str, object]:
+    """The HLO layer a module is paired by (before optimisations, else the optimised), its text and its parse. A
+    layer that cannot be read while the other can is left out of `files`, its reason kept in `unread`, so the
+    module is shown with a note; a `DumpError` where neither can."""
+    read, failed = {}, {}
+    for layer in ("hlo_before", "hlo_after"):
+        if layer in module.files:
+            try:
+                text = read_text(module.files[layer])
+                read[layer] = (text, parse_hlo(text, module.files[layer]))
+            except DumpError as e:
+                failed[layer] = e
+    if not read:
+        raise next(iter(failed.values()))
+    for layer, error in failed.items():
+        module.unread[layer] = str(error)
+        del module.files[layer]
+    layer = next(iter(read))
+    return (layer, *read[layer])
+
+
+def _unread_stablehlo(modules: list[DumpModule], mlirs: list[_Ir]) -> None:
+    """A StableHLO that cannot be read (empty, truncated) is said on the page of the one module of its name that
+    has no StableHLO, where only one has its name, instead of standing as a module of its own."""
+    for entry in mlirs:
+        if entry.problem is None or entry.paired or sum(e.name == entry.name for e in mlirs) != 1:
+            continue
+        named = [m for m in modules if m.name == entry.name]
+        if len(named) == 1 and "stablehlo" not in named[0].files and named[0].problem is None:
+            named[0].unread["stablehlo"] = entry.problem
+            entry.paired = True
 
 
 def _covers(stablehlo_names: frozenset, hlo_names: frozenset) -> bool:
@@ -582,7 +655,9 @@ def _finish(modules: list[DumpModule], reserved: set[str]) -> None:
     modules.sort(key=lambda m: (m.xla_number is None, m.xla_number or 0, m.ir_number or 0))
     reserved = reserved | {_base(m.name) for m in modules}
     taken: set[str] = set()
+    named = Counter(m.name for m in modules)
     for module in modules:
+        module.namesakes = named[module.name] - 1
         slug = base = _base(module.name)
         n = 1
         while slug in taken or (n > 1 and slug in reserved):
@@ -592,7 +667,8 @@ def _finish(modules: list[DumpModule], reserved: set[str]) -> None:
         module.slug = slug
         if module.problem is None and len(module.layers()) < 2:
             only = LAYER_NAMES[module.layers()[0]] if module.layers() else "no"
-            module.problem = f"only one layer ({only}) in the folder: nothing to link it to"
+            module.problem = next(iter(module.unread.values()), None) or \
+                f"only one layer ({only}) in the folder: nothing to link it to"
         # A module that cannot be read is not known to be JAX's own: it stays in front, with its note; but a
         # jaxpr alone of one primitive's equations, named for it, is an eager primitive's (`squeeze` of a key).
         module.helper = (module.problem is None and not module.big and _is_helper(module)) or (

@@ -19,7 +19,7 @@ from dumpgym.dumps.passes import pass_history
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo, tensor_aval
-from dumpgym.dumps.folder import DumpFolder, DumpModule
+from dumpgym.dumps.folder import LAYER_NAMES, DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
 from dumpgym.dumps.structure import link_equations
 from dumpgym.ir.jaxpr_text import read_jaxpr
@@ -45,10 +45,14 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
         raise DumpError(f"{module.slug}: {module.problem}")
     notes: list[str] = []
     if "hlo_after" not in module.files:
-        missing = "the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`)"
+        why = module.unread.get("hlo_after", "").rstrip(": ")  # XLA's parser may end its first line with a colon
+        missing = f"the optimised HLO is left out ({why})" if why else \
+            "the folder has no optimised HLO for it (XLA's `*after_optimizations.txt`)"
         if compiled:
             raise DumpError(f"{module.slug}: {missing}; add --dump needs it")
         notes.append(f"{missing}: no compiled layer")
+    notes.extend(f"the {LAYER_NAMES[layer]} is left out: {why}" for layer, why in module.unread.items()
+                 if layer != "hlo_after")
     jaxpr, read = "", None
     if "jaxpr" in module.files:
         try:
@@ -88,7 +92,8 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
     linked = {line for g in groups for line in g.stablehlo_lines}
     return ProgramRecord(
         slug=slug,
-        title=f"{_isolated(shown_text(module.name)[:150])} (dump, {target or 'not compiled'})",
+        title=f"{_isolated(shown_text(module.name)[:150])}{_arguments(args) if module.namesakes else ''} "
+              f"(dump, {target or 'not compiled'})",
         lesson=f"Your dump's module {_isolated(shown_text(module.name))}, from {_isolated(where)}: compiled for {target or 'no target the folder names'}, "
                "not traced here.",
         entry=shown_text(str(next(module.files[k] for k in ("stablehlo", "hlo_after", "hlo_before", "jaxpr")
@@ -147,6 +152,11 @@ def _instruction_eqns(hlo_links: dict, owner: dict[int, int], held: dict[int, se
 
 
 # XLA's kinds of number (numpy's names, as `types_of_hlo` gives them) in the jaxpr's aval notation.
+
+
+def _arguments(args: tuple[str, ...], most: int = 4) -> str:
+    """A module's arguments in its title (`(f32[7])`), which tell apart the compiles of one function at other shapes."""
+    return f"({', '.join(args[:most])}{', …' if len(args) > most else ''})"
 
 
 def _hlo_args(module: DumpModule) -> tuple[str, ...]:
@@ -248,9 +258,11 @@ def _with_fused(instructions, fusions) -> tuple[list, list]:
     return out, [dataclasses.replace(f, eqns=tuple(sorted(fused.get(f.name, f.eqns)))) for f in fusions]
 
 
-def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait: float | None = None) -> list[ProgramRecord]:
+def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait: float | None = None,
+             replace: bool = False) -> list[ProgramRecord]:
     """Add the modules of a dump folder (the user's, without JAX's own helper modules; or those named) to the
-    user's corpus; all or none are written."""
+    user's corpus; all or none are written. With `replace`, a module added before under its slug (a dump of the
+    same job run again) is swapped for the new one."""
     from dumpgym.corpus.user import store_records
 
     chosen = list({m.slug: m for m in map(folder.module, modules)}.values()) if modules else \
@@ -259,10 +271,11 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         raise DumpError(f"the dump holds only helper modules JAX compiled itself ({len(folder.modules)}: "
                         f"{' '.join(m.slug for m in folder.modules[:5])}{' ...' if len(folder.modules) > 5 else ''}); "
                         "name one with --module to add it")
-    bad = [m for m in chosen if m.problem]
+    bad = [m for m in chosen if m.problem or m.unread]  # `open` shows one with a file left out, said; add keeps none
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raise DumpError(f"{bad[0].slug}: {bad[0].problem}{more}; nothing was added (pick modules with --module)")
+        why = bad[0].problem or "its {} cannot be read: {}".format(*next((LAYER_NAMES[k], v) for k, v in bad[0].unread.items()))
+        raise DumpError(f"{bad[0].slug}: {why}{more}; nothing was added (pick modules with --module)")
     for path in [*folder.paths, *(p for m in chosen for p in m.files.values())]:
         if not _utf8(str(path)):
             raise DumpError(f"{path}: the name is not UTF-8 (bytes of another encoding), which no "
@@ -273,7 +286,7 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         raise RuntimeError("two modules of the dump have one slug")
     for record in records:  # what the corpus reads back must be a valid record
         ProgramRecord.from_json(record.to_json())
-    store_records(records, corpus_dir, wait)
+    store_records(records, corpus_dir, wait, replace=replace)
     return records
 
 
@@ -306,6 +319,9 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
     # JAX's helper modules (an eager `jnp.zeros`, `jax.random.normal`'s) are shown only when nothing else is.
     chosen = [m for m in usable if not m.helper] or usable
     for module in chosen:
+        if module.unread:
+            notes.append(f"{module.slug}: " + "; ".join(f"its {LAYER_NAMES[layer]} is left out: {why}"
+                                                        for layer, why in module.unread.items()))
         if "hlo_after" not in module.files:  # shown without a compiled layer, its note says why
             todo.append((module, 0))
             continue

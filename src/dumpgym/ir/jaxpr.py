@@ -188,8 +188,8 @@ def _place(text: str, offset: int, first: int) -> tuple[int, int]:
 
 def _operands(text: str, inputs: int, one_line: bool) -> tuple[tuple[str, ...], int]:
     """The operands printed after an equation's primitive and params, or () when they are not `inputs` of them;
-    and where they end in `text`. In a jaxpr printed on one line (`let EQN in (...) }`, one equation) they end
-    at its ` in (`."""
+    and where they end in `text`. In a jaxpr printed on one line (`let EQN; EQN in (...) }`) they end at the
+    `;` that starts the next equation, or at the jaxpr's ` in (`."""
     _, sep, rest = text.partition(" = ")
     primitive = _PRIMITIVE.match(rest)
     if not sep or primitive is None:
@@ -203,6 +203,8 @@ def _operands(text: str, inputs: int, one_line: bool) -> tuple[tuple[str, ...], 
     stop = rest.find(" in (", at) if one_line else len(rest)
     if stop < 0:
         return (), 0
+    if one_line and 0 <= rest.find(";", at, stop):
+        stop = rest.find(";", at, stop)
     names = tuple(rest[at:stop].split())
     return (names if len(names) == inputs else ()), len(text) - len(rest) + stop
 

@@ -181,11 +181,11 @@ class _Reader:
         while self.at < n and (text[self.at] in " \t" or (newlines and text[self.at] == "\n")):
             self.at += 1
 
-    def token(self) -> str:
-        """The next word up to a space or newline (spaces before it skipped)."""
+    def token(self, ends: str = " \t\n") -> str:
+        """The next word up to a space or newline, or one of `ends` (spaces before it skipped)."""
         self.skip_space()
         start, text, n = self.at, self.text, len(self.text)
-        while self.at < n and text[self.at] not in " \t\n":
+        while self.at < n and text[self.at] not in ends:
             self.at += 1
         return text[start:self.at]
 
@@ -277,7 +277,7 @@ class _Reader:
                 break
             if self._at_in():
                 break
-            arg = self.token()
+            arg = self.token(" \t\n;")  # a jaxpr printed on one line ends an equation at `;`: `exp a; c = ...`
             value, colon, aval_text = arg.rpartition(":")
             if colon and value and _aval(aval_text) is not None:
                 inputs.append(Literal(value, _aval(aval_text).dtype))

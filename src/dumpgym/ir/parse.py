@@ -342,8 +342,9 @@ def jaxpr_primitives(text: str) -> list[str]:
 
 def jaxpr_equations(text: str) -> list[tuple[int, str]]:
     """(1-based line, primitive) of each printed equation of a jaxpr, in print order: output binders
-    (`c:f32[8,4]`, `_:i32[]`) then `= primitive`, first on a line or after `let `. Read token by token, in
-    time linear in the text (a pattern of repeated binders backtracks exponentially on `a:b:c:d` words)."""
+    (`c:f32[8,4]`, `_:i32[]`) then `= primitive`, first on a line, after `let ` or after the `; ` that ends
+    the one before on a jaxpr printed on one line. Read token by token, in time linear in the text (a pattern
+    of repeated binders backtracks exponentially on `a:b:c:d` words)."""
     out = []
     for number, line in enumerate(text.split("\n"), start=1):
         starts = [len(line) - len(line.lstrip())]
@@ -352,6 +353,11 @@ def jaxpr_equations(text: str) -> list[tuple[int, str]]:
             if at == 0 or not (line[at - 1].isalnum() or line[at - 1] == "_"):
                 starts.append(at + 4)
             at = line.find("let ", at + 4)
+        at = line.find("; ")
+        while at != -1:
+            starts.append(at + 2)
+            at = line.find("; ", at + 2)
+        starts.sort()
         done = 0  # equations do not overlap: a `let ` inside one already read starts none
         for start in starts:
             if start < done:
@@ -375,7 +381,7 @@ def _equation_at(line: str, start: int) -> tuple[str, int] | None:
         if token == "=":
             m = _PRIMITIVE.match(line, end + 1)
             return (m.group(0), m.end()) if binders and m else None
-        if ":" not in token[1:-1]:
+        if ":" not in token[1:-1] or token.endswith(";"):  # a binder never ends an equation: each start reads to the next
             return None
         binders, at = binders + 1, end + 1
 

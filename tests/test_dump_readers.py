@@ -24,16 +24,17 @@ def _definition_lines(text: str) -> dict[str, int]:
 def _cost(work, text, runs: int = 5) -> float:
     best = float("inf")
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.thread_time()
         work(text)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.thread_time() - start)
     return best
 
 
 def _grows_linearly(work, make, n: int) -> None:
     """8x the input costs far less than the 64x a quadratic reader pays (an exponential one never ends). The
-    smaller input is grown until it takes 20 ms or more, so that a pause of the machine (these run on shared,
-    loaded machines) cannot pass for the work; each size is timed by the best of five, alternating."""
+    smaller input is grown until it takes 20 ms or more; each size is timed by the best of five, alternating.
+    The work is counted in this thread's CPU time, not the wall clock: on a shared, loaded machine the wall
+    clock counts the other processes too (it failed here 4 times in 21 at a load of 15)."""
     while _cost(work, make(n), runs=1) < 0.02 and n < 2_000_000:
         n *= 2
     small, large = make(n), make(8 * n)

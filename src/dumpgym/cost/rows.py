@@ -241,10 +241,7 @@ def _reach(layer: CompiledLayer, rows: list[Instruction]) -> dict[int, frozenset
     place in the function, whatever they are named or however its equations are counted."""
     at = {i.line: i for i in layer.instructions}
     roots = {c.name: c.root for c in layer.computations}
-    users: dict[int, list[int]] = {}
-    for ins in rows:
-        for o in ins.operands:
-            users.setdefault(o, []).append(ins.line)
+    users = {line: theirs for line, (_, theirs) in _neighbours(layer).items()}
     lines = layer.text.splitlines()
 
     def source(line: int):

@@ -2,6 +2,7 @@
 instruction's printed form), not from the record's facts: what a row computes, to check `compare`'s pairing."""
 import re
 from collections import Counter
+from operator import eq
 
 
 class Parsed:
@@ -83,6 +84,19 @@ _CALLING = ("calls", "to_apply", "condition", "body", "branch_computations", "ca
             "async_execution_thread")
 
 
+def roots(module) -> dict[str, str]:
+    """Each computation's root instruction by the computation's name, as XLA prints the parsed module."""
+    out, computation = {}, None
+    for line in module.to_string().splitlines():  # each computation's root, as XLA prints the module
+        header = re.match(r"(?:ENTRY )?%([\w.\-]+) ", line)
+        if header and line.rstrip().endswith("{"):
+            computation = header[1]
+        root = re.match(r"\s*ROOT %([\w.\-]+) = ", line)
+        if root:
+            out[computation] = root[1]
+    return out
+
+
 def _split(text: str, sep: str = ",") -> list[str]:
     """`text` cut at each top-level `sep` (outside brackets, braces, parentheses and quotes)."""
     out, depth, quoted, start = [], 0, False, 0
@@ -128,19 +142,12 @@ class Canonical:
     def __init__(self, text: str, ids: dict):
         from jaxlib import xla_client
 
-        self.ids, self.instructions, self.roots = ids, {}, {}
+        self.ids, self.instructions = ids, {}
         module = xla_client.hlo.hlo_module_from_text(text)
         for c in module.computations():
             for i in c.instructions():
                 self.instructions[i.name] = (i.to_string(), [o.name for o in i.operands()])
-        computation = None
-        for line in module.to_string().splitlines():  # each computation's root, as XLA prints the module
-            header = re.match(r"(?:ENTRY )?%([\w.\-]+) ", line)
-            if header and line.rstrip().endswith("{"):
-                computation = header[1]
-            root = re.match(r"\s*ROOT %([\w.\-]+) = ", line)
-            if root:
-                self.roots[computation] = root[1]
+        self.roots = roots(module)
         self.memo: dict[str, int] = {}
 
     def _attributes(self, attributes: list[str]) -> tuple:
@@ -169,3 +176,115 @@ class Canonical:
         shape, opcode, inside, attributes = _printed(printed)
         held = inside if not operands else tuple(_printed(self.instructions[o][0])[0] for o in operands)
         return self.ids.setdefault(("row", opcode, shape, held, self._attributes(attributes)), len(self.ids))
+
+
+class Surroundings:
+    """Where a row sits and what it does, by a definition of the tests' own over XLA's parse of a compiled text,
+    independent of how `compare` ranks partners: the entry arguments its operands are computed from (each
+    computation's parameters, by number and tuple index, reached back through operands), the results it
+    feeds (its computation's root, by tuple index, reached forward through users), its users' opcodes, its
+    fused body as a dataflow graph (Weisfeiler-Lehman labels over opcode and dims, three rounds), and its
+    result dims. `near` compares two rows of two texts aspect by aspect; `labels` is shared by the texts
+    compared."""
+
+    ROUNDS = 3
+
+    def __init__(self, text: str, labels: dict):
+        from jaxlib import xla_client
+
+        self.parsed = Parsed(text)
+        self.computation, self.users, self.index, self.printed = {}, {}, {}, {}
+        module = xla_client.hlo.hlo_module_from_text(text)
+        for c in module.computations():
+            for i in c.instructions():
+                self.computation[i.name] = c.name
+                self.printed[i.name] = i.to_string()
+                self.users[i.name] = [u.name for u in i.users()]
+                found = re.search(r"\bindex=(\d+)", i.to_string())
+                self.index[i.name] = int(found[1]) if found else None
+        self.labels, self.root = labels, roots(module)
+
+    def sources(self, name: str) -> frozenset:
+        """The parameters of its computation that `name`'s value is computed from: (number, tuple index)."""
+        p = self.parsed
+        out, todo, seen = set(), list(p.operands[name]), set()
+        if p.param[name] is not None:
+            return frozenset({(p.param[name], None)})
+        while todo:
+            i = todo.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            if p.param[i] is not None:
+                out.add((p.param[i], None))
+            elif p.op[i] == "get-tuple-element" and p.param.get(p.operands[i][0]) is not None:
+                out.add((p.param[p.operands[i][0]], self.index[i]))
+            else:
+                todo += p.operands[i]
+        return frozenset(out)
+
+    def sinks(self, name: str) -> frozenset:
+        """The results of its computation that `name`'s value flows into: the root's tuple indices it reaches
+        (None for a root that is no tuple)."""
+        root = self.root[self.computation[name]]
+        reached, todo = set(), [name]
+        while todo:
+            i = todo.pop()
+            if i not in reached:
+                reached.add(i)
+                todo += self.users[i]
+        if root not in reached:
+            return frozenset()
+        if self.parsed.op[root] != "tuple":
+            return frozenset({None})
+        return frozenset(k for k, o in enumerate(self.parsed.operands[root]) if o in reached)
+
+    def body(self, name: str) -> Counter:
+        """The Weisfeiler-Lehman labels of the computations `name` runs, every round's, as a multiset."""
+        p = self.parsed
+        inside = p.inside(name)
+        label = {i: (p.op[i], p.dims(i), p.param[i]) for i in inside}
+        out = Counter(label.values())
+        for _ in range(self.ROUNDS):
+            label = {i: (label[i], tuple(label.get(o) for o in p.operands[i])) for i in inside}
+            label = {i: self.labels.setdefault(v, len(self.labels)) for i, v in label.items()}
+            out.update(("round", v) for v in label.values())
+        return out
+
+    def around(self, name: str, step) -> Counter:
+        """`name`'s Weisfeiler-Lehman labels over its computation's dataflow, one a round, walking `step` (its
+        operands or its users): each round a row's label and those of its neighbours, by printed opcode and
+        the opcodes its body computes with, dims left out."""
+        p, memo = self.parsed, {}
+
+        def label(i: str, depth: int):
+            if (i, depth) not in memo:
+                own = (p.op[i], tuple(sorted({p.op[k] for k in p.inside(i)})))
+                memo[i, depth] = own if not depth else self.labels.setdefault(
+                    (own, tuple(label(o, depth - 1) for o in step(i))), len(self.labels))
+            return memo[i, depth]
+        return Counter(("round", depth, label(name, depth)) for depth in range(1, self.ROUNDS + 1))
+
+    def said(self, name: str) -> tuple:
+        """What `name`'s own line says beyond its shape and operands: what its parentheses hold when it names no
+        operand (a constant's value), and its attributes that say what it computes (a slice's bounds)."""
+        _, _, inside, attributes = _printed(self.printed[name])
+        return (inside if not self.parsed.operands[name] else "",
+                tuple(a for a in attributes if a.partition("=")[0] not in _NOT_COMPUTED + _CALLING))
+
+    def facts(self, name: str) -> tuple:
+        return (self.sources(name), self.sinks(name), self.body(name),
+                Counter(self.parsed.op[u] for u in self.users[name]), (self.parsed.dims(name), self.said(name)),
+                self.around(name, lambda i: self.parsed.operands[i]), self.around(name, lambda i: self.users[i]))
+
+
+def near(a: tuple, b: tuple) -> tuple:
+    """How alike two rows' `Surroundings.facts` are, aspect by aspect: each set's or multiset's shared part over
+    its whole, and 1 for the same result dims."""
+    return (*(jaccard(Counter(x), Counter(y)) for x, y in zip(a[:4], b[:4])), *map(float, map(eq, a[4], b[4])),
+            *(jaccard(x, y) for x, y in zip(a[5:], b[5:])))
+
+
+def dominates(p: tuple, q: tuple) -> bool:
+    """`p` is closer than `q` in no aspect less and in some aspect more."""
+    return all(x >= y for x, y in zip(p, q)) and p != q

@@ -11,7 +11,7 @@ from dumpgym import cli
 from dumpgym.cost import compare
 from dumpgym.programs import SLUGS, builtin_program
 from dumpgym.record.schema import ProgramRecord
-from hlo_recount import Canonical, Parsed, computes, jaccard
+from hlo_recount import Canonical, Parsed, Surroundings, computes, dominates, near
 
 
 @pytest.fixture(scope="module")
@@ -299,50 +299,75 @@ def _interface(text: str) -> dict:
 
 
 @pytest.mark.compiled_hlo
-def test_no_changed_row_has_a_closer_partner_per_xla(parsed_pairs):
+def test_each_changed_pair_may_be_one_row_changed_per_xla(parsed_pairs):
     """Each changed pair is one printed opcode whose bodies (where they have them) share an operation, an
-    argument of the entry computation only with the argument of its number, and no row of the other side is
-    closer to either by the test's own measure (the same argument or both the result, the equations they
-    share, then how alike their fused bodies are by XLA's parse, then whether their results have the same
-    dims) unless that row went to a partner at least as close to it."""
+    argument of the entry computation only with the argument of its number, sharing an equation, both the
+    compiler's own or of one result shape; and no row left out of one side could so pair with a row left out
+    of the other. Which partner is the better is the next test's."""
     for base, changed, target, diff, a, b in parsed_pairs:
         back = {v: k for k, v in compare.align(base, changed).items()}
         a_role, b_role = (_interface(r.compiled[target].text) for r in (base, changed))
 
-        def shared(x, y):
-            return len(set(x.eqns) & {back.get(e, ("new", e)) for e in y.eqns})
-
         def akin(x, y):
             bodies = bool(a.called[x.name] or b.called[y.name])
             arguments = {a_role.get(x.name), b_role.get(y.name)} - {None, "root"}
+            shared = set(x.eqns) & {back.get(e, ("new", e)) for e in y.eqns}
             return x.opcode == y.opcode and (not bodies or bool(computes(a, x.name) & computes(b, y.name))) and (
-                shared(x, y) > 0 or not (x.eqns or y.eqns) or x.shape == y.shape) and (
+                bool(shared) or not (x.eqns or y.eqns) or x.shape == y.shape) and (
                 not arguments or a_role.get(x.name) == b_role.get(y.name))
 
-        def close(x, y):
-            return (a_role.get(x.name) is not None and a_role.get(x.name) == b_role.get(y.name), shared(x, y),
-                    jaccard(a.ops(x.name), b.ops(y.name)), a.dims(x.name) == b.dims(y.name))
-
-        partner_of_a = {p.base.name: p.changed for p in diff.modified}
-        partner_of_b = {p.changed.name: p.base for p in diff.modified}
-        base_free = list(diff.vanished) + [p.base for p in diff.modified]
-        changed_free = list(diff.appeared) + [p.changed for p in diff.modified]
         for pair in diff.modified:
-            x, y = pair.base, pair.changed
-            assert akin(x, y), (changed.slug, target, x.name, y.name)
-            mine = close(x, y)
-            for other in base_free:
-                if other.name != x.name and akin(other, y) and close(other, y) > mine:
-                    theirs = partner_of_a.get(other.name)
-                    assert theirs is not None and close(other, theirs) >= close(other, y), \
-                        (changed.slug, target, y.name, "pairs with", x.name, "not", other.name)
-            for other in changed_free:
-                if other.name != y.name and akin(x, other) and close(x, other) > mine:
-                    theirs = partner_of_b.get(other.name)
-                    assert theirs is not None and close(theirs, other) >= close(x, other), \
-                        (changed.slug, target, x.name, "pairs with", y.name, "not", other.name)
+            assert akin(pair.base, pair.changed), (changed.slug, target, pair.base.name, pair.changed.name)
         for x in diff.vanished:  # a row left out while an akin row of the other side is left out too
             assert not any(akin(x, y) for y in diff.appeared), (changed.slug, target, x.name)
+
+
+@pytest.mark.compiled_hlo
+def test_no_changed_pair_has_a_better_partner_by_where_its_rows_sit_per_xla(pairs):
+    """A better partner by a measure of the tests' own, with no order among its aspects (`Surroundings`, over
+    XLA's parse of the two texts): the arguments a row is computed from and the results it feeds, its fused
+    body's dataflow graph, its users' opcodes, its result dims, what its own line says, and its neighbourhood
+    up and down its computation's dataflow. One partner is better than another when it is as close in every
+    aspect and closer in some (`dominates`). For every changed pair: no row of another pair (kept or changed)
+    of the same opcode, swapped in, leaves neither row farther and one closer; no row left out is a better
+    partner to either of its rows; and where a swap or a row left out is exactly as close, the pair is
+    flagged uncertain (so no drill asks about it)."""
+    found = {"pairs": 0, "checked": 0}
+    for base, changed in pairs:
+        for target, diff in compare.compare(base, changed).items():
+            labels: dict = {}
+            a, b = (Surroundings(r.compiled[target].text, labels) for r in (base, changed))
+            facts: dict = {}
+
+            def close(x, y):
+                for side, parsed, row in (("a", a, x), ("b", b, y)):
+                    if (side, row.name) not in facts:
+                        facts[side, row.name] = parsed.facts(row.name)
+                return near(facts["a", x.name], facts["b", y.name])
+
+            def at_least(p, q):
+                return p == q or dominates(p, q)
+
+            others = (*diff.modified, *diff.twins)
+            for pair in diff.modified:
+                x, y = pair.base, pair.changed
+                mine = close(x, y)
+                where = (changed.slug, target, x.name, y.name)
+                found["pairs"] += 1
+                for other in others:
+                    if other is pair or b.parsed.op[other.changed.name] != b.parsed.op[y.name]:
+                        continue
+                    found["checked"] += 1
+                    theirs, swapped = close(other.base, other.changed), (close(x, other.changed), close(other.base, y))
+                    if at_least(swapped[0], mine) and at_least(swapped[1], theirs):
+                        assert swapped == (mine, theirs), (*where, "swapped with", other.base.name, other.changed.name)
+                        assert pair.uncertain or other.uncertain, (*where, "as close as", other.changed.name)
+                for free, swapped in ([(f, close(x, f)) for f in diff.appeared if b.parsed.op[f.name] == b.parsed.op[y.name]]
+                                      + [(f, close(f, y)) for f in diff.vanished if a.parsed.op[f.name] == a.parsed.op[x.name]]):
+                    found["checked"] += 1
+                    assert not dominates(swapped, mine), (*where, "not", free.name)
+                    assert swapped != mine or pair.uncertain, (*where, "as close as", free.name)
+    assert found["pairs"] >= 100 and found["checked"] > found["pairs"], found
 
 
 @pytest.mark.compiled_hlo

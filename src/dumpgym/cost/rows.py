@@ -5,7 +5,8 @@ closest partner, flagged where another row was as close) or in one compile only.
 What a row computes (`Work`): its own line read canonically (`_attributes`: names left out, every attribute
 that says what it computes kept), the computations it runs (a fusion's fused body, a reducer, a loop's) as
 dataflow graphs of such lines, its operands' shapes, and, to rank partners, the opcodes and dims inside it,
-its operands' dims and its users' opcodes. `pair_rows` pairs two lists of rows; `cost/compare.py` sets the
+its operands' dims, its users' opcodes and its reach (the parameters it is computed from, the results it
+feeds). `pair_rows` pairs two lists of rows; `cost/compare.py` sets the
 pairs beside the layers' counts, buffers and times.
 """
 from __future__ import annotations
@@ -90,7 +91,8 @@ class Work:
     `inputs`, its operands' shapes as printed (layouts included) in order; `ops`, those
     computations' instructions, each as its opcode and dims (result, then operands), dtypes left out so a
     dtype change keeps them alike; its result's dims (dtypes left out, as in what follows); the dims of its
-    operands; and the printed opcodes of the rows that use it."""
+    operands; the printed opcodes of the rows that use it; and `reach`, where its value comes from and goes
+    to in its computation (`_reach`)."""
 
     body: int
     inputs: tuple
@@ -98,6 +100,7 @@ class Work:
     dims: tuple
     operands: Counter
     users: Counter
+    reach: frozenset = frozenset()
 
 
 # Attributes of a printed instruction that say where it came from or how a backend tunes it, not what it
@@ -204,6 +207,7 @@ class _Reader:
                            for ins in _reached(members, names, lambda ins: (*ins.calls, *ins.to_apply)))
 
         rows = running(layer)
+        reach = _reach(layer, rows)
         users: dict[int, Counter] = {i.line: Counter() for i in rows}
         for ins in rows:
             for o in ins.operands:
@@ -213,8 +217,65 @@ class _Reader:
                                tuple(layer.shapes[at[o].shape].text if at[o].shape is not None else ""
                                      for o in ins.operands), ops((*ins.calls, *ins.to_apply)),
                                value(ins, False),
-                               Counter(value(at[o], False) for o in ins.operands), users[ins.line])
+                               Counter(value(at[o], False) for o in ins.operands), users[ins.line],
+                               reach[ins.line])
                 for ins in rows}
+
+
+def _neighbours(layer: CompiledLayer) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each running row's operands and users, by line."""
+    rows = running(layer)
+    users: dict[int, list[int]] = {i.line: [] for i in rows}
+    for ins in rows:
+        for o in ins.operands:
+            users.setdefault(o, []).append(ins.line)
+    return {ins.line: (tuple(ins.operands), tuple(users[ins.line])) for ins in rows}
+
+
+def _reach(layer: CompiledLayer, rows: list[Instruction]) -> dict[int, frozenset]:
+    """Where each running row's value comes from and goes to, by line: the parameters of its computation it is
+    computed from (`("in", number, tuple index or None)`, reached back through operands; a parameter is its
+    own) and the results of that computation it flows into (`("out", tuple index, or None for a root that
+    is no tuple)`, reached forward through users). The entry computation's parameters are the function's
+    arguments and its root its results, so two rows that read and feed the same ones stand in the same
+    place in the function, whatever they are named or however its equations are counted."""
+    at = {i.line: i for i in layer.instructions}
+    roots = {c.name: c.root for c in layer.computations}
+    users = {line: theirs for line, (_, theirs) in _neighbours(layer).items()}
+    lines = layer.text.splitlines()
+
+    def source(line: int):
+        ins = at[line]
+        if ins.parameter is not None:
+            return ("in", ins.parameter, None)
+        if ins.opcode == "get-tuple-element" and ins.operands and at[ins.operands[0]].parameter is not None:
+            index = _attributes(lines[line - 1], layer.printed(ins) or ins.opcode)
+            return ("in", at[ins.operands[0]].parameter, dict(index[1:]).get("index"))
+        return None
+
+    def walk(line: int, step) -> set[int]:
+        seen, todo = set(), [line]
+        while todo:
+            k = todo.pop()
+            if k not in seen:
+                seen.add(k)
+                if k == line or source(k) is None:
+                    todo += step(k)
+        return seen
+
+    out = {}
+    for ins in rows:
+        came = {source(k) for k in walk(ins.line, lambda k: at[k].operands if k in at else ())} - {None}
+        went = walk(ins.line, lambda k: users.get(k, ()))
+        root = at[roots[ins.computation]]
+        if root.line not in went:
+            fed = set()
+        elif (layer.printed(root) or root.opcode) != "tuple":
+            fed = {("out", None)}
+        else:
+            fed = {("out", k) for k, o in enumerate(root.operands) if o in went}
+        out[ins.line] = frozenset(came | fed)
+    return out
 
 
 def _operations(work: Work) -> set[str]:
@@ -240,23 +301,31 @@ def _roles(layer: CompiledLayer) -> dict[int, tuple]:
 
 def _closest(a_rows: list[Row], b_rows: list[Row], allowed, closeness, ties: bool = False) -> list[tuple]:
     """Pairs of `allowed` rows, the closest first (by `closeness`, ties by line), each row in at most one. With
-    `ties`, each pair carries whether a row still free when it was made was as close to either of its rows by
-    all but the last measure (`closeness` ends with the rows' places in their listings, which only breaks ties)."""
+    `ties`, each pair carries whether another row was as close to either of its rows by all but the last
+    measure (`closeness` ends with the rows' places in their listings, which only breaks ties) and was not
+    taken by a closer partner: left unpaired, or paired no closer than this pair. Both pairs of a tie are
+    flagged so, whichever was made first."""
     ranked = sorted(((closeness(a, b), -a.line, -b.line, a, b) for a in a_rows for b in b_rows
                      if allowed(a, b)), key=lambda t: t[:3], reverse=True)
     out, used_a, used_b = [], set(), set()
-    for k, (near, _, _, a, b) in enumerate(ranked):
+    for near, _, _, a, b in ranked:
         if a.line not in used_a and b.line not in used_b:
             used_a.add(a.line)
             used_b.add(b.line)
-            if not ties:
-                out.append((a, b))
-                continue
-            tie = any(other[0][:-1] == near[:-1] and (other[3].line == a.line) != (other[4].line == b.line)
-                      and other[3].line not in used_a - {a.line} and other[4].line not in used_b - {b.line}
-                      for other in ranked[k + 1:])
-            out.append((a, b, tie))
-    return out
+            out.append((a, b, near[:-1]))
+    if not ties:
+        return [(a, b) for a, b, _ in out]
+    pair_of_a = {a.line: k for k, (a, _, _) in enumerate(out)}
+    pair_of_b = {b.line: k for k, (_, b, _) in enumerate(out)}
+    tied = set()
+    for near, _, _, a, b in ranked:  # (a, b) competes with the pair holding one of them, as close as it, if the
+        # other of them is left unpaired or paired no closer
+        for mine, theirs, own, other in ((pair_of_a.get(a.line), pair_of_b.get(b.line), b, 1),
+                                         (pair_of_b.get(b.line), pair_of_a.get(a.line), a, 0)):
+            if mine is not None and out[mine][2] == near[:-1] and out[mine][other].line != own.line and (
+                    theirs is None or out[theirs][2] <= near[:-1]):
+                tied.add(mine)
+    return [(a, b, k in tied) for k, (a, b, _) in enumerate(out)]
 
 
 def pair_rows(a_layer: CompiledLayer, b_layer: CompiledLayer, a_rows: list[Row], b_rows: list[Row],
@@ -282,15 +351,25 @@ def pair_rows(a_layer: CompiledLayer, b_layer: CompiledLayer, a_rows: list[Row],
                 and eqns(a, "a") == eqns(b, "b"))
 
     a_role, b_role = _roles(a_layer), _roles(b_layer)
+    a_next, b_next = _neighbours(a_layer), _neighbours(b_layer)
+    partners: dict[int, int] = {}  # the base's lines paired so far -> the changed compile's
+
+    def linked(a: Row, b: Row) -> int:
+        """How many of `a`'s operands and users are paired (`partners`) with one of `b`'s."""
+        return sum(sum((Counter(partners[k] for k in mine if k in partners) & Counter(theirs)).values())
+                   for mine, theirs in zip(a_next[a.line], b_next[b.line]))
 
     def closeness(a: Row, b: Row) -> tuple:
         """How alike two rows of one opcode are, compared in order: the same role in the entry computation (its
-        parameter of one number, its root), the equations they share, their bodies, result dims, operands and
+        parameter of one number, its root), how alike their reach is (`_reach`: the arguments they are
+        computed from, the results they feed), how many of their operands and users are paired with each
+        other (`linked`), the equations they share, their bodies, result dims, operands and
         users, the same body or parameter number, result shapes, and last their places in their listings."""
         wa, wb = a_work[a.line], b_work[b.line]
         place = abs(Fraction(a_at[a.line], len(a_rows)) - Fraction(b_at[b.line], len(b_rows)))
         role = a_role.get(a.line)
-        return (role is not None and role == b_role.get(b.line), len(eqns(a, "a") & eqns(b, "b")),
+        return (role is not None and role == b_role.get(b.line), _overlap(Counter(wa.reach), Counter(wb.reach)),
+                linked(a, b), len(eqns(a, "a") & eqns(b, "b")),
                 _overlap(wa.ops, wb.ops), wa.dims == wb.dims,
                 _overlap(wa.operands, wb.operands), _overlap(wa.users, wb.users), wa.body == wb.body,
                 a.shape == b.shape, -place)
@@ -304,12 +383,17 @@ def pair_rows(a_layer: CompiledLayer, b_layer: CompiledLayer, a_rows: list[Row],
                 and (bool(eqns(a, "a") & eqns(b, "b")) or not (a.eqns or b.eqns) or a.shape == b.shape))
 
     # Kept first, then changed: each time the closest pair of all that qualify, so no row is left with a
-    # partner closer to it than the one it got, unless that partner went to a row closer still.
+    # partner closer to it than the one it got, unless that partner went to a row closer still. The changed
+    # round runs twice: the second time, rows whose operands and users the first paired with each other's
+    # are the closer (two bitcasts of one shape, each of the counterpart of the other's operand).
     kept_pairs = _closest(a_rows, b_rows, same, closeness)
     a_left = [r for r in a_rows if r.line not in {a.line for a, _ in kept_pairs}]
     b_left = [r for r in b_rows if r.line not in {b.line for _, b in kept_pairs}]
     twins = tuple(sorted((Changed(a, b) for a, b in kept_pairs), key=lambda pair: pair.changed.line))
-    modified = [Changed(a, b, tie) for a, b, tie in _closest(a_left, b_left, akin, closeness, ties=True)]
+    for _ in range(2):
+        partners.update({a.line: b.line for a, b in kept_pairs})
+        modified = [Changed(a, b, tie) for a, b, tie in _closest(a_left, b_left, akin, closeness, ties=True)]
+        partners = {p.base.line: p.changed.line for p in modified}
     a_left = [r for r in a_left if r.line not in {p.base.line for p in modified}]
     b_left = [r for r in b_left if r.line not in {p.changed.line for p in modified}]
     modified.sort(key=lambda pair: pair.changed.line)

@@ -8,6 +8,7 @@ A subclass of `TypedRecord` declares its fields with types (int, float, str, boo
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from functools import cache
@@ -37,6 +38,38 @@ class TypedRecord:
     def to_json(self) -> dict:
         """The record as the export writes it."""
         return _writer(type(self))(self)
+
+
+def dumps(value) -> str:
+    """JSON text as every record file is written: UTF-8 kept, no spaces."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class TextAhead:
+    """The JSON text of some of a record's field values, made ahead (while XLA compiles, on the caller's
+    thread) and used by `text` if the record holds those very values: the text is `dumps(record.to_json())`,
+    byte for byte, each field made ahead written once."""
+
+    def __init__(self):
+        self._made: dict[int, tuple[Any, str]] = {}
+
+    def make(self, *values) -> None:
+        """The text of each of `values` (a field's value: a tuple of records, say), made now."""
+        for value in values:
+            self._made[id(value)] = (value, dumps(_json(value)))
+
+    def text(self, record: TypedRecord) -> str:
+        """`dumps(record.to_json())`, with the text of each field whose value was made ahead taken from it."""
+        parts = []
+        for f in dataclasses.fields(record):
+            value = getattr(record, f.name)
+            if f.name in type(record).OMIT_DEFAULT and value == _default(f):
+                continue
+            made = self._made.get(id(value))
+            text = made[1] if made is not None and made[0] is value else dumps(
+                value if type(value) in _SCALARS else _json(value))
+            parts.append(f"{dumps(f.name)}:{text}")
+        return "{" + ",".join(parts) + "}"
 
 
 @cache

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import os
 import re
@@ -493,6 +494,9 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         server.site, rest = Site.start(corpus_dir, shown=shown) if shown else Site.start(corpus_dir)
         # Forked now, before any thread runs: from here on they make the files a first start has not kept.
         server.renderers = RenderPool.fork(server.site, close=[server.socket])
+        # The gym's objects (a million, all kept) out of the collector's sight: else the first collections of
+        # the older generations, brought on by answering, walk them all, a pause of a second under the first GETs.
+        gc.freeze()
         _announce(server, host, start)
         generation = [0]  # bumped by each swap of the corpus: a stage of an older one is not swapped in
         if rest is not None:

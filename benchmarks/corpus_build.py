@@ -1,9 +1,11 @@
 """Time `dumpgym corpus build` (whole process) against JAX-only floors over the same built-in programs.
 
-Floor A imports JAX, traces and lowers each program (the work behind the jaxpr and StableHLO
-layers). Floor B also compiles each lowering once with XLA (the work behind the compiled layer).
-The build compiles each program once per target (the tags ride in its ops' locations), so floor B
-is its nearest;
+Floor A imports JAX, traces each program once (`jax.jit(f).trace`) and lowers it (the work behind the
+jaxpr and StableHLO layers). Floor B also compiles it with XLA for each target the build compiles it for
+(`record/targets.py`: `builtin_targets`; a TPU or GPU without one, its meshes and shardings moved onto
+the topology's devices and lowered again for it, as no compile for it can do without): the work behind
+the compiled layers. The build compiles each program once per target (the tags ride in its ops'
+locations), so floor B is its nearest;
 `--no-hlo` (everything but the compiled layer) is compared with floor A, and the build on one
 process (`--jobs 1`) with the default, one worker process per core.
 
@@ -18,15 +20,44 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _timing import PYTHON, time_process  # noqa: E402
 
 FLOOR = """
+import types
 import dumpgym  # only sets XLA_FLAGS, as the build does
 import jax
+from jax.extend import core as jex
 from dumpgym.programs import builtin_programs
+from dumpgym.record.targets import builtin_targets
+from dumpgym.compiled.layer import devices_needed
+from dumpgym.jax_internals import lower_with_jaxpr
+from dumpgym.traced.devices import retarget, topology_devices
+from dumpgym.traced.trace import map_jaxpr_eqns
+
+def on(traced, args, target):
+    # JAX's lowering and compile of the traced jaxpr for a TPU or GPU without one: every mesh and sharding
+    # moved onto the topology's devices (as the build must), lowered once, compiled.
+    eqns = []
+    def seen(eqn, params):
+        eqns.append(eqn)
+        return eqn.replace(params=params)
+    map_jaxpr_eqns(traced.jaxpr.jaxpr, seen)
+    devices = topology_devices(target.topology_for(devices_needed(
+        types.SimpleNamespace(args=args, jax_traced=traced, tagged_eqns=eqns))))
+    memo = {{}}
+    move = lambda value: retarget(value, devices, memo)
+    closed = jex.ClosedJaxpr(map_jaxpr_eqns(traced.jaxpr.jaxpr, lambda eqn, params: eqn.replace(
+        params={{k: move(v) for k, v in params.items()}})), traced.jaxpr.consts)
+    with jax.default_device(devices[0]):
+        return lower_with_jaxpr(traced, closed, move).compile()
+
 for p in builtin_programs():
     args = p.example_args()
-    str(jax.make_jaxpr(p.function)(*args))
-    lowered = jax.jit(p.function).lower(*args)
+    traced = jax.jit(p.function).trace(*args)
+    str(traced.jaxpr)
+    lowered = traced.lower()
     lowered.as_text()
-    {compile}
+    for entry in builtin_targets(p.platform) if {compile} else ():
+        target = entry.target
+        compiled = lowered.compile() if target.platform == "cpu" and p.platform == "cpu" else on(traced, args, target)
+        compiled.as_text()
 """
 
 if __name__ == "__main__":
@@ -36,8 +67,8 @@ if __name__ == "__main__":
         "dumpgym corpus build": [PYTHON, "-m", "dumpgym", "corpus", "build", "--out", out],
         "dumpgym corpus build --jobs 1": [PYTHON, "-m", "dumpgym", "corpus", "build", "--jobs", "1", "--out", out],
         "dumpgym corpus build --no-hlo": [PYTHON, "-m", "dumpgym", "corpus", "build", "--no-hlo", "--out", out],
-        "floor A: trace + lower": [PYTHON, "-c", FLOOR.format(compile="")],
-        "floor B: trace + lower + compile": [PYTHON, "-c", FLOOR.format(compile="lowered.compile().as_text()")],
+        "floor A: trace + lower": [PYTHON, "-c", FLOOR.format(compile=False)],
+        "floor B: trace + lower + compile per target": [PYTHON, "-c", FLOOR.format(compile=True)],
     }
     times = {name: [] for name in commands}
     for _ in range(runs):
@@ -51,4 +82,4 @@ if __name__ == "__main__":
     print(f"ratio build / build --jobs 1: {build / medians['dumpgym corpus build --jobs 1']:.2f}")
     print(f"ratio build --no-hlo / floor A (trace + lower): {no_hlo / medians['floor A: trace + lower']:.2f}")
     print(f"ratio build / floor A (trace + lower): {build / medians['floor A: trace + lower']:.2f}")
-    print(f"ratio build / floor B (trace + lower + compile): {build / medians['floor B: trace + lower + compile']:.2f}")
+    print(f"ratio build / floor B (trace + lower + compile): {build / medians['floor B: trace + lower + compile per target']:.2f}")

@@ -7,7 +7,11 @@ it adds to JAX's own work is the tagged lowering the x-ray reads, the facts, the
 (made while XLA compiles), and what reads the compile (its graph, the attribution, its text and shapes)
 and the write after it.
 
-Run: .venv/bin/python benchmarks/gpt_add.py [--runs N] [--before REF]
+Run: .venv/bin/python benchmarks/gpt_add.py [--runs N] [--before REF] [--stack]
+
+With `--stack`, the 24-layer transformer stack (`transformer_stack.py`, about 1,930 equations) is added too,
+in the same run, alternating with the GPT's commands, each add against JAX's own work on that program: the
+issue's bar (at most 1.3) side by side for both.
 
 Each run of each command is a fresh process, the commands alternating. Wall-clock and CPU seconds (the
 process's user + system time, which another job on a shared machine inflates far less) are reported as
@@ -41,6 +45,18 @@ lowered.as_text()
 lowered.compile().as_text()
 """
 
+STACK_JAX_ONLY = f"""
+import sys; sys.path.insert(0, {HERE!r})
+import dumpgym, jax
+from dumpgym.traced.program import parse_arg
+from transformer_stack import transformer_stack, ARGS
+traced = jax.jit(transformer_stack).trace(*[parse_arg(a).to_struct() for a in ARGS])
+str(traced.jaxpr)
+lowered = traced.lower()
+lowered.as_text()
+lowered.compile().as_text()
+"""
+
 def timed(argv, src: str) -> tuple[float, float]:
     """(wall, CPU) seconds of one run of `argv` with `src` first on PYTHONPATH."""
     env = {**os.environ, "PYTHONPATH": src}
@@ -56,14 +72,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", help="a commit whose add to time beside this checkout's")
+    parser.add_argument("--stack", action="store_true", help="the 24-layer stack too, side by side")
     args = parser.parse_args()
     folder = tempfile.mkdtemp()
     fresh = iter(range(1000))
     written: dict[str, list[str]] = {}  # label -> the record each of its adds wrote
 
-    def add(label):
+    def add(label, stack=False):
         def argv():  # each add goes to a fresh corpus folder, so the slug never clashes
             corpus = os.path.join(folder, str(next(fresh)))
+            if stack:
+                from transformer_stack import ARGS
+                written.setdefault(label, []).append(os.path.join(corpus, "transformer-stack.json"))
+                return [PYTHON, "-m", "dumpgym", "add", f"{HERE}/transformer_stack.py:transformer_stack",
+                        *[f"--arg={a}" for a in ARGS], "--hlo", "cpu", "--corpus", corpus]
             written.setdefault(label, []).append(os.path.join(corpus, "gpt-train-step.json"))
             return [PYTHON, "-m", "dumpgym", "add", f"{HERE}/gpt_train_step.py:gpt_train_step",
                     "--args-from", f"{HERE}/gpt_train_step.py:make", "--hlo", "cpu", "--corpus", corpus]
@@ -74,20 +96,27 @@ def main() -> None:
                     "dumpgym add --hlo cpu (this checkout)": (add("this checkout"), SRC)}
         for ref, tree in trees.items():
             commands[f"dumpgym add --hlo cpu ({ref})"] = (add(ref), str(tree / "src"))
+        if args.stack:
+            commands["stack: JAX trace + lower + compile"] = (lambda: [PYTHON, "-c", STACK_JAX_ONLY], SRC)
+            commands["stack: dumpgym add --hlo cpu (this checkout)"] = (add("stack: this checkout", True), SRC)
+            for ref, tree in trees.items():
+                commands[f"stack: dumpgym add --hlo cpu ({ref})"] = (add(f"stack: {ref}", True), str(tree / "src"))
         times: dict[str, list[tuple[float, float]]] = {label: [] for label in commands}
         for _ in range(args.runs):
             for label, (argv, src) in commands.items():
                 times[label].append(timed(argv(), src))
     med = {label: (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts))
            for label, ts in times.items()}
-    jax_wall, jax_cpu = med["JAX trace + lower + compile"]
     for label, (wall, cpu) in med.items():
+        jax_wall, jax_cpu = med["stack: JAX trace + lower + compile" if label.startswith("stack:")
+                                else "JAX trace + lower + compile"]
         print(f"{label}: wall {wall:.2f} s, CPU {cpu:.2f} s (medians of {args.runs}); "
               f"ratio to JAX: wall {wall / jax_wall:.2f}, CPU {cpu / jax_cpu:.2f}")
     # A faster add must write the same record: every add's, this checkout's and each ref's, byte for byte.
     records = {label: {Path(p).read_bytes() for p in paths} for label, paths in written.items()}
     for label, kinds in records.items():
-        same = len(kinds) == 1 and kinds == records["this checkout"]
+        mine = records["stack: this checkout" if label.startswith("stack:") else "this checkout"]
+        same = len(kinds) == 1 and kinds == mine
         print(f"records of {label}: {'all byte-identical to' if same else 'NOT all the same as'} this checkout's")
 
 

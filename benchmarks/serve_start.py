@@ -6,7 +6,8 @@ Each commit is checked out in a temporary `git worktree` and served with this ch
 `src/` first on PYTHONPATH), runs alternating between the commits. A run times, from starting the
 process: the URL line (the page is there), the answer of `GET /`, then GETs of the biggest program's
 listings and TPU compile (what the page fetches when the x-ray of that program comes on screen); and
-the CPU seconds the process used until then (what the load of a shared machine changes least).
+the CPU seconds the process used until then (what the load of a shared machine changes least), and those
+it had used when it printed the URL.
 
 Each commit serves a copy of its own, made once: of `--corpus DIR` (a user corpus folder, say one
 `dumpgym add` of benchmarks/gpt_train_step.py filled), with a cache folder of its own
@@ -48,8 +49,9 @@ class Served:
         shutil.rmtree(where, ignore_errors=True)
         return Path(shutil.copytree(self.corpus, where))
 
-    def run(self, cold: bool = False) -> tuple[float, float, float, float]:
-        """(URL line, GET / answered, listings fetched: seconds from the start; CPU seconds until then)."""
+    def run(self, cold: bool = False) -> tuple[float, float, float, float, float]:
+        """(URL line, GET / answered, listings fetched: seconds from the start; CPU seconds until then, and
+        until the URL line)."""
         corpus_dir, cache = self.corpus_dir, self.cache
         if cold:
             corpus_dir = self._copy(self.home / "cold") if self.corpus is not None else None
@@ -61,7 +63,7 @@ class Served:
         return _timed_serve(self.tree, env, corpus_dir)
 
 
-def _timed_serve(tree: Path, env: dict, corpus_dir: Path | None) -> tuple[float, float, float, float]:
+def _timed_serve(tree: Path, env: dict, corpus_dir: Path | None) -> tuple[float, float, float, float, float]:
     code = ("try:\n    from dumpgym.serve import server as serve\nexcept ImportError:\n    from dumpgym import serve\n"
             f"serve.serve(port=0, corpus_dir={str(corpus_dir) if corpus_dir else None!r})")
     start = time.perf_counter()
@@ -70,6 +72,7 @@ def _timed_serve(tree: Path, env: dict, corpus_dir: Path | None) -> tuple[float,
     try:
         line = proc.stdout.readline()
         url_at = time.perf_counter() - start
+        url_cpu = _cpu_seconds(proc.pid)
         if " at " not in line:
             sys.exit(f"{tree.name}: serve printed {line!r}")
         url = line.split(" at ", 1)[1].split()[0]
@@ -84,10 +87,20 @@ def _timed_serve(tree: Path, env: dict, corpus_dir: Path | None) -> tuple[float,
         proc.terminate()
     # The server idles once it has answered: the CPU it used by its end is what answering took.
     _, _, usage = os.wait4(proc.pid, 0)
-    return url_at, page_at, done, usage.ru_utime + usage.ru_stime
+    return url_at, page_at, done, usage.ru_utime + usage.ru_stime, url_cpu
 
 
-LABELS = ("URL", "GET /", "page and one x-ray's files", "CPU s")
+def _cpu_seconds(pid: int) -> float:
+    """The CPU seconds process `pid` has used so far (Linux's /proc; NaN elsewhere): what the wall-clock time
+    would be on an idle machine, its start being one thread's work."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+LABELS = ("URL", "GET /", "page and one x-ray's files", "CPU s", "CPU s at URL")
 
 
 def main() -> None:

@@ -8,12 +8,26 @@ import pytest
 
 from dumpgym.corpus.builtin import BUILTIN_PATH, dumps
 from dumpgym.record.schema import Aval, Corpus, EqnFact, Literal, ProgramRecord, RecordError
-from dumpgym.record.typedjson import TypedRecord
+from dumpgym.record.typedjson import TextAhead, TypedRecord
 
 
 def test_the_committed_corpus_round_trips_byte_for_byte():
     text = BUILTIN_PATH.read_text(encoding="utf-8")
     assert dumps(Corpus.from_json(json.loads(text)).to_json()) == text
+
+
+@pytest.mark.parametrize("slug", ["train-step", "decode-loop"])
+def test_a_record_written_from_fields_made_ahead_is_its_whole_text(slug, by_slug):
+    """What `dumpgym add` writes from the text of the equations and the x-ray made while XLA compiles is the
+    record's own JSON, byte for byte; a field whose value was replaced after is written as it is now."""
+    record = ProgramRecord.from_json(by_slug[slug])
+    whole = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+    ahead = TextAhead()
+    ahead.make(record.eqns, record.xray, record.stablehlo_ops, record.lowered_to_nothing)
+    assert ahead.text(record) == whole
+    assert TextAhead().text(record) == whole
+    changed = dataclasses.replace(record, xray=record.xray[:1], jax_version="0.0.1", added=False)
+    assert ahead.text(changed) == json.dumps(changed.to_json(), ensure_ascii=False, separators=(",", ":"))
 
 
 def test_records_are_typed(by_slug):

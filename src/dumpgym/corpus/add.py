@@ -94,6 +94,7 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     import jax
 
     from dumpgym.corpus.pipeline import function_record
+    from dumpgym.record.typedjson import TextAhead
 
     _check_slug_syntax(slug)
     _check_title(title)
@@ -105,12 +106,13 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
         _check_slug_free(slug, folder, replace)  # fail before the slow part; checked again under the write lock
     target = _compile_target(compiled)
     _check_writable(folder)
+    ahead = TextAhead()  # the file's text of the equations and the x-ray, made while XLA compiles
     with _stoppable(name):
         record = function_record(function, args, kwargs, slug=slug, title=title or name, entry=entry, name=name,
-                                 targets=[target] if target is not None else [], progress=progress)
+                                 targets=[target] if target is not None else [], progress=progress, ahead=ahead)
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
-    _store(folder, [record], wait, replace)
+    _store(folder, [record], wait, replace, ahead)
     return record
 
 

@@ -11,12 +11,14 @@ from typing import Callable, Iterable
 
 from dumpgym.record.schema import SCHEMA, Corpus, ProgramRecord
 from dumpgym.record.targets import TARGETS, Target, builtin_targets, target_id
+from dumpgym.record.typedjson import TextAhead
 
 
 def program_record(program, progress: Callable[[str], None] | None = None,
-                   targets: Iterable[Target] = ()) -> ProgramRecord:
+                   targets: Iterable[Target] = (), ahead: TextAhead | None = None) -> ProgramRecord:
     """Trace one `Program` and gather everything the export says about it, compiled for each of
-    `targets` (a TPU or a GPU without one, this host's CPU) that its platform lowers for."""
+    `targets` (a TPU or a GPU without one, this host's CPU) that its platform lowers for. With `ahead`,
+    the JSON text of the equations and the x-ray is made in it while XLA compiles, for the record's write."""
     from dumpgym.traced.facts import build_facts
     from dumpgym.traced.trace import mesh_of, trace
     from dumpgym.traced.xray import build_xray
@@ -35,6 +37,8 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     facts = build_facts(traced)
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")
     xray = build_xray(traced, facts)
+    if ahead is not None and compiles is not None:  # Python's work, while XLA compiles on its own thread
+        ahead.make(facts.eqns, xray.groups, xray.ops)
     layers = {}
     for n, target in enumerate(targets):
         say(f"{program.slug}: compiling with XLA{_words(target)}")  # the first began with the facts
@@ -141,9 +145,11 @@ def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:
 
 
 def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str, title: str, entry: str, name: str,
-                    targets: Iterable[Target] = (), progress: Callable[[str], None] | None = None) -> ProgramRecord:
+                    targets: Iterable[Target] = (), progress: Callable[[str], None] | None = None,
+                    ahead: TextAhead | None = None) -> ProgramRecord:
     """The record of a user's `function` on example values (pytrees, models, static leaves): `dumpgym add`'s and
-    the notebook's. A failure while JAX traces it becomes one ProgramError saying whose fault it is."""
+    the notebook's. A failure while JAX traces it becomes one ProgramError saying whose fault it is. `ahead`:
+    as `program_record`'s."""
     from dumpgym.errors import ProgramError
     from dumpgym.traced.program import partition, trace_failure
 
@@ -154,7 +160,7 @@ def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str,
         bug, not the user's, and it keeps its traceback)."""
         try:
             return _partitioned_record(partitioned, slug, title, entry, docstring_lesson(function, name), targets,
-                                       progress, platform), None
+                                       progress, platform, ahead), None
         except ProgramError:
             raise
         except Exception as e:
@@ -185,13 +191,14 @@ def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str,
     raise trace_failure(failure, function, partitioned, args=args, kwargs=kwargs) from failure
 
 
-def _partitioned_record(partitioned, slug, title, entry, lesson, targets, progress, platform="cpu") -> ProgramRecord:
+def _partitioned_record(partitioned, slug, title, entry, lesson, targets, progress, platform="cpu",
+                        ahead=None) -> ProgramRecord:
     from dumpgym.traced.program import Program
 
     # Its `args` are read from the jaxpr it traces (`in_avals`): only its staging knows its inputs.
     program = Program(slug=slug, title=title, lesson=lesson, function=partitioned.function,
                       args=(), entry=entry, structs=partitioned.structs, platform=platform)
-    return program_record(program, progress, targets)
+    return program_record(program, progress, targets, ahead)
 
 
 def _on_chip(structs: tuple, target: Target) -> tuple | None:

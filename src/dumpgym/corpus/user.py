@@ -23,6 +23,7 @@ from typing import Callable, Iterator
 
 from dumpgym.errors import CorpusFolderError, ProgramError
 from dumpgym.record.schema import ProgramRecord, RecordError, upgrade_program, valid_slug
+from dumpgym.record.typedjson import TextAhead
 
 INDEX_SCHEMA = "dumpgym.user-corpus/1"
 # The longest title `add` takes: a heading's worth. The page lays a title out on one line in the drill
@@ -313,12 +314,14 @@ def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | N
     _store(folder, records, wait, replace)
 
 
-def _store(folder: Path, records: list[ProgramRecord], wait: float | None, replace: bool = False) -> list[str]:
+def _store(folder: Path, records: list[ProgramRecord], wait: float | None, replace: bool = False,
+           ahead: TextAhead | None = None) -> list[str]:
     """Write each record and the index under the folder's lock; a failure removes what it wrote.
 
     With `replace`, a record whose slug an added program has takes that program's place: its file is swapped
     in one step (`write_atomic`), the index keeps its order, and its kept drill items go. A failure leaves the
-    old program whole. Returns the slugs replaced."""
+    old program whole. Returns the slugs replaced. `ahead`: the text of some of the records' fields, made
+    before (`typedjson.TextAhead`)."""
     from dumpgym.gcpause import collector_paused
 
     with locked(folder, exclusive=True, wait=wait):
@@ -337,7 +340,7 @@ def _store(folder: Path, records: list[ProgramRecord], wait: float | None, repla
             for record in records:
                 path = folder / f"{record.slug}.json"
                 with collector_paused():  # the record's JSON is made of objects by the hundred thousand, freed at once
-                    text = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+                    text = (ahead or TextAhead()).text(record) + "\n"
                 _write(path, text)
                 if record.slug not in replaced:  # a replaced file is whole, old or new: never removed
                     written.append(path)

@@ -8,6 +8,7 @@ A subclass of `TypedRecord` declares its fields with types (int, float, str, boo
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from functools import cache
@@ -37,6 +38,38 @@ class TypedRecord:
     def to_json(self) -> dict:
         """The record as the export writes it."""
         return _writer(type(self))(self)
+
+
+def dumps(value) -> str:
+    """JSON text as every record file is written: UTF-8 kept, no spaces."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class TextAhead:
+    """The JSON text of some of a record's field values, made ahead (while XLA compiles, on the caller's
+    thread) and used by `text` if the record holds those very values: the text is `dumps(record.to_json())`,
+    byte for byte, each field made ahead written once."""
+
+    def __init__(self):
+        self._made: dict[int, tuple[Any, str]] = {}
+
+    def make(self, *values) -> None:
+        """The text of each of `values` (a field's value: a tuple of records, say), made now."""
+        for value in values:
+            self._made[id(value)] = (value, dumps(_json(value)))
+
+    def text(self, record: TypedRecord) -> str:
+        """`dumps(record.to_json())`, with the text of each field whose value was made ahead taken from it."""
+        parts = []
+        for f in dataclasses.fields(record):
+            value = getattr(record, f.name)
+            if f.name in type(record).OMIT_DEFAULT and value == _default(f):
+                continue
+            made = self._made.get(id(value))
+            text = made[1] if made is not None and made[0] is value else dumps(
+                value if type(value) in _SCALARS else _json(value))
+            parts.append(f"{dumps(f.name)}:{text}")
+        return "{" + ",".join(parts) + "}"
 
 
 @cache
@@ -129,7 +162,7 @@ def _reader(tp) -> Callable[[Any], Any]:
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return _tuple_reader(_reader(args[0]))
+            return _tuple_reader(_reader(args[0]), _PLAIN.get(args[0]))
         return _fixed_tuple_reader(tuple(_reader(a) for a in args))
     if origin is dict:
         return _dict_reader(_reader(typing.get_args(tp)[1]))
@@ -185,11 +218,23 @@ def _each(reader, values: list, start: int = 0):
             raise
 
 
-def _tuple_reader(item) -> Callable[[Any], Any]:
+def _tuple_reader(item, plain: type | None = None) -> Callable[[Any], Any]:
+    """Reading a list as a tuple of `item`'s; with `plain` (`_PLAIN`), items of exactly that type are taken
+    as they are, in one pass."""
+
     def read(value):
         if not isinstance(value, list):
             raise _Wrong(f"expected a list, got {_what(value)}")
-        return tuple(_each(item, value))
+        if plain is not None:
+            for v in value:
+                if type(v) is not plain:
+                    break
+            else:
+                return tuple(value)
+        try:  # readers are pure: on a mismatch, read again one by one to say where it is
+            return tuple(map(item, value))
+        except _Wrong:
+            return tuple(_each(item, value))
     return read
 
 
@@ -214,6 +259,10 @@ def _dict_reader(item) -> Callable[[Any], Any]:
     def read(value):
         if not isinstance(value, dict):
             raise _Wrong(f"expected an object, got {_what(value)}")
+        try:  # readers are pure: on a mismatch, read again one by one to say where it is
+            return {k: item(v) for k, v in value.items()}
+        except _Wrong:
+            pass
         out = {}
         for k, v in value.items():
             try:
@@ -226,26 +275,59 @@ def _dict_reader(item) -> Callable[[Any], Any]:
 
 
 def _record_reader(cls) -> Callable[[Any], Any]:
+    """The reader of a record class, made once per class as straight-line code (as `_writer` is): the
+    corpus holds records by the hundred thousand, and a loop over each one's fields costs several times
+    more. A field of an exact scalar type is taken as it is (any other value goes through its reader,
+    which says what is wrong); the instance is made as the frozen dataclass's own `__init__` makes it,
+    without its per-field `object.__setattr__`. The code is made from the class's field names
+    (Python identifiers) and nothing else."""
     hints = typing.get_type_hints(cls)
-    # (name, reader, required) per field, in declaration order.
-    fields = [(f.name, _reader(hints[f.name]), f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-              for f in dataclasses.fields(cls)]
-    names = frozenset(name for name, _, _ in fields)
+    fields = dataclasses.fields(cls)
+    names = frozenset(f.name for f in fields)
+    assert not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
+    bound = {"_Wrong": _Wrong, "_what": _what, "_names": names, "_new": object.__new__, "_cls": cls,
+             "_MISSING": _MISSING, "_unknown": _unknown}
+    lines = ["def read(value):",
+             "    if not isinstance(value, dict):",
+             "        raise _Wrong(f'expected an object, got {_what(value)}')",
+             "    if not _names.issuperset(value):",
+             "        raise _Wrong(_unknown(value, _names))",
+             "    get = value.get",
+             "    out = _new(_cls)",
+             "    d = out.__dict__"]
+    for n, f in enumerate(fields):
+        assert f.name.isidentifier()
+        bound[f"_read{n}"] = _reader(hints[f.name])
+        exact = _PLAIN.get(hints[f.name])
+        lines.append(f"    v = get({f.name!r}, _MISSING)")
+        lines.append("    if v is _MISSING:")
+        if f.default is not dataclasses.MISSING:
+            bound[f"_default{n}"] = f.default
+            lines.append(f"        d[{f.name!r}] = _default{n}")
+        elif f.default_factory is not dataclasses.MISSING:
+            bound[f"_factory{n}"] = f.default_factory
+            lines.append(f"        d[{f.name!r}] = _factory{n}()")
+        else:
+            lines.append(f"        raise _Wrong({f'missing field {f.name!r}'!r})")
+        if exact is not None:
+            bound[f"_exact{n}"] = exact
+            lines.append(f"    elif type(v) is _exact{n}:")
+            lines.append(f"        d[{f.name!r}] = v")
+        lines += ["    else:",
+                  "        try:",
+                  f"            d[{f.name!r}] = _read{n}(v)",
+                  "        except _Wrong as e:",
+                  f"            e.steps.append({f.name!r})",
+                  "            raise"]
+    lines.append("    return out")
+    exec("\n".join(lines), bound)  # noqa: S102 (the code is the class's field names, above)
+    return bound["read"]
 
-    def read(value):
-        if not isinstance(value, dict):
-            raise _Wrong(f"expected an object, got {_what(value)}")
-        if not names.issuperset(value):
-            raise _Wrong(f"unknown field {next(k for k in value if k not in names)!r}")
-        kwargs = {}
-        for name, reader, required in fields:
-            if name in value:
-                try:
-                    kwargs[name] = reader(value[name])
-                except _Wrong as e:
-                    e.steps.append(name)
-                    raise
-            elif required:
-                raise _Wrong(f"missing field {name!r}")
-        return cls(**kwargs)
-    return read
+
+def _unknown(value: dict, names: frozenset) -> str:
+    return f"unknown field {next(k for k in value if k not in names)!r}"
+
+
+_MISSING = object()
+# The types whose values a reader returns as they are when they are exactly of that type.
+_PLAIN: dict = {int: int, str: str, bool: bool}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import os
 import re
@@ -490,9 +491,17 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     server = _bind(Site({}), host, port)
     try:
         seen = corpus_state(corpus_dir)  # before the start reads the folder: a change during it is seen after
-        server.site, rest = Site.start(corpus_dir, shown=shown) if shown else Site.start(corpus_dir)
-        # Forked now, before any thread runs: from here on they make the files a first start has not kept.
-        server.renderers = RenderPool.fork(server.site, close=[server.socket])
+        # The gym's objects (a million, all kept) made with Python's collector off, then out of its sight: its
+        # collections would walk them all, again and again as they are made, and then under the first GETs (a
+        # pause of a second each).
+        gc.disable()
+        try:
+            server.site, rest = Site.start(corpus_dir, shown=shown) if shown else Site.start(corpus_dir)
+            # Forked now, before any thread runs: from here on they make the files a first start has not kept.
+            server.renderers = RenderPool.fork(server.site, close=[server.socket])
+        finally:
+            gc.freeze()
+            gc.enable()
         _announce(server, host, start)
         generation = [0]  # bumped by each swap of the corpus: a stage of an older one is not swapped in
         if rest is not None:

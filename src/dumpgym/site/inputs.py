@@ -16,6 +16,7 @@ from typing import Callable
 from dumpgym.drills import kept_parts, kept_pool, pool_of, tell_skipped
 from dumpgym.drills._stored import ProgramSource, StoredItems, builtin_corpus, builtin_sources, digest
 from dumpgym.errors import CorpusFolderError
+from dumpgym.gcpause import collector_paused
 from dumpgym.record.schema import SCHEMA, Corpus, ProgramRecord
 from dumpgym.terminal import printable
 from dumpgym.corpus.user import locked, parsed, read_bytes, read_index, user_corpus_dir
@@ -122,7 +123,13 @@ def gym_start(corpus_dir=None, warn: Callable[[str], None] | None = None, shown:
     `shown`: records held in memory only (`dumpgym open`'s dump modules), first, as added programs; an
     added program of the same slug is not shown beside one (said through `warn`).
 
-    Warnings as `gym_inputs`'s (a kind skipped on a program is told once, by whichever pool holds it)."""
+    Warnings as `gym_inputs`'s (a kind skipped on a program is told once, by whichever pool holds it).
+    Python's collector is held off meanwhile: the records read are objects by the hundred thousand, all kept."""
+    with collector_paused():
+        return _gym_start(corpus_dir, warn, shown)
+
+
+def _gym_start(corpus_dir, warn, shown: tuple) -> GymStart:
     warn = warn or (lambda line: print(f"dumpgym: warning: {printable(line)}", file=sys.stderr))
     sources, records = [], []
     mine = [ProgramSource(r.slug, True, "", None, (lambda r=r: r)) for r in shown]

@@ -76,6 +76,20 @@ def test_a_kept_file_is_made_in_a_worker_process_and_read_by_the_server_as_made(
     assert got["static"] and got["alive"] == [False] * render_pool.PROCESSES  # only the kept files; all stopped
 
 
+def test_a_worker_forked_while_the_server_holds_its_collector_off_collects_its_garbage(tmp_path):
+    got = _script(_SITE + """
+    import gc
+    files._makers["a.json"] = lambda: json.dumps({"collects": gc.isenabled(), "pad": "x" * 2000}).encode()
+    gc.disable()  # as `serve` forks them: while it makes the gym's objects
+    pool = render_pool.RenderPool.fork(gym)
+    gc.enable()
+    asked = pool.render("a.json").result(120)
+    pool.close()
+    print(json.dumps({"asked": asked, "collects": json.loads(kept.read("a.json"))["collects"]}))
+    """, tmp_path)
+    assert got["asked"] is True and got["collects"] is True
+
+
 def test_a_cache_that_refuses_writes_leaves_the_making_to_the_server(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")

@@ -212,6 +212,9 @@ def _work(conn, site, parent: int, close) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle: it stops the workers
     signal.signal(signal.SIGTERM, _stop)  # stopped mid-write: the file being written is removed (`write_atomic`)
     _die_with(parent)
+    # Forked while the server held its collector off (it makes the gym's objects so): a worker renders file after
+    # file, and its garbage's cycles are collected as ever (the gym's objects, frozen before the fork, are not walked).
+    gc.enable()
     for held in close:  # the server's listening socket (a worker must not keep the port bound), its pipe ends
         held.close()
     while True:

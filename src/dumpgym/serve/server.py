@@ -97,7 +97,7 @@ class Site:
         start = gym_start(corpus_dir, shown=shown)
         from dumpgym.site.kept import KeptFiles
 
-        kept = KeptFiles(start.corpus)  # one for every stage: a render worker's files serve each (`render_pool`)
+        kept = KeptFiles(start.corpus, digests=start.digests())  # one for every stage: a render worker's files serve each (`render_pool`)
         if not start.pending:
             return cls._rendered(start.corpus, start.pool, kept=kept, news=news), None
         # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second

@@ -145,9 +145,12 @@ class KeptFiles:
         with self._lock:
             key = self._program_keys.get(program.slug)
         if key is None:  # digested outside the lock: a record held in memory takes its JSON's digest (seconds)
-            key = f"{render_digest()}-{digest(program_digest(program, self._digests).encode('utf-8'))[:16]}"
+            named = program_digest(program, self._digests)
+            key = f"{render_digest()}-{digest(named.encode('utf-8'))[:16]}"
             with self._lock:
                 self._program_keys[program.slug] = key
+                if program.added:  # the site's key names it so too, digested once
+                    self._digests.setdefault(program.slug, named)
         return key
 
     def _folder_of(self, path: str) -> Path:

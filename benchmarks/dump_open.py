@@ -5,7 +5,7 @@
 Makes (once, into `--folder`, default a temporary folder) a dump of `--modules` distinct jitted
 functions on the CPU, each with a jaxpr, StableHLO and XLA's files, as a job run with
 `JAX_DUMP_IR_TO` and `--xla_dump_to` writes them. Then times, alternating, two processes: what
-`open` does before it serves (read the folder, pair every module's files, render the index page)
+`open` reads before it makes any program (read the folder, pair every module's files, list them in order)
 and `cat` of every file in the folder to /dev/null. It prints both medians and their ratio; each
 module's own page is rendered only when asked for, so it is not part of either. Then the whole command,
 as a user meets it: `dumpgym open DIR` (with an empty folder of added programs) until it prints the
@@ -35,8 +35,10 @@ for k in range({n}):
     jax.jit(f).lower(jax.ShapeDtypeStruct((k + 1, 8), jnp.float32),
                      jax.ShapeDtypeStruct((8, 4), jnp.float32)).compile()
 """
-LIST = ("import sys; from dumpgym.dumps.folder import read_folder; from dumpgym.dumps.pages import index_page; "
-        "folder = read_folder(sys.argv[1]); index_page(folder); "
+# What `open` reads before it makes a program: the folder read, every module's files paired, listed in the index's
+# order (the user's first, biggest first).
+LIST = ("import sys; from dumpgym.dumps.folder import read_folder; "
+        "folder = read_folder(sys.argv[1]); folder.shown(); "
         "assert sum(1 for m in folder.modules if not m.problem) >= {n}, len(folder.modules)")
 
 

@@ -1,5 +1,7 @@
 """`dumps/folder.py` and `dumps/xray.py` on real dump folders made in the tests: pairing, links checked
 against tagged re-traces of the same programs (no wrong link), and every bad input said in one line."""
+import subprocess
+import sys
 from collections import defaultdict
 
 import pytest
@@ -253,3 +255,23 @@ def test_copies_xla_made_are_not_linked_where_the_retrace_gives_them_no_equation
     assert any(not truth[name] for name in copies), "no copy with an op_name that the re-trace leaves without one"
     assert all(not links[name].stablehlo_lines for name in copies), [links[n] for n in copies]
 
+
+
+def test_the_names_an_eager_calls_module_may_take_are_jaxs_own_read_without_importing_it():
+    # JAX's public array functions as JAX itself lists them (the namespaces imported, `dir`), every one of them
+    # among the names the folder reader reads from JAX's files; and the reader imported no JAX to read them.
+    script = (
+        "import sys\n"
+        "from dumpgym.dumps.folder import _jax_public_names\n"
+        "names = _jax_public_names()\n"
+        "assert not any(m == 'jax' or m.startswith('jax.') for m in sys.modules), 'jax was imported'\n"
+        "import jax, jax.numpy as jnp\n"
+        "spaces = (jnp, jnp.linalg, jnp.fft, jax.lax, jax.nn, jax.random)\n"
+        "listed = {n for space in spaces for n in dir(space) if not n.startswith('_')}\n"
+        "assert listed <= names, sorted(listed - names)\n"
+        "assert {'zeros', 'broadcast_in_dim', 'normal', 'softmax', 'svd', 'fft'} <= listed\n"
+        "print(len(listed))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout) > 500

@@ -262,3 +262,44 @@ def test_add_dump_keeps_what_open_shows_and_build_writes_it_as_served(dump, tmp_
         assert built["dump"] == record["dump"]
         listings = json.loads((out / "data" / "listings" / f"{slug}.json").read_text())
         assert len(listings["hlo_before"]) == record["dump"]["hlo_before"].count("\n") + 1
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["no-folder", "empty-folder"])
+def test_open_with_no_programs_added_serves_the_dumps_modules_and_writes_nothing(made, dump, tmp_path):
+    import urllib.request
+
+    from dumpgym.drills._stored import cache_dir
+
+    corpus = tmp_path / "added"
+    if made:
+        corpus.mkdir()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if (cache_dir() / "drills").is_dir():  # the built-in programs' kept items: read, not made again
+        (cache / "drills").symlink_to(cache_dir() / "drills", target_is_directory=True)
+    env = {**os.environ, "DUMPGYM_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "dumpgym", "open", str(dump), "--port", "0", "--corpus", str(corpus)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        assert " at http://127.0.0.1:" in line, line + proc.stderr.read()
+        url = line.split(" at ", 1)[1].split()[0]
+        root, start = url.split("?xray=")
+        slug = start.split("#")[0]
+
+        def get(path):
+            with urllib.request.urlopen(root + path, timeout=120) as r:
+                return r.status, r.read()
+        status, page = get("")
+        assert status == 200 and slug.encode() in page
+        program = json.loads(get(f"data/programs/{slug}.json")[1])
+        # The page it lands on is a module of the dump, its compiled layer XLA's own optimised HLO file.
+        module = next(m for m in read_folder(dump).modules if m.name == program["dump"]["module"])
+        assert program["compiled"]["cpu"]["text"] == module.files["hlo_after"].read_text()
+        for path in (f"data/listings/{slug}.json", f"data/compiled/cpu/{slug}.json", f"data/cost/cpu/{slug}.json"):
+            assert get(path)[0] == 200, path
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    # Nothing is written to the folder of added programs.
+    assert (sorted(corpus.iterdir()) == []) if made else not corpus.exists()

@@ -48,7 +48,7 @@ _SITE = """
     from dumpgym.serve import server as serve
     from dumpgym.site import files as site
 
-    kept_files.corpus_digest = lambda corpus: "0" * 16  # a site of two files, no corpus to digest
+    kept_files.corpus_digest = lambda corpus, digests=None: "0" * 16  # a site of two files, no corpus to digest
     def made():  # what a render says of where it ran, padded past the size the server compresses
         return json.dumps({"pid": os.getpid(), "pad": "x" * 2000}).encode()
     kept = kept_files.KeptFiles(None, root=Path(sys.argv[1]) if len(sys.argv) > 1 else None)
@@ -135,6 +135,10 @@ def test_the_page_order_puts_each_program_before_the_next_and_the_whole_corpus_l
     assert render_pool.page_order(paths, ["mlp", "scan"]) == [
         "data/reference.json", "data/listings/mlp.json", "data/programs/mlp.json", "data/compiled/cpu/mlp.json",
         "data/cost/cpu/mlp.json", "data/listings/scan.json", "corpus.json"]
+    # The user's own programs first, as the page lists them: after an add, theirs are the files left to make.
+    assert render_pool.page_order(paths, ["mlp", "scan"], mine={"scan"}) == [
+        "data/reference.json", "data/listings/scan.json", "data/listings/mlp.json", "data/programs/mlp.json",
+        "data/compiled/cpu/mlp.json", "data/cost/cpu/mlp.json", "corpus.json"]
 
 
 def _children(pid: int) -> set[int]:

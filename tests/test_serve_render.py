@@ -199,7 +199,7 @@ def test_a_server_started_again_renders_no_json_file_and_answers_each_as_the_fir
 def test_a_broken_kept_file_is_said_in_one_line_and_made_again(kept_root, tmp_path, capsys):
     first = serve.Site.build(tmp_path / "added")
     body = first.get("/data/listings/mlp.json")[2]
-    [kept] = kept_root.glob("*/data/listings/mlp.json.kept")
+    [kept] = kept_root.glob("**/data/listings/mlp.json.kept")
     kept.write_bytes(kept.read_bytes()[:-10])
     capsys.readouterr()
     assert serve.Site.build(tmp_path / "added").get("/data/listings/mlp.json")[2] == body
@@ -226,6 +226,32 @@ def test_files_kept_for_other_records_or_other_code_are_never_read(kept_root, mo
     assert other.read("data/a.json") is None and "damaged kept site file" in capsys.readouterr().err
     monkeypatch.setattr(kept_files, "render_digest", lambda: "0" * 16)  # other code
     assert kept_files.KeptFiles(corpus).read("data/a.json") is None
+
+
+def test_a_programs_files_are_kept_by_its_record_so_an_add_renders_no_other_programs_again(kept_root, capsys):
+    corpus = builtin_corpus()
+    first = corpus.programs[0]
+    kept = kept_files.KeptFiles(corpus)
+    kept.write(f"data/listings/{first.slug}.json", b'{"listing": 1}')
+    kept.write(f"data/cost/cpu/{first.slug}.json.gz", b"gz")
+    kept.write("data/reference.json", b'{"cards": 1}')
+    mine = dataclasses.replace(first, slug="mine", added=True)
+    added = Corpus(corpus.schema, corpus.jax_version, (*corpus.programs, mine))
+    after = kept_files.KeptFiles(added, digests={"mine": "d" * 32})
+    assert after.key != kept.key
+    # The program's own files are read back beside another program; a file of the whole site is not.
+    assert after.read(f"data/listings/{first.slug}.json") == b'{"listing": 1}'
+    assert after.read(f"data/cost/cpu/{first.slug}.json.gz") == b"gz"
+    assert after.read("data/reference.json") is None
+    # A record that changed is another program: its files are made again, never read.
+    retitled = dataclasses.replace(first, title=first.title + "!")
+    changed = kept_files.KeptFiles(Corpus(corpus.schema, corpus.jax_version, (retitled, *corpus.programs[1:])))
+    assert changed.read(f"data/listings/{first.slug}.json") is None
+    # An added program is named by the digest of the bytes its record was read from.
+    after.write("data/programs/mine.json", b'{"mine": 1}')
+    assert kept_files.KeptFiles(added, digests={"mine": "d" * 32}).read("data/programs/mine.json") == b'{"mine": 1}'
+    assert kept_files.KeptFiles(added, digests={"mine": "e" * 32}).read("data/programs/mine.json") is None
+    assert capsys.readouterr().err == ""
 
 
 def test_a_cache_that_cannot_be_written_costs_only_the_making(tmp_path):
@@ -285,7 +311,7 @@ class _WorkerPool:
 
 
 def test_a_file_a_render_worker_keeps_is_read_back_and_never_made_by_the_server(kept_root, monkeypatch):
-    monkeypatch.setattr(kept_files, "corpus_digest", lambda corpus: "0" * 16)
+    monkeypatch.setattr(kept_files, "corpus_digest", lambda corpus, digests=None: "0" * 16)
     kept = kept_files.KeptFiles(None)
 
     def made_here() -> bytes:

@@ -628,15 +628,44 @@ def _is_helper(module: DumpModule) -> bool:
     return function in _jax_public_names()
 
 
+# JAX's public array namespaces, as files of the installed package: the names a module of an eager call may take.
+_JAX_SPACES = ("numpy/__init__.py", "numpy/linalg.py", "numpy/fft.py", "lax/__init__.py", "nn/__init__.py", "random.py")
+
+
 @functools.cache
 def _jax_public_names() -> frozenset[str]:
-    """The names of JAX's public array functions, whose eager calls JAX compiles as `jit_<name>` modules:
-    read from JAX itself, imported only when a module could be one (reading a folder needs no JAX)."""
-    import jax
-    import jax.numpy as jnp
+    """The names of JAX's public array functions, whose eager calls JAX compiles as `jit_<name>` modules: read
+    from the installed JAX's own files, the names each namespace binds (imports, definitions, assignments) as
+    Python reads them, without importing JAX (a second and a half, and its memory, that reading a folder does
+    not need); none where JAX is not installed."""
+    import ast
+    import importlib.util
 
-    spaces = (jnp, jnp.linalg, jnp.fft, jax.lax, jax.nn, jax.random)
-    return frozenset(name for space in spaces for name in dir(space) if not name.startswith("_"))
+    spec = importlib.util.find_spec("jax")
+    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+    names: set[str] = set()
+
+    def bound(body) -> None:
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.If, ast.Try)):
+                for block in (node.body, node.orelse, *(h.body for h in getattr(node, "handlers", ())),
+                              getattr(node, "finalbody", ())):
+                    bound(block)
+
+    for root in roots[:1]:
+        for space in _JAX_SPACES:
+            try:
+                bound(ast.parse(Path(root, space).read_text(encoding="utf-8")).body)
+            except (OSError, SyntaxError, ValueError):
+                continue
+    return frozenset(name for name in names if not name.startswith("_"))
 
 
 def _same_function(traced_in: str, function: str) -> bool:

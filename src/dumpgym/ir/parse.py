@@ -298,11 +298,18 @@ def _number_name(type_) -> str:
     return element.lower()  # f8E4M3FN and kin: compared as MLIR spells them
 
 
-def types_of_hlo(module) -> tuple[str, ...]:
-    """The same for an HloModule's entry parameters and results, from XLA's program shape."""
+@functools.lru_cache(maxsize=2)
+def _program_shape(module):
+    """XLA's program shape of an HloModule, serialized once for both `shapes_of_hlo` and `types_of_hlo` (the
+    module's whole proto is written to read it: a folder of hundreds of modules spent a second on the second)."""
     from jaxlib import xla_client
 
-    shape = xla_client.XlaComputation(module.as_serialized_hlo_module_proto()).program_shape()
+    return xla_client.XlaComputation(module.as_serialized_hlo_module_proto()).program_shape()
+
+
+def types_of_hlo(module) -> tuple[str, ...]:
+    """The same for an HloModule's entry parameters and results, from XLA's program shape."""
+    shape = _program_shape(module)
 
     def kind(s):
         return str(s.element_type()).lower() if s.is_array() else "token"
@@ -323,9 +330,7 @@ def _dims(type_) -> tuple[int, ...]:
 
 def shapes_of_hlo(module) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
     """The shapes of an HloModule's entry parameters and results, from XLA's program shape."""
-    from jaxlib import xla_client
-
-    shape = xla_client.XlaComputation(module.as_serialized_hlo_module_proto()).program_shape()
+    shape = _program_shape(module)
 
     def dims(s):
         return tuple(s.dimensions()) if s.is_array() else (-1,)

@@ -48,10 +48,11 @@ def forkable() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
 
 
-def page_order(paths, slugs: list[str]) -> list[str]:
+def page_order(paths, slugs: list[str], mine=frozenset()) -> list[str]:
     """`paths` (site files) in the order the page asks for them: the reference, then program by program in
-    the corpus's order (`slugs`) its listings, record, compiled layers, costs and changes; the rest after."""
-    place = {slug: i for i, slug in enumerate(slugs)}
+    the corpus's order (`slugs`), the user's own (`mine`) first as the page lists them, its listings, record,
+    compiled layers, costs and changes; the rest after."""
+    place = {slug: i for i, slug in enumerate([s for s in slugs if s in mine] + [s for s in slugs if s not in mine])}
 
     def rank(path: str):
         parts = path.split("/")
@@ -96,7 +97,10 @@ class RenderPool:
         for proc, conn in self._workers:
             threading.Thread(target=self._dispatch, args=(proc, conn), name="dumpgym-render-dispatch",
                              daemon=True).start()
-        for path in page_order(files.keep, [p.split("/")[-1][:-5] for p in files if p.startswith("data/programs/")]):
+        slugs = [p.split("/")[-1][:-5] for p in files if p.startswith("data/programs/")]
+        # The user's own programs first (and `open` lands on one): theirs are the files a first start after an add
+        # or an `open` has to make, the others' being kept by program (`site/kept.py`).
+        for path in page_order(files.keep, slugs, self.kept.added()):
             self._submit(path, _AHEAD)
 
     @classmethod

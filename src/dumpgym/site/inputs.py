@@ -95,6 +95,11 @@ class GymStart:
     _warn: Callable[[str], None] = dataclasses.field(repr=False)
     _whole: dict | None = dataclasses.field(default=None, repr=False)
 
+    def digests(self) -> dict[str, str]:
+        """The digest of the bytes each added program's record was read from, by slug (`kept.KeptFiles` keeps
+        a program's files by it)."""
+        return {s.slug: s.digest for s in self._sources if s.added and s.digest}
+
     def whole_pool(self, ready: Callable[[dict, tuple[str, ...]], None] | None = None) -> dict:
         """The pool of every program, in corpus order: the pending programs' items made now and kept (once).
 

@@ -53,8 +53,11 @@ def _wrong_by_twin(plain, twin) -> list:
         op_name, frame = named[link.name]
         linked = {k for line in link.stablehlo_lines for k in at_line[line]}
         # An op in a private function has no line of its own (XLA gives its instructions the call's).
-        theirs = {k for k in linked if (twin_ops[k].frame is None or twin_ops[k].frame[1] == frame[1]) and any(
-            stack == op_name or stack.startswith(op_name + "/") for stack in twin_ops[k].stacks)}
+        # XLA joins the op_names of what it merged with ';': the instruction came from each of them.
+        parts = op_name.split(";")
+        theirs = {k for k in linked if (twin_ops[k].frame is None or frame is None or twin_ops[k].frame[1] == frame[1]
+                                        or len(parts) > 1) and any(
+            stack == part or stack.startswith(part + "/") for stack in twin_ops[k].stacks for part in parts)}
         if theirs != linked if not link.group else not theirs:
             wrong.append((link.name, op_name, link.stablehlo_lines, link.group))
     return wrong

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections import defaultdict, deque
 
 from dumpgym.ir.dataflow import Fused, hlo_opcode
+import os
+MODE = os.environ.get('RMODE', '')
 
 # HLO opcodes whose instruction never splits into a chain of its own kind: when one such instruction
 # feeds another of the same opcode, they came from two ops, the feeding one upstream.
@@ -31,10 +33,15 @@ _ELEMENTWISE = frozenset({
     "negate", "not", "or", "power", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select",
     "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor"})
 
+# Opcodes XLA moves across their neighbours (a negate past a reduction: `reduce(-x)` is `-reduce(x)`): where
+# one feeds another instruction, their ops stand either way round.
+_MOVED = frozenset({"negate"})
+
 
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
-           arguments: dict[str, int] | None = None) -> dict[str, list]:
+           arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
+           shared: frozenset = frozenset()) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream` and `.arguments`, the bit
     sets of `stablehlo_ancestors`), narrowed by dataflow; `arguments`: each instruction's entry parameters
     upstream (`entry_dependence`), where the text names its entry computation. Where an
@@ -52,6 +59,11 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from
             # (an op of a private function called twice is computed from both calls' arguments: kept)
             own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
+        if results is not None and results[name] and MODE:
+            if MODE == "eq":
+                own = [op for op in own if op.results == results[name] or len(op.stacks) > 1] or own
+            else:
+                own = [op for op in own if results[name] & ~op.results == 0 or len(op.stacks) > 1] or own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
@@ -75,7 +87,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
                 pending.append(fused[j].root)
             elif j in inputs:
                 pending.extend(inputs[j])
-    # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), the same op ("="):
+    # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), either way ("~"),
+    # the same op ("="):
     # a fusion and the fused instruction whose metadata it carries came from one op, or an operand
     # ("operand"): a broadcast of constants or arguments is made where it is used, so it feeds its user's
     # op directly.
@@ -86,11 +99,20 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             relation[(j, i)] = "="
         elif j in sources and opcodes[j] == "broadcast":
             relation[(j, i)] = "operand"
+        elif _MOVED & {opcodes[i], opcodes[j]}:
+            relation[(j, i)] = "~"
         elif opcodes[i] == opcodes[j] and opcodes[i] in _ELEMENTWISE:
             relation[(j, i)] = "<"
         else:
             relation[(j, i)] = "<="
 
+    # An instruction that may be XLA's merge of equal computations (one of its candidates computes from
+    # arguments and constants what another op anywhere computes: each layer's 1/128) is any of them: its
+    # edges say nothing of which op its neighbours came from.
+    # So is one computed from constants alone (XLA folds and merges them module-wide: a reciprocal it made).
+    merged = {name for name, ops in cands.items()
+              if any(op.content in shared for op in ops) or (arguments is not None and not arguments[name])}
+    edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
     return _consistent(cands, edges, relation)[0]
 
 
@@ -124,17 +146,33 @@ def _supported(before: list, after: list, how: str) -> tuple[list, list]:
         kept_after = [c for c in after if c.index in before_at]
         after_at = {c.index for c in kept_after}
         return [o for o in before if o.index in after_at], kept_after
+    if how == "~":
+        return _either_way(before, after)
     reach = (lambda c: c.operands | c.operands2) if how == "operand" else (lambda c: c.upstream)
     mask = 0
     for o in before:
         mask |= 1 << o.index
-    same = how == "<="  # an op stands as "<=" to itself; as "<" or "operand", never (ops form no cycle)
+    # An op stands as "<=" to itself, and as "operand" (a broadcast XLA made for the op itself); as "<", never.
+    same = how in ("<=", "operand")
     kept_after = [c for c in after if reach(c) & mask or (same and c.index in before_at)]
     reached, after_at = 0, set()
     for c in kept_after:
         reached |= reach(c)
         after_at.add(c.index)
     return [o for o in before if reached >> o.index & 1 or (same and o.index in after_at)], kept_after
+
+
+def _either_way(before: list, after: list) -> tuple[list, list]:
+    """`_supported` for "~": the ops of each side upstream of, downstream of or the same as an op of the other."""
+    def kept(ours: list, theirs: list) -> list:
+        mask, below, at = 0, 0, set()
+        for o in theirs:
+            mask |= 1 << o.index
+            below |= o.upstream
+            at.add(o.index)
+        return [c for c in ours if c.upstream & mask or below >> c.index & 1 or c.index in at]
+
+    return kept(before, after), kept(after, before)
 
 
 def _consistent(cands, edges, relation) -> tuple[dict, set]:

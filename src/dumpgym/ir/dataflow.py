@@ -125,10 +125,11 @@ def hlo_opcode(op_name: str) -> str:
     return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
 
 
-def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int]]:
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
     """For each op of a pre-order walk, the walk indices of every op upstream of it, of the ops whose
-    results it takes as operands, and of their operands, as bit sets; and the numbers of `main`'s
-    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`).
+    results it takes as operands, and of their operands, as bit sets; the numbers of `main`'s
+    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`); and
+    the numbers of `main`'s results downstream of it (the entry root's operand `k` is `main`'s result `k`).
 
     An op's inputs are its operands' defining ops; a block argument stands for the holding op's
     operands and what its regions return (a loop carries values round), a private function's
@@ -214,7 +215,81 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
                 held |= args[j]
             if bits != upstream[i] or held != args[i]:
                 upstream[i], args[i], changed = bits, held, True
-    return upstream, operands, operands2, args
+    # Downstream, a private function's argument stands for nothing: what flows out of a call flows back
+    # to that call's operands alone, not to every call's (twelve layers calling `silu` stay twelve).
+    local = [{i for value in op.operands if not _in_function(value) for i in defined_by(value)}
+             if op.name not in ("func.func", "builtin.module") else set() for op in walked]
+    for k, op in enumerate(walked):
+        if op.regions and op.name not in ("func.func", "builtin.module"):
+            local[k] |= returned(op)
+        if op.name == "func.call":
+            callee = functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+            local[k] |= returned(callee) if callee is not None else set()
+    downstream = _downstream(dict(enumerate(local)), _main_results(main, index))
+    return upstream, operands, operands2, args, [downstream[i] for i in range(len(walked))]
+
+
+def _in_function(value) -> bool:
+    """Whether an MLIR value is an argument of a function (not of a region inside one)."""
+    from jaxlib.mlir import ir
+
+    owner = value.owner
+    return isinstance(owner, ir.Block) and owner.owner is not None and owner.owner.operation.name == "func.func"
+
+
+def _main_results(main, index: dict) -> list[int | None]:
+    """The walk index of the op defining each of `main`'s results, in order (None: an argument returned)."""
+    from jaxlib.mlir import ir
+
+    if main is None:
+        return []
+    returns = [op for block in main.regions[0].blocks for op in block.operations if op.name == "func.return"]
+    if len(returns) != 1:
+        return []
+    out = []
+    for value in returns[0].operands:
+        owner = value.owner
+        out.append(None if isinstance(owner, ir.Block) else index.get(owner.operation))
+    return out
+
+
+def _downstream(inputs: dict, results: list) -> dict:
+    """For each node of a graph given by its `inputs` (in an order where most inputs come first), the
+    numbers of the `results` (the nodes that yield them, in order) its value flows into, as a bit set: a
+    pass over the nodes backwards at a time, to a fixed point (loops carry values round)."""
+    out = dict.fromkeys(inputs, 0)
+    for k, node in enumerate(results):
+        if node in out:
+            out[node] |= 1 << k
+    keys = list(reversed(inputs))
+    changed = True
+    while changed:
+        changed = False
+        for key in keys:
+            bits = out[key]
+            if bits:
+                for j in inputs[key]:
+                    if j in out and out[j] | bits != out[j]:
+                        out[j] |= bits
+                        changed = True
+    return out
+
+
+def entry_results(hlo, text: str, inputs: dict[str, list[str]]) -> dict[str, int] | None:
+    """Each HLO instruction's entry results downstream of it, by number, as a bit set (through `inputs`, as
+    `entry_dependence` reads upstream): result `k` is the entry root tuple's operand `k`, or the root itself
+    where it is not a tuple (one result). None where the text names no entry computation."""
+    found = _ENTRY.search(text)
+    entry = next((c for c in hlo.computations() if c.name == found.group(1)), None) if found else None
+    if entry is None:
+        return None
+    roots = [i for i in entry.instructions() if not i.users() and _opcode(i) != "kParameter"]
+    if len(roots) != 1:
+        return None
+    root = roots[0]
+    results = [o.name for o in root.operands()] if _opcode(root) == "kTuple" else [root.name]
+    order = [i.name for c in hlo.computations() for i in c.instructions()]
+    return _downstream({name: inputs.get(name, ()) for name in order}, results)
 
 
 @dataclass(frozen=True)
@@ -343,26 +418,43 @@ def entry_dependence(hlo, text: str, inputs: dict[str, list[str]]) -> dict[str, 
     return out
 
 
-def constant_contents(walked: list, arguments: list[int]) -> list[int | None]:
-    """For each op of a pre-order walk computed from constants alone (no argument of `main` upstream, no
-    region), what it computes, as a number equal for two ops that compute the same (their names,
-    attributes, result types and operands' contents); None for every other op. XLA merges such equal
-    computations into one instruction, which keeps the metadata of one of them."""
+def value_contents(walked: list) -> list[int | None]:
+    """For each op of a pre-order walk computed from `main`'s arguments and constants alone through ops of
+    `main` (a reducer's region read as the names and attributes of what it holds; no loop, branch or call
+    on the way), what it computes, as a number equal for two ops that compute the same (their names,
+    attributes, result types and operands' contents, an argument by its number); None for every other op.
+    XLA merges such equal computations into one instruction (a broadcast of Adam's bias correction for each
+    of twelve layers' weights, the two `x - mean` of a layer norm), which keeps the metadata of one of them."""
     from jaxlib.mlir import ir
 
     index = {op: i for i, op in enumerate(walked)}
     out: list[int | None] = [None] * len(walked)
     for i, op in enumerate(walked):  # pre-order: an operand's op comes before its user
-        if arguments[i] or op.regions or op.name in ("func.func", "builtin.module", "func.call"):
+        if op.name in ("func.func", "builtin.module", "func.call", "stablehlo.while", "stablehlo.case",
+                       "stablehlo.if") or _in_region(op):
             continue
         operands = []
         for value in op.operands:
             owner = value.owner
-            j = None if isinstance(owner, ir.Block) else index.get(owner.operation)
+            if isinstance(owner, ir.Block):
+                holder = owner.owner.operation if owner.owner is not None else None
+                if holder is None or holder.name != "func.func" or holder.attributes["sym_name"].value != "main":
+                    break
+                operands.append(("argument", ir.BlockArgument(value).arg_number))
+                continue
+            j = index.get(owner.operation)
             if j is None or out[j] is None:
                 break
-            operands.append(out[j])
+            operands.append((out[j], ir.OpResult(value).result_number))
         else:
             attributes = tuple(sorted((a, str(op.attributes[a])) for a in op.attributes))
-            out[i] = hash((op.name, attributes, tuple(str(r.type) for r in op.results), tuple(operands)))
+            held = tuple((o.name, tuple(sorted((a, str(o.attributes[a])) for a in o.attributes)))
+                         for region in op.regions for block in region.blocks for o in block.operations)
+            out[i] = hash((op.name, attributes, tuple(str(r.type) for r in op.results), tuple(operands), held))
     return out
+
+
+def _in_region(op) -> bool:
+    """Whether an op sits in a region of another op (a reducer's body, a loop's), not in a function's body."""
+    parent = op.parent
+    return parent is not None and parent.operation.name not in ("func.func", "builtin.module")

@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections import defaultdict, deque
 
 from dumpgym.ir.dataflow import Fused, hlo_opcode
-import os
-MODE = os.environ.get('RMODE', '')
 
 # HLO opcodes whose instruction never splits into a chain of its own kind: when one such instruction
 # feeds another of the same opcode, they came from two ops, the feeding one upstream.
@@ -33,9 +31,13 @@ _ELEMENTWISE = frozenset({
     "negate", "not", "or", "power", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select",
     "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor"})
 
-# Opcodes XLA moves across their neighbours (a negate past a reduction: `reduce(-x)` is `-reduce(x)`): where
-# one feeds another instruction, their ops stand either way round.
+# Opcodes XLA moves across a neighbour that is not elementwise (a negate past a reduction: `reduce(-x)` is
+# `-reduce(x)`): where one feeds such an instruction, or is fed by one, their ops stand either way round.
 _MOVED = frozenset({"negate"})
+
+
+def _moved(a: str, b: str) -> bool:
+    return (a in _MOVED and b not in _ELEMENTWISE) or (b in _MOVED and a not in _ELEMENTWISE)
 
 
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
@@ -59,11 +61,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from
             # (an op of a private function called twice is computed from both calls' arguments: kept)
             own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
-        if results is not None and results[name] and MODE:
-            if MODE == "eq":
-                own = [op for op in own if op.results == results[name] or len(op.stacks) > 1] or own
-            else:
-                own = [op for op in own if results[name] & ~op.results == 0 or len(op.stacks) > 1] or own
+        if results is not None and results[name]:  # and then of the results it flows into (its copies' together)
+            own = [op for op in own if op.results == results[name] or len(op.stacks) > 1] or own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
@@ -99,7 +98,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             relation[(j, i)] = "="
         elif j in sources and opcodes[j] == "broadcast":
             relation[(j, i)] = "operand"
-        elif _MOVED & {opcodes[i], opcodes[j]}:
+        elif _moved(opcodes[j], opcodes[i]):
             relation[(j, i)] = "~"
         elif opcodes[i] == opcodes[j] and opcodes[i] in _ELEMENTWISE:
             relation[(j, i)] = "<"
@@ -109,9 +108,10 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     # An instruction that may be XLA's merge of equal computations (one of its candidates computes from
     # arguments and constants what another op anywhere computes: each layer's 1/128) is any of them: its
     # edges say nothing of which op its neighbours came from.
-    # So is one computed from constants alone (XLA folds and merges them module-wide: a reciprocal it made).
-    merged = {name for name, ops in cands.items()
-              if any(op.content in shared for op in ops) or (arguments is not None and not arguments[name])}
+    # So is one computed from constants alone where none of its candidates is (a reciprocal XLA folded,
+    # merged module-wide).
+    merged = {name for name, ops in cands.items() if any(op.content in shared for op in ops) or (
+        arguments is not None and not arguments[name] and all(op.content is None for op in ops))}
     edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
     return _consistent(cands, edges, relation)[0]
 

@@ -329,7 +329,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                         candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
     narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs),
-                      entry_results(hlo, text, inputs), _shared_contents(ops))
+                      entry_results(hlo, text, inputs, named), _shared_contents(ops))
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:

@@ -275,10 +275,52 @@ def _downstream(inputs: dict, results: list) -> dict:
     return out
 
 
-def entry_results(hlo, text: str, inputs: dict[str, list[str]]) -> dict[str, int] | None:
-    """Each HLO instruction's entry results downstream of it, by number, as a bit set (through `inputs`, as
-    `entry_dependence` reads upstream): result `k` is the entry root tuple's operand `k`, or the root itself
-    where it is not a tuple (one result). None where the text names no entry computation."""
+def hlo_copies(hlo, text: str, named: dict) -> dict[str, int]:
+    """Each HLO instruction of the entry computation and of the fusions it calls, as a number equal for the
+    copies of one value: XLA duplicates a producer into each fusion that uses it, and every copy keeps its
+    opcode, shape, metadata (`named`: name -> (op_name, frame)) and operands (a fused parameter stands
+    for its fusion's operand). Other instructions are their own."""
+    found = _ENTRY.search(text)
+    computations = {c.name: list(c.instructions()) for c in hlo.computations()}
+    out: dict[str, int] = {}
+    if found is None or found.group(1) not in computations:
+        return out
+
+    def visit(computation: str, params: dict[int, int], seen: frozenset) -> dict[str, int]:
+        classes: dict[str, int] = {}
+        for instruction in computations[computation]:  # post-order: operands first
+            printed = instruction.to_string()
+            opcode = _opcode(instruction)
+            if opcode == "kParameter":
+                number = PARAMETER_RE.search(printed)
+                value = params.get(int(number.group(1)), hash(("parameter", computation, number.group(1)))) \
+                    if number else hash(instruction.name)
+            else:
+                operands = tuple(classes.get(o.name, hash(o.name)) for o in instruction.operands())
+                attributes = printed.split(", metadata=", 1)[0].split(")", 1)[-1] if ")" in printed else ""
+                value = hash((opcode, printed.split(" = ", 1)[-1].split(" ", 1)[0], named.get(instruction.name),
+                              operands, attributes if opcode != "kFusion" else ""))
+                called = _CALLS.search(printed.split(", metadata=", 1)[0])
+                if opcode == "kFusion" and called and called.group(2) in computations and called.group(2) not in seen:
+                    inner = visit(called.group(2), dict(enumerate(operands)), seen | {called.group(2)})
+                    out.update(inner)
+                    roots = [i for i in computations[called.group(2)]
+                             if not i.users() and _opcode(i) != "kParameter"]
+                    if len(roots) == 1 and _opcode(roots[0]) != "kTuple":
+                        value = inner[roots[0].name]
+            classes[instruction.name] = value
+        return classes
+
+    out.update(visit(found.group(1), {}, frozenset({found.group(1)})))
+    return out
+
+
+def entry_results(hlo, text: str, inputs: dict[str, list[str]], named: dict) -> dict[str, int] | None:
+    """Each HLO instruction's entry results downstream of it and of its copies (`hlo_copies`; `named`: name
+    -> (op_name, frame)), by number, as a bit set: what the op it came from flows into, where XLA split
+    its uses among copies. Read through `inputs`, as `entry_dependence` reads upstream; result `k` is the
+    entry root tuple's operand `k`, or the root itself where it is not a tuple (one result). None where
+    the text names no entry computation."""
     found = _ENTRY.search(text)
     entry = next((c for c in hlo.computations() if c.name == found.group(1)), None) if found else None
     if entry is None:
@@ -289,7 +331,12 @@ def entry_results(hlo, text: str, inputs: dict[str, list[str]]) -> dict[str, int
     root = roots[0]
     results = [o.name for o in root.operands()] if _opcode(root) == "kTuple" else [root.name]
     order = [i.name for c in hlo.computations() for i in c.instructions()]
-    return _downstream({name: inputs.get(name, ()) for name in order}, results)
+    own = _downstream({name: inputs.get(name, ()) for name in order}, results)
+    copies = hlo_copies(hlo, text, named)
+    together: dict[int, int] = defaultdict(int)
+    for name, value in copies.items():
+        together[value] |= own.get(name, 0)
+    return {name: together[copies[name]] if name in copies else bits for name, bits in own.items()}
 
 
 @dataclass(frozen=True)

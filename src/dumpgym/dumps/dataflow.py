@@ -6,9 +6,10 @@ three `tanh`s of a Python loop), and XLA keeps no columns, so metadata alone lin
 the group. The graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
 instructions without a name stack, fusion parameters, calls and loops), the op `i` came from must
 be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
-its own kind where its opcode names one, and computed from the same entry parameters where some are:
-layer 1's ops are computed from layer 1's weights, layer 0's are not), and a candidate is dropped while some neighbour has no
-candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
+its own kind where its opcode names one, computed from the same entry parameters where some are:
+layer 1's ops are computed from layer 1's weights, layer 0's are not; and flowing into the same results
+where some do: layer 1's backward ops flow into layer 1's gradients, layer 0's do not), and a candidate is
+dropped while some neighbour has no candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
 leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
 keep every candidate and say nothing of their neighbours, and what their candidates pruned is undone. A fusion
@@ -44,9 +45,11 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
            arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
            shared: frozenset = frozenset()) -> dict[str, list]:
-    """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream` and `.arguments`, the bit
-    sets of `stablehlo_ancestors`), narrowed by dataflow; `arguments`: each instruction's entry parameters
-    upstream (`entry_dependence`), where the text names its entry computation. Where an
+    """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
+    the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
+    instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
+    downstream of it and its copies (`entry_results`), where the text names its entry computation;
+    `shared`: what two ops anywhere compute alike (`DumpOp.content`), which XLA may merge. Where an
     edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
     every candidate), and what rested on them is undone."""
     cands = {}

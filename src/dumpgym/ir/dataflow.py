@@ -187,15 +187,35 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
                     bits |= arguments(other, seen | {holder})
         return bits
 
-    inputs = []
-    for op in walked:
+    # A call's result is computed from its own operands by its callee's ops: upstream of it are those
+    # ops and what is upstream of its operands, not of every call's (a private function's argument
+    # stands for every call's operand, so its ops are computed from all of them).
+    in_function: dict[str, int] = defaultdict(int)  # function -> its ops, as a bit set
+    calls_in: dict[str, set] = defaultdict(set)  # function -> the functions it calls
+    current = None
+    for i, op in enumerate(walked):
+        if op.name == "func.func":
+            current = op.attributes["sym_name"].value
+        elif current is not None:
+            in_function[current] |= 1 << i
+            if op.name == "func.call":
+                calls_in[current].add(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+
+    @functools.lru_cache(maxsize=None)
+    def body(function: str, seen: frozenset = frozenset()) -> int:
+        bits = in_function.get(function, 0)
+        for other in calls_in.get(function, ()):
+            if other not in seen:
+                bits |= body(other, seen | {function})
+        return bits
+
+    inputs, held = [], [0] * len(walked)
+    for k, op in enumerate(walked):
         found = definers(op) if op.name not in ("func.func", "builtin.module") else set()
         if op.regions and op.name not in ("func.func", "builtin.module"):
             found |= returned(op)
         if op.name == "func.call":
-            callee = functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
-            if callee is not None:
-                found |= returned(callee)
+            held[k] = body(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
         inputs.append(sorted(found))
     direct = [definers(op) for op in walked]
     operands = [sum(1 << i for i in found) for found in direct]
@@ -209,12 +229,12 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
     while changed:  # a fixed point: loops make the graph cyclic
         changed = False
         for i, found in enumerate(inputs):
-            bits, held = upstream[i], args[i]
+            bits, reached = upstream[i] | held[i], args[i]
             for j in found:
                 bits |= upstream[j] | (1 << j)
-                held |= args[j]
-            if bits != upstream[i] or held != args[i]:
-                upstream[i], args[i], changed = bits, held, True
+                reached |= args[j]
+            if bits != upstream[i] or reached != args[i]:
+                upstream[i], args[i], changed = bits, reached, True
     # Downstream, a private function's argument stands for nothing: what flows out of a call flows back
     # to that call's operands alone, not to every call's (twelve layers calling `silu` stay twelve).
     local = [{i for value in op.operands if not _in_function(value) for i in defined_by(value)}

@@ -241,12 +241,100 @@ sys.path.insert(0, {here!r})
 import jax
 from dump_programs import {function}, train_step_args
 
-jax.jit({function}).lower(*train_step_args()).compile()
+jax.jit({function}).lower(*train_step_args(layers={layers})).compile()
 '''
 
 
-def dump_train_step(folder: Path, twin: bool = False) -> Path:
-    """Dump `train_step` (or its twin) into `folder` from a fresh process."""
+def dump_train_step(folder: Path, twin: bool = False, layers: int = 2) -> Path:
+    """Dump `train_step` (or its twin) of `layers` layers into `folder` from a fresh process."""
     function = "train_step_twin" if twin else "train_step"
-    dump_script(_TRAIN_SCRIPT.format(here=str(HERE), function=function), folder, folder)
+    dump_script(_TRAIN_SCRIPT.format(here=str(HERE), function=function, layers=layers), folder, folder)
+    return folder
+
+
+# A GPT's train step as users write one, small: layer norms, a fused qkv matmul split three ways, rotary
+# positions, causal attention, a gated MLP, and Adam with bias correction by a step counter (`m / (1 -
+# 0.9 ** step)` broadcast for every leaf of one shape: XLA merges those broadcasts into one). Its twin has a
+# `jax.named_scope` per layer and per parameter leaf, as `train_step_twin` does.
+_GPT = dict(seq=16, dim=32, heads=2, hidden=64, vocab=64)
+
+
+def _norm(x, g):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(jnp.mean((x - mean) ** 2, axis=-1, keepdims=True) + 1e-5) * g
+
+
+def _rotary(t):
+    half = t.shape[-1] // 2
+    angle = jnp.arange(t.shape[-2], dtype=jnp.float32)[:, None] * (1e-2 ** (jnp.arange(half) / half))[None, :]
+    a, b = t[..., :half], t[..., half:]
+    return jnp.concatenate([a * jnp.cos(angle) - b * jnp.sin(angle), a * jnp.sin(angle) + b * jnp.cos(angle)], -1)
+
+
+def _gpt_block(x, p):
+    seq, dim, heads = _GPT["seq"], _GPT["dim"], _GPT["heads"]
+    q, k, v = jnp.split(_norm(x, p["ln1"]) @ p["qkv"] + p["qkv_b"], 3, axis=-1)
+    q, k, v = (t.reshape(seq, heads, dim // heads).transpose(1, 0, 2) for t in (q, k, v))
+    scores = jnp.einsum("hqd,hkd->hqk", _rotary(q), _rotary(k)) / jnp.sqrt(dim // heads)
+    scores = jnp.where(jnp.tril(jnp.ones((seq, seq), dtype=bool)), scores, -jnp.inf)
+    x = x + jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(scores, axis=-1), v).transpose(1, 0, 2).reshape(seq, dim) @ p["out"]
+    h = _norm(x, p["ln2"])
+    return x + (jax.nn.silu(h @ p["gate"]) * (h @ p["up"] + p["up_b"])) @ p["down"]
+
+
+def _gpt_step(params, opt, tokens, targets, scope):
+    def loss(params):
+        x = params["embed"][tokens]
+        for i, layer in enumerate(params["layers"]):
+            x = scope(f"layer{i}", lambda: _gpt_block(x, layer))
+        logits = _norm(x, params["lnf"]) @ params["embed"].T
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), targets[:, None], axis=-1))
+
+    def leaf(path):
+        return "leaf" + "".join(f"_{getattr(k, 'key', getattr(k, 'idx', k))}" for k in path)
+
+    value, grads = jax.value_and_grad(loss)(params)
+    step = opt["step"] + 1
+    with_path = jax.tree_util.tree_map_with_path
+    m = with_path(lambda k, m, g: scope(leaf(k), lambda: 0.9 * m + 0.1 * g), opt["m"], grads)
+    v = with_path(lambda k, v, g: scope(leaf(k), lambda: 0.999 * v + 0.001 * g * g), opt["v"], grads)
+    fix1, fix2 = 1 - 0.9 ** step, 1 - 0.999 ** step
+    params = with_path(lambda k, p, m, v: scope(leaf(k), lambda: p - 1e-3 * (m / fix1) / (jnp.sqrt(v / fix2) + 1e-8)),
+                       params, m, v)
+    return params, {"step": step, "m": m, "v": v}, value
+
+
+def gpt_step(params, opt, tokens, targets):
+    return _gpt_step(params, opt, tokens, targets, _unscoped)
+
+
+def gpt_step_twin(params, opt, tokens, targets):
+    return _gpt_step(params, opt, tokens, targets, _scoped)
+
+
+def gpt_step_args(layers: int = 4) -> tuple:
+    """`gpt_step`'s arguments as `jax.ShapeDtypeStruct`s."""
+    f32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+    dim, hidden = _GPT["dim"], _GPT["hidden"]
+    layer = {"ln1": f32(dim), "qkv": f32(dim, 3 * dim), "qkv_b": f32(3 * dim), "out": f32(dim, dim), "ln2": f32(dim),
+             "gate": f32(dim, hidden), "up": f32(dim, hidden), "up_b": f32(hidden), "down": f32(hidden, dim)}
+    params = {"embed": f32(_GPT["vocab"], dim), "lnf": f32(dim), "layers": [dict(layer) for _ in range(layers)]}
+    tokens = jax.ShapeDtypeStruct((_GPT["seq"],), jnp.int32)
+    return params, {"step": jax.ShapeDtypeStruct((), jnp.int32), "m": params, "v": params}, tokens, tokens
+
+
+_GPT_SCRIPT = r'''
+import sys
+sys.path.insert(0, {here!r})
+import jax
+from dump_programs import {function}, gpt_step_args
+
+jax.jit({function}).lower(*gpt_step_args()).compile()
+'''
+
+
+def dump_gpt_step(folder: Path, twin: bool = False) -> Path:
+    """Dump `gpt_step` (or its twin) into `folder` from a fresh process."""
+    function = "gpt_step_twin" if twin else "gpt_step"
+    dump_script(_GPT_SCRIPT.format(here=str(HERE), function=function), folder, folder)
     return folder

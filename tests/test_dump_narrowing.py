@@ -24,7 +24,9 @@ class Op:
 def _pair_ok(o, c, how) -> bool:
     """Whether op `o` stands to op `c` as `how` says, pair by pair (the rule, unoptimised)."""
     if o.index == c.index:
-        return how in ("=", "<=")
+        return how in ("=", "<=", "operand", "~")
+    if how == "~":
+        return bool(c.upstream >> o.index & 1 or o.upstream >> c.index & 1)
     if how == "operand":
         return bool((c.operands | c.operands2) >> o.index & 1)
     return how != "=" and bool(c.upstream >> o.index & 1)
@@ -72,7 +74,7 @@ def graphs(draw):
     start = {name: draw(st.lists(st.sampled_from(ops), min_size=1, max_size=n, unique=True)) for name in names}
     pairs = draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(names)).filter(lambda p: p[0] != p[1]),
                           max_size=14, unique=True))
-    relation = {p: draw(st.sampled_from(["<", "<=", "=", "operand"])) for p in pairs}
+    relation = {p: draw(st.sampled_from(["<", "<=", "=", "operand", "~"])) for p in pairs}
     return start, pairs, relation
 
 

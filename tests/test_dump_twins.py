@@ -1,22 +1,32 @@
-"""A dumped train step of repeated layers and a tree-mapped optimiser (`dump_programs.train_step`), its links
-judged by its named-scope twin (the same step with a `jax.named_scope` per layer, per matmul of a line of
-two and per parameter leaf: the same compile apart from metadata) and by a tagged re-trace: no wrong link,
-and most optimised instructions linked to one equation's ops, told apart by the entry parameters each is
-computed from (`p['layers'][0]['wq']`) where name stacks and lines are the same."""
+"""Dumped train steps of repeated layers and a tree-mapped optimiser (`dump_programs.train_step`, `gpt_step`),
+their links judged by their named-scope twins (the same step with a `jax.named_scope` per layer, per matmul
+of a line of two and per parameter leaf: the same compile apart from metadata) and by a tagged re-trace: no
+wrong link, and most optimised instructions linked to one equation's ops, told apart by the entry parameters
+each is computed from (`p['layers'][0]['wq']`) and the results each flows into where name stacks and lines
+are the same."""
 from collections import defaultdict
 
 import pytest
 
-from dump_programs import dump_train_step, train_step, train_step_args
+from dump_programs import dump_gpt_step, dump_train_step, train_step, train_step_args
 from dumpgym.dumps.folder import read_folder
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.hlo_graph import reducer_regions
 from dumpgym.ir.parse import hlo_op_names, parse_hlo
 
-# Measured on this step (CPU): 426 of 473 optimised instructions that carry a name stack are linked to one
-# equation's ops (66% before the entry parameters were read), 30 to groups.
-EXACT_SHARE = 0.9
+# Measured on this step (CPU): 414 of 473 optimised instructions that carry a name stack are linked to one
+# equation's ops (66% before the entry parameters were read), 42 to groups; 426 before a negate's edges
+# to what is not elementwise were read either way round (XLA moves a negate past a reduction).
+EXACT_SHARE = 0.85
+# Four layers, their backward passes and Adam over them: layer k's backward ops are computed from every
+# parameter, as layer j's are, and told apart by the results they flow into (measured: 718 of 813, 0.88).
+DEEP_LAYERS, DEEP_EXACT_SHARE = 4, 0.85
+# A small GPT's step (`dump_programs.gpt_step`, four layers): its Adam's bias correction, broadcast for each
+# leaf of one shape, is one instruction XLA merged, once linked exactly to another leaf's op (62 links
+# its twin contradicted). Measured: 2,395 of 3,871 (0.62; 0.34 before the results were read and a call's
+# result was computed from its own operands alone), none wrong.
+GPT_EXACT_SHARE = 0.6
 
 
 def _users_module(folder):
@@ -27,6 +37,13 @@ def _users_module(folder):
 def dumps(tmp_path_factory):
     root = tmp_path_factory.mktemp("twins")
     return (_users_module(dump_train_step(root / "plain")), _users_module(dump_train_step(root / "twin", twin=True)))
+
+
+@pytest.fixture(scope="module")
+def deep_dumps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("deep-twins")
+    return (_users_module(dump_train_step(root / "plain", layers=DEEP_LAYERS)),
+            _users_module(dump_train_step(root / "twin", twin=True, layers=DEEP_LAYERS)))
 
 
 def _wrong_by_twin(plain, twin) -> list:
@@ -53,8 +70,11 @@ def _wrong_by_twin(plain, twin) -> list:
         op_name, frame = named[link.name]
         linked = {k for line in link.stablehlo_lines for k in at_line[line]}
         # An op in a private function has no line of its own (XLA gives its instructions the call's).
-        theirs = {k for k in linked if (twin_ops[k].frame is None or twin_ops[k].frame[1] == frame[1]) and any(
-            stack == op_name or stack.startswith(op_name + "/") for stack in twin_ops[k].stacks)}
+        # XLA joins the op_names of what it merged with ';': the instruction came from each of them.
+        parts = op_name.split(";")
+        theirs = {k for k in linked if (twin_ops[k].frame is None or frame is None or twin_ops[k].frame[1] == frame[1]
+                                        or len(parts) > 1) and any(
+            stack == part or stack.startswith(part + "/") for stack in twin_ops[k].stacks for part in parts)}
         if theirs != linked if not link.group else not theirs:
             wrong.append((link.name, op_name, link.stablehlo_lines, link.group))
     return wrong
@@ -74,6 +94,28 @@ def test_repeated_layers_and_a_tree_mapped_optimiser_link_as_their_twin_says(dum
     exact, grouped, named = xray_module(plain).coverage("hlo_after")
     print(exact, grouped, named)
     assert exact >= EXACT_SHARE * named, (exact, grouped, named)
+
+
+def test_a_deeper_stack_with_its_backward_pass_and_adam_links_as_its_twin_says(deep_dumps):
+    plain, twin = deep_dumps
+    strip = lambda text: [line.split(", metadata=")[0] for line in text.splitlines() if " = " in line]  # noqa: E731
+    assert strip(plain.text("hlo_after")) == strip(twin.text("hlo_after"))  # one compile: the twin judges
+    assert all(f"layer{k}" in twin.text("hlo_after") for k in range(DEEP_LAYERS))
+    assert _wrong_by_twin(plain, twin) == []
+    exact, grouped, named = xray_module(plain).coverage("hlo_after")
+    print(exact, grouped, named)
+    assert exact >= DEEP_EXACT_SHARE * named, (exact, grouped, named)
+
+
+def test_a_gpt_step_with_adams_bias_correction_links_as_its_twin_says(tmp_path):
+    plain = _users_module(dump_gpt_step(tmp_path / "plain"))
+    twin = _users_module(dump_gpt_step(tmp_path / "twin", twin=True))
+    strip = lambda text: [line.split(", metadata=")[0] for line in text.splitlines() if " = " in line]  # noqa: E731
+    assert strip(plain.text("hlo_after")) == strip(twin.text("hlo_after"))
+    assert _wrong_by_twin(plain, twin) == []
+    exact, grouped, named = xray_module(plain).coverage("hlo_after")
+    print(exact, grouped, named)
+    assert exact >= GPT_EXACT_SHARE * named, (exact, grouped, named)
 
 
 def test_repeated_layers_and_a_tree_mapped_optimiser_link_as_their_retrace_says(dumps):

@@ -6,9 +6,10 @@ three `tanh`s of a Python loop), and XLA keeps no columns, so metadata alone lin
 the group. The graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
 instructions without a name stack, fusion parameters, calls and loops), the op `i` came from must
 be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
-its own kind where its opcode names one, and computed from the same entry parameters where some are:
-layer 1's ops are computed from layer 1's weights, layer 0's are not), and a candidate is dropped while some neighbour has no
-candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
+its own kind where its opcode names one, computed from the same entry parameters where some are:
+layer 1's ops are computed from layer 1's weights, layer 0's are not; and flowing into the same results
+where some do: layer 1's backward ops flow into layer 1's gradients, layer 0's do not), and a candidate is
+dropped while some neighbour has no candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
 leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
 keep every candidate and say nothing of their neighbours, and what their candidates pruned is undone. A fusion
@@ -31,13 +32,24 @@ _ELEMENTWISE = frozenset({
     "negate", "not", "or", "power", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select",
     "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor"})
 
+# Opcodes XLA moves across a neighbour that is not elementwise (a negate past a reduction: `reduce(-x)` is
+# `-reduce(x)`): where one feeds such an instruction, or is fed by one, their ops stand either way round.
+_MOVED = frozenset({"negate"})
+
+
+def _moved(a: str, b: str) -> bool:
+    return (a in _MOVED and b not in _ELEMENTWISE) or (b in _MOVED and a not in _ELEMENTWISE)
+
 
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
-           arguments: dict[str, int] | None = None) -> dict[str, list]:
-    """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream` and `.arguments`, the bit
-    sets of `stablehlo_ancestors`), narrowed by dataflow; `arguments`: each instruction's entry parameters
-    upstream (`entry_dependence`), where the text names its entry computation. Where an
+           arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
+           shared: frozenset = frozenset()) -> dict[str, list]:
+    """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
+    the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
+    instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
+    downstream of it and its copies (`entry_results`), where the text names its entry computation;
+    `shared`: what two ops anywhere compute alike (`DumpOp.content`), which XLA may merge. Where an
     edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
     every candidate), and what rested on them is undone."""
     cands = {}
@@ -52,6 +64,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from
             # (an op of a private function called twice is computed from both calls' arguments: kept)
             own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
+        if results is not None and results[name]:  # and then of the results it flows into (its copies' together)
+            own = [op for op in own if op.results == results[name] or len(op.stacks) > 1] or own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
@@ -75,7 +89,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
                 pending.append(fused[j].root)
             elif j in inputs:
                 pending.extend(inputs[j])
-    # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), the same op ("="):
+    # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), either way ("~"),
+    # the same op ("="):
     # a fusion and the fused instruction whose metadata it carries came from one op, or an operand
     # ("operand"): a broadcast of constants or arguments is made where it is used, so it feeds its user's
     # op directly.
@@ -86,11 +101,21 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             relation[(j, i)] = "="
         elif j in sources and opcodes[j] == "broadcast":
             relation[(j, i)] = "operand"
+        elif _moved(opcodes[j], opcodes[i]):
+            relation[(j, i)] = "~"
         elif opcodes[i] == opcodes[j] and opcodes[i] in _ELEMENTWISE:
             relation[(j, i)] = "<"
         else:
             relation[(j, i)] = "<="
 
+    # An instruction that may be XLA's merge of equal computations (one of its candidates computes from
+    # arguments and constants what another op anywhere computes: each layer's 1/128) is any of them: its
+    # edges say nothing of which op its neighbours came from.
+    # So is one computed from constants alone where none of its candidates is (a reciprocal XLA folded,
+    # merged module-wide).
+    merged = {name for name, ops in cands.items() if any(op.content in shared for op in ops) or (
+        arguments is not None and not arguments[name] and all(op.content is None for op in ops))}
+    edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
     return _consistent(cands, edges, relation)[0]
 
 
@@ -124,17 +149,33 @@ def _supported(before: list, after: list, how: str) -> tuple[list, list]:
         kept_after = [c for c in after if c.index in before_at]
         after_at = {c.index for c in kept_after}
         return [o for o in before if o.index in after_at], kept_after
+    if how == "~":
+        return _either_way(before, after)
     reach = (lambda c: c.operands | c.operands2) if how == "operand" else (lambda c: c.upstream)
     mask = 0
     for o in before:
         mask |= 1 << o.index
-    same = how == "<="  # an op stands as "<=" to itself; as "<" or "operand", never (ops form no cycle)
+    # An op stands as "<=" to itself, and as "operand" (a broadcast XLA made for the op itself); as "<", never.
+    same = how in ("<=", "operand")
     kept_after = [c for c in after if reach(c) & mask or (same and c.index in before_at)]
     reached, after_at = 0, set()
     for c in kept_after:
         reached |= reach(c)
         after_at.add(c.index)
     return [o for o in before if reached >> o.index & 1 or (same and o.index in after_at)], kept_after
+
+
+def _either_way(before: list, after: list) -> tuple[list, list]:
+    """`_supported` for "~": the ops of each side upstream of, downstream of or the same as an op of the other."""
+    def kept(ours: list, theirs: list) -> list:
+        mask, below, at = 0, 0, set()
+        for o in theirs:
+            mask |= 1 << o.index
+            below |= o.upstream
+            at.add(o.index)
+        return [c for c in ours if c.upstream & mask or below >> c.index & 1 or c.index in at]
+
+    return kept(before, after), kept(after, before)
 
 
 def _consistent(cands, edges, relation) -> tuple[dict, set]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from dumpgym.ir.dataflow import constant_contents, op_signature, result_dims, stablehlo_ancestors
+from dumpgym.ir.dataflow import op_signature, result_dims, stablehlo_ancestors, value_contents
 from dumpgym.ir.parse import located_ops
 from dumpgym.dumps.folder import DumpModule
 
@@ -35,7 +35,8 @@ class DumpOp:
     operands: int = 0  # the walk indices of the ops whose results are its operands, as a bit set
     operands2: int = 0  # and of their operands
     arguments: int = 0  # the numbers of `main`'s arguments upstream of it, as a bit set
-    content: int | None = None  # what it computes, where that is from constants alone (`constant_contents`)
+    results: int = 0  # the numbers of `main`'s results downstream of it, as a bit set
+    content: int | None = None  # what it computes, where that is from arguments and constants alone (`value_contents`)
     dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
     signature: tuple | None = None  # a slice's or pad's operand shape and attributes (`op_signature`)
     facts: dict = field(default_factory=dict)  # what the record keeps of it beside its name and line (`op_facts`)
@@ -46,11 +47,11 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
     path = module.files["stablehlo"]
     shown, keyed, lines, walked, facts, dumped = located_ops(module.text("stablehlo"), path)  # `dumped` holds the ops
     ops = _full_stacks(keyed, lines)
-    upstream, operands, operands2, arguments = stablehlo_ancestors(walked)
-    contents = constant_contents(walked, arguments)
+    upstream, operands, operands2, arguments, results = stablehlo_ancestors(walked)
+    contents = value_contents(walked)
     for op in ops:
         op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
-        op.arguments, op.content = arguments[op.index], contents[op.index]
+        op.arguments, op.results, op.content = arguments[op.index], results[op.index], contents[op.index]
         op.dims = result_dims(walked[op.index])
         op.signature = op_signature(walked[op.index])
         op.facts = facts[op.index]

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dumpgym.dumps.dataflow import narrow
-from dumpgym.ir.dataflow import combined, entry_dependence, hlo_dims, hlo_inputs, hlo_signature
+from dumpgym.ir.dataflow import combined, entry_dependence, entry_results, hlo_dims, hlo_inputs, hlo_signature
 from dumpgym.ir.hlo_graph import definition_lines, reducer_regions
 from dumpgym.ir.parse import hlo_op_names, jaxpr_equations, parse_hlo
 from dumpgym.dumps.stablehlo import DumpOp, stablehlo_ops
@@ -130,17 +130,24 @@ def _made_for(linked: list, key_of: dict) -> set[int]:
     return out
 
 
-_EQUAL = ("computed from constants alone, as other ops with its name stack and line are: XLA merges equal "
-          "computations into one instruction, which keeps the metadata of one of them")
+_EQUAL = ("other ops with its name stack and line compute the same from the same arguments and constants: XLA "
+          "merges equal computations into one instruction, which keeps the metadata of one of them")
 
 
 def _with_equal(linked: list, found: list) -> tuple[list, bool]:
-    """`linked` and the ops of `found` that compute what one of them computes from constants alone (a
-    broadcast of 0.5 in each of two layers), and whether there were any: the instruction may be theirs."""
+    """`linked` and the ops of `found` that compute what one of them computes from the same arguments and
+    constants (a broadcast of 0.5 in each of two layers, of Adam's bias correction for each leaf), and
+    whether there were any: the instruction may be theirs."""
     contents = {op.content for op in linked if op.content is not None}
     have = {op.index for op in linked}
     more = [op for op in found if op.content in contents and op.index not in have]
     return (linked + more, True) if more else (linked, False)
+
+
+def _shared_contents(ops) -> frozenset:
+    """What two or more ops compute alike from arguments and constants (`DumpOp.content`): XLA may merge them."""
+    counts = Counter(op.content for op in ops if op.content is not None)
+    return frozenset(content for content, n in counts.items() if n > 1)
 
 
 def _is_stack(op_name: str) -> bool:
@@ -321,7 +328,8 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                     else:
                         candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
-    narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs))
+    narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs),
+                      entry_results(hlo, text, inputs, named), _shared_contents(ops))
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:

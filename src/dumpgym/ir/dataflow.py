@@ -125,10 +125,11 @@ def hlo_opcode(op_name: str) -> str:
     return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
 
 
-def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int]]:
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
     """For each op of a pre-order walk, the walk indices of every op upstream of it, of the ops whose
-    results it takes as operands, and of their operands, as bit sets; and the numbers of `main`'s
-    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`).
+    results it takes as operands, and of their operands, as bit sets; the numbers of `main`'s
+    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`); and
+    the numbers of `main`'s results downstream of it (the entry root's operand `k` is `main`'s result `k`).
 
     An op's inputs are its operands' defining ops; a block argument stands for the holding op's
     operands and what its regions return (a loop carries values round), a private function's
@@ -186,15 +187,35 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
                     bits |= arguments(other, seen | {holder})
         return bits
 
-    inputs = []
-    for op in walked:
+    # A call's result is computed from its own operands by its callee's ops: upstream of it are those
+    # ops and what is upstream of its operands, not of every call's (a private function's argument
+    # stands for every call's operand, so its ops are computed from all of them).
+    in_function: dict[str, int] = defaultdict(int)  # function -> its ops, as a bit set
+    calls_in: dict[str, set] = defaultdict(set)  # function -> the functions it calls
+    current = None
+    for i, op in enumerate(walked):
+        if op.name == "func.func":
+            current = op.attributes["sym_name"].value
+        elif current is not None:
+            in_function[current] |= 1 << i
+            if op.name == "func.call":
+                calls_in[current].add(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+
+    @functools.lru_cache(maxsize=None)
+    def body(function: str, seen: frozenset = frozenset()) -> int:
+        bits = in_function.get(function, 0)
+        for other in calls_in.get(function, ()):
+            if other not in seen:
+                bits |= body(other, seen | {function})
+        return bits
+
+    inputs, held = [], [0] * len(walked)
+    for k, op in enumerate(walked):
         found = definers(op) if op.name not in ("func.func", "builtin.module") else set()
         if op.regions and op.name not in ("func.func", "builtin.module"):
             found |= returned(op)
         if op.name == "func.call":
-            callee = functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
-            if callee is not None:
-                found |= returned(callee)
+            held[k] = body(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
         inputs.append(sorted(found))
     direct = [definers(op) for op in walked]
     operands = [sum(1 << i for i in found) for found in direct]
@@ -208,13 +229,134 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
     while changed:  # a fixed point: loops make the graph cyclic
         changed = False
         for i, found in enumerate(inputs):
-            bits, held = upstream[i], args[i]
+            bits, reached = upstream[i] | held[i], args[i]
             for j in found:
                 bits |= upstream[j] | (1 << j)
-                held |= args[j]
-            if bits != upstream[i] or held != args[i]:
-                upstream[i], args[i], changed = bits, held, True
-    return upstream, operands, operands2, args
+                reached |= args[j]
+            if bits != upstream[i] or reached != args[i]:
+                upstream[i], args[i], changed = bits, reached, True
+    # Downstream, a private function's argument stands for nothing: what flows out of a call flows back
+    # to that call's operands alone, not to every call's (twelve layers calling `silu` stay twelve).
+    local = [{i for value in op.operands if not _in_function(value) for i in defined_by(value)}
+             if op.name not in ("func.func", "builtin.module") else set() for op in walked]
+    for k, op in enumerate(walked):
+        if op.regions and op.name not in ("func.func", "builtin.module"):
+            local[k] |= returned(op)
+        if op.name == "func.call":
+            callee = functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+            local[k] |= returned(callee) if callee is not None else set()
+    downstream = _downstream(dict(enumerate(local)), _main_results(main, index))
+    return upstream, operands, operands2, args, [downstream[i] for i in range(len(walked))]
+
+
+def _in_function(value) -> bool:
+    """Whether an MLIR value is an argument of a function (not of a region inside one)."""
+    from jaxlib.mlir import ir
+
+    owner = value.owner
+    return isinstance(owner, ir.Block) and owner.owner is not None and owner.owner.operation.name == "func.func"
+
+
+def _main_results(main, index: dict) -> list[int | None]:
+    """The walk index of the op defining each of `main`'s results, in order (None: an argument returned)."""
+    from jaxlib.mlir import ir
+
+    if main is None:
+        return []
+    returns = [op for block in main.regions[0].blocks for op in block.operations if op.name == "func.return"]
+    if len(returns) != 1:
+        return []
+    out = []
+    for value in returns[0].operands:
+        owner = value.owner
+        out.append(None if isinstance(owner, ir.Block) else index.get(owner.operation))
+    return out
+
+
+def _downstream(inputs: dict, results: list) -> dict:
+    """For each node of a graph given by its `inputs` (in an order where most inputs come first), the
+    numbers of the `results` (the nodes that yield them, in order) its value flows into, as a bit set: a
+    pass over the nodes backwards at a time, to a fixed point (loops carry values round)."""
+    out = dict.fromkeys(inputs, 0)
+    for k, node in enumerate(results):
+        if node in out:
+            out[node] |= 1 << k
+    keys = list(reversed(inputs))
+    changed = True
+    while changed:
+        changed = False
+        for key in keys:
+            bits = out[key]
+            if bits:
+                for j in inputs[key]:
+                    if j in out and out[j] | bits != out[j]:
+                        out[j] |= bits
+                        changed = True
+    return out
+
+
+def hlo_copies(hlo, text: str, named: dict) -> dict[str, int]:
+    """Each HLO instruction of the entry computation and of the fusions it calls, as a number equal for the
+    copies of one value: XLA duplicates a producer into each fusion that uses it, and every copy keeps its
+    opcode, shape, metadata (`named`: name -> (op_name, frame)) and operands (a fused parameter stands
+    for its fusion's operand). Other instructions are their own."""
+    found = _ENTRY.search(text)
+    computations = {c.name: list(c.instructions()) for c in hlo.computations()}
+    out: dict[str, int] = {}
+    if found is None or found.group(1) not in computations:
+        return out
+
+    def visit(computation: str, params: dict[int, int], seen: frozenset) -> dict[str, int]:
+        classes: dict[str, int] = {}
+        for instruction in computations[computation]:  # post-order: operands first
+            printed = instruction.to_string()
+            opcode = _opcode(instruction)
+            if opcode == "kParameter":
+                number = PARAMETER_RE.search(printed)
+                value = params.get(int(number.group(1)), hash(("parameter", computation, number.group(1)))) \
+                    if number else hash(instruction.name)
+            else:
+                operands = tuple(classes.get(o.name, hash(o.name)) for o in instruction.operands())
+                attributes = printed.split(", metadata=", 1)[0].split(")", 1)[-1] if ")" in printed else ""
+                value = hash((opcode, printed.split(" = ", 1)[-1].split(" ", 1)[0], named.get(instruction.name),
+                              operands, attributes if opcode != "kFusion" else ""))
+                called = _CALLS.search(printed.split(", metadata=", 1)[0])
+                if opcode == "kFusion" and called and called.group(2) in computations and called.group(2) not in seen:
+                    inner = visit(called.group(2), dict(enumerate(operands)), seen | {called.group(2)})
+                    out.update(inner)
+                    roots = [i for i in computations[called.group(2)]
+                             if not i.users() and _opcode(i) != "kParameter"]
+                    if len(roots) == 1 and _opcode(roots[0]) != "kTuple":
+                        value = inner[roots[0].name]
+            classes[instruction.name] = value
+        return classes
+
+    out.update(visit(found.group(1), {}, frozenset({found.group(1)})))
+    return out
+
+
+def entry_results(hlo, text: str, inputs: dict[str, list[str]], named: dict) -> dict[str, int] | None:
+    """Each HLO instruction's entry results downstream of it and of its copies (`hlo_copies`; `named`: name
+    -> (op_name, frame)), by number, as a bit set: what the op it came from flows into, where XLA split
+    its uses among copies. Read through `inputs`, as `entry_dependence` reads upstream; result `k` is the
+    entry root tuple's operand `k`, or the root itself where it is not a tuple (one result). None where
+    the text names no entry computation."""
+    found = _ENTRY.search(text)
+    entry = next((c for c in hlo.computations() if c.name == found.group(1)), None) if found else None
+    if entry is None:
+        return None
+    roots = [i for i in entry.instructions() if not i.users() and _opcode(i) != "kParameter"]
+    if len(roots) != 1:
+        return None
+    root = roots[0]
+    results = [o.name for o in root.operands()] if _opcode(root) == "kTuple" else [root.name]
+    order = [i.name for c in hlo.computations() for i in c.instructions()]
+    own = _downstream({name: inputs.get(name, ()) for name in order}, results)
+    copies = hlo_copies(hlo, text, named)
+    together: dict[int, int] = defaultdict(int)
+    for name, value in copies.items():
+        together[value] |= own.get(name, 0)
+    return {name: together[copies[name]] if name in copies else bits for name, bits in own.items()}
 
 
 @dataclass(frozen=True)
@@ -343,26 +485,43 @@ def entry_dependence(hlo, text: str, inputs: dict[str, list[str]]) -> dict[str, 
     return out
 
 
-def constant_contents(walked: list, arguments: list[int]) -> list[int | None]:
-    """For each op of a pre-order walk computed from constants alone (no argument of `main` upstream, no
-    region), what it computes, as a number equal for two ops that compute the same (their names,
-    attributes, result types and operands' contents); None for every other op. XLA merges such equal
-    computations into one instruction, which keeps the metadata of one of them."""
+def value_contents(walked: list) -> list[int | None]:
+    """For each op of a pre-order walk computed from `main`'s arguments and constants alone through ops of
+    `main` (a reducer's region read as the names and attributes of what it holds; no loop, branch or call
+    on the way), what it computes, as a number equal for two ops that compute the same (their names,
+    attributes, result types and operands' contents, an argument by its number); None for every other op.
+    XLA merges such equal computations into one instruction (a broadcast of Adam's bias correction for each
+    of twelve layers' weights, the two `x - mean` of a layer norm), which keeps the metadata of one of them."""
     from jaxlib.mlir import ir
 
     index = {op: i for i, op in enumerate(walked)}
     out: list[int | None] = [None] * len(walked)
     for i, op in enumerate(walked):  # pre-order: an operand's op comes before its user
-        if arguments[i] or op.regions or op.name in ("func.func", "builtin.module", "func.call"):
+        if op.name in ("func.func", "builtin.module", "func.call", "stablehlo.while", "stablehlo.case",
+                       "stablehlo.if") or _in_region(op):
             continue
         operands = []
         for value in op.operands:
             owner = value.owner
-            j = None if isinstance(owner, ir.Block) else index.get(owner.operation)
+            if isinstance(owner, ir.Block):
+                holder = owner.owner.operation if owner.owner is not None else None
+                if holder is None or holder.name != "func.func" or holder.attributes["sym_name"].value != "main":
+                    break
+                operands.append(("argument", ir.BlockArgument(value).arg_number))
+                continue
+            j = index.get(owner.operation)
             if j is None or out[j] is None:
                 break
-            operands.append(out[j])
+            operands.append((out[j], ir.OpResult(value).result_number))
         else:
             attributes = tuple(sorted((a, str(op.attributes[a])) for a in op.attributes))
-            out[i] = hash((op.name, attributes, tuple(str(r.type) for r in op.results), tuple(operands)))
+            held = tuple((o.name, tuple(sorted((a, str(o.attributes[a])) for a in o.attributes)))
+                         for region in op.regions for block in region.blocks for o in block.operations)
+            out[i] = hash((op.name, attributes, tuple(str(r.type) for r in op.results), tuple(operands), held))
     return out
+
+
+def _in_region(op) -> bool:
+    """Whether an op sits in a region of another op (a reducer's body, a loop's), not in a function's body."""
+    parent = op.parent
+    return parent is not None and parent.operation.name not in ("func.func", "builtin.module")

@@ -239,16 +239,32 @@ _TRAIN_SCRIPT = r'''
 import sys
 sys.path.insert(0, {here!r})
 import jax
-from dump_programs import {function}, train_step_args
+from dump_programs import {function}, train_step_args, compile_for
 
-jax.jit({function}).lower(*train_step_args(layers={layers})).compile()
+compile_for({platform!r}, jax.jit({function}), train_step_args(layers={layers}))
 '''
 
 
-def dump_train_step(folder: Path, twin: bool = False, layers: int = 2) -> Path:
-    """Dump `train_step` (or its twin) of `layers` layers into `folder` from a fresh process."""
+def compile_for(platform: str, function, structs) -> None:
+    """Compile the jitted `function` at `structs` for `platform`: the CPU here, a TPU through the topology
+    libtpu describes (no chip needed)."""
+    if platform == "cpu":
+        function.lower(*structs).compile()
+        return
+    from dumpgym.record.targets import Target
+    from dumpgym.traced.devices import topology_devices
+
+    device = topology_devices(Target(platform).topology_for(1))[0]
+    with jax.default_device(device):
+        function.trace(*structs).lower(lowering_platforms=(platform,)).compile()
+
+
+def dump_train_step(folder: Path, twin: bool = False, layers: int = 2, platform: str = "cpu") -> Path:
+    """Dump `train_step` (or its twin) of `layers` layers, compiled for `platform`, into `folder` from a fresh
+    process."""
     function = "train_step_twin" if twin else "train_step"
-    dump_script(_TRAIN_SCRIPT.format(here=str(HERE), function=function, layers=layers), folder, folder)
+    dump_script(_TRAIN_SCRIPT.format(here=str(HERE), function=function, layers=layers, platform=platform),
+                folder, folder)
     return folder
 
 
@@ -327,14 +343,14 @@ _GPT_SCRIPT = r'''
 import sys
 sys.path.insert(0, {here!r})
 import jax
-from dump_programs import {function}, gpt_step_args
+from dump_programs import {function}, gpt_step_args, compile_for
 
-jax.jit({function}).lower(*gpt_step_args()).compile()
+compile_for({platform!r}, jax.jit({function}), gpt_step_args())
 '''
 
 
-def dump_gpt_step(folder: Path, twin: bool = False) -> Path:
-    """Dump `gpt_step` (or its twin) into `folder` from a fresh process."""
+def dump_gpt_step(folder: Path, twin: bool = False, platform: str = "cpu") -> Path:
+    """Dump `gpt_step` (or its twin), compiled for `platform`, into `folder` from a fresh process."""
     function = "gpt_step_twin" if twin else "gpt_step"
-    dump_script(_GPT_SCRIPT.format(here=str(HERE), function=function), folder, folder)
+    dump_script(_GPT_SCRIPT.format(here=str(HERE), function=function, platform=platform), folder, folder)
     return folder

@@ -8,7 +8,8 @@ instructions without a name stack, fusion parameters, calls and loops), the op `
 be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
 its own kind where its opcode names one, computed from the same entry parameters where some are:
 layer 1's ops are computed from layer 1's weights, layer 0's are not; and flowing into the same results
-where some do: layer 1's backward ops flow into layer 1's gradients, layer 0's do not), and a candidate is
+where some do: layer 1's backward ops flow into layer 1's gradients, layer 0's do not; where none does,
+into more, as a copy XLA made unseen reaches part of its op's), and a candidate is
 dropped while some neighbour has no candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
 leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
@@ -65,7 +66,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             # (an op of a private function called twice is computed from both calls' arguments: kept)
             own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
         if results is not None and results[name]:  # and then of the results it flows into (its copies' together)
-            own = [op for op in own if op.results == results[name] or len(op.stacks) > 1] or own
+            own = _of_results(own, results[name], opcodes[name])
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
@@ -117,6 +118,20 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         arguments is not None and not arguments[name] and all(op.content is None for op in ops))}
     edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
     return _consistent(cands, edges, relation)[0]
+
+
+def _of_results(ops: list, reached: int, opcode: str) -> list:
+    """Of `ops`, those that flow into the results `reached` (bits of main's results): the instruction's own
+    and its copies' together. Their premise is that every copy XLA made of the op is found; one it split off
+    unseen reaches only part of what the op reaches. So where none reaches the same, those that reach more
+    (a part of one of them); and a broadcast, which XLA makes anew where each use is (its copies may differ
+    in shape), keeps those that reach more beside those that reach the same: it decides nothing between them.
+    An op of a private function called twice reaches both calls' results: kept."""
+    same = [op for op in ops if op.results == reached or len(op.stacks) > 1]
+    wider = [op for op in ops if op.results & reached == reached and op.results != reached]
+    if not same:
+        return wider or ops
+    return same + wider if opcode == "broadcast" else same
 
 
 def _hero(fusion: str, computation: Fused, candidates: dict[str, list]) -> str | None:

@@ -295,6 +295,18 @@ def _downstream(inputs: dict, results: list) -> dict:
     return out
 
 
+# The opcode and operand list of a printed instruction, after its result type (whose layouts hold
+# parentheses on a TPU: `f32[16,16]{0,1:T(8,128)}`): what follows them is its attributes.
+_CALL_RE = re.compile(r" [a-z][\w-]*\([^()]*\)")
+
+
+def _attributes(printed: str) -> str:
+    """A printed instruction's attributes (`, dimensions={0}`): what follows its operand list, up to its metadata."""
+    head = printed.split(", metadata=", 1)[0]
+    found = _CALL_RE.search(head, head.find(" = ") + 2)
+    return head[found.end():] if found else ""
+
+
 def hlo_copies(hlo, text: str, named: dict) -> dict[str, int]:
     """Each HLO instruction of the entry computation and of the fusions it calls, as a number equal for the
     copies of one value: XLA duplicates a producer into each fusion that uses it, and every copy keeps its
@@ -317,7 +329,7 @@ def hlo_copies(hlo, text: str, named: dict) -> dict[str, int]:
                     if number else hash(instruction.name)
             else:
                 operands = tuple(classes.get(o.name, hash(o.name)) for o in instruction.operands())
-                attributes = printed.split(", metadata=", 1)[0].split(")", 1)[-1] if ")" in printed else ""
+                attributes = _attributes(printed)
                 value = hash((opcode, printed.split(" = ", 1)[-1].split(" ", 1)[0], named.get(instruction.name),
                               operands, attributes if opcode != "kFusion" else ""))
                 called = _CALLS.search(printed.split(", metadata=", 1)[0])

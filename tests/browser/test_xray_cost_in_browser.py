@@ -132,7 +132,7 @@ def test_a_device_kind_without_peaks_says_which_and_shows_its_figures(page, reco
     page.route("**/data/cost/tpu/mlp.json", lambda route: route.fulfill(json=made))
     open_xray(page, "mlp", "tpu")
     note = page.locator("[data-xray-cost-note]").inner_text()
-    assert note.startswith('No time and no shares: cost/estimate.py has no published peaks for the device kind "TPU (v5 lite)"')
+    assert note.startswith("No time and no shares: the gym's cost model has no published peaks for the device kind \"TPU (v5 lite)\"")
     assert gutter(page) == {} and page.locator("[data-cost-sort=time]").count() == 0
     assert page.eval_on_selector_all("[data-cost-rows] tr", "els => els.length") == len(made["rows"])
 

@@ -122,8 +122,8 @@ function costHead(cost) {
     ? html` The record gives no trip count for the ${plural(cost.unknown_trips.length, 'while')} on HLO ${cost.unknown_trips.join(', ')}: their bodies count once.` : '';
   if (!cost.chip) {
     const why = cost.backend === 'cpu'
-      ? " for the CPU: a host CPU's peaks depend on the machine XLA compiled for, so cost/estimate.py gives it no roofline"
-      : `: cost/estimate.py has no published peaks for ${cost.device_kind ? `the device kind "${cost.device_kind}"` : 'this layer\'s device'} (cost/chips.py names the chips it times)`;
+      ? " for the CPU: a host CPU's peaks depend on the machine XLA compiled for, so the gym's cost model gives it no roofline"
+      : `: the gym's cost model has no published peaks for ${cost.device_kind ? `the device kind "${cost.device_kind}"` : 'this layer\'s device'} (docs/cost.md names the chips it times)`;
     return html`<p class="fine" data-xray-cost-note>No time and no shares${why}. The table gives each instruction's FLOPs and bytes.${loops}</p>`;
   }
   const chip = cost.chip;

@@ -114,3 +114,15 @@ def test_the_equations_read_are_the_ones_jax_printed():
     # The outermost jaxpr's inputs, as JAX lists them.
     assert [a for _n, *a in _JAXPR_AVAL.findall(_jaxpr_inputs(text))] == \
         [[v.aval.dtype.name.replace("float", "f"), ",".join(map(str, v.aval.shape))] for v in closed.jaxpr.invars]
+
+
+def test_the_gpu_a_target_config_names_is_read_whole_or_not_at_all():
+    from dumpgym.ir.parse import gpu_device_name
+    from dumpgym.record.targets import GPU_SPECS
+
+    for spec in GPU_SPECS.glob("*.txtpb"):  # the GPU descriptions XLA is given, which it writes back beside a dump
+        text = spec.read_text()
+        named = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("device_description_str:")]
+        assert len(named) == 1 and gpu_device_name(text) == named[0].strip('"')
+    assert gpu_device_name('gpu_device_info {\n  core_count: 132\n}\n') == ""
+    assert gpu_device_name('device_description_str: "NVIDIA H100') == ""  # a truncated file names nothing

@@ -24,7 +24,7 @@ from dumpgym.ir.memory import MemoryReport, read_memory
 from dumpgym.ir.parse import (JAXPR_AVAL, DumpError, aval_dims, aval_number, function_names, hlo_head, hlo_op_names,
                                ir_context, is_big, jaxpr_inputs, jaxpr_primitives, jaxpr_results, mlir_head, parse_hlo,
                                parse_stablehlo, read_text, shapes_of_hlo, shapes_of_mlir, stablehlo_locations,
-                               tpu_target_words, types_of_hlo, types_of_mlir)
+                               tpu_target_words, types_of_hlo, types_of_mlir, gpu_device_name)
 from dumpgym.ir.passes import pass_dump
 
 LAYERS = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
@@ -356,10 +356,22 @@ def _backend(prefix: str, path: Path) -> tuple[str | None, str]:
     if prefix == "cpu_":
         return "cpu", "CPU"
     if m := _GPU_PREFIX.fullmatch(prefix):
-        return "gpu", f"GPU, compute capability {m.group(1)}.{m.group(2)}{m.group(3)}"
+        return "gpu", _gpu_name(path, prefix) or f"GPU, compute capability {m.group(1)}.{m.group(2)}{m.group(3)}"
     if prefix == "" and ".cl_" in path.name:
         return "tpu", _tpu_version(path)
     return None, ""
+
+
+def _gpu_name(path: Path, prefix: str) -> str:
+    """The GPU XLA wrote beside the module (`gpu_target_config.pbtxt`) as the device names itself, the name
+    JAX gives as its device kind (the compute capability alone does not tell an H100 from an H200); "" where
+    that file is missing or names none."""
+    stem = path.name[: -len(f"{prefix}after_optimizations.txt")]
+    try:
+        text = path.with_name(f"{stem}gpu_target_config.pbtxt").read_text(errors="replace")
+    except OSError:
+        return ""
+    return gpu_device_name(text)
 
 
 def _tpu_version(path: Path) -> str:

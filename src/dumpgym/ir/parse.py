@@ -535,6 +535,18 @@ def tpu_target_words(text: str) -> str:
     return " ".join(m.group(1) for m in found if m)
 
 
+def gpu_device_name(text: str) -> str:
+    """The GPU XLA compiled for, as its `gpu_target_config.pbtxt` names it (`device_description_str:
+    "NVIDIA H100 80GB HBM3"`, the name the device gives itself, which JAX gives as its device kind); "" where
+    it is not there. Read line by line: the file is a text proto of a few hundred lines."""
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(":")
+        value = value.strip()
+        if key == "device_description_str" and len(value) >= 2 and value[0] == value[-1] == '"':
+            return value[1:-1]
+    return ""
+
+
 # A dump file at least this big is read by its head alone where only its head is needed (pairing, listing):
 # its signature, its source tables; a 300 MB optimised HLO (a model's constants printed) is not parsed to list it.
 BIG_FILE = 32 * 1024 * 1024

@@ -106,3 +106,14 @@ def test_a_dump_without_a_jaxpr_shows_its_stablehlo_and_compiled_columns_and_say
         for layer in ("stablehlo", "hlo"):
             box = page.locator(f"[data-xray-col={layer}]").bounding_box()
             assert 0.4 * cols["width"] < box["width"] < 0.6 * cols["width"], layer
+
+
+def test_a_dumps_compiled_layer_says_the_run_compiled_it_not_this_machine(kept_context, gym):
+    """The note under a dump's compiled column names the chip its run compiled for and no version or topology
+    of this machine's (the gym's own layers name those: they were compiled here)."""
+    with checked_page(kept_context(**DESKTOP), gym) as page:
+        open_xray(page, "dump-jit-both")
+        note = page.locator("[data-xray-hlo-note]").inner_text()
+        assert "by the run that wrote the dump" in note and "jaxlib" not in note and "undefined" not in note, note
+        open_xray(page, "mlp")  # a layer the gym compiled says where and with what
+        assert "jaxlib" in page.locator("[data-xray-hlo-note]").inner_text()

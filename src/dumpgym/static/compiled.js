@@ -57,8 +57,11 @@ function range(a, b) {
 /** "compiled by XLA for cpu (jaxlib 0.10.2) — a TPU or GPU would fuse differently", for a TPU layer
  * "compiled for TPU v5 lite (v5e, 2×2), without a TPU (libtpu 0.0.42.1, jaxlib 0.10.2)", and for a GPU
  * layer "compiled for NVIDIA H100 80GB HBM3 (1 GPU), without a GPU: default GEMM configurations, not
- * autotuned (jax-cuda12-plugin 0.10.2, jaxlib 0.10.2)", from the record. */
+ * autotuned (jax-cuda12-plugin 0.10.2, jaxlib 0.10.2)", from the record. A dump's layer (neither a host, as the
+ * gym's CPU compiles name, nor a topology, as its TPU and GPU compiles do: the gym did not compile it)
+ * "compiled for NVIDIA H100 80GB HBM3 by the run that wrote the dump": that run's versions the dump does not say. */
 export function backendNote(hlo) {
+  if (!hlo.host && !hlo.topology) return `compiled for ${hlo.device_kind || hlo.backend || 'an unnamed backend'} by the run that wrote the dump`;
   if (hlo.backend === 'tpu') {
     return `compiled for ${hlo.device_kind || 'a TPU'} (${topologyWords(hlo.topology)}), without a TPU (libtpu ${
       hlo.libtpu_version}, jaxlib ${hlo.jaxlib_version})`;

@@ -620,25 +620,3 @@ def test_a_dump_modules_old_page_answers_with_a_redirect_to_its_program_in_the_x
         conn.request("GET", path)
         assert conn.getresponse().status == 404, path
         conn.close()
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own CPU priority is Linux's")
-def test_the_drill_items_are_made_behind_the_server_at_a_lower_cpu_priority():
-    import types
-
-    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    if mine + serve.BEHIND > 19:
-        pytest.skip("this process runs too nice already to be made nicer")
-    seen, done = [], threading.Event()
-    gym = serve.Site({"index.html": b"<!doctype html>"})
-
-    def rest(ready=None):
-        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        return gym
-
-    server = types.SimpleNamespace(site=None)
-    serve._finish_later(server, lambda ready=None: (rest(ready), done.set())[0])
-    assert done.wait(60)
-    # The kernel's own count of the thread's niceness: the one making the items yields the cores to the server's.
-    assert seen == [mine + serve.BEHIND]
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine

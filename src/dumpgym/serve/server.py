@@ -68,7 +68,6 @@ SEND_BUFFER = 128 * 1024  # per connection (Linux doubles it): what a client tha
 REFUSED_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 _GZIP_MIN = 1024
-BEHIND = 10  # how much nicer the thread making drill items runs than the server (`behind`)
 
 
 class Site:
@@ -533,7 +532,6 @@ def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callabl
 
     def finish() -> None:
         began = time.perf_counter()
-        behind()
         swap(rest(swap))
         if current():
             print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
@@ -541,17 +539,6 @@ def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callabl
 
     # A daemon: Ctrl-C does not wait for it, and a kept file is written whole or not at all (atomic writes).
     threading.Thread(target=finish, name="dumpgym-drills", daemon=True).start()
-
-
-def behind(niceness: int = BEHIND) -> None:
-    """Lower the calling thread's CPU priority by `niceness` (Linux schedules threads, not processes): making the
-    drill items, seconds to minutes of pure Python, then gives way to what a page waits for, the render
-    workers' files and the server's answers, where cores are few. Nothing where the platform cannot."""
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + niceness)
-    except (AttributeError, OSError):
-        pass
 
 
 WATCH_INTERVAL = 1.0  # seconds between looks at the folder of added programs

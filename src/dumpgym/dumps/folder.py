@@ -366,7 +366,7 @@ def _gpu_name(path: Path, prefix: str) -> str:
     """The GPU XLA wrote beside the module (`gpu_target_config.pbtxt`) as the device names itself, the name
     JAX gives as its device kind (the compute capability alone does not tell an H100 from an H200); "" where
     that file is missing or names none."""
-    stem = path.name[: -len(f"{prefix}after_optimizations.txt")]
+    stem = path.name.rpartition(f".{prefix}after_optimizations")[0] + "."  # the text's name or the proto's
     try:
         text = path.with_name(f"{stem}gpu_target_config.pbtxt").read_text(errors="replace")
     except OSError:

@@ -8,7 +8,8 @@ layer's own (the same computations, the same opcodes in the same order: only nam
 by instruction, and each layer row is judged against it:
 
 - "exact": the row lists that equation alone;
-- "merged": the row lists it and others (a merge, which a rule of docs/xray.md must prove);
+- "merged": the row lists it and others as its own (the equations XLA folded into it are listed apart, as
+  absorbed, and judged by the test against the rule each names);
 - "outer": the row lists an equation enclosing it (a jit's or a loop's), not it;
 - "inner": the oracle names a container equation (a jit whose body JAX lowered a literal of with no
   location) and the row lists equations inside it;
@@ -108,7 +109,8 @@ def fresh_layer_and_oracle(traced, facts, target):
 
 def judge(layer, compiled, oracle, facts) -> dict:
     """The layer's rows against the oracle's tags: counts per verdict, the cases that are not exact
-    (row name, opcode, oracle equation, row equations, verdict), and the fusions missing an equation."""
+    (row name, opcode, oracle equation, row equations, verdict), the fusions missing an equation, and the
+    oracle's equation of each row judged (`tagged`). A row's own `eqns` are judged; what it absorbed is not."""
     ours = list(_instructions(compiled.runtime_executable().hlo_modules()[0]))
     theirs = list(_instructions(oracle.runtime_executable().hlo_modules()[0]))
     # The same instructions in the same order: only names differ (they come from the locations).
@@ -122,6 +124,7 @@ def judge(layer, compiled, oracle, facts) -> dict:
         printed_order.setdefault(r.computation, []).append(r)
     count = Counter()
     cases = []
+    tagged = {}  # row name -> the equation its oracle names, for each row judged
     tag_eqn = facts.eqn_of_tag
     containers = set(facts.children)
     body_tags: dict[str, set[int]] = {}
@@ -139,6 +142,7 @@ def judge(layer, compiled, oracle, facts) -> dict:
         if r.opcode == "fusion":
             continue
         got = set(r.eqns)
+        tagged[r.name] = own
         if got == {own}:
             verdict = "exact"
         elif own in got:
@@ -166,4 +170,4 @@ def judge(layer, compiled, oracle, facts) -> dict:
         lost = held - set(f.eqns)
         if lost:
             missing.append((f.name, tuple(sorted(lost)), tuple(f.eqns)))
-    return {"count": count, "cases": cases, "missing": missing}
+    return {"count": count, "cases": cases, "missing": missing, "tagged": tagged}

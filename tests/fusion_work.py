@@ -36,24 +36,29 @@ def body(layer: dict, computation: str) -> list[dict]:
     return out
 
 
+def listed(ins: dict) -> set[int]:
+    """A row's equations: its own and those XLA folded into it (`absorbed`, absent from older records)."""
+    return set(ins["eqns"]) | {a["eqn"] for a in ins.get("absorbed", ())}
+
+
 def worked(layer: dict, eqns: list[dict], ins: dict) -> set[int]:
     """The equations among a row's whose work its instruction does."""
     lines = layer["text"].splitlines()
-    dots = {e for e in ins["eqns"] if eqns[e]["primitive"] in ("dot_general", "conv_general_dilated")}
+    dots = {e for e in listed(ins) if eqns[e]["primitive"] in ("dot_general", "conv_general_dilated")}
     if not dots:
-        return set(ins["eqns"])
+        return listed(ins)
     opcode, line = ins["opcode"], lines[ins["line"] - 1]
     if opcode in CONTRACTING or (opcode in REWRITTEN and _floating(line)):
-        return set(ins["eqns"])
+        return listed(ins)
     if opcode == "broadcast":
         users = [u for u in layer["instructions"] if ins["line"] in u.get("operands", ())]
-        if any(u["opcode"] == "multiply" and _floating(lines[u["line"] - 1]) and dots & set(u["eqns"]) for u in users):
-            return set(ins["eqns"])
-    return set(ins["eqns"]) - dots
+        if any(u["opcode"] == "multiply" and _floating(lines[u["line"] - 1]) and dots & listed(u) for u in users):
+            return listed(ins)
+    return listed(ins) - dots
 
 
 def fusion_work(layer: dict, eqns: list[dict], fusion: dict) -> tuple[set[int], set[int]]:
-    """(the equations a fusion's body does the work of, every equation its body's rows list)."""
+    """(the equations a fusion's body does the work of, every equation its body's rows list, folded ones too)."""
     (called,) = _CALLS.findall(layer["text"].splitlines()[fusion["line"] - 1])
     rows = body(layer, called)
-    return set().union(*(worked(layer, eqns, i) for i in rows)), set().union(*(set(i["eqns"]) for i in rows))
+    return set().union(*(worked(layer, eqns, i) for i in rows)), set().union(*(listed(i) for i in rows))

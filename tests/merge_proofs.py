@@ -67,12 +67,13 @@ class Work:
         return all(self.same_value(u, v) for u, v in zip(ea.invars, eb.invars))
 
 
-def proven_merged(facts, work, e: int, listed: set[int], tag: int) -> bool:
+def proven_merged(facts, work, e: int, listed: set[int], tag: int, rule: int | None = None) -> bool:
     """Whether the jaxpr proves `e` merged into an instruction tagged `tag`: its result is read only by the
-    tagged equation (rule 2), or it repeats the work of another listed equation (rule 3)."""
-    if _readers(facts, e) == {tag}:
+    tagged equation (rule 2), or it repeats the work of another listed equation (rule 3); with `rule`, by
+    that rule alone."""
+    if rule in (None, 2) and _readers(facts, e) == {tag}:
         return True
-    return any(f != e and work.same(e, f) for f in listed)
+    return rule in (None, 3) and any(f != e and work.same(e, f) for f in listed)
 
 
 def proven_reduction_window(facts, got: set[int], tag: int) -> bool:

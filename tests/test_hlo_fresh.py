@@ -67,15 +67,17 @@ def _tagged_instructions_are_their_tags_plus_proven_merges(slug, facts, layer, c
             continue
         assert row.eqns, f"{slug}: {row.name} carries tag {tag} but is not attributed"
         if row.via == "tag":
-            assert own in row.eqns, (slug, row.name)
-            for e in set(row.eqns) - {own}:
-                assert proven_merged(facts, work, e, set(row.eqns), own), \
-                    f"{slug}: {row.name} lists {facts.eqns[e].primitive} (eqn {e}) beside its tag's {facts.eqns[own].primitive}"
+            assert row.eqns == (own,), (slug, row.name)
+            for a in row.absorbed:  # rules 2 and 3: folded in, apart from its own
+                assert proven_merged(facts, work, a.eqn, set(row.computed_eqns), own, a.rule), \
+                    f"{slug}: {row.name} absorbs {facts.eqns[a.eqn].primitive} (eqn {a.eqn}) beside its tag's " \
+                    f"{facts.eqns[own].primitive}"
         elif row.via == "inferred":
             assert row.opcode == "reducewindow" and own not in row.eqns, (slug, row.name)  # rule 4
         elif row.via == "region":  # rule 5: what applies the region, whatever reducer its tag names
             holders = [i for i in layer.instructions if row.computation in i.to_apply]
             assert set(row.eqns) == set().union(*(set(h.eqns) for h in holders)), (slug, row.name)
+            assert set(row.absorbed) == set().union(*(set(h.absorbed) for h in holders)), (slug, row.name)
     assert checked > 0 and layer.stats.unattributed_with_op_name == 0
 
 
@@ -92,7 +94,7 @@ def _fusions_hold_the_work_their_bodies_do(slug, facts, layer):
 def _is_the_committed_layer(layer, committed):
     now = layer.to_json()
     assert now["text"] == committed["text"]
-    key = ("line", "name", "opcode", "eqns", "via")
-    assert [tuple(i[k] for k in key) for i in now["instructions"]] == \
-        [tuple(i[k] for k in key) for i in committed["instructions"]]
+    key = ("line", "name", "opcode", "eqns", "via", "absorbed")
+    assert [tuple(i.get(k, []) for k in key) for i in now["instructions"]] == \
+        [tuple(i.get(k, []) for k in key) for i in committed["instructions"]]
     assert now["fusions"] == committed["fusions"]

@@ -53,25 +53,31 @@ def _called(layer, fusion):
     return re.search(r"calls=%([\w.\-]+)", layer["text"].splitlines()[fusion["line"] - 1]).group(1)
 
 
-def test_rule_2_a_transpose_folded_into_a_dot_lists_both(by_slug, traced):
+def _absorbed(ins) -> list[tuple[int, int]]:
+    """A row's folded equations as (equation, rule)."""
+    return [(a["eqn"], a["rule"]) for a in ins.get("absorbed", ())]
+
+
+def test_rule_2_a_transpose_folded_into_a_dot_is_its_own_and_absorbs_the_dot(by_slug, traced):
     record = by_slug["train-step"]
     _, facts = traced("train-step")
     dot = _instruction(record["compiled"]["gpu"], "dot.6")
     assert dot["opcode"] == "dot" and dot["via"] == "tag"
-    (d, t) = sorted(dot["eqns"])
-    assert (facts.eqns[d].primitive, facts.eqns[t].primitive) == ("dot_general", "transpose")
+    ((t,), [(d, rule)]) = dot["eqns"], _absorbed(dot)
+    assert (facts.eqns[d].primitive, facts.eqns[t].primitive, rule) == ("dot_general", "transpose", 2)
     assert _consumers(facts, d) == {t}  # the jaxpr: the dot's one consumer is the transpose
 
 
-def test_rule_2_an_iota_folded_into_a_compare_lists_both(by_slug, traced):
+def test_rule_2_an_iota_folded_into_a_compare_is_absorbed_by_it(by_slug, traced):
     record = by_slug["moe"]
     _, facts = traced("moe")
     iota, eq = _eqn_at(record, "iota", 7), _eqn_at(record, "eq", 8)
     assert _consumers(facts, iota) == {eq}
     for target in ("tpu", "gpu"):
         layer = record["compiled"][target]
-        holders = [i for i in layer["instructions"] if iota in i["eqns"] and i["opcode"] != "fusion"]
-        assert holders and all(i["opcode"] == "iota" and set(i["eqns"]) == {iota, eq} for i in holders), target
+        assert not [i for i in layer["instructions"] if iota in i["eqns"] and i["opcode"] != "fusion"], target
+        holders = [i for i in layer["instructions"] if (iota, 2) in _absorbed(i)]
+        assert holders and all(i["opcode"] == "iota" and i["eqns"] == [eq] for i in holders), target
 
 
 def test_rule_2_a_broadcast_folded_into_its_consumer_through_stop_gradient(by_slug, traced):
@@ -86,8 +92,9 @@ def test_rule_2_a_broadcast_folded_into_its_consumer_through_stop_gradient(by_sl
     assert facts.eqns[stop].primitive == "stop_gradient" and _consumers(facts, stop) == {sub}
     for target in ("tpu", "gpu"):
         layer = record["compiled"][target]
-        holders = [i for i in layer["instructions"] if bcast in i["eqns"] and i["opcode"] != "fusion"]
-        assert holders and all(i["opcode"] == "broadcast" and set(i["eqns"]) == {bcast, sub} for i in holders)
+        assert not [i for i in layer["instructions"] if bcast in i["eqns"] and i["opcode"] != "fusion"], target
+        holders = [i for i in layer["instructions"] if (bcast, 2) in _absorbed(i)]
+        assert holders and all(i["opcode"] == "broadcast" and i["eqns"] == [sub] for i in holders), target
 
 
 def test_rule_3_two_slices_selecting_the_same_elements_are_one_instruction(by_slug, traced):
@@ -105,8 +112,10 @@ def test_rule_3_two_slices_selecting_the_same_elements_are_one_instruction(by_sl
     layer = record["compiled"]["tpu"]
     fusion = next(f for f in layer["fusions"] if f["name"] == "slice_add_fusion.1")
     assert {a, b} <= set(fusion["eqns"])
-    (kept,) = [i for i in _body(layer, _called(layer, fusion)) if i["opcode"] == "slice" and b in i["eqns"]]
-    assert set(kept["eqns"]) == {a, b}
+    (kept,) = [i for i in _body(layer, _called(layer, fusion))
+               if i["opcode"] == "slice" and {a, b} & {*i["eqns"], *(e for e, _ in _absorbed(i))}]
+    ((own,), [(folded, rule)]) = kept["eqns"], _absorbed(kept)  # one is its own, the other folded in
+    assert {own, folded} == {a, b} and rule == 3
 
 
 def test_rule_4_a_reduce_window_is_the_reduction_and_its_broadcast_not_its_tag(by_slug, traced):

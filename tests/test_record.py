@@ -37,6 +37,11 @@ def test_records_are_typed(by_slug):
     assert mlp.xray[0].eqn == 0 and mlp.compiled["cpu"].instructions[0].line >= 1
 
 
+def _absorbing(record: dict) -> dict:
+    """The first instruction of the CPU layer that absorbed an equation XLA folded into it."""
+    return next(i for i in record["compiled"]["cpu"]["instructions"] if i.get("absorbed"))
+
+
 def _damage(record: dict, edit) -> dict:
     record = copy.deepcopy(record)
     edit(record)
@@ -65,6 +70,10 @@ DAMAGE = {
                                "compiled.cpu.instructions[0].shape: no shape 10000"),
     "a call of no computation": (lambda r: r["compiled"]["tpu"]["instructions"][0].update(calls=["nowhere"]),
                                  "compiled.tpu.instructions[0].calls: no computation 'nowhere'"),
+    "a fold into XLA's own": (lambda r: r["compiled"]["cpu"]["instructions"][0].update(absorbed=[{"eqn": 0, "rule": 2}]),
+                             "compiled.cpu.instructions[0].absorbed[0]: equation 0 by rule 2 beside eqns []"),
+    "a fold by no rule": (lambda r: _absorbing(r).update(absorbed=[{"eqn": 0, "rule": 5}]),
+                          "compiled.cpu.instructions["),
     "a donation to no result": (lambda r: r["lowered"]["main"]["args"][0].update(aliasing_output=99),
                                 "lowered.main.args[0].aliasing_output: no result 99"),
     "a mesh past the text": (lambda r: r["lowered"].update(meshes=[{"line": 10_000, "axes": [["x", 8]]}]),
@@ -222,6 +231,25 @@ def test_a_record_written_before_the_compiled_facts_reads_back_as_it_was(corpus)
         assert r.lowered is None
         for layer in r.compiled.values():
             assert not layer.has_facts and compiled_ops(layer) == {}  # no opcode link, no error
+
+
+def test_a_record_of_an_earlier_release_lists_folded_equations_as_its_own_and_reads(corpus):
+    """Before `absorbed`, an instruction listed the equations folded into it in `eqns`: such a record still
+    reads, and what each instruction computes is the same either way."""
+    folded = 0
+    for p in corpus["programs"]:
+        old = copy.deepcopy(p)
+        for layer in old.get("compiled", {}).values():
+            for ins in layer["instructions"]:
+                absorbed = ins.pop("absorbed", [])
+                folded += len(absorbed)
+                ins["eqns"] = sorted({*ins["eqns"], *(a["eqn"] for a in absorbed)})
+        now, before = ProgramRecord.from_json(p, p["slug"]), ProgramRecord.from_json(old, p["slug"])
+        for target, layer in before.compiled.items():
+            assert [i.computed_eqns for i in layer.instructions] == \
+                [i.computed_eqns for i in now.compiled[target].instructions]
+            assert all(not i.absorbed for i in layer.instructions)
+    assert folded  # the committed corpus has equations folded into others' instructions
 
 
 def test_a_record_without_the_compiled_facts_gets_fewer_drills_not_an_error(corpus, pool):

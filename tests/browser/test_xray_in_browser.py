@@ -190,6 +190,26 @@ def test_an_instruction_whose_metadata_xla_dropped_lights_its_inferred_equation(
     assert note in page.inner_text("[data-xray-status]")  # said on the status line while hovered
 
 
+def test_an_equation_folded_into_another_instruction_says_which_absorbed_it(page, fetch_json):
+    """mlp's bias `broadcast_in_dim` has no instruction of its own: XLA's broadcast tagged `add` does its work
+    (rule 2). Its jaxpr line lights that instruction and names it; the instruction names both equations."""
+    open_xray(page, "mlp")
+    program = fetch_json("data/programs/mlp.json")
+    hlo = program["compiled"]["cpu"]
+    ins = next(i for i in hlo["instructions"] if i.get("absorbed") and i["opcode"] != "fusion")
+    (folded,) = [a["eqn"] for a in ins["absorbed"]]
+    assert not any(folded in i["eqns"] for i in hlo["instructions"] if i["opcode"] != "fusion")
+    rule = ins["absorbed"][0]["rule"]
+    page.hover(f"[data-xray-col=jaxpr] [data-line='{program['eqns'][folded]['jaxpr_lines'][0]}']")
+    assert ins["line"] in lit(page, "hlo")
+    status = page.inner_text("[data-xray-status]")
+    assert f"equation {folded} has no instruction of its own: folded into %{ins['name']}" in status
+    assert f"(rule {rule})" in status
+    page.hover(f"[data-xray-col=hlo] [data-line='{ins['line']}']")
+    status = page.inner_text("[data-xray-status]")
+    assert f"its tag names equation {ins['eqns'][0]}; it also does the work of equation {folded} (rule {rule}" in status
+
+
 def test_the_backend_and_the_counts_come_from_the_record(page, fetch_json):
     open_xray(page, "mlp")
     hlo = fetch_json("data/programs/mlp.json")["compiled"]["cpu"]

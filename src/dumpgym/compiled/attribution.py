@@ -4,8 +4,10 @@ An instruction whose own metadata names a tagged equation is that equation's ("t
 dropped the metadata, the equation is inferred from dataflow when that leaves no doubt
 ("inferred"): the compiled graph says which tagged equations an instruction reads and feeds, the
 jaxpr says which equations lie between them. Instructions of reducer regions take their holder's
-equations ("region"); the rest is XLA's own plumbing ("none"). A fusion holds the equations whose
-work its fused computation does. Each way XLA merges, folds or splits equations that this relies on is
+equations ("region"); the rest is XLA's own plumbing ("none"). An equation XLA folded into another's
+instruction (rules 2 and 3: it has no instruction of its own) is kept apart from that instruction's
+own equations, as absorbed by it. A fusion holds the equations whose work its fused computation does,
+folded ones too. Each way XLA merges, folds or splits equations that this relies on is
 a named rule in docs/corpus.md ("How XLA's rewrites are attributed"), proven from the jaxpr here.
 """
 from __future__ import annotations
@@ -26,10 +28,12 @@ _PLUMBING = frozenset({
 })
 
 
-def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr,
-              flow: "_Dataflow | None" = None) -> tuple[dict[str, set[int]], dict[str, str]]:
+def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr, flow: "_Dataflow | None" = None
+              ) -> tuple[dict[str, set[int]], dict[str, str], dict[str, dict[int, int]]]:
     """Each instruction's equations and `via`: its tag; else inferred by dataflow where that is
-    unambiguous; a region's its holder's; else XLA's own. `flow`: the jaxpr's `dataflow`, if made already."""
+    unambiguous; a region's its holder's; else XLA's own. And, apart, the equations folded into it
+    (rules 2 and 3: equation -> rule), which have no instruction of their own. A fusion's equations
+    are all those whose work its body does, folded ones too. `flow`: the jaxpr's `dataflow`, if made already."""
     flow = (flow or dataflow(facts, closed_jaxpr)).entered_by(
         sum(1 for n in graph.param_number if graph.computation[n] == graph.entry))
     eqns: dict[str, set[int]] = {}
@@ -49,8 +53,11 @@ def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr,
         else:
             eqns[name], via[name] = set(), "none"
     _rewritten_reductions(graph, flow, facts, eqns, via)
-    _merged_equations(graph, flow, facts, eqns, via)
-    _common_subexpressions(flow, eqns)
+    # Until the fusions are known, `eqns` holds the folded equations too (what each instruction's work
+    # covers, as the rules and the fusions read it); `absorbed` says which of them were folded, by which rule.
+    absorbed: dict[str, dict[int, int]] = defaultdict(dict)
+    _merged_equations(graph, flow, facts, eqns, via, absorbed)
+    _common_subexpressions(flow, eqns, absorbed)
     _collectives_by_combiner(graph, facts, eqns, via)
     # A reducer or comparator region computes its holders' equations, not the tag it carries: XLA keeps
     # one copy of equal regions for all the reducers applying them, tagged after the first (the own tag
@@ -59,14 +66,18 @@ def attribute(graph: CompiledGraph, facts: Facts, closed_jaxpr,
     for _ in range(2):
         for region, holders in graph.holders.items():
             held = set().union(*(eqns.get(h, set()) for h in holders))
+            folded = {e: rule for h in holders for e, rule in absorbed.get(h, {}).items()}
             for name in graph.members[region]:
                 own = {graph.tag[name]} if graph.tag[name] is not None else set()
                 eqns[name] = held or own
                 via[name] = "region" if eqns[name] else "none"
+                absorbed[name] = folded if held else {}
     for name, opcode in graph.opcode.items():
         if opcode == "fusion":
             eqns[name], via[name] = _fusion_equations(graph, facts, name, eqns, via)
-    return eqns, via
+    for name, folded in absorbed.items():
+        eqns[name] = eqns[name] - folded.keys()
+    return eqns, via, {name: folded for name, folded in absorbed.items() if folded}
 
 
 # Collectives that combine over a group with a combiner region: XLA may compile any of them as an all-reduce.
@@ -211,8 +222,9 @@ def _composed(opcode: str, kind: set[int], flow: "_Dataflow") -> bool:
     return all(flow.ancestor_bits[b] >> a & 1 for a, b in zip(chain, chain[1:]))
 
 
-def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqns, via) -> None:
-    """Add an equation no instruction computes to the tagged instruction that does its work.
+def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqns, via, absorbed) -> None:
+    """Rule 2: add an equation no instruction computes to the tagged instruction that does its work
+    (and to `absorbed`, as folded into it).
 
     Where an equation feeds only one other (a `broadcast_in_dim` to [1,N] before an `add`), XLA
     often merges the two into one instruction that keeps only the consumer's tag: the broadcast
@@ -243,6 +255,7 @@ def _merged_equations(graph: CompiledGraph, flow: "_Dataflow", facts: Facts, eqn
         if all(flow.reads(e, *graph.before(n), through=folded) for n in fits):
             for n in fits:
                 eqns[n] = eqns[n] | {e}
+                absorbed[n][e] = 2
 
 
 # What a reduction's result may pass through on its way back to the full shape, when XLA turns the pair
@@ -301,9 +314,10 @@ def _folded(flow: "_Dataflow", facts: Facts, placed: set[int]):
     return {e for e in flow.leaves - placed if _identity(facts.eqns[e])}
 
 
-def _common_subexpressions(flow: "_Dataflow", eqns) -> None:
-    """An equation no instruction computes, doing exactly the work of one that has instructions
-    (the same primitive, params and inputs: XLA kept one copy), is computed by those instructions."""
+def _common_subexpressions(flow: "_Dataflow", eqns, absorbed) -> None:
+    """Rule 3: an equation no instruction computes, doing exactly the work of one that has instructions
+    (the same primitive, params and inputs: XLA kept one copy), is computed by those instructions, folded
+    into them (`absorbed`)."""
     placed = set().union(*eqns.values())
     twins = defaultdict(set)
     for e, first in flow.same_work.items():
@@ -319,6 +333,7 @@ def _common_subexpressions(flow: "_Dataflow", eqns) -> None:
         if missing and group & placed:
             for name in dict.fromkeys(n for e in sorted(group & placed) for n in holding[e]):
                 eqns[name] = eqns[name] | missing
+                absorbed[name].update(dict.fromkeys(missing, 3))
 
 
 def dataflow(facts: Facts, closed_jaxpr) -> "_Dataflow":

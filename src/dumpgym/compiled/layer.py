@@ -40,7 +40,7 @@ from dumpgym.compiled.attribution import attribute, dataflow, enclosing
 from dumpgym.ir.hlo_facts import with_facts, xla_analyses
 from dumpgym.ir.hlo_graph import CompiledGraph, definition_lines
 from dumpgym.ir.tags import Names, carry_tags, shown_text
-from dumpgym.record.schema import VIAS, CompiledLayer, Fusion, HloStats, Instruction
+from dumpgym.record.schema import VIAS, Absorbed, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.traced.devices import compiled_for, retarget, topology_devices
 from dumpgym.record.targets import CPU, Target
 from dumpgym.gcpause import with_collector_paused
@@ -122,16 +122,16 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
     listed = list(_instructions(module))
     lines, roots = definition_lines(text)
     graph = CompiledGraph(listed, roots, _entry_name(text), facts.eqn_of_tag, compiles.names)
-    eqns, via = attribute(graph, facts, trace.closed_jaxpr, flow)
+    eqns, via, absorbed = attribute(graph, facts, trace.closed_jaxpr, flow)
 
-    instructions, fusions = layer_rows(listed, lines, graph.opcode, eqns, via)
+    instructions, fusions = layer_rows(listed, lines, graph.opcode, eqns, via, absorbed)
     # A fusion holds only the work its body does: a copy XLA wrapped under a dot's tag holds nothing.
     unattributed = sum(graph.tag[i.name] is not None and not eqns[i.name] and i.opcode != "fusion" for i in instructions)
     instructions, compiled_facts = with_facts(instructions, module, text)
 
     by_eqn: dict[int, set[int]] = defaultdict(set)
     for ins in instructions:
-        for e in ins.eqns:
+        for e in ins.computed_eqns:  # a folded equation lights the instruction doing its work
             by_eqn[e].add(ins.line)
     for e in list(by_eqn):  # a container owns what its descendants became
         for ancestor in enclosing(facts, e):
@@ -168,10 +168,12 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
 
 
 def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict[str, set] | None = None,
-               via: dict[str, str] | None = None) -> tuple[list[Instruction], list[Fusion]]:
+               via: dict[str, str] | None = None, absorbed: dict[str, dict[int, int]] | None = None
+               ) -> tuple[list[Instruction], list[Fusion]]:
     """The rows of a compiled layer, in line order: each instruction the text prints (`lines`), of `listed`
     ((computation, instruction) pairs), with its equations and how they are known (none, XLA's own, where
-    nothing was traced: a dump), and each fusion with its kind. The one loop for a compile here and a dump."""
+    nothing was traced: a dump), the equations folded into it (`absorbed`: equation -> rule), and each
+    fusion with its kind. The one loop for a compile here and a dump."""
     instructions, fusions = [], []
     for computation, instruction in listed:
         name = instruction.name
@@ -180,8 +182,10 @@ def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict
         line, own = lines[name], tuple(sorted(eqns[name])) if eqns is not None else ()
         if opcode[name] == "fusion":
             fusions.append(Fusion(line, name, _fusion_kind(instruction.to_string()), own))
+        folded = (absorbed or {}).get(name, {})
         instructions.append(Instruction(line, name, opcode[name], computation, own,
-                                        via[name] if via is not None else "none"))
+                                        via[name] if via is not None else "none",
+                                        tuple(Absorbed(e, folded[e]) for e in sorted(folded))))
     instructions.sort(key=lambda i: i.line)
     fusions.sort(key=lambda f: f.line)
     return instructions, fusions

@@ -123,7 +123,7 @@ def _rows(layer: CompiledLayer) -> list[Row]:
     for ins in running(layer):
         printed = layer.printed(ins) or ins.opcode
         shape = shapes[ins.shape].text if ins.shape is not None else ""
-        out.append(Row(ins.line, ins.name, printed, category(printed), ins.eqns, shape))
+        out.append(Row(ins.line, ins.name, printed, category(printed), ins.computed_eqns, shape))
     return out
 
 

@@ -31,7 +31,7 @@ def topic(item: dict, program: ProgramRecord) -> str | None:
     ins = next((i for i in layer.instructions if i.line == line), None)
     if ins is None:
         return None
-    found = [t for t in (_COMPILED.get(ins.opcode), *(_eqn_topic(e, program) for e in ins.eqns)) if t]
+    found = [t for t in (_COMPILED.get(ins.opcode), *(_eqn_topic(e, program) for e in ins.computed_eqns)) if t]
     return min(found, key=TOPICS.index) if found else None
 
 

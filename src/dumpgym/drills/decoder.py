@@ -266,7 +266,7 @@ def shlo_op(program: ProgramRecord, eqn: EqnFact) -> StablehloOp | None:
 
 def hlo_dot(hlo: CompiledLayer, eqn: EqnFact) -> Instruction | None:
     """The compiled `dot` (top level or inside a fusion) of `hlo` that carries this equation, if any."""
-    return next((i for i in hlo.instructions if i.opcode == "dot" and eqn.id in i.eqns), None)
+    return next((i for i in hlo.instructions if i.opcode == "dot" and eqn.id in i.computed_eqns), None)
 
 
 def hlo_line(hlo: CompiledLayer, eqn: EqnFact) -> int | None:

@@ -64,11 +64,12 @@ class _Compile(Listing):
     # Indexes made once per compile: a big program asks about a thousand fusions, each of a few equations.
     @functools.cached_property
     def _by_eqn(self) -> dict[int, list]:
-        """The instructions (fusions aside) that compute each equation, in print order."""
+        """The instructions (fusions aside) that compute each equation, in print order: an equation XLA
+        folded into another's instruction (it has none of its own) is computed by that instruction."""
         out: dict[int, list] = {}
         for i in self.hlo.instructions:
             if i.opcode != "fusion":
-                for e in i.eqns:
+                for e in i.computed_eqns:
                     out.setdefault(e, []).append(i)
         return out
 
@@ -110,7 +111,7 @@ class _Compile(Listing):
 
         def rank(i):  # an instruction of the equation's own kind, tagged, computing it alone, first
             kind = 0 if computes(i.opcode, primitive) else 1 if i.opcode not in DATA_MOVEMENT else 2
-            return (i.opcode == "parameter", _VIA_RANK[i.via], kind, len(i.eqns), i.line)
+            return (i.opcode == "parameter", _VIA_RANK[i.via], kind, len(i.computed_eqns), i.line)
 
         return sorted(found, key=rank)
 
@@ -253,7 +254,7 @@ def _inside(c: _Compile, e: int, fusion: Fusion) -> str:
     ins = next((i for i in c.computing(e, c.body(fusion.line)) if does_work(i.opcode, eqn.primitive)), None)
     if ins is None:
         return f"Line {eqn.jaxpr_lines[0]}, `{eqn.primitive}`, is in %{fusion.name}."
-    twins = [t for t in ins.eqns if t != e and c.program.eqns[t].primitive == eqn.primitive]
+    twins = [t for t in ins.computed_eqns if t != e and c.program.eqns[t].primitive == eqn.primitive]
     also = (f"; it does line {c.program.eqns[twins[0]].jaxpr_lines[0]}'s too (the same work, kept once)"
             if twins else "")
     return f"Line {eqn.jaxpr_lines[0]}, `{eqn.primitive}`: %{ins.name} (HLO line {ins.line}) does it{also}."

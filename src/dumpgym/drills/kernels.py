@@ -88,16 +88,16 @@ class _Compile:
         """The instructions of a launch's body (or the launch itself) that do this dot's work."""
         body = set(self.listing.body(ins.line)) if ins.calls else {ins.computation}
         found = self.hlo.instructions if ins.calls else [ins]
-        return [i for i in found if i.computation in body and i.opcode not in PLUMBING and dot.id in i.eqns
+        return [i for i in found if i.computation in body and i.opcode not in PLUMBING and dot.id in i.computed_eqns
                 and does_work(i.opcode, dot.primitive)]
 
     def work(self, ins: Instruction) -> set[int]:
         """The equations whose work a launching instruction (its body, for a fusion) does."""
         if not ins.calls:
-            return {e for e in ins.eqns if does_work(ins.opcode, self.program.eqns[e].primitive)}
+            return {e for e in ins.computed_eqns if does_work(ins.opcode, self.program.eqns[e].primitive)}
         body = set(self.listing.body(ins.line))
         return {e for i in self.hlo.instructions if i.computation in body and i.opcode not in PLUMBING
-                for e in i.eqns if does_work(i.opcode, self.program.eqns[e].primitive)}
+                for e in i.computed_eqns if does_work(i.opcode, self.program.eqns[e].primitive)}
 
     def runs(self, dot: EqnFact) -> list[Instruction]:
         """The launching instructions that do this dot's contraction, in print order."""

@@ -301,7 +301,7 @@ def _tpu_groups(program: ProgramRecord, target: str, hlo: CompiledLayer, module:
         if made is None:
             continue
         items.append({
-            "eqn": ins.eqns[0] if len(ins.eqns) == 1 else None, "layer": target, "step": "group-axis",
+            "eqn": ins.eqns[0] if len(ins.computed_eqns) == 1 else None, "layer": target, "step": "group-axis",
             "skill": "collective", "hlo_line": ins.line, "instruction": ins.name,
             # named, not cited by line: the block below is the line made shorter, not a numbered listing line
             "question": _group_question(d.opcode, f"%{ins.name}"),

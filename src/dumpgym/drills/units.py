@@ -45,7 +45,7 @@ class _Row:
 def _dot_equations(program: ProgramRecord, ins: Instruction) -> list[int]:
     """The dot_general equations an instruction's equations are, or hold (a pallas_call's kernel)."""
     found = []
-    for e in ins.eqns:
+    for e in ins.computed_eqns:
         for eqn in (program.eqns[e], *(x for x in program.eqns if program.eqns[e] in program.ancestors(x))):
             if eqn.primitive == "dot_general" and eqn.id not in found:
                 found.append(eqn.id)

@@ -70,7 +70,8 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
         own = opcode if printed.setdefault(ins.opcode, opcode) != opcode else ""
         # Made whole, not `dataclasses.replace`d: a big compile has tens of thousands of instructions.
         out.append(Instruction(
-            ins.line, ins.name, ins.opcode, ins.computation, ins.eqns, ins.via, shape=shapes.setdefault(shape, len(shapes)),
+            ins.line, ins.name, ins.opcode, ins.computation, ins.eqns, ins.via, absorbed=ins.absorbed,
+            shape=shapes.setdefault(shape, len(shapes)),
             operands=tuple(line_of[o.name] for o in bound[ins.name].operands()),
             calls=tuple(CALLS_RE.findall(line)) if "calls=" in line else (),
             to_apply=tuple(TO_APPLY_RE.findall(line)) if "to_apply=" in line else (), printed_opcode=own,

@@ -330,24 +330,43 @@ class ConvDims(_Record):
 
 
 @dataclass(frozen=True)
+class Absorbed(_Record):
+    """An equation with no instruction of its own whose work XLA folded into an instruction of another
+    equation, and the rule of docs/corpus.md ("How XLA's rewrites are attributed") that proves it: 2 (a
+    broadcast, iota or transpose folded into the one equation reading it), 3 (the same work kept once)."""
+
+    eqn: int
+    rule: int
+
+
+# The rules an instruction's `absorbed` may name (docs/corpus.md).
+ABSORBING_RULES = (2, 3)
+
+
+@dataclass(frozen=True)
 class Instruction(_Record):
     """One compiled HLO instruction, the equations it computes, and how that is known (`via`).
 
     `via` is one of `VIAS`: "tag" (its op_name carries an equation's tag), "inferred" (XLA dropped
     the metadata; the equation follows from dataflow), "region" (inside a reducer or comparator
-    region: its holder's equations) or "none" (XLA's own: no equation, `eqns` empty).
+    region: its holder's equations) or "none" (XLA's own: no equation, `eqns` empty). `eqns` are its
+    own (for "tag", the one its tag names); `absorbed` are equations with no instruction of their own
+    whose work it also does, each with the rule that proves it.
     """
 
-    # The compiled facts (`ir/hlo_facts.py`) are omitted where empty, so records written before them still read.
-    OMIT_DEFAULT = frozenset({"shape", "operands", "calls", "to_apply", "printed_opcode", "dot", "convolution",
-                              "window", "control", "parameter", "custom_call_target", "backend_kind", "tail",
-                              "cost_estimate"})
+    # The compiled facts (`ir/hlo_facts.py`) are omitted where empty, so records written before them still read;
+    # so is `absorbed` (a record of an earlier release listed those equations in `eqns`).
+    OMIT_DEFAULT = frozenset({"absorbed", "shape", "operands", "calls", "to_apply", "printed_opcode", "dot",
+                              "convolution", "window", "control", "parameter", "custom_call_target", "backend_kind",
+                              "tail", "cost_estimate"})
     line: int
     name: str
     opcode: str
     computation: str
     eqns: tuple[int, ...]
     via: str
+    # Equations folded into it (`Absorbed`), by id.
+    absorbed: tuple[Absorbed, ...] = ()
     # Its result shape: an index into its layer's `shapes` (None in a record written before them).
     shape: int | None = None
     # The lines of its operands' instructions, in operand order (its users are the instructions naming it).
@@ -377,6 +396,11 @@ class Instruction(_Record):
     # The cost estimate a custom call's kernel carries (a Pallas `CostEstimate`, written into its backend_config as
     # `"cost_estimate":{"flops":"…",…}`): each count by name.
     cost_estimate: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def computed_eqns(self) -> tuple[int, ...]:
+        """Every equation whose work it does: its own and those folded into it, in id order."""
+        return tuple(sorted((*self.eqns, *(a.eqn for a in self.absorbed)))) if self.absorbed else self.eqns
 
     def short(self, line: str) -> str:
         """Its printed `line` without the trailing attributes, stripped."""
@@ -687,6 +711,11 @@ class CompiledLayer(_Record):
                                   f"expected one of {', '.join(VIAS)}")
             if (row.via == "none") != (not row.eqns):
                 raise RecordError(f"{_at(f'{path}.instructions[{i}].via')}: {row.via!r} with eqns {list(row.eqns)}")
+            for k, a in enumerate(row.absorbed):
+                at = f"{path}.instructions[{i}].absorbed[{k}]"
+                _eqn_within(a.eqn, n_eqns, f"{at}.eqn")
+                if a.rule not in ABSORBING_RULES or a.eqn in row.eqns or not row.eqns:
+                    raise RecordError(f"{_at(at)}: equation {a.eqn} by rule {a.rule} beside eqns {list(row.eqns)}")
         for key, hlo_lines in self.lines_by_eqn.items():
             if not key.isdigit():
                 raise RecordError(f"{_join(path, 'lines_by_eqn')}: key {key!r} is not an equation id")

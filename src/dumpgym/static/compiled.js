@@ -37,6 +37,14 @@ export function indexCompiled(hlo) {
     if (!s) spans.set(ins.computation, [ins.line, ins.line]);
     else { s[0] = Math.min(s[0], ins.line); s[1] = Math.max(s[1], ins.line); }
   }
+  // Each equation XLA folded into another's instruction (it has none of its own): where, by which rule.
+  const folded = new Map();
+  for (const ins of hlo.instructions) {
+    for (const a of ins.absorbed ?? []) {
+      if (!folded.has(a.eqn)) folded.set(a.eqn, []);
+      folded.get(a.eqn).push({ name: ins.name, line: ins.line, rule: a.rule });
+    }
+  }
   const bodies = new Map();
   for (const f of hlo.fusions) {
     // The record does not say which computation a fusion calls; its printed line does.
@@ -45,7 +53,31 @@ export function indexCompiled(hlo) {
     // The body's signature line sits just above its first instruction, its closing brace just below.
     if (span) bodies.set(f.line, { name: called, lines: range(span[0] - 1, span[1] + 1) });
   }
-  return { instructions, fusions, bodies };
+  return { instructions, fusions, bodies, folded };
+}
+
+// docs/corpus.md's rules by which an equation's work is folded into another equation's instruction.
+const FOLDED_BY = { 2: 'rule 2, folded into the one equation reading it', 3: 'rule 3, the same work kept once' };
+
+/** "it also does equation 7's work (rule 2, ...)" for an instruction that absorbed folded equations, else ''. */
+function absorbedNote(ins) {
+  const absorbed = ins.absorbed ?? [];
+  if (!absorbed.length) return '';
+  return `it also does the work of ${absorbed.map((a) => `equation ${a.eqn} (${FOLDED_BY[a.rule] ?? `rule ${a.rule}`})`)
+    .join(', ')}, which XLA folded into it: no instruction of ${absorbed.length > 1 ? 'their' : 'its'} own`;
+}
+
+/** For equations lit from the jaxpr or StableHLO, which instruction absorbed each one XLA folded away
+ * ("equation 7 has no instruction of its own: folded into %add.3 (rule 2)"), or ''. */
+export function foldedNote(compiled, eqns) {
+  const said = [];
+  for (const e of new Set(eqns)) {
+    const into = compiled?.folded.get(e);
+    if (!into) continue;
+    const where = into.slice(0, 2).map((x) => `%${x.name}`).join(', ') + (into.length > 2 ? ` and ${into.length - 2} more` : '');
+    said.push(`equation ${e} has no instruction of its own: folded into ${where} (rule ${into[0].rule})`);
+  }
+  return said.join('; ');
 }
 
 function range(a, b) {
@@ -88,15 +120,17 @@ export function compiledStats(hlo) {
 }
 
 /** What the record says about the instruction on compiled line `n`, by how its equations are known
- * (`via`): '' for a line that is no instruction, or one whose tag names its equations. */
+ * (`via`), and which equations XLA folded into it: '' for a line that is no instruction, or one whose tag
+ * names its equations and that absorbed none. */
 export function instructionNote(compiled, n) {
   const ins = compiled.instructions.get(n);
   if (!ins) return '';
   const which = `${ins.eqns.length > 1 ? 'equations' : 'equation'} ${ins.eqns.join(', ')}`;
+  const absorbed = absorbedNote(ins);
   if (ins.via === 'none') return `XLA's own: no equation wrote this (${ins.opcode} in %${ins.computation})`;
-  if (ins.via === 'inferred') return `XLA dropped this instruction's metadata; it computes ${which} (inferred)`;
-  if (ins.via === 'region') return `inside a reducer region: it computes its holder's ${which}`;
-  return '';
+  if (ins.via === 'inferred') return `XLA dropped this instruction's metadata; it computes ${which} (inferred)${absorbed ? `; ${absorbed}` : ''}`;
+  if (ins.via === 'region') return `inside a reducer region: it computes its holder's ${which}${absorbed ? `; ${absorbed}` : ''}`;
+  return absorbed ? `its tag names ${which}; ${absorbed}` : '';
 }
 
 /** Why a compiled line lights no equation. */

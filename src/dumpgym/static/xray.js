@@ -4,7 +4,8 @@
 import { html, plural, render } from './html.js';
 import { getJSON, listing, onScreen, programURL, typing } from './data.js';
 import {
-  backendNote, compiledLayer, compiledStats, fusionList, hloListing, indexCompiled, instructionNote, whyCompiled,
+  backendNote, compiledLayer, compiledStats, foldedNote, fusionList, hloListing, indexCompiled, instructionNote,
+  whyCompiled,
 } from './compiled.js';
 import { LAYERS, Lights } from './hover.js';
 import { scrollIntoBox, settleAtTop } from './scroll.js';
@@ -397,8 +398,10 @@ class XraySection {
       render(this.status, html`${tag}<span data-xray-why>${why}</span>${cost}`);
       return;
     }
-    // A compiled instruction known by dataflow or by its region says so beside its equations.
-    const note = layer === 'hlo' ? instructionNote(compiled, n) : '';
+    // A compiled instruction known by dataflow or by its region, or one that absorbed equations XLA folded into
+    // it, says so beside its equations; an equation folded away says which instruction absorbed it.
+    const note = layer === 'hlo' ? instructionNote(compiled, n)
+      : foldedNote(compiled, groups.map((i) => index.groups[i].eqn));
     render(this.status, html`${note ? html`${tag}<span class="fine">${note}</span> ` : ''}${this.chips(groups, lines)}${cost}${pin}`);
   }
 

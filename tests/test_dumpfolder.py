@@ -76,7 +76,7 @@ def check_links(module, record, layer_id: str):
     for op, (_name, line) in zip(ops, plain):
         eqns_of_shown[op.line] |= eqns_of_plain[line]
     layer = record.compiled[layer_id]
-    truth = {ins.name: set(ins.eqns) for ins in layer.instructions}
+    truth = {ins.name: set(ins.computed_eqns) for ins in layer.instructions}  # folded equations too
     links = xray.hlo["hlo_after"]
     assert {link.name for link in links} == set(truth), "the dump's compile is not the re-trace's"
     # A link to one equation's ops: every op is the instruction's equation's. A link to a group (ops the
@@ -238,7 +238,7 @@ def test_copies_xla_made_are_not_linked_where_the_retrace_gives_them_no_equation
 
     module = next(m for m in read_folder(cpu_dump).modules if m.name == module_name("fsdp_step"))
     record = program_record(load("fsdp_step"), targets=[CPU])
-    truth = {ins.name: set(ins.eqns) for ins in record.compiled["cpu"].instructions}
+    truth = {ins.name: set(ins.computed_eqns) for ins in record.compiled["cpu"].instructions}
 
     computations = {c.name: c for c in _hlo.hlo_module_from_text(module.text("hlo_after")).computations()}
     instructions = {i.name: i for c in computations.values() for i in c.instructions()}

@@ -73,7 +73,8 @@ def _cmd_open(args) -> int:
     from urllib.parse import quote
 
     from dumpgym.serve import server as serve
-    from dumpgym.dumps.record import shown_in_two
+    from dumpgym.dumps.record import shown_in_two, streamed_modules, too_big
+    from dumpgym.serve.big import BigModule, BigModules
 
     folder = _read_dump(args.folders)
     problems = folder.problems()
@@ -86,10 +87,15 @@ def _cmd_open(args) -> int:
     records, notes, later = shown_in_two(folder)
     for line in notes:  # a module too big to show here, or one whose record cannot be made
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
-    # The modules are programs of the gym, in front (their x-ray, cost and drills); the page opens on the first.
-    start = f"?xray={quote(records[0].slug)}#xray" if records else ""
+    # A module too big to make a program of is shown streamed, by windows of its optimised HLO's lines.
+    streamed = [BigModule(m.slug, m.name, m.files["hlo_after"], too_big(m)) for m in streamed_modules(folder)]
+    big = BigModules(streamed, [sys.executable, "-m", "dumpgym.ir.hlo_index"]) if streamed else None
+    # The modules are programs of the gym, in front (their x-ray, cost and drills); the page opens on the first,
+    # or on the streamed page of a module too big for that (the biggest of all).
+    start = (f"big/{quote(streamed[0].slug)}.html" if streamed
+             else f"?xray={quote(records[0].slug)}#xray" if records else "")
     serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus,
-                start=start, shown=tuple(records), later=later)
+                start=start, shown=tuple(records), later=later, big=big)
     return 0
 
 

@@ -112,6 +112,7 @@ def _listing(page: str) -> list[tuple[int, str, int]]:
 def test_open_shows_a_big_module_streamed_and_its_windows_are_the_files_lines(big, tmp_path, monkeypatch):
     from dumpgym.ir import parse
     from dumpgym.serve import server as serve
+    from dumpgym.serve.big import BigModules
 
     folder, path, lines, headers, real = big
     monkeypatch.setattr(parse, "BIG_FILE", path.stat().st_size // 2)
@@ -122,12 +123,15 @@ def test_open_shows_a_big_module_streamed_and_its_windows_are_the_files_lines(bi
     (slug,) = streamed.indexes
     assert served[0]["start"] == f"big/{slug}.html"  # `open` lands on it: the biggest module
     assert "dump-" + slug not in {r.slug for r in served[0]["shown"]}
-    # The index's pass held at its start (the hook tests hold it with): the gym answers meanwhile.
-    streamed.gate, streamed.window, streamed.cut = threading.Event(), WINDOW, CUT
+    streamed.close()  # the pass `open` started; made again here, held
+    # The index's pass held once its process has started (the hook tests hold it with): the gym answers meanwhile.
+    streamed = BigModules([i.module for i in streamed.indexes.values()], streamed.indexer, WINDOW, CUT,
+                          gate=threading.Event())
     site, _ = serve.Site.start(tmp_path / "corpus", big=streamed.links())
     server = serve.make_server(site, port=0)
     server.big = streamed
     streamed.start()
+    streamed.listen()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = serve.url_of(server)
     try:

@@ -89,7 +89,15 @@ class BigModules:
         return tuple((f"big/{i.module.slug}.html", i.module.name, i.module.why) for i in self.indexes.values())
 
     def start(self) -> None:
-        """Make the indexes in a thread (each in a process of its own), one module after another."""
+        """Start the first module's indexing process (no thread: `open` calls this before the gym is made and
+        its render workers forked, so that the pass runs while the gym starts; it waits on its pipe for
+        `listen`)."""
+        first = next((i for i in self.indexes.values() if i.state == "waiting"), None)
+        if first is not None:
+            self._spawn(first)
+
+    def listen(self) -> None:
+        """Read the indexes in a thread, one module after another, starting each one's process in turn."""
         threading.Thread(target=self._make_all, name="dumpgym-big-index", daemon=True).start()
 
     def close(self) -> None:
@@ -101,21 +109,26 @@ class BigModules:
 
     def _make_all(self) -> None:
         for index in self.indexes.values():
-            if index.state == "waiting":
+            if index.state in ("waiting", "reading"):
                 try:
                     self._make(index)
                 except (OSError, ValueError) as e:  # the process could not start, or said what no pass says
                     index.error, index.state = f"its line index could not be made ({e})", "error"
 
-    def _make(self, index: _Index) -> None:
+    def _spawn(self, index: _Index) -> subprocess.Popen | None:
         with self._lock:
             if self._closed:
-                return
+                return None
             wait = ["--wait"] if self.gate is not None else []
-            process = subprocess.Popen([*self.indexer, *wait, str(index.module.path)], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            self._process = process
-        index.state = "reading"
+            self._process = subprocess.Popen([*self.indexer, *wait, str(index.module.path)], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            index.state = "reading"
+            return self._process
+
+    def _make(self, index: _Index) -> None:
+        process = self._process if index.state == "reading" else self._spawn(index)
+        if process is None:
+            return
         try:
             if self.gate is not None:
                 self.gate.wait()

@@ -494,7 +494,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
     `later()`, when given, makes more records to show (and notes to say) while the gym is served: a thread
     calls it after the URL is printed and starts the gym again with them in front (`_show_later`). `big`: the
     dump's modules too big to make programs of, each shown streamed at `big/SLUG.html` (`serve/big.py`), their
-    line indexes made by processes of their own from the moment the render workers are forked.
+    line indexes made by processes of their own (the first started by `open` before it calls this, `big.start`),
+    read by a thread from the moment the render workers are forked.
 
     The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
     browser that connects early waits in the listen backlog until the gym is there. Drill items that
@@ -516,9 +517,9 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
                                  else Site.start(corpus_dir))
             # Forked now, before any thread runs: from here on they make the files a first start has not kept.
             server.renderers = RenderPool.fork(server.site, close=[server.socket])
-            if big is not None:  # spawned, not forked: its processes start from a fresh interpreter
+            if big is not None:  # its first index is being made since `open` started it: read from here on
                 server.big = big
-                big.start()
+                big.listen()
         finally:
             gc.freeze()
             gc.enable()

@@ -10,6 +10,7 @@ line at a time where lines are long: what it costs is the window, cut to `CUT` b
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -135,14 +136,16 @@ class BigModules:
                 process.stdin.write(b"go\n")
             process.stdin.close()
             out = process.stdout
+            offsets = array("Q")
             while line := out.readline():
                 kind, _, rest = line.decode("utf-8", "replace").rstrip("\n").partition(" ")
-                if kind == "P":
-                    index.read, index.lines = (int(n) for n in rest.split())
+                if kind == "P":  # the offsets found since the last: the lines read whole so far are served
+                    read, size = (int(n) for n in rest.split())
+                    offsets.frombytes(out.read(size))
+                    index.offsets, index.read, index.lines = offsets, read, len(offsets) - 1
                 elif kind == "D":
                     facts = StreamedHlo.from_json(json.loads(out.read(int(rest))))
                     kind, _, rest = out.readline().decode().partition(" ")
-                    offsets = array("Q")
                     offsets.frombytes(out.read(int(rest)))
                     index.facts, index.offsets = facts, offsets
                     index.read, index.lines, index.state = facts.size, facts.lines, "done"
@@ -181,25 +184,30 @@ class BigModules:
         the asking (a line number out of range, a computation not found), or ""."""
         line_text = (query.get("line") or [""])[0].strip()
         name = (query.get("computation") or [""])[0].strip()
-        if index.state == "error":
+        if index.state == "error" or index.changed():
             return HTTPStatus.OK, None, ""
-        if index.state != "done" or index.changed():
-            if line_text in ("", "1") and not name and index.state != "done":
-                return HTTPStatus.OK, _head_window(index.module.path, self.window, self.cut), ""
-            return HTTPStatus.OK, None, ""
-        facts = index.facts
+        done, offsets = index.state == "done", index.offsets
+        known = len(offsets) - 1 if offsets is not None else 0  # the lines indexed so far (all, when done)
         if name:
-            found = next((c for c in facts.computations if c.name == name), None)
+            if not done:
+                return HTTPStatus.OK, None, "the computations are found when the line index is made"
+            found = next((c for c in index.facts.computations if c.name == name), None)
             if found is None:
                 return HTTPStatus.NOT_FOUND, None, f"no computation is named {name!r}"
             first = found.line
         elif line_text:
-            if not line_text.isdigit() or not 1 <= int(line_text) <= max(facts.lines, 1):
-                return HTTPStatus.NOT_FOUND, None, f"line {line_text!r} is not a line of it (1 to {facts.lines:,})"
+            if not line_text.isdigit() or int(line_text) < 1 or (done and int(line_text) > max(known, 1)):
+                last = f"1 to {known:,}" if done else "from 1"
+                return HTTPStatus.NOT_FOUND, None, f"line {line_text!r} is not a line of it ({last})"
             first = int(line_text)
         else:
             first = 1
-        return HTTPStatus.OK, _indexed_window(index.module.path, index.offsets, first, self.window, self.cut), ""
+        if first <= known:
+            window = _indexed_window(index.module.path, offsets, first, self.window, self.cut)
+            return HTTPStatus.OK, window if done else dataclasses.replace(window, total=None), ""
+        if first == 1:  # nothing indexed yet: the first window is read from the file's head
+            return HTTPStatus.OK, _head_window(index.module.path, self.window, self.cut), ""
+        return HTTPStatus.OK, None, ""
 
 
 def _answer(status: int, kind: str, body: bytes, gzip_ok: bool) -> tuple[int, dict[str, str], bytes]:

@@ -114,11 +114,10 @@ def render_page(index, window: Window | None, asked: str, per_window: int, cut_a
     say of what was asked (a line or computation that is not there)."""
     facts = index.facts if index.state == "done" else None
     listing, cut = listing_html(window) if window is not None else (Markup(""), 0)
-    total = facts.lines if facts is not None else (window.total if window is not None else None)
     near = None
-    if facts is not None and window is not None:
+    if index.lines and window is not None:  # windows by the line index, as far as it is made
         prev_first = max(1, window.first - per_window) if window.first > 1 else None
-        next_first = window.last + 1 if window.last < facts.lines else None
+        next_first = window.last + 1 if facts is None or window.last < facts.lines else None
         near = (prev_first, next_first)
     computations = facts.computations if facts is not None else ()
     entry = next((c for c in computations if c.entry), None)
@@ -126,7 +125,7 @@ def render_page(index, window: Window | None, asked: str, per_window: int, cut_a
     return _environment().get_template("big.html").render(
         module=index.module, state=index.state, error=index.error, read=index.read, lines_read=index.lines,
         size=index.size, changed=index.state == "done" and index.changed(), facts=facts, window=window,
-        listing=listing, cut=cut, total=total, near=near, per_window=per_window, cut_at=cut_at,
+        listing=listing, cut=cut, near=near, per_window=per_window, cut_at=cut_at,
         asked=asked, computations=computations, listed=listed, entry=entry, listed_max=LISTED,
         megabytes=megabytes,
     ).encode("utf-8")

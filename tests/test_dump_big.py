@@ -173,14 +173,14 @@ def test_open_shows_a_big_module_streamed_and_its_windows_are_the_files_lines(bi
         # What the pass counted is what XLA's parser counts in the module dumped, its computations repeated.
         page = _get(f"{url}big/{slug}.html")[1]
         shown = {op: int(n.replace(",", "")) for op, n in
-                 re.findall(r'<tr><td>([a-z0-9-]+)</td><td class="num">([\d,]+)</td></tr>', page)}
+                 re.findall(r'<tr><td>([a-z0-9-]+)</td><td class="right">([\d,]+)</td></tr>', page)}
         entry, others = _opcodes(real, shown)
         assert shown == {op: entry[op] + others[op] * REPEATS for op in entry | others}
         entry_name = list(headers)[-1]
         assert f'<a href="?line={headers[entry_name]}"><bdi>{entry_name}</bdi></a> (ENTRY)' in page
         assert f"Computations: {len(headers):,}" in page
         # The ENTRY's parameters: as many as XLA's parser finds there, numbered as it numbers them.
-        assert len(re.findall(r'<tr><td class="num">(\d+)</td><td><a href="\?line=', page)) == entry["parameter"]
+        assert len(re.findall(r'<tr><td class="right">(\d+)</td><td><a href="\?line=', page)) == entry["parameter"]
     finally:
         server.shutdown()
         server.server_close()

@@ -382,7 +382,7 @@ def _streamable(module: DumpModule) -> bool:
 def too_big(module: DumpModule) -> str:
     """Why a module streamed is not a program of `open`'s gym, in one clause."""
     if module.big:
-        return f"a file of it is {_megabytes(module)} MB, over the {parse.BIG_FILE / 1e6:.0f} MB open makes programs of"
+        return f"a file of it is {_megabytes(module)} MB, over the {parse.BIG_FILE / 2 ** 20:.3g} MiB open makes programs of"
     return f"its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, the most open makes a program of"
 
 

@@ -20,7 +20,7 @@ BIG_CSS = """/* The streamed page of a module too big to make a program of (on t
 .big h1 { font-size: 18px; margin: 8px 0; overflow-wrap: anywhere; }
 .big h1 .what { color: var(--muted); font-weight: normal; }
 .big .note { background: var(--panel); border: 1px solid var(--rule); border-radius: 6px; padding: 8px 12px; margin: 8px 0; }
-.big .note.warn { border-color: var(--bad); }
+.big .note code { overflow-wrap: anywhere; }
 .big nav.windows { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center; margin: 8px 0; }
 .big form { display: flex; gap: 6px; align-items: center; }
 .big input { font: inherit; padding: 4px 6px; width: 12ch; max-width: 40vw; }
@@ -30,7 +30,7 @@ BIG_CSS = """/* The streamed page of a module too big to make a program of (on t
 .big summary { cursor: pointer; }
 .big table { border-collapse: collapse; font-family: var(--mono); font-size: 12px; display: block; overflow-x: auto; max-width: 100%; }
 .big td, .big th { padding: 2px 10px 2px 0; text-align: left; vertical-align: top; }
-.big td.num, .big th.num { text-align: right; }
+.big td.right, .big th.right { text-align: right; }
 .big bdi { unicode-bidi: isolate; overflow-wrap: anywhere; }
 .big pre.listing { background: var(--panel); border: 1px solid var(--rule); border-radius: 6px; padding: 8px 0;
                    overflow-x: auto; font-size: 12px; line-height: 1.45; margin: 8px 0; }

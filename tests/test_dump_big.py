@@ -228,3 +228,29 @@ def test_the_index_process_is_a_fresh_interpreter_and_says_what_it_read(big):
     starts = [0] + [i + 1 for i, c in enumerate(text) if c == 10]
     assert array("Q", offsets).tolist() == starts
     assert len(offsets) == 8 * (len(lines) + 1) == facts.index_bytes
+
+
+def test_while_the_index_is_made_the_lines_it_reached_are_served_and_no_more(big):
+    """The server serves every line the pass has indexed (its offsets arrive as found), says where it is for a
+    line past them, and leaves the computations to the end; the lines are the file's own."""
+    from dumpgym.serve.big import BigModule, BigModules
+
+    _, path, lines, headers, _ = big
+    streamed = BigModules([BigModule("jit-step", "jit_step", path, "a test")], ["unused"], WINDOW, CUT)
+    index = streamed.indexes["jit-step"]
+    text = path.read_bytes()
+    reached = 3 * WINDOW + 5
+    starts = [0] + [i + 1 for i, c in enumerate(text) if c == 10][:reached]
+    index.offsets, index.state, index.read, index.lines = array("Q", starts), "reading", starts[-1], reached
+    status, _, body = streamed.answer(f"/big/jit-step.html?line={3 * WINDOW}")  # a window the pass cut short
+    page = body.decode()
+    rows = _listing(page)
+    assert status == 200 and [n for n, _, _ in rows] == list(range(3 * WINDOW, reached + 1))
+    assert all(text_ == lines[n - 1][:CUT] for n, text_, _ in rows)
+    assert f"{reached:,} lines so far" in page and " of " not in page.split("Shown: ", 1)[1].split(";", 1)[0]
+    status, _, body = streamed.answer(f"/big/jit-step.html?line={reached + 1}")
+    assert status == 200 and "This window is past the lines indexed so far" in body.decode()
+    assert "data-listing" not in body.decode()
+    name = next(iter(headers))
+    status, _, body = streamed.answer(f"/big/jit-step.html?computation={name}")
+    assert status == 200 and "the computations are found when the line index is made" in body.decode()

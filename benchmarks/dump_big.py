@@ -138,7 +138,7 @@ def open_once(folder: Path, corpus: Path, env: dict, probe: bool = False) -> tup
                     r.read()
                 asked[name] = time.perf_counter() - t
             threads = [threading.Thread(target=get, args=a) for a in
-                       (("its old page (redirected to the gym)", "dump/jit-lookup.html"), ("the gym's index", ""))]
+                       (("its old page (redirected to its streamed page)", "dump/jit-lookup.html"), ("the gym's index", ""))]
             for t in threads:
                 t.start()
             for t in threads:

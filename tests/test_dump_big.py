@@ -170,6 +170,9 @@ def test_open_shows_a_big_module_streamed_and_its_windows_are_the_files_lines(bi
         scoped = next(n for n, line in enumerate(lines, 1) if '<i>&\\"' in line)
         page = _get(f"{url}big/{slug}.html?line={scoped}")[1]
         assert "&lt;i&gt;&amp;" in page and "<i>" not in page
+        # A link kept from the module's old page (`dump/SLUG.html`) leads here.
+        status, page = _get(f"{url}dump/{slug}.html")
+        assert status == 200 and f"Shown: lines 1–{WINDOW} of {len(lines):,}" in page
         # What the pass counted is what XLA's parser counts in the module dumped, its computations repeated.
         page = _get(f"{url}big/{slug}.html")[1]
         shown = {op: int(n.replace(",", "")) for op, n in

@@ -159,13 +159,23 @@ class BigModules:
             process.wait()
 
     def serves(self, target: str) -> bool:
-        """Whether `target` is one of these pages."""
-        return urlsplit(target).path.startswith("/big/")
+        """Whether `target` is one of these pages, or the page one of these modules had before (`dump/SLUG.html`)."""
+        path = urlsplit(target).path
+        return path.startswith("/big/") or self._moved(path) is not None
+
+    def _moved(self, path: str) -> str | None:
+        slug = path.removeprefix("/dump/").removesuffix(".html")
+        return f"/big/{slug}.html" if path.startswith("/dump/") and slug in self.indexes else None
 
     def answer(self, target: str, gzip_ok: bool = False) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body) for a GET of a page of the streamed modules: `big/` (their list),
         `big/SLUG.html` (a window: `?line=N` from line N, `?computation=NAME` from its header), `big/big.css`."""
         parts = urlsplit(target)
+        moved = self._moved(parts.path)
+        if moved is not None:  # a link kept from before leads to the module's page now
+            status, headers, body = _answer(HTTPStatus.FOUND, "text/plain; charset=utf-8",
+                                            f"moved to {moved}\n".encode(), False)
+            return status, {**headers, "Location": moved}, body
         rel = parts.path[len("/big/"):]
         if rel == "big.css":
             return _answer(HTTPStatus.OK, "text/css; charset=utf-8", BIG_CSS.encode("utf-8"), gzip_ok)

@@ -251,6 +251,8 @@ def test_while_the_index_is_made_the_lines_it_reached_are_served_and_no_more(big
     assert status == 200 and [n for n, _, _ in rows] == list(range(3 * WINDOW, reached + 1))
     assert all(text_ == lines[n - 1][:CUT] for n, text_, _ in rows)
     assert f"{reached:,} lines so far" in page and " of " not in page.split("Shown: ", 1)[1].split(";", 1)[0]
+    assert streamed.answer("/big/jit-step.html?" + "&".join(f"line={n}" for n in range(9)))[0] == 400
+    assert streamed.answer("/big/jit-step.html?line=-3")[0] == 404
     status, _, body = streamed.answer(f"/big/jit-step.html?line={reached + 1}")
     assert status == 200 and "This window is past the lines indexed so far" in body.decode()
     assert "data-listing" not in body.decode()

@@ -184,7 +184,10 @@ class BigModules:
         index = self.indexes.get(rel[:-len(".html")] if rel.endswith(".html") else "")
         if index is None:
             return _answer(HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", f"not found: {parts.path}\n".encode(), False)
-        query = parse_qs(parts.query, max_num_fields=4)
+        try:
+            query = parse_qs(parts.query, max_num_fields=4)
+        except ValueError:  # more fields than any form of the page sends
+            return _answer(HTTPStatus.BAD_REQUEST, "text/plain; charset=utf-8", b"refused: too many fields\n", False)
         status, window, asked = self._window(index, query)
         return _answer(status, "text/html; charset=utf-8", render_page(index, window, asked, self.window, self.cut),
                        gzip_ok)
@@ -203,12 +206,12 @@ class BigModules:
                 return HTTPStatus.OK, None, "the computations are found when the line index is made"
             found = next((c for c in index.facts.computations if c.name == name), None)
             if found is None:
-                return HTTPStatus.NOT_FOUND, None, f"no computation is named {name!r}"
+                return HTTPStatus.NOT_FOUND, None, f"no computation is named {name[:200]!r}"
             first = found.line
         elif line_text:
             if not line_text.isdigit() or int(line_text) < 1 or (done and int(line_text) > max(known, 1)):
                 last = f"1 to {known:,}" if done else "from 1"
-                return HTTPStatus.NOT_FOUND, None, f"line {line_text!r} is not a line of it ({last})"
+                return HTTPStatus.NOT_FOUND, None, f"line {line_text[:40]!r} is not a line of it ({last})"
             first = int(line_text)
         else:
             first = 1

@@ -101,7 +101,7 @@ def _listing(page: str) -> list[tuple[int, str, int]]:
     """(number, text, bytes left out) of each line of a window's listing, as the page shows it."""
     body = page.split("data-listing>", 1)[1].split("</pre>", 1)[0]
     rows = []
-    for m in re.finditer(r'<span class="l" id="L(\d+)"><span class="n">\d+</span>(.*?)</span>(?=<span class="l"|$)', body):
+    for m in re.finditer(r'<span class="l" id="L(\d+)"><span class="n"[^>]*>\d+</span>(.*?)</span>(?=<span class="l"|$)', body):
         text, cut = m.group(2), 0
         if '<span class="cut">' in text:
             text, tail = text.split(' <span class="cut">', 1)

@@ -38,6 +38,7 @@ BIG_CSS = """/* The streamed page of a module too big to make a program of (on t
 .big pre.listing .n { display: inline-block; min-width: 8ch; padding: 0 10px 0 8px; margin-right: 8px;
                       text-align: right; color: var(--muted); border-right: 1px solid var(--rule); user-select: none; }
 .big .cut { color: var(--bad); font-style: italic; }
+.big pre.listing .n[title] { color: var(--bad); font-weight: bold; }  /* a cut line, seen at its number */
 .big .ctl { color: var(--bad); border: 1px solid currentColor; border-radius: 3px; padding: 0 2px; font-size: 10px; }
 """
 
@@ -104,7 +105,9 @@ def listing_html(window: Window) -> tuple[Markup, int]:
         text, left_out = _shown_text(raw, left_out)
         tail = f' <span class="cut">… {left_out:,} more bytes of this line not shown</span>' if left_out else ""
         cut += bool(left_out)
-        rows.append(f'<span class="l" id="L{number}"><span class="n">{number}</span>{_visible(text)}{tail}</span>')
+        number_html = (f'<span class="n" title="cut: {left_out:,} more bytes at its end">{number}</span>' if left_out
+                       else f'<span class="n">{number}</span>')
+        rows.append(f'<span class="l" id="L{number}">{number_html}{_visible(text)}{tail}</span>')
     return Markup("".join(rows)), cut
 
 

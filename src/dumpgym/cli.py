@@ -73,7 +73,8 @@ def _cmd_open(args) -> int:
     from urllib.parse import quote
 
     from dumpgym.serve import server as serve
-    from dumpgym.dumps.record import shown_in_two
+    from dumpgym.dumps.record import shown_in_two, streamed_modules, too_big
+    from dumpgym.serve.big import BigModule, BigModules
 
     folder = _read_dump(args.folders)
     problems = folder.problems()
@@ -82,14 +83,21 @@ def _cmd_open(args) -> int:
         raise UsageError(f"{problems[0]}{more}; no module of the dump can be shown")
     for line in folder.problems(helpers=False):  # the others are shown
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
+    # A module too big to make a program of is shown streamed, by windows of its optimised HLO's lines.
+    streamed = [BigModule(m.slug, m.name, m.files["hlo_after"], too_big(m)) for m in streamed_modules(folder)]
+    big = BigModules(streamed, [sys.executable, "-m", "dumpgym.ir.hlo_index"]) if streamed else None
+    if big is not None:  # its line index made by a process of its own while the programs and the gym are made
+        big.start()
     # The first modules' programs are made now, the rest's while the gym is served (a big one takes seconds).
     records, notes, later = shown_in_two(folder)
     for line in notes:  # a module too big to show here, or one whose record cannot be made
         print(f"dumpgym: warning: {printable(line)}", file=sys.stderr)
-    # The modules are programs of the gym, in front (their x-ray, cost and drills); the page opens on the first.
-    start = f"?xray={quote(records[0].slug)}#xray" if records else ""
+    # The modules are programs of the gym, in front (their x-ray, cost and drills); the page opens on the first,
+    # or on the streamed page of a module too big for that (the biggest of all).
+    start = (f"big/{quote(streamed[0].slug)}.html" if streamed
+             else f"?xray={quote(records[0].slug)}#xray" if records else "")
     serve.serve(host=args.host, port=args.port, open_browser=args.open, corpus_dir=args.corpus,
-                start=start, shown=tuple(records), later=later)
+                start=start, shown=tuple(records), later=later, big=big)
     return 0
 
 

@@ -18,6 +18,7 @@ from dumpgym.dumps.facts import chip_of, dump_facts, shown_text
 from dumpgym.dumps.passes import pass_history
 from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
+from dumpgym.ir import parse
 from dumpgym.ir.parse import DumpError, ir_context, parse_hlo, parse_stablehlo, tensor_aval
 from dumpgym.dumps.folder import LAYER_NAMES, DumpFolder, DumpModule
 from dumpgym.record.dtypes import short as short_dtype
@@ -326,15 +327,19 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
             todo.append((module, 0))
             continue
         if module.big:  # not read whole to count its lines
-            notes.append(f"{module.slug}: a file of it is {_megabytes(module)} MB, too big to show here; "
-                         "add it with add --dump to see it as a program")
+            notes.append(f"{module.slug}: {too_big(module)}: its optimised HLO is shown streamed, at "
+                         f"big/{module.slug}.html (add --dump makes its program)")
             continue
         try:
             lines = module.text("hlo_after").count("\n")
         except DumpError as e:
             notes.append(f"{module.slug}: {e}; it is not shown")
             continue
-        if lines > SHOWN_MAX_LINES:
+        if lines > SHOWN_MAX_LINES and _streamable(module):
+            notes.append(f"{module.slug}: {too_big(module)}: its optimised HLO is shown streamed, at "
+                         f"big/{module.slug}.html (add --dump makes its program)")
+            continue
+        if lines > SHOWN_MAX_LINES:  # a proto: no lines to stream
             notes.append(f"{module.slug}: its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, too long to show "
                          "here; add it with add --dump to see it as a program")
             continue
@@ -359,6 +364,35 @@ def shown_in_two(folder: DumpFolder, first_lines: int | None = FIRST_LINES, firs
 
     first, said = made(todo[:cut])
     return first, notes + said, (partial(made, todo[cut:]) if cut < len(todo) else None)
+
+
+def streamed_modules(folder: DumpFolder) -> list[DumpModule]:
+    """The modules `open` shows streamed, in the index's order: those `shown_in_two` makes no program of
+    because a file of theirs is `BIG_FILE` or more or their optimised HLO is longer than `SHOWN_MAX_LINES`."""
+    usable = [m for m in folder.shown() if not m.problem and "hlo_after" in m.files]
+    chosen = [m for m in usable if not m.helper] or usable
+    return [m for m in chosen if m.big or (_streamable(m) and _line_count(m.files["hlo_after"]) > SHOWN_MAX_LINES)]
+
+
+def _streamable(module: DumpModule) -> bool:
+    """Whether its optimised HLO is text (a proto's has no lines to show by windows)."""
+    return not module.files["hlo_after"].name.endswith(".pb")
+
+
+def too_big(module: DumpModule) -> str:
+    """Why a module streamed is not a program of `open`'s gym, in one clause."""
+    if module.big:
+        return f"a file of it is {_megabytes(module)} MB, over the {parse.BIG_FILE / 2 ** 20:.3g} MiB open makes programs of"
+    return f"its optimised HLO is longer than {SHOWN_MAX_LINES:,} lines, the most open makes a program of"
+
+
+def _line_count(path) -> int:
+    """The newlines of a file, counted in chunks (0 where it cannot be read: its module's note says why)."""
+    try:
+        with open(path, "rb") as f:
+            return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return 0
 
 
 def _megabytes(module: DumpModule) -> int:

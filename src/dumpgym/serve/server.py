@@ -37,6 +37,7 @@ except ImportError:  # no flock on this platform: the folder is read unlocked, a
     fcntl = None
 
 from dumpgym.record import dtypes
+from dumpgym.serve.big import BigModules
 from dumpgym.serve.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
 from dumpgym.site.inputs import gym_start
 from dumpgym.serve.render_pool import RenderPool
@@ -87,20 +88,22 @@ class Site:
         return cls._rendered(start.corpus, start.whole_pool())
 
     @classmethod
-    def start(cls, corpus_dir=None, news: str = "", shown: tuple = ()) -> tuple["Site", Callable[..., "Site"] | None]:
+    def start(cls, corpus_dir=None, news: str = "", shown: tuple = (), big: tuple = ()
+              ) -> tuple["Site", Callable[..., "Site"] | None]:
         """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
         (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
         makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
         of each stage before (the built-in programs' items, then each added program's). Until the whole
         is there the page says whose items are being made, and asks `data/drills/pending.json`. `news`: a
         line the page shows at its top (what changed in the added programs while `serve` ran); `shown`:
-        records in memory shown first (`gym_start`)."""
+        records in memory shown first (`gym_start`); `big`: the pages of modules shown streamed, to link to
+        (`BigModules.links`)."""
         start = gym_start(corpus_dir, shown=shown)
         from dumpgym.site.kept import KeptFiles
 
         kept = KeptFiles(start.corpus, digests=start.digests())  # one for every stage: a render worker's files serve each (`render_pool`)
         if not start.pending:
-            return cls._rendered(start.corpus, start.pool, kept=kept, news=news), None
+            return cls._rendered(start.corpus, start.pool, kept=kept, news=news, big=big), None
         # Making items loads ml_dtypes (`dtypes.is_numpy`), whose extension holds the GIL for about a second
         # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
         dtypes.is_numpy("bfloat16")
@@ -111,19 +114,19 @@ class Site:
             def staged(pool: dict, pending: tuple[str, ...]) -> None:
                 made[0] = pool
                 if ready is not None:
-                    ready(cls._rendered(start.corpus, pool, pending, kept, news))
+                    ready(cls._rendered(start.corpus, pool, pending, kept, news, big))
             try:
                 whole = start.whole_pool(staged)
             except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
                 print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
                       "the gym serves the items made before", file=sys.stderr, flush=True)
                 whole = made[0]
-            return cls._rendered(start.corpus, whole, (), kept, news)
-        return cls._rendered(start.corpus, start.pool, start.pending, kept, news), rest
+            return cls._rendered(start.corpus, whole, (), kept, news, big)
+        return cls._rendered(start.corpus, start.pool, start.pending, kept, news, big), rest
 
     @classmethod
-    def _rendered(cls, corpus, drills, pending=None, kept=True, news="") -> "Site":
-        files = site_files(corpus, drills, pending, kept=kept, news=news)  # the JSON a start made is read back
+    def _rendered(cls, corpus, drills, pending=None, kept=True, news="", big=()) -> "Site":
+        files = site_files(corpus, drills, pending, kept=kept, news=news, big=big)  # the JSON a start made is read back
         files["index.html"]  # a template that fails, fails here, before serve() says where the gym is
         # The gym's programs, as the page counts them: a traced variant at other shapes is not one.
         site = cls(files, programs=len(corpus.bases))
@@ -277,6 +280,10 @@ class GymServer:
         # Worker processes that make the kept files (`render_pool`), where `serve` could fork them: a first
         # start's renders then run on other cores, not on this process's GIL beside every answer.
         self.renderers: RenderPool | None = None
+        # The pages of a dump's modules too big to make programs of (`open`), in a lane of their own: a window is
+        # read from a file of hundreds of megabytes, and queues behind no program's file, nor they behind it.
+        self.big: BigModules | None = None
+        self._big_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumpgym-big")
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
@@ -301,6 +308,9 @@ class GymServer:
         self.socket.close()
         self._workers.shutdown(wait=False, cancel_futures=True)
         self._whole.shutdown(wait=False, cancel_futures=True)
+        self._big_lane.shutdown(wait=False, cancel_futures=True)
+        if self.big is not None:
+            self.big.close()
         if self.renderers is not None:
             self.renderers.close()
 
@@ -383,6 +393,9 @@ class GymServer:
             await writer.wait_closed()
 
     async def _get(self, target: str, gzip_ok: bool) -> tuple[int, dict[str, str], bytes]:
+        if self.big is not None and self.big.serves(target):
+            status, headers, body = await self._loop.run_in_executor(self._big_lane, self.big.answer, target, gzip_ok)
+            return status, {**HEADERS, **headers}, body
         site = self.site
         if site.ready(target, gzip_ok):
             return site.get(target, accept_gzip=gzip_ok)
@@ -476,10 +489,13 @@ def _announce(server: GymServer, host: str, start: str = "") -> None:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, corpus_dir=None,
-          start: str = "", shown: tuple = (), later=None) -> None:
+          start: str = "", shown: tuple = (), later=None, big: BigModules | None = None) -> None:
     """Serve the gym (built-in corpus plus added programs; `shown`'s records, held in memory, in front) until interrupted, printing its URL (with `start`, the path of the page to open first).
     `later()`, when given, makes more records to show (and notes to say) while the gym is served: a thread
-    calls it after the URL is printed and starts the gym again with them in front (`_show_later`).
+    calls it after the URL is printed and starts the gym again with them in front (`_show_later`). `big`: the
+    dump's modules too big to make programs of, each shown streamed at `big/SLUG.html` (`serve/big.py`), their
+    line indexes made by processes of their own (the first started by `open` before it calls this, `big.start`),
+    read by a thread from the moment the render workers are forked.
 
     The port is bound before the gym is rendered (a few seconds): a busy port is said at once, and a
     browser that connects early waits in the listen backlog until the gym is there. Drill items that
@@ -496,9 +512,14 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         # pause of a second each).
         gc.disable()
         try:
-            server.site, rest = Site.start(corpus_dir, shown=shown) if shown else Site.start(corpus_dir)
+            links = big.links() if big is not None else ()
+            server.site, rest = (Site.start(corpus_dir, shown=shown, big=links) if shown or links
+                                 else Site.start(corpus_dir))
             # Forked now, before any thread runs: from here on they make the files a first start has not kept.
             server.renderers = RenderPool.fork(server.site, close=[server.socket])
+            if big is not None:  # its first index is being made since `open` started it: read from here on
+                server.big = big
+                big.listen()
         finally:
             gc.freeze()
             gc.enable()
@@ -614,7 +635,7 @@ def _show_later(server: GymServer, corpus_dir, later, generation: list[int], sho
                     f"of the gym while it ran: "
                     f"{', '.join(f'`{r.slug}`' for r in records[:5])}{' and more' if len(records) > 5 else ''}.")
             shown = showing[0] + tuple(records)
-            site, rest = Site.start(corpus_dir, news, shown=shown)
+            site, rest = Site.start(corpus_dir, news, shown=shown, big=server.big.links() if server.big else ())
         except Exception as e:  # a bug: the gym before stays
             print(f"dumpgym: warning: the dump's other modules could not be made programs "
                   f"({printable(f'{type(e).__name__}: {e}')}); the gym goes on without them", file=sys.stderr,
@@ -650,7 +671,8 @@ def _watch_corpus(server: GymServer, corpus_dir, seen: tuple, generation: list[i
                 continue
             news, last = what_changed(last, now), now
             try:
-                site, rest = Site.start(corpus_dir, news, shown=showing[0])
+                site, rest = Site.start(corpus_dir, news, shown=showing[0],
+                                        big=server.big.links() if server.big else ())
             except Exception as e:  # a record that cannot be read, say: the gym before stays
                 print(f"dumpgym: warning: the added programs changed, but the gym could not be started from them "
                       f"({printable(f'{type(e).__name__}: {e}')}); serving the gym before", file=sys.stderr, flush=True)

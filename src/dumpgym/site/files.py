@@ -524,7 +524,7 @@ def _given(body: bytes) -> bytes:
 
 
 def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | None = None, *, kept=False,
-               news: str = "") -> SiteFiles:
+               news: str = "", big: tuple = ()) -> SiteFiles:
     """Every file of the gym, by relative path, made when first read: index.html, the JSON it reads,
     its ES modules and CSS. With `kept`,
     the JSON files made from the corpus (not the pool's) are read from the cache where an earlier start
@@ -534,7 +534,8 @@ def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | N
     With `pending` (`serve` while it makes the items an add or an upgrade left unkept), `drills` holds the
     other programs' items only: the page says whose are still being made, and `data/drills/pending.json`
     lists them (empty in the site `serve` swaps in once they are made), which the page asks until it is.
-    `news` is a line the page shows at its top, as a notice (`serve`: the added programs changed while it ran)."""
+    `news` is a line the page shows at its top, as a notice (`serve`: the added programs changed while it ran);
+    `big`, a notice linking to each page of a dump's module shown streamed ((path, name, why) each)."""
     # Callers hold the corpus as the JSON they loaded; it is read (and validated) here, once.
     record = corpus if isinstance(corpus, Corpus) else Corpus.from_json(corpus)
     cards, anchors = _op_cards(record)
@@ -558,6 +559,7 @@ def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | N
             first=first_step(kinds), examples=path_examples(record, drills), hlo_adds=hlo_adds(drills, kinds),
             totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (), news=news,
+            big=big,
         ).encode("utf-8")
 
     makers: dict[str, Callable[[], bytes]] = {

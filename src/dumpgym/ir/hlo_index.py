@@ -1,0 +1,201 @@
+"""One linear streaming pass over an optimised HLO text too big to parse whole: the byte offset of every line
+(the line index a window of the listing is read by), the computations' headers, the instructions counted by
+opcode and the ENTRY's parameters, read from the head of each line (at most `HEAD` bytes of it: a 300 MB
+constant printed on one line is skipped, never held). Memory: one chunk, one line's head, and the index at 8
+bytes a line. `main` runs it in a process of its own (`python -m dumpgym.ir.hlo_index`), reporting to the server on stdout."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from array import array
+from pathlib import Path
+
+from dumpgym.record.streamed import Computation, EntryParameter, StreamedHlo
+
+CHUNK = 1 << 20  # bytes read at a time
+HEAD = 64 * 1024  # the bytes of a line read for its facts; the rest of a longer line is only counted
+_OPCODE_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+class _Pass:
+    """The state of the pass between lines: the computation it is in and what it has counted. It reads bytes
+    (a name is decoded only where it is kept): a line costs a few C-level searches."""
+
+    def __init__(self) -> None:
+        self.computations: list[Computation] = []
+        self.current: tuple[str, int, bool] | None = None  # (name, line, entry) of the computation being read
+        self.instructions = 0  # of the computation being read
+        self.opcodes: dict[bytes, int] = {}
+        self.parameters: list[EntryParameter] = []
+        self.unread = 0
+
+    def line(self, number: int, head: bytes) -> None:
+        """Read one line's head (its first `HEAD` bytes at most, without the newline)."""
+        first = head[:1]
+        if first == b" " or first == b"\t":
+            if self.current is not None:
+                self._instruction(number, head)
+        elif first == b"}":
+            self._close()
+        elif first and not first.isdigit() and not head.startswith(b"HloModule") and (
+                head.rstrip().endswith(b"{") or len(head) >= HEAD):
+            self._close()
+            text = head.decode("utf-8", "replace")
+            entry = text.startswith("ENTRY ")
+            name = text[6:] if entry else text
+            self.current = (name.split(" ", 1)[0].split("(", 1)[0].lstrip("%"), number, entry)
+
+    def _close(self) -> None:
+        if self.current is not None:
+            self.computations.append(Computation(*self.current, self.instructions))
+            self.current, self.instructions = None, 0
+
+    def _instruction(self, number: int, head: bytes) -> None:
+        eq = head.find(b" = ")
+        if eq < 0:
+            return  # not an instruction (a wrapped attribute, say): not counted either way
+        at = eq + 3
+        end = _closing(head, at) if head[at:at + 1] == b"(" else head.find(b" ", at)
+        paren = head.find(b"(", end) if end > 0 else -1
+        opcode = head[end + 1:paren] if paren > 0 else b""
+        if not opcode or opcode.translate(None, _OPCODE_BYTES):
+            self.unread += 1
+            return
+        self.instructions += 1
+        self.opcodes[opcode] = self.opcodes.get(opcode, 0) + 1
+        if opcode == b"parameter" and self.current[2]:
+            close = head.find(b")", paren)
+            digits = head[paren + 1:close]
+            if digits.isdigit():
+                name = head[:eq].lstrip()
+                name = name[5:] if name.startswith(b"ROOT ") else name
+                shape = head[at:end]
+                self.parameters.append(EntryParameter(int(digits), name.lstrip(b"%").decode("utf-8", "replace"),
+                                                      shape.decode("utf-8", "replace"),
+                                                      _op_name(head[close:].decode("utf-8", "replace")), number))
+
+
+def _closing(text: bytes, at: int) -> int:
+    """The index just past the parenthesis that closes the one at `at` (a tuple shape), or -1."""
+    depth = 0
+    for i in range(at, len(text)):
+        c = text[i]
+        if c == 40:  # (
+            depth += 1
+        elif c == 41:  # )
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def _op_name(attributes: str) -> str:
+    """The `op_name="..."` of an instruction's attributes (its C escapes left as printed), or ""."""
+    at = attributes.find('op_name="')
+    if at < 0:
+        return ""
+    start = i = at + len('op_name="')
+    while True:
+        i = attributes.find('"', i)
+        if i < 0:
+            return ""
+        if attributes[i - 1] != "\\":
+            return attributes[start:i]
+        i += 1
+
+
+def index_hlo(path: Path, report=None, chunk: int = CHUNK) -> tuple[StreamedHlo, array]:
+    """The facts of `path` (an HLO text file) and its line index: `offsets[i]` is where line i+1 starts, and
+    one more entry, the file's size. `report(bytes_read, offsets)` is called after each chunk, with the
+    offsets so far (those of the lines read whole, and where the next starts)."""
+    began = time.perf_counter()
+    offsets = array("Q", [0])
+    state = _Pass()
+    head = b""  # the head of the line the last chunk ended in
+    longest = at = 0
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            start = 0
+            while (nl := block.find(b"\n", start)) >= 0:
+                if head:
+                    state.line(len(offsets), head + block[start:min(nl, start + HEAD - len(head))])
+                    head = b""
+                else:
+                    state.line(len(offsets), block[start:min(nl, start + HEAD)])
+                if at + nl + 1 - offsets[-1] > longest:
+                    longest = at + nl + 1 - offsets[-1]
+                offsets.append(at + nl + 1)
+                start = nl + 1
+            if len(head) < HEAD:
+                head += block[start:start + HEAD - len(head)]
+            at += len(block)
+            if report is not None:
+                report(at, offsets)
+    if offsets[-1] != at:  # a last line without its newline
+        state.line(len(offsets), head)
+        longest = max(longest, at - offsets[-1])
+        offsets.append(at)
+    state._close()
+    lines = len(offsets) - 1
+    facts = StreamedHlo(size=at, lines=lines, computations=tuple(state.computations),
+                        opcodes=tuple(sorted(((k.decode(), n) for k, n in state.opcodes.items()), key=lambda kv: (-kv[1], kv[0]))),
+                        parameters=tuple(sorted(state.parameters, key=lambda p: p.number)), unread=state.unread,
+                        head=HEAD, longest_line=longest, index_bytes=offsets.itemsize * len(offsets),
+                        seconds=time.perf_counter() - began, peak_bytes=_peak())
+    return facts, offsets
+
+
+def _peak() -> int:
+    """This process's peak resident memory in bytes (Linux's VmHWM), 0 where it cannot be read."""
+    try:
+        status = Path(f"/proc/{os.getpid()}/status").read_text()
+    except OSError:
+        return 0
+    line = next((r for r in status.splitlines() if r.startswith("VmHWM:")), "")
+    return int(line.split()[1]) * 1024 if line else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m dumpgym.ir.hlo_index FILE`: index FILE for the server that started this process. With
+    `--wait`, first wait for a line on stdin (the server holds the pass with it). On stdout, binary: now and
+    then `P <bytes read> <n>` and the n bytes of the offsets found since the last (unsigned 64-bit, this
+    machine's byte order: the server serves the lines indexed so far), then `D <n>` and n bytes of the facts
+    as JSON, then `O <n>` and the n bytes of the offsets not sent yet; or `E <one line>`."""
+    args = sys.argv[1:] if argv is None else argv
+    out = sys.stdout.buffer
+    if args and args[0] == "--wait":
+        args = args[1:]
+        sys.stdin.readline()
+    path = args[0]
+    last, sent = [0.0], [0]
+
+    def report(read: int, offsets: array) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.2:
+            last[0] = now
+            _send(out, "P", read, offsets, sent)
+    try:
+        facts, offsets = index_hlo(Path(path), report)
+    except (OSError, MemoryError) as e:
+        out.write(("E cannot read " + " ".join(f"{path}: {getattr(e, 'strerror', None) or e}".split()) + "\n")
+                  .encode("utf-8", "backslashreplace"))
+        return 1
+    data = json.dumps(facts.to_json()).encode("utf-8")
+    out.write(f"D {len(data)}\n".encode() + data)
+    _send(out, "O", None, offsets, sent)
+    return 0
+
+
+def _send(out, kind: str, read: int | None, offsets: array, sent: list[int]) -> None:
+    """Write the offsets after the `sent[0]` first (then all are sent), headed by `kind` (and `read`)."""
+    body = memoryview(offsets)[sent[0]:].cast("B")
+    out.write(" ".join(str(w) for w in (kind, read, len(body)) if w is not None).encode() + b"\n")
+    out.write(body)
+    out.flush()
+    sent[0] = len(offsets)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

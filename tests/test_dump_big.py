@@ -1,0 +1,261 @@
+"""A dump's module too big to make a program of, shown streamed by `open`: made cheaply from a real dump made
+here (its optimised HLO's computations repeated until the file is megabytes, `BIG_FILE` lowered to below it),
+its page's windows checked against the file's own lines, its counts against XLA's parser of the module
+dumped, and the gym checked to answer while the module's line index is held unmade."""
+import html
+from array import array
+import re
+import shutil
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+
+import pytest
+
+from dump_programs import dump_script
+from dumpgym import cli
+
+# A scope whose name needs escaping on a page, carried by the instructions into the dump's op_names.
+SCRIPT = r'''
+import jax, jax.numpy as jnp
+
+@jax.jit
+def step(w, x):
+    with jax.named_scope('<i>&"'):
+        h = jnp.tanh(x @ w)
+    return (h * 2).sum(axis=0), jnp.exp(h) + 1
+
+step(jnp.ones((8, 16)), jnp.ones((4, 8)))
+'''
+REPEATS = 1200
+WINDOW, CUT = 50, 120
+
+
+def _blocks(text: str) -> tuple[str, list[tuple[str, list[str]]]]:
+    """The head of an HLO text (up to its first computation) and its computations, each (header name, lines)."""
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(("%", "ENTRY ")))
+    blocks, current = [], None
+    for line in lines[first:]:
+        if line.startswith(("%", "ENTRY ")):
+            current = (line.split(" (", 1)[0].removeprefix("ENTRY ").lstrip("%"), [line])
+            blocks.append(current)
+        elif current is not None and line:
+            current[1].append(line)
+    return "\n".join(lines[:first]), blocks
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """(folder, the big optimised HLO's path, its lines, {computation: header line}, the module's real text)."""
+    root = tmp_path_factory.mktemp("big")
+    dump_script(SCRIPT, None, root / "real")
+    folder = root / "dump"
+    shutil.copytree(root / "real", folder)
+    path = next(folder.glob("module_*.jit_step.cpu_after_optimizations.txt"))
+    real = path.read_text()
+    head, blocks = _blocks(real)
+    # Every computation but the ENTRY repeated, renamed in its header (the listing as a big model's reads: many
+    # fusions), then the ENTRY: written as XLA lays a module out, a blank line after each computation.
+    out, headers = [*head.split("\n"), ""], {}
+    for k in range(REPEATS):
+        for name, block in blocks[:-1]:
+            headers[f"{name}.r{k}"] = len(out) + 1
+            out += [block[0].replace(f"%{name} ", f"%{name}.r{k} ", 1), *block[1:], ""]
+    headers[blocks[-1][0]] = len(out) + 1
+    out += [*blocks[-1][1], ""]
+    path.write_text("\n".join(out))
+    assert path.stat().st_size > 2_000_000
+    return folder, path, "\n".join(out).split("\n")[:-1], headers, real
+
+
+def _opcodes(text: str, spelled) -> tuple[Counter, Counter]:
+    """XLA's own count of a module's instructions by opcode, (its ENTRY's, the other computations'): each opcode
+    of XLA's parser spelled as XLA's printer prints that instruction (the one of `spelled` it prints before its
+    operands)."""
+    from jaxlib import _hlo
+
+    module = _hlo.hlo_module_from_text(text)
+    entry, others = Counter(), Counter()
+    computations = list(module.computations())
+    for c in computations:
+        for instruction in c.instructions():
+            printed = instruction.to_string().split(" = ", 1)[1]
+            (name,) = {s for s in spelled if f" {s}(" in printed.split("), ", 1)[0] + ")"}
+            (entry if c is computations[-1] else others)[name] += 1
+    return entry, others
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            return r.status, r.read().decode("utf-8")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8")
+
+
+def _listing(page: str) -> list[tuple[int, str, int]]:
+    """(number, text, bytes left out) of each line of a window's listing, as the page shows it."""
+    body = page.split("data-listing>", 1)[1].split("</pre>", 1)[0]
+    rows = []
+    for m in re.finditer(r'<span class="l" id="L(\d+)"><span class="n"[^>]*>\d+</span>(.*?)</span>(?=<span class="l"|$)', body):
+        text, cut = m.group(2), 0
+        if '<span class="cut">' in text:
+            text, tail = text.split(' <span class="cut">', 1)
+            cut = int(re.search(r"… ([\d,]+) more bytes", tail).group(1).replace(",", ""))
+        rows.append((int(m.group(1)), html.unescape(text), cut))
+    return rows
+
+
+def test_open_shows_a_big_module_streamed_and_its_windows_are_the_files_lines(big, tmp_path, monkeypatch):
+    from dumpgym.ir import parse
+    from dumpgym.serve import server as serve
+    from dumpgym.serve.big import BigModules
+
+    folder, path, lines, headers, real = big
+    monkeypatch.setattr(parse, "BIG_FILE", path.stat().st_size // 2)
+    served = []
+    monkeypatch.setattr(serve, "serve", lambda **kwargs: served.append(kwargs))
+    assert cli.main(["open", str(folder), "--corpus", str(tmp_path / "corpus")]) == 0
+    streamed = served[0]["big"]
+    (slug,) = streamed.indexes
+    assert served[0]["start"] == f"big/{slug}.html"  # `open` lands on it: the biggest module
+    assert "dump-" + slug not in {r.slug for r in served[0]["shown"]}
+    streamed.close()  # the pass `open` started; made again here, held
+    # The index's pass held once its process has started (the hook tests hold it with): the gym answers meanwhile.
+    streamed = BigModules([i.module for i in streamed.indexes.values()], streamed.indexer, WINDOW, CUT,
+                          gate=threading.Event())
+    site, _ = serve.Site.start(tmp_path / "corpus", big=streamed.links())
+    server = serve.make_server(site, port=0)
+    server.big = streamed
+    streamed.start()
+    streamed.listen()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = serve.url_of(server)
+    try:
+        status, index = _get(url)
+        assert status == 200 and f'<a href="big/{slug}.html"><bdi>jit_step</bdi></a>' in index
+        status, page = _get(f"{url}big/{slug}.html")
+        assert status == 200 and "The line index is being made" in page
+        assert [(n, text) for n, text, _ in _listing(page)] == [(n, lines[n - 1][:CUT]) for n in range(1, WINDOW + 1)]
+        status, later = _get(f"{url}big/{slug}.html?line=500")
+        assert status == 200 and "This window is past the lines indexed so far" in later and "data-listing" not in later
+        assert _get(url)[0] == 200 and _get(url + "corpus.json")[0] == 200  # still, with the pass held
+        streamed.gate.set()
+        deadline = time.monotonic() + 120
+        while "The line index is being made" in page and time.monotonic() < deadline:
+            time.sleep(0.2)
+            page = _get(f"{url}big/{slug}.html")[1]
+        # Every window is the file's own lines, numbered as the file numbers them; a long line cut, saying how
+        # many bytes are left out.
+        assert f"Shown: lines 1–{WINDOW} of {len(lines):,}" in page
+        for first in (1, 2, WINDOW + 1, len(lines) - 7):
+            rows = _listing(_get(f"{url}big/{slug}.html?line={first}")[1])
+            assert [n for n, _, _ in rows] == list(range(first, min(first + WINDOW, len(lines) + 1)))
+            for n, text, left_out in rows:
+                raw = lines[n - 1].encode()
+                assert (text.encode(), left_out) == (raw[:CUT], max(len(raw) - CUT, 0)), n
+        # Going to a computation lands on its header; to a line that is not there, says so.
+        name = next(n for n in headers if n.endswith(".r123"))
+        rows = _listing(_get(f"{url}big/{slug}.html?computation={name}")[1])
+        assert rows[0][0] == headers[name] and rows[0][1].startswith(f"%{name} (")
+        status, page = _get(f"{url}big/{slug}.html?line={len(lines) + 1}")
+        assert status == 404 and "is not a line of it" in page
+        status, page = _get(f"{url}big/{slug}.html?computation=%3Cscript%3E")
+        assert status == 404 and "no computation is named &#39;&lt;script&gt;&#39;" in page and "<script>" not in page
+        # Escaped: the scope's `<i>&"` reaches the page as text.
+        scoped = next(n for n, line in enumerate(lines, 1) if '<i>&\\"' in line)
+        page = _get(f"{url}big/{slug}.html?line={scoped}")[1]
+        assert "&lt;i&gt;&amp;" in page and "<i>" not in page
+        # A link kept from the module's old page (`dump/SLUG.html`) leads here.
+        status, page = _get(f"{url}dump/{slug}.html")
+        assert status == 200 and f"Shown: lines 1–{WINDOW} of {len(lines):,}" in page
+        # What the pass counted is what XLA's parser counts in the module dumped, its computations repeated.
+        page = _get(f"{url}big/{slug}.html")[1]
+        shown = {op: int(n.replace(",", "")) for op, n in
+                 re.findall(r'<tr><td>([a-z0-9-]+)</td><td class="right">([\d,]+)</td></tr>', page)}
+        entry, others = _opcodes(real, shown)
+        assert shown == {op: entry[op] + others[op] * REPEATS for op in entry | others}
+        entry_name = list(headers)[-1]
+        assert f'<a href="?line={headers[entry_name]}"><bdi>{entry_name}</bdi></a> (ENTRY)' in page
+        assert f"Computations: {len(headers):,}" in page
+        # The ENTRY's parameters: as many as XLA's parser finds there, numbered as it numbers them.
+        assert len(re.findall(r'<tr><td class="right">(\d+)</td><td><a href="\?line=', page)) == entry["parameter"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_window_shows_controls_and_bidi_overrides_as_code_points_and_cuts_on_a_character(big):
+    from dumpgym.site.big_page import Window, listing_html
+
+    _, _, lines, _, _ = big
+    line = lines[-3]  # an instruction of the real ENTRY
+    raw = (line[:10] + "\u202e<b>" + line[10:]).encode()
+    cut = len(line[:10].encode()) + 4  # inside the override's three bytes, after one of them
+    markup, n_cut = listing_html(Window(first=7, lines=((raw[:cut - 2], len(raw) - cut + 2), (b"\x1b[2J", 0)),
+                                        total=None, size=0))
+    assert n_cut == 1 and "\u202e" not in markup and "\x1b" not in markup
+    # The character the cut split is left out whole, and counted with what is left out.
+    assert f'<span class="cut">… {len(raw) - len(line[:10].encode()):,} more bytes' in markup and "\ufffd" not in markup
+    whole, _ = listing_html(Window(first=1, lines=((raw, 0),), total=1, size=len(raw)))
+    assert 'title="U+202E, shown, not obeyed">U+202E</span>&lt;b&gt;' in whole
+    assert ">U+001B</span>[2J" in markup
+
+
+def test_the_index_process_is_a_fresh_interpreter_and_says_what_it_read(big):
+    import json
+    import subprocess
+
+    from dumpgym.record.streamed import StreamedHlo
+
+    _, path, lines, headers, _ = big
+    run = subprocess.run([sys.executable, "-m", "dumpgym.ir.hlo_index", str(path)], capture_output=True, timeout=120)
+    assert run.returncode == 0
+    out, offsets, facts = run.stdout, b"", None
+    while out:
+        head, out = out.split(b"\n", 1)
+        kind, *numbers = head.split()
+        body, out = out[:int(numbers[-1])], out[int(numbers[-1]):]
+        if kind == b"D":
+            facts = StreamedHlo.from_json(json.loads(body))
+        else:  # P (bytes read, offsets found since) or O (the offsets left)
+            offsets += body
+    assert facts.lines == len(lines) and facts.size == path.stat().st_size
+    assert [(c.name, c.line) for c in facts.computations] == list(headers.items())
+    # The offsets are where each line starts, the file's size last.
+    text = path.read_bytes()
+    starts = [0] + [i + 1 for i, c in enumerate(text) if c == 10]
+    assert array("Q", offsets).tolist() == starts
+    assert len(offsets) == 8 * (len(lines) + 1) == facts.index_bytes
+
+
+def test_while_the_index_is_made_the_lines_it_reached_are_served_and_no_more(big):
+    """The server serves every line the pass has indexed (its offsets arrive as found), says where it is for a
+    line past them, and leaves the computations to the end; the lines are the file's own."""
+    from dumpgym.serve.big import BigModule, BigModules
+
+    _, path, lines, headers, _ = big
+    streamed = BigModules([BigModule("jit-step", "jit_step", path, "a test")], ["unused"], WINDOW, CUT)
+    index = streamed.indexes["jit-step"]
+    text = path.read_bytes()
+    reached = 3 * WINDOW + 5
+    starts = [0] + [i + 1 for i, c in enumerate(text) if c == 10][:reached]
+    index.offsets, index.state, index.read, index.lines = array("Q", starts), "reading", starts[-1], reached
+    status, _, body = streamed.answer(f"/big/jit-step.html?line={3 * WINDOW}")  # a window the pass cut short
+    page = body.decode()
+    rows = _listing(page)
+    assert status == 200 and [n for n, _, _ in rows] == list(range(3 * WINDOW, reached + 1))
+    assert all(text_ == lines[n - 1][:CUT] for n, text_, _ in rows)
+    assert f"{reached:,} lines so far" in page and " of " not in page.split("Shown: ", 1)[1].split(";", 1)[0]
+    assert streamed.answer("/big/jit-step.html?" + "&".join(f"line={n}" for n in range(9)))[0] == 400
+    assert streamed.answer("/big/jit-step.html?line=-3")[0] == 404
+    status, _, body = streamed.answer(f"/big/jit-step.html?line={reached + 1}")
+    assert status == 200 and "This window is past the lines indexed so far" in body.decode()
+    assert "data-listing" not in body.decode()
+    name = next(iter(headers))
+    status, _, body = streamed.answer(f"/big/jit-step.html?computation={name}")
+    assert status == 200 and "the computations are found when the line index is made" in body.decode()

@@ -1,9 +1,10 @@
 """An ensemble's train step as users write one (`jax.vmap` over four MLPs, a Python loop over their layers, SGD
-with momentum mapped over the parameters' pytree), dumped compiled for a TPU v5e (libtpu, no chip), its links
-judged by its named-scope twin (a `jax.named_scope` per layer and per leaf: the same compile apart from
-metadata). Every layer's matmul has one name stack and line; the last layer's has one output column, and XLA
-turns its backward matmuls into broadcasts, multiplies and reductions, fused beside the other layers' matmuls,
-all with the matmuls' metadata."""
+with momentum mapped over the parameters' pytree), dumped compiled for a TPU v5e (libtpu, no chip) and an H100
+(the CUDA plugin, no GPU), its links judged by its named-scope twin (a `jax.named_scope` per layer and per leaf:
+the same compile apart from metadata). Every layer's matmul has one name stack and line; the last layer's has
+one output column, and XLA turns its backward matmuls into broadcasts, multiplies and reductions (on a TPU,
+fused beside the other layers' matmuls), and on a GPU transposes the first layer's result, all with the
+matmuls' metadata and the shape of another layer's matmul."""
 from pathlib import Path
 
 import jax
@@ -55,24 +56,28 @@ def ensemble_args() -> tuple:
 _SCRIPT = r'''
 import sys
 sys.path.insert(0, {here!r})
-import dumpgym  # quiets libtpu before JAX starts
+import dumpgym  # quiets libtpu and starts the CUDA plugin before JAX starts
 import jax
-from dump_programs import compile_for
+from dumpgym.record.targets import Target
+from dumpgym.traced.devices import topology_devices
 from test_dump_twins_ensemble import {function}, ensemble_args
 
-compile_for("tpu", jax.jit({function}), ensemble_args())
+with jax.default_device(topology_devices(Target({platform!r}).topology_for(1))[0]):
+    jax.jit({function}).trace(*ensemble_args()).lower(lowering_platforms=({lowering!r},)).compile()
 '''
 
 
-@pytest.mark.needs_tpu
-def test_an_ensembles_step_compiled_for_a_tpu_links_as_its_twin_says(tmp_path):
+@pytest.mark.parametrize("platform", [pytest.param("tpu", marks=pytest.mark.needs_tpu),
+                                      pytest.param("gpu", marks=pytest.mark.needs_gpu)])
+def test_an_ensembles_step_compiled_for_a_tpu_or_gpu_links_as_its_twin_says(platform, tmp_path):
     dumps = []
     for function in ("ensemble_step", "ensemble_step_twin"):
         folder = tmp_path / function
-        dump_script(_SCRIPT.format(here=str(Path(__file__).parent), function=function), folder, folder)
+        dump_script(_SCRIPT.format(here=str(Path(__file__).parent), function=function, platform=platform,
+                                   lowering={"gpu": "cuda"}.get(platform, platform)), folder, folder)
         dumps.append(_users_module(folder))
     plain, twin = dumps
-    assert plain.backend == "tpu" and _one_compile(plain, twin)
+    assert plain.backend == platform and _one_compile(plain, twin)
     assert "layer2" in twin.text("hlo_after") and "layer2" not in plain.text("hlo_after")
     assert _wrong_by_twin(plain, twin) == []
     exact, grouped, named = xray_module(plain).coverage("hlo_after")

@@ -38,8 +38,9 @@ _ELEMENTWISE = frozenset({
 _MOVED = frozenset({"negate"})
 
 
-# What XLA makes of a matmul it turns into a multiply and a reduction, and the matmul's own opcodes.
-_OUTER = frozenset({"broadcast", "multiply"})
+# What XLA makes of a matmul it rewrites (into a multiply and a reduction, or a matmul of batch dimensions
+# first whose result it transposes back), and the matmul's own opcodes.
+_OUTER = frozenset({"broadcast", "multiply", "transpose"})
 _MATMUL = frozenset({"dot", "convolution"})
 
 
@@ -62,9 +63,10 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     for name, ops in candidates.items():
         # Of its own kind, and then of its own shape and kind of number, where some candidates are.
         own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]]
-        # A broadcast or multiply of a matmul's metadata is XLA's rewrite of a matmul with a contraction or an
-        # output of size 1 into a multiply and a reduction: its shape is the outer product's, not the matmul's,
-        # and may be another layer's matmul's by chance.
+        # A broadcast, multiply or transpose of a matmul's metadata is XLA's rewrite of the matmul (one with a
+        # dimension of size 1 into a multiply and a reduction; one whose batch dimensions are not first into
+        # one that has them first and a transpose): its shape is the rewrite's, not the matmul's, and may be
+        # another layer's matmul's by chance.
         shaped = bool(own) or opcodes[name] not in _OUTER or not all(hlo_opcode(op.name) in _MATMUL for op in ops)
         # A get-tuple-element's shape is its element's: where that instruction carries other metadata (a
         # multi-output fusion's member), the shape tells nothing of the op the get-tuple-element's names.

@@ -491,3 +491,28 @@ def test_a_module_without_optimised_hlo_is_shown_with_a_note_and_add_refuses_it_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dumpgym: error: ") and "no optimised HLO" in err[0], err
     assert not corpus.exists()
+
+
+# Eager calls of JAX's public functions that jit a private function of JAX's inside them (`jnp.remainder` and
+# `jnp.floor_divide` call `jit(_where)`, `jnp.cumsum` a reduce-window), beside the one function the user jits.
+EAGER_SCRIPT = r'''
+import jax, jax.numpy as jnp
+
+def mine(x):
+    return jnp.sin(x).sum()
+
+i = jnp.arange(8)
+i % 5; jnp.floor_divide(i, 3); jnp.cumsum(i)
+jax.jit(mine)(jnp.ones(4))
+'''
+
+
+def test_an_eager_public_function_calling_jaxs_own_jit_is_a_helper_whether_or_not_jaxs_files_are_there(tmp_path):
+    """Its module's private call holds ops whose stacks are relative to the call: they stood outside the
+    module's top, so with JAX's files it was taken for the user's, and without them (XLA alone) for JAX's."""
+    dump_script(EAGER_SCRIPT, tmp_path / "one", tmp_path / "one")
+    dump_script(EAGER_SCRIPT, None, tmp_path / "xla")
+    for form in ("one", "xla"):
+        folder = read_folder(tmp_path / form)
+        assert {"jit_remainder", "jit_floor_divide", "jit_cumsum"} <= {m.name for m in folder.modules}
+        assert [m.name for m in folder.modules if not m.helper] == ["jit_mine"], form

@@ -131,3 +131,35 @@ def test_a_link_to_a_modules_old_page_leads_to_its_program_in_the_xray(form, ope
     with checked_page(kept_context(**DESKTOP), f"{base}/dump/jit-step.html") as page:
         _ready(page)
         assert page.url.endswith("?xray=dump-jit-step#xray")
+
+
+
+@pytest.fixture(scope="module")
+def dump_card(tmp_path_factory, serve_pool, corpus):
+    """The gym of mlp and ckpt-policy built in (the second has TPU and GPU items) and SCRIPT's dump, compiled
+    for the CPU, as `open` shows it: the URL it is served at."""
+    import copy
+
+    from dumpgym.drills import build_pool
+    from dumpgym.dumps.folder import read_folder
+    from dumpgym.dumps.record import shown_records
+
+    folder = tmp_path_factory.mktemp("card") / "one"
+    dump_script(SCRIPT, folder, folder)
+    records, _notes = shown_records(read_folder(folder))
+    data = copy.deepcopy(corpus)
+    data["programs"] = [p for p in data["programs"] if p["slug"] in ("mlp", "ckpt-policy")]
+    data["programs"].append({**records[0].to_json(), "added": True})
+    with serve_pool("dump-card-site", data, build_pool(data)) as url:
+        yield url
+
+
+def test_a_dumps_card_says_a_dump_would_add_another_targets_drills_not_an_add_flag(dump_card, kept_context):
+    """A dump's module was compiled by the run that wrote it: its card and its place on the path say what a
+    dump compiled for a TPU or GPU would add, never `--hlo` or `add … --replace`, which cannot compile it."""
+    with checked_page(kept_context(**DESKTOP), dump_card) as page:
+        note = page.locator("#p-dump-jit-step [data-compiles]").text_content()
+        assert note.startswith("compiled for CPU · a dump compiled for TPU would add TPU items of "), note
+        assert "--hlo" not in note and "--replace" not in note and "dumpgym add --dump" in note, note
+        entry = page.locator('#path [data-yours-path] [data-yours-program="dump-jit-step"]').inner_text()
+        assert "more from a dump compiled for TPU, GPU" in entry and "--hlo" not in entry, entry

@@ -38,6 +38,12 @@ _ELEMENTWISE = frozenset({
 _MOVED = frozenset({"negate"})
 
 
+# What XLA makes of a matmul it rewrites (into a multiply and a reduction, or a matmul of batch dimensions
+# first whose result it transposes back), and the matmul's own opcodes.
+_OUTER = frozenset({"broadcast", "multiply", "transpose"})
+_MATMUL = frozenset({"dot", "convolution"})
+
+
 def _moved(a: str, b: str) -> bool:
     return (a in _MOVED and b not in _ELEMENTWISE) or (b in _MOVED and a not in _ELEMENTWISE)
 
@@ -56,11 +62,22 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     cands = {}
     for name, ops in candidates.items():
         # Of its own kind, and then of its own shape and kind of number, where some candidates are.
-        own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]] or list(ops)
-        if dims[name] is not None:
+        own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]]
+        # A broadcast, multiply or transpose of a matmul's metadata is XLA's rewrite of the matmul (one with a
+        # dimension of size 1 into a multiply and a reduction; one whose batch dimensions are not first into
+        # one that has them first and a transpose): its shape is the rewrite's, not the matmul's, and may be
+        # another layer's matmul's by chance.
+        shaped = bool(own) or opcodes[name] not in _OUTER or not all(hlo_opcode(op.name) in _MATMUL for op in ops)
+        # A get-tuple-element's shape is its element's: where that instruction carries other metadata (a
+        # multi-output fusion's member), the shape tells nothing of the op the get-tuple-element's names.
+        element = inputs.get(name, [None])[0] if opcodes[name] == "gettupleelement" else None
+        if element in candidates and {op.index for op in candidates[element]} != {op.index for op in ops}:
+            shaped = False
+        own = own or list(ops)
+        if dims[name] is not None and shaped:
             own = [op for op in own if op.dims and op.dims[0] == dims[name][0]] or own
             own = [op for op in own if op.dims == dims[name]] or own
-        if signatures.get(name) is not None:  # and then of its own bounds or widths
+        if signatures.get(name) is not None and shaped:  # and then of its own bounds or widths
             own = [op for op in own if op.signature == signatures[name]] or own
         if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from
             # (an op of a private function called twice is computed from both calls' arguments: kept)
@@ -117,7 +134,17 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     merged = {name for name, ops in cands.items() if any(op.content in shared for op in ops) or (
         arguments is not None and not arguments[name] and all(op.content is None for op in ops))}
     edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
-    return _consistent(cands, edges, relation)[0]
+    kept = _consistent(cands, edges, relation)[0]
+    # A multi-output fusion none of whose members alone carries its metadata (of a matmul and the multiply and
+    # reduction XLA made of another, all with one name stack) came from one of those members' ops:
+    # which one, the text does not say, so it keeps what each of them kept.
+    for name in fused:
+        if name in kept and name not in heroes and opcodes.get(fused[name].root) == "tuple":
+            members = _alike(name, fused[name], candidates)
+            if len(members) > 1 and all(m in kept for m in members):
+                held = {op.index for m in members for op in kept[m]}
+                kept[name] = [op for op in candidates[name] if op.index in held] or kept[name]
+    return kept
 
 
 def _of_results(ops: list, reached: int, opcode: str) -> list:
@@ -138,18 +165,25 @@ def _hero(fusion: str, computation: Fused, candidates: dict[str, list]) -> str |
     """The fused instruction whose metadata XLA gave `fusion`: its root where that carries the same (a loop
     fusion), else the one member that does (an output fusion's convolution, a reduction), looking into
     nested fusions only where none of its own members does. None where it is not one instruction."""
+    found = _alike(fusion, computation, candidates)
+    return found[0] if len(found) == 1 else None
+
+
+def _alike(fusion: str, computation: Fused, candidates: dict[str, list]) -> list[str]:
+    """The fused instructions that carry `fusion`'s metadata: its root where that does, else its members that
+    do, else its nested fusions' members that do."""
     same = {op.index for op in candidates[fusion]}
 
     def alike(names) -> list[str]:
         return [n for n in names if n != fusion and n in candidates and {op.index for op in candidates[n]} == same]
 
     if alike([computation.root]):
-        return computation.root
+        return [computation.root]
     for names in (computation.members, computation.members + computation.nested):
         found = alike(names)
         if found:
-            return found[0] if len(found) == 1 else None
-    return None
+            return found
+    return []
 
 
 def _supported(before: list, after: list, how: str) -> tuple[list, list]:

@@ -632,6 +632,11 @@ def _is_helper(module: DumpModule) -> bool:
     # Every op at its top (`jit(multiply)/mul`, and a weak type's convert), its name one of JAX's public array
     # functions: one run outside `jit` (`x * 0.02`), where the source tables name no function of its name;
     # without tables (JAX before 0.9), only where it is one primitive's (a function of the user's is rarely).
+    # A stack that does not start at the module's top is relative to a function it calls (`jnp.remainder`'s
+    # `jit(_where)` holds a `select_n`) or is such a function's own location: the call stands at the top for
+    # it, as in XLA's HLO before optimisations, whose calls keep those stacks out of sight the same way.
+    if module.functions is not None:
+        stacks = {s for s in stacks if s == top or s.startswith(f"{top}/")}
     ops = {s.removeprefix(f"{top}/") for s in stacks if s != top}
     if not stacks or not all(s == top or (s.startswith(f"{top}/") and s.count("/") == 1) for s in stacks):
         return False

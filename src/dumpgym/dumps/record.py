@@ -100,7 +100,9 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
         entry=shown_text(str(next(module.files[k] for k in ("stablehlo", "hlo_after", "hlo_before", "jaxpr")
                                   if k in module.files))),
         args=args,
-        mesh=None,
+        # The one `sdy.mesh` the StableHLO declares is the mesh the run's shardings name (the partitioner's
+        # drills ask of it); several, or none, name no one mesh of the program.
+        mesh=dict(lowered.meshes[0].axes) if lowered is not None and len(lowered.meshes) == 1 else None,
         in_specs=None,
         source="",
         jaxpr=jaxpr,

@@ -81,6 +81,7 @@ class ProgramView:
     added: bool
     jax_version: str | None
     variants: tuple[VariantView, ...] = ()  # the same program at other shapes, drawn in drills only
+    dumped: bool = False  # a dump's module: compiled by the run that wrote it, never by an add here
 
 
 def kinds_by_target(pool: dict) -> dict[str, set[str]]:
@@ -275,7 +276,7 @@ def program_view(program: ProgramRecord, variants: tuple[ProgramRecord, ...] = (
         lines={layer: _line_count(text) for layer, text in texts.items()},
         compiled=compiled, hlo_target=compiled[0].target.id if compiled else "",
         added=program.added, jax_version=program.jax_version,
-        variants=tuple(VariantView(v.slug, v.title) for v in variants),
+        variants=tuple(VariantView(v.slug, v.title) for v in variants), dumped=program.dump is not None,
     )
 
 

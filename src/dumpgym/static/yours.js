@@ -34,13 +34,17 @@ function fillCompiles(corpus, slugs) {
     const have = (meta.closest('article').querySelector('[data-layers]')?.dataset.compiled ?? '')
       .split(' ').filter(Boolean).map((entry) => entry.split(':')[0]);
     const missing = adds.filter(([id, , , kinds]) => !have.includes(id) && kinds.length);
+    // A dump's module was compiled by the run that wrote it: no flag of `add` compiles it again, a run's dump does.
+    const dumped = meta.closest('article').hasAttribute('data-dumped');
     const line = document.createElement('p');
     line.className = 'meta';
     line.dataset.compiles = missing.map(([id]) => id).join(' ');
-    render(line, html`${have.length ? `compiled for ${have.map(label).join(', ')}` : html`no compiled layer (added without <code>--hlo</code>)`}${
-      missing.map(([, name, flag, kinds]) => html` · <code>${flag}</code> would add ${name} items of ${kinds.map((k, i) => html`${
+    const none = dumped ? 'no compiled layer (the dump holds no optimised HLO of it)' : html`no compiled layer (added without <code>--hlo</code>)`;
+    render(line, html`${have.length ? `compiled for ${have.map(label).join(', ')}` : none}${
+      missing.map(([, name, flag, kinds]) => html` · ${dumped ? `a dump compiled for ${name}` : html`<code>${flag}</code>`} would add ${name} items of ${kinds.map((k, i) => html`${
         i ? '; ' : ''}<a href="#drill-${k}" data-open-drill="${k}">${kindTitle(k)}</a>`)}`)}${
-      missing.length ? html` (<code>dumpgym add … --replace</code> with it: one target an add)` : ''}`);
+      !missing.length ? '' : dumped ? html` (a run's dump on it, added with <code>dumpgym add --dump</code>)`
+        : html` (<code>dumpgym add … --replace</code> with it: one target an add)`}`);
     meta.after(line);
   }
 }
@@ -58,6 +62,8 @@ export function registerYours(box, corpus) {
     return html`<li data-yours-program="${slug}"><a href="#p-${slug}"><bdi>${programTitle(slug)}</bdi></a> · <a href="#xray" data-xray-open="${slug}">x-ray</a> · ${
       kinds.length ? html`asked in ${kinds.map(([k, n], i) => html`${i ? '; ' : ''}<a href="#drill-${k}" data-open-drill="${k}" data-yours-kind="${k}">${kindTitle(k)}</a> (<data value="${n}">${n}</data>)`)}`
         : 'no drill items of its own yet'}${
-      missing.length ? html` · more with ${missing.map((t, i) => html`${i ? ', ' : ''}<code>${flags.find(([id]) => id === t)[2]}</code>`)}` : ''}</li>`;
+      !missing.length ? '' : document.querySelector(`#p-${CSS.escape(slug)}`)?.hasAttribute('data-dumped')
+        ? html` · more from a dump compiled for ${missing.map((t, i) => html`${i ? ', ' : ''}${flags.find(([id]) => id === t)[1]}`)}`
+        : html` · more with ${missing.map((t, i) => html`${i ? ', ' : ''}<code>${flags.find(([id]) => id === t)[2]}</code>`)}`}</li>`;
   })}`);
 }

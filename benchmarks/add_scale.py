@@ -21,7 +21,7 @@ than the wall clock) and of wall seconds, the ratio of each add to the floor, an
 (its median CPU seconds less the floor's, over the equations): flat across depths means the record is built in time
 linear in the equations. (A program whose compiled module grows faster than its equations, as a gradient's can,
 costs more per equation on both sides: the record's compiled layer is read in time linear in its instructions.)
-Last, whether every add of one depth wrote the same record, byte for byte.
+Last, a line for each add whose records of one depth are not all byte for byte this checkout's.
 """
 from __future__ import annotations
 
@@ -99,9 +99,11 @@ def main(argv=None) -> int:
                              f"{1000 * (cpu - jax_cpu) / eqns:6.3f}")
             print(f"{layers:>6} {eqns:>9,} {compiled:>8,} {jax_cpu:>9.2f} {jax_wall:>10.2f} | " + " | ".join(cells),
                   flush=True)
-            texts = {open(p, "rb").read() for paths in written.values() for p in paths}
-            if len(texts) != 1:
-                print(f"       records of {layers} layers: NOT all byte-identical ({len(texts)} different)", flush=True)
+            texts = {label: {open(p, "rb").read() for p in paths} for label, paths in written.items()}
+            for label, kinds in texts.items():
+                if len(kinds) != 1 or kinds != texts["this checkout"]:
+                    print(f"       records of {layers} layers by {label}: NOT all the same as this checkout's",
+                          flush=True)
     print(f"medians of {args.runs} run(s); target CPU ratio <= {TARGET}: "
           f"{'met' if worst <= TARGET else 'MISSED'} (worst {worst:.2f}, this checkout)")
     return 0 if worst <= TARGET else 1

@@ -35,3 +35,15 @@ ARGS = (
     f"f32[{SEQ},{DIM}]", f"f32[{LAYERS},{DIM}]", f"f32[{LAYERS},{DIM},{3 * DIM}]", f"f32[{LAYERS},{DIM},{DIM}]",
     f"f32[{LAYERS},{DIM}]", f"f32[{LAYERS},{DIM},{HIDDEN}]", f"f32[{LAYERS},{HIDDEN},{DIM}]",
 )
+
+
+def deep_stack(x, ln1, qkv, out, ln2, up, down):
+    """The same blocks, as many as the parameters' leading axis holds: one function for stacks of any depth."""
+    for i in range(ln1.shape[0]):
+        x = _block(x, {"ln1": ln1[i], "qkv": qkv[i], "out": out[i], "ln2": ln2[i], "up": up[i], "down": down[i]})
+    return x
+
+
+def args_for(layers: int) -> tuple[str, ...]:
+    """The argument specs of a stack of `layers` blocks."""
+    return tuple(a.replace(f"[{LAYERS},", f"[{layers},") for a in ARGS)

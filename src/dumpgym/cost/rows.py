@@ -11,10 +11,12 @@ pairs beside the layers' counts, buffers and times.
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 
+from dumpgym.cost.closure import bits, closure
 from dumpgym.record.schema import CompiledLayer, Instruction
 
 # Opcodes that only name, pass on or reinterpret a value: a body made of them alone computes nothing alike.
@@ -244,6 +246,7 @@ def _reach(layer: CompiledLayer, rows: list[Instruction]) -> dict[int, frozenset
     users = {line: theirs for line, (_, theirs) in _neighbours(layer).items()}
     lines = layer.text.splitlines()
 
+    @functools.cache
     def source(line: int):
         ins = at[line]
         if ins.parameter is not None:
@@ -253,28 +256,34 @@ def _reach(layer: CompiledLayer, rows: list[Instruction]) -> dict[int, frozenset
             return ("in", at[ins.operands[0]].parameter, dict(index[1:]).get("index"))
         return None
 
-    def walk(line: int, step) -> set[int]:
-        seen, todo = set(), [line]
-        while todo:
-            k = todo.pop()
-            if k not in seen:
-                seen.add(k)
-                if k == line or source(k) is None:
-                    todo += step(k)
-        return seen
-
+    # Each value's reach is the union of its neighbours' (a walk stops at a source: a parameter, or an element
+    # of one), so it is made once per line, as bits, from the neighbours' already made: a walk from every row
+    # visited its whole computation each time.
+    bit: dict[tuple, int] = {}  # a source -> its bit
+    back = closure(lambda k: at[k].operands if k in at else (), lambda k: source(k) is None,
+                    lambda k: 0 if source(k) is None else 1 << bit.setdefault(source(k), len(bit)))
+    sources: list[tuple] = []  # by bit, as the walks find them
+    # a value feeding the root of its computation: its bit 0; feeding element k of a root tuple: its bit k + 1
+    marks: dict[int, int] = {}
+    for c in layer.computations:
+        marks[c.root] = marks.get(c.root, 0) | 1
+        for k, o in enumerate(at[c.root].operands if c.root in at else ()):
+            marks[o] = marks.get(o, 0) | 1 << (k + 1)
+    forth = closure(lambda k: users.get(k, ()), lambda k: source(k) is None, lambda k: marks.get(k, 0))
     out = {}
     for ins in rows:
-        came = {source(k) for k in walk(ins.line, lambda k: at[k].operands if k in at else ())} - {None}
-        went = walk(ins.line, lambda k: users.get(k, ()))
+        came = back(ins.line, start=True)
+        went = forth(ins.line, start=True)
         root = at[roots[ins.computation]]
-        if root.line not in went:
+        if not went & 1:
             fed = set()
         elif (layer.printed(root) or root.opcode) != "tuple":
             fed = {("out", None)}
         else:
-            fed = {("out", k) for k, o in enumerate(root.operands) if o in went}
-        out[ins.line] = frozenset(came | fed)
+            fed = {("out", k) for k in range(len(root.operands)) if went >> (k + 1) & 1}
+        if len(sources) < len(bit):
+            sources += list(bit)[len(sources):]
+        out[ins.line] = frozenset({sources[b] for b in bits(came)} | fed)
     return out
 
 
@@ -387,14 +396,16 @@ def pair_rows(a_layer: CompiledLayer, b_layer: CompiledLayer, a_rows: list[Row],
     # round runs twice: the second time, rows whose operands and users the first paired with each other's
     # are the closer (two bitcasts of one shape, each of the counterpart of the other's operand).
     kept_pairs = _closest(a_rows, b_rows, same, closeness)
-    a_left = [r for r in a_rows if r.line not in {a.line for a, _ in kept_pairs}]
-    b_left = [r for r in b_rows if r.line not in {b.line for _, b in kept_pairs}]
+    kept_a, kept_b = {a.line for a, _ in kept_pairs}, {b.line for _, b in kept_pairs}
+    a_left = [r for r in a_rows if r.line not in kept_a]
+    b_left = [r for r in b_rows if r.line not in kept_b]
     twins = tuple(sorted((Changed(a, b) for a, b in kept_pairs), key=lambda pair: pair.changed.line))
     for _ in range(2):
         partners.update({a.line: b.line for a, b in kept_pairs})
         modified = [Changed(a, b, tie) for a, b, tie in _closest(a_left, b_left, akin, closeness, ties=True)]
         partners = {p.base.line: p.changed.line for p in modified}
-    a_left = [r for r in a_left if r.line not in {p.base.line for p in modified}]
-    b_left = [r for r in b_left if r.line not in {p.changed.line for p in modified}]
+    paired_a, paired_b = {p.base.line for p in modified}, {p.changed.line for p in modified}
+    a_left = [r for r in a_left if r.line not in paired_a]
+    b_left = [r for r in b_left if r.line not in paired_b]
     modified.sort(key=lambda pair: pair.changed.line)
     return twins, tuple(modified), tuple(a_left), tuple(b_left)

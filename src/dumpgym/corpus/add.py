@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from dumpgym.corpus.user import (_check_slug_free, _check_slug_syntax, _check_text, _check_title, _check_writable,
-                                 _make_folder, _store, locked, sigterm_interrupts, user_corpus_dir)
+                                 _make_folder, _store, keep_pages, locked, sigterm_interrupts, user_corpus_dir)
 from dumpgym.errors import ProgramError, Stopped
 from dumpgym.record.schema import ProgramRecord
 
@@ -113,6 +113,7 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
     _store(folder, [record], wait, replace, ahead)
+    keep_pages([record], ahead)
     return record
 
 

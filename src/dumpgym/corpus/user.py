@@ -311,7 +311,26 @@ def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | N
             _check_slug_free(record.slug, folder, replace)
     _check_writable(folder)
     _make_folder(folder)
-    _store(folder, records, wait, replace)
+    ahead = TextAhead()
+    _store(folder, records, wait, replace, ahead)
+    keep_pages(records, ahead)
+
+
+def keep_pages(records: list[ProgramRecord], ahead: TextAhead) -> None:
+    """Make the page files of records just stored (with `ahead`, which wrote their files) into the cache a start
+    reads (`site/ahead.py`): the first visit to one after `serve` starts renders nothing. Only a saving: a
+    failure says one line, and `serve` makes the files as it would have."""
+    import dataclasses
+
+    from dumpgym.site.ahead import keep_added
+    from dumpgym.terminal import printable
+
+    for record in records:
+        try:
+            keep_added(record, ahead.text(record) + "\n", ahead.text(dataclasses.replace(record, added=True)) + "\n")
+        except Exception as e:  # noqa: BLE001 (the program is added; its page is made on its first visit instead)
+            print(f"dumpgym: warning: {record.slug} was added, but its page files could not be made ahead "
+                  f"({printable(f'{type(e).__name__}: {e}')}); serve makes them", file=sys.stderr)
 
 
 def _store(folder: Path, records: list[ProgramRecord], wait: float | None, replace: bool = False,
@@ -337,10 +356,11 @@ def _store(folder: Path, records: list[ProgramRecord], wait: float | None, repla
             raise ProgramError(f"two of the programs to add have the slug {twice}; nothing was added")
         written = []
         try:
+            ahead = ahead or TextAhead()
             for record in records:
                 path = folder / f"{record.slug}.json"
                 with collector_paused():  # the record's JSON is made of objects by the hundred thousand, freed at once
-                    text = (ahead or TextAhead()).text(record) + "\n"
+                    text = ahead.text(record) + "\n"
                 _write(path, text)
                 if record.slug not in replaced:  # a replaced file is whole, old or new: never removed
                     written.append(path)

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from dumpgym.corpus.user import remove, store_records
+from dumpgym.record.typedjson import TextAhead
 from dumpgym.drills._stored import builtin_corpus
 from dumpgym.serve import server as serve
 from dumpgym.site import ahead
@@ -39,6 +40,13 @@ def _started(folder) -> serve.Site:
     return serve.Site.start(folder)[0]
 
 
+def _add(records, folder, replace: bool = False) -> None:
+    """What `add --dump` does with the records it made: store them, then make their page files ahead."""
+    writer = TextAhead()
+    store_records(records, folder, replace=replace, ahead=writer)
+    ahead.keep_pages(records, writer)
+
+
 def _answers(gym: serve.Site, paths) -> dict[str, tuple[bytes, bytes]]:
     return {p: (gym.get("/" + p)[2], gym.get("/" + p, accept_gzip=True)[2]) for p in paths}
 
@@ -63,7 +71,7 @@ def test_a_server_after_an_add_reads_the_programs_files_the_add_made_and_renders
     folder = tmp_path / "added"
     if not fork:
         monkeypatch.setattr(ahead, "_forkable", lambda: False)
-    store_records([_mine()], folder)
+    _add([_mine()], folder)
     assert list(kept_root.glob("**/data/listings/mine.json.kept"))
     gym = _started(folder)
     paths = _files_of(gym, "mine")
@@ -75,8 +83,8 @@ def test_a_server_after_an_add_reads_the_programs_files_the_add_made_and_renders
 
 def test_a_replaced_or_removed_program_never_gets_the_files_made_for_the_one_before(kept_root, tmp_path, monkeypatch):
     folder = tmp_path / "added"
-    store_records([_mine("Mine")], folder)
-    store_records([_mine("Mine, again")], folder, replace=True)
+    _add([_mine("Mine")], folder)
+    _add([_mine("Mine, again")], folder, replace=True)
     gym = _started(folder)
     paths = _files_of(gym, "mine")
     _never_made(monkeypatch)
@@ -92,7 +100,7 @@ def test_an_add_whose_page_files_cannot_be_kept_is_added_all_the_same(tmp_path, 
     blocked.write_text("not a folder")
     monkeypatch.setattr(kept_files, "kept_root", lambda: blocked / "site")
     folder = tmp_path / "added"
-    store_records([_mine()], folder)
+    _add([_mine()], folder)
     assert capsys.readouterr().err == ""
     gym = _started(folder)
     assert gym.get("/data/listings/mine.json")[0] == 200

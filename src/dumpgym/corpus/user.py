@@ -298,9 +298,10 @@ def _builtin_slugs() -> frozenset[str]:
 
 
 def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | None = None,
-                  replace: bool = False) -> None:
+                  replace: bool = False, ahead: TextAhead | None = None) -> None:
     """Write records made elsewhere (a dump's modules, `dumps/record.py`) into the folder of added programs:
-    all of them or, on any failure, none; with `replace`, each in the place of the one added under its slug."""
+    all of them or, on any failure, none; with `replace`, each in the place of the one added under its slug;
+    `ahead` writes their text (`_store`), and keeps it for the caller."""
     folder = user_corpus_dir(corpus_dir)
     with locked(folder, exclusive=False, wait=wait):
         taken = [r.slug for r in records if r.slug in read_index(folder)]
@@ -311,26 +312,7 @@ def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | N
             _check_slug_free(record.slug, folder, replace)
     _check_writable(folder)
     _make_folder(folder)
-    ahead = TextAhead()
     _store(folder, records, wait, replace, ahead)
-    keep_pages(records, ahead)
-
-
-def keep_pages(records: list[ProgramRecord], ahead: TextAhead) -> None:
-    """Make the page files of records just stored (with `ahead`, which wrote their files) into the cache a start
-    reads (`site/ahead.py`): the first visit to one after `serve` starts renders nothing. Only a saving: a
-    failure says one line, and `serve` makes the files as it would have."""
-    import dataclasses
-
-    from dumpgym.site.ahead import keep_added
-    from dumpgym.terminal import printable
-
-    for record in records:
-        try:
-            keep_added(record, ahead.text(record) + "\n", ahead.text(dataclasses.replace(record, added=True)) + "\n")
-        except Exception as e:  # noqa: BLE001 (the program is added; its page is made on its first visit instead)
-            print(f"dumpgym: warning: {record.slug} was added, but its page files could not be made ahead "
-                  f"({printable(f'{type(e).__name__}: {e}')}); serve makes them", file=sys.stderr)
 
 
 def _store(folder: Path, records: list[ProgramRecord], wait: float | None, replace: bool = False,

@@ -15,8 +15,23 @@ import threading
 
 from dumpgym.drills._stored import digest
 from dumpgym.record.schema import SCHEMA, Corpus, ProgramRecord
+from dumpgym.record.typedjson import TextAhead
 from dumpgym.site.files import _json, gzipped, program_anchors, program_splits
 from dumpgym.site.kept import KeptFiles
+
+
+def keep_pages(records: list[ProgramRecord], ahead: TextAhead) -> None:
+    """Make the page files of records an add just wrote (with `ahead`, which wrote their files) into the cache a
+    start reads (`keep_added`); what `dumpgym add`, `add --dump` and `dumpgym.add` call once they have written.
+    Only a saving: a failure says one line, and `serve` makes the files as it would have."""
+    from dumpgym.terminal import printable
+
+    for record in records:
+        try:
+            keep_added(record, ahead.text(record) + "\n", ahead.text(dataclasses.replace(record, added=True)) + "\n")
+        except Exception as e:  # noqa: BLE001 (the program is added; its page is made on its first visit instead)
+            print(f"dumpgym: warning: {record.slug} was added, but its page files could not be made ahead "
+                  f"({printable(f'{type(e).__name__}: {e}')}); serve makes them", file=sys.stderr)
 
 
 def keep_added(record: ProgramRecord, text: str, served: str) -> bool:

@@ -242,8 +242,11 @@ def _cmd_add(args) -> int:
     from dumpgym.corpus import user as usercorpus
 
     before = usercorpus.read_index(usercorpus.user_corpus_dir(args.corpus)) if args.replace else []
+    from dumpgym.site.ahead import keep_pages
+
     record = add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
-                 progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait, replace=args.replace)
+                 progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait, replace=args.replace,
+                 stored=keep_pages)
     print(f"{'replaced' if record.slug in before else 'added'} {record.slug}: {len(record.eqns)} equations · "
           f"{record.xray_stats.line()}")
     return 0
@@ -259,7 +262,10 @@ def _add_dump(args) -> int:
 
     folder = _read_dump(args.dump, only=args.module)
     before = usercorpus.read_index(usercorpus.user_corpus_dir(args.corpus)) if args.replace else []
-    added = dump_corpus.add_dump(folder, args.module, corpus_dir=args.corpus, wait=args.wait, replace=args.replace)
+    from dumpgym.site.ahead import keep_pages
+
+    added = dump_corpus.add_dump(folder, args.module, corpus_dir=args.corpus, wait=args.wait, replace=args.replace,
+                                 stored=keep_pages)
     for record in added:
         layer = next(iter(record.compiled.values()))
         print(printable(f"{'replaced' if record.slug in before else 'added'} {record.slug}: {layer.device_kind} · {layer.stats.instructions} HLO instructions · "

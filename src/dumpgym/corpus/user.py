@@ -298,9 +298,10 @@ def _builtin_slugs() -> frozenset[str]:
 
 
 def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | None = None,
-                  replace: bool = False) -> None:
+                  replace: bool = False, ahead: TextAhead | None = None) -> None:
     """Write records made elsewhere (a dump's modules, `dumps/record.py`) into the folder of added programs:
-    all of them or, on any failure, none; with `replace`, each in the place of the one added under its slug."""
+    all of them or, on any failure, none; with `replace`, each in the place of the one added under its slug;
+    `ahead` writes their text (`_store`), and keeps it for the caller."""
     folder = user_corpus_dir(corpus_dir)
     with locked(folder, exclusive=False, wait=wait):
         taken = [r.slug for r in records if r.slug in read_index(folder)]
@@ -311,7 +312,7 @@ def store_records(records: list[ProgramRecord], corpus_dir=None, wait: float | N
             _check_slug_free(record.slug, folder, replace)
     _check_writable(folder)
     _make_folder(folder)
-    _store(folder, records, wait, replace)
+    _store(folder, records, wait, replace, ahead)
 
 
 def _store(folder: Path, records: list[ProgramRecord], wait: float | None, replace: bool = False,
@@ -337,10 +338,11 @@ def _store(folder: Path, records: list[ProgramRecord], wait: float | None, repla
             raise ProgramError(f"two of the programs to add have the slug {twice}; nothing was added")
         written = []
         try:
+            ahead = ahead or TextAhead()
             for record in records:
                 path = folder / f"{record.slug}.json"
                 with collector_paused():  # the record's JSON is made of objects by the hundred thousand, freed at once
-                    text = (ahead or TextAhead()).text(record) + "\n"
+                    text = ahead.text(record) + "\n"
                 _write(path, text)
                 if record.slug not in replaced:  # a replaced file is whole, old or new: never removed
                     written.append(path)

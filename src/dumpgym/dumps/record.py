@@ -262,11 +262,12 @@ def _with_fused(instructions, fusions) -> tuple[list, list]:
 
 
 def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait: float | None = None,
-             replace: bool = False) -> list[ProgramRecord]:
+             replace: bool = False, stored=None) -> list[ProgramRecord]:
     """Add the modules of a dump folder (the user's, without JAX's own helper modules; or those named) to the
     user's corpus; all or none are written. With `replace`, a module added before under its slug (a dump of the
-    same job run again) is swapped for the new one."""
+    same job run again) is swapped for the new one. `stored(records, ahead)`: as `corpus.add.add_function`'s."""
     from dumpgym.corpus.user import store_records
+    from dumpgym.record.typedjson import TextAhead
 
     chosen = list({m.slug: m for m in map(folder.module, modules)}.values()) if modules else \
         [m for m in folder.modules if not m.helper]
@@ -289,7 +290,10 @@ def add_dump(folder: DumpFolder, modules: list[str] = (), corpus_dir=None, wait:
         raise RuntimeError("two modules of the dump have one slug")
     for record in records:  # what the corpus reads back must be a valid record
         ProgramRecord.from_json(record.to_json())
-    store_records(records, corpus_dir, wait, replace=replace)
+    ahead = TextAhead()
+    store_records(records, corpus_dir, wait, replace=replace, ahead=ahead)
+    if stored is not None:
+        stored(records, ahead)
     return records
 
 

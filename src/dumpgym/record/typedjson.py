@@ -59,15 +59,23 @@ class TextAhead:
             self._made[id(value)] = (value, dumps(_json(value)))
 
     def text(self, record: TypedRecord) -> str:
-        """`dumps(record.to_json())`, with the text of each field whose value was made ahead taken from it."""
+        """`dumps(record.to_json())`, with the text of each field whose value was made ahead taken from it.
+        The text of each other field that is not a scalar is kept too: the same record marked otherwise
+        (`dataclasses.replace(record, added=True)`, as a start reads an added one back) is written again in
+        the time of a join."""
         parts = []
         for f in dataclasses.fields(record):
             value = getattr(record, f.name)
             if f.name in type(record).OMIT_DEFAULT and value == _default(f):
                 continue
             made = self._made.get(id(value))
-            text = made[1] if made is not None and made[0] is value else dumps(
-                value if type(value) in _SCALARS else _json(value))
+            if made is not None and made[0] is value:
+                text = made[1]
+            elif type(value) in _SCALARS:
+                text = dumps(value)
+            else:
+                text = dumps(_json(value))
+                self._made[id(value)] = (value, text)
             parts.append(f"{dumps(f.name)}:{text}")
         return "{" + ",".join(parts) + "}"
 

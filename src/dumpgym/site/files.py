@@ -203,13 +203,11 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
     for p in corpus.programs:  # variants too: a drill's listing links every op it prints to a card
         for name in names[p.slug]:
             if name not in anchors:
-                # A compiled opcode is keyed `hlo:NAME`: `copy` in compiled HLO is not the jaxpr's `copy`.
-                layer = "hlo" if name.startswith("hlo:") else None
-                bare = name.removeprefix("hlo:")
-                card = reference.card_for(bare, layer) or reference.fallback_card(bare, layer)
+                card = _card_of(name)
                 anchors[name] = card_anchor(card.name, card.layer)
                 cards.setdefault(anchors[name], card)
-                if layer == "hlo" and card.name != bare:  # `dynamic-slice`, read from stablehlo.dynamic_slice
+                bare = name.removeprefix("hlo:")
+                if name != bare and card.name != bare:  # `dynamic-slice`, read from stablehlo.dynamic_slice
                     printed_as.setdefault(anchors[name], set()).add(bare)
     named = {card.name for card in cards.values()}
     seen_in: dict[str, list[str]] = {anchor: [] for anchor in cards}
@@ -233,6 +231,27 @@ def _op_cards(corpus: Corpus) -> tuple[list[dict], dict[str, str]]:
         for anchor, card in cards.items()
     ]
     return views, anchors
+
+
+def _card_of(name: str):
+    """The reference card of an op name as `_op_names` gives it: its own, or an honest fallback. A compiled
+    opcode is keyed `hlo:NAME`: `copy` in compiled HLO is not the jaxpr's `copy`."""
+    from dumpgym import reference
+
+    layer = "hlo" if name.startswith("hlo:") else None
+    bare = name.removeprefix("hlo:")
+    return reference.card_for(bare, layer) or reference.fallback_card(bare, layer)
+
+
+def program_anchors(program: ProgramRecord) -> dict[str, str]:
+    """Op name -> card anchor for the ops one program prints: as `_op_cards` gives them for any corpus
+    holding it (an op's card is its name's alone)."""
+    anchors: dict[str, str] = {}
+    for name in _op_names(program):
+        if name not in anchors:
+            card = _card_of(name)
+            anchors[name] = card_anchor(card.name, card.layer)
+    return anchors
 
 
 def op_links(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, dict[int, list[tuple[str, str]]] | None]:
@@ -295,6 +314,18 @@ def _targets(present) -> list[CompileTarget]:
     return known + [CompileTarget(t, t.upper(), f"{t}, as the program's record names it", Target(t)) for t in others]
 
 
+def program_splits(program: ProgramRecord, anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
+    """The JSON files made from one program's record alone (`kept.py` keeps them by it), each as a function
+    that makes it: its program object, highlighted listings, and each compiled layer's HLO and costs."""
+    slug = program.slug
+    files: dict[str, Callable[[], object]] = {f"data/programs/{slug}.json": program.to_json,
+                                              f"data/listings/{slug}.json": partial(_listings_file, program, anchors)}
+    for name, layer in _compiled_layers(program).items():
+        files[f"data/compiled/{name}/{slug}.json"] = partial(_compiled_file, layer, anchors)
+        files[f"data/cost/{name}/{slug}.json"] = partial(cost_file, layer, name)
+    return files
+
+
 def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, Callable[[], object]]:
     """The JSON files the page fetches, each as a function that makes it: each program object (from
     its record's `to_json`, as the corpus's `to_json` writes it), its highlighted listings, each compiled layer's HLO
@@ -304,10 +335,7 @@ def _splits(corpus: Corpus, pool: dict, anchors: dict[str, str]) -> dict[str, Ca
     # The first program file costs one record's writing, not the whole corpus's (a quarter of a second).
     files: dict[str, Callable[[], object]] = {f"data/programs/{p.slug}.json": p.to_json for p in corpus.programs}
     for p in corpus.programs:
-        files[f"data/listings/{p.slug}.json"] = partial(_listings_file, p, anchors)
-        for name, layer in _compiled_layers(p).items():
-            files[f"data/compiled/{name}/{p.slug}.json"] = partial(_compiled_file, layer, anchors)
-            files[f"data/cost/{name}/{p.slug}.json"] = partial(cost_file, layer, name)
+        files.update(program_splits(p, anchors))
     bases = {p.slug: p for p in corpus.programs}
     for view in change_views(corpus):
         for t in view.targets:

@@ -41,8 +41,7 @@ def add(function, *example_args, slug: str | None = None, title: str | None = No
     to the corpus folder (`corpus`, else the user data directory).
     """
     from dumpgym.corpus.add import add_function, entry_of
-    from dumpgym.site.ahead import keep_pages
 
     name = getattr(function, "__name__", type(function).__name__)
     return add_function(function, example_args, example_kwargs, entry=entry_of(function), name=name, slug=slug,
-                        title=title, corpus_dir=corpus, compiled=compiled, stored=keep_pages)
+                        title=title, corpus_dir=corpus, compiled=compiled)

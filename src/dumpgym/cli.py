@@ -242,11 +242,8 @@ def _cmd_add(args) -> int:
     from dumpgym.corpus import user as usercorpus
 
     before = usercorpus.read_index(usercorpus.user_corpus_dir(args.corpus)) if args.replace else []
-    from dumpgym.site.ahead import keep_pages
-
     record = add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
-                 progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait, replace=args.replace,
-                 stored=keep_pages)
+                 progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait, replace=args.replace)
     print(f"{'replaced' if record.slug in before else 'added'} {record.slug}: {len(record.eqns)} equations · "
           f"{record.xray_stats.line()}")
     return 0

@@ -42,7 +42,9 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     layers = {}
     for n, target in enumerate(targets):
         say(f"{program.slug}: compiling with XLA{_words(target)}")  # the first began with the facts
-        layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None, program.slug)
+        # After the first, the x-ray is made: a CPU compile may take the trace's tagged lowering over.
+        started = compiles if n == 0 else start_compiles(traced, target, take_tagged=True)
+        layers[target_id(target)] = compile_layer(traced, facts, target, started, program.slug)
     # In the registry's order, whatever order the targets were given in.
     compiled = {t: layers[t] for t in TARGETS if t in layers}
     if program.mesh is not None:

@@ -109,13 +109,13 @@ def _cmd_build(args) -> int:
 
 def _cmd_corpus_build(args) -> int:
     from dumpgym.corpus import builtin as corpus
-    from dumpgym.corpus.pipeline import build_corpus
+    from dumpgym.corpus.pipeline import build_corpus_json
     from dumpgym.programs import corpus_programs
+    from dumpgym.record.schema import XrayStats
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
     if args.no_hlo and (args.check or not args.out):
         raise UsageError("--no-hlo builds a partial corpus: use it only with --out FILE, not for the committed corpus")
-    typed = build_corpus(corpus_programs(), progress, compiled=not args.no_hlo, jobs=args.jobs)
-    fresh = typed.to_json()
+    fresh = build_corpus_json(corpus_programs(), progress, compiled=not args.no_hlo, jobs=args.jobs)
     if args.check:
         committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
         problems, notes = corpus.check(committed, fresh)
@@ -128,9 +128,9 @@ def _cmd_corpus_build(args) -> int:
         return 0
     out = args.out or corpus.BUILTIN_PATH
     corpus.write_atomic(out, corpus.dumps(fresh))
-    width = max(len(p.slug) for p in typed.programs)
-    for program in typed.programs:
-        print(f"  {program.slug:<{width}}  {program.xray_stats.line()}")
+    width = max(len(p["slug"]) for p in fresh["programs"])
+    for program in fresh["programs"]:
+        print(f"  {program['slug']:<{width}}  {XrayStats.from_json(program['xray_stats']).line()}")
     print(f"wrote {out}: {corpus.summary(fresh)}")
     return 0
 

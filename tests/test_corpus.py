@@ -206,6 +206,16 @@ def test_a_build_in_worker_processes_is_the_build_in_this_one(corpus):
         assert (p["jaxpr"], p["stablehlo"], p["eqns"]) == tuple(committed[p["slug"]][k] for k in ("jaxpr", "stablehlo", "eqns"))
 
 
+@pytest.mark.parametrize("flags, jobs", [(["--no-hlo"], 1), (["--no-hlo", "--jobs", "2"], 2), ([], cli._cores()),
+                                          (["--jobs", "1"], 1)])
+def test_a_build_without_the_compiled_layers_runs_in_this_process_unless_told(flags, jobs, tmp_path, monkeypatch,
+                                                                              traced):
+    asked = []
+    monkeypatch.setattr(pipeline, "build_corpus_json", lambda *a, **k: asked.append(k["jobs"]) or traced)
+    assert cli.main(["corpus", "build", *flags, "--out", str(tmp_path / "corpus.json")]) == 0
+    assert asked == [jobs]
+
+
 @pytest.mark.parametrize("jobs", ["0", "two"])
 def test_a_bad_jobs_count_is_one_line_and_status_2(jobs, capsys):
     assert cli.main(["corpus", "build", "--check", "--jobs", jobs]) == 2

@@ -13,7 +13,7 @@ from dumpgym.corpus import builtin as corpus_module
 from dumpgym.corpus import pipeline
 from dumpgym.compiled.layer import host, host_id
 from dumpgym.programs import SLUGS
-from dumpgym.corpus.pipeline import build_corpus
+from dumpgym.corpus.pipeline import build_corpus, build_corpus_json
 from dumpgym.record.schema import Corpus
 
 
@@ -65,12 +65,23 @@ def committed_copy(tmp_path, monkeypatch, traced, traced_text):
     path = tmp_path / "corpus.json"
     path.write_text(traced_text, encoding="utf-8")
     monkeypatch.setattr(corpus_module, "BUILTIN_PATH", path)
-    monkeypatch.setattr(pipeline, "build_corpus", lambda *a, **k: Corpus.from_json(traced))
+    monkeypatch.setattr(pipeline, "build_corpus_json", lambda *a, **k: Corpus.from_json(traced).to_json())
     return path
 
 
 def test_the_same_corpus_on_the_same_host_has_nothing_to_say(corpus, traced):
     assert corpus_module.check(_traced_here(corpus), traced) == ([], [])
+
+
+def test_the_corpus_text_is_the_standard_librarys_indented_json(corpus):
+    import json
+
+    odd = {"s": ['é"\\\n\x01\u2028', "", "\ud800"], "n": [0, -3, 10**30, 1.0, -0.0, 2.5e-7, 1e300,
+           float("nan"), float("inf"), -float("inf")], "e": [{}, [], {"": None}], "b": [True, False, None]}
+    for value in (corpus, odd, [], {}, "x", 1.5):
+        assert corpus_module.dumps(value) == json.dumps(value, indent=1, ensure_ascii=False) + "\n"
+    # a value JSON's own types do not hold, or a key that is no string: as the standard library takes it
+    assert corpus_module.dumps({1: (2, 3)}) == json.dumps({1: (2, 3)}, indent=1, ensure_ascii=False) + "\n"
 
 
 def test_check_passes_through_the_cli(committed_copy, capsys):
@@ -188,10 +199,21 @@ def test_a_build_in_worker_processes_is_the_build_in_this_one(corpus):
     here = build_corpus([builtin_program(s) for s in slugs], compiled=False, jobs=1).to_json()
     spread = build_corpus([builtin_program(s) for s in slugs], compiled=False, jobs=2).to_json()
     assert spread == here
+    assert build_corpus_json([builtin_program(s) for s in slugs], compiled=False, jobs=2) == here
     assert [p["slug"] for p in spread["programs"]] == slugs
     committed = {p["slug"]: p for p in corpus["programs"]}
     for p in spread["programs"]:  # and both are what JAX traced for the committed corpus
         assert (p["jaxpr"], p["stablehlo"], p["eqns"]) == tuple(committed[p["slug"]][k] for k in ("jaxpr", "stablehlo", "eqns"))
+
+
+@pytest.mark.parametrize("flags, jobs", [(["--no-hlo"], 1), (["--no-hlo", "--jobs", "2"], 2), ([], cli._cores()),
+                                          (["--jobs", "1"], 1)])
+def test_a_build_without_the_compiled_layers_runs_in_this_process_unless_told(flags, jobs, tmp_path, monkeypatch,
+                                                                              traced):
+    asked = []
+    monkeypatch.setattr(pipeline, "build_corpus_json", lambda *a, **k: asked.append(k["jobs"]) or traced)
+    assert cli.main(["corpus", "build", *flags, "--out", str(tmp_path / "corpus.json")]) == 0
+    assert asked == [jobs]
 
 
 @pytest.mark.parametrize("jobs", ["0", "two"])

@@ -145,3 +145,52 @@ def test_a_metadata_left_empty_goes_whole_and_others_keep_their_fields():
                                    '  %b = f32[] sine(%a), metadata={op_name="jit(f)/sin"}, backend_config={"k":1}\n'
                                    '  %c = f32[] custom-call(%b), frontend_attributes={kernel_metadata={}}, '
                                    'metadata={op_name="q\\"}"}\n')
+
+
+# Programs whose lowerings hold transforms around tags (jvp, transpose, vmap), calls, loops and checkpoints.
+IN_PLACE_SLUGS = SLUGS + ["layernorm", "cond-switch", "embed-xent", "ckpt-policy", "grad-accum", "muon-step"]
+
+
+@pytest.mark.parametrize("slug", IN_PLACE_SLUGS)
+def test_the_tagged_lowering_made_plain_in_place_is_jaxs_plain_lowering_with_the_tags_beside(slug):
+    """`tags_in_place` on a tagged lowering gives, location for location (ops and block arguments), the module
+    JAX lowers with source locations off and no tags, each op's tag fused beside its own location as
+    `carry_tags` puts it; or it leaves the module untouched and says it cannot. Most programs can."""
+    from dumpgym.ir.tags import carry_tags, tags_in_place
+    from dumpgym.jax_internals import no_traceback_locations
+    from dumpgym.traced.trace import _lower_tagged, lower_copy
+
+    program = builtin_program(slug)
+    traced, _facts = _traced(program.function, program.example_args())
+    with no_traceback_locations():
+        plain = lower_copy(traced.jax_traced).compiler_ir("stablehlo")
+    assert "dgeqn" not in plain.operation.get_asm(enable_debug_info=True)
+    expected = carry_tags(traced.lowered.compiler_ir("stablehlo"), plain)
+    tagged = _lower_tagged(traced.jax_traced)[0].compiler_ir("stablehlo")
+    before = tagged.operation.get_asm(enable_debug_info=True)
+    names = tags_in_place(tagged, [eqn.primitive.name for eqn in traced.tagged_eqns].__getitem__)
+    if names is None:
+        assert tagged.operation.get_asm(enable_debug_info=True) == before
+        assert slug in ("grads", "rnn-bptt", "sdpa", "embed-xent", "ckpt-policy", "grad-accum")  # a scope after a tag under jvp or vmap
+        return
+    assert tagged.operation.get_asm(enable_debug_info=True) == plain.operation.get_asm(enable_debug_info=True)
+    assert names == expected
+
+
+@pytest.mark.parametrize("slug", ["train-step", "moe", "scan-layers"])
+def test_a_compile_that_takes_the_tagged_lowering_over_shows_what_xla_prints_for_the_plain_one(slug):
+    """The CPU layer compiled from the trace's own tagged lowering once the x-ray is made (`take_tagged`)
+    shows XLA's text for the plain lowering, and the same layer as a compile of a plain lowering."""
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.traced.xray import build_xray
+
+    program = builtin_program(slug)
+    traced, facts = _traced(program.function, program.example_args())
+    build_xray(traced, facts)
+    expected = _plain_text(traced)
+    two_lowerings = hlo.compile_layer(traced, facts)
+    taken = hlo.compile_layer(traced, facts, compiles=hlo.start_compiles(traced, take_tagged=True))
+    # taken over: its ops now stand at the plain names, each tag fused beside (no plain lowering was made)
+    assert "loc(fused[" in traced.lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True)
+    assert taken.text == expected
+    assert taken == two_lowerings

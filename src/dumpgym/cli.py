@@ -117,13 +117,15 @@ def _cmd_build(args) -> int:
 
 def _cmd_corpus_build(args) -> int:
     from dumpgym.corpus import builtin as corpus
-    from dumpgym.corpus.pipeline import build_corpus
+    from dumpgym.corpus.pipeline import build_corpus_json
     from dumpgym.programs import corpus_programs
+    from dumpgym.record.schema import XrayStats
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else None
     if args.no_hlo and (args.check or not args.out):
         raise UsageError("--no-hlo builds a partial corpus: use it only with --out FILE, not for the committed corpus")
-    typed = build_corpus(corpus_programs(), progress, compiled=not args.no_hlo, jobs=args.jobs)
-    fresh = typed.to_json()
+    # Without the compiled layers a program's work is less than a worker process's start (importing JAX).
+    jobs = args.jobs if args.jobs is not None else 1 if args.no_hlo else _cores()
+    fresh = build_corpus_json(corpus_programs(), progress, compiled=not args.no_hlo, jobs=jobs)
     if args.check:
         committed = corpus.load_builtin() if corpus.BUILTIN_PATH.exists() else {}
         problems, notes = corpus.check(committed, fresh)
@@ -136,9 +138,9 @@ def _cmd_corpus_build(args) -> int:
         return 0
     out = args.out or corpus.BUILTIN_PATH
     corpus.write_atomic(out, corpus.dumps(fresh))
-    width = max(len(p.slug) for p in typed.programs)
-    for program in typed.programs:
-        print(f"  {program.slug:<{width}}  {program.xray_stats.line()}")
+    width = max(len(p["slug"]) for p in fresh["programs"])
+    for program in fresh["programs"]:
+        print(f"  {program['slug']:<{width}}  {XrayStats.from_json(program['xray_stats']).line()}")
     print(f"wrote {out}: {corpus.summary(fresh)}")
     return 0
 
@@ -334,8 +336,9 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--verbose", action="store_true", help="report progress on stderr")
     b.add_argument("--out", metavar="FILE", help="write here instead of the package's committed corpus")
     b.add_argument("--no-hlo", action="store_true", help="skip the compiled HLO layer (with --out only; for timing)")
-    b.add_argument("--jobs", type=_jobs, default=_cores(), metavar="N",
-                   help=f"programs built at once, each in its own process (default: this machine's cores, {_cores()})")
+    b.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                   help=f"programs built at once, each in its own process (default: this machine's cores, {_cores()}; "
+                        "with --no-hlo, 1: in this process)")
     b.set_defaults(run=_cmd_corpus_build)
 
     p = sub.add_parser("open", help="serve the gym with the x-ray of a dump folder (JAX_DUMP_IR_TO, --xla_dump_to)")

@@ -216,6 +216,20 @@ def bare_location_name(location) -> str | None:
     return None
 
 
+def location_parts(location):
+    """A name location's (name, child location), (None, None) for an unknown location, None for any other.
+
+    Not private, but it moved: jaxlib 0.10.0 and older have no `ir.NameLoc` (nor `ir.UnknownLoc`), so
+    there this answers None for every location.
+    """
+    name_loc, unknown_loc, _ = _location_kinds()
+    if name_loc is not None and type(location) is name_loc:
+        return location.name_str, location.child_loc
+    if unknown_loc is not None and type(location) is unknown_loc:
+        return None, None
+    return None
+
+
 @functools.cache
 def _location_kinds():
     from jaxlib.mlir import ir

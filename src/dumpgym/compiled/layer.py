@@ -4,7 +4,9 @@ XLA compiles the program once: the plain lowering (source locations off,
 `jax_traceback_in_locations_limit=0`, on a copy of the jaxpr, so JAX's caches for the user's function
 are untouched, and the text does not depend on where the package is installed), with each op's
 equation tag carried in from the tagged lowering of the trace stage as a source file
-(`ir/tags.py`). XLA keeps it in each instruction's metadata wherever it keeps the metadata, so
+(`ir/tags.py`). Where the tagged lowering is not read afterwards (a TPU's or GPU's, or this CPU's once
+the x-ray is made), that very module is what XLA compiles, its locations made the plain lowering's
+(`tags_in_place`), and the plain one is not lowered at all. XLA keeps it in each instruction's metadata wherever it keeps the metadata, so
 attribution is exact there (`via` "tag"); the text shown is XLA's with the source files left out,
 which is what it prints for the plain lowering, byte for byte. Where XLA dropped the metadata, the
 equation is inferred from dataflow when that leaves no doubt (`via` "inferred"): the compiled graph
@@ -39,12 +41,12 @@ from dumpgym.traced.facts import Facts
 from dumpgym.compiled.attribution import attribute, dataflow, enclosing
 from dumpgym.ir.hlo_facts import with_facts, xla_analyses
 from dumpgym.ir.hlo_graph import CompiledGraph, definition_lines
-from dumpgym.ir.tags import Names, carry_tags, shown_text
+from dumpgym.ir.tags import Names, carry_tags, shown_text, tags_in_place
 from dumpgym.record.schema import VIAS, Absorbed, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.traced.devices import compiled_for, retarget, topology_devices
 from dumpgym.record.targets import CPU, Target
 from dumpgym.gcpause import with_collector_paused
-from dumpgym.traced.trace import lower_copy
+from dumpgym.traced.trace import lower_copy, serializes_bodies
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -87,15 +89,17 @@ def _instructions(module):
 
 
 @with_collector_paused  # a lowering builds the module's objects by the ten thousand (as `trace` pauses it for its own)
-def start_compiles(trace, target: Target = CPU) -> Compiles:
+def start_compiles(trace, target: Target = CPU, take_tagged: bool = False) -> Compiles:
     """XLA's compile of `trace` for `target`, set going on a thread of its own: the caller goes on (the
-    facts, the x-ray) while XLA compiles, and hands it to `compile_layer`."""
+    facts, the x-ray) while XLA compiles, and hands it to `compile_layer`. `take_tagged`: the trace's
+    tagged lowering is read no more (its x-ray is made), so this CPU's compile may take it over, its
+    locations changed (`ir/tags.py`: `tags_in_place`), rather than lower the program once more."""
     from dumpgym.jax_internals import require_hlo_bindings
 
     require_hlo_bindings()
     if target.platform in ("tpu", "gpu"):
         return _compile_for_topology(trace, target)
-    return _compile_for_cpu(trace)
+    return _compile_for_cpu(trace, take_tagged)
 
 
 # The layer builds the compiled graph and the instructions by the ten thousand and keeps them: with the
@@ -233,27 +237,37 @@ class Compiles(NamedTuple):
     names: Names  # the plain lowering's location names and their tags (`hlo_tags.carry_tags`)
 
 
-def _compile_for_cpu(trace) -> Compiles:
+def _compile_for_cpu(trace, take_tagged: bool = False) -> Compiles:
     """The compile for this host's CPU, under way, and what the record says compiled it."""
     import jax
 
     from dumpgym.jax_internals import no_traceback_locations
 
-    # Source locations off, so the text names no file of the machine that built it; lowering a
-    # copy keeps that setting out of JAX's lowering cache for the user's own function.
-    with no_traceback_locations():
-        plain = lower_copy(trace.jax_traced)
-    compiled, names = _compile_tagged(trace.lowered, plain)
+    # Source locations off, so the text names no file of the machine that built it (the trace stage's
+    # tagged lowering has them off too); lowering a copy keeps that setting out of JAX's lowering cache
+    # for the user's own function.
+    own = trace.lowered if take_tagged and not serializes_bodies(trace.tagged_eqns) else None
+    compiled, names = _compile_tagged(own, trace.lowered, lambda: lower_copy(trace.jax_traced),
+                                      no_traceback_locations, _primitives(trace))
     return Compiles(compiled, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}, names)
 
 
-def _compile_tagged(tagged, plain) -> tuple[Future, Names]:
-    """XLA's compile of the `plain` lowering with the tags of the `tagged` one carried in (`hlo_tags`),
-    set going on a thread of its own: XLA compiles on one core and lets go of Python's lock meanwhile,
-    so the caller's thread is free for Python's work, with JAX's default compiler options."""
+def _compile_tagged(own, tagged, lower_plain, quiet, primitive_of) -> tuple[Future, Names]:
+    """XLA's compile of the program with the tags of the `tagged` lowering carried in (`ir/tags.py`), set
+    going on a thread of its own: XLA compiles on one core and lets go of Python's lock meanwhile, so the
+    caller's thread is free for Python's work, with JAX's default compiler options. What XLA compiles is
+    `own` (the tagged lowering itself, the caller's to give away) with the tags moved into its locations
+    (`tags_in_place`), else, where that cannot be, the plain lowering `lower_plain()` makes (under `quiet`,
+    source locations off) with the tags carried over from `tagged` (`carry_tags`). Both give XLA the same module.
+    `primitive_of(tag)`: the primitive of the equation behind a tag."""
     # `compiler_ir()` is the very module `compile()` hands XLA, so the tags set on it are compiled
     # (`tests/test_hlo_tags.py` finds them in what XLA prints).
-    names = carry_tags(tagged.compiler_ir("stablehlo"), plain.compiler_ir("stablehlo"))
+    names = tags_in_place(own.compiler_ir("stablehlo"), primitive_of) if own is not None else None
+    plain = own
+    if names is None:
+        with quiet():
+            plain = lower_plain()
+        names = carry_tags(tagged.compiler_ir("stablehlo"), plain.compiler_ir("stablehlo"))
     future: Future = Future()
 
     def run():
@@ -272,7 +286,8 @@ def _compile_for_topology(trace, target: Target) -> Compiles:
     """The compile for a TPU topology (libtpu) or GPUs (the CUDA plugin), with none attached, under
     way, and what the record says compiled it.
 
-    The traced jaxpr is lowered again (tagged as the trace stage tags it, and plain) with every mesh
+    The traced jaxpr is lowered again (tagged as the trace stage tags it, its locations then made the plain
+    lowering's; lowered plain too only where that cannot be) with every mesh
     and sharding moved onto the topology's devices, under its first chip as the default device, as
     `jax.jit(f).lower(*args).compile()` on that TPU or GPU would. The text depends on the topology and
     the compiler's (and jaxlib's) version only, so `host` is empty and `host_id` digests those.
@@ -307,11 +322,18 @@ def _compile_for_topology(trace, target: Target) -> Compiles:
                                 move)
 
     with jax.default_device(devices[0]):
-        tagged = lowered(tagged_eqn)
         with no_traceback_locations():
-            plain = lowered(plain_eqn)
-        compiled, names = _compile_tagged(tagged, plain)
+            tagged = lowered(tagged_eqn)
+        own = None if serializes_bodies(trace.tagged_eqns) else tagged
+        compiled, names = _compile_tagged(own, tagged, lambda: lowered(plain_eqn), no_traceback_locations,
+                                          _primitives(trace))
     return Compiles(compiled, compiled_for(topology, devices[0]), names)
+
+
+def _primitives(trace):
+    """The primitive's name of the equation behind each tag, by tag."""
+    names = [eqn.primitive.name for eqn in trace.tagged_eqns]
+    return names.__getitem__
 
 
 def devices_needed(trace) -> int:

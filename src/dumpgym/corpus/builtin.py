@@ -12,8 +12,64 @@ BUILTIN_PATH = Path(__file__).parents[1] / "data" / "corpus.json"
 
 
 def dumps(corpus: dict) -> str:
-    """The canonical text of a corpus: what is committed and what `--check` compares."""
-    return json.dumps(corpus, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
+    """The canonical text of a corpus: what is committed and what `--check` compares: `json.dumps(corpus,
+    indent=1, ensure_ascii=False)` and a newline, byte for byte (`_indented`, which the standard library's
+    encoder takes over for any value but JSON's own types)."""
+    try:
+        return _indented(corpus) + "\n"
+    except TypeError:
+        return json.dumps(corpus, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def _indented(value) -> str:
+    """`json.dumps(value, indent=1, ensure_ascii=False)` for str, int, float, bool, None, lists and dicts with
+    str keys (TypeError for anything else): the standard library writes an indented text in Python, a
+    generator per container, and the corpus's twenty megabytes take it most of a second; this writes the
+    same text, each string by the standard library's own C escaping, in a third of that."""
+    from json.encoder import encode_basestring as quoted
+
+    out: list[str] = []
+    put = out.append
+
+    def write(v, pad: str) -> None:
+        t = type(v)
+        if t is str:
+            put(quoted(v))
+        elif t is dict:
+            if not v:
+                put("{}")
+                return
+            inner, opening = pad + " ", "{\n"
+            for key, item in v.items():
+                put(opening + inner + quoted(key) + ": ")  # a key that is not a str: TypeError
+                opening = ",\n"
+                write(item, inner)
+            put("\n" + pad + "}")
+        elif t is list or t is tuple:
+            if not v:
+                put("[]")
+                return
+            inner, opening = pad + " ", "[\n"
+            for item in v:
+                put(opening + inner)
+                opening = ",\n"
+                write(item, inner)
+            put("\n" + pad + "]")
+        elif v is None:
+            put("null")
+        elif v is True:
+            put("true")
+        elif v is False:
+            put("false")
+        elif t is int:
+            put(int.__repr__(v))
+        elif t is float:
+            put(json.dumps(v))  # NaN and the infinities as the standard library writes them
+        else:
+            raise TypeError(f"not JSON's own type: {t.__name__}")
+
+    write(value, "")
+    return "".join(out)
 
 
 def check(committed: dict, fresh: dict) -> tuple[list[str], list[str]]:

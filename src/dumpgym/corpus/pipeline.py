@@ -42,7 +42,9 @@ def program_record(program, progress: Callable[[str], None] | None = None,
     layers = {}
     for n, target in enumerate(targets):
         say(f"{program.slug}: compiling with XLA{_words(target)}")  # the first began with the facts
-        layers[target_id(target)] = compile_layer(traced, facts, target, compiles if n == 0 else None, program.slug)
+        # After the first, the x-ray is made: a CPU compile may take the trace's tagged lowering over.
+        started = compiles if n == 0 else start_compiles(traced, target, take_tagged=True)
+        layers[target_id(target)] = compile_layer(traced, facts, target, started, program.slug)
     # In the registry's order, whatever order the targets were given in.
     compiled = {t: layers[t] for t in TARGETS if t in layers}
     if program.mesh is not None:
@@ -101,6 +103,24 @@ def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs:
     """
     import jax
 
+    records = _records(programs, progress, compiled, jobs)
+    if records and isinstance(records[0], dict):
+        records = [ProgramRecord.from_json(record, record["slug"]) for record in records]
+    return Corpus(SCHEMA, jax.__version__, tuple(records))
+
+
+def build_corpus_json(programs: Iterable, progress=None, compiled: bool = True, jobs: int = 1) -> dict:
+    """`build_corpus(...).to_json()`: the workers' records as they sent them, not read back into types only to be
+    written out again (a second of a build's work)."""
+    import jax
+
+    records = _records(programs, progress, compiled, jobs)
+    written = [r if isinstance(r, dict) else r.to_json() for r in records]
+    return {**Corpus(SCHEMA, jax.__version__, ()).to_json(), "programs": written}
+
+
+def _records(programs: Iterable, progress, compiled: bool, jobs: int) -> list:
+    """Each program's record: a `ProgramRecord` made here, or its JSON as a worker process sent it (`jobs` > 1)."""
     if compiled:  # before tracing anything: one line, not a failure halfway through
         for entry in builtin_targets():
             entry.target.require()
@@ -110,18 +130,16 @@ def build_corpus(programs: Iterable, progress=None, compiled: bool = True, jobs:
 
         if any(not is_builtin(p.slug) or p is not builtin_program(p.slug) for p in programs):  # a worker finds its program by slug
             raise ValueError("build_corpus(jobs > 1) builds built-in programs only; use jobs=1 for others")
-        records = _build_in_workers([p.slug for p in programs], progress is not None, compiled, jobs)
-    else:
-        records = [program_record(p, progress, _builtin_compiles(compiled)) for p in programs]
-    return Corpus(SCHEMA, jax.__version__, tuple(records))
+        return _build_in_workers([p.slug for p in programs], progress is not None, compiled, jobs)
+    return [program_record(p, progress, _builtin_compiles(compiled)) for p in programs]
 
 
 def _builtin_compiles(compiled: bool) -> list[Target]:
     return [entry.target for entry in builtin_targets()] if compiled else []
 
 
-def _build_in_workers(slugs: list[str], verbose: bool, compiled: bool, jobs: int) -> list[ProgramRecord]:
-    """`program_record` of each built-in program, in `jobs` fresh processes, in the order of `slugs`.
+def _build_in_workers(slugs: list[str], verbose: bool, compiled: bool, jobs: int) -> list[dict]:
+    """`program_record` of each built-in program, in `jobs` fresh processes, in the order of `slugs`, as JSON.
 
     Workers are spawned, not forked: JAX may already be running threads in this process.
     """
@@ -130,8 +148,7 @@ def _build_in_workers(slugs: list[str], verbose: bool, compiled: bool, jobs: int
 
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(min(jobs, len(slugs)), mp_context=context) as pool:
-        found = pool.map(_builtin_record_json, slugs, [verbose] * len(slugs), [compiled] * len(slugs))
-        return [ProgramRecord.from_json(record, slug) for slug, record in zip(slugs, found)]
+        return list(pool.map(_builtin_record_json, slugs, [verbose] * len(slugs), [compiled] * len(slugs)))
 
 
 def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:

@@ -11,6 +11,9 @@ each tag is kept, the last one the one printed (the innermost, as the name-stack
 Where XLA keeps an instruction's op_name but not its source file (what it inlines from a call, what
 the SPMD partitioner makes), `tag_of` reads the tag from the name, with the names `carry_tags` saw.
 
+`tags_in_place` makes the same module of the tagged lowering itself, each location rewritten as the plain
+lowering writes it, so a lowering no later stage reads is compiled without a second, plain one.
+
 `shown_text` is the compiled text without the source fields: what XLA prints for the plain lowering,
 byte for byte (`tests/test_hlo_tags.py` compiles both and compares). Before this, the tags rode in
 the name stack and the plain lowering was compiled a second time for the text: two compiles of every
@@ -87,6 +90,141 @@ def carry_tags(tagged_module, plain_module) -> Names:
                         (tag, plain.attributes["callee"].value))
             plain.location = ir.Location.fused([own, files[tag]])
     return Names(_frozen(ops), {f: _frozen(t) for f, t in calls.items()})
+
+
+def tags_in_place(tagged_module, primitive_of) -> Names | None:
+    """Make the tagged lowering's module (an `ir.Module`, changed in place) what `carry_tags` makes of the plain
+    one: each op (and block argument) located where the plain lowering locates it, its names without the
+    tags (`plain_name`), and each op's tag fused beside it as a source file. Then XLA compiles the one
+    lowering, and the plain one need not be made. `primitive_of(tag)`: the primitive of the equation
+    behind a tag. Returns `carry_tags`'s names, or None, the module untouched, where a location's plain
+    form is not known for sure (lower the plain module then, and `carry_tags`). The tagged lowering must
+    have had source locations off, as the plain one has, and hold no kernel body serialized with its tags."""
+    from jaxlib.mlir import ir
+
+    from dumpgym.jax_internals import bare_location_name
+
+    ops: dict[str, set] = {}
+    calls: dict[str, dict[str, set]] = {}
+    function = ""
+    moved = []
+    with tagged_module.context:
+        files: dict[int, object] = {}
+        for op in ops_in_order(tagged_module):
+            for region in op.regions:  # a block's arguments are located too (a function's at its call's name)
+                for block in region.blocks:
+                    for argument in block.arguments:
+                        if TAG in str(argument.location):
+                            plain = _untagged(argument.location, primitive_of)
+                            if plain is None:
+                                return None
+                            moved.append((argument, plain))
+            location = op.location
+            bare = bare_location_name(location)
+            shown = str(location) if bare is None else bare
+            if op.name == "func.func":
+                function = op.attributes["sym_name"].value
+            if TAG not in shown:
+                continue
+            own = _untagged(location, primitive_of)
+            if own is None:
+                return None
+            if op.name == "func.func":  # a function keeps the plain lowering's location, with no tag beside it
+                moved.append((op, own))
+                continue
+            tag = innermost_tag(shown)
+            if tag not in files:
+                files[tag] = ir.Location.file(f"{TAG}{tag}", 1, 1)
+            name = bare_location_name(own)
+            if name is not None:
+                ops.setdefault(name, set()).add(tag)
+                if op.name == "func.call":  # XLA puts its name before the op_names of what it inlines
+                    calls.setdefault(function, {}).setdefault(name, set()).add((tag, op.attributes["callee"].value))
+            moved.append((op, ir.Location.fused([own, files[tag]])))
+        for held, location in moved:  # only once every one could be read: a module given back untouched stays whole
+            if isinstance(held, ir.BlockArgument):
+                held.set_location(location)
+            else:
+                held.location = location
+    return Names(_frozen(ops), {f: _frozen(t) for f, t in calls.items()})
+
+
+def _untagged(location, primitive_of):
+    """`location` as the plain lowering has it: each name it is made of as `plain_name` gives it; None where
+    it holds anything but names and unknown locations, or a name's plain form is not known."""
+    from jaxlib.mlir import ir
+
+    from dumpgym.jax_internals import location_parts
+
+    parts = location_parts(location)
+    if parts is None:
+        return None
+    name, child = parts
+    if name is None:  # an unknown location
+        return location
+    inner = _untagged(child, primitive_of)
+    plain = plain_name(name, primitive_of) if TAG in name else name
+    if inner is None or plain is None:
+        return None
+    return ir.Location.name(plain, childLoc=inner)
+
+
+# A name's part that is a tag alone, under transforms or not: `dgeqn7`, `jvp(dgeqn3)`, `transpose(jvp(dgeqn3))`.
+_TAG_PART = re.compile(r"((?:[\w.-]+\()*)" + TAG + r"(\d+)(\)*)")
+
+
+def plain_name(name: str, primitive_of) -> str | None:
+    """A location's name in the tagged lowering (`jit(f)/jvp(dgeqn3)/jit(g)/dgeqn7/add`) as the plain one has
+    it, or None where that is not known for sure.
+
+    JAX writes a name stack with each transform wrapping the one scope that follows it (`NameStack.__str__`:
+    [jvp, jit(g)] prints `jvp(jit(g))`), then `/` and the primitive where the op came from an equation's own
+    rule. A tag is a scope: dropped alone, it leaves the rest as it was; dropped from under transforms,
+    they wrap nothing (`jvp()`) where no scope follows, the primitive after it (the last part, the last
+    tag's equation's: `primitive_of`) staying outside. Where a scope follows a tag under transforms, the
+    name does not say whether the transforms then wrap it, so that is not known for sure."""
+    parts = _top_level_parts(name)
+    if parts is None:
+        return None
+    out: list[str] = []
+    wrap, closing, tag = "", "", None  # the transforms of a dropped tag, wrapping nothing so far
+    for n, part in enumerate(parts):
+        if TAG in part:
+            found = _TAG_PART.fullmatch(part)
+            if found is None or len(found.group(3)) != found.group(1).count("(") or wrap:
+                return None  # not a tag alone, or a tag after one under transforms: as a scope after it, not sure
+            wrap, closing, tag = found.group(1), found.group(3), int(found.group(2))
+            continue
+        if wrap:
+            if n < len(parts) - 1 or part != primitive_of(tag):
+                # A scope follows: wrapped where the tag was if JAX joined both in one stack (`jvp(jit(g))`),
+                # else left beside it (`jvp()/jit(g)`, `jvp()/checkpoint`); the name does not say which.
+                return None
+            out.append(f"{wrap}{closing}")  # `jvp()`, then the primitive
+            wrap, closing = "", ""
+        out.append(part)
+    if wrap:
+        out.append(f"{wrap}{closing}")
+    return "/".join(out)
+
+
+def _top_level_parts(name: str) -> list[str] | None:
+    """`name` split at each `/` outside parentheses; None where the parentheses do not balance."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(name):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif char == "/" and depth == 0:
+            parts.append(name[start:i])
+            start = i + 1
+    if depth:
+        return None
+    parts.append(name[start:])
+    return parts
 
 
 def _frozen(table: dict) -> dict:

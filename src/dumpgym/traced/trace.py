@@ -95,13 +95,18 @@ def has_own_staging(function) -> bool:
 _SERIALIZED_BODIES = frozenset({"pallas_call"})
 
 
+def serializes_bodies(eqns) -> bool:
+    """Whether one of `eqns` lowers to a body serialized whole into the module, its locations (tags) in it."""
+    return any(eqn.primitive.name in _SERIALIZED_BODIES for eqn in eqns)
+
+
 def _plain_text(traced, tagged, eqns) -> str:
     """The StableHLO text as `jax.jit(f).lower(*args).as_text()` prints it: the tagged lowering's,
     unless a kernel body serialized inside it keeps the tags; then a plain lowering's, with source
     locations off, or the body would hold this machine's file paths."""
     from dumpgym.jax_internals import no_traceback_locations
 
-    if any(eqn.primitive.name in _SERIALIZED_BODIES for eqn in eqns):
+    if serializes_bodies(eqns):
         with no_traceback_locations():
             return lower_copy(traced).as_text()  # a copy: JAX's caches for the user's function stay untouched
     return tagged.as_text()

@@ -97,14 +97,19 @@ def fresh_layer_and_oracle(traced, facts, target):
     made = []
     real = hlo._compile_tagged
 
-    def recorded(tagged, plain):
-        made.append((tagged, real(tagged, plain)))
+    def recorded(own, tagged, *rest):
+        # The oracle is compiled first: the layer's compile may take the tagged lowering over (`own`) and
+        # move its tags into its locations, after which it is no longer the name-stack-tagged lowering.
+        # Compiler options given (none) keep JAX from caching this executable on the lowering, where the
+        # layer's own compile of `own` would find it.
+        oracle = tagged.compile(compiler_options={})
+        made.append((oracle, real(own, tagged, *rest)))
         return made[-1][1]
 
     with mock.patch.object(hlo, "_compile_tagged", recorded):
         layer = hlo.compile_layer(traced, facts, target)
-    ((tagged, (future, _names)),) = made
-    return layer, future.result(), tagged.compile()
+    ((oracle, (future, _names)),) = made
+    return layer, future.result(), oracle
 
 
 def judge(layer, compiled, oracle, facts) -> dict:

@@ -2,7 +2,7 @@
 
     python benchmarks/serve_load.py [--requests 2000] [--concurrency 50] [--runs 3]
     python benchmarks/serve_load.py --slow-clients 200
-    python benchmarks/serve_load.py --cold [--runs 3] [--before REF]
+    python benchmarks/serve_load.py --cold [--runs 3] [--before REF ...] [--states STATE ...]
 
 Builds the gym once (`dumpgym build --out DIR`, built-in corpus only), starts `dumpgym serve` and
 `python -m http.server --directory DIR` side by side on free ports, and sends each the same
@@ -212,10 +212,11 @@ SETTLE = 1.0  # seconds between the slow clients' connecting and the first norma
 STATES = ("no items kept", "nothing kept", "kept")  # what a `dumpgym serve` start finds, in the order run
 
 
-def slow_mode(requests, concurrency: int, slow: int, servers: dict, runs: int, cache: Path, codes: dict) -> bool:
+def slow_mode(requests, concurrency: int, slow: int, servers: dict, runs: int, cache: Path, codes: dict,
+              states: tuple[str, ...] = STATES) -> bool:
     """Each server started fresh, with `slow` slow clients beside it, `runs` times: normal GETs, then the load
-    run; `dumpgym serve` of each of `codes` (label: its `src` folder) in each of `STATES`, alternating."""
-    rows = [(f"{code}, {state}", code, state) for code in codes for state in STATES] + \
+    run; `dumpgym serve` of each of `codes` (label: its `src` folder) in each of `states`, alternating."""
+    rows = [(f"{code}, {state}", code, state) for code in codes for state in states] + \
            [("python -m http.server", None, None)]
     results: dict[str, list[tuple[float, float, int, float, float]]] = {name: [] for name, _, _ in rows}
     print(f"load average at the start: {_load()}", flush=True)
@@ -223,7 +224,7 @@ def slow_mode(requests, concurrency: int, slow: int, servers: dict, runs: int, c
         order = list(codes) if run % 2 else list(codes)[::-1]  # each code first in every other run
         for code in order:
             env = {**os.environ, "PYTHONPATH": str(codes[code]), "DUMPGYM_CACHE_DIR": str(cache / _folder(code))}
-            for state in STATES:
+            for state in states:
                 _prepare(state, env, servers)
                 name = f"{code}, {state}"
                 results[name].append(_slow_run(run, name, requests, concurrency, slow, servers["dumpgym serve"], env))
@@ -245,7 +246,7 @@ def slow_mode(requests, concurrency: int, slow: int, servers: dict, runs: int, c
     if len(codes) > 1:
         mine, *others = codes
         for other in others:
-            for state in STATES:
+            for state in states:
                 a, b = results[f"{mine}, {state}"], results[f"{other}, {state}"]
                 ratio = lambda i: statistics.median(r[i] for r in a) / statistics.median(r[i] for r in b)  # noqa: E731
                 print(f"{state}: {mine} / {other}: p50 {ratio(3):.2f}, p99 {ratio(1):.2f}, CPU {ratio(4):.2f}")
@@ -261,25 +262,32 @@ def _load() -> str:
 
 
 def _prepare(state: str, env: dict, servers: dict) -> None:
-    """Leave the cache folder of `env` as a start in `state` finds it."""
+    """Leave the cache folder of `env` as a start in `state` finds it ("kept": what the start before kept)."""
     cache = Path(env["DUMPGYM_CACHE_DIR"])
     if state == "no items kept":
         shutil.rmtree(cache, ignore_errors=True)
-    elif state == "nothing kept":  # every drill item kept (made by `dumpgym drills`, untimed), no site file
-        corpus = servers["dumpgym serve"][0][servers["dumpgym serve"][0].index("--corpus") + 1]
-        subprocess.run([PYTHON, "-m", "dumpgym", "drills", "--corpus", corpus], check=True, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return
+    # Every drill item kept: made by `dumpgym drills`, untimed, where a start before did not keep them all.
+    corpus = servers["dumpgym serve"][0][servers["dumpgym serve"][0].index("--corpus") + 1]
+    subprocess.run([PYTHON, "-m", "dumpgym", "drills", "--corpus", corpus], check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if state == "nothing kept":  # and no site file
         shutil.rmtree(cache / "site", ignore_errors=True)
 
 
+READY_WITHIN = 300.0  # seconds a start has to make every item; then it is stopped (its CPU counts what it made)
+
+
 def _items_ready(port: int, began: float) -> float:
-    """Seconds from `began` until the server says no program's items are pending (`data/drills/pending.json`)."""
-    while True:
+    """Seconds from `began` until the server says no program's items are pending (`data/drills/pending.json`);
+    infinity if not within `READY_WITHIN`."""
+    while time.perf_counter() - began < READY_WITHIN:
         status, body = fetch(port, "/data/drills/pending.json")
         body = gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
         if status == 404 or not json.loads(body)["pending"]:  # 404: a swapped-in whole gym has no pending file
             return time.perf_counter() - began
         time.sleep(0.1)
+    return float("inf")
 
 
 def _slow_run(run: int, name: str, requests, concurrency: int, slow: int, argv_and_ready, env):
@@ -382,10 +390,13 @@ def main(argv=None) -> int:
                         help="instead: each server fresh (cold), with N slow clients beside it")
     parser.add_argument("--cold", action="store_true", help="instead: each server fresh, as --slow-clients does, "
                         "with the slow clients given by it (none by default)")
-    parser.add_argument("--before", metavar="REF", help="with --cold or --slow-clients: `dumpgym serve` of this "
-                        "commit too, side by side with this checkout's")
+    parser.add_argument("--before", metavar="REF", action="append", default=[],
+                        help="with --cold or --slow-clients: `dumpgym serve` of this commit too, side by side with "
+                        "this checkout's (given again: more commits)")
+    parser.add_argument("--states", nargs="+", choices=STATES, default=list(STATES),
+                        help="with --cold or --slow-clients: the starts of `dumpgym serve` to run (default: all)")
     args = parser.parse_args(argv)
-    with worktrees([args.before] if args.before else []) as trees:
+    with worktrees(args.before) as trees:
         codes = {"this checkout": ROOT / "src", **{ref: tree / "src" for ref, tree in trees.items()}}
         return _main(args, codes)
 
@@ -406,7 +417,8 @@ def _main(args, codes: dict) -> int:
                                       lambda line: int(line.split(" port ")[1].split()[0])),
         }
         if args.slow_clients or args.cold:
-            ok = slow_mode(requests, args.concurrency, args.slow_clients, commands, args.runs, Path(tmp, "cache"), codes)
+            ok = slow_mode(requests, args.concurrency, args.slow_clients, commands, args.runs, Path(tmp, "cache"), codes,
+                           tuple(s for s in STATES if s in args.states))
             return 0 if ok else 1
         servers = {name: start(*command) for name, command in commands.items()}
         print(f"{len(requests):,} GETs per run at concurrency {args.concurrency}, "

@@ -1,9 +1,8 @@
 """A process beside the server that makes the drill items a start found not kept, and keeps them.
 
 Making the built-in programs' items is seconds of pure-Python work (about 7 s of CPU), which in a thread of
-the server held its one GIL beside every answer: each time the event loop gave the lock up for a socket
-call it waited a switch interval to have it back, and a cold p99 went from 250 ms to 430–830 ms under
-load. So `serve` starts a fresh Python for it (not a fork: the server runs threads by then, and a fork copies
+the server held its one GIL beside every answer: the event loop, giving the lock up at each socket call,
+waited for the thread to give it back, and a cold p99 went from 250 ms to 430–830 ms under load. So `serve` starts a fresh Python for it (not a fork: the server runs threads by then, and a fork copies
 only one of them, with whatever locks the others held). It reads the same folders as the server
 (`inputs.load_sources`), makes the items not kept, the built-in programs' first and then each added
 program's, keeps each program's where a start keeps them (`drills/_stored.py`: written whole or not at all)

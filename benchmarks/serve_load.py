@@ -2,7 +2,7 @@
 
     python benchmarks/serve_load.py [--requests 2000] [--concurrency 50] [--runs 3]
     python benchmarks/serve_load.py --slow-clients 200
-    python benchmarks/serve_load.py --cold [--runs 3]
+    python benchmarks/serve_load.py --cold [--runs 3] [--before REF ...] [--states STATE ...]
 
 Builds the gym once (`dumpgym build --out DIR`, built-in corpus only), starts `dumpgym serve` and
 `python -m http.server --directory DIR` side by side on free ports, and sends each the same
@@ -16,15 +16,21 @@ Last, a request naming a foreign Host (DNS rebinding) must get 421 and none of t
 
 With `--cold`, the same fresh starts without slow clients (or with `--slow-clients N`): the issue's bar for
 a cold serve (p99 at most 300 ms). With `--slow-clients N`, each server is started fresh with N slow clients beside it, held for the whole run;
-`dumpgym serve` twice per run, in the two states a start can find: "nothing kept" (truly cold: an empty
-cache folder for kept site files, so each listing, layer, cost or change file is rendered and compressed
-once, on Linux by the server's two render worker processes, `serve/render_pool.py`, which start on them all
-when the URL is printed and take first the file a GET waits for; the second of settling and the 20
-normal GETs below give them about 2 s before the load run, so it measures what a browser opening
-the page finds, not a render of every file under load) and "kept" (a second fresh process on that cache, holding the files the first one made for
-these same requests: `site/kept.py`; it renders none, it reads them from disk). Both keep the user's
-drill items (the benchmark's cache folder links the user's `drills` folder), as any start after the first
-does. The slow clients:
+`dumpgym serve` three times per run, in the three states a start can find, each in a cache folder
+(`DUMPGYM_CACHE_DIR`) of its code's own:
+"no items kept" (the first start after an upgrade: an empty cache folder, so the server makes every
+program's drill items after printing its URL, `Site.start`, while it answers, and renders every kept
+site file once); "nothing kept" (truly cold site files: the drill items kept, made before by `dumpgym
+drills`, untimed, and no kept site file, so each listing, layer, cost or change file is rendered and
+compressed once, on Linux by the server's two render worker processes, `serve/render_pool.py`, which
+start on them all when the URL is printed and take first the file a GET waits for); and "kept" (a
+second fresh process on that cache, holding the files the one before made for these same requests:
+`site/kept.py`; it renders none, it reads them from disk). The second of settling and the 20 normal
+GETs below give a start about 2 s before the load run, so it measures what a browser opening the page
+finds. With `--before REF`, each of the three is run for REF too (checked out in a temporary `git
+worktree`, on this Python), alternating with this checkout in every run: the old and the new side by
+side under the same load. Each row also says the CPU seconds the server used (its own and its
+finished children's: render workers, item maker) and the machine's load average. The slow clients:
 half send a request head a byte every half second and never finish it, half ask for `corpus.json`
 with a 4 KB receive buffer and never read it (each reconnects when the server drops it). With them
 holding their connections (a second after they connect), 20 single GETs of `/` one after another (the "normal GET": target under
@@ -37,10 +43,13 @@ admits all 50 and they share its throughput. The retries are http.server's p99.
 from __future__ import annotations
 
 import argparse
+import gzip
 import http.client
+import json
 import os
 import random
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -51,7 +60,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import PYTHON  # noqa: E402
+from _timing import PYTHON, ROOT, worktrees  # noqa: E402
 
 TIMEOUT = 30.0
 MIX = {"page": 0.15, "data": 0.40, "static": 0.30, "missing": 0.15}
@@ -83,8 +92,14 @@ def fetch(port: int, path: str, host: str | None = None) -> tuple[int, bytes]:
         conn.close()
 
 
-def load(port: int, requests: list[tuple[str, int]], concurrency: int) -> tuple[list[float], list[str]]:
-    """Latencies (seconds) and errors of `requests` sent by `concurrency` threads."""
+PENDING = "/data/drills/"  # a program's items per kind: 404 while a start still makes that program's items
+
+
+def load(port: int, requests: list[tuple[str, int]], concurrency: int, pending: list | None = None
+         ) -> tuple[list[float], list[str]]:
+    """Latencies (seconds) and errors of `requests` sent by `concurrency` threads. With `pending` (a start
+    making its items), a drill file answered 404 is no error, as the page never asks one of a program whose
+    items it lacks: each such path is added to `pending`."""
     latencies, errors, lock = [], [], threading.Lock()
     todo = iter(requests)
 
@@ -99,6 +114,10 @@ def load(port: int, requests: list[tuple[str, int]], concurrency: int) -> tuple[
             try:
                 status, _ = fetch(port, path)
                 problem = None if status == expected else f"{path}: {status}, expected {expected}"
+                if problem and pending is not None and status == 404 and path.startswith(PENDING):
+                    problem = None
+                    with lock:
+                        pending.append(path)
             except OSError as e:
                 problem = f"{path}: {type(e).__name__}: {e}"
             elapsed = time.perf_counter() - start
@@ -190,42 +209,91 @@ def _closed(sock: socket.socket, peek: bool = False) -> bool:
 SETTLE = 1.0  # seconds between the slow clients' connecting and the first normal GET
 
 
-def slow_mode(requests, concurrency: int, slow: int, servers: dict, runs: int, cache: Path) -> bool:
+STATES = ("no items kept", "nothing kept", "kept")  # what a `dumpgym serve` start finds, in the order run
+
+
+def slow_mode(requests, concurrency: int, slow: int, servers: dict, runs: int, cache: Path, codes: dict,
+              states: tuple[str, ...] = STATES) -> bool:
     """Each server started fresh, with `slow` slow clients beside it, `runs` times: normal GETs, then the load
-    run; `dumpgym serve` with nothing kept and then with what that start kept."""
-    env = {**os.environ, "DUMPGYM_CACHE_DIR": str(cache)}
-    drills = cache / "drills"
-    drills.parent.mkdir(parents=True, exist_ok=True)
-    drills.symlink_to(_user_cache() / "drills", target_is_directory=True)  # the user's kept drill items
-    rows = {"dumpgym serve, nothing kept": servers["dumpgym serve"], "dumpgym serve, kept": servers["dumpgym serve"],
-            "python -m http.server": servers["python -m http.server"]}
-    results: dict[str, list[tuple[float, float, int, float]]] = {name: [] for name in rows}
+    run; `dumpgym serve` of each of `codes` (label: its `src` folder) in each of `states`, alternating."""
+    rows = [(f"{code}, {state}", code, state) for code in codes for state in states] + \
+           [("python -m http.server", None, None)]
+    results: dict[str, list[tuple[float, float, int, float, float]]] = {name: [] for name, _, _ in rows}
+    print(f"load average at the start: {_load()}", flush=True)
     for run in range(1, runs + 1):
-        shutil.rmtree(cache / "site", ignore_errors=True)  # nothing kept: every file is made on its first GET
-        for name, argv_and_ready in rows.items():
-            results[name].append(_slow_run(run, name, requests, concurrency, slow, argv_and_ready, env))
+        order = list(codes) if run % 2 else list(codes)[::-1]  # each code first in every other run
+        for code in order:
+            env = {**os.environ, "PYTHONPATH": str(codes[code]), "DUMPGYM_CACHE_DIR": str(cache / _folder(code))}
+            for state in states:
+                _prepare(state, env, servers)
+                name = f"{code}, {state}"
+                results[name].append(_slow_run(run, name, requests, concurrency, slow, servers["dumpgym serve"], env))
+        name = "python -m http.server"
+        results[name].append(_slow_run(run, name, requests, concurrency, slow, servers[name], dict(os.environ)))
+    print(f"load average at the end: {_load()}")
     ok = True
+    width = max(len(name) for name in results)
     for name, got in results.items():
         normal_max, p99, errors = max(r[0] for r in got), statistics.median(r[1] for r in got), sum(r[2] for r in got)
-        print(f"{name:29} over {runs} runs: median p99 {p99 * 1000:7.1f} ms, worst normal GET {normal_max * 1000:6.1f} ms, "
-              f"errors {errors}")
-        if name.startswith("dumpgym serve"):
+        p50, cpu = statistics.median(r[3] for r in got), statistics.median(r[4] for r in got)
+        print(f"{name:{width}} over {runs} runs: median p50 {p50 * 1000:6.1f} ms, p99 {p99 * 1000:7.1f} ms, "
+              f"CPU {cpu:5.2f} s; worst normal GET {normal_max * 1000:6.1f} ms, errors {errors}")
+        if name != "python -m http.server":
             met = errors == 0 and all(r[1] <= 0.3 for r in got) and normal_max < 0.1
             print(f"  target (normal GET under 100 ms, p99 at most 300 ms in every run, 0 errors): "
                   f"{'met' if met else 'MISSED'}")
             ok = ok and met
+    if len(codes) > 1:
+        mine, *others = codes
+        for other in others:
+            for state in states:
+                a, b = results[f"{mine}, {state}"], results[f"{other}, {state}"]
+                ratio = lambda i: statistics.median(r[i] for r in a) / statistics.median(r[i] for r in b)  # noqa: E731
+                print(f"{state}: {mine} / {other}: p50 {ratio(3):.2f}, p99 {ratio(1):.2f}, CPU {ratio(4):.2f}")
     return ok
 
 
-def _user_cache() -> Path:
-    """The user's dumpgym cache folder, as dumpgym finds it."""
-    out = subprocess.run([PYTHON, "-c", "from dumpgym.drills._stored import cache_dir; print(cache_dir())"],
-                         check=True, capture_output=True, text=True).stdout
-    return Path(out.strip())
+def _folder(code: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in code)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _prepare(state: str, env: dict, servers: dict) -> None:
+    """Leave the cache folder of `env` as a start in `state` finds it ("kept": what the start before kept)."""
+    cache = Path(env["DUMPGYM_CACHE_DIR"])
+    if state == "no items kept":
+        shutil.rmtree(cache, ignore_errors=True)
+        return
+    # Every drill item kept: made by `dumpgym drills`, untimed, where a start before did not keep them all.
+    corpus = servers["dumpgym serve"][0][servers["dumpgym serve"][0].index("--corpus") + 1]
+    subprocess.run([PYTHON, "-m", "dumpgym", "drills", "--corpus", corpus], check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if state == "nothing kept":  # and no site file
+        shutil.rmtree(cache / "site", ignore_errors=True)
+
+
+READY_WITHIN = 300.0  # seconds a start has to make every item; then it is stopped (its CPU counts what it made)
+
+
+def _items_ready(port: int, began: float) -> float:
+    """Seconds from `began` until the server says no program's items are pending (`data/drills/pending.json`);
+    infinity if not within `READY_WITHIN`."""
+    while time.perf_counter() - began < READY_WITHIN:
+        status, body = fetch(port, "/data/drills/pending.json")
+        body = gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
+        if status == 404 or not json.loads(body)["pending"]:  # 404: a swapped-in whole gym has no pending file
+            return time.perf_counter() - began
+        time.sleep(0.1)
+    return float("inf")
 
 
 def _slow_run(run: int, name: str, requests, concurrency: int, slow: int, argv_and_ready, env):
-    """One fresh server with `slow` slow clients: (worst normal GET, p99, errors, p50) of its load run."""
+    """One fresh server with `slow` slow clients: (worst normal GET, p99, errors, p50, CPU seconds) of its load
+    run; the CPU is the server's own and that of the children it waited for, until it was stopped."""
+    began = time.perf_counter()
     proc, port = start(*argv_and_ready, env=env)
     try:
         with SlowClients(port, slow) as clients:
@@ -237,22 +305,31 @@ def _slow_run(run: int, name: str, requests, concurrency: int, slow: int, argv_a
                 normal.append(time.perf_counter() - began)
                 time.sleep(0.05)
             before = listen_overflows()
+            pending = [] if name.endswith("no items kept") else None
             with PeakThreads(proc.pid) as threads:
-                latencies, errors = load(port, requests, concurrency)
+                latencies, errors = load(port, requests, concurrency, pending)
             after = listen_overflows()
             reconnects = clients.reconnects
+        ready = _items_ready(port, began) if pending is not None else None
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        # Ctrl-C's signal: `dumpgym serve` stops its render workers and item maker and waits for them, so their
+        # CPU is counted in the server's.
+        proc.send_signal(signal.SIGINT)
+        _, _, usage = os.wait4(proc.pid, 0)
+        proc.returncode = 0
+    cpu = usage.ru_utime + usage.ru_stime
     overflows = "?" if before is None or after is None else after - before
     p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
-    print(f"run {run} {name:29} with {slow} slow clients: normal GET / median "
+    making = "" if ready is None else (f"  drill files 404 while made {len(pending)}  every item ready at "
+                                       f"{ready:.1f} s from the start")
+    print(f"run {run} {name:36} with {slow} slow clients: normal GET / median "
           f"{statistics.median(normal) * 1000:6.1f} ms max {max(normal) * 1000:6.1f} ms; fresh {len(requests):,} GETs: "
           f"errors {len(errors)}  p50 {p50 * 1000:7.1f} ms  p99 {p99 * 1000:7.1f} ms  max {max(latencies) * 1000:7.1f} ms  "
-          f"listen overflows {overflows}  peak threads {threads.peak}  slow reconnects {reconnects}", flush=True)
+          f"listen overflows {overflows}  peak threads {threads.peak}  slow reconnects {reconnects}  CPU {cpu:.2f} s"
+          f"{making}  load {_load()}", flush=True)
     for problem in errors[:3]:
         print(f"    {problem}")
-    return max(normal), p99, len(errors), p50
+    return max(normal), p99, len(errors), p50, cpu
 
 
 def listen_overflows() -> int | None:
@@ -313,7 +390,18 @@ def main(argv=None) -> int:
                         help="instead: each server fresh (cold), with N slow clients beside it")
     parser.add_argument("--cold", action="store_true", help="instead: each server fresh, as --slow-clients does, "
                         "with the slow clients given by it (none by default)")
+    parser.add_argument("--before", metavar="REF", action="append", default=[],
+                        help="with --cold or --slow-clients: `dumpgym serve` of this commit too, side by side with "
+                        "this checkout's (given again: more commits)")
+    parser.add_argument("--states", nargs="+", choices=STATES, default=list(STATES),
+                        help="with --cold or --slow-clients: the starts of `dumpgym serve` to run (default: all)")
     args = parser.parse_args(argv)
+    with worktrees(args.before) as trees:
+        codes = {"this checkout": ROOT / "src", **{ref: tree / "src" for ref, tree in trees.items()}}
+        return _main(args, codes)
+
+
+def _main(args, codes: dict) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         site_dir, no_programs = Path(tmp, "site"), Path(tmp, "added")
@@ -329,7 +417,8 @@ def main(argv=None) -> int:
                                       lambda line: int(line.split(" port ")[1].split()[0])),
         }
         if args.slow_clients or args.cold:
-            ok = slow_mode(requests, args.concurrency, args.slow_clients, commands, args.runs, Path(tmp, "cache"))
+            ok = slow_mode(requests, args.concurrency, args.slow_clients, commands, args.runs, Path(tmp, "cache"), codes,
+                           tuple(s for s in STATES if s in args.states))
             return 0 if ok else 1
         servers = {name: start(*command) for name, command in commands.items()}
         print(f"{len(requests):,} GETs per run at concurrency {args.concurrency}, "

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -24,8 +22,8 @@ from dumpgym.serve import render_pool
 from dumpgym.serve import server as serve
 
 from dumpgym.site import files as site
-from dumpgym.drills._stored import cache_dir
 from dumpgym.site.inputs import gym_start
+from serving import ctrl_c, first_start as _first_start, gone as _gone, render_workers as _children
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="render workers are forked on Linux only")
@@ -141,56 +139,6 @@ def test_the_page_order_puts_each_program_before_the_next_and_the_whole_corpus_l
         "data/compiled/cpu/mlp.json", "data/cost/cpu/mlp.json", "corpus.json"]
 
 
-def _children(pid: int) -> set[int]:
-    """The processes whose parent is `pid` (from /proc)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry.name))
-    return found
-
-
-def _gone(pids: set[int], within: float = 60) -> bool:
-    """Whether every process of `pids` has exited (or is a zombie nobody reaps) within `within` seconds."""
-    for _ in range(int(within / 0.1)):
-        alive = set()
-        for pid in pids:
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z":
-                alive.add(pid)
-        if not alive:
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def _first_start(tmp_path: Path) -> tuple[subprocess.Popen, str, dict]:
-    """`dumpgym serve` with no site file kept (this session's drill items linked in, so none are made), in a
-    session of its own, Ctrl-C not ignored; with its URL and environment."""
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    if (cache_dir() / "drills").is_dir():
-        (cache / "drills").symlink_to(cache_dir() / "drills", target_is_directory=True)
-    env = {**os.environ, "DUMPGYM_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
-    # `dumpgym serve`, with Ctrl-C handled even where this test runs with SIGINT ignored (which a child inherits).
-    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-            "from dumpgym.cli import main; sys.exit(main(sys.argv[1:]))")
-    argv = [sys.executable, "-c", code, "serve", "--port", "0", "--corpus", str(tmp_path / "none")]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
-                            start_new_session=True)
-    line = proc.stdout.readline()
-    assert line.startswith("dumpgym: the gym is at http://127.0.0.1:"), line + proc.stderr.read()
-    return proc, line.split(" at ", 1)[1].split()[0], env
-
-
 def test_ctrl_c_stops_the_server_and_its_render_workers(tmp_path):
     proc, url, _ = _first_start(tmp_path)
     try:
@@ -198,13 +146,9 @@ def test_ctrl_c_stops_the_server_and_its_render_workers(tmp_path):
         assert len(workers) == render_pool.PROCESSES  # nothing kept: they are rendering
         with urllib.request.urlopen(url + "data/listings/mlp.json", timeout=60) as r:
             assert r.status == 200
-        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the server and its workers at once
-        assert proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    assert "dumpgym: stopped" in proc.stderr.read()
+        status, err = ctrl_c(proc)  # to the server and its workers at once
+    assert status == 0 and "dumpgym: stopped" in err
     assert _gone(workers)
 
 

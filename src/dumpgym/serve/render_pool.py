@@ -215,7 +215,7 @@ def _work(conn, site, parent: int, close) -> None:
     """A worker's loop: keep each file asked for (`keep`) and answer whether it is kept; end at end of file."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle: it stops the workers
     signal.signal(signal.SIGTERM, _stop)  # stopped mid-write: the file being written is removed (`write_atomic`)
-    _die_with(parent)
+    die_with(parent)
     # Forked while the server held its collector off (it makes the gym's objects so): a worker renders file after
     # file, and its garbage's cycles are collected as ever (the gym's objects, frozen before the fork, are not walked).
     gc.enable()
@@ -249,8 +249,9 @@ def _stop(signum, frame):
     raise SystemExit(0)
 
 
-def _die_with(parent: int) -> None:
-    """Have the kernel stop this worker when the server dies, however it dies (kill -9 too)."""
+def die_with(parent: int) -> None:
+    """Have the kernel stop this process (a render worker, an item maker) when the server's thread that started
+    it ends, however the server dies (kill -9 too); at once if the server `parent` is gone already."""
     try:
         import ctypes
 

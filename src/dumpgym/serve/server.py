@@ -40,6 +40,7 @@ from dumpgym.record import dtypes
 from dumpgym.serve.big import BigModules
 from dumpgym.serve.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
 from dumpgym.site.inputs import gym_start
+from dumpgym.serve.item_maker import ItemMaker, Makers, Superseded
 from dumpgym.serve.render_pool import RenderPool
 from dumpgym.site.files import CSP, WHOLE_FILES, SiteFiles, site_files
 from dumpgym.terminal import printable
@@ -91,9 +92,11 @@ class Site:
     def start(cls, corpus_dir=None, news: str = "", shown: tuple = (), big: tuple = ()
               ) -> tuple["Site", Callable[..., "Site"] | None]:
         """The gym as `build` makes it, at once: with the drill items of the programs whose items are kept
-        (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None)`, which
-        makes them (keeping them) and gives the whole gym, to swap in when done; `ready` is given the gym
-        of each stage before (the built-in programs' items, then each added program's). Until the whole
+        (`inputs.gym_start`), and, if some are not (after an add, or an upgrade), `rest(ready=None,
+        before=None)`, which makes them (keeping them) and gives the whole gym, to swap in when done; `ready`
+        is given the gym of each stage before (the built-in programs' items, then each added program's), and
+        `before` each stage's slugs before it is made (`GymStart.whole_pool`: `serve` waits there for its
+        item maker, and raises `Superseded` to stop). Until the whole
         is there the page says whose items are being made, and asks `data/drills/pending.json`. `news`: a
         line the page shows at its top (what changed in the added programs while `serve` ran); `shown`:
         records in memory shown first (`gym_start`); `big`: the pages of modules shown streamed, to link to
@@ -108,7 +111,8 @@ class Site:
         # as it loads: loaded here, before the URL is printed, it stalls none of the loop's answers.
         dtypes.is_numpy("bfloat16")
 
-        def rest(ready: Callable[["Site"], None] | None = None) -> "Site":
+        def rest(ready: Callable[["Site"], None] | None = None, before: Callable[[list[str]], None] | None = None
+                 ) -> "Site":
             made = [start.pool]  # the last stage's pool: what is served should a later stage fail
 
             def staged(pool: dict, pending: tuple[str, ...]) -> None:
@@ -116,7 +120,9 @@ class Site:
                 if ready is not None:
                     ready(cls._rendered(start.corpus, pool, pending, kept, news, big))
             try:
-                whole = start.whole_pool(staged)
+                whole = start.whole_pool(staged, before)
+            except Superseded:  # a newer start is served: nothing to say, nothing more to make
+                raise
             except Exception as e:  # a bug (a kind failing on one program is skipped inside): say it, stop waiting
                 print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
                       "the gym serves the items made before", file=sys.stderr, flush=True)
@@ -284,6 +290,8 @@ class GymServer:
         # read from a file of hundreds of megabytes, and queues behind no program's file, nor they behind it.
         self.big: BigModules | None = None
         self._big_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumpgym-big")
+        # The processes making the drill items a start found not kept (`item_maker`), stopped with the server.
+        self.makers = Makers()
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
@@ -313,6 +321,7 @@ class GymServer:
             self.big.close()
         if self.renderers is not None:
             self.renderers.close()
+        self.makers.stop_all(closing=True)
 
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
@@ -526,7 +535,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         _announce(server, host, start)
         generation = [0]  # bumped by each swap of the corpus: a stage of an older one is not swapped in
         if rest is not None:
-            _finish_later(server, rest, lambda: generation[0] == 0)
+            _finish_later(server, rest, lambda: generation[0] == 0, corpus_dir)
         showing = [tuple(shown)]  # the records in front: `later`'s join them when made
         _watch_corpus(server, corpus_dir, seen, generation, showing)
         if later is not None:
@@ -540,10 +549,13 @@ def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False,
         server.server_close()
 
 
-def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callable[[], bool] = lambda: True) -> None:
-    """Make the rest of the gym in a thread and swap it in, stage by stage (one assignment: a request in
-    flight keeps the site it began with), while `current()` (no newer corpus has been swapped in since);
-    said on stderr when it starts and when it is done."""
+def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callable[[], bool] = lambda: True,
+                  corpus_dir=None) -> None:
+    """Make the rest of the gym and swap it in, stage by stage (one assignment: a request in flight keeps the
+    site it began with), while `current()` (no newer corpus has been swapped in since); said on stderr when
+    it starts and when it is done. The items are made by a process beside the server (`item_maker`), which
+    a thread waits for, holding no lock, and reads back: the answers never wait on the making (a newer
+    start stops it: `server.makers.stop_all()`)."""
     print("dumpgym: making the drill items that are not kept yet (the first start after an add or an upgrade); "
           "the page says so until they are ready", file=sys.stderr, flush=True)
 
@@ -551,13 +563,28 @@ def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callabl
         if current():
             server.site = site
 
+    def before(slugs: list[str]) -> None:
+        if maker is not None:
+            maker.wait(slugs)
+        if not current():
+            raise Superseded
+
     def finish() -> None:
+        nonlocal maker
         began = time.perf_counter()
-        swap(rest(swap))
+        # Started by this thread, which waits for it: the kernel stops the maker should the thread end first.
+        maker = server.makers.started(ItemMaker.start(corpus_dir))
+        try:
+            swap(rest(swap, before))
+        except Superseded:
+            return
+        finally:
+            server.makers.stop(maker)
         if current():
             print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
                   flush=True)
 
+    maker = None
     # A daemon: Ctrl-C does not wait for it, and a kept file is written whole or not at all (atomic writes).
     threading.Thread(target=finish, name="dumpgym-drills", daemon=True).start()
 
@@ -644,13 +671,14 @@ def _show_later(server: GymServer, corpus_dir, later, generation: list[int], sho
         showing[0] = shown
         generation[0] += 1
         mine = generation[0]
+        server.makers.stop_all()  # an older start's items are not served now: its maker stops
         server.site = site
         made = "module of the dump is a program" if len(records) == 1 else "modules of the dump are programs"
         print(f"dumpgym: {len(records)} more {made} of the gym "
               f"({time.perf_counter() - began:.1f} s); it now has {site.programs} programs: reload the page.",
               file=sys.stderr, flush=True)
         if rest is not None:
-            _finish_later(server, rest, lambda: generation[0] == mine)
+            _finish_later(server, rest, lambda: generation[0] == mine, corpus_dir)
 
     # A daemon: Ctrl-C does not wait for it; nothing is written.
     threading.Thread(target=make, name="dumpgym-dump-records", daemon=True).start()
@@ -679,11 +707,12 @@ def _watch_corpus(server: GymServer, corpus_dir, seen: tuple, generation: list[i
                 continue
             generation[0] += 1
             mine = generation[0]
+            server.makers.stop_all()  # an older start's items are not served now: its maker stops
             server.site = site
             print(f"dumpgym: {news[:1].lower()}{news[1:]} The gym now has {site.programs} programs: reload the page.",
                   file=sys.stderr, flush=True)
             if rest is not None:
-                _finish_later(server, rest, lambda: generation[0] == mine)
+                _finish_later(server, rest, lambda: generation[0] == mine, corpus_dir)
 
     # A daemon: Ctrl-C does not wait for it.
     threading.Thread(target=watch, name="dumpgym-watch", daemon=True).start()

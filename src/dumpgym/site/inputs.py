@@ -100,17 +100,22 @@ class GymStart:
         a program's files by it)."""
         return {s.slug: s.digest for s in self._sources if s.added and s.digest}
 
-    def whole_pool(self, ready: Callable[[dict, tuple[str, ...]], None] | None = None) -> dict:
+    def whole_pool(self, ready: Callable[[dict, tuple[str, ...]], None] | None = None,
+                   before: Callable[[list[str]], None] | None = None) -> dict:
         """The pool of every program, in corpus order: the pending programs' items made now and kept (once).
 
         The built-in programs' are made first, then each added program's: after each of these but the
-        last, `ready(pool, pending)` is given the pool so far and the slugs still pending."""
+        last, `ready(pool, pending)` is given the pool so far and the slugs still pending. `before(slugs)`,
+        called before each of these stages, may have another process make and keep them (`serve`'s item
+        maker): they are read where kept, and only those still missing made here."""
         if self._whole is None:
             parts = list(self._parts)
             todo = [i for i, kept in enumerate(parts) if kept is None]
             stages = [[i for i in todo if not self._sources[i].added]] + [[i] for i in todo if self._sources[i].added]
             stages = [stage for stage in stages if stage]
             for n, stage in enumerate(stages):
+                if before is not None:
+                    before([self._sources[i].slug for i in stage])
                 made = kept_pool([self._sources[i] for i in stage], self._warn)  # every record is parsed: none skipped
                 tell_skipped(made, self._warn)
                 for i, kept in zip(stage, made):

@@ -257,7 +257,7 @@ def test_open_makes_the_first_modules_before_it_serves_and_the_rest_while_it_ser
     # The drill items of the swapped-in gym are another test's matter: a thread making them would outlive
     # this test and run inside the next one in this process.
     finishing = []
-    monkeypatch.setattr(serve, "_finish_later", lambda server, rest, current=None: finishing.append(rest))
+    monkeypatch.setattr(serve, "_finish_later", lambda server, rest, *more: finishing.append(rest))
     site, _ = serve.Site.start(corpus_dir, shown=tuple(first))
     server = serve.make_server(site, "127.0.0.1", 0)
     try:

@@ -328,11 +328,14 @@ def test_moe_transpose_copy_fusion_holds_the_transpose_at_its_root(by_slug):
 
 def test_mlp_bias_broadcast_is_the_broadcast_the_add_emitted(by_slug):
     """`broadcast_in_dim` to [1,512] has no instruction of its own: XLA merged it into the broadcast
-    that `add` emitted, which keeps add's tag and computes both."""
+    that `add` emitted, which keeps add's tag (its own equation) and absorbs the bias broadcast (rule 2)."""
     record = by_slug["mlp"]
     bias, add = _eqn_at(record, "broadcast_in_dim", 6), _eqn_at(record, "add", 7)
-    holders = [i for i in record["compiled"]["cpu"]["instructions"] if bias in i["eqns"] and i["opcode"] != "fusion"]
-    assert [(i["opcode"], i["eqns"], i["via"]) for i in holders] == [("broadcast", [bias, add], "tag")]
+    instructions = [i for i in record["compiled"]["cpu"]["instructions"] if i["opcode"] != "fusion"]
+    assert not [i for i in instructions if bias in i["eqns"]]
+    holders = [i for i in instructions if any(a["eqn"] == bias for a in i.get("absorbed", ()))]
+    assert [(i["opcode"], i["eqns"], i["via"], i["absorbed"]) for i in holders] == [
+        ("broadcast", [add], "tag", [{"eqn": bias, "rule": 2}])]
     assert any(bias in f["eqns"] and add in f["eqns"] for f in record["compiled"]["cpu"]["fusions"])
 
 

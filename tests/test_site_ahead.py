@@ -69,9 +69,13 @@ def _made_fresh(folder, paths, monkeypatch, tmp_path) -> dict[str, tuple[bytes, 
 def test_a_server_after_an_add_reads_the_programs_files_the_add_made_and_renders_none(kept_root, tmp_path,
                                                                                        monkeypatch, fork):
     folder = tmp_path / "added"
-    if not fork:
-        monkeypatch.setattr(ahead, "_forkable", lambda: False)
+    # This test process has JAX loaded, which `add --dump` never has: the fork is asked for, as there.
+    monkeypatch.setattr(ahead, "_forkable", lambda: fork)
+    forks = []
+    real_fork = ahead.os.fork
+    monkeypatch.setattr(ahead.os, "fork", lambda: forks.append(1) or real_fork())
     _add([_mine()], folder)
+    assert len(forks) == fork
     assert list(kept_root.glob("**/data/listings/mine.json.kept"))
     gym = _started(folder)
     paths = _files_of(gym, "mine")

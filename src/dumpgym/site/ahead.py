@@ -73,6 +73,7 @@ def keep_added(record: ProgramRecord, text: str, served: str) -> bool:
 
 
 def _forkable() -> bool:
-    """Whether this process may fork a child that runs Python: Linux, and no thread but this one (a lock another
-    thread holds would stay held forever in the child)."""
-    return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
+    """Whether this process may fork a child that runs Python: Linux, no thread but this one (a lock another
+    thread holds would stay held forever in the child), and no JAX (its runtime's threads are not Python's)."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
+            and "jax" not in sys.modules)

@@ -97,3 +97,76 @@ def test_a_newer_start_stops_the_maker_of_the_one_before_and_its_gym_is_never_sw
         server.server_close()
     err = capsys.readouterr().err
     assert "making the drill items" in err and "every drill item is ready" not in err and "error" not in err
+
+
+def test_an_older_starts_stage_asked_before_a_newer_start_is_never_swapped_in_after_it(tmp_path, monkeypatch):
+    """The window the lock closes: an older start's stage finds itself the newest, a newer start is swapped in
+    (as the watcher swaps one), and only then would the stage's assignment run. Without the lock the gym before
+    the change was served until the next change (a page that never showed a removed program gone)."""
+    monkeypatch.setattr(item_maker.ItemMaker, "start", classmethod(lambda cls, corpus_dir=None: None))
+    gym = serve.Site.start(tmp_path / "none")[0]
+    older, newer = object(), object()
+    server = serve.make_server(gym, "127.0.0.1", 0)
+    generation = [0]
+
+    def newer_start():  # the watcher's swap of a newer start
+        with server.swapping:
+            generation[0] += 1
+            server.site = newer
+
+    def rest(swap, before):
+        swap(older)
+        return older
+
+    rivals = []
+
+    def current():  # asked by the older stage; the newer start comes in between the first question and the swap
+        answer = generation[0] == 0
+        if not rivals:
+            rivals.append(threading.Thread(target=newer_start))
+            rivals[0].start()
+            rivals[0].join(timeout=0.5)
+        return answer
+
+    try:
+        serve._finish_later(server, rest, current, tmp_path / "none")
+        thread = next(t for t in threading.enumerate() if t.name == "dumpgym-drills")
+        thread.join(timeout=60)
+        for _ in range(100):
+            if generation[0]:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        assert generation[0] == 1 and server.site is newer
+    finally:
+        server.server_close()
+
+
+def test_the_watcher_tries_a_start_that_failed_again_before_waiting_for_the_next_change(tmp_path, monkeypatch, capsys):
+    """A start from a changed folder that fails once (a file read while another process replaced it) is tried
+    again at the next look, not dropped till the folder changes again; said once."""
+    monkeypatch.setattr(serve, "WATCH_INTERVAL", 0.01)
+    states = iter([("a",)] * 1000)
+    monkeypatch.setattr(serve, "corpus_state", lambda corpus_dir=None: next(states))
+    gym = serve.Site.start(tmp_path / "none")[0]
+    server = serve.make_server(gym, "127.0.0.1", 0)
+    real_start, calls, made = serve.Site.start, [], []
+
+    def start(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("a record read while it was replaced")
+        made.append(real_start(tmp_path / "none")[0])
+        return made[-1], None
+
+    monkeypatch.setattr(serve.Site, "start", start)
+    try:
+        serve._watch_corpus(server, tmp_path / "none", ("before",), [0])
+        for _ in range(1000):
+            if made and server.site is made[0]:
+                break
+            time.sleep(0.01)
+        assert made and server.site is made[0] and len(calls) == 2
+    finally:
+        server.server_close()
+    assert capsys.readouterr().err.count("could not be started") == 1

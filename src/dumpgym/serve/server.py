@@ -292,6 +292,10 @@ class GymServer:
         self._big_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumpgym-big")
         # The processes making the drill items a start found not kept (`item_maker`), stopped with the server.
         self.makers = Makers()
+        # Held while a start is made the newest and swapped in, and while an older start's stage asks whether it
+        # is still the newest and swaps itself in: otherwise that stage, asked just before a newer start, could
+        # be swapped in just after it, and the page would show the gym before the change until the next one.
+        self.swapping = threading.Lock()
 
     def serve_forever(self, poll_interval: float | None = None) -> None:
         """Serve until `shutdown()` (from another thread) or Ctrl-C. `poll_interval` is accepted and unused."""
@@ -560,8 +564,9 @@ def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callabl
           "the page says so until they are ready", file=sys.stderr, flush=True)
 
     def swap(site: Site) -> None:
-        if current():
-            server.site = site
+        with server.swapping:
+            if current():
+                server.site = site
 
     def before(slugs: list[str]) -> None:
         if maker is not None:
@@ -590,6 +595,7 @@ def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callabl
 
 
 WATCH_INTERVAL = 1.0  # seconds between looks at the folder of added programs
+START_TRIES = 3  # starts tried from one state of the folder that failed, before waiting for it to change
 
 
 def corpus_state(corpus_dir=None) -> tuple:
@@ -669,10 +675,11 @@ def _show_later(server: GymServer, corpus_dir, later, generation: list[int], sho
                   flush=True)
             return
         showing[0] = shown
-        generation[0] += 1
-        mine = generation[0]
+        with server.swapping:
+            generation[0] += 1
+            mine = generation[0]
+            server.site = site
         server.makers.stop_all()  # an older start's items are not served now: its maker stops
-        server.site = site
         made = "module of the dump is a program" if len(records) == 1 else "modules of the dump are programs"
         print(f"dumpgym: {len(records)} more {made} of the gym "
               f"({time.perf_counter() - began:.1f} s); it now has {site.programs} programs: reload the page.",
@@ -691,24 +698,32 @@ def _watch_corpus(server: GymServer, corpus_dir, seen: tuple, generation: list[i
     it in, so the next reload of the page shows it; said on stderr. A start that fails is said in one line
     and the gym before it goes on being served."""
     def watch() -> None:
-        last = seen
+        last, failed, tries = seen, None, 0
         while True:
             time.sleep(WATCH_INTERVAL)
             now = corpus_state(corpus_dir)
-            if now == last or now == ("busy",):
+            if now == last or now == ("busy",) or (now == failed and tries >= START_TRIES):
                 continue
-            news, last = what_changed(last, now), now
+            news = what_changed(last, now)
             try:
                 site, rest = Site.start(corpus_dir, news, shown=showing[0],
                                         big=server.big.links() if server.big else ())
             except Exception as e:  # a record that cannot be read, say: the gym before stays
-                print(f"dumpgym: warning: the added programs changed, but the gym could not be started from them "
-                      f"({printable(f'{type(e).__name__}: {e}')}); serving the gym before", file=sys.stderr, flush=True)
+                # Tried again at the next looks (a file another process was replacing may read whole then), a few
+                # times, and said once; then only once the folder changes again.
+                tries = tries + 1 if now == failed else 1
+                if tries == 1:
+                    print(f"dumpgym: warning: the added programs changed, but the gym could not be started from "
+                          f"them ({printable(f'{type(e).__name__}: {e}')}); serving the gym before", file=sys.stderr,
+                          flush=True)
+                failed = now
                 continue
-            generation[0] += 1
-            mine = generation[0]
+            last = now
+            with server.swapping:
+                generation[0] += 1
+                mine = generation[0]
+                server.site = site
             server.makers.stop_all()  # an older start's items are not served now: its maker stops
-            server.site = site
             print(f"dumpgym: {news[:1].lower()}{news[1:]} The gym now has {site.programs} programs: reload the page.",
                   file=sys.stderr, flush=True)
             if rest is not None:

@@ -94,13 +94,15 @@ def test_a_program_added_or_removed_while_serve_runs_shows_on_the_next_reload(ke
         assert done.returncode == 0, done.stderr
 
     def reload_until(page, ready, what):
-        for _ in range(120):  # a start after a change takes a second or two; a minute at most
+        # A start after a change takes a second or two alone; a full run on two cores can make it much longer.
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
             page.reload()
             page.wait_for_selector("html[data-ready]")
             if ready():
                 return
             time.sleep(0.5)
-        pytest.fail(f"the page never showed {what}")
+        pytest.fail(f"the page never showed {what} in three minutes")
 
     try:
         line = proc.stdout.readline()
@@ -116,6 +118,11 @@ def test_a_program_added_or_removed_while_serve_runs_shows_on_the_next_reload(ke
             dumpgym("remove", "my-dot")
             reload_until(page, lambda: page.locator("#p-my-dot").count() == 0, "the program removed")
             assert "removed my-dot" in page.locator("[data-corpus-news]").inner_text()
+    except BaseException:
+        proc.terminate()
+        proc.wait(timeout=10)
+        print("serve said:\n" + proc.stderr.read(), file=sys.stderr)  # shown by pytest beside the failure
+        raise
     finally:
         proc.terminate()
         proc.wait(timeout=10)

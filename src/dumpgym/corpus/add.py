@@ -14,10 +14,6 @@ from dumpgym.corpus.user import (_check_slug_free, _check_slug_syntax, _check_te
                                  _make_folder, _store, locked, sigterm_interrupts, user_corpus_dir)
 from dumpgym.errors import ProgramError, Stopped
 from dumpgym.record.schema import ProgramRecord
-from dumpgym.record.typedjson import TextAhead
-
-# Called with the records an add wrote and the `TextAhead` that wrote them (`add_function`'s `stored`).
-Stored = Callable[[list[ProgramRecord], TextAhead], None]
 
 
 def _default_slug(function_name: str) -> str:
@@ -42,13 +38,12 @@ def _check_arity(function, entry: str, count: int) -> None:
 
 def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: str | None = None,
         corpus_dir=None, progress: Callable[[str], None] | None = None, compiled: bool | str = False,
-        args_from: str | None = None, wait: float | None = None, replace: bool = False,
-        stored: Stored | None = None) -> ProgramRecord:
+        args_from: str | None = None, wait: float | None = None, replace: bool = False) -> ProgramRecord:
     """`dumpgym add`: import `entry`, make its example arguments (`--arg` specs or `--args-from` MAKE), trace and store it.
 
     `compiled`: False, True or "cpu" (this host's XLA), "tpu" or "tpu:GEN:SHAPE" (a TPU, without one),
     "gpu" or "gpu:NAME" (an H100 or A100, without one). `replace`: an added program of the same slug is
-    replaced (`add_function`). `stored`: as `add_function`'s.
+    replaced (`add_function`).
     """
     from dumpgym.traced.program import load_entry, load_examples, parse_arg
 
@@ -72,8 +67,7 @@ def add(entry: str, arg_specs: list[str] = (), slug: str | None = None, title: s
     else:
         args, kwargs = load_examples(_resolved(args_from)[0], files)
     return add_function(function, args, kwargs, entry=entry, name=name, slug=slug, title=title,
-                        corpus_dir=corpus_dir, progress=progress, compiled=compiled, wait=wait, replace=replace,
-                        stored=stored)
+                        corpus_dir=corpus_dir, progress=progress, compiled=compiled, wait=wait, replace=replace)
 
 
 def _compile_target(compiled):
@@ -89,20 +83,18 @@ def _compile_target(compiled):
 
 def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, name: str, slug: str | None = None,
                  title: str | None = None, corpus_dir=None, progress: Callable[[str], None] | None = None,
-                 compiled: bool | str = False, wait: float | None = None, replace: bool = False,
-                 stored: Stored | None = None) -> ProgramRecord:
+                 compiled: bool | str = False, wait: float | None = None, replace: bool = False) -> ProgramRecord:
     """Trace `function` on example values (pytrees, models, static leaves), build its record, and store it.
 
     The one path of every added program, from the command line and from Python (`dumpgym.add`).
     Nothing is written until it has traced; the write holds the folder's lock (waiting for it at most
     `wait` seconds, default `WAIT`). With `replace`, an added program of the same slug is replaced in one
     step once the new one has traced (a failure before leaves it as it was); a built-in slug is refused.
-    `stored(records, ahead)` is called once it is written, with the `TextAhead` that wrote it (the command
-    line and `dumpgym.add` make its page files then: `site/ahead.py`'s `keep_pages`).
     """
     import jax
 
     from dumpgym.corpus.pipeline import function_record
+    from dumpgym.record.typedjson import TextAhead
 
     _check_slug_syntax(slug)
     _check_title(title)
@@ -121,8 +113,6 @@ def add_function(function: Callable, args: tuple, kwargs: dict, *, entry: str, n
     record = dataclasses.replace(record, jax_version=jax.__version__)
     _make_folder(folder)  # only now that the program has traced
     _store(folder, [record], wait, replace, ahead)
-    if stored is not None:
-        stored([record], ahead)
     return record
 
 

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -170,3 +171,43 @@ def test_the_watcher_tries_a_start_that_failed_again_before_waiting_for_the_next
     finally:
         server.server_close()
     assert capsys.readouterr().err.count("could not be started") == 1
+
+
+def test_an_older_starts_items_are_never_swapped_in_over_a_newer_start_the_watcher_made(tmp_path, monkeypatch,
+                                                                                       capsys):
+    """Two changes seen by the watcher (an add, then a remove) while the first start's items were still being
+    made: the first start's whole gym, ready after the second was swapped in, must not replace it. Its question
+    'still the newest?' once read the watcher's loop variable, which the second start had rebound to its own
+    generation: the gym with the removed program came back and stayed (a full run's page that never showed a
+    removed program gone, serve saying 'every drill item is ready' after 'removed')."""
+    monkeypatch.setattr(serve, "WATCH_INTERVAL", 0.01)
+    monkeypatch.setattr(item_maker.ItemMaker, "start", classmethod(lambda cls, corpus_dir=None: None))
+    states = iter([("add",)] * 20 + [("remove",)] * 100000)
+    monkeypatch.setattr(serve, "corpus_state", lambda corpus_dir=None: next(states))
+    gym = serve.Site.start(tmp_path / "none")[0]
+    server = serve.make_server(gym, "127.0.0.1", 0)
+    added, added_whole, removed = (SimpleNamespace(programs=n) for n in (34, 34, 33))
+    release = threading.Event()
+
+    def added_rest(swap, before):  # the add's items, made slowly: ready only after the remove
+        release.wait(timeout=60)
+        return added_whole
+
+    starts = iter([(added, added_rest), (removed, None)])
+    monkeypatch.setattr(serve.Site, "start", lambda *args, **kwargs: next(starts))
+    try:
+        serve._watch_corpus(server, tmp_path / "none", ("before",), [0])
+        for _ in range(3000):
+            if server.site is removed:
+                break
+            time.sleep(0.01)
+        assert server.site is removed
+        release.set()
+        thread = next((t for t in threading.enumerate() if t.name == "dumpgym-drills"), None)
+        if thread is not None:
+            thread.join(timeout=60)
+        assert server.site is removed
+    finally:
+        release.set()
+        server.server_close()
+    assert "every drill item is ready" not in capsys.readouterr().err

@@ -685,7 +685,7 @@ def _show_later(server: GymServer, corpus_dir, later, generation: list[int], sho
               f"({time.perf_counter() - began:.1f} s); it now has {site.programs} programs: reload the page.",
               file=sys.stderr, flush=True)
         if rest is not None:
-            _finish_later(server, rest, lambda: generation[0] == mine, corpus_dir)
+            _finish_later(server, rest, lambda mine=mine: generation[0] == mine, corpus_dir)
 
     # A daemon: Ctrl-C does not wait for it; nothing is written.
     threading.Thread(target=make, name="dumpgym-dump-records", daemon=True).start()
@@ -727,7 +727,9 @@ def _watch_corpus(server: GymServer, corpus_dir, seen: tuple, generation: list[i
             print(f"dumpgym: {news[:1].lower()}{news[1:]} The gym now has {site.programs} programs: reload the page.",
                   file=sys.stderr, flush=True)
             if rest is not None:
-                _finish_later(server, rest, lambda: generation[0] == mine, corpus_dir)
+                # `mine` bound now: the loop rebinds it at the next start, and this start's question
+                # 'still the newest?' must keep asking about this start's own generation.
+                _finish_later(server, rest, lambda mine=mine: generation[0] == mine, corpus_dir)
 
     # A daemon: Ctrl-C does not wait for it.
     threading.Thread(target=watch, name="dumpgym-watch", daemon=True).start()

@@ -259,3 +259,71 @@ def test_while_the_index_is_made_the_lines_it_reached_are_served_and_no_more(big
     name = next(iter(headers))
     status, _, body = streamed.answer(f"/big/jit-step.html?computation={name}")
     assert status == 200 and "the computations are found when the line index is made" in body.decode()
+
+
+def _edge_file(real: str, long_bytes: int) -> tuple[bytes, str]:
+    """The module's text written as a line index must still take it: CR LF line endings, a blank line more
+    after each computation, one instruction's `op_name` made `long_bytes` longer (a line longer than a chunk)
+    and no newline after the last line. Returns the bytes and the same module with plain newlines (what
+    XLA's parser is given)."""
+    lines = real.split("\n")
+    at = next(i for i, line in enumerate(lines) if 'op_name="' in line and line.startswith("  "))
+    lines[at] = lines[at].replace('op_name="', 'op_name="' + "x" * long_bytes, 1)
+    spaced = []
+    for line in lines:
+        spaced.append(line)
+        if line == "}":
+            spaced.append("")
+    text = "\n".join(spaced).rstrip("\n")
+    return text.replace("\n", "\r\n").encode(), text
+
+
+@pytest.mark.parametrize("chunk", [7, 4096, None])
+def test_the_line_index_is_the_files_own_lines_and_the_counts_xlas(big, tmp_path, chunk):
+    """The pass over a file with CR LF endings, blank lines, a line longer than its chunk and no last newline:
+    its offsets are where Python's own split of the file starts each line, its counts what XLA's parser
+    counts of the module, its computations the headers read from the text, its ENTRY's parameters XLA's."""
+    from jaxlib import _hlo
+
+    from dumpgym.ir.hlo_index import CHUNK, index_hlo
+    from dumpgym.serve.big import _head_window, _indexed_window
+
+    _, _, _, _, real = big
+    data, text = _edge_file(real, 3 * (chunk or CHUNK))
+    path = tmp_path / "module.txt"
+    path.write_bytes(data)
+    facts, offsets = index_hlo(path, chunk=chunk or CHUNK)
+    pieces = data.splitlines(keepends=True)
+    starts = [0]
+    for piece in pieces:
+        starts.append(starts[-1] + len(piece))
+    assert offsets.tolist() == starts and facts.lines == len(pieces) and facts.size == len(data)
+    assert facts.longest_line == max(map(len, pieces)) > (chunk or CHUNK)
+    # Counts: XLA's parser of the same module.
+    module = _hlo.hlo_module_from_text(text)
+    computations = list(module.computations())
+    spelled = {op for op, _ in facts.opcodes} | {"parameter"}
+    entry, others = _opcodes(text, spelled)
+    assert dict(facts.opcodes) == dict(entry + others) and facts.unread == 0
+    assert sorted(c.instructions for c in facts.computations) == sorted(len(list(c.instructions())) for c in computations)
+    # Computations: each header as the text numbers its lines.
+    lines = data.decode().split("\r\n")
+    headers = [(line.split(" ", 1)[0].removeprefix("%"), n) for n, line in enumerate(lines, 1) if line.startswith("%")]
+    headers += [(line.split(" ", 2)[1].removeprefix("%"), n) for n, line in enumerate(lines, 1) if line.startswith("ENTRY ")]
+    assert [(c.name, c.line) for c in facts.computations] == headers
+    assert [c.entry for c in facts.computations] == [False] * (len(headers) - 1) + [True]
+    # The ENTRY's parameters: XLA's, numbered as it numbers them.
+    params = [i.to_string() for i in computations[-1].instructions() if " parameter(" in i.to_string()]
+    assert [(p.number, p.name) for p in facts.parameters] == sorted(
+        (int(s.split(" parameter(", 1)[1].split(")", 1)[0]), s.split(" = ", 1)[0].split()[-1].lstrip("%")) for s in params)
+    assert all(lines[p.line - 1].lstrip().startswith(f"%{p.name} = ") for p in facts.parameters)
+    # Windows, from the index and from the head: the lines Python reads from the file, each cut at CUT bytes.
+    with open(path, encoding="utf-8") as f:
+        read = [line.removesuffix("\n") for line in f]
+    for first in (1, 2, len(read) - 3):
+        window = _indexed_window(path, offsets, first, WINDOW, CUT)
+        expected = [line.encode() for line in read[first - 1:first - 1 + WINDOW]]
+        assert window.lines == tuple((raw[:CUT], max(len(raw) - CUT, 0)) for raw in expected)
+    head = _head_window(path, len(read) + 5, CUT)
+    assert head.total == len(read) and head.lines == tuple(
+        (raw[:CUT], max(len(raw) - CUT, 0)) for raw in (line.encode() for line in read))

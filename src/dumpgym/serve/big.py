@@ -251,6 +251,13 @@ def _indexed_window(path: Path, offsets: array, first: int, count: int, cut: int
             block = f.read(end - start)
         for i in range(first - 1, last):
             content = offsets[i + 1] - offsets[i] - (1 if i < lines - 1 or ends_nl else 0)
+            if content and (i < lines - 1 or ends_nl):  # a line ending in CR LF: the CR is its ending's
+                if block is not None:
+                    cr = block[offsets[i] - start + content - 1] == 13
+                else:
+                    f.seek(offsets[i] + content - 1)
+                    cr = f.read(1) == b"\r"
+                content -= cr
             if block is not None:
                 raw = block[offsets[i] - start:offsets[i] - start + min(content, cut)]
             else:
@@ -266,6 +273,7 @@ def _head_window(path: Path, count: int, cut: int) -> Window:
     ended within the window."""
     shown: list[tuple[bytes, int]] = []
     line, left_out = b"", 0
+    last = b""  # the line's last byte read so far: a CR before its newline is its ending's
     ended = False
     with open(path, "rb") as f:
         while len(shown) < count:
@@ -279,10 +287,13 @@ def _head_window(path: Path, count: int, cut: int) -> Window:
                 piece = block[start:] if nl < 0 else block[start:nl]
                 room = cut - len(line)
                 line, left_out = line + piece[:max(room, 0)], left_out + max(len(piece) - max(room, 0), 0)
+                last = piece[-1:] or last
                 if nl < 0:
                     break
+                if last == b"\r":
+                    line, left_out = (line, left_out - 1) if left_out else (line[:-1], 0)
                 shown.append((line, left_out))
-                line, left_out = b"", 0
+                line, left_out, last = b"", 0, b""
                 start = nl + 1
     if ended and (line or left_out):
         shown.append((line, left_out))

@@ -327,3 +327,55 @@ def test_the_line_index_is_the_files_own_lines_and_the_counts_xlas(big, tmp_path
     head = _head_window(path, len(read) + 5, CUT)
     assert head.total == len(read) and head.lines == tuple(
         (raw[:CUT], max(len(raw) - CUT, 0)) for raw in (line.encode() for line in read))
+
+
+REPEATED = r'''
+import jax, jax.numpy as jnp
+# Both functions named f are defined on lines of two digits: their StableHLO's locations are as long.
+#
+#
+#
+#
+#
+#
+jax.jit(lambda x: jnp.cos(x))(jnp.ones(2))  # a function traced once
+
+def f(x):
+    return jnp.sin(x) * 2.0
+jax.jit(f)(jnp.ones(3))
+jax.clear_caches()
+jax.jit(f)(jnp.ones(3))  # the same text again
+
+def f(x):
+    return jnp.sin(x) * 3.0
+jax.jit(f)(jnp.ones(3))  # a text of the same size, not the same
+'''
+
+
+def test_jaxs_files_are_one_entry_per_distinct_text_hashing_only_those_that_may_repeat(tmp_path, monkeypatch):
+    """A function traced twice to the same text is one entry repeated once; one of the same size and another
+    text is its own (a file is hashed only where another of its name has its size: those are): checked
+    against the files' own bytes. A file alone of its size is not hashed."""
+    from dumpgym.dumps import folder as reader
+
+    dump_script(REPEATED, tmp_path, None)
+    hashed = []
+    real_digest = reader._digest
+    monkeypatch.setattr(reader, "_digest", lambda path: hashed.append(path.name) or real_digest(path))
+    for pattern, form in ((reader._JAXPR_FILE, "jaxpr"), (reader._MLIR_FILE, "mlir")):
+        paths = sorted(p for p in tmp_path.iterdir() if pattern.fullmatch(p.name))
+        entries = [reader._Ir(int(pattern.fullmatch(p.name).group(1)), pattern.fullmatch(p.name).group(2), p, "")
+                   for p in paths]
+        kept = reader._newest(entries)
+        texts = {}
+        for p in paths:  # by number: the newest of each text kept, the older counted
+            texts.setdefault((pattern.fullmatch(p.name).group(2), p.read_bytes()), []).append(p)
+        assert sorted((e.path.name, e.repeats) for e in kept) == sorted(
+            (max(ps, key=lambda p: int(pattern.fullmatch(p.name).group(1))).name, len(ps) - 1) for ps in texts.values()), form
+        named_f = [p for p in paths if pattern.fullmatch(p.name).group(2).endswith("f")]
+        assert len(named_f) == 3 and len({p.stat().st_size for p in named_f}) == 1, form  # all three the same size
+        assert len({p.read_bytes() for p in named_f}) >= 2, form  # of one size, not all one text
+        assert form == "mlir" or any(len(ps) > 1 for ps in texts.values())  # a jaxpr repeated
+        alone = [p.name for p in paths if sum(q.stat().st_size == p.stat().st_size
+                                                and pattern.fullmatch(q.name).group(2) == pattern.fullmatch(p.name).group(2) for q in paths) == 1]
+        assert alone and not set(alone) & set(hashed), form

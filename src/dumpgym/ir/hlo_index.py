@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import sys
 import time
 from array import array
@@ -200,7 +201,7 @@ def index_hlo(path: Path, report=None, chunk: int = CHUNK) -> tuple[StreamedHlo,
     """The facts of `path` (an HLO text file) and its line index: `offsets[i]` is where line i+1 starts, and
     one more entry, the file's size. `report(bytes_read, offsets)` is called after each chunk, with the
     offsets so far (those of the lines read whole, and where the next starts)."""
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     offsets = array("Q", [0])
     state = _Pass()
     head = b""  # the head of the line the last chunk ended in
@@ -233,7 +234,8 @@ def index_hlo(path: Path, report=None, chunk: int = CHUNK) -> tuple[StreamedHlo,
                         opcodes=tuple(sorted(((k.decode(), n) for k, n in state.opcodes.items()), key=lambda kv: (-kv[1], kv[0]))),
                         parameters=tuple(sorted(state.parameters, key=lambda p: p.number)), unread=state.unread,
                         head=HEAD, longest_line=longest, index_bytes=offsets.itemsize * len(offsets),
-                        seconds=time.perf_counter() - began, peak_bytes=_peak())
+                        seconds=time.perf_counter() - began, peak_bytes=_peak(),
+                        cpu_seconds=time.process_time() - began_cpu)
     return facts, offsets
 
 
@@ -252,20 +254,28 @@ def main(argv: list[str] | None = None) -> int:
     `--wait`, first wait for a line on stdin (the server holds the pass with it). On stdout, binary: now and
     then `P <bytes read> <n>` and the n bytes of the offsets found since the last (unsigned 64-bit, this
     machine's byte order: the server serves the lines indexed so far), then `D <n>` and n bytes of the facts
-    as JSON, then `O <n>` and the n bytes of the offsets not sent yet; or `E <one line>`."""
+    as JSON, then `O <n>` and the n bytes of the offsets not sent yet; or `E <one line>`.
+
+    The `P` reports start once stdin has ended or holds a line (the server closes it when it listens): until
+    then a report would fill the pipe and hold the pass until the server reads it, which it does only once
+    the gym is made (its render workers are forked with no thread running)."""
     args = sys.argv[1:] if argv is None else argv
     out = sys.stdout.buffer
+    if hasattr(os, "nice"):  # the server's answers (the first window, other pages) come first; the pass takes what is left
+        os.nice(10)
     if args and args[0] == "--wait":
         args = args[1:]
         sys.stdin.readline()
     path = args[0]
-    last, sent = [0.0], [0]
+    last, sent, heard = [0.0], [0], [False]
 
     def report(read: int, offsets: array) -> None:
         now = time.monotonic()
         if now - last[0] >= 0.2:
             last[0] = now
-            _send(out, "P", read, offsets, sent)
+            heard[0] = heard[0] or _listening()
+            if heard[0]:
+                _send(out, "P", read, offsets, sent)
     try:
         facts, offsets = index_hlo(Path(path), report)
     except (OSError, MemoryError) as e:
@@ -276,6 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     out.write(f"D {len(data)}\n".encode() + data)
     _send(out, "O", None, offsets, sent)
     return 0
+
+
+def _listening() -> bool:
+    """Whether the server reads what this process writes: its stdin ended or holds a line (or cannot be asked)."""
+    try:
+        return bool(select.select([sys.stdin], [], [], 0)[0])
+    except (OSError, ValueError, TypeError):
+        return True
 
 
 def _send(out, kind: str, read: int | None, offsets: array, sent: list[int]) -> None:

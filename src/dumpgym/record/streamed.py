@@ -48,6 +48,7 @@ class StreamedHlo:
     index_bytes: int
     seconds: float
     peak_bytes: int  # the resident memory the pass's process reached (VmHWM), 0 where unknown
+    cpu_seconds: float = 0.0  # the CPU time the pass's process spent (its `seconds` are the wall clock's)
 
     def to_json(self) -> dict:
         """The facts as JSON (what the indexing process sends the server): a computation or a parameter as a

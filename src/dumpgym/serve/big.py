@@ -91,8 +91,8 @@ class BigModules:
 
     def start(self) -> None:
         """Start the first module's indexing process (no thread: `open` calls this before the gym is made and
-        its render workers forked, so that the pass runs while the gym starts; it waits on its pipe for
-        `listen`)."""
+        its render workers forked, so that the pass runs while the gym starts; it reports what it has found
+        only once `listen` closes its stdin, and its last report waits on its pipe for `listen`)."""
         first = next((i for i in self.indexes.values() if i.state == "waiting"), None)
         if first is not None:
             self._spawn(first)

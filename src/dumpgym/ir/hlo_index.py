@@ -93,7 +93,7 @@ class _Pass:
             low = cut
         if len(opcodes) > low and self.current is not None:
             self._body(block, nl, number, indented, opcodes, declined, low, len(opcodes), inside)
-        if inside == [(0, len(opcodes))] or sum(h - l for l, h in inside) == len(opcodes):
+        if sum(high - low for low, high in inside) == len(opcodes):
             self.opcodes.update(opcodes)  # every indented line is within a computation (as XLA prints)
         else:
             for low, high in inside:
@@ -106,16 +106,12 @@ class _Pass:
         inside.append((low, high))
         blank = 0 if declined is None else int(declined[high] - declined[low])
         self.instructions += high - low - blank
-        if blank:
-            for i in range(low, high):
-                if not opcodes[i]:
-                    k = int(indented[i])
-                    self._instruction(number + k, block[int(nl[k]) + 1:min(int(nl[k + 1]), int(nl[k]) + 1 + HEAD)])
-        if self.current[2]:  # the ENTRY's parameters
-            for i in range(low, high):
-                if opcodes[i] == b"parameter":
-                    k = int(indented[i])
-                    self._parameter(number + k, block[int(nl[k]) + 1:min(int(nl[k + 1]), int(nl[k]) + 1 + HEAD)])
+        for i in _where(opcodes, b"", low, high) if blank else ():
+            k = int(indented[i])
+            self._instruction(number + k, block[int(nl[k]) + 1:min(int(nl[k + 1]), int(nl[k]) + 1 + HEAD)])
+        for i in _where(opcodes, b"parameter", low, high) if self.current[2] else ():  # the ENTRY's parameters
+            k = int(indented[i])
+            self._parameter(number + k, block[int(nl[k]) + 1:min(int(nl[k + 1]), int(nl[k]) + 1 + HEAD)])
 
     def _close(self) -> None:
         if self.current is not None:
@@ -148,6 +144,17 @@ class _Pass:
             self.parameters.append(EntryParameter(int(digits), name.lstrip(b"%").decode("utf-8", "replace"),
                                                   head[at:end].decode("utf-8", "replace"),
                                                   _op_name(head[close:].decode("utf-8", "replace")), number))
+
+
+def _where(items: list, value, low: int, high: int):
+    """The indices of `value` in `items[low:high]` (found by the list's own search, not a Python loop)."""
+    while True:
+        try:
+            low = items.index(value, low, high)
+        except ValueError:
+            return
+        yield low
+        low += 1
 
 
 def _read_instruction(head: bytes) -> bytes | None:

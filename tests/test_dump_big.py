@@ -324,7 +324,7 @@ def test_the_line_index_is_the_files_own_lines_and_the_counts_xlas(big, tmp_path
         window = _indexed_window(path, offsets, first, WINDOW, CUT)
         expected = [line.encode() for line in read[first - 1:first - 1 + WINDOW]]
         assert window.lines == tuple((raw[:CUT], max(len(raw) - CUT, 0)) for raw in expected)
-    head = _head_window(path, len(read) + 5, CUT)
+    head = _head_window(path, len(read) + 5, CUT, budget=len(data) + 1)  # a budget of the whole file
     assert head.total == len(read) and head.lines == tuple(
         (raw[:CUT], max(len(raw) - CUT, 0)) for raw in (line.encode() for line in read))
 
@@ -379,3 +379,26 @@ def test_jaxs_files_are_one_entry_per_distinct_text_hashing_only_those_that_may_
         alone = [p.name for p in paths if sum(q.stat().st_size == p.stat().st_size
                                                 and pattern.fullmatch(q.name).group(2) == pattern.fullmatch(p.name).group(2) for q in paths) == 1]
         assert alone and not set(alone) & set(hashed), form
+
+
+def test_the_first_window_read_before_the_index_reads_no_further_than_its_budget(big, tmp_path):
+    """Before the line index is made, the first window reads at most its budget of the file's head: the lines
+    that end within it are the file's own, the line the budget ends within is shown cut and says its length is
+    not known yet (not read through: a constant of 300 MB on one line), and the window ends there."""
+    from dumpgym.serve.big import _head_window
+    from dumpgym.site.big_page import listing_html
+
+    _, _, _, _, real = big
+    data, _ = _edge_file(real, 50_000)
+    path = tmp_path / "module.txt"
+    path.write_bytes(data)
+    with open(path, encoding="utf-8") as f:
+        read = [line.removesuffix("\n") for line in f]
+    long = next(n for n, line in enumerate(read) if len(line) > 50_000)
+    budget = sum(len(line.encode()) + 2 for line in read[:long]) + 1_000  # within the long line
+    window = _head_window(path, len(read), CUT, budget=budget)
+    assert window.total is None and len(window.lines) == long + 1
+    assert window.lines[:long] == tuple((raw[:CUT], max(len(raw) - CUT, 0)) for raw in (line.encode() for line in read[:long]))
+    assert window.lines[long] == (read[long].encode()[:CUT], None)
+    markup, cut = listing_html(window)
+    assert "how many bytes: once the line index is made" in markup and cut == 1 + sum(len(line.encode()) > CUT for line in read[:long])

@@ -22,9 +22,11 @@ of the same folder without the big module (links to the rest), its landing page 
 start, which the first window's time is set beside. With `--before REF`, the same `open`s and pass of that
 commit (checked out in a temporary worktree) in the same runs.
 
-Printed per form and version, medians over the runs: the times and their ratios to `cat`, the server's peak
-memory (VmHWM) beside the gym alone's, the pass's own (as the page says it), and the slowest answer of the
-gym while the pass ran (none asked where the pass ended before the URL: it starts before the gym is made).
+Printed per form and version, medians over the runs: the times and their ratios to `cat` (and the server's
+CPU seconds until its first answer, beside the gym alone's: a loaded machine inflates them far less), the
+server's peak memory (VmHWM) beside the gym alone's, the pass's own (as the page says it), and the slowest
+answer of the gym while the pass ran (none asked where the pass ended before the URL: it starts before the
+gym is made).
 """
 from __future__ import annotations
 
@@ -93,6 +95,12 @@ def _peak(pid: int) -> int:
     return int(next(r for r in status.splitlines() if r.startswith("VmHWM:")).split()[1]) * 1024
 
 
+def _cpu(pid: int) -> float:
+    """A process's CPU seconds so far (user and system, its own: not its render workers')."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _fetch(url: str) -> tuple[float, str]:
     t = time.perf_counter()
     with urllib.request.urlopen(url, timeout=600) as r:
@@ -121,7 +129,7 @@ def streamed_once(folder: Path, corpus: Path, env: dict) -> dict:
             raise SystemExit(f"open did not land on a streamed page: {line!r}")
         gym = page_url.split("big/", 1)[0]
         asked, page = _fetch(page_url)
-        first = time.perf_counter() - began
+        first, first_cpu = time.perf_counter() - began, _cpu(proc.pid)
         if "data-listing" not in page:
             raise SystemExit("the streamed page showed no window")
         slowest, probes, asked_page = 0.0, 0, time.perf_counter()
@@ -136,7 +144,7 @@ def streamed_once(folder: Path, corpus: Path, env: dict) -> dict:
         _, windowed = _fetch(page_url + "?line=2")
         seconds = re.search(r"in ([\d.]+) s (?:\(([\d.]+) s of CPU\) )?in a process of its own", page)
         pass_peak = re.search(r"whose memory peaked at ([\d,.]+) MB", page)
-        return {"url": took, "first window": first, "its answer": asked, "indexed": indexed,
+        return {"url": took, "first window": first, "server cpu": first_cpu, "its answer": asked, "indexed": indexed,
                 "pass": float(seconds.group(1)) if seconds else float("nan"),
                 "pass cpu": float(seconds.group(2)) if seconds and seconds.group(2) else float("nan"),
                 "slowest gym answer": slowest, "gym probes": probes, "server peak": _peak(proc.pid),
@@ -149,7 +157,8 @@ def base_once(folder: Path, corpus: Path, env: dict) -> dict:
     began = time.perf_counter()
     with serving_open(folder, corpus, env) as (proc, line, took):
         _fetch(line.split(" at ", 1)[1].split()[0])
-        return {"landed": time.perf_counter() - began, "url": took, "server peak": _peak(proc.pid)}
+        return {"landed": time.perf_counter() - began, "server cpu": _cpu(proc.pid), "url": took,
+                "server peak": _peak(proc.pid)}
 
 
 def _without(folder: Path, biggest: Path, into: Path) -> Path:
@@ -198,6 +207,10 @@ def bench_form(form: str, folder: Path, work: Path, versions: dict[str, Path], r
         print(f"  open until the big module's first window is answered: median {first:.2f} s ({_all(s, 'first window')}); "
               f"the same folder without the big module until its page is answered: median {landed:.2f} s "
               f"({_all(b, 'landed')}); the difference {first - landed:+.2f} s, {(first - landed) / cat:+.1f}x the cat")
+        cpu, base_cpu = _med(s, "server cpu"), _med(b, "server cpu")
+        print(f"  the server's CPU until then: median {cpu:.2f} s ({_all(s, 'server cpu')}) beside the gym alone's "
+              f"{base_cpu:.2f} s ({_all(b, 'server cpu')}); the difference {cpu - base_cpu:+.2f} s, "
+              f"{(cpu - base_cpu) / cat_cpu:+.1f}x the cat's CPU")
         print(f"  the first window's answer once asked: median {asked:.3f} s ({_all(s, 'its answer', '.3f')}), "
               f"{asked / cat:.1f}x the cat")
         print(f"  during open, the pass took {_med(s, 'pass'):.2f} s as the page says it ({_all(s, 'pass')}), "

@@ -1,7 +1,9 @@
 """A dump's module too big to make a program of, shown streamed by `open`: made cheaply from a real dump made
 here (its optimised HLO's computations repeated until the file is megabytes, `BIG_FILE` lowered to below it),
 its page's windows checked against the file's own lines, its counts against XLA's parser of the module
-dumped, and the gym checked to answer while the module's line index is held unmade."""
+dumped, and the gym checked to answer while the module's line index is held unmade. The line index of a file
+with CR LF endings, blank lines, a line longer than a chunk and no last newline is checked against Python's
+own split of it, at several chunk sizes; JAX's files kept once per text against their bytes."""
 import html
 from array import array
 import re

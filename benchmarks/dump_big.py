@@ -1,42 +1,50 @@
-"""`dumpgym open` of a dump whose optimised HLO is hundreds of megabytes, beside reading its files.
+"""`dumpgym open` of a dump whose optimised HLO is hundreds of megabytes, beside reading the file.
 
-    python benchmarks/dump_big.py [--megabytes 300] [--runs 3] [--folder DIR] [--form constant|lines]
+    python benchmarks/dump_big.py [--megabytes 300] [--runs 3] [--folder DIR] [--form constant|lines|both]
+                                  [--before REF]
 
-Makes (once, into `--folder`, default a temporary folder) the dump of a jitted function that closes over
-a large table (a model's constants): with `--xla_dump_large_constants`, XLA prints the table in its HLO,
-before and after optimisations, and JAX's StableHLO holds it too. Then, each run a fresh process,
-alternating: reading every file of the folder in Python (`Path.read_bytes`, what reading the dump costs
-at the least), `cat` of the big optimised HLO alone, and `dumpgym open FOLDER` until it prints the gym's URL,
-with its peak memory then (VmHWM). Then, each run: `open` started and the big module's streamed page asked as
-soon as the URL is printed (where `open` lands): the seconds from starting `open` to its first window
-answered, beside `cat`; while the module's line index is made (in a process of its own), the gym's index
-asked every 50 ms (and the streamed page every second), its slowest answer said; when the index is made, the seconds it took, the server's
-peak memory and the indexing process's (as the page says it). The issue's bars: opened within 2x the time to
-read it, in memory proportional to one module, other pages answering meanwhile.
+The issue's bar: a 300 MB optimised HLO opens within 2x the time to read it, in memory proportional to one
+module, while other pages keep answering. Two forms of such a file, made once into `--folder` (default a
+temporary folder; `DIR/constant-MB`, `DIR/lines-MB`):
 
-`--form lines`: the big optimised HLO made of millions of short lines instead (a big model's listing): the
-same function dumped with a small table, its fused computation repeated, renamed, until the file is
-`--megabytes` (XLA's own lines, only the computation's name changed); its line index takes seconds to make,
-and the gym is asked meanwhile.
+- `constant`: the dump of a jitted function that closes over a large table (a model's constants): with
+  `--xla_dump_large_constants`, XLA prints the table on one line of its HLO, before and after
+  optimisations, and JAX's StableHLO holds it too.
+- `lines`: the same function dumped with a small table, its optimised HLO's fused computation repeated,
+  renamed, until the file is `--megabytes` (XLA's own lines, only the computation's name changed): millions
+  of short lines, as a big model's listing reads.
+
+Each run, alternating, each a fresh process: `cat` of the big optimised HLO (reading it); the line index's
+pass alone (`python -m dumpgym.ir.hlo_index FILE`, what `open` runs in a process of its own); `open` of the
+folder, its streamed page (where `open` lands) asked as soon as the URL is printed, then its gym's index
+asked every 50 ms (and the streamed page every 0.1 s) until the page says the line index is made; and `open`
+of the same folder without the big module (links to the rest), its landing page asked at once: the gym's own
+start, which the first window's time is set beside. With `--before REF`, the same `open`s and pass of that
+commit (checked out in a temporary worktree) in the same runs.
+
+Printed per form and version, medians over the runs: the times and their ratios to `cat` (and the server's
+CPU seconds until its first answer, beside the gym alone's: a loaded machine inflates them far less), the
+server's peak memory (VmHWM) beside the gym alone's, the pass's own (as the page says it), and the slowest
+answer of the gym while the pass ran (none asked where the pass ended before the URL: it starts before the
+gym is made).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import PYTHON, ROOT, serving_open  # noqa: E402
+from _timing import PYTHON, ROOT, serving_open, worktrees  # noqa: E402
 
 MAKE = """
 import numpy as np, jax, jax.numpy as jnp
@@ -46,7 +54,7 @@ def lookup(i, x):
     return jnp.take(jnp.asarray(table), i) * x + jnp.sin(x)
 lookup(jnp.arange(8), jnp.ones(8)).block_until_ready()
 """
-READ = "import sys; from pathlib import Path; [p.read_bytes() for p in Path(sys.argv[1]).iterdir() if p.is_file()]"
+MADE = "The line index is being made"
 
 
 def make(folder: Path, megabytes: int, n: int | None = None) -> None:
@@ -87,6 +95,12 @@ def _peak(pid: int) -> int:
     return int(next(r for r in status.splitlines() if r.startswith("VmHWM:")).split()[1]) * 1024
 
 
+def _cpu(pid: int) -> float:
+    """A process's CPU seconds so far (user and system, its own: not its render workers')."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _fetch(url: str) -> tuple[float, str]:
     t = time.perf_counter()
     with urllib.request.urlopen(url, timeout=600) as r:
@@ -94,9 +108,20 @@ def _fetch(url: str) -> tuple[float, str]:
     return time.perf_counter() - t, body
 
 
+def _timed(argv: list[str], env=None) -> dict:
+    """{"wall", "cpu"}: seconds of one run of `argv`, by the clock and of CPU (user and system: what the load
+    of a shared machine inflates far less)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"wall": wall, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
+
+
 def streamed_once(folder: Path, corpus: Path, env: dict) -> dict:
-    """`open` started, its streamed page asked at once: seconds to the first window (from starting `open`),
-    the gym's slowest answer while the line index is made, the index's seconds, and peaks of memory."""
+    """`open` started, its streamed page asked at once: seconds to the first window (from starting `open`), the
+    gym's slowest answer while the line index is made, when it is made, the pass's seconds, peaks of memory."""
     began = time.perf_counter()
     with serving_open(folder, corpus, env) as (proc, line, took):
         page_url = line.split(" at ", 1)[1].split()[0]
@@ -104,114 +129,121 @@ def streamed_once(folder: Path, corpus: Path, env: dict) -> dict:
             raise SystemExit(f"open did not land on a streamed page: {line!r}")
         gym = page_url.split("big/", 1)[0]
         asked, page = _fetch(page_url)
-        first = time.perf_counter() - began
+        first, first_cpu = time.perf_counter() - began, _cpu(proc.pid)
         if "data-listing" not in page:
             raise SystemExit("the streamed page showed no window")
         slowest, probes, asked_page = 0.0, 0, time.perf_counter()
-        while "The line index is being made" in page:  # the gym asked every 50 ms, the streamed page every second
+        while MADE in page:  # the gym asked every 50 ms, the streamed page every 0.1 s
             slowest = max(slowest, _fetch(gym)[0])
             probes += 1
             time.sleep(0.05)
-            if time.perf_counter() - asked_page >= 1:
+            if time.perf_counter() - asked_page >= 0.1:
                 asked_page = time.perf_counter()
                 _, page = _fetch(page_url)
         indexed = time.perf_counter() - began
         _, windowed = _fetch(page_url + "?line=2")
+        seconds = re.search(r"in ([\d.]+) s (?:\(([\d.]+) s of CPU\) )?in a process of its own", page)
         pass_peak = re.search(r"whose memory peaked at ([\d,.]+) MB", page)
-        return {"url": took, "first window": first, "its answer": asked, "indexed": indexed, "slowest gym answer": slowest,
-                "gym probes": probes, "server peak": _peak(proc.pid),
-                "index process peak": float(pass_peak.group(1).replace(",", "")) * 1e6 if pass_peak else 0.0,
+        return {"url": took, "first window": first, "server cpu": first_cpu, "its answer": asked, "indexed": indexed,
+                "pass": float(seconds.group(1)) if seconds else float("nan"),
+                "pass cpu": float(seconds.group(2)) if seconds and seconds.group(2) else float("nan"),
+                "slowest gym answer": slowest, "gym probes": probes, "server peak": _peak(proc.pid),
+                "pass peak": float(pass_peak.group(1).replace(",", "")) * 1e6 if pass_peak else float("nan"),
                 "window ok": "data-listing" in windowed}
 
 
-def open_once(folder: Path, corpus: Path, env: dict, probe: bool = False) -> tuple[float, int, dict]:
-    """Seconds until `open` prints its URL, its peak resident memory then (bytes), and with `probe`, the
-    seconds the big module's page and the index took when asked at once."""
+def base_once(folder: Path, corpus: Path, env: dict) -> dict:
+    """`open` of the folder without the big module: seconds until its landing page is answered, peak memory."""
+    began = time.perf_counter()
     with serving_open(folder, corpus, env) as (proc, line, took):
-        status = Path(f"/proc/{proc.pid}/status").read_text()
-        peak = int(next(r for r in status.splitlines() if r.startswith("VmHWM:")).split()[1]) * 1024
-        asked = {}
-        if probe:
-            parts = urlsplit(line.split(" at ", 1)[1].split()[0])
-            url = f"{parts.scheme}://{parts.netloc}/"  # it prints the page to open first (`?xray=...#xray`)
+        _fetch(line.split(" at ", 1)[1].split()[0])
+        return {"landed": time.perf_counter() - began, "server cpu": _cpu(proc.pid), "url": took,
+                "server peak": _peak(proc.pid)}
 
-            def get(name, path):
-                t = time.perf_counter()
-                with urllib.request.urlopen(url + path, timeout=600) as r:
-                    r.read()
-                asked[name] = time.perf_counter() - t
-            threads = [threading.Thread(target=get, args=a) for a in
-                       (("its old page (redirected to its streamed page)", "dump/jit-lookup.html"), ("the gym's index", ""))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        return took, peak, asked
+
+def _without(folder: Path, biggest: Path, into: Path) -> Path:
+    """The folder's files but the big module's (links), in `into`."""
+    into.mkdir(exist_ok=True)
+    stem = ".".join(biggest.name.split(".")[:2])  # module_0006.jit_lookup
+    for p in folder.iterdir():
+        if p.is_file() and not p.name.startswith(stem) and "lookup" not in p.name and not (into / p.name).exists():
+            (into / p.name).symlink_to(p)
+    return into
+
+
+def _med(rows: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def _all(rows: list[dict], key: str, fmt: str = ".2f") -> str:
+    return ", ".join(format(r[key], fmt) for r in rows)
+
+
+def bench_form(form: str, folder: Path, work: Path, versions: dict[str, Path], runs: int) -> None:
+    hlo = next(folder.glob("module_*.jit_lookup.cpu_after_optimizations.txt"))
+    with hlo.open("rb") as f:
+        lines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 24), b""))
+    print(f"\n== {form}: {folder}; the optimised HLO {hlo.stat().st_size / 1e6:.0f} MB, {lines:,} lines")
+    small = _without(folder, hlo, work / f"without-{form}")
+    cats: list[dict] = []
+    rows = {name: {"streamed": [], "base": [], "pass": []} for name in versions}
+    for run in range(runs):
+        cats.append(_timed(["cat", str(hlo)]))
+        for k, (name, src) in enumerate(versions.items()):
+            env = {**os.environ, "PYTHONPATH": str(src)}
+            corpus = work / f"corpus-{k}"
+            rows[name]["pass"].append(_timed([PYTHON, "-m", "dumpgym.ir.hlo_index", str(hlo)], env))
+            rows[name]["streamed"].append(streamed_once(folder, corpus, env))
+            rows[name]["base"].append(base_once(small, corpus, env))
+    cat, cat_cpu = _med(cats, "wall"), _med(cats, "cpu")
+    print(f"cat of the optimised HLO: median {cat:.3f} s ({_all(cats, 'wall', '.3f')}), CPU {cat_cpu:.3f} s")
+    for name, r in rows.items():
+        s, b, p = r["streamed"], r["base"], r["pass"]
+        first, landed, asked = _med(s, "first window"), _med(b, "landed"), _med(s, "its answer")
+        print(f"-- {name}")
+        print(f"  the line index's pass alone (a fresh process, from its start): median {_med(p, 'wall'):.2f} s "
+              f"({_all(p, 'wall')}), {_med(p, 'wall') / cat:.1f}x the cat; CPU {_med(p, 'cpu'):.2f} s "
+              f"({_all(p, 'cpu')}), {_med(p, 'cpu') / cat_cpu:.1f}x the cat's")
+        print(f"  open until the big module's first window is answered: median {first:.2f} s ({_all(s, 'first window')}); "
+              f"the same folder without the big module until its page is answered: median {landed:.2f} s "
+              f"({_all(b, 'landed')}); the difference {first - landed:+.2f} s, {(first - landed) / cat:+.1f}x the cat")
+        cpu, base_cpu = _med(s, "server cpu"), _med(b, "server cpu")
+        print(f"  the server's CPU until then: median {cpu:.2f} s ({_all(s, 'server cpu')}) beside the gym alone's "
+              f"{base_cpu:.2f} s ({_all(b, 'server cpu')}); the difference {cpu - base_cpu:+.2f} s, "
+              f"{(cpu - base_cpu) / cat_cpu:+.1f}x the cat's CPU")
+        print(f"  the first window's answer once asked: median {asked:.3f} s ({_all(s, 'its answer', '.3f')}), "
+              f"{asked / cat:.1f}x the cat")
+        print(f"  during open, the pass took {_med(s, 'pass'):.2f} s as the page says it ({_all(s, 'pass')}), "
+              f"{_med(s, 'pass cpu'):.2f} s of CPU ({_all(s, 'pass cpu')}); the line "
+              f"index was made {_med(s, 'indexed'):.2f} s after starting open (the URL at {_med(s, 'url'):.2f} s)")
+        probes = [x["gym probes"] for x in s]
+        print(f"  while the pass ran after the URL, the gym's index was asked {', '.join(map(str, probes))} times; its "
+              f"slowest answer {_all(s, 'slowest gym answer', '.3f')} s" if any(probes) else
+              "  the pass ended before the URL was printed in every run: no page was asked while it ran")
+        print(f"  peak memory: the server {_med(s, 'server peak') / 1e6:.0f} MB, the gym alone {_med(b, 'server peak') / 1e6:.0f} MB "
+              f"({(_med(s, 'server peak') - _med(b, 'server peak')) / 1e6:+.0f} MB); the pass's process "
+              f"{_med(s, 'pass peak') / 1e6:.0f} MB; a window by offsets answered: {all(x['window ok'] for x in s)}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--folder", type=Path, default=None)
-    parser.add_argument("--form", choices=("constant", "lines"), default="constant")
+    parser.add_argument("--folder", type=Path, default=None, help="where the dumps are kept (made if absent)")
+    parser.add_argument("--form", choices=("constant", "lines", "both"), default="both")
+    parser.add_argument("--before", help="a commit whose open and pass to time beside this checkout's")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dump-big-"))
-    folder = args.folder or work / "dump"
-    (make_lines if args.form == "lines" else make)(folder, args.megabytes)
-    files = [p for p in folder.iterdir() if p.is_file()]
-    biggest = max(files, key=lambda p: p.stat().st_size)
-    print(f"{folder}: {len(files)} files, {sum(p.stat().st_size for p in files) / 1e6:.0f} MB; the biggest "
-          f"{biggest.name}, {biggest.stat().st_size / 1e6:.0f} MB")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    # The same folder without the big module's files (links to the rest): what `open` costs without it.
-    small = work / "without-the-big-module"
-    small.mkdir(exist_ok=True)
-    stem = ".".join(biggest.name.split(".")[:2])  # module_0006.jit_lookup
-    for p in files:
-        if not p.name.startswith(stem) and "lookup" not in p.name and not (small / p.name).exists():
-            (small / p.name).symlink_to(p)
-    reads, opens, peaks, bases, base_peaks, cats, streams = [], [], [], [], [], [], []
-    hlo = next(folder.glob("module_*.jit_lookup.cpu_after_optimizations.txt"))
-    for _ in range(args.runs):
-        start = time.perf_counter()
-        subprocess.run([PYTHON, "-c", READ, str(folder)], check=True, env=env)
-        reads.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        subprocess.run(["cat", str(hlo)], check=True, stdout=subprocess.DEVNULL)
-        cats.append(time.perf_counter() - start)
-        streams.append(streamed_once(folder, work / "corpus", env))
-        took, peak, _ = open_once(folder, work / "corpus", env)
-        opens.append(took)
-        peaks.append(peak)
-        took, peak, _ = open_once(small, work / "corpus", env)
-        bases.append(took)
-        base_peaks.append(peak)
-    mr, mo, mb = statistics.median(reads), statistics.median(opens), statistics.median(bases)
-    print(f"reading every file in Python: median {mr:.2f} s ({', '.join(f'{t:.2f}' for t in reads)})")
-    print(f"dumpgym open until its URL: median {mo:.2f} s ({', '.join(f'{t:.2f}' for t in opens)}); "
-          f"{mo / mr:.1f}x the read; peak memory {statistics.median(peaks) / 1e6:.0f} MB "
-          f"(the biggest file is {biggest.stat().st_size / 1e6:.0f} MB)")
-    print(f"dumpgym open of the folder without the big module: median {mb:.2f} s, peak memory "
-          f"{statistics.median(base_peaks) / 1e6:.0f} MB; the big module adds {mo - mb:.2f} s, {(mo - mb) / mr:.1f}x the read")
-    _, _, asked = open_once(folder, work / "corpus", env, probe=True)
-    print("asked at once: " + "; ".join(f"{name} {t:.2f} s" for name, t in asked.items()))
-    mc = statistics.median(cats)
-    median = {key: statistics.median(s[key] for s in streams) for key in streams[0] if key != "window ok"}
-    print(f"cat of the optimised HLO ({hlo.stat().st_size / 1e6:.0f} MB): median {mc:.2f} s "
-          f"({', '.join(f'{t:.2f}' for t in cats)})")
-    print(f"open until the streamed page's first window is answered: median {median['first window']:.2f} s "
-          f"({', '.join(format(s['first window'], '.2f') for s in streams)}), {median['first window'] / mc:.1f}x the cat, "
-          f"{median['first window'] / mr:.1f}x reading every file; of it, until the URL: {median['url']:.2f} s, "
-          f"the window's answer once asked: {median['its answer']:.2f} s ({median['its answer'] / mc:.1f}x the cat); "
-          f"beyond open of the folder without the big module: {median['first window'] - mb:.2f} s, "
-          f"{(median['first window'] - mb) / mc:.1f}x the cat")
-    print(f"the line index made {median['indexed']:.2f} s after starting open; meanwhile the gym's index was asked "
-          f"{median['gym probes']:.0f} times, its slowest answer {median['slowest gym answer']:.3f} s "
-          f"(median of the runs' slowest: {', '.join(format(s['slowest gym answer'], '.3f') for s in streams)})")
-    print(f"peak memory: the server {median['server peak'] / 1e6:.0f} MB, the indexing process "
-          f"{median['index process peak'] / 1e6:.0f} MB; a window by offsets answered: "
-          f"{all(s['window ok'] for s in streams)}")
+    try:
+        kept = args.folder or work
+        with worktrees([args.before] if args.before else []) as trees:
+            versions = {"this checkout": ROOT / "src", **{f"before ({ref})": tree / "src" for ref, tree in trees.items()}}
+            for form in (("constant", "lines") if args.form == "both" else (args.form,)):
+                folder = kept / f"{form}-{args.megabytes}"
+                (make_lines if form == "lines" else make)(folder, args.megabytes)
+                bench_form(form, folder, work, versions, args.runs)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

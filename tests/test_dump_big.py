@@ -1,7 +1,9 @@
 """A dump's module too big to make a program of, shown streamed by `open`: made cheaply from a real dump made
 here (its optimised HLO's computations repeated until the file is megabytes, `BIG_FILE` lowered to below it),
 its page's windows checked against the file's own lines, its counts against XLA's parser of the module
-dumped, and the gym checked to answer while the module's line index is held unmade."""
+dumped, and the gym checked to answer while the module's line index is held unmade. The line index of a file
+with CR LF endings, blank lines, a line longer than a chunk and no last newline is checked against Python's
+own split of it, at several chunk sizes; JAX's files kept once per text against their bytes."""
 import html
 from array import array
 import re
@@ -259,3 +261,146 @@ def test_while_the_index_is_made_the_lines_it_reached_are_served_and_no_more(big
     name = next(iter(headers))
     status, _, body = streamed.answer(f"/big/jit-step.html?computation={name}")
     assert status == 200 and "the computations are found when the line index is made" in body.decode()
+
+
+def _edge_file(real: str, long_bytes: int) -> tuple[bytes, str]:
+    """The module's text written as a line index must still take it: CR LF line endings, a blank line more
+    after each computation, one instruction's `op_name` made `long_bytes` longer (a line longer than a chunk)
+    and no newline after the last line. Returns the bytes and the same module with plain newlines (what
+    XLA's parser is given)."""
+    lines = real.split("\n")
+    at = next(i for i, line in enumerate(lines) if 'op_name="' in line and line.startswith("  "))
+    lines[at] = lines[at].replace('op_name="', 'op_name="' + "x" * long_bytes, 1)
+    spaced = []
+    for line in lines:
+        spaced.append(line)
+        if line == "}":
+            spaced.append("")
+    text = "\n".join(spaced).rstrip("\n")
+    return text.replace("\n", "\r\n").encode(), text
+
+
+@pytest.mark.parametrize("chunk", [7, 4096, None])
+def test_the_line_index_is_the_files_own_lines_and_the_counts_xlas(big, tmp_path, chunk):
+    """The pass over a file with CR LF endings, blank lines, a line longer than its chunk and no last newline:
+    its offsets are where Python's own split of the file starts each line, its counts what XLA's parser
+    counts of the module, its computations the headers read from the text, its ENTRY's parameters XLA's."""
+    from jaxlib import _hlo
+
+    from dumpgym.ir.hlo_index import CHUNK, index_hlo
+    from dumpgym.serve.big import _head_window, _indexed_window
+
+    _, _, _, _, real = big
+    data, text = _edge_file(real, 3 * (chunk or CHUNK))
+    path = tmp_path / "module.txt"
+    path.write_bytes(data)
+    facts, offsets = index_hlo(path, chunk=chunk or CHUNK)
+    pieces = data.splitlines(keepends=True)
+    starts = [0]
+    for piece in pieces:
+        starts.append(starts[-1] + len(piece))
+    assert offsets.tolist() == starts and facts.lines == len(pieces) and facts.size == len(data)
+    assert facts.longest_line == max(map(len, pieces)) > (chunk or CHUNK)
+    # Counts: XLA's parser of the same module.
+    module = _hlo.hlo_module_from_text(text)
+    computations = list(module.computations())
+    spelled = {op for op, _ in facts.opcodes} | {"parameter"}
+    entry, others = _opcodes(text, spelled)
+    assert dict(facts.opcodes) == dict(entry + others) and facts.unread == 0
+    assert sorted(c.instructions for c in facts.computations) == sorted(len(list(c.instructions())) for c in computations)
+    # Computations: each header as the text numbers its lines.
+    lines = data.decode().split("\r\n")
+    headers = [(line.split(" ", 1)[0].removeprefix("%"), n) for n, line in enumerate(lines, 1) if line.startswith("%")]
+    headers += [(line.split(" ", 2)[1].removeprefix("%"), n) for n, line in enumerate(lines, 1) if line.startswith("ENTRY ")]
+    assert [(c.name, c.line) for c in facts.computations] == headers
+    assert [c.entry for c in facts.computations] == [False] * (len(headers) - 1) + [True]
+    # The ENTRY's parameters: XLA's, numbered as it numbers them.
+    params = [i.to_string() for i in computations[-1].instructions() if " parameter(" in i.to_string()]
+    assert [(p.number, p.name) for p in facts.parameters] == sorted(
+        (int(s.split(" parameter(", 1)[1].split(")", 1)[0]), s.split(" = ", 1)[0].split()[-1].lstrip("%")) for s in params)
+    assert all(lines[p.line - 1].lstrip().startswith(f"%{p.name} = ") for p in facts.parameters)
+    # Windows, from the index and from the head: the lines Python reads from the file, each cut at CUT bytes.
+    with open(path, encoding="utf-8") as f:
+        read = [line.removesuffix("\n") for line in f]
+    for first in (1, 2, len(read) - 3):
+        window = _indexed_window(path, offsets, first, WINDOW, CUT)
+        expected = [line.encode() for line in read[first - 1:first - 1 + WINDOW]]
+        assert window.lines == tuple((raw[:CUT], max(len(raw) - CUT, 0)) for raw in expected)
+    head = _head_window(path, len(read) + 5, CUT, budget=len(data) + 1)  # a budget of the whole file
+    assert head.total == len(read) and head.lines == tuple(
+        (raw[:CUT], max(len(raw) - CUT, 0)) for raw in (line.encode() for line in read))
+
+
+REPEATED = r'''
+import jax, jax.numpy as jnp
+# Both functions named f are defined on lines of two digits: their StableHLO's locations are as long.
+#
+#
+#
+#
+#
+#
+jax.jit(lambda x: jnp.cos(x))(jnp.ones(2))  # a function traced once
+
+def f(x):
+    return jnp.sin(x) * 2.0
+jax.jit(f)(jnp.ones(3))
+jax.clear_caches()
+jax.jit(f)(jnp.ones(3))  # the same text again
+
+def f(x):
+    return jnp.sin(x) * 3.0
+jax.jit(f)(jnp.ones(3))  # a text of the same size, not the same
+'''
+
+
+def test_jaxs_files_are_one_entry_per_distinct_text_hashing_only_those_that_may_repeat(tmp_path, monkeypatch):
+    """A function traced twice to the same text is one entry repeated once; one of the same size and another
+    text is its own (a file is hashed only where another of its name has its size: those are): checked
+    against the files' own bytes. A file alone of its size is not hashed."""
+    from dumpgym.dumps import folder as reader
+
+    dump_script(REPEATED, tmp_path, None)
+    hashed = []
+    real_digest = reader._digest
+    monkeypatch.setattr(reader, "_digest", lambda path: hashed.append(path.name) or real_digest(path))
+    for pattern, form in ((reader._JAXPR_FILE, "jaxpr"), (reader._MLIR_FILE, "mlir")):
+        paths = sorted(p for p in tmp_path.iterdir() if pattern.fullmatch(p.name))
+        entries = [reader._Ir(int(pattern.fullmatch(p.name).group(1)), pattern.fullmatch(p.name).group(2), p, "")
+                   for p in paths]
+        kept = reader._newest(entries)
+        texts = {}
+        for p in paths:  # by number: the newest of each text kept, the older counted
+            texts.setdefault((pattern.fullmatch(p.name).group(2), p.read_bytes()), []).append(p)
+        assert sorted((e.path.name, e.repeats) for e in kept) == sorted(
+            (max(ps, key=lambda p: int(pattern.fullmatch(p.name).group(1))).name, len(ps) - 1) for ps in texts.values()), form
+        named_f = [p for p in paths if pattern.fullmatch(p.name).group(2).endswith("f")]
+        assert len(named_f) == 3 and len({p.stat().st_size for p in named_f}) == 1, form  # all three the same size
+        assert len({p.read_bytes() for p in named_f}) >= 2, form  # of one size, not all one text
+        assert form == "mlir" or any(len(ps) > 1 for ps in texts.values())  # a jaxpr repeated
+        alone = [p.name for p in paths if sum(q.stat().st_size == p.stat().st_size
+                                                and pattern.fullmatch(q.name).group(2) == pattern.fullmatch(p.name).group(2) for q in paths) == 1]
+        assert alone and not set(alone) & set(hashed), form
+
+
+def test_the_first_window_read_before_the_index_reads_no_further_than_its_budget(big, tmp_path):
+    """Before the line index is made, the first window reads at most its budget of the file's head: the lines
+    that end within it are the file's own, the line the budget ends within is shown cut and says its length is
+    not known yet (not read through: a constant of 300 MB on one line), and the window ends there."""
+    from dumpgym.serve.big import _head_window
+    from dumpgym.site.big_page import listing_html
+
+    _, _, _, _, real = big
+    data, _ = _edge_file(real, 50_000)
+    path = tmp_path / "module.txt"
+    path.write_bytes(data)
+    with open(path, encoding="utf-8") as f:
+        read = [line.removesuffix("\n") for line in f]
+    long = next(n for n, line in enumerate(read) if len(line) > 50_000)
+    budget = sum(len(line.encode()) + 2 for line in read[:long]) + 1_000  # within the long line
+    window = _head_window(path, len(read), CUT, budget=budget)
+    assert window.total is None and len(window.lines) == long + 1
+    assert window.lines[:long] == tuple((raw[:CUT], max(len(raw) - CUT, 0)) for raw in (line.encode() for line in read[:long]))
+    assert window.lines[long] == (read[long].encode()[:CUT], None)
+    markup, cut = listing_html(window)
+    assert "how many bytes: once the line index is made" in markup and cut == 1 + sum(len(line.encode()) > CUT for line in read[:long])

@@ -158,7 +158,14 @@ def _digest(path: Path) -> str:
 
 def _newest(entries: list[_Ir]) -> list[_Ir]:
     """One entry per function and distinct text, the newest (highest number), counting the older repeats it
-    stands for. A jaxpr's text does not name its function: two functions may print the same one."""
+    stands for. A jaxpr's text does not name its function: two functions may print the same one. Only a file
+    of the size another of its name and folder has can repeat it: the rest are not hashed (a file of hundreds
+    of megabytes is not read before the gym's URL), as for XLA's modules (`_newest_xla`)."""
+    sizes = Counter((e.path.parent, e.name, _size(e.path)) for e in entries)
+    for entry in entries:
+        size = _size(entry.path)
+        entry.digest = (_digest(entry.path) if size is None or sizes[(entry.path.parent, entry.name, size)] > 1
+                        else f"alone, {size} bytes")
     by_text: dict[tuple, _Ir] = {}
     for entry in sorted(entries, key=lambda e: e.number):
         key = (entry.path.parent, entry.name, entry.digest)  # two folders given are two runs
@@ -266,8 +273,6 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
                   or _family(_base(e.name)) in families]
         mlirs = [e for e in mlirs if _family(_base(e.name)) in families]
         xla = {k: m for k, m in xla.items() if _family(_base(m.name)) in families}
-    for entry in jaxprs + mlirs:
-        entry.digest = _digest(entry.path)
     jaxprs, mlirs = _newest(jaxprs), _newest(mlirs)
     modules = _newest_xla(_join_renumbered(xla))
     for module in modules:

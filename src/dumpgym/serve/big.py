@@ -30,6 +30,7 @@ WINDOW = 2_000  # lines a window shows
 CUT = 1_000  # bytes of a line shown; the rest is said, never sent
 _READ = 1 << 20
 _WHOLE_READ = 4 << 20  # a window spanning at most this many bytes is read in one go
+_HEAD_READ = 8 << 20  # the most the first window reads of the file's head before the line index is made
 # A window's page sends a GET form (go to a line, to a computation) to itself: allowed here, on these pages.
 BIG_CSP = CSP.replace("form-action 'none'", "form-action 'self'") + "; frame-ancestors 'none'"
 
@@ -91,8 +92,8 @@ class BigModules:
 
     def start(self) -> None:
         """Start the first module's indexing process (no thread: `open` calls this before the gym is made and
-        its render workers forked, so that the pass runs while the gym starts; it waits on its pipe for
-        `listen`)."""
+        its render workers forked, so that the pass runs while the gym starts; it reports what it has found
+        only once `listen` closes its stdin, and its last report waits on its pipe for `listen`)."""
         first = next((i for i in self.indexes.values() if i.state == "waiting"), None)
         if first is not None:
             self._spawn(first)
@@ -251,6 +252,13 @@ def _indexed_window(path: Path, offsets: array, first: int, count: int, cut: int
             block = f.read(end - start)
         for i in range(first - 1, last):
             content = offsets[i + 1] - offsets[i] - (1 if i < lines - 1 or ends_nl else 0)
+            if content and (i < lines - 1 or ends_nl):  # a line ending in CR LF: the CR is its ending's
+                if block is not None:
+                    cr = block[offsets[i] - start + content - 1] == 13
+                else:
+                    f.seek(offsets[i] + content - 1)
+                    cr = f.read(1) == b"\r"
+                content -= cr
             if block is not None:
                 raw = block[offsets[i] - start:offsets[i] - start + min(content, cut)]
             else:
@@ -260,16 +268,22 @@ def _indexed_window(path: Path, offsets: array, first: int, count: int, cut: int
     return Window(first=first, lines=tuple(shown), total=lines, size=offsets[-1] if lines else 0)
 
 
-def _head_window(path: Path, count: int, cut: int) -> Window:
-    """The first `count` lines read from the file's head (no index yet), each cut to `cut` bytes: a long line
-    is read through to its end, and what is left out of it counted. `total` is known only where the file
-    ended within the window."""
-    shown: list[tuple[bytes, int]] = []
+def _head_window(path: Path, count: int, cut: int, budget: int = _HEAD_READ) -> Window:
+    """The first `count` lines read from the file's head (no index yet), each cut to `cut` bytes, reading at
+    most `budget` bytes: what it costs is bounded, never the file's longest line. A line that ends within them
+    says how many bytes it leaves out; the one they end within (a constant printed on one line) is shown cut,
+    what it leaves out not known (None) until the line index is made, and ends the window. `total` is known
+    only where the file ended within the window."""
+    shown: list[tuple[bytes, int | None]] = []
     line, left_out = b"", 0
-    ended = False
+    last = b""  # the line's last byte read so far: a CR before its newline is its ending's
+    ended = spent = False
     with open(path, "rb") as f:
         while len(shown) < count:
-            block = f.read(_READ)
+            if f.tell() >= budget:
+                spent = True
+                break
+            block = f.read(min(_READ, budget - f.tell()))
             if not block:
                 ended = True
                 break
@@ -279,12 +293,17 @@ def _head_window(path: Path, count: int, cut: int) -> Window:
                 piece = block[start:] if nl < 0 else block[start:nl]
                 room = cut - len(line)
                 line, left_out = line + piece[:max(room, 0)], left_out + max(len(piece) - max(room, 0), 0)
+                last = piece[-1:] or last
                 if nl < 0:
                     break
+                if last == b"\r":
+                    line, left_out = (line, left_out - 1) if left_out else (line[:-1], 0)
                 shown.append((line, left_out))
-                line, left_out = b"", 0
+                line, left_out, last = b"", 0, b""
                 start = nl + 1
     if ended and (line or left_out):
         shown.append((line, left_out))
+    elif spent and (line or left_out):
+        shown.append((line, None))
     size = os.path.getsize(path)
     return Window(first=1, lines=tuple(shown), total=len(shown) if ended else None, size=size)

@@ -45,11 +45,12 @@ BIG_CSS = """/* The streamed page of a module too big to make a program of (on t
 
 @dataclass(frozen=True)
 class Window:
-    """Lines `first`.. of a listing as read: each line's bytes (cut) and how many bytes of it are left out;
-    `total` lines in the file (None: not known yet), `size` its bytes."""
+    """Lines `first`.. of a listing as read: each line's bytes (cut) and how many bytes of it are left out
+    (None: not known yet, the line read from the file's head no further); `total` lines in the file (None:
+    not known yet), `size` its bytes."""
 
     first: int
-    lines: tuple[tuple[bytes, int], ...]
+    lines: tuple[tuple[bytes, int | None], ...]
     total: int | None
     size: int
 
@@ -72,15 +73,15 @@ def megabytes(size: int) -> str:
     return f"{size / 1e6:,.1f} MB" if size < 10e6 else f"{size / 1e6:,.0f} MB"
 
 
-def _shown_text(raw: bytes, left_out: int) -> tuple[str, int]:
-    """A line's bytes as text, a UTF-8 character the cut split moved to what is left out."""
-    if left_out:
+def _shown_text(raw: bytes, left_out: int | None) -> tuple[str, int | None]:
+    """A line's bytes as text, a UTF-8 character the cut split moved to what is left out (None: not known)."""
+    if left_out is None or left_out:
         for back in range(1, min(4, len(raw)) + 1):
             byte = raw[-back]
             if byte & 0xC0 != 0x80:  # the lead byte of the last character
                 need = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4 if byte >> 3 == 30 else 1
                 if need > back:
-                    raw, left_out = raw[:-back], left_out + back
+                    raw, left_out = raw[:-back], None if left_out is None else left_out + back
                 break
     return raw.decode("utf-8", "replace"), left_out
 
@@ -103,9 +104,13 @@ def listing_html(window: Window) -> tuple[Markup, int]:
     rows, cut = [], 0
     for number, (raw, left_out) in enumerate(window.lines, window.first):
         text, left_out = _shown_text(raw, left_out)
-        tail = f' <span class="cut">… {left_out:,} more bytes of this line not shown</span>' if left_out else ""
-        cut += bool(left_out)
-        number_html = (f'<span class="n" title="cut: {left_out:,} more bytes at its end">{number}</span>' if left_out
+        if left_out is None:  # read from the head no further than this: counted once the line index is made
+            tail = ' <span class="cut">… more of this line not shown (how many bytes: once the line index is made)</span>'
+        else:
+            tail = f' <span class="cut">… {left_out:,} more bytes of this line not shown</span>' if left_out else ""
+        more = "more bytes" if left_out is None else f"{left_out:,} more bytes"
+        cut += left_out != 0
+        number_html = (f'<span class="n" title="cut: {more} at its end">{number}</span>' if left_out != 0
                        else f'<span class="n">{number}</span>')
         rows.append(f'<span class="l" id="L{number}">{number_html}{_visible(text)}{tail}</span>')
     return Markup("".join(rows)), cut

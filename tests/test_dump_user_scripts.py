@@ -1,6 +1,7 @@
 """Dumps of ordinary user scripts not tried before, as a run writes them: an FFT's gradient, whose StableHLO holds
-complex constants, and a user function whose name starts with `_` dumped by JAX alone (no XLA source tables to
-name the function its ops were traced in). Checked against JAX itself: the equations `jax.make_jaxpr` traces and
+complex constants, and user functions whose module names start with `_` (a private `_loss`, a jitted callable
+object, `jit__unnamed_function`, and its `__call__`), dumped by JAX alone (no XLA source tables to name the
+function their ops were traced in) and with XLA's files. Checked against JAX itself: the equations `jax.make_jaxpr` traces and
 the module names its lowering gives."""
 import json
 from pathlib import Path
@@ -17,11 +18,12 @@ SCRIPT = r'''
 import sys
 sys.path.insert(0, {here!r})
 import jax, jax.numpy as jnp
-from test_dump_user_scripts import EXAMPLE, _loss, power
+from test_dump_user_scripts import EXAMPLE, Model, _loss, power
 
 x = jax.random.normal(jax.random.key(0), EXAMPLE.shape)  # eager helpers of JAX's own: `jit__normal`, ...
 jax.jit(jax.value_and_grad(power))(x)  # value and gradient: no dead code for the dump to drop
 jax.jit(_loss)(x, x)
+jax.jit(Model())(x); jax.jit(Model().__call__)(x)
 '''
 
 EXAMPLE = jax.ShapeDtypeStruct((4, 8), jnp.float32)
@@ -33,6 +35,11 @@ def power(x):
 
 def _loss(w, x):
     return jnp.mean((jnp.tanh(x * w) - 1) ** 2)
+
+
+class Model:
+    def __call__(self, x):
+        return jnp.tanh(x) * 2
 
 
 def _module_name(f, *args) -> str:
@@ -66,11 +73,13 @@ def test_a_gradient_through_an_fft_with_complex_constants_adds_with_every_equati
 
 
 def test_a_users_function_named_with_an_underscore_is_the_users_in_a_dump_of_jax_alone(dumped):
-    """JAX's own private functions (`jax.random.normal`'s `_normal`) are helpers; the user's `_loss` is not,
-    though no XLA source table names the function its ops were traced in."""
+    """JAX's own private functions (`jax.random.normal`'s `_normal`) are helpers; the user's `_loss` and callable
+    object are not, though no XLA source table names the function their ops were traced in, and a callable
+    object's module is named for no function the tables name."""
     for form in ("jax", "one"):
         folder = read_folder(dumped / form)
         users = [m.name for m in folder.modules if not m.helper]
         assert sorted(users) == sorted([_module_name(jax.value_and_grad(power), EXAMPLE),
-                                        _module_name(_loss, EXAMPLE, EXAMPLE)]), form
+                                        _module_name(_loss, EXAMPLE, EXAMPLE), _module_name(Model(), EXAMPLE),
+                                        _module_name(Model().__call__, EXAMPLE)]), form
         assert any(m.name == "jit__normal" and m.helper for m in folder.modules), form

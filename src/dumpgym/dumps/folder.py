@@ -712,15 +712,16 @@ def _jax_jitted_private_names() -> frozenset[str]:
                     decorators += stripped
                 elif stripped.startswith(("def ", "async def ")):
                     name = stripped.split("def ", 1)[1].split("(", 1)[0].strip()
-                    if name.startswith("_") and "jit" in decorators:
-                        names.add(name)
+                    if name.startswith("_") and "jit" in decorators and not name.endswith("__"):
+                        names.add(name)  # a method of a class (`__call__`) is not an eager helper's
                     decorators = ""
                 at = line.find("jit(_")
                 while at >= 0:
                     end = at + 4
                     while end < len(line) and (line[end].isalnum() or line[end] == "_"):
                         end += 1
-                    names.add(line[at + 4:end])
+                    if not line[at + 4:end].endswith("__"):
+                        names.add(line[at + 4:end])
                     at = line.find("jit(_", end)
     return frozenset(names)
 

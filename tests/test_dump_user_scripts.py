@@ -18,12 +18,13 @@ SCRIPT = r'''
 import sys
 sys.path.insert(0, {here!r})
 import jax, jax.numpy as jnp
-from test_dump_user_scripts import EXAMPLE, Model, _loss, power
+from test_dump_user_scripts import EXAMPLE, Model, _loss, power, quoted
 
 x = jax.random.normal(jax.random.key(0), EXAMPLE.shape)  # eager helpers of JAX's own: `jit__normal`, ...
 jax.jit(jax.value_and_grad(power))(x)  # value and gradient: no dead code for the dump to drop
 jax.jit(_loss)(x, x)
 jax.jit(Model())(x); jax.jit(Model().__call__)(x)
+jax.jit(quoted)(x)
 '''
 
 EXAMPLE = jax.ShapeDtypeStruct((4, 8), jnp.float32)
@@ -35,6 +36,13 @@ def power(x):
 
 def _loss(w, x):
     return jnp.mean((jnp.tanh(x * w) - 1) ** 2)
+
+
+def quoted(x):
+    return jnp.sin(x) * 2
+
+
+quoted.__name__ = 'say"hi'  # JAX keeps the quote in its name stacks, XLA escapes it in each op_name: `say\"hi`
 
 
 class Model:
@@ -81,5 +89,18 @@ def test_a_users_function_named_with_an_underscore_is_the_users_in_a_dump_of_jax
         users = [m.name for m in folder.modules if not m.helper]
         assert sorted(users) == sorted([_module_name(jax.value_and_grad(power), EXAMPLE),
                                         _module_name(_loss, EXAMPLE, EXAMPLE), _module_name(Model(), EXAMPLE),
-                                        _module_name(Model().__call__, EXAMPLE)]), form
+                                        _module_name(Model().__call__, EXAMPLE), _module_name(quoted, EXAMPLE)]), form
         assert any(m.name == "jit__normal" and m.helper for m in folder.modules), form
+
+
+def test_a_function_whose_name_holds_a_quote_pairs_jaxs_files_with_xlas(dumped, tmp_path, capsys):
+    name = _module_name(quoted, EXAMPLE)
+    modules = [m for m in read_folder(dumped / "one").modules if m.name == name]
+    assert len(modules) == 1 and set(modules[0].layers()) == {"jaxpr", "stablehlo", "hlo_before", "hlo_after"}
+    assert 'say\\"hi' in modules[0].text("hlo_before")  # what the test is about: XLA escaped the quote
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(dumped / "one"), "--module", name, "--corpus", str(corpus)]) == 0, \
+        capsys.readouterr().err
+    record = json.loads((corpus / f"dump-{modules[0].slug}.json").read_text())
+    assert [e["primitive"] for e in record["eqns"]] == [e.primitive.name for e in jax.make_jaxpr(quoted)(EXAMPLE).eqns]
+    assert record["xray"] and record["compiled"]["cpu"]["text"]

@@ -163,3 +163,16 @@ def test_a_dumps_card_says_a_dump_would_add_another_targets_drills_not_an_add_fl
         assert "--hlo" not in note and "--replace" not in note and "dumpgym add --dump" in note, note
         entry = page.locator('#path [data-yours-path] [data-yours-program="dump-jit-step"]').inner_text()
         assert "more from a dump compiled for TPU, GPU" in entry and "--hlo" not in entry, entry
+
+
+@pytest.mark.parametrize("screen", ["desktop", "phone"])
+def test_open_lands_with_the_xrays_heading_below_the_sticky_header(screen, opened, kept_context):
+    """On a phone the header wraps to two rows: the page `open` starts at (`#xray`) shows the x-ray's heading
+    below it, not under it."""
+    start, _base, _given = opened["one"]
+    with checked_page(kept_context(**(DESKTOP if screen == "desktop" else PHONE)), start) as page:
+        _ready(page)
+        page.wait_for_timeout(300)  # the scroll settles over a few frames
+        header, heading = page.evaluate("""() => [document.querySelector('.top').getBoundingClientRect().bottom,
+                                                  document.querySelector('#xray h2').getBoundingClientRect().top]""")
+        assert 0 < header <= heading, (header, heading)

@@ -153,10 +153,20 @@ def _of_results(ops: list, reached: int, opcode: str) -> list:
     unseen reaches only part of what the op reaches. So where none reaches the same, those that reach more
     (a part of one of them); and a broadcast, which XLA makes anew where each use is (its copies may differ
     in shape), keeps those that reach more beside those that reach the same: it decides nothing between them.
+    Where several ops each reach part of them and together all, XLA may have merged what each made: those too.
     An op of a private function called twice reaches both calls' results: kept."""
     same = [op for op in ops if op.results == reached or len(op.stacks) > 1]
     wider = [op for op in ops if op.results & reached == reached and op.results != reached]
     if not same:
+        # XLA also merges what two ops' rewrites made alike (one broadcast of a cotangent for both gradients of a
+        # batched matmul XLA rewrote into multiplies): the ops that each reach part, together all, of its results
+        # are as likely as one that reaches more.
+        parts = [op for op in ops if op.results and not op.results & ~reached]
+        together = 0
+        for op in parts:
+            together |= op.results
+        if len(parts) > 1 and together == reached:
+            return [op for op in ops if op in parts or op in wider]
         return wider or ops
     return same + wider if opcode == "broadcast" else same
 

@@ -628,7 +628,10 @@ def _is_helper(module: DumpModule) -> bool:
     if module.functions is not None and any(_same_function(f, function) for f in module.functions):
         return False  # the user's own function (`_sgd`, a method `M.apply`, a lambda too): its ops were traced in it
     if function.startswith("_"):
-        return True
+        # A private function is JAX's own only where JAX jits one of that name (`_normal`); a user's `_loss` is
+        # the user's (the tables that would name it are XLA's, absent from a folder of JAX's files alone).
+        jitted = _jax_jitted_private_names()
+        return not jitted or function in jitted
     # JAX before 0.9 puts its inner `jit(main)` in every stack: `jit(squeeze)/jit(main)/squeeze`.
     top = f"jit({function})"
     stacks = {s.replace(f"{top}/jit(main)", top, 1) for s in module.stacks}
@@ -688,6 +691,44 @@ def _jax_public_names() -> frozenset[str]:
             except (OSError, SyntaxError, ValueError):
                 continue
     return frozenset(name for name in names if not name.startswith("_"))
+
+
+@functools.cache
+def _jax_jitted_private_names() -> frozenset[str]:
+    """The private functions JAX jits in its own files (`_normal`, `_threefry_split`, `_where`), whose eager
+    calls JAX compiles as `jit__<name>` modules: each `def _NAME(` under a decorator naming `jit`, and each
+    `jit(_NAME` call, read line by line from the installed JAX's files without importing it; none where JAX is
+    not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("jax")
+    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+    names: set[str] = set()
+    for root in roots[:1]:
+        for path in sorted(Path(root).rglob("*.py")):
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            decorators = ""  # the decorator lines above the next `def`, however many lines each takes
+            for line in text.splitlines():
+                stripped = line.lstrip()
+                if stripped.startswith("@") or (decorators and not stripped.startswith(("def ", "async def "))):
+                    decorators += stripped
+                elif stripped.startswith(("def ", "async def ")):
+                    name = stripped.split("def ", 1)[1].split("(", 1)[0].strip()
+                    if name.startswith("_") and "jit" in decorators and not name.endswith("__"):
+                        names.add(name)  # a method of a class (`__call__`) is not an eager helper's
+                    decorators = ""
+                at = line.find("jit(_")
+                while at >= 0:
+                    end = at + 4
+                    while end < len(line) and (line[end].isalnum() or line[end] == "_"):
+                        end += 1
+                    if not line[at + 4:end].endswith("__"):
+                        names.add(line[at + 4:end])
+                    at = line.find("jit(_", end)
+    return frozenset(names)
 
 
 def _same_function(traced_in: str, function: str) -> bool:

@@ -526,11 +526,22 @@ def value_contents(walked: list) -> list[int | None]:
                 break
             operands.append((out[j], ir.OpResult(value).result_number))
         else:
-            attributes = tuple(sorted((a, str(op.attributes[a])) for a in op.attributes))
-            held = tuple((o.name, tuple(sorted((a, str(o.attributes[a])) for a in o.attributes)))
+            attributes = _op_attributes(op)
+            held = tuple((o.name, _op_attributes(o))
                          for region in op.regions for block in region.blocks for o in block.operations)
             out[i] = hash((op.name, attributes, tuple(str(r.type) for r in op.results), tuple(operands), held))
     return out
+
+
+def _op_attributes(op) -> tuple:
+    """An op's attributes as text, by name: where the bindings cannot cast one (a complex constant, which an FFT
+    or a complex multiply makes: `dense<(0.0,0.0)> : tensor<complex<f32>>`), the op as MLIR prints it generically,
+    its values' names blanked (they differ between equal ops)."""
+    try:
+        return tuple(sorted((a, str(op.attributes[a])) for a in op.attributes))
+    except TypeError:
+        text = op.operation.get_asm(print_generic_op_form=True)
+        return (("", re.sub(r"%[\w#.$-]+", "%", text)),)
 
 
 def _in_region(op) -> bool:

@@ -17,13 +17,13 @@ from __future__ import annotations
 import math
 import re
 
-from dumpgym.ir.hlo_graph import CALLS_RE, PARAMETER_RE, TO_APPLY_RE, defined, opcode_of as _opcode
+from dumpgym.ir.hlo_graph import (CALLS_RE, OP_NAME_RE, PARAMETER_RE, TO_APPLY_RE, defined, opcode_of as _opcode,
+                                  unescaped)
 from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction, ReplicaGroups,
                             ResultShape, Sharding, WhileCounter, WindowDim)
 
 _COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
-_OP_NAME = re.compile(r'metadata=\{op_name="([^"]*)"')
 # `sharding={...}` up to the next attribute (a sharding prints no `, name=` inside its braces).
 _SHARDING = re.compile(r"sharding=(\{.*?\})(?=, [a-z_]+=|$)")
 _IOTA = re.compile(r"<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
@@ -261,9 +261,9 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def _entry_parameter(ins: Instruction, line: str) -> EntryParameter:
     """An entry parameter's number, its argument's name (op_name) and its sharding, from its printed line."""
-    number, name = PARAMETER_RE.search(line), _OP_NAME.search(line)
+    number, name = PARAMETER_RE.search(line), OP_NAME_RE.search(line)
     sharding = _SHARDING.search(line)
-    return EntryParameter(ins.line, int(number.group(1)), name.group(1) if name else "",
+    return EntryParameter(ins.line, int(number.group(1)), unescaped(name.group(1)) if name else "",
                           read_sharding(sharding.group(1)) if sharding else None)
 
 

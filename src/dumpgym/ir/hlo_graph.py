@@ -17,9 +17,25 @@ from dumpgym.ir.tags import tag_choices
 CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
 TO_APPLY_RE = re.compile(r"\bto_apply=%([\w.\-]+)")
 PARAMETER_RE = re.compile(r"\bparameter\((\d+)\)")
+# An instruction's `op_name="..."`, as XLA prints it: a quote inside it escaped (`jit(a\"b)/sin`, a function whose
+# name holds one), so the text runs to the first quote no backslash escapes (one way to read each character).
+OP_NAME_RE = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _LOOP_RE = re.compile(r"\b(?:body|condition)=%([\w.\-]+)")
 # `%name = SHAPE opcode(`: no ` word(` occurs inside a printed shape (tiles and spaces follow `:`).
 _DEFINITION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.+?) ([a-z][a-z0-9\-]*)\(")
+
+
+def unescaped(text: str) -> str:
+    """An HLO string attribute as it was given: XLA prints bytes outside ASCII as C escapes (`\\342\\200\\256`
+    for U+202E) and a quote as `\\"`, which the StableHLO's locations hold as the characters themselves."""
+    if "\\" not in text:
+        return text
+    import codecs
+
+    try:
+        return codecs.escape_decode(text.encode("ascii", "backslashreplace"))[0].decode("utf-8", "replace")
+    except ValueError:
+        return text
 
 
 def defined(line: str) -> tuple[str, str, str] | None:

@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 
 from dumpgym.errors import GymError
+from dumpgym.ir.hlo_graph import OP_NAME_RE, unescaped
 
 # A primitive's name, as a jaxpr prints it after `=`.
 _PRIMITIVE = re.compile(r"[a-z_][\w-]*")  # `scatter-add`
-_OP_NAME = re.compile(r'op_name="([^"]*)"')
 _STACK_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 # HLO's source tables (JAX 0.9 on): the bindings give no access to them, the printed module does.
 _TABLE_ROW = re.compile(r"^(\d+) (.*)$")
@@ -181,26 +181,13 @@ def hlo_op_names(module) -> list[tuple[str, str, str, tuple[str, int] | None]]:
         for instruction in computation.instructions():
             printed = instruction.to_string()
             meta = printed.split("metadata={", 1)[1] if "metadata={" in printed else ""
-            name = _OP_NAME.search(meta)
+            name = OP_NAME_RE.search(meta)
             if name is None:
                 continue
             frame = _STACK_FRAME_ID.search(meta)
-            out.append((computation.name, instruction.name, _unescaped(name.group(1)),
+            out.append((computation.name, instruction.name, unescaped(name.group(1)),
                         frames.get(int(frame.group(1))) if frame else None))
     return out
-
-
-def _unescaped(text: str) -> str:
-    """An HLO string attribute as it was given: XLA prints bytes outside ASCII as C escapes (`\\342\\200\\256`
-    for U+202E), which the StableHLO's locations hold as the characters themselves."""
-    if "\\" not in text:
-        return text
-    import codecs
-
-    try:
-        return codecs.escape_decode(text.encode("ascii", "backslashreplace"))[0].decode("utf-8", "replace")
-    except ValueError:
-        return text
 
 
 def stablehlo_locations(module) -> list[tuple]:

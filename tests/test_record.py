@@ -8,7 +8,7 @@ import pytest
 
 from dumpgym.corpus.builtin import BUILTIN_PATH, dumps
 from dumpgym.record.schema import Aval, Corpus, EqnFact, Literal, ProgramRecord, RecordError
-from dumpgym.record.typedjson import TextAhead, TypedRecord
+from dumpgym.record.typedjson import TextAhead, TypedRecord, record_text
 
 
 def test_the_committed_corpus_round_trips_byte_for_byte():
@@ -148,6 +148,20 @@ def test_integer_list_params_and_absent_params():
     assert eqn.ints("axes") == (1,)
     assert eqn.ints("flag") is None and eqn.ints("out_sharding") is None and eqn.ints("missing") is None
     assert eqn.param("axes") == [1] and eqn.param("missing") is None
+
+
+def test_every_committed_record_is_written_by_the_encoder_as_its_json_text(corpus):
+    """`record_text` (JSON's encoder asking each record for its fields) writes every record of the committed
+    corpus, and each of its fields, as `json.dumps` writes the record's `to_json()`, byte for byte; an object
+    that is no record is refused as `json.dumps` refuses it."""
+    for record in Corpus.from_json(corpus).programs:
+        assert record_text(record) == json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+        for field in ("eqns", "xray", "compiled", "lowered"):
+            value = getattr(record, field)
+            expected = json.dumps(record.to_json()[field], ensure_ascii=False, separators=(",", ":"))
+            assert record_text(value) == expected
+    with pytest.raises(TypeError):
+        record_text((object(),))
 
 
 # -- typedjson's readers, on a record of every form they read -------------------------------------

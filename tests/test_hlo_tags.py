@@ -58,6 +58,32 @@ def test_the_text_shown_is_what_xla_prints_for_the_plain_lowering(slug):
     assert layer.text == _plain_text(traced)
 
 
+@pytest.mark.parametrize("slug", ["train-step", "moe", "decode-loop"])
+def test_the_metadata_read_with_the_shown_text_is_what_xla_prints_for_each_instruction(slug):
+    """The fields read off the compiled module's text in the pass that makes the shown text are, for every
+    instruction, those of its own printed form as XLA's bindings give it (`HloInstruction.to_string()`), and
+    every instruction printed with metadata in the module's text is read."""
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.ir.tags import metadata_fields, shown_text, shown_text_and_metadata
+
+    program = builtin_program(slug)
+    traced, _facts = _traced(program.function, program.example_args())
+    compiled = hlo.start_compiles(traced).compiled.result()
+    printed = compiled.as_text()
+    text, by_name = shown_text_and_metadata(printed)
+    assert text == shown_text(printed)
+    module = compiled.runtime_executable().hlo_modules()[0]
+    own = {i.name: metadata_fields(i.to_string()) for c in module.computations() for i in c.instructions()}
+    assert by_name and all(own[name] == fields for name, fields in by_name.items())
+    assert len(by_name) == printed.count(", metadata={")
+    assert {n for n, fields in own.items() if fields} <= set(by_name) | _folded(printed, own)
+
+
+def _folded(printed: str, own: dict) -> set[str]:
+    """The instructions XLA does not print on a line of their own in the module's text."""
+    return {name for name in own if f"%{name} = " not in printed}
+
+
 def test_names_that_look_like_metadata_are_shown_as_xla_prints_them():
     """A name scope holding quotes, braces and the words of the fields left out is printed, escaped, in the op_name."""
     import jax

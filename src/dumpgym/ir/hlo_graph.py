@@ -11,7 +11,7 @@ import functools
 import re
 from collections import defaultdict
 
-from dumpgym.ir.tags import tag_choices
+from dumpgym.ir.tags import tag_choices, tag_choices_of
 
 # What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
 CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
@@ -70,7 +70,9 @@ class CompiledGraph:
     """A compile's instructions by name: opcode, operands and users (from the HLO bindings), the
     computations fusions call and reducers apply, and each instruction's own tag (`hlo_tags`)."""
 
-    def __init__(self, listed, roots: set[str], entry: str, eqn_of_tag, names):
+    def __init__(self, listed, roots: set[str], entry: str, eqn_of_tag, names, metadata: dict | None = None):
+        """`metadata`: each instruction's metadata fields by name, where the module's text was read already
+        (`tags.shown_text_and_metadata`); an instruction it does not name is read from its own printed form."""
         self.entry = entry
         self.roots = roots
         self.opcode, self.computation, self.operands, self.users = {}, {}, {}, {}
@@ -92,7 +94,9 @@ class CompiledGraph:
             # from the instruction's own printed form.
             printed = instruction.to_string()
             meta = printed.split(", metadata={", 1)[1] if ", metadata={" in printed else ""
-            tag_number, call_tag = tag_choices(printed, names) if meta else (None, None)
+            fields = metadata.get(name) if meta and metadata is not None else None
+            tag_number, call_tag = (tag_choices_of(fields, names) if fields is not None
+                                    else tag_choices(printed, names) if meta else (None, None))
             self.tag[name] = eqn_of_tag[tag_number] if tag_number is not None else None
             if call_tag is not None:
                 nameless[name] = eqn_of_tag[call_tag]

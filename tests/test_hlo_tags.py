@@ -79,6 +79,28 @@ def test_the_metadata_read_with_the_shown_text_is_what_xla_prints_for_each_instr
     assert {n for n, fields in own.items() if fields} <= set(by_name) | _folded(printed, own)
 
 
+@pytest.mark.parametrize("slug", ["train-step", "moe", "decode-loop"])
+def test_the_graph_s_users_are_what_xla_s_bindings_say_each_instruction_is_used_by(slug):
+    """`CompiledGraph` finds each instruction's users from the operands of the others: the same instructions,
+    once each, as the bindings' own `HloInstruction.users()`."""
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.ir.hlo_graph import CompiledGraph, definition_lines
+    from dumpgym.ir.tags import shown_text
+
+    program = builtin_program(slug)
+    traced, facts = _traced(program.function, program.example_args())
+    started = hlo.start_compiles(traced)
+    compiled = started.compiled.result()
+    module = compiled.runtime_executable().hlo_modules()[0]
+    listed = [(c.name, i) for c in module.computations() for i in c.instructions()]
+    text = shown_text(compiled.as_text())
+    graph = CompiledGraph(listed, definition_lines(text)[1], "", facts.eqn_of_tag, started.names)
+    own = {i.name: [u.name for u in i.users()] for _, i in listed}
+    assert any(own.values())
+    for name, users in own.items():
+        assert sorted(graph.users[name]) == sorted(users), name
+
+
 def _folded(printed: str, own: dict) -> set[str]:
     """The instructions XLA does not print on a line of their own in the module's text."""
     return {name for name in own if f"%{name} = " not in printed}

@@ -106,7 +106,6 @@ class CompiledGraph:
             self.floating[name] = head is None or _floating(head[1])
             self.computation[name] = computation
             self.operands[name] = [o.name for o in instruction.operands()]
-            self.users[name] = [u.name for u in instruction.users()]
             # Each pattern only where its attribute is printed at all: most instructions name no computation.
             self.calls[name] = CALLS_RE.findall(printed) if "calls=" in printed else []
             self.members[computation].append(name)
@@ -121,6 +120,12 @@ class CompiledGraph:
                     self.callers[callee].append(name)
             elif self.opcode[name] == "parameter":
                 self.param_number[name] = int(PARAMETER_RE.search(printed).group(1))
+        # Each instruction's users, those whose operands name it (once each): what the bindings' `users()`
+        # gives, without asking them again for every instruction.
+        self.users = {name: [] for name in self.operands}
+        for name, operands in self.operands.items():
+            for operand in dict.fromkeys(operands):
+                self.users[operand].append(name)
         self.params_of = {(self.computation[p], k): p for p, k in self.param_number.items()}
         self.region_of: dict[str, str] = {}  # instruction -> the region computation holding it (any depth)
         for region in self.holders:

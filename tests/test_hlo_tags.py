@@ -242,3 +242,20 @@ def test_a_compile_that_takes_the_tagged_lowering_over_shows_what_xla_prints_for
     assert "loc(fused[" in traced.lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True)
     assert taken.text == expected
     assert taken == two_lowerings
+
+
+def test_a_layer_s_instructions_are_whole_records():
+    """Each instruction of a compiled layer (made without its class's `__init__`: `typedjson.made`) has every field
+    its class declares: it equals its copy made field by field, and reads back from its JSON as itself."""
+    import dataclasses
+
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.record.schema import Instruction
+
+    program = builtin_program("train-step")
+    traced, facts = _traced(program.function, program.example_args())
+    layer = hlo.compile_layer(traced, facts)
+    assert layer.instructions
+    for ins in layer.instructions:
+        assert set(vars(ins)) == {f.name for f in dataclasses.fields(Instruction)}
+        assert dataclasses.replace(ins) == ins and Instruction.from_json(ins.to_json()) == ins

@@ -8,7 +8,7 @@ import pytest
 
 from dumpgym.corpus.builtin import BUILTIN_PATH, dumps
 from dumpgym.record.schema import Aval, Corpus, EqnFact, Literal, ProgramRecord, RecordError
-from dumpgym.record.typedjson import TextAhead, TypedRecord, record_text
+from dumpgym.record.typedjson import TextAhead, TypedRecord, made, record_text
 
 
 def test_the_committed_corpus_round_trips_byte_for_byte():
@@ -188,6 +188,20 @@ def test_every_form_reads_and_writes_back():
     record = _EveryForm.from_json(GOOD)
     assert record == _EveryForm((1, "a"), "x", None, {"k": (_Inner(1), _Inner(2))}, {"any": [1]})
     assert record.to_json() == {**GOOD, "flag": False}
+
+
+def test_a_record_made_without_its_init_is_the_one_its_init_makes():
+    """`made` gives the record `__init__` gives, its defaults filled in where not given (a factory's made afresh
+    for each), and refuses a record without a field that has no default, as `__init__` does."""
+    from dumpgym.record.schema import Instruction
+
+    assert made(_EveryForm, pair=(1, "a"), either=2, maybe=None, named={}, free={}) == _EveryForm((1, "a"), 2, None, {}, {})
+    given = dict(line=3, name="add.1", opcode="add", computation="main", eqns=(4,), via="tag")
+    one, two = made(Instruction, **given), made(Instruction, **given)
+    assert one == Instruction(**given) and vars(one) == vars(Instruction(**given))
+    assert one.tail == {} and one.tail is not two.tail
+    with pytest.raises(TypeError):
+        made(Instruction, line=3, name="add.1")
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -18,6 +18,7 @@ import math
 import re
 
 from dumpgym.ir.hlo_graph import CALLS_RE, PARAMETER_RE, TO_APPLY_RE, defined, opcode_of as _opcode
+from dumpgym.record.typedjson import made
 from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction, ReplicaGroups,
                             ResultShape, Sharding, WhileCounter, WindowDim)
 
@@ -72,9 +73,10 @@ def with_facts(instructions: list[Instruction], module, text: str,
             raise RuntimeError(f"compiled HLO line {ins.line} does not define %{ins.name}")
         _, shape, opcode = found
         own = opcode if printed.setdefault(ins.opcode, opcode) != opcode else ""
-        # Made whole, not `dataclasses.replace`d: a big compile has tens of thousands of instructions.
-        out.append(Instruction(
-            ins.line, ins.name, ins.opcode, ins.computation, ins.eqns, ins.via, absorbed=ins.absorbed,
+        # Made whole (every field given), not `dataclasses.replace`d: a big compile has tens of thousands.
+        out.append(made(
+            Instruction, line=ins.line, name=ins.name, opcode=ins.opcode, computation=ins.computation,
+            eqns=ins.eqns, via=ins.via, absorbed=ins.absorbed,
             shape=shapes.setdefault(shape, len(shapes)),
             operands=tuple(line_of[o] for o in operands[ins.name]),
             calls=tuple(CALLS_RE.findall(line)) if "calls=" in line else (),

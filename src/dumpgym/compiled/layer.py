@@ -45,7 +45,6 @@ from dumpgym.ir.tags import Names, carry_tags, shown_text_and_metadata, tags_in_
 from dumpgym.record.schema import VIAS, Absorbed, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.traced.devices import compiled_for, retarget, topology_devices
 from dumpgym.record.targets import CPU, Target
-from dumpgym.record.typedjson import made
 from dumpgym.gcpause import with_collector_paused
 from dumpgym.traced.trace import lower_copy, serializes_bodies
 
@@ -188,9 +187,9 @@ def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict
         if opcode[name] == "fusion":
             fusions.append(Fusion(line, name, _fusion_kind(instruction.to_string()), own))
         folded = (absorbed or {}).get(name, {})
-        instructions.append(made(Instruction, line=line, name=name, opcode=opcode[name], computation=computation,
-                                 eqns=own, via=via[name] if via is not None else "none",
-                                 absorbed=tuple(Absorbed(e, folded[e]) for e in sorted(folded))))
+        instructions.append(Instruction(line, name, opcode[name], computation, own,
+                                        via[name] if via is not None else "none",
+                                        tuple(Absorbed(e, folded[e]) for e in sorted(folded))))
     instructions.sort(key=lambda i: i.line)
     fusions.sort(key=lambda f: f.line)
     return instructions, fusions

@@ -394,3 +394,22 @@ def test_recorded_dots_and_calls_are_the_ones_jax_lowered(slug, by_slug):
             (lc, rc), (lb, rb) = e.params["dimension_numbers"]
             assert (d.lhs_contracting, d.rhs_contracting, d.lhs_batch, d.rhs_batch) == tuple(map(tuple, (lc, rc, lb, rb)))
             assert (d.lhs.shape, d.rhs.shape, d.result.shape) == (e.arrays[0].shape, e.arrays[1].shape, e.outputs[0].shape)
+
+
+@pytest.mark.parametrize("slug", ["train-step", "grads", "layernorm", "dropout"])
+def test_a_literal_s_kept_print_is_the_one_jax_gives_it(slug):
+    """The dataflow's key for a literal input (kept once per value, dtype, shape, weak type and aval, as
+    thousands of literals repeat a few values) is JAX's own print of that literal's value and aval, each time."""
+    from jax.extend import core as jex
+
+    from dumpgym.compiled.attribution import _literal_key
+    from dumpgym.programs import builtin_program
+
+    program = builtin_program(slug)
+    facts = build_facts(trace(program.function, program.example_args()))
+    literals = [v for eqn in facts.jax_eqns.values() for v in eqn.invars if isinstance(v, jex.Literal)]
+    assert literals
+    memo: dict = {}
+    for literal in literals * 2:
+        assert _literal_key(literal, memo) == ("lit", repr(literal.val), str(literal.aval))
+    assert memo

@@ -194,3 +194,35 @@ def test_viewing_the_gym_needs_no_tpu_compiler(tmp_path, capsys):
     assert (tmp_path / "site" / "data" / "compiled" / "tpu").is_dir()  # the committed TPU layer is shown all the same
     assert added.returncode == 2 and "pip install 'dumpgym[tpu]'" in added.stderr
     assert len(added.stderr.strip().splitlines()) == 1
+
+
+# A function that writes, as JAX traces it, whether Python's cyclic garbage collector is on.
+GC_PROBE = '''
+import gc
+from pathlib import Path
+
+def probe(x):
+    Path(__file__).with_suffix(".seen").write_text(str(gc.isenabled()))
+    return x * 2
+
+def broken(x):
+    Path(__file__).with_suffix(".seen").write_text(str(gc.isenabled()))
+    raise ValueError("the user's own bug")
+'''
+
+
+def test_add_holds_the_collector_off_while_it_works_and_turns_it_back_on(tmp_path, capsys):
+    """`dumpgym add` makes one record and exits: the collector stays off while it traces (and on after, for a
+    caller that goes on), whether the add succeeds or fails."""
+    import gc
+
+    (tmp_path / "gcprobe.py").write_text(GC_PROBE)
+    seen = tmp_path / "gcprobe.seen"
+    corpus = str(tmp_path / "corpus")
+    assert gc.isenabled()
+    assert cli.main(["add", f"{tmp_path / 'gcprobe.py'}:probe", "--arg", "f32[4]", "--corpus", corpus]) == 0
+    assert seen.read_text() == "False" and gc.isenabled()
+    seen.unlink()
+    assert cli.main(["add", f"{tmp_path / 'gcprobe.py'}:broken", "--arg", "f32[4]", "--corpus", corpus]) == 2
+    assert seen.read_text() == "False" and gc.isenabled()
+    capsys.readouterr()

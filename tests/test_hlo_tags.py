@@ -58,6 +58,54 @@ def test_the_text_shown_is_what_xla_prints_for_the_plain_lowering(slug):
     assert layer.text == _plain_text(traced)
 
 
+@pytest.mark.parametrize("slug", ["train-step", "moe", "decode-loop"])
+def test_the_metadata_read_with_the_shown_text_is_what_xla_prints_for_each_instruction(slug):
+    """The fields read off the compiled module's text in the pass that makes the shown text are, for every
+    instruction, those of its own printed form as XLA's bindings give it (`HloInstruction.to_string()`), and
+    every instruction printed with metadata in the module's text is read."""
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.ir.tags import metadata_fields, shown_text, shown_text_and_metadata
+
+    program = builtin_program(slug)
+    traced, _facts = _traced(program.function, program.example_args())
+    compiled = hlo.start_compiles(traced).compiled.result()
+    printed = compiled.as_text()
+    text, by_name = shown_text_and_metadata(printed)
+    assert text == shown_text(printed)
+    module = compiled.runtime_executable().hlo_modules()[0]
+    own = {i.name: metadata_fields(i.to_string()) for c in module.computations() for i in c.instructions()}
+    assert by_name and all(own[name] == fields for name, fields in by_name.items())
+    assert len(by_name) == printed.count(", metadata={")
+    assert {n for n, fields in own.items() if fields} <= set(by_name) | _folded(printed, own)
+
+
+@pytest.mark.parametrize("slug", ["train-step", "moe", "decode-loop"])
+def test_the_graph_s_users_are_what_xla_s_bindings_say_each_instruction_is_used_by(slug):
+    """`CompiledGraph` finds each instruction's users from the operands of the others: the same instructions,
+    once each, as the bindings' own `HloInstruction.users()`."""
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.ir.hlo_graph import CompiledGraph, definition_lines
+    from dumpgym.ir.tags import shown_text
+
+    program = builtin_program(slug)
+    traced, facts = _traced(program.function, program.example_args())
+    started = hlo.start_compiles(traced)
+    compiled = started.compiled.result()
+    module = compiled.runtime_executable().hlo_modules()[0]
+    listed = [(c.name, i) for c in module.computations() for i in c.instructions()]
+    text = shown_text(compiled.as_text())
+    graph = CompiledGraph(listed, definition_lines(text)[1], "", facts.eqn_of_tag, started.names)
+    own = {i.name: [u.name for u in i.users()] for _, i in listed}
+    assert any(own.values())
+    for name, users in own.items():
+        assert sorted(graph.users[name]) == sorted(users), name
+
+
+def _folded(printed: str, own: dict) -> set[str]:
+    """The instructions XLA does not print on a line of their own in the module's text."""
+    return {name for name in own if f"%{name} = " not in printed}
+
+
 def test_names_that_look_like_metadata_are_shown_as_xla_prints_them():
     """A name scope holding quotes, braces and the words of the fields left out is printed, escaped, in the op_name."""
     import jax
@@ -194,3 +242,20 @@ def test_a_compile_that_takes_the_tagged_lowering_over_shows_what_xla_prints_for
     assert "loc(fused[" in traced.lowered.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True)
     assert taken.text == expected
     assert taken == two_lowerings
+
+
+def test_a_layer_s_instructions_are_whole_records():
+    """Each instruction of a compiled layer (made without its class's `__init__`: `typedjson.made`) has every field
+    its class declares: it equals its copy made field by field, and reads back from its JSON as itself."""
+    import dataclasses
+
+    from dumpgym.compiled import layer as hlo
+    from dumpgym.record.schema import Instruction
+
+    program = builtin_program("train-step")
+    traced, facts = _traced(program.function, program.example_args())
+    layer = hlo.compile_layer(traced, facts)
+    assert layer.instructions
+    for ins in layer.instructions:
+        assert set(vars(ins)) == {f.name for f in dataclasses.fields(Instruction)}
+        assert dataclasses.replace(ins) == ins and Instruction.from_json(ins.to_json()) == ins

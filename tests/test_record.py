@@ -8,7 +8,7 @@ import pytest
 
 from dumpgym.corpus.builtin import BUILTIN_PATH, dumps
 from dumpgym.record.schema import Aval, Corpus, EqnFact, Literal, ProgramRecord, RecordError
-from dumpgym.record.typedjson import TextAhead, TypedRecord
+from dumpgym.record.typedjson import TextAhead, TypedRecord, made, record_text
 
 
 def test_the_committed_corpus_round_trips_byte_for_byte():
@@ -150,6 +150,20 @@ def test_integer_list_params_and_absent_params():
     assert eqn.param("axes") == [1] and eqn.param("missing") is None
 
 
+def test_every_committed_record_is_written_by_the_encoder_as_its_json_text(corpus):
+    """`record_text` (JSON's encoder asking each record for its fields) writes every record of the committed
+    corpus, and each of its fields, as `json.dumps` writes the record's `to_json()`, byte for byte; an object
+    that is no record is refused as `json.dumps` refuses it."""
+    for record in Corpus.from_json(corpus).programs:
+        assert record_text(record) == json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+        for field in ("eqns", "xray", "compiled", "lowered"):
+            value = getattr(record, field)
+            expected = json.dumps(record.to_json()[field], ensure_ascii=False, separators=(",", ":"))
+            assert record_text(value) == expected
+    with pytest.raises(TypeError):
+        record_text((object(),))
+
+
 # -- typedjson's readers, on a record of every form they read -------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +188,20 @@ def test_every_form_reads_and_writes_back():
     record = _EveryForm.from_json(GOOD)
     assert record == _EveryForm((1, "a"), "x", None, {"k": (_Inner(1), _Inner(2))}, {"any": [1]})
     assert record.to_json() == {**GOOD, "flag": False}
+
+
+def test_a_record_made_without_its_init_is_the_one_its_init_makes():
+    """`made` gives the record `__init__` gives, its defaults filled in where not given (a factory's made afresh
+    for each), and refuses a record without a field that has no default, as `__init__` does."""
+    from dumpgym.record.schema import Instruction
+
+    assert made(_EveryForm, pair=(1, "a"), either=2, maybe=None, named={}, free={}) == _EveryForm((1, "a"), 2, None, {}, {})
+    given = dict(line=3, name="add.1", opcode="add", computation="main", eqns=(4,), via="tag")
+    one, two = made(Instruction, **given), made(Instruction, **given)
+    assert one == Instruction(**given) and vars(one) == vars(Instruction(**given))
+    assert one.tail == {} and one.tail is not two.tail
+    with pytest.raises(TypeError):
+        made(Instruction, line=3, name="add.1")
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -609,3 +609,16 @@ def test_slug_is_for_a_traced_function_not_a_dump(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--dump adds the modules of dump folders" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "corpus").exists()
+
+
+def test_a_slug_is_a_built_in_one_exactly_when_the_committed_corpus_has_it(whole_corpus):
+    """The check that refuses a built-in slug, which reads the committed corpus's text before its JSON, says yes
+    for every program's slug there (variants too) and no for the rest: words the file holds in quotes that no
+    program is named (a dtype, a backend, a field's value) and a variant's slug cut short included."""
+    from dumpgym.corpus.user import _is_builtin_slug
+
+    slugs = {p["slug"] for p in whole_corpus["programs"]}
+    assert all(_is_builtin_slug(slug) for slug in slugs)
+    assert "mlp-2" in slugs and "float32" in json.dumps(whole_corpus) and "cpu" in json.dumps(whole_corpus)
+    for other in ("gpt-train-step", "float32", "cpu", "mlp-", "ml", "program", "x"):
+        assert not _is_builtin_slug(other)

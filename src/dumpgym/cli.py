@@ -243,9 +243,12 @@ def _cmd_add(args) -> int:
     say = (lambda msg: print(printable(msg), file=sys.stderr)) if sys.stderr.isatty() else None  # noqa: E731
     from dumpgym.corpus import user as usercorpus
 
+    from dumpgym.gcpause import collector_off
+
     before = usercorpus.read_index(usercorpus.user_corpus_dir(args.corpus)) if args.replace else []
-    record = add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
-                 progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait, replace=args.replace)
+    with collector_off():  # one record made, then the process ends: the collector's walks would free almost nothing
+        record = add(args.entry, args.arg, slug=args.slug, title=args.title, corpus_dir=args.corpus,
+                     progress=say, compiled=args.hlo, args_from=args.args_from, wait=args.wait, replace=args.replace)
     print(f"{'replaced' if record.slug in before else 'added'} {record.slug}: {len(record.eqns)} equations · "
           f"{record.xray_stats.line()}")
     return 0

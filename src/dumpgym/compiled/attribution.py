@@ -581,13 +581,14 @@ def _literal_key(literal, memo: dict) -> tuple[str, str, str]:
     """A literal input as `_same_work` keys it: its value's repr and its aval, printed.
 
     NumPy prints a scalar slowly and a big program holds thousands of the same few (0.0, 1.0, -inf):
-    `memo` keeps one print per type, bit pattern and aval."""
+    `memo` keeps one print per type, dtype, shape, bit pattern, weak type and aval (a NumPy scalar, or an array,
+    as JAX's own literal values are: what their print is made of)."""
     import numpy as np
 
     value = literal.val
-    if not isinstance(value, np.generic):
+    if not isinstance(value, (np.generic, np.ndarray)):
         return ("lit", repr(value), str(literal.aval))
-    key = (type(value), value.tobytes(), literal.aval)
+    key = (type(value), value.dtype, value.shape, value.tobytes(), getattr(value, "weak_type", None), literal.aval)
     if key not in memo:
         memo[key] = ("lit", repr(value), str(literal.aval))
     return memo[key]

@@ -41,7 +41,7 @@ from dumpgym.traced.facts import Facts
 from dumpgym.compiled.attribution import attribute, dataflow, enclosing
 from dumpgym.ir.hlo_facts import with_facts, xla_analyses
 from dumpgym.ir.hlo_graph import CompiledGraph, definition_lines
-from dumpgym.ir.tags import Names, carry_tags, shown_text, tags_in_place
+from dumpgym.ir.tags import Names, carry_tags, shown_text_and_metadata, tags_in_place
 from dumpgym.record.schema import VIAS, Absorbed, CompiledLayer, Fusion, HloStats, Instruction
 from dumpgym.traced.devices import compiled_for, retarget, topology_devices
 from dumpgym.record.targets import CPU, Target
@@ -122,16 +122,16 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
     compiled = compiled_when_done(compiles.compiled, f"{what} for {target.platform}")
     module = compiled.runtime_executable().hlo_modules()[0]
     printed = compiled.as_text()
-    text = shown_text(printed)
+    text, metadata = shown_text_and_metadata(printed)
     listed = list(_instructions(module))
     lines, roots = definition_lines(text)
-    graph = CompiledGraph(listed, roots, _entry_name(text), facts.eqn_of_tag, compiles.names)
+    graph = CompiledGraph(listed, roots, _entry_name(text), facts.eqn_of_tag, compiles.names, metadata)
     eqns, via, absorbed = attribute(graph, facts, trace.closed_jaxpr, flow)
 
     instructions, fusions = layer_rows(listed, lines, graph.opcode, eqns, via, absorbed)
     # A fusion holds only the work its body does: a copy XLA wrapped under a dot's tag holds nothing.
     unattributed = sum(graph.tag[i.name] is not None and not eqns[i.name] and i.opcode != "fusion" for i in instructions)
-    instructions, compiled_facts = with_facts(instructions, module, text)
+    instructions, compiled_facts = with_facts(instructions, module, text, graph.operands)
 
     by_eqn: dict[int, set[int]] = defaultdict(set)
     for ins in instructions:

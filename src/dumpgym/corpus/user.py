@@ -279,11 +279,25 @@ def _make_folder(folder: Path) -> None:
 
 def _check_slug_free(slug: str, folder: Path, replace: bool = False) -> None:
     """Refuse a slug the corpus has: a built-in program's always, an added program's unless it is to be replaced."""
-    if slug in _builtin_slugs():
+    if _is_builtin_slug(slug):
         raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug")
     if slug in read_index(folder) and not replace:
         raise ProgramError(f"slug {slug!r} is already in the corpus; choose another with --slug, "
                            "or give --replace to replace the program you added under it")
+
+
+def _is_builtin_slug(slug: str) -> bool:
+    """Whether a program of the built-in corpus has `slug`. A slug (`a-z0-9-`, nothing JSON escapes) that its
+    file's text does not hold at all, in quotes, is no program's, and is known so without reading the file's
+    megabytes of JSON (an add's own slug, most often); only one that it holds somewhere is looked up."""
+    return _builtin_holds(json.dumps(slug).encode()) and slug in _builtin_slugs()
+
+
+@functools.cache
+def _builtin_holds(quoted: bytes) -> bool:
+    from dumpgym.corpus.builtin import BUILTIN_PATH
+
+    return quoted in BUILTIN_PATH.read_bytes()
 
 
 @functools.cache
@@ -328,7 +342,7 @@ def _store(folder: Path, records: list[ProgramRecord], wait: float | None, repla
     with locked(folder, exclusive=True, wait=wait):
         _clean_leftovers(folder)
         slugs = read_index(folder)
-        replaced = [r.slug for r in records if replace and r.slug in slugs and r.slug not in _builtin_slugs()]
+        replaced = [r.slug for r in records if replace and r.slug in slugs and not _is_builtin_slug(r.slug)]
         for record in records:
             if record.slug not in replaced:
                 _check_slug_free(record.slug, folder)

@@ -19,6 +19,7 @@ import re
 
 from dumpgym.ir.hlo_graph import (CALLS_RE, OP_NAME_RE, PARAMETER_RE, TO_APPLY_RE, defined, opcode_of as _opcode,
                                   unescaped)
+from dumpgym.record.typedjson import made
 from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction, ReplicaGroups,
                             ResultShape, Sharding, WhileCounter, WindowDim)
 
@@ -51,13 +52,17 @@ _CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 
 
-def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list[Instruction], dict]:
+def with_facts(instructions: list[Instruction], module, text: str,
+               operands: dict[str, list[str]] | None = None) -> tuple[list[Instruction], dict]:
     """The instructions with their shapes, operands and called computations, and the layer's own facts
-    (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`."""
+    (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`. `operands`:
+    each instruction's operands' names by its name, where the bindings were asked already (`CompiledGraph`)."""
     lines = text.splitlines()
     computations = _computations(lines)
     line_of = {ins.name: ins.line for ins in instructions}
-    bound = {i.name: i for c in module.computations() for i in c.instructions()}
+    if operands is None:
+        bound = {i.name: i for c in module.computations() for i in c.instructions()}
+        operands = {name: [o.name for o in i.operands()] for name, i in bound.items()}
     shapes: dict[str, int] = {}
     printed: dict[str, str] = {}
     out = []
@@ -68,11 +73,12 @@ def with_facts(instructions: list[Instruction], module, text: str) -> tuple[list
             raise RuntimeError(f"compiled HLO line {ins.line} does not define %{ins.name}")
         _, shape, opcode = found
         own = opcode if printed.setdefault(ins.opcode, opcode) != opcode else ""
-        # Made whole, not `dataclasses.replace`d: a big compile has tens of thousands of instructions.
-        out.append(Instruction(
-            ins.line, ins.name, ins.opcode, ins.computation, ins.eqns, ins.via, absorbed=ins.absorbed,
+        # Made whole (every field given), not `dataclasses.replace`d: a big compile has tens of thousands.
+        out.append(made(
+            Instruction, line=ins.line, name=ins.name, opcode=ins.opcode, computation=ins.computation,
+            eqns=ins.eqns, via=ins.via, absorbed=ins.absorbed,
             shape=shapes.setdefault(shape, len(shapes)),
-            operands=tuple(line_of[o.name] for o in bound[ins.name].operands()),
+            operands=tuple(line_of[o] for o in operands[ins.name]),
             calls=tuple(CALLS_RE.findall(line)) if "calls=" in line else (),
             to_apply=tuple(TO_APPLY_RE.findall(line)) if "to_apply=" in line else (), printed_opcode=own,
             dot=read_dot(line) if ins.opcode == "dot" else None,

@@ -11,7 +11,7 @@ import functools
 import re
 from collections import defaultdict
 
-from dumpgym.ir.tags import tag_choices
+from dumpgym.ir.tags import tag_choices, tag_choices_of
 
 # What an instruction's printed form names: the computation a fusion or call runs, the reducer it applies.
 CALLS_RE = re.compile(r"\bcalls=%([\w.\-]+)")
@@ -86,7 +86,9 @@ class CompiledGraph:
     """A compile's instructions by name: opcode, operands and users (from the HLO bindings), the
     computations fusions call and reducers apply, and each instruction's own tag (`hlo_tags`)."""
 
-    def __init__(self, listed, roots: set[str], entry: str, eqn_of_tag, names):
+    def __init__(self, listed, roots: set[str], entry: str, eqn_of_tag, names, metadata: dict | None = None):
+        """`metadata`: each instruction's metadata fields by name, where the module's text was read already
+        (`tags.shown_text_and_metadata`); an instruction it does not name is read from its own printed form."""
         self.entry = entry
         self.roots = roots
         self.opcode, self.computation, self.operands, self.users = {}, {}, {}, {}
@@ -108,7 +110,9 @@ class CompiledGraph:
             # from the instruction's own printed form.
             printed = instruction.to_string()
             meta = printed.split(", metadata={", 1)[1] if ", metadata={" in printed else ""
-            tag_number, call_tag = tag_choices(printed, names) if meta else (None, None)
+            fields = metadata.get(name) if meta and metadata is not None else None
+            tag_number, call_tag = (tag_choices_of(fields, names) if fields is not None
+                                    else tag_choices(printed, names) if meta else (None, None))
             self.tag[name] = eqn_of_tag[tag_number] if tag_number is not None else None
             if call_tag is not None:
                 nameless[name] = eqn_of_tag[call_tag]
@@ -118,7 +122,6 @@ class CompiledGraph:
             self.floating[name] = head is None or _floating(head[1])
             self.computation[name] = computation
             self.operands[name] = [o.name for o in instruction.operands()]
-            self.users[name] = [u.name for u in instruction.users()]
             # Each pattern only where its attribute is printed at all: most instructions name no computation.
             self.calls[name] = CALLS_RE.findall(printed) if "calls=" in printed else []
             self.members[computation].append(name)
@@ -133,6 +136,12 @@ class CompiledGraph:
                     self.callers[callee].append(name)
             elif self.opcode[name] == "parameter":
                 self.param_number[name] = int(PARAMETER_RE.search(printed).group(1))
+        # Each instruction's users, those whose operands name it (once each): what the bindings' `users()`
+        # gives, without asking them again for every instruction.
+        self.users = {name: [] for name in self.operands}
+        for name, operands in self.operands.items():
+            for operand in dict.fromkeys(operands):
+                self.users[operand].append(name)
         self.params_of = {(self.computation[p], k): p for p, k in self.param_number.items()}
         self.region_of: dict[str, str] = {}  # instruction -> the region computation holding it (any depth)
         for region in self.holders:

@@ -274,7 +274,11 @@ def tag_choices(printed: str, names: Names) -> tuple[int | None, int | None]:
     name of its own, that call's tag: a nameless op of the function's own body (a literal JAX lowered
     with no location) and a nameless op of the body the nameless call inlined print the same op_name,
     and only what the instruction feeds tells them apart (`CompiledGraph` reads it)."""
-    fields = metadata_fields(printed)
+    return tag_choices_of(metadata_fields(printed), names)
+
+
+def tag_choices_of(fields: dict[str, str], names: Names) -> tuple[int | None, int | None]:
+    """`tag_choices` of an instruction whose metadata's fields (`metadata_fields`) are read already."""
     file = fields.get("source_file")
     if file is not None and TAG in file:
         return innermost_tag(file), None
@@ -322,10 +326,20 @@ def _unquoted(value: str) -> str:
 def shown_text(printed: str) -> str:
     """A compiled module's text as XLA prints it for the plain lowering: each instruction's metadata
     without its source fields (the plain lowering has no source file), a metadata left empty gone whole."""
+    return shown_text_and_metadata(printed)[0]
+
+
+def shown_text_and_metadata(printed: str) -> tuple[str, dict[str, dict[str, str]]]:
+    """`shown_text`, and the fields of each printed instruction's metadata (`metadata_fields`, source fields
+    too) by the instruction's name, read in the same pass: the compile's metadata is read once."""
     out, pos = [], 0
+    by_name: dict[str, dict[str, str]] = {}
     while (at := printed.find(_METADATA, pos)) >= 0:
         start = at + len(_METADATA)
         fields, end = _read_metadata(printed, start)
+        head = printed[printed.rfind("\n", 0, at) + 1:at].lstrip().removeprefix("ROOT ")
+        if head.startswith("%") and " = " in head:  # `%name = shape opcode(...)`: the line defines `name`
+            by_name[head[1:head.index(" = ")]] = dict(fields)
         kept = [f"{key}={value}" for key, value in fields if key not in _SOURCE]
         if kept:
             out += [printed[pos:start], " ".join(kept)]
@@ -334,4 +348,4 @@ def shown_text(printed: str) -> str:
             end += 1
         pos = end
     out.append(printed[pos:])
-    return "".join(out)
+    return "".join(out), by_name

@@ -40,9 +40,54 @@ class TypedRecord:
         return _writer(type(self))(self)
 
 
+def made(cls, **fields):
+    """A record of frozen dataclass `cls`, made as its own `__init__` makes it from `fields` (those not given at
+    their defaults) without one `object.__setattr__` per field: a compile's instructions are made by the ten
+    thousand, with some twenty fields each, and the setters cost ten times the rest. Only for a class with no
+    `__post_init__`; a field without a default that is not given is a TypeError, as `__init__` says it."""
+    out = object.__new__(cls)
+    names, defaults = _defaults(cls)
+    if len(fields) != len(names):
+        for name in names:
+            if name not in fields:
+                if name not in defaults:
+                    raise TypeError(f"{cls.__name__} needs the field {name!r}")
+                fields[name] = _default(defaults[name])
+    out.__dict__.update(fields)
+    return out
+
+
+@cache
+def _defaults(cls) -> tuple[tuple[str, ...], dict[str, dataclasses.Field]]:
+    """A dataclass's field names, and its fields that have a default (or a factory), by name."""
+    fields = dataclasses.fields(cls)
+    return (tuple(f.name for f in fields),
+            {f.name: f for f in fields if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING})
+
+
 def dumps(value) -> str:
     """JSON text as every record file is written: UTF-8 kept, no spaces."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def record_text(value) -> str:
+    """`dumps(_json(value))`, byte for byte, for a value holding records (a record, a tuple of them): JSON's own
+    encoder walks the tuples and dicts, and asks for each record only its own fields (`_fields`), so no copy of
+    the whole value as lists and dicts is made first (a big program's record holds a hundred thousand records)."""
+    return _ENCODER.encode(value)
+
+
+def _fields(value):
+    """A record's fields as `to_json` writes them (in order, each left out at its default where the class omits
+    it), their values as they are: what JSON's encoder asks of an object it does not know."""
+    if isinstance(value, TypedRecord):
+        if type(value).to_json is TypedRecord.to_json:
+            return _writer(type(value), shallow=True)(value)
+        return value.to_json()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_fields)
 
 
 class TextAhead:
@@ -56,7 +101,7 @@ class TextAhead:
     def make(self, *values) -> None:
         """The text of each of `values` (a field's value: a tuple of records, say), made now."""
         for value in values:
-            self._made[id(value)] = (value, dumps(_json(value)))
+            self._made[id(value)] = (value, record_text(value))
 
     def text(self, record: TypedRecord) -> str:
         """`dumps(record.to_json())`, with the text of each field whose value was made ahead taken from it.
@@ -74,17 +119,18 @@ class TextAhead:
             elif type(value) in _SCALARS:
                 text = dumps(value)
             else:
-                text = dumps(_json(value))
+                text = record_text(value)
                 self._made[id(value)] = (value, text)
             parts.append(f"{dumps(f.name)}:{text}")
         return "{" + ",".join(parts) + "}"
 
 
 @cache
-def _writer(cls) -> Callable[[Any], dict]:
+def _writer(cls, shallow: bool = False) -> Callable[[Any], dict]:
     """The function writing a record class's fields in declaration order, each left out where the class
     omits it at its default, made once per class as straight-line code: a big program writes a hundred
     thousand records, and a loop over each one's fields, looking each up by name, costs several times more.
+    `shallow`: each value as it is (`record_text`'s encoder writes what it holds), not as JSON's lists and dicts.
 
     The code is made from the class's own field names (Python identifiers) and nothing else; defaults are
     compared as values bound to the function (made once: they are only compared, never handed out)."""
@@ -97,7 +143,8 @@ def _writer(cls) -> Callable[[Any], dict]:
             bound[f"_default{n}"] = _default(f)
             lines.append(f"    if not v == _default{n}:")
             indent = "        "
-        lines.append(f"{indent}out[{f.name!r}] = v if type(v) in _SCALARS else _json(v)")
+        lines.append(f"{indent}out[{f.name!r}] = v" if shallow else
+                     f"{indent}out[{f.name!r}] = v if type(v) in _SCALARS else _json(v)")
     lines.append("    return out")
     exec("\n".join(lines), bound)  # noqa: S102 (the code is the class's field names, above)
     return bound["to_json"]

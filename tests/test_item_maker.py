@@ -51,6 +51,27 @@ def test_the_maker_keeps_every_items_file_as_the_server_makes_it_and_the_server_
     assert all(made[name] == kept[name] for name in made)
 
 
+def test_the_maker_runs_below_the_server_on_the_cpu(tmp_path, monkeypatch):
+    """The maker yields both cores to the server and its render workers: its niceness is the server's plus
+    `NICENESS` (at most 19), and on Linux it is in the idle scheduling class; the server's are unchanged."""
+    import os
+
+    monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "cache"))  # empty: it has every program's items to make
+    server = (os.getpriority(os.PRIO_PROCESS, 0),
+              os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None)
+    maker = item_maker.ItemMaker(tmp_path / "none")
+    try:
+        maker.wait([])  # its plan said: it lowered itself before
+        assert maker.planned and maker.proc.poll() is None
+        assert os.getpriority(os.PRIO_PROCESS, maker.proc.pid) == min(19, server[0] + item_maker.NICENESS)
+        if sys.platform.startswith("linux"):
+            assert os.sched_getscheduler(maker.proc.pid) == os.SCHED_IDLE
+    finally:
+        maker.close()
+    assert (os.getpriority(os.PRIO_PROCESS, 0),
+            os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None) == server
+
+
 def _half_written(tmp_path: Path) -> list[str]:
     """The temporary files of a write cut short, left in the cache's kept items."""
     return [p.name for p in (tmp_path / "cache").glob("drills/*/.*")]

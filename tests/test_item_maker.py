@@ -182,8 +182,10 @@ def test_the_watcher_tries_a_start_that_failed_again_before_waiting_for_the_next
         return made[-1], None
 
     monkeypatch.setattr(serve.Site, "start", start)
+    running = set(threading.enumerate())
     try:
         serve._watch_corpus(server, tmp_path / "none", ("before",), [0])
+        watcher = next(t for t in threading.enumerate() if t.name == "dumpgym-watch" and t not in running)
         for _ in range(1000):
             if made and server.site is made[0]:
                 break
@@ -192,6 +194,9 @@ def test_the_watcher_tries_a_start_that_failed_again_before_waiting_for_the_next
     finally:
         server.server_close()
     assert capsys.readouterr().err.count("could not be started") == 1
+    # A closed server's watcher ends: left looking, it would start gyms from what the next test makes the folder say.
+    watcher.join(timeout=30)
+    assert not watcher.is_alive()
 
 
 def test_an_older_starts_items_are_never_swapped_in_over_a_newer_start_the_watcher_made(tmp_path, monkeypatch,

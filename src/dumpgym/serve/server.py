@@ -276,6 +276,7 @@ class GymServer:
         self._stop: asyncio.Event | None = None
         self._stopped = threading.Event()
         self._shutdown = threading.Event()  # asked before the loop ran: serve_forever returns at once
+        self.closed = threading.Event()  # set by `server_close`: the folder's watcher stops looking
         self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
         # The files of the whole corpus or pool take up to seconds to make: in a lane of their own, so that
         # no program's file queues behind them (once, two of them held both workers for a second).
@@ -317,6 +318,7 @@ class GymServer:
 
     def server_close(self) -> None:
         """Close the listening socket (the port is free again at once)."""
+        self.closed.set()
         self.socket.close()
         self._workers.shutdown(wait=False, cancel_futures=True)
         self._whole.shutdown(wait=False, cancel_futures=True)
@@ -696,11 +698,10 @@ def _watch_corpus(server: GymServer, corpus_dir, seen: tuple, generation: list[i
     """Look at the folder of added programs every `WATCH_INTERVAL` in a thread; when an add or a remove
     changed it, start the gym again from it (`Site.start`: kept items read, new ones made after) and swap
     it in, so the next reload of the page shows it; said on stderr. A start that fails is said in one line
-    and the gym before it goes on being served."""
+    and the gym before it goes on being served. The thread ends once the server is closed (`server_close`)."""
     def watch() -> None:
         last, failed, tries = seen, None, 0
-        while True:
-            time.sleep(WATCH_INTERVAL)
+        while not server.closed.wait(WATCH_INTERVAL):  # a closed server's gym is served no more: nothing to start
             now = corpus_state(corpus_dir)
             if now == last or now == ("busy",) or (now == failed and tries >= START_TRIES):
                 continue

@@ -72,6 +72,28 @@ def test_the_maker_runs_below_the_server_on_the_cpu(tmp_path, monkeypatch):
             os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None) == server
 
 
+def test_a_stages_items_are_read_with_the_collector_off_and_waited_for_with_it_on(tmp_path, monkeypatch):
+    """The objects a stage's swap-in builds (its items, decoded into the pool, and its gym) are built with Python's
+    collector off, whose walks over them would free nothing; the wait for the maker before, seconds long while the
+    server answers, keeps it on; and it is on again after."""
+    import gc
+
+    from dumpgym.site import inputs
+
+    monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "cache"))
+    gym, rest = serve.Site.start(tmp_path / "none")
+    seen = []
+    kept_pool, rendered = inputs.kept_pool, serve.Site._rendered.__func__
+    monkeypatch.setattr(inputs, "kept_pool", lambda *args, **kwargs: seen.append(("read", gc.isenabled()))
+                        or kept_pool(*args, **kwargs))
+    monkeypatch.setattr(serve.Site, "_rendered", classmethod(
+        lambda cls, *args, **kwargs: seen.append(("rendered", gc.isenabled())) or rendered(cls, *args, **kwargs)))
+    assert gc.isenabled()
+    whole = rest(before=lambda slugs: seen.append(("wait", gc.isenabled())))
+    assert seen == [("wait", True), ("read", False), ("rendered", False)] and gc.isenabled()
+    assert json.loads(whole.get("/data/drills/pending.json")[2])["pending"] == []
+
+
 def _half_written(tmp_path: Path) -> list[str]:
     """The temporary files of a write cut short, left in the cache's kept items."""
     return [p.name for p in (tmp_path / "cache").glob("drills/*/.*")]

@@ -36,6 +36,7 @@ try:
 except ImportError:  # no flock on this platform: the folder is read unlocked, as `corpus/user.py`'s `locked` does
     fcntl = None
 
+from dumpgym.gcpause import collector_paused
 from dumpgym.record import dtypes
 from dumpgym.serve.big import BigModules
 from dumpgym.serve.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
@@ -127,7 +128,8 @@ class Site:
                 print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
                       "the gym serves the items made before", file=sys.stderr, flush=True)
                 whole = made[0]
-            return cls._rendered(start.corpus, whole, (), kept, news, big)
+            with collector_paused():  # the whole gym's objects, all kept (as each stage's, `whole_pool`)
+                return cls._rendered(start.corpus, whole, (), kept, news, big)
         return cls._rendered(start.corpus, start.pool, start.pending, kept, news, big), rest
 
     @classmethod

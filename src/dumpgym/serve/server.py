@@ -585,13 +585,15 @@ def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callabl
         maker = server.makers.started(ItemMaker.start(corpus_dir))
         try:
             swap(rest(swap, before))
+            # Said before the maker is stopped and waited for: it runs in the idle class (`item_maker.background`), and
+            # on a busy machine its exit can take seconds after the items it kept are served.
+            if current():
+                print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
+                      flush=True)
         except Superseded:
             return
         finally:
             server.makers.stop(maker)
-        if current():
-            print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
-                  flush=True)
 
     maker = None
     # A daemon: Ctrl-C does not wait for it, and a kept file is written whole or not at all (atomic writes).

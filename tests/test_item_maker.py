@@ -51,6 +51,49 @@ def test_the_maker_keeps_every_items_file_as_the_server_makes_it_and_the_server_
     assert all(made[name] == kept[name] for name in made)
 
 
+def test_the_maker_runs_below_the_server_on_the_cpu(tmp_path, monkeypatch):
+    """The maker yields both cores to the server and its render workers: its niceness is the server's plus
+    `NICENESS` (at most 19), and on Linux it is in the idle scheduling class; the server's are unchanged."""
+    import os
+
+    monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "cache"))  # empty: it has every program's items to make
+    server = (os.getpriority(os.PRIO_PROCESS, 0),
+              os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None)
+    maker = item_maker.ItemMaker(tmp_path / "none")
+    try:
+        maker.wait([])  # its plan said: it lowered itself before
+        assert maker.planned and maker.proc.poll() is None
+        assert os.getpriority(os.PRIO_PROCESS, maker.proc.pid) == min(19, server[0] + item_maker.NICENESS)
+        if sys.platform.startswith("linux"):
+            assert os.sched_getscheduler(maker.proc.pid) == os.SCHED_IDLE
+    finally:
+        maker.close()
+    assert (os.getpriority(os.PRIO_PROCESS, 0),
+            os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None) == server
+
+
+def test_a_stages_items_are_read_with_the_collector_off_and_waited_for_with_it_on(tmp_path, monkeypatch):
+    """The objects a stage's swap-in builds (its items, decoded into the pool, and its gym) are built with Python's
+    collector off, whose walks over them would free nothing; the wait for the maker before, seconds long while the
+    server answers, keeps it on; and it is on again after."""
+    import gc
+
+    from dumpgym.site import inputs
+
+    monkeypatch.setenv("DUMPGYM_CACHE_DIR", str(tmp_path / "cache"))
+    gym, rest = serve.Site.start(tmp_path / "none")
+    seen = []
+    kept_pool, rendered = inputs.kept_pool, serve.Site._rendered.__func__
+    monkeypatch.setattr(inputs, "kept_pool", lambda *args, **kwargs: seen.append(("read", gc.isenabled()))
+                        or kept_pool(*args, **kwargs))
+    monkeypatch.setattr(serve.Site, "_rendered", classmethod(
+        lambda cls, *args, **kwargs: seen.append(("rendered", gc.isenabled())) or rendered(cls, *args, **kwargs)))
+    assert gc.isenabled()
+    whole = rest(before=lambda slugs: seen.append(("wait", gc.isenabled())))
+    assert seen == [("wait", True), ("read", False), ("rendered", False)] and gc.isenabled()
+    assert json.loads(whole.get("/data/drills/pending.json")[2])["pending"] == []
+
+
 def _half_written(tmp_path: Path) -> list[str]:
     """The temporary files of a write cut short, left in the cache's kept items."""
     return [p.name for p in (tmp_path / "cache").glob("drills/*/.*")]
@@ -161,8 +204,10 @@ def test_the_watcher_tries_a_start_that_failed_again_before_waiting_for_the_next
         return made[-1], None
 
     monkeypatch.setattr(serve.Site, "start", start)
+    running = set(threading.enumerate())
     try:
         serve._watch_corpus(server, tmp_path / "none", ("before",), [0])
+        watcher = next(t for t in threading.enumerate() if t.name == "dumpgym-watch" and t not in running)
         for _ in range(1000):
             if made and server.site is made[0]:
                 break
@@ -171,6 +216,9 @@ def test_the_watcher_tries_a_start_that_failed_again_before_waiting_for_the_next
     finally:
         server.server_close()
     assert capsys.readouterr().err.count("could not be started") == 1
+    # A closed server's watcher ends: left looking, it would start gyms from what the next test makes the folder say.
+    watcher.join(timeout=30)
+    assert not watcher.is_alive()
 
 
 def test_an_older_starts_items_are_never_swapped_in_over_a_newer_start_the_watcher_made(tmp_path, monkeypatch,

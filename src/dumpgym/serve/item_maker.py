@@ -12,7 +12,8 @@ any it does not find kept (a cache that refuses writes, a record changed in betw
 makes itself, as it always has. Records held in memory only (`dumpgym open`'s dump modules) have nowhere to
 be kept: the server's thread makes their items.
 
-The maker ignores Ctrl-C (the server's to handle), is stopped by the server when it stops or when a newer
+The maker runs below the server on the CPU (`background`): the answers and the render workers' files come
+first. It ignores Ctrl-C (the server's to handle), is stopped by the server when it stops or when a newer
 start supersedes its own, and is stopped by the kernel when the server's thread that started it ends, however
 it ends (Linux's parent-death signal).
 """
@@ -32,6 +33,10 @@ _ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding this dump
 # kept items' key covers the code: a maker of other code would keep items the server never reads).
 _CODE = "import sys; sys.path.insert(0, sys.argv[1]); from dumpgym.serve.item_maker import main; main(sys.argv[2:])"
 _STOP_WAIT = 5.0  # seconds a maker asked to stop has to remove the file it was writing
+# The maker's niceness above the server's (and, on Linux, the idle scheduling class: a core only when nothing else
+# wants one). Its seconds of making wait while the server and its render workers answer: its share of the two
+# cores beside them, at the server's priority, tripled a cold start's p99 under load (docs/site.md).
+NICENESS = 19
 
 
 class Superseded(Exception):
@@ -137,10 +142,22 @@ def main(argv: list[str]) -> None:
     """The maker's run: `argv` is the folder of added programs ("" for the default) and the server's pid."""
     from dumpgym.serve.render_pool import die_with
 
+    background()  # before its first line: a server that read it finds the maker yielding to it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole terminal's group: the server stops us
     signal.signal(signal.SIGTERM, _stop)  # stopped mid-write: the file being written is removed (`write_atomic`)
     die_with(int(argv[1]))
     make_pending(argv[0] or None, sys.stdout)
+
+
+def background() -> None:
+    """Give this process (the maker) the CPU only where the server and its render workers leave it: `NICENESS`
+    added to its niceness, and on Linux the idle scheduling class, whose process runs on a core only when no other
+    wants it (a niceness alone still takes a share when the processes are spread over the cores)."""
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def make_pending(corpus_dir, out) -> None:

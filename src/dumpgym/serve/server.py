@@ -36,6 +36,7 @@ try:
 except ImportError:  # no flock on this platform: the folder is read unlocked, as `corpus/user.py`'s `locked` does
     fcntl = None
 
+from dumpgym.gcpause import collector_paused
 from dumpgym.record import dtypes
 from dumpgym.serve.big import BigModules
 from dumpgym.serve.http_head import READ_LIMIT, Refused, accepts_gzip, read_head
@@ -127,7 +128,8 @@ class Site:
                 print(f"dumpgym: error: making the drill items stopped ({printable(f'{type(e).__name__}: {e}')}); "
                       "the gym serves the items made before", file=sys.stderr, flush=True)
                 whole = made[0]
-            return cls._rendered(start.corpus, whole, (), kept, news, big)
+            with collector_paused():  # the whole gym's objects, all kept (as each stage's, `whole_pool`)
+                return cls._rendered(start.corpus, whole, (), kept, news, big)
         return cls._rendered(start.corpus, start.pool, start.pending, kept, news, big), rest
 
     @classmethod
@@ -276,6 +278,7 @@ class GymServer:
         self._stop: asyncio.Event | None = None
         self._stopped = threading.Event()
         self._shutdown = threading.Event()  # asked before the loop ran: serve_forever returns at once
+        self.closed = threading.Event()  # set by `server_close`: the folder's watcher stops looking
         self._workers = ThreadPoolExecutor(max_workers=RENDER_WORKERS, thread_name_prefix="dumpgym-render")
         # The files of the whole corpus or pool take up to seconds to make: in a lane of their own, so that
         # no program's file queues behind them (once, two of them held both workers for a second).
@@ -317,6 +320,7 @@ class GymServer:
 
     def server_close(self) -> None:
         """Close the listening socket (the port is free again at once)."""
+        self.closed.set()
         self.socket.close()
         self._workers.shutdown(wait=False, cancel_futures=True)
         self._whole.shutdown(wait=False, cancel_futures=True)
@@ -581,13 +585,15 @@ def _finish_later(server: GymServer, rest: Callable[..., Site], current: Callabl
         maker = server.makers.started(ItemMaker.start(corpus_dir))
         try:
             swap(rest(swap, before))
+            # Said before the maker is stopped and waited for: it runs in the idle class (`item_maker.background`), and
+            # on a busy machine its exit can take seconds after the items it kept are served.
+            if current():
+                print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
+                      flush=True)
         except Superseded:
             return
         finally:
             server.makers.stop(maker)
-        if current():
-            print(f"dumpgym: every drill item is ready ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
-                  flush=True)
 
     maker = None
     # A daemon: Ctrl-C does not wait for it, and a kept file is written whole or not at all (atomic writes).
@@ -696,11 +702,10 @@ def _watch_corpus(server: GymServer, corpus_dir, seen: tuple, generation: list[i
     """Look at the folder of added programs every `WATCH_INTERVAL` in a thread; when an add or a remove
     changed it, start the gym again from it (`Site.start`: kept items read, new ones made after) and swap
     it in, so the next reload of the page shows it; said on stderr. A start that fails is said in one line
-    and the gym before it goes on being served."""
+    and the gym before it goes on being served. The thread ends once the server is closed (`server_close`)."""
     def watch() -> None:
         last, failed, tries = seen, None, 0
-        while True:
-            time.sleep(WATCH_INTERVAL)
+        while not server.closed.wait(WATCH_INTERVAL):  # a closed server's gym is served no more: nothing to start
             now = corpus_state(corpus_dir)
             if now == last or now == ("busy",) or (now == failed and tries >= START_TRIES):
                 continue

@@ -114,16 +114,21 @@ class GymStart:
             stages = [[i for i in todo if not self._sources[i].added]] + [[i] for i in todo if self._sources[i].added]
             stages = [stage for stage in stages if stage]
             for n, stage in enumerate(stages):
-                if before is not None:
+                if before is not None:  # a wait of seconds, with the collector on: the server answers meanwhile
                     before([self._sources[i].slug for i in stage])
-                made = kept_pool([self._sources[i] for i in stage], self._warn)  # every record is parsed: none skipped
-                tell_skipped(made, self._warn)
-                for i, kept in zip(stage, made):
-                    parts[i] = kept
-                if ready is not None and n < len(stages) - 1:
-                    ready(pool_of([kept for kept in parts if kept is not None]),
-                          tuple(self._sources[i].slug for stage in stages[n + 1:] for i in stage))
-            self._whole = pool_of(parts) if todo else self.pool
+                # The items read or made, decoded into the pool, and the stage's gym given to `ready`: objects by the
+                # hundred thousand, all kept, which the collector's walks would free none of (in `serve` they are a
+                # tenth of the CPU a stage's swap-in holds Python's lock for, beside the answers).
+                with collector_paused():
+                    made = kept_pool([self._sources[i] for i in stage], self._warn)  # every record is parsed
+                    tell_skipped(made, self._warn)
+                    for i, kept in zip(stage, made):
+                        parts[i] = kept
+                    if ready is not None and n < len(stages) - 1:
+                        ready(pool_of([kept for kept in parts if kept is not None]),
+                              tuple(self._sources[i].slug for stage in stages[n + 1:] for i in stage))
+            with collector_paused():
+                self._whole = pool_of(parts) if todo else self.pool
         return self._whole
 
 

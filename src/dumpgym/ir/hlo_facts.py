@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 from dumpgym.ir.hlo_graph import (CALLS_RE, OP_NAME_RE, PARAMETER_RE, TO_APPLY_RE, defined, opcode_of as _opcode,
                                   unescaped)
 from dumpgym.record.typedjson import made
-from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction, ReplicaGroups,
-                            ResultShape, Sharding, WhileCounter, WindowDim)
+from dumpgym.record.schema import (Absorbed, Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction,
+                                   ReplicaGroups, ResultShape, Sharding, WhileCounter, WindowDim)
 
 _COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
@@ -52,9 +53,22 @@ _CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 
 
-def with_facts(instructions: list[Instruction], module, text: str,
+class Row(NamedTuple):
+    """An instruction's row as the compiled layer finds it (`compiled.layer.layer_rows`), before its facts:
+    an `Instruction`'s first fields, which `with_facts` makes it with the rest."""
+
+    line: int
+    name: str
+    opcode: str
+    computation: str
+    eqns: tuple[int, ...]
+    via: str
+    absorbed: tuple[Absorbed, ...]
+
+
+def with_facts(instructions: list[Row], module, text: str,
                operands: dict[str, list[str]] | None = None) -> tuple[list[Instruction], dict]:
-    """The instructions with their shapes, operands and called computations, and the layer's own facts
+    """The rows made `Instruction`s, with their shapes, operands and called computations, and the layer's own facts
     (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`. `operands`:
     each instruction's operands' names by its name, where the bindings were asked already (`CompiledGraph`)."""
     lines = text.splitlines()

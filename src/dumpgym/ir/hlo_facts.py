@@ -14,14 +14,15 @@ condition's ROOT, as XLA links it.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 from dumpgym.ir.hlo_graph import (CALLS_RE, OP_NAME_RE, PARAMETER_RE, TO_APPLY_RE, defined, opcode_of as _opcode,
                                   unescaped)
 from dumpgym.record.typedjson import made
-from dumpgym.record.schema import (Absorbed, Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction,
+from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction,
                                    ReplicaGroups, ResultShape, Sharding, WhileCounter, WindowDim)
 
 _COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
@@ -53,17 +54,10 @@ _CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 
 
-class Row(NamedTuple):
-    """An instruction's row as the compiled layer finds it (`compiled.layer.layer_rows`), before its facts:
-    an `Instruction`'s first fields, which `with_facts` makes it with the rest."""
-
-    line: int
-    name: str
-    opcode: str
-    computation: str
-    eqns: tuple[int, ...]
-    via: str
-    absorbed: tuple[Absorbed, ...]
+# An instruction's row as the compiled layer finds it (`compiled.layer.layer_rows`), before its facts: an
+# `Instruction`'s fields that have no default, and its `absorbed`, which `with_facts` makes it with the rest.
+Row = namedtuple("Row", [*(f.name for f in dataclasses.fields(Instruction)
+                           if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING), "absorbed"])
 
 
 def with_facts(instructions: list[Row], module, text: str,

@@ -226,32 +226,3 @@ def test_add_holds_the_collector_off_while_it_works_and_turns_it_back_on(tmp_pat
     assert cli.main(["add", f"{tmp_path / 'gcprobe.py'}:broken", "--arg", "f32[4]", "--corpus", corpus]) == 2
     assert seen.read_text() == "False" and gc.isenabled()
     capsys.readouterr()
-
-
-# A function whose module registers an exit handler, as JAX's own modules do.
-EXIT_PROBE = '''
-import atexit
-from pathlib import Path
-
-atexit.register(lambda: Path(__file__).with_suffix(".exited").write_text("ran"))
-
-def double(x):
-    return x * 2
-'''
-
-
-def test_add_as_a_process_ends_with_its_output_out_its_exit_handlers_run_and_its_record_whole(tmp_path, capsys):
-    """`dumpgym add` run as a program ends the process at once after its record is written (`cli._end_now`):
-    its line on stdout (a pipe, so buffered) still reaches the reader, exit handlers still run, and the record
-    is the same, byte for byte, as the one an add in this process (which returns instead) writes."""
-    (tmp_path / "probe.py").write_text(EXIT_PROBE)
-    common = [f"{tmp_path / 'probe.py'}:double", "--arg", "f32[4]", "--hlo", "cpu"]
-    result = run("add", *common, "--corpus", str(tmp_path / "there"))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("added double: ")
-    assert (tmp_path / "probe.exited").read_text() == "ran"
-    assert cli.main(["add", *common, "--corpus", str(tmp_path / "here")]) == 0
-    assert capsys.readouterr().out == result.stdout
-    there, here = (sorted((tmp_path / d).rglob("double.json")) for d in ("there", "here"))
-    assert len(there) == len(here) == 1
-    assert there[0].read_bytes() == here[0].read_bytes()

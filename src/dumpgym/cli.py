@@ -433,20 +433,6 @@ def _end_if_compiling() -> None:
         os._exit(130)
 
 
-def _end_now(status: int) -> None:
-    """End the process with `status` once its output is out and its exit handlers have run (JAX's, logging's),
-    without freeing its heap object by object: after an add that heap is JAX's and the record's, millions of
-    objects, and the system takes the whole of it back at once."""
-    import atexit
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
@@ -456,10 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             args = parser.parse_args([*argv, "serve"])
-        status = args.run(args)
-        if argv is None and args.command == "add" and not args.dump:  # this process's own command line: it ends here
-            _end_now(status)
-        return status
+        return args.run(args)
     except BrokenPipeError:  # e.g. `dumpgym export | head`: the reader left, nothing to report
         sys.stderr.close()
         return 0

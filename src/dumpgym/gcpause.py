@@ -23,9 +23,25 @@ def collector_paused(collect: bool = True):
     try:
         yield
     finally:
-        gc.enable()
         if collect:
+            gc.enable()
             gc.collect(0)
+        else:
+            _enable_aged()
+
+
+def _enable_aged() -> None:
+    """Turn the collector back on with what was made while it was off counted as old. Its young count
+    went on growing all the while, so plain `gc.enable()` would have the next allocation walk every object
+    made since (millions after an add) for nothing; `gc.freeze()` moves them all out of its reach and
+    zeroes that count, `gc.unfreeze()` puts them in the oldest generation, for its next full walk.
+    Objects someone else froze are left frozen: then the collector is only turned back on."""
+    if gc.get_freeze_count():
+        gc.enable()
+        return
+    gc.freeze()
+    gc.enable()
+    gc.unfreeze()
 
 
 def with_collector_paused(function):
@@ -37,11 +53,11 @@ def with_collector_paused(function):
     return paused
 
 
-
 def collector_off():
     """Hold Python's cyclic garbage collector off for a whole command that builds one record and exits
     (`dumpgym add`), with no collection at its end: the heap only grows (JAX's modules, the jaxpr, the
     record), so each of the collector's walks, a full one every so often, frees almost nothing, and the
     stages' own pauses (`collector_paused`) then make no young collection either. Cycles it leaves are
-    freed when the process ends; turned back on after, for a caller that goes on (a test)."""
+    freed when the process ends; turned back on after, for a caller that goes on (a test), with what
+    was made counted as old (`_enable_aged`): no walk of it all at the next allocation."""
     return collector_paused(collect=False)

@@ -39,10 +39,10 @@ from typing import NamedTuple
 
 from dumpgym.traced.facts import Facts
 from dumpgym.compiled.attribution import attribute, dataflow, enclosing
-from dumpgym.ir.hlo_facts import with_facts, xla_analyses
+from dumpgym.ir.hlo_facts import Row, with_facts, xla_analyses
 from dumpgym.ir.hlo_graph import CompiledGraph, definition_lines
 from dumpgym.ir.tags import Names, carry_tags, shown_text_and_metadata, tags_in_place
-from dumpgym.record.schema import VIAS, Absorbed, CompiledLayer, Fusion, HloStats, Instruction
+from dumpgym.record.schema import VIAS, Absorbed, CompiledLayer, Fusion, HloStats
 from dumpgym.traced.devices import compiled_for, retarget, topology_devices
 from dumpgym.record.targets import CPU, Target
 from dumpgym.gcpause import with_collector_paused
@@ -173,11 +173,12 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
 
 def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict[str, set] | None = None,
                via: dict[str, str] | None = None, absorbed: dict[str, dict[int, int]] | None = None
-               ) -> tuple[list[Instruction], list[Fusion]]:
+               ) -> tuple[list[Row], list[Fusion]]:
     """The rows of a compiled layer, in line order: each instruction the text prints (`lines`), of `listed`
     ((computation, instruction) pairs), with its equations and how they are known (none, XLA's own, where
     nothing was traced: a dump), the equations folded into it (`absorbed`: equation -> rule), and each
-    fusion with its kind. The one loop for a compile here and a dump."""
+    fusion with its kind. The one loop for a compile here and a dump. Each row is made an `Instruction` by
+    `with_facts`, with its facts: a compile's are made once, not once here and again there."""
     instructions, fusions = [], []
     for computation, instruction in listed:
         name = instruction.name
@@ -187,9 +188,8 @@ def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict
         if opcode[name] == "fusion":
             fusions.append(Fusion(line, name, _fusion_kind(instruction.to_string()), own))
         folded = (absorbed or {}).get(name, {})
-        instructions.append(Instruction(line, name, opcode[name], computation, own,
-                                        via[name] if via is not None else "none",
-                                        tuple(Absorbed(e, folded[e]) for e in sorted(folded))))
+        instructions.append(Row(line, name, opcode[name], computation, own, via[name] if via is not None else "none",
+                                tuple(Absorbed(e, folded[e]) for e in sorted(folded))))
     instructions.sort(key=lambda i: i.line)
     fusions.sort(key=lambda f: f.line)
     return instructions, fusions

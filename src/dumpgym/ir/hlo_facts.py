@@ -14,14 +14,16 @@ condition's ROOT, as XLA links it.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from collections import namedtuple
 
 from dumpgym.ir.hlo_graph import (CALLS_RE, OP_NAME_RE, PARAMETER_RE, TO_APPLY_RE, defined, opcode_of as _opcode,
                                   unescaped)
 from dumpgym.record.typedjson import made
-from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction, ReplicaGroups,
-                            ResultShape, Sharding, WhileCounter, WindowDim)
+from dumpgym.record.schema import (Alias, Buffer, Computation, ConvDims, DotDims, EntryParameter, Instruction,
+                                   ReplicaGroups, ResultShape, Sharding, WhileCounter, WindowDim)
 
 _COMPUTATION = re.compile(r"(?:ENTRY )?%([\w.\-]+) \(")
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
@@ -52,43 +54,49 @@ _CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 
 
-def with_facts(instructions: list[Instruction], module, text: str,
+# An instruction's row as the compiled layer finds it (`compiled.layer.layer_rows`), before its facts: an
+# `Instruction`'s fields that have no default, and its `absorbed`, which `with_facts` makes it with the rest.
+Row = namedtuple("Row", [*(f.name for f in dataclasses.fields(Instruction)
+                           if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING), "absorbed"])
+
+
+def with_facts(instructions: list[Row], module, text: str,
                operands: dict[str, list[str]] | None = None) -> tuple[list[Instruction], dict]:
-    """The instructions with their shapes, operands and called computations, and the layer's own facts
+    """The rows made `Instruction`s, with their shapes, operands and called computations, and the layer's own facts
     (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`. `operands`:
     each instruction's operands' names by its name, where the bindings were asked already (`CompiledGraph`)."""
     lines = text.splitlines()
     computations = _computations(lines)
-    line_of = {ins.name: ins.line for ins in instructions}
+    line_of = {row.name: row.line for row in instructions}
     if operands is None:
         bound = {i.name: i for c in module.computations() for i in c.instructions()}
         operands = {name: [o.name for o in i.operands()] for name, i in bound.items()}
     shapes: dict[str, int] = {}
     printed: dict[str, str] = {}
     out = []
-    for ins in instructions:
-        line = lines[ins.line - 1]
+    for number, name, opcode_name, computation, eqns, via, absorbed in instructions:  # each a `Row`
+        line = lines[number - 1]
         found = defined(line)
-        if found is None or found[0] != ins.name:
-            raise RuntimeError(f"compiled HLO line {ins.line} does not define %{ins.name}")
+        if found is None or found[0] != name:
+            raise RuntimeError(f"compiled HLO line {number} does not define %{name}")
         _, shape, opcode = found
-        own = opcode if printed.setdefault(ins.opcode, opcode) != opcode else ""
+        own = opcode if printed.setdefault(opcode_name, opcode) != opcode else ""
         # Made whole (every field given), not `dataclasses.replace`d: a big compile has tens of thousands.
         out.append(made(
-            Instruction, line=ins.line, name=ins.name, opcode=ins.opcode, computation=ins.computation,
-            eqns=ins.eqns, via=ins.via, absorbed=ins.absorbed,
+            Instruction, line=number, name=name, opcode=opcode_name, computation=computation,
+            eqns=eqns, via=via, absorbed=absorbed,
             shape=shapes.setdefault(shape, len(shapes)),
-            operands=tuple(line_of[o] for o in operands[ins.name]),
+            operands=tuple(line_of[o] for o in operands[name]),
             calls=tuple(CALLS_RE.findall(line)) if "calls=" in line else (),
             to_apply=tuple(TO_APPLY_RE.findall(line)) if "to_apply=" in line else (), printed_opcode=own,
-            dot=read_dot(line) if ins.opcode == "dot" else None,
-            convolution=read_convolution(line) if ins.opcode == "convolution" else None,
-            window=read_window(line) if ins.opcode == "reducewindow" else (),
-            parameter=int(PARAMETER_RE.search(line).group(1)) if ins.opcode == "parameter" else None,
-            control=control_computations(line) if ins.opcode in ("while", "conditional") else (),
-            custom_call_target=_first(_CUSTOM_CALL_TARGET, line) if ins.opcode == "customcall" else "",
+            dot=read_dot(line) if opcode_name == "dot" else None,
+            convolution=read_convolution(line) if opcode_name == "convolution" else None,
+            window=read_window(line) if opcode_name == "reducewindow" else (),
+            parameter=int(PARAMETER_RE.search(line).group(1)) if opcode_name == "parameter" else None,
+            control=control_computations(line) if opcode_name in ("while", "conditional") else (),
+            custom_call_target=_first(_CUSTOM_CALL_TARGET, line) if opcode_name == "customcall" else "",
             backend_kind=_first(_BACKEND_KIND, line) if "backend_config=" in line else "", tail=read_tail(line),
-            cost_estimate=read_cost_estimate(line) if ins.opcode == "customcall" else {}))
+            cost_estimate=read_cost_estimate(line) if opcode_name == "customcall" else {}))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
     facts = {

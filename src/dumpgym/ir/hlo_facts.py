@@ -58,6 +58,9 @@ _BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 # `Instruction`'s fields that have no default, and its `absorbed`, which `with_facts` makes it with the rest.
 Row = namedtuple("Row", [*(f.name for f in dataclasses.fields(Instruction)
                            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING), "absorbed"])
+# `with_facts` unpacks a row by position: a change of `Instruction`'s fields must fail here, not mix them up.
+if Row._fields != ("line", "name", "opcode", "computation", "eqns", "via", "absorbed"):
+    raise ImportError(f"hlo_facts.Row's fields changed with Instruction's: {Row._fields}; update with_facts")
 
 
 def with_facts(instructions: list[Row], module, text: str,

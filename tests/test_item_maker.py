@@ -259,3 +259,29 @@ def test_an_older_starts_items_are_never_swapped_in_over_a_newer_start_the_watch
         release.set()
         server.server_close()
     assert "every drill item is ready" not in capsys.readouterr().err
+
+
+def test_the_watcher_says_what_changed_before_it_waits_for_the_older_maker_to_stop(tmp_path, monkeypatch):
+    """The page shows a newer start from its swap on; the older start's maker, below the server on the CPU, can
+    take seconds to stop on a busy machine. 'reload the page' was said only after it stopped: a full run's
+    serve, stopped once the page showed a program removed, had never said so."""
+    monkeypatch.setattr(serve, "WATCH_INTERVAL", 0.01)
+    states = iter([("changed",)] * 100000)
+    monkeypatch.setattr(serve, "corpus_state", lambda corpus_dir=None: next(states))
+    gym = serve.Site.start(tmp_path / "none")[0]
+    server = serve.make_server(gym, "127.0.0.1", 0)
+    newer = SimpleNamespace(programs=33)
+    monkeypatch.setattr(serve.Site, "start", lambda *args, **kwargs: (newer, None))
+    said = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", said)
+    at_stop = []
+    monkeypatch.setattr(server.makers, "stop_all", lambda closing=False: at_stop.append(said.getvalue()))
+    try:
+        serve._watch_corpus(server, tmp_path / "none", ("before",), [0])
+        for _ in range(3000):
+            if at_stop:
+                break
+            time.sleep(0.01)
+    finally:
+        server.server_close()
+    assert server.site is newer and at_stop and "reload the page" in at_stop[0]

@@ -685,11 +685,13 @@ def _show_later(server: GymServer, corpus_dir, later, generation: list[int], sho
             generation[0] += 1
             mine = generation[0]
             server.site = site
-        server.makers.stop_all()  # an older start's items are not served now: its maker stops
         made = "module of the dump is a program" if len(records) == 1 else "modules of the dump are programs"
         print(f"dumpgym: {len(records)} more {made} of the gym "
               f"({time.perf_counter() - began:.1f} s); it now has {site.programs} programs: reload the page.",
               file=sys.stderr, flush=True)
+        # Said first: the page shows the new gym from the swap on, and a maker below the server on the CPU can
+        # take seconds to stop on a busy machine.
+        server.makers.stop_all()  # an older start's items are not served now: its maker stops
         if rest is not None:
             _finish_later(server, rest, lambda mine=mine: generation[0] == mine, corpus_dir)
 
@@ -728,9 +730,10 @@ def _watch_corpus(server: GymServer, corpus_dir, seen: tuple, generation: list[i
                 generation[0] += 1
                 mine = generation[0]
                 server.site = site
-            server.makers.stop_all()  # an older start's items are not served now: its maker stops
             print(f"dumpgym: {news[:1].lower()}{news[1:]} The gym now has {site.programs} programs: reload the page.",
                   file=sys.stderr, flush=True)
+            # Said first, as the page shows it from the swap on: the older maker can take seconds to stop.
+            server.makers.stop_all()  # an older start's items are not served now: its maker stops
             if rest is not None:
                 # `mine` bound now: the loop rebinds it at the next start, and this start's question
                 # 'still the newest?' must keep asking about this start's own generation.

@@ -18,11 +18,12 @@ SCRIPT = r'''
 import sys
 sys.path.insert(0, {here!r})
 import jax, jax.numpy as jnp
-from test_dump_user_scripts import EXAMPLE, Model, _loss, power, quoted
+from test_dump_user_scripts import EXAMPLE, Model, _gamma, _loss, power, quoted
 
 x = jax.random.normal(jax.random.key(0), EXAMPLE.shape)  # eager helpers of JAX's own: `jit__normal`, ...
 jax.jit(jax.value_and_grad(power))(x)  # value and gradient: no dead code for the dump to drop
 jax.jit(_loss)(x, x)
+jax.jit(_gamma)(x)  # a user's function named as one JAX jits in its own files
 jax.jit(Model())(x); jax.jit(Model().__call__)(x)
 jax.jit(quoted)(x)
 '''
@@ -43,6 +44,10 @@ def quoted(x):
 
 
 quoted.__name__ = 'say"hi'  # JAX keeps the quote in its name stacks, XLA escapes it in each op_name: `say\"hi`
+
+
+def _gamma(x):
+    return jnp.exp(-x * x)
 
 
 class Model:
@@ -81,14 +86,17 @@ def test_a_gradient_through_an_fft_with_complex_constants_adds_with_every_equati
 
 
 def test_a_users_function_named_with_an_underscore_is_the_users_in_a_dump_of_jax_alone(dumped):
-    """JAX's own private functions (`jax.random.normal`'s `_normal`) are helpers; the user's `_loss` and callable
-    object are not, though no XLA source table names the function their ops were traced in, and a callable
-    object's module is named for no function the tables name."""
+    """JAX's own private functions (`jax.random.normal`'s `_normal`) are helpers; the user's `_loss`, callable
+    object and `_gamma` are not, though no XLA source table names the function their ops were traced in, a
+    callable object's module is named for no function the tables name, and JAX jits a `_gamma` of its own."""
+    from dumpgym.dumps.folder import _jax_jitted_private_names
+    assert "_gamma" in _jax_jitted_private_names()  # what the test is about: the name is also JAX's
     for form in ("jax", "one"):
         folder = read_folder(dumped / form)
         users = [m.name for m in folder.modules if not m.helper]
         assert sorted(users) == sorted([_module_name(jax.value_and_grad(power), EXAMPLE),
-                                        _module_name(_loss, EXAMPLE, EXAMPLE), _module_name(Model(), EXAMPLE),
+                                        _module_name(_loss, EXAMPLE, EXAMPLE), _module_name(_gamma, EXAMPLE),
+                                        _module_name(Model(), EXAMPLE),
                                         _module_name(Model().__call__, EXAMPLE), _module_name(quoted, EXAMPLE)]), form
         assert any(m.name == "jit__normal" and m.helper for m in folder.modules), form
 

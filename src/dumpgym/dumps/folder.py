@@ -63,6 +63,7 @@ class DumpModule:
     unread: dict[str, str] = field(default_factory=dict)
     slug: str = ""
     stacks: frozenset = frozenset()  # the name stacks its ops carry (StableHLO's, or else the HLO's op_names)
+    frames: frozenset = frozenset()  # the (file, line) its StableHLO's ops were traced at
     namesakes: int = 0  # other modules of its name (a function compiled at other shapes): its title says its arguments
     helper: bool = False  # JAX's own (an eager primitive, a private function), not a function the user wrote
     functions: frozenset | None = None  # the functions its HLO's source tables name (None: no tables)
@@ -296,7 +297,8 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
         if not entry.paired:
             modules.append(DumpModule(entry.name, {"stablehlo": entry.path}, ir_number=entry.number,
                                       repeats=entry.repeats, problem=entry.problem,
-                                      stacks=frozenset(n for n, _f in entry.names), big=entry.big))
+                                      stacks=frozenset(n for n, _f in entry.names),
+                                      frames=frozenset(f for _n, f in entry.names if f), big=entry.big))
     jaxprs_named: dict[str, list[_Ir]] = {}
     for entry in jaxprs:
         jaxprs_named.setdefault(_function_module_name(entry.name), []).append(entry)
@@ -530,6 +532,7 @@ def _pair_xla(module: DumpModule, mlirs: list[_Ir]) -> None:
         module.big = module.big or entry.big
         if not entry.big:
             module.stacks = frozenset(n for n, _f in entry.names)
+            module.frames = frozenset(f for _n, f in entry.names if f)
 
 
 def _readable_hlo(module: DumpModule) -> tuple[str, str, object]:
@@ -629,7 +632,12 @@ def _is_helper(module: DumpModule) -> bool:
         return False  # the user's own function (`_sgd`, a method `M.apply`, a lambda too): its ops were traced in it
     if function.startswith("_"):
         # A private function is JAX's own only where JAX jits one of that name (`_normal`); a user's `_loss` is
-        # the user's (the tables that would name it are XLA's, absent from a folder of JAX's files alone).
+        # the user's (the tables that would name it are XLA's, absent from a folder of JAX's files alone). A
+        # user's function that shares its name with one of JAX's (`_gamma`) is the user's where its ops were
+        # traced inside a `def` of that name in the user's own file (JAX's frames are left out of the locations,
+        # so a helper's ops sit at the line that called it, outside any `def` of its name).
+        if module.functions is None and _traced_in_a_def_named(function, module.frames):
+            return False
         jitted = _jax_jitted_private_names()
         return not jitted or function in jitted
     # JAX before 0.9 puts its inner `jit(main)` in every stack: `jit(squeeze)/jit(main)/squeeze`.
@@ -729,6 +737,37 @@ def _jax_jitted_private_names() -> frozenset[str]:
                         names.add(line[at + 4:end])
                     at = line.find("jit(_", end)
     return frozenset(names)
+
+
+def _traced_in_a_def_named(function: str, frames) -> bool:
+    """Whether any of the (file, line) frames lies inside a `def` named `function` (a method's too) of its
+    file, as Python parses the file where it is on this machine (a file that is not, or does not parse, says
+    nothing)."""
+    lines: dict[str, list[int]] = {}
+    for file, line in frames:
+        lines.setdefault(file, []).append(line)
+    return any(a <= line <= b for file, at in lines.items() for a, b in _def_spans(file, function) for line in at)
+
+
+@functools.lru_cache(maxsize=64)
+def _def_spans(file: str, function: str) -> tuple[tuple[int, int], ...]:
+    """The line spans of every `def function` in a Python file, body and decorators included; none where the
+    file cannot be read or parsed, or is larger than a source file would be."""
+    import ast
+
+    try:
+        path = Path(file)
+        if not path.is_file() or path.stat().st_size > _SOURCE_MAX:
+            return ()
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    return tuple((min([n.lineno, *(d.lineno for d in n.decorator_list)]), n.end_lineno or n.lineno)
+                 for n in ast.walk(tree)
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function)
+
+
+_SOURCE_MAX = 8 << 20  # bytes: a Python file larger than this is not a user's source
 
 
 def _same_function(traced_in: str, function: str) -> bool:

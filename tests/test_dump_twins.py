@@ -76,18 +76,40 @@ def _wrong_by_twin(plain, twin) -> list:
     named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
     regions = {region for _caller, region in reducer_regions(text)}
     in_regions = {i.name for c in hlo.computations() if c.name in regions for i in c.instructions()}
+    # The functions each call reaches (its callee, and what that calls): their ops are inlined at the call.
+    callees = defaultdict(set)
+    for op in twin_ops:
+        if op.callee:
+            callees[op.function].add(op.callee)
+
+    def reached(function: str) -> set:
+        out, todo = set(), [function]
+        while todo:
+            for f in callees.get(todo.pop(), ()):
+                if f not in out:
+                    out.add(f)
+                    todo.append(f)
+        return out
+
+    calls = [(op, {op.callee} | reached(op.callee)) for op in twin_ops if op.callee]
     wrong = []
     for link in xray_module(plain).hlo["hlo_after"]:
         if not link.stablehlo_lines or link.name in in_regions:
             continue
         op_name, frame = named[link.name]
         linked = {k for line in link.stablehlo_lines for k in at_line[line]}
-        # An op in a private function has no line of its own (XLA gives its instructions the call's).
+        # An op in a private function has no line of its own (XLA gives its instructions the call's): an
+        # instruction XLA gave a call's name stack and line may be any op the call reaches, whatever its line.
         # XLA joins the op_names of what it merged with ';': the instruction came from each of them.
         parts = op_name.split(";")
+        inlined = {k for k in linked for call, reach in calls if twin_ops[k].function in reach
+                   and any(stack in parts for stack in call.stacks)
+                   and (call.frame is None or frame is None or call.frame[1] == frame[1])}
+        # An op without a location of its own (a constant of the function's) is the call's.
         theirs = {k for k in linked if (twin_ops[k].frame is None or frame is None or twin_ops[k].frame[1] == frame[1]
-                                        or len(parts) > 1) and any(
-            stack == part or stack.startswith(part + "/") for stack in twin_ops[k].stacks for part in parts)}
+                                        or len(parts) > 1 or k in inlined) and any(
+            stack == part or stack.startswith(part + "/") for stack in twin_ops[k].stacks for part in parts)
+                  or k in inlined and not twin_ops[k].stacks}
         if theirs != linked if not link.group else not theirs:
             wrong.append((link.name, op_name, link.stablehlo_lines, link.group))
     return wrong

@@ -51,7 +51,7 @@ def _moved(a: str, b: str) -> bool:
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
            arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
-           shared: frozenset = frozenset()) -> dict[str, list]:
+           shared: frozenset = frozenset(), carried: frozenset | set = frozenset()) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
     the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
     instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
@@ -95,7 +95,9 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         if i in elsewhere:
             edges += [(heroes[i], i)] if i in heroes else []
             continue
-        seen, pending = {i}, list(inputs.get(i, ()))
+        # Within one pass of each loop: what a loop's body hands round (`carried`) joins two passes, in which
+        # every op of the body is upstream of every other.
+        seen, pending = {i}, [k for k in inputs.get(i, ()) if (i, k) not in carried]
         while pending:
             j = pending.pop()
             if j in seen:
@@ -106,7 +108,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             elif j in elsewhere:  # its value is its fused root's
                 pending.append(fused[j].root)
             elif j in inputs:
-                pending.extend(inputs[j])
+                pending.extend(k for k in inputs[j] if (j, k) not in carried)
     # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), either way ("~"),
     # the same op ("="):
     # a fusion and the fused instruction whose metadata it carries came from one op, or an operand
@@ -210,7 +212,7 @@ def _supported(before: list, after: list, how: str) -> tuple[list, list]:
         return [o for o in before if o.index in after_at], kept_after
     if how == "~":
         return _either_way(before, after)
-    reach = (lambda c: c.operands | c.operands2) if how == "operand" else (lambda c: c.upstream)
+    reach = (lambda c: c.operands | c.operands2) if how == "operand" else (lambda c: c.within)
     mask = 0
     for o in before:
         mask |= 1 << o.index
@@ -230,9 +232,9 @@ def _either_way(before: list, after: list) -> tuple[list, list]:
         mask, below, at = 0, 0, set()
         for o in theirs:
             mask |= 1 << o.index
-            below |= o.upstream
+            below |= o.within
             at.add(o.index)
-        return [c for c in ours if c.upstream & mask or below >> c.index & 1 or c.index in at]
+        return [c for c in ours if c.within & mask or below >> c.index & 1 or c.index in at]
 
     return kept(before, after), kept(after, before)
 

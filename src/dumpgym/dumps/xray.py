@@ -17,7 +17,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dumpgym.dumps.dataflow import narrow
-from dumpgym.ir.dataflow import combined, entry_dependence, entry_results, hlo_dims, hlo_inputs, hlo_signature
+from dumpgym.ir.dataflow import (combined, entry_dependence, entry_results, hlo_dims, hlo_inputs, hlo_signature,
+                                  loop_carried)
 from dumpgym.ir.hlo_graph import definition_lines, reducer_regions
 from dumpgym.ir.parse import hlo_op_names, jaxpr_equations, parse_hlo
 from dumpgym.dumps.stablehlo import DumpOp, stablehlo_ops
@@ -329,7 +330,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                         candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
     narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs),
-                      entry_results(hlo, text, inputs, named), _shared_contents(ops))
+                      entry_results(hlo, text, inputs, named), _shared_contents(ops), loop_carried(hlo))
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:

@@ -125,11 +125,12 @@ def hlo_opcode(op_name: str) -> str:
     return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
 
 
-def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]]:
     """For each op of a pre-order walk, the walk indices of every op upstream of it, of the ops whose
     results it takes as operands, and of their operands, as bit sets; the numbers of `main`'s
-    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`); and
-    the numbers of `main`'s results downstream of it (the entry root's operand `k` is `main`'s result `k`).
+    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`);
+    the numbers of `main`'s results downstream of it (the entry root's operand `k` is `main`'s result `k`);
+    and the walk indices of the ops upstream of it within one pass of each loop around it (`within`).
 
     An op's inputs are its operands' defining ops; a block argument stands for the holding op's
     operands and what its regions return (a loop carries values round), a private function's
@@ -145,10 +146,10 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
         if op.name == "func.call":
             calls[ir.FlatSymbolRefAttr(op.attributes["callee"]).value].append(op)
 
-    def definers(op) -> set[int]:
-        return {i for value in op.operands for i in defined_by(value)}
+    def definers(op, carried: bool = True) -> set[int]:
+        return {i for value in op.operands for i in defined_by(value, carried)}
 
-    def defined_by(value) -> set[int]:
+    def defined_by(value, carried: bool = True) -> set[int]:
         owner = value.owner
         if not isinstance(owner, ir.Block):
             owner = owner.operation
@@ -158,9 +159,9 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
             return set()
         holder = holder.operation  # a `FuncOp` view's `.name` is its symbol, not `func.func`
         if holder.name == "func.func":
-            return {i for call in calls.get(holder.attributes["sym_name"].value, ()) for i in definers(call)}
-        # Only a loop hands its regions' results back to their arguments.
-        return definers(holder) | (returned(holder) if holder.name == "stablehlo.while" else set())
+            return {i for call in calls.get(holder.attributes["sym_name"].value, ()) for i in definers(call, carried)}
+        # Only a loop hands its regions' results back to their arguments (`carried`: the pass before's).
+        return definers(holder, carried) | (returned(holder) if carried and holder.name == "stablehlo.while" else set())
 
     def returned(holder) -> set[int]:
         """The terminators of `holder`'s regions: what they return is what it yields (an edge, not a walk)."""
@@ -209,14 +210,18 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
                 bits |= body(other, seen | {function})
         return bits
 
-    inputs, held = [], [0] * len(walked)
+    inputs, held, inputs_within = [], [0] * len(walked), []
     for k, op in enumerate(walked):
-        found = definers(op) if op.name not in ("func.func", "builtin.module") else set()
-        if op.regions and op.name not in ("func.func", "builtin.module"):
+        structural = op.name in ("func.func", "builtin.module")
+        found = definers(op) if not structural else set()
+        found_within = definers(op, carried=False) if not structural else set()
+        if op.regions and not structural:
             found |= returned(op)
+            found_within |= returned(op)
         if op.name == "func.call":
             held[k] = body(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
         inputs.append(sorted(found))
+        inputs_within.append(sorted(found_within))
     direct = [definers(op) for op in walked]
     operands = [sum(1 << i for i in found) for found in direct]
     operands2 = [0] * len(walked)
@@ -235,6 +240,7 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
                 reached |= args[j]
             if bits != upstream[i] or reached != args[i]:
                 upstream[i], args[i], changed = bits, reached, True
+    within = _closure(inputs_within, held)
     # Downstream, a private function's argument stands for nothing: what flows out of a call flows back
     # to that call's operands alone, not to every call's (twelve layers calling `silu` stay twelve).
     local = [{i for value in op.operands if not _in_function(value) for i in defined_by(value)}
@@ -246,7 +252,23 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
             callee = functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
             local[k] |= returned(callee) if callee is not None else set()
     downstream = _downstream(dict(enumerate(local)), _main_results(main, index))
-    return upstream, operands, operands2, args, [downstream[i] for i in range(len(walked))]
+    return upstream, operands, operands2, args, [downstream[i] for i in range(len(walked))], within
+
+
+def _closure(inputs: list[list[int]], held: list[int]) -> list[int]:
+    """For each node of a graph given by its `inputs`, every node upstream of it (and `held`, what a call's
+    callee holds), as a bit set: to a fixed point, as the walk's order is not the graph's."""
+    upstream = [0] * len(inputs)
+    changed = True
+    while changed:
+        changed = False
+        for i, found in enumerate(inputs):
+            bits = upstream[i] | held[i]
+            for j in found:
+                bits |= upstream[j] | (1 << j)
+            if bits != upstream[i]:
+                upstream[i], changed = bits, True
+    return upstream
 
 
 def _in_function(value) -> bool:
@@ -436,6 +458,24 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, Fused]]:
     fused = {name: Fused(roots[computation], tuple(held[computation]), nested(computation, frozenset({computation})))
              for name, computation in fused_calls.items()}
     return inputs, fused
+
+
+def loop_carried(hlo) -> set[tuple[str, str]]:
+    """The inputs by which a loop hands its body's root round to its body's parameter, as (parameter, root)
+    pairs of `hlo_inputs`: what one pass of a loop computes flows into the next by these alone."""
+    bodies = set()
+    for computation in hlo.computations():
+        for instruction in computation.instructions():
+            bodies.update(c for kind, c in _CALLS.findall(instruction.to_string().split(", metadata=", 1)[0])
+                          if kind == "body")
+    out = set()
+    for computation in hlo.computations():
+        if computation.name not in bodies:
+            continue
+        held = list(computation.instructions())
+        roots = [i.name for i in held if not i.users() and _opcode(i) != "kParameter"]
+        out.update((i.name, root) for i in held if _opcode(i) == "kParameter" for root in roots[:1])
+    return out
 
 
 def _opcode(instruction) -> str:

@@ -54,9 +54,20 @@ _PADDING = re.compile(r"\bpadding=(-?[\d_x-]+)")
 
 
 def op_signature(op) -> tuple | None:
-    """A slice's or pad's operand shape and attributes, from jaxlib's MLIR bindings (None for other ops)."""
+    """A slice's or pad's operand shape and attributes, a constant's values, an iota's shape and dimension,
+    from jaxlib's MLIR bindings (None for other ops)."""
     from jaxlib.mlir import ir
 
+    if op.name == "stablehlo.constant" and "value" in op.attributes:
+        text = str(op.attributes["value"])
+        end = text.rfind("> : ")  # `dense<[13, 15, 26, 6]> : tensor<4xui32>`
+        return _constant_signature(text[len("dense<"):end]) if text.startswith("dense<") and end > 0 else None
+    if op.name == "stablehlo.iota" and len(op.results) == 1:
+        try:
+            shape = tuple(ir.RankedTensorType(op.results[0].type).shape)
+            return ("stablehlo.iota", shape, ir.IntegerAttr(op.attributes["iota_dimension"]).value)
+        except (ValueError, KeyError):
+            return None
     names = _SIGNATURES.get(op.name)
     if names is None or not op.operands:
         return None
@@ -78,10 +89,45 @@ def _slice_bounds(starts, limits, strides) -> tuple:
     return (tuple(out),)
 
 
+def _constant_signature(values: str) -> tuple | None:
+    """A constant's values as `op_signature` keeps them, from their printed list (`[13, 15, 26, 6]` as MLIR prints
+    it, `{13, 15, 26, 6}` as HLO does): numbers to six significant digits (the two print floats to eight or
+    nine), one where all are equal (a splat); None where they are not plain numbers (hex, complex, nested)."""
+    out = []
+    for word in values.strip("[]{} ").split(","):
+        word = word.strip()
+        if word in ("true", "false"):
+            out.append(float(word == "true"))
+            continue
+        try:
+            out.append(int(word))
+            continue
+        except ValueError:
+            pass
+        try:
+            out.append(float(f"{float(word):.6g}"))
+        except ValueError:
+            return None
+    if not out:
+        return None
+    return ("stablehlo.constant", tuple(out) if len(set(out)) > 1 else (out[0],))
+
+
+_IOTA_DIMENSION = re.compile(r"\biota_dimension=(\d+)")
+
+
 def hlo_signature(instruction) -> tuple | None:
-    """The same for an HLO slice or pad, as `op_signature` spells it; the bindings do not reach the bounds
-    or widths, so they are read from the printed instruction, and the operand's shape from its own."""
+    """The same for an HLO slice, pad, constant or iota, as `op_signature` spells it; the bindings do not reach
+    the bounds, widths, values or dimension, so they are read from the printed instruction, and the operand's
+    shape from its own."""
     opcode = _opcode(instruction)
+    if opcode == "kConstant":
+        text = instruction.to_string().split(", metadata=", 1)[0]
+        start = text.find(" constant(")
+        return _constant_signature(text[start + len(" constant("):text.rfind(")")]) if start > 0 else None
+    if opcode == "kIota":
+        dims, found = hlo_dims(instruction), _IOTA_DIMENSION.search(instruction.to_string().split(", metadata=", 1)[0])
+        return ("stablehlo.iota", tuple(dims[1:]), int(found.group(1))) if dims and found else None
     if opcode not in ("kSlice", "kPad") or not instruction.operands():
         return None
     operand = hlo_dims(instruction.operands()[0])
@@ -406,7 +452,7 @@ class Fused:
 def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, Fused]]:
     """Each HLO instruction's inputs by name: its operands; for a called computation's parameter, the
     caller's operands; for a caller (fusion, call, loop, branch), the roots of what it calls.
-    Reducers' regions (`to_apply`) stay apart: their instructions are scalar plumbing. Also each
+    Reducers' regions (`to_apply` of all but a call) stay apart: their instructions are scalar plumbing. Also each
     fusion's fused computation (`Fused`)."""
     roots, params = {}, defaultdict(dict)
     printed = {}
@@ -428,7 +474,9 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, Fused]]:
         operands = [o.name for o in instruction.operands()]
         inputs[name] = list(operands)
         attributes = text.split(", metadata=", 1)[0]
-        called = [c for kind, c in _CALLS.findall(attributes) if kind != "to_apply"]
+        # A call names its callee `to_apply` too (XLA's CPU wraps a loop in one): what it applies is its value.
+        calls = _opcode(instruction) == "kCall"
+        called = [c for kind, c in _CALLS.findall(attributes) if kind != "to_apply" or calls]
         bodies.update(c for kind, c in _CALLS.findall(attributes) if kind == "body")
         if m := _BRANCHES.search(attributes):
             called += [c.strip().lstrip("%") for c in m.group(1).split(",") if c.strip()]

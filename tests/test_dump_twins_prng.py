@@ -40,8 +40,11 @@ PROGRAMS = {
     "rnn": ("test_dump_twins_prng:rnn", ("f32[8]", "f32[5,8]")),
     "halve": ("test_dump_twins_prng:halve", ("f32[4]",)),
 }
-# Measured (CPU): 0.49 of the eager helpers' instructions that carry a name stack were linked to one equation's
-# ops before one pass of a loop was read apart from the next (every op of a loop's body was upstream of every other).
+# Measured (CPU) of the instructions that carry a name stack, linked to one equation's ops: 378 of 450 here (the
+# twin below: 120 of 144), none wrong. Before one pass of a loop was read apart from the next (every op of a loop's
+# body was upstream of every other), 210 (31); with that, 262 (83); with the CPU's call around a loop joined to its
+# caller, constants told by their values, iotas by their dimension and a lowering's constants by their users, 355
+# (100); with a broadcast held to be its user's operand, 378 (120).
 EXACT_SHARE = 0.8
 
 

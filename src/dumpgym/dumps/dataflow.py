@@ -114,12 +114,13 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     # a fusion and the fused instruction whose metadata it carries came from one op, or an operand
     # ("operand"): a broadcast of constants or arguments is made where it is used, so it feeds its user's
     # op directly.
+    # So is a broadcast that is its user's operand in the text (or a fused parameter's that stands for it).
     sources = set(cands) - {i for _j, i in edges}  # no instruction with a name stack upstream
     relation = {}
     for j, i in edges:
         if heroes.get(i) == j:
             relation[(j, i)] = "="
-        elif j in sources and opcodes[j] == "broadcast":
+        elif opcodes[j] == "broadcast" and (j in sources or _operand_of(j, i, inputs, opcodes, carried)):
             relation[(j, i)] = "operand"
         elif _moved(opcodes[j], opcodes[i]):
             relation[(j, i)] = "~"
@@ -147,6 +148,19 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
                 held = {op.index for m in members for op in kept[m]}
                 kept[name] = [op for op in candidates[name] if op.index in held] or kept[name]
     return kept
+
+
+def _operand_of(j: str, i: str, inputs: dict[str, list[str]], opcodes: dict[str, str], carried) -> bool:
+    """Whether `j` is an operand of `i` in one pass: directly, or through the parameters that stand for it."""
+    seen, pending = set(), [k for k in inputs.get(i, ()) if (i, k) not in carried]
+    while pending:
+        k = pending.pop()
+        if k == j:
+            return True
+        if k not in seen and opcodes.get(k) == "parameter":
+            seen.add(k)
+            pending.extend(m for m in inputs.get(k, ()) if (k, m) not in carried)
+    return False
 
 
 def _of_results(ops: list, reached: int, opcode: str) -> list:

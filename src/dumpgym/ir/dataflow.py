@@ -286,7 +286,7 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
                 reached |= args[j]
             if bits != upstream[i] or reached != args[i]:
                 upstream[i], args[i], changed = bits, reached, True
-    within = _closure(inputs_within, held)
+    within = upstream if inputs_within == inputs else _closure(inputs_within, held)  # the same without a loop
     # Downstream, a private function's argument stands for nothing: what flows out of a call flows back
     # to that call's operands alone, not to every call's (twelve layers calling `silu` stay twelve).
     local = [{i for value in op.operands if not _in_function(value) for i in defined_by(value)}

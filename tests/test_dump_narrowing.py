@@ -20,6 +20,11 @@ class Op:
     operands: int
     operands2: int
 
+    @property
+    def within(self) -> int:
+        """The ops upstream of it in one pass of each loop: the graphs here have no loop."""
+        return self.upstream
+
 
 def _pair_ok(o, c, how) -> bool:
     """Whether op `o` stands to op `c` as `how` says, pair by pair (the rule, unoptimised)."""

@@ -15,18 +15,19 @@ from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.hlo_graph import reducer_regions
 from dumpgym.ir.parse import hlo_op_names, parse_hlo
 
-# Measured on this step (CPU): 413 of 473 optimised instructions that carry a name stack are linked to one
-# equation's ops (66% before the entry parameters were read), 43 to groups (a broadcast of a constant keeps
-# the ops that reach more results beside its own: 414 and 42 before); 426 before a negate's edges
-# to what is not elementwise were read either way round (XLA moves a negate past a reduction).
+# Measured on this step (CPU): 414 of 473 optimised instructions that carry a name stack are linked to one
+# equation's ops (66% before the entry parameters were read; 413 before a broadcast the text shows as its user's
+# operand was held to be its op's), 42 to groups (a broadcast of a constant keeps the ops that reach more results
+# beside its own: 414 and 42 before); 426 before a negate's edges to what is not elementwise were read either way
+# round (XLA moves a negate past a reduction).
 EXACT_SHARE = 0.85
 # Four layers, their backward passes and Adam over them: layer k's backward ops are computed from every
 # parameter, as layer j's are, and told apart by the results they flow into (measured: 715 of 813, 0.88).
 DEEP_LAYERS, DEEP_EXACT_SHARE = 4, 0.85
 # A small GPT's step (`dump_programs.gpt_step`, four layers): its Adam's bias correction, broadcast for each
 # leaf of one shape, is one instruction XLA merged, once linked exactly to another leaf's op (62 links
-# its twin contradicted). Measured: 2,392 of 3,871 (0.62; 0.34 before the results were read and a call's
-# result was computed from its own operands alone), none wrong.
+# its twin contradicted). Measured: 2,419 of 3,871 (2,392 before loops were read a pass at a time; 0.34 before
+# the results were read and a call's result was computed from its own operands alone), none wrong.
 GPT_EXACT_SHARE = 0.6
 # The same steps compiled for a TPU v5e (libtpu, no chip). Its layouts hold parentheses (`{0,1:T(8,128)}`),
 # which hid every copy XLA made of a producer (a softmax's backward cloned into the matmul of each of wq's
@@ -76,18 +77,40 @@ def _wrong_by_twin(plain, twin) -> list:
     named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
     regions = {region for _caller, region in reducer_regions(text)}
     in_regions = {i.name for c in hlo.computations() if c.name in regions for i in c.instructions()}
+    # The functions each call reaches (its callee, and what that calls): their ops are inlined at the call.
+    callees = defaultdict(set)
+    for op in twin_ops:
+        if op.callee:
+            callees[op.function].add(op.callee)
+
+    def reached(function: str) -> set:
+        out, todo = set(), [function]
+        while todo:
+            for f in callees.get(todo.pop(), ()):
+                if f not in out:
+                    out.add(f)
+                    todo.append(f)
+        return out
+
+    calls = [(op, {op.callee} | reached(op.callee)) for op in twin_ops if op.callee]
     wrong = []
     for link in xray_module(plain).hlo["hlo_after"]:
         if not link.stablehlo_lines or link.name in in_regions:
             continue
         op_name, frame = named[link.name]
         linked = {k for line in link.stablehlo_lines for k in at_line[line]}
-        # An op in a private function has no line of its own (XLA gives its instructions the call's).
+        # An op in a private function has no line of its own (XLA gives its instructions the call's): an
+        # instruction XLA gave a call's name stack and line may be any op the call reaches, whatever its line.
         # XLA joins the op_names of what it merged with ';': the instruction came from each of them.
         parts = op_name.split(";")
+        inlined = {k for k in linked for call, reach in calls if twin_ops[k].function in reach
+                   and any(stack in parts for stack in call.stacks)
+                   and (call.frame is None or frame is None or call.frame[1] == frame[1])}
+        # An op without a location of its own (a constant of the function's) is the call's.
         theirs = {k for k in linked if (twin_ops[k].frame is None or frame is None or twin_ops[k].frame[1] == frame[1]
-                                        or len(parts) > 1) and any(
-            stack == part or stack.startswith(part + "/") for stack in twin_ops[k].stacks for part in parts)}
+                                        or len(parts) > 1 or k in inlined) and any(
+            stack == part or stack.startswith(part + "/") for stack in twin_ops[k].stacks for part in parts)
+                  or k in inlined and not twin_ops[k].stacks}
         if theirs != linked if not link.group else not theirs:
             wrong.append((link.name, op_name, link.stablehlo_lines, link.group))
     return wrong

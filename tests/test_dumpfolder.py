@@ -11,6 +11,7 @@ from dumpgym.dumps.stablehlo import stablehlo_ops
 from dumpgym.dumps.xray import xray_module
 from dumpgym.ir.parse import ir_context, parse_stablehlo
 from dumpgym.dumps.folder import read_folder
+from dumpgym.ir.hlo_graph import definition_lines
 
 EVERY_BACKEND = [n for n in PROGRAMS if n not in CPU_ONLY]
 # Judged for wrong links, not held to the bar of exact links: the partitioner's collectives and XLA's copies
@@ -61,6 +62,24 @@ def _dumped_eqns(dumped: str, record) -> dict[int, int]:
     return out
 
 
+def _printed_instructions(text: str) -> list[tuple[str, str]]:
+    """(name, what it is: its type and opcode) of each instruction of an HLO text, in printed order."""
+    lines = text.splitlines()
+    return [(name, lines[n - 1].split(" = ", 1)[1].split("(", 1)[0]) for name, n in
+            sorted(definition_lines(text)[0].items(), key=lambda item: item[1])]
+
+
+def retraced_eqns(module, layer) -> dict[str, set[int]]:
+    """Each optimised instruction of a dumped module (by its name) with its equations by the re-trace's compiled
+    `layer`, folded equations too. The instructions are paired in printed order: one compile prints the same
+    instructions in the same order, but XLA names an instruction after the end of its name stack, which holds
+    the caller's name where JAX's own code made the op (`jax.random.split`), and the caller differs."""
+    dumped, retraced = _printed_instructions(module.text("hlo_after")), _printed_instructions(layer.text)
+    assert [what for _n, what in dumped] == [what for _n, what in retraced], "the dump's compile is not the re-trace's"
+    theirs = {ins.name: set(ins.computed_eqns) for ins in layer.instructions}
+    return {ours: theirs.get(their, set()) for (ours, _w), (their, _v) in zip(dumped, retraced)}
+
+
 def check_links(module, record, layer_id: str):
     """The links of a dumped module judged by the tagged re-trace of its program: (wrong, linked, named)
     for the optimised HLO, and (wrong, linked) for the jaxpr."""
@@ -75,10 +94,8 @@ def check_links(module, record, layer_id: str):
     eqns_of_shown = defaultdict(set)
     for op, (_name, line) in zip(ops, plain):
         eqns_of_shown[op.line] |= eqns_of_plain[line]
-    layer = record.compiled[layer_id]
-    truth = {ins.name: set(ins.computed_eqns) for ins in layer.instructions}  # folded equations too
+    truth = retraced_eqns(module, record.compiled[layer_id])
     links = xray.hlo["hlo_after"]
-    assert {link.name for link in links} == set(truth), "the dump's compile is not the re-trace's"
     # A link to one equation's ops: every op is the instruction's equation's. A link to a group (ops the
     # text cannot tell apart): the instruction's equation is among the group's.
     wrong = [(link.name, link.stablehlo_lines) for link in links if link.stablehlo_lines and not (

@@ -51,7 +51,7 @@ def _moved(a: str, b: str) -> bool:
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
            arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
-           shared: frozenset = frozenset()) -> dict[str, list]:
+           shared: frozenset = frozenset(), carried: frozenset | set = frozenset()) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
     the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
     instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
@@ -95,7 +95,9 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         if i in elsewhere:
             edges += [(heroes[i], i)] if i in heroes else []
             continue
-        seen, pending = {i}, list(inputs.get(i, ()))
+        # Within one pass of each loop: what a loop's body hands round (`carried`) joins two passes, in which
+        # every op of the body is upstream of every other.
+        seen, pending = {i}, [k for k in inputs.get(i, ()) if (i, k) not in carried]
         while pending:
             j = pending.pop()
             if j in seen:
@@ -106,18 +108,19 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             elif j in elsewhere:  # its value is its fused root's
                 pending.append(fused[j].root)
             elif j in inputs:
-                pending.extend(inputs[j])
+                pending.extend(k for k in inputs[j] if (j, k) not in carried)
     # How `j`'s op must stand to `i`'s: upstream ("<"), upstream or the same op ("<="), either way ("~"),
     # the same op ("="):
     # a fusion and the fused instruction whose metadata it carries came from one op, or an operand
     # ("operand"): a broadcast of constants or arguments is made where it is used, so it feeds its user's
     # op directly.
+    # So is a broadcast that is its user's operand in the text (or a fused parameter's that stands for it).
     sources = set(cands) - {i for _j, i in edges}  # no instruction with a name stack upstream
     relation = {}
     for j, i in edges:
         if heroes.get(i) == j:
             relation[(j, i)] = "="
-        elif j in sources and opcodes[j] == "broadcast":
+        elif opcodes[j] == "broadcast" and (j in sources or _operand_of(j, i, inputs, opcodes, carried)):
             relation[(j, i)] = "operand"
         elif _moved(opcodes[j], opcodes[i]):
             relation[(j, i)] = "~"
@@ -145,6 +148,19 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
                 held = {op.index for m in members for op in kept[m]}
                 kept[name] = [op for op in candidates[name] if op.index in held] or kept[name]
     return kept
+
+
+def _operand_of(j: str, i: str, inputs: dict[str, list[str]], opcodes: dict[str, str], carried) -> bool:
+    """Whether `j` is an operand of `i` in one pass: directly, or through the parameters that stand for it."""
+    seen, pending = set(), [k for k in inputs.get(i, ()) if (i, k) not in carried]
+    while pending:
+        k = pending.pop()
+        if k == j:
+            return True
+        if k not in seen and opcodes.get(k) == "parameter":
+            seen.add(k)
+            pending.extend(m for m in inputs.get(k, ()) if (k, m) not in carried)
+    return False
 
 
 def _of_results(ops: list, reached: int, opcode: str) -> list:
@@ -210,7 +226,7 @@ def _supported(before: list, after: list, how: str) -> tuple[list, list]:
         return [o for o in before if o.index in after_at], kept_after
     if how == "~":
         return _either_way(before, after)
-    reach = (lambda c: c.operands | c.operands2) if how == "operand" else (lambda c: c.upstream)
+    reach = (lambda c: c.operands | c.operands2) if how == "operand" else (lambda c: c.within)
     mask = 0
     for o in before:
         mask |= 1 << o.index
@@ -230,9 +246,9 @@ def _either_way(before: list, after: list) -> tuple[list, list]:
         mask, below, at = 0, 0, set()
         for o in theirs:
             mask |= 1 << o.index
-            below |= o.upstream
+            below |= o.within
             at.add(o.index)
-        return [c for c in ours if c.upstream & mask or below >> c.index & 1 or c.index in at]
+        return [c for c in ours if c.within & mask or below >> c.index & 1 or c.index in at]
 
     return kept(before, after), kept(after, before)
 

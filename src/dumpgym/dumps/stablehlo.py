@@ -32,6 +32,7 @@ class DumpOp:
     callee: str | None = None  # for a `func.call`: the function it calls
     index: int = -1  # its place in the module's pre-order walk (structural ops counted)
     upstream: int = 0  # the walk indices of every op upstream of it, as a bit set (`dump_dataflow`)
+    within: int = 0  # and of those upstream of it within one pass of each loop around it
     operands: int = 0  # the walk indices of the ops whose results are its operands, as a bit set
     operands2: int = 0  # and of their operands
     arguments: int = 0  # the numbers of `main`'s arguments upstream of it, as a bit set
@@ -47,10 +48,11 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
     path = module.files["stablehlo"]
     shown, keyed, lines, walked, facts, dumped = located_ops(module.text("stablehlo"), path)  # `dumped` holds the ops
     ops = _full_stacks(keyed, lines)
-    upstream, operands, operands2, arguments, results = stablehlo_ancestors(walked)
+    upstream, operands, operands2, arguments, results, within = stablehlo_ancestors(walked)
     contents = value_contents(walked)
     for op in ops:
         op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
+        op.within = within[op.index]
         op.arguments, op.results, op.content = arguments[op.index], results[op.index], contents[op.index]
         op.dims = result_dims(walked[op.index])
         op.signature = op_signature(walked[op.index])

@@ -17,7 +17,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dumpgym.dumps.dataflow import narrow
-from dumpgym.ir.dataflow import combined, entry_dependence, entry_results, hlo_dims, hlo_inputs, hlo_signature
+from dumpgym.ir.dataflow import (combined, entry_dependence, entry_results, hlo_dims, hlo_inputs, hlo_signature,
+                                  loop_carried)
 from dumpgym.ir.hlo_graph import definition_lines, reducer_regions
 from dumpgym.ir.parse import hlo_op_names, jaxpr_equations, parse_hlo
 from dumpgym.dumps.stablehlo import DumpOp, stablehlo_ops
@@ -150,6 +151,18 @@ def _shared_contents(ops) -> frozenset:
     return frozenset(content for content, n in counts.items() if n > 1)
 
 
+def _made_by_users(found: list, signature: tuple | None, users: list[str], by_name: dict) -> tuple[int, ...]:
+    """The op lines of a constant XLA made in lowering an op (the coefficients of `erf_inv`'s polynomial), where
+    that is known: it holds a value no constant its name stack names holds (their values all read), and every
+    instruction that uses it is linked to the same one op among the ops that name stack reaches. Else nothing."""
+    constants = [op for op in found if op.name == "stablehlo.constant"]
+    if signature is None or not constants or any(op.signature is None or op.signature == signature for op in constants):
+        return ()
+    linked = {by_name[u].stablehlo_lines if u in by_name and not by_name[u].group else () for u in users}
+    lines = next(iter(linked)) if len(linked) == 1 else ()
+    return lines if lines and set(lines) <= {op.line for op in found} else ()
+
+
 def _is_stack(op_name: str) -> bool:
     return "/" in op_name or "(" in op_name
 
@@ -280,6 +293,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     for caller, region in reducer_regions(text):
         regions[region].append(caller)
     rows, candidates, opcodes, dims, signatures, inside_a_call, merged = [], {}, {}, {}, {}, set(), set()
+    users_of: dict[str, list[str]] = {}  # a constant -> the instructions that use it
     combined_ops: dict[str, tuple[list, list[str]]] = {}  # a combined collective -> (its ops, its operands)
     inputs, fused = hlo_inputs(hlo)
     for computation in hlo.computations():
@@ -328,8 +342,10 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                     else:
                         candidates[name] = found_ops
             rows.append((name, op_name, why, found_keys))
+            if opcodes[name] == "constant":
+                users_of[name] = [u.name for u in instruction.users()]
     narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs),
-                      entry_results(hlo, text, inputs, named), _shared_contents(ops))
+                      entry_results(hlo, text, inputs, named), _shared_contents(ops), loop_carried(hlo))
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:
@@ -355,6 +371,11 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                 group = decided[next(iter(held))]
         links.append(HloLink(lines[name], name, opcodes[name], op_name, found, why, group))
     by_name = {link.name: link for link in links}
+    for i, link in enumerate(links):
+        if link.name in users_of and link.group and link.name in candidates:
+            lines_of = _made_by_users(candidates[link.name], signatures[link.name], users_of[link.name], by_name)
+            if lines_of:
+                links[i] = by_name[link.name] = HloLink(link.line, link.name, link.opcode, link.op_name, lines_of)
     for i, link in enumerate(links):
         if link.name in combined_ops:
             own, operands = combined_ops[link.name]

@@ -54,9 +54,20 @@ _PADDING = re.compile(r"\bpadding=(-?[\d_x-]+)")
 
 
 def op_signature(op) -> tuple | None:
-    """A slice's or pad's operand shape and attributes, from jaxlib's MLIR bindings (None for other ops)."""
+    """A slice's or pad's operand shape and attributes, a constant's values, an iota's shape and dimension,
+    from jaxlib's MLIR bindings (None for other ops)."""
     from jaxlib.mlir import ir
 
+    if op.name == "stablehlo.constant" and "value" in op.attributes:
+        text = str(op.attributes["value"])
+        end = text.rfind("> : ")  # `dense<[13, 15, 26, 6]> : tensor<4xui32>`
+        return _constant_signature(text[len("dense<"):end]) if text.startswith("dense<") and end > 0 else None
+    if op.name == "stablehlo.iota" and len(op.results) == 1:
+        try:
+            shape = tuple(ir.RankedTensorType(op.results[0].type).shape)
+            return ("stablehlo.iota", shape, ir.IntegerAttr(op.attributes["iota_dimension"]).value)
+        except (ValueError, KeyError):
+            return None
     names = _SIGNATURES.get(op.name)
     if names is None or not op.operands:
         return None
@@ -78,10 +89,45 @@ def _slice_bounds(starts, limits, strides) -> tuple:
     return (tuple(out),)
 
 
+def _constant_signature(values: str) -> tuple | None:
+    """A constant's values as `op_signature` keeps them, from their printed list (`[13, 15, 26, 6]` as MLIR prints
+    it, `{13, 15, 26, 6}` as HLO does): numbers to six significant digits (the two print floats to eight or
+    nine), one where all are equal (a splat); None where they are not plain numbers (hex, complex, nested)."""
+    out = []
+    for word in values.strip("[]{} ").split(","):
+        word = word.strip()
+        if word in ("true", "false"):
+            out.append(float(word == "true"))
+            continue
+        try:
+            out.append(int(word))
+            continue
+        except ValueError:
+            pass
+        try:
+            out.append(float(f"{float(word):.6g}"))
+        except ValueError:
+            return None
+    if not out:
+        return None
+    return ("stablehlo.constant", tuple(out) if len(set(out)) > 1 else (out[0],))
+
+
+_IOTA_DIMENSION = re.compile(r"\biota_dimension=(\d+)")
+
+
 def hlo_signature(instruction) -> tuple | None:
-    """The same for an HLO slice or pad, as `op_signature` spells it; the bindings do not reach the bounds
-    or widths, so they are read from the printed instruction, and the operand's shape from its own."""
+    """The same for an HLO slice, pad, constant or iota, as `op_signature` spells it; the bindings do not reach
+    the bounds, widths, values or dimension, so they are read from the printed instruction, and the operand's
+    shape from its own."""
     opcode = _opcode(instruction)
+    if opcode == "kConstant":
+        text = instruction.to_string().split(", metadata=", 1)[0]
+        start = text.find(" constant(")
+        return _constant_signature(text[start + len(" constant("):text.rfind(")")]) if start > 0 else None
+    if opcode == "kIota":
+        dims, found = hlo_dims(instruction), _IOTA_DIMENSION.search(instruction.to_string().split(", metadata=", 1)[0])
+        return ("stablehlo.iota", tuple(dims[1:]), int(found.group(1))) if dims and found else None
     if opcode not in ("kSlice", "kPad") or not instruction.operands():
         return None
     operand = hlo_dims(instruction.operands()[0])
@@ -125,11 +171,12 @@ def hlo_opcode(op_name: str) -> str:
     return _OPCODE_OF.get(op_name) or op_name.split(".", 1)[-1].replace("_", "-")
 
 
-def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]]:
     """For each op of a pre-order walk, the walk indices of every op upstream of it, of the ops whose
     results it takes as operands, and of their operands, as bit sets; the numbers of `main`'s
-    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`); and
-    the numbers of `main`'s results downstream of it (the entry root's operand `k` is `main`'s result `k`).
+    arguments upstream of it, as a bit set (XLA's entry parameter `k` is `main`'s argument `k`);
+    the numbers of `main`'s results downstream of it (the entry root's operand `k` is `main`'s result `k`);
+    and the walk indices of the ops upstream of it within one pass of each loop around it (`within`).
 
     An op's inputs are its operands' defining ops; a block argument stands for the holding op's
     operands and what its regions return (a loop carries values round), a private function's
@@ -145,10 +192,10 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
         if op.name == "func.call":
             calls[ir.FlatSymbolRefAttr(op.attributes["callee"]).value].append(op)
 
-    def definers(op) -> set[int]:
-        return {i for value in op.operands for i in defined_by(value)}
+    def definers(op, carried: bool = True) -> set[int]:
+        return {i for value in op.operands for i in defined_by(value, carried)}
 
-    def defined_by(value) -> set[int]:
+    def defined_by(value, carried: bool = True) -> set[int]:
         owner = value.owner
         if not isinstance(owner, ir.Block):
             owner = owner.operation
@@ -158,9 +205,9 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
             return set()
         holder = holder.operation  # a `FuncOp` view's `.name` is its symbol, not `func.func`
         if holder.name == "func.func":
-            return {i for call in calls.get(holder.attributes["sym_name"].value, ()) for i in definers(call)}
-        # Only a loop hands its regions' results back to their arguments.
-        return definers(holder) | (returned(holder) if holder.name == "stablehlo.while" else set())
+            return {i for call in calls.get(holder.attributes["sym_name"].value, ()) for i in definers(call, carried)}
+        # Only a loop hands its regions' results back to their arguments (`carried`: the pass before's).
+        return definers(holder, carried) | (returned(holder) if carried and holder.name == "stablehlo.while" else set())
 
     def returned(holder) -> set[int]:
         """The terminators of `holder`'s regions: what they return is what it yields (an edge, not a walk)."""
@@ -209,14 +256,18 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
                 bits |= body(other, seen | {function})
         return bits
 
-    inputs, held = [], [0] * len(walked)
+    inputs, held, inputs_within = [], [0] * len(walked), []
     for k, op in enumerate(walked):
-        found = definers(op) if op.name not in ("func.func", "builtin.module") else set()
-        if op.regions and op.name not in ("func.func", "builtin.module"):
+        structural = op.name in ("func.func", "builtin.module")
+        found = definers(op) if not structural else set()
+        found_within = definers(op, carried=False) if not structural else set()
+        if op.regions and not structural:
             found |= returned(op)
+            found_within |= returned(op)
         if op.name == "func.call":
             held[k] = body(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
         inputs.append(sorted(found))
+        inputs_within.append(sorted(found_within))
     direct = [definers(op) for op in walked]
     operands = [sum(1 << i for i in found) for found in direct]
     operands2 = [0] * len(walked)
@@ -235,6 +286,7 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
                 reached |= args[j]
             if bits != upstream[i] or reached != args[i]:
                 upstream[i], args[i], changed = bits, reached, True
+    within = upstream if inputs_within == inputs else _closure(inputs_within, held)  # the same without a loop
     # Downstream, a private function's argument stands for nothing: what flows out of a call flows back
     # to that call's operands alone, not to every call's (twelve layers calling `silu` stay twelve).
     local = [{i for value in op.operands if not _in_function(value) for i in defined_by(value)}
@@ -246,7 +298,23 @@ def stablehlo_ancestors(walked: list) -> tuple[list[int], list[int], list[int], 
             callee = functions.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
             local[k] |= returned(callee) if callee is not None else set()
     downstream = _downstream(dict(enumerate(local)), _main_results(main, index))
-    return upstream, operands, operands2, args, [downstream[i] for i in range(len(walked))]
+    return upstream, operands, operands2, args, [downstream[i] for i in range(len(walked))], within
+
+
+def _closure(inputs: list[list[int]], held: list[int]) -> list[int]:
+    """For each node of a graph given by its `inputs`, every node upstream of it (and `held`, what a call's
+    callee holds), as a bit set: to a fixed point, as the walk's order is not the graph's."""
+    upstream = [0] * len(inputs)
+    changed = True
+    while changed:
+        changed = False
+        for i, found in enumerate(inputs):
+            bits = upstream[i] | held[i]
+            for j in found:
+                bits |= upstream[j] | (1 << j)
+            if bits != upstream[i]:
+                upstream[i], changed = bits, True
+    return upstream
 
 
 def _in_function(value) -> bool:
@@ -384,7 +452,7 @@ class Fused:
 def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, Fused]]:
     """Each HLO instruction's inputs by name: its operands; for a called computation's parameter, the
     caller's operands; for a caller (fusion, call, loop, branch), the roots of what it calls.
-    Reducers' regions (`to_apply`) stay apart: their instructions are scalar plumbing. Also each
+    Reducers' regions (`to_apply` of all but a call) stay apart: their instructions are scalar plumbing. Also each
     fusion's fused computation (`Fused`)."""
     roots, params = {}, defaultdict(dict)
     printed = {}
@@ -406,7 +474,9 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, Fused]]:
         operands = [o.name for o in instruction.operands()]
         inputs[name] = list(operands)
         attributes = text.split(", metadata=", 1)[0]
-        called = [c for kind, c in _CALLS.findall(attributes) if kind != "to_apply"]
+        # A call names its callee `to_apply` too (XLA's CPU wraps a loop in one): what it applies is its value.
+        calls = _opcode(instruction) == "kCall"
+        called = [c for kind, c in _CALLS.findall(attributes) if kind != "to_apply" or calls]
         bodies.update(c for kind, c in _CALLS.findall(attributes) if kind == "body")
         if m := _BRANCHES.search(attributes):
             called += [c.strip().lstrip("%") for c in m.group(1).split(",") if c.strip()]
@@ -436,6 +506,24 @@ def hlo_inputs(hlo) -> tuple[dict[str, list[str]], dict[str, Fused]]:
     fused = {name: Fused(roots[computation], tuple(held[computation]), nested(computation, frozenset({computation})))
              for name, computation in fused_calls.items()}
     return inputs, fused
+
+
+def loop_carried(hlo) -> set[tuple[str, str]]:
+    """The inputs by which a loop hands its body's root round to its body's parameter, as (parameter, root)
+    pairs of `hlo_inputs`: what one pass of a loop computes flows into the next by these alone."""
+    bodies = set()
+    for computation in hlo.computations():
+        for instruction in computation.instructions():
+            bodies.update(c for kind, c in _CALLS.findall(instruction.to_string().split(", metadata=", 1)[0])
+                          if kind == "body")
+    out = set()
+    for computation in hlo.computations():
+        if computation.name not in bodies:
+            continue
+        held = list(computation.instructions())
+        roots = [i.name for i in held if not i.users() and _opcode(i) != "kParameter"]
+        out.update((i.name, root) for i in held if _opcode(i) == "kParameter" for root in roots[:1])
+    return out
 
 
 def _opcode(instruction) -> str:

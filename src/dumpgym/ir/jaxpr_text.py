@@ -230,6 +230,14 @@ class _Reader:
             self.token()
         self.expect("}")
 
+    def _continued(self, column: int) -> bool:
+        """Whether the line after the newline at the cursor goes on with an equation that starts at `column`:
+        JAX wraps a long equation's operands onto lines indented deeper than it (`1.0:f32[]` under a `jit`)."""
+        start = self.at + 1
+        end = self.text.find("\n", start)
+        line = self.text[start:] if end < 0 else self.text[start:end]
+        return bool(line.strip()) and len(line) - len(line.lstrip(" ")) > column
+
     def _at_in(self) -> bool:
         """Whether the cursor is at the keyword that ends a jaxpr's equations (`in (`), not at a variable `in`."""
         return self.text.startswith("in (", self.at) or self.text.startswith("in(", self.at)
@@ -273,6 +281,9 @@ class _Reader:
         inputs, sources, known = [], [], True
         while True:
             self.skip_space(newlines=False)
+            if text.startswith("\n", self.at) and self._continued(column):
+                self.at += 1
+                continue
             if self.at >= len(text) or text[self.at] in "\n;}":
                 break
             if self._at_in():

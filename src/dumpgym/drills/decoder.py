@@ -70,6 +70,7 @@ class DecoderItem:
     jaxpr_lines: list[int]
     about: str = ""  # the asked axis of a one-axis question (`lhs1`), part of its card
     where: str = ""  # without an equation, the dot's layer and line, part of its card
+    dims: DotDims | None = None  # without an equation, the dot's dims and operands, said in the item's facts
 
 
 def axes_text(view: DotView, side: str, axes) -> str:
@@ -234,7 +235,7 @@ def view_items(eqn: EqnFact | None, view: DotView, steps=STEPS, seed: str = "", 
                                question=question, form=form, feedback=why, shown=view.shown(),
                                weight=round(weight * share, 3),
                                jaxpr_lines=list(eqn.jaxpr_lines) if eqn is not None else [], about=about,
-                               where=where))
+                               where=where, dims=view.dims if eqn is None else None))
 
     for step in steps:
         if step in AXIS_STEPS:
@@ -326,7 +327,9 @@ def _item(d: DecoderItem) -> Item:
                 card=(d.eqn if d.eqn is not None else d.where, d.step, *((d.about,) if d.about else ())),
                 jaxpr_lines=tuple(d.jaxpr_lines) if d.eqn is not None else None,
                 context=tuple(Note(b) for b in d.shown), answer=d.form, feedback=d.feedback,
-                primitive=None if d.eqn is not None else "dot_general")
+                primitive=None if d.eqn is not None else "dot_general",
+                facts={} if d.dims is None else {"dimension_numbers": d.dims.text(), "lhs": str(d.dims.lhs),
+                                                 "rhs": str(d.dims.rhs), "line": d.where})
 
 
 @drill("decoder", number="01", title="dot_general, decoded",

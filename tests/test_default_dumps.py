@@ -118,6 +118,35 @@ def test_a_stablehlo_dot_is_decoded_as_jax_traced_it(dumped):
     assert checked["contracted-size"] >= 2 and sum(checked.values()) >= 10, checked
 
 
+# The jaxpr primitives a StableHLO op of the shape oracle lowers from.
+_LOWERED_FROM = {"stablehlo.transpose": ("transpose",), "stablehlo.concatenate": ("concatenate",),
+                 "stablehlo.reduce": ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+                                      "reduce_or")}
+
+
+def test_a_stablehlo_ops_shape_is_the_aval_jax_gives_its_equation(dumped):
+    """A shapes item of a dump without a jaxpr asks of a StableHLO op; its answer is the output aval of an equation
+    JAX traces of the same function, of the primitive the op lowers from, on the same operand avals."""
+    how, pool, records = dumped
+    if how == "xla":
+        pytest.skip("an XLA-only dump has no StableHLO")
+    checked = 0
+    for name, record in records.items():
+        outputs: dict[tuple, set[str]] = {}
+        for eqn in jax_equations(name):
+            key = (eqn.primitive.name, tuple(_short(v.aval) for v in eqn.invars))
+            outputs.setdefault(key, set()).add(_short(eqn.outvars[0].aval))
+        for item in _items(pool, record, drill="shapes"):
+            assert item["layer"] == "stablehlo" and item["eqn"] is None
+            facts, value = item["facts"], item["answer"]["value"]
+            operands = tuple(facts["operands"][:1]) if facts["op"] == "stablehlo.reduce" else tuple(facts["operands"])
+            found = set().union(*(outputs.get((p, operands), set()) for p in _LOWERED_FROM[facts["op"]]))
+            assert value in found, (name, item["card"], value, found)
+            assert value not in item["answer"]["misread"]
+            checked += 1
+    assert checked >= 4, checked
+
+
 def test_a_compiled_dot_contracts_what_jax_contracts(dumped):
     """A compiled dot may be laid out otherwise than JAX traced it (XLA transposes an operand, and the CPU computes a
     bf16 dot in f32), but it sums as many products, and makes as many elements, as a dot_general JAX traces of the

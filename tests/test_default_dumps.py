@@ -82,6 +82,10 @@ def test_a_stablehlo_dot_is_decoded_as_jax_traced_it(dumped):
     how, pool, records = dumped
     if how == "xla":
         pytest.skip("an XLA-only dump has no StableHLO")
+    _check_stablehlo_dots(pool, records)
+
+
+def _check_stablehlo_dots(pool: dict, records: dict[str, ProgramRecord]) -> None:
     checked = Counter()
     for name, record in records.items():
         dots = _jax_dots(name)
@@ -130,6 +134,10 @@ def test_a_stablehlo_ops_shape_is_the_aval_jax_gives_its_equation(dumped):
     how, pool, records = dumped
     if how == "xla":
         pytest.skip("an XLA-only dump has no StableHLO")
+    _check_stablehlo_shapes(pool, records)
+
+
+def _check_stablehlo_shapes(pool: dict, records: dict[str, ProgramRecord]) -> None:
     checked = 0
     for name, record in records.items():
         outputs: dict[tuple, set[str]] = {}
@@ -173,13 +181,35 @@ def test_a_compiled_scan_runs_as_often_as_jax_scans(dumped):
     """The CPU compile's whiles run once per step of the scans JAX traces of the same function (forward and
     backward alike), read from the dump with no jaxpr to link them to."""
     _how, pool, records = dumped
-    record = records["rnn_train_step"]
+    _check_trips(pool, records["rnn_train_step"], "cpu")
+
+
+def _check_trips(pool: dict, record: ProgramRecord, layer: str) -> None:
     trips = _items(pool, record, drill="loops", step="trips")
     lengths = {str(e.params["length"]) for e in _jax_eqns("rnn_train_step", "scan")}
     assert trips and {i["answer"]["value"] for i in trips} == lengths, (trips, lengths)
     for item in trips:
         shown = readable(item, record)
-        assert item["eqn"] is None and item["layer"] == "cpu"
+        assert item["eqn"] is None and item["layer"] == layer
         assert shown["value"] not in shown["misread"] and len(shown["misread"]) >= 1
         # the while's line is shown without XLA's backend_config, which states the count
         assert not any("known_trip_count" in block for block in shown["shown"])
+
+
+@pytest.mark.needs_tpu
+def test_a_tpu_dump_without_a_jaxpr_gives_seven_kinds(tmp_path):
+    """One TPU v5e compile, dumped with JAX's default mode beside XLA's flag: the transformer's train step gives seven
+    kinds or more with no jaxpr, each item passing the pool's checks, its StableHLO answers JAX's, and the RNN's
+    compiled whiles run as often as JAX's scans."""
+    folder = make_dump(tmp_path / "dump", NAMES, "tpu", module="dump_drill_programs", jax_modes="")
+    pool, records = added_pool(folder, tmp_path / "corpus", NAMES)
+    kinds = Counter(i["drill"] for i in _items(pool, records["transformer_train_step"]))
+    assert len(kinds) >= 7 and {"decoder", "shapes", "layouts", "units", "cost"} <= set(kinds), kinds
+    for record in records.values():
+        assert not record.eqns
+        for item in _items(pool, record):
+            assert_pool_item(item, set())
+            assert all(isinstance(b, str) and b for b in readable(item, record)["shown"]), item["card"]
+    _check_stablehlo_dots(pool, records)
+    _check_stablehlo_shapes(pool, records)
+    _check_trips(pool, records["rnn_train_step"], "tpu")

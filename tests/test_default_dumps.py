@@ -144,8 +144,8 @@ def _check_stablehlo_shapes(pool: dict, records: dict[str, ProgramRecord]) -> No
         for eqn in jax_equations(name):
             key = (eqn.primitive.name, tuple(_short(v.aval) for v in eqn.invars))
             outputs.setdefault(key, set()).add(_short(eqn.outvars[0].aval))
-        for item in _items(pool, record, drill="shapes"):
-            assert item["layer"] == "stablehlo" and item["eqn"] is None
+        for item in _items(pool, record, drill="shapes", layer="stablehlo"):
+            assert item["eqn"] is None
             facts, value = item["facts"], item["answer"]["value"]
             operands = tuple(facts["operands"][:1]) if facts["op"] == "stablehlo.reduce" else tuple(facts["operands"])
             found = set().union(*(outputs.get((p, operands), set()) for p in _LOWERED_FROM[facts["op"]]))
@@ -153,6 +153,45 @@ def _check_stablehlo_shapes(pool: dict, records: dict[str, ProgramRecord]) -> No
             assert value not in item["answer"]["misread"]
             checked += 1
     assert checked >= 4, checked
+
+
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
+           "i32": "int32", "i64": "int64"}
+
+
+def _struct(aval: str):
+    import jax
+    import jax.numpy as jnp
+
+    m = re.fullmatch(r"([a-z]+\d+)\[([\d,]*)\]", aval)
+    return jax.ShapeDtypeStruct(tuple(int(d) for d in m[2].split(",") if d), jnp.dtype(_DTYPES[m[1]]))
+
+
+def _check_shapes_by_jax(pool: dict, records: dict[str, ProgramRecord]) -> Counter:
+    """Every shapes item of a dump without a jaxpr, at StableHLO or a compiled layer: its answer is the aval
+    `jax.eval_shape` gives the lax op of that kind on the operands it shows, with the attribute its line prints."""
+    import jax
+    from jax import lax
+
+    ops = {"transpose": lambda xs, a: lax.transpose(xs[0], a),
+           "reduce": lambda xs, a: lax.reduce(xs[0], xs[1], lax.add, a),
+           "concatenate": lambda xs, a: lax.concatenate(xs, a[0])}
+    checked = Counter()
+    for record in records.values():
+        for item in _items(pool, record, drill="shapes"):
+            facts = item["facts"]
+            op = ops[facts["op"].removeprefix("stablehlo.")]
+            out = jax.eval_shape(lambda *xs: op(xs, tuple(facts["attribute"])), *map(_struct, facts["operands"]))
+            assert _short(jax.core.ShapedArray(out.shape, out.dtype)) == item["answer"]["value"], item["card"]
+            assert item["answer"]["misread"] and item["answer"]["value"] not in item["answer"]["misread"]
+            checked[item["layer"]] += 1
+    return checked
+
+
+def test_an_ops_shape_is_the_aval_jax_gives_that_op(dumped):
+    how, pool, records = dumped
+    checked = _check_shapes_by_jax(pool, records)
+    assert checked["cpu"] >= 2 and (checked["stablehlo"] >= 4) == (how != "xla"), checked
 
 
 def test_a_compiled_dot_contracts_what_jax_contracts(dumped):
@@ -212,4 +251,5 @@ def test_a_tpu_dump_without_a_jaxpr_gives_seven_kinds(tmp_path):
             assert all(isinstance(b, str) and b for b in readable(item, record)["shown"]), item["card"]
     _check_stablehlo_dots(pool, records)
     _check_stablehlo_shapes(pool, records)
+    assert _check_shapes_by_jax(pool, records)["tpu"] >= 1
     _check_trips(pool, records["rnn_train_step"], "tpu")

@@ -99,7 +99,11 @@ def op_shapes(program: ProgramRecord) -> list[OpShape]:
         out.append(_made("stablehlo", op.line, op.name, OPS[op.name], (masked.strip(),), operands, answer,
                          _question(op.name, text, operands, answer)))
     for target, hlo in program.compiled.items():
-        out += [_compiled(target, hlo, ins) for ins in hlo.instructions if ins.opcode in HLO_OPS]
+        asked = [ins for ins in hlo.instructions if ins.opcode in HLO_OPS]
+        if asked:  # read once per layer: a big model's module has thousands of reduces
+            at, texts = {i.line: i for i in hlo.instructions}, hlo.text.split("\n")
+            roots = {c.name: at.get(c.root) for c in hlo.computations}
+            out += [_compiled(target, hlo, ins, at, texts, roots) for ins in asked]
     return [s for s in out if s is not None]
 
 
@@ -119,16 +123,17 @@ def _array(hlo: CompiledLayer, ins: Instruction) -> tuple[str, Aval] | None:
     return shape.text, Aval(tuple(buffer.dims), numpy_dtype(buffer.dtype))
 
 
-def _compiled(target: str, hlo: CompiledLayer, ins: Instruction) -> OpShape | None:
-    """The shape question of one compiled transpose, reduce or concatenate (see the module's doc)."""
-    at = {i.line: i for i in hlo.instructions}
+def _compiled(target: str, hlo: CompiledLayer, ins: Instruction, at: dict[int, Instruction], texts: list[str],
+              roots: dict[str, Instruction | None]) -> OpShape | None:
+    """The shape question of one compiled transpose, reduce or concatenate (see the module's doc); `at`: the
+    layer's instructions by line, `texts` its lines, `roots` each computation's ROOT."""
     result = _array(hlo, ins)
     found = [at.get(n) for n in ins.operands]
     read = [_array(hlo, i) for i in found if i is not None]
     if result is None or not read or len(read) != len(ins.operands) or None in read:
         return None
     (printed, answer), operands = result, [a for _t, a in read]
-    short = ins.short(hlo.text.split("\n")[ins.line - 1])  # without metadata and the other trailing attributes
+    short = ins.short(texts[ins.line - 1])  # without metadata and the other trailing attributes
     dims, head = _DIMENSIONS.search(short), f"%{ins.name} = "
     if dims is None or head not in short or any(answer.same(a) for a in operands):
         return None
@@ -142,18 +147,11 @@ def _compiled(target: str, hlo: CompiledLayer, ins: Instruction) -> OpShape | No
     if ins.opcode == "transpose":
         made = transposed(operands, axes, answer, "dimensions")
     elif ins.opcode == "reduce":
-        combiner = _combiner(hlo, at, ins)
-        made = reduced(operands, axes, combiner, answer, "dimensions") if combiner else None
+        root = roots.get(ins.to_apply[0]) if ins.to_apply else None  # what the reduce combines with: `add`
+        made = reduced(operands, axes, root.opcode, answer, "dimensions") if root is not None else None
     else:
         made = joined(operands, axes[0], answer, "dimensions") if len(axes) == 1 else None
     return _made(target, ins.line, ins.opcode, HLO_OPS[ins.opcode], shown, operands, answer, made)
-
-
-def _combiner(hlo: CompiledLayer, at: dict, ins: Instruction) -> str | None:
-    """The opcode of the ROOT of the computation a reduce applies (`add`), as the record spells it."""
-    computation = next((c for c in hlo.computations if ins.to_apply and c.name == ins.to_apply[0]), None)
-    root = at.get(computation.root) if computation is not None else None
-    return root.opcode if root is not None else None
 
 
 def _question(name: str, text: str, operands: list[Aval], answer: Aval):

@@ -361,10 +361,11 @@ def dump_views(program: ProgramRecord) -> Iterator[tuple[str, DotView]]:
                 yield f"stablehlo-{op.line}", view
     for backend, layer in (("cpu", "hlo"), ("gpu", "hlo-gpu")):
         for target, hlo in program.layers(backend).items():
+            holders = {c: i for i in hlo.instructions for c in i.calls} if backend == "gpu" else {}
             for dot in (i for i in hlo.instructions if i.opcode == "dot"):
                 view = hlo_view(hlo, dot, layer)
-                holder = next((i for i in hlo.instructions if dot.computation in i.calls), None)
-                if view is not None and backend == "gpu" and holder is not None:
+                holder = holders.get(dot.computation)
+                if view is not None and holder is not None:
                     view = replace(view, where=f"inside the fusion %{holder.name} "
                                                f"(its fused computation %{dot.computation})")
                 if view is not None:

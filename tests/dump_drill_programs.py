@@ -120,3 +120,41 @@ def load(name: str):
     from dump_programs import load as load_program
 
     return load_program(name, PROGRAMS)
+
+
+def jax_equations(name: str) -> list:
+    """Every equation of the jaxpr JAX traces of the program here, sub-jaxprs' too."""
+    import jax
+
+    from dumpgym.jax_internals import jaxprs_in_params
+
+    program = load(name)
+    closed = jax.jit(program.function).trace(*program.example_args()).jaxpr
+    out, work = [], [closed.jaxpr]
+    while work:
+        jaxpr = work.pop()
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+        for eqn in jaxpr.eqns:
+            out.append(eqn)
+            work.extend(jaxprs_in_params(eqn.params))
+    return out
+
+
+def added_pool(folder, corpus, names) -> tuple[dict, dict]:
+    """`add --dump FOLDER --module M --corpus C` for each program, then `dumpgym drills --corpus C --unpacked`: the
+    pool it prints, and the records added by program name."""
+    import json
+    import subprocess
+    import sys
+
+    from dumpgym import cli
+    from dumpgym.record.schema import ProgramRecord
+
+    for name in names:
+        assert cli.main(["add", "--dump", str(folder), "--module", f"jit_{name}", "--corpus", str(corpus)]) == 0
+    run = subprocess.run([sys.executable, "-m", "dumpgym", "drills", "--corpus", str(corpus), "--unpacked"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    records = {name: ProgramRecord.from_json(json.loads((corpus / f"dump-jit-{name.replace('_', '-')}.json")
+                                                        .read_text())) for name in names}
+    return json.loads(run.stdout), records

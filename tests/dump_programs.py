@@ -101,13 +101,21 @@ def module_name(name: str) -> str:
     return "jit_" + getattr(function, "__name__", name)
 
 
-def make_dump(folder: Path, names, platform: str = "cpu", module: str = "dump_programs") -> Path:
+def make_dump(folder: Path, names, platform: str = "cpu", module: str = "dump_programs",
+              jax_modes: str | None = "jaxpr,stablehlo") -> Path:
     """Dump `names` into `folder` from a fresh process, as a run with the dump flags set would (`module`: the
-    test module whose `load` gives them)."""
+    test module whose `load` gives them). `jax_modes`: JAX's `JAX_DUMP_IR_MODES` beside `XLA_FLAGS` (eight host
+    devices); "" sets `JAX_DUMP_IR_TO` alone (JAX's default mode), None only `XLA_FLAGS=--xla_dump_to`, as users
+    dump most often."""
     folder.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "JAX_DUMP_IR_TO": str(folder), "JAX_DUMP_IR_MODES": "jaxpr,stablehlo",
-           "XLA_FLAGS": f"--xla_dump_to={folder} --xla_force_host_platform_device_count=8",
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_DUMP_IR")}
+    env.update({"XLA_FLAGS": f"--xla_dump_to={folder}" + (" --xla_force_host_platform_device_count=8"
+                                                          if jax_modes else ""),
+                "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])})
+    if jax_modes is not None:
+        env["JAX_DUMP_IR_TO"] = str(folder)
+    if jax_modes:
+        env["JAX_DUMP_IR_MODES"] = jax_modes
     script = _SCRIPT.format(here=str(HERE), platform=platform, names=list(names), module=module)
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

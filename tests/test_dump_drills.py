@@ -6,16 +6,14 @@ over a `lax.scan`, a fit in a `lax.while_loop` with a `lax.cond` inside, a `jax.
 Every item passes the pool's checks; typed avals are checked against the jaxpr JAX traces of the same
 function here, the names a dumped jaxpr reads against JAX's own variables, and the chip a TPU dump names
 against JAX's device kind for that topology."""
-import json
 import subprocess
 import sys
 from collections import Counter
 
 import pytest
 
-from dump_drill_programs import PROGRAMS, load
+from dump_drill_programs import PROGRAMS, added_pool, jax_equations, load
 from dump_programs import make_dump
-from dumpgym import cli
 from dumpgym.record.schema import ProgramRecord
 from pool_checks import assert_choice_item, assert_pool_item, readable
 
@@ -31,28 +29,11 @@ BAR_ITEMS = 20  # issue 43: each of these programs gives at least this many item
 BAR_TPU_KINDS = 7  # and a TPU dump of a train step at least this many kinds
 
 
-def _module(name: str) -> str:
-    return f"jit_{name}"
-
-
-def _added_pool(folder, corpus, names) -> tuple[dict, dict[str, ProgramRecord]]:
-    """`add --dump FOLDER --module M --corpus C` for each program, then `dumpgym drills --corpus C --unpacked`: the
-    pool it prints, and the records added by program name."""
-    for name in names:
-        assert cli.main(["add", "--dump", str(folder), "--module", _module(name), "--corpus", str(corpus)]) == 0
-    run = subprocess.run([sys.executable, "-m", "dumpgym", "drills", "--corpus", str(corpus), "--unpacked"],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    records = {name: ProgramRecord.from_json(json.loads((corpus / f"dump-jit-{name.replace('_', '-')}.json")
-                                                        .read_text())) for name in names}
-    return json.loads(run.stdout), records
-
-
 @pytest.fixture(scope="module")
 def cpu(tmp_path_factory):
     root = tmp_path_factory.mktemp("dumpdrills")
     folder = make_dump(root / "cpu", CPU_PROGRAMS, "cpu", module="dump_drill_programs")
-    return _added_pool(folder, root / "corpus", CPU_PROGRAMS)
+    return added_pool(folder, root / "corpus", CPU_PROGRAMS)
 
 
 def _items(pool: dict, record: ProgramRecord) -> list[dict]:
@@ -84,24 +65,6 @@ def test_every_item_of_a_cpu_dump_passes_the_pool_checks(cpu):
     _check_items(*cpu)
 
 
-def _jax_equations(name: str) -> list:
-    """Every equation of the jaxpr JAX traces of the program here, sub-jaxprs' too."""
-    import jax
-
-    from dumpgym.jax_internals import jaxprs_in_params
-
-    program = load(name)
-    closed = jax.jit(program.function).trace(*program.example_args()).jaxpr
-    out, work = [], [closed.jaxpr]
-    while work:
-        jaxpr = work.pop()
-        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-        for eqn in jaxpr.eqns:
-            out.append(eqn)
-            work.extend(jaxprs_in_params(eqn.params))
-    return out
-
-
 def _short(aval) -> str:
     return aval.str_short(short_dtypes=True)
 
@@ -114,7 +77,7 @@ def test_typed_avals_are_those_jax_traces(cpu):
     checked = Counter()
     for name, record in records.items():
         outputs, bodies = {}, {}
-        for eqn in _jax_equations(name):
+        for eqn in jax_equations(name):
             key = (eqn.primitive.name, tuple(_short(v.aval) for v in eqn.invars), str(eqn.params.get("new_dtype")),
                    tuple(eqn.params.get("axes", ())))
             outputs.setdefault(key, set()).add(tuple(_short(v.aval) for v in eqn.outvars))
@@ -222,7 +185,7 @@ def test_a_backward_pass_is_read_from_the_name_stacks(cpu):
 def test_a_tpu_dump_of_a_train_step_gives_seven_kinds(tmp_path):
     names = ("transformer_train_step", "rnn_train_step")
     folder = make_dump(tmp_path / "tpu", names, "tpu", module="dump_drill_programs")
-    pool, records = _added_pool(folder, tmp_path / "corpus", names)
+    pool, records = added_pool(folder, tmp_path / "corpus", names)
     kinds = Counter(i["drill"] for i in _items(pool, records["transformer_train_step"]))
     assert len(kinds) >= BAR_TPU_KINDS, kinds
     assert set(kinds) >= {"backward", "buffers", "cost", "decisions", "decoder", "fusions", "layouts", "shapes",

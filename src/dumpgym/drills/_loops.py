@@ -6,6 +6,7 @@ here it is only counted and misread.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from dumpgym.record.schema import CompiledLayer
@@ -87,3 +88,107 @@ def counters(hlo: CompiledLayer) -> list[Counter]:
     spans = {c.name: c.lines for c in hlo.computations}
     return [Counter(name[w.line], w.line, w.slot, w.init, w.step, w.direction, w.limit, w.exact, w.start,
                     spans[w.condition], w.update) for w in hlo.while_counters]
+
+
+# XLA's own analysis of a while, as its line's backend_config prints it (`"known_trip_count":{"n":"5"}`, ...).
+_KNOWN = {"n": re.compile(r'"known_trip_count":\{"n":"(-?\d+)"\}'),
+          "init_step": re.compile(r'"known_init_step":\{"init":"(-?\d+)","step":"(-?\d+)"\}'),
+          "slot": re.compile(r'"known_induction_variable":\{"tuple_index":"(\d+)"\}')}
+_CONSTANT = re.compile(r"\bconstant\((-?\d+)\)")
+_DIRECTION = re.compile(r"\bdirection=(LT|LE|GT|GE|NE)\b")
+_FLIPPED = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "NE": "NE"}
+
+
+def stated_counters(hlo: CompiledLayer) -> list[Counter]:
+    """The counter of each compiled while that XLA's graph reading (`counters`) leaves out but whose line states
+    XLA's own analysis of it (a CPU compile runs the loop inside a called computation, so its start is a
+    parameter there): the trip count, start, step and state slot its backend_config prints, and the compare
+    and bound its condition prints, kept only where they count the runs XLA states. The lines shown are the
+    dump's: the start chased back through tuples and calls to its constant, the condition, the body's update."""
+    read = {c.line for c in counters(hlo)}
+    lines = hlo.text.splitlines()
+    at = {i.line: i for i in hlo.instructions}
+    spans = {c.name: c for c in hlo.computations}
+    out = []
+    for loop in (i for i in hlo.instructions if i.opcode == "while" and i.line not in read):
+        text = lines[loop.line - 1]
+        found = {k: pattern.search(text) for k, pattern in _KNOWN.items()}
+        if None in found.values() or len(loop.control) != 2 or not all(c in spans for c in loop.control):
+            continue
+        n, (init, step), slot = int(found["n"][1]), map(int, found["init_step"].groups()), int(found["slot"][1])
+        condition, body = (spans[c] for c in loop.control)
+        bound = _bound(hlo, lines, at, condition.name, init, step, n)
+        start = _start(hlo, lines, at, loop, slot, init)
+        update = _update(lines, at, body, slot)
+        if bound is None or start is None or update is None:
+            continue
+        direction, limit = bound
+        out.append(Counter(loop.name, loop.line, slot, init, step, direction, limit, True, start,
+                           condition.lines, update))
+    return sorted(out, key=lambda c: c.line)
+
+
+def _bound(hlo: CompiledLayer, lines: list[str], at: dict, condition: str, init: int, step: int, n: int
+           ) -> tuple[str, int] | None:
+    """(direction, bound) of the one compare in a condition (or in what it calls), written counter-first, where one
+    of its constants counts `n` runs from `init` by `step`; None unless exactly one reading does."""
+    names, stack = [], [condition]
+    while stack:
+        name = stack.pop()
+        if name not in names:
+            names.append(name)
+            stack += [c for i in hlo.instructions if i.computation == name for c in (*i.calls, *i.to_apply)]
+    held = [i for i in hlo.instructions if i.computation in names]
+    compares = [i for i in held if i.opcode == "compare"]
+    if len(compares) != 1:
+        return None
+    direction = _DIRECTION.search(lines[compares[0].line - 1])
+    constants = {int(m[1]) for i in held if i.opcode == "constant" for m in [_CONSTANT.search(lines[i.line - 1])] if m}
+    if direction is None:
+        return None
+    readings = {(d, limit) for limit in constants for d in {direction[1], _FLIPPED[direction[1]]}
+                if trip_count(init, step, d, limit) == n}
+    return readings.pop() if len(readings) == 1 else None
+
+
+def _start(hlo: CompiledLayer, lines: list[str], at: dict, loop, slot: int, init: int) -> tuple[int, ...] | None:
+    """The lines that give the counter its first value, and the while's own: from the while's operand through
+    tuples (their `slot` operand), copies and calls (a parameter of the called computation is the call's operand) to
+    the constant `init`; None where the chain ends anywhere else."""
+    chain, line = [loop.line], loop.operands[0] if loop.operands else None
+    for _ in range(16):
+        ins = at.get(line)
+        if ins is None:
+            return None
+        chain.append(ins.line)
+        if ins.opcode == "tuple" and slot < len(ins.operands):
+            line = ins.operands[slot]
+        elif ins.opcode == "parameter" and ins.parameter is not None:
+            callers = [i for i in hlo.instructions if i.opcode == "call" and ins.computation in (*i.calls, *i.to_apply)]
+            if len(callers) != 1 or ins.parameter >= len(callers[0].operands):
+                return None
+            chain.append(callers[0].line)
+            line = callers[0].operands[ins.parameter]
+        elif ins.opcode == "copy" and len(ins.operands) == 1:
+            line = ins.operands[0]
+        elif ins.opcode == "constant":
+            value = _CONSTANT.search(lines[ins.line - 1])
+            return tuple(sorted(set(chain))) if value is not None and int(value[1]) == init else None
+        else:
+            return None
+    return None
+
+
+def _update(lines: list[str], at: dict, body, slot: int) -> tuple[int, ...] | None:
+    """The body's lines that move the counter: the instruction its ROOT tuple returns in `slot`, what it reads
+    in the body (through a copy), and the ROOT; None where the ROOT is no tuple."""
+    root = at.get(body.root)
+    if root is None or root.opcode != "tuple" or slot >= len(root.operands):
+        return None
+    moved = at.get(root.operands[slot])
+    if moved is None:
+        return None
+    read = [at[n] for n in moved.operands if n in at and at[n].computation == body.name]
+    # a copy of the state's slot, read before the add: the `get-tuple-element` it copies says which slot it is
+    read += [at[n] for i in read if i.opcode == "copy" for n in i.operands if n in at]
+    return tuple(sorted({*(i.line for i in read), moved.line, root.line}))

@@ -56,9 +56,10 @@ Question = tuple[str, Answer, str]
 
 @dataclass(frozen=True)
 class DecoderItem:
-    """One decoder question about one dot at one layer: `form` is its answer (typed or tapped axes)."""
+    """One decoder question about one dot at one layer: `form` is its answer (typed or tapped axes). A dot of a
+    dump without a jaxpr has no equation: `where` names its line in its layer instead (`stablehlo-12`)."""
 
-    eqn: int
+    eqn: int | None
     question: str
     step: str
     layer: str
@@ -68,6 +69,8 @@ class DecoderItem:
     weight: float
     jaxpr_lines: list[int]
     about: str = ""  # the asked axis of a one-axis question (`lhs1`), part of its card
+    where: str = ""  # without an equation, the dot's layer and line, part of its card
+    dims: DotDims | None = None  # without an equation, the dot's dims and operands, said in the item's facts
 
 
 def axes_text(view: DotView, side: str, axes) -> str:
@@ -218,18 +221,21 @@ def _shares(made: list, step: str) -> list[float]:
     return out
 
 
-def view_items(eqn: EqnFact, view: DotView, steps=STEPS, seed: str = "") -> list[DecoderItem]:
+def view_items(eqn: EqnFact | None, view: DotView, steps=STEPS, seed: str = "", where: str = "") -> list[DecoderItem]:
     """The decoder's questions about one dot at one layer, for the asked `steps`: a step's one-axis choices
-    share the dot's weight so that each right option weighs the same (`_dot_choices.shares`)."""
+    share the dot's weight so that each right option weighs the same (`_dot_choices.shares`). Without an
+    equation (a dump without a jaxpr), `where` names the dot's line."""
     makers = {"lhs-free": lambda: free_question(view, "lhs"), "rhs-free": lambda: free_question(view, "rhs"),
               "contracted-size": lambda: size_question(view), "output": lambda: output_question(view)}
     weight = view.dims.weight()
     out = []
 
     def add(step, question, form, why, about="", share=1.0):
-        out.append(DecoderItem(eqn=eqn.id, step=step, layer=view.layer, question=question, form=form, feedback=why,
-                               shown=view.shown(), weight=round(weight * share, 3), jaxpr_lines=list(eqn.jaxpr_lines),
-                               about=about))
+        out.append(DecoderItem(eqn=eqn.id if eqn is not None else None, step=step, layer=view.layer,
+                               question=question, form=form, feedback=why, shown=view.shown(),
+                               weight=round(weight * share, 3),
+                               jaxpr_lines=list(eqn.jaxpr_lines) if eqn is not None else [], about=about,
+                               where=where, dims=view.dims if eqn is None else None))
 
     for step in steps:
         if step in AXIS_STEPS:
@@ -318,8 +324,12 @@ def _item(d: DecoderItem) -> Item:
     """The pool's item for one decoder question; its card is the equation and the question, whatever layer
     spells it, so a reader who decodes a dot in the jaxpr is not taught it again in StableHLO."""
     return Item(question=d.question, layer=_LAYER_IDS[d.layer], eqn=d.eqn, step=d.step, weight=d.weight,
-                card=(d.eqn, d.step, *((d.about,) if d.about else ())), jaxpr_lines=tuple(d.jaxpr_lines), context=tuple(Note(b) for b in d.shown),
-                answer=d.form, feedback=d.feedback)
+                card=(d.eqn if d.eqn is not None else d.where, d.step, *((d.about,) if d.about else ())),
+                jaxpr_lines=tuple(d.jaxpr_lines) if d.eqn is not None else None,
+                context=tuple(Note(b) for b in d.shown), answer=d.form, feedback=d.feedback,
+                primitive=None if d.eqn is not None else "dot_general",
+                facts={} if d.dims is None else {"dimension_numbers": d.dims.text(), "lhs": str(d.dims.lhs),
+                                                 "rhs": str(d.dims.rhs), "line": d.where})
 
 
 @drill("decoder", number="01", title="dot_general, decoded",
@@ -339,24 +349,49 @@ def _sizes_asked(program: ProgramRecord) -> list[str]:
     return [d.form.value for d in _asked(program) if d.step == "contracted-size"]
 
 
+def dump_views(program: ProgramRecord) -> Iterator[tuple[str, DotView]]:
+    """Each dot of a record without equations (a dump without a jaxpr) as the layers it has show it, with where
+    it is (`stablehlo-12`, `cpu-40`): every `stablehlo.dot_general` op, then each compiled CPU or GPU `dot`
+    whose dims and operand shapes the record holds. Nothing is read from a jaxpr: there is none."""
+    lines = text_lines(program.stablehlo)
+    for op in program.stablehlo_ops:
+        if op.name == "stablehlo.dot_general" and 0 < op.line <= len(lines):
+            view = stablehlo_view(op, lines[op.line - 1])
+            if view is not None:
+                yield f"stablehlo-{op.line}", view
+    for backend, layer in (("cpu", "hlo"), ("gpu", "hlo-gpu")):
+        for target, hlo in program.layers(backend).items():
+            holders = {c: i for i in hlo.instructions for c in i.calls} if backend == "gpu" else {}
+            for dot in (i for i in hlo.instructions if i.opcode == "dot"):
+                view = hlo_view(hlo, dot, layer)
+                holder = holders.get(dot.computation)
+                if view is not None and holder is not None:
+                    view = replace(view, where=f"inside the fusion %{holder.name} "
+                                               f"(its fused computation %{dot.computation})")
+                if view is not None:
+                    yield f"{target}-{dot.line}", view
+
+
 def _asked(program: ProgramRecord) -> list[DecoderItem]:
-    """The program's decoder questions, weighted by their dots alone."""
+    """The program's decoder questions, weighted by their dots alone: each dot_general equation's at every layer,
+    or, in a dump without a jaxpr, each dot its StableHLO and compiled layers print."""
     out, asked = [], set()
-    for eqn in program.eqns:
-        if eqn.primitive != "dot_general":
+    found = [(eqn, view, "") for eqn in program.eqns if eqn.primitive == "dot_general"
+             for view in views(program, eqn)]
+    if not program.eqns:
+        found = [(None, view, where) for where, view in dump_views(program)]
+    for eqn, view, where in found:
+        key = (view.layer, view.dims.skeleton())
+        if key in asked:
             continue
-        for view in views(program, eqn):
-            key = (view.layer, view.dims.skeleton())
-            if key in asked:
-                continue
-            asked.add(key)
-            items = view_items(eqn, view, _steps(program.slug, view) if view.dims.is_plain_matmul() else STEPS,
-                               program.slug)
-            if view.dims.is_plain_matmul() and items:
-                # `x @ w` reads the same everywhere: one question per layer, its step drawn by layer and its
-                # axis by step, so a step asks the same axis at every layer: its card is the dot and step
-                first = [i for i in items if i.step == items[0].step]
-                items = [replace(first[order(len(first), program.slug, first[0].step, "axis")[0]], weight=1.0,
-                                 about="")]
-            out.extend(items)
+        asked.add(key)
+        items = view_items(eqn, view, _steps(program.slug, view) if view.dims.is_plain_matmul() else STEPS,
+                           program.slug, where)
+        if view.dims.is_plain_matmul() and items:
+            # `x @ w` reads the same everywhere: one question per layer, its step drawn by layer and its
+            # axis by step, so a step asks the same axis at every layer: its card is the dot and step
+            first = [i for i in items if i.step == items[0].step]
+            items = [replace(first[order(len(first), program.slug, first[0].step, "axis")[0]], weight=1.0,
+                             about="")]
+        out.extend(items)
     return out

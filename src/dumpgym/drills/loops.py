@@ -28,7 +28,7 @@ from collections import Counter as Tally
 from dumpgym.drills import drill
 from dumpgym.drills._avals import order
 from dumpgym.drills._layers import text_lines
-from dumpgym.drills._loops import Counter, counters, trip_misreadings
+from dumpgym.drills._loops import Counter, counters, stated_counters, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills._spread import answer_step, spread_weight
 from dumpgym.drills._roles import (operand_range, pick_wrong, scan_layout, scan_misreadings, while_layout,
@@ -305,8 +305,10 @@ def _jaxpr_item(eqn: EqnFact, step: str, question: str, shown: list[str], choice
             "jaxpr_lines": list(eqn.jaxpr_lines), **choice, **facts}
 
 
-def trip_item(program: ProgramRecord, target: str, listing: HloListing, c: Counter, eqn: EqnFact) -> dict | None:
-    """The `trips` item of one compiled while, or None when fewer than two misreadings differ from the answer."""
+def trip_item(program: ProgramRecord, target: str, listing: HloListing, c: Counter, eqn: EqnFact | None
+              ) -> dict | None:
+    """The `trips` item of one compiled while (of `eqn`, or of no equation in a dump without a jaxpr), or None
+    when no misreading differs from the answer."""
     n = c.runs()
     if n is None:
         return None
@@ -322,14 +324,15 @@ def trip_item(program: ProgramRecord, target: str, listing: HloListing, c: Count
     why = (f"the counter starts at {c.init}, moves by {c.step} a run, and the body runs while it is {sym} "
            f"{c.limit}: {n} times" + ("" if c.exact else ", or fewer: the condition also stops it on another test"))
     return {
-        "eqn": eqn.id, "layer": target, "step": "trips", "hlo_line": c.line, "instruction": c.name,
+        "eqn": eqn.id if eqn is not None else None, "layer": target, "step": "trips", "hlo_line": c.line,
+        "instruction": c.name,
         "form": Typed("int", str(n), misread=misread), "feedback": why,
         # "At most" for every loop: an exact count is its own bound, and the words give away no early exit.
         # %while is named, not cited by its line: the excerpts below are cut from the listing, not numbered.
         "question": f"At most how many times does the body of %{c.name} run? Type the number.",
         "shown": [which_compile(listing.hlo), _excerpt(listing, c.start), _excerpt(listing, _test_lines(listing, c)),
                   _excerpt(listing, c.update)],
-        "jaxpr_lines": list(eqn.jaxpr_lines),
+        **({"jaxpr_lines": list(eqn.jaxpr_lines)} if eqn is not None else {"primitive": "while"}),
     }
 
 
@@ -353,14 +356,21 @@ def _excerpt(listing: HloListing, lines: tuple[int, ...]) -> str:
 
 
 def trip_items(program: ProgramRecord) -> list[dict]:
-    """One `trips` item per compiled while of each TPU and GPU layer whose counter XLA's graph shows."""
+    """One `trips` item per compiled while of each TPU and GPU layer whose counter XLA's graph shows; in a dump's
+    record, also of its CPU layer, and of each while whose line states XLA's own count (`stated_counters`). A
+    while is asked where an equation of the jaxpr holds it, or, in a dump without a jaxpr, of the compiled
+    while alone."""
     items = []
-    for target, hlo in {**program.layers("tpu"), **program.layers("gpu")}.items():
+    backends = ("tpu", "gpu", "cpu") if program.dump is not None else ("tpu", "gpu")
+    layers = {k: v for backend in backends for k, v in program.layers(backend).items()}
+    for target, hlo in layers.items():
         listing = HloListing(hlo)
         owner = {i.name: i.eqns for i in hlo.instructions}
-        for c in counters(hlo):
+        found = counters(hlo) + (stated_counters(hlo) if program.dump is not None else [])
+        for c in sorted(found, key=lambda c: c.line):
             loops = [e for e in owner.get(c.name, ()) if program.eqns[e].primitive in LOOPS]
-            item = trip_item(program, target, listing, c, program.eqns[max(loops)]) if loops else None
+            eqn = program.eqns[max(loops)] if loops else None
+            item = trip_item(program, target, listing, c, eqn) if loops or not program.eqns else None
             if item is not None:
                 items.append(item)
     return items
@@ -371,7 +381,8 @@ def _item(program: ProgramRecord, draft: dict) -> Item:
     `body-aval` the operand asked about (for `trips`, the compiled while)."""
     layer = draft["layer"]  # jaxpr, or a TPU or GPU layer's compile target id (`trips`)
     about = [draft[k] for k in ("operand", "instruction", "value") if k in draft]
-    card = (draft["eqn"], draft["step"], *about, *((layer,) if layer != "jaxpr" else ()))
+    card = (*((draft["eqn"],) if draft["eqn"] is not None else ()), draft["step"], *about,
+            *((layer,) if layer != "jaxpr" else ()))
     context = refer(program, layer, draft["shown"])
     if "form" not in draft:
         return from_draft({k: v for k, v in draft.items() if k != "role"}, card=card, layer=layer, context=context)
@@ -380,7 +391,7 @@ def _item(program: ProgramRecord, draft: dict) -> Item:
                 **{k: tuple(v) if k == "jaxpr_lines" else v for k, v in draft.items() if k in _ITEM_FIELDS})
 
 
-_ITEM_FIELDS = ("question", "eqn", "step", "weight", "feedback", "jaxpr_lines")
+_ITEM_FIELDS = ("question", "eqn", "step", "weight", "feedback", "jaxpr_lines", "primitive")
 
 
 # A program with more items of one step (rnn-bptt's backward scan alone has ten operands) shares 4 of weight.

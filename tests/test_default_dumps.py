@@ -1,0 +1,255 @@
+"""Drills from a dump made the way most users make one: `XLA_FLAGS=--xla_dump_to=DIR` alone (XLA's HLO before and
+after optimisation, no StableHLO, no jaxpr), or `JAX_DUMP_IR_TO=DIR` in JAX's default mode beside it (StableHLO,
+no jaxpr). Each folder is made in a fresh process of programs as users write them (`tests/dump_drill_programs.py`:
+an RNN's train step over a `lax.scan`, a transformer block's train step whose attention is a batched einsum).
+Such a record has no equations, so the kinds whose answers the texts hold are asked of the layers it has: the
+decoder of every dot the StableHLO and the compiled HLO print, a compiled while's runs. The answers are checked
+against JAX: a dot's dimension numbers, operands and output against the dot_general equations JAX traces of the
+same function here, a while's runs against the length of the scan JAX traces."""
+import re
+from collections import Counter
+from math import prod
+
+import pytest
+
+from dump_drill_programs import added_pool, jax_equations, load
+from dump_programs import make_dump
+from dumpgym.record.schema import ProgramRecord
+from pool_checks import assert_pool_item, readable
+
+NAMES = ("rnn_train_step", "transformer_train_step")
+# How a user dumps: XLA's flag alone, or JAX's StableHLO (its default mode) beside it.
+HOW = {"xla": None, "jax-default": ""}
+
+
+@pytest.fixture(scope="module", params=sorted(HOW))
+def dumped(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"default-{request.param}")
+    folder = make_dump(root / "dump", NAMES, "cpu", module="dump_drill_programs", jax_modes=HOW[request.param])
+    return (request.param, *added_pool(folder, root / "corpus", NAMES))
+
+
+def _items(pool: dict, record: ProgramRecord, **where) -> list[dict]:
+    return [i for i in pool["items"] if i["program"] == record.slug and all(i.get(k) == v for k, v in where.items())]
+
+
+def _jax_eqns(name: str, primitive: str) -> list:
+    """Every `primitive` equation of the jaxpr JAX traces of the program here, sub-jaxprs' too."""
+    return [e for e in jax_equations(name) if e.primitive.name == primitive]
+
+
+def _jax_dots(name: str) -> list:
+    return _jax_eqns(name, "dot_general")
+
+
+def _short(aval) -> str:
+    return aval.str_short(short_dtypes=True)
+
+
+def test_a_dump_without_a_jaxpr_gives_decoder_and_loop_items_that_pass_the_pool_checks(dumped):
+    how, pool, records = dumped
+    for name, record in records.items():
+        assert not record.eqns and not record.jaxpr  # nothing is made up where the dump has no jaxpr
+        assert bool(record.stablehlo) == (how != "xla")
+        items = _items(pool, record)
+        for item in items:
+            assert_pool_item(item, set())
+            shown = readable(item, record)
+            assert shown["shown"] and all(isinstance(b, str) and b for b in shown["shown"]), item["card"]
+        layers = Counter((i["drill"], i["layer"]) for i in items)
+        # every dot the texts print is decoded: at the compiled layer always, at StableHLO where the dump has it
+        assert layers["decoder", "cpu"] >= 5, (name, layers)
+        assert (layers["decoder", "stablehlo"] >= 5) == (how != "xla"), (name, layers)
+    kinds = Counter(i["drill"] for i in _items(pool, records["rnn_train_step"]))
+    assert kinds["loops"] >= 1 and len(_items(pool, records["rnn_train_step"])) >= 20, kinds
+
+
+def _jax_dot_of(dots: list, item: dict):
+    """The dot_general JAX traces whose dimension numbers and operands are the item's dot's."""
+    facts = item["facts"]
+    for eqn in dots:
+        (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+        text = f"(({list(lc)}, {list(rc)}), ({list(lb)}, {list(rb)}))".replace(" ", "")
+        if (text, _short(eqn.invars[0].aval), _short(eqn.invars[1].aval)) == (
+                facts["dimension_numbers"].replace(" ", ""), facts["lhs"], facts["rhs"]):
+            return eqn
+    return None
+
+
+def test_a_stablehlo_dot_is_decoded_as_jax_traced_it(dumped):
+    """Each StableHLO decoder item's dot is a dot_general JAX traces of the same function, and its answer is what
+    that equation's params and output say: the contracted size, an axis's role, where it lands, the output type."""
+    how, pool, records = dumped
+    if how == "xla":
+        pytest.skip("an XLA-only dump has no StableHLO")
+    _check_stablehlo_dots(pool, records)
+
+
+def _check_stablehlo_dots(pool: dict, records: dict[str, ProgramRecord]) -> None:
+    checked = Counter()
+    for name, record in records.items():
+        dots = _jax_dots(name)
+        for item in _items(pool, record, drill="decoder", layer="stablehlo"):
+            eqn = _jax_dot_of(dots, item)
+            assert eqn is not None, (name, item["facts"])
+            (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+            lists = {"lhs": (lc, lb), "rhs": (rc, rb)}
+            avals = {"lhs": eqn.invars[0].aval, "rhs": eqn.invars[1].aval}
+            shown, step = readable(item, record), item["step"]
+            asked = re.search(r"\b(lhs|rhs) axis (\d+)\b", item["question"])  # of a one-axis question
+            if step == "contracted-size":
+                assert shown["value"] == str(prod(avals["lhs"].shape[a] for a in lc))
+            elif step == "output":
+                assert shown["value"] == _short(eqn.outvars[0].aval)
+            elif step in ("lhs-free", "rhs-free") and item["answer"]["form"] == "axes":
+                side = step[:3]
+                contracted, batch = lists[side]
+                assert shown["axes"] == [a for a in range(avals[side].ndim) if a not in (*contracted, *batch)]
+            elif step in ("lhs-free", "rhs-free"):
+                side, axis = asked[1], int(asked[2])
+                contracted, batch = lists[side]
+                role = "contracted" if axis in contracted else "batch" if axis in batch else "free"
+                assert shown["options"][shown["answer"]] == role, item["card"]
+            elif step == "output-axis":
+                side, axis = asked[1], int(asked[2])
+                picked = shown["options"][shown["answer"]]
+                if axis in lists[side][0]:
+                    assert not picked.startswith("output axis"), item["card"]
+                else:
+                    j = int(picked.rsplit(" ", 1)[1])
+                    assert eqn.outvars[0].aval.shape[j] == avals[side].shape[axis], item["card"]
+            checked[step] += 1
+    assert checked["contracted-size"] >= 2 and sum(checked.values()) >= 10, checked
+
+
+# The jaxpr primitives a StableHLO op of the shape oracle lowers from.
+_LOWERED_FROM = {"stablehlo.transpose": ("transpose",), "stablehlo.concatenate": ("concatenate",),
+                 "stablehlo.reduce": ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+                                      "reduce_or")}
+
+
+def test_a_stablehlo_ops_shape_is_the_aval_jax_gives_its_equation(dumped):
+    """A shapes item of a dump without a jaxpr asks of a StableHLO op; its answer is the output aval of an equation
+    JAX traces of the same function, of the primitive the op lowers from, on the same operand avals."""
+    how, pool, records = dumped
+    if how == "xla":
+        pytest.skip("an XLA-only dump has no StableHLO")
+    _check_stablehlo_shapes(pool, records)
+
+
+def _check_stablehlo_shapes(pool: dict, records: dict[str, ProgramRecord]) -> None:
+    checked = 0
+    for name, record in records.items():
+        outputs: dict[tuple, set[str]] = {}
+        for eqn in jax_equations(name):
+            key = (eqn.primitive.name, tuple(_short(v.aval) for v in eqn.invars))
+            outputs.setdefault(key, set()).add(_short(eqn.outvars[0].aval))
+        for item in _items(pool, record, drill="shapes", layer="stablehlo"):
+            assert item["eqn"] is None
+            facts, value = item["facts"], item["answer"]["value"]
+            operands = tuple(facts["operands"][:1]) if facts["op"] == "stablehlo.reduce" else tuple(facts["operands"])
+            found = set().union(*(outputs.get((p, operands), set()) for p in _LOWERED_FROM[facts["op"]]))
+            assert value in found, (name, item["card"], value, found)
+            assert value not in item["answer"]["misread"]
+            checked += 1
+    assert checked >= 4, checked
+
+
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
+           "i32": "int32", "i64": "int64"}
+
+
+def _struct(aval: str):
+    import jax
+    import jax.numpy as jnp
+
+    m = re.fullmatch(r"([a-z]+\d+)\[([\d,]*)\]", aval)
+    return jax.ShapeDtypeStruct(tuple(int(d) for d in m[2].split(",") if d), jnp.dtype(_DTYPES[m[1]]))
+
+
+def _check_shapes_by_jax(pool: dict, records: dict[str, ProgramRecord]) -> Counter:
+    """Every shapes item of a dump without a jaxpr, at StableHLO or a compiled layer: its answer is the aval
+    `jax.eval_shape` gives the lax op of that kind on the operands it shows, with the attribute its line prints."""
+    import jax
+    from jax import lax
+
+    ops = {"transpose": lambda xs, a: lax.transpose(xs[0], a),
+           "reduce": lambda xs, a: lax.reduce(xs[0], xs[1], lax.add, a),
+           "concatenate": lambda xs, a: lax.concatenate(xs, a[0])}
+    checked = Counter()
+    for record in records.values():
+        for item in _items(pool, record, drill="shapes"):
+            facts = item["facts"]
+            op = ops[facts["op"].removeprefix("stablehlo.")]
+            out = jax.eval_shape(lambda *xs: op(xs, tuple(facts["attribute"])), *map(_struct, facts["operands"]))
+            assert _short(jax.core.ShapedArray(out.shape, out.dtype)) == item["answer"]["value"], item["card"]
+            assert item["answer"]["misread"] and item["answer"]["value"] not in item["answer"]["misread"]
+            checked[item["layer"]] += 1
+    return checked
+
+
+def test_an_ops_shape_is_the_aval_jax_gives_that_op(dumped):
+    how, pool, records = dumped
+    checked = _check_shapes_by_jax(pool, records)
+    assert checked["cpu"] >= 2 and (checked["stablehlo"] >= 4) == (how != "xla"), checked
+
+
+def test_a_compiled_dot_contracts_what_jax_contracts(dumped):
+    """A compiled dot may be laid out otherwise than JAX traced it (XLA transposes an operand, and the CPU computes a
+    bf16 dot in f32), but it sums as many products, and makes as many elements, as a dot_general JAX traces of the
+    same function."""
+    _how, pool, records = dumped
+    checked = Counter()
+    for name, record in records.items():
+        dots = _jax_dots(name)
+        sums = {str(prod(e.invars[0].aval.shape[a] for a in e.params["dimension_numbers"][0][0])) for e in dots}
+        outs = {e.outvars[0].aval.size for e in dots}
+        for item in _items(pool, record, drill="decoder", layer="cpu"):
+            shown = readable(item, record)
+            if item["step"] == "contracted-size":
+                assert shown["value"] in sums, (name, item["facts"], sums)
+                checked["size"] += 1
+            elif item["step"] == "output":
+                dims = shown["value"].split("[")[1].rstrip("]").split(",")
+                assert prod(int(d) for d in dims if d) in outs, (name, shown["value"])
+                checked["output"] += 1
+    assert checked["size"] >= 2, checked
+
+
+def test_a_compiled_scan_runs_as_often_as_jax_scans(dumped):
+    """The CPU compile's whiles run once per step of the scans JAX traces of the same function (forward and
+    backward alike), read from the dump with no jaxpr to link them to."""
+    _how, pool, records = dumped
+    _check_trips(pool, records["rnn_train_step"], "cpu")
+
+
+def _check_trips(pool: dict, record: ProgramRecord, layer: str) -> None:
+    trips = _items(pool, record, drill="loops", step="trips")
+    lengths = {str(e.params["length"]) for e in _jax_eqns("rnn_train_step", "scan")}
+    assert trips and {i["answer"]["value"] for i in trips} == lengths, (trips, lengths)
+    for item in trips:
+        shown = readable(item, record)
+        assert item["eqn"] is None and item["layer"] == layer
+        assert shown["value"] not in shown["misread"] and len(shown["misread"]) >= 1
+        # the while's line is shown without XLA's backend_config, which states the count
+        assert not any("known_trip_count" in block for block in shown["shown"])
+
+
+@pytest.mark.needs_tpu
+def test_a_tpu_dump_without_a_jaxpr_gives_seven_kinds(tmp_path):
+    """One TPU v5e compile, dumped with JAX's default mode beside XLA's flag: the transformer's train step gives seven
+    kinds or more with no jaxpr, each item passing the pool's checks, its StableHLO answers JAX's, and the RNN's
+    compiled whiles run as often as JAX's scans."""
+    folder = make_dump(tmp_path / "dump", NAMES, "tpu", module="dump_drill_programs", jax_modes="")
+    pool, records = added_pool(folder, tmp_path / "corpus", NAMES)
+    kinds = Counter(i["drill"] for i in _items(pool, records["transformer_train_step"]))
+    assert len(kinds) >= 7 and {"decoder", "shapes", "layouts", "units", "cost"} <= set(kinds), kinds
+    for record in records.values():
+        assert not record.eqns
+        for item in _items(pool, record):
+            assert_pool_item(item, set())
+            assert all(isinstance(b, str) and b for b in readable(item, record)["shown"]), item["card"]
+    _check_stablehlo_dots(pool, records)
+    _check_stablehlo_shapes(pool, records)
+    assert _check_shapes_by_jax(pool, records)["tpu"] >= 1
+    _check_trips(pool, records["rnn_train_step"], "tpu")

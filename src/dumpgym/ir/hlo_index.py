@@ -14,6 +14,7 @@ each header (its name), at the ENTRY's parameters, and at the one line each chun
 linear: no search goes back over what it has passed."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -39,6 +40,10 @@ _ENTRY = int.from_bytes(b"ENTRY ", "little")
 _ROOT = int.from_bytes(b"ROOT ", "little")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # spreads a key's bits over a word's high bits (a bucket, `_Pass._codes`)
 _BUCKET_BITS = 16
+# Finding a `(` in a word eight bytes at a time: a byte of `word ^ _PARENS` is 0 where the word's is `(`.
+_PARENS, _ONES, _HIGHS = (np.uint64(int.from_bytes(bytes([b]) * 8, "little")) for b in (_PAREN, 1, 128))
+_ONE, _SEVEN, _FIFTY_SIX = np.uint64(1), np.uint64(7), np.uint64(56)
+_BYTE_INDEX = np.uint64(0x0001020304050607)  # (1 << 8i) * this has i in its top byte
 
 
 class _Pass:
@@ -46,7 +51,7 @@ class _Pass:
     (a name is decoded only where it is kept)."""
 
     def __init__(self) -> None:
-        self.computations: list[Computation] = []
+        self.computations: list[tuple[str, int, bool, int]] = []  # a `Computation`'s fields, in their order
         self.current: tuple[str, int, bool] | None = None  # (name, line, entry) of the computation being read
         self.instructions = 0  # of the computation being read
         self.opcodes: Counter = Counter()
@@ -108,10 +113,14 @@ class _Pass:
         in_entry[0] = self.current is not None and self.current[2]
         in_entry[heads + 1] = entry
         ind = np.flatnonzero(indented)
-        run = np.searchsorted(ev, ind)
+        run = np.cumsum(events)[ind]  # the events before each indented line (it is none)
         kept = inside[run]
         ind, run = ind[kept], run[kept]
-        codes = self._codes(buf, data, words, starts[ind], ends[ind], int(nl[-1]), number + ind)
+        limit = int(nl[-1])  # past every line of the chunk
+        # The chunk's spaces, with sentinels past every line's end.
+        spaces = np.flatnonzero(data[:limit] == _SPACE)
+        spaces = np.concatenate((spaces, np.full(4, limit + 1, spaces.dtype)))
+        codes = self._codes(buf, data, words, starts[ind], ends[ind], limit, spaces)
         counted = codes >= 0
         per_run = np.bincount(run[counted], minlength=len(ev) + 1)
         self.unread += int(np.count_nonzero(codes == -2))
@@ -129,24 +138,25 @@ class _Pass:
         if not len(ev):
             return
         self._close()
-        names = _names(buf, data, hs + np.where(entry, 6, 0), ends[ev[heads]], hs + HEAD)
+        names = _names(data, hs + np.where(entry, 6, 0), ends[ev[heads]], hs + HEAD, spaces)
         lines = (number + ev[heads]).tolist()
         entries = entry.tolist()
         sizes = per_run[heads + 1].tolist()
         last_open = bool(opens[ev[-1]])
         done = len(names) - last_open
-        self.computations.extend(map(Computation, names[:done], lines[:done], entries[:done], sizes[:done]))
+        self.computations.extend(zip(names[:done], lines[:done], entries[:done], sizes[:done]))
         if last_open:
             self.current, self.instructions = (names[-1], lines[-1], entries[-1]), sizes[-1]
 
-    def _codes(self, buf, data, words, s: np.ndarray, e: np.ndarray, limit: int, numbers: np.ndarray) -> np.ndarray:
+    def _codes(self, buf, data, words, s: np.ndarray, e: np.ndarray, limit: int, spaces: np.ndarray) -> np.ndarray:
         """The indented lines from `s` to `e` (before their newlines): each one's opcode as its number in
         `_names`, -2 where `_read_instruction` finds b"" (unread), -1 where it finds no instruction.
 
         A line read here is `  [ROOT ]NAME = SHAPE OPCODE(...` with its ` = ` after the first space past the
         indent (past `ROOT `), a shape not a tuple, and an opcode of at most `_KEY` bytes: its opcode is the
         bytes between the space that ends the shape and the first `(` after it, as `_read_instruction` reads
-        them; the others are read by it, alone. `limit` is the chunk's last newline (past every line)."""
+        them; the others are read by it, alone. `limit` is the chunk's last newline (past every line), `spaces`
+        where its spaces are (then four sentinels past `limit`)."""
         codes = np.full(len(s), -1, np.int64)
         if not len(s):
             return codes
@@ -155,27 +165,16 @@ class _Pass:
         ok &= (c2 != _SPACE) & (c2 != _TAB) & (c2 != _EQUALS)
         root = (words[s + 2] & _MASKS[5]) == _ROOT
         ok &= ~root | (data[s + 7] != _EQUALS)
-        # The chunk's spaces and parentheses, each with sentinels past the chunk (past every line's end).
-        spaces = np.flatnonzero(data[:limit] == _SPACE)
-        spaces = np.concatenate((spaces, np.full(3, limit + 1, spaces.dtype)))
         k = np.searchsorted(spaces, s + 2) + root  # the space before ` = `, if the line is read here
-        p = spaces[np.minimum(k, len(spaces) - 3)]
-        ok &= (p + 2 < e) & (data[np.minimum(p + 1, limit)] == _EQUALS) & (data[np.minimum(p + 2, limit)] == _SPACE)
-        at = p + 3
-        ok &= data[np.minimum(at, limit)] != _PAREN  # a tuple shape: read alone
-        end = spaces[np.minimum(k + 2, len(spaces) - 1)]  # the first space at or after `at`
-        parens = np.flatnonzero(data[:limit] == _PAREN)
-        parens = np.append(parens, limit + 1)
-        paren = parens[np.searchsorted(parens, end)]
-        found = ok & (end < e) & (paren < e)
-        size = paren - end - 1
-        codes[ok & ~found] = -2  # no space after the shape, or no `(` after it, within the line
-        codes[found & (size == 0)] = -2
-        keyed = found & (size > 0) & (size <= _KEY)
-        slow = np.flatnonzero(~ok | (found & (size > _KEY)))
-        lines = np.flatnonzero(keyed)
+        p = spaces[k]
+        ok &= (p + 2 < e) & (data[p + 1] == _EQUALS) & (data[p + 2] == _SPACE)
+        ok &= data[p + 3] != _PAREN  # a tuple shape: read alone
+        end = spaces[k + 2]  # the first space at or after the shape's start
+        codes[ok & (end >= e)] = -2  # no space after the shape within the line
+        lines = np.flatnonzero(ok & (end < e))
+        slow = np.flatnonzero(~ok)
         if len(lines):
-            codes[lines], alone = self._keyed(buf, words, end[lines] + 1, size[lines])
+            codes[lines], alone = self._keyed(buf, words, end[lines] + 1)
             slow = np.union1d(slow, lines[alone])
         for i in slow.tolist():
             start = int(s[i])
@@ -183,28 +182,53 @@ class _Pass:
             codes[i] = -1 if read is None else -2 if not read else self._id(read)
         return codes
 
-    def _keyed(self, buf, words, at: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The code of each opcode of `size` bytes at `at`, and where it is to be read alone instead: the bytes
-        read as four masked words, the opcodes with the same words given one code (the bucket of their words'
-        mix; one whose bucket holds other words is read alone). Each distinct opcode is checked once."""
-        parts = [words[at + 8 * j] & _MASKS[np.clip(size - 8 * j, 0, 8)] for j in range(_KEY // 8)]
+    def _keyed(self, buf, words, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The code of the opcode at each of `at` (it ends at the first `(` after), and which of them are to be
+        read alone instead. Read in 8-byte words: the first `(` within `_KEY` bytes found in each (a line with
+        none is read alone), the bytes before it as four words masked to them, the opcodes with the same words
+        given one code (by the bucket of their words' mix; one whose bucket holds other words is read alone).
+        Each distinct opcode is checked once. Where the `(` is past the line's end, the opcode holds its
+        newline and is no opcode: unread, as `_read_instruction` finds it (no `(` within the line)."""
+        size = np.full(len(at), -1, np.int64)  # the bytes before the `(`
+        first = words[at]
+        todo = np.arange(len(at))
+        for j in range(_KEY // 8):
+            word = first if j == 0 else words[at[todo] + 8 * j]
+            x = word ^ _PARENS
+            found = (x - _ONES) & ~x & _HIGHS  # the lowest bit set is the first `(`'s byte's (none: 0)
+            hit = found != 0
+            lowest = found[hit] & (~found[hit] + _ONE)
+            size[todo[hit]] = 8 * j + (((lowest >> _SEVEN) * _BYTE_INDEX) >> _FIFTY_SIX).astype(np.int64)
+            todo = todo[~hit]
+            if not len(todo):
+                break
         mixed = size.astype(np.uint64)
-        for part in parts:
+        parts = []
+        for j in range(_KEY // 8):
+            part = np.zeros(len(at), np.uint64)
+            has = np.flatnonzero(size > 8 * j)
+            if not len(has):
+                break
+            part[has] = (first[has] if j == 0 else words[at[has] + 8 * j]) & _MASKS[np.minimum(size[has] - 8 * j, 8)]
+            parts.append(part)
             mixed = (mixed ^ part) * _MIX
         bucket = (mixed >> np.uint64(64 - _BUCKET_BITS)).astype(np.int64)
         holder = np.zeros(1 << _BUCKET_BITS, np.int64)
         holder[bucket] = np.arange(len(at))  # one line of each bucket: the one its code is read from
         rep = holder[bucket]
-        same = size == size[rep]
+        same = (size == size[rep]) & (size > 0)
         for part in parts:
             same &= part == part[rep]
         table = np.full(1 << _BUCKET_BITS, -2, np.int64)
         used = np.zeros(1 << _BUCKET_BITS, bool)
         used[bucket] = True
         for i in holder[used].tolist():
-            opcode = bytes(buf[int(at[i]):int(at[i]) + int(size[i])])
-            table[bucket[i]] = -2 if opcode.translate(None, _OPCODE_BYTES) else self._id(opcode)
-        return table[bucket], np.flatnonzero(~same)
+            if size[i] > 0:
+                opcode = bytes(buf[int(at[i]):int(at[i]) + int(size[i])])
+                table[bucket[i]] = -2 if opcode.translate(None, _OPCODE_BYTES) else self._id(opcode)
+        codes = table[bucket]
+        codes[size == 0] = -2  # an empty opcode
+        return codes, np.flatnonzero(~same & (size != 0))
 
     def _id(self, opcode: bytes) -> int:
         i = self._ids.get(opcode)
@@ -215,7 +239,7 @@ class _Pass:
 
     def _close(self) -> None:
         if self.current is not None:
-            self.computations.append(Computation(*self.current, self.instructions))
+            self.computations.append((*self.current, self.instructions))
             self.current, self.instructions = None, 0
 
     def _instruction(self, number: int, head: bytes) -> None:
@@ -252,14 +276,24 @@ def _header(head: bytes) -> bool:
         head.rstrip().endswith(b"{") or len(head) >= HEAD)
 
 
-def _names(buf, data, at: np.ndarray, ends: np.ndarray, limits: np.ndarray) -> list[str]:
-    """The name of each header whose name starts at `at` (past `ENTRY `): to its first space or `(`, within
-    its line (ending at `ends`) and its head (ending at `limits`), without its leading `%`s."""
-    out = []
-    for a, e in zip(at.tolist(), np.minimum(ends, limits).tolist()):
-        name = bytes(buf[a:e])
-        out.append(name.split(b" ", 1)[0].split(b"(", 1)[0].lstrip(b"%").decode("utf-8", "replace"))
-    return out
+def _names(data: np.ndarray, at: np.ndarray, ends: np.ndarray, limits: np.ndarray, spaces: np.ndarray) -> list[str]:
+    """The name of each header whose name starts at `at` (past `ENTRY `): to its first space or `(`, within its
+    line (ending at `ends`) and its head (ending at `limits`), without its leading `%`s, decoded as `_Pass.line`
+    decodes it. The names are gathered into one text (each ended by a newline, which no name holds) decoded at
+    once: an invalid byte is replaced alone, never with the newline after it."""
+    if not len(at):
+        return []
+    stop = np.minimum(np.minimum(ends, limits), spaces[np.searchsorted(spaces, at)])
+    skip = (data[at] == ord("%")) & (at < stop)
+    at = at + skip
+    sizes = stop - at + 1  # each name and the byte after it, made a newline
+    places = np.repeat(at - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes) + np.arange(int(sizes.sum()))
+    joined = data[places]
+    joined[np.cumsum(sizes) - 1] = _NEWLINE
+    names = joined.tobytes().decode("utf-8", "replace").split("\n")[:-1]
+    if np.any(joined == _PAREN) or np.any(data[at[skip]] == ord("%")):  # a `(` in a name, or `%%`: as `line` reads it
+        names = [name.split("(", 1)[0].lstrip("%") for name in names]
+    return names
 
 
 def _read_instruction(head: bytes) -> bytes | None:
@@ -313,6 +347,14 @@ def index_hlo(path: Path, report=None, chunk: int = CHUNK) -> tuple[StreamedHlo,
     """The facts of `path` (an HLO text file) and its line index: `offsets[i]` is where line i+1 starts, and
     one more entry, the file's size. `report(bytes_read, offsets)` is called after each chunk, with the
     offsets so far (those of the lines read whole, and where the next starts)."""
+    facts, computations, offsets = _index(path, report, chunk)
+    return dataclasses.replace(facts, computations=tuple(Computation(*c) for c in computations)), offsets
+
+
+def _index(path: Path, report, chunk: int) -> tuple[StreamedHlo, list[tuple[str, int, bool, int]], array]:
+    """`index_hlo`'s facts without their computations, the computations' fields (a hundred thousand
+    `Computation`s take a fifth of a second to make: the process that sends them as JSON makes none), and
+    the offsets."""
     began, began_cpu = time.perf_counter(), time.process_time()
     offsets = array("Q", [0])
     state = _Pass()
@@ -345,13 +387,13 @@ def index_hlo(path: Path, report=None, chunk: int = CHUNK) -> tuple[StreamedHlo,
         offsets.append(at)
     state._close()
     lines = len(offsets) - 1
-    facts = StreamedHlo(size=at, lines=lines, computations=tuple(state.computations),
+    facts = StreamedHlo(size=at, lines=lines, computations=(),
                         opcodes=tuple(sorted(((k.decode(), n) for k, n in state.opcodes.items()), key=lambda kv: (-kv[1], kv[0]))),
                         parameters=tuple(sorted(state.parameters, key=lambda p: p.number)), unread=state.unread,
                         head=HEAD, longest_line=longest, index_bytes=offsets.itemsize * len(offsets),
                         seconds=time.perf_counter() - began, peak_bytes=_peak(),
                         cpu_seconds=time.process_time() - began_cpu)
-    return facts, offsets
+    return facts, state.computations, offsets
 
 
 def _peak() -> int:
@@ -392,12 +434,14 @@ def main(argv: list[str] | None = None) -> int:
             if heard[0]:
                 _send(out, "P", read, offsets, sent)
     try:
-        facts, offsets = index_hlo(Path(path), report)
+        facts, computations, offsets = _index(Path(path), report, CHUNK)
     except (OSError, MemoryError) as e:
         out.write(("E cannot read " + " ".join(f"{path}: {getattr(e, 'strerror', None) or e}".split()) + "\n")
                   .encode("utf-8", "backslashreplace"))
         return 1
-    data = json.dumps(facts.to_json()).encode("utf-8")
+    data = facts.to_json()
+    data["computations"] = computations  # as `to_json` writes them: each a list of its fields
+    data = json.dumps(data).encode("utf-8")
     out.write(f"D {len(data)}\n".encode() + data)
     _send(out, "O", None, offsets, sent)
     return 0

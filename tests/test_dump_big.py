@@ -482,7 +482,8 @@ def _odd_lines(head: int) -> tuple[list[bytes], list[bytes]]:
     """Instruction lines and headers that no XLA prints but a file may hold, each a case of its own for the
     pass's reading: (lines for a computation's body, header lines each opening a computation)."""
     body = [b"  %a = f32[] negate(%p)", b"  ROOT %r = f32[] add(%a, %a)", b"  ROOT = x = f32[] add(%a)",
-            b"  ROOT %x=y = f32[] add(%a)", b"  %eq = = f32[] add(%a)", b"  %s = f32[] Negate(%a)",
+            b"  ROOT %x=y = f32[] add(%a)", b"  %eq = = f32[] add(%a)",
+            b"  ROOT = = f32[] add(%a)", b"  = = f32[] add(%a)", b"  abc\nx = y",  # its first space is the next line's b"  %s = f32[] Negate(%a)",
             b"  %sp = f32[] ne gate(%a)", b"  %v = f32[]", b"  %w = f32[] negate", b"  %nop = f32[] (%a)",
             b"  %t = (f32[], s32[]) tuple(%a, %b)", b"  %tt = ((f32[]), (s32[1]{0:T(2)})) tuple(%a, %b)",
             b"  %tl = f32[1]{0:T(2)(1)} add(%a)", b"  %cr = f32[] add(%a)\r", b"  %e = f32[] add\r",

@@ -160,7 +160,7 @@ class _Pass:
         codes = np.full(len(s), -1, np.int64)
         if not len(s):
             return codes
-        ok = (e - s >= 8) & (e - s <= HEAD) & (data[s] == _SPACE) & (data[s + 1] == _SPACE)
+        ok = (e - s <= HEAD) & (data[s] == _SPACE) & (data[s + 1] == _SPACE)
         c2 = data[s + 2]
         ok &= (c2 != _SPACE) & (c2 != _TAB) & (c2 != _EQUALS)
         root = (words[s + 2] & _MASKS[5]) == _ROOT

@@ -490,7 +490,8 @@ def _odd_lines(head: int) -> tuple[list[bytes], list[bytes]]:
             b"  no equals here", b"  %q =f32[] add(%a)", b"  a", b"  ", b"\t", b"  %tab\t= f32[] add(%a)",
             b"  %dot.1 = f32[] dot(%a), metadata={op_name=\"x = y\"}", b"  %u = f32[] add(%a) = z(",
             b"  %n\xc3\xa9 = f32[] add(%a)", b"  %bad\xff = f32[] add(%a)", b"  %o = f32[] c\xc3\xa9(%a)",
-            b"  %big = f32[] constant(" + b"1" * (head + 10) + b")", b"  %far = f32[] " + b"k" * (head + 10) + b"(%a)"]
+            b"  %big = f32[] constant(" + b"1" * (head + 10) + b")", b"  %far = f32[] " + b"k" * (head + 10) + b"(%a)",
+            b"  %n" + b"n" * head + b" = f32[] add(%a)"]  # its ` = ` past the head read
     for size in (1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40):  # two of each length, their last bytes apart
         body += [b"  %%op%d = f32[] " % size + (b"ab-_9" * 9)[:size - 1] + last + b"(%a)" for last in (b"x", b"y")]
     body += [b"  %%p%d = f32[%d]{0} parameter(%d), metadata={op_name=\"a\\\"b\\\\\"}" % (k, k, k) for k in range(3)]

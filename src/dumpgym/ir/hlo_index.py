@@ -36,13 +36,16 @@ _WHITESPACE = np.array([32, 9, 10, 13, 11, 12], np.uint8)  # what bytes.rstrip s
 _PAD = 64  # zero bytes after a chunk's buffer: an 8-byte word may be read at any byte of the chunk
 _KEY = 32  # an opcode up to this long is counted by its bytes read as four words; a longer one is read alone
 _MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)  # the low k bytes of a word
-_ENTRY = int.from_bytes(b"ENTRY ", "little")
-_ROOT = int.from_bytes(b"ROOT ", "little")
+_ENTRY = np.uint64(int.from_bytes(b"ENTRY ", "little"))
+_ROOT = np.uint64(int.from_bytes(b"ROOT ", "little"))
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # spreads a key's bits over a word's high bits (a bucket, `_Pass._codes`)
 _BUCKET_BITS = 16
 # Finding a `(` in a word eight bytes at a time: a byte of `word ^ _PARENS` is 0 where the word's is `(`.
 _PARENS, _ONES, _HIGHS = (np.uint64(int.from_bytes(bytes([b]) * 8, "little")) for b in (_PAREN, 1, 128))
 _ONE, _SEVEN, _FIFTY_SIX = np.uint64(1), np.uint64(7), np.uint64(56)
+_BYTE = [np.uint64(8 * i) for i in range(8)]  # shifts that bring a word's byte i to its low byte
+_INDENT = np.uint64(int.from_bytes(b"  ", "little"))
+_EQUALS_SPACED = np.uint64(int.from_bytes(b" = ", "little"))
 _BYTE_INDEX = np.uint64(0x0001020304050607)  # (1 << 8i) * this has i in its top byte
 
 
@@ -160,15 +163,17 @@ class _Pass:
         codes = np.full(len(s), -1, np.int64)
         if not len(s):
             return codes
-        ok = (e - s <= HEAD) & (data[s] == _SPACE) & (data[s + 1] == _SPACE)
-        c2 = data[s + 2]
+        w = words[s]  # each line's first 8 bytes, its first in the low byte
+        ok = (e - s <= HEAD) & ((w & _MASKS[2]) == _INDENT)
+        c2 = (w >> _BYTE[2]) & _MASKS[1]
         ok &= (c2 != _SPACE) & (c2 != _TAB) & (c2 != _EQUALS)
-        root = (words[s + 2] & _MASKS[5]) == _ROOT
-        ok &= ~root | (data[s + 7] != _EQUALS)
+        root = ((w >> _BYTE[2]) & _MASKS[5]) == _ROOT
+        ok &= ~root | ((w >> _BYTE[7]) != _EQUALS)
         k = np.searchsorted(spaces, s + 2) + root  # the space before ` = `, if the line is read here
         p = spaces[k]
-        ok &= (p + 2 < e) & (data[p + 1] == _EQUALS) & (data[p + 2] == _SPACE)
-        ok &= data[p + 3] != _PAREN  # a tuple shape: read alone
+        after = words[p]
+        ok &= (p + 2 < e) & ((after & _MASKS[3]) == _EQUALS_SPACED)
+        ok &= ((after >> _BYTE[3]) & _MASKS[1]) != _PAREN  # a tuple shape: read alone
         end = spaces[k + 2]  # the first space at or after the shape's start
         codes[ok & (end >= e)] = -2  # no space after the shape within the line
         lines = np.flatnonzero(ok & (end < e))
@@ -202,14 +207,14 @@ class _Pass:
             todo = todo[~hit]
             if not len(todo):
                 break
-        mixed = size.astype(np.uint64)
-        parts = []
-        for j in range(_KEY // 8):
-            part = np.zeros(len(at), np.uint64)
+        parts = [first & _MASKS[np.clip(size, 0, 8)]]
+        mixed = (size.astype(np.uint64) ^ parts[0]) * _MIX
+        for j in range(1, _KEY // 8):
             has = np.flatnonzero(size > 8 * j)
             if not len(has):
                 break
-            part[has] = (first[has] if j == 0 else words[at[has] + 8 * j]) & _MASKS[np.minimum(size[has] - 8 * j, 8)]
+            part = np.zeros(len(at), np.uint64)
+            part[has] = words[at[has] + 8 * j] & _MASKS[np.minimum(size[has] - 8 * j, 8)]
             parts.append(part)
             mixed = (mixed ^ part) * _MIX
         bucket = (mixed >> np.uint64(64 - _BUCKET_BITS)).astype(np.int64)

@@ -1,17 +1,19 @@
 """One linear streaming pass over an optimised HLO text too big to parse whole: the byte offset of every line
 (the line index a window of the listing is read by), the computations' headers, the instructions counted by
 opcode and the ENTRY's parameters, read from the head of each line (at most `HEAD` bytes of it: a 300 MB
-constant printed on one line is skipped, never held). Memory: one chunk, one line's head, and the index at 8
-bytes a line. `main` runs it in a process of its own (`python -m dumpgym.ir.hlo_index`), reporting to the server on stdout.
+constant printed on one line is skipped, never held), the index at 8 bytes a line. `main` runs it in a
+process of its own (`python -m dumpgym.ir.hlo_index`), reporting to the server on stdout.
 
-The pass costs a few C-level scans of each chunk and array work a line, not Python work per line: numpy finds
-the chunk's newlines, spaces and opening parentheses (the line index, and where each instruction's ` = `, shape
-and opcode are: `_Pass.lines`), takes every line's first byte at once (an indented line is an instruction's, `}`
-closes a computation, a line ending in `{` opens one), and counts the opcodes by their bytes, each distinct one
-read by Python once a chunk. Python reads a line alone only where that reading is not sure to be `_Pass.line`'s
-(a tuple shape, an opcode longer than `_KEY` bytes, a line that is no instruction, one longer than `HEAD`), at
-each header (its name), at the ENTRY's parameters, and at the one line each chunk ends within. Every reader is
-linear: no search goes back over what it has passed."""
+The pass costs two C-level scans of each chunk and array work a line, not Python work per line (`_Pass.lines`):
+numpy finds the chunk's newlines (the line index) and spaces, takes every line's first byte at once (an indented
+line is an instruction's, `}` closes a computation, a line ending in `{` opens one), finds each instruction's
+` = ` and shape at the spaces after its indent, its opcode's `(` in the 8-byte words that follow the shape, and
+counts the opcodes by those words, each distinct opcode read by Python once a chunk. Python reads a line alone
+only where that reading may not be `_Pass.line`'s (a tuple shape, an opcode longer than `_KEY` bytes, a line
+that is no instruction, one longer than `HEAD`), decodes the chunk's headers' names at once, and reads the
+ENTRY's parameters and the one line each chunk ends within. Every reader is linear: no search goes back over
+what it has passed, none looks further than a line's head.
+Memory: one chunk, a few arrays of its lines' and spaces' positions, one line's head, and the index."""
 from __future__ import annotations
 
 import dataclasses

@@ -15,14 +15,16 @@ temporary folder; `DIR/constant-MB`, `DIR/lines-MB`):
   of short lines, as a big model's listing reads.
 
 Each run, alternating, each a fresh process: `cat` of the big optimised HLO (reading it); the line index's
-pass alone (`python -m dumpgym.ir.hlo_index FILE`, what `open` runs in a process of its own); `open` of the
+pass alone (`python -m dumpgym.ir.hlo_index FILE`, what `open` runs in a process of its own), beside a fresh
+interpreter that only imports it (the part of the pass's time that no file costs); `open` of the
 folder, its streamed page (where `open` lands) asked as soon as the URL is printed, then its gym's index
 asked every 50 ms (and the streamed page every 0.1 s) until the page says the line index is made; and `open`
 of the same folder without the big module (links to the rest), its landing page asked at once: the gym's own
 start, which the first window's time is set beside. With `--before REF`, the same `open`s and pass of that
 commit (checked out in a temporary worktree) in the same runs.
 
-Printed per form and version, medians over the runs: the times and their ratios to `cat` (and the server's
+Printed per form and version, medians over the runs (and the machine's load, which a shared machine's
+other work raises): the times and their ratios to `cat` (and the server's
 CPU seconds until its first answer, beside the gym alone's: a loaded machine inflates them far less), the
 server's peak memory (VmHWM) beside the gym alone's, the pass's own (as the page says it), and the slowest
 answer of the gym while the pass ran (none asked where the pass ended before the URL: it starts before the
@@ -186,16 +188,20 @@ def bench_form(form: str, folder: Path, work: Path, versions: dict[str, Path], r
     print(f"\n== {form}: {folder}; the optimised HLO {hlo.stat().st_size / 1e6:.0f} MB, {lines:,} lines")
     small = _without(folder, hlo, work / f"without-{form}")
     cats: list[dict] = []
-    rows = {name: {"streamed": [], "base": [], "pass": []} for name in versions}
+    rows = {name: {"streamed": [], "base": [], "pass": [], "start": []} for name in versions}
+    loads = [os.getloadavg()[0]]
     for run in range(runs):
         cats.append(_timed(["cat", str(hlo)]))
         for k, (name, src) in enumerate(versions.items()):
             env = {**os.environ, "PYTHONPATH": str(src)}
             corpus = work / f"corpus-{k}"
+            rows[name]["start"].append(_timed([PYTHON, "-c", "import dumpgym.ir.hlo_index"], env))
             rows[name]["pass"].append(_timed([PYTHON, "-m", "dumpgym.ir.hlo_index", str(hlo)], env))
             rows[name]["streamed"].append(streamed_once(folder, corpus, env))
             rows[name]["base"].append(base_once(small, corpus, env))
+        loads.append(os.getloadavg()[0])
     cat, cat_cpu = _med(cats, "wall"), _med(cats, "cpu")
+    print(f"the machine's load (1-minute average) at the start and after each run: {', '.join(f'{x:.1f}' for x in loads)}")
     print(f"cat of the optimised HLO: median {cat:.3f} s ({_all(cats, 'wall', '.3f')}), CPU {cat_cpu:.3f} s")
     for name, r in rows.items():
         s, b, p = r["streamed"], r["base"], r["pass"]
@@ -204,6 +210,10 @@ def bench_form(form: str, folder: Path, work: Path, versions: dict[str, Path], r
         print(f"  the line index's pass alone (a fresh process, from its start): median {_med(p, 'wall'):.2f} s "
               f"({_all(p, 'wall')}), {_med(p, 'wall') / cat:.1f}x the cat; CPU {_med(p, 'cpu'):.2f} s "
               f"({_all(p, 'cpu')}), {_med(p, 'cpu') / cat_cpu:.1f}x the cat's")
+        st = r["start"]
+        print(f"  of which the interpreter's start and the pass's imports (`python -c 'import dumpgym.ir.hlo_index'`): "
+              f"median {_med(st, 'wall'):.2f} s ({_all(st, 'wall')}), CPU {_med(st, 'cpu'):.2f} s; the pass without "
+              f"them {_med(p, 'wall') - _med(st, 'wall'):.2f} s, {(_med(p, 'wall') - _med(st, 'wall')) / cat:.1f}x the cat")
         print(f"  open until the big module's first window is answered: median {first:.2f} s ({_all(s, 'first window')}); "
               f"the same folder without the big module until its page is answered: median {landed:.2f} s "
               f"({_all(b, 'landed')}); the difference {first - landed:+.2f} s, {(first - landed) / cat:+.1f}x the cat")

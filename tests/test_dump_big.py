@@ -404,3 +404,145 @@ def test_the_first_window_read_before_the_index_reads_no_further_than_its_budget
     assert window.lines[long] == (read[long].encode()[:CUT], None)
     markup, cut = listing_html(window)
     assert "how many bytes: once the line index is made" in markup and cut == 1 + sum(len(line.encode()) > CUT for line in read[:long])
+
+
+# A loop carrying a tuple (tuple-typed instructions: `parameter`, `tuple`, `while`), `get-tuple-element` and
+# `dynamic-update-slice` (opcodes longer than two and three 8-byte words), a dict argument (its parameters'
+# op_names carry escaped quotes) and several outputs.
+LOOPED = r'''
+import jax, jax.numpy as jnp
+
+@jax.jit
+def loop(params, x):
+    def body(i, carry):
+        h, acc = carry
+        h = jnp.tanh(h @ params["w"]) + params["b"]
+        return h, jax.lax.dynamic_update_slice(acc, h[:1], (i, 0))
+    h, acc = jax.lax.fori_loop(0, 3, body, (x, jnp.zeros((3, 8))))
+    return h.sum(), acc, jnp.concatenate([acc, acc]).reshape(8, 6)
+
+loop({"w": jnp.ones((8, 8)), "b": jnp.ones(8)}, jnp.ones((4, 8)))
+'''
+
+
+@pytest.fixture(scope="module")
+def looped(tmp_path_factory):
+    """The optimised HLO of `LOOPED`, as XLA dumped it."""
+    root = tmp_path_factory.mktemp("looped")
+    dump_script(LOOPED, None, root)
+    return next(root.glob("module_*.jit_loop.cpu_after_optimizations.txt")).read_text()
+
+
+def _variants(text: str) -> dict[str, str]:
+    """The module written as XLA's parser still reads it but the pass reads otherwise: as dumped; its layouts
+    tiled (a `(` within every matrix's shape, before its opcode); its instructions indented by a tab or four
+    spaces (each then read alone); its lines ended by CR LF."""
+    lines = text.split("\n")
+    return {"dumped": text, "tiled": text.replace("{1,0}", "{1,0:T(2,128)}"),
+            "indented": "\n".join(line.replace("  ", "\t" if k % 2 else "    ", 1) if line.startswith("  ") else line
+                                  for k, line in enumerate(lines)),
+            "crlf": text.replace("\n", "\r\n")}
+
+
+@pytest.mark.parametrize("chunk", [5, 97, 4096, None])
+def test_the_pass_over_tuples_long_opcodes_and_tiled_layouts_counts_what_xla_parses(looped, tmp_path, chunk):
+    """Each form of a module with tuple shapes, opcodes of 17 and 20 bytes and parameters whose op_names hold
+    escapes: the opcodes, each computation's instructions, the ENTRY's parameters (number, name, shape, op_name)
+    are XLA's parser's of the same text, the offsets where Python's split of the file starts each line."""
+    from jaxlib import _hlo
+
+    from dumpgym.ir.hlo_index import CHUNK, index_hlo
+
+    for form, text in _variants(looped).items():
+        path = tmp_path / f"{form}.txt"
+        path.write_bytes(text.encode())
+        facts, offsets = index_hlo(path, chunk=chunk or CHUNK)
+        data = path.read_bytes()
+        starts = [0]
+        for piece in data.splitlines(keepends=True):
+            starts.append(starts[-1] + len(piece))
+        assert offsets.tolist() == starts, form
+        plain = text.replace("\r\n", "\n")
+        module = _hlo.hlo_module_from_text(plain)
+        spelled = {op for op, _ in facts.opcodes} | {"parameter"}
+        entry, others = _opcodes(plain, spelled)
+        assert dict(facts.opcodes) == dict(entry + others) and facts.unread == 0, form
+        assert {"get-tuple-element", "dynamic-update-slice", "tuple", "while"} <= set(dict(facts.opcodes)), form
+        assert {c.name: c.instructions for c in facts.computations} == {
+            c.name: len(list(c.instructions())) for c in module.computations()}, form
+        printed = [i.to_string() for i in list(module.computations())[-1].instructions()]
+        params = sorted((int(s.split(" parameter(", 1)[1].split(")", 1)[0]), s.split(" = ", 1)[0].split()[-1].lstrip("%"),
+                         s.split(" = ", 1)[1].split(" parameter(", 1)[0], re.search(r'op_name="((?:[^"\\]|\\.)*)"', s).group(1))
+                        for s in printed if " parameter(" in s)
+        assert [(p.number, p.name, p.shape, p.op_name) for p in facts.parameters] == params, form
+        assert any("\\'" in p.op_name for p in facts.parameters) and any("(" in p.shape for p in facts.parameters) == (form == "tiled")
+
+
+def _odd_lines(head: int) -> tuple[list[bytes], list[bytes]]:
+    """Instruction lines and headers that no XLA prints but a file may hold, each a case of its own for the
+    pass's reading: (lines for a computation's body, header lines each opening a computation)."""
+    body = [b"  %a = f32[] negate(%p)", b"  ROOT %r = f32[] add(%a, %a)", b"  ROOT = x = f32[] add(%a)",
+            b"  ROOT %x=y = f32[] add(%a)", b"  %eq = = f32[] add(%a)",
+            b"  ROOT = = f32[] add(%a)", b"  = = f32[] add(%a)", b"  abc\nx = y",  # its first space is the next line's b"  %s = f32[] Negate(%a)",
+            b"  %sp = f32[] ne gate(%a)", b"  %v = f32[]", b"  %w = f32[] negate", b"  %nop = f32[] (%a)",
+            b"  %t = (f32[], s32[]) tuple(%a, %b)", b"  %tt = ((f32[]), (s32[1]{0:T(2)})) tuple(%a, %b)",
+            b"  %tl = f32[1]{0:T(2)(1)} add(%a)", b"  %cr = f32[] add(%a)\r", b"  %e = f32[] add\r",
+            b"  no equals here", b"  %q =f32[] add(%a)", b"  a", b"  ", b"\t", b"  %tab\t= f32[] add(%a)",
+            b"  %dot.1 = f32[] dot(%a), metadata={op_name=\"x = y\"}", b"  %u = f32[] add(%a) = z(",
+            b"  %n\xc3\xa9 = f32[] add(%a)", b"  %bad\xff = f32[] add(%a)", b"  %o = f32[] c\xc3\xa9(%a)",
+            b"  %big = f32[] constant(" + b"1" * (head + 10) + b")", b"  %far = f32[] " + b"k" * (head + 10) + b"(%a)",
+            b"  %n" + b"n" * head + b" = f32[] add(%a)"]  # its ` = ` past the head read
+    for size in (1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40):  # two of each length, their last bytes apart
+        body += [b"  %%op%d = f32[] " % size + (b"ab-_9" * 9)[:size - 1] + last + b"(%a)" for last in (b"x", b"y")]
+    body += [b"  %%p%d = f32[%d]{0} parameter(%d), metadata={op_name=\"a\\\"b\\\\\"}" % (k, k, k) for k in range(3)]
+    headers = [b"%c (p: f32[]) -> f32[] {", b"%%cc (p) -> f32[] {", b"%na(me) -> f32[] {", b"%n\xc3\xa4me (p) -> f32[] {",
+               b"%bad\xff\xfe name {", b"%trailing {   ", b"%cr {\r", b"%tab {\t", b"ENTRY %e2 (p: f32[]) -> f32[] {",
+               b"ENTRY e3 {", b"ENTRYX {", b"%x" + b"y" * head, b"{", b"%% {", b"%%( {", b"%\xe2\x82 {"]
+    return body, headers
+
+
+@pytest.mark.parametrize("chunk, buckets", [(7, None), (61, None), (4096, None), (None, None), (61, 1)])
+def test_the_pass_reads_every_line_as_reading_it_alone_does(chunk, buckets, tmp_path, monkeypatch):
+    """Lines no XLA prints (tuples and tiles, opcodes of every length around the words they are read in, no
+    ` = `, no `(`, CR before the newline, bytes that are not UTF-8, lines longer than the head read, names
+    with `%%`, `(` and escapes) within computations and outside them, headers of every form, some file
+    without a last newline: what the pass finds, chunk after chunk, is what reading each line alone finds
+    (`_Pass.line`, the reading the pass's every shortcut must agree with), its offsets where each line starts.
+    With the opcodes counted in two buckets, distinct opcodes share one: each is still its own."""
+    import random
+
+    from dumpgym.ir import hlo_index
+    from dumpgym.ir.hlo_index import CHUNK, HEAD, _Pass, index_hlo
+
+    if buckets is not None:
+        monkeypatch.setattr(hlo_index, "_BUCKET_BITS", buckets)
+
+    body, headers = _odd_lines(HEAD)
+    others = [b"HloModule m {", b"1 {", b"} trailing", b"}", b"", b"\r", b"FileNames", b"  %out = f32[] add(%a)"]
+    rng = random.Random(chunk or 0)
+    for attempt in range(3):
+        lines = [b"HloModule m, is_scheduled=true", b""]
+        for header in rng.sample(headers, len(headers)):
+            lines.append(header)
+            lines += rng.sample(body, rng.randint(0, len(body))) + rng.sample(others, rng.randint(0, 2))
+            if rng.random() < 0.7:
+                lines.append(b"}")
+        lines += [b"ENTRY %main (p: f32[]) -> f32[] {", *body, b"}"] if attempt != 2 else []
+        data = b"\n".join(lines) + (b"\n" if attempt != 1 else b"")
+        path = tmp_path / f"odd{attempt}.txt"
+        path.write_bytes(data)
+        facts, offsets = index_hlo(path, chunk=chunk or CHUNK)
+        alone = _Pass()
+        pieces = data.split(b"\n")
+        pieces = pieces[:-1] if data.endswith(b"\n") else pieces
+        for number, line in enumerate(pieces, 1):
+            alone.line(number, line[:HEAD])
+        alone._close()
+        starts = [0]
+        for piece in pieces:
+            starts.append(min(starts[-1] + len(piece) + 1, len(data)))
+        assert offsets.tolist() == starts
+        assert [(c.name, c.line, c.entry, c.instructions) for c in facts.computations] == alone.computations
+        assert dict(facts.opcodes) == {k.decode(): n for k, n in alone.opcodes.items()} and facts.unread == alone.unread
+        assert facts.parameters == tuple(sorted(alone.parameters, key=lambda p: p.number))
+        assert alone.unread and (attempt == 2 or alone.parameters and any(c[2] for c in alone.computations))

@@ -2,7 +2,7 @@
 
     python benchmarks/render_files.py [--runs 5] [--before REF ...]
 
-On the built-in corpus, a fresh process loads the gym (`site.load_inputs`, untimed) and makes each file
+On the built-in corpus, a fresh process loads the gym as `serve` does (`site.inputs.gym_start`, untimed) and makes each file
 `serve` keeps on disk (`SiteFiles.keep`: every program's record, listings, compiled layers, costs and
 changes, `site/kept.py`) and its compressed bytes, in the render workers' order (`render_pool.page_order`),
 as `render_pool.keep` makes them (here without writing them). It prints the process's CPU seconds (user + system, which the load of a
@@ -33,8 +33,10 @@ def child() -> None:
 
     from dumpgym.serve.render_pool import page_order
     from dumpgym.site.files import gzipped, load_inputs, site_files
+    from dumpgym.site.inputs import gym_start
 
-    corpus, pool = load_inputs()
+    start = gym_start()  # the records as `serve` reads them (corpus.json: the committed file's own bytes)
+    corpus, pool = start.corpus, (load_inputs()[1] if start.pending else start.pool)
     keep = site_files(corpus, pool, kept=True).keep  # which files a start keeps; none is read from the cache
     files = site_files(corpus, pool)  # makes each one here, never reading an earlier run's
     slugs = [p.split("/")[-1][:-5] for p in files if p.startswith("data/programs/")]

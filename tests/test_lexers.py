@@ -396,7 +396,9 @@ def _both_loops(lexer_class, text):
     from pygments.lexer import RegexLexer
 
     lexer = lexer_class(stripnl=False, ensurenl=False)
-    return list(lexer.get_tokens_unprocessed(text)), list(RegexLexer.get_tokens_unprocessed(lexer, text))
+    fast, slow = list(lexer.get_tokens_unprocessed(text)), list(RegexLexer.get_tokens_unprocessed(lexer, text))
+    assert list(lexer.pairs(text)) == [(ttype, value) for _, ttype, value in slow]  # a listing's tokens, unplaced
+    return fast, slow
 
 
 def test_one_match_per_token_gives_pygments_own_tokens_on_every_built_in_listing():
@@ -416,7 +418,11 @@ def test_one_match_per_token_gives_pygments_own_tokens_on_every_built_in_listing
 def test_one_match_per_token_gives_pygments_own_tokens_on_text_no_rule_matches(lexer_class):
     # Characters no rule takes (Error tokens), an aside left open across a line end, states left open at the end.
     texts = ["\x00§€ ¶\n%a = f32[2] add(\x01", "metadata={op_name=\"x\n  y}} {", "loc(\"a\" (\n{ lambda ; {",
-             "", "\n\n", "ROOT %x = (f32[], s32[]) tuple(%a, %b), calls=%c, to_apply={%d, \n"]
+             "", "\n\n", "ROOT %x = (f32[], s32[]) tuple(%a, %b), calls=%c, to_apply={%d, \n",
+             # Markup, entities and bidirectional overrides where names, strings and asides stand.
+             '%<b>.1 = f32[2]{0} add(%a&amp;, %\u202eb), metadata={op_name="</script>\u2066&lt;"}\n'
+             'let \u202ef = { lambda ; a:f32[<]. let b:f32[] = add a 1.0:f32[] in (b) }\n'
+             '%0 = "stablehlo.<x>"(%a) : tensor<2x&f32> loc("\u202e<" (\n"&"))']
     for text in texts:
         fast, slow = _both_loops(lexer_class, text)
         assert fast == slow, text

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+import sys
 from functools import lru_cache
-from itertools import accumulate
 
 from pygments.token import Token
 
@@ -54,63 +53,88 @@ def _line_tokens(text: str, layer: str) -> tuple[tuple[tuple[str, str], ...], ..
     # The lexer's own tokens, without `get_tokens`' wrapping generator (a tenth of a listing's render): what
     # it would do first, with these options (no strip, no tabs, no filters), is to normalise line ends.
     unix = text.replace("\r\n", "\n").replace("\r", "\n")
-    tokens = lexer.get_tokens_unprocessed(unix) if lexer is not None else [(0, Token.Text, unix)]
+    if lexer is None:
+        tokens = [(Token.Text, unix)]
+    elif hasattr(lexer, "pairs"):  # ours (`lexers._OneMatchPerToken`): no positions, read from one match
+        tokens = lexer.pairs(unix)
+    else:
+        tokens = ((ttype, value) for _, ttype, value in lexer.get_tokens_unprocessed(unix))
     classes = _CLASSES
     lines: list[list[tuple[str, str]]] = [[]]
     run = lines[-1]
-    for _, ttype, value in tokens:
+    for ttype, value in tokens:
         cls = classes.get(ttype)
         if cls is None:
             cls = classes[ttype] = token_class(ttype)
-        for i, part in enumerate(value.split("\n")) if "\n" in value else ((0, value),):
-            if i:
-                run = []
-                lines.append(run)
-            if not part:
-                continue
-            if run and ((last := run[-1])[0] == cls or (not last[0] and not part.strip())):
-                run[-1] = (last[0], last[1] + part)
+        if "\n" in value:
+            run = _put_lines(lines, cls, value)
+        elif value:
+            if run and ((last := run[-1])[0] == cls or (not last[0] and not value.strip())):
+                run[-1] = (last[0], last[1] + value)
             else:
-                run.append((cls if part.strip() else "", part))
+                run.append((cls if value.strip() else "", value))
     want = text.count("\n") + 1
     return tuple(tuple(line) for line in (lines + [[] for _ in range(want - len(lines))])[:want])
 
 
-def _link_runs(runs: tuple[tuple[str, str], ...], links: list[tuple[int, int, str]]) -> list:
+def _put_lines(lines: list[list[tuple[str, str]]], cls: str, value: str) -> list[tuple[str, str]]:
+    """Add a token that spans line ends to `lines` (its first part ends the last line, each other starts
+    one), merged as `_line_tokens` merges; the last line's runs."""
+    run = lines[-1]
+    for i, part in enumerate(value.split("\n")):
+        if i:
+            run = []
+            lines.append(run)
+        if not part:
+            continue
+        if run and ((last := run[-1])[0] == cls or (not last[0] and not part.strip())):
+            run[-1] = (last[0], last[1] + part)
+        else:
+            run.append((cls if part.strip() else "", part))
+    return run
+
+
+def _link_runs(runs: tuple[tuple[str, str], ...], links: list[tuple[int, int, str]], raw: str) -> list:
     """One line's runs with each (start, end, anchor) character range of `links` made one linked run.
 
     A run is bare text (a string), a highlighted run `[class, text]`, or an op name linked to its card,
-    `[class, text, anchor]` (its class is dropped: the link has its own look).
+    `[class, text, anchor]` (its class is dropped: the link has its own look). `raw` is the line's text
+    (its runs' joined), the links are in order and none overlaps another (as `listing_lines` finds them).
+    One pass over the runs: a line of a compiled listing has dozens of runs and a few links, and this was
+    most of what a listing's render did besides lexing.
     """
     if not links:
         return [[cls, value] if cls else value for cls, value in runs]
     out: list = []
-    raw = "".join(v for _, v in runs)
-    starts = list(accumulate((len(v) for _, v in runs), initial=0))  # where each run starts, and the end
-    pos = 0
-    for start, stop, anchor in sorted(links):
-        _cut(runs, starts, pos, start, out)
+    links = iter(sorted(links))
+    start, stop, anchor = next(links)
+    pos = 0  # where the run starts
+    for cls, value in runs:
+        end = pos + len(value)
+        if end <= start:  # the whole run before the next link (or after the last)
+            out.append([cls, value] if cls else value)
+        else:
+            at = pos  # the run's first character not yet placed
+            while at < end:
+                if at < start:
+                    cut = start if start < end else end
+                    piece = value[at - pos:cut - pos]
+                    out.append([cls, piece] if cls else piece)
+                    at = cut
+                    continue
+                if at == start:
+                    out.append(["o", raw[start:stop], anchor])
+                at = stop if stop < end else end
+                if at == stop:
+                    start, stop, anchor = next(links, _NO_LINK)
+        pos = end
+    while start < _NO_LINK[0]:  # a link at the line's very end (an empty name)
         out.append(["o", raw[start:stop], anchor])
-        pos = stop
-    _cut(runs, starts, pos, len(raw), out)
+        start, stop, anchor = next(links, _NO_LINK)
     return out
 
 
-def _cut(runs: tuple[tuple[str, str], ...], starts: list[int], start: int, stop: int, out: list) -> None:
-    """Append to `out` the runs' characters from `start` to `stop`, as runs (`starts`: where each run starts).
-
-    From the run holding `start` on, not from the first: a line of a compiled listing has dozens of runs
-    and a few links, and this is most of what a listing's render does besides lexing.
-    """
-    i = max(0, bisect_right(starts, start) - 1)
-    while i < len(runs) and starts[i] < stop:
-        cls, value = runs[i]
-        pos = starts[i]
-        a, b = max(start, pos), min(stop, pos + len(value))
-        if a < b:
-            piece = value[a - pos: b - pos]
-            out.append([cls, piece] if cls else piece)
-        i += 1
+_NO_LINK = (sys.maxsize, sys.maxsize, "")
 
 
 def listing_lines(text: str, layer: str, links: dict[int, list[tuple[str, str]]] | None = None) -> list[list]:
@@ -123,15 +147,17 @@ def listing_lines(text: str, layer: str, links: dict[int, list[tuple[str, str]]]
     links = links or {}
     lines = []
     for number, runs in enumerate(_line_tokens(text, layer), start=1):
+        if number not in links:
+            lines.append([[cls, value] if cls else value for cls, value in runs])
+            continue
         found = []
-        if number in links:
-            raw, after = "".join(v for _, v in runs), 0
-            for name, anchor in links[number]:
-                at = _find_op(raw, name, after)
-                if at >= 0:
-                    found.append((at, at + len(name), anchor))
-                    after = at + len(name)
-        lines.append(_link_runs(runs, found))
+        raw, after = "".join([v for _, v in runs]), 0
+        for name, anchor in links[number]:
+            at = _find_op(raw, name, after)
+            if at >= 0:
+                found.append((at, at + len(name), anchor))
+                after = at + len(name)
+        lines.append(_link_runs(runs, found, raw))
     return lines
 
 

@@ -30,14 +30,30 @@ def _aside(opening: str, closing: str, to_line_end: bool = False) -> list:
     return rules + [(r"\n", Whitespace, "#pop")] if to_line_end else rules
 
 
+def _bygroups(*tokens):
+    """Pygments' `bygroups` of token types, which says its types (`tokens`): the joined loop reads each group
+    from the alternation's own match instead of matching the rule again for Pygments' callback."""
+    callback = bygroups(*tokens)
+    callback.tokens = tokens
+    return callback
+
+
 class _OneMatchPerToken(RegexLexer):
     """Pygments' `RegexLexer` loop, with each state's rules joined into one alternation, tried once per
     token instead of once per rule (a compiled HLO listing tries about a dozen rules per token: lexing
     was most of a cold server's first renders). Python's `re` takes the first alternative that matches
-    at a position, as the loop takes the first rule: the tokens are the same (a test compares them with
-    `RegexLexer.get_tokens_unprocessed` on every built-in listing)."""
+    at a position, as the loop takes the first rule, and its groups are the rule's own: the tokens are the
+    same (a test compares them with `RegexLexer.get_tokens_unprocessed` on every built-in listing)."""
 
     def get_tokens_unprocessed(self, text, stack=("root",)):
+        return self._scan(text, stack, True)
+
+    def pairs(self, text):
+        """(token type, text) pairs: `get_tokens_unprocessed`'s tokens without their positions (a highlighted
+        listing needs none)."""
+        return self._scan(text, ("root",), False)
+
+    def _scan(self, text, stack, positions: bool):
         joined = _joined(type(self))
         pos = 0
         statestack = list(stack)
@@ -50,21 +66,23 @@ class _OneMatchPerToken(RegexLexer):
                 if text[pos] == "\n":
                     statestack = ["root"]
                     match, rules = joined["root"]
-                    yield pos, Whitespace, "\n"
+                    yield (pos, Whitespace, "\n") if positions else (Whitespace, "\n")
                 else:
-                    yield pos, Error, text[pos]
+                    yield (pos, Error, text[pos]) if positions else (Error, text[pos])
                 pos += 1
                 continue
-            rexmatch, action, new_state = rules[m.lastgroup]
-            if type(action) is _TokenType:
-                yield pos, action, m.group()
-                pos = m.end()
-            elif action is not None:  # a callback (bygroups) reads the rule's own groups: match it alone
-                m = rexmatch(text, pos)
-                yield from action(self, m)
-                pos = m.end()
-            else:
-                pos = m.end()
+            rexmatch, action, groups, new_state = rules[m.lastindex]
+            if groups is not None:  # `_bygroups`: each non-empty group, as Pygments' callback yields them
+                for group, ttype in groups:
+                    value = m.group(group)
+                    if value:
+                        yield (m.start(group), ttype, value) if positions else (ttype, value)
+            elif type(action) is _TokenType:
+                yield (pos, action, m.group()) if positions else (action, m.group())
+            elif action is not None:  # another callback reads the rule's own match: match the rule alone
+                for token in action(self, rexmatch(text, pos)):
+                    yield token if positions else token[1:]
+            pos = m.end()
             if new_state is not None:
                 _transition(statestack, new_state)
                 match, rules = joined[statestack[-1]]
@@ -93,13 +111,26 @@ def _transition(statestack: list[str], new_state) -> None:
 
 
 def _joined(cls) -> dict:
-    """Each state of `cls` (processed by Pygments) as (one compiled alternation's match, its rules by group name)."""
+    """Each state of `cls` (processed by Pygments) as one compiled alternation's match, and its rules by the
+    number of the empty group that ends each (`Match.lastindex`, the group closed last): (the rule's own
+    match, action, the groups of a `_bygroups` action as (group number in the alternation, token type),
+    new state). The marking group ends each rule rather than wrapping it: an alternative that starts with
+    a literal or a class is then skipped at a glance by `re` where the text starts otherwise."""
     if "_joined_states" not in cls.__dict__:
         states = {}
         for state, rules in cls._tokens.items():
-            named = {f"r{n}": rule for n, rule in enumerate(rules)}
-            pattern = "|".join(f"(?P<{name}>{rule[0].__self__.pattern})" for name, rule in named.items())
-            states[state] = (re.compile(pattern, cls.flags).match, named)
+            parts, by_group, group = [], {}, 0
+            for rexmatch, action, new_state in rules:
+                pattern = rexmatch.__self__
+                parts.append(f"(?:{pattern.pattern})()")
+                tokens = getattr(action, "tokens", None)
+                groups = None
+                if tokens is not None and all(t is None or type(t) is _TokenType for t in tokens):
+                    groups = tuple((group + i, t) for i, t in enumerate(tokens, start=1) if t is not None)
+                group += pattern.groups + 1
+                by_group[group] = (rexmatch, action, groups, new_state)
+            rules_by_group = [by_group.get(n) for n in range(group + 1)]
+            states[state] = (re.compile("|".join(parts), cls.flags).match, rules_by_group)
         cls._joined_states = states
     return cls._joined_states
 
@@ -120,7 +151,7 @@ _DTYPE_WORDS = r"(?:bfloat16|float8_\w+|float\d+|u?int\d+|complex\d+|bool)\b"
 
 def _literal(value: str, token):
     """A rule for a literal operand `value:aval`, such as `128.0:f32[]`."""
-    return rf"({value})(:)({_AVAL})", bygroups(token, Punctuation, Keyword.Type)
+    return rf"({value})(:)({_AVAL})", _bygroups(token, Punctuation, Keyword.Type)
 
 
 class JaxprLexer(_OneMatchPerToken):
@@ -135,7 +166,7 @@ class JaxprLexer(_OneMatchPerToken):
         "root": [
             (r"\s+", Whitespace),
             # A jaxpr used twice is printed once, first: `let _f = { lambda ... } in`.
-            (rf"^(let)(\s+)({_IDENT})(\s*)(=)", bygroups(Keyword, Whitespace, Name.Label, Whitespace, Operator)),
+            (rf"^(let)(\s+)({_IDENT})(\s*)(=)", _bygroups(Keyword, Whitespace, Name.Label, Whitespace, Operator)),
             (r"(?<=\} )in\b", Keyword),
             include("body"),
             (r"[{}\]]", Punctuation),
@@ -157,11 +188,11 @@ class JaxprLexer(_OneMatchPerToken):
             _literal(_FLOAT, Number.Float),
             _literal(r"-?\d+", Number.Integer),
             _literal(r"\[\.\.\.\]", Number),
-            (rf"({_IDENT})(:)({_AVAL})", bygroups(Name.Variable, Punctuation, Keyword.Type)),
-            (r"(=)(\s+)([A-Za-z_][\w.\-]*)", bygroups(Operator, Whitespace, Name.Function)),
+            (rf"({_IDENT})(:)({_AVAL})", _bygroups(Name.Variable, Punctuation, Keyword.Type)),
+            (r"(=)(\s+)([A-Za-z_][\w.\-]*)", _bygroups(Operator, Whitespace, Name.Function)),
             (r"<-|\+=", Operator),
             # Refs print as `x[...] <- v`: an index has no `=`, params always do.
-            (rf"({_IDENT})(\[)(?=[^\]=\n]*\])", bygroups(Name.Variable, Punctuation), "index"),
+            (rf"({_IDENT})(\[)(?=[^\]=\n]*\])", _bygroups(Name.Variable, Punctuation), "index"),
             (r"[A-Za-z_][\w.\-]*(?=\[)", Name.Function),
             (r"\[", Punctuation, "params"),
             (_IDENT, Name.Variable),
@@ -178,8 +209,8 @@ class JaxprLexer(_OneMatchPerToken):
             (r"\s+", Whitespace),
             (r"\]", Punctuation, "#pop"),
             # `jaxpr=_f` names a hoisted jaxpr, the same label its `let _f =` carries.
-            (rf"(\w*jaxprs?)(=)(?!None\b)({_IDENT})(?=[\s\]])", bygroups(Name.Attribute, Operator, Name.Label)),
-            (rf"({_IDENT})(=)", bygroups(Name.Attribute, Operator), "value"),
+            (rf"(\w*jaxprs?)(=)(?!None\b)({_IDENT})(?=[\s\]])", _bygroups(Name.Attribute, Operator, Name.Label)),
+            (rf"({_IDENT})(=)", _bygroups(Name.Attribute, Operator), "value"),
             include("atoms"),
             (r"[(\[{<]", Punctuation, "nested"),
             (r"[)}>]", Punctuation),
@@ -197,7 +228,7 @@ class JaxprLexer(_OneMatchPerToken):
             (r"\{(?=\s*lambda\b)", Punctuation, "jaxpr"),
             (r"[(\[{<]", Punctuation, "#push"),
             (r"[)\]}>]", Punctuation, "#pop"),
-            (rf"({_IDENT})(=)", bygroups(Name, Operator)),
+            (rf"({_IDENT})(=)", _bygroups(Name, Operator)),
             include("atoms"),
         ],
         "atoms": [
@@ -253,7 +284,7 @@ class StableHloLexer(_OneMatchPerToken):
             # The generic form names its op in quotes: `"stablehlo.case"(%1) ({`.
             (r'"[A-Za-z_]\w*(?:\.\w+)+"(?=\()', Name.Function),
             (_STRING, String.Double),
-            (rf"({_MLIR_NAME})(\s*)(=)(?!=)", bygroups(Name.Attribute, Whitespace, Operator)),
+            (rf"({_MLIR_NAME})(\s*)(=)(?!=)", _bygroups(Name.Attribute, Whitespace, Operator)),
             (r"[A-Za-z_]\w*(?:\.\w+)+", Name.Function),
             (r"call\b", Name.Function),
             (r"(?:true|false|unit)\b", Keyword.Constant),
@@ -296,20 +327,20 @@ class HloLexer(_OneMatchPerToken):
         "root": [
             (r"\s+", Whitespace),
             (r"/\*.*?\*/", Comment.Multiline),
-            (r"^(HloModule)(\s+)([\w.\-]+)", bygroups(Keyword, Whitespace, Name.Label)),
+            (r"^(HloModule)(\s+)([\w.\-]+)", _bygroups(Keyword, Whitespace, Name.Label)),
             # A computation header starts its line: `%fused_computation (param_0: f32[8]) -> f32[8] {`.
-            (rf"^(ENTRY)(\s+)({_HLO_NAME})", bygroups(Keyword, Whitespace, Name.Label)),
+            (rf"^(ENTRY)(\s+)({_HLO_NAME})", _bygroups(Keyword, Whitespace, Name.Label)),
             (rf"^{_HLO_NAME}(?=\s*\()", Name.Label),
             (r"ROOT\b", Keyword),
             # Metadata says where an instruction came from (its op_name is the jaxpr's name
             # stack), not what it does: dimmed, like source locations in StableHLO.
             (r"metadata=\{", Comment.Special, "metadata"),
-            (rf"({_HLO_CALLS})(=)({_HLO_NAME})", bygroups(Name.Attribute, Operator, Name.Label)),
-            (r"(\w*computations)(=)(\{)", bygroups(Name.Attribute, Operator, Punctuation), "computations"),
+            (rf"({_HLO_CALLS})(=)({_HLO_NAME})", _bygroups(Name.Attribute, Operator, Name.Label)),
+            (r"(\w*computations)(=)(\{)", _bygroups(Name.Attribute, Operator, Punctuation), "computations"),
             (_HLO_SHAPE, Keyword.Type),
             (_HLO_NAME, Name.Variable),
-            (r"([a-z][\w\-]*)(\()", bygroups(Name.Function, Punctuation)),
-            (r"([A-Za-z_][\w\-]*)(=)", bygroups(Name.Attribute, Operator)),
+            (r"([a-z][\w\-]*)(\()", _bygroups(Name.Function, Punctuation)),
+            (r"([A-Za-z_][\w\-]*)(=)", _bygroups(Name.Attribute, Operator)),
             (_STRING, String.Double),
             (r"(?:true|false)\b", Keyword.Constant),
             # Fusion kinds (`kLoop`), comparison directions (`LT`), enum values (`API_VERSION_TYPED_FFI`).

@@ -383,36 +383,39 @@ def _can_make(yields: frozenset | None, wanted: frozenset | None) -> bool:
 
 def _forced(run_ids: list[int], eqn_ids: list[int], runs: list[_Run], eqns) -> dict[int, int]:
     """The runs that every largest order-keeping pairing with the equations gives the same equation."""
+    import numpy as np
+
     n, m = len(eqn_ids), len(run_ids)
     if not n or not m or n * m > _MAX_CELLS:
         return {}
-    yields = [_yields(runs[r]) for r in run_ids]
     name = runs[run_ids[0]].name
     # An equation lowered through other primitives (`_LOWERED_THROUGH`) makes its outputs in one of those runs
     # at most: the others may yield anything.
     made_by = [isinstance(name, tuple) or eqns[e].primitive in _LOWERED_AS.get(name, (name,)) for e in eqn_ids]
-    fits = [[_can_make(y, wanted) for y in yields]
-            for wanted in (_wanted(eqns[e]) if direct else None for e, direct in zip(eqn_ids, made_by))]
-    # before[i][j]: most pairs among the first i equations and j runs; after[i][j]: among the rest.
-    before = [[0] * (m + 1) for _ in range(n + 1)]
+    # Whether equation i may be paired with run j, from the few distinct outputs on either side.
+    yields, wanted = {}, {}
+    run_kind = np.array([yields.setdefault(_yields(runs[r]), len(yields)) for r in run_ids], dtype=np.intp)
+    eqn_kind = np.array([wanted.setdefault(_wanted(eqns[e]) if direct else None, len(wanted))
+                         for e, direct in zip(eqn_ids, made_by)], dtype=np.intp)
+    table = np.array([[_can_make(y, w) for y in yields] for w in wanted], dtype=bool)
+    fits = table[eqn_kind][:, run_kind]
+    # before[i, j]: most pairs among the first i equations and j runs; after[i, j]: among the rest. A row is
+    # the running maximum of what the row above allows (keep its count, or pair one more where it fits).
+    before = np.zeros((n + 1, m + 1), dtype=np.int32)
     for i in range(n):
-        row, nxt, fit = before[i], before[i + 1], fits[i]
-        for j in range(m):
-            nxt[j + 1] = max(nxt[j], row[j + 1], row[j] + 1 if fit[j] else 0)
-    after = [[0] * (m + 1) for _ in range(n + 1)]
+        row = before[i]
+        np.maximum.accumulate(np.maximum(row[1:], row[:-1] + fits[i]), out=before[i + 1, 1:])
+    after = np.zeros((n + 1, m + 1), dtype=np.int32)
     for i in range(n - 1, -1, -1):
-        row, nxt, fit = after[i], after[i + 1], fits[i]
-        for j in range(m - 1, -1, -1):
-            row[j] = max(row[j + 1], nxt[j], nxt[j + 1] + 1 if fit[j] else 0)
-    best = before[n][m]
-    out = {}
-    for j in range(m):
-        if any(before[i][j] + after[i][j + 1] == best for i in range(n + 1)):
-            continue  # some largest pairing leaves the run out
-        paired = [i for i in range(n) if fits[i][j] and before[i][j] + 1 + after[i + 1][j + 1] == best]
-        if len(paired) == 1:
-            out[run_ids[j]] = eqn_ids[paired[0]]
-    return out
+        nxt = after[i + 1]
+        step = np.maximum(nxt[:-1], nxt[1:] + fits[i])
+        after[i, :-1] = np.maximum.accumulate(step[::-1])[::-1]
+    best = before[n, m]
+    left_out = ((before[:, :m] + after[:, 1:]) == best).any(axis=0)  # some largest pairing leaves run j out
+    paired = fits & ((before[:n, :m] + 1 + after[1:, 1:]) == best)
+    count = paired.sum(axis=0)
+    return {run_ids[j]: eqn_ids[int(paired[:, j].argmax())]
+            for j in np.flatnonzero((count == 1) & ~left_out).tolist()}
 
 
 def _eqn_order(children: dict) -> list[int]:

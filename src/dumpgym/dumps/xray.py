@@ -120,12 +120,15 @@ def _made_for(linked: list, key_of: dict) -> set[int]:
     """The ops of `linked` that are not an operand made for another of them: a broadcast carrying the
     name stack of another primitive (`.../div`) and feeding an op of the same key is that op's
     equation's own (a lowering broadcasts a scalar operand for its op; two equations do not share one)."""
+    used_by_key: dict = {}  # each key's ops' operands, as one bit set
+    for c in linked:
+        key = key_of.get(c.index)
+        used_by_key[key] = used_by_key.get(key, 0) | c.operands
     out = set()
     for op in linked:
         key = key_of.get(op.index)
         made = (op.name == "stablehlo.broadcast_in_dim" and key is not None
-                and _primitive(key[0]) != "broadcast_in_dim"
-                and any(c.operands >> op.index & 1 and key_of.get(c.index) == key for c in linked))
+                and _primitive(key[0]) != "broadcast_in_dim" and used_by_key[key] >> op.index & 1)
         if not made:
             out.add(op.index)
     return out

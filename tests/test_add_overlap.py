@@ -1,0 +1,72 @@
+"""What `add` does beside XLA's compile fails as it would in line: the compile is set going from the tagged
+lowering on (the texts printed meanwhile) and XLA's analyses of it run on the compile's thread, yet a failure
+to start it stays a later stage's error, not a trace's, and one of the analyses is the same one line and exit
+status as before, with nothing written. Each failure is made here by standing in for one step."""
+import gc
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dumpgym
+from dumpgym import cli
+from dumpgym.compiled import layer
+from dumpgym.errors import ProgramError
+
+
+def _program(tmp_path):
+    program = tmp_path / "prog.py"
+    program.write_text("import jax.numpy as jnp\n\ndef small(x):\n    return jnp.tanh(x) * 2\n")
+    return f"{program}:small"
+
+
+@pytest.mark.parametrize("stage, step, message", [
+    (jax.stages.Compiled, "memory_analysis", "memory analysis refused"),  # on the compile's thread, after it
+    (jax.stages.Lowered, "compile", "XLA refused it"),
+], ids=["analyses", "compile"])
+def test_an_error_on_the_compile_thread_is_one_line_exit_2_and_nothing_written(stage, step, message, tmp_path,
+                                                                               monkeypatch, capsys):
+    def refused(self, *args, **kwargs):
+        raise ProgramError(message)
+
+    monkeypatch.setattr(stage, step, refused)
+    corpus = tmp_path / "corpus"
+    rc = cli.main(["add", _program(tmp_path), "--arg", "f32[8]", "--hlo", "cpu", "--corpus", str(corpus)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.splitlines()[-1] == f"dumpgym: error: {message}", err
+    assert "Traceback" not in err
+    assert not corpus.exists()  # nothing written, not even the folder
+    assert gc.isenabled()  # the collector is back on after the failed add
+
+
+def test_a_failure_to_start_the_compile_is_raised_as_itself_not_as_a_failure_to_trace(tmp_path, monkeypatch):
+    """The compile starts inside the trace stage (before its texts are printed); an error there is a dumpgym
+    stage's, raised as it is, not reworded as the trace's ("dumpgym could not trace ..."), and nothing written."""
+    def broken(tagged_module, plain_module):
+        raise RuntimeError("the tagged lowering differs from the plain one; cannot carry its tags")
+
+    monkeypatch.setattr(layer, "carry_tags", broken)
+    jax.jit(jnp.tanh).trace(jax.ShapeDtypeStruct((8,), jnp.float32)).lower().compile()  # JAX takes it
+    with pytest.raises(RuntimeError, match="^the tagged lowering differs from the plain one"):
+        dumpgym.add(jnp.tanh, jax.ShapeDtypeStruct((8,), jnp.float32), slug="tanh", corpus=tmp_path / "c",
+                    compiled="cpu")
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_failure_to_trace_after_the_compile_started_is_still_the_traces(tmp_path, monkeypatch):
+    """The jaxpr is printed after the compile is set going: a failure there is still said as the trace's."""
+    from dumpgym.traced import trace as trace_module
+
+    def broken(closed_jaxpr):
+        raise AttributeError("'tuple' object has no attribute 'solve'")
+
+    monkeypatch.setattr(trace_module, "print_with_spans", broken)
+    started = []
+    real_start = layer.start_compiles
+    monkeypatch.setattr(layer, "start_compiles", lambda *a, **k: started.append(1) or real_start(*a, **k))
+    with pytest.raises(ProgramError, match="^dumpgym could not trace tanh, which JAX traces and lowers: AttributeError"):
+        dumpgym.add(jnp.tanh, jax.ShapeDtypeStruct((8,), jnp.float32), slug="tanh", corpus=tmp_path / "c",
+                    compiled="cpu")
+    assert started  # the compile had begun before the jaxpr was printed
+    assert not (tmp_path / "c").exists()

@@ -3,6 +3,11 @@ lowering on (the texts printed meanwhile) and XLA's analyses of it run on the co
 to start it stays a later stage's error, not a trace's, and one of the analyses is the same one line and exit
 status as before, with nothing written. Each failure is made here by standing in for one step."""
 import gc
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +17,8 @@ import dumpgym
 from dumpgym import cli
 from dumpgym.compiled import layer
 from dumpgym.errors import ProgramError
+
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def _program(tmp_path):
@@ -70,3 +77,41 @@ def test_a_failure_to_trace_after_the_compile_started_is_still_the_traces(tmp_pa
                     compiled="cpu")
     assert started  # the compile had begun before the jaxpr was printed
     assert not (tmp_path / "c").exists()
+
+
+# The command line in a child whose XLA compile never ends (it waits forever), one stage of the add made to
+# fail meanwhile, and an exit handler saying so when the interpreter shuts down: with a thread still in XLA's
+# code, that shutdown aborts the process, so an error said while XLA runs must end it at once instead.
+STAGE_FAILS_WHILE_XLA_RUNS = textwrap.dedent("""
+    import atexit, sys, threading
+    import jax._src.stages as stages
+    from dumpgym import cli
+    from dumpgym.errors import ProgramError
+
+    stage = sys.argv.pop(1)
+
+    def refused(*args, **kwargs):
+        raise ProgramError(stage + " refused")
+
+    stages.Lowered.compile = lambda self, *a, **k: threading.Event().wait()
+    if stage == "facts":
+        import dumpgym.traced.facts as module
+        module.build_facts = refused
+    else:
+        import dumpgym.traced.trace as module
+        module.print_with_spans = refused
+    atexit.register(lambda: print("the interpreter shut down", file=sys.stderr))
+    sys.exit(cli.main(sys.argv[1:]))
+""")
+
+
+@pytest.mark.parametrize("stage", ["facts", "jaxpr printing"])
+def test_an_error_while_xla_compiles_is_one_line_exit_2_and_ends_the_process_at_once(stage, tmp_path):
+    corpus = tmp_path / "corpus"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", STAGE_FAILS_WHILE_XLA_RUNS, stage, "add", _program(tmp_path),
+                           "--arg", "f32[8]", "--hlo", "cpu", "--corpus", str(corpus)],
+                          capture_output=True, text=True, env=env, timeout=300)  # a bound on a hang, not a timing
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"dumpgym: error: {stage} refused"], done.stderr
+    assert not corpus.exists()

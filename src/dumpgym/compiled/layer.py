@@ -201,8 +201,16 @@ def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict
 # every SAY_COMPILING_EVERY seconds: XLA can take minutes, or never finish (jax#10621).
 SAY_COMPILING_AFTER = 5.0
 SAY_COMPILING_EVERY = 5.0
-# The name of the thread each compile runs on (`cli.py` ends the process at once on Ctrl-C while one runs).
+# The name of the thread each compile runs on.
 COMPILE_THREAD = "dumpgym-compile"
+# The compiles (by their futures) whose thread is in XLA's code now: compiling, or asking XLA for its analyses.
+_IN_XLA: set[Future] = set()
+
+
+def xla_running() -> bool:
+    """Whether a thread is in XLA's code now, compiling or analysing a compile: a process that ends meanwhile
+    ends at once (`cli.py`), since a thread in XLA's code when the interpreter shuts down aborts the process."""
+    return bool(_IN_XLA)
 
 
 def compiled_when_done(compiled: Future, what: str):
@@ -280,17 +288,23 @@ def _compile_tagged(own, tagged, lower_plain, quiet, primitive_of) -> tuple[Futu
     def run():
         future.set_running_or_notify_cancel()
         analyses.set_running_or_notify_cancel()
+        _IN_XLA.add(future)  # left before either future is settled: whoever waits sees XLA done
         try:
             compiled = plain.compile()
         except BaseException as e:  # noqa: BLE001 (handed to whoever waits for it)
+            _IN_XLA.discard(future)
             future.set_exception(e)
             analyses.set_exception(e)
             return
         future.set_result(compiled)
         try:
-            analyses.set_result(xla_analyses(compiled))
+            made = xla_analyses(compiled)
         except BaseException as e:  # noqa: BLE001 (handed to whoever waits for them)
+            _IN_XLA.discard(future)
             analyses.set_exception(e)
+            return
+        _IN_XLA.discard(future)
+        analyses.set_result(made)
 
     # A daemon: a compile stopped with Ctrl-C (or one that never finishes) does not hold the process at exit.
     threading.Thread(target=run, name=COMPILE_THREAD, daemon=True).start()

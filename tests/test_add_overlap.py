@@ -115,3 +115,30 @@ def test_an_error_while_xla_compiles_is_one_line_exit_2_and_ends_the_process_at_
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [f"dumpgym: error: {stage} refused"], done.stderr
     assert not corpus.exists()
+
+
+def test_an_error_reading_the_compile_waits_for_xlas_analyses_on_its_thread_before_it_is_raised(tmp_path, monkeypatch):
+    """XLA's analyses still under way when reading the compile fails are waited for: the error may end the
+    process next, and a thread in XLA's code when the interpreter shuts down aborts it."""
+    import threading
+    import time
+
+    read_failed, analysed = threading.Event(), []
+
+    def analyses(compiled):
+        read_failed.wait()
+        time.sleep(0.1)  # still analysing a while after the failure (never asserted on: only makes a miss show)
+        analysed.append(True)
+        return {"xla_cost": {}, "xla_memory": {}}
+
+    def broken(*args, **kwargs):
+        read_failed.set()
+        raise ProgramError("reading the compile failed")
+
+    monkeypatch.setattr(layer, "xla_analyses", analyses)
+    monkeypatch.setattr(layer, "with_facts", broken)
+    with pytest.raises(ProgramError, match="^reading the compile failed$"):
+        dumpgym.add(jnp.tanh, jax.ShapeDtypeStruct((8,), jnp.float32), slug="tanh", corpus=tmp_path / "c",
+                    compiled="cpu")
+    assert analysed and not layer.xla_running()
+    assert not (tmp_path / "c").exists()

@@ -34,7 +34,7 @@ from __future__ import annotations
 import platform
 from collections import defaultdict
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import NamedTuple
@@ -116,12 +116,20 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
     target)`'s, if the caller set it going; else it starts here. `what` names the program in the lines a
     long compile prints (`compiled_when_done`).
     """
-    import jaxlib
-
     compiles = compiles if compiles is not None else start_compiles(trace, target)
     # Python's work of the layer that needs no compile, done while XLA compiles (and lets go of Python's lock).
     flow = dataflow(facts, trace.closed_jaxpr)
     compiled = compiled_when_done(compiles.compiled, f"{what} for {target.platform}")
+    try:
+        return _read_layer(compiled, compiles, trace, facts, flow)
+    finally:  # an error reading it waits for XLA's analyses on the compile's thread, before it ends the process:
+        wait([compiles.analyses])  # the interpreter's shutdown aborts the process with a thread in XLA's code
+
+
+def _read_layer(compiled, compiles: Compiles, trace, facts: Facts, flow) -> CompiledLayer:
+    """`compile_layer`'s layer, read from XLA's `compiled` (`compiles`' compile, done), the jaxpr's dataflow made."""
+    import jaxlib
+
     module = compiled.runtime_executable().hlo_modules()[0]
     printed = compiled.as_text()  # XLA's analyses meanwhile go on on the compile's thread (`_compile_tagged`)
     text, metadata = shown_text_and_metadata(printed)

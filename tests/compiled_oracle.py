@@ -108,7 +108,7 @@ def fresh_layer_and_oracle(traced, facts, target):
 
     with mock.patch.object(hlo, "_compile_tagged", recorded):
         layer = hlo.compile_layer(traced, facts, target)
-    ((oracle, (future, _names)),) = made
+    ((oracle, (future, _names, _analyses)),) = made
     return layer, future.result(), oracle
 
 

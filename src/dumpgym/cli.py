@@ -421,16 +421,16 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _end_if_compiling() -> None:
-    """End the process at once (status 130) when an XLA compile is still running on its thread: Ctrl-C
-    stopped the wait for it, and XLA cannot be stopped halfway, nor should the exit wait for it."""
-    import threading
-
+def _end_if_compiling(status: int = 130) -> None:
+    """End the process at once (with `status`) while XLA still compiles, or analyses a compile, on its
+    thread: Ctrl-C stopped the wait for it, or an error ended the add meanwhile. XLA cannot be stopped
+    halfway, nor should the exit wait for it, and a thread in XLA's code when the interpreter shuts down
+    aborts the process."""
     layer = sys.modules.get("dumpgym.compiled.layer")  # not imported: nothing was ever compiled
-    if layer is not None and any(t.name == layer.COMPILE_THREAD and t.is_alive() for t in threading.enumerate()):
+    if layer is not None and layer.xla_running():
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(130)
+        os._exit(status)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -457,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug or not isinstance(e, (GymError, OSError)):
             raise
         print(f"dumpgym: error: {printable(e)}", file=sys.stderr)
+        _end_if_compiling(2)
         return 2
     except KeyboardInterrupt:
         _end_if_compiling()

@@ -16,7 +16,9 @@ XLA's own plumbing ("none"). This module compiles, `ir/hlo_graph.py` reads the g
 `compiled/attribution.py` decides each instruction's equations from it.
 
 The compile runs on a thread of its own (`start_compiles`) from as soon as the plain lowering is
-made; the caller's thread makes the facts, the x-ray and the jaxpr's dataflow meanwhile. A compile
+made (the trace stage calls it before it prints the texts); the caller's thread prints them and makes the
+facts, the x-ray and the jaxpr's dataflow meanwhile, and, once XLA has compiled, reads the compile while the
+thread asks XLA for its analyses (`memory_analysis()`, `cost_analysis()`). A compile
 still running after `SAY_COMPILING_AFTER` seconds is said on stderr, and again every
 `SAY_COMPILING_EVERY`; Ctrl-C stops the wait (`compiled_when_done`), the thread being a daemon.
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 import platform
 from collections import defaultdict
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import NamedTuple
@@ -114,14 +116,22 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
     target)`'s, if the caller set it going; else it starts here. `what` names the program in the lines a
     long compile prints (`compiled_when_done`).
     """
-    import jaxlib
-
     compiles = compiles if compiles is not None else start_compiles(trace, target)
     # Python's work of the layer that needs no compile, done while XLA compiles (and lets go of Python's lock).
     flow = dataflow(facts, trace.closed_jaxpr)
     compiled = compiled_when_done(compiles.compiled, f"{what} for {target.platform}")
+    try:
+        return _read_layer(compiled, compiles, trace, facts, flow)
+    finally:  # an error reading it waits for XLA's analyses on the compile's thread, before it ends the process:
+        wait([compiles.analyses])  # the interpreter's shutdown aborts the process with a thread in XLA's code
+
+
+def _read_layer(compiled, compiles: Compiles, trace, facts: Facts, flow) -> CompiledLayer:
+    """`compile_layer`'s layer, read from XLA's `compiled` (`compiles`' compile, done), the jaxpr's dataflow made."""
+    import jaxlib
+
     module = compiled.runtime_executable().hlo_modules()[0]
-    printed = compiled.as_text()
+    printed = compiled.as_text()  # XLA's analyses meanwhile go on on the compile's thread (`_compile_tagged`)
     text, metadata = shown_text_and_metadata(printed)
     listed = list(_instructions(module))
     lines, roots = definition_lines(text)
@@ -167,7 +177,7 @@ def compile_layer(trace, facts: Facts, target: Target = CPU, compiles: Compiles 
             in_regions=count["region"],
         ),
         **compiled_facts,
-        **xla_analyses(compiled),
+        **compiles.analyses.result(),  # an error of theirs raised here, as it would be had they run here
     )
 
 
@@ -199,8 +209,16 @@ def layer_rows(listed, lines: dict[str, int], opcode: dict[str, str], eqns: dict
 # every SAY_COMPILING_EVERY seconds: XLA can take minutes, or never finish (jax#10621).
 SAY_COMPILING_AFTER = 5.0
 SAY_COMPILING_EVERY = 5.0
-# The name of the thread each compile runs on (`cli.py` ends the process at once on Ctrl-C while one runs).
+# The name of the thread each compile runs on.
 COMPILE_THREAD = "dumpgym-compile"
+# The compiles (by their futures) whose thread is in XLA's code now: compiling, or asking XLA for its analyses.
+_IN_XLA: set[Future] = set()
+
+
+def xla_running() -> bool:
+    """Whether a thread is in XLA's code now, compiling or analysing a compile: a process that ends meanwhile
+    ends at once (`cli.py`), since a thread in XLA's code when the interpreter shuts down aborts the process."""
+    return bool(_IN_XLA)
 
 
 def compiled_when_done(compiled: Future, what: str):
@@ -235,6 +253,7 @@ class Compiles(NamedTuple):
     compiled: Future
     about: dict
     names: Names  # the plain lowering's location names and their tags (`hlo_tags.carry_tags`)
+    analyses: Future  # of XLA's own totals (`hlo_facts.xla_analyses`), made on the thread once it has compiled
 
 
 def _compile_for_cpu(trace, take_tagged: bool = False) -> Compiles:
@@ -247,15 +266,18 @@ def _compile_for_cpu(trace, take_tagged: bool = False) -> Compiles:
     # tagged lowering has them off too); lowering a copy keeps that setting out of JAX's lowering cache
     # for the user's own function.
     own = trace.lowered if take_tagged and not serializes_bodies(trace.tagged_eqns) else None
-    compiled, names = _compile_tagged(own, trace.lowered, lambda: lower_copy(trace.jax_traced),
-                                      no_traceback_locations, _primitives(trace))
-    return Compiles(compiled, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}, names)
+    compiled, names, analyses = _compile_tagged(own, trace.lowered, lambda: lower_copy(trace.jax_traced),
+                                                no_traceback_locations, _primitives(trace))
+    return Compiles(compiled, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}, names,
+                    analyses)
 
 
-def _compile_tagged(own, tagged, lower_plain, quiet, primitive_of) -> tuple[Future, Names]:
+def _compile_tagged(own, tagged, lower_plain, quiet, primitive_of) -> tuple[Future, Names, Future]:
     """XLA's compile of the program with the tags of the `tagged` lowering carried in (`ir/tags.py`), set
     going on a thread of its own: XLA compiles on one core and lets go of Python's lock meanwhile, so the
-    caller's thread is free for Python's work, with JAX's default compiler options. What XLA compiles is
+    caller's thread is free for Python's work, with JAX's default compiler options. Once it has compiled,
+    the thread goes on to XLA's analyses of it (`xla_analyses`: `memory_analysis()` takes a GPT's add a
+    third of a second, Python's lock let go), while the caller reads the compile. What XLA compiles is
     `own` (the tagged lowering itself, the caller's to give away) with the tags moved into its locations
     (`tags_in_place`), else, where that cannot be, the plain lowering `lower_plain()` makes (under `quiet`,
     source locations off) with the tags carried over from `tagged` (`carry_tags`). Both give XLA the same module.
@@ -269,17 +291,32 @@ def _compile_tagged(own, tagged, lower_plain, quiet, primitive_of) -> tuple[Futu
             plain = lower_plain()
         names = carry_tags(tagged.compiler_ir("stablehlo"), plain.compiler_ir("stablehlo"))
     future: Future = Future()
+    analyses: Future = Future()
 
     def run():
         future.set_running_or_notify_cancel()
+        analyses.set_running_or_notify_cancel()
+        _IN_XLA.add(future)  # left before either future is settled: whoever waits sees XLA done
         try:
-            future.set_result(plain.compile())
+            compiled = plain.compile()
         except BaseException as e:  # noqa: BLE001 (handed to whoever waits for it)
+            _IN_XLA.discard(future)
             future.set_exception(e)
+            analyses.set_exception(e)
+            return
+        future.set_result(compiled)
+        try:
+            made = xla_analyses(compiled)
+        except BaseException as e:  # noqa: BLE001 (handed to whoever waits for them)
+            _IN_XLA.discard(future)
+            analyses.set_exception(e)
+            return
+        _IN_XLA.discard(future)
+        analyses.set_result(made)
 
     # A daemon: a compile stopped with Ctrl-C (or one that never finishes) does not hold the process at exit.
     threading.Thread(target=run, name=COMPILE_THREAD, daemon=True).start()
-    return future, names
+    return future, names, analyses
 
 
 def _compile_for_topology(trace, target: Target) -> Compiles:
@@ -325,9 +362,9 @@ def _compile_for_topology(trace, target: Target) -> Compiles:
         with no_traceback_locations():
             tagged = lowered(tagged_eqn)
         own = None if serializes_bodies(trace.tagged_eqns) else tagged
-        compiled, names = _compile_tagged(own, tagged, lambda: lowered(plain_eqn), no_traceback_locations,
-                                          _primitives(trace))
-    return Compiles(compiled, compiled_for(topology, devices[0]), names)
+        compiled, names, analyses = _compile_tagged(own, tagged, lambda: lowered(plain_eqn), no_traceback_locations,
+                                                    _primitives(trace))
+    return Compiles(compiled, compiled_for(topology, devices[0]), names, analyses)
 
 
 def _primitives(trace):

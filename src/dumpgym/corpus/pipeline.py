@@ -25,14 +25,22 @@ def program_record(program, progress: Callable[[str], None] | None = None,
 
     say = progress or (lambda _msg: None)
     say(f"{program.slug}: tracing and lowering")
-    traced = trace(program.function, program.example_args())
     # A program that lowers for TPU alone (a Mosaic kernel) has no CPU or GPU compile.
     targets = [t for t in targets if program.platform == "cpu" or t.platform == program.platform]
-    compiles = None
+    first = []  # XLA compiles the first on a thread from the lowering on, while the texts are printed and the facts made
     if targets:
         from dumpgym.compiled.layer import compile_layer, start_compiles  # jaxlib's HLO bindings, only when a layer is asked for
 
-        compiles = start_compiles(traced, targets[0])  # XLA compiles the first on threads while facts are made
+    def start(lowered):
+        try:
+            first.append(start_compiles(lowered, targets[0]))
+        except Exception as e:  # noqa: BLE001 (raised below, once the trace is whole: a failure to start
+            first.append(e)  # the compile is a later stage's, not the trace's, as `_raised_while_tracing` tells them)
+
+    traced = trace(program.function, program.example_args(), start if targets else None)
+    compiles = first[0] if first else None
+    if isinstance(compiles, Exception):
+        raise compiles
     say(f"{program.slug}: facts for every equation")
     facts = build_facts(traced)
     say(f"{program.slug}: x-ray ({len(facts.eqns)} equations)")

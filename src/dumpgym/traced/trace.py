@@ -34,27 +34,24 @@ class Trace:
     stablehlo: str
 
 
-def trace(function: Callable[..., Any], args: Sequence[Any]) -> Trace:
-    """Trace `function` on example arguments: its jaxpr, its StableHLO and a tagged lowering."""
-    import jax
+def trace(function: Callable[..., Any], args: Sequence[Any], lowered: Callable[[Trace], None] | None = None) -> Trace:
+    """Trace `function` on example arguments: its jaxpr, its StableHLO and a tagged lowering.
 
+    `lowered(trace)`, if given, is called as soon as the tagged lowering is made, before the texts are
+    printed, with the trace so far (its texts still empty): a compile it sets going on a thread of its
+    own (`compiled.layer.start_compiles`) then runs while they are printed. It must not change the
+    tagged lowering, whose text is printed after it."""
     args = tuple(args)
     traced = staged(function, args)
     with collector_paused():
-        lowered, tagged_eqns = _lower_tagged(traced)
+        tagged, tagged_eqns = _lower_tagged(traced)
+        out = Trace(function=function, args=args, jax_traced=traced, closed_jaxpr=traced.jaxpr, lowered=tagged,
+                    tagged_eqns=tagged_eqns, jaxpr_spans={}, source="", jaxpr="", stablehlo="")
+        if lowered is not None:
+            lowered(out)
         text, spans = print_with_spans(traced.jaxpr)
-    return Trace(
-        function=function,
-        args=args,
-        jax_traced=traced,
-        closed_jaxpr=traced.jaxpr,
-        lowered=lowered,
-        tagged_eqns=tagged_eqns,
-        jaxpr_spans=spans,
-        source=source_of(function),
-        jaxpr=text,
-        stablehlo=_plain_text(traced, lowered, tagged_eqns),
-    )
+    return dataclasses.replace(out, jaxpr_spans=spans, source=source_of(function), jaxpr=text,
+                               stablehlo=_plain_text(traced, tagged, tagged_eqns))
 
 
 def staged(function: Callable[..., Any], args: tuple):

@@ -476,3 +476,27 @@ def test_a_residual_read_by_two_forward_dots_is_not_asked():
     assert readers_of_x and not set(readers_of_x) & asked
     # one forward dot: no choice of which one the cotangent belongs to, only its typed aval
     assert [i["step"] for i in kind_items(_record(plain, "f32[8,4]", "f32[4,6]"), "backward")] == ["wrt", "wrt", "residual", "cotangent"]
+
+
+def test_a_deep_programs_cotangent_choices_put_the_right_dot_in_every_place():
+    # Twelve layers of one width: every forward dot's result is alike, and the earlier layers' dots come first in
+    # the listing. Taking the first alike dots as the others put the right one last in nearly every item.
+    def deep(x, *ws):
+        def loss(ws):
+            h = x
+            for w in ws:
+                h = jnp.tanh(h @ w)
+            return jnp.sum(h)
+        return jax.grad(loss)(ws)
+
+    record = _record(deep, "f32[4,16]", *["f32[16,16]"] * 12)
+    choices = [i for i in kind_items(record, "backward") if i["step"] == "cotangent" and _form(i) == "choice"]
+    assert len(choices) >= 10 and all(len(i["options"]) == 4 for i in choices)
+    places = Counter(i["answer"] for i in choices)
+    assert set(places) == {0, 1, 2, 3} and max(places.values()) <= len(choices) / 2, places
+    # and the right option is still the forward dot JAX's vjp pulls the cotangent back through: the dot whose
+    # result has the cotangent's aval and whose operand the backward dot reads as its residual
+    for item in choices:
+        back = next(e for e in record.eqns if e.id == item["eqn"])
+        right = _dot_at(record, re.fullmatch(r"the dot_general on line (\d+)", item["options"][item["answer"]]).group(1))
+        assert right.outputs[0].same(back.inputs[0]) or right.outputs[0].same(back.inputs[1]), item["card"]

@@ -86,7 +86,8 @@ def cotangent_item(program: ProgramRecord, pair: Pair, forward: list[EqnFact]) -
     order of the listing; None for a program with one forward dot."""
     b, f, back = line(pair.back), line(pair.fwd), pair.back
     like = back.inputs[pair.cotangent]
-    others = [other for other, _ in _others(pair, forward, like, True)][:3]
+    others = _around(pair.fwd, [other for other, _ in _others(pair, forward, like, True)], like,
+                     order(4, program.slug, pair.fwd.id, "cotangent")[0])
     if not others:
         return None
     dots = sorted([pair.fwd, *others], key=line)
@@ -103,6 +104,20 @@ def cotangent_item(program: ProgramRecord, pair: Pair, forward: list[EqnFact]) -
            f"line {f}'s result ({pair.fwd.outputs[0]}): the cotangent of line {f}")
     return {**_item(program, pair, "cotangent", question), "options": options, "answer": dots.index(pair.fwd),
             "reasons": reasons, "rules": rules, "feedback": why, "shown": listing(program)}
+
+
+def _around(right: EqnFact, others: list[EqnFact], like, place: int) -> list[EqnFact]:
+    """Up to three of `others` to stand beside `right` in listing order, `place` of them before it where the
+    listing has them: those with the aval `like` first, then the nearest. Taking the first alike ones put the
+    right dot last in a deep program (its earlier layers' dots are alike), and a reader who picked the last
+    option won; a drawn place puts it anywhere."""
+    def nearest(side: list[EqnFact]) -> list[EqnFact]:
+        return sorted(side, key=lambda o: (not o.outputs[0].same(like), abs(line(o) - line(right))))
+    before = nearest([o for o in others if line(o) < line(right)])
+    after = nearest([o for o in others if line(o) > line(right)])
+    wanted = min(place, len(before), 3)
+    chosen = before[:wanted] + after[:3 - wanted]
+    return chosen + before[wanted:wanted + 3 - len(chosen)]
 
 
 def _item(program: ProgramRecord, pair: Pair, step: str, question: str) -> dict:

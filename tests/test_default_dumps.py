@@ -122,78 +122,6 @@ def _check_stablehlo_dots(pool: dict, records: dict[str, ProgramRecord]) -> None
     assert checked["contracted-size"] >= 2 and sum(checked.values()) >= 10, checked
 
 
-# The jaxpr primitives a StableHLO op of the shape oracle lowers from.
-_LOWERED_FROM = {"stablehlo.transpose": ("transpose",), "stablehlo.concatenate": ("concatenate",),
-                 "stablehlo.reduce": ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
-                                      "reduce_or")}
-
-
-def test_a_stablehlo_ops_shape_is_the_aval_jax_gives_its_equation(dumped):
-    """A shapes item of a dump without a jaxpr asks of a StableHLO op; its answer is the output aval of an equation
-    JAX traces of the same function, of the primitive the op lowers from, on the same operand avals."""
-    how, pool, records = dumped
-    if how == "xla":
-        pytest.skip("an XLA-only dump has no StableHLO")
-    _check_stablehlo_shapes(pool, records)
-
-
-def _check_stablehlo_shapes(pool: dict, records: dict[str, ProgramRecord]) -> None:
-    checked = 0
-    for name, record in records.items():
-        outputs: dict[tuple, set[str]] = {}
-        for eqn in jax_equations(name):
-            key = (eqn.primitive.name, tuple(_short(v.aval) for v in eqn.invars))
-            outputs.setdefault(key, set()).add(_short(eqn.outvars[0].aval))
-        for item in _items(pool, record, drill="shapes", layer="stablehlo"):
-            assert item["eqn"] is None
-            facts, value = item["facts"], item["answer"]["value"]
-            operands = tuple(facts["operands"][:1]) if facts["op"] == "stablehlo.reduce" else tuple(facts["operands"])
-            found = set().union(*(outputs.get((p, operands), set()) for p in _LOWERED_FROM[facts["op"]]))
-            assert value in found, (name, item["card"], value, found)
-            assert value not in item["answer"]["misread"]
-            checked += 1
-    assert checked >= 4, checked
-
-
-_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
-           "i32": "int32", "i64": "int64"}
-
-
-def _struct(aval: str):
-    import jax
-    import jax.numpy as jnp
-
-    m = re.fullmatch(r"([a-z]+\d+)\[([\d,]*)\]", aval)
-    return jax.ShapeDtypeStruct(tuple(int(d) for d in m[2].split(",") if d), jnp.dtype(_DTYPES[m[1]]))
-
-
-def _check_shapes_by_jax(pool: dict, records: dict[str, ProgramRecord]) -> Counter:
-    """Every shapes item of a dump without a jaxpr, at StableHLO or a compiled layer: its answer is the aval
-    `jax.eval_shape` gives the lax op of that kind on the operands it shows, with the attribute its line prints."""
-    import jax
-    from jax import lax
-
-    ops = {"transpose": lambda xs, a: lax.transpose(xs[0], a),
-           "reduce": lambda xs, a: lax.reduce(xs[0], xs[1], lax.add, a),
-           "concatenate": lambda xs, a: lax.concatenate(xs, a[0])}
-    checked = Counter()
-    for record in records.values():
-        for item in _items(pool, record, drill="shapes"):
-            facts = item["facts"]
-            op = ops[facts["op"].removeprefix("stablehlo.")]
-            out = jax.eval_shape(lambda *xs: op(xs, tuple(facts["attribute"])), *map(_struct, facts["operands"]))
-            assert _short(jax.core.ShapedArray(out.shape, out.dtype)) == item["answer"]["value"], item["card"]
-            assert item["answer"]["misread"] and item["answer"]["value"] not in item["answer"]["misread"]
-            checked[item["layer"]] += 1
-    return checked
-
-
-def test_an_ops_shape_is_the_aval_jax_gives_that_op(dumped):
-    how, pool, records = dumped
-    checked = _check_shapes_by_jax(pool, records)
-    assert checked["cpu"] >= 2 and (checked["stablehlo"] >= 4) == (how != "xla"), checked
-
-
 def test_a_compiled_dot_contracts_what_jax_contracts(dumped):
     """A compiled dot may be laid out otherwise than JAX traced it (XLA transposes an operand, and the CPU computes a
     bf16 dot in f32), but it sums as many products, and makes as many elements, as a dot_general JAX traces of the
@@ -236,20 +164,18 @@ def _check_trips(pool: dict, record: ProgramRecord, layer: str) -> None:
 
 
 @pytest.mark.needs_tpu
-def test_a_tpu_dump_without_a_jaxpr_gives_seven_kinds(tmp_path):
-    """One TPU v5e compile, dumped with JAX's default mode beside XLA's flag: the transformer's train step gives seven
+def test_a_tpu_dump_without_a_jaxpr_gives_six_kinds(tmp_path):
+    """One TPU v5e compile, dumped with JAX's default mode beside XLA's flag: the transformer's train step gives six
     kinds or more with no jaxpr, each item passing the pool's checks, its StableHLO answers JAX's, and the RNN's
     compiled whiles run as often as JAX's scans."""
     folder = make_dump(tmp_path / "dump", NAMES, "tpu", module="dump_drill_programs", jax_modes="")
     pool, records = added_pool(folder, tmp_path / "corpus", NAMES)
     kinds = Counter(i["drill"] for i in _items(pool, records["transformer_train_step"]))
-    assert len(kinds) >= 7 and {"decoder", "shapes", "layouts", "units", "cost"} <= set(kinds), kinds
+    assert len(kinds) >= 6 and {"decoder", "layouts", "units", "cost", "buffers"} <= set(kinds), kinds
     for record in records.values():
         assert not record.eqns
         for item in _items(pool, record):
             assert_pool_item(item, set())
             assert all(isinstance(b, str) and b for b in readable(item, record)["shown"]), item["card"]
     _check_stablehlo_dots(pool, records)
-    _check_stablehlo_shapes(pool, records)
-    assert _check_shapes_by_jax(pool, records)["tpu"] >= 1
     _check_trips(pool, records["rnn_train_step"], "tpu")

@@ -28,7 +28,7 @@ from collections import Counter as Tally
 from dumpgym.drills import drill
 from dumpgym.drills._avals import order
 from dumpgym.drills._layers import text_lines
-from dumpgym.drills._loops import Counter, counters, stated_counters, trip_misreadings
+from dumpgym.drills._loops import Counter, counters, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills._spread import answer_step, spread_weight
 from dumpgym.drills._roles import (operand_range, pick_wrong, scan_layout, scan_misreadings, while_layout,
@@ -357,8 +357,7 @@ def _excerpt(listing: HloListing, lines: tuple[int, ...]) -> str:
 
 def trip_items(program: ProgramRecord) -> list[dict]:
     """One `trips` item per compiled while of each TPU and GPU layer whose counter XLA's graph shows; in a dump's
-    record, also of its CPU layer, and of each while whose line states XLA's own count (`stated_counters`). A
-    while is asked where an equation of the jaxpr holds it, or, in a dump without a jaxpr, of the compiled
+    record, also of its CPU layer. A while is asked where an equation of the jaxpr holds it, or, in a dump without a jaxpr, of the compiled
     while alone."""
     items = []
     backends = ("tpu", "gpu", "cpu") if program.dump is not None else ("tpu", "gpu")
@@ -366,8 +365,7 @@ def trip_items(program: ProgramRecord) -> list[dict]:
     for target, hlo in layers.items():
         listing = HloListing(hlo)
         owner = {i.name: i.eqns for i in hlo.instructions}
-        found = counters(hlo) + (stated_counters(hlo) if program.dump is not None else [])
-        for c in sorted(found, key=lambda c: c.line):
+        for c in counters(hlo):
             loops = [e for e in owner.get(c.name, ()) if program.eqns[e].primitive in LOOPS]
             eqn = program.eqns[max(loops)] if loops else None
             item = trip_item(program, target, listing, c, eqn) if loops or not program.eqns else None

@@ -357,8 +357,8 @@ def _excerpt(listing: HloListing, lines: tuple[int, ...]) -> str:
 
 def trip_items(program: ProgramRecord) -> list[dict]:
     """One `trips` item per compiled while of each TPU and GPU layer whose counter XLA's graph shows; in a dump's
-    record, also of its CPU layer. A while is asked where an equation of the jaxpr holds it, or, in a dump without a jaxpr, of the compiled
-    while alone."""
+    record, also of its CPU layer. A while is asked where an equation of the jaxpr holds it, or, in a dump
+    without a jaxpr, of the compiled while alone."""
     items = []
     backends = ("tpu", "gpu", "cpu") if program.dump is not None else ("tpu", "gpu")
     layers = {k: v for backend in backends for k, v in program.layers(backend).items()}

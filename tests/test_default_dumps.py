@@ -19,7 +19,8 @@ from dump_programs import make_dump
 from dumpgym.record.schema import ProgramRecord
 from pool_checks import assert_pool_item, readable
 
-NAMES = ("rnn_train_step", "transformer_train_step")
+NAMES = ("rnn_train_step", "fit_while", "remat_mlp_step", "transformer_train_step")
+BAR_ITEMS = 20  # issue 43: the scan, while and remat programs give at least this many items on the CPU
 # How a user dumps: XLA's flag alone, or JAX's StableHLO (its default mode) beside it.
 HOW = {"xla": None, "jax-default": ""}
 
@@ -64,6 +65,19 @@ def test_a_dump_without_a_jaxpr_gives_decoder_and_loop_items_that_pass_the_pool_
         assert (layers["decoder", "stablehlo"] >= 5) == (how != "xla"), (name, layers)
     kinds = Counter(i["drill"] for i in _items(pool, records["rnn_train_step"]))
     assert kinds["loops"] >= 1 and len(_items(pool, records["rnn_train_step"])) >= 20, kinds
+
+
+def test_the_scan_while_and_remat_programs_give_twenty_items_without_a_jaxpr(dumped):
+    """With JAX's StableHLO beside XLA's dump, each of the scan, while and remat programs gives twenty items or more
+    with no jaxpr; with XLA's dump alone, the scan's and the remat's do (the while's small fit holds two dots, one
+    reduce and one loop: fewer questions than that)."""
+    how, pool, records = dumped
+    counts = {name: Counter(i["drill"] for i in _items(pool, records[name]))
+              for name in ("rnn_train_step", "fit_while", "remat_mlp_step")}
+    barred = counts if how != "xla" else {k: v for k, v in counts.items() if k != "fit_while"}
+    assert all(sum(kinds.values()) >= BAR_ITEMS for kinds in barred.values()), counts
+    assert {"decoder", "loops", "shapes"} <= set(counts["rnn_train_step"]), counts
+    assert {"decoder", "loops"} <= set(counts["fit_while"]) and "shapes" in counts["remat_mlp_step"], counts
 
 
 def _jax_dot_of(dots: list, item: dict):
@@ -243,15 +257,12 @@ def _check_trips(pool: dict, record: ProgramRecord, layer: str) -> None:
         assert not any("known_trip_count" in block for block in shown["shown"])
 
 
-# Loops as users write them, dumped with XLA's flag alone: a while with a counter and another test, a short scan.
-LOOPS = ("fit_while", "small_scan")
-
-
 @pytest.fixture(scope="module")
-def looped(tmp_path_factory):
-    root = tmp_path_factory.mktemp("default-loops")
-    folder = make_dump(root / "dump", LOOPS, "cpu", module="dump_drill_programs", jax_modes=None)
-    return added_pool(folder, root / "corpus", LOOPS)
+def small_scan(tmp_path_factory):
+    """A short scan as a user's RNN cell, dumped with XLA's flag alone."""
+    root = tmp_path_factory.mktemp("default-small-scan")
+    folder = make_dump(root / "dump", ("small_scan",), "cpu", module="dump_drill_programs", jax_modes=None)
+    return added_pool(folder, root / "corpus", ("small_scan",))
 
 
 def _jax_loop(name: str):
@@ -260,11 +271,11 @@ def _jax_loop(name: str):
     return eqn
 
 
-def test_a_while_that_also_stops_on_another_test_runs_at_most_its_counters_bound(looped):
+def test_a_while_that_also_stops_on_another_test_runs_at_most_its_counters_bound(dumped):
     """fit_while's loop runs while `i < 100` and the loss is large (the CPU fuses both tests into one fusion):
     its trips item asks at most how many runs, and the answer is the bound JAX's condition compares the counter
     with, less the counter's first value, both read from the jaxpr JAX traces of the same function."""
-    pool, records = looped
+    _how, pool, records = dumped
     eqn = _jax_loop("fit_while")
     compares = [e for e in eqn.params["cond_jaxpr"].jaxpr.eqns if e.primitive.name == "lt"]
     (bound,) = [int(v.val) for e in compares for v in e.invars if hasattr(v, "val")]
@@ -275,10 +286,10 @@ def test_a_while_that_also_stops_on_another_test_runs_at_most_its_counters_bound
     assert str(bound - start + 1) in item["answer"]["misread"]  # the count of the condition's tests
 
 
-def test_a_short_scan_run_inside_a_call_counts_as_many_runs_as_jax_scans(looped):
+def test_a_short_scan_run_inside_a_call_counts_as_many_runs_as_jax_scans(small_scan):
     """XLA's CPU compiler runs a short scan's while inside a `call` of its own: the counter's first value is read
     through that call, and the runs are the length of the scan JAX traces; the lines shown hold the call."""
-    pool, records = looped
+    pool, records = small_scan
     record = records["small_scan"]
     hlo = record.compiled["cpu"]
     whiles = {i.computation for i in hlo.instructions if i.opcode == "while"}

@@ -286,6 +286,38 @@ def test_a_while_that_also_stops_on_another_test_runs_at_most_its_counters_bound
     assert str(bound - start + 1) in item["answer"]["misread"]  # the count of the condition's tests
 
 
+def _opcodes_run(hlo, name: str) -> set[str]:
+    """The opcodes of a compiled computation and of every computation it calls, transitively."""
+    seen, stack, out = set(), [name], set()
+    while stack:
+        comp = stack.pop()
+        if comp in seen:
+            continue
+        seen.add(comp)
+        for ins in hlo.instructions:
+            if ins.computation == comp:
+                out.add(ins.opcode)
+                stack += [*ins.calls, *ins.to_apply]
+    return out
+
+
+def test_a_compiled_conditional_runs_the_branch_jax_picks_for_its_index(dumped):
+    """fit_while's lax.cond halves the step in one branch only: for each index asked, the computation to tap
+    multiplies exactly where the branch JAX traces at that index (its `branches[k]`) holds a `mul`."""
+    _how, pool, records = dumped
+    record = records["fit_while"]
+    (cond,) = [e for e in jax_equations("fit_while") if e.primitive.name == "cond"]
+    items = _items(pool, record, drill="loops", step="branch")
+    assert sorted(i["facts"]["value"] for i in items) == [str(k) for k in range(len(cond.params["branches"]))]
+    hlo = record.compiled["cpu"]
+    for item in items:
+        branch = cond.params["branches"][int(item["facts"]["value"])].jaxpr
+        halves = any(e.primitive.name == "mul" for e in branch.eqns)
+        assert ("multiply" in _opcodes_run(hlo, item["facts"]["runs"])) == halves, item["card"]
+        answer = item["answer"]
+        assert answer["line"] in answer["accepted"] and not set(answer["explain"]) & set(map(str, answer["accepted"]))
+
+
 def test_a_short_scan_run_inside_a_call_counts_as_many_runs_as_jax_scans(small_scan):
     """XLA's CPU compiler runs a short scan's while inside a `call` of its own: the counter's first value is read
     through that call, and the runs are the length of the scan JAX traces; the lines shown hold the call."""

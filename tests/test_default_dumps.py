@@ -249,6 +249,9 @@ def _check_trips(pool: dict, record: ProgramRecord, layer: str) -> None:
     trips = _items(pool, record, drill="loops", step="trips")
     lengths = {str(e.params["length"]) for e in _jax_eqns("rnn_train_step", "scan")}
     assert trips and {i["answer"]["value"] for i in trips} == lengths, (trips, lengths)
+    # where the while's line states XLA's own count (the CPU's do), the record keeps it, and it is the scan's length
+    known = {str(w.known) for w in record.compiled[layer].while_counters if w.known is not None}
+    assert known <= lengths and (known or layer != "cpu"), (known, lengths)
     for item in trips:
         shown = readable(item, record)
         assert item["eqn"] is None and item["layer"] == layer

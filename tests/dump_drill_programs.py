@@ -1,7 +1,8 @@
 """Programs as users write them, dumped by the tests of drills from a dump (`tests/test_dump_drills.py`): a
 recurrent net's train step over a `lax.scan`, a fit that runs a `lax.while_loop` with a `lax.cond` inside,
 an MLP whose blocks are `jax.checkpoint`ed under `jax.grad`, a short scan over a small carry, and a
-transformer block's train step with a hand-written Adam. Arguments are flat arrays (the dump's module takes them so), as aval strings."""
+transformer block's train step with a hand-written Adam. Arguments are flat arrays (the dump's module takes them
+so), as aval strings."""
 import jax
 import jax.numpy as jnp
 from jax import lax

@@ -7,8 +7,9 @@ an op is a fact of the record, read when the dump was added: a StableHLO op's op
 combiner (`StablehloOp`, read by MLIR's bindings), a compiled instruction's `dimensions`, operands and result
 shapes (`Instruction`, `ResultShape.arrays`). The page shows the op's line with its result type masked (a
 StableHLO line's signature holds the operand types; a compiled line, cut before its metadata, is followed by
-`%name = TYPE` per operand, a reduce's init value left out). An op is asked only where its result type prints nowhere else in what is shown
-and its dtype is an array's (a float or a signed integer, which the aval spelling names). Each misreading is
+`%name = TYPE` per operand, a reduce's init value left out). An op is asked only where its result type prints
+nowhere else in what is shown and its dtype is an array's (a float or a signed integer, which the aval spelling
+names). Each misreading is
 computed from the op's own attribute and operands, never invented; every item has one line of `feedback`.
 """
 from __future__ import annotations
@@ -148,15 +149,16 @@ def _compiled(target: str, hlo: CompiledLayer, ins: Instruction, at: dict[int, I
 
 
 def transposed(operands: list[Aval], perm: tuple[int, ...], answer: Aval, spelled: str):
-    """A transpose's misreadings, feedback and permutation (`spelled`: how the layer names its permutation), or None where
-    the permutation does not give `answer`."""
+    """A transpose's misreadings, feedback and permutation (`spelled`: how the layer names its permutation), or None
+    where the permutation does not give `answer`."""
     if len(operands) != 1:
         return None
     (x,) = operands
     if sorted(perm) != list(range(x.rank)) or answer.shape != tuple(x.shape[p] for p in perm):
         return None
     inverse = tuple(perm.index(k) for k in range(x.rank))
-    wrong = [(x, "ignored-permutation", f"kept the operand's shape; transpose moves operand axis {spelled}[i] to place i"),
+    wrong = [(x, "ignored-permutation",
+              f"kept the operand's shape; transpose moves operand axis {spelled}[i] to place i"),
              (x.with_shape(tuple(x.shape[p] for p in inverse)), "inverse-permutation",
               f"read {spelled} as where each operand axis goes; {spelled}[i] is the operand axis that becomes axis i"),
              (x.with_shape(tuple(reversed(x.shape))), "reversed-all",
@@ -196,9 +198,12 @@ def joined(operands: list[Aval], dim: int, answer: Aval, spelled: str):
     wrong = [(first.with_shape((len(operands), *first.shape)), "stacked",
               "stacked the operands on a new leading axis, as jnp.stack does; concatenate joins along an existing one")]
     for other in range(first.rank):
-        if other != dim and all(a.shape[k] == first.shape[k] for a in operands for k in range(first.rank) if k != other):
+        if other != dim and all(a.shape[k] == first.shape[k]
+                                for a in operands for k in range(first.rank) if k != other):
             wrong.append((first.with_shape(tuple(sum(a.shape[k] for a in operands) if k == other else d
                                                  for k, d in enumerate(first.shape))), "wrong-axis",
                           f"joined along axis {other}; {spelled} = {dim} names the axis"))
-    wrong.append((first, "first-operand", f"took the first operand's shape; the operands' sizes along {spelled} add up"))
-    return wrong, f"{spelled} = {dim}: the operands' sizes along axis {dim} add up, the other axes stay: {answer}", (dim,)
+    wrong.append((first, "first-operand",
+                  f"took the first operand's shape; the operands' sizes along {spelled} add up"))
+    why = f"{spelled} = {dim}: the operands' sizes along axis {dim} add up, the other axes stay: {answer}"
+    return wrong, why, (dim,)

@@ -50,9 +50,9 @@ _GROUP_COUNT = re.compile(r"\b(feature|batch)_group_count=(\d+)")
 # A dot's operand list, where its line's dims would end were none printed.
 _DOT_OPERANDS = re.compile(r" dot\(%[\w.\-]+, %[\w.\-]+\)")
 _CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]+)"')
-# The attribute that decides a transpose's, reduce's, concatenate's, broadcast's or reverse's result shape.
+# The attribute that decides a transpose's, reduce's or concatenate's result shape.
 _DIMENSIONS = re.compile(r", dimensions=\{([\d,]*)\}")
-_WITH_DIMENSIONS = frozenset({"transpose", "reduce", "concatenate", "broadcast", "reverse"})
+_WITH_DIMENSIONS = frozenset({"transpose", "reduce", "concatenate"})
 # The kind a backend_config names where it is one of XLA's own emitters (`"kind":"__triton_gemm"`).
 _BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 
@@ -73,7 +73,7 @@ def with_facts(instructions: list[Row], module, text: str,
     (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`. `operands`:
     each instruction's operands' names by its name, where the bindings were asked already (`CompiledGraph`).
     `dumped`: the module is a dump's, which may have no jaxpr to ask of: also read what its drills need then, each
-    transpose's, reduce's, concatenate's, broadcast's and reverse's `dimensions={...}`, and a while's counter where
+    transpose's, reduce's and concatenate's `dimensions={...}`, and a while's counter where
     a `call` sets its start or one fusion joins its tests, with XLA's own count of its runs (a traced program's
     record keeps them once the committed corpus is made again with them)."""
     shaped = _WITH_DIMENSIONS if dumped else frozenset()

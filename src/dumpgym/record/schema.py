@@ -403,8 +403,8 @@ class Instruction(_Record):
     # The cost estimate a custom call's kernel carries (a Pallas `CostEstimate`, written into its backend_config as
     # `"cost_estimate":{"flops":"…",…}`): each count by name.
     cost_estimate: dict[str, int] = dataclasses.field(default_factory=dict)
-    # The `dimensions={...}` a transpose (its permutation), reduce (the axes it combines away), concatenate (its
-    # axis), broadcast (where the operand's axes go) or reverse prints: what decides its result's shape.
+    # The `dimensions={...}` a transpose (its permutation), reduce (the axes it combines away) or concatenate (its
+    # axis) prints: what decides its result's shape (in a dump's record).
     dimensions: tuple[int, ...] = ()
 
     @property

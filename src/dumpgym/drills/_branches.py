@@ -1,12 +1,12 @@
 """The loops drill's `branch` step at a compiled layer: tap the computation a compiled `conditional` runs.
 
-Asked of a dump without a jaxpr, where the jaxpr's conds cannot be. XLA prints a conditional two ways: with a
-branch index (`conditional(%i, ...), branch_computations={%a, %b}`: index k runs the k-th listed, counted from 0;
-lax.cond's bool is converted to that index, False to 0) or with a predicate (`true_computation=%t,
-false_computation=%f`: true runs the first named). Everything is a fact of the record: the conditional's
-`control` (its branches in printed order, read when the dump was added), its index operand's result type, and
-each computation's lines. The rows shown run from the first branch's signature to the last one's closing brace;
-every row of the branch that runs is right.
+Asked of a dump without a jaxpr, where the jaxpr's conds cannot be, of each conditional with a branch index
+(`conditional(%i, ...), branch_computations={%a, %b}`: index k runs the k-th listed, counted from 0; JAX converts
+lax.cond's bool to that index, False to 0). A conditional on a predicate (`true_computation=`) is not asked: JAX's
+lowerings do not make one. Everything is a fact of the record: the conditional's `control` (its branches in
+printed order, read when the dump was added), its index operand's result type, and each computation's lines.
+The rows shown run from the first branch's signature to the last one's closing brace; every row of the branch
+that runs is right.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def _ordinal(k: int) -> str:
 
 
 def compiled_branch_items(program: ProgramRecord) -> list[Item]:
-    """One item per value of each compiled conditional's index (each in range) or predicate (both), in a dump's
-    record without a jaxpr."""
+    """One item per value in range of each compiled conditional's branch index, in a dump's record without a
+    jaxpr."""
     if program.dump is None or program.eqns:
         return []
     items = []
@@ -40,7 +40,8 @@ def compiled_branch_items(program: ProgramRecord) -> list[Item]:
 
 
 def _index_dtype(hlo: CompiledLayer, listing: Listing, ins: Instruction) -> str | None:
-    """The element type of a conditional's first operand (`pred` or `s32`), or None where it is no scalar."""
+    """The element type of a conditional's first operand (`s32` for a branch index), or None where it is no
+    scalar."""
     index = listing.at.get(ins.operands[0]) if ins.operands else None
     if index is None or index.shape is None:
         return None
@@ -52,9 +53,8 @@ def _items(program: ProgramRecord, target: str, hlo: CompiledLayer, listing: Lis
     """The items of one conditional: which rows are each branch's, and the question for each value asked."""
     spans = {c.name: c.lines for c in hlo.computations}
     dtype = _index_dtype(hlo, listing, ins)
-    if len(ins.control) < 2 or any(c not in spans for c in ins.control) or dtype not in ("pred", "s32"):
-        return []
-    if dtype == "pred" and len(ins.control) != 2:
+    if len(set(ins.control)) != len(ins.control) or len(ins.control) < 2 or any(c not in spans for c in ins.control) \
+            or dtype != "s32":  # two indices running one computation: tapping it answers both
         return []
     first = min(spans[c][0] for c in ins.control)
     last = max(spans[c][1] for c in ins.control)
@@ -62,42 +62,32 @@ def _items(program: ProgramRecord, target: str, hlo: CompiledLayer, listing: Lis
         return []
     rows = {c: tuple(range(spans[c][0] - first + 1, spans[c][1] - first + 2)) for c in ins.control}
     index = listing.at[ins.operands[0]]
-    values = (True, False) if dtype == "pred" else tuple(range(len(ins.control)))
     out = []
-    for value in values:
-        k = (0 if value else 1) if dtype == "pred" else value
-        runs, said = ins.control[k], str(value).lower()
+    for k, runs in enumerate(ins.control):
+        said = str(k)
         explain = {}
         for j, other in enumerate(ins.control):
             if j != k:
-                reason = _misread(dtype, value, k, j, ins.control)
-                explain.update({str(r): reason for r in rows[other]})
-        what = "predicate" if dtype == "pred" else "branch index"
+                explain.update({str(r): _misread(k, j, ins.control) for r in rows[other]})
         out.append(Item(
-            question=f"At run time the {what} %{index.name} is {said}: tap the computation %{ins.name} runs.",
+            question=f"At run time the branch index %{index.name} is {k}: tap the computation %{ins.name} runs.",
             answer=LinePick(rows[runs][0], rows[runs], explain),
             context=(Lines(target, first, last, cut=True), Note(which_compile(hlo)),
                      *refer(program, target, [listing.short(ins.line), listing.short(index.line)])),
             card=("branch", ins.name, said, target), layer=target, step="branch", skill="compiled-conditional",
-            feedback=_feedback(dtype, said, k, ins.control),
+            feedback=_feedback(k, ins.control),
             facts={"hlo_line": ins.line, "instruction": ins.name, "value": said, "runs": runs}))
     return out
 
 
-def _misread(dtype: str, value, k: int, j: int, control: tuple[str, ...]) -> str:
+def _misread(k: int, j: int, control: tuple[str, ...]) -> str:
     """Why tapping branch `j` is wrong where `k` runs, in this conditional's terms."""
-    if dtype == "pred":
-        return (f"took {str(value).lower()} as an index, as lax.cond's bool becomes ({int(value)}); a predicate "
-                f"conditional names true_computation first: %{control[k]} runs")
     if j == k - 1:
         return (f"counted branch_computations from 1; index {k} counts from 0, so the {_ordinal(k)} listed, "
                 f"%{control[k]}, runs")
     return f"index {k} picks branch_computations[{k}], %{control[k]}; %{control[j]} is [{j}]"
 
 
-def _feedback(dtype: str, said: str, k: int, control: tuple[str, ...]) -> str:
-    if dtype == "pred":
-        return (f"a predicate conditional runs true_computation when it is true and false_computation when false: "
-                f"%{control[k]} runs for {said}")
+def _feedback(k: int, control: tuple[str, ...]) -> str:
     listed = ", ".join(f"%{c}" for c in control)
     return f"branch_computations={{{listed}}} counts from 0: index {k} runs the {_ordinal(k)} listed, %{control[k]}"

@@ -140,6 +140,7 @@ def _check_stablehlo_dots(pool: dict, records: dict[str, ProgramRecord]) -> None
 
 # The jaxpr primitives a StableHLO op of the shape oracle lowers from.
 _LOWERED_FROM = {"stablehlo.transpose": ("transpose",), "stablehlo.concatenate": ("concatenate",),
+                 "stablehlo.slice": ("slice", "split"),
                  "stablehlo.reduce": ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
                                       "reduce_or")}
 
@@ -159,7 +160,7 @@ def _check_stablehlo_shapes(pool: dict, records: dict[str, ProgramRecord]) -> No
         outputs: dict[tuple, set[str]] = {}
         for eqn in jax_equations(name):
             key = (eqn.primitive.name, tuple(_short(v.aval) for v in eqn.invars))
-            outputs.setdefault(key, set()).add(_short(eqn.outvars[0].aval))
+            outputs.setdefault(key, set()).update(_short(v.aval) for v in eqn.outvars)  # a split's every part
         for item in _items(pool, record, drill="shapes", layer="stablehlo"):
             assert item["eqn"] is None
             facts, value = item["facts"], item["answer"]["value"]
@@ -192,7 +193,8 @@ def _check_shapes_by_jax(pool: dict, records: dict[str, ProgramRecord]) -> Count
 
     ops = {"transpose": lambda xs, a: lax.transpose(xs[0], a),
            "reduce": lambda xs, a: lax.reduce(xs[0], xs[1], lax.add, a),
-           "concatenate": lambda xs, a: lax.concatenate(xs, a[0])}
+           "concatenate": lambda xs, a: lax.concatenate(xs, a[0]),
+           "slice": lambda xs, a: lax.slice(xs[0], a[0::3], a[1::3], a[2::3])}
     checked = Counter()
     for record in records.values():
         for item in _items(pool, record, drill="shapes"):
@@ -212,7 +214,7 @@ def test_an_ops_shape_is_the_aval_jax_gives_that_op(dumped):
     reduce and a transpose at least, and at StableHLO where the dump has it."""
     how, pool, records = dumped
     checked = _check_shapes_by_jax(pool, records)
-    assert checked["cpu", "reduce"] >= 2 and checked["cpu", "transpose"] >= 2, checked
+    assert checked["cpu", "reduce"] >= 2 and checked["cpu", "transpose"] >= 2 and checked["cpu", "slice"] >= 1, checked
     assert (sum(n for (layer, _op), n in checked.items() if layer == "stablehlo") >= 4) == (how != "xla"), checked
 
 

@@ -1,16 +1,16 @@
 """The shape oracle of a dump without a jaxpr: what comes out of one StableHLO op, or one compiled instruction?
 
-Such a record has no equations, so the oracle asks of the ops whose output needs inference from what their own
-line prints: a transpose (its permutation), a one-operand reduce (the axes it combines away) and a concatenate
-(the axis it joins along), at StableHLO and in each compiled layer (inside fusions too). Everything it knows of
-an op is a fact of the record, read when the dump was added: a StableHLO op's operands, results, attribute and
-combiner (`StablehloOp`, read by MLIR's bindings), a compiled instruction's `dimensions`, operands and result
-shapes (`Instruction`, `ResultShape.arrays`). The page shows the op's line with its result type masked (a
+Such a record has no equations, so the oracle asks of the ops whose output needs inference from what their own line
+prints: a transpose (its permutation), a one-operand reduce (the axes it combines away), a concatenate (the axis it
+joins along) and a slice (its bounds), at StableHLO and in each compiled layer (inside fusions too). Everything it
+knows of an op is a fact of the record, read when the dump was added: a StableHLO op's operands, results, attribute
+and combiner (`StablehloOp`, read by MLIR's bindings), a compiled instruction's `dimensions` or `slice`, operands
+and result shapes (`Instruction`, `ResultShape.arrays`). The page shows the op's line with its result type masked (a
 StableHLO line's signature holds the operand types; a compiled line, cut before its metadata, is followed by
-`%name = TYPE` per operand, a reduce's init value left out). An op is asked only where its result type prints
-nowhere else in what is shown and its dtype is an array's (a float or a signed integer, which the aval spelling
-names). Each misreading is
-computed from the op's own attribute and operands, never invented; every item has one line of `feedback`.
+`%name = TYPE` per operand, a reduce's init value left out). An op is asked only where its result type prints nowhere else
+in what is shown and its dtype is an array's (a float or a signed integer, which the aval spelling names). Each
+misreading is computed from the op's own attribute and operands, never invented; every item has one line of
+`feedback`.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ _DTYPES = frozenset({"f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64"})
 _HLO_DTYPES = frozenset({"f16", "bf16", "f32", "f64", "s8", "s16", "s32", "s64"})
 # Each op, its skill, and how its layer spells the attribute that decides it.
 OPS = {"stablehlo.transpose": ("transpose", "dims"), "stablehlo.reduce": ("reduction", "across dimensions"),
-       "stablehlo.concatenate": ("concat", "dim")}
-HLO_OPS = {"transpose": "transpose", "reduce": "reduction", "concatenate": "concat"}
+       "stablehlo.concatenate": ("concat", "dim"), "stablehlo.slice": ("slice-pad", "[start:limit:stride]")}
+HLO_OPS = {"transpose": "transpose", "reduce": "reduction", "concatenate": "concat", "slice": "slice-pad"}
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def op_shapes(program: ProgramRecord) -> list[OpShape]:
     out = [_lowered(op, lines[op.line - 1]) for op in program.stablehlo_ops
            if op.name in OPS and op.results and 0 < op.line <= len(lines)]
     for target, hlo in program.compiled.items():
-        asked = [ins for ins in hlo.instructions if ins.opcode in HLO_OPS and ins.dimensions]
+        asked = [ins for ins in hlo.instructions if ins.opcode in HLO_OPS and (ins.dimensions or ins.slice)]
         if asked:  # read once per layer: a big model's module has thousands of reduces
             at, texts = {i.line: i for i in hlo.instructions}, text_lines(hlo.text)
             roots = {c.name: at.get(c.root) for c in hlo.computations}
@@ -97,6 +97,8 @@ def _lowered(op: StablehloOp, text: str) -> OpShape | None:
         made = transposed(operands, op.dimensions, answer, spelled)
     elif op.name == "stablehlo.reduce":
         made = reduced(operands, op.dimensions, op.combiner.removeprefix("stablehlo."), answer, spelled)
+    elif op.name == "stablehlo.slice":
+        made = sliced(operands, op.slice, answer, spelled)
     else:
         made = joined(operands, op.dimensions[0], answer, spelled) if len(op.dimensions) == 1 else None
     return _made("stablehlo", op.line, op.name, skill, (masked.strip(),), operands, answer, made)
@@ -143,6 +145,8 @@ def _compiled(target: str, hlo: CompiledLayer, ins: Instruction, at: dict[int, I
     elif ins.opcode == "reduce":
         root = roots.get(ins.to_apply[0]) if ins.to_apply else None  # what the reduce combines with: `add`
         made = reduced(operands, axes, hlo.printed(root) or root.opcode, answer, "dimensions") if root else None
+    elif ins.opcode == "slice":
+        made = sliced(operands, ins.slice, answer, "slice")
     else:
         made = joined(operands, axes[0], answer, "dimensions") if len(axes) == 1 else None
     return _made(target, ins.line, ins.opcode, HLO_OPS[ins.opcode], shown, operands, answer, made)
@@ -183,6 +187,26 @@ def reduced(operands: list[Aval], axes: tuple[int, ...], combiner: str, answer: 
              (x, "kept-shape", f"kept the operand's shape; the {combiner} combines each listed axis away")]
     return wrong, (f"{spelled} = {list(axes)}: those axes of {x} are combined away by {combiner}, "
                    f"the rest kept in order: {answer}"), axes
+
+
+def sliced(operands: list[Aval], bounds: tuple[tuple[int, int, int], ...], answer: Aval, spelled: str):
+    """A slice's misreadings, feedback and bounds (flattened: start, limit, stride per axis), or None where the
+    bounds do not give `answer` or keep the whole operand."""
+    if len(operands) != 1 or len(bounds) != operands[0].rank or any(t < 1 for _s, _l, t in bounds):
+        return None
+    x = operands[0]
+    sizes = tuple(-(-(limit - start) // stride) for start, limit, stride in bounds)
+    if answer.shape != sizes or sizes == x.shape:
+        return None
+    wrong = [(x.with_shape(tuple(limit for _s, limit, _t in bounds)), "limit-as-size",
+              f"took each limit in {spelled} for the axis's size; an axis keeps the elements from start to limit"),
+             (x.with_shape(tuple(limit - start for start, limit, _t in bounds)), "ignored-stride",
+              "kept every element from start to limit; a stride keeps one element in each stride"),
+             (x.with_shape(tuple(-(-(limit - start + 1) // stride) for start, limit, stride in bounds)),
+              "inclusive-limit", "counted the limit in; it is exclusive, as in a Python slice"),
+             (x, "kept-shape", f"kept the operand's shape; {spelled} cuts each axis to its bounds")]
+    why = f"{spelled}: each axis keeps (limit - start) / stride elements, rounded up, so {x} becomes {answer}"
+    return wrong, why, tuple(v for axis in bounds for v in axis)
 
 
 def joined(operands: list[Aval], dim: int, answer: Aval, spelled: str):

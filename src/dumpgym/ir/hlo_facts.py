@@ -53,6 +53,9 @@ _CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]+)"')
 # The attribute that decides a transpose's, reduce's or concatenate's result shape.
 _DIMENSIONS = re.compile(r", dimensions=\{([\d,]*)\}")
 _WITH_DIMENSIONS = frozenset({"transpose", "reduce", "concatenate"})
+# A slice's `slice={[0:8], [128:256], [0:64:2]}`, and each axis's `[start:limit]` or `[start:limit:stride]` in it.
+_SLICE = re.compile(r", slice=\{([^}]*)\}")
+_SLICE_AXIS = re.compile(r"\[(-?\d+):(-?\d+)(?::(\d+))?\]")
 # The kind a backend_config names where it is one of XLA's own emitters (`"kind":"__triton_gemm"`).
 _BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 
@@ -73,7 +76,7 @@ def with_facts(instructions: list[Row], module, text: str,
     (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`. `operands`:
     each instruction's operands' names by its name, where the bindings were asked already (`CompiledGraph`).
     `dumped`: the module is a dump's, which may have no jaxpr to ask of: also read what its drills need then, each
-    transpose's, reduce's and concatenate's `dimensions={...}`, and a while's counter where
+    transpose's, reduce's and concatenate's `dimensions={...}`, a slice's bounds, and a while's counter where
     a `call` sets its start or one fusion joins its tests, with XLA's own count of its runs (a traced program's
     record keeps them once the committed corpus is made again with them)."""
     shaped = _WITH_DIMENSIONS if dumped else frozenset()
@@ -109,7 +112,8 @@ def with_facts(instructions: list[Row], module, text: str,
             custom_call_target=_first(_CUSTOM_CALL_TARGET, line) if opcode_name == "customcall" else "",
             backend_kind=_first(_BACKEND_KIND, line) if "backend_config=" in line else "", tail=read_tail(line),
             cost_estimate=read_cost_estimate(line) if opcode_name == "customcall" else {},
-            dimensions=_ints(_first(_DIMENSIONS, line)) if opcode_name in shaped else ()))
+            dimensions=_ints(_first(_DIMENSIONS, line)) if opcode_name in shaped else (),
+            slice=read_slice(line) if dumped and opcode_name == "slice" else ()))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
     facts = {
@@ -237,6 +241,11 @@ def read_tail(line: str) -> dict[str, int]:
     for m in _TAIL.finditer(line):
         seen.setdefault(m[1], m.start())
     return seen
+
+
+def read_slice(line: str) -> tuple[tuple[int, int, int], ...]:
+    """A slice's printed `slice={[0:8], [0:64:2]}` as (start, limit, stride) per axis (stride 1 where not printed)."""
+    return tuple((int(a), int(b), int(c or 1)) for a, b, c in _SLICE_AXIS.findall(_first(_SLICE, line)))
 
 
 def _first(pattern: re.Pattern, line: str) -> str:

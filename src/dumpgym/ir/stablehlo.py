@@ -124,12 +124,13 @@ def dumped_op_facts(op, names) -> dict:
 
 # The ops whose result shape one attribute decides, and that attribute's name.
 _SHAPED = {"stablehlo.transpose": "permutation", "stablehlo.reduce": "dimensions",
-           "stablehlo.concatenate": "dimension"}
+           "stablehlo.concatenate": "dimension", "stablehlo.slice": "start_indices"}
 
 
 def shape_facts(op, names) -> dict:
-    """A transpose's, reduce's or concatenate's operands, results, deciding attribute and (a reduce's) combiner, as
-    `StablehloOp` keyword arguments; nothing where a value is no static tensor or a reduce's body is not one op."""
+    """A transpose's, reduce's, concatenate's or slice's operands, results, deciding attribute (a slice's bounds) and
+    (a reduce's) combiner, as `StablehloOp` keyword arguments; nothing where a value is no static tensor or a
+    reduce's body is not one op."""
     from jaxlib.mlir import ir
 
     operands = [_tensor_value(v, names) for v in op.operands]
@@ -137,8 +138,13 @@ def shape_facts(op, names) -> dict:
     attribute = op.attributes[_SHAPED[op.name]] if _SHAPED[op.name] in op.attributes else None
     if None in operands or None in results or attribute is None:
         return {}
+    bounds: tuple = ()
     if op.name == "stablehlo.concatenate":
         dimensions = (ir.IntegerAttr(attribute).value,)
+    elif op.name == "stablehlo.slice":
+        dimensions = ()
+        bounds = tuple(zip(*(tuple(ir.DenseI64ArrayAttr(op.attributes[k]))
+                             for k in ("start_indices", "limit_indices", "strides"))))
     else:
         dimensions = tuple(ir.DenseI64ArrayAttr(attribute))
     combiner = ""
@@ -147,7 +153,8 @@ def shape_facts(op, names) -> dict:
         if len(body) != 2 or body[1] != "stablehlo.return":
             return {}
         combiner = body[0]
-    return {"operands": tuple(operands), "results": tuple(results), "dimensions": dimensions, "combiner": combiner}
+    return {"operands": tuple(operands), "results": tuple(results), "dimensions": dimensions, "combiner": combiner,
+            "slice": bounds}
 
 
 def _tensor_value(value, names) -> StablehloValue | None:

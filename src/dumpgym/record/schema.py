@@ -243,7 +243,7 @@ class StablehloOp(_Record):
     """One StableHLO op line: the op's name, its line, and the function it sits in; for some ops, what MLIR
     reads of them when the record is made (`ir/stablehlo.py`)."""
 
-    OMIT_DEFAULT = frozenset({"dot", "callee", "operands", "results", "dimensions", "combiner"})
+    OMIT_DEFAULT = frozenset({"dot", "callee", "operands", "results", "dimensions", "combiner", "slice"})
     name: str
     line: int
     function: str
@@ -251,13 +251,15 @@ class StablehloOp(_Record):
     dot: StablehloDot | None = None
     # A `func.call`'s callee: the function it runs.
     callee: str = ""
-    # Of a transpose, a reduce and a concatenate whose values are static tensors: its operands and results, the
-    # attribute that decides its result's shape (a transpose's `permutation`, the axes a reduce combines away,
-    # a concatenate's `dimension`), and what a reduce combines with (its body's op: `stablehlo.add`).
+    # Of a transpose, a reduce, a concatenate and a slice whose values are static tensors: its operands and results,
+    # the attribute that decides its result's shape (a transpose's `permutation`, the axes a reduce combines away,
+    # a concatenate's `dimension`; a slice's (start, limit, stride) per axis), and what a reduce combines with (its
+    # body's op: `stablehlo.add`).
     operands: tuple[StablehloValue, ...] = ()
     results: tuple[StablehloValue, ...] = ()
     dimensions: tuple[int, ...] = ()
     combiner: str = ""
+    slice: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -365,7 +367,7 @@ class Instruction(_Record):
     # so is `absorbed` (a record of an earlier release listed those equations in `eqns`).
     OMIT_DEFAULT = frozenset({"absorbed", "shape", "operands", "calls", "to_apply", "printed_opcode", "dot",
                               "convolution", "window", "control", "parameter", "custom_call_target", "backend_kind",
-                              "tail", "cost_estimate", "dimensions"})
+                              "tail", "cost_estimate", "dimensions", "slice"})
     line: int
     name: str
     opcode: str
@@ -406,6 +408,8 @@ class Instruction(_Record):
     # The `dimensions={...}` a transpose (its permutation), reduce (the axes it combines away) or concatenate (its
     # axis) prints: what decides its result's shape (in a dump's record).
     dimensions: tuple[int, ...] = ()
+    # A slice's `slice={[0:8], [0:64:2]}`: (start, limit, stride) per axis (in a dump's record).
+    slice: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def computed_eqns(self) -> tuple[int, ...]:

@@ -437,10 +437,11 @@ class _Loops:
         self.whiles = [i for c in module.computations() for i in c.instructions() if _opcode(i) == "while"]
         # Who runs each computation with `call` (a CPU compile moves a small loop into one, `xla_cpu_small_call`),
         # and where each instruction sits: a while's start may be its computation's parameter, set by the call.
-        self.home = {i.name: c.name for c in module.computations() for i in c.instructions()}
+        self.home: dict[str, str] = {}
         self.callers: dict[str, list] = {}
-        for c in module.computations():
+        for c in module.computations() if dumped else ():
             for i in c.instructions():
+                self.home[i.name] = c.name
                 if _opcode(i) == "call":
                     self.callers.setdefault(_attribute(i, "to_apply"), []).append(i)
 

@@ -1,7 +1,8 @@
 """Programs as users write them, dumped by the tests of drills from a dump (`tests/test_dump_drills.py`): a
 recurrent net's train step over a `lax.scan`, a fit that runs a `lax.while_loop` with a `lax.cond` inside,
-an MLP whose blocks are `jax.checkpoint`ed under `jax.grad`, and a transformer block's train step with a
-hand-written Adam. Arguments are flat arrays (the dump's module takes them so), as aval strings."""
+an MLP whose blocks are `jax.checkpoint`ed under `jax.grad`, a short scan over a small carry, and a
+transformer block's train step with a hand-written Adam. Arguments are flat arrays (the dump's module takes them
+so), as aval strings."""
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -101,6 +102,15 @@ def transformer_train_step(scale, wqkv, wo, w1, w2, m_scale, m_wqkv, m_wo, m_w1,
     return value, new, m, v, count
 
 
+def small_scan(h, xs):
+    """A short scan over a small carry, as a user's RNN cell: XLA's CPU compiler runs such a loop inside a `call`
+    of its own (`xla_cpu_small_call`), so the while's first state is that computation's parameter."""
+    def cell(h, x):
+        h = jnp.tanh(h + x)
+        return h, h.sum()
+    return lax.scan(cell, h, xs)
+
+
 _WEIGHTS = ("f32[128]", "f32[128,384]", "f32[128,128]", "f32[128,512]", "f32[512,128]")
 # name -> (module:function, aval strings), as `dump_programs.PROGRAMS`.
 PROGRAMS = {
@@ -110,6 +120,7 @@ PROGRAMS = {
     "remat_mlp_step": ("dump_drill_programs:remat_mlp_step",
                        ("f32[32,64]", "f32[64]", "f32[64,64]", "f32[64]", "f32[64,8]", "f32[8]", "f32[4,32]",
                         "f32[4,8]")),
+    "small_scan": ("dump_drill_programs:small_scan", ("f32[8]", "f32[5,8]")),
     "transformer_train_step": ("dump_drill_programs:transformer_train_step",
                                (*_WEIGHTS * 3, "f32[8,64,128]", "f32[8,64,128]", "f32[]")),
 }

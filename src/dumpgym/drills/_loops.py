@@ -82,8 +82,11 @@ def trip_misreadings(c: Counter) -> list[tuple[int, str, str]]:
 
 
 def counters(hlo: CompiledLayer) -> list[Counter]:
-    """The recorded counter of each compiled while, in text order (none in a record without the compiled facts)."""
+    """The recorded counter of each compiled while, in text order (none in a record without the compiled facts);
+    a counter whose reading counts other than XLA's own count of the loop (`known`, where its line states one)
+    is left out."""
     name = {i.line: i.name for i in hlo.instructions}
     spans = {c.name: c.lines for c in hlo.computations}
-    return [Counter(name[w.line], w.line, w.slot, w.init, w.step, w.direction, w.limit, w.exact, w.start,
+    read = [Counter(name[w.line], w.line, w.slot, w.init, w.step, w.direction, w.limit, w.exact, w.start,
                     spans[w.condition], w.update) for w in hlo.while_counters]
+    return [c for c, w in zip(read, hlo.while_counters) if w.known is None or not c.exact or c.runs() == w.known]

@@ -12,7 +12,9 @@ Four questions (`step`), every scan, while and cond included, nested ones too:
 - `branch` (jaxpr): tap the branch a `cond` runs for a given predicate or index (a `line` of the
   cond's own text). The index is read off the equation that makes it: a bool converted to an int
   (lax.cond: the False branch is `branches[0]`) or a `clamp` into range (lax.switch); each value is
-  its own item (both bools; below, inside and above a clamp's range).
+  its own item (both bools; below, inside and above a clamp's range). In a dump without a jaxpr, the same of
+  each compiled `conditional`: tap the computation it runs for each index in range, or for each value of its
+  predicate (`_branches.py`).
 - `trips` (each TPU layer): at most how many times does the body of a compiled while run? Typed
   (`int`). Read from the TPU compile's recorded counters (`CompiledLayer.while_counters`, read
   through XLA's graph when it was compiled): the counter's start, step and the constant the
@@ -27,6 +29,7 @@ from collections import Counter as Tally
 
 from dumpgym.drills import drill
 from dumpgym.drills._avals import order
+from dumpgym.drills._branches import compiled_branch_items
 from dumpgym.drills._layers import text_lines
 from dumpgym.drills._loops import Counter, counters, trip_misreadings
 from dumpgym.drills._program_index import ProgramIndex
@@ -407,7 +410,7 @@ def loop_items(program: ProgramRecord) -> list[Item]:
     # A trip count weighted by how many built-in programs ask it (`_spread`): a loop of 5 in every
     # variant of one program must not make `5` the habit that pays.
     items += [{**item, "weight": round(spread_weight(TRIPS_STEP, item["form"].value), 3)} for item in trip_items(program)]
-    return [_item(program, item) for item in items]
+    return [_item(program, item) for item in items] + compiled_branch_items(program)
 
 
 TRIPS_STEP = "loops/trips"

@@ -20,6 +20,7 @@ from typing import Iterator, Sequence
 
 from dumpgym.drills import drill
 from dumpgym.drills._shape_feedback import shape_feedback
+from dumpgym.drills._op_shapes import OpShape, op_shapes
 from dumpgym.drills.answer import Misreading as Misread, Typed
 from dumpgym.drills.item import Item, Note
 from dumpgym.drills._misreadings import (FILLER, GENERIC, NOWHERE, Misreading, Where, distractor_rules,
@@ -299,9 +300,10 @@ def _descendants(listing: Listing, eqn: EqnFact) -> list[EqnFact]:
 def shapes_items(program: ProgramRecord) -> list[Item]:
     """A shape-oracle item for every equation whose output the reader must infer from what is shown.
     Its card is the equation: one question per equation. Its context is computed text (the equation
-    masked, its operands), not a listing's lines. A record without equations (a dump without a jaxpr) has none."""
-    if not program.eqns:
-        return []
+    masked, its operands), not a listing's lines. A record without equations (a dump without a jaxpr) is
+    asked of its StableHLO ops and compiled instructions instead (`_op_shapes`), each op's card its line."""
+    if not program.eqns:  # a dump without a jaxpr: the ops of its layers whose line decides their output
+        return [_op_item(s) for s in op_shapes(program)]
     listing = Listing(program.jaxpr, program.eqns, program.arg_binders)
     made = (shapes_item(e, program.jaxpr, program.slug, where_of(program, listing, e), listing)
             for e in program.eqns)
@@ -309,3 +311,13 @@ def shapes_items(program: ProgramRecord) -> list[Item]:
                  jaxpr_lines=tuple(s.jaxpr_lines), context=tuple(Note(b) for b in s.shown), answer=s.typed(),
                  feedback=s.feedback)
             for s in made if s is not None]
+
+
+def _op_item(s: OpShape) -> Item:
+    """The pool's item for one op's shape question (no equation: its card is the op's layer and line)."""
+    form = Typed("aval", str(s.answer), misread={k: Misread(reason, rule) for k, (rule, reason) in s.misread.items()})
+    return Item(question=f"What shape and dtype comes out of this {s.op}? Type its aval (as f32[4,8]).",
+                layer=s.layer, skill=s.skill, weight=WEIGHTS.get(s.skill, 1.0), card=(f"{s.layer}-{s.line}",),
+                context=tuple(Note(b) for b in s.shown), answer=form, feedback=s.feedback,
+                facts={"line": s.line, "op": s.op, "operands": [str(a) for a in s.operands],
+                       "attribute": list(s.attribute)})

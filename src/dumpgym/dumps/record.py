@@ -201,7 +201,7 @@ def _compiled_layer(module: DumpModule, linked: dict[str, set[int]], eqns=(), no
     via = {name: "inferred" if found else "none" for name, found in own.items()}
     instructions, fusions = layer_rows(listed, lines, opcode, own, via)
     with_op_name = sum("op_name=" in i.to_string() for _c, i in listed if i.name in lines)
-    instructions, facts = with_facts(instructions, hlo, text)
+    instructions, facts = with_facts(instructions, hlo, text, dumped=True)
     instructions, fusions = _with_fused(instructions, fusions)
     by_eqn: dict[int, set[int]] = {}
     for ins in instructions:

@@ -50,6 +50,12 @@ _GROUP_COUNT = re.compile(r"\b(feature|batch)_group_count=(\d+)")
 # A dot's operand list, where its line's dims would end were none printed.
 _DOT_OPERANDS = re.compile(r" dot\(%[\w.\-]+, %[\w.\-]+\)")
 _CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]+)"')
+# The attribute that decides a transpose's, reduce's or concatenate's result shape.
+_DIMENSIONS = re.compile(r", dimensions=\{([\d,]*)\}")
+_WITH_DIMENSIONS = frozenset({"transpose", "reduce", "concatenate"})
+# A slice's `slice={[0:8], [128:256], [0:64:2]}`, and each axis's `[start:limit]` or `[start:limit:stride]` in it.
+_SLICE = re.compile(r", slice=\{([^}]*)\}")
+_SLICE_AXIS = re.compile(r"\[(-?\d+):(-?\d+)(?::(\d+))?\]")
 # The kind a backend_config names where it is one of XLA's own emitters (`"kind":"__triton_gemm"`).
 _BACKEND_KIND = re.compile(r'"kind":"(__[\w$]+)"')
 
@@ -64,10 +70,16 @@ if Row._fields != ("line", "name", "opcode", "computation", "eqns", "via", "abso
 
 
 def with_facts(instructions: list[Row], module, text: str,
-               operands: dict[str, list[str]] | None = None) -> tuple[list[Instruction], dict]:
+               operands: dict[str, list[str]] | None = None, dumped: bool = False
+               ) -> tuple[list[Instruction], dict]:
     """The rows made `Instruction`s, with their shapes, operands and called computations, and the layer's own facts
     (`CompiledLayer` keyword arguments), read from the compile's `module` and its shown `text`. `operands`:
-    each instruction's operands' names by its name, where the bindings were asked already (`CompiledGraph`)."""
+    each instruction's operands' names by its name, where the bindings were asked already (`CompiledGraph`).
+    `dumped`: the module is a dump's, which may have no jaxpr to ask of: also read what its drills need then, each
+    transpose's, reduce's and concatenate's `dimensions={...}`, a slice's bounds, and a while's counter where
+    a `call` sets its start or one fusion joins its tests, with XLA's own count of its runs (a traced program's
+    record keeps them once the committed corpus is made again with them)."""
+    shaped = _WITH_DIMENSIONS if dumped else frozenset()
     lines = text.splitlines()
     computations = _computations(lines)
     line_of = {row.name: row.line for row in instructions}
@@ -99,7 +111,9 @@ def with_facts(instructions: list[Row], module, text: str,
             control=control_computations(line) if opcode_name in ("while", "conditional") else (),
             custom_call_target=_first(_CUSTOM_CALL_TARGET, line) if opcode_name == "customcall" else "",
             backend_kind=_first(_BACKEND_KIND, line) if "backend_config=" in line else "", tail=read_tail(line),
-            cost_estimate=read_cost_estimate(line) if opcode_name == "customcall" else {}))
+            cost_estimate=read_cost_estimate(line) if opcode_name == "customcall" else {},
+            dimensions=_ints(_first(_DIMENSIONS, line)) if opcode_name in shaped else (),
+            slice=read_slice(line) if dumped and opcode_name == "slice" else ()))
     entry = next(c.name for c in computations if c.entry)
     buffers: dict[Buffer, int] = {}
     facts = {
@@ -113,7 +127,7 @@ def with_facts(instructions: list[Row], module, text: str,
         "aliases": _aliases(lines[0]),
         "replica_groups": tuple(ReplicaGroups(ins.line, g, read_groups(g)) for ins in out
                                 if (g := groups_text(lines[ins.line - 1])) is not None),
-        "while_counters": _Loops(module, computations, line_of).counters(),
+        "while_counters": _Loops(module, computations, line_of, dumped).counters(),
     }
     return out, facts
 
@@ -227,6 +241,11 @@ def read_tail(line: str) -> dict[str, int]:
     for m in _TAIL.finditer(line):
         seen.setdefault(m[1], m.start())
     return seen
+
+
+def read_slice(line: str) -> tuple[tuple[int, int, int], ...]:
+    """A slice's printed `slice={[0:8], [0:64:2]}` as (start, limit, stride) per axis (stride 1 where not printed)."""
+    return tuple((int(a), int(b), int(c or 1)) for a, b, c in _SLICE_AXIS.findall(_first(_SLICE, line)))
 
 
 def _first(pattern: re.Pattern, line: str) -> str:
@@ -359,6 +378,8 @@ def _aliases(header: str) -> tuple[Alias, ...]:
 
 # --- while loops: the counter, read through XLA's graph ----------------------------------------
 
+# XLA's own count of a while's runs, where its analysis finds one: `"known_trip_count":{"n":"5"}` in its backend_config.
+_KNOWN_TRIPS = re.compile(r'"known_trip_count":\{"n":"(-?\d+)"\}')
 # Instructions that pass a value through unchanged: the counter is read through them.
 _PASS = frozenset({"copy", "bitcast", "convert", "reshape"})
 _FLIP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "EQ": "EQ", "NE": "NE"}
@@ -407,12 +428,22 @@ class _Loops:
     attributes, so five things are read from an instruction's printed form: a while's `condition=`/`body=`, a fusion's `calls=`, a constant's value, a
     get-tuple-element's `index=`, a parameter's number and a compare's `direction=`."""
 
-    def __init__(self, module, computations: list[Computation], line_of: dict[str, int]):
+    def __init__(self, module, computations: list[Computation], line_of: dict[str, int], dumped: bool = False):
+        self.dumped = dumped
         self.line = line_of
         self.computations = {c.name: c for c in module.computations()}
         self.roots = {c.name: c.root for c in computations}
         self.name_at = {line: name for name, line in line_of.items()}
         self.whiles = [i for c in module.computations() for i in c.instructions() if _opcode(i) == "while"]
+        # Who runs each computation with `call` (a CPU compile moves a small loop into one, `xla_cpu_small_call`),
+        # and where each instruction sits: a while's start may be its computation's parameter, set by the call.
+        self.home: dict[str, str] = {}
+        self.callers: dict[str, list] = {}
+        for c in module.computations() if dumped else ():
+            for i in c.instructions():
+                self.home[i.name] = c.name
+                if _opcode(i) == "call":
+                    self.callers.setdefault(_attribute(i, "to_apply"), []).append(i)
 
     def root(self, computation: str):
         """The ROOT instruction of a computation, as the compiled text marks it."""
@@ -426,35 +457,64 @@ class _Loops:
 
     def counter(self, loop) -> WhileCounter | None:
         """The counter of one while, or None when its condition does not test a counter against a constant."""
-        start = loop.operands()[0]
+        start, passed = self._start(loop)
         if _opcode(start) != "tuple" or loop.name not in self.line:
             return None
         condition, body = _attribute(loop, "condition"), _attribute(loop, "body")
         tests = self._tests(self.root(condition))
-        for test in tests:
-            read = self._compare(test)
+        for test, fusion in tests:
+            read = self._compare(test, fusion)
             if read is None:
                 continue
             slot, direction, limit = read
             init, step = _constant(start.operands()[slot]), self._step(body, slot)
             if init is None or step is None:
                 continue
-            first = [loop, start, *_chain(start.operands()[slot])]
+            first = [loop, *passed, start, *_chain(start.operands()[slot])]
+            known = _KNOWN_TRIPS.search(loop.to_string()) if self.dumped else None
             return WhileCounter(self.line[loop.name], slot, init, step, direction, limit, exact=len(tests) == 1,
                                 start=self._lines(first), condition=condition,
-                                update=self._lines(self._step_chain(body, slot)))
+                                update=self._lines(self._step_chain(body, slot)),
+                                known=int(known.group(1)) if known else None)
         return None
+
+    def _start(self, loop) -> tuple[object, list]:
+        """The instruction that makes a while's first state, and the parameters and calls passed on the way: where
+        the while's operand is its computation's parameter and one `call` runs that computation, the call's operand."""
+        start, passed = loop.operands()[0], []
+        while self.dumped and _opcode(start) == "parameter":
+            callers = self.callers.get(self.home.get(start.name), ())
+            if len(callers) != 1:
+                break
+            call = callers[0]
+            number = int(PARAMETER_RE.search(start.to_string()).group(1))
+            if number >= len(call.operands()):
+                break
+            passed += [start, call]
+            start = call.operands()[number]
+        return start, passed
 
     def _lines(self, instructions) -> tuple[int, ...]:
         """The printed lines of these instructions, in text order."""
         return tuple(sorted({self.line[i.name] for i in instructions if i.name in self.line}))
 
-    def _tests(self, root) -> list:
-        """The tests a condition's ROOT joins with `and` (itself, when it is one test)."""
+    def _tests(self, root, fusion=None) -> list[tuple[object, object]]:
+        """The tests a condition's ROOT joins with `and` (itself, when it is one test), each with the fusion it
+        sits in (None outside one): a CPU compile fuses `i < n & other` into one fusion whose ROOT is the `and`."""
         root = _through(root)
+        if self.dumped and fusion is None and _opcode(root) == "fusion":
+            inner = _through(self.root(_attribute(root, "calls")))
+            if _opcode(inner) == "and":
+                return self._tests(inner, root)
         if _opcode(root) != "and":
-            return [root]
-        return [t for operand in root.operands() for t in self._tests(operand)]
+            return [(root, fusion)]
+        return [t for operand in root.operands() for t in self._tests(operand, fusion)]
+
+    def _outer(self, ins, fusion):
+        """What a fused computation's instruction stands for outside its `fusion`: a parameter, the fusion's operand."""
+        if fusion is not None and _opcode(ins) == "parameter":
+            return fusion.operands()[int(PARAMETER_RE.search(ins.to_string()).group(1))]
+        return ins
 
     def _wrapped(self, ins) -> tuple[str, list, object]:
         """(opcode, operands, the instruction that prints its attributes) of `ins`, or of the one instruction
@@ -469,12 +529,13 @@ class _Loops:
                                         if _opcode(p) == "parameter" else p for p in params], inner
         return _opcode(ins), list(ins.operands()), ins
 
-    def _compare(self, test) -> tuple[int, str, int] | None:
-        """(slot, direction counter-first, limit) for a compare of a state slot with a constant."""
+    def _compare(self, test, fusion=None) -> tuple[int, str, int] | None:
+        """(slot, direction counter-first, limit) for a compare of a state slot with a constant (`fusion`: the one
+        the compare sits in, whose operands its parameters are)."""
         opcode, operands, inner = self._wrapped(test)
         if opcode != "compare" or len(operands) != 2:
             return None
-        a, b = operands
+        a, b = (self._outer(o, fusion) for o in operands)
         direction = _attribute(inner, "direction")
         if _slot(a) is not None and _constant(b) is not None:
             return _slot(a), direction, _constant(b)

@@ -382,11 +382,12 @@ def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], l
     """A dumped StableHLO module's ops, read twice: as dumped (each op's name, `location_key`, callee and depth),
     and as shown (printed without locations, parsed again: each op's name, line there and function). Returns
     the shown text, the two lists in the ops' walk order, the dumped ops themselves (for their dataflow), each
-    op's facts as shown (`ir/stablehlo.op_facts`: a dot's operands and types, a call's callee), and the dumped
+    op's facts as shown (`ir/stablehlo.dumped_op_facts`: a dot's operands and types, a call's callee, a transpose's,
+    reduce's or concatenate's values and attribute), and the dumped
     module: the ops are views into it, so the caller holds it for as long as it reads them."""
     from jaxlib.mlir import ir
 
-    from dumpgym.ir.stablehlo import asm_names, op_facts
+    from dumpgym.ir.stablehlo import asm_names, dumped_op_facts
     from dumpgym.jax_internals import location_line
 
     context = ir_context()
@@ -408,7 +409,7 @@ def located_ops(text: str, path: Path) -> tuple[str, list[tuple], list[tuple], l
 
     def visit_lines(op):
         lines.append((op.name, location_line(op.location), _function_of(op)))
-        facts.append(op_facts(op, printed))
+        facts.append(dumped_op_facts(op, printed))
         return ir.WalkResult.ADVANCE
 
     dumped.operation.walk(visit_keys, ir.WalkOrder.PRE_ORDER)

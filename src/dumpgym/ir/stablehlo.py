@@ -5,8 +5,9 @@ main's signature (`function_type`, each argument's `tf.aliasing_output` and `sdy
 result's `sdy.sharding`), every `sdy.mesh`, every `sdy.sharding_constraint` and every op with
 `replica_groups`, each with its printed line. Shardy's attributes are read through its own bindings
 (`jaxlib.mlir.dialects.sdy`). `op_facts` reads what the record keeps on each op's own row
-(`StablehloOp`): a `func.call`'s callee, and a `stablehlo.dot_general`'s dimension numbers
-(`stablehlo.DotDimensionNumbers`) with its operands' and result's names and types.
+(`StablehloOp`): a `func.call`'s callee, a `stablehlo.dot_general`'s dimension numbers
+(`stablehlo.DotDimensionNumbers`) with its operands' and result's names and types, and a transpose's, reduce's
+or concatenate's operands, results and the attribute that decides its result's shape.
 """
 from __future__ import annotations
 
@@ -112,6 +113,48 @@ def op_facts(op, names) -> dict:
         return {"dot": StablehloDot(tuple(d.lhs_batching_dimensions), tuple(d.lhs_contracting_dimensions),
                                     tuple(d.rhs_batching_dimensions), tuple(d.rhs_contracting_dimensions), *values)}
     return {}
+
+
+def dumped_op_facts(op, names) -> dict:
+    """`op_facts`, and for a dump's module (which may have no jaxpr to ask of) a transpose's, reduce's or
+    concatenate's values and deciding attribute (`shape_facts`). A traced program's record keeps them once
+    the committed corpus is made again with them."""
+    return op_facts(op, names) or (shape_facts(op, names) if op.name in _SHAPED else {})
+
+
+# The ops whose result shape one attribute decides, and that attribute's name.
+_SHAPED = {"stablehlo.transpose": "permutation", "stablehlo.reduce": "dimensions",
+           "stablehlo.concatenate": "dimension", "stablehlo.slice": "start_indices"}
+
+
+def shape_facts(op, names) -> dict:
+    """A transpose's, reduce's, concatenate's or slice's operands, results, deciding attribute (a slice's bounds) and
+    (a reduce's) combiner, as `StablehloOp` keyword arguments; nothing where a value is no static tensor or a
+    reduce's body is not one op."""
+    from jaxlib.mlir import ir
+
+    operands = [_tensor_value(v, names) for v in op.operands]
+    results = [_tensor_value(v, names) for v in op.results]
+    attribute = op.attributes[_SHAPED[op.name]] if _SHAPED[op.name] in op.attributes else None
+    if None in operands or None in results or attribute is None:
+        return {}
+    bounds: tuple = ()
+    if op.name == "stablehlo.concatenate":
+        dimensions = (ir.IntegerAttr(attribute).value,)
+    elif op.name == "stablehlo.slice":
+        dimensions = ()
+        bounds = tuple(zip(*(tuple(ir.DenseI64ArrayAttr(op.attributes[k]))
+                             for k in ("start_indices", "limit_indices", "strides"))))
+    else:
+        dimensions = tuple(ir.DenseI64ArrayAttr(attribute))
+    combiner = ""
+    if op.name == "stablehlo.reduce":
+        body = [o.operation.name for o in op.regions[0].blocks[0].operations]
+        if len(body) != 2 or body[1] != "stablehlo.return":
+            return {}
+        combiner = body[0]
+    return {"operands": tuple(operands), "results": tuple(results), "dimensions": dimensions, "combiner": combiner,
+            "slice": bounds}
 
 
 def _tensor_value(value, names) -> StablehloValue | None:

@@ -243,7 +243,7 @@ class StablehloOp(_Record):
     """One StableHLO op line: the op's name, its line, and the function it sits in; for some ops, what MLIR
     reads of them when the record is made (`ir/stablehlo.py`)."""
 
-    OMIT_DEFAULT = frozenset({"dot", "callee"})
+    OMIT_DEFAULT = frozenset({"dot", "callee", "operands", "results", "dimensions", "combiner", "slice"})
     name: str
     line: int
     function: str
@@ -251,6 +251,15 @@ class StablehloOp(_Record):
     dot: StablehloDot | None = None
     # A `func.call`'s callee: the function it runs.
     callee: str = ""
+    # Of a transpose, a reduce, a concatenate and a slice whose values are static tensors: its operands and results,
+    # the attribute that decides its result's shape (a transpose's `permutation`, the axes a reduce combines away,
+    # a concatenate's `dimension`; a slice's (start, limit, stride) per axis), and what a reduce combines with (its
+    # body's op: `stablehlo.add`).
+    operands: tuple[StablehloValue, ...] = ()
+    results: tuple[StablehloValue, ...] = ()
+    dimensions: tuple[int, ...] = ()
+    combiner: str = ""
+    slice: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -358,7 +367,7 @@ class Instruction(_Record):
     # so is `absorbed` (a record of an earlier release listed those equations in `eqns`).
     OMIT_DEFAULT = frozenset({"absorbed", "shape", "operands", "calls", "to_apply", "printed_opcode", "dot",
                               "convolution", "window", "control", "parameter", "custom_call_target", "backend_kind",
-                              "tail", "cost_estimate"})
+                              "tail", "cost_estimate", "dimensions", "slice"})
     line: int
     name: str
     opcode: str
@@ -396,6 +405,11 @@ class Instruction(_Record):
     # The cost estimate a custom call's kernel carries (a Pallas `CostEstimate`, written into its backend_config as
     # `"cost_estimate":{"flops":"…",…}`): each count by name.
     cost_estimate: dict[str, int] = dataclasses.field(default_factory=dict)
+    # The `dimensions={...}` a transpose (its permutation), reduce (the axes it combines away) or concatenate (its
+    # axis) prints: what decides its result's shape (in a dump's record).
+    dimensions: tuple[int, ...] = ()
+    # A slice's `slice={[0:8], [0:64:2]}`: (start, limit, stride) per axis (in a dump's record).
+    slice: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def computed_eqns(self) -> tuple[int, ...]:
@@ -540,9 +554,11 @@ class WhileCounter(_Record):
     """A compiled while's loop counter as XLA's graph shows it: its state slot, start, step and bound.
 
     `direction` is the condition's compare written counter-first (LT: `counter < limit` keeps looping);
-    `exact` is False where the condition also stops on something else (an `and` of tests).
+    `exact` is False where the condition also stops on something else (an `and` of tests). `known` is XLA's own
+    count of its runs where its line states one (`known_trip_count` in its backend_config), None where it does not.
     """
 
+    OMIT_DEFAULT = frozenset({"known"})
     line: int  # the while instruction
     slot: int
     init: int
@@ -553,6 +569,7 @@ class WhileCounter(_Record):
     start: tuple[int, ...]  # the lines that set the counter's first value, and the while's own
     condition: str  # the condition computation
     update: tuple[int, ...]  # the body's lines that move the counter and return it
+    known: int | None = None
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,11 @@ def test_an_error_on_the_compile_thread_is_one_line_exit_2_and_nothing_written(s
 def test_a_failure_to_start_the_compile_is_raised_as_itself_not_as_a_failure_to_trace(tmp_path, monkeypatch):
     """The compile starts inside the trace stage (before its texts are printed); an error there is a dumpgym
     stage's, raised as it is, not reworded as the trace's ("dumpgym could not trace ..."), and nothing written."""
-    def broken(tagged_module, plain_module):
+    def broken(*modules):
         raise RuntimeError("the tagged lowering differs from the plain one; cannot carry its tags")
 
     monkeypatch.setattr(layer, "carry_tags", broken)
+    monkeypatch.setattr(layer, "tags_in_place", broken)  # the first compile takes a copy of the tagged lowering
     jax.jit(jnp.tanh).trace(jax.ShapeDtypeStruct((8,), jnp.float32)).lower().compile()  # JAX takes it
     with pytest.raises(RuntimeError, match="^the tagged lowering differs from the plain one"):
         dumpgym.add(jnp.tanh, jax.ShapeDtypeStruct((8,), jnp.float32), slug="tanh", corpus=tmp_path / "c",

@@ -297,8 +297,15 @@ def _printed_programs():
             return tuple(v * 1.5 for v in c), None
         return jax.lax.scan(body, tuple(a * k for k in range(16)), None, length=3)[0]
 
+    def quoted(a):  # a param whose value quotes a mesh axis name holding a space and a bracket
+        import numpy as np
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        mesh = Mesh(np.array(jax.devices()[:2]), ("a ]b",))
+        return jax.lax.with_sharding_constraint(a * 2.0, NamedSharding(mesh, PartitionSpec("a ]b"))) + 1.0
+
     return {"one-line": (lambda a: jnp.max(a), x), "cond": (cond, x), "scan": (scan, x), "nested": (nested, x),
-            "wrapped": (many_carries, x)}
+            "wrapped": (many_carries, x), "quoted": (quoted, jnp.ones((4,), jnp.float32))}
 
 
 @pytest.mark.parametrize("name", sorted(_printed_programs()))
@@ -326,6 +333,9 @@ def test_printed_params_bodies_and_ends_are_jaxs(name):
                 key, eq, _ = cut(entry).partition("=")
                 assert eq and key in jax_eqn.params, (key, sorted(jax_eqn.params))
                 assert cut(entry) in group
+            if e.primitive == "sharding_constraint":  # every param JAX holds, each cut whole, quotes honoured
+                assert sorted(cut(entry).partition("=")[0] for entry in e.printed_params[1:]) == sorted(jax_eqn.params)
+                assert " ".join(cut(entry) for entry in e.printed_params[1:]).split() == group[1:-1].split()
         subs = list(jaxprs_in_params(jax_eqn.params))
         if e.bodies and len(e.bodies) == len(subs):
             assert [b.type for b in e.body_binders] == \

@@ -244,6 +244,28 @@ def test_a_compile_that_takes_the_tagged_lowering_over_shows_what_xla_prints_for
     assert taken == two_lowerings
 
 
+@pytest.mark.parametrize("slug", ["train-step", "grads", "scan-layers", "cond-switch"])
+def test_a_first_compile_takes_a_copy_of_the_tagged_lowering_and_leaves_it_for_the_xray(slug, monkeypatch):
+    """The CPU compile set going before the x-ray (not `take_tagged`) compiles a copy of the tagged lowering, in
+    a context of its own, made plain in place: it shows XLA's text for the plain lowering and the same layer
+    as a compile of a plain lowering, while the tagged lowering the x-ray reads keeps its tags where they were."""
+    from dumpgym import jax_internals
+    from dumpgym.compiled import layer as hlo
+
+    program = builtin_program(slug)
+    traced, facts = _traced(program.function, program.example_args())
+    module = traced.lowered.compiler_ir("stablehlo")
+    before = module.operation.get_asm(enable_debug_info=True)
+    copied = jax_internals.lowered_copy(traced.lowered)
+    assert copied.compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True) == before
+    assert copied.compiler_ir("stablehlo").context is not module.context
+    taken = hlo.compile_layer(traced, facts)
+    assert module.operation.get_asm(enable_debug_info=True) == before  # untouched: "dgeqn" names, no fused tags
+    monkeypatch.setattr(jax_internals, "lowered_copy", lambda lowered: None)  # a plain lowering, tags carried
+    assert taken.text == _plain_text(traced)
+    assert taken == hlo.compile_layer(traced, facts)
+
+
 def test_a_layer_s_instructions_are_whole_records():
     """Each instruction of a compiled layer (made without its class's `__init__`: `typedjson.made`) has every field
     its class declares: it equals its copy made field by field, and reads back from its JSON as itself."""

@@ -5,10 +5,11 @@ XLA compiles the program once: the plain lowering (source locations off,
 are untouched, and the text does not depend on where the package is installed), with each op's
 equation tag carried in from the tagged lowering of the trace stage as a source file
 (`ir/tags.py`). Where the tagged lowering is not read afterwards (a TPU's or GPU's, or this CPU's once
-the x-ray is made), that very module is what XLA compiles, its locations made the plain lowering's
-(`tags_in_place`), and the plain one is not lowered at all. XLA keeps it in each instruction's metadata wherever it keeps the metadata, so
-attribution is exact there (`via` "tag"); the text shown is XLA's with the source files left out,
-which is what it prints for the plain lowering, byte for byte. Where XLA dropped the metadata, the
+the x-ray is made), that very module is what XLA compiles, and where the x-ray reads it meanwhile, a copy
+of it (`jax_internals.lowered_copy`, in an MLIR context of its own); its locations are made the plain
+lowering's (`tags_in_place`), and the plain one is not lowered at all. XLA keeps it in each instruction's
+metadata wherever it keeps the metadata, so attribution is exact there (`via` "tag"); the text shown is
+XLA's with the source files left out, which is what it prints for the plain lowering, byte for byte. Where XLA dropped the metadata, the
 equation is inferred from dataflow when that leaves no doubt (`via` "inferred"): the compiled graph
 says which tagged equations an instruction reads and feeds, the jaxpr says which equations lie
 between them. Instructions of reducer regions take their holder's equations ("region"); the rest is
@@ -95,7 +96,8 @@ def start_compiles(trace, target: Target = CPU, take_tagged: bool = False) -> Co
     """XLA's compile of `trace` for `target`, set going on a thread of its own: the caller goes on (the
     facts, the x-ray) while XLA compiles, and hands it to `compile_layer`. `take_tagged`: the trace's
     tagged lowering is read no more (its x-ray is made), so this CPU's compile may take it over, its
-    locations changed (`ir/tags.py`: `tags_in_place`), rather than lower the program once more."""
+    locations changed (`ir/tags.py`: `tags_in_place`); else it takes a copy of it. Either way the program
+    is not lowered once more, except where the locations cannot be made the plain lowering's."""
     from dumpgym.jax_internals import require_hlo_bindings
 
     require_hlo_bindings()
@@ -260,12 +262,15 @@ def _compile_for_cpu(trace, take_tagged: bool = False) -> Compiles:
     """The compile for this host's CPU, under way, and what the record says compiled it."""
     import jax
 
-    from dumpgym.jax_internals import no_traceback_locations
+    from dumpgym.jax_internals import lowered_copy, no_traceback_locations
 
     # Source locations off, so the text names no file of the machine that built it (the trace stage's
     # tagged lowering has them off too); lowering a copy keeps that setting out of JAX's lowering cache
     # for the user's own function.
-    own = trace.lowered if take_tagged and not serializes_bodies(trace.tagged_eqns) else None
+    own = None
+    if not serializes_bodies(trace.tagged_eqns):
+        # The tagged lowering itself once nothing reads it more, else a copy of it: the x-ray reads it meanwhile.
+        own = trace.lowered if take_tagged else lowered_copy(trace.lowered)
     compiled, names, analyses = _compile_tagged(own, trace.lowered, lambda: lower_copy(trace.jax_traced),
                                                 no_traceback_locations, _primitives(trace))
     return Compiles(compiled, {"backend": jax.devices()[0].platform, "host": host(), "host_id": host_id()}, names,
@@ -278,7 +283,7 @@ def _compile_tagged(own, tagged, lower_plain, quiet, primitive_of) -> tuple[Futu
     caller's thread is free for Python's work, with JAX's default compiler options. Once it has compiled,
     the thread goes on to XLA's analyses of it (`xla_analyses`: `memory_analysis()` takes a GPT's add a
     third of a second, Python's lock let go), while the caller reads the compile. What XLA compiles is
-    `own` (the tagged lowering itself, the caller's to give away) with the tags moved into its locations
+    `own` (the tagged lowering itself or a copy, the caller's to give away) with the tags moved into its locations
     (`tags_in_place`), else, where that cannot be, the plain lowering `lower_plain()` makes (under `quiet`,
     source locations off) with the tags carried over from `tagged` (`carry_tags`). Both give XLA the same module.
     `primitive_of(tag)`: the primitive of the equation behind a tag."""

@@ -21,6 +21,10 @@ _PRIMITIVE = re.compile(r"[\w-]+")
 _BODY = re.compile(r"\{ lambda")
 _LAMBDA = "{ lambda"
 _ENTRY = re.compile(r"[A-Za-z_]\w*=")
+# The characters that change a param group's bracket depth or quote state, and those with the whitespace
+# that splits its entries: a group is read at these alone, not character by character.
+_BRACKETS = re.compile(r"['()\[\]{}]")
+_SPLITS = re.compile(r"['()\[\]{}\s]")
 
 
 @dataclass(frozen=True)
@@ -68,14 +72,21 @@ def _params(joined: str, first: int, column: int) -> tuple[TextSpan, ...]:
     end = close_bracket(joined, at)
     if end is None:
         return ()
-    entries, start = [], None
-    for i, c, depth, quote in nesting(joined[at + 1:end]):
+    entries, start, depth, quote, plain = [], None, 0, False, at + 1  # `plain`: the first character not yet read
+    for mark in _SPLITS.finditer(joined, at + 1, end):  # only these change the state: the rest starts an entry
+        i, c = mark.start(), mark.group()
+        if start is None and plain < i:
+            start = plain
+        plain = i + 1
+        depth, quote = _step(c, depth, quote)
         if c.isspace() and depth == 0 and not quote:
             if start is not None:
-                entries.append((start, at + 1 + i))
+                entries.append((start, i))
             start = None
         elif start is None:
-            start = at + 1 + i
+            start = i
+    if start is None and plain < end:
+        start = plain
     if start is not None:
         entries.append((start, end))
 
@@ -209,22 +220,24 @@ def _operands(text: str, inputs: int, one_line: bool) -> tuple[tuple[str, ...], 
     return (names if len(names) == inputs else ()), len(text) - len(rest) + stop
 
 
-def nesting(text: str):
-    """Each character of a printed param group with its bracket depth after it, quotes honoured."""
-    depth, quote = 0, False
-    for i, c in enumerate(text):
-        if c == "'":
-            quote = not quote
-        elif not quote and c in "([{":
-            depth += 1
-        elif not quote and c in ")]}":
-            depth -= 1
-        yield i, c, depth, quote
+def _step(c: str, depth: int, quote: bool) -> tuple[int, bool]:
+    """The bracket depth and quote state of a printed param group after its character `c`, quotes honoured."""
+    if c == "'":
+        return depth, not quote
+    if not quote and c in "([{":
+        return depth + 1, quote
+    if not quote and c in ")]}":
+        return depth - 1, quote
+    return depth, quote
 
 
 def close_bracket(text: str, start: int) -> int | None:
-    """The index of the bracket that closes the one at `start`, or None."""
-    for i, c, depth, quote in nesting(text[start:]):
+    """The index of the bracket that closes the one at `start`, or None (only brackets and quotes are read:
+    no other character changes the depth)."""
+    depth, quote = 0, False
+    for mark in _BRACKETS.finditer(text, start):
+        c = mark.group()
+        depth, quote = _step(c, depth, quote)
         if not quote and c in ")]}" and depth == 0:
-            return start + i
+            return mark.start()
     return None

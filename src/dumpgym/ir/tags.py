@@ -208,17 +208,21 @@ def plain_name(name: str, primitive_of) -> str | None:
     return "/".join(out)
 
 
+_SCOPE_MARKS = re.compile(r"[()/]")
+
+
 def _top_level_parts(name: str) -> list[str] | None:
     """`name` split at each `/` outside parentheses; None where the parentheses do not balance."""
     parts, depth, start = [], 0, 0
-    for i, char in enumerate(name):
+    for mark in _SCOPE_MARKS.finditer(name):  # no other character changes the depth or splits
+        char, i = mark.group(), mark.start()
         if char == "(":
             depth += 1
         elif char == ")":
             depth -= 1
             if depth < 0:
                 return None
-        elif char == "/" and depth == 0:
+        elif depth == 0:
             parts.append(name[start:i])
             start = i + 1
     if depth:

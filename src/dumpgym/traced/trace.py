@@ -225,13 +225,30 @@ def _map_param(value, rewrite, memo):
 
 def _holds(value) -> bool:
     """Whether a parameter value holds a sub-jaxpr anywhere inside its tuples, lists and dataclasses."""
-    if isinstance(value, jaxpr_types()):
+    kind = _kind(type(value))
+    if kind is _LEAF:
+        return False
+    if kind is _JAXPR:
         return True
-    if isinstance(value, (tuple, list)):
+    if kind is _SEQUENCE:
         return any(_holds(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return any(_holds(getattr(value, f.name)) for f in dataclasses.fields(value))
-    return False
+    return any(_holds(getattr(value, f.name)) for f in dataclasses.fields(value))
+
+
+# What `_holds` reads in a value, by its type: most params (ints, dtypes, tuples of ints, shardings) are
+# told apart once per type, not by three `isinstance` checks per value.
+_LEAF, _JAXPR, _SEQUENCE, _DATACLASS = "leaf", "jaxpr", "sequence", "dataclass"
+
+
+@functools.cache
+def _kind(cls: type) -> str:
+    if issubclass(cls, jaxpr_types()):
+        return _JAXPR
+    if issubclass(cls, (tuple, list)):
+        return _SEQUENCE
+    if dataclasses.is_dataclass(cls) and not issubclass(cls, type):  # an instance of a dataclass, not the class
+        return _DATACLASS
+    return _LEAF
 
 
 def _holds_jaxpr(params: dict) -> bool:

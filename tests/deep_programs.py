@@ -30,3 +30,17 @@ def deep_attention(x, *ws):
             h = h + (s @ q).transpose(0, 2, 1, 3).reshape(2, 8, 32) @ w.T
         return jnp.sum(h)
     return jax.grad(loss)(ws)
+
+
+def deep_batched_attention(x, *ws):
+    """The gradient of a stack of one-head attention layers on x[4,16,32] whose scores and mix are einsums:
+    batched dots `btd,bsd->bts` and `bts,bsd->btd`, the batch axis first and most free axes at their own
+    number in the output."""
+    def loss(ws):
+        h = x
+        for w in ws:
+            q = h @ w
+            s = jax.nn.softmax(jnp.einsum("btd,bsd->bts", q, h), axis=-1)
+            h = h + jnp.einsum("bts,bsd->btd", s, q)
+        return jnp.sum(h)
+    return jax.grad(loss)(ws)

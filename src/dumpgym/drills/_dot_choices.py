@@ -155,8 +155,8 @@ def blind_picks(options: tuple[str, ...], axis: int, places: int, texts: tuple[s
 
 def even_over_program(answers: list[int], picks: list[list[int | None]], widths: list[int], weights: list[float],
                       groups: list, slack: float = 1.1, rounds: int = 300) -> list[float]:
-    """The weights of one program's items of a step, moved between the items of each group (a dot's operand:
-    its total kept) so that no blind reader (`picks[k]`: what each picks on item k) is right in more than
+    """The weights of one program's items of a step, moved between the items of each group (a dot at one
+    layer: its total kept) so that no blind reader (`picks[k]`: what each picks on item k) is right in more than
     `slack` times the weight chance gives (1 / `widths[k]` per item) over the program. Within one dot the
     shares (`shares`) balance the options and the habit, but where the habit holds for nearly every axis
     (a batched `bij,bjk->bik`: its batch axis at output axis 0, its kept free axis at its own number) only

@@ -399,9 +399,9 @@ def _asked(program: ProgramRecord) -> list[DecoderItem]:
 
 
 def _even_places(asked: list[DecoderItem]) -> list[DecoderItem]:
-    """The program's `output-axis` items reweighted together (`_dot_choices.even_over_program`), each dot's
-    operand keeping its part of the dot's weight, so that no place, no usual answer, nor the habit of the
-    question's number is right in much more of the step's weight than chance."""
+    """The program's `output-axis` items reweighted together (`_dot_choices.even_over_program`), each dot (at
+    one layer) keeping its weight, so that no place, no usual answer, nor the habit of the question's number
+    is right in much more of the step's weight than chance."""
     ks = [k for k, d in enumerate(asked) if d.step == "output-axis" and d.about]  # a plain `x @ w` keeps its 1
     if not ks:
         return asked

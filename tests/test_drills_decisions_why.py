@@ -14,6 +14,7 @@ from dumpgym.drills import decisions
 from dumpgym.drills._decision_why import builtin_asked, builtin_spread, why_steps
 from dumpgym.traced.program import Program
 from dumpgym.record.schema import ProgramRecord
+from deep_programs import deep_attention, deep_norm_mlp
 from jax_reference import jaxpr_of
 from pool_checks import readable
 
@@ -216,3 +217,47 @@ def test_a_question_several_programs_ask_alike_is_one_question_of_its_answer(who
     line_2 = ("transpose", "user", "jaxpr", 2)
     assert {"attention", "causal", "grads"} <= programs[line_2]
     assert abs(weight[line_2] - weight["transpose", "user", "jaxpr", 15]) < 0.05
+
+
+def _shares(items: list[dict]) -> dict[str, float]:
+    weight = defaultdict(float)
+    for item in items:
+        weight[item["why"]] += item["weight"]
+    return weight
+
+
+def test_a_deep_programs_broadcasts_give_each_of_their_answers_the_same_share():
+    # Twelve normalised layers under grad: most of the program's broadcasts place a row over a matrix. Weighed by
+    # the built-in counts alone, `placement` held four fifths of the step's weight here, and the option in its
+    # place was a blind reader's pick; the program's own questions now share their weight evenly by answer.
+    program, record = _traced(deep_norm_mlp, "f32[8,32]", *["f32[32,32]"] * 12)
+    asked = [i for i in _why(record) if i["step"] == "hidden-broadcast"]
+    weight = _shares(asked)
+    assert len(weight) >= 3 and max(weight.values()) <= 1.1 * min(weight.values()), weight
+    # still one item per broadcast of JAX's own jaxpr, each answered by its step's rule
+    closed = jaxpr_of(deep_norm_mlp, program.example_args())
+    assert len([i for i in asked if i["layer"] == "jaxpr"]) == sum(
+        e.primitive.name == "broadcast_in_dim" for e in _eqns(closed))
+    answers = why_steps["hidden-broadcast"].answers
+    assert all(i["options"] == list(answers.values()) and i["options"][i["answer"]] == answers[i["why"]] for i in asked)
+
+
+def test_a_dumps_transposes_offer_only_autodiffs_answers_each_as_often_right():
+    # Without the source (a dump's record) only autodiff's transposes are asked: `einsum` and `user` were options
+    # no item could have, and the backward pass of six layers' `.T` held four fifths of the step's weight, so a
+    # blind reader's pick of its place was right in 79% of it against a chance of 25%.
+    program, traced = _traced(deep_attention, "f32[2,8,32]", *["f32[32,32]"] * 6)
+    record = ProgramRecord.from_json({**program_record(program).to_json(), "source": ""})
+    asked = [i for i in _why(record) if i["step"] == "transpose"]
+    answers = why_steps["transpose"].answers
+    assert all(i["options"] == [answers["matmul-grad"], answers["undo-T"]] for i in asked)
+    weight = _shares(asked)
+    assert set(weight) == {"matmul-grad", "undo-T"} and max(weight.values()) <= 1.1 * min(weight.values()), weight
+    # one per transpose JAX's autodiff wrote (its name stack `transpose(jvp(...))`) of a product or a transpose
+    closed = jaxpr_of(deep_attention, program.example_args())
+    made_by = {v: e.primitive.name for e in closed.jaxpr.eqns for v in e.outvars}
+    backward = [e for e in closed.jaxpr.eqns if e.primitive.name == "transpose"
+                and "transpose(" in str(e.source_info.name_stack)
+                and made_by.get(e.invars[0]) in ("dot_general", "transpose")]
+    assert len([i for i in asked if i["layer"] == "jaxpr"]) == len(backward) > 12
+    assert all(i["options"][i["answer"]] == answers[i["why"]] for i in asked)

@@ -551,3 +551,44 @@ def test_a_fresh_h100_compile_is_decoded_as_jax_reads_it(lhs, rhs, dims):
     assert view.out.split("{")[0] == type_text("jaxpr", out.shape, view.out_dtype)
     assert view.out not in view.shown()[0]
     check_items(eqn, view)
+
+
+def test_a_deep_programs_output_axis_places_are_no_habit_that_pays():
+    # Six attention layers whose scores and mix are batched dots: their batch axis lands at output axis 0 and most
+    # free axes at their own number, so within a dot the shares could not stop a reader who picks the output axis
+    # the question's number names (else the first): over the program it was right in 55% of the step's weight
+    # against a chance of 38%. The dots' items are weighed together now, each dot keeping its weight.
+    from deep_programs import deep_batched_attention
+    from dumpgym.corpus.pipeline import program_record
+    from dumpgym.traced.program import Program
+
+    program = Program(slug="deep-batched-attention", title="t", lesson="l", function=deep_batched_attention,
+                      args=("f32[4,16,32]", *["f32[32,32]"] * 6))
+    record = ProgramRecord.from_json(program_record(program).to_json())
+    items = [i for i in decoder.decoder_pool(record) if i.step == "output-axis"]
+    assert len(items) >= 30 and any(len(i.answer.options) == 3 for i in items)
+    total = sum(i.weight for i in items)
+    chance = sum(i.weight / len(i.answer.options) for i in items) / total
+
+    def number(item):
+        own = f"output axis {asked_axis(item.question)[1]}"
+        return item.answer.options.index(own) if own in item.answer.options else 0
+
+    readers = {"number": number, **{f"place {p}": (lambda i, p=p: min(p, len(i.answer.options) - 1)) for p in range(3)},
+               **{t: (lambda i, t=t: i.answer.options.index(t) if t in i.answer.options else -1)
+                  for t in ("output axis 0", "output axis 1", "output axis 2", "summed away")}}
+    for name, pick in readers.items():
+        right = sum(i.weight for i in items if pick(i) == i.answer.index) / total
+        assert right <= chance + 0.1, (name, right, chance)
+    # each dot keeps its weight, and every answer is where JAX puts the axis
+    for i in items:
+        eqn = next(e for e in record.eqns if e.id == i.eqn)
+        view = next(v for v in decoder.views(record, eqn) if decoder._LAYER_IDS[v.layer] == i.layer)
+        assert i.answer.options[i.answer.index] == jax_answer(view, i)
+    by_dot = {}
+    for i in items:
+        by_dot.setdefault((i.eqn, i.layer), []).append(i.weight)
+    for (eqn, layer), weights in by_dot.items():
+        view = next(v for v in decoder.views(record, next(e for e in record.eqns if e.id == eqn))
+                    if decoder._LAYER_IDS[v.layer] == layer)
+        assert abs(sum(weights) - view.dims.weight()) < 0.01

@@ -26,8 +26,8 @@ from dumpgym.record.schema import EqnFact, Literal
 class WhyStep:
     """One step of "what is this line for": the primitives it asks about, its StableHLO ops, its answers
     (key -> option text, in the order the options show), the question, the function that files an
-    equation under an answer (None: not asked) with a sentence of the facts that decide it, and each
-    question's weight in one program (`weight`)."""
+    equation under an answer (None: not asked) with a sentence of the facts that decide it, each
+    question's weight in one program (`weight`), and the answers the rule can give in a program (`offered`)."""
 
     step: str
     primitives: frozenset[str]
@@ -35,6 +35,14 @@ class WhyStep:
     answers: dict[str, str]
     question: str
     reading: Callable[[EqnFact, ProgramIndex], tuple[str, str] | None]
+    # The answers `reading` can give in a program (None: all of them); the options are those, in the step's order.
+    possible: Callable[[ProgramIndex], frozenset[str]] | None = None
+
+    def offered(self, pf: ProgramIndex) -> list[str]:
+        """The answer keys a program's items offer as options: those the step's rule can give there, in order.
+        An answer the rule never gives in the program is no option: a reader who strikes it has read no line."""
+        can = self.possible(pf) if self.possible is not None else self.answers
+        return [k for k in self.answers if k in can]
 
     def weight(self, key: str, layer: str, line: int) -> float:
         """What one program's items of answer `key` asked of `line` of `layer` weigh together: SHARE over the
@@ -53,15 +61,36 @@ class WhyStep:
 SHARE = 8.0
 
 
+def question_weights(questions) -> dict[tuple[str, str, str, int], float]:
+    """What each of one program's distinct questions (step, answer key, layer, line) weighs. One a built-in
+    program asks: `WhyStep.weight`. The program's own (no built-in program asks them, as an added program's):
+    together, per step, what they would weigh as one more program of the built-in pool, each answer SHARE
+    over the built-in questions and the program's own; then split evenly over the answers they give, and
+    each answer's part over its questions. A deep program asks hundreds of one answer (a 12-layer GPT's
+    `placement` broadcasts, its matmul gradients' transposes): weighed by the built-in counts alone, that
+    answer held half its step's weight in the program, and the option in its place was a blind reader's pick."""
+    out, own = {}, {}
+    for q in questions:
+        if builtin_asked().get(q, 0):
+            out[q] = why_steps[q[0]].weight(*q[1:])
+        else:
+            own.setdefault(q[0], {}).setdefault(q[1], []).append(q)
+    for step, by_key in own.items():
+        total = sum(SHARE * len(qs) / (_questions().get((step, key), 0) + len(qs)) for key, qs in by_key.items())
+        for qs in by_key.values():
+            out.update((q, total / len(by_key) / len(qs)) for q in qs)
+    return out
+
+
 why_steps: dict[str, WhyStep] = {}
 
 
-def why_step(step: str, primitives, hlo_ops, question: str, answers: dict[str, str]):
+def why_step(step: str, primitives, hlo_ops, question: str, answers: dict[str, str], possible=None):
     """Register `reading(eqn, pf) -> (answer key, facts sentence) | None` as a step's filing rule; `answers`
-    maps each answer key to its option text."""
+    maps each answer key to its option text, `possible(pf)` gives the keys the rule can give in a program."""
     def register(reading):
         why_steps[step] = WhyStep(step, frozenset(primitives), frozenset(hlo_ops),
-                                  dict(answers), question, reading)
+                                  dict(answers), question, reading, possible)
         return reading
     return register
 
@@ -123,7 +152,9 @@ def _convert(eqn: EqnFact, pf: ProgramIndex):
               "einsum": "einsum, putting a product's axes in the order of its spec",
               "undo-T": "autodiff, sending a cotangent back through a `.T` of yours",
               "user": "you: a transpose your own code spelled, of a value it named",
-          })
+          # Without the program's source (a dump's record) `transpose_author` says autodiff or nothing.
+          }, possible=lambda pf: frozenset(
+              ("matmul-grad", "einsum", "undo-T", "user") if pf.record.source else ("matmul-grad", "undo-T")))
 def _transpose(eqn: EqnFact, pf: ProgramIndex):
     author = transpose_author(eqn, pf)
     made_by = pf.producer(eqn)

@@ -138,3 +138,46 @@ def shares(answers: list[int], habits: list[int], rounds: int = 300) -> list[flo
         total = sum(out)
         out = [w / total for w in out]
     return out
+
+
+def blind_picks(options: tuple[str, ...], axis: int, places: int, texts: tuple[str, ...]) -> list[int | None]:
+    """What readers who do not read the dims pick at `output-axis`, asked of an operand's `axis`, one reader
+    per entry whatever the item: each of `places` places (the last where there are fewer), the output axis
+    of the axis's own number else summed away (the `kept-place` habit), the same number else the first
+    output axis (a reader who matches the question's number, or guesses), and each of `texts` where it is
+    an option (a reader of the usual answer; None where it is not)."""
+    own = f"output axis {axis}"
+    number = options.index(own) if own in options else None
+    last = len(options) - 1
+    return [*(min(p, last) for p in range(places)), last if number is None else number,
+            0 if number is None else number, *(options.index(t) if t in options else None for t in texts)]
+
+
+def even_over_program(answers: list[int], picks: list[list[int | None]], widths: list[int], weights: list[float],
+                      groups: list, slack: float = 1.1, rounds: int = 300) -> list[float]:
+    """The weights of one program's items of a step, moved between the items of each group (a dot at one
+    layer: its total kept) so that no blind reader (`picks[k]`: what each picks on item k) is right in more than
+    `slack` times the weight chance gives (1 / `widths[k]` per item) over the program. Within one dot the
+    shares (`shares`) balance the options and the habit, but where the habit holds for nearly every axis
+    (a batched `bij,bjk->bik`: its batch axis at output axis 0, its kept free axis at its own number) only
+    the program's other dots tell what weighs too much. Shrinks, round after round, the items the reader
+    most over chance gets right, each group then scaled back to its total; deterministic."""
+    out = list(weights)
+    totals: dict = {}
+    for g, w in zip(groups, weights):
+        totals[g] = totals.get(g, 0.0) + w
+    readers = range(len(picks[0])) if picks else range(0)
+    right = [[k for k in range(len(answers)) if picks[k][r] == answers[k]] for r in readers]
+    for step in range(rounds):
+        chance = sum(w / n for w, n in zip(out, widths))
+        held = [sum(out[k] for k in group) for group in right]
+        if not held or chance <= 0 or max(held) <= slack * chance:
+            break
+        worst = set(right[held.index(max(held))])
+        rate = 0.5 / (step + 2)
+        out = [w * (1 - rate) if k in worst else w for k, w in enumerate(out)]
+        now: dict = {}
+        for g, w in zip(groups, out):
+            now[g] = now.get(g, 0.0) + w
+        out = [w * totals[g] / now[g] if now[g] else w for g, w in zip(groups, out)]
+    return out

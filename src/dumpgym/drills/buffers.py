@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 
 from dumpgym.drills import drill
-from dumpgym.drills._avals import choice_item, order
+from dumpgym.drills._avals import choice_item
 from dumpgym.drills._buffers import Compiled, Lowered, Move, compiled, lowered, moves
+from dumpgym.drills._evenly import places
 from dumpgym.drills._tpu import MEMORY_SPACES, Buffer, Listing, which_compile
 from dumpgym.drills.answer import AxisSet, Choice, LinePick, Misreading, axes_key
 from dumpgym.drills.item import Item, Lines, Note, from_draft, refer
@@ -275,16 +276,22 @@ def _move_items(program: ProgramRecord) -> list[Item]:
     found = [(target, hlo, m) for target, hlo in (*program.layers("tpu").items(), *program.layers("cpu").items())
              for m in _layer_moves(hlo)]
     count = {side: sum(m.copies == side for _, _, m in found) for side in (True, False)}
-    items, kept = [], set()
+    asked, kept = [], set()
     for target, hlo, m in found:
         other = count[not m.copies]
         if not other:  # no move of the other kind in the program: one look-alike per layer is enough
             if (target, m.copies) in kept:
                 continue
             kept.add((target, m.copies))
-        weight = _balance(count[m.copies], other)
-        items.append(_move_item(target, hlo, m, weight))
-    return items
+        asked.append((target, hlo, m, _balance(count[m.copies], other)))
+    # The right option's place dealt per layer (the kind's cap scales a layer's items together), so that a
+    # deep program's many bitcasts of one side do not leave one place right in most of the weight.
+    at = {}
+    for target in dict.fromkeys(t for t, _, _, _ in asked):
+        mine = [(m, w) for t, _, m, w in asked if t == target]
+        at.update(zip(((target, m.ins.name) for m, _ in mine),
+                      places([m.copies for m, _ in mine], [w for _, w in mine], 2, program.slug, target)))
+    return [_move_item(target, hlo, m, weight, at[target, m.ins.name]) for target, hlo, m, weight in asked]
 
 
 def _balance(mine: int, other: int) -> float:
@@ -305,13 +312,12 @@ def _layer_moves(hlo: CompiledLayer) -> list[Move]:
     return sorted((*copies, *bitcasts), key=lambda m: m.ins.line)
 
 
-def _move_item(target: str, hlo: CompiledLayer, m: Move, weight: float) -> Item:
-    """"Does this instruction move bytes, or only relabel them?", shown as its operand's and result's buffers."""
+def _move_item(target: str, hlo: CompiledLayer, m: Move, weight: float, right: int) -> Item:
+    """"Does this instruction move bytes, or only relabel them?", shown as its operand's and result's buffers,
+    the right option at place `right`."""
     rule, why = _as_free(m) if m.copies else _as_copy(m)
     reason = _THOUGHT[rule]  # what the pick took it for; the why is the feedback's, said once
-    options, right = (COPIES, FREE), 0 if m.copies else 1
-    if order(2, hlo.backend, m.label)[0]:  # a fixed shuffle: the right answer's place is not a habit either
-        options, right = options[::-1], 1 - right
+    options = (COPIES, FREE) if (right == 0) == m.copies else (FREE, COPIES)
     return Item(
         question=("This instruction, its name and opcode hidden, turns its operand's buffer into its result's. "
                   "Does it move bytes (a copy), or only relabel them (a bitcast)?"),

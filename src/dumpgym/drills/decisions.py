@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from dumpgym.drills import drill
 from dumpgym.drills._decision_rules import Decision, decision_rules
-from dumpgym.drills._decision_why import readings as _readings, why_steps
+from dumpgym.drills._decision_why import question_weights, readings as _readings, why_steps
 from dumpgym.drills._program_index import ProgramIndex
 from dumpgym.drills.item import Choice, Item, LinePick, Lines
 from dumpgym.record.schema import EqnFact, ProgramRecord
@@ -179,8 +179,8 @@ def _why_items(pf: ProgramIndex) -> list[Item]:
 
 def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Item:
     step, key, facts = got
-    keys = list(step.answers)
-    options = tuple(step.answers.values())
+    keys = step.offered(pf)
+    options = tuple(step.answers[k] for k in keys)
     right = keys.index(key)
     text = pf.jaxpr if layer == "jaxpr" else pf.stablehlo
     reasons = tuple("" if k == right else f"Not \u201c{options[k]}\u201d: {facts}; so the answer "
@@ -199,13 +199,14 @@ def _why_item(got, eqn: EqnFact, line: int, layer: str, pf: ProgramIndex) -> Ite
 
 def _balanced(items: list[Item]) -> list[Item]:
     """Each question of a step (its answer, layer and line) shares its weight in a program, however many
-    items ask it there (`WhyStep.weight`)."""
+    items ask it there (`_decision_why.question_weights`)."""
     def key(i: Item) -> tuple:
         return i.step, i.facts["why"], i.layer, i.facts["line"]
     count: dict[tuple, int] = {}
     for i in items:
         count[key(i)] = count.get(key(i), 0) + 1
-    return [replace(i, weight=round(why_steps[i.step].weight(*key(i)[1:]) / count[key(i)], 3)) for i in items]
+    weight = question_weights(count)
+    return [replace(i, weight=round(weight[key(i)] / count[key(i)], 3)) for i in items]
 
 
 def step_of(kind: str) -> str:

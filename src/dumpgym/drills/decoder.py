@@ -31,7 +31,8 @@ from dumpgym.drills import drill
 from dumpgym.drills._avals import order, short
 from dumpgym.drills._layers import text_lines
 from dumpgym.drills._dot import DotDims, DotView, hlo_view, jaxpr_view, numpy_dtype, stablehlo_view
-from dumpgym.drills._dot_choices import habit, place_options, place_question, role_question, shares
+from dumpgym.drills._dot_choices import (blind_picks, even_over_program, habit, place_options, place_question,
+                                         role_question, shares)
 from dumpgym.drills._spread import answer_step, spread_weight
 from dumpgym.drills.answer import Answer, AxisSet, Choice, Misreading, Typed, axes_key
 from dumpgym.drills.item import Item, Note
@@ -394,4 +395,24 @@ def _asked(program: ProgramRecord) -> list[DecoderItem]:
             items = [replace(first[order(len(first), program.slug, first[0].step, "axis")[0]], weight=1.0,
                              about="")]
         out.extend(items)
+    return _even_places(out)
+
+
+def _even_places(asked: list[DecoderItem]) -> list[DecoderItem]:
+    """The program's `output-axis` items reweighted together (`_dot_choices.even_over_program`), each dot (at
+    one layer) keeping its weight, so that no place, no usual answer, nor the habit of the question's number
+    is right in much more of the step's weight than chance."""
+    ks = [k for k, d in enumerate(asked) if d.step == "output-axis" and d.about]  # a plain `x @ w` keeps its 1
+    if not ks:
+        return asked
+    forms = [asked[k].form for k in ks]
+    texts = tuple(sorted({o for f in forms for o in f.options}))
+    weights = even_over_program(
+        [f.index for f in forms], [blind_picks(f.options, int(asked[k].about[3:]), MAX_PLACES, texts)
+                                   for k, f in zip(ks, forms)],
+        [len(f.options) for f in forms], [asked[k].weight for k in ks],
+        [(asked[k].eqn, asked[k].where, asked[k].layer) for k in ks])
+    out = list(asked)
+    for k, w in zip(ks, weights):
+        out[k] = replace(asked[k], weight=round(w, 3))
     return out

@@ -51,7 +51,8 @@ def _moved(a: str, b: str) -> bool:
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
            arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
-           shared: frozenset = frozenset(), carried: frozenset | set = frozenset()) -> dict[str, list]:
+           shared: frozenset = frozenset(), carried: frozenset | set = frozenset(),
+           columns: dict[str, tuple] | None = None) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
     the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
     instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
@@ -84,6 +85,11 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
         if results is not None and results[name]:  # and then of the results it flows into (its copies' together)
             own = _of_results(own, results[name], opcodes[name])
+        if columns and name in columns:  # and then of the columns its frame names, where some of those left are,
+            # with what computes the same from the same values as one of them (XLA merges it and keeps one's columns)
+            at = {op.index for op in own if op.fine == columns[name]}
+            alike = {op.number for op in own if op.index in at and op.number is not None}
+            own = [op for op in own if op.index in at or op.number in alike] if at else own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)

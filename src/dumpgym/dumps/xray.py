@@ -140,12 +140,14 @@ _EQUAL = ("other ops with its name stack and line compute the same from the same
 
 def _with_equal(linked: list, found: list) -> tuple[list, bool]:
     """`linked` and the ops of `found` that compute what one of them computes from the same arguments and
-    constants (a broadcast of 0.5 in each of two layers, of Adam's bias correction for each leaf), and
-    whether there were any: the instruction may be theirs."""
-    contents = {op.content for op in linked if op.content is not None}
+    constants (a broadcast of 0.5 in each of two layers, of Adam's bias correction for each leaf) or from the
+    same values (the two `x - mean` of a layer norm), and whether there were any, beside them or among them:
+    the instruction may be theirs."""
+    equal = {value for op in linked for value in (op.content, op.number) if value is not None}
     have = {op.index for op in linked}
-    more = [op for op in found if op.content in contents and op.index not in have]
-    return (linked + more, True) if more else (linked, False)
+    more = [op for op in found if op.index not in have and (op.content in equal or op.number in equal)]
+    numbers = [op.number for op in linked if op.number is not None]
+    return linked + more, bool(more) or len(set(numbers)) < len(numbers)
 
 
 def _shared_contents(ops) -> frozenset:
@@ -291,7 +293,11 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     text = module.text(layer)
     hlo = parse_hlo(text, module.files[layer])
     lines = definition_lines(text)[0]
-    named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
+    named, columns = {}, {}  # instruction -> (op_name, file and line); -> its frame with columns
+    for _c, name, op_name, frame in hlo_op_names(hlo, columns=True):
+        named[name] = op_name, frame[:2] if frame else None
+        if frame and len(frame) == 5:
+            columns[name] = frame
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in reducer_regions(text):
         regions[region].append(caller)
@@ -348,7 +354,8 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
             if opcodes[name] == "constant":
                 users_of[name] = [u.name for u in instruction.users()]
     narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs),
-                      entry_results(hlo, text, inputs, named), _shared_contents(ops), loop_carried(hlo))
+                      entry_results(hlo, text, inputs, named), _shared_contents(ops), loop_carried(hlo),
+                      {name: columns[name] for name in candidates if name in columns and name not in inside_a_call})
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:

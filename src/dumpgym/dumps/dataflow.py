@@ -96,8 +96,18 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     # is that instruction's op and says nothing of its neighbours: what uses it is judged against its root.
     # One that carries its root's is its root's op, judged as an instruction of its own.
     elsewhere = {name for name in fused if heroes.get(name) != fused[name].root}
+    # A get-tuple-element that carries other metadata than the element it takes (a multi-output fusion's: a
+    # reduction's, where the element is a matmul's) is its element's value under another op's name: it says
+    # nothing of its neighbours, what it feeds is judged against its element, and its own shape, parameters
+    # and results are its element's: it keeps every op its metadata names.
+    renamed = {name for name in cands
+               if opcodes[name] == "gettupleelement" and _renamed(name, inputs, candidates, columns or {})}
+    for name in renamed:
+        cands[name] = list(candidates[name])
     edges = []  # (j, i): keyed instruction j feeds keyed instruction i
     for i in cands:
+        if i in renamed:
+            continue
         if i in elsewhere:
             edges += [(heroes[i], i)] if i in heroes else []
             continue
@@ -109,7 +119,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             if j in seen:
                 continue
             seen.add(j)
-            if j in cands and j not in elsewhere:
+            if j in cands and j not in elsewhere and j not in renamed:
                 edges.append((j, i))
             elif j in elsewhere:  # its value is its fused root's
                 pending.append(fused[j].root)
@@ -154,6 +164,14 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
                 held = {op.index for m in members for op in kept[m]}
                 kept[name] = [op for op in candidates[name] if op.index in held] or kept[name]
     return kept
+
+
+def _renamed(name: str, inputs: dict[str, list[str]], candidates: dict[str, list], columns: dict) -> bool:
+    """Whether a get-tuple-element takes an element keyed with other ops than its own, or with other columns."""
+    element = inputs.get(name, [None])[0]
+    return element in candidates and (
+        {op.index for op in candidates[element]} != {op.index for op in candidates[name]}
+        or columns.get(element, columns.get(name)) != columns.get(name))
 
 
 def _operand_of(j: str, i: str, inputs: dict[str, list[str]], opcodes: dict[str, str], carried) -> bool:

@@ -287,7 +287,7 @@ _GPT = dict(seq=16, dim=32, heads=2, hidden=64, vocab=64)
 
 def _norm(x, g, scope):
     mean = jnp.mean(x, axis=-1, keepdims=True)
-    return scope("scaled", lambda: (x - mean) * jax.lax.rsqrt(jnp.mean((x - mean) ** 2, axis=-1, keepdims=True) + 1e-5)) * g
+    return scope("scaled", lambda: (x - mean) * jax.lax.rsqrt(jnp.mean((x - mean) ** 2, -1, keepdims=True) + 1e-5)) * g
 
 
 def _rotary(t):

@@ -2,8 +2,10 @@
 name stack and source line leave several.
 
 Several StableHLO ops can share one name stack and line (the four `mul`s of one `jax.nn.gelu` call,
-three `tanh`s of a Python loop), and XLA keeps no columns, so metadata alone links an instruction to
-the group. The graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
+three `tanh`s of a Python loop), so its name stack and line alone link an instruction to the group. The
+columns of its stack frame, where XLA's source tables keep them, tell two ops of one line apart, but XLA
+also gives an instruction it rewrote a neighbour's: they are read last, only where the graphs agree. The
+graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
 instructions without a name stack, fusion parameters, calls and loops), the op `i` came from must
 be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
 its own kind where its opcode names one, computed from the same entry parameters where some are:
@@ -85,11 +87,6 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
         if results is not None and results[name]:  # and then of the results it flows into (its copies' together)
             own = _of_results(own, results[name], opcodes[name])
-        if columns and name in columns:  # and then of the columns its frame names, where some of those left are,
-            # with what computes the same from the same values as one of them (XLA merges it and keeps one's columns)
-            at = {op.index for op in own if op.fine == columns[name]}
-            alike = {op.number for op in own if op.index in at and op.number is not None}
-            own = [op for op in own if op.index in at or op.number in alike] if at else own
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
@@ -153,7 +150,9 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     merged = {name for name, ops in cands.items() if any(op.content in shared for op in ops) or (
         arguments is not None and not arguments[name] and all(op.content is None for op in ops))}
     edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
-    kept = _consistent(cands, edges, relation)[0]
+    kept, rewritten = _consistent(cands, edges, relation)
+    if columns:
+        kept = _by_columns(kept, columns, [e for e in edges if not rewritten & set(e)], relation)
     # A multi-output fusion none of whose members alone carries its metadata (of a matmul and the multiply and
     # reduction XLA made of another, all with one name stack) came from one of those members' ops:
     # which one, the text does not say, so it keeps what each of them kept.
@@ -164,6 +163,36 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
                 held = {op.index for m in members for op in kept[m]}
                 kept[name] = [op for op in candidates[name] if op.index in held] or kept[name]
     return kept
+
+
+def _by_columns(kept: dict, columns: dict, edges: list, relation: dict) -> dict:
+    """`kept` with each instruction's ops narrowed to those of the columns its stack frame names (XLA's source
+    tables keep them), where some of its ops are, with what computes the same from the same values as one of
+    them (XLA merges equal ops and keeps one's columns). XLA also gives an instruction it rewrote a neighbour's
+    columns (`0.001 * g * g` reassociated, both multiplies named `0.001 * g`): where the ops so chosen at the
+    two ends of an edge no longer stand to each other as the edge says, both ends keep what they had."""
+    out = dict(kept)
+    for name, column in columns.items():
+        ops = kept.get(name)
+        at = {op.index for op in ops or () if op.fine == column}
+        if at and len(at) < len(ops):
+            alike = {op.number for op in ops if op.index in at and op.number is not None}
+            out[name] = [op for op in ops if op.index in at or op.number in alike]
+    touching = defaultdict(list)
+    for edge in edges:
+        touching[edge[0]].append(edge)
+        touching[edge[1]].append(edge)
+    pending = deque(e for e in edges if out[e[0]] is not kept[e[0]] or out[e[1]] is not kept[e[1]])
+    while pending:
+        j, i = edge = pending.popleft()
+        keep_j, keep_i = _supported(out[j], out[i], relation[edge])
+        if len(keep_j) == len(out[j]) and len(keep_i) == len(out[i]):
+            continue
+        for name in edge:
+            if out[name] is not kept[name]:
+                out[name] = kept[name]
+                pending.extend(e for e in touching[name] if e != edge)
+    return out
 
 
 def _renamed(name: str, inputs: dict[str, list[str]], candidates: dict[str, list], columns: dict) -> bool:

@@ -38,7 +38,7 @@ class DumpOp:
     arguments: int = 0  # the numbers of `main`'s arguments upstream of it, as a bit set
     results: int = 0  # the numbers of `main`'s results downstream of it, as a bit set
     content: int | None = None  # what it computes, where that is from arguments and constants alone (`value_contents`)
-    number: int | None = None  # what it computes from the values it reads, equal for ops XLA may merge (`value_contents`)
+    number: int | None = None  # what it computes from the values it reads, as `value_contents` numbers it
     dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
     signature: tuple | None = None  # a slice's or pad's operand shape and attributes (`op_signature`)
     facts: dict = field(default_factory=dict)  # what the record keeps of it beside its name and line (`op_facts`)

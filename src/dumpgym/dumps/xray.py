@@ -376,7 +376,8 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
             elif name in inside_a_call:
                 group = _INSIDE_A_CALL
             elif len(held) > 1:
-                group = "its name stack and line stand for several StableHLO locations (XLA keeps no columns)"
+                group = ("its name stack and line stand for several StableHLO locations, which neither its columns nor "
+                         "the dataflow tell apart")
             else:
                 group = decided[next(iter(held))]
         links.append(HloLink(lines[name], name, opcodes[name], op_name, found, why, group))

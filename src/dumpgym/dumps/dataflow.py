@@ -54,7 +54,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
            arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
            shared: frozenset = frozenset(), carried: frozenset | set = frozenset(),
-           columns: dict[str, tuple] | None = None) -> dict[str, list]:
+           columns: dict[str, tuple] | None = None, taken_from: dict[str, str] | None = None) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
     the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
     instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
@@ -96,12 +96,19 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     # A get-tuple-element that carries other metadata than the element it takes (a multi-output fusion's: a
     # reduction's, where the element is a matmul's) is its element's value under another op's name: it says
     # nothing of its neighbours, what it feeds is judged against its element, and its own shape, parameters
-    # and results are its element's: it keeps every op its metadata names.
+    # and results are its element's: it keeps every op its metadata names, or, where that is the metadata of
+    # the tuple it takes the element of (`taken_from`: XLA names a multi-output fusion's elements after it),
+    # the ops that tuple keeps.
     renamed = {name for name in cands
                if opcodes[name] == "gettupleelement" and _renamed(name, inputs, candidates, columns or {})}
+    edges, same = [], set()  # (j, i): keyed instruction j feeds keyed instruction i; those of one op
     for name in renamed:
         cands[name] = list(candidates[name])
-    edges = []  # (j, i): keyed instruction j feeds keyed instruction i
+        tuple_ = (taken_from or {}).get(name)
+        if tuple_ in cands and {op.index for op in candidates[tuple_]} == {op.index for op in candidates[name]} \
+                and (columns or {}).get(tuple_) == (columns or {}).get(name):
+            edges.append((tuple_, name))
+            same.add((tuple_, name))
     for i in cands:
         if i in renamed:
             continue
@@ -131,7 +138,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     sources = set(cands) - {i for _j, i in edges}  # no instruction with a name stack upstream
     relation = {}
     for j, i in edges:
-        if heroes.get(i) == j:
+        if heroes.get(i) == j or (j, i) in same:
             relation[(j, i)] = "="
         elif opcodes[j] == "broadcast" and (j in sources or _operand_of(j, i, inputs, opcodes, carried)):
             relation[(j, i)] = "operand"

@@ -303,6 +303,7 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
         regions[region].append(caller)
     rows, candidates, opcodes, dims, signatures, inside_a_call, merged = [], {}, {}, {}, {}, set(), set()
     users_of: dict[str, list[str]] = {}  # a constant -> the instructions that use it
+    taken_from: dict[str, str] = {}  # a get-tuple-element -> the instruction whose element it takes
     combined_ops: dict[str, tuple[list, list[str]]] = {}  # a combined collective -> (its ops, its operands)
     inputs, fused = hlo_inputs(hlo)
     for computation in hlo.computations():
@@ -353,9 +354,12 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
             rows.append((name, op_name, why, found_keys))
             if opcodes[name] == "constant":
                 users_of[name] = [u.name for u in instruction.users()]
+            elif opcodes[name] == "gettupleelement":
+                taken_from[name] = instruction.operands()[0].name
     narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs),
                       entry_results(hlo, text, inputs, named), _shared_contents(ops), loop_carried(hlo),
-                      {name: columns[name] for name in candidates if name in columns and name not in inside_a_call})
+                      {name: columns[name] for name in candidates if name in columns and name not in inside_a_call},
+                      taken_from)
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:

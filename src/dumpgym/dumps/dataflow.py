@@ -173,15 +173,15 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
 
 
 def _by_columns(kept: dict, columns: dict, edges: list, relation: dict) -> dict:
-    """`kept` with each instruction's ops narrowed to those of the columns its stack frame names (XLA's source
-    tables keep them), where some of its ops are, with what computes the same from the same values as one of
-    them (XLA merges equal ops and keeps one's columns). XLA also gives an instruction it rewrote a neighbour's
-    columns (`0.001 * g * g` reassociated, both multiplies named `0.001 * g`): where the ops so chosen at the
-    two ends of an edge no longer stand to each other as the edge says, both ends keep what they had."""
+    """`kept` with each instruction's ops narrowed to those that start at the column its stack frame names
+    (`columns`: file, line and first column, as XLA's source tables keep them), where some of its ops do, with
+    what computes the same from the same values as one of them (XLA merges equal ops and keeps one's columns).
+    XLA also gives an instruction it rewrote a neighbour's columns: where the ops so chosen at the two ends of
+    an edge no longer stand to each other as the edge says, both ends keep what they had."""
     out = dict(kept)
     for name, column in columns.items():
         ops = kept.get(name)
-        at = {op.index for op in ops or () if op.fine == column}
+        at = {op.index for op in ops or () if op.fine and op.fine[:3] == column}
         if at and len(at) < len(ops):
             alike = {op.number for op in ops if op.index in at and op.number is not None}
             out[name] = [op for op in ops if op.index in at or op.number in alike]

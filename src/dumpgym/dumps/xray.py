@@ -293,11 +293,14 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     text = module.text(layer)
     hlo = parse_hlo(text, module.files[layer])
     lines = definition_lines(text)[0]
-    named, columns = {}, {}  # instruction -> (op_name, file and line); -> its frame with columns
+    # instruction -> (op_name, file and line); -> file, line and first column of its frame. Not the last
+    # column: XLA's table keeps one location per function, line and first column, the first it met (`a * b`
+    # and `a * b * c` are one), so that column names one of the ops that start there.
+    named, columns = {}, {}
     for _c, name, op_name, frame in hlo_op_names(hlo, columns=True):
         named[name] = op_name, frame[:2] if frame else None
         if frame and len(frame) == 5:
-            columns[name] = frame
+            columns[name] = frame[:3]
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in reducer_regions(text):
         regions[region].append(caller)

@@ -3,8 +3,8 @@ name stack and source line leave several.
 
 Several StableHLO ops can share one name stack and line (the four `mul`s of one `jax.nn.gelu` call,
 three `tanh`s of a Python loop), so its name stack and line alone link an instruction to the group. The
-columns of its stack frame, where XLA's source tables keep them, tell two ops of one line apart, but XLA
-also gives an instruction it rewrote a neighbour's: they are read last, only where the graphs agree. The
+first column of its stack frame, where XLA's source tables keep it, tells ops of one line apart, but XLA may
+give an instruction it rewrote a neighbour's metadata: it is read last, only where the graphs agree. The
 graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
 instructions without a name stack, fusion parameters, calls and loops), the op `i` came from must
 be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
@@ -176,7 +176,7 @@ def _by_columns(kept: dict, columns: dict, edges: list, relation: dict) -> dict:
     """`kept` with each instruction's ops narrowed to those that start at the column its stack frame names
     (`columns`: file, line and first column, as XLA's source tables keep them), where some of its ops do, with
     what computes the same from the same values as one of them (XLA merges equal ops and keeps one's columns).
-    XLA also gives an instruction it rewrote a neighbour's columns: where the ops so chosen at the two ends of
+    XLA may give an instruction it rewrote a neighbour's metadata: where the ops so chosen at the two ends of
     an edge no longer stand to each other as the edge says, both ends keep what they had."""
     out = dict(kept)
     for name, column in columns.items():

@@ -279,13 +279,15 @@ def dump_train_step(folder: Path, twin: bool = False, layers: int = 2, platform:
 # A GPT's train step as users write one, small: layer norms, a fused qkv matmul split three ways, rotary
 # positions, causal attention, a gated MLP, and Adam with bias correction by a step counter (`m / (1 -
 # 0.9 ** step)` broadcast for every leaf of one shape: XLA merges those broadcasts into one). Its twin has a
-# `jax.named_scope` per layer and per parameter leaf, as `train_step_twin` does.
+# `jax.named_scope` per layer and per parameter leaf, as `train_step_twin` does, and one for each of two
+# expressions that share a source line (the two bias corrections; a layer norm's scaling beside its gain), whose
+# ops the plain step's name stacks and lines do not tell apart (their columns do).
 _GPT = dict(seq=16, dim=32, heads=2, hidden=64, vocab=64)
 
 
-def _norm(x, g):
+def _norm(x, g, scope):
     mean = jnp.mean(x, axis=-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(jnp.mean((x - mean) ** 2, axis=-1, keepdims=True) + 1e-5) * g
+    return scope("scaled", lambda: (x - mean) * jax.lax.rsqrt(jnp.mean((x - mean) ** 2, -1, keepdims=True) + 1e-5)) * g
 
 
 def _rotary(t):
@@ -295,14 +297,14 @@ def _rotary(t):
     return jnp.concatenate([a * jnp.cos(angle) - b * jnp.sin(angle), a * jnp.sin(angle) + b * jnp.cos(angle)], -1)
 
 
-def _gpt_block(x, p):
+def _gpt_block(x, p, scope):
     seq, dim, heads = _GPT["seq"], _GPT["dim"], _GPT["heads"]
-    q, k, v = jnp.split(_norm(x, p["ln1"]) @ p["qkv"] + p["qkv_b"], 3, axis=-1)
+    q, k, v = jnp.split(_norm(x, p["ln1"], scope) @ p["qkv"] + p["qkv_b"], 3, axis=-1)
     q, k, v = (t.reshape(seq, heads, dim // heads).transpose(1, 0, 2) for t in (q, k, v))
     scores = jnp.einsum("hqd,hkd->hqk", _rotary(q), _rotary(k)) / jnp.sqrt(dim // heads)
     scores = jnp.where(jnp.tril(jnp.ones((seq, seq), dtype=bool)), scores, -jnp.inf)
     x = x + jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(scores, axis=-1), v).transpose(1, 0, 2).reshape(seq, dim) @ p["out"]
-    h = _norm(x, p["ln2"])
+    h = _norm(x, p["ln2"], scope)
     return x + (jax.nn.silu(h @ p["gate"]) * (h @ p["up"] + p["up_b"])) @ p["down"]
 
 
@@ -310,8 +312,8 @@ def _gpt_step(params, opt, tokens, targets, scope):
     def loss(params):
         x = params["embed"][tokens]
         for i, layer in enumerate(params["layers"]):
-            x = scope(f"layer{i}", lambda: _gpt_block(x, layer))
-        logits = _norm(x, params["lnf"]) @ params["embed"].T
+            x = scope(f"layer{i}", lambda: _gpt_block(x, layer, scope))
+        logits = _norm(x, params["lnf"], scope) @ params["embed"].T
         return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), targets[:, None], axis=-1))
 
     def leaf(path):
@@ -322,7 +324,7 @@ def _gpt_step(params, opt, tokens, targets, scope):
     with_path = jax.tree_util.tree_map_with_path
     m = with_path(lambda k, m, g: scope(leaf(k), lambda: 0.9 * m + 0.1 * g), opt["m"], grads)
     v = with_path(lambda k, v, g: scope(leaf(k), lambda: 0.999 * v + 0.001 * g * g), opt["v"], grads)
-    fix1, fix2 = 1 - 0.9 ** step, 1 - 0.999 ** step
+    fix1, fix2 = scope("fix1", lambda: 1 - 0.9 ** step), scope("fix2", lambda: 1 - 0.999 ** step)
     params = with_path(lambda k, p, m, v: scope(leaf(k), lambda: p - 1e-3 * (m / fix1) / (jnp.sqrt(v / fix2) + 1e-8)),
                        params, m, v)
     return params, {"step": step, "m": m, "v": v}, value

@@ -2,8 +2,10 @@
 name stack and source line leave several.
 
 Several StableHLO ops can share one name stack and line (the four `mul`s of one `jax.nn.gelu` call,
-three `tanh`s of a Python loop), and XLA keeps no columns, so metadata alone links an instruction to
-the group. The graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
+three `tanh`s of a Python loop), so its name stack and line alone link an instruction to the group. The
+first column of its stack frame, where XLA's source tables keep it, tells ops of one line apart, but XLA may
+give an instruction it rewrote a neighbour's metadata: it is read last, only where the graphs agree. The
+graphs tell them apart: if instruction `j` feeds instruction `i` (directly, or through
 instructions without a name stack, fusion parameters, calls and loops), the op `i` came from must
 be downstream of the op `j` came from. Each instruction starts with the ops its metadata allows (of
 its own kind where its opcode names one, computed from the same entry parameters where some are:
@@ -51,7 +53,8 @@ def _moved(a: str, b: str) -> bool:
 def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str, tuple | None],
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
            arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
-           shared: frozenset = frozenset(), carried: frozenset | set = frozenset()) -> dict[str, list]:
+           shared: frozenset = frozenset(), carried: frozenset | set = frozenset(),
+           columns: dict[str, tuple] | None = None, taken_from: dict[str, str] | None = None) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
     the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
     instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
@@ -90,8 +93,25 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     # is that instruction's op and says nothing of its neighbours: what uses it is judged against its root.
     # One that carries its root's is its root's op, judged as an instruction of its own.
     elsewhere = {name for name in fused if heroes.get(name) != fused[name].root}
-    edges = []  # (j, i): keyed instruction j feeds keyed instruction i
+    # A get-tuple-element that carries other metadata than the element it takes (a multi-output fusion's: a
+    # reduction's, where the element is a matmul's) is its element's value under another op's name: it says
+    # nothing of its neighbours, what it feeds is judged against its element, and its own shape, parameters
+    # and results are its element's: it keeps every op its metadata names, or, where that is the metadata of
+    # the tuple it takes the element of (`taken_from`: XLA names a multi-output fusion's elements after it),
+    # the ops that tuple keeps.
+    renamed = {name for name in cands
+               if opcodes[name] == "gettupleelement" and _renamed(name, inputs, candidates, columns or {})}
+    edges, same = [], set()  # (j, i): keyed instruction j feeds keyed instruction i; those of one op
+    for name in renamed:
+        cands[name] = list(candidates[name])
+        tuple_ = (taken_from or {}).get(name)
+        if tuple_ in cands and {op.index for op in candidates[tuple_]} == {op.index for op in candidates[name]} \
+                and (columns or {}).get(tuple_) == (columns or {}).get(name):
+            edges.append((tuple_, name))
+            same.add((tuple_, name))
     for i in cands:
+        if i in renamed:
+            continue
         if i in elsewhere:
             edges += [(heroes[i], i)] if i in heroes else []
             continue
@@ -103,7 +123,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             if j in seen:
                 continue
             seen.add(j)
-            if j in cands and j not in elsewhere:
+            if j in cands and j not in elsewhere and j not in renamed:
                 edges.append((j, i))
             elif j in elsewhere:  # its value is its fused root's
                 pending.append(fused[j].root)
@@ -118,7 +138,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     sources = set(cands) - {i for _j, i in edges}  # no instruction with a name stack upstream
     relation = {}
     for j, i in edges:
-        if heroes.get(i) == j:
+        if heroes.get(i) == j or (j, i) in same:
             relation[(j, i)] = "="
         elif opcodes[j] == "broadcast" and (j in sources or _operand_of(j, i, inputs, opcodes, carried)):
             relation[(j, i)] = "operand"
@@ -137,7 +157,9 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     merged = {name for name, ops in cands.items() if any(op.content in shared for op in ops) or (
         arguments is not None and not arguments[name] and all(op.content is None for op in ops))}
     edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
-    kept = _consistent(cands, edges, relation)[0]
+    kept, rewritten = _consistent(cands, edges, relation)
+    if columns:
+        kept = _by_columns(kept, columns, [e for e in edges if not rewritten & set(e)], relation)
     # A multi-output fusion none of whose members alone carries its metadata (of a matmul and the multiply and
     # reduction XLA made of another, all with one name stack) came from one of those members' ops:
     # which one, the text does not say, so it keeps what each of them kept.
@@ -148,6 +170,44 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
                 held = {op.index for m in members for op in kept[m]}
                 kept[name] = [op for op in candidates[name] if op.index in held] or kept[name]
     return kept
+
+
+def _by_columns(kept: dict, columns: dict, edges: list, relation: dict) -> dict:
+    """`kept` with each instruction's ops narrowed to those that start at the column its stack frame names
+    (`columns`: file, line and first column, as XLA's source tables keep them), where some of its ops do, with
+    what computes the same from the same values as one of them (XLA merges equal ops and keeps one's columns).
+    XLA may give an instruction it rewrote a neighbour's metadata: where the ops so chosen at the two ends of
+    an edge no longer stand to each other as the edge says, both ends keep what they had."""
+    out = dict(kept)
+    for name, column in columns.items():
+        ops = kept.get(name)
+        at = {op.index for op in ops or () if op.fine and op.fine[:3] == column}
+        if at and len(at) < len(ops):
+            alike = {op.number for op in ops if op.index in at and op.number is not None}
+            out[name] = [op for op in ops if op.index in at or op.number in alike]
+    touching = defaultdict(list)
+    for edge in edges:
+        touching[edge[0]].append(edge)
+        touching[edge[1]].append(edge)
+    pending = deque(e for e in edges if out[e[0]] is not kept[e[0]] or out[e[1]] is not kept[e[1]])
+    while pending:
+        j, i = edge = pending.popleft()
+        keep_j, keep_i = _supported(out[j], out[i], relation[edge])
+        if len(keep_j) == len(out[j]) and len(keep_i) == len(out[i]):
+            continue
+        for name in edge:
+            if out[name] is not kept[name]:
+                out[name] = kept[name]
+                pending.extend(e for e in touching[name] if e != edge)
+    return out
+
+
+def _renamed(name: str, inputs: dict[str, list[str]], candidates: dict[str, list], columns: dict) -> bool:
+    """Whether a get-tuple-element takes an element keyed with other ops than its own, or with other columns."""
+    element = inputs.get(name, [None])[0]
+    return element in candidates and (
+        {op.index for op in candidates[element]} != {op.index for op in candidates[name]}
+        or columns.get(element, columns.get(name)) != columns.get(name))
 
 
 def _operand_of(j: str, i: str, inputs: dict[str, list[str]], opcodes: dict[str, str], carried) -> bool:

@@ -38,6 +38,7 @@ class DumpOp:
     arguments: int = 0  # the numbers of `main`'s arguments upstream of it, as a bit set
     results: int = 0  # the numbers of `main`'s results downstream of it, as a bit set
     content: int | None = None  # what it computes, where that is from arguments and constants alone (`value_contents`)
+    number: int | None = None  # what it computes from the values it reads, as `value_contents` numbers it
     dims: tuple | None = None  # its one result's kind of number and shape (None: several, or not a tensor)
     signature: tuple | None = None  # a slice's or pad's operand shape and attributes (`op_signature`)
     facts: dict = field(default_factory=dict)  # what the record keeps of it beside its name and line (`op_facts`)
@@ -49,11 +50,12 @@ def stablehlo_ops(module: DumpModule) -> tuple[str, list[DumpOp]]:
     shown, keyed, lines, walked, facts, dumped = located_ops(module.text("stablehlo"), path)  # `dumped` holds the ops
     ops = _full_stacks(keyed, lines)
     upstream, operands, operands2, arguments, results, within = stablehlo_ancestors(walked)
-    contents = value_contents(walked)
+    contents, numbers = value_contents(walked)
     for op in ops:
         op.upstream, op.operands, op.operands2 = upstream[op.index], operands[op.index], operands2[op.index]
         op.within = within[op.index]
         op.arguments, op.results, op.content = arguments[op.index], results[op.index], contents[op.index]
+        op.number = numbers[op.index]
         op.dims = result_dims(walked[op.index])
         op.signature = op_signature(walked[op.index])
         op.facts = facts[op.index]

@@ -140,12 +140,14 @@ _EQUAL = ("other ops with its name stack and line compute the same from the same
 
 def _with_equal(linked: list, found: list) -> tuple[list, bool]:
     """`linked` and the ops of `found` that compute what one of them computes from the same arguments and
-    constants (a broadcast of 0.5 in each of two layers, of Adam's bias correction for each leaf), and
-    whether there were any: the instruction may be theirs."""
-    contents = {op.content for op in linked if op.content is not None}
+    constants (a broadcast of 0.5 in each of two layers, of Adam's bias correction for each leaf) or from the
+    same values (the two `x - mean` of a layer norm), and whether there were any, beside them or among them:
+    the instruction may be theirs."""
+    equal = {value for op in linked for value in (op.content, op.number) if value is not None}
     have = {op.index for op in linked}
-    more = [op for op in found if op.content in contents and op.index not in have]
-    return (linked + more, True) if more else (linked, False)
+    more = [op for op in found if op.index not in have and (op.content in equal or op.number in equal)]
+    numbers = [op.number for op in linked if op.number is not None]
+    return linked + more, bool(more) or len(set(numbers)) < len(numbers)
 
 
 def _shared_contents(ops) -> frozenset:
@@ -291,12 +293,20 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
     text = module.text(layer)
     hlo = parse_hlo(text, module.files[layer])
     lines = definition_lines(text)[0]
-    named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
+    # instruction -> (op_name, file and line); -> file, line and first column of its frame. Not the last
+    # column: XLA's table keeps one location per function, line and first column, the first it met (`a * b`
+    # and `a * b * c` are one), so that column names one of the ops that start there.
+    named, columns = {}, {}
+    for _c, name, op_name, frame in hlo_op_names(hlo, columns=True):
+        named[name] = op_name, frame[:2] if frame else None
+        if frame and len(frame) == 5:
+            columns[name] = frame[:3]
     regions: dict[str, list[str]] = defaultdict(list)  # region -> the instructions that apply it
     for caller, region in reducer_regions(text):
         regions[region].append(caller)
     rows, candidates, opcodes, dims, signatures, inside_a_call, merged = [], {}, {}, {}, {}, set(), set()
     users_of: dict[str, list[str]] = {}  # a constant -> the instructions that use it
+    taken_from: dict[str, str] = {}  # a get-tuple-element -> the instruction whose element it takes
     combined_ops: dict[str, tuple[list, list[str]]] = {}  # a combined collective -> (its ops, its operands)
     inputs, fused = hlo_inputs(hlo)
     for computation in hlo.computations():
@@ -347,8 +357,12 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
             rows.append((name, op_name, why, found_keys))
             if opcodes[name] == "constant":
                 users_of[name] = [u.name for u in instruction.users()]
+            elif opcodes[name] == "gettupleelement":
+                taken_from[name] = instruction.operands()[0].name
     narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs),
-                      entry_results(hlo, text, inputs, named), _shared_contents(ops), loop_carried(hlo))
+                      entry_results(hlo, text, inputs, named), _shared_contents(ops), loop_carried(hlo),
+                      {name: columns[name] for name in candidates if name in columns and name not in inside_a_call},
+                      taken_from)
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:
@@ -369,7 +383,8 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
             elif name in inside_a_call:
                 group = _INSIDE_A_CALL
             elif len(held) > 1:
-                group = "its name stack and line stand for several StableHLO locations (XLA keeps no columns)"
+                group = ("its name stack and line stand for several StableHLO locations, which neither its columns nor "
+                         "the dataflow tell apart")
             else:
                 group = decided[next(iter(held))]
         links.append(HloLink(lines[name], name, opcodes[name], op_name, found, why, group))

@@ -588,40 +588,55 @@ def entry_dependence(hlo, text: str, inputs: dict[str, list[str]]) -> dict[str, 
     return out
 
 
-def value_contents(walked: list) -> list[int | None]:
+def value_contents(walked: list) -> tuple[list[int | None], list[int | None]]:
     """For each op of a pre-order walk computed from `main`'s arguments and constants alone through ops of
     `main` (a reducer's region read as the names and attributes of what it holds; no loop, branch or call
     on the way), what it computes, as a number equal for two ops that compute the same (their names,
     attributes, result types and operands' contents, an argument by its number); None for every other op.
     XLA merges such equal computations into one instruction (a broadcast of Adam's bias correction for each
-    of twelve layers' weights, the two `x - mean` of a layer norm), which keeps the metadata of one of them."""
+    of twelve layers' weights), which keeps the metadata of one of them.
+
+    And for each op of a function's body (not a region's), a number equal for two ops that compute the same
+    from the same values (a value no number is given to, such as a call's result, by the op that makes it):
+    the two `x - mean` of a layer norm downstream of a call, which XLA merges as well. None for the rest."""
     from jaxlib.mlir import ir
 
     index = {op: i for i, op in enumerate(walked)}
     out: list[int | None] = [None] * len(walked)
+    numbers: list[int | None] = [None] * len(walked)
     for i, op in enumerate(walked):  # pre-order: an operand's op comes before its user
         if op.name in ("func.func", "builtin.module", "func.call", "stablehlo.while", "stablehlo.case",
                        "stablehlo.if") or _in_region(op):
             continue
-        operands = []
+        operands, known = [], True
         for value in op.operands:
             owner = value.owner
             if isinstance(owner, ir.Block):
                 holder = owner.owner.operation if owner.owner is not None else None
                 if holder is None or holder.name != "func.func" or holder.attributes["sym_name"].value != "main":
+                    operands = None
                     break
                 operands.append(("argument", ir.BlockArgument(value).arg_number))
                 continue
             j = index.get(owner.operation)
-            if j is None or out[j] is None:
+            if j is None:
+                operands = None
                 break
-            operands.append((out[j], ir.OpResult(value).result_number))
-        else:
-            attributes = _op_attributes(op)
-            held = tuple((o.name, _op_attributes(o))
-                         for region in op.regions for block in region.blocks for o in block.operations)
-            out[i] = hash((op.name, attributes, tuple(str(r.type) for r in op.results), tuple(operands), held))
-    return out
+            result = ir.OpResult(value).result_number
+            if out[j] is not None:
+                operands.append((out[j], result))
+            else:
+                known = False
+                operands.append(("value", numbers[j], result) if numbers[j] is not None else ("op", j, result))
+        if operands is None:
+            continue
+        attributes = _op_attributes(op)
+        held = tuple((o.name, _op_attributes(o))
+                     for region in op.regions for block in region.blocks for o in block.operations)
+        numbers[i] = hash((op.name, attributes, tuple(str(r.type) for r in op.results), tuple(operands), held))
+        if known:
+            out[i] = numbers[i]
+    return out, numbers
 
 
 def _op_attributes(op) -> tuple:

@@ -126,8 +126,10 @@ def parse_hlo(text: str, path: Path):
         raise DumpError(f"{path} does not parse as HLO (truncated?): {lines[0] if lines else e}") from None
 
 
-def source_tables(printed: str) -> dict[int, tuple[str, int]]:
-    """stack_frame_id -> (file, line) of its own frame, from an HLO module's printed source tables."""
+def source_tables(printed: str, columns: bool = False) -> dict[int, tuple]:
+    """stack_frame_id -> (file, line) of its own frame, from an HLO module's printed source tables; with
+    `columns`, (file, line, column, end line, end column) where the table gives the columns (XLA copies them
+    from the StableHLO location), else (file, line)."""
     tables: dict[str, dict[int, dict[str, str]]] = {}
     current = None
     for line in printed.splitlines():
@@ -153,6 +155,9 @@ def source_tables(printed: str) -> dict[int, tuple[str, int]]:
             continue
         name = files.get(int(location.get("file_name_id", 0)), {}).get("value", "")
         out[frame] = (name, int(location.get("line", 0)))
+        if columns and "column" in location and "end_column" in location:  # the row's last field ends in '}'
+            out[frame] += tuple(int(location.get(key, location.get("line", "0")).rstrip("}"))
+                                for key in ("column", "end_line", "end_column"))
     return out
 
 
@@ -173,9 +178,10 @@ def function_names(printed: str) -> frozenset[str] | None:
     return frozenset(names) if inside else None
 
 
-def hlo_op_names(module) -> list[tuple[str, str, str, tuple[str, int] | None]]:
-    """(computation, instruction, op_name, (file, line) of its stack frame) for every instruction with an op_name."""
-    frames = source_tables(module.to_string())
+def hlo_op_names(module, columns: bool = False) -> list[tuple[str, str, str, tuple | None]]:
+    """(computation, instruction, op_name, (file, line) of its stack frame) for every instruction with an op_name;
+    with `columns`, the frame's columns too where the tables give them (`source_tables`)."""
+    frames = source_tables(module.to_string(), columns)
     out = []
     for computation in module.computations():
         for instruction in computation.instructions():

@@ -146,11 +146,13 @@ def _paused_record(program, progress, compiled: bool, as_json: bool = False):
     """`program_record` of a built-in program (and its JSON, `as_json`), Python's cyclic garbage collector held off
     meanwhile, then one young collection (`gcpause.collector_paused`): what a program leaves in cycles is freed
     at its end, while the collector's walks during it would look again and again at every record built before."""
-    from dumpgym.gcpause import collector_paused
+    from dumpgym.gcpause import collector_paused, keep_alive_now
 
     with collector_paused():
         record = program_record(program, progress, _builtin_compiles(compiled))
-        return record.to_json() if as_json else record
+        record = record.to_json() if as_json else record
+    keep_alive_now()  # it and what came before are kept to the end of the build: no full collection walks them again
+    return record
 
 
 def _builtin_compiles(compiled: bool) -> list[Target]:

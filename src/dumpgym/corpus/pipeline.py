@@ -161,46 +161,51 @@ def _builtin_compiles(compiled: bool) -> list[Target]:
 
 def _build_in_workers(slugs: list[str], verbose: bool, compiled: bool, jobs: int) -> list[dict]:
     """`program_record` of each built-in program, as JSON, in the order of `slugs`: built by this process and
-    `jobs` - 1 fresh ones, each taking the next program as it is free.
+    `jobs` - 1 fresh ones, each taking the next program as soon as it is free.
 
     This process builds too, rather than wait: a worker's start (importing JAX, warming its caches and each
-    compiler) is paid once less, and it has JAX loaded already. Workers are spawned, not forked: JAX may
-    already be running threads in this process. Each worker has programs queued ahead (`AHEAD`), so it is
-    never idle while this process builds a long one.
+    compiler) is paid once less, and it has JAX loaded already. A worker is handed its next program when it
+    sends a record (by the future's callback), not when this process is between two of its own: no worker
+    waits while this process builds a long one, and none holds a program queued while this one has none.
+    Workers are spawned, not forked: JAX may already be running threads in this process.
     """
     import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    import threading
+    from concurrent.futures import ProcessPoolExecutor, wait
 
     from dumpgym.programs import builtin_program
 
-    workers = min(jobs, len(slugs)) - 1
     records: list = [None] * len(slugs)
     progress = _progress(verbose)
+    queued = iter(range(len(slugs)))
+    taking = threading.Lock()  # this process and the callbacks take programs from `queued`
+    sent: list = []  # (a worker's record under way, its place)
+    workers = min(jobs, len(slugs)) - 1
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        pending: dict = {}  # a worker's record under way -> its place
-        queued = iter(range(len(slugs)))
 
-        def hand_out():
-            """Queue programs for the workers until each has `AHEAD`; gather the records they sent meanwhile."""
-            for future in [f for f in pending if f.done()]:
-                records[pending.pop(future)] = future.result()
-            while len(pending) < workers * AHEAD and (n := next(queued, None)) is not None:
-                pending[pool.submit(_builtin_record_json, slugs[n], verbose, compiled)] = n
+        def hand_out(_done=None):
+            """The next program to a worker: on start, and whenever a worker has sent a record."""
+            with taking:
+                n = next(queued, None)
+                if n is None:
+                    return
+                future = pool.submit(_builtin_record_json, slugs[n], verbose, compiled)
+                sent.append((future, n))
+            future.add_done_callback(hand_out)
 
-        hand_out()
-        for n in queued:  # the next program no worker has is this process's
+        for _ in range(workers):
+            hand_out()
+        while True:
+            with taking:
+                n = next(queued, None)
+            if n is None:
+                break
             records[n] = _paused_record(builtin_program(slugs[n]), progress, compiled, as_json=True)
-            hand_out()
-        while pending:
-            wait(pending, return_when=FIRST_COMPLETED)
-            hand_out()
+        wait([future for future, _ in sent])  # none is sent once `queued` is empty
+        for future, n in sent:
+            records[n] = future.result()
     return records
-
-
-# Programs handed to each worker ahead of the one it builds: one at least, for it to start as soon as it is
-# free; a second, so that it does not wait while this process builds a program for longer than it takes two.
-AHEAD = 2
 
 
 def _progress(verbose: bool):

@@ -261,6 +261,20 @@ def _location_kinds():
     return getattr(ir, "NameLoc", None), getattr(ir, "UnknownLoc", None), getattr(ir, "FileLineColLoc", None)
 
 
+def lowered_through_cache(primitive: str) -> bool:
+    """Whether JAX lowers an equation of `primitive` (by name) through its lowering cache: its rule emitted as a
+    function of its own, under a name stack of its own, then inlined where the equation is, each inlined op's
+    name joined as text after the name of the equation's location (`jit(f)/jvp(dgeqn3)` and `checkpoint/sin`
+    give `jit(f)/jvp(dgeqn3)/checkpoint/sin`); else its rule emits into the equation's own name stack.
+
+    Why private: which primitives opt out of the cache (`mlir._uncacheable_primitives`: `jit`, callbacks,
+    custom_vjp_call, ...) is a set of `jax._src.interpreters.mlir` alone.
+    """
+    from jax._src.interpreters import mlir
+
+    return primitive not in {p.name for p in mlir._uncacheable_primitives}
+
+
 def require_hlo_bindings() -> None:
     """Raise `JaxVersionError` unless this jaxlib binds compiled HLO instructions (jaxlib 0.10.2 on).
 

@@ -139,7 +139,20 @@ def _records(programs: Iterable, progress, compiled: bool, jobs: int) -> list:
         if any(not is_builtin(p.slug) or p is not builtin_program(p.slug) for p in programs):  # a worker finds its program by slug
             raise ValueError("build_corpus(jobs > 1) builds built-in programs only; use jobs=1 for others")
         return _build_in_workers([p.slug for p in programs], progress is not None, compiled, jobs)
-    return [program_record(p, progress, _builtin_compiles(compiled)) for p in programs]
+    return [_paused_record(p, progress, compiled) for p in programs]
+
+
+def _paused_record(program, progress, compiled: bool, as_json: bool = False):
+    """`program_record` of a built-in program (and its JSON, `as_json`), Python's cyclic garbage collector held off
+    meanwhile, then one young collection (`gcpause.collector_paused`): what a program leaves in cycles is freed
+    at its end, while the collector's walks during it would look again and again at every record built before."""
+    from dumpgym.gcpause import collector_paused, keep_alive_now
+
+    with collector_paused():
+        record = program_record(program, progress, _builtin_compiles(compiled))
+        record = record.to_json() if as_json else record
+    keep_alive_now()  # it and what came before are kept to the end of the build: no full collection walks them again
+    return record
 
 
 def _builtin_compiles(compiled: bool) -> list[Target]:
@@ -147,26 +160,66 @@ def _builtin_compiles(compiled: bool) -> list[Target]:
 
 
 def _build_in_workers(slugs: list[str], verbose: bool, compiled: bool, jobs: int) -> list[dict]:
-    """`program_record` of each built-in program, in `jobs` fresh processes, in the order of `slugs`, as JSON.
+    """`program_record` of each built-in program, as JSON, in the order of `slugs`: built by this process and
+    `jobs` - 1 fresh ones, each taking the next program as soon as it is free.
 
+    This process builds too, rather than wait: a worker's start (importing JAX, warming its caches and each
+    compiler) is paid once less, and it has JAX loaded already. A worker is handed its next program when it
+    sends a record (by the future's callback), not when this process is between two of its own: no worker
+    waits while this process builds a long one, and none holds a program queued while this one has none.
     Workers are spawned, not forked: JAX may already be running threads in this process.
     """
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    import threading
+    from concurrent.futures import ProcessPoolExecutor, wait
 
+    from dumpgym.programs import builtin_program
+
+    records: list = [None] * len(slugs)
+    progress = _progress(verbose)
+    queued = iter(range(len(slugs)))
+    taking = threading.Lock()  # this process and the callbacks take programs from `queued`
+    sent: list = []  # (a worker's record under way, its place)
+    workers = min(jobs, len(slugs)) - 1
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(jobs, len(slugs)), mp_context=context) as pool:
-        return list(pool.map(_builtin_record_json, slugs, [verbose] * len(slugs), [compiled] * len(slugs)))
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+
+        def hand_out(_done=None):
+            """The next program to a worker: on start, and whenever a worker has sent a record."""
+            with taking:
+                n = next(queued, None)
+                if n is None:
+                    return
+                future = pool.submit(_builtin_record_json, slugs[n], verbose, compiled)
+                sent.append((future, n))
+            future.add_done_callback(hand_out)
+
+        for _ in range(workers):
+            hand_out()
+        while True:
+            with taking:
+                n = next(queued, None)
+            if n is None:
+                break
+            records[n] = _paused_record(builtin_program(slugs[n]), progress, compiled, as_json=True)
+        wait([future for future, _ in sent])  # none is sent once `queued` is empty
+        for future, n in sent:
+            records[n] = future.result()
+    return records
+
+
+def _progress(verbose: bool):
+    """Progress lines on stderr, flushed (a worker's and this process's interleave), or None."""
+    import sys
+
+    return (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else None
 
 
 def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:
     """In a worker: one built-in program's record, as JSON (what crosses back to the parent)."""
-    import sys
-
     from dumpgym.programs import builtin_program
 
-    progress = (lambda msg: print(msg, file=sys.stderr, flush=True)) if verbose else None
-    return program_record(builtin_program(slug), progress, _builtin_compiles(compiled)).to_json()
+    return _paused_record(builtin_program(slug), _progress(verbose), compiled, as_json=True)
 
 
 def function_record(function: Callable, args: tuple, kwargs: dict, *, slug: str, title: str, entry: str, name: str,

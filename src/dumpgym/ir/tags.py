@@ -149,9 +149,10 @@ def tags_in_place(tagged_module, primitive_of) -> Names | None:
     return Names(_frozen(ops), {f: _frozen(t) for f, t in calls.items()})
 
 
-def _untagged(location, primitive_of):
+def _untagged(location, primitive_of, primitive: str | None = None):
     """`location` as the plain lowering has it: each name it is made of as `plain_name` gives it; None where
-    it holds anything but names and unknown locations, or a name's plain form is not known."""
+    it holds anything but names and unknown locations, or a name's plain form is not known. `primitive`: the
+    primitive JAX wrote after the name stack in this location's name, as the name around it says."""
     from jaxlib.mlir import ir
 
     from dumpgym.jax_internals import location_parts
@@ -162,8 +163,9 @@ def _untagged(location, primitive_of):
     name, child = parts
     if name is None:  # an unknown location
         return location
-    inner = _untagged(child, primitive_of)
-    plain = plain_name(name, primitive_of) if TAG in name else name
+    # JAX locates an op an equation's own rule emits at `{name stack}/{primitive}` inside a name `{primitive}:`.
+    inner = _untagged(child, primitive_of, name[:-1] if name.endswith(":") else None)
+    plain = plain_name(name, primitive_of, primitive) if TAG in name else name
     if inner is None or plain is None:
         return None
     return ir.Location.name(plain, childLoc=inner)
@@ -173,34 +175,42 @@ def _untagged(location, primitive_of):
 _TAG_PART = re.compile(r"((?:[\w.-]+\()*)" + TAG + r"(\d+)(\)*)")
 
 
-def plain_name(name: str, primitive_of) -> str | None:
+def plain_name(name: str, primitive_of, primitive: str | None = None) -> str | None:
     """A location's name in the tagged lowering (`jit(f)/jvp(dgeqn3)/jit(g)/dgeqn7/add`) as the plain one has
-    it, or None where that is not known for sure.
+    it, or None where that is not known for sure. `primitive`: the primitive JAX wrote after the name stack
+    (the last part), where the location around the name says so.
 
     JAX writes a name stack with each transform wrapping the one scope that follows it (`NameStack.__str__`:
-    [jvp, jit(g)] prints `jvp(jit(g))`), then `/` and the primitive where the op came from an equation's own
-    rule. A tag is a scope: dropped alone, it leaves the rest as it was; dropped from under transforms,
-    they wrap nothing (`jvp()`) where no scope follows, the primitive after it (the last part, the last
-    tag's equation's: `primitive_of`) staying outside. Where a scope follows a tag under transforms, the
-    name does not say whether the transforms then wrap it, so that is not known for sure."""
+    [jvp, jit(g)] prints `jvp(jit(g))`, [jvp] `jvp()`), then `/` and the primitive where the op came from an
+    equation's own rule. A tag is a scope, always its equation's innermost: dropped alone, it leaves the rest
+    as it was. What follows a tag under transforms depends on how its equation was lowered
+    (`jax_internals.lowered_through_cache`): through JAX's lowering cache, the rest is the name of an op
+    inlined from the rule's own function, joined as text, so the transforms wrap nothing (`jvp()/checkpoint`);
+    else the rest is the same name stack, and they wrap the next scope (`jvp(jit(g))`), or nothing where only
+    the primitive JAX wrote after the stack follows (`jvp()/add`: `primitive`, or the tag's own equation's,
+    `primitive_of`)."""
+    from dumpgym.jax_internals import lowered_through_cache
+
     parts = _top_level_parts(name)
     if parts is None:
         return None
     out: list[str] = []
     wrap, closing, tag = "", "", None  # the transforms of a dropped tag, wrapping nothing so far
     for n, part in enumerate(parts):
-        if TAG in part:
-            found = _TAG_PART.fullmatch(part)
-            if found is None or len(found.group(3)) != found.group(1).count("(") or wrap:
-                return None  # not a tag alone, or a tag after one under transforms: as a scope after it, not sure
-            wrap, closing, tag = found.group(1), found.group(3), int(found.group(2))
+        found = _TAG_PART.fullmatch(part) if TAG in part else None
+        if TAG in part and (found is None or len(found.group(3)) != found.group(1).count("(")):
+            return None  # not a tag alone
+        if wrap and lowered_through_cache(primitive_of(tag)):  # the rest joined after the tag's name as text
+            out.append(f"{wrap}{closing}")
+            wrap, closing = "", ""
+        if found is not None:  # wrapped, in one name stack, by the transforms of the tag before it, if any
+            wrap, closing, tag = wrap + found.group(1), found.group(3) + closing, int(found.group(2))
             continue
         if wrap:
-            if n < len(parts) - 1 or part != primitive_of(tag):
-                # A scope follows: wrapped where the tag was if JAX joined both in one stack (`jvp(jit(g))`),
-                # else left beside it (`jvp()/jit(g)`, `jvp()/checkpoint`); the name does not say which.
-                return None
-            out.append(f"{wrap}{closing}")  # `jvp()`, then the primitive
+            if n == len(parts) - 1 and part in (primitive, primitive_of(tag)):
+                out.append(f"{wrap}{closing}")  # `jvp()`, then the primitive written after the stack
+            else:
+                part = f"{wrap}{part}{closing}"  # the next scope of the same stack, wrapped where the tag was
             wrap, closing = "", ""
         out.append(part)
     if wrap:

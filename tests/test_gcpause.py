@@ -3,7 +3,7 @@ everything made while it was off, and without keeping any of it from the collect
 import gc
 import weakref
 
-from dumpgym.gcpause import collector_off
+from dumpgym.gcpause import collector_off, keep_alive_now, kept_alive
 
 
 class _Node:
@@ -39,3 +39,45 @@ def test_collector_off_leaves_what_someone_else_froze_frozen():
         assert gc.isenabled() and gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_what_a_block_keeps_alive_is_given_back_to_the_collector_at_its_end():
+    assert gc.get_freeze_count() == 0
+    with kept_alive():
+        cycle = _Node()
+        cycle.me = cycle
+        gone = weakref.ref(cycle)
+        keep_alive_now()
+        assert gc.get_freeze_count() > 0  # frozen while the block runs: its walks skip it
+        del cycle
+        gc.collect()
+        assert gone() is not None
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_block_freezes_nothing_where_someone_else_froze_first():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with kept_alive():
+            _ = [[i] for i in range(10_000)]
+            keep_alive_now()
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_keep_alive_now_outside_a_block_freezes_nothing():
+    keep_alive_now()
+    assert gc.get_freeze_count() == 0
+
+
+def test_an_in_process_corpus_build_leaves_nothing_frozen():
+    from dumpgym.corpus.pipeline import build_corpus
+    from dumpgym.programs import builtin_program
+
+    build_corpus([builtin_program("softmax"), builtin_program("layernorm")], compiled=False, jobs=1)
+    assert gc.get_freeze_count() == 0

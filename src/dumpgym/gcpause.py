@@ -44,12 +44,41 @@ def _enable_aged() -> None:
     gc.unfreeze()
 
 
+_keeping = False  # inside `kept_alive()`, where this process froze nothing before
+
+
+@contextlib.contextmanager
+def kept_alive():
+    """A block (a corpus build) that keeps what it builds to its end, for `keep_alive_now` to take out of the
+    collector's walks; at its end all of it is given back (`gc.unfreeze()`, into the oldest generation), so a
+    caller that goes on (a test, a notebook) finds the collector as it was. Where something else froze objects
+    first, nothing is frozen within: unfreezing ours would unfreeze theirs."""
+    global _keeping
+    if _keeping or gc.get_freeze_count():
+        yield
+        return
+    _keeping = True
+    try:
+        yield
+    finally:
+        _keeping = False
+        gc.unfreeze()
+
+
+def keeping_to_exit() -> None:
+    """For a process that builds for a corpus build and then ends (a build's worker): `keep_alive_now` freezes
+    from here on, and nothing is given back."""
+    global _keeping
+    _keeping = True
+
+
 def keep_alive_now() -> None:
-    """Take every object alive now out of the collector's walks for good (`gc.freeze()`): for a process that
-    keeps what it built to its end (a corpus build's records, read by the hundred thousand from its workers),
-    whose full collections would otherwise walk all of it again and again to free nothing. Garbage made after
-    is collected as before; garbage of a cycle alive now is freed only when the process ends."""
-    gc.freeze()
+    """Inside `kept_alive()`: take every object alive now out of the collector's walks (`gc.freeze()`), whose
+    full collections would otherwise walk what the block keeps (a corpus build's records, read by the hundred
+    thousand from its workers) again and again to free nothing. Garbage made after is collected as before;
+    garbage of a cycle alive now waits for the block's end. Outside such a block, nothing."""
+    if _keeping:
+        gc.freeze()
 
 
 def with_collector_paused(function):

@@ -133,6 +133,13 @@ def _records(programs: Iterable, progress, compiled: bool, jobs: int) -> list:
         for entry in builtin_targets():
             entry.target.require()
     programs = list(programs)
+    from dumpgym.gcpause import kept_alive
+
+    with kept_alive():
+        return _records_kept(programs, progress, compiled, jobs)
+
+
+def _records_kept(programs: list, progress, compiled: bool, jobs: int) -> list:
     if jobs > 1 and len(programs) > 1:
         from dumpgym.programs import builtin_program, is_builtin
 
@@ -217,8 +224,10 @@ def _progress(verbose: bool):
 
 def _builtin_record_json(slug: str, verbose: bool, compiled: bool) -> dict:
     """In a worker: one built-in program's record, as JSON (what crosses back to the parent)."""
+    from dumpgym.gcpause import keeping_to_exit
     from dumpgym.programs import builtin_program
 
+    keeping_to_exit()  # a spawned worker lives for the build alone
     return _paused_record(builtin_program(slug), _progress(verbose), compiled, as_json=True)
 
 

@@ -415,3 +415,23 @@ def test_a_tpu_dump_without_a_jaxpr_gives_seven_kinds(tmp_path):
     _check_stablehlo_shapes(pool, records)
     assert sum(n for (layer, _op), n in _check_shapes_by_jax(pool, records).items() if layer == "tpu") >= 1
     _check_trips(pool, records["rnn_train_step"], "tpu")
+
+
+def test_a_record_written_before_the_dots_still_loads_and_a_dot_past_the_text_is_refused(dumped):
+    """The dots before optimisations are left out of a record's JSON where there are none: a record written before
+    them loads with none (and asks no decoder item of that layer); a dot whose line is past the HLO it was read
+    from is refused, naming the field."""
+    from dumpgym.drills.decoder import decoder_pool
+    from dumpgym.record.schema import RecordError
+
+    _how, _pool, records = dumped
+    record = records["fit_while"]
+    written = record.to_json()
+    assert written["dump"]["dots"] and record.dump.dots
+    older = {**written, "dump": {k: v for k, v in written["dump"].items() if k != "dots"}}
+    loaded = ProgramRecord.from_json(older)
+    assert loaded.dump.dots == () and not [i for i in decoder_pool(loaded) if i.layer == "hlo-before"]
+    broken = {**written, "dump": {**written["dump"], "dots": [
+        {**written["dump"]["dots"][0], "line": record.dump.hlo_before.count("\n") + 2}]}}
+    with pytest.raises(RecordError, match=r"dots"):
+        ProgramRecord.from_json(broken)

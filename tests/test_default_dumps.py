@@ -3,9 +3,10 @@ after optimisation, no StableHLO, no jaxpr), or `JAX_DUMP_IR_TO=DIR` in JAX's de
 no jaxpr). Each folder is made in a fresh process of programs as users write them (`tests/dump_drill_programs.py`:
 an RNN's train step over a `lax.scan`, a transformer block's train step whose attention is a batched einsum).
 Such a record has no equations, so the kinds whose answers the texts hold are asked of the layers it has: the
-decoder of every dot the StableHLO and the compiled HLO print, the output of each transpose, reduce and concatenate
-whose line decides it, a compiled while's runs. The answers are checked against JAX: a dot's dimension numbers,
-operands and output against the dot_general equations JAX traces of the same function here, an op's output
+decoder of every dot the StableHLO, the HLO before optimisations and the compiled HLO print, the gradient a
+backward dot before optimisations makes, the output of each transpose, reduce and concatenate whose line decides it,
+a compiled while's runs. The answers are checked against JAX: a dot's dimension numbers, operands and output, and a
+backward dot's residual, against the dot_general equations JAX traces of the same function here, an op's output
 against `jax.eval_shape` of the lax op, a while's runs against the length of the scan or the bound of the
 while JAX traces."""
 import re
@@ -60,22 +61,22 @@ def test_a_dump_without_a_jaxpr_gives_decoder_and_loop_items_that_pass_the_pool_
             shown = readable(item, record)
             assert shown["shown"] and all(isinstance(b, str) and b for b in shown["shown"]), item["card"]
         layers = Counter((i["drill"], i["layer"]) for i in items)
-        # every dot the texts print is decoded: at the compiled layer always, at StableHLO where the dump has it
-        assert layers["decoder", "cpu"] >= 5, (name, layers)
+        # every dot the texts print is decoded: at the compiled layer and before optimisations always, at StableHLO
+        # where the dump has it
+        assert layers["decoder", "cpu"] >= 5 and layers["decoder", "hlo-before"] >= 5, (name, layers)
         assert (layers["decoder", "stablehlo"] >= 5) == (how != "xla"), (name, layers)
     kinds = Counter(i["drill"] for i in _items(pool, records["rnn_train_step"]))
     assert kinds["loops"] >= 1 and len(_items(pool, records["rnn_train_step"])) >= 20, kinds
 
 
 def test_the_scan_while_and_remat_programs_give_twenty_items_without_a_jaxpr(dumped):
-    """With JAX's StableHLO beside XLA's dump, each of the scan, while and remat programs gives twenty items or more
-    with no jaxpr; with XLA's dump alone, the scan's and the remat's do (the while's small fit holds two dots, one
-    reduce and one loop: fewer questions than that)."""
+    """Each of the scan, while and remat programs gives twenty items or more with no jaxpr, with XLA's dump alone as
+    with JAX's StableHLO beside it (the while's small fit holds two dots, one reduce, one loop and one conditional:
+    its dots are asked before optimisations and compiled)."""
     how, pool, records = dumped
     counts = {name: Counter(i["drill"] for i in _items(pool, records[name]))
               for name in ("rnn_train_step", "fit_while", "remat_mlp_step")}
-    barred = counts if how != "xla" else {k: v for k, v in counts.items() if k != "fit_while"}
-    assert all(sum(kinds.values()) >= BAR_ITEMS for kinds in barred.values()), counts
+    assert all(sum(kinds.values()) >= BAR_ITEMS for kinds in counts.values()), (how, counts)
     assert {"decoder", "loops", "shapes"} <= set(counts["rnn_train_step"]), counts
     assert {"decoder", "loops"} <= set(counts["fit_while"]) and "shapes" in counts["remat_mlp_step"], counts
 
@@ -101,11 +102,22 @@ def test_a_stablehlo_dot_is_decoded_as_jax_traced_it(dumped):
     _check_stablehlo_dots(pool, records)
 
 
-def _check_stablehlo_dots(pool: dict, records: dict[str, ProgramRecord]) -> None:
+def test_a_dot_before_optimisations_is_decoded_as_jax_traced_it(dumped):
+    """XLA's HLO before optimisations keeps each dot_general JAX traced as a `dot` with its dimension numbers: each
+    decoder item of that layer is a dot_general JAX traces of the same function, its answer what that equation's
+    params and output say, with XLA's dump alone as with JAX's StableHLO beside it."""
+    _how, pool, records = dumped
+    _check_stablehlo_dots(pool, records, "hlo-before")
+    # the while's fit: both its dots (the loss's and its gradient's) are asked before optimisations
+    asked = {i["facts"]["line"] for i in _items(pool, records["fit_while"], drill="decoder", layer="hlo-before")}
+    assert len(asked) == len(_jax_dots("fit_while")), asked
+
+
+def _check_stablehlo_dots(pool: dict, records: dict[str, ProgramRecord], layer: str = "stablehlo") -> None:
     checked = Counter()
     for name, record in records.items():
         dots = _jax_dots(name)
-        for item in _items(pool, record, drill="decoder", layer="stablehlo"):
+        for item in _items(pool, record, drill="decoder", layer=layer):
             eqn = _jax_dot_of(dots, item)
             assert eqn is not None, (name, item["facts"])
             (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -136,6 +148,45 @@ def _check_stablehlo_dots(pool: dict, records: dict[str, ProgramRecord]) -> None
                     assert eqn.outvars[0].aval.shape[j] == avals[side].shape[axis], item["card"]
             checked[step] += 1
     assert checked["contracted-size"] >= 2 and sum(checked.values()) >= 10, checked
+
+
+def _same_dot(eqn, dot) -> bool:
+    """Whether a dot_general JAX traces has the dims and operand types of a dot the record read before optimisations."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    dims = (tuple(lc), tuple(rc), tuple(lb), tuple(rb))
+    return dims == (dot.dims.lhs_contracting, dot.dims.rhs_contracting, dot.dims.lhs_batch, dot.dims.rhs_batch) and [
+        _short(v.aval) for v in eqn.invars] == [f"{a.dtype}[{','.join(map(str, a.dims))}]" for a in (dot.lhs, dot.rhs)]
+
+
+def test_a_backward_dot_before_optimisations_makes_the_gradient_jax_makes(dumped):
+    """Each `wrt` item of a dump without a jaxpr pairs a backward dot with a forward dot of the HLO before optimisations;
+    JAX's trace of the same function has a forward dot_general and a backward one (in `transpose(...)` of its name
+    stack) of those dims and operand types, the backward reading the forward's other operand as the very variable and
+    not the asked one. Each program's items weigh lhs and rhs alike, and each side's right place takes turns."""
+    _how, pool, records = dumped
+    checked = Counter()
+    for name, record in records.items():
+        dots = _jax_dots(name)
+        backward = [e for e in dots if "transpose(" in str(e.source_info.name_stack)]
+        forward = [e for e in dots if not any(e is b for b in backward)]
+        at = {d.line: d for d in record.dump.dots}
+        weights, places = Counter(), {}
+        for item in _items(pool, record, drill="backward"):
+            facts, shown = item["facts"], readable(item, record)
+            side = facts["wrt"]
+            k = ("lhs", "rhs").index(side)
+            b, f = at[facts["backward"]], at[facts["forward"]]
+            assert item["layer"] == "hlo-before" and shown["options"][shown["answer"]] == f"its {side}"
+            found = [(fe, be) for fe in forward if _same_dot(fe, f) for be in backward if _same_dot(be, b)
+                     if any(v is fe.invars[1 - k] for v in be.invars) and not any(v is fe.invars[k] for v in be.invars)]
+            assert found, (name, item["card"], facts)
+            weights[side] += item["weight"]
+            places.setdefault(side, []).append(shown["answer"])
+            checked[name] += 1
+        if weights:
+            assert abs(weights["lhs"] - weights["rhs"]) < 0.01, (name, weights)
+            assert all(len(set(p)) == 2 for p in places.values() if len(p) > 1), (name, places)
+    assert checked["transformer_train_step"] >= 6 and checked["remat_mlp_step"] >= 2, checked
 
 
 # The jaxpr primitives a StableHLO op of the shape oracle lowers from.
@@ -340,19 +391,47 @@ def test_a_short_scan_run_inside_a_call_counts_as_many_runs_as_jax_scans(small_s
 
 @pytest.mark.needs_tpu
 def test_a_tpu_dump_without_a_jaxpr_gives_seven_kinds(tmp_path):
-    """One TPU v5e compile, dumped with JAX's default mode beside XLA's flag: the transformer's train step gives seven
-    kinds or more with no jaxpr, each item passing the pool's checks, its StableHLO answers JAX's, its shapes
-    `jax.eval_shape`'s, and the RNN's compiled whiles run as often as JAX's scans."""
+    """One TPU v5e compile, dumped with JAX's default mode beside XLA's flag, and with XLA's flag alone: the
+    transformer's train step gives seven kinds or more with no jaxpr, each item passing the pool's checks, its StableHLO
+    and before-optimisations dots answering as JAX's, its shapes `jax.eval_shape`'s, and the RNN's compiled whiles run
+    as often as JAX's scans."""
     folder = make_dump(tmp_path / "dump", NAMES, "tpu", module="dump_drill_programs", jax_modes="")
     pool, records = added_pool(folder, tmp_path / "corpus", NAMES)
     kinds = Counter(i["drill"] for i in _items(pool, records["transformer_train_step"]))
     assert len(kinds) >= 7 and {"decoder", "shapes", "layouts", "units", "cost", "buffers"} <= set(kinds), kinds
+    # with XLA's dump alone, the dots before optimisations give the decoder and the backward pass their items
+    xla = make_dump(tmp_path / "xla", ("transformer_train_step",), "tpu", module="dump_drill_programs", jax_modes=None)
+    xla_pool, xla_records = added_pool(xla, tmp_path / "xla-corpus", ("transformer_train_step",))
+    xla_kinds = Counter(i["drill"] for i in _items(xla_pool, xla_records["transformer_train_step"]))
+    assert len(xla_kinds) >= 7 and {"decoder", "backward"} <= set(xla_kinds), xla_kinds
+    _check_stablehlo_dots(xla_pool, xla_records, "hlo-before")
     for record in records.values():
         assert not record.eqns
         for item in _items(pool, record):
             assert_pool_item(item, set())
             assert all(isinstance(b, str) and b for b in readable(item, record)["shown"]), item["card"]
     _check_stablehlo_dots(pool, records)
+    _check_stablehlo_dots(pool, records, "hlo-before")
     _check_stablehlo_shapes(pool, records)
     assert sum(n for (layer, _op), n in _check_shapes_by_jax(pool, records).items() if layer == "tpu") >= 1
     _check_trips(pool, records["rnn_train_step"], "tpu")
+
+
+def test_a_record_written_before_the_dots_still_loads_and_a_dot_past_the_text_is_refused(dumped):
+    """The dots before optimisations are left out of a record's JSON where there are none: a record written before
+    them loads with none (and asks no decoder item of that layer); a dot whose line is past the HLO it was read
+    from is refused, naming the field."""
+    from dumpgym.drills.decoder import decoder_pool
+    from dumpgym.record.schema import RecordError
+
+    _how, _pool, records = dumped
+    record = records["fit_while"]
+    written = record.to_json()
+    assert written["dump"]["dots"] and record.dump.dots
+    older = {**written, "dump": {k: v for k, v in written["dump"].items() if k != "dots"}}
+    loaded = ProgramRecord.from_json(older)
+    assert loaded.dump.dots == () and not [i for i in decoder_pool(loaded) if i.layer == "hlo-before"]
+    broken = {**written, "dump": {**written["dump"], "dots": [
+        {**written["dump"]["dots"][0], "line": record.dump.hlo_before.count("\n") + 2}]}}
+    with pytest.raises(RecordError, match=r"dots"):
+        ProgramRecord.from_json(broken)

@@ -22,7 +22,7 @@ from math import prod
 from dumpgym.drills._avals import axis_list
 from dumpgym.drills._layers import text_lines
 from dumpgym.record.dtypes import long as long_dtype
-from dumpgym.record.schema import Aval, CompiledLayer, EqnFact, Instruction, StablehloOp
+from dumpgym.record.schema import Aval, CompiledLayer, DumpDot, EqnFact, Instruction, StablehloOp
 
 # What the page shows where the output type was: the drills ask for it, or read it off for the size-matching shortcut.
 MASK = "?"
@@ -191,6 +191,23 @@ def stablehlo_view(op: StablehloOp, line: str) -> DotView | None:
     masked = line[:-len(dot.result.type)].rstrip() + " " + MASK
     operands = (f"{dot.lhs.name}: {dot.lhs.type}", f"{dot.rhs.name}: {dot.rhs.type}")
     return DotView("stablehlo", d, (masked.strip(),), operands, dot.result.type, dot.result.dtype)
+
+
+def before_view(dot: DumpDot, line: str) -> DotView | None:
+    """A `dot` of a dump's HLO before optimisations as its `line` prints it, output type masked and cut past its dims,
+    as a compiled dot's (`hlo_view`); its dims, result and operands as the record read them (`DumpFacts.dots`)."""
+    head = f"%{dot.name} = "
+    start = line.find(head) + len(head)
+    kept = line[:dot.dims.printed_end]
+    if start < len(head) or not dot.dims.printed_end or kept[start:start + len(dot.result.type)] != dot.result.type:
+        return None
+    d = DotDims(dot.dims.lhs_contracting, dot.dims.rhs_contracting, dot.dims.lhs_batch, dot.dims.rhs_batch,
+                _aval(dot.lhs.dims, dot.lhs.dtype), _aval(dot.rhs.dims, dot.rhs.dtype))
+    masked = kept[:start] + MASK + kept[start + len(dot.result.type):]
+    if len(kept) < len(line.rstrip()):
+        masked += ", …"
+    operands = (f"%{dot.lhs.name} = {dot.lhs.type}", f"%{dot.rhs.name} = {dot.rhs.type}")
+    return DotView("hlo-before", d, (masked.strip(),), operands, dot.result.type, dot.result.dtype)
 
 
 def _array(hlo: CompiledLayer, ins: Instruction) -> tuple[str, tuple[int, ...], str] | None:

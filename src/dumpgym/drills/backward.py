@@ -36,6 +36,7 @@ from dumpgym.drills._avals import order
 from dumpgym.drills._backward_reads import cotangent_aval_item, gradient_item, listing, residual_item
 from dumpgym.drills._checkpoint import residual_items
 from dumpgym.drills._dataflow import Dataflow
+from dumpgym.drills._dump_backward import dump_wrt_items
 from dumpgym.drills._pairs import SIDES, Pair, line, operand_label, pairs, result_label, shown
 from dumpgym.drills.item import Item, from_draft
 from dumpgym.record.schema import EqnFact, ProgramRecord
@@ -153,7 +154,9 @@ def backward_items(program: ProgramRecord) -> list[Item]:
     """For each paired backward dot: a `wrt` choice, a `wrt` tap of the gradient's dot, a `residual` tap, and
     for the first of each forward dot a `cotangent` choice of the forward dots; a typed cotangent aval at the
     first pair; a `residual` choice per backward remat under a policy. Its card is the backward equation, the
-    step and what it asks."""
+    step and what it asks. A dump without a jaxpr asks `wrt` of the dots of its HLO before optimisations."""
+    if not program.eqns:
+        return dump_wrt_items(program)
     flow = Dataflow(program)
     forward = [e for e in program.eqns if e.primitive == "dot_general" and e.id not in flow.backward]
     backward = [e for e in program.eqns if e.primitive == "dot_general" and e.id in flow.backward]

@@ -1,7 +1,7 @@
 """GYM·01, the dot_general decoder: decode `dimension_numbers` in the jaxpr's, StableHLO's and the compiled spellings.
 
-Each dot_general is read at every layer that shows it (`_dot.DotView`): the jaxpr, StableHLO, the CPU
-compile and the H100's (the `dot` inside the Triton GEMM fusion XLA makes of it). The page shows that
+Each dot_general is read at every layer that shows it (`_dot.DotView`): the jaxpr, StableHLO, a dump's HLO before
+optimisations (where the record has no jaxpr), the CPU compile and the H100's (the `dot` inside the Triton GEMM fusion XLA makes of it). The page shows that
 layer's line(s) with the output type masked, and the two operands' types; the questions need the
 axis lists and the shapes together, so no answer can be copied off the screen:
 
@@ -30,7 +30,7 @@ from typing import Iterator
 from dumpgym.drills import drill
 from dumpgym.drills._avals import order, short
 from dumpgym.drills._layers import text_lines
-from dumpgym.drills._dot import DotDims, DotView, hlo_view, jaxpr_view, numpy_dtype, stablehlo_view
+from dumpgym.drills._dot import DotDims, DotView, before_view, hlo_view, jaxpr_view, numpy_dtype, stablehlo_view
 from dumpgym.drills._dot_choices import (blind_picks, even_over_program, habit, place_options, place_question,
                                          role_question, shares)
 from dumpgym.drills._spread import answer_step, spread_weight
@@ -318,7 +318,7 @@ def _steps(slug: str, view: DotView) -> list[str]:
 
 
 # The decoder's layers as items name them: the compiled one by its target.
-_LAYER_IDS = {"jaxpr": "jaxpr", "stablehlo": "stablehlo", "hlo": "cpu", "hlo-gpu": "gpu"}
+_LAYER_IDS = {"jaxpr": "jaxpr", "stablehlo": "stablehlo", "hlo-before": "hlo-before", "hlo": "cpu", "hlo-gpu": "gpu"}
 
 
 def _item(d: DecoderItem) -> Item:
@@ -352,14 +352,20 @@ def _sizes_asked(program: ProgramRecord) -> list[str]:
 
 def dump_views(program: ProgramRecord) -> Iterator[tuple[str, DotView]]:
     """Each dot of a record without equations (a dump without a jaxpr) as the layers it has show it, with where
-    it is (`stablehlo-12`, `cpu-40`): every `stablehlo.dot_general` op, then each compiled CPU or GPU `dot`
-    whose dims and operand shapes the record holds. Nothing is read from a jaxpr: there is none."""
+    it is (`stablehlo-12`, `hlo-before-73`, `cpu-40`): every `stablehlo.dot_general` op, every `dot` of XLA's HLO
+    before optimisations (any backend's: a TPU rewrites its dots as convolutions only later), then each compiled
+    CPU or GPU `dot` whose dims and operand shapes the record holds. Nothing is read from a jaxpr: there is none."""
     lines = text_lines(program.stablehlo)
     for op in program.stablehlo_ops:
         if op.name == "stablehlo.dot_general" and 0 < op.line <= len(lines):
             view = stablehlo_view(op, lines[op.line - 1])
             if view is not None:
                 yield f"stablehlo-{op.line}", view
+    before = text_lines(program.dump.hlo_before) if program.dump is not None else []
+    for dot in program.dump.dots if program.dump is not None else ():
+        view = before_view(dot, before[dot.line - 1]) if 0 < dot.line <= len(before) else None
+        if view is not None:
+            yield f"hlo-before-{dot.line}", view
     for backend, layer in (("cpu", "hlo"), ("gpu", "hlo-gpu")):
         for target, hlo in program.layers(backend).items():
             holders = {c: i for i in hlo.instructions for c in i.calls} if backend == "gpu" else {}

@@ -21,13 +21,16 @@ from dumpgym.record.schema import ProgramRecord, valid_target_id
 SCHEMA = "dumpgym.drills/2"
 MAX_CARD_PART = 120  # characters of one part of a card; a longer one is kept as its digest
 
-# The listings an item can point into, by layer id: the two lowered texts, then each compiled layer by its
-# compile target id (`target.TARGETS`: cpu, tpu, gpu, ..., the keys of the record's `compiled`).
-LOWERED = ("jaxpr", "stablehlo")
+# The listings an item can point into, by layer id: the two lowered texts and a dump's HLO before optimisations,
+# then each compiled layer by its compile target id (`target.TARGETS`: cpu, tpu, gpu, ..., the keys of `compiled`).
+LOWERED = ("jaxpr", "stablehlo", "hlo-before")
 
 
 def listing_text(program: ProgramRecord, layer: str) -> str | None:
-    """The text of one of a program's listings by layer id (`jaxpr`, `stablehlo`, or a compile target id), or None."""
+    """The text of one of a program's listings by layer id (`jaxpr`, `stablehlo`, `hlo-before`, or a compile target
+    id), or None."""
+    if layer == "hlo-before":
+        return program.dump.hlo_before if program.dump is not None else None
     if layer in LOWERED:
         return getattr(program, layer)
     compiled = program.compiled.get(layer)
@@ -146,7 +149,8 @@ class Item:
 
     def __post_init__(self):
         if self.layer not in LOWERED and not valid_target_id(self.layer or ""):
-            raise ValueError(f"drill item layer {self.layer!r} is neither jaxpr, stablehlo nor a compile target id")
+            raise ValueError(f"drill item layer {self.layer!r} is neither jaxpr, stablehlo, hlo-before nor a compile "
+                             "target id")
         parts = [str(p) for p in self.card]
         if not parts or any(not p or "/" in p or any(c.isspace() for c in p) for p in parts):
             raise ValueError(f"drill item card {self.card!r}: parts must be non-empty, without '/' or spaces")

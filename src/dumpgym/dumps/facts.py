@@ -1,6 +1,7 @@
 """What only a dump folder says of a module, as the record's `dump` field (`record/schema.py` `DumpFacts`):
 the files it was read from, what could not be read, the links in words, XLA's HLO before optimisations,
-its buffer reports and, for a module without JAX's layers, the source lines its stack frames name.
+its buffer reports, the dots of its HLO before optimisations (what the decoder asks of a dump without a jaxpr)
+and, for a module without JAX's layers, the source lines its stack frames name.
 
 Each part is read on its own: a part that cannot be read (a truncated or empty file, an unreadable
 report) becomes a note, and the rest is kept, so the module's page always answers.
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dumpgym.dumps.folder import LAYER_NAMES, DumpModule
 from dumpgym.dumps.source import source_xray
 from dumpgym.dumps.xray import ModuleXray
+from dumpgym.ir.hlo_before import before_dots
 from dumpgym.ir.parse import DumpError
 from dumpgym.record.schema import DumpAllocation, DumpBuffers, DumpFacts, DumpFile, DumpSourceLine
 
@@ -61,7 +63,8 @@ def dump_facts(module: DumpModule, folders: tuple[str, ...], xray: ModuleXray | 
                                                 tuple(x.lines_by_eqn[str(g["eqn"])])) for g in x.groups)
     return DumpFacts(module=shown_text(module.name), folders=tuple(folders), target=chip_of(module.target),
                      files=_files(module), notes=tuple(map(shown_text, [*said, *_buffer_note(module)])), counts=counts, hlo_before=before,
-                     buffers=_buffers(module), source=source, source_files=source_files, source_lines=source_lines)
+                     buffers=_buffers(module), source=source, source_files=source_files, source_lines=source_lines,
+                     dots=before_dots(before) if before else ())
 
 
 def _files(module: DumpModule) -> tuple[DumpFile, ...]:

@@ -956,11 +956,40 @@ class DumpSourceLine(_Record):
 
 
 @dataclass(frozen=True)
+class DumpArray(_Record):
+    """An operand or result of a dot of the HLO before optimisations: the instruction's name, its type as printed
+    (`f32[32,8]{1,0}`), and that type's element type and dims."""
+
+    name: str
+    type: str
+    dtype: str
+    dims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DumpDot(_Record):
+    """One `dot` of the HLO before optimisations (`DumpFacts.hlo_before`): its line, its dimension numbers as
+    printed, its result and its two operands (`ir/hlo_before.py`), and the `op_name` its metadata gives it (JAX's
+    name stack: `jit(f)/transpose(jvp())/dot_general` in a gradient's backward pass), "" for none."""
+
+    OMIT_DEFAULT = frozenset({"op_name"})
+    line: int
+    name: str
+    dims: DotDims
+    result: DumpArray
+    lhs: DumpArray
+    rhs: DumpArray
+    op_name: str = ""
+
+
+@dataclass(frozen=True)
 class DumpFacts(_Record):
     """What only a dump folder says of a module (`dumps/facts.py`): the files it was read from, what could not be
     read (`notes`), the links in words (`counts`), XLA's HLO before optimisations, its buffers, and for a module
-    without JAX's layers the source lines its stack frames name, linked to both HLO layers."""
+    without JAX's layers the source lines its stack frames name, linked to both HLO layers, and the dots of the HLO
+    before optimisations (`dots`: none in a record written before them)."""
 
+    OMIT_DEFAULT = frozenset({"dots"})
     module: str
     folders: tuple[str, ...]
     target: str
@@ -972,13 +1001,16 @@ class DumpFacts(_Record):
     source: str = ""
     source_files: dict[str, bool] = dataclasses.field(default_factory=dict)
     source_lines: tuple[DumpSourceLine, ...] = ()
+    dots: tuple[DumpDot, ...] = ()
 
     def check(self, path: str) -> None:
-        """Each source line's rows and before-optimisation lines point into the texts held."""
+        """Each source line's rows and before-optimisation lines, and each dot's line, point into the texts held."""
         rows, before = _line_count(self.source) if self.source else 0, _line_count(self.hlo_before) if self.hlo_before else 0
         for i, s in enumerate(self.source_lines):
             _lines_within((s.row,), rows, f"{_join(path, 'source_lines')}[{i}].row", "the source rows")
             _lines_within(s.before, before, f"{_join(path, 'source_lines')}[{i}].before", "the HLO before optimisations")
+        for i, d in enumerate(self.dots):
+            _lines_within((d.line,), before, f"{_join(path, 'dots')}[{i}].line", "the HLO before optimisations")
 
 
 @dataclass(frozen=True)

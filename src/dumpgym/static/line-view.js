@@ -10,7 +10,7 @@ import { lineElements } from './data.js';
 import { scrollIntoBox } from './scroll.js';
 
 // How the page names a listing's layer: the drills' captions (drill.js) and the line view's listing.
-export const LAYERS = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', cpu: 'compiled HLO, CPU', tpu: 'compiled HLO, TPU', gpu: 'compiled HLO, GPU' };
+export const LAYERS = { jaxpr: 'jaxpr', stablehlo: 'StableHLO', 'hlo-before': 'HLO before optimisations', cpu: 'compiled HLO, CPU', tpu: 'compiled HLO, TPU', gpu: 'compiled HLO, GPU' };
 
 /**
  * The rows (from 0) of a listing that hold an operation, the line view's keyed shortlist: a jaxpr line

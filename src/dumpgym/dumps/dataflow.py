@@ -12,12 +12,12 @@ its own kind where its opcode names one, computed from the same entry parameters
 layer 1's ops are computed from layer 1's weights, layer 0's are not; and flowing into the same results
 where some do: layer 1's backward ops flow into layer 1's gradients, layer 0's do not; where none does,
 into more, as a copy XLA made unseen reaches part of its op's), and a candidate is
-dropped while some neighbour has no candidate it can sit beside. An instruction left with one op is linked to that op. Last,
-where several ops of one name stack, line and column are left (a function called twice on one line: every
-op of its backward pass is downstream of every op of its forward), what they read next decides: an
-instruction keeps those of its ops that read the op of an instruction feeding it, or that the op of an
-instruction it feeds reads, where some do and some do not; what that leaves narrows its neighbours as before. Where an edge
-leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
+dropped while some neighbour has no candidate it can sit beside. An instruction left with one op is linked
+to that op. Last, where several ops of one name stack, line and column are left (a function called twice on
+one line: every op of its backward pass is downstream of every op of its forward), what they read next
+decides: an instruction keeps those of its ops that read the op of an instruction feeding it, or that the op
+of an instruction it feeds reads, where some do and some do not; what that leaves narrows its neighbours as
+before. Where an edge leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
 keep every candidate and say nothing of their neighbours, and what their candidates pruned is undone. A fusion
 is the op of the fused instruction whose metadata XLA gave it, which is not always its root (an

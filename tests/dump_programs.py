@@ -281,7 +281,8 @@ def dump_train_step(folder: Path, twin: bool = False, layers: int = 2, platform:
 # 0.9 ** step)` broadcast for every leaf of one shape: XLA merges those broadcasts into one). Its twin has a
 # `jax.named_scope` per layer and per parameter leaf, as `train_step_twin` does, and one for each of two
 # expressions that share a source line (the two bias corrections; a layer norm's scaling beside its gain), whose
-# ops the plain step's name stacks and lines do not tell apart (their columns do).
+# ops the plain step's name stacks and lines do not tell apart (their columns do), and one for each of the two
+# calls of `_rotary` on one line (`rq`, `rk`), whose ops not even their columns tell apart (what they read does).
 _GPT = dict(seq=16, dim=32, heads=2, hidden=64, vocab=64)
 
 
@@ -301,7 +302,8 @@ def _gpt_block(x, p, scope):
     seq, dim, heads = _GPT["seq"], _GPT["dim"], _GPT["heads"]
     q, k, v = jnp.split(_norm(x, p["ln1"], scope) @ p["qkv"] + p["qkv_b"], 3, axis=-1)
     q, k, v = (t.reshape(seq, heads, dim // heads).transpose(1, 0, 2) for t in (q, k, v))
-    scores = jnp.einsum("hqd,hkd->hqk", _rotary(q), _rotary(k)) / jnp.sqrt(dim // heads)
+    scores = jnp.einsum("hqd,hkd->hqk", scope("rq", lambda: _rotary(q)), scope("rk", lambda: _rotary(k))) / jnp.sqrt(
+        dim // heads)
     scores = jnp.where(jnp.tril(jnp.ones((seq, seq), dtype=bool)), scores, -jnp.inf)
     x = x + jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(scores, axis=-1), v).transpose(1, 0, 2).reshape(seq, dim) @ p["out"]
     h = _norm(x, p["ln2"], scope)

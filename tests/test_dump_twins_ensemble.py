@@ -81,4 +81,5 @@ def test_an_ensembles_step_compiled_for_a_tpu_or_gpu_links_as_its_twin_says(plat
     assert "layer2" in twin.text("hlo_after") and "layer2" not in plain.text("hlo_after")
     assert _wrong_by_twin(plain, twin) == []
     exact, grouped, named = xray_module(plain).coverage("hlo_after")
+    print(exact, grouped, named)
     assert exact >= 0.8 * named, (exact, grouped, named)

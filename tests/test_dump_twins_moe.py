@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import pytest
 
 from dump_programs import _scoped, _unscoped, dump_script
+from dumpgym.dumps.xray import xray_module
 from test_dump_twins import _one_compile, _users_module, _wrong_by_twin
 
 EXPERTS, TOP, DIM, TOKENS, HIDDEN, LAYERS = 4, 2, 16, 12, 32, 2
@@ -75,3 +76,4 @@ def test_a_moe_steps_broadcast_xla_kept_for_two_matmuls_links_as_its_twin_says(t
     assert plain.backend == "tpu" and _one_compile(plain, twin)
     assert "layer1" in twin.text("hlo_after") and "layer1" not in plain.text("hlo_after")
     assert _wrong_by_twin(plain, twin) == []
+    print(*xray_module(plain).coverage("hlo_after"))

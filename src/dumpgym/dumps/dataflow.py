@@ -12,8 +12,12 @@ its own kind where its opcode names one, computed from the same entry parameters
 layer 1's ops are computed from layer 1's weights, layer 0's are not; and flowing into the same results
 where some do: layer 1's backward ops flow into layer 1's gradients, layer 0's do not; where none does,
 into more, as a copy XLA made unseen reaches part of its op's), and a candidate is
-dropped while some neighbour has no candidate it can sit beside. An instruction left with one op is linked to that op. Where an edge
-leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
+dropped while some neighbour has no candidate it can sit beside. An instruction left with one op is linked
+to that op. Last, where several ops of one name stack, line and column are left (a function called twice on
+one line: every op of its backward pass is downstream of every op of its forward), what they read next
+decides: an instruction keeps those of its ops that read the op of an instruction feeding it, or that the op
+of an instruction it feeds reads, where some do and some do not; what that leaves narrows its neighbours as
+before. Where an edge leaves an instruction no candidate at all, XLA rewrote the graph there beyond what the rule
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
 keep every candidate and say nothing of their neighbours, and what their candidates pruned is undone. A fusion
 is the op of the fused instruction whose metadata XLA gave it, which is not always its root (an
@@ -160,6 +164,12 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     kept, rewritten = _consistent(cands, edges, relation)
     if columns:
         kept = _by_columns(kept, columns, [e for e in edges if not rewritten & set(e)], relation)
+    alike: dict[int, int] = defaultdict(int)  # what an op computes from the values it reads -> the ops that do, as bits
+    for ops in candidates.values():
+        for op in ops:
+            if op.number is not None:
+                alike[op.number] |= 1 << op.index
+    kept = _by_neighbours(kept, [e for e in edges if not rewritten & set(e)], relation, alike)
     # A multi-output fusion none of whose members alone carries its metadata (of a matmul and the multiply and
     # reduction XLA made of another, all with one name stack) came from one of those members' ops:
     # which one, the text does not say, so it keeps what each of them kept.
@@ -200,6 +210,96 @@ def _by_columns(kept: dict, columns: dict, edges: list, relation: dict) -> dict:
                 out[name] = kept[name]
                 pending.extend(e for e in touching[name] if e != edge)
     return out
+
+
+def _by_neighbours(kept: dict, edges: list, relation: dict, alike: dict) -> dict:
+    """`kept` with the ops of an instruction left with several (of one name stack, line and column: `_rotary(q)`
+    and `_rotary(k)`, one function's ops called twice on one line) narrowed to those next to its neighbours' ops:
+    where an edge joins it to an instruction whose ops are an operand of some of its ops and of not all, or (for
+    what it feeds) have some of its ops and not all as an operand, it keeps those (an operand's operand is not
+    enough: XLA drops what computes nothing, a concatenation with an empty array, and then merges equal slices
+    of another spelling, so that the op next to a neighbour's may be another than the instruction's).
+    Everything of a backward pass is downstream of everything of the forward, so being upstream tells the
+    backward of `_rotary(q)` from that of `_rotary(k)` nothing; what each reads next does. An op stands for every
+    op that computes the same from the same values (`alike`: XLA merges them, one slice of two). What that narrows
+    narrows its neighbours as the edges say. Where an edge is left with no pair, XLA rewrote the graph there
+    beyond what the rule assumes: its ends keep what they had and say nothing of their neighbours, and the
+    narrowing starts again without them; after a few such restarts, nothing is narrowed."""
+    frozen: set = set()
+    for _attempt in range(8):
+        out, broken = _next_to(kept, [e for e in edges if not frozen & set(e)], relation, alike)
+        if not broken:
+            return out
+        frozen |= broken
+    return kept
+
+
+def _next_to(kept: dict, edges: list, relation: dict, alike: dict) -> tuple[dict, set]:
+    """`_by_neighbours`' narrowing over `edges`, and the ends of the edges it left with no pair."""
+    touching = defaultdict(list)
+    for edge in edges:
+        touching[edge[0]].append(edge)
+        touching[edge[1]].append(edge)
+    out = dict(kept)
+
+    def mask_of(ops) -> int:
+        mask = 0
+        for o in ops:
+            mask |= alike[o.number] if o.number is not None else 0
+            mask |= 1 << o.index
+        return mask
+
+    pending = deque(sorted({name for edge in edges for name in edge if len(kept[name]) > 1}))
+    queued = set(pending)
+
+    def narrowed(name, ops):
+        out[name] = ops
+        for edge in touching[name]:
+            for other in edge:
+                if other != name and len(out[other]) > 1 and other not in queued:
+                    pending.append(other)
+                    queued.add(other)
+
+    while pending:
+        name = pending.popleft()
+        queued.discard(name)
+        ops = out[name]
+        for edge in touching[name]:
+            j, i = edge
+            if len(ops) < 2 or _chained(ops):
+                break
+            if relation[edge] not in ("<", "<="):  # not one op reading another's value
+                continue
+            if i == name:  # what feeds it: its ops that read one of j's ops next
+                mask = mask_of(out[j])
+                close = [c for c in ops if c.operands & mask]
+            else:  # what it feeds: its ops that i's ops read next
+                reached = 0
+                for o in out[i]:
+                    reached |= o.operands
+                close = [c for c in ops if reached & mask_of([c])]
+            if close and len(close) < len(ops):
+                ops = close
+        if len(ops) < len(out[name]):
+            narrowed(name, ops)
+        for edge in touching[name]:  # and what its ops allow its neighbours, as the edges say
+            j, i = edge
+            keep_j, keep_i = _supported(out[j], out[i], relation[edge])
+            if not keep_j or not keep_i:
+                return out, set(edge)
+            for end, keep in ((j, keep_j), (i, keep_i)):
+                if len(keep) < len(out[end]):
+                    narrowed(end, keep)
+    return out, set()
+
+
+def _chained(ops: list) -> bool:
+    """Whether one of `ops` reads another: XLA may have made one instruction of both (reassociated `x * a * b`
+    into `x * (a * b)`), which then reads what the first of them read."""
+    mask = 0
+    for op in ops:
+        mask |= 1 << op.index
+    return any(op.operands & mask for op in ops)
 
 
 def _renamed(name: str, inputs: dict[str, list[str]], candidates: dict[str, list], columns: dict) -> bool:

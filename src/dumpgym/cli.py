@@ -65,7 +65,10 @@ def _cmd_serve(args) -> int:
 
 def _read_dump(folders: list[str], only=()):
     from dumpgym.dumps.folder import read_folder
+    from dumpgym.jax_internals import require_hlo_bindings
 
+    # Before any file is read: a dump's texts are parsed by this jaxlib's bindings, whatever JAX wrote them.
+    require_hlo_bindings("reading a dump", "; read it where a newer JAX is installed (a dump from JAX 0.6 on reads there)")
     return read_folder(*folders, only=only)
 
 

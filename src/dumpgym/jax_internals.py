@@ -275,17 +275,19 @@ def lowered_through_cache(primitive: str) -> bool:
     return primitive not in {p.name for p in mlir._uncacheable_primitives}
 
 
-def require_hlo_bindings() -> None:
-    """Raise `JaxVersionError` unless this jaxlib binds compiled HLO instructions (jaxlib 0.10.2 on).
+def require_hlo_bindings(what: str = "the compiled HLO layer", then: str = "") -> None:
+    """Raise `JaxVersionError` unless this jaxlib binds compiled HLO instructions (jaxlib 0.10.2 on): `what`
+    needs them, `then` says what the user can do instead.
 
-    Not private: older jaxlib has no binding for them at all, and the compiled layer reads no text.
+    Not private: older jaxlib has no binding for them at all, and the compiled layer reads no text. A dump is
+    read through the same bindings (XLA's own HLO parser, the dialects JAX's StableHLO prints).
     """
     import jaxlib
 
     installed = tuple(int(part) for part in jaxlib.__version__.split(".")[:3] if part.isdigit())
     if installed < HLO_BINDINGS_JAXLIB:
         needed = ".".join(map(str, HLO_BINDINGS_JAXLIB))
-        raise JaxVersionError(f"the compiled HLO layer needs jaxlib {needed} or later (this is jaxlib {jaxlib.__version__})")
+        raise JaxVersionError(f"{what} needs jaxlib {needed} or later (this is jaxlib {jaxlib.__version__}){then}")
 
 
 class _Captured(BaseException):

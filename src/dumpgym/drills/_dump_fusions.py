@@ -25,6 +25,8 @@ FEEDBACK_NAMES = 6
 PASSING = frozenset({"parameter", "constant", "tuple", "gettupleelement", "fusion"})
 # Body instructions that may link nowhere: a relabel or a move of what is there.
 MOVING = frozenset({"bitcast", "copy"})
+# Body instructions whose links are not asked: a constant (the question sets constants aside) and a parameter.
+UNASKED = frozenset({"parameter", "constant"})
 LAYER_WORDS = {"stablehlo": "StableHLO", "hlo-before": "HLO before optimisations"}
 
 
@@ -112,7 +114,7 @@ def _answer(links: DumpLinks, body: _Body, fusion: Fusion) -> dict[int, list[Ins
     """Each line of the set -> the body instructions linked to it; None where the body leaves the set undecided."""
     out: dict[int, list[Instruction]] = {}
     for i in body.members(fusion):
-        found = links.links.get(i.line)
+        found = links.links.get(i.line) if i.opcode not in UNASKED else None
         if found:
             for n in found:
                 if n not in links.constants:

@@ -65,6 +65,9 @@ def test_a_dump_without_a_jaxpr_gives_decoder_and_loop_items_that_pass_the_pool_
         # where the dump has it
         assert layers["decoder", "cpu"] >= 5 and layers["decoder", "hlo-before"] >= 5, (name, layers)
         assert (layers["decoder", "stablehlo"] >= 5) == (how != "xla"), (name, layers)
+        # the fusions whose every body instruction links exactly to the layer the dump has are asked of it
+        if name != "rnn_train_step":
+            assert layers["fusions", "cpu"] >= 1, (name, layers)
     kinds = Counter(i["drill"] for i in _items(pool, records["rnn_train_step"]))
     assert kinds["loops"] >= 1 and len(_items(pool, records["rnn_train_step"])) >= 20, kinds
 
@@ -390,20 +393,22 @@ def test_a_short_scan_run_inside_a_call_counts_as_many_runs_as_jax_scans(small_s
 
 
 @pytest.mark.needs_tpu
-def test_a_tpu_dump_without_a_jaxpr_gives_seven_kinds(tmp_path):
+def test_a_tpu_dump_without_a_jaxpr_gives_nine_kinds(tmp_path):
     """One TPU v5e compile, dumped with JAX's default mode beside XLA's flag, and with XLA's flag alone: the
-    transformer's train step gives seven kinds or more with no jaxpr, each item passing the pool's checks, its StableHLO
+    transformer's train step gives nine kinds or more with no jaxpr (fusions and kernels among them, from the exact
+    links: tests/test_dump_fusions_kernels.py checks their answers), each item passing the pool's checks, its StableHLO
     and before-optimisations dots answering as JAX's, its shapes `jax.eval_shape`'s, and the RNN's compiled whiles run
     as often as JAX's scans."""
     folder = make_dump(tmp_path / "dump", NAMES, "tpu", module="dump_drill_programs", jax_modes="")
     pool, records = added_pool(folder, tmp_path / "corpus", NAMES)
     kinds = Counter(i["drill"] for i in _items(pool, records["transformer_train_step"]))
-    assert len(kinds) >= 7 and {"decoder", "shapes", "layouts", "units", "cost", "buffers"} <= set(kinds), kinds
+    assert len(kinds) >= 9 and {"decoder", "shapes", "layouts", "units", "cost", "buffers", "fusions",
+                                "kernels"} <= set(kinds), kinds
     # with XLA's dump alone, the dots before optimisations give the decoder and the backward pass their items
     xla = make_dump(tmp_path / "xla", ("transformer_train_step",), "tpu", module="dump_drill_programs", jax_modes=None)
     xla_pool, xla_records = added_pool(xla, tmp_path / "xla-corpus", ("transformer_train_step",))
     xla_kinds = Counter(i["drill"] for i in _items(xla_pool, xla_records["transformer_train_step"]))
-    assert len(xla_kinds) >= 7 and {"decoder", "backward"} <= set(xla_kinds), xla_kinds
+    assert len(xla_kinds) >= 9 and {"decoder", "backward", "fusions", "kernels"} <= set(xla_kinds), xla_kinds
     _check_stablehlo_dots(xla_pool, xla_records, "hlo-before")
     for record in records.values():
         assert not record.eqns

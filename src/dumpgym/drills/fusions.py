@@ -16,6 +16,7 @@ import functools
 from dataclasses import dataclass
 
 from dumpgym.drills import drill
+from dumpgym.drills._dump_fusions import unlinked_fusion_items
 from dumpgym.drills._tpu import Listing, which_compile
 from dumpgym.drills.item import Item, Lines, LineSet, Note
 from dumpgym.record.opcodes import DATA_MOVEMENT, computes
@@ -193,6 +194,8 @@ def fusion_items(program: ProgramRecord) -> list[Item]:
     each GPU one (tests/test_hlo_fresh.py checks every layer's attribution against a fresh compile). Its card
     names the compile's target and the fusion: the CPU's, the TPU's and the GPU's fusion of one name are
     different questions."""
+    if not program.eqns and program.dump is not None:  # a dump without a jaxpr: the layer it has (`_dump_fusions`)
+        return unlinked_fusion_items(program)
     layers = [*program.layers("cpu").items(), *program.layers("tpu").items(), *program.layers("gpu").items()]
     return [item for target, hlo in layers for item in _layer_items(program, target, hlo)]
 

@@ -16,8 +16,8 @@ products, then a reduce fusion summing them), both rows are right. The kernel's 
 from __future__ import annotations
 
 from dumpgym.drills import drill
+from dumpgym.drills._dump_kernels import kernel_choice, unlinked_kernel_items
 from dumpgym.drills._tpu import Listing, which_compile
-from dumpgym.drills.answer import Choice
 from dumpgym.drills.fusions import PLUMBING, does_work
 from dumpgym.drills.item import Item, Lines, Note
 from dumpgym.record.schema import CompiledLayer, EqnFact, Instruction, ProgramRecord
@@ -111,7 +111,10 @@ class _Compile:
        per_program=4, cap_by=("layer",))
 def kernel_items(program: ProgramRecord) -> list[Item]:
     """One item per dot_general and GPU or TPU layer whose contraction one computation's instructions run. Its
-    card is the dot's equation and the layer's target."""
+    card is the dot's equation and the layer's target (in a dump without a jaxpr, the dot's line before optimisations:
+    `_dump_kernels`)."""
+    if not program.eqns and program.dump is not None:
+        return unlinked_kernel_items(program, LAUNCHES, MIN_LAUNCHES, KERNEL_WORDS)
     return [item for target, hlo in {**program.layers("gpu"), **program.layers("tpu")}.items() if hlo.has_facts
             for item in _layer_items(program, target, hlo)]
 
@@ -157,9 +160,7 @@ def _item(c: _Compile, target: str, dot: EqnFact, runs: list[Instruction], main:
     return Item(
         question=(f"Each of these instructions of {where} (its listing is shown) runs one or more of the "
                   f"jaxpr's `dot_general`s. Which runs the one on jaxpr line {dot.jaxpr_lines[0]}?"),
-        answer=Choice(tuple(f"%{k.name} ({cite} {k.line})" for k in kernels), kernels.index(main),
-                      tuple(why.get(k.line, "") for k in kernels),
-                      tuple("" if k is main else "another-dot" for k in kernels)),
+        answer=kernel_choice(kernels, main, why, cite),
         context=(Lines(target, first, last, cut=True, numbered=True), Lines("jaxpr", *dot.jaxpr_lines, numbered=True),
                  Note(which_compile(c.hlo))),
         card=(str(dot.id), target), layer=target, eqn=dot.id, step="launch", skill=skill, primitive="dot_general",

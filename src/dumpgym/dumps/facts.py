@@ -8,6 +8,7 @@ report) becomes a note, and the rest is kept, so the module's page always answer
 """
 from __future__ import annotations
 
+from dumpgym.dumps.exact import before_links, stablehlo_links
 from dumpgym.dumps.folder import LAYER_NAMES, DumpModule
 from dumpgym.dumps.source import source_xray
 from dumpgym.dumps.xray import ModuleXray
@@ -38,9 +39,10 @@ def chip_of(target: str | None) -> str:
 
 
 def dump_facts(module: DumpModule, folders: tuple[str, ...], xray: ModuleXray | None,
-               notes: tuple[str, ...] = ()) -> DumpFacts:
+               notes: tuple[str, ...] = (), exact: bool = False) -> DumpFacts:
     """The dump's own facts of `module` (`xray`: its links to the StableHLO, None where it has none or it
-    could not be read); `notes` says what was lost already."""
+    could not be read); `notes` says what was lost already; with `exact` (a module without a jaxpr), the optimised
+    instructions' exact links to the layers it has."""
     said = list(notes)
     before = ""
     if "hlo_before" in module.files:
@@ -61,10 +63,19 @@ def dump_facts(module: DumpModule, folders: tuple[str, ...], xray: ModuleXray | 
             source, source_files, counts = x.source, dict(x.files), (x.line(),)
             source_lines = tuple(DumpSourceLine(g["jaxpr_lines"][0], tuple(g["stablehlo_lines"]),
                                                 tuple(x.lines_by_eqn[str(g["eqn"])])) for g in x.groups)
+    links_before, links_stablehlo, undecided = {}, {}, ()
+    if exact and before and "hlo_after" in module.files:
+        try:
+            links_before, undecided = before_links(module)
+        except DumpError as e:
+            said.append(f"the optimised HLO could not be linked to the HLO before optimisations: {e}")
+    if exact and xray is not None:
+        links_stablehlo = stablehlo_links(xray.hlo.get("hlo_after", ()))
     return DumpFacts(module=shown_text(module.name), folders=tuple(folders), target=chip_of(module.target),
                      files=_files(module), notes=tuple(map(shown_text, [*said, *_buffer_note(module)])), counts=counts, hlo_before=before,
                      buffers=_buffers(module), source=source, source_files=source_files, source_lines=source_lines,
-                     dots=before_dots(before) if before else ())
+                     dots=before_dots(before) if before else (), before_links=links_before,
+                     stablehlo_links=links_stablehlo, before_undecided=undecided)
 
 
 def _files(module: DumpModule) -> tuple[DumpFile, ...]:

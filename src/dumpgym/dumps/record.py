@@ -118,7 +118,7 @@ def module_record(module: DumpModule, slug: str, folders: tuple[str, ...], compi
         compiled=layers,
         lowered=lowered,
         arg_binders=read.arguments if read is not None else (),
-        dump=dump_facts(module, folders, xray, tuple(notes)),
+        dump=dump_facts(module, folders, xray, tuple(notes), exact=not eqns),
     )
 
 

@@ -987,9 +987,13 @@ class DumpFacts(_Record):
     """What only a dump folder says of a module (`dumps/facts.py`): the files it was read from, what could not be
     read (`notes`), the links in words (`counts`), XLA's HLO before optimisations, its buffers, and for a module
     without JAX's layers the source lines its stack frames name, linked to both HLO layers, and the dots of the HLO
-    before optimisations (`dots`: none in a record written before them)."""
+    before optimisations (`dots`: none in a record written before them). For a module without a jaxpr, the
+    optimised instructions' exact links (`dumps/exact.py`), by their line as a string: to the one line of the HLO
+    before optimisations each came from (`before_links`) and to the StableHLO op lines of the one op's each came from
+    (`stablehlo_links`), and the lines before optimisations an optimised instruction left undecided may have come from
+    (`before_undecided`); none in a record written before them or with a jaxpr."""
 
-    OMIT_DEFAULT = frozenset({"dots"})
+    OMIT_DEFAULT = frozenset({"dots", "before_links", "stablehlo_links", "before_undecided"})
     module: str
     folders: tuple[str, ...]
     target: str
@@ -1002,6 +1006,9 @@ class DumpFacts(_Record):
     source_files: dict[str, bool] = dataclasses.field(default_factory=dict)
     source_lines: tuple[DumpSourceLine, ...] = ()
     dots: tuple[DumpDot, ...] = ()
+    before_links: dict[str, int] = dataclasses.field(default_factory=dict)
+    stablehlo_links: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    before_undecided: tuple[int, ...] = ()
 
     def check(self, path: str) -> None:
         """Each source line's rows and before-optimisation lines, and each dot's line, point into the texts held."""
@@ -1011,6 +1018,8 @@ class DumpFacts(_Record):
             _lines_within(s.before, before, f"{_join(path, 'source_lines')}[{i}].before", "the HLO before optimisations")
         for i, d in enumerate(self.dots):
             _lines_within((d.line,), before, f"{_join(path, 'dots')}[{i}].line", "the HLO before optimisations")
+        _lines_within((*self.before_links.values(), *self.before_undecided), before, _join(path, "before_links"),
+                      "the HLO before optimisations")
 
 
 @dataclass(frozen=True)

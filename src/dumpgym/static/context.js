@@ -5,6 +5,9 @@
 import { getJSON, hloURL, listingsURL } from './data.js';
 
 const COMPILED = new Set(['cpu', 'tpu', 'gpu']);
+// A layer id whose listing is kept under another key in the program's listings file (a dump's HLO before
+// optimisations: `hlo-before` in an item, `hlo_before` in the file, as `dumpgym.site.files` writes it).
+const LISTING_KEYS = { 'hlo-before': 'hlo_before' };
 
 /** A highlighted line (a list of runs: text, or [class, text, anchor?]) as plain text. */
 const plain = (runs) => runs.map((r) => (typeof r === 'string' ? r : r[1])).join('');
@@ -13,7 +16,7 @@ const plain = (runs) => runs.map((r) => (typeof r === 'string' ? r : r[1])).join
  * attributes start there, in code points, as the record says: `Instruction.tail`), fetched once per program and layer. */
 async function layerLines(slug, layer) {
   const file = COMPILED.has(layer) ? await getJSON(hloURL(slug, layer)) : null;
-  const data = file ? file.lines : (await getJSON(listingsURL(slug)))[layer];
+  const data = file ? file.lines : (await getJSON(listingsURL(slug)))[LISTING_KEYS[layer] ?? layer];
   if (!Array.isArray(data)) throw new Error(`${slug} has no ${layer} listing`);
   return { lines: data.map(plain), cuts: (file && file.cuts) || {} };
 }

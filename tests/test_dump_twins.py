@@ -90,9 +90,8 @@ def _wrong_by_twin(plain, twin) -> list:
     hlo = parse_hlo(text, twin.files["hlo_after"])
     named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
     # XLA gives each get-tuple-element of a multi-output fusion the fusion's metadata, whichever element it takes
-    # (of `_rotary(q)`'s and `_rotary(k)`'s subtractions fused into one, each is named `rq`): it may be linked
-    # as its metadata says or as what made its element says, followed through what carries no metadata (a
-    # convert).
+    # (of `_rotary(q)`'s and `_rotary(k)`'s subtractions fused into one, each is named `rq`): it is judged by what
+    # made its element, followed through what carries no metadata (a convert), not by its own metadata.
     elements = {}
     inputs, fused = hlo_inputs(hlo)
     for match in re.finditer(r"%(\S+) = [^\n]*? get-tuple-element\(%(\S+)\), index=(\d+)", text):
@@ -127,8 +126,8 @@ def _wrong_by_twin(plain, twin) -> list:
         if not link.stablehlo_lines or link.name in in_regions:
             continue
         linked = {k for line in link.stablehlo_lines for k in at_line[line]}
-        if not any(_right(link, linked, op_name, frame, twin_ops, calls)
-                   for op_name, frame in (named[link.name], elements.get(link.name, named[link.name]))):
+        op_name, frame = elements.get(link.name, named[link.name])
+        if not _right(link, linked, op_name, frame, twin_ops, calls):
             wrong.append((link.name, named[link.name][0], link.stablehlo_lines, link.group))
     return wrong
 

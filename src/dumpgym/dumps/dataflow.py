@@ -58,7 +58,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
            arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
            shared: frozenset = frozenset(), carried: frozenset | set = frozenset(),
-           columns: dict[str, tuple] | None = None, taken_from: dict[str, str] | None = None) -> dict[str, list]:
+           columns: dict[str, tuple] | None = None, taken_from: dict[str, str] | None = None,
+           made_by: dict[str, str] | None = None) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
     the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
     instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
@@ -103,13 +104,18 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     # and results are its element's: it keeps every op its metadata names, or, where that is the metadata of
     # the tuple it takes the element of (`taken_from`: XLA names a multi-output fusion's elements after it),
     # the ops that tuple keeps.
-    renamed = {name for name in cands
-               if opcodes[name] == "gettupleelement" and _renamed(name, inputs, candidates, columns or {})}
+    # One whose candidates are those of what made its element (`made_by`) is that instruction's op.
+    made_by = made_by or {}
+    renamed = {name for name in cands if name in made_by or (
+        opcodes[name] == "gettupleelement" and _renamed(name, inputs, candidates, columns or {}))}
     edges, same = [], set()  # (j, i): keyed instruction j feeds keyed instruction i; those of one op
     for name in renamed:
         cands[name] = list(candidates[name])
         tuple_ = (taken_from or {}).get(name)
-        if tuple_ in cands and {op.index for op in candidates[tuple_]} == {op.index for op in candidates[name]} \
+        if made_by.get(name) in cands:
+            edges.append((made_by[name], name))
+            same.add((made_by[name], name))
+        elif tuple_ in cands and {op.index for op in candidates[tuple_]} == {op.index for op in candidates[name]} \
                 and (columns or {}).get(tuple_) == (columns or {}).get(name):
             edges.append((tuple_, name))
             same.add((tuple_, name))

@@ -21,7 +21,8 @@ before. Where an edge leaves an instruction no candidate at all, XLA rewrote the
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
 keep every candidate and say nothing of their neighbours, and what their candidates pruned is undone. A fusion
 is the op of the fused instruction whose metadata XLA gave it, which is not always its root (an
-output fusion carries its matmul's); a get-tuple-element takes the one element it names.
+output fusion carries its matmul's); a get-tuple-element takes the one element it names, and one of a
+multi-output fusion is the op of what made its element (`made_by`), whatever its own metadata.
 
 Both graphs are read by `ir/dataflow.py`; this module only reasons over what it read.
 """

@@ -85,7 +85,11 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         own = own or list(ops)
         if dims[name] is not None and shaped:
             own = [op for op in own if op.dims and op.dims[0] == dims[name][0]] or own
-            own = [op for op in own if op.dims == dims[name]] or own
+            # XLA folds the transpose after a matmul into it (it swaps its operands, or a TPU convolution writes
+            # its result's dimensions in any order): a matmul's shape is its op's up to their order.
+            same = (lambda d: sorted(d[1:]) == sorted(dims[name][1:])) if opcodes[name] in _MATMUL \
+                else (lambda d: d == dims[name])
+            own = [op for op in own if op.dims and same(op.dims)] or own
         if signatures.get(name) is not None and shaped:  # and then of its own bounds or widths
             own = [op for op in own if op.signature == signatures[name]] or own
         if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from

@@ -307,7 +307,7 @@ def _gpt_block(x, p, scope):
     scores = jnp.where(jnp.tril(jnp.ones((seq, seq), dtype=bool)), scores, -jnp.inf)
     x = x + jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(scores, axis=-1), v).transpose(1, 0, 2).reshape(seq, dim) @ p["out"]
     h = _norm(x, p["ln2"], scope)
-    return x + (jax.nn.silu(h @ p["gate"]) * (h @ p["up"] + p["up_b"])) @ p["down"]
+    return x + (jax.nn.silu(scope("gate", lambda: h @ p["gate"])) * (scope("up", lambda: h @ p["up"]) + p["up_b"])) @ p["down"]
 
 
 def _gpt_step(params, opt, tokens, targets, scope):

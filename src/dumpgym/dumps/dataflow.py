@@ -21,7 +21,8 @@ before. Where an edge leaves an instruction no candidate at all, XLA rewrote the
 assumes (merged a common subexpression, turned a divide into a multiply): both ends of that edge
 keep every candidate and say nothing of their neighbours, and what their candidates pruned is undone. A fusion
 is the op of the fused instruction whose metadata XLA gave it, which is not always its root (an
-output fusion carries its matmul's); a get-tuple-element takes the one element it names.
+output fusion carries its matmul's); a get-tuple-element takes the one element it names, and one of a
+multi-output fusion is the op of what made its element (`made_by`), whatever its own metadata.
 
 Both graphs are read by `ir/dataflow.py`; this module only reasons over what it read.
 """
@@ -58,7 +59,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
            signatures: dict[str, tuple | None], inputs: dict[str, list[str]], fused: dict[str, Fused],
            arguments: dict[str, int] | None = None, results: dict[str, int] | None = None,
            shared: frozenset = frozenset(), carried: frozenset | set = frozenset(),
-           columns: dict[str, tuple] | None = None, taken_from: dict[str, str] | None = None) -> dict[str, list]:
+           columns: dict[str, tuple] | None = None, taken_from: dict[str, str] | None = None,
+           made_by: dict[str, str] | None = None) -> dict[str, list]:
     """Each keyed instruction's candidate ops (with `.name`, `.index`, `.upstream`, `.arguments` and `.results`,
     the bit sets of `stablehlo_ancestors`, and `.content`), narrowed by dataflow; `arguments`: each
     instruction's entry parameters upstream (`entry_dependence`), and `results`: the entry results
@@ -83,7 +85,11 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         own = own or list(ops)
         if dims[name] is not None and shaped:
             own = [op for op in own if op.dims and op.dims[0] == dims[name][0]] or own
-            own = [op for op in own if op.dims == dims[name]] or own
+            # XLA folds the transpose after a matmul into it (it swaps its operands, or a TPU convolution writes
+            # its result's dimensions in any order): a matmul's shape is its op's up to their order.
+            same = (lambda d: sorted(d[1:]) == sorted(dims[name][1:])) if opcodes[name] in _MATMUL \
+                else (lambda d: d == dims[name])
+            own = [op for op in own if op.dims and same(op.dims)] or own
         if signatures.get(name) is not None and shaped:  # and then of its own bounds or widths
             own = [op for op in own if op.signature == signatures[name]] or own
         if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from
@@ -103,13 +109,18 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     # and results are its element's: it keeps every op its metadata names, or, where that is the metadata of
     # the tuple it takes the element of (`taken_from`: XLA names a multi-output fusion's elements after it),
     # the ops that tuple keeps.
-    renamed = {name for name in cands
-               if opcodes[name] == "gettupleelement" and _renamed(name, inputs, candidates, columns or {})}
+    # One whose candidates are those of what made its element (`made_by`) is that instruction's op.
+    made_by = made_by or {}
+    renamed = {name for name in cands if name in made_by or (
+        opcodes[name] == "gettupleelement" and _renamed(name, inputs, candidates, columns or {}))}
     edges, same = [], set()  # (j, i): keyed instruction j feeds keyed instruction i; those of one op
     for name in renamed:
         cands[name] = list(candidates[name])
         tuple_ = (taken_from or {}).get(name)
-        if tuple_ in cands and {op.index for op in candidates[tuple_]} == {op.index for op in candidates[name]} \
+        if made_by.get(name) in cands:
+            edges.append((made_by[name], name))
+            same.add((made_by[name], name))
+        elif tuple_ in cands and {op.index for op in candidates[tuple_]} == {op.index for op in candidates[name]} \
                 and (columns or {}).get(tuple_) == (columns or {}).get(name):
             edges.append((tuple_, name))
             same.add((tuple_, name))

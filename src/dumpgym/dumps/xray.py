@@ -168,6 +168,16 @@ def _made_by_users(found: list, signature: tuple | None, users: list[str], by_na
     return lines if lines and set(lines) <= {op.line for op in found} else ()
 
 
+def _maker(name: str, inputs: dict[str, list[str]], named: dict) -> str | None:
+    """The instruction that made the element a get-tuple-element takes (`inputs` names it), past what carries
+    no metadata and reads one value (a convert, a fused parameter)."""
+    element, seen = inputs.get(name, [None])[0], {name}
+    while element is not None and element not in named and element not in seen and len(inputs.get(element, ())) == 1:
+        seen.add(element)
+        element = inputs[element][0]
+    return element if element not in seen else None
+
+
 def _is_stack(op_name: str) -> bool:
     return "/" in op_name or "(" in op_name
 
@@ -359,10 +369,30 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                 users_of[name] = [u.name for u in instruction.users()]
             elif opcodes[name] == "gettupleelement":
                 taken_from[name] = instruction.operands()[0].name
+    # A get-tuple-element of a multi-output fusion takes the value one fused instruction made, but XLA names every
+    # element after the fusion (the element `_rotary(k)`'s subtraction made carries `_rotary(q)`'s name stack): it
+    # is the op of what made its element, followed through what carries no metadata (a convert).
+    # Where that instruction is linked otherwise (XLA merged it from several ops' instructions), it is linked so.
+    made_by, made_elsewhere = {}, {}
+    for name, tuple_ in taken_from.items():
+        if tuple_ in fused and opcodes.get(fused[tuple_].root) == "tuple":
+            element = _maker(name, inputs, named)
+            if element in named and element not in candidates:
+                made_elsewhere[name] = element
+                candidates.pop(name, None)
+            elif element in candidates and name in candidates:
+                made_by[name] = element
+                candidates[name] = candidates[element]
+                if element in inside_a_call:
+                    inside_a_call.add(name)
+                if element in columns:
+                    columns[name] = columns[element]
+                else:
+                    columns.pop(name, None)
     narrowed = narrow(candidates, opcodes, dims, signatures, inputs, fused, entry_dependence(hlo, text, inputs),
                       entry_results(hlo, text, inputs, named), _shared_contents(ops), loop_carried(hlo),
                       {name: columns[name] for name in candidates if name in columns and name not in inside_a_call},
-                      taken_from)
+                      taken_from, made_by)
     key_of = {op.index: key for key, key_ops in keys.items() for op in key_ops}
     links = []
     for name, op_name, why, found_keys in rows:
@@ -401,6 +431,11 @@ def _link_hlo(module: DumpModule, layer: str, ops, keys, by_line, by_stack, deci
                                  | {op.line for op in own}))
             links[i] = by_name[link.name] = HloLink(link.line, link.name, link.opcode, link.op_name, found, "",
                                                    _COMBINED)
+    for i, link in enumerate(links):
+        if link.name in made_elsewhere and made_elsewhere[link.name] in by_name:
+            maker = by_name[made_elsewhere[link.name]]
+            links[i] = by_name[link.name] = HloLink(link.line, link.name, link.opcode, link.op_name,
+                                                   maker.stablehlo_lines, maker.why, maker.group)
     # The StableHLO ops that hold a reducer's region, each with its region's ops (what links to it).
     holders = [op for op in ops if op.name in _REDUCERS]
     on_line = defaultdict(list)

@@ -557,3 +557,22 @@ def test_a_function_compiled_again_with_other_options_pairs_each_compile_with_it
     records = [r for r in load_user_programs(corpus) if r["slug"].startswith("dump-jit-update")]
     assert len(records) == 2
     assert all([e["primitive"] for e in r["eqns"]] == [e.primitive.name for e in traced] for r in records)
+
+
+def test_a_dump_copied_with_cr_lf_line_endings_reads_as_the_dump_it_copies(dumps, tmp_path):
+    """A dump folder copied through a Windows checkout ends its lines with CR LF: its jaxpr was read as no
+    equations at all (and so no x-ray from them), without a word; every module now reads as the original."""
+    copy = tmp_path / "crlf"
+    copy.mkdir()
+    for path in (dumps / "one").iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    records, notes = _shown(copy)
+    originals = {r.slug: r for r in _shown(dumps / "one")[0]}
+    assert not notes and sorted(r.slug for r in records) == sorted(originals)
+    for record in records:
+        original = originals[record.slug]
+        assert record.eqns, record.slug
+        mine, theirs = record.to_json(), original.to_json()
+        assert [k for k in mine if mine[k] != theirs[k]] == ["lesson", "entry", "dump"], record.slug
+        assert {k for k in mine["dump"] if mine["dump"][k] != theirs["dump"][k]} == {"folders", "files"}

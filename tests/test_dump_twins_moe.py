@@ -5,6 +5,7 @@ layer and per leaf: the same compile apart from metadata). Each layer's two back
 a name stack and line; XLA rewrites both into broadcasts, multiplies and reductions and keeps one broadcast of
 the cotangent for the two: that broadcast flows into both matmuls' results, which no one op reaches, while the
 next layer's matmul, upstream of both, reaches more."""
+import re
 from pathlib import Path
 
 import jax
@@ -76,4 +77,78 @@ def test_a_moe_steps_broadcast_xla_kept_for_two_matmuls_links_as_its_twin_says(t
     assert plain.backend == "tpu" and _one_compile(plain, twin)
     assert "layer1" in twin.text("hlo_after") and "layer1" not in plain.text("hlo_after")
     assert _wrong_by_twin(plain, twin) == []
+    print(*xray_module(plain).coverage("hlo_after"))
+
+
+# The same routing written with every expert run on every token (`jax.vmap` over the experts' weights) and the
+# chosen ones picked with `take_along_axis`, three layers, compiled for an H100 (the CUDA plugin, no GPU). Its
+# GPU compile merges each layer's two matmuls of one input (`h @ router`, `h @ w1` of every expert) into one and
+# slices it: the slice of the experts' part is computed from the router's weights too, which its op is not, so
+# no op is computed from the same parameters; the next layer's matmul, computed from more, was taken for it
+# (30 links its twin contradicted).
+def _vmapped_moe_step(params, x, scope):
+    def expert(p, h):
+        return jax.nn.gelu(h @ p["w1"]) @ p["w2"]
+
+    def loss(params):
+        h = x
+        for i, p in enumerate(params):
+            def layer(h=h, p=p):
+                gates, chosen = jax.lax.top_k(jax.nn.softmax(h @ p["router"]), TOP)
+                outs = jax.vmap(expert, in_axes=(0, None))({"w1": p["w1"], "w2": p["w2"]}, h)
+                picked = jnp.take_along_axis(outs.transpose(1, 0, 2), chosen[..., None], axis=1)
+                return h + (picked * (gates / gates.sum(-1, keepdims=True))[..., None]).sum(1)
+            h = scope(f"layer{i}", layer)
+        return (h ** 2).mean()
+
+    def leaf(path):
+        return "leaf" + "".join(f"_{getattr(k, 'key', getattr(k, 'idx', k))}" for k in path)
+
+    value, grads = jax.value_and_grad(loss)(params)
+    with_path = jax.tree_util.tree_map_with_path
+    return with_path(lambda k, p, g: scope(leaf(k), lambda: p - 0.01 * g), params, grads), value
+
+
+def vmapped_moe_step(params, x):
+    return _vmapped_moe_step(params, x, _unscoped)
+
+
+def vmapped_moe_step_twin(params, x):
+    return _vmapped_moe_step(params, x, _scoped)
+
+
+def vmapped_moe_args() -> tuple:
+    params, x = moe_args()
+    return params + [dict(params[0])], x
+
+
+_GPU_SCRIPT = r'''
+import sys
+sys.path.insert(0, {here!r})
+import dumpgym  # starts JAX's CUDA plugin without a GPU
+import jax
+from dumpgym.record.targets import GPU
+from dumpgym.traced.devices import topology_devices
+from test_dump_twins_moe import {function}, vmapped_moe_args
+
+with jax.default_device(topology_devices(GPU.topology_for(1))[0]):
+    jax.jit({function}).trace(*vmapped_moe_args()).lower(lowering_platforms=("cuda",)).compile()
+'''
+
+
+@pytest.mark.needs_gpu
+def test_a_gpus_merged_matmuls_of_one_input_link_to_their_own_layer_as_the_twin_says(tmp_path):
+    dumps = []
+    for function in ("vmapped_moe_step", "vmapped_moe_step_twin"):
+        folder = tmp_path / function
+        dump_script(_GPU_SCRIPT.format(here=str(Path(__file__).parent), function=function), folder, folder)
+        dumps.append(_users_module(folder))
+    plain, twin = dumps
+    assert plain.backend == "gpu" and _one_compile(plain, twin)
+    assert "layer2" in twin.text("hlo_after") and "layer2" not in plain.text("hlo_after")
+    # XLA merged the matmuls: a slice of one matmul's result carries an expert matmul's name stack.
+    assert any(" slice(" in line and "/vmap()/dot_general" in line for line in twin.text("hlo_after").splitlines())
+    wrong = _wrong_by_twin(plain, twin)
+    # What is left is of XLA's optimiser update, not of the matmuls: a get-tuple-element of a multi-output fusion.
+    assert [w for w in wrong if re.search(r"\(layer\d", w[1])] == [], wrong
     print(*xray_module(plain).coverage("hlo_after"))

@@ -19,17 +19,31 @@ from test_dump_twins import _one_compile, _users_module, _wrong_by_twin
 EXPERTS, TOP, DIM, TOKENS, HIDDEN, LAYERS = 4, 2, 16, 12, 32, 2
 
 
-def _moe_step(params, x, scope):
+def _gathered(h, p):
+    """A layer that gathers the chosen experts' weights per token and sums their outputs back."""
+    gates, experts = jax.lax.top_k(jax.nn.softmax(h @ p["router"]), TOP)
+    token, chosen = jnp.repeat(jnp.arange(TOKENS), TOP), experts.reshape(-1)
+    a = jax.nn.gelu(jnp.einsum("td,tdh->th", h[token], p["w1"][chosen]))
+    out = jnp.einsum("th,thd->td", a, p["w2"][chosen]) * gates.reshape(-1, 1)
+    return h + jax.ops.segment_sum(out, token, num_segments=TOKENS)
+
+
+def _vmapped(h, p):
+    """A layer that runs every expert on every token (`jax.vmap` over their weights) and picks the chosen ones."""
+    def expert(w, h):
+        return jax.nn.gelu(h @ w["w1"]) @ w["w2"]
+
+    gates, chosen = jax.lax.top_k(jax.nn.softmax(h @ p["router"]), TOP)
+    outs = jax.vmap(expert, in_axes=(0, None))({"w1": p["w1"], "w2": p["w2"]}, h)
+    picked = jnp.take_along_axis(outs.transpose(1, 0, 2), chosen[..., None], axis=1)
+    return h + (picked * (gates / gates.sum(-1, keepdims=True))[..., None]).sum(1)
+
+
+def _moe_step(params, x, scope, routed=_gathered):
     def loss(params):
         h = x
         for i, p in enumerate(params):
-            def layer(h=h, p=p):
-                gates, experts = jax.lax.top_k(jax.nn.softmax(h @ p["router"]), TOP)
-                token, chosen = jnp.repeat(jnp.arange(TOKENS), TOP), experts.reshape(-1)
-                a = jax.nn.gelu(jnp.einsum("td,tdh->th", h[token], p["w1"][chosen]))
-                out = jnp.einsum("th,thd->td", a, p["w2"][chosen]) * gates.reshape(-1, 1)
-                return h + jax.ops.segment_sum(out, token, num_segments=TOKENS)
-            h = scope(f"layer{i}", layer)
+            h = scope(f"layer{i}", lambda h=h, p=p: routed(h, p))
         return (h ** 2).mean()
 
     def leaf(path):
@@ -86,35 +100,12 @@ def test_a_moe_steps_broadcast_xla_kept_for_two_matmuls_links_as_its_twin_says(t
 # slices it: the slice of the experts' part is computed from the router's weights too, which its op is not, so
 # no op is computed from the same parameters; the next layer's matmul, computed from more, was taken for it
 # (30 links its twin contradicted).
-def _vmapped_moe_step(params, x, scope):
-    def expert(p, h):
-        return jax.nn.gelu(h @ p["w1"]) @ p["w2"]
-
-    def loss(params):
-        h = x
-        for i, p in enumerate(params):
-            def layer(h=h, p=p):
-                gates, chosen = jax.lax.top_k(jax.nn.softmax(h @ p["router"]), TOP)
-                outs = jax.vmap(expert, in_axes=(0, None))({"w1": p["w1"], "w2": p["w2"]}, h)
-                picked = jnp.take_along_axis(outs.transpose(1, 0, 2), chosen[..., None], axis=1)
-                return h + (picked * (gates / gates.sum(-1, keepdims=True))[..., None]).sum(1)
-            h = scope(f"layer{i}", layer)
-        return (h ** 2).mean()
-
-    def leaf(path):
-        return "leaf" + "".join(f"_{getattr(k, 'key', getattr(k, 'idx', k))}" for k in path)
-
-    value, grads = jax.value_and_grad(loss)(params)
-    with_path = jax.tree_util.tree_map_with_path
-    return with_path(lambda k, p, g: scope(leaf(k), lambda: p - 0.01 * g), params, grads), value
-
-
 def vmapped_moe_step(params, x):
-    return _vmapped_moe_step(params, x, _unscoped)
+    return _moe_step(params, x, _unscoped, _vmapped)
 
 
 def vmapped_moe_step_twin(params, x):
-    return _vmapped_moe_step(params, x, _scoped)
+    return _moe_step(params, x, _scoped, _vmapped)
 
 
 def vmapped_moe_args() -> tuple:

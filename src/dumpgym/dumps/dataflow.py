@@ -78,7 +78,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         # A get-tuple-element's shape is its element's: where that instruction carries other metadata (a
         # multi-output fusion's member), the shape tells nothing of the op the get-tuple-element's names.
         element = inputs.get(name, [None])[0] if opcodes[name] == "gettupleelement" else None
-        if element in candidates and {op.index for op in candidates[element]} != {op.index for op in ops}:
+        if element is not None and (element not in candidates
+                                    or {op.index for op in candidates[element]} != {op.index for op in ops}):
             shaped = False
         own = own or list(ops)
         if dims[name] is not None and shaped:

@@ -516,3 +516,63 @@ def test_an_eager_public_function_calling_jaxs_own_jit_is_a_helper_whether_or_no
         folder = read_folder(tmp_path / form)
         assert {"jit_remainder", "jit_floor_divide", "jit_cumsum"} <= {m.name for m in folder.modules}
         assert [m.name for m in folder.modules if not m.helper] == ["jit_mine"], form
+
+
+# One function jitted twice at the same shapes, the second time donating its first argument: JAX prints the same
+# jaxpr for both compiles, beside two StableHLO modules (the second aliases its result to the argument).
+DONATED_AGAIN_SCRIPT = r'''
+import jax, jax.numpy as jnp
+
+def update(p, g):
+    return p - 0.1 * jnp.tanh(g)
+
+p, g = jnp.ones(8), jnp.ones(8)
+jax.jit(update)(p, g)
+jax.jit(update, donate_argnums=0)(p, g)
+'''
+
+
+def test_a_function_compiled_again_with_other_options_pairs_each_compile_with_its_jaxpr(tmp_path, capsys):
+    """The two compiles print one jaxpr text: kept once as a repeated compile, it paired with the first compile
+    only, and the second (donated) one was shown and added without its jaxpr, so without its equations."""
+    import jax
+    import jax.numpy as jnp
+
+    dump_script(DONATED_AGAIN_SCRIPT, tmp_path / "one", tmp_path / "one")
+    folder = read_folder(tmp_path / "one")
+    _check_pairing(folder)
+    users = [m for m in folder.modules if not m.helper]
+    assert [m.name for m in users] == ["jit_update", "jit_update"]
+    assert len({m.files["stablehlo"] for m in users}) == 2
+    assert all("jaxpr" in m.files for m in users) and len({m.files["jaxpr"] for m in users}) == 2
+    ones = jnp.ones(8)
+    assert sum("tf.aliasing_output" in m.text("stablehlo") for m in users) == 1  # one of them donates
+    # Each added program holds the equations JAX traces of the function.
+    traced = jax.make_jaxpr(lambda p, g: p - 0.1 * jnp.tanh(g))(ones, ones).eqns
+    corpus = tmp_path / "corpus"
+    assert cli.main(["add", "--dump", str(tmp_path / "one"), "--corpus", str(corpus)]) == 0
+    capsys.readouterr()
+    from dumpgym.corpus.user import load_user_programs
+
+    records = [r for r in load_user_programs(corpus) if r["slug"].startswith("dump-jit-update")]
+    assert len(records) == 2
+    assert all([e["primitive"] for e in r["eqns"]] == [e.primitive.name for e in traced] for r in records)
+
+
+def test_a_dump_copied_with_cr_lf_line_endings_reads_as_the_dump_it_copies(dumps, tmp_path):
+    """A dump folder copied through a Windows checkout ends its lines with CR LF: its jaxpr was read as no
+    equations at all (and so no x-ray from them), without a word; every module now reads as the original."""
+    copy = tmp_path / "crlf"
+    copy.mkdir()
+    for path in (dumps / "one").iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    records, notes = _shown(copy)
+    originals = {r.slug: r for r in _shown(dumps / "one")[0]}
+    assert not notes and sorted(r.slug for r in records) == sorted(originals)
+    for record in records:
+        original = originals[record.slug]
+        assert record.eqns, record.slug
+        mine, theirs = record.to_json(), original.to_json()
+        assert [k for k in mine if mine[k] != theirs[k]] == ["lesson", "entry", "dump"], record.slug
+        assert {k for k in mine["dump"] if mine["dump"][k] != theirs["dump"][k]} == {"folders", "files"}

@@ -80,7 +80,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
         # A get-tuple-element's shape is its element's: where that instruction carries other metadata (a
         # multi-output fusion's member), the shape tells nothing of the op the get-tuple-element's names.
         element = inputs.get(name, [None])[0] if opcodes[name] == "gettupleelement" else None
-        if element in candidates and {op.index for op in candidates[element]} != {op.index for op in ops}:
+        if element is not None and (element not in candidates
+                                    or {op.index for op in candidates[element]} != {op.index for op in ops}):
             shaped = False
         own = own or list(ops)
         if dims[name] is not None and shaped:
@@ -94,7 +95,15 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             own = [op for op in own if op.signature == signatures[name]] or own
         if arguments is not None and arguments[name]:  # and then of the entry parameters it is computed from
             # (an op of a private function called twice is computed from both calls' arguments: kept)
-            own = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1] or own
+            exact = [op for op in own if op.arguments == arguments[name] or len(op.stacks) > 1]
+            # None computed from the same: XLA may have merged two ops that read one value (a matmul by a router's
+            # weights and one by an expert's, of one input, made one matmul and sliced), so the instruction reads
+            # more than its op; of the ops computed from some of what it is, those from the most. Not a broadcast:
+            # made anew at each use, one XLA merged is computed from what each of its ops' uses is.
+            within = [op for op in own if op.arguments and op.arguments & arguments[name] == op.arguments
+                      and opcodes[name] != "broadcast"]
+            most = max((bin(op.arguments).count("1") for op in within), default=0)
+            own = exact or [op for op in within if bin(op.arguments).count("1") == most] or own
         if results is not None and results[name]:  # and then of the results it flows into (its copies' together)
             own = _of_results(own, results[name], opcodes[name])
         cands[name] = own

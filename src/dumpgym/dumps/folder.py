@@ -17,7 +17,7 @@ import functools
 import hashlib
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dumpgym.ir.memory import MemoryReport, read_memory
@@ -177,6 +177,16 @@ def _newest(entries: list[_Ir]) -> list[_Ir]:
     return sorted(by_text.values(), key=lambda e: e.number)
 
 
+def _copies(entries: list[_Ir], kept: list[_Ir]) -> list[tuple[_Ir, _Ir]]:
+    """Each older entry of a kept one's text (`_newest`), read as that one (one text, one reading), beside the
+    kept one. A jaxpr does not say how its function was compiled: a function jitted again at the same shapes with
+    other options (donation, shardings) prints the same jaxpr beside another StableHLO, and each compile pairs
+    with a copy of its own."""
+    newest = {(e.path.parent, e.name, e.digest): e for e in kept}
+    return [(replace(same, number=e.number, path=e.path, repeats=0), same) for e in entries
+            if (same := newest[(e.path.parent, e.name, e.digest)]) is not e]
+
+
 def _is_dump_file(name: str) -> bool:
     return bool(_JAXPR_FILE.fullmatch(name) or _MLIR_FILE.fullmatch(name)
                 or ((m := _xla_file(name)) and _XLA_REST.fullmatch(m[2])))
@@ -274,7 +284,8 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
                   or _family(_base(e.name)) in families]
         mlirs = [e for e in mlirs if _family(_base(e.name)) in families]
         xla = {k: m for k, m in xla.items() if _family(_base(m.name)) in families}
-    jaxprs, mlirs = _newest(jaxprs), _newest(mlirs)
+    every_jaxpr, mlirs = jaxprs, _newest(mlirs)
+    jaxprs = _newest(every_jaxpr)
     modules = _newest_xla(_join_renumbered(xla))
     for module in modules:
         where = (next(iter(module.files.values())).parent, module.xla_number) if module.files else None
@@ -287,6 +298,7 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
         _read_mlir(entry, context)
     for entry in jaxprs:
         _read_jaxpr(entry)
+    copies = _copies(every_jaxpr, jaxprs)
     mlirs_named: dict[str, list[_Ir]] = {}
     for entry in mlirs:
         mlirs_named.setdefault(entry.name, []).append(entry)
@@ -300,11 +312,15 @@ def read_folder(*folders: str | Path, only=()) -> DumpFolder:
                                       stacks=frozenset(n for n, _f in entry.names),
                                       frames=frozenset(f for _n, f in entry.names if f), big=entry.big))
     jaxprs_named: dict[str, list[_Ir]] = {}
-    for entry in jaxprs:
+    for entry in jaxprs + [copy for copy, _kept in copies]:
         jaxprs_named.setdefault(_function_module_name(entry.name), []).append(entry)
     mlir_at = {entry.path: entry for entry in mlirs}
     for module in modules:
         _pair_jaxpr(module, jaxprs_named.get(module.name, []), mlir_at)
+    for copy, kept in copies:  # a text paired once is no module of its own
+        kept.paired = kept.paired or copy.paired
+    copied = {id(copy) for copy, _kept in copies}
+    jaxprs_named = {name: [e for e in entries if id(e) not in copied] for name, entries in jaxprs_named.items()}
     for module in modules:  # the one jaxpr of a function whose StableHLO cannot be read: left out, said
         named = [e for e in jaxprs_named.get(module.name, []) if not e.paired]
         if "stablehlo" in module.unread and "jaxpr" not in module.files and len(named) == 1:

@@ -29,7 +29,9 @@ class DumpError(GymError):
 
 
 def read_text(path: Path) -> str:
-    """A dump file's text; a `DumpError` where it cannot be read, is binary or is not UTF-8."""
+    """A dump file's text, its lines ended by newlines alone; a `DumpError` where it cannot be read, is binary or is
+    not UTF-8. JAX and XLA end lines with a newline: a file with CR LF endings is a copy made elsewhere (a Windows
+    checkout), read as the text they wrote, so that every reader of a line sees the same line."""
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -41,7 +43,7 @@ def read_text(path: Path) -> str:
     if b"\x00" in data:
         raise DumpError(f"{path} is not text (a binary file)")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").replace("\r\n", "\n")
     except UnicodeDecodeError:
         raise DumpError(f"{path} is not UTF-8 text") from None
 

@@ -10,6 +10,7 @@ import { registerCorpus } from './corpus.js';
 import { registerReference } from './reference.js';
 import { registerYours } from './yours.js';
 import { rememberXray } from './data.js';
+import { holdHashTarget } from './scroll.js';
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -73,5 +74,6 @@ wireChangeLater($('#change'));
 registerCorpus($('#corpus'));
 registerYours($('#path [data-yours-path]'), $('#corpus'));
 registerReference($('#reference'));
+holdHashTarget();
 document.documentElement.dataset.ready = '';
 performance.mark('dumpgym:ready');

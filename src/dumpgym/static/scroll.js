@@ -121,3 +121,33 @@ export function showCited(root, question, { page = false, with: below = null } =
   else if (innerWidth <= 700) scrollBy(0, under);
   return first;
 }
+
+/**
+ * Keep the element the URL's hash names (`open`'s `#xray`) where the page was scrolled to it while what is above
+ * it fills in (a drill asks its first question after the browser has jumped): Chromium's scroll anchoring leaves
+ * the target pushed down there on a narrow screen. Each scroll (the browser's jump, the reader's) sets where it
+ * is held; the hold ends at the reader's first key, tap or wheel, or after `ms`.
+ */
+export function holdHashTarget(ms = 10000) {
+  let id = '';
+  try { id = decodeURIComponent(location.hash.slice(1)); } catch { return; }
+  const target = id && document.getElementById(id);
+  if (!target) return;
+  let held = null;
+  const onScroll = () => { held = target.getBoundingClientRect().top; };
+  const hold = new ResizeObserver(() => {
+    if (held === null) return;  // not scrolled to it yet
+    const moved = target.getBoundingClientRect().top - held;
+    if (Math.abs(moved) >= 1) window.scrollBy(0, moved);
+  });
+  const inputs = ['keydown', 'pointerdown', 'touchstart', 'wheel'];
+  const stop = () => {
+    hold.disconnect();
+    removeEventListener('scroll', onScroll);
+    for (const kind of inputs) removeEventListener(kind, stop, true);
+  };
+  addEventListener('scroll', onScroll, { passive: true });
+  for (const kind of inputs) addEventListener(kind, stop, { capture: true, passive: true });
+  hold.observe(document.body);
+  setTimeout(stop, ms);
+}

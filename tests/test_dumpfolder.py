@@ -90,10 +90,13 @@ def element_makers(text: str, hlo) -> dict[str, str]:
 
     named = {name for _c, name, _op_name, _frame in hlo_op_names(hlo)}
     inputs, fused = hlo_inputs(hlo)
+    # Only a fused root that is a `tuple` has an element per operand; a root that makes the tuple itself (a sort
+    # of values and their indices, as a GPU's top_k) made every element.
+    tuples = {i.name for c in hlo.computations() for i in c.instructions() if str(i.opcode).endswith(".kTuple")}
     out = {}
     for match in re.finditer(r"%(\S+) = [^\n]*? get-tuple-element\(%(\S+)\), index=(\d+)", text):
         name, fusion, index = match.group(1), match.group(2), int(match.group(3))
-        if fusion not in fused or not inputs.get(fused[fusion].root):
+        if fusion not in fused or fused[fusion].root not in tuples or not inputs.get(fused[fusion].root):
             continue
         element = inputs[fused[fusion].root][index]
         while element not in named and len(inputs.get(element, ())) == 1:

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-import dumpgym
+from deep_programs import add_deep_mlp_step, deep_mlp_step
 from dumpgym import cli, drills
 from dumpgym.corpus.user import load_corpus
 from dumpgym.drills._together import MOST, RATIO, blind, together
@@ -22,24 +22,11 @@ import blind_readers as br  # noqa: E402
 LAYERS = 6
 
 
-def deep_mlp_step(ws, x, y):
-    """One SGD step of a six-layer MLP, as a user writes it."""
-    def loss(ws):
-        h = x
-        for w in ws[:-1]:
-            h = jax.nn.relu(h @ w)
-        return jnp.mean((h @ ws[-1] - y) ** 2)
-    grads = jax.grad(loss)(ws)
-    return [w - 0.01 * g for w, g in zip(ws, grads)]
-
-
 @pytest.fixture(scope="module")
 def added(tmp_path_factory):
     """A temp corpus holding the MLP step, added as `dumpgym.add` adds it, and its records by slug."""
     folder = tmp_path_factory.mktemp("corpus")
-    ws = [jax.ShapeDtypeStruct((64, 64), jnp.float32) for _ in range(LAYERS)]
-    batch = jax.ShapeDtypeStruct((32, 64), jnp.float32)
-    dumpgym.add(deep_mlp_step, ws, batch, batch, slug="deep-mlp", corpus=folder)
+    add_deep_mlp_step(folder, LAYERS)
     corpus = load_corpus(folder)
     return folder, {p["slug"]: ProgramRecord.from_json(p) for p in corpus["programs"]}
 

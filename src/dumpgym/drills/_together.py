@@ -52,6 +52,11 @@ def blind(items: list[dict]) -> Blind | None:
         return None
     chance = sum(i.get("weight", 1.0) / len(i["answer"]["options"]) for i in items) / total
     best = Blind(0.0, chance, "")
+    for text in sorted({_right(i) for i in items}):
+        got = sum(i.get("weight", 1.0) * (_right(i) == text if text in i["answer"]["options"]
+                                          else 1 / len(i["answer"]["options"])) for i in items) / total
+        if got > best.accuracy:
+            best = Blind(got, chance, f"\u201c{text}\u201d is the answer")
     for place in range(max(len(i["answer"]["options"]) for i in items)):
         got = sum(i.get("weight", 1.0) for i in items if i["answer"]["index"] == place) / total
         if got > best.accuracy:
@@ -60,11 +65,6 @@ def blind(items: list[dict]) -> Blind | None:
         got = sum(i.get("weight", 1.0) * _by_length(i, pick) for i in items) / total
         if got > best.accuracy:
             best = Blind(got, chance, name)
-    for text in {i["answer"]["options"][i["answer"]["index"]] for i in items}:
-        got = sum(i.get("weight", 1.0) * (_right(i) == text if text in i["answer"]["options"]
-                                          else 1 / len(i["answer"]["options"])) for i in items) / total
-        if got > best.accuracy:
-            best = Blind(got, chance, f"\u201c{text}\u201d is the answer")
     return best
 
 
@@ -167,5 +167,23 @@ def _why(drill: str, step: str | None, mine: list[dict], alone: Blind, partners:
     what = f"{drill} {step}" if step else drill
     share = "every time" if alone.accuracy > 0.999 else f"{alone.accuracy:.0%} of the time against chance's {alone.chance:.0%}"
     programs = len({p["program"] for p in partners})
-    return (f"{what}: alone, {alone.does} {share} ({len(mine)} items); asked with {len(partners)} items of "
-            f"{programs} other program{'s' if programs != 1 else ''} whose answers are the others")
+    return (f"{what}: alone, {alone.does} {share} ({_count(len(mine), 'item')}); asked with "
+            f"{_count(len(partners), 'item')} of {_count(programs, 'other program')} whose answers are the others")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def each_alone(items: list[dict], slugs: Iterable[str]) -> dict[str, list[Together]]:
+    """Each of `slugs` drilled alone (the page's "only your programs" draws each by itself, then its items by
+    weight): the steps of its items asked with the other programs' (`together`), for those that have any."""
+    by: dict[str, list[dict]] = {}
+    for item in items:
+        by.setdefault(item["program"], []).append(item)
+    out = {}
+    for slug in slugs:
+        found = together(by.get(slug, []), [i for other, mine in by.items() if other != slug for i in mine])
+        if found:
+            out[slug] = found
+    return out

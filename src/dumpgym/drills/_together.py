@@ -22,6 +22,8 @@ RATIO = 1.1
 MOST = 3
 # The candidates weighed for a place: this many, taken evenly through the other programs' items of the step.
 SAMPLE = 48
+# And when the places are filled and a blind reader still beats chance, at most this many more items.
+REFINE = 4
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def _choices(items: Iterable[dict]) -> list[dict]:
 def blind(items: list[dict]) -> Blind | None:
     """The best of the readers who see only the options: one who always picks the same option text (the
     step's usual answer), one who always taps the same place, one who picks the longest or the shortest
-    option; None when the items weigh nothing."""
+    option (the first or the last of those as long); None when the items weigh nothing."""
     items = _choices(items)
     total = sum(i.get("weight", 1.0) for i in items)
     if not total:
@@ -62,17 +64,18 @@ def blind(items: list[dict]) -> Blind | None:
         if got > best.accuracy:
             best = Blind(got, chance, f"option {place + 1} is right")
     for name, pick in (("the longest option is right", max), ("the shortest option is right", min)):
-        got = sum(i.get("weight", 1.0) * _by_length(i, pick) for i in items) / total
-        if got > best.accuracy:
-            best = Blind(got, chance, name)
+        for ties in (0, -1):
+            got = sum(i.get("weight", 1.0) * _by_length(i, pick, ties) for i in items) / total
+            if got > best.accuracy:
+                best = Blind(got, chance, name)
     return best
 
 
-def _by_length(item: dict, pick) -> float:
-    """A reader's credit on an item for picking the option of `pick`'s length (shared among options as long)."""
+def _by_length(item: dict, pick, ties: int) -> bool:
+    """Whether a reader who picks the option of `pick`'s length (of several as long, the first or the last:
+    `ties` 0 or -1) is right on an item."""
     lengths = [len(o) for o in item["answer"]["options"]]
-    alike = [k for k, n in enumerate(lengths) if n == pick(lengths)]
-    return (item["answer"]["index"] in alike) / len(alike)
+    return [k for k, n in enumerate(lengths) if n == pick(lengths)][ties] == item["answer"]["index"]
 
 
 def _right(item: dict) -> str:
@@ -110,9 +113,10 @@ def together(selected: list[dict], others: list[dict]) -> list[Together]:
         alone = blind(mine)
         if alone is None or not alone.lopsided:
             continue
-        partners = tuple(p for width in sorted({len(i["answer"]["options"]) for i in mine})
-                         for p in _partners([i for i in mine if len(i["answer"]["options"]) == width],
-                                            pools.get((drill, step), [])))
+        pool = pools.get((drill, step), [])
+        partners = [p for width in sorted({len(i["answer"]["options"]) for i in mine})
+                    for p in _partners([i for i in mine if len(i["answer"]["options"]) == width], pool)]
+        partners = tuple(partners + _refined(mine, partners, pool))
         if partners:
             out.append(Together(drill, step, _why(drill, step, mine, alone, partners), partners))
     return out
@@ -152,6 +156,29 @@ def _partners(mine: list[dict], pool: list[dict]) -> list[dict]:
             taken.update((fits[best]["program"], fits[best]["question"]))
             out.append({**fits[best], "weight": weight})
             fits[best] = None
+    return out
+
+
+def _refined(mine: list[dict], chosen: list[dict], pool: list[dict]) -> list[dict]:
+    """More items of `pool` while the blind readers of `mine` and `chosen` still beat chance by RATIO, at most
+    REFINE, each the item and weight (an eighth, a quarter or a half of `mine`'s) that lowers the best
+    reader's edge most: where the places could only be filled from items of another number of options (a
+    dump's transposes offer two answers, the corpus's four), those items' own other places want filling."""
+    mass = sum(i.get("weight", 1.0) for i in mine)
+    out: list[dict] = []
+    fits = _sample([i for i in pool if i not in chosen])
+    for _ in range(REFINE):
+        now = blind([*mine, *chosen, *out])
+        if now is None or not now.lopsided:
+            break
+        taken = {i["question"] for i in (*mine, *chosen, *out)}
+        tries = [{**i, "weight": round(mass * share, 3)} for i in fits if i["question"] not in taken
+                 for share in (0.125, 0.25, 0.5)]
+        edge = lambda i: (b := blind([*mine, *chosen, *out, i])).accuracy / b.chance  # noqa: E731
+        best = min(tries, key=edge, default=None)
+        if best is None or edge(best) >= now.accuracy / now.chance:
+            break
+        out.append(best)
     return out
 
 

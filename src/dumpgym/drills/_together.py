@@ -48,7 +48,7 @@ def blind(items: list[dict]) -> Blind | None:
     """The best of the readers who see only the options: one who always picks the same option text (the
     step's usual answer), one who always taps the same place, one who picks the longest or the shortest
     option (the first or the last of those as long); None when the items weigh nothing."""
-    items = _choices(items)
+    items = merged(items)
     total = sum(i.get("weight", 1.0) for i in items)
     if not total:
         return None
@@ -69,6 +69,20 @@ def blind(items: list[dict]) -> Blind | None:
             if got > best.accuracy:
                 best = Blind(got, chance, name)
     return best
+
+
+def merged(items: Iterable[dict]) -> list[dict]:
+    """The choice items with weight, those alike to a blind reader (the same options, right in the same place)
+    merged into one of their summed weight: what `blind` reads, and a deep program's hundreds in a few."""
+    out: dict[tuple, dict] = {}
+    for i in _choices(items):
+        key = (tuple(i["answer"]["options"]), i["answer"]["index"])
+        if key in out:
+            out[key]["weight"] += i.get("weight", 1.0)
+        else:
+            out[key] = {"answer": {"form": "choice", "options": list(key[0]), "index": key[1]},
+                        "weight": i.get("weight", 1.0)}
+    return list(out.values())
 
 
 def _by_length(item: dict, pick, ties: int) -> bool:
@@ -150,9 +164,10 @@ def _partners(mine: list[dict], pool: list[dict]) -> list[dict]:
         weight = round(short / count, 3)
         taken = {i["question"] for i in (*mine, *out)}
         for _ in range(count):
+            base = merged([*mine, *out])
             best = min((k for k in range(len(fits)) if fits[k] is not None), key=lambda k: (
                 fits[k]["program"] in taken or fits[k]["question"] in taken,
-                blind([*mine, *out, {**fits[k], "weight": weight}]).accuracy, k))
+                blind([*base, {**fits[k], "weight": weight}]).accuracy, k))
             taken.update((fits[best]["program"], fits[best]["question"]))
             out.append({**fits[best], "weight": weight})
             fits[best] = None
@@ -174,7 +189,8 @@ def _refined(mine: list[dict], chosen: list[dict], pool: list[dict]) -> list[dic
         taken = {i["question"] for i in (*mine, *chosen, *out)}
         tries = [{**i, "weight": round(mass * share, 3)} for i in fits if i["question"] not in taken
                  for share in (0.125, 0.25, 0.5)]
-        edge = lambda i: (b := blind([*mine, *chosen, *out, i])).accuracy / b.chance  # noqa: E731
+        base = merged([*mine, *chosen, *out])
+        edge = lambda i: (b := blind([*base, i])).accuracy / b.chance  # noqa: E731
         best = min(tries, key=edge, default=None)
         if best is None or edge(best) >= now.accuracy / now.chance:
             break

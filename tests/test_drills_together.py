@@ -131,3 +131,11 @@ def test_a_step_with_one_answer_is_evened_out_by_other_programs_items():
 def test_a_selection_even_alone_is_asked_alone():
     mine = [_item("mine", "s", k % 4, question=f"line {k}") for k in range(8)]
     assert together(mine, [_item("p", "s", 0)]) == []
+
+
+def test_a_built_in_program_alone_is_asked_with_none_of_its_own_variants(whole_corpus, tmp_path, capsys):
+    """`mlp-2`, `mlp-f32` are mlp's code at other shapes and dtypes: its habits, not another program's answers."""
+    pool, _ = _printed(capsys, "drills", "--corpus", str(tmp_path), "mlp")
+    family = {p["slug"] for p in whole_corpus["programs"] if p.get("variant_of") == "mlp"}
+    programs = {i["program"] for i in pool["items"]}
+    assert family and programs - {"mlp"} and not programs & family

@@ -177,8 +177,7 @@ def _cmd_drills(args) -> int:
     parts = drills.kept_pool([by_slug[s] for s in args.slugs] or sources)
     together: list[dict] = []
     if args.slugs and not args.alone:  # a step the programs cannot even out alone is asked with others' items
-        rest = [s for s in sources if s.slug not in set(args.slugs)]
-        more, together = drills.asked_together(parts, lambda: drills.kept_pool(rest, warn))
+        more, together = drills.asked_together(parts, lambda: drills.kept_pool(_others(sources, args.slugs), warn))
         parts = parts + more
         for step in together:
             print(f"dumpgym: note: {printable(step['why'])}", file=sys.stderr)
@@ -190,6 +189,16 @@ def _cmd_drills(args) -> int:
     sys.stdout.buffer.write(b"\n")
     sys.stdout.buffer.flush()
     return 0
+
+
+def _others(sources: list, slugs: list[str]) -> list:
+    """The sources of the programs outside `slugs` and their families (a built-in program and its traced
+    variants at other shapes are one program's code: its habits, not another's answers)."""
+    from dumpgym.drills._stored import builtin_bytes
+
+    base = {p["slug"]: p["variant_of"] for p in json.loads(builtin_bytes())["programs"] if p.get("variant_of")}
+    family = {base.get(slug, slug) for slug in slugs}
+    return [s for s in sources if base.get(s.slug, s.slug) not in family]
 
 
 def _cmd_cost(args) -> int:

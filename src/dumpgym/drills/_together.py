@@ -46,7 +46,8 @@ def _choices(items: Iterable[dict]) -> list[dict]:
 
 def blind(items: list[dict]) -> Blind | None:
     """The best of the readers who see only the options: one who always picks the same option text (the
-    step's usual answer), one who always taps the same place, one who picks the longest or the shortest
+    step's usual answer), one who always taps the same place (the last, where there are fewer) or the last
+    one, one who picks the longest or the shortest
     option (the first or the last of those as long); None when the items weigh nothing."""
     items = merged(items)
     total = sum(i.get("weight", 1.0) for i in items)
@@ -59,10 +60,12 @@ def blind(items: list[dict]) -> Blind | None:
                                           else 1 / len(i["answer"]["options"])) for i in items) / total
         if got > best.accuracy:
             best = Blind(got, chance, f"\u201c{text}\u201d is the answer")
-    for place in range(max(len(i["answer"]["options"]) for i in items)):
-        got = sum(i.get("weight", 1.0) for i in items if i["answer"]["index"] == place) / total
+    for place in (*range(max(len(i["answer"]["options"]) for i in items)), -1):  # of fewer, the last; or the last
+        got = sum(i.get("weight", 1.0) for i in items
+                  if i["answer"]["index"] == (min(place, len(i["answer"]["options"]) - 1) if place >= 0
+                                              else len(i["answer"]["options"]) - 1)) / total
         if got > best.accuracy:
-            best = Blind(got, chance, f"option {place + 1} is right")
+            best = Blind(got, chance, f"option {place + 1} is right" if place >= 0 else "the last option is right")
     for name, pick in (("the longest option is right", max), ("the shortest option is right", min)):
         for ties in (0, -1):
             got = sum(i.get("weight", 1.0) * _by_length(i, pick, ties) for i in items) / total

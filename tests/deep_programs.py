@@ -44,3 +44,25 @@ def deep_batched_attention(x, *ws):
             h = h + jnp.einsum("bts,bsd->btd", s, q)
         return jnp.sum(h)
     return jax.grad(loss)(ws)
+
+
+def deep_mlp_step(ws, x, y):
+    """One SGD step of an MLP of many layers, as a user writes it: every transpose its gradient makes is a
+    matmul's, so drilled alone its transposes have one answer."""
+    def loss(ws):
+        h = x
+        for w in ws[:-1]:
+            h = jax.nn.relu(h @ w)
+        return jnp.mean((h @ ws[-1] - y) ** 2)
+    grads = jax.grad(loss)(ws)
+    return [w - 0.01 * g for w, g in zip(ws, grads)]
+
+
+def add_deep_mlp_step(folder, layers: int = 6, slug: str = "deep-mlp"):
+    """Add `deep_mlp_step` of `layers` [64,64] weights on a [32,64] batch to the corpus folder, as
+    `dumpgym.add` adds it; returns its record."""
+    import dumpgym
+
+    ws = [jax.ShapeDtypeStruct((64, 64), jnp.float32) for _ in range(layers)]
+    batch = jax.ShapeDtypeStruct((32, 64), jnp.float32)
+    return dumpgym.add(deep_mlp_step, ws, batch, batch, slug=slug, corpus=folder)

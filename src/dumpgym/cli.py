@@ -178,14 +178,30 @@ def _cmd_drills(args) -> int:
         raise UsageError(f"unknown program {' '.join(unknown)}; valid slugs: {' '.join(by_slug)}")
     # Each program's items as they were kept, printed packed, decoding only their tables (drills/_packed.py).
     parts = drills.kept_pool([by_slug[s] for s in args.slugs] or sources)
+    together: list[dict] = []
+    if args.slugs and not args.alone:  # a step the programs cannot even out alone is asked with others' items
+        more, together = drills.asked_together(parts, lambda: drills.kept_pool(_others(sources, args.slugs), warn))
+        parts = parts + more
+        for step in together:
+            print(f"dumpgym: note: {printable(step['why'])}", file=sys.stderr)
     sys.stdout.flush()
     if args.unpacked:  # every item whole, for jq and other readers without `read_pool`
-        sys.stdout.buffer.write(json.dumps(drills.pool_of(parts, warn), ensure_ascii=False).encode("utf-8"))
+        sys.stdout.buffer.write(json.dumps(drills.pool_of(parts, warn, together), ensure_ascii=False).encode("utf-8"))
     else:
-        drills.write_pool(parts, sys.stdout.buffer, warn)
+        drills.write_pool(parts, sys.stdout.buffer, warn, together)
     sys.stdout.buffer.write(b"\n")
     sys.stdout.buffer.flush()
     return 0
+
+
+def _others(sources: list, slugs: list[str]) -> list:
+    """The sources of the programs outside `slugs` and their families (a built-in program and its traced
+    variants at other shapes are one program's code: its habits, not another's answers)."""
+    from dumpgym.drills._stored import builtin_bytes
+
+    base = {p["slug"]: p["variant_of"] for p in json.loads(builtin_bytes())["programs"] if p.get("variant_of")}
+    family = {base.get(slug, slug) for slug in slugs}
+    return [s for s in sources if base.get(s.slug, s.slug) not in family]
 
 
 def _cmd_cost(args) -> int:
@@ -420,6 +436,10 @@ def make_parser() -> argparse.ArgumentParser:
         if name == "drills":
             p.add_argument("--unpacked", action="store_true",
                            help="print every item whole, as drills.read_pool gives it back (about four times the bytes)")
+            p.add_argument("--alone", action="store_true",
+                           help="with SLUGs, print their own items only; without it, a step whose answers these "
+                                "programs cannot even out alone is printed with a few items of other programs "
+                                "(the pool's `together` list says which, and why)")
         p.set_defaults(run=run)
     return parser
 

@@ -266,28 +266,53 @@ class Pool(dict):
     __slots__ = ("parts",)
 
 
-def pool_of(parts: list, warn: Callable[[str], None] | None = None) -> dict:
-    """The `dumpgym.drills/2` pool of the programs' kept items, in order; each skipped kind told to `warn`."""
+def pool_of(parts: list, warn: Callable[[str], None] | None = None, together: list[dict] = ()) -> dict:
+    """The `dumpgym.drills/2` pool of the programs' kept items, in order; each skipped kind told to `warn`;
+    `together`: the steps whose items are asked with other programs' (`asked_together`)."""
     items = [item for kept in parts for item in kept.items()]
     skipped = [s for kept in parts for s in kept.skipped]
     pool = Pool(schema=SCHEMA, kinds=_kinds_of(parts), items=items)
     pool.parts = list(parts)
     if skipped:  # left out when empty: a pool with nothing skipped prints as before
         pool["skipped"] = skipped
+    if together:  # likewise
+        pool["together"] = list(together)
     tell_skipped(parts, warn)
     return pool
 
 
-def write_pool(parts: list, out, warn: Callable[[str], None] | None = None) -> None:
+def write_pool(parts: list, out, warn: Callable[[str], None] | None = None, together: list[dict] = ()) -> None:
     """Write the pool of the programs' kept items to the binary stream `out` as `dumpgym drills` prints it:
-    packed (`_packed.write`; `read_pool` gives back what `pool_of(parts)` gives), copying each program's
-    kept items and decoding only their tables (a big model's items cost what reading them costs)."""
+    packed (`_packed.write`; `read_pool` gives back what `pool_of(parts, together=together)` gives), copying
+    each program's kept items and decoding only their tables (a big model's items cost what reading them costs)."""
     from dumpgym.drills import _packed
 
     skipped = [s for kept in parts for s in kept.skipped]
     texts = [text for text in (kept.encoded() for kept in parts) if len(text)]
-    _packed.write({"schema": SCHEMA, "kinds": _kinds_of(parts)}, texts, skipped, out)
+    _packed.write({"schema": SCHEMA, "kinds": _kinds_of(parts)}, texts, skipped, out, together)
     tell_skipped(parts, warn)
+
+
+def asked_together(parts: list, others: Callable[[], list]) -> tuple[list, list[dict]]:
+    """What a few programs' items (`parts`, kept) are asked with when drilled without the rest of the corpus:
+    for each step their choice items cannot even out alone (`_together.together`), a few items of the same
+    step from `others()` (the other programs' kept parts, read only when some step needs them), reweighted,
+    as kept parts one per program; and the pool's `together` list, one entry per such step saying why."""
+    from dumpgym.drills._stored import Kept
+    from dumpgym.drills._together import blind, together
+
+    mine = [item for kept in parts for item in kept.items()]
+    steps: dict[tuple, list[dict]] = {}
+    for item in mine:
+        steps.setdefault((item["drill"], item.get("step")), []).append(item)
+    if not any((b := blind(items)) is not None and b.lopsided for items in steps.values()):
+        return [], []
+    asked = together(mine, [item for kept in others() for item in kept.items()])
+    by_program: dict[str, list[dict]] = {}
+    for step in asked:
+        for item in step.partners:
+            by_program.setdefault(item["program"], []).append(item)
+    return [Kept.of(items, []) for items in by_program.values()], [step.to_json() for step in asked]
 
 
 def printed_pool(pool: dict) -> bytes:

@@ -343,10 +343,10 @@ def kept_items(text: bytes | memoryview) -> list[dict]:
     return unpack({**json.loads(head), **json.loads(b"{" + bytes(rest))})
 
 
-def write(head: dict, texts: list, skipped: list[dict], out) -> None:
+def write(head: dict, texts: list, skipped: list[dict], out, together: list[dict] = ()) -> None:
     """Print the pool: `head` (`schema`, `kinds`), the tables every program's kept text (`kept_text`)
     shares, each program with its own tables as indices into them and the rest of it copied, and the
-    `skipped` list when there is one; compact JSON, a line per program."""
+    `skipped` and `together` lists when there are any; compact JSON, a line per program."""
     strings: dict[str, int] = {}
     shapes: dict[tuple, int] = {}
     heads, rests = [], []
@@ -372,17 +372,20 @@ def write(head: dict, texts: list, skipped: list[dict], out) -> None:
     out.write(b"\n]")
     if skipped:
         out.write(b',\n"skipped":' + _compact(skipped))
+    if together:
+        out.write(b',\n"together":' + _compact(list(together)))
     out.write(b"}")
 
 
 def read(printed: dict) -> dict:
-    """The pool (`schema`, `kinds`, `items`, and `skipped` when any) from what `write` printed, parsed."""
+    """The pool (`schema`, `kinds`, `items`, and `skipped` and `together` when any) from what `write` printed, parsed."""
     strings, shapes = printed["strings"], printed["shapes"]
     items = [item for one in printed["programs"] for item in unpack(
         {**one, "strings": [strings[i] for i in one["strings"]], "shapes": [shapes[i] for i in one["shapes"]]})]
     pool = {"schema": printed["schema"], "kinds": printed["kinds"], "items": items}
-    if "skipped" in printed:
-        pool["skipped"] = printed["skipped"]
+    for extra in ("skipped", "together"):
+        if extra in printed:
+            pool[extra] = printed[extra]
     return pool
 
 

@@ -569,6 +569,8 @@ def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | N
     record = corpus if isinstance(corpus, Corpus) else Corpus.from_json(corpus)
     cards, anchors = _op_cards(record)
     written = cache(record.to_json)
+    yours = [p.slug for p in record.programs if p.added]
+    alone = asked_alone(drills, yours)
 
     def page() -> bytes:
         # The corpus and x-ray sections list the gym's programs; variants are drawn in drills only.
@@ -583,10 +585,17 @@ def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | N
         pools = {k.name: " ".join(f"{slug}:{len(items)}:{_weight(items):g}" + (f":{bases[slug]}" if slug in bases else "")
                                   for (kind, slug), items in groups.items() if kind == k.name)
                  for k in kinds}
+        # `slug:weight`: the learner's programs whose items of a kind are asked, drilled alone, with the
+        # others' items of `data/drills/with/KIND/SLUG.json` (their summed weight), and the line saying why.
+        withs = {k.name: " ".join(f"{slug}:{_weight(items):g}" for (kind, slug), (items, _) in alone.items()
+                                  if kind == k.name) for k in kinds}
+        notes = {k.name: [(slug, why) for (kind, slug), (_, whys) in alone.items() if kind == k.name for why in whys]
+                 for k in kinds}
         return _environment().get_template("index.html").render(
-            corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools, path=PATH, targets=page_targets(record),
+            corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools,
+            withs=withs, together=notes, path=PATH, targets=page_targets(record),
             first=first_step(kinds), examples=path_examples(record, drills), hlo_adds=hlo_adds(drills, kinds),
-            totals=totals(record, drills), skipped=drills.get("skipped", []), yours=[p.slug for p in record.programs if p.added], csp=CSP,
+            totals=totals(record, drills), skipped=drills.get("skipped", []), yours=yours, csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (), news=news,
             big=big,
         ).encode("utf-8")
@@ -599,6 +608,9 @@ def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | N
     }
     for path, make in _splits(record, drills, anchors).items():
         makers[path] = partial(lambda make: _json(make()), make)
+    for (kind, slug), (items, _) in alone.items():
+        makers[f"data/drills/with/{kind}/{slug}.json"] = partial(
+            lambda items: _json({"schema": drills["schema"], "items": items}), items)
     # The JSON files made from the corpus and the code alone; not the pool's (quick to split, and `serve` may
     # serve a pool still being made), the page (made at start-up) or the package's own files (read as they are).
     keep = frozenset(path for path in makers if path.endswith(".json") and path != "drills.json"
@@ -674,6 +686,20 @@ def load_inputs(corpus_dir=None, warn=None) -> tuple[dict, dict]:
     corpus = load_corpus(corpus_dir, warn)
     # An added program's items are kept beside its record: a big model is read, not drilled again.
     return corpus, build_pool(corpus, warn, StoredItems(user_corpus_dir(corpus_dir)))
+
+
+def asked_alone(pool: dict, yours: list[str]) -> dict[tuple[str, str], tuple[list[dict], list[str]]]:
+    """(kind, slug) -> the other programs' items one of the learner's programs is asked with when drilled
+    alone ("only your programs"), reweighted, and one line per step saying why (`drills/_together.py`)."""
+    from dumpgym.drills._together import each_alone
+
+    out: dict[tuple[str, str], tuple[list[dict], list[str]]] = {}
+    for slug, steps in (each_alone(pool["items"], yours) if yours else {}).items():
+        for step in steps:
+            items, whys = out.setdefault((step.drill, slug), ([], []))
+            items.extend(step.partners)
+            whys.append(step.why)
+    return out
 
 
 def _weight(items: list[dict]) -> float:

@@ -32,8 +32,9 @@ export const programURL = (slug) => `data/programs/${encodeURIComponent(slug)}.j
 /** The URL of one program's compiled HLO for a compile target id (`tpu`, `gpu`, `cpu`, ...), highlighted at build time ("dumpgym.hlo-listing/1"). */
 export const hloURL = (slug, target) => `data/compiled/${encodeURIComponent(target)}/${encodeURIComponent(slug)}.json`;
 
-/** The URL of one drill kind's items for one program. */
-export const drillURL = (kind, slug) => `data/drills/${encodeURIComponent(kind)}/${encodeURIComponent(slug)}.json`;
+/** The URL of one drill kind's items for one program (`asked`: the other programs' items it is asked with alone). */
+export const drillURL = (kind, slug, asked = false) =>
+  `data/drills/${asked ? 'with/' : ''}${encodeURIComponent(kind)}/${encodeURIComponent(slug)}.json`;
 
 /** The URL of one program's highlighted listings, source, jaxpr and StableHLO ("dumpgym.listings/1"). */
 export const listingsURL = (slug) => `data/listings/${encodeURIComponent(slug)}.json`;

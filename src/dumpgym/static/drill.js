@@ -61,6 +61,13 @@ class Panel {
     this.focusFilter = null;  // {skill} or {primitive}: draw only matching items (set by the mastery map)
     this.yours = new Set();  // slugs of the learner's added programs (registerDrills sets them)
     this.yoursOnly = false;
+    // `slug:weight`: your programs whose items of this kind are asked, drawn alone, with other programs' items
+    // (data/drills/with/KIND/SLUG.json, summed weight): a step whose answers one program cannot even out.
+    this.withs = new Map((el.dataset.with || '').split(' ').filter(Boolean).map((entry) => {
+      const [slug, weight] = entry.split(':');
+      return [slug, Number(weight)];
+    }));
+    this.merged = new Map();  // slug -> its split with the items it is asked with, fetched once
     this.starting = null;  // the first question's pick, while it is on its way
     this.showStreak();
   }
@@ -70,9 +77,22 @@ class Panel {
     return focusMatches(item, this.focusFilter) ? weightOf(item) : 0;
   }
 
+  /**
+   * A program's items as drawn: its split, and with "only your programs" on, the other programs' items it is
+   * asked with after them (each keeps its `program`, whose listings it shows), one merged split per program.
+   */
+  split(slug) {
+    if (!this.yoursOnly || !this.withs.has(slug)) return getJSON(drillURL(this.kind, slug));
+    if (!this.merged.has(slug)) {
+      this.merged.set(slug, Promise.all([getJSON(drillURL(this.kind, slug)), getJSON(drillURL(this.kind, slug, true))])
+        .then(([own, more]) => ({ ...own, items: [...own.items, ...more.items] })));
+    }
+    return this.merged.get(slug);
+  }
+
   /** Each program's share under the focus filter: the matching items' weights, from every split (fetched once). */
   async focusMasses() {
-    const splits = await Promise.all(this.pool.map((p) => getJSON(drillURL(this.kind, p.slug))));
+    const splits = await Promise.all(this.pool.map((p) => this.split(p.slug)));
     return splits.map((split) => split.items.reduce((a, item) => a + this.focusWeight(item), 0));
   }
 
@@ -94,7 +114,7 @@ class Panel {
     const unknown = this.pool.filter((p) => p.weight === null);
     const splits = await Promise.all(unknown.map((p) => getJSON(drillURL(this.kind, p.slug))));
     unknown.forEach((p, i) => { p.weight = splits[i].items.reduce((a, item) => a + weightOf(item), 0); });
-    return this.pool.map((p) => p.weight);
+    return this.pool.map((p) => p.weight + (this.yoursOnly ? this.withs.get(p.slug) ?? 0 : 0));
   }
 
   /** The programs to draw from (only the learner's own with "your programs" on; all when it has none of them). */
@@ -111,7 +131,7 @@ class Panel {
     const masses = pool.map((p) => all[this.pool.indexOf(p)]);
     return pickNext({
       kind: this.kind, pool, masses, last: this.last, cards: this.progress.cards(),
-      split: (slug) => getJSON(drillURL(this.kind, slug)), weight: (item) => this.focusWeight(item),
+      split: (slug) => this.split(slug), weight: (item) => this.focusWeight(item),
     });
   }
 
@@ -131,9 +151,11 @@ class Panel {
       return;
     }
     const { slug, index, split } = picked;
+    // An item another program gives yours to be asked with (`split`) shows that program's listings and name.
+    const from = split.items[index].program ?? slug;
     let blocks;
     try {
-      blocks = await resolveContext(slug, split.items[index].context);
+      blocks = await resolveContext(from, split.items[index].context);
     } catch (e) {
       render(this.body, html`<p class="empty">Could not load the question's listings (${e.message}).</p>`);
       this.el.dataset.state = 'empty';
@@ -148,13 +170,13 @@ class Panel {
     if (this.standsFor) this.el.dataset.standsFor = this.standsFor;  // a sibling asked for this due card
     else delete this.el.dataset.standsFor;
     const { form } = this.item.answer;
-    if (form === 'line' || form === 'lines') renderLines(this, slug, blocks);
+    if (form === 'line' || form === 'lines') renderLines(this, from, blocks);
     else if (form === 'typed' || form === 'axes') {
-      const view = { ctx: html`<div class="ctx">${this.header(slug, '')}${this.shownBlocks(blocks)}</div>`,
+      const view = { ctx: html`<div class="ctx">${this.header(from, '')}${this.shownBlocks(blocks)}</div>`,
         question: html`<p class="q" tabindex="-1" id="q-${this.kind}">${this.item.question}</p>` };
       (form === 'typed' ? renderTyped : renderAxes)(this, view);
       this.body.querySelector('[data-next]').addEventListener('click', () => this.next());
-    } else this.renderChoice(slug, blocks);
+    } else this.renderChoice(from, blocks);
     markCuts(this.body);
     this.el.dataset.state = 'asking';
     if (focus) {
@@ -383,7 +405,10 @@ export function registerDrills(root, progress, preferred) {
   const only = root.querySelector('[data-yours-only]');
   for (const panel of panels.values()) panel.yours = yours;
   only?.addEventListener('change', () => {
-    for (const panel of panels.values()) panel.yoursOnly = only.checked;
+    for (const panel of panels.values()) {
+      panel.yoursOnly = only.checked;
+      panel.el.toggleAttribute('data-yours-only', only.checked);  // shows the steps asked with others (gym.css)
+    }
     const panel = panels.get(active);
     if (panel?.item && !panel.answered) panel.next({ focus: false });
   });

@@ -431,7 +431,9 @@ def make_parser() -> argparse.ArgumentParser:
         ("drills", _cmd_drills, "print the drill item pool as packed JSON (schema dumpgym.drills/2)"),
     ):
         p = sub.add_parser(name, help=text)
-        p.add_argument("slugs", nargs="*", metavar="SLUG", help="only these programs (default: all)")
+        p.add_argument("slugs", nargs="*", metavar="SLUG",
+                       help="only these programs (default: all)" if name == "export" else
+                       "these programs' items (default: all), with any partners --alone leaves out")
         p.add_argument("--corpus", metavar="DIR", help="folder of added programs (default: the user data dir)")
         if name == "drills":
             p.add_argument("--unpacked", action="store_true",

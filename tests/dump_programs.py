@@ -255,7 +255,7 @@ compile_for({platform!r}, jax.jit({function}), train_step_args(layers={layers}))
 
 def compile_for(platform: str, function, structs) -> None:
     """Compile the jitted `function` at `structs` for `platform`: the CPU here, a TPU through the topology
-    libtpu describes (no chip needed)."""
+    libtpu describes, a GPU (an H100) through JAX's CUDA plugin (no chip needed)."""
     if platform == "cpu":
         function.lower(*structs).compile()
         return
@@ -264,7 +264,7 @@ def compile_for(platform: str, function, structs) -> None:
 
     device = topology_devices(Target(platform).topology_for(1))[0]
     with jax.default_device(device):
-        function.trace(*structs).lower(lowering_platforms=(platform,)).compile()
+        function.trace(*structs).lower(lowering_platforms=({"gpu": "cuda"}.get(platform, platform),)).compile()
 
 
 def dump_train_step(folder: Path, twin: bool = False, layers: int = 2, platform: str = "cpu") -> Path:

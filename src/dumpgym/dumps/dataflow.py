@@ -68,10 +68,16 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     `shared`: what two ops anywhere compute alike (`DumpOp.content`), which XLA may merge. Where an
     edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
     every candidate), and what rested on them is undone."""
-    cands = {}
+    cands, joins = {}, set()
     for name, ops in candidates.items():
         # Of its own kind, and then of its own shape and kind of number, where some candidates are.
         own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]]
+        # A concatenation none of whose candidates is one (or a fusion of it) XLA made to join several ops'
+        # values (the operands of two matmuls that read one value, merged into one matmul): it carries one of
+        # those ops' metadata, which one the text does not say.
+        root = fused[name].root if name in fused else name
+        if opcodes.get(root) == "concatenate" and not any(hlo_opcode(op.name) == "concatenate" for op in ops):
+            joins.add(name)
         # A broadcast, multiply or transpose of a matmul's metadata is XLA's rewrite of the matmul (one with a
         # dimension of size 1 into a multiply and a reduction; one whose batch dimensions are not first into
         # one that has them first and a transpose): its shape is the rewrite's, not the matmul's, and may be
@@ -105,7 +111,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             most = max((bin(op.arguments).count("1") for op in within), default=0)
             own = exact or [op for op in within if bin(op.arguments).count("1") == most] or own
         if results is not None and results[name]:  # and then of the results it flows into (its copies' together)
-            own = _of_results(own, results[name], opcodes[name])
+            own = _of_results(own, results[name], opcodes[name], name in joins)
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
@@ -178,7 +184,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     # edges say nothing of which op its neighbours came from.
     # So is one computed from constants alone where none of its candidates is (a reciprocal XLA folded,
     # merged module-wide).
-    merged = {name for name, ops in cands.items() if any(op.content in shared for op in ops) or (
+    # So is a join XLA made of several ops' values (`joins`): what feeds it is each of those ops'.
+    merged = joins | {name for name, ops in cands.items() if any(op.content in shared for op in ops) or (
         arguments is not None and not arguments[name] and all(op.content is None for op in ops))}
     edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
     kept, rewritten = _consistent(cands, edges, relation)
@@ -343,25 +350,29 @@ def _operand_of(j: str, i: str, inputs: dict[str, list[str]], opcodes: dict[str,
     return False
 
 
-def _of_results(ops: list, reached: int, opcode: str) -> list:
+def _of_results(ops: list, reached: int, opcode: str, joins: bool = False) -> list:
     """Of `ops`, those that flow into the results `reached` (bits of main's results): the instruction's own
     and its copies' together. Their premise is that every copy XLA made of the op is found; one it split off
     unseen reaches only part of what the op reaches. So where none reaches the same, those that reach more
     (a part of one of them); and a broadcast, which XLA makes anew where each use is (its copies may differ
     in shape), keeps those that reach more beside those that reach the same: it decides nothing between them.
     Where several ops each reach part of them and together all, XLA may have merged what each made: those too.
-    An op of a private function called twice reaches both calls' results: kept."""
+    An op of a private function called twice reaches both calls' results: kept. A join XLA made of several ops'
+    values (`joins`) reaches part of what each of them reaches."""
     same = [op for op in ops if op.results == reached or len(op.stacks) > 1]
     wider = [op for op in ops if op.results & reached == reached and op.results != reached]
     if not same:
         # XLA also merges what two ops' rewrites made alike (one broadcast of a cotangent for both gradients of a
         # batched matmul XLA rewrote into multiplies): the ops that each reach part, together all, of its results
-        # are as likely as one that reaches more.
-        parts = [op for op in ops if op.results and not op.results & ~reached]
+        # are as likely as one that reaches more. A concatenation XLA made joins several ops' values, each of
+        # which may also flow elsewhere: those that reach part of its results, whatever else they reach.
+        parts = [op for op in ops if op.results and (
+            op.results & reached and op.results & reached != reached if joins
+            else not op.results & ~reached)]
         together = 0
         for op in parts:
             together |= op.results
-        if len(parts) > 1 and together == reached:
+        if len(parts) > 1 and together & reached == reached:
             return [op for op in ops if op in parts or op in wider]
         return wider or ops
     return same + wider if opcode == "broadcast" else same

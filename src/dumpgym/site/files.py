@@ -586,14 +586,14 @@ def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | N
                                   for (kind, slug), items in groups.items() if kind == k.name)
                  for k in kinds}
         # `slug:weight`: the learner's programs whose items of a kind are asked, drilled alone, with the
-        # others' items of `data/drills/with/KIND/SLUG.json` (their summed weight), and the line saying why.
+        # others' items of `data/drills/with/KIND/SLUG.json` (their summed weight). The lines saying why are in
+        # that file, fetched when "only your programs" is checked: the page grows by an entry per program, not
+        # by a line per step.
         withs = {k.name: " ".join(f"{slug}:{_weight(items):g}" for (kind, slug), (items, _) in alone.items()
                                   if kind == k.name) for k in kinds}
-        notes = {k.name: [(slug, why) for (kind, slug), (_, whys) in alone.items() if kind == k.name for why in whys]
-                 for k in kinds}
         return _environment().get_template("index.html").render(
             corpus=record, programs=programs, changes=change_views(record), cards=cards, kinds=kinds, pools=pools,
-            withs=withs, together=notes, path=PATH, targets=page_targets(record),
+            withs=withs, path=PATH, targets=page_targets(record),
             first=first_step(kinds), examples=path_examples(record, drills), hlo_adds=hlo_adds(drills, kinds),
             totals=totals(record, drills), skipped=drills.get("skipped", []), yours=yours, csp=CSP,
             progress_key=PROGRESS_KEY, fluency=FLUENCY, pending=pending or (), news=news,
@@ -608,9 +608,9 @@ def site_files(corpus: Corpus | dict, drills: dict, pending: tuple[str, ...] | N
     }
     for path, make in _splits(record, drills, anchors).items():
         makers[path] = partial(lambda make: _json(make()), make)
-    for (kind, slug), (items, _) in alone.items():
+    for (kind, slug), (items, whys) in alone.items():
         makers[f"data/drills/with/{kind}/{slug}.json"] = partial(
-            lambda items: _json({"schema": drills["schema"], "items": items}), items)
+            lambda items, whys: _json({"schema": drills["schema"], "items": items, "notes": whys}), items, whys)
     # The JSON files made from the corpus and the code alone; not the pool's (quick to split, and `serve` may
     # serve a pool still being made), the page (made at start-up) or the package's own files (read as they are).
     keep = frozenset(path for path in makers if path.endswith(".json") and path != "drills.json"

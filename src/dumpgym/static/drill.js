@@ -68,6 +68,7 @@ class Panel {
       return [slug, Number(weight)];
     }));
     this.merged = new Map();  // slug -> its split with the items it is asked with, fetched once
+    this.togetherShown = false;  // the lines saying why, rendered the first time "only your programs" is on
     this.starting = null;  // the first question's pick, while it is on its way
     this.showStreak();
   }
@@ -88,6 +89,18 @@ class Panel {
         .then(([own, more]) => ({ ...own, items: [...own.items, ...more.items] })));
     }
     return this.merged.get(slug);
+  }
+
+  /** With "only your programs" on, one line per step a program of yours is asked with others' items, and why
+   * (the `notes` of data/drills/with/KIND/SLUG.json; shown only while the box is checked, gym.css). */
+  async showTogether() {
+    const holder = this.el.querySelector('[data-together-notes]');
+    if (!holder || this.togetherShown) return;
+    this.togetherShown = true;
+    const slugs = [...this.withs.keys()];
+    const files = await Promise.all(slugs.map((slug) => getJSON(drillURL(this.kind, slug, true))));
+    render(holder, html`${slugs.flatMap((slug, i) => (files[i].notes ?? []).map((why) =>
+      html`<p data-together-note><code>${slug}</code> · ${ticks(why)}</p>`))}`);
   }
 
   /** Each program's share under the focus filter: the matching items' weights, from every split (fetched once). */
@@ -408,6 +421,7 @@ export function registerDrills(root, progress, preferred) {
     for (const panel of panels.values()) {
       panel.yoursOnly = only.checked;
       panel.el.toggleAttribute('data-yours-only', only.checked);  // shows the steps asked with others (gym.css)
+      if (only.checked) panel.showTogether();
     }
     const panel = panels.get(active);
     if (panel?.item && !panel.answered) panel.next({ focus: false });

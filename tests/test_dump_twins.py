@@ -61,9 +61,9 @@ GPU_EXACT_SHARE = 0.9
 # The small GPT step compiled so: XLA merges the MLP's `gate` and `up` matmuls (one line, one input) into one
 # matmul of both weights joined and slices its result; the merged matmul and its slices carry `gate`'s metadata,
 # and the `gate` branch's backward reaches `up`'s gradients through the merged matmul of the two weights'
-# gradients. Measured 2,246 of 2,489, none wrong (2,276 before, 21 wrong: 18 of the merged matmul and its
+# gradients. Measured 2,234 of 2,489, none wrong (2,276 before, 21 wrong: 18 of the merged matmul and its
 # slices linked to `up`'s op alone, 3 group links of a backward multiply of the `gate` branch that held only
-# other layers' ops).
+# other layers' ops; 2,246 while the merged matmul of both weights' gradients was linked to `gate`'s alone).
 GPT_GPU_EXACT_SHARE = 0.88
 # Of the GPT step's backward instructions of `_rotary(q)` and of `_rotary(k)` (one function called twice on one
 # line), told apart by the ops each reads next: measured 68 of 68 each (0 of 68 before those were read).

@@ -76,7 +76,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     joins = {name for name, ops in candidates.items()
              if opcodes.get(fused[name].root if name in fused else name) == "concatenate"
              and not any(hlo_opcode(op.name) == "concatenate" for op in ops)}
-    joins |= _merged_matmuls(candidates, opcodes, inputs)
+    joins |= _merged_matmuls(candidates, opcodes, inputs, joins)
     # What feeds a join reaches through it what the join's other ops reach.
     feeding, pending = set(), [k for name in joins for k in inputs.get(name, ())]
     while pending:
@@ -220,14 +220,16 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     return kept
 
 
-def _merged_matmuls(candidates: dict[str, list], opcodes: dict[str, str], inputs: dict[str, list[str]]) -> set:
+def _merged_matmuls(candidates: dict[str, list], opcodes: dict[str, str], inputs: dict[str, list[str]],
+                    joins: set) -> set:
     """The matmuls XLA merged into one (two matmuls that read one value, of the concatenation it made of their
-    other operands: the MLP's `gate` and `up` weights of one line), and what carries such a matmul's value
-    under its metadata (a bitcast of it, the fusion it is the root of, a slice of it another fusion takes):
-    each computes several ops' values and carries one of their metadata, which one the text does not say. A
-    concatenation XLA made is one no op's metadata names (a parameter's name, or none)."""
+    other operands: the MLP's `gate` and `up` weights of one line, or the cotangents of both, for their
+    weights' gradients), and what carries such a matmul's value under its metadata (a bitcast of it, the
+    fusion it is the root of, a slice of it another fusion takes): each computes several ops' values and
+    carries one of their metadata, which one the text does not say. A concatenation XLA made is one no op's
+    metadata names (a parameter's name, or none), or one of `joins`."""
     out = {name for name in candidates if opcodes[name] in _MATMUL and any(
-        opcodes.get(k) == "concatenate" and k not in candidates for k in inputs.get(name, ()))}
+        opcodes.get(k) == "concatenate" and (k not in candidates or k in joins) for k in inputs.get(name, ()))}
     if not out:
         return out
     held = {name: {op.index for op in ops} for name, ops in candidates.items()}

@@ -4,6 +4,7 @@ of a line of two and per parameter leaf: the same compile apart from metadata) a
 wrong link, and most optimised instructions linked to one equation's ops, told apart by the entry parameters
 each is computed from (`p['layers'][0]['wq']`) and the results each flows into where name stacks and lines
 are the same."""
+import re
 from collections import defaultdict
 
 import pytest
@@ -57,9 +58,19 @@ TPU_EXACT_SHARE, GPT_TPU_EXACT_SHARE = 0.85, 0.84
 # says nothing of its neighbours and keeps the ops that reach part of its results: 495 of 524 (493 before), none
 # wrong.
 GPU_EXACT_SHARE = 0.9
+# The small GPT step compiled so: XLA merges the MLP's `gate` and `up` matmuls (one line, one input) into one
+# matmul of both weights joined and slices its result; the merged matmul and its slices carry `gate`'s metadata,
+# and the `gate` branch's backward reaches `up`'s gradients through the merged matmul of the two weights'
+# gradients. Measured 2,234 of 2,489, none wrong (2,276 before, 21 wrong: 18 of the merged matmul and its
+# slices linked to `up`'s op alone, 3 group links of a backward multiply of the `gate` branch that held only
+# other layers' ops; 2,246 while the merged matmul of both weights' gradients was linked to `gate`'s alone).
+GPT_GPU_EXACT_SHARE = 0.88
 # Of the GPT step's backward instructions of `_rotary(q)` and of `_rotary(k)` (one function called twice on one
 # line), told apart by the ops each reads next: measured 68 of 68 each (0 of 68 before those were read).
 ROTARY_EXACT_SHARE = 0.9
+
+
+_NAME = re.compile(r"%[\w.\-]+")
 
 
 def _users_module(folder):
@@ -80,9 +91,28 @@ def deep_dumps(tmp_path_factory):
 
 
 def _one_compile(plain, twin) -> bool:
-    """Whether the twins' optimised HLO is the same apart from metadata."""
-    strip = lambda text: [line.split(", metadata=")[0] for line in text.splitlines() if " = " in line]  # noqa: E731
-    return strip(plain.text("hlo_after")) == strip(twin.text("hlo_after"))
+    """Whether the twins' optimised HLO is the same apart from metadata and the names of instructions."""
+    return _twin_names(plain, twin) is not None
+
+
+def _twin_names(plain, twin) -> dict | None:
+    """The twin's instruction names -> the plain dump's at the same place, where the twins' optimised HLO is the
+    same apart from metadata and names (XLA's GPU compile numbers the instructions it clones into fusions
+    apart from one run to the next, with the metadata or without); None where it is not."""
+    def instructions(module):
+        return [line.split(", metadata=")[0] for line in module.text("hlo_after").splitlines() if " = " in line]
+
+    mine, its = instructions(plain), instructions(twin)
+    if len(mine) != len(its):
+        return None
+    names = {}
+    for a, b in zip(mine, its):
+        if _NAME.sub("%", a) != _NAME.sub("%", b):
+            return None
+        for x, y in zip(_NAME.findall(a), _NAME.findall(b)):
+            if names.setdefault(y[1:], x[1:]) != x[1:]:
+                return None
+    return names if len(set(names.values())) == len(names) else None
 
 
 def _wrong_by_twin(plain, twin) -> list:
@@ -99,13 +129,15 @@ def _wrong_by_twin(plain, twin) -> list:
         at_line[op.line].add(k)
     text = twin.text("hlo_after")
     hlo = parse_hlo(text, twin.files["hlo_after"])
-    named = {name: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
+    names = _twin_names(plain, twin)
+    assert names is not None
+    named = {names[name]: (op_name, frame) for _c, name, op_name, frame in hlo_op_names(hlo)}
     # XLA gives each get-tuple-element of a multi-output fusion the fusion's metadata, whichever element it takes
     # (of `_rotary(q)`'s and `_rotary(k)`'s subtractions fused into one, each is named `rq`): it is judged by what
     # made its element, followed through what carries no metadata (a convert), not by its own metadata.
-    elements = {name: named[maker] for name, maker in element_makers(text, hlo).items()}
+    elements = {names[name]: named[names[maker]] for name, maker in element_makers(text, hlo).items()}
     regions = {region for _caller, region in reducer_regions(text)}
-    in_regions = {i.name for c in hlo.computations() if c.name in regions for i in c.instructions()}
+    in_regions = {names.get(i.name, i.name) for c in hlo.computations() if c.name in regions for i in c.instructions()}
     # The functions each call reaches (its callee, and what that calls): their ops are inlined at the call.
     callees = defaultdict(set)
     for op in twin_ops:
@@ -290,20 +322,28 @@ def test_a_copy_xla_made_unseen_leaves_no_tpu_link_wrong(tpu_twins, name, monkey
 
 @pytest.fixture(scope="module")
 def gpu_twins(tmp_path_factory):
-    """The 2-layer train step compiled for an H100, with its twin."""
+    """The 2-layer train step and the GPT step compiled for an H100, each with its twin, the exact share each
+    must reach, and what a concatenation XLA made to merge two matmuls carries in it: in the train step, two
+    matmuls' operands joined carry a matmul's metadata; in the GPT step, the MLP's `gate` and `up` weights
+    joined (their matmuls of one input merged into one) carry `gate`'s parameter's name."""
     root = tmp_path_factory.mktemp("gpu-twins")
-    return (_users_module(dump_train_step(root / "plain", platform="gpu")),
-            _users_module(dump_train_step(root / "twin", twin=True, platform="gpu")))
+    out = {}
+    for name, dump, share, join in (("train", dump_train_step, GPU_EXACT_SHARE, "/dot_general"),
+                                    ("gpt", dump_gpt_step, GPT_GPU_EXACT_SHARE, "[\\'gate\\']")):
+        plain = _users_module(dump(root / name / "plain", platform="gpu"))
+        twin = _users_module(dump(root / name / "twin", twin=True, platform="gpu"))
+        out[name] = plain, twin, share, join
+    return out
 
 
 @pytest.mark.needs_gpu
-def test_the_step_compiled_for_a_gpu_links_as_its_twin_says(gpu_twins):
-    plain, twin = gpu_twins
+@pytest.mark.parametrize("name", ["train", "gpt"])
+def test_the_steps_compiled_for_a_gpu_link_as_their_twins_say(gpu_twins, name):
+    plain, twin, share, join = gpu_twins[name]
     assert plain.backend == "gpu"
     assert _one_compile(plain, twin)
-    # XLA joined two matmuls' operands into one concatenation, which carries a matmul's metadata.
-    assert any(" concatenate(" in line and "/dot_general" in line for line in twin.text("hlo_after").splitlines())
+    assert any(" concatenate(" in line and join in line for line in twin.text("hlo_after").splitlines())
     assert _wrong_by_twin(plain, twin) == []
     exact, grouped, named = xray_module(plain).coverage("hlo_after")
     print(exact, grouped, named)
-    assert exact >= GPU_EXACT_SHARE * named, (exact, grouped, named)
+    assert exact >= share * named, (exact, grouped, named)

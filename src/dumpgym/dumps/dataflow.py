@@ -49,6 +49,8 @@ _MOVED = frozenset({"negate"})
 # first whose result it transposes back), and the matmul's own opcodes.
 _OUTER = frozenset({"broadcast", "multiply", "transpose"})
 _MATMUL = frozenset({"dot", "convolution"})
+# What carries a value it reads, or part of it, unchanged.
+_CARRIERS = frozenset({"bitcast", "copy", "fusion", "reshape", "slice", "transpose"})
 
 
 def _moved(a: str, b: str) -> bool:
@@ -68,16 +70,24 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     `shared`: what two ops anywhere compute alike (`DumpOp.content`), which XLA may merge. Where an
     edge leaves some instruction no candidate, both its ends are left out of the narrowing (they keep
     every candidate), and what rested on them is undone."""
-    cands, joins = {}, set()
+    # A concatenation none of whose candidates is one (or a fusion of it) XLA made to join several ops'
+    # values (the operands of two matmuls that read one value, merged into one matmul): it carries one of
+    # those ops' metadata, which one the text does not say. So does the matmul XLA merged.
+    joins = {name for name, ops in candidates.items()
+             if opcodes.get(fused[name].root if name in fused else name) == "concatenate"
+             and not any(hlo_opcode(op.name) == "concatenate" for op in ops)}
+    joins |= _merged_matmuls(candidates, opcodes, inputs, joins)
+    # What feeds a join reaches through it what the join's other ops reach.
+    feeding, pending = set(), [k for name in joins for k in inputs.get(name, ())]
+    while pending:
+        k = pending.pop()
+        if k not in feeding:
+            feeding.add(k)
+            pending.extend(inputs.get(k, ()))
+    cands = {}
     for name, ops in candidates.items():
         # Of its own kind, and then of its own shape and kind of number, where some candidates are.
         own = [op for op in ops if hlo_opcode(op.name) == opcodes[name]]
-        # A concatenation none of whose candidates is one (or a fusion of it) XLA made to join several ops'
-        # values (the operands of two matmuls that read one value, merged into one matmul): it carries one of
-        # those ops' metadata, which one the text does not say.
-        root = fused[name].root if name in fused else name
-        if opcodes.get(root) == "concatenate" and not any(hlo_opcode(op.name) == "concatenate" for op in ops):
-            joins.add(name)
         # A broadcast, multiply or transpose of a matmul's metadata is XLA's rewrite of the matmul (one with a
         # dimension of size 1 into a multiply and a reduction; one whose batch dimensions are not first into
         # one that has them first and a transpose): its shape is the rewrite's, not the matmul's, and may be
@@ -111,7 +121,7 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
             most = max((bin(op.arguments).count("1") for op in within), default=0)
             own = exact or [op for op in within if bin(op.arguments).count("1") == most] or own
         if results is not None and results[name]:  # and then of the results it flows into (its copies' together)
-            own = _of_results(own, results[name], opcodes[name], name in joins)
+            own = _of_results(own, results[name], opcodes[name], name in joins, name in feeding)
         cands[name] = own
     heroes = {name: hero for name in fused if name in cands and (hero := _hero(name, fused[name], candidates))}
     # A fusion that carries another fused instruction's metadata than its root's (an output fusion's matmul)
@@ -190,7 +200,8 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
     edges = [e for e in edges if not (merged & set(e)) or relation[e] == "="]
     kept, rewritten = _consistent(cands, edges, relation)
     if columns:
-        kept = _by_columns(kept, columns, [e for e in edges if not rewritten & set(e)], relation)
+        kept = _by_columns(kept, {name: column for name, column in columns.items() if name not in joins},
+                           [e for e in edges if not rewritten & set(e)], relation)
     alike: dict[int, int] = defaultdict(int)  # what an op computes from the values it reads -> the ops that do, as bits
     for ops in candidates.values():
         for op in ops:
@@ -207,6 +218,41 @@ def narrow(candidates: dict[str, list], opcodes: dict[str, str], dims: dict[str,
                 held = {op.index for m in members for op in kept[m]}
                 kept[name] = [op for op in candidates[name] if op.index in held] or kept[name]
     return kept
+
+
+def _merged_matmuls(candidates: dict[str, list], opcodes: dict[str, str], inputs: dict[str, list[str]],
+                    joins: set) -> set:
+    """The matmuls XLA merged into one (two matmuls that read one value, of the concatenation it made of their
+    other operands: the MLP's `gate` and `up` weights of one line, or the cotangents of both, for their
+    weights' gradients), and what carries such a matmul's value under its metadata (a bitcast of it, the
+    fusion it is the root of, a slice of it another fusion takes): each computes several ops' values and
+    carries one of their metadata, which one the text does not say. A concatenation XLA made is one no op's
+    metadata names (a parameter's name, or none), or one of `joins`."""
+    out = {name for name in candidates if opcodes[name] in _MATMUL and any(
+        opcodes.get(k) == "concatenate" and (k not in candidates or k in joins) for k in inputs.get(name, ()))}
+    if not out:
+        return out
+    held = {name: {op.index for op in ops} for name, ops in candidates.items()}
+
+    def reaches_a_join(name: str) -> bool:  # through what carries no op's metadata (fusion parameters)
+        seen, pending = {name}, list(inputs.get(name, ()))
+        while pending:
+            k = pending.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if k in out and held[k] == held[name]:
+                return True
+            if k not in candidates:
+                pending.extend(inputs.get(k, ()))
+        return False
+
+    grown = True
+    while grown:
+        more = {name for name in candidates if name not in out and opcodes[name] in _CARRIERS and reaches_a_join(name)}
+        out |= more
+        grown = bool(more)
+    return out
 
 
 def _by_columns(kept: dict, columns: dict, edges: list, relation: dict) -> dict:
@@ -350,7 +396,7 @@ def _operand_of(j: str, i: str, inputs: dict[str, list[str]], opcodes: dict[str,
     return False
 
 
-def _of_results(ops: list, reached: int, opcode: str, joins: bool = False) -> list:
+def _of_results(ops: list, reached: int, opcode: str, joins: bool = False, feeds_a_join: bool = False) -> list:
     """Of `ops`, those that flow into the results `reached` (bits of main's results): the instruction's own
     and its copies' together. Their premise is that every copy XLA made of the op is found; one it split off
     unseen reaches only part of what the op reaches. So where none reaches the same, those that reach more
@@ -358,7 +404,10 @@ def _of_results(ops: list, reached: int, opcode: str, joins: bool = False) -> li
     in shape), keeps those that reach more beside those that reach the same: it decides nothing between them.
     Where several ops each reach part of them and together all, XLA may have merged what each made: those too.
     An op of a private function called twice reaches both calls' results: kept. A join XLA made of several ops'
-    values (`joins`) reaches part of what each of them reaches."""
+    values (`joins`) reaches part of what each of them reaches; what feeds one (`feeds_a_join`) reaches through it
+    what the join's other ops reach (the merged matmul of the MLP's two weight gradients: the `gate` branch's
+    backward reaches `up`'s gradients), so where none reaches the same, those that reach part of its results
+    beside those that reach more."""
     same = [op for op in ops if op.results == reached or len(op.stacks) > 1]
     wider = [op for op in ops if op.results & reached == reached and op.results != reached]
     if not same:
@@ -374,6 +423,8 @@ def _of_results(ops: list, reached: int, opcode: str, joins: bool = False) -> li
             together |= op.results
         if len(parts) > 1 and together & reached == reached:
             return [op for op in ops if op in parts or op in wider]
+        if feeds_a_join:
+            wider += [op for op in ops if op.results & reached and op not in wider]
         return wider or ops
     return same + wider if opcode == "broadcast" else same
 

@@ -126,9 +126,10 @@ export function showCited(root, question, { page = false, with: below = null } =
  * Keep the element the URL's hash names (`open`'s `#xray`) where the page was scrolled to it while what is above
  * it fills in (a drill asks its first question after the browser has jumped): Chromium's scroll anchoring leaves
  * the target pushed down there on a narrow screen. Each scroll (the browser's jump, the reader's) sets where it
- * is held; the hold ends at the reader's first key, tap or wheel, or after `ms`.
+ * is held; the hold ends at the reader's first key, tap or wheel, and not before: what fills in above it may come
+ * long after the page (the drill items `serve` makes after printing its URL, a slow machine's first question).
  */
-export function holdHashTarget(ms = 10000) {
+export function holdHashTarget() {
   let id = '';
   try { id = decodeURIComponent(location.hash.slice(1)); } catch { return; }
   const target = id && document.getElementById(id);
@@ -149,5 +150,4 @@ export function holdHashTarget(ms = 10000) {
   addEventListener('scroll', onScroll, { passive: true });
   for (const kind of inputs) addEventListener(kind, stop, { capture: true, passive: true });
   hold.observe(document.body);
-  setTimeout(stop, ms);
 }
